@@ -1,0 +1,71 @@
+#ifndef TANDEM_APPS_APP_H
+#define TANDEM_APPS_APP_H
+
+/** \file
+ * Generator-style apps: each writes its algorithm once and gives a schedule per target (plus the
+ * CPU schedule of the Halide reference it is checked against).
+ */
+
+#include "tandem/Kernel.h"
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tandem::apps {
+
+/** Generator parameters, key=value. */
+class Params {
+public:
+    Params() = default;
+    Params(std::map<std::string, std::string> values) : values_(std::move(values)) {}
+    void set(const std::string &key, const std::string &value) { values_[key] = value; }
+    bool has(const std::string &key) const { return values_.count(key) > 0; }
+    int get_int(const std::string &key) const;
+    std::string get(const std::string &key) const;
+    const std::map<std::string, std::string> &values() const { return values_; }
+
+private:
+    std::map<std::string, std::string> values_;
+};
+
+/** One instance of an app's algorithm with a schedule applied. */
+struct Built {
+    std::vector<ImageParam> inputs;
+    Func output;
+};
+
+/** What the problem itself costs, whatever the schedule (for the roofline). */
+struct Workload {
+    double macs = 0;          // tensor-core multiply-accumulates
+    double vector_flops = 0;  // element work that has to happen on the vector core
+    double bytes = 0;         // compulsory DRAM traffic: inputs read once, output written once
+};
+
+struct App {
+    std::string name;
+    std::string summary;
+    std::map<std::string, std::string> defaults; // every parameter and its default
+    std::vector<std::string> schedules;          // for the zpu; the first is the default
+    /** The algorithm with `schedule` applied ("reference" = the CPU schedule for Halide's JIT). */
+    std::function<Built(const Params &, const std::string &schedule)> build;
+    std::function<Workload(const Params &)> workload;
+    /** Largest acceptable max |out - ref| / max |ref|. */
+    std::function<double(const Params &)> tolerance;
+};
+
+const std::vector<App> &all_apps();
+/** Throws tandem::Error listing the apps when `name` is unknown. */
+const App &find_app(const std::string &name);
+
+/** The app's defaults overridden by `given`; unknown keys are an error naming the known ones. */
+Params with_defaults(const App &app, const Params &given);
+
+const App &gemm_app();
+const App &elementwise_app();
+const App &rmsnorm_app();
+
+} // namespace tandem::apps
+
+#endif

@@ -1,0 +1,67 @@
+// elementwise: out = a * b + max(c, 0) * 0.5, a fused pointwise expression over W x H f32 tensors.
+#include "App.h"
+
+namespace tandem::apps {
+
+namespace {
+
+Built build_elementwise(const Params &p, const std::string &schedule) {
+    const int W = p.get_int("W"), H = p.get_int("H");
+    if (W < 1 || H < 1) throw Error("elementwise: W and H must be positive");
+
+    // ---- the algorithm, written once ----
+    ImageParam a(Halide::Float(32), 2, "a"), b(Halide::Float(32), 2, "b"), c(Halide::Float(32), 2, "c");
+    Var x("x"), y("y");
+    Func out("out");
+    out(x, y) = a(x, y) * b(x, y) + Halide::max(c(x, y), 0.0f) * 0.5f;
+    for (ImageParam *in : {&a, &b, &c}) {
+        in->dim(0).set_bounds(0, W);
+        in->dim(1).set_bounds(0, H).set_stride(W);
+    }
+    out.output_buffer().dim(0).set_bounds(0, W);
+    out.output_buffer().dim(1).set_bounds(0, H).set_stride(W);
+
+    // ---- schedules ----
+    if (schedule == "reference") {
+        Var yo("yo"), yi("yi");
+        out.halide().split(y, yo, yi, 16).parallel(yo).vectorize(x, 8);
+        return {{a, b, c}, out};
+    }
+    const int TX = p.get_int("TX"), TY = p.get_int("TY"), stages = p.get_int("stages");
+    Var xo("xo"), yo("yo"), xi("xi"), yi("yi"), t("t");
+    out.tile(x, y, xo, yo, xi, yi, TX, TY, TailStrategy::GuardWithIf).fuse(xo, yo, t).map_to_cores(t);
+    std::vector<Func> tiles;
+    for (ImageParam *in : {&a, &b, &c}) {
+        Func tile = Func::staged(*in, out);
+        tile.compute_at(out, t);
+        tiles.push_back(tile);
+    }
+    if (schedule == "sync") return {{a, b, c}, out};
+    if (schedule != "double_buffered" && schedule != "single_buffered") {
+        throw Error("elementwise: unknown schedule '" + schedule + "' (known: double_buffered, single_buffered, sync)");
+    }
+    int versions = schedule == "double_buffered" ? stages : 1;
+    for (Func &tile : tiles) tile.async_copy().multi_buffer(versions);
+    out.async_copy().multi_buffer(versions);
+    return {{a, b, c}, out};
+}
+
+} // namespace
+
+const App &elementwise_app() {
+    static const App app{
+        "elementwise",
+        "fused pointwise out = a * b + max(c, 0) * 0.5 over W x H f32 tensors",
+        {{"W", "2048"}, {"H", "2048"}, {"TX", "1024"}, {"TY", "32"}, {"stages", "2"}},
+        {"double_buffered", "single_buffered", "sync"},
+        build_elementwise,
+        [](const Params &p) {
+            double n = double(p.get_int("W")) * p.get_int("H");
+            return Workload{0, 4 * n, 16 * n};
+        },
+        [](const Params &) { return 1e-6; },
+    };
+    return app;
+}
+
+} // namespace tandem::apps

@@ -1,0 +1,90 @@
+// gemm: C(j, i) = sum_k A(k, i) * B(j, k), bf16 inputs, f32 accumulation, bf16 or f32 output.
+// A is M x K (row i holds K values), B is K x N, C is M x N; dims[0] is the innermost.
+#include "App.h"
+
+namespace tandem::apps {
+
+namespace {
+
+Built build_gemm(const Params &p, const std::string &schedule) {
+    const int M = p.get_int("M"), N = p.get_int("N"), K = p.get_int("K");
+    const std::string out = p.get("out");
+    if (M < 1 || N < 1 || K < 1) throw Error("gemm: M, N and K must be positive");
+    if (out != "bf16" && out != "f32") throw Error("gemm: parameter out is bf16 or f32, got '" + out + "'");
+
+    // ---- the algorithm, written once ----
+    ImageParam A(Halide::BFloat(16), 2, "A"), B(Halide::BFloat(16), 2, "B");
+    Var j("j"), i("i");
+    RDom r(0, K, "r");
+    Func acc("acc"), C("C");
+    acc(j, i) = 0.0f;
+    acc(j, i) += Halide::cast<float>(A(r, i)) * Halide::cast<float>(B(j, r));
+    C(j, i) = Halide::cast(out == "bf16" ? Halide::BFloat(16) : Halide::Float(32), acc(j, i));
+
+    A.dim(0).set_bounds(0, K);
+    A.dim(1).set_bounds(0, M).set_stride(K);
+    B.dim(0).set_bounds(0, N);
+    B.dim(1).set_bounds(0, K).set_stride(N);
+    C.output_buffer().dim(0).set_bounds(0, N);
+    C.output_buffer().dim(1).set_bounds(0, M).set_stride(N);
+
+    // ---- schedules ----
+    if (schedule == "reference") {
+        Var k("k"), io("io"), ii("ii");
+        Halide::Func Af("Af"), Bf("Bf"), accf("accf"), Cr("Cr");
+        Af(k, i) = Halide::cast<float>(A(k, i));
+        Bf(j, k) = Halide::cast<float>(B(j, k));
+        accf(j, i) = 0.0f;
+        accf(j, i) += Af(r, i) * Bf(j, r);
+        Cr(j, i) = Halide::cast(C.halide().output_types()[0], accf(j, i));
+        Af.compute_root().parallel(i);
+        Bf.compute_root().parallel(k);
+        Cr.split(i, io, ii, 8).parallel(io);
+        accf.compute_at(Cr, io).vectorize(j, 16);
+        accf.update().reorder(j, i, r).vectorize(j, 16);
+        return {{A, B}, Func(Cr)};
+    }
+    const int TM = p.get_int("TM"), TN = p.get_int("TN"), TK = p.get_int("TK"), stages = p.get_int("stages");
+    Var jo("jo"), io("io"), ji("ji"), ii("ii"), t("t");
+    RVar ko("ko"), ki("ki");
+    C.tile(j, i, jo, io, ji, ii, TN, TM, TailStrategy::GuardWithIf).fuse(jo, io, t).map_to_cores(t);
+    acc.compute_at(C, t);
+    acc.update().split(r.x, ko, ki, TK, TailStrategy::GuardWithIf).reorder(j, i, ki, ko).tile_mma();
+    Func A_tile = Func::staged(A, acc), B_tile = Func::staged(B, acc);
+    A_tile.compute_at(acc, ko);
+    B_tile.compute_at(acc, ko);
+    if (schedule == "sync") return {{A, B}, C};
+    A_tile.async_copy().multi_buffer(stages);
+    B_tile.async_copy().multi_buffer(stages);
+    C.async_copy();
+    if (schedule == "pipelined") return {{A, B}, C};
+    C.warp_specialize();
+    if (schedule == "ws") return {{A, B}, C};
+    if (schedule == "ws_pingpong") {
+        C.ping_pong();
+        return {{A, B}, C};
+    }
+    throw Error("gemm: unknown schedule '" + schedule + "' (known: ws_pingpong, ws, pipelined, sync)");
+}
+
+} // namespace
+
+const App &gemm_app() {
+    static const App app{
+        "gemm",
+        "bf16 GEMM with f32 accumulation: C = A x B (M x K times K x N)",
+        {{"M", "2048"}, {"N", "2048"}, {"K", "2048"}, {"stages", "3"}, {"TM", "256"}, {"TN", "256"},
+         {"TK", "512"}, {"out", "bf16"}},
+        {"ws_pingpong", "ws", "pipelined", "sync"},
+        build_gemm,
+        [](const Params &p) {
+            double M = p.get_int("M"), N = p.get_int("N"), K = p.get_int("K");
+            double out_bytes = p.get("out") == "bf16" ? 2 : 4;
+            return Workload{M * N * K, M * N, 2 * (M * K + K * N) + out_bytes * M * N};
+        },
+        [](const Params &p) { return p.get("out") == "bf16" ? 1e-2 : 1e-3; },
+    };
+    return app;
+}
+
+} // namespace tandem::apps

@@ -1,0 +1,175 @@
+#include "Run.h"
+
+#include "zpu/Executor.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <sstream>
+
+namespace tandem::apps {
+
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::vector<int> extents_of(const KernelArg &a) { return a.extents; }
+
+/** Writes value v of element i into raw storage of sim type t. */
+void put(void *data, sim::DType t, int64_t i, float v) {
+    switch (t) {
+    case sim::DType::BF16: static_cast<uint16_t *>(data)[i] = sim::float_to_bf16(v); break;
+    case sim::DType::F32: static_cast<float *>(data)[i] = v; break;
+    case sim::DType::I32: static_cast<int32_t *>(data)[i] = int32_t(v * 100); break;
+    }
+}
+
+double get(const void *data, sim::DType t, int64_t i) {
+    switch (t) {
+    case sim::DType::BF16: return sim::bf16_to_float(static_cast<const uint16_t *>(data)[i]);
+    case sim::DType::F32: return static_cast<const float *>(data)[i];
+    case sim::DType::I32: return static_cast<const int32_t *>(data)[i];
+    }
+    return 0;
+}
+
+std::string escape(const std::string &s) {
+    std::string r;
+    for (char c : s) {
+        if (c == '"' || c == '\\') r += '\\';
+        if (c == '\n') {
+            r += "\\n";
+            continue;
+        }
+        r += c;
+    }
+    return r;
+}
+
+std::string number(double v) {
+    if (!std::isfinite(v)) return "null";
+    std::ostringstream os;
+    os.precision(6);
+    os << v;
+    return os.str();
+}
+
+} // namespace
+
+double roofline_cycles(const Workload &w, const Target &target) {
+    const sim::ZpuParams &z = target.zpu;
+    double cores = z.cores;
+    double mma = w.macs / (cores * z.peak_macs_per_cycle());
+    double vector = w.vector_flops / (cores * z.vector_flops_per_cycle);
+    double dma = w.bytes / (cores * z.dma_bytes_per_cycle_per_core());
+    return std::max({mma, vector, dma});
+}
+
+Kernel compile_app(const App &app, const Params &params, const std::string &schedule, const Target &target) {
+    Built built = app.build(params, schedule);
+    return compile(built.output, built.inputs, target, app.name);
+}
+
+RunResult run(const App &app, const RunOptions &options) {
+    RunResult r;
+    r.app = app.name;
+    r.params = with_defaults(app, options.params);
+    r.schedule = options.schedule.empty() ? app.schedules.front() : options.schedule;
+    Target target = Target::parse(options.target);
+    r.target = target.name();
+
+    auto t0 = std::chrono::steady_clock::now();
+    Kernel kernel = compile_app(app, r.params, r.schedule, target);
+    r.compile_ms = ms_since(t0);
+
+    sim::Machine machine(target.zpu, options.numerics, !options.trace.empty());
+    std::map<std::string, int> ids;
+    std::vector<Halide::Buffer<>> reference_inputs;
+    std::mt19937_64 rng(options.seed);
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    for (const KernelArg &a : kernel.args) {
+        sim::DType t = zpu_backend::dtype_of(a.type);
+        int id = machine.add_dram(a.name, t, a.elements());
+        ids[a.name] = id;
+        if (!options.numerics) continue;
+        void *data = machine.data(id);
+        if (a.output) {
+            // Poison the output so that an element the kernel never writes cannot pass.
+            for (int64_t i = 0; i < a.elements(); i++) put(data, t, i, NAN);
+            continue;
+        }
+        Halide::Buffer<> buf(a.type, extents_of(a));
+        for (int64_t i = 0; i < a.elements(); i++) put(data, t, i, uniform(rng));
+        std::memcpy(buf.data(), data, a.elements() * sim::bytes_of(t));
+        reference_inputs.push_back(buf);
+    }
+
+    t0 = std::chrono::steady_clock::now();
+    zpu_backend::execute(kernel, machine, ids);
+    r.report = machine.finish();
+    r.simulate_ms = ms_since(t0);
+    if (!options.trace.empty()) machine.write_trace(options.trace);
+    r.roofline_cycles = roofline_cycles(app.workload(r.params), target);
+
+    if (options.numerics) {
+        t0 = std::chrono::steady_clock::now();
+        Built ref = app.build(r.params, "reference");
+        for (size_t i = 0; i < ref.inputs.size(); i++) ref.inputs[i].set(reference_inputs[i]);
+        const KernelArg &out = kernel.args.back();
+        Halide::Buffer<> expected(out.type, extents_of(out));
+        ref.output.halide().realize(expected);
+        r.reference_ms = ms_since(t0);
+        sim::DType t = zpu_backend::dtype_of(out.type);
+        const void *got = machine.data(ids[out.name]);
+        double max_ref = 0, max_err = 0;
+        bool finite = true;
+        for (int64_t i = 0; i < out.elements(); i++) {
+            double want = get(expected.data(), t, i), have = get(got, t, i);
+            if (!std::isfinite(have)) finite = false;
+            max_ref = std::max(max_ref, std::fabs(want));
+            max_err = std::max(max_err, std::fabs(have - want));
+        }
+        r.checked = true;
+        r.max_rel_err = finite ? max_err / std::max(max_ref, 1e-30) : INFINITY;
+        r.correct = finite && r.max_rel_err <= app.tolerance(r.params);
+    }
+    return r;
+}
+
+std::string RunResult::json() const {
+    std::ostringstream os;
+    os << "{\"app\": \"" << app << "\", \"target\": \"" << target << "\", \"schedule\": \"" << schedule
+       << "\", \"params\": {";
+    bool first = true;
+    for (const auto &[k, v] : params.values()) {
+        os << (first ? "" : ", ") << "\"" << k << "\": ";
+        bool numeric = !v.empty() && v.find_first_not_of("0123456789-") == std::string::npos;
+        if (numeric) os << v;
+        else os << "\"" << escape(v) << "\"";
+        first = false;
+    }
+    os << "}, \"correct\": " << (checked ? (correct ? "true" : "false") : "null")
+       << ", \"max_rel_err\": " << (checked ? number(max_rel_err) : "null") << ", \"cycles\": " << report.cycles
+       << ", \"bound_cycles\": " << report.bound_cycles << ", \"efficiency\": " << number(efficiency())
+       << ", \"roofline_cycles\": " << number(roofline_cycles)
+       << ", \"roofline_fraction\": " << number(roofline_fraction()) << ", \"busy\": {";
+    first = true;
+    for (const sim::EngineBusy &b : report.busy) {
+        os << (first ? "" : ", ") << "\"" << b.engine << "\": " << b.busy;
+        first = false;
+    }
+    os << "}, \"races\": " << report.race_count << ", \"race_details\": [";
+    for (size_t i = 0; i < report.races.size() && i < 10; i++) {
+        os << (i ? ", " : "") << "\"" << escape(report.races[i].str()) << "\"";
+    }
+    os << "], \"deadlock\": " << (report.deadlock ? "true" : "false");
+    if (report.deadlock) os << ", \"deadlock_message\": \"" << escape(report.deadlock_message) << "\"";
+    os << ", \"compile_ms\": " << number(compile_ms) << ", \"simulate_ms\": " << number(simulate_ms)
+       << ", \"reference_ms\": " << number(reference_ms) << "}";
+    return os.str();
+}
+
+} // namespace tandem::apps

@@ -1,0 +1,52 @@
+#ifndef TANDEM_APPS_RUN_H
+#define TANDEM_APPS_RUN_H
+
+/** \file
+ * Running an app: compile it for the target, run the kernel on the machine model (through the
+ * executor of the async Stmt) on random inputs, check it against the Halide CPU JIT of the same
+ * algorithm, and report cycles, the bound, the roofline and the hazards.
+ */
+
+#include "App.h"
+
+#include <string>
+
+namespace tandem::apps {
+
+struct RunOptions {
+    Params params;            // given by the user; the app's defaults fill the rest
+    std::string schedule;     // empty = the app's default
+    std::string target = "zpu";
+    bool numerics = true;     // false: timing and hazards only (no data, no reference)
+    std::string trace;        // Chrome/Perfetto trace file, if not empty
+    uint64_t seed = 1;
+};
+
+struct RunResult {
+    std::string app, target, schedule;
+    Params params;
+    bool checked = false;     // numerics were on and compared with the reference
+    bool correct = false;
+    double max_rel_err = 0;   // max |out - ref| / max |ref|
+    sim::Report report;
+    double roofline_cycles = 0;
+    double compile_ms = 0, simulate_ms = 0, reference_ms = 0;
+
+    double efficiency() const { return report.efficiency(); }
+    double roofline_fraction() const { return report.cycles ? roofline_cycles / double(report.cycles) : 0; }
+    /** One JSON object with every field the CLI promises. */
+    std::string json() const;
+};
+
+/** Builds the app with the schedule and compiles it. */
+Kernel compile_app(const App &app, const Params &params, const std::string &schedule, const Target &target);
+
+RunResult run(const App &app, const RunOptions &options);
+
+/** The problem's roofline on `target`: max of MACs / peak MAC rate, vector work / vector rate and
+ * compulsory bytes / DMA bandwidth, all cores together. */
+double roofline_cycles(const Workload &w, const Target &target);
+
+} // namespace tandem::apps
+
+#endif

@@ -1,0 +1,206 @@
+#ifndef TANDEM_SIM_ZPU_H
+#define TANDEM_SIM_ZPU_H
+
+/** \file
+ * The ZPU machine model: 16 cores, each with ONE control stream, a tensor core, a vector core,
+ * an ODMA engine with a configurable number of channels, and three SRAM scopes. Cores have their
+ * own DRAM and never synchronise with each other.
+ *
+ * Timing is analytic and exact for this in-order machine: the control stream executes compute
+ * ops (MMA, vector) synchronously and issues DMA descriptors asynchronously. A descriptor
+ * starts on the channel that frees first (FIFO), at most `dma_queue_depth` are in flight (the
+ * control stream stalls on the oldest when the queue is full), and dma_wait advances the
+ * control stream to the transfer's end. Tile granularity: no per-element loops unless numerics
+ * are on.
+ *
+ * Happens-before: every agent (control stream, each DMA channel) has a vector clock. An issue is
+ * an edge control -> transfer, a completed wait an edge transfer -> control. Every access to a
+ * buffer region is checked against earlier conflicting accesses; an unordered pair is a race
+ * naming both ops. DRAM accesses of different cores are checked against each other at finish().
+ *
+ * Deadlock: the control stream waiting on a token that no transfer of its core will ever
+ * complete (never issued, or issued by another core) blocks every agent of the core for ever.
+ *
+ * Cost figures: ../../shared/NPU-FACTS.md (SUNMMIO's public cost model).
+ */
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace tandem::sim {
+
+using Cycles = int64_t;
+
+enum class DType : uint8_t { BF16, F32, I32 };
+int bytes_of(DType t);
+const char *dtype_name(DType t);
+
+/** bf16 <-> f32, round to nearest even (what Halide does). */
+float bf16_to_float(uint16_t bits);
+uint16_t float_to_bf16(float f);
+
+enum class Space : uint8_t { DRAM, ASRAM, WSRAM, RSRAM };
+const char *space_name(Space s);
+
+struct ZpuParams {
+    int cores = 16;
+    int dma_channels = 2;
+    int dma_queue_depth = 8;             // descriptors in flight per core (the in-flight limit)
+    int64_t asram_bytes = 1 << 20;       // left matmul operand
+    int64_t wsram_bytes = 2 << 20;       // right matmul operand
+    int64_t rsram_bytes = 3 << 19;       // results and vector data (1.5 MB)
+    // ODMA copy = dma_fixed + ceil(bytes / dma_bytes_per_cycle)
+    int dma_fixed = 100;
+    int dma_bytes_per_cycle = 1024;
+    // MMA = mma_issue + (mma_fp32_out | mma_bf16_out) + ceil(m/16)*ceil(n/32)*max(ceil(k/32), mma_min_k_blocks) + mma_drain
+    int mma_issue = 21;
+    int mma_fp32_out = 7;
+    int mma_bf16_out = 8;
+    int mma_min_k_blocks = 1;
+    int mma_drain = 70;
+    int vector_flops_per_cycle = 250;
+    int vector_fixed = 0;                // fixed cost per vector op
+
+    int64_t capacity(Space s) const;
+    int64_t dma_cycles(int64_t bytes) const;
+    int64_t mma_cycles(int64_t m, int64_t n, int64_t k, DType out) const;
+    int64_t vector_cycles(int64_t flops) const;
+    /** Asymptotic rates of one core, for rooflines. */
+    double peak_macs_per_cycle() const { return 16.0 * 32 * 32; }
+    double dma_bytes_per_cycle_per_core() const { return double(dma_channels) * dma_bytes_per_cycle; }
+};
+
+/** An affine box of elements: offset + sum_d i_d * dims[d].stride, 0 <= i_d < dims[d].extent. */
+struct Dim {
+    int64_t extent = 1;
+    int64_t stride = 1;
+};
+struct Box {
+    int64_t offset = 0;
+    std::vector<Dim> dims;
+    int64_t elements() const;
+    std::string str() const;
+};
+
+/** What an op touches. buffer is a Machine buffer id. */
+struct Access {
+    int buffer = -1;
+    Box box;
+    bool write = false;
+};
+
+/** A DMA completion token. id 0 is the null token: already complete, waiting on it is free. */
+struct Token {
+    int64_t id = 0;
+};
+
+struct Race {
+    std::string first, second; // "op label (engine, core c)" of the two unordered accesses
+    std::string buffer;
+    std::string str() const;
+};
+
+/** Thrown when the control stream of a core can never proceed; message says what it waits for. */
+struct DeadlockError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+/** Thrown on a malformed request (box outside a buffer, SRAM over capacity, shape mismatch). */
+struct SimError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+struct EngineBusy {
+    std::string engine; // "tensor", "vector", "dma" (all channels summed), "control_stall"
+    Cycles busy = 0;    // summed over cores
+};
+
+struct Report {
+    Cycles cycles = 0;       // max over cores of the time its last op ends
+    Cycles bound_cycles = 0; // max over cores of max(tensor+vector busy,
+                             // ceil(dma busy / channels), longest single DMA)
+    std::vector<EngineBusy> busy;
+    std::vector<Cycles> core_cycles;
+    std::vector<Race> races; // the first 100 distinct races (op pair + buffer), in order found
+    int64_t race_count = 0;  // every distinct race, also those beyond the stored 100
+    bool deadlock = false;
+    std::string deadlock_message;
+    double efficiency() const { return cycles ? double(bound_cycles) / double(cycles) : 0.0; }
+};
+
+class Machine;
+
+/** One core's control stream. The runtime API of the ZPU is a thin layer over this. */
+class Core {
+public:
+    int id() const { return id_; }
+    Cycles now() const;
+
+    /** Start a transfer src_box -> dst_box (same element type and element count; boxes may have
+     * different shapes only if their extents agree dim by dim). Returns its token. */
+    Token dma_start(int dst, const Box &dst_box, int src, const Box &src_box, const std::string &label);
+    /** Block the control stream until the transfer of token t is complete. */
+    void dma_wait(Token t, const std::string &label);
+    /** acc(n, m) += sum_k a(k, m) * b(n, k). Boxes: acc dims {N, M}, a dims {K, M}, b dims {N, K}.
+     * a and b are bf16 or f32, acc is f32. Synchronous on the control stream. */
+    void mma(int acc, const Box &acc_box, int a, const Box &a_box, int b, const Box &b_box,
+             const std::string &label);
+    /** A vector-core op touching `accesses`; `compute` applies the numerics (not called when
+     * numerics are off). Synchronous on the control stream. */
+    void vector_op(const std::string &label, int64_t flops, const std::vector<Access> &accesses,
+                   const std::function<void()> &compute);
+
+private:
+    friend class Machine;
+    struct State;
+    Core(Machine *m, int id);
+    Machine *machine_;
+    int id_;
+    std::shared_ptr<State> state_;
+};
+
+class Machine {
+public:
+    explicit Machine(const ZpuParams &params, bool numerics = true, bool trace = false);
+    ~Machine();
+    Machine(const Machine &) = delete;
+    Machine &operator=(const Machine &) = delete;
+
+    const ZpuParams &params() const { return params_; }
+    bool numerics() const { return numerics_; }
+
+    /** DRAM buffers are shared by all cores (kernel arguments). Returns the buffer id. */
+    int add_dram(const std::string &name, DType type, int64_t elements);
+    /** SRAM buffers belong to one core; throws SimError naming the buffer and the scope when the
+     * scope's capacity is exceeded. */
+    int add_sram(int core, const std::string &name, Space space, DType type, int64_t elements);
+    /** Raw element storage (row-major as the boxes address it); empty when numerics are off. */
+    void *data(int buffer);
+    DType type(int buffer) const;
+    const std::string &name(int buffer) const;
+    int64_t elements(int buffer) const;
+
+    Core &core(int c);
+    int num_cores() const { return params_.cores; }
+
+    /** Marks a deadlock found by the caller (for example a core that threw DeadlockError). */
+    void report_deadlock(const std::string &message);
+    /** Cross-core DRAM race check, totals, bound. Call once after every core has run. */
+    Report finish();
+    /** Chrome/Perfetto trace (JSON): one process per core, one track per engine. */
+    void write_trace(const std::string &path) const;
+
+private:
+    friend class Core;
+    struct Impl;
+    ZpuParams params_;
+    bool numerics_;
+    std::unique_ptr<Impl> impl_;
+};
+
+} // namespace tandem::sim
+
+#endif

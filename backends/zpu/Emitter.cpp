@@ -1,0 +1,317 @@
+#include "Emitter.h"
+
+#include "Executor.h"
+#include "tandem/AsyncIR.h"
+
+#include <iomanip>
+#include <set>
+#include <sstream>
+
+namespace tandem::zpu_backend {
+
+using namespace Halide::Internal;
+
+namespace {
+
+std::string c_name(const std::string &name) {
+    std::string r;
+    for (char c : name) r += std::isalnum((unsigned char)c) ? c : '_';
+    return r;
+}
+
+std::string barrier_array(const std::string &barrier) { return c_name(barrier); }
+
+const char *storage_type(sim::DType t) {
+    switch (t) {
+    case sim::DType::BF16: return "uint16_t";
+    case sim::DType::F32: return "float";
+    case sim::DType::I32: return "int32_t";
+    }
+    return "?";
+}
+
+const char *dtype_enum(sim::DType t) {
+    switch (t) {
+    case sim::DType::BF16: return "tandem::sim::DType::BF16";
+    case sim::DType::F32: return "tandem::sim::DType::F32";
+    case sim::DType::I32: return "tandem::sim::DType::I32";
+    }
+    return "?";
+}
+
+const char *space_enum(sim::Space s) {
+    switch (s) {
+    case sim::Space::DRAM: return "tandem::sim::Space::DRAM";
+    case sim::Space::ASRAM: return "tandem::sim::Space::ASRAM";
+    case sim::Space::WSRAM: return "tandem::sim::Space::WSRAM";
+    case sim::Space::RSRAM: return "tandem::sim::Space::RSRAM";
+    }
+    return "?";
+}
+
+class BuffersUsed : public IRVisitor {
+public:
+    std::set<std::string> names;
+
+private:
+    using IRVisitor::visit;
+    void visit(const Load *op) override {
+        names.insert(op->name);
+        IRVisitor::visit(op);
+    }
+    void visit(const Store *op) override {
+        names.insert(op->name);
+        IRVisitor::visit(op);
+    }
+};
+
+class CodeGen {
+public:
+    explicit CodeGen(const Kernel &k) : kernel(k) {}
+    std::ostringstream os;
+    int indent = 1;
+
+    std::string line() const { return std::string(4 * indent, ' '); }
+
+    std::string expr(const Expr &e) {
+        const Halide::Type &t = e.type();
+        auto bin = [&](const Expr &a, const Expr &b, const char *op) {
+            return rounded(t, "(" + expr(a) + " " + op + " " + expr(b) + ")");
+        };
+        bool integer = t.is_int() || t.is_uint();
+        switch (e->node_type) {
+        case IRNodeType::IntImm: return std::to_string(e.as<IntImm>()->value);
+        case IRNodeType::UIntImm: return std::to_string(e.as<UIntImm>()->value);
+        case IRNodeType::FloatImm: {
+            std::ostringstream s;
+            s << std::setprecision(9) << float(e.as<FloatImm>()->value);
+            std::string v = s.str();
+            if (v.find_first_of(".e") == std::string::npos && v.find("inf") == std::string::npos) v += ".0";
+            return t.is_bfloat() ? rounded(t, v + "f") : v + "f";
+        }
+        case IRNodeType::Variable: return c_name(e.as<Variable>()->name);
+        case IRNodeType::Add: return bin(e.as<Add>()->a, e.as<Add>()->b, "+");
+        case IRNodeType::Sub: return bin(e.as<Sub>()->a, e.as<Sub>()->b, "-");
+        case IRNodeType::Mul: return bin(e.as<Mul>()->a, e.as<Mul>()->b, "*");
+        case IRNodeType::Div:
+            if (integer) return "zpu::floor_div(" + expr(e.as<Div>()->a) + ", " + expr(e.as<Div>()->b) + ")";
+            return bin(e.as<Div>()->a, e.as<Div>()->b, "/");
+        case IRNodeType::Mod:
+            internal_assert(integer) << "zpu emitter: float modulo\n";
+            return "zpu::floor_mod(" + expr(e.as<Mod>()->a) + ", " + expr(e.as<Mod>()->b) + ")";
+        case IRNodeType::Min:
+            return "std::min<" + value_type(t) + ">(" + expr(e.as<Min>()->a) + ", " + expr(e.as<Min>()->b) + ")";
+        case IRNodeType::Max:
+            return "std::max<" + value_type(t) + ">(" + expr(e.as<Max>()->a) + ", " + expr(e.as<Max>()->b) + ")";
+        case IRNodeType::EQ: return bin(e.as<EQ>()->a, e.as<EQ>()->b, "==");
+        case IRNodeType::NE: return bin(e.as<NE>()->a, e.as<NE>()->b, "!=");
+        case IRNodeType::LT: return bin(e.as<LT>()->a, e.as<LT>()->b, "<");
+        case IRNodeType::LE: return bin(e.as<LE>()->a, e.as<LE>()->b, "<=");
+        case IRNodeType::GT: return bin(e.as<GT>()->a, e.as<GT>()->b, ">");
+        case IRNodeType::GE: return bin(e.as<GE>()->a, e.as<GE>()->b, ">=");
+        case IRNodeType::And: return bin(e.as<And>()->a, e.as<And>()->b, "&&");
+        case IRNodeType::Or: return bin(e.as<Or>()->a, e.as<Or>()->b, "||");
+        case IRNodeType::Not: return "(!" + expr(e.as<Not>()->a) + ")";
+        case IRNodeType::Select: {
+            const Select *s = e.as<Select>();
+            return "(" + expr(s->condition) + " ? " + expr(s->true_value) + " : " + expr(s->false_value) + ")";
+        }
+        case IRNodeType::Cast: {
+            const Cast *c = e.as<Cast>();
+            return rounded(t, "(" + value_type(t) + ")(" + expr(c->value) + ")");
+        }
+        case IRNodeType::Load: {
+            const Load *l = e.as<Load>();
+            std::string v = c_name(l->name) + "_data[" + expr(l->index) + "]";
+            return l->type.is_bfloat() ? "zpu::from_bf16(" + v + ")" : v;
+        }
+        case IRNodeType::Call: return call(e.as<Call>());
+        default: internal_error << "zpu emitter: unsupported expression " << e << "\n";
+        }
+        return "";
+    }
+
+    void stmt(const Stmt &s) {
+        if (const For *f = s.as<For>()) {
+            std::string v = c_name(f->name);
+            if (ends_with(f->name, ".prologue")) os << line() << "// prologue: start the first copies of the pipeline\n";
+            os << line() << "for (int64_t " << v << " = " << expr(f->min) << ", " << v << "_end = " << v << " + "
+               << expr(f->extent) << "; " << v << " < " << v << "_end; " << v << "++) {\n";
+            nested(f->body);
+            os << line() << "}\n";
+        } else if (const LetStmt *l = s.as<LetStmt>()) {
+            ir::VectorOp v;
+            Stmt body;
+            if (ir::as_vector_op(s, &v, &body)) return vector_op(v, body);
+            if (ends_with(l->name, ".iteration")) {
+                os << line() << "// steady state: issue the copy for a later iteration, wait for this one, compute\n";
+            }
+            os << line() << "{\n";
+            indent++;
+            os << line() << "const " << value_type(l->value.type()) << " " << c_name(l->name) << " = "
+               << expr(l->value) << ";\n";
+            stmt(l->body);
+            indent--;
+            os << line() << "}\n";
+        } else if (const Block *b = s.as<Block>()) {
+            stmt(b->first);
+            stmt(b->rest);
+        } else if (const ProducerConsumer *pc = s.as<ProducerConsumer>()) {
+            os << line() << "// " << (pc->is_producer ? "produce " : "consume ") << pc->name << "\n";
+            stmt(pc->body);
+        } else if (const IfThenElse *i = s.as<IfThenElse>()) {
+            os << line() << "if (" << expr(i->condition) << ") {\n";
+            nested(i->then_case);
+            if (i->else_case.defined()) {
+                os << line() << "} else {\n";
+                nested(i->else_case);
+            }
+            os << line() << "}\n";
+        } else if (const Store *st = s.as<Store>()) {
+            std::string v = expr(st->value);
+            if (st->value.type().is_bfloat()) v = "zpu::to_bf16(" + v + ")";
+            os << line() << c_name(st->name) << "_data[" << expr(st->index) << "] = " << v << ";\n";
+        } else if (s.as<Evaluate>()) {
+            intrinsic(s);
+        } else {
+            internal_error << "zpu emitter: unexpected statement\n" << s << "\n";
+        }
+    }
+
+private:
+    const Kernel &kernel;
+
+    static bool ends_with(const std::string &s, const std::string &tail) {
+        return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+    }
+
+    void nested(const Stmt &s) {
+        indent++;
+        stmt(s);
+        indent--;
+    }
+
+    static std::string value_type(const Halide::Type &t) {
+        if (t.is_bool()) return "bool";
+        if (t.is_int() || t.is_uint()) return "int64_t";
+        if (t.is_float() && t.bits() == 64) return "double";
+        return "float"; // f32, and bf16 values held exactly in a float
+    }
+
+    /** The value `v` rounded to what type t holds (bf16 arithmetic rounds after each op). */
+    static std::string rounded(const Halide::Type &t, const std::string &v) {
+        if (t.is_bfloat()) return "zpu::from_bf16(zpu::to_bf16(" + v + "))";
+        return v;
+    }
+
+    std::string call(const Call *c) {
+        if (ir::is_core_id(c)) return "zpu::core_id(ctx)";
+        if (c->is_intrinsic(Call::likely) || c->is_intrinsic(Call::likely_if_innermost) ||
+            c->is_intrinsic(Call::promise_clamped) || c->is_intrinsic(Call::unsafe_promise_clamped)) {
+            return expr(c->args[0]);
+        }
+        if (c->is_intrinsic(Call::abs)) return rounded(c->type, "std::fabs(" + expr(c->args[0]) + ")");
+        static const std::map<std::string, std::string> unary = {
+            {"sqrt_f32", "std::sqrt"}, {"exp_f32", "std::exp"}, {"log_f32", "std::log"},
+            {"floor_f32", "std::floor"}, {"ceil_f32", "std::ceil"}, {"tanh_f32", "std::tanh"}};
+        auto it = unary.find(c->name);
+        if (it != unary.end()) return it->second + "((float)" + expr(c->args[0]) + ")";
+        throw Error("the zpu vector core has no instruction for " + c->name);
+    }
+
+    void intrinsic(const Stmt &s) {
+        ir::CopyOp c;
+        ir::WaitOp w;
+        ir::MmaOp m;
+        if (ir::as_copy(s, &c)) {
+            std::string slot = expr(c.slot);
+            os << line() << barrier_array(c.barrier) << "[" << slot << "] = zpu::dma_start(ctx, " << c_name(c.dst) << ", "
+               << expr(c.dst_offset) << ", " << c_name(c.src) << ", " << expr(c.src_offset) << ", {";
+            for (size_t d = 0; d < c.dims.size(); d++) {
+                os << (d ? ", " : "") << "{" << expr(c.dims[d].extent) << ", " << expr(c.dims[d].dst_stride) << ", "
+                   << expr(c.dims[d].src_stride) << "}";
+            }
+            os << "}, \"" << c.src << " -> " << c.dst << " (version \" + std::to_string(" << slot << ") + \")\");\n";
+        } else if (ir::as_wait(s, &w)) {
+            std::string slot = expr(w.slot);
+            os << line() << "zpu::dma_wait(ctx, " << barrier_array(w.barrier) << "[" << slot << "], \"wait " << w.barrier
+               << " version \" + std::to_string(" << slot << "));\n";
+        } else if (ir::as_mma(s, &m)) {
+            os << line() << "zpu::mma(ctx, " << c_name(m.acc) << ", " << expr(m.acc_offset) << ", " << expr(m.acc_stride_n)
+               << ", " << expr(m.acc_stride_m) << ", " << c_name(m.a) << ", " << expr(m.a_offset) << ", "
+               << expr(m.a_stride_k) << ", " << expr(m.a_stride_m) << ", " << c_name(m.b) << ", " << expr(m.b_offset)
+               << ", " << expr(m.b_stride_n) << ", " << expr(m.b_stride_k) << ",\n"
+               << line() << "         " << expr(m.n) << ", " << expr(m.m) << ", " << expr(m.k) << ", \"" << m.acc
+               << " += " << m.a << " * " << m.b << "\");\n";
+        } else {
+            const Evaluate *e = s.as<Evaluate>();
+            internal_assert(is_const(e->value)) << "zpu emitter: unexpected call " << e->value << "\n";
+        }
+    }
+
+    void vector_op(const ir::VectorOp &v, const Stmt &body) {
+        os << line() << "// vector core: " << v.label << "\n";
+        os << line() << "zpu::vector_op(ctx, \"" << v.label << "\", " << expr(v.flops) << ", {";
+        for (size_t i = 0; i < v.regions.size(); i++) {
+            const ir::Region &r = v.regions[i];
+            os << (i ? ", " : "") << "{" << c_name(r.buffer) << ", " << expr(r.lo) << ", " << expr(r.extent) << ", "
+               << (r.write ? "true" : "false") << "}";
+        }
+        os << "}, [&] {\n";
+        nested(body);
+        os << line() << "});\n";
+    }
+};
+
+} // namespace
+
+std::string emit_cpp(const Kernel &kernel, const std::string &function) {
+    std::string fn = function.empty() ? c_name(kernel.name) : function;
+    CodeGen g(kernel);
+    std::ostringstream &os = g.os;
+    os << "// Generated by Tandem for the zpu: kernel " << kernel.name << ".\n"
+       << "// One control stream per core: DMA transfers are asynchronous (a token each), MMA and\n"
+       << "// vector ops run in order on the stream. Runtime API: backends/zpu/runtime.h.\n";
+    for (const std::string &n : kernel.notes) os << "//   " << n << "\n";
+    os << "#include \"zpu/runtime.h\"\n\n#include <algorithm>\n#include <cmath>\n#include <string>\n#include <vector>\n\n";
+    os << "const std::vector<zpu::BufferDecl> &" << fn << "_buffers() {\n"
+       << "    static const std::vector<zpu::BufferDecl> buffers = {\n";
+    for (const SramBuffer &b : kernel.buffers) {
+        os << "        {\"" << b.name << "\", " << space_enum(b.space) << ", " << dtype_enum(dtype_of(b.type)) << ", "
+           << b.elements() << "}, // " << b.slots << " x " << b.slot_elements << "\n";
+    }
+    os << "    };\n    return buffers;\n}\n\n";
+    os << "void " << fn << "(zpu::Context &ctx) {\n";
+    BuffersUsed used;
+    kernel.body.accept(&used);
+    os << "    // DRAM arguments\n";
+    for (const KernelArg &a : kernel.args) {
+        os << "    const int " << c_name(a.name) << " = zpu::buffer(ctx, \"" << a.name << "\");\n";
+    }
+    os << "    // on-chip buffers\n";
+    for (const SramBuffer &b : kernel.buffers) {
+        os << "    const int " << c_name(b.name) << " = zpu::buffer(ctx, \"" << b.name << "\");\n";
+    }
+    for (const std::string &name : used.names) {
+        sim::DType t = kernel.buffer(name) ? dtype_of(kernel.buffer(name)->type) : dtype_of(kernel.arg(name)->type);
+        os << "    " << storage_type(t) << " *" << c_name(name) << "_data = zpu::data<" << storage_type(t) << ">(ctx, "
+           << c_name(name) << ");\n";
+    }
+    os << "    // barriers: one DMA token per version; a full barrier nothing signalled deadlocks, an\n"
+       << "    // empty one is free (pre-armed)\n";
+    for (const SramBuffer &b : kernel.buffers) {
+        os << "    zpu::Token " << barrier_array(ir::full_barrier(b.name)) << "[" << b.slots << "], "
+           << barrier_array(ir::empty_barrier(b.name)) << "[" << b.slots << "];\n"
+           << "    std::fill(" << barrier_array(ir::full_barrier(b.name)) << ", "
+           << barrier_array(ir::full_barrier(b.name)) << " + " << b.slots << ", zpu::never_signalled());\n"
+           << "    std::fill(" << barrier_array(ir::empty_barrier(b.name)) << ", "
+           << barrier_array(ir::empty_barrier(b.name)) << " + " << b.slots << ", zpu::no_token());\n";
+    }
+    os << "\n";
+    g.stmt(kernel.body);
+    os << "}\n";
+    return os.str();
+}
+
+} // namespace tandem::zpu_backend
+

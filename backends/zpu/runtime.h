@@ -1,0 +1,135 @@
+#ifndef TANDEM_ZPU_RUNTIME_H
+#define TANDEM_ZPU_RUNTIME_H
+
+/** \file
+ * The ZPU runtime API: what one core's control stream calls. Emitted kernels (backends/zpu
+ * Emitter) and the async-Stmt executor both call exactly these functions, which run on the ZPU
+ * machine model (backends/sim). No Halide here: emitted kernels compile against this header and
+ * the simulator only.
+ *
+ *     zpu::Token t = zpu::dma_start(ctx, A_tile, dst_offset, A, src_offset, {{64, 1, 1}, {128, 64, K}}, "A -> A_tile");
+ *     zpu::dma_wait(ctx, t, "A_tile.full");
+ *     zpu::mma(ctx, acc, ..., A_tile, ..., B_tile, ..., n, m, k, "acc += A_tile * B_tile");
+ *     zpu::vector_op(ctx, "C_stage", flops, {{C_stage, lo, extent, true}, ...}, [&] { ...loops... });
+ */
+
+#include "sim/Zpu.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace zpu {
+
+using tandem::sim::Token;
+
+/** One core's view of the machine while its control stream runs. */
+struct Context {
+    tandem::sim::Machine &machine;
+    tandem::sim::Core &core;
+    std::map<std::string, int> buffers; // kernel arguments and this core's on-chip buffers
+};
+
+/** A box dimension of a transfer: extent, stride in the destination, stride in the source. */
+struct CopyDim {
+    int64_t extent, dst_stride, src_stride;
+};
+
+/** An on-chip buffer the kernel needs on every core. */
+struct BufferDecl {
+    const char *name;
+    tandem::sim::Space space;
+    tandem::sim::DType type;
+    int64_t elements;
+};
+
+struct Region {
+    int buffer;
+    int64_t lo, extent;
+    bool write;
+};
+
+inline int buffer(Context &ctx, const char *name) {
+    auto it = ctx.buffers.find(name);
+    if (it == ctx.buffers.end()) throw tandem::sim::SimError(std::string("zpu: no buffer named ") + name);
+    return it->second;
+}
+
+template<typename T>
+T *data(Context &ctx, int buffer) {
+    return static_cast<T *>(ctx.machine.data(buffer));
+}
+
+inline int core_id(Context &ctx) { return ctx.core.id(); }
+
+inline Token dma_start(Context &ctx, int dst, int64_t dst_offset, int src, int64_t src_offset,
+                       std::initializer_list<CopyDim> dims, const std::string &label) {
+    tandem::sim::Box d{dst_offset, {}}, s{src_offset, {}};
+    for (const CopyDim &c : dims) {
+        d.dims.push_back({c.extent, c.dst_stride});
+        s.dims.push_back({c.extent, c.src_stride});
+    }
+    return ctx.core.dma_start(dst, d, src, s, label);
+}
+
+inline void dma_wait(Context &ctx, Token t, const std::string &label) { ctx.core.dma_wait(t, label); }
+
+inline void mma(Context &ctx, int acc, int64_t acc_offset, int64_t acc_stride_n, int64_t acc_stride_m, int a,
+                int64_t a_offset, int64_t a_stride_k, int64_t a_stride_m, int b, int64_t b_offset,
+                int64_t b_stride_n, int64_t b_stride_k, int64_t n, int64_t m, int64_t k,
+                const std::string &label) {
+    using tandem::sim::Box;
+    ctx.core.mma(acc, Box{acc_offset, {{n, acc_stride_n}, {m, acc_stride_m}}}, a,
+                 Box{a_offset, {{k, a_stride_k}, {m, a_stride_m}}}, b, Box{b_offset, {{n, b_stride_n}, {k, b_stride_k}}},
+                 label);
+}
+
+template<typename F>
+void vector_op(Context &ctx, const std::string &label, int64_t flops, std::initializer_list<Region> regions,
+               F &&compute) {
+    std::vector<tandem::sim::Access> accesses;
+    for (const Region &r : regions) accesses.push_back({r.buffer, tandem::sim::Box{r.lo, {{r.extent, 1}}}, r.write});
+    ctx.core.vector_op(label, flops, accesses, compute);
+}
+
+/** The null token: waiting on it is free (a version nothing was stored from yet). */
+inline Token no_token() { return Token{0}; }
+/** A token no transfer completes: waiting on it is a deadlock (a barrier nothing signals). */
+inline Token never_signalled() { return Token{-1}; }
+
+// ---- element helpers used by emitted vector code ----
+inline float from_bf16(uint16_t b) { return tandem::sim::bf16_to_float(b); }
+inline uint16_t to_bf16(double f) { return tandem::sim::float_to_bf16(float(f)); }
+/** Halide's integer division and modulo round towards negative infinity. */
+inline int64_t floor_div(int64_t a, int64_t b) {
+    int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+inline int64_t floor_mod(int64_t a, int64_t b) {
+    int64_t r = a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+
+/** Creates the kernel's on-chip buffers on every core and runs `kernel` once per core. A core
+ * whose control stream deadlocks stops; the machine records it. */
+template<typename Kernel>
+void run_on_all_cores(tandem::sim::Machine &machine, const std::map<std::string, int> &arguments,
+                      const std::vector<BufferDecl> &buffers, Kernel &&kernel) {
+    for (int c = 0; c < machine.num_cores(); c++) {
+        Context ctx{machine, machine.core(c), arguments};
+        for (const BufferDecl &b : buffers) ctx.buffers[b.name] = machine.add_sram(c, b.name, b.space, b.type, b.elements);
+        try {
+            kernel(ctx);
+        } catch (const tandem::sim::DeadlockError &) {
+            // recorded by the machine; the other cores still run
+        }
+    }
+}
+
+} // namespace zpu
+
+#endif

@@ -1,0 +1,114 @@
+#ifndef TANDEM_ASYNC_IR_H
+#define TANDEM_ASYNC_IR_H
+
+/** \file
+ * The async Stmt: Halide's lowered Stmt plus Tandem's intrinsics. It is the contract between the
+ * lowering passes, the simulator's executor and every backend.
+ *
+ *   tandem_copy(dst, dst_offset, src, src_offset, dims, e0, dst_s0, src_s0, ..., barrier, slot)
+ *       an asynchronous bulk transfer of an affine box (offsets and strides in elements);
+ *       its completion signals `barrier` version `slot` (ZPU: the slot's DMA token).
+ *   tandem_wait(barrier, slot)
+ *       block until the last transfer that signals (barrier, slot) is complete. A slot nothing has
+ *       signalled yet is free to wait on (pre-armed).
+ *   tandem_mma(acc, acc_off, acc_sn, acc_sm, a, a_off, a_sk, a_sm, b, b_off, b_sn, b_sk, N, M, K)
+ *       acc(n, m) += sum_k a(k, m) * b(n, k), one tile MMA.
+ *   let tandem.vector_op.<i> = tandem_vector_op(label, flops, buf, lo, extent, write, ...) in nest
+ *       the element nest below runs on the vector core; the value lists what it touches.
+ *   tandem_core_id()
+ *       the index of the core running the control stream.
+ *
+ * Barrier names: "<buffer>.full" (data landed in a version of <buffer>) and "<buffer>.empty"
+ * (an asynchronous store out of a version of <buffer> is done, so the version may be rewritten).
+ */
+
+#include "Halide.h"
+
+#include <string>
+#include <vector>
+
+// Halide.h undefines its assertion macros at its end; Tandem's passes use the same ones for
+// internal invariants (user errors are tandem::Error instead).
+#ifndef internal_assert
+#define internal_assert(c) _halide_internal_assertion(c, 0)
+#endif
+#ifndef internal_error
+#define internal_error Halide::Internal::ErrorReport(__FILE__, __LINE__, nullptr, 0)
+#endif
+
+namespace tandem::ir {
+
+using Halide::Expr;
+using Halide::Internal::Stmt;
+
+struct CopyDim {
+    Expr extent, dst_stride, src_stride;
+};
+
+struct CopyOp {
+    std::string dst, src;
+    Expr dst_offset, src_offset;
+    std::vector<CopyDim> dims; // innermost first
+    std::string barrier;
+    Expr slot;
+};
+
+struct WaitOp {
+    std::string barrier;
+    Expr slot;
+};
+
+struct MmaOp {
+    std::string acc, a, b;
+    Expr acc_offset, acc_stride_n, acc_stride_m;
+    Expr a_offset, a_stride_k, a_stride_m;
+    Expr b_offset, b_stride_n, b_stride_k;
+    Expr n, m, k;
+};
+
+struct Region {
+    std::string buffer;
+    Expr lo, extent;
+    bool write = false;
+};
+
+struct VectorOp {
+    std::string label;
+    Expr flops;
+    std::vector<Region> regions;
+};
+
+Stmt make_copy(const CopyOp &op);
+Stmt make_wait(const WaitOp &op);
+Stmt make_mma(const MmaOp &op);
+Stmt make_vector_op(const VectorOp &op, const Stmt &body);
+Expr core_id();
+
+/** Decoders: return false when the node is not that intrinsic. */
+bool as_copy(const Stmt &s, CopyOp *op);
+bool as_wait(const Stmt &s, WaitOp *op);
+bool as_mma(const Stmt &s, MmaOp *op);
+/** For `let tandem.vector_op.* = ...` returns the op and sets *body to the nest. */
+bool as_vector_op(const Stmt &s, VectorOp *op, Stmt *body);
+bool is_core_id(const Expr &e);
+
+std::string full_barrier(const std::string &buffer);
+std::string empty_barrier(const std::string &buffer);
+
+/** The name of the variable holding the version (slot) of a multi-buffered buffer. */
+std::string stage_var(const std::string &buffer);
+
+/** Apply a mutator to every Expr argument of an intrinsic statement (offsets, strides, slots)
+ * and to the nest of a vector op; used by passes that substitute variables. */
+Stmt substitute(const std::string &var, const Expr &value, const Stmt &s);
+
+/** True if `s` reads or writes `buffer` (Load/Store or an intrinsic argument). */
+bool touches(const Stmt &s, const std::string &buffer);
+bool writes(const Stmt &s, const std::string &buffer);
+
+/** Readable text of a Stmt (Halide's printer). */
+std::string to_string(const Stmt &s);
+
+} // namespace tandem::ir
+
+#endif

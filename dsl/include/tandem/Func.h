@@ -1,0 +1,142 @@
+#ifndef TANDEM_FUNC_H
+#define TANDEM_FUNC_H
+
+/** \file
+ * tandem::Func: a Halide::Func plus Tandem's directives for asynchronous data movement.
+ *
+ * The algorithm is written exactly as in Halide (f(x, y) = ..., RDom, ImageParam). The schedule
+ * chains Halide's directives (forwarded) and Tandem's:
+ *
+ *     C.tile(j, i, jo, io, ji, ii, 256, 256).fuse(jo, io, t).map_to_cores(t).async_copy();
+ *     A_tile.compute_at(acc, ko).async_copy().multi_buffer(3);
+ *
+ * Directives are stored per Halide Function so that copies of a tandem::Func share them;
+ * compile() reads them for every Func of the pipeline.
+ */
+
+#include "Halide.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tandem {
+
+using Halide::Expr;
+using Halide::ImageParam;
+using Halide::RDom;
+using Halide::RVar;
+using Halide::TailStrategy;
+using Halide::Type;
+using Halide::Var;
+using Halide::VarOrRVar;
+
+/** Tandem's directives of one Func. */
+struct Directives {
+    bool async_copy = false;     // producing this Func is one asynchronous bulk transfer
+    int multi_buffer = 0;        // 0 = not given; n >= 1 versions of the storage
+    bool warp_specialize = false;
+    bool ping_pong = false;
+    bool tile_mma = false;       // the update stage must become one tile MMA
+    std::string cores_var;       // loop var whose iterations are spread over the cores
+    bool vectorized = false;     // a Halide vectorize was requested (the ZPU rejects it)
+};
+
+/** The directives recorded for a Halide Function (default ones if none). */
+Directives directives_of(const Halide::Internal::Function &f);
+
+class Func;
+
+/** An update stage: Halide's Stage plus tile_mma(). */
+class Stage {
+public:
+    Stage(Halide::Stage s, std::shared_ptr<Directives> d) : stage_(std::move(s)), d_(std::move(d)) {}
+
+    Stage &split(const VarOrRVar &old, const VarOrRVar &outer, const VarOrRVar &inner, const Expr &factor,
+                 TailStrategy tail = TailStrategy::Auto);
+    Stage &reorder(const std::vector<VarOrRVar> &vars);
+    template<typename... Args>
+    Stage &reorder(const VarOrRVar &v, Args &&...rest) {
+        return reorder({v, std::forward<Args>(rest)...});
+    }
+    /** The update is a matrix multiply-accumulate on tiles: it must lower to one tile MMA op. */
+    Stage &tile_mma();
+
+    Halide::Stage &halide() { return stage_; }
+
+private:
+    Halide::Stage stage_;
+    std::shared_ptr<Directives> d_;
+};
+
+class Func {
+public:
+    Func();
+    explicit Func(const std::string &name);
+    explicit Func(const Halide::Func &f);
+
+    // ---- algorithm: Halide's syntax ----
+    template<typename... Args>
+    Halide::FuncRef operator()(Args &&...args) const {
+        return f_(std::forward<Args>(args)...);
+    }
+    Halide::FuncRef operator()(const std::vector<Expr> &args) const { return f_(args); }
+    Halide::FuncRef operator()(const std::vector<Var> &args) const { return f_(args); }
+
+    // ---- Halide's scheduling directives, forwarded ----
+    Func &split(const VarOrRVar &old, const VarOrRVar &outer, const VarOrRVar &inner, const Expr &factor,
+                TailStrategy tail = TailStrategy::Auto);
+    Func &tile(const VarOrRVar &x, const VarOrRVar &y, const VarOrRVar &xo, const VarOrRVar &yo,
+               const VarOrRVar &xi, const VarOrRVar &yi, const Expr &xfactor, const Expr &yfactor,
+               TailStrategy tail = TailStrategy::Auto);
+    Func &fuse(const VarOrRVar &inner, const VarOrRVar &outer, const VarOrRVar &fused);
+    Func &reorder(const std::vector<VarOrRVar> &vars);
+    template<typename... Args>
+    Func &reorder(const VarOrRVar &v, Args &&...rest) {
+        return reorder({v, std::forward<Args>(rest)...});
+    }
+    Func &compute_at(const Func &f, const VarOrRVar &var);
+    Func &store_at(const Func &f, const VarOrRVar &var);
+    Func &compute_root();
+    Func &compute_inline();
+    Func &bound(const Var &var, const Expr &min, const Expr &extent);
+    Func &vectorize(const VarOrRVar &var, const Expr &factor);
+    Func &unroll(const VarOrRVar &var);
+
+    /** A wrapper Func that stages this Func for `consumer` (Halide's in()). */
+    Func in(const Func &consumer);
+    Func in();
+    /** Stage an input for `consumer` (ImageParam::in). */
+    static Func staged(const ImageParam &input, const Func &consumer);
+    static Func staged(const ImageParam &input);
+
+    Stage update(int idx = 0);
+
+    // ---- Tandem's directives ----
+    /** Producing this Func (a copy of an input, computed inside a loop of its consumer) becomes one
+     * asynchronous bulk transfer; on an output Func, the store of each tile is asynchronous. */
+    Func &async_copy();
+    /** n versions of this Func's storage; the producer runs up to n-1 iterations ahead. */
+    Func &multi_buffer(int n);
+    /** Producer and consumer roles joined only by barriers (ZPU: the DMA producer runs ahead
+     * across the tile loop, up to the engine's in-flight limit). Set on the output Func. */
+    Func &warp_specialize();
+    /** Two consumers alternate (ZPU: result slots alternate by tile parity). Output Func. */
+    Func &ping_pong();
+    /** Spread the iterations of loop `var` (the tile loop) over the cores: block-to-core mapping. */
+    Func &map_to_cores(const VarOrRVar &var);
+
+    Halide::Func &halide() { return f_; }
+    const Halide::Func &halide() const { return f_; }
+    std::string name() const { return f_.name(); }
+    Halide::OutputImageParam output_buffer() const { return f_.output_buffer(); }
+    const Directives &directives() const { return *d_; }
+
+private:
+    Halide::Func f_;
+    std::shared_ptr<Directives> d_;
+};
+
+} // namespace tandem
+
+#endif

@@ -1,0 +1,75 @@
+#ifndef TANDEM_KERNEL_H
+#define TANDEM_KERNEL_H
+
+/** \file
+ * compile(): Halide lowering for a plain host target, then Tandem's passes (dsl/lower/), giving a
+ * Kernel: the async Stmt plus the tables a backend needs (arguments, on-chip buffers).
+ */
+
+#include "tandem/Func.h"
+#include "tandem/Target.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tandem {
+
+/** A kernel argument in DRAM: static shape, dims[0] innermost (stride 1). */
+struct KernelArg {
+    std::string name;
+    Halide::Type type;
+    std::vector<int> extents;
+    bool output = false;
+    int64_t elements() const;
+};
+
+/** An on-chip buffer placed by memory planning: `slots` versions of `slot_elements` each. */
+struct SramBuffer {
+    std::string name;
+    sim::Space space = sim::Space::RSRAM;
+    Halide::Type type;
+    int slots = 1;
+    int64_t slot_elements = 0;
+    int64_t offset_bytes = 0; // inside its scope
+    int64_t elements() const { return slots * slot_elements; }
+    int64_t bytes() const { return elements() * type.bytes(); }
+};
+
+/** Everything the passes need from the schedule, gathered once. */
+struct CompileContext {
+    Target target;
+    std::string output;              // name of the output Func
+    std::vector<std::string> inputs; // input buffer names
+    std::vector<std::string> funcs;  // every Func of the pipeline
+    std::vector<std::string> notes;  // what the passes decided, for --emit stmt
+    std::map<std::string, int> slots; // versions of each multi-buffered buffer
+    std::map<std::string, Directives> directives; // of every Func of the pipeline, by name
+
+    /** The directives of the Func named `func` (default ones for buffers that are not Funcs). */
+    const Directives &of(const std::string &func) const;
+};
+
+struct Kernel {
+    std::string name;
+    Target target;
+    std::vector<KernelArg> args; // inputs first, then the output
+    std::vector<SramBuffer> buffers;
+    Halide::Internal::Stmt halide_stmt; // after Halide's lowering, before Tandem's passes
+    Halide::Internal::Stmt body;        // the async Stmt
+    std::vector<std::string> notes;
+
+    const SramBuffer *buffer(const std::string &name) const;
+    const KernelArg *arg(const std::string &name) const;
+    /** The async Stmt with the buffer table and the notes, for `emit --what stmt`. */
+    std::string stmt_text() const;
+};
+
+/** Compile `output` (and every Func it calls) for `target`. Throws tandem::Error on a bad schedule:
+ * the message names the Func, the directive and the reason. */
+Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const Target &target,
+               const std::string &name);
+
+} // namespace tandem
+
+#endif

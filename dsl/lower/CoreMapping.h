@@ -1,0 +1,27 @@
+#ifndef TANDEM_LOWER_CORE_MAPPING_H
+#define TANDEM_LOWER_CORE_MAPPING_H
+
+/** \file
+ * Block-to-core mapping. The loop named by map_to_cores(t) on the output Func is spread over the
+ * cores round-robin: core c runs iterations c, c + cores, c + 2 * cores, ...
+ *
+ *     for (C.s0.t, 0, 64) { body(C.s0.t) }
+ * becomes
+ *     for (C.s0.t.on_core, 0, (64 - tandem_core_id() + 15) / 16) {
+ *         body(tandem_core_id() + C.s0.t.on_core * 16) }
+ *
+ * Halide's loop partitioning may split the tile loop into a steady-state loop and a tail loop;
+ * each is mapped on its own. Without map_to_cores the kernel runs on core 0 only.
+ *
+ * Limits (user errors): the var must name a loop of the output Func's pure stage.
+ */
+
+#include "tandem/Kernel.h"
+
+namespace tandem::lower {
+
+Halide::Internal::Stmt map_to_cores(const Halide::Internal::Stmt &s, CompileContext &ctx);
+
+} // namespace tandem::lower
+
+#endif

@@ -1,0 +1,110 @@
+#include "MemoryPlanning.h"
+
+#include "Nest.h"
+#include "tandem/AsyncIR.h"
+
+#include <map>
+
+namespace tandem::lower {
+
+using namespace Halide::Internal;
+
+namespace {
+
+class HoistAllocations : public IRMutator {
+public:
+    std::map<std::string, SramBuffer> found;
+    std::vector<std::string> order;
+
+private:
+    using IRMutator::visit;
+    Stmt visit(const Allocate *op) override {
+        Expr n = 1;
+        for (const Expr &e : op->extents) n = n * e;
+        int64_t elements = constant_upper_bound(n);
+        if (elements < 0) {
+            throw Error("Func '" + op->name + "': its on-chip size has no constant bound; give the " +
+                        "tiles constant sizes (split/tile factors) and static input shapes");
+        }
+        auto it = found.find(op->name);
+        if (it == found.end()) {
+            SramBuffer b;
+            b.name = op->name;
+            b.type = op->type;
+            b.slot_elements = elements;
+            found[op->name] = b;
+            order.push_back(op->name);
+        } else {
+            it->second.slot_elements = std::max(it->second.slot_elements, elements);
+        }
+        return mutate(op->body);
+    }
+    Stmt visit(const Block *op) override {
+        if (op->first.as<Free>()) return mutate(op->rest);
+        if (op->rest.as<Free>()) return mutate(op->first);
+        return IRMutator::visit(op);
+    }
+};
+
+class FindOperands : public IRVisitor {
+public:
+    std::map<std::string, sim::Space> space;
+
+private:
+    using IRVisitor::visit;
+    void visit(const Evaluate *op) override {
+        ir::MmaOp m;
+        if (ir::as_mma(op, &m)) {
+            space[m.a] = sim::Space::ASRAM;
+            space[m.b] = sim::Space::WSRAM;
+        }
+    }
+};
+
+std::string directive_that_sized(const std::string &name, int slots) {
+    if (slots > 1) return "multi_buffer(" + std::to_string(slots) + ")";
+    return "compute_at";
+}
+
+} // namespace
+
+Stmt plan_memory(const Stmt &s, CompileContext &ctx, std::vector<SramBuffer> *buffers) {
+    HoistAllocations hoist;
+    Stmt result = hoist.mutate(s);
+    FindOperands operands;
+    result.accept(&operands);
+    std::map<sim::Space, int64_t> used;
+    buffers->clear();
+    for (const std::string &name : hoist.order) {
+        SramBuffer b = hoist.found[name];
+        auto slots = ctx.slots.find(name);
+        b.slots = slots == ctx.slots.end() ? 1 : slots->second;
+        b.slot_elements /= b.slots; // Allocate sizes already hold every version
+        auto sp = operands.space.find(name);
+        b.space = sp == operands.space.end() ? sim::Space::RSRAM : sp->second;
+        b.offset_bytes = used[b.space];
+        used[b.space] += (b.bytes() + 63) / 64 * 64;
+        buffers->push_back(b);
+    }
+    for (const auto &[space, bytes] : used) {
+        int64_t capacity = ctx.target.zpu.capacity(space);
+        if (bytes <= capacity) continue;
+        const SramBuffer *largest = nullptr;
+        for (const SramBuffer &b : *buffers) {
+            if (b.space == space && (!largest || b.bytes() > largest->bytes())) largest = &b;
+        }
+        throw Error("Func '" + largest->name + "', directive " + directive_that_sized(largest->name, largest->slots) +
+                    ": SRAM overflow - " + sim::space_name(space) + " holds " + std::to_string(capacity) +
+                    " bytes per core but the kernel needs " + std::to_string(bytes) + " (" + largest->name +
+                    " alone takes " + std::to_string(largest->slots) + " x " +
+                    std::to_string(largest->slot_elements * largest->type.bytes()) +
+                    " bytes); use smaller tiles or fewer versions");
+    }
+    for (const auto &[space, bytes] : used) {
+        ctx.notes.push_back(std::string("memory: ") + sim::space_name(space) + " " + std::to_string(bytes) + " of " +
+                            std::to_string(ctx.target.zpu.capacity(space)) + " bytes");
+    }
+    return result;
+}
+
+} // namespace tandem::lower

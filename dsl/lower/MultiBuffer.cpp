@@ -1,0 +1,245 @@
+#include "MultiBuffer.h"
+
+#include "Nest.h"
+#include "tandem/AsyncIR.h"
+
+#include <set>
+
+namespace tandem::lower {
+
+using namespace Halide::Internal;
+
+namespace {
+
+/** Offsets every access of `buffer` by `offset` and points its barriers at version `slot`. */
+class RebaseBuffer : public IRMutator {
+public:
+    RebaseBuffer(const std::string &buffer, const Expr &offset, const Expr &slot)
+        : buffer(buffer), offset(offset), slot(slot) {}
+
+private:
+    using IRMutator::visit;
+    const std::string &buffer;
+    Expr offset, slot;
+
+    Expr visit(const Load *op) override {
+        Expr e = IRMutator::visit(op);
+        if (op->name != buffer) return e;
+        const Load *l = e.as<Load>();
+        return Load::make(l->type, l->name, l->index + offset, l->image, l->param, l->predicate, l->alignment);
+    }
+    Stmt visit(const Store *op) override {
+        Stmt s = IRMutator::visit(op);
+        if (op->name != buffer) return s;
+        const Store *st = s.as<Store>();
+        return Store::make(st->name, st->value, st->index + offset, st->param, st->predicate, st->alignment);
+    }
+    Stmt visit(const Evaluate *op) override {
+        ir::CopyOp c;
+        ir::WaitOp w;
+        ir::MmaOp m;
+        if (ir::as_copy(op, &c)) {
+            if (c.dst == buffer) c.dst_offset = simplify(c.dst_offset + offset);
+            if (c.src == buffer) c.src_offset = simplify(c.src_offset + offset);
+            if (c.barrier == ir::full_barrier(buffer) || c.barrier == ir::empty_barrier(buffer)) c.slot = slot;
+            return ir::make_copy(c);
+        }
+        if (ir::as_wait(op, &w)) {
+            if (w.barrier == ir::full_barrier(buffer) || w.barrier == ir::empty_barrier(buffer)) w.slot = slot;
+            return ir::make_wait(w);
+        }
+        if (ir::as_mma(op, &m)) {
+            if (m.acc == buffer) m.acc_offset = simplify(m.acc_offset + offset);
+            if (m.a == buffer) m.a_offset = simplify(m.a_offset + offset);
+            if (m.b == buffer) m.b_offset = simplify(m.b_offset + offset);
+            return ir::make_mma(m);
+        }
+        return op;
+    }
+    Stmt visit(const LetStmt *op) override {
+        ir::VectorOp v;
+        Stmt body;
+        if (!ir::as_vector_op(op, &v, &body)) return IRMutator::visit(op);
+        for (ir::Region &r : v.regions) {
+            if (r.buffer == buffer) r.lo = simplify(r.lo + offset);
+        }
+        return ir::make_vector_op(v, mutate(body));
+    }
+};
+
+/** Largest Allocate of `buffer`, in elements (constant bound). */
+class SlotSize : public IRVisitor {
+public:
+    explicit SlotSize(const std::string &b) : buffer(b) {}
+    const std::string &buffer;
+    int64_t elements = 0;
+    int allocations = 0;
+
+private:
+    using IRVisitor::visit;
+    void visit(const Allocate *op) override {
+        if (op->name == buffer) {
+            Expr n = 1;
+            for (const Expr &e : op->extents) n = n * e;
+            int64_t b = constant_upper_bound(n);
+            if (b < 0) {
+                throw Error("Func '" + buffer + "': its size has no constant bound (" +
+                            std::to_string(allocations) + "), so its versions cannot be laid out");
+            }
+            elements = std::max(elements, b);
+            allocations++;
+        }
+        IRVisitor::visit(op);
+    }
+};
+
+class Resize : public IRMutator {
+public:
+    Resize(const std::string &b, int64_t elements) : buffer(b), elements(elements) {}
+
+private:
+    using IRMutator::visit;
+    const std::string &buffer;
+    int64_t elements;
+    Stmt visit(const Allocate *op) override {
+        Stmt body = mutate(op->body);
+        if (op->name != buffer) {
+            return Allocate::make(op->name, op->type, op->memory_type, op->extents, op->condition, body);
+        }
+        return Allocate::make(op->name, op->type, op->memory_type, {Expr(int(elements))}, op->condition, body);
+    }
+};
+
+class Contains : public IRVisitor {
+public:
+    explicit Contains(const std::string &b) : buffer(b) {}
+    const std::string &buffer;
+    bool allocates = false;
+
+private:
+    using IRVisitor::visit;
+    void visit(const For *op) override {} // only this level
+    void visit(const Allocate *op) override {
+        if (op->name == buffer) allocates = true;
+        IRVisitor::visit(op);
+    }
+};
+
+bool allocates_at_this_level(const Stmt &body, const std::string &buffer) {
+    Contains c(buffer);
+    body.accept(&c);
+    return c.allocates;
+}
+
+/** Versions of the store source S chosen by the parity of the loop that allocates it. */
+class ResultSlots : public IRMutator {
+public:
+    ResultSlots(const std::string &source, int slots, int64_t slot_elements, bool async)
+        : source(source), slots(slots), slot_elements(slot_elements), async(async) {}
+    int loops = 0;
+
+    Stmt at_top_level(const Stmt &s) {
+        Stmt r = mutate(s);
+        if (loops == 0) r = insert_wait(r, 0);
+        return r;
+    }
+
+private:
+    using IRMutator::visit;
+    const std::string &source;
+    int slots;
+    int64_t slot_elements;
+    bool async;
+
+    Stmt insert_wait(const Stmt &body, const Expr &slot) {
+        if (!async) return body;
+        return insert_before_first_access(body, source, true, ir::make_wait({ir::empty_barrier(source), slot}));
+    }
+
+    Stmt visit(const For *op) override {
+        Stmt body = mutate(op->body);
+        if (allocates_at_this_level(op->body, source)) {
+            loops++;
+            Expr slot = 0;
+            if (slots > 1) {
+                slot = (Variable::make(Halide::Int(32), op->name) - op->min) % slots;
+                body = RebaseBuffer(source, slot * Expr(int(slot_elements)), slot).mutate(body);
+            }
+            body = insert_wait(body, slot);
+        }
+        return For::make(op->name, op->min, op->extent, op->for_type, op->device_api, body);
+    }
+};
+
+class FindStoreSource : public IRVisitor {
+public:
+    explicit FindStoreSource(const std::string &out) : output(out) {}
+    const std::string &output;
+    std::set<std::string> sources;
+
+private:
+    using IRVisitor::visit;
+    void visit(const Evaluate *op) override {
+        ir::CopyOp c;
+        if (ir::as_copy(op, &c) && c.dst == output) sources.insert(c.src);
+    }
+};
+
+} // namespace
+
+Stmt multi_buffer(const Stmt &s, CompileContext &ctx) {
+    Stmt result = s;
+    for (const std::string &f : ctx.funcs) {
+        const Directives d = ctx.of(f);
+        if (f == ctx.output || d.multi_buffer <= 1) continue;
+        SlotSize size(f);
+        result.accept(&size);
+        if (size.allocations == 0) {
+            throw Error("Func '" + f + "', directive multi_buffer(" + std::to_string(d.multi_buffer) + "): " +
+                        f + " has no storage of its own (is it computed inline?)");
+        }
+        Expr stage = Variable::make(Halide::Int(32), ir::stage_var(f));
+        result = RebaseBuffer(f, stage * Expr(int(size.elements)), stage).mutate(result);
+        result = Resize(f, size.elements * d.multi_buffer).mutate(result);
+        ctx.slots[f] = d.multi_buffer;
+        ctx.notes.push_back("multi_buffer: " + f + " has " + std::to_string(d.multi_buffer) + " versions of " +
+                            std::to_string(size.elements) + " elements");
+    }
+
+    const Directives out = ctx.of(ctx.output);
+    if (out.ping_pong && !out.async_copy) {
+        throw Error("Func '" + ctx.output + "', directive ping_pong(): the result slots alternate so that the "
+                    "store of one tile overlaps the work of the next, which needs an asynchronous store: add "
+                    "async_copy() on " + ctx.output);
+    }
+    int slots = out.ping_pong ? 2 : std::max(1, out.multi_buffer);
+    FindStoreSource find(ctx.output);
+    result.accept(&find);
+    std::vector<Stmt> drains;
+    for (const std::string &source : find.sources) {
+        SlotSize size(source);
+        result.accept(&size);
+        bool versioned = slots > 1 && size.allocations > 0;
+        ResultSlots r(source, versioned ? slots : 1, size.elements, out.async_copy);
+        result = r.at_top_level(result);
+        if (versioned && r.loops == 0) {
+            throw Error("Func '" + ctx.output + "', directive " + (out.ping_pong ? "ping_pong()" : "multi_buffer") +
+                        ": the store source " + source + " is not allocated inside a tile loop, so there is "
+                        "nothing to alternate over; tile the output and compute the source at the tile loop");
+        }
+        int used = (versioned && r.loops > 0) ? slots : 1;
+        if (used > 1) {
+            result = Resize(source, size.elements * used).mutate(result);
+            ctx.slots[source] = used;
+            ctx.notes.push_back("result slots: " + source + " alternates " + std::to_string(used) +
+                                " versions by tile parity");
+        }
+        if (out.async_copy) {
+            for (int i = 0; i < used; i++) drains.push_back(ir::make_wait({ir::empty_barrier(source), i}));
+        }
+    }
+    for (const Stmt &d : drains) result = Block::make(result, d);
+    return result;
+}
+
+} // namespace tandem::lower

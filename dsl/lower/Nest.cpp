@@ -1,0 +1,81 @@
+#include "Nest.h"
+
+#include "tandem/AsyncIR.h"
+
+namespace tandem::lower {
+
+using namespace Halide::Internal;
+
+bool as_perfect_nest(const Stmt &s, Nest *nest) {
+    nest->loops.clear();
+    Stmt cur = s;
+    while (const For *f = cur.as<For>()) {
+        nest->loops.push_back({f->name, f->min, f->extent});
+        cur = f->body;
+    }
+    nest->store = cur.as<Store>();
+    return nest->store != nullptr;
+}
+
+Expr affine_step(const Expr &e, const std::string &var) {
+    Expr v = Variable::make(Halide::Int(32), var);
+    Expr step = simplify(substitute(var, v + 1, e) - e);
+    if (expr_uses_var(step, var)) return Expr();
+    Expr step2 = simplify(substitute(var, v + 2, e) - substitute(var, v + 1, e));
+    if (!can_prove(step2 == step)) return Expr();
+    return step;
+}
+
+Expr at_loop_mins(const Expr &e, const std::vector<Loop> &loops) {
+    Expr r = e;
+    for (const Loop &l : loops) r = substitute(l.name, l.min, r);
+    return simplify(r);
+}
+
+Expr trip_count(const std::vector<Loop> &loops) {
+    Expr n = 1;
+    for (const Loop &l : loops) n = n * l.extent;
+    return simplify(n);
+}
+
+int64_t constant_upper_bound(const Expr &e) {
+    Expr b = find_constant_bound(simplify(e), Direction::Upper, Scope<Interval>::empty_scope());
+    const IntImm *i = b.defined() ? b.as<IntImm>() : nullptr;
+    return i ? i->value : -1;
+}
+
+bool provably_zero(const Expr &e) { return is_const_zero(simplify(e)); }
+
+namespace {
+
+class InsertBeforeFirst : public IRMutator {
+public:
+    InsertBeforeFirst(const std::string &b, bool writes_only, const Stmt &before)
+        : buffer(b), writes_only(writes_only), before(before) {}
+    bool done = false;
+
+    Stmt mutate(const Stmt &s) override {
+        if (done || !s.defined()) return s;
+        if (s.as<Block>() || s.as<ProducerConsumer>() || s.as<Allocate>()) return IRMutator::mutate(s);
+        ir::VectorOp v;
+        Stmt body;
+        if (s.as<LetStmt>() && !ir::as_vector_op(s, &v, &body)) return IRMutator::mutate(s);
+        if (!(writes_only ? ir::writes(s, buffer) : ir::touches(s, buffer))) return s;
+        done = true;
+        return Block::make(before, s);
+    }
+
+private:
+    const std::string &buffer;
+    bool writes_only;
+    Stmt before;
+};
+
+} // namespace
+
+Stmt insert_before_first_access(const Stmt &s, const std::string &buffer, bool writes_only, const Stmt &before) {
+    InsertBeforeFirst i(buffer, writes_only, before);
+    return i.mutate(s);
+}
+
+} // namespace tandem::lower

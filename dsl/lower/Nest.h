@@ -1,0 +1,55 @@
+#ifndef TANDEM_LOWER_NEST_H
+#define TANDEM_LOWER_NEST_H
+
+/** \file
+ * Helpers shared by the recognition passes: perfect loop nests around one Store, and the affine
+ * form of an index inside such a nest. Not a pass.
+ */
+
+#include "Halide.h"
+
+#include <string>
+#include <vector>
+
+namespace tandem::lower {
+
+using Halide::Expr;
+using Halide::Internal::Stmt;
+
+struct Loop {
+    std::string name;
+    Expr min, extent;
+};
+
+/** A perfect nest: loops (outermost first) directly around one Store. */
+struct Nest {
+    std::vector<Loop> loops;
+    const Halide::Internal::Store *store = nullptr;
+};
+
+/** True if `s` is For* around exactly one Store (a bare Store is a nest with no loops). */
+bool as_perfect_nest(const Stmt &s, Nest *nest);
+
+/** d e / d var if `e` is affine in `var` with a step that does not depend on `var`, else an
+ * undefined Expr. */
+Expr affine_step(const Expr &e, const std::string &var);
+
+/** `e` with every loop var of the nest at its loop's min. */
+Expr at_loop_mins(const Expr &e, const std::vector<Loop> &loops);
+
+/** Product of the loop extents. */
+Expr trip_count(const std::vector<Loop> &loops);
+
+/** A constant upper bound of `e`, or -1 if none can be found. */
+int64_t constant_upper_bound(const Expr &e);
+
+bool provably_zero(const Expr &e);
+
+/** Prepends `before` to the first statement of `s` in program order that touches `buffer` (only
+ * writes if `writes_only`). Descends through blocks, producer/consumer markers and lets; loops,
+ * ifs and ops count as one statement. */
+Stmt insert_before_first_access(const Stmt &s, const std::string &buffer, bool writes_only, const Stmt &before);
+
+} // namespace tandem::lower
+
+#endif

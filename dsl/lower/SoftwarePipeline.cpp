@@ -1,0 +1,273 @@
+#include "SoftwarePipeline.h"
+
+#include "Nest.h"
+#include "tandem/AsyncIR.h"
+
+#include <map>
+
+namespace tandem::lower {
+
+using namespace Halide::Internal;
+
+namespace {
+
+struct Pipelined {
+    std::string func;
+    int versions = 1;
+};
+
+struct Plan {
+    const For *root = nullptr;
+    const For *loop = nullptr;
+    std::vector<Loop> chain; // root ... loop
+    std::vector<Pipelined> funcs;
+};
+
+/** async_copy producers directly in a loop body (not inside a nested loop). */
+class DirectProducers : public IRVisitor {
+public:
+    explicit DirectProducers(const CompileContext &ctx) : ctx(ctx) {}
+    std::vector<std::string> funcs;
+
+private:
+    using IRVisitor::visit;
+    const CompileContext &ctx;
+    void visit(const For *op) override {}
+    void visit(const ProducerConsumer *op) override {
+        if (op->is_producer && ctx.of(op->name).async_copy) funcs.push_back(op->name);
+        IRVisitor::visit(op);
+    }
+};
+
+/** Does `s` touch `buffer` outside the subtree `skip`? */
+class TouchesOutside : public IRVisitor {
+public:
+    TouchesOutside(const std::string &b, const For *skip) : buffer(b), skip(skip) {}
+    bool found = false;
+
+private:
+    using IRVisitor::visit;
+    const std::string &buffer;
+    const For *skip;
+    void visit(const For *op) override {
+        if (op != skip) IRVisitor::visit(op);
+    }
+    void visit(const Evaluate *op) override {
+        if (ir::touches(op, buffer)) found = true;
+    }
+    void visit(const Load *op) override {
+        if (op->name == buffer) found = true;
+        IRVisitor::visit(op);
+    }
+    void visit(const Store *op) override {
+        if (op->name == buffer) found = true;
+        IRVisitor::visit(op);
+    }
+};
+
+class FindPlans : public IRVisitor {
+public:
+    FindPlans(bool run_ahead, CompileContext &ctx) : run_ahead(run_ahead), ctx(ctx) {}
+    std::vector<Plan> plans;
+
+private:
+    using IRVisitor::visit;
+    bool run_ahead;
+    CompileContext &ctx;
+    std::vector<const For *> stack;
+
+    void visit(const For *op) override {
+        stack.push_back(op);
+        DirectProducers p(ctx);
+        op->body.accept(&p);
+        if (!p.funcs.empty()) plan(op, p.funcs);
+        IRVisitor::visit(op);
+        stack.pop_back();
+    }
+
+    void plan(const For *loop, const std::vector<std::string> &funcs) {
+        Plan plan;
+        plan.loop = loop;
+        for (const std::string &f : funcs) plan.funcs.push_back({f, std::max(1, ctx.of(f).multi_buffer)});
+        size_t root = stack.size() - 1;
+        if (run_ahead) {
+            for (size_t i = 0; i < stack.size(); i++) {
+                const std::string &n = stack[i]->name;
+                if (n.size() > 8 && n.compare(n.size() - 8, 8, ".on_core") == 0) {
+                    root = i;
+                    break;
+                }
+            }
+        }
+        if (root + 1 < stack.size() && !can_flatten(root, plan)) root = stack.size() - 1;
+        plan.root = stack[root];
+        for (size_t i = root; i < stack.size(); i++) {
+            plan.chain.push_back({stack[i]->name, stack[i]->min, stack[i]->extent});
+        }
+        std::string what;
+        for (const Pipelined &f : plan.funcs) what += f.func + " (" + std::to_string(f.versions) + " versions) ";
+        ctx.notes.push_back("software pipeline: " + what + "over " +
+                            (plan.chain.size() > 1 ? "the flattened nest " + plan.root->name + " .. " : "loop ") +
+                            loop->name);
+        plans.push_back(plan);
+    }
+
+    bool can_flatten(size_t root, const Plan &plan) {
+        for (size_t i = root; i < stack.size(); i++) {
+            for (size_t j = root; j < stack.size(); j++) {
+                if (expr_uses_var(stack[i]->extent, stack[j]->name) || expr_uses_var(stack[i]->min, stack[j]->name)) {
+                    ctx.notes.push_back("warp_specialize: the extent of " + stack[i]->name + " depends on " +
+                                        stack[j]->name + "; the producer runs ahead inside " +
+                                        stack.back()->name + " only");
+                    return false;
+                }
+            }
+        }
+        for (const Pipelined &f : plan.funcs) {
+            TouchesOutside t(f.func, plan.loop);
+            stack[root]->body.accept(&t);
+            if (t.found) {
+                ctx.notes.push_back("warp_specialize: " + f.func + " is also used outside " + plan.loop->name +
+                                    " (a partitioned tail?); the producer runs ahead inside " + plan.loop->name +
+                                    " only");
+                return false;
+            }
+        }
+        return true;
+    }
+};
+
+/** Removes `produce F { copy; wait }` of the pipelined Funcs, keeping the copies. */
+class TakeCopies : public IRMutator {
+public:
+    explicit TakeCopies(const Plan &plan) : plan(plan) {}
+    std::map<std::string, Stmt> copies;
+
+private:
+    using IRMutator::visit;
+    const Plan &plan;
+    Stmt visit(const For *op) override { return op; }
+    Stmt visit(const ProducerConsumer *op) override {
+        if (!op->is_producer) return IRMutator::visit(op);
+        for (const Pipelined &f : plan.funcs) {
+            if (f.func != op->name) continue;
+            const Block *b = op->body.as<Block>();
+            ir::CopyOp c;
+            internal_assert(b && ir::as_copy(b->first, &c)) << "producer of " << op->name << " is not a copy\n";
+            copies[f.func] = b->first;
+            return Evaluate::make(0);
+        }
+        return IRMutator::visit(op);
+    }
+};
+
+class Pipeline : public IRMutator {
+public:
+    explicit Pipeline(const std::vector<Plan> &plans) : plans(plans) {}
+
+private:
+    using IRMutator::visit;
+    const std::vector<Plan> &plans;
+
+    static Expr var(const std::string &name) { return Variable::make(Halide::Int(32), name); }
+
+    static Expr total(const Plan &p) {
+        Expr t = 1;
+        for (const Loop &l : p.chain) t = t * l.extent;
+        return simplify(t);
+    }
+
+    /** The copy of F for flattened iteration g. */
+    static Stmt copy_at(const Plan &p, const Pipelined &f, const Stmt &copy, const Expr &g) {
+        Stmt s = copy;
+        Expr stride = 1;
+        for (auto l = p.chain.rbegin(); l != p.chain.rend(); ++l) {
+            Expr v = l->min + (l == p.chain.rend() - 1 ? g / stride : (g / stride) % l->extent);
+            s = substitute(l->name, v, s);
+            stride = stride * l->extent;
+        }
+        s = substitute(ir::stage_var(f.func), g % f.versions, s);
+        return simplify(s);
+    }
+
+    static Expr flat_index(const Plan &p) {
+        Expr f = 0, stride = 1;
+        for (auto l = p.chain.rbegin(); l != p.chain.rend(); ++l) {
+            f = f + (var(l->name) - l->min) * stride;
+            stride = stride * l->extent;
+        }
+        return simplify(f);
+    }
+
+    Stmt prologue(const Plan &p, const std::map<std::string, Stmt> &copies) {
+        int most = 1;
+        for (const Pipelined &f : p.funcs) most = std::max(most, f.versions);
+        if (most == 1) return Stmt();
+        std::string name = p.loop->name + ".prologue";
+        Stmt body;
+        for (const Pipelined &f : p.funcs) {
+            if (f.versions == 1) continue;
+            Stmt c = copy_at(p, f, copies.at(f.func), var(name));
+            if (f.versions < most) c = IfThenElse::make(var(name) < f.versions - 1, c);
+            body = body.defined() ? Block::make(body, c) : c;
+        }
+        Expr count = simplify(Halide::min(most - 1, total(p)));
+        return For::make(name, 0, count, ForType::Serial, Halide::DeviceAPI::None, body);
+    }
+
+    Stmt steady_state(const Plan &p, const Stmt &body_in, const std::map<std::string, Stmt> &copies) {
+        std::string f_name = p.loop->name + ".iteration";
+        Expr f = var(f_name);
+        Stmt body = body_in;
+        Stmt ahead;
+        for (const Pipelined &pf : p.funcs) {
+            body = insert_before_first_access(body, pf.func, false,
+                                              ir::make_wait({ir::full_barrier(pf.func), var(ir::stage_var(pf.func))}));
+            body = substitute(ir::stage_var(pf.func), f % pf.versions, body);
+            Expr g = f + (pf.versions - 1);
+            Stmt c = copy_at(p, pf, copies.at(pf.func), g);
+            if (pf.versions > 1) c = IfThenElse::make(g < total(p), c);
+            ahead = ahead.defined() ? Block::make(ahead, c) : c;
+        }
+        return LetStmt::make(f_name, flat_index(p), Block::make(ahead, body));
+    }
+
+    Stmt visit(const For *op) override {
+        Stmt body = mutate(op->body);
+        Stmt before;
+        for (const Plan &p : plans) {
+            if (p.loop != op) continue;
+            TakeCopies take(p);
+            body = take.mutate(body);
+            for (const Pipelined &f : p.funcs) {
+                internal_assert(take.copies.count(f.func)) << "no copy of " << f.func << " in " << op->name << "\n";
+            }
+            body = steady_state(p, body, take.copies);
+            // The prologue goes before the root of the chain: remember it there.
+            prologues[p.root].push_back(prologue(p, take.copies));
+        }
+        Stmt s = For::make(op->name, op->min, op->extent, op->for_type, op->device_api, body);
+        auto it = prologues.find(op);
+        if (it != prologues.end()) {
+            for (auto pr = it->second.rbegin(); pr != it->second.rend(); ++pr) {
+                if (pr->defined()) s = Block::make(*pr, s);
+            }
+        }
+        return s;
+    }
+
+    std::map<const For *, std::vector<Stmt>> prologues;
+};
+
+} // namespace
+
+Stmt software_pipeline(const Stmt &s, CompileContext &ctx) {
+    FindPlans find(ctx.of(ctx.output).warp_specialize, ctx);
+    s.accept(&find);
+    Stmt result = Pipeline(find.plans).mutate(s);
+    // Versions used outside every pipeline (straight-line tails) are version 0.
+    for (const auto &[buffer, slots] : ctx.slots) result = substitute(ir::stage_var(buffer), 0, result);
+    return result;
+}
+
+} // namespace tandem::lower

@@ -1,0 +1,156 @@
+#include "TileCopy.h"
+
+#include "Nest.h"
+#include "tandem/AsyncIR.h"
+
+#include <algorithm>
+
+namespace tandem::lower {
+
+using namespace Halide::Internal;
+
+namespace {
+
+std::string where(const std::string &func, const char *directive) {
+    return "Func '" + func + "', directive " + directive + ": ";
+}
+
+/** The copy box of `nest` (innermost dim first), or false if an index is not affine. */
+bool copy_box(const Nest &nest, const Expr &dst_index, const Expr &src_index, ir::CopyOp *op) {
+    op->dims.clear();
+    for (auto l = nest.loops.rbegin(); l != nest.loops.rend(); ++l) {
+        Expr ds = affine_step(dst_index, l->name), ss = affine_step(src_index, l->name);
+        if (!ds.defined() || !ss.defined()) return false;
+        op->dims.push_back({l->extent, ds, ss});
+    }
+    op->dst_offset = at_loop_mins(dst_index, nest.loops);
+    op->src_offset = at_loop_mins(src_index, nest.loops);
+    return true;
+}
+
+class RecognizeCopies : public IRMutator {
+public:
+    explicit RecognizeCopies(CompileContext &ctx) : ctx(ctx), out(ctx.of(ctx.output)) {}
+
+private:
+    using IRMutator::visit;
+    CompileContext &ctx;
+    const Directives out;
+    int loop_depth = 0;
+    int stores_out = 0;
+
+    bool is_input(const std::string &name) const {
+        return std::find(ctx.inputs.begin(), ctx.inputs.end(), name) != ctx.inputs.end();
+    }
+
+    Stmt visit(const ProducerConsumer *op) override {
+        if (!op->is_producer || op->name == ctx.output) return IRMutator::visit(op);
+        const Directives d = ctx.of(op->name);
+        Nest nest;
+        const Load *load = nullptr;
+        if (as_perfect_nest(op->body, &nest)) load = nest.store->value.as<Load>();
+        bool copy = load && is_input(load->name) && load->type == nest.store->value.type() &&
+                    nest.store->name == op->name;
+        if (!copy) {
+            if (d.async_copy) {
+                throw Error(where(op->name, "async_copy()") + op->name +
+                            " is not a plain copy of an input (its definition computes or converts "
+                            "values); async_copy applies to copy stages such as A.in(consumer) - the "
+                            "DMA engine moves bytes, it does not convert types");
+            }
+            return IRMutator::visit(op);
+        }
+        if (d.async_copy && loop_depth == 0) {
+            throw Error(where(op->name, "async_copy()") + op->name +
+                        " is computed outside every loop of its consumer, so there is nothing to "
+                        "overlap; compute it inside a loop with compute_at(consumer, var)");
+        }
+        ir::CopyOp c;
+        if (!copy_box(nest, nest.store->index, load->index, &c)) {
+            throw Error(where(op->name, d.async_copy ? "async_copy()" : "compute_at") + op->name +
+                        " does not read an affine box of " + load->name + ", so no DMA can copy it");
+        }
+        c.dst = op->name;
+        c.src = load->name;
+        c.barrier = ir::full_barrier(op->name);
+        c.slot = 0;
+        Stmt body = Block::make(ir::make_copy(c), ir::make_wait({c.barrier, 0}));
+        return ProducerConsumer::make(op->name, true, body);
+    }
+
+    Stmt visit(const For *op) override {
+        Nest nest;
+        if (as_perfect_nest(op, &nest) && nest.store->name == ctx.output) return store_out(nest);
+        loop_depth++;
+        Stmt s = IRMutator::visit(op);
+        loop_depth--;
+        return s;
+    }
+
+    Stmt visit(const Store *op) override {
+        Nest nest;
+        if (op->name == ctx.output && as_perfect_nest(op, &nest)) return store_out(nest);
+        return IRMutator::visit(op);
+    }
+
+    /** The output's store nest: through a staging tile unless it is a plain copy of an
+     * on-chip buffer. */
+    Stmt store_out(const Nest &nest) {
+        const Store *st = nest.store;
+        const Load *load = st->value.as<Load>();
+        bool direct = load && load->type == st->value.type() && !is_input(load->name) &&
+                      load->name != ctx.output;
+        std::string source = direct ? load->name : ctx.output + "_stage";
+        ir::CopyOp c;
+        // The staging tile is dense in loop order: stage[sum (v - min) * stride], innermost first.
+        Expr stage_index = 0, stride = 1;
+        int64_t elements = 1;
+        for (auto l = nest.loops.rbegin(); l != nest.loops.rend(); ++l) {
+            stage_index = stage_index + (Variable::make(Halide::Int(32), l->name) - l->min) * stride;
+            stride = stride * l->extent;
+            int64_t bound = constant_upper_bound(l->extent);
+            if (!direct && bound < 0) {
+                throw Error(where(ctx.output, "tile") + "the extent of loop " + l->name +
+                            " has no constant bound, so its staging tile cannot be sized");
+            }
+            elements *= std::max<int64_t>(bound, 1);
+        }
+        stage_index = simplify(stage_index);
+        if (!copy_box(nest, st->index, direct ? load->index : stage_index, &c)) {
+            throw Error(where(ctx.output, "async_copy()") + "the store of " + ctx.output +
+                        " does not write an affine box");
+        }
+        c.dst = ctx.output;
+        c.src = source;
+        c.barrier = ir::empty_barrier(source);
+        c.slot = 0;
+        stores_out++;
+        Stmt store = ir::make_copy(c);
+        if (!out.async_copy) store = Block::make(store, ir::make_wait({c.barrier, 0}));
+        if (direct) return store;
+        Stmt compute = Store::make(source, st->value, stage_index, st->param, st->predicate, st->alignment);
+        for (auto l = nest.loops.rbegin(); l != nest.loops.rend(); ++l) {
+            compute = For::make(l->name, l->min, l->extent, ForType::Serial, Halide::DeviceAPI::None, compute);
+        }
+        return Allocate::make(source, st->value.type(), Halide::MemoryType::Auto, {Expr(int(elements))},
+                              const_true(), Block::make(compute, store));
+    }
+
+public:
+    void check_done() const {
+        if (stores_out == 0) {
+            throw Error("Func '" + ctx.output + "': no store of the output was found after lowering");
+        }
+    }
+};
+
+} // namespace
+
+Stmt recognize_tile_copies(const Stmt &s, CompileContext &ctx) {
+    RecognizeCopies r(ctx);
+    Stmt result = r.mutate(s);
+    r.check_done();
+    return result;
+}
+
+} // namespace tandem::lower

@@ -1,0 +1,94 @@
+#include "Validate.h"
+
+#include "tandem/AsyncIR.h"
+
+#include <set>
+
+namespace tandem::lower {
+
+using namespace Halide::Internal;
+
+namespace {
+
+std::string where(const std::string &func, const std::string &directive) {
+    return "Func '" + func + "', directive " + directive + ": ";
+}
+
+class CheckNames : public IRVisitor {
+public:
+    explicit CheckNames(const Kernel &k) : kernel(k) {}
+
+private:
+    using IRVisitor::visit;
+    const Kernel &kernel;
+    void check(const std::string &name) {
+        if (!kernel.buffer(name) && !kernel.arg(name)) {
+            internal_error << "async Stmt of " << kernel.name << " names unknown buffer " << name << "\n";
+        }
+    }
+    void visit(const Load *op) override {
+        check(op->name);
+        IRVisitor::visit(op);
+    }
+    void visit(const Store *op) override {
+        check(op->name);
+        IRVisitor::visit(op);
+    }
+    void visit(const Variable *op) override {
+        if (op->name.size() > 6 && op->name.compare(op->name.size() - 6, 6, ".stage") == 0) {
+            internal_error << "version variable " << op->name << " left free in " << kernel.name << "\n";
+        }
+    }
+};
+
+} // namespace
+
+void validate_schedule(const Func &output, CompileContext &ctx) {
+    if (ctx.target.arch != Target::Arch::ZPU) {
+        throw Error("target '" + ctx.target.name() + "': the " + ctx.target.name() +
+                    " backend is not implemented yet; the zpu target is (use --target zpu)");
+    }
+    auto env = find_transitive_calls(output.halide().function());
+    ctx.funcs.clear();
+    for (const auto &[name, f] : env) {
+        ctx.funcs.push_back(name);
+        ctx.directives[name] = directives_of(f);
+    }
+    for (const auto &[name, f] : env) {
+        const Directives d = ctx.of(name);
+        bool is_output = name == ctx.output;
+        if (!is_output) {
+            if (d.warp_specialize) {
+                throw Error(where(name, "warp_specialize()") + "it applies to the kernel as a whole; set it on the "
+                            "output Func " + ctx.output);
+            }
+            if (d.ping_pong) {
+                throw Error(where(name, "ping_pong()") + "it alternates the result slots of the kernel; set it "
+                            "on the output Func " + ctx.output);
+            }
+            if (!d.cores_var.empty()) {
+                throw Error(where(name, "map_to_cores(" + d.cores_var + ")") + "only the output Func's tile loop "
+                            "can be spread over the cores; set it on " + ctx.output);
+            }
+        }
+        if (d.multi_buffer > 1 && !d.async_copy) {
+            throw Error(where(name, "multi_buffer(" + std::to_string(d.multi_buffer) + ")") +
+                        "versions only help when the copy is asynchronous; add async_copy() on " + name);
+        }
+        if (d.async_copy && !is_output && f.schedule().compute_level().is_inlined()) {
+            throw Error(where(name, "async_copy()") + name + " is computed inline, so it has no storage to copy "
+                        "into; schedule it with compute_at(consumer, var)");
+        }
+        if (d.vectorized) {
+            throw Error(where(name, "vectorize") + "the zpu's vector core works on whole tiles; drop vectorize "
+                        "from zpu schedules");
+        }
+    }
+}
+
+void validate_kernel(const Kernel &kernel) {
+    CheckNames c(kernel);
+    kernel.body.accept(&c);
+}
+
+} // namespace tandem::lower

@@ -1,0 +1,192 @@
+#include "tandem/AsyncIR.h"
+
+#include <atomic>
+#include <sstream>
+
+namespace tandem::ir {
+
+using namespace Halide::Internal;
+using Halide::Int;
+
+namespace {
+
+const char *const copy_name = "tandem_copy";
+const char *const wait_name = "tandem_wait";
+const char *const mma_name = "tandem_mma";
+const char *const vector_op_name = "tandem_vector_op";
+const char *const core_id_name = "tandem_core_id";
+const char *const vector_op_prefix = "tandem.vector_op.";
+
+Stmt make_call(const char *name, const std::vector<Expr> &args) {
+    return Evaluate::make(Call::make(Int(32), name, args, Call::Extern));
+}
+
+const Call *as_call(const Stmt &s, const char *name) {
+    const Evaluate *e = s.as<Evaluate>();
+    if (!e) return nullptr;
+    const Call *c = e->value.as<Call>();
+    return (c && c->name == name) ? c : nullptr;
+}
+
+std::string str(const Expr &e) {
+    const StringImm *s = e.as<StringImm>();
+    internal_assert(s) << "tandem intrinsic: expected a buffer name, got " << e << "\n";
+    return s->value;
+}
+
+int int_arg(const Expr &e) {
+    const IntImm *i = e.as<IntImm>();
+    internal_assert(i) << "tandem intrinsic: expected a constant, got " << e << "\n";
+    return int(i->value);
+}
+
+class Touches : public IRVisitor {
+public:
+    Touches(const std::string &b, bool only_writes) : buffer(b), only_writes(only_writes) {}
+    const std::string &buffer;
+    bool only_writes;
+    bool found = false;
+
+private:
+    using IRVisitor::visit;
+    void visit(const Load *op) override {
+        if (!only_writes && op->name == buffer) found = true;
+        IRVisitor::visit(op);
+    }
+    void visit(const Store *op) override {
+        if (op->name == buffer) found = true;
+        IRVisitor::visit(op);
+    }
+    void visit(const Call *op) override {
+        if (op->name == copy_name) {
+            if (str(op->args[0]) == buffer || (!only_writes && str(op->args[2]) == buffer)) found = true;
+        } else if (op->name == mma_name) {
+            if (str(op->args[0]) == buffer) found = true;
+            if (!only_writes && (str(op->args[4]) == buffer || str(op->args[8]) == buffer)) found = true;
+        } else if (op->name == vector_op_name) {
+            for (size_t i = 2; i + 3 < op->args.size() + 1; i += 4) {
+                if (str(op->args[i]) == buffer && (!only_writes || int_arg(op->args[i + 3]))) found = true;
+            }
+        }
+        IRVisitor::visit(op);
+    }
+};
+
+} // namespace
+
+Stmt make_copy(const CopyOp &op) {
+    std::vector<Expr> args = {op.dst, op.dst_offset, op.src, op.src_offset, int(op.dims.size())};
+    for (const CopyDim &d : op.dims) {
+        args.push_back(d.extent);
+        args.push_back(d.dst_stride);
+        args.push_back(d.src_stride);
+    }
+    args.push_back(op.barrier);
+    args.push_back(op.slot);
+    return make_call(copy_name, args);
+}
+
+bool as_copy(const Stmt &s, CopyOp *op) {
+    const Call *c = as_call(s, copy_name);
+    if (!c) return false;
+    op->dst = str(c->args[0]);
+    op->dst_offset = c->args[1];
+    op->src = str(c->args[2]);
+    op->src_offset = c->args[3];
+    int dims = int_arg(c->args[4]);
+    op->dims.clear();
+    for (int d = 0; d < dims; d++) {
+        op->dims.push_back({c->args[5 + 3 * d], c->args[6 + 3 * d], c->args[7 + 3 * d]});
+    }
+    op->barrier = str(c->args[5 + 3 * dims]);
+    op->slot = c->args[6 + 3 * dims];
+    return true;
+}
+
+Stmt make_wait(const WaitOp &op) { return make_call(wait_name, {op.barrier, op.slot}); }
+
+bool as_wait(const Stmt &s, WaitOp *op) {
+    const Call *c = as_call(s, wait_name);
+    if (!c) return false;
+    op->barrier = str(c->args[0]);
+    op->slot = c->args[1];
+    return true;
+}
+
+Stmt make_mma(const MmaOp &op) {
+    return make_call(mma_name, {op.acc, op.acc_offset, op.acc_stride_n, op.acc_stride_m, op.a, op.a_offset,
+                                op.a_stride_k, op.a_stride_m, op.b, op.b_offset, op.b_stride_n, op.b_stride_k,
+                                op.n, op.m, op.k});
+}
+
+bool as_mma(const Stmt &s, MmaOp *op) {
+    const Call *c = as_call(s, mma_name);
+    if (!c) return false;
+    const auto &a = c->args;
+    *op = MmaOp{str(a[0]), str(a[4]), str(a[8]), a[1], a[2], a[3], a[5], a[6], a[7], a[9], a[10], a[11],
+                a[12], a[13], a[14]};
+    return true;
+}
+
+Stmt make_vector_op(const VectorOp &op, const Stmt &body) {
+    static std::atomic<int> counter{0};
+    std::vector<Expr> args = {op.label, op.flops};
+    for (const Region &r : op.regions) {
+        args.push_back(r.buffer);
+        args.push_back(r.lo);
+        args.push_back(r.extent);
+        args.push_back(int(r.write));
+    }
+    Expr info = Call::make(Int(32), vector_op_name, args, Call::Extern);
+    return LetStmt::make(vector_op_prefix + std::to_string(counter++), info, body);
+}
+
+bool as_vector_op(const Stmt &s, VectorOp *op, Stmt *body) {
+    const LetStmt *let = s.as<LetStmt>();
+    if (!let) return false;
+    const Call *c = let->value.as<Call>();
+    if (!c || c->name != vector_op_name) return false;
+    op->label = str(c->args[0]);
+    op->flops = c->args[1];
+    op->regions.clear();
+    for (size_t i = 2; i + 3 < c->args.size(); i += 4) {
+        op->regions.push_back({str(c->args[i]), c->args[i + 1], c->args[i + 2], int_arg(c->args[i + 3]) != 0});
+    }
+    *body = let->body;
+    return true;
+}
+
+Expr core_id() { return Call::make(Int(32), core_id_name, {}, Call::PureExtern); }
+
+bool is_core_id(const Expr &e) {
+    const Call *c = e.as<Call>();
+    return c && c->name == core_id_name;
+}
+
+std::string full_barrier(const std::string &buffer) { return buffer + ".full"; }
+std::string empty_barrier(const std::string &buffer) { return buffer + ".empty"; }
+std::string stage_var(const std::string &buffer) { return buffer + ".stage"; }
+
+Stmt substitute(const std::string &var, const Expr &value, const Stmt &s) {
+    return Halide::Internal::substitute(var, value, s);
+}
+
+bool touches(const Stmt &s, const std::string &buffer) {
+    Touches t(buffer, false);
+    s.accept(&t);
+    return t.found;
+}
+
+bool writes(const Stmt &s, const std::string &buffer) {
+    Touches t(buffer, true);
+    s.accept(&t);
+    return t.found;
+}
+
+std::string to_string(const Stmt &s) {
+    std::ostringstream os;
+    os << s;
+    return os.str();
+}
+
+} // namespace tandem::ir

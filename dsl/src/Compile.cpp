@@ -1,0 +1,161 @@
+#include "tandem/Kernel.h"
+
+#include "tandem/AsyncIR.h"
+
+#include "../lower/CoreMapping.h"
+#include "../lower/MemoryPlanning.h"
+#include "../lower/MultiBuffer.h"
+#include "../lower/SoftwarePipeline.h"
+#include "../lower/TileCopy.h"
+#include "../lower/TileMma.h"
+#include "../lower/Validate.h"
+#include "../lower/VectorOps.h"
+
+#include <sstream>
+
+namespace tandem {
+
+using namespace Halide::Internal;
+
+namespace {
+
+/** Drops what Halide's lowering adds around the pipeline for a host target: buffer argument
+ * checks and the lets that unpack halide_buffer_t fields. Static shapes make them constants. */
+class StripHostWrapper : public IRMutator {
+private:
+    using IRMutator::visit;
+    Stmt visit(const AssertStmt *op) override { return Evaluate::make(0); }
+    Stmt visit(const LetStmt *op) override {
+        const Call *c = op->value.as<Call>();
+        if (const Cast *cast = op->value.as<Cast>()) c = cast->value.as<Call>();
+        if (c && c->name.rfind("_halide_buffer_", 0) == 0) {
+            Stmt body = mutate(op->body);
+            if (stmt_uses_var(body, op->name)) {
+                throw Error("the kernel's shapes must be static: " + op->name +
+                            " is used after lowering; set_bounds (and set_stride) on every dimension of "
+                            "every input and of the output");
+            }
+            return body;
+        }
+        return IRMutator::visit(op);
+    }
+    Stmt visit(const Block *op) override {
+        Stmt first = mutate(op->first), rest = mutate(op->rest);
+        if (is_no_op(first)) return rest;
+        if (is_no_op(rest)) return first;
+        return Block::make(first, rest);
+    }
+};
+
+std::vector<int> static_extents(const Halide::Internal::Parameter &p, const std::string &name) {
+    std::vector<int> extents;
+    for (int d = 0; d < p.dimensions(); d++) {
+        const IntImm *min = p.min_constraint(d).defined() ? p.min_constraint(d).as<IntImm>() : nullptr;
+        const IntImm *ext = p.extent_constraint(d).defined() ? p.extent_constraint(d).as<IntImm>() : nullptr;
+        if (!min || !ext || min->value != 0) {
+            throw Error("buffer '" + name + "': dimension " + std::to_string(d) +
+                        " needs static bounds starting at 0 (dim(d).set_bounds(0, extent))");
+        }
+        extents.push_back(int(ext->value));
+    }
+    return extents;
+}
+
+} // namespace
+
+const Directives &CompileContext::of(const std::string &func) const {
+    static const Directives none;
+    auto it = directives.find(func);
+    return it == directives.end() ? none : it->second;
+}
+
+int64_t KernelArg::elements() const {
+    int64_t n = 1;
+    for (int e : extents) n *= e;
+    return n;
+}
+
+const SramBuffer *Kernel::buffer(const std::string &name) const {
+    for (const SramBuffer &b : buffers) {
+        if (b.name == name) return &b;
+    }
+    return nullptr;
+}
+
+const KernelArg *Kernel::arg(const std::string &name) const {
+    for (const KernelArg &a : args) {
+        if (a.name == name) return &a;
+    }
+    return nullptr;
+}
+
+std::string Kernel::stmt_text() const {
+    std::ostringstream os;
+    os << "// kernel " << name << " for " << target.name() << "\n";
+    for (const KernelArg &a : args) {
+        os << "// " << (a.output ? "output " : "input  ") << a.name << ": " << a.type << " [";
+        for (size_t d = 0; d < a.extents.size(); d++) os << (d ? " x " : "") << a.extents[d];
+        os << "] in DRAM\n";
+    }
+    for (const SramBuffer &b : buffers) {
+        os << "// " << sim::space_name(b.space) << " " << b.name << ": " << b.type << " " << b.slots << " x "
+           << b.slot_elements << " at byte " << b.offset_bytes << "\n";
+    }
+    for (const std::string &n : notes) os << "// " << n << "\n";
+    os << body;
+    return os.str();
+}
+
+Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const Target &target,
+               const std::string &name) {
+    CompileContext ctx;
+    ctx.target = target;
+    ctx.output = output.name();
+    for (const ImageParam &p : inputs) ctx.inputs.push_back(p.name());
+    lower::validate_schedule(output, ctx);
+
+    Kernel k;
+    k.name = name;
+    k.target = target;
+    for (const ImageParam &p : inputs) {
+        k.args.push_back({p.name(), p.type(), static_extents(p.parameter(), p.name()), false});
+    }
+    k.args.push_back({ctx.output, output.halide().output_types()[0],
+                      static_extents(output.output_buffer().parameter(), ctx.output), true});
+
+    std::vector<Halide::Argument> args(inputs.begin(), inputs.end());
+    Halide::Target host = Halide::get_host_target()
+                              .with_feature(Halide::Target::NoAsserts)
+                              .with_feature(Halide::Target::NoBoundsQuery)
+                              .with_feature(Halide::Target::NoRuntime);
+    Halide::Module module = [&] {
+        try {
+            Halide::Func f = output.halide();
+            return f.compile_to_module(args, name, host);
+        } catch (const Halide::CompileError &e) {
+            throw Error(std::string("Halide rejected the schedule: ") + e.what());
+        }
+    }();
+    Stmt s;
+    for (const auto &f : module.functions()) {
+        if (f.name == name) s = f.body;
+    }
+    internal_assert(s.defined()) << "Halide produced no function " << name << "\n";
+    s = StripHostWrapper().mutate(s);
+    s = simplify(substitute_in_all_lets(s));
+    k.halide_stmt = s;
+
+    s = lower::map_to_cores(s, ctx);
+    s = lower::recognize_tile_copies(s, ctx);
+    s = lower::recognize_tile_mma(s, ctx);
+    s = lower::form_vector_ops(s, ctx);
+    s = lower::multi_buffer(s, ctx);
+    s = lower::plan_memory(s, ctx, &k.buffers);
+    s = lower::software_pipeline(s, ctx);
+    k.body = s;
+    k.notes = ctx.notes;
+    lower::validate_kernel(k);
+    return k;
+}
+
+} // namespace tandem
