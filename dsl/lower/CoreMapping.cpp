@@ -2,6 +2,8 @@
 
 #include "tandem/AsyncIR.h"
 
+#include <sstream>
+
 namespace tandem::lower {
 
 using namespace Halide::Internal;
@@ -10,16 +12,23 @@ namespace {
 
 class SpreadLoops : public IRMutator {
 public:
-    SpreadLoops(const std::string &loop_name, int cores) : loop_name(loop_name), cores(cores) {}
+    SpreadLoops(const std::string &stage, const std::string &var, int cores) : stage(stage), var(var), cores(cores) {}
     int mapped = 0;
 
 private:
     using IRMutator::visit;
-    const std::string &loop_name;
+    const std::string stage, var;
     const int cores;
 
+    /** Halide names loops stage.var with the vars a var was split or fused from in front
+     * ("C.s0.j.jo.t") and ".rebased" behind a partitioned tail: match the var's component. */
     bool matches(const std::string &name) const {
-        return name == loop_name || name.rfind(loop_name + ".", 0) == 0;
+        if (name.rfind(stage + ".", 0) != 0) return false;
+        std::vector<std::string> parts;
+        std::stringstream ss(name.substr(stage.size() + 1));
+        for (std::string p; std::getline(ss, p, '.');) parts.push_back(p);
+        while (!parts.empty() && parts.back() == "rebased") parts.pop_back();
+        return !parts.empty() && parts.back() == var;
     }
 
     Stmt visit(const For *op) override {
@@ -28,7 +37,12 @@ private:
         std::string local = op->name + ".on_core";
         Expr core = ir::core_id();
         Expr trips = (op->extent - core + (cores - 1)) / cores;
-        Expr iteration = op->min + core + Variable::make(Halide::Int(32), local) * cores;
+        // The clamp promise keeps the original range visible to bounds inference (sizes of
+        // buffers that depend on the tile index stay boundable).
+        Expr iteration = Call::make(Halide::Int(32), Call::promise_clamped,
+                                    {op->min + core + Variable::make(Halide::Int(32), local) * cores, op->min,
+                                     op->min + op->extent - 1},
+                                    Call::PureIntrinsic);
         Stmt body = substitute(op->name, iteration, op->body);
         return For::make(local, 0, trips, op->for_type, op->device_api, body);
     }
@@ -42,7 +56,7 @@ Stmt map_to_cores(const Stmt &s, CompileContext &ctx) {
         ctx.notes.push_back("no map_to_cores on " + ctx.output + ": the kernel runs on core 0 only");
         return IfThenElse::make(ir::core_id() == 0, s);
     }
-    SpreadLoops spread(ctx.output + ".s0." + d.cores_var, ctx.target.zpu.cores);
+    SpreadLoops spread(ctx.output + ".s0", d.cores_var, ctx.target.zpu.cores);
     Stmt result = spread.mutate(s);
     if (spread.mapped == 0) {
         throw Error("Func '" + ctx.output + "', directive map_to_cores(" + d.cores_var + "): " +

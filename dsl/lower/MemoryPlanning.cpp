@@ -4,6 +4,7 @@
 #include "tandem/AsyncIR.h"
 
 #include <map>
+#include <sstream>
 
 namespace tandem::lower {
 
@@ -18,12 +19,21 @@ public:
 
 private:
     using IRMutator::visit;
+    LoopScope loops;
+    Stmt visit(const For *op) override {
+        push_loop(loops, op);
+        Stmt s = IRMutator::visit(op);
+        loops.pop(op->name);
+        return s;
+    }
     Stmt visit(const Allocate *op) override {
         Expr n = 1;
         for (const Expr &e : op->extents) n = n * e;
-        int64_t elements = constant_upper_bound(n);
+        int64_t elements = constant_upper_bound(n, loops);
         if (elements < 0) {
-            throw Error("Func '" + op->name + "': its on-chip size has no constant bound; give the " +
+            std::ostringstream size;
+            size << n;
+            throw Error("Func '" + op->name + "': its on-chip size (" + size.str() + ") has no constant bound; give the " +
                         "tiles constant sizes (split/tile factors) and static input shapes");
         }
         auto it = found.find(op->name);
@@ -39,11 +49,7 @@ private:
         }
         return mutate(op->body);
     }
-    Stmt visit(const Block *op) override {
-        if (op->first.as<Free>()) return mutate(op->rest);
-        if (op->rest.as<Free>()) return mutate(op->first);
-        return IRMutator::visit(op);
-    }
+    Stmt visit(const Free *op) override { return Evaluate::make(0); }
 };
 
 class FindOperands : public IRVisitor {
@@ -70,7 +76,7 @@ std::string directive_that_sized(const std::string &name, int slots) {
 
 Stmt plan_memory(const Stmt &s, CompileContext &ctx, std::vector<SramBuffer> *buffers) {
     HoistAllocations hoist;
-    Stmt result = hoist.mutate(s);
+    Stmt result = remove_no_ops(hoist.mutate(s));
     FindOperands operands;
     result.accept(&operands);
     std::map<sim::Space, int64_t> used;

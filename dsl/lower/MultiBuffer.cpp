@@ -77,11 +77,17 @@ public:
 
 private:
     using IRVisitor::visit;
+    LoopScope loops;
+    void visit(const For *op) override {
+        push_loop(loops, op);
+        IRVisitor::visit(op);
+        loops.pop(op->name);
+    }
     void visit(const Allocate *op) override {
         if (op->name == buffer) {
             Expr n = 1;
             for (const Expr &e : op->extents) n = n * e;
-            int64_t b = constant_upper_bound(n);
+            int64_t b = constant_upper_bound(n, loops);
             if (b < 0) {
                 throw Error("Func '" + buffer + "': its size has no constant bound (" +
                             std::to_string(allocations) + "), so its versions cannot be laid out");

@@ -38,8 +38,34 @@ Expr trip_count(const std::vector<Loop> &loops) {
     return simplify(n);
 }
 
-int64_t constant_upper_bound(const Expr &e) {
-    Expr b = find_constant_bound(simplify(e), Direction::Upper, Scope<Interval>::empty_scope());
+namespace {
+
+const char *const core_var = "tandem.core_id.bounded";
+
+class CoreIdAsVar : public IRMutator {
+    using IRMutator::visit;
+    Expr visit(const Call *op) override {
+        if (ir::is_core_id(op)) return Variable::make(Halide::Int(32), core_var);
+        return IRMutator::visit(op);
+    }
+};
+
+} // namespace
+
+void push_loop(LoopScope &scope, const For *loop) {
+    Expr min = CoreIdAsVar().mutate(loop->min), last = CoreIdAsVar().mutate(loop->min + loop->extent - 1);
+    LoopScope with_core;
+    with_core.set_containing_scope(&scope);
+    with_core.push(core_var, Interval(0, (1 << 16) - 1));
+    Interval lo = bounds_of_expr_in_scope(min, with_core), hi = bounds_of_expr_in_scope(last, with_core);
+    scope.push(loop->name, Interval(simplify(lo.min), simplify(hi.max)));
+}
+
+int64_t constant_upper_bound(const Expr &e, const LoopScope &scope) {
+    LoopScope with_core;
+    with_core.set_containing_scope(&scope);
+    with_core.push(core_var, Interval(0, (1 << 16) - 1));
+    Expr b = find_constant_bound(simplify(CoreIdAsVar().mutate(e)), Direction::Upper, with_core);
     const IntImm *i = b.defined() ? b.as<IntImm>() : nullptr;
     return i ? i->value : -1;
 }
@@ -71,7 +97,19 @@ private:
     Stmt before;
 };
 
+class RemoveNoOps : public IRMutator {
+    using IRMutator::visit;
+    Stmt visit(const Block *op) override {
+        Stmt first = mutate(op->first), rest = mutate(op->rest);
+        if (is_no_op(first)) return rest;
+        if (is_no_op(rest)) return first;
+        return Block::make(first, rest);
+    }
+};
+
 } // namespace
+
+Stmt remove_no_ops(const Stmt &s) { return RemoveNoOps().mutate(s); }
 
 Stmt insert_before_first_access(const Stmt &s, const std::string &buffer, bool writes_only, const Stmt &before) {
     InsertBeforeFirst i(buffer, writes_only, before);

@@ -40,10 +40,18 @@ Expr at_loop_mins(const Expr &e, const std::vector<Loop> &loops);
 /** Product of the loop extents. */
 Expr trip_count(const std::vector<Loop> &loops);
 
-/** A constant upper bound of `e`, or -1 if none can be found. */
-int64_t constant_upper_bound(const Expr &e);
+/** Intervals of the enclosing loop variables, for bounding sizes that depend on them. */
+using LoopScope = Halide::Internal::Scope<Halide::Internal::Interval>;
+void push_loop(LoopScope &scope, const Halide::Internal::For *loop);
+
+/** A constant upper bound of `e` given the enclosing loops (the core id is in [0, 2^16)), or -1
+ * if none can be found. */
+int64_t constant_upper_bound(const Expr &e, const LoopScope &scope = LoopScope::empty_scope());
 
 bool provably_zero(const Expr &e);
+
+/** Drops no-op statements (Evaluate of a constant) from blocks. */
+Stmt remove_no_ops(const Stmt &s);
 
 /** Prepends `before` to the first statement of `s` in program order that touches `buffer` (only
  * writes if `writes_only`). Descends through blocks, producer/consumer markers and lets; loops,

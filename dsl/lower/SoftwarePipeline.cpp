@@ -65,6 +65,32 @@ private:
     }
 };
 
+class ProducedInLoop : public IRVisitor {
+public:
+    explicit ProducedInLoop(const std::string &f) : func(f) {}
+    bool found = false;
+
+private:
+    using IRVisitor::visit;
+    const std::string &func;
+    int depth = 0;
+    void visit(const For *op) override {
+        depth++;
+        IRVisitor::visit(op);
+        depth--;
+    }
+    void visit(const ProducerConsumer *op) override {
+        if (op->is_producer && op->name == func && depth > 0) found = true;
+        IRVisitor::visit(op);
+    }
+};
+
+bool produced_in_inner_loop(const For *loop, const std::string &func) {
+    ProducedInLoop p(func);
+    loop->body.accept(&p);
+    return p.found;
+}
+
 class FindPlans : public IRVisitor {
 public:
     FindPlans(bool run_ahead, CompileContext &ctx) : run_ahead(run_ahead), ctx(ctx) {}
@@ -80,7 +106,18 @@ private:
         stack.push_back(op);
         DirectProducers p(ctx);
         op->body.accept(&p);
-        if (!p.funcs.empty()) plan(op, p.funcs);
+        std::vector<std::string> funcs;
+        for (const std::string &f : p.funcs) {
+            // A Func also copied in an inner loop (Halide's partitioned tail leaves a straight-line
+            // copy next to the pipelined loop) stays synchronous here: one buffer, one pipeline.
+            if (produced_in_inner_loop(op, f)) {
+                ctx.notes.push_back("software pipeline: " + f + " is copied synchronously in " + op->name +
+                                    " (it is pipelined in an inner loop)");
+            } else {
+                funcs.push_back(f);
+            }
+        }
+        if (!funcs.empty()) plan(op, funcs);
         IRVisitor::visit(op);
         stack.pop_back();
     }
@@ -264,7 +301,7 @@ private:
 Stmt software_pipeline(const Stmt &s, CompileContext &ctx) {
     FindPlans find(ctx.of(ctx.output).warp_specialize, ctx);
     s.accept(&find);
-    Stmt result = Pipeline(find.plans).mutate(s);
+    Stmt result = remove_no_ops(Pipeline(find.plans).mutate(s));
     // Versions used outside every pipeline (straight-line tails) are version 0.
     for (const auto &[buffer, slots] : ctx.slots) result = substitute(ir::stage_var(buffer), 0, result);
     return result;

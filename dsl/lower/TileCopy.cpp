@@ -4,6 +4,7 @@
 #include "tandem/AsyncIR.h"
 
 #include <algorithm>
+#include <set>
 
 namespace tandem::lower {
 
@@ -44,6 +45,7 @@ private:
     }
 
     Stmt visit(const ProducerConsumer *op) override {
+        if (op->is_producer) produced.insert(op->name);
         if (!op->is_producer || op->name == ctx.output) return IRMutator::visit(op);
         const Directives d = ctx.of(op->name);
         Nest nest;
@@ -82,10 +84,13 @@ private:
         Nest nest;
         if (as_perfect_nest(op, &nest) && nest.store->name == ctx.output) return store_out(nest);
         loop_depth++;
+        push_loop(loops, op);
         Stmt s = IRMutator::visit(op);
+        loops.pop(op->name);
         loop_depth--;
         return s;
     }
+    LoopScope loops;
 
     Stmt visit(const Store *op) override {
         Nest nest;
@@ -108,7 +113,7 @@ private:
         for (auto l = nest.loops.rbegin(); l != nest.loops.rend(); ++l) {
             stage_index = stage_index + (Variable::make(Halide::Int(32), l->name) - l->min) * stride;
             stride = stride * l->extent;
-            int64_t bound = constant_upper_bound(l->extent);
+            int64_t bound = constant_upper_bound(l->extent, loops);
             if (!direct && bound < 0) {
                 throw Error(where(ctx.output, "tile") + "the extent of loop " + l->name +
                             " has no constant bound, so its staging tile cannot be sized");
@@ -137,7 +142,14 @@ private:
     }
 
 public:
+    std::set<std::string> produced;
     void check_done() const {
+        for (const std::string &f : ctx.funcs) {
+            if (f != ctx.output && ctx.of(f).async_copy && !produced.count(f)) {
+                throw Error(where(f, "async_copy()") + f + " is computed inline, so it has no storage to copy into; "
+                            "schedule it with compute_at(consumer, var)");
+            }
+        }
         if (stores_out == 0) {
             throw Error("Func '" + ctx.output + "': no store of the output was found after lowering");
         }

@@ -55,7 +55,8 @@ private:
                 fail(acc, "operand " + l->name + " is read from DRAM; stage it on chip with " + l->name +
                               ".in(" + acc + ").compute_at(...)");
             }
-            if (!(l->type.is_bfloat() || l->type.is_float()) || (l->type.is_float() && l->type.bits() != 32)) {
+            bool f32 = l->type.is_float() && !l->type.is_bfloat() && l->type.bits() == 32;
+            if (!l->type.is_bfloat() && !f32) {
                 fail(acc, "operand " + l->name + " is " + type_name(l->type) + "; the tensor core takes bf16 or f32");
             }
         }
@@ -63,32 +64,38 @@ private:
             fail(acc, "expected three loops (m, n, k) around acc(n, m) += A(k, m) * B(n, k), found " +
                           std::to_string(nest.loops.size()));
         }
-        // Classify the loops by the indices they move.
+        // Classify the loops by the indices they move: m and n move acc (n is the one along which
+        // acc is contiguous, or the innermost), k moves both operands but not acc.
         const Loop *m = nullptr, *n = nullptr, *k = nullptr;
-        const Load *a = nullptr, *b = nullptr;
         for (const Loop &l : nest.loops) {
-            Expr sa = affine_step(st->index, l.name), sx = affine_step(x->index, l.name),
-                 sy = affine_step(y->index, l.name);
-            if (!sa.defined() || !sx.defined() || !sy.defined()) {
+            if (!affine_step(st->index, l.name).defined() || !affine_step(x->index, l.name).defined() ||
+                !affine_step(y->index, l.name).defined()) {
                 fail(acc, "an index is not affine in loop " + l.name);
             }
-            bool in_acc = !provably_zero(sa), in_x = !provably_zero(sx), in_y = !provably_zero(sy);
-            if (in_acc && in_x && !in_y) {
-                m = &l, a = x, b = y;
-            } else if (in_acc && in_y && !in_x) {
-                m = &l, a = y, b = x;
+            bool in_acc = !provably_zero(affine_step(st->index, l.name));
+            bool in_x = !provably_zero(affine_step(x->index, l.name));
+            bool in_y = !provably_zero(affine_step(y->index, l.name));
+            if (!in_acc && in_x && in_y) {
+                k = &l;
+            } else if (in_acc && (in_x != in_y)) {
+                bool contiguous = is_const_one(simplify(affine_step(st->index, l.name)));
+                if (!n || (contiguous && !is_const_one(simplify(affine_step(st->index, n->name))))) {
+                    if (n) m = n;
+                    n = &l;
+                } else {
+                    m = &l;
+                }
             }
         }
-        if (!m) fail(acc, "no loop moves the accumulator and exactly one operand (the m loop)");
-        for (const Loop &l : nest.loops) {
-            if (&l == m) continue;
-            bool in_acc = !provably_zero(affine_step(st->index, l.name));
-            bool in_a = !provably_zero(affine_step(a->index, l.name));
-            bool in_b = !provably_zero(affine_step(b->index, l.name));
-            if (in_acc && in_b && !in_a) n = &l;
-            else if (!in_acc && in_a && in_b) k = &l;
+        if (!m || !n || !k) {
+            fail(acc, "could not classify the loops as m (moves acc and A), n (moves acc and B) and k (moves A "
+                      "and B)");
         }
-        if (!n || !k) fail(acc, "could not find the n loop (moves acc and B) and the k loop (moves A and B)");
+        bool x_is_a = !provably_zero(affine_step(x->index, m->name));
+        const Load *a = x_is_a ? x : y, *b = x_is_a ? y : x;
+        if (!provably_zero(affine_step(a->index, n->name)) || !provably_zero(affine_step(b->index, m->name))) {
+            fail(acc, "the operands do not split into A(k, m) and B(n, k)");
+        }
         ir::MmaOp mma;
         mma.acc = acc;
         mma.a = a->name;

@@ -2,6 +2,7 @@
 
 #include "tandem/AsyncIR.h"
 
+#include <map>
 #include <set>
 
 namespace tandem::lower {
@@ -41,6 +42,25 @@ private:
     }
 };
 
+/** Every Function of the pipeline, with the wrappers in() made (Halide keeps those in the
+ * wrapped Function's schedule, not in the call graph, until lowering). */
+std::map<std::string, Function> pipeline_functions(const Function &output) {
+    std::map<std::string, Function> all;
+    std::vector<Function> todo = {output};
+    while (!todo.empty()) {
+        Function f = todo.back();
+        todo.pop_back();
+        for (const auto &[name, callee] : find_transitive_calls(f)) {
+            if (all.emplace(name, callee).second) todo.push_back(callee);
+            for (const auto &[consumer, wrapper] : callee.schedule().wrappers()) {
+                Function w(wrapper);
+                if (all.emplace(w.name(), w).second) todo.push_back(w);
+            }
+        }
+    }
+    return all;
+}
+
 } // namespace
 
 void validate_schedule(const Func &output, CompileContext &ctx) {
@@ -48,7 +68,7 @@ void validate_schedule(const Func &output, CompileContext &ctx) {
         throw Error("target '" + ctx.target.name() + "': the " + ctx.target.name() +
                     " backend is not implemented yet; the zpu target is (use --target zpu)");
     }
-    auto env = find_transitive_calls(output.halide().function());
+    auto env = pipeline_functions(output.halide().function());
     ctx.funcs.clear();
     for (const auto &[name, f] : env) {
         ctx.funcs.push_back(name);
@@ -74,10 +94,6 @@ void validate_schedule(const Func &output, CompileContext &ctx) {
         if (d.multi_buffer > 1 && !d.async_copy) {
             throw Error(where(name, "multi_buffer(" + std::to_string(d.multi_buffer) + ")") +
                         "versions only help when the copy is asynchronous; add async_copy() on " + name);
-        }
-        if (d.async_copy && !is_output && f.schedule().compute_level().is_inlined()) {
-            throw Error(where(name, "async_copy()") + name + " is computed inline, so it has no storage to copy "
-                        "into; schedule it with compute_at(consumer, var)");
         }
         if (d.vectorized) {
             throw Error(where(name, "vectorize") + "the zpu's vector core works on whole tiles; drop vectorize "

@@ -11,6 +11,8 @@
 #include "../lower/Validate.h"
 #include "../lower/VectorOps.h"
 
+#include <cstdlib>
+#include <iostream>
 #include <sstream>
 
 namespace tandem {
@@ -30,7 +32,9 @@ private:
         if (const Cast *cast = op->value.as<Cast>()) c = cast->value.as<Call>();
         if (c && c->name.rfind("_halide_buffer_", 0) == 0) {
             Stmt body = mutate(op->body);
-            if (stmt_uses_var(body, op->name)) {
+            // The host pointer's name is the buffer's name in Load/Store; every other field must be
+            // a constant by now.
+            if (c->name != "_halide_buffer_get_host" && stmt_uses_var(body, op->name)) {
                 throw Error("the kernel's shapes must be static: " + op->name +
                             " is used after lowering; set_bounds (and set_stride) on every dimension of "
                             "every input and of the output");
@@ -45,6 +49,15 @@ private:
         if (is_no_op(rest)) return first;
         return Block::make(first, rest);
     }
+};
+
+/** Inlines every let, so that the passes see each index as one expression of loop variables
+ * (the simplifier may leave LetStmts that substitute_in_all_lets does not reach). */
+class InlineLets : public IRMutator {
+private:
+    using IRMutator::visit;
+    Stmt visit(const LetStmt *op) override { return mutate(substitute(op->name, op->value, op->body)); }
+    Expr visit(const Let *op) override { return mutate(substitute(op->name, op->value, op->body)); }
 };
 
 std::vector<int> static_extents(const Halide::Internal::Parameter &p, const std::string &name) {
@@ -142,10 +155,12 @@ Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const 
     }
     internal_assert(s.defined()) << "Halide produced no function " << name << "\n";
     s = StripHostWrapper().mutate(s);
-    s = simplify(substitute_in_all_lets(s));
+    s = simplify(InlineLets().mutate(simplify(s)));
+    s = InlineLets().mutate(s);
     k.halide_stmt = s;
+    if (std::getenv("TANDEM_DUMP_HALIDE")) std::cerr << "// Halide's lowered Stmt of " << name << "\n" << s << "\n";
 
-    s = lower::map_to_cores(s, ctx);
+    s = simplify(lower::map_to_cores(s, ctx));
     s = lower::recognize_tile_copies(s, ctx);
     s = lower::recognize_tile_mma(s, ctx);
     s = lower::form_vector_ops(s, ctx);

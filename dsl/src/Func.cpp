@@ -1,43 +1,34 @@
 #include "tandem/Func.h"
 #include "tandem/Target.h"
 
-#include <map>
-#include <mutex>
 
 namespace tandem {
 
 namespace {
 
-// Directives are keyed by the identity of the Halide Function (two pipelines may both have a
-// Func named "acc"). A live tandem::Func keeps its Function alive, so a key is never reused while
-// its entry is.
-std::mutex registry_mutex;
-std::map<const void *, std::weak_ptr<Directives>> &registry() {
-    static std::map<const void *, std::weak_ptr<Directives>> r;
-    return r;
+const std::string tag_prefix = "tandem:";
+
+void record(Halide::Func &f, const std::string &directive, const std::string &value) {
+    f.add_trace_tag(tag_prefix + directive + "=" + value);
 }
-
-const void *key_of(const Halide::Internal::Function &f) { return f.get_contents().get(); }
-
-std::shared_ptr<Directives> directives_for(const Halide::Func &f) {
-    std::lock_guard<std::mutex> lock(registry_mutex);
-    auto &slot = registry()[key_of(f.function())];
-    if (auto d = slot.lock()) return d;
-    auto d = std::make_shared<Directives>();
-    slot = d;
-    return d;
-}
-
-std::string var_name(const VarOrRVar &v) { return v.name(); }
 
 } // namespace
 
 Directives directives_of(const Halide::Internal::Function &f) {
-    std::lock_guard<std::mutex> lock(registry_mutex);
-    auto it = registry().find(key_of(f));
-    if (it == registry().end()) return {};
-    if (auto d = it->second.lock()) return *d;
-    return {};
+    Directives d;
+    for (const std::string &tag : f.get_trace_tags()) {
+        if (tag.rfind(tag_prefix, 0) != 0) continue;
+        auto eq = tag.find('=');
+        std::string key = tag.substr(tag_prefix.size(), eq - tag_prefix.size()), value = tag.substr(eq + 1);
+        if (key == "async_copy") d.async_copy = true;
+        else if (key == "multi_buffer") d.multi_buffer = std::stoi(value);
+        else if (key == "warp_specialize") d.warp_specialize = true;
+        else if (key == "ping_pong") d.ping_pong = true;
+        else if (key == "tile_mma") d.tile_mma = true;
+        else if (key == "map_to_cores") d.cores_var = value;
+        else if (key == "vectorize") d.vectorized = true;
+    }
+    return d;
 }
 
 Stage &Stage::split(const VarOrRVar &old, const VarOrRVar &outer, const VarOrRVar &inner,
@@ -52,13 +43,13 @@ Stage &Stage::reorder(const std::vector<VarOrRVar> &vars) {
 }
 
 Stage &Stage::tile_mma() {
-    d_->tile_mma = true;
+    record(f_, "tile_mma", "1");
     return *this;
 }
 
-Func::Func() : f_(), d_(directives_for(f_)) {}
-Func::Func(const std::string &name) : f_(name), d_(directives_for(f_)) {}
-Func::Func(const Halide::Func &f) : f_(f), d_(directives_for(f_)) {}
+Func::Func() : f_() {}
+Func::Func(const std::string &name) : f_(name) {}
+Func::Func(const Halide::Func &f) : f_(f) {}
 
 Func &Func::split(const VarOrRVar &old, const VarOrRVar &outer, const VarOrRVar &inner, const Expr &factor,
                   TailStrategy tail) {
@@ -112,7 +103,7 @@ Func &Func::bound(const Var &var, const Expr &min, const Expr &extent) {
 
 Func &Func::vectorize(const VarOrRVar &var, const Expr &factor) {
     f_.vectorize(var, factor);
-    d_->vectorized = true;
+    record(f_, "vectorize", var.name());
     return *this;
 }
 
@@ -133,10 +124,10 @@ Func Func::staged(const ImageParam &input) {
     return Func(p.in());
 }
 
-Stage Func::update(int idx) { return Stage(f_.update(idx), d_); }
+Stage Func::update(int idx) { return Stage(f_.update(idx), f_); }
 
 Func &Func::async_copy() {
-    d_->async_copy = true;
+    record(f_, "async_copy", "1");
     return *this;
 }
 
@@ -146,22 +137,22 @@ Func &Func::multi_buffer(int n) {
                     "): the number of buffers must be at least 1 (1 = no overlap, 2 = double "
                     "buffering, ...)");
     }
-    d_->multi_buffer = n;
+    record(f_, "multi_buffer", std::to_string(n));
     return *this;
 }
 
 Func &Func::warp_specialize() {
-    d_->warp_specialize = true;
+    record(f_, "warp_specialize", "1");
     return *this;
 }
 
 Func &Func::ping_pong() {
-    d_->ping_pong = true;
+    record(f_, "ping_pong", "1");
     return *this;
 }
 
 Func &Func::map_to_cores(const VarOrRVar &var) {
-    d_->cores_var = var_name(var);
+    record(f_, "map_to_cores", var.name());
     return *this;
 }
 

@@ -10,8 +10,9 @@
  *     C.tile(j, i, jo, io, ji, ii, 256, 256).fuse(jo, io, t).map_to_cores(t).async_copy();
  *     A_tile.compute_at(acc, ko).async_copy().multi_buffer(3);
  *
- * Directives are stored per Halide Function so that copies of a tandem::Func share them;
- * compile() reads them for every Func of the pipeline.
+ * Directives travel with the Halide Function itself, as trace tags "tandem:<directive>=<value>"
+ * (the one place a Halide Function keeps user data), so that every copy of a Func, and the
+ * Funcs a pipeline reaches, carry them; compile() reads them for every Func of the pipeline.
  */
 
 #include "Halide.h"
@@ -42,7 +43,7 @@ struct Directives {
     bool vectorized = false;     // a Halide vectorize was requested (the ZPU rejects it)
 };
 
-/** The directives recorded for a Halide Function (default ones if none). */
+/** The directives recorded on a Halide Function (default ones if none). */
 Directives directives_of(const Halide::Internal::Function &f);
 
 class Func;
@@ -50,7 +51,7 @@ class Func;
 /** An update stage: Halide's Stage plus tile_mma(). */
 class Stage {
 public:
-    Stage(Halide::Stage s, std::shared_ptr<Directives> d) : stage_(std::move(s)), d_(std::move(d)) {}
+    Stage(Halide::Stage s, Halide::Func f) : stage_(std::move(s)), f_(std::move(f)) {}
 
     Stage &split(const VarOrRVar &old, const VarOrRVar &outer, const VarOrRVar &inner, const Expr &factor,
                  TailStrategy tail = TailStrategy::Auto);
@@ -66,7 +67,7 @@ public:
 
 private:
     Halide::Stage stage_;
-    std::shared_ptr<Directives> d_;
+    Halide::Func f_;
 };
 
 class Func {
@@ -130,11 +131,10 @@ public:
     const Halide::Func &halide() const { return f_; }
     std::string name() const { return f_.name(); }
     Halide::OutputImageParam output_buffer() const { return f_.output_buffer(); }
-    const Directives &directives() const { return *d_; }
+    Directives directives() const { return directives_of(f_.function()); }
 
 private:
     Halide::Func f_;
-    std::shared_ptr<Directives> d_;
 };
 
 } // namespace tandem
