@@ -3,6 +3,7 @@
 #include "Nest.h"
 #include "tandem/AsyncIR.h"
 
+#include <algorithm>
 #include <map>
 
 namespace tandem::lower {
@@ -101,6 +102,7 @@ private:
     bool run_ahead;
     CompileContext &ctx;
     std::vector<const For *> stack;
+    std::vector<std::string> synchronous;
 
     void visit(const For *op) override {
         stack.push_back(op);
@@ -109,14 +111,23 @@ private:
         std::vector<std::string> funcs;
         for (const std::string &f : p.funcs) {
             // A Func also copied in an inner loop (Halide's partitioned tail leaves a straight-line
-            // copy next to the pipelined loop) stays synchronous here: one buffer, one pipeline.
-            if (produced_in_inner_loop(op, f)) {
+            // copy next to the pipelined loop), or copied twice in one iteration (a loop of two
+            // partitioned iterations), stays synchronous here: one buffer, one pipeline.
+            if (std::count(p.funcs.begin(), p.funcs.end(), f) > 1) {
+                if (std::count(funcs.begin(), funcs.end(), f) == 0 &&
+                    std::find(synchronous.begin(), synchronous.end(), f) == synchronous.end()) {
+                    synchronous.push_back(f);
+                    ctx.notes.push_back("software pipeline: " + f + " is copied more than once per iteration of " +
+                                        op->name + " (partitioned by Halide), so it is copied synchronously there");
+                }
+            } else if (produced_in_inner_loop(op, f)) {
                 ctx.notes.push_back("software pipeline: " + f + " is copied synchronously in " + op->name +
                                     " (it is pipelined in an inner loop)");
             } else {
                 funcs.push_back(f);
             }
         }
+        synchronous.clear();
         if (!funcs.empty()) plan(op, funcs);
         IRVisitor::visit(op);
         stack.pop_back();

@@ -62,11 +62,7 @@ private:
             }
             return IRMutator::visit(op);
         }
-        if (d.async_copy && loop_depth == 0) {
-            throw Error(where(op->name, "async_copy()") + op->name +
-                        " is computed outside every loop of its consumer, so there is nothing to "
-                        "overlap; compute it inside a loop with compute_at(consumer, var)");
-        }
+        if (loop_depth > 0) produced_in_loop.insert(op->name);
         ir::CopyOp c;
         if (!copy_box(nest, nest.store->index, load->index, &c)) {
             throw Error(where(op->name, d.async_copy ? "async_copy()" : "compute_at") + op->name +
@@ -142,12 +138,19 @@ private:
     }
 
 public:
-    std::set<std::string> produced;
+    std::set<std::string> produced, produced_in_loop;
     void check_done() const {
         for (const std::string &f : ctx.funcs) {
-            if (f != ctx.output && ctx.of(f).async_copy && !produced.count(f)) {
+            if (f == ctx.output || !ctx.of(f).async_copy) continue;
+            if (!produced.count(f)) {
                 throw Error(where(f, "async_copy()") + f + " is computed inline, so it has no storage to copy into; "
                             "schedule it with compute_at(consumer, var)");
+            }
+            // A copy outside every loop can only be a partitioned tail if another copy is in a loop.
+            if (!produced_in_loop.count(f)) {
+                throw Error(where(f, "async_copy()") + f +
+                            " is computed outside every loop of its consumer, so there is nothing to overlap; "
+                            "compute it inside a loop with compute_at(consumer, var)");
             }
         }
         if (stores_out == 0) {
