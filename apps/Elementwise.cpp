@@ -1,6 +1,8 @@
 // elementwise: out = a * b + max(c, 0) * 0.5, a fused pointwise expression over W x H f32 tensors.
 #include "App.h"
 
+#include <algorithm>
+
 namespace tandem::apps {
 
 namespace {
@@ -24,10 +26,11 @@ Built build_elementwise(const Params &p, const std::string &schedule) {
     // ---- schedules ----
     if (schedule == "reference") {
         Var yo("yo"), yi("yi");
-        out.halide().split(y, yo, yi, 16).parallel(yo).vectorize(x, 8);
+        out.halide().split(y, yo, yi, 16, TailStrategy::GuardWithIf).parallel(yo).vectorize(x, 8, TailStrategy::GuardWithIf);
         return {{a, b, c}, out};
     }
-    const int TX = p.get_int("TX"), TY = p.get_int("TY"), stages = p.get_int("stages");
+    // Tiles larger than the tensor shrink to it (Halide's bounds need a tile within the tensor).
+    const int TX = std::min(p.get_int("TX"), W), TY = std::min(p.get_int("TY"), H), stages = p.get_int("stages");
     Var xo("xo"), yo("yo"), xi("xi"), yi("yi"), t("t");
     out.tile(x, y, xo, yo, xi, yi, TX, TY, TailStrategy::GuardWithIf).fuse(xo, yo, t).map_to_cores(t);
     std::vector<Func> tiles;

@@ -2,6 +2,8 @@
 // A is M x K (row i holds K values), B is K x N, C is M x N; dims[0] is the innermost.
 #include "App.h"
 
+#include <algorithm>
+
 namespace tandem::apps {
 
 namespace {
@@ -39,12 +41,14 @@ Built build_gemm(const Params &p, const std::string &schedule) {
         Cr(j, i) = Halide::cast(C.halide().output_types()[0], accf(j, i));
         Af.compute_root().parallel(i);
         Bf.compute_root().parallel(k);
-        Cr.split(i, io, ii, 8).parallel(io);
-        accf.compute_at(Cr, io).vectorize(j, 16);
-        accf.update().reorder(j, i, r).vectorize(j, 16);
+        Cr.split(i, io, ii, 8, TailStrategy::GuardWithIf).parallel(io);
+        accf.compute_at(Cr, io).vectorize(j, 16, TailStrategy::GuardWithIf);
+        accf.update().reorder(j, i, r).vectorize(j, 16, TailStrategy::GuardWithIf);
         return {{A, B}, Func(Cr)};
     }
-    const int TM = p.get_int("TM"), TN = p.get_int("TN"), TK = p.get_int("TK"), stages = p.get_int("stages");
+    // Tiles larger than the matrices shrink to them (Halide's bounds need a tile within the matrix).
+    const int TM = std::min(p.get_int("TM"), M), TN = std::min(p.get_int("TN"), N), TK = std::min(p.get_int("TK"), K);
+    const int stages = p.get_int("stages");
     Var jo("jo"), io("io"), ji("ji"), ii("ii"), t("t");
     RVar ko("ko"), ki("ki");
     C.tile(j, i, jo, io, ji, ii, TN, TM, TailStrategy::GuardWithIf).fuse(jo, io, t).map_to_cores(t);

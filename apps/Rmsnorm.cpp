@@ -1,6 +1,8 @@
 // rmsnorm: out(x, r) = in(x, r) * w(x) / sqrt(mean_x(in(x, r)^2) + eps), rows of D f32 values.
 #include "App.h"
 
+#include <algorithm>
+
 namespace tandem::apps {
 
 namespace {
@@ -26,11 +28,11 @@ Built build_rmsnorm(const Params &p, const std::string &schedule) {
     // ---- schedules ----
     if (schedule == "reference") {
         Var ro("ro"), ri("ri");
-        out.halide().split(row, ro, ri, 4).parallel(ro).vectorize(x, 8);
+        out.halide().split(row, ro, ri, 4, TailStrategy::GuardWithIf).parallel(ro).vectorize(x, 8, TailStrategy::GuardWithIf);
         sum_sq.halide().compute_at(out.halide(), ri);
         return {{in, w}, out};
     }
-    const int RB = p.get_int("RB"), stages = p.get_int("stages");
+    const int RB = std::min(p.get_int("RB"), R), stages = p.get_int("stages");
     Var ro("ro"), ri("ri");
     out.split(row, ro, ri, RB, TailStrategy::GuardWithIf).map_to_cores(ro);
     Func in_tile = Func::staged(in), w_tile = Func::staged(w);

@@ -48,6 +48,67 @@ private:
     }
 };
 
+class WritesBuffer : public IRVisitor {
+public:
+    explicit WritesBuffer(const std::string &b) : buffer(b) {}
+    bool found = false;
+
+private:
+    using IRVisitor::visit;
+    const std::string &buffer;
+    void visit(const Store *op) override {
+        if (op->name == buffer) found = true;
+        IRVisitor::visit(op);
+    }
+};
+
+class HasMappedLoop : public IRVisitor {
+public:
+    bool found = false;
+
+private:
+    using IRVisitor::visit;
+    void visit(const For *op) override {
+        if (op->name.size() > 8 && op->name.compare(op->name.size() - 8, 8, ".on_core") == 0) found = true;
+        IRVisitor::visit(op);
+    }
+};
+
+/** Output writes outside the mapped loops (the straight-line tail Halide's loop partitioning
+ * leaves after a tile loop) run on one core only; the rest (e.g. staging compute_root inputs)
+ * runs on every core, since each core has its own SRAM. */
+Stmt guard_tails(const Stmt &s, const std::string &output, int core) {
+    WritesBuffer w(output);
+    s.accept(&w);
+    if (!w.found) return s;
+    HasMappedLoop m;
+    s.accept(&m);
+    if (!m.found) return IfThenElse::make(ir::core_id() == core, s);
+    if (const Block *b = s.as<Block>()) {
+        return Block::make(guard_tails(b->first, output, core), guard_tails(b->rest, output, core));
+    }
+    if (const ProducerConsumer *pc = s.as<ProducerConsumer>()) {
+        return ProducerConsumer::make(pc->name, pc->is_producer, guard_tails(pc->body, output, core));
+    }
+    if (const Allocate *a = s.as<Allocate>()) {
+        return Allocate::make(a->name, a->type, a->memory_type, a->extents, a->condition,
+                              guard_tails(a->body, output, core));
+    }
+    if (const LetStmt *l = s.as<LetStmt>()) return LetStmt::make(l->name, l->value, guard_tails(l->body, output, core));
+    return s;
+}
+
+bool is_loop_var_of_output(const Func &output, const std::string &var) {
+    // Schedule dims are named like loops, with the vars they came from in front ("j.jo.t").
+    for (const auto &dim : output.halide().function().definition().schedule().dims()) {
+        const std::string &n = dim.var;
+        if (n == var || (n.size() > var.size() && n.compare(n.size() - var.size() - 1, var.size() + 1, "." + var) == 0)) {
+            return true;
+        }
+    }
+    return false;
+}
+
 } // namespace
 
 Stmt map_to_cores(const Stmt &s, CompileContext &ctx) {
@@ -58,6 +119,11 @@ Stmt map_to_cores(const Stmt &s, CompileContext &ctx) {
     }
     SpreadLoops spread(ctx.output + ".s0", d.cores_var, ctx.target.zpu.cores);
     Stmt result = spread.mutate(s);
+    if (spread.mapped == 0 && ctx.output_func && is_loop_var_of_output(*ctx.output_func, d.cores_var)) {
+        ctx.notes.push_back("map_to_cores: the loop over " + d.cores_var + " has one iteration (Halide removed it); "
+                            "the kernel runs on core 0 only");
+        return IfThenElse::make(ir::core_id() == 0, s);
+    }
     if (spread.mapped == 0) {
         throw Error("Func '" + ctx.output + "', directive map_to_cores(" + d.cores_var + "): " +
                     ctx.output + " has no loop over " + d.cores_var +
@@ -66,7 +132,7 @@ Stmt map_to_cores(const Stmt &s, CompileContext &ctx) {
     ctx.notes.push_back("map_to_cores: loop " + d.cores_var + " of " + ctx.output + " spread over " +
                         std::to_string(ctx.target.zpu.cores) + " cores (" +
                         std::to_string(spread.mapped) + " loop(s) after Halide's partitioning)");
-    return result;
+    return guard_tails(result, ctx.output, ctx.target.zpu.cores - 1);
 }
 
 } // namespace tandem::lower

@@ -229,9 +229,8 @@ Stmt multi_buffer(const Stmt &s, CompileContext &ctx) {
         ResultSlots r(source, versioned ? slots : 1, size.elements, out.async_copy);
         result = r.at_top_level(result);
         if (versioned && r.loops == 0) {
-            throw Error("Func '" + ctx.output + "', directive " + (out.ping_pong ? "ping_pong()" : "multi_buffer") +
-                        ": the store source " + source + " is not allocated inside a tile loop, so there is "
-                        "nothing to alternate over; tile the output and compute the source at the tile loop");
+            ctx.notes.push_back("result slots: " + source + " is not allocated inside a tile loop (one tile?), so "
+                                "it keeps one version");
         }
         int used = (versioned && r.loops > 0) ? slots : 1;
         if (used > 1) {

@@ -137,6 +137,19 @@ private:
                               const_true(), Block::make(compute, store));
     }
 
+    bool computed_at_root(const std::string &f) const {
+        auto it = ctx.functions.find(f);
+        if (it == ctx.functions.end()) return false;
+        Halide::LoopLevel level = it->second.schedule().compute_level();
+        try {
+            return level.is_root();
+        } catch (const Halide::CompileError &) {
+            return false; // not locked: Halide never resolved it, so it is not the root
+        } catch (const Halide::InternalError &) {
+            return false;
+        }
+    }
+
 public:
     std::set<std::string> produced, produced_in_loop;
     void check_done() const {
@@ -146,8 +159,9 @@ public:
                 throw Error(where(f, "async_copy()") + f + " is computed inline, so it has no storage to copy into; "
                             "schedule it with compute_at(consumer, var)");
             }
-            // A copy outside every loop can only be a partitioned tail if another copy is in a loop.
-            if (!produced_in_loop.count(f)) {
+            // A copy outside every loop is fine if Halide removed a loop of one iteration (or left a
+            // partitioned tail); it is an error if the Func is computed at the root.
+            if (!produced_in_loop.count(f) && computed_at_root(f)) {
                 throw Error(where(f, "async_copy()") + f +
                             " is computed outside every loop of its consumer, so there is nothing to overlap; "
                             "compute it inside a loop with compute_at(consumer, var)");

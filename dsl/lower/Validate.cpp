@@ -73,6 +73,7 @@ void validate_schedule(const Func &output, CompileContext &ctx) {
     for (const auto &[name, f] : env) {
         ctx.funcs.push_back(name);
         ctx.directives[name] = directives_of(f);
+        ctx.functions.emplace(name, f);
     }
     for (const auto &[name, f] : env) {
         const Directives d = ctx.of(name);

@@ -124,6 +124,7 @@ Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const 
     CompileContext ctx;
     ctx.target = target;
     ctx.output = output.name();
+    ctx.output_func = &output;
     for (const ImageParam &p : inputs) ctx.inputs.push_back(p.name());
     lower::validate_schedule(output, ctx);
 

@@ -40,11 +40,13 @@ struct SramBuffer {
 struct CompileContext {
     Target target;
     std::string output;              // name of the output Func
+    const Func *output_func = nullptr;
     std::vector<std::string> inputs; // input buffer names
     std::vector<std::string> funcs;  // every Func of the pipeline
     std::vector<std::string> notes;  // what the passes decided, for --emit stmt
     std::map<std::string, int> slots; // versions of each multi-buffered buffer
     std::map<std::string, Directives> directives; // of every Func of the pipeline, by name
+    std::map<std::string, Halide::Internal::Function> functions;
 
     /** The directives of the Func named `func` (default ones for buffers that are not Funcs). */
     const Directives &of(const std::string &func) const;
