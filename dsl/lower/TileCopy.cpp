@@ -78,7 +78,9 @@ private:
 
     Stmt visit(const For *op) override {
         Nest nest;
-        if (as_perfect_nest(op, &nest) && nest.store->name == ctx.output) return store_out(nest);
+        // A loop spread over the cores is the tile loop, never part of a tile's store nest.
+        bool tile_loop = op->name.size() > 8 && op->name.compare(op->name.size() - 8, 8, ".on_core") == 0;
+        if (!tile_loop && as_perfect_nest(op, &nest) && nest.store->name == ctx.output) return store_out(nest);
         loop_depth++;
         push_loop(loops, op);
         Stmt s = IRMutator::visit(op);

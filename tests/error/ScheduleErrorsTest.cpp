@@ -1,0 +1,203 @@
+// Errors: each bad schedule fails at compile time with a message naming the Func, the directive
+// and the reason (Halide's test/error in spirit).
+#include "tandem/Kernel.h"
+
+#include <gtest/gtest.h>
+
+using namespace tandem;
+
+namespace {
+
+/** A small GEMM whose schedule each test bends. */
+struct Gemm {
+    ImageParam A{Halide::BFloat(16), 2, "A"}, B{Halide::BFloat(16), 2, "B"};
+    Var j{"j"}, i{"i"}, jo{"jo"}, io{"io"}, ji{"ji"}, ii{"ii"}, t{"t"};
+    RDom r{0, 128, "r"};
+    RVar ko{"ko"}, ki{"ki"};
+    Func acc{"acc"}, C{"C"}, A_tile, B_tile;
+
+    explicit Gemm(int M = 128, int N = 128, int K = 128) {
+        r = RDom(0, K, "r");
+        acc(j, i) = 0.0f;
+        acc(j, i) += Halide::cast<float>(A(r, i)) * Halide::cast<float>(B(j, r));
+        C(j, i) = Halide::cast(Halide::BFloat(16), acc(j, i));
+        A.dim(0).set_bounds(0, K);
+        A.dim(1).set_bounds(0, M).set_stride(K);
+        B.dim(0).set_bounds(0, N);
+        B.dim(1).set_bounds(0, K).set_stride(N);
+        C.output_buffer().dim(0).set_bounds(0, N);
+        C.output_buffer().dim(1).set_bounds(0, M).set_stride(N);
+        A_tile = Func::staged(A, acc);
+        B_tile = Func::staged(B, acc);
+    }
+
+    /** The good schedule, with tiles T x T x TK. */
+    Gemm &schedule(int T = 64, int TK = 64, int stages = 2) {
+        C.tile(j, i, jo, io, ji, ii, T, T, TailStrategy::GuardWithIf).fuse(jo, io, t).map_to_cores(t);
+        acc.compute_at(C, t);
+        acc.update().split(r.x, ko, ki, TK, TailStrategy::GuardWithIf).reorder(j, i, ki, ko).tile_mma();
+        A_tile.compute_at(acc, ko).async_copy().multi_buffer(stages);
+        B_tile.compute_at(acc, ko).async_copy().multi_buffer(stages);
+        C.async_copy();
+        return *this;
+    }
+
+    Kernel compile_for(const std::string &target = "zpu") { return compile(C, {A, B}, Target::parse(target), "gemm"); }
+};
+
+/** Runs `f`, expecting a tandem::Error whose message holds every fragment. */
+template<typename F>
+void expect_error(F &&f, const std::vector<std::string> &fragments) {
+    try {
+        f();
+        FAIL() << "expected an error mentioning '" << fragments.front() << "'";
+    } catch (const Error &e) {
+        std::string msg = e.what();
+        for (const std::string &frag : fragments) EXPECT_NE(msg.find(frag), std::string::npos) << "message: " << msg;
+    }
+}
+
+TEST(ScheduleErrors, GoodScheduleCompiles) {
+    Gemm g;
+    g.schedule();
+    EXPECT_NO_THROW(g.compile_for());
+}
+
+TEST(ScheduleErrors, MultiBufferZero) {
+    Gemm g;
+    expect_error([&] { g.A_tile.multi_buffer(0); }, {g.A_tile.name(), "multi_buffer(0)", "at least 1"});
+}
+
+TEST(ScheduleErrors, AsyncCopyOutsideEveryLoop) {
+    Gemm g;
+    g.schedule();
+    g.A_tile.compute_root();
+    expect_error([&] { g.compile_for(); }, {g.A_tile.name(), "async_copy()", "outside every loop"});
+}
+
+TEST(ScheduleErrors, SramOverflow) {
+    Gemm g(1024, 1024, 1024);
+    g.schedule(256, 1024, 4); // 4 versions of a 256 x 1024 bf16 tile: 2 MB of ASRAM
+    expect_error([&] { g.compile_for(); }, {g.A_tile.name(), "multi_buffer(4)", "SRAM overflow", "ASRAM"});
+}
+
+TEST(ScheduleErrors, SramOverflowWithSmallerTargetScope) {
+    Gemm g(256, 256, 256);
+    g.schedule(128, 128, 2);
+    expect_error([&] { compile(g.C, {g.A, g.B}, Target::parse("zpu:asram_bytes=32768"), "gemm"); },
+                 {"SRAM overflow", "ASRAM", "32768"});
+}
+
+TEST(ScheduleErrors, TargetsWithoutBackend) {
+    Gemm g;
+    g.schedule();
+    expect_error([&] { g.compile_for("hopper"); }, {"hopper", "not implemented"});
+    expect_error([&] { g.compile_for("ascend"); }, {"ascend", "not implemented"});
+    expect_error([&] { g.compile_for("tpu"); }, {"unknown target", "tpu"});
+    expect_error([&] { g.compile_for("zpu:dma_channels=0"); }, {"dma_channels", "positive"});
+    expect_error([&] { g.compile_for("zpu:warp_size=32"); }, {"unknown parameter", "warp_size"});
+}
+
+TEST(ScheduleErrors, VectorizeIsNotForTheZpu) {
+    Gemm g;
+    g.schedule();
+    g.C.vectorize(g.ji, 8);
+    expect_error([&] { g.compile_for(); }, {"C", "vectorize", "whole tiles"});
+}
+
+TEST(ScheduleErrors, MultiBufferWithoutAsyncCopy) {
+    Gemm h;
+    h.C.tile(h.j, h.i, h.jo, h.io, h.ji, h.ii, 64, 64, TailStrategy::GuardWithIf).fuse(h.jo, h.io, h.t).map_to_cores(h.t);
+    h.acc.compute_at(h.C, h.t);
+    h.acc.update().split(h.r.x, h.ko, h.ki, 64, TailStrategy::GuardWithIf).reorder(h.j, h.i, h.ki, h.ko).tile_mma();
+    h.A_tile.compute_at(h.acc, h.ko).multi_buffer(2);
+    h.B_tile.compute_at(h.acc, h.ko);
+    expect_error([&] { h.compile_for(); }, {h.A_tile.name(), "multi_buffer(2)", "add async_copy()"});
+}
+
+TEST(ScheduleErrors, PingPongNeedsAsyncStore) {
+    Gemm h;
+    h.C.tile(h.j, h.i, h.jo, h.io, h.ji, h.ii, 64, 64, TailStrategy::GuardWithIf).fuse(h.jo, h.io, h.t).map_to_cores(h.t);
+    h.acc.compute_at(h.C, h.t);
+    h.acc.update().split(h.r.x, h.ko, h.ki, 64, TailStrategy::GuardWithIf).reorder(h.j, h.i, h.ki, h.ko).tile_mma();
+    h.A_tile.compute_at(h.acc, h.ko);
+    h.B_tile.compute_at(h.acc, h.ko);
+    h.C.ping_pong();
+    expect_error([&] { h.compile_for(); }, {h.C.name(), "ping_pong()", "async_copy() on " + h.C.name()});
+}
+
+TEST(ScheduleErrors, KernelDirectivesBelongToTheOutput) {
+    Gemm g;
+    g.schedule();
+    g.acc.warp_specialize();
+    expect_error([&] { g.compile_for(); }, {g.acc.name(), "warp_specialize()", "output Func " + g.C.name()});
+    Gemm h;
+    h.schedule();
+    h.A_tile.ping_pong();
+    expect_error([&] { h.compile_for(); }, {h.A_tile.name(), "ping_pong()", "output Func " + h.C.name()});
+    Gemm k;
+    k.schedule();
+    k.acc.map_to_cores(k.j);
+    expect_error([&] { k.compile_for(); }, {k.acc.name(), "map_to_cores(j)", "output Func's tile loop"});
+}
+
+TEST(ScheduleErrors, MapToCoresNeedsALoopVar) {
+    Gemm g;
+    g.schedule();
+    Var nowhere("nowhere");
+    g.C.map_to_cores(nowhere);
+    expect_error([&] { g.compile_for(); }, {g.C.name(), "map_to_cores(nowhere)", "no loop over nowhere"});
+}
+
+TEST(ScheduleErrors, AsyncCopyOnAComputedFunc) {
+    Gemm g;
+    g.schedule();
+    g.acc.async_copy();
+    expect_error([&] { g.compile_for(); }, {g.acc.name(), "async_copy()", "not a plain copy of an input"});
+}
+
+TEST(ScheduleErrors, AsyncCopyOnAnInlinedFunc) {
+    Gemm g;
+    g.schedule();
+    g.B_tile.compute_inline();
+    expect_error([&] { g.compile_for(); }, {g.B_tile.name(), "async_copy()", "inline"});
+}
+
+TEST(ScheduleErrors, TileMmaOnSomethingElse) {
+    ImageParam a(Halide::Float(32), 1, "a");
+    Var x("x"), xo("xo"), xi("xi");
+    Func sq("sq"), out("out");
+    RDom k(0, 64, "k");
+    sq(x) = 0.0f;
+    sq(x) += a(k) * a(k) + Halide::cast<float>(x);
+    out(x) = sq(x);
+    a.dim(0).set_bounds(0, 64);
+    out.output_buffer().dim(0).set_bounds(0, 64);
+    out.split(x, xo, xi, 16, TailStrategy::GuardWithIf).map_to_cores(xo);
+    Func::staged(a, sq).compute_at(out, xo);
+    sq.compute_at(out, xo);
+    sq.update().tile_mma();
+    expect_error([&] { compile(out, {a}, Target::parse("zpu"), "k"); }, {sq.name(), "tile_mma()"});
+}
+
+TEST(ScheduleErrors, VectorCodeReadingDram) {
+    ImageParam a(Halide::Float(32), 1, "a");
+    Var x("x"), xo("xo"), xi("xi");
+    Func out("out");
+    out(x) = a(x) * 2.0f;
+    a.dim(0).set_bounds(0, 64);
+    out.output_buffer().dim(0).set_bounds(0, 64);
+    out.split(x, xo, xi, 16, TailStrategy::GuardWithIf).map_to_cores(xo);
+    expect_error([&] { compile(out, {a}, Target::parse("zpu"), "k"); }, {out.name(), "reads a in DRAM", "stage a"});
+}
+
+TEST(ScheduleErrors, ShapesMustBeStatic) {
+    ImageParam a(Halide::Float(32), 1, "a");
+    Var x("x");
+    Func out("out");
+    out(x) = a(x) * 2.0f;
+    out.output_buffer().dim(0).set_bounds(0, 64);
+    expect_error([&] { compile(out, {a}, Target::parse("zpu"), "k"); }, {"'a'", "static bounds"});
+}
+
+} // namespace
