@@ -68,6 +68,31 @@ double roofline_cycles(const Workload &w, const Target &target) {
     return std::max({mma, vector, dma});
 }
 
+std::map<std::string, int> add_arguments(const Kernel &kernel, sim::Machine &machine, uint64_t seed,
+                                         std::vector<Halide::Buffer<>> *inputs) {
+    std::map<std::string, int> ids;
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    for (const KernelArg &a : kernel.args) {
+        sim::DType t = zpu_backend::dtype_of(a.type);
+        int id = machine.add_dram(a.name, t, a.elements());
+        ids[a.name] = id;
+        if (!machine.numerics()) continue;
+        void *data = machine.data(id);
+        if (a.output) {
+            for (int64_t i = 0; i < a.elements(); i++) put(data, t, i, NAN);
+            continue;
+        }
+        for (int64_t i = 0; i < a.elements(); i++) put(data, t, i, uniform(rng));
+        if (inputs) {
+            Halide::Buffer<> buf(a.type, extents_of(a));
+            std::memcpy(buf.data(), data, a.elements() * sim::bytes_of(t));
+            inputs->push_back(buf);
+        }
+    }
+    return ids;
+}
+
 Kernel compile_app(const App &app, const Params &params, const std::string &schedule, const Target &target) {
     Built built = app.build(params, schedule);
     return compile(built.output, built.inputs, target, app.name);
@@ -86,26 +111,8 @@ RunResult run(const App &app, const RunOptions &options) {
     r.compile_ms = ms_since(t0);
 
     sim::Machine machine(target.zpu, options.numerics, !options.trace.empty());
-    std::map<std::string, int> ids;
     std::vector<Halide::Buffer<>> reference_inputs;
-    std::mt19937_64 rng(options.seed);
-    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-    for (const KernelArg &a : kernel.args) {
-        sim::DType t = zpu_backend::dtype_of(a.type);
-        int id = machine.add_dram(a.name, t, a.elements());
-        ids[a.name] = id;
-        if (!options.numerics) continue;
-        void *data = machine.data(id);
-        if (a.output) {
-            // Poison the output so that an element the kernel never writes cannot pass.
-            for (int64_t i = 0; i < a.elements(); i++) put(data, t, i, NAN);
-            continue;
-        }
-        Halide::Buffer<> buf(a.type, extents_of(a));
-        for (int64_t i = 0; i < a.elements(); i++) put(data, t, i, uniform(rng));
-        std::memcpy(buf.data(), data, a.elements() * sim::bytes_of(t));
-        reference_inputs.push_back(buf);
-    }
+    std::map<std::string, int> ids = add_arguments(kernel, machine, options.seed, &reference_inputs);
 
     t0 = std::chrono::steady_clock::now();
     zpu_backend::execute(kernel, machine, ids);

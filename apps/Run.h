@@ -38,6 +38,12 @@ struct RunResult {
     std::string json() const;
 };
 
+/** Adds the kernel's arguments to `machine` as DRAM buffers: inputs filled with seeded random
+ * values in [-1, 1] (copied into `inputs` for the reference when given), the output poisoned
+ * with NaN so that an element the kernel never writes cannot pass. Returns buffer ids by name. */
+std::map<std::string, int> add_arguments(const Kernel &kernel, sim::Machine &machine, uint64_t seed,
+                                         std::vector<Halide::Buffer<>> *inputs = nullptr);
+
 /** Builds the app with the schedule and compiles it. */
 Kernel compile_app(const App &app, const Params &params, const std::string &schedule, const Target &target);
 

@@ -20,11 +20,12 @@ const char *usage = R"(usage:
   tandem run <app> [--target zpu] [--param k=v]... [--schedule s] [--json] [--trace file]
                    [--no-numerics] [--seed n]
   tandem emit <app> [--target zpu] --what stmt|halide|code -o dir [--param k=v]... [--schedule s]
+                    [--name n]   (file base name and C++ function name; default: the app)
   tandem demo
 )";
 
 struct Args {
-    std::string command, app, target = "zpu", schedule, what = "stmt", out_dir, trace;
+    std::string command, app, target = "zpu", schedule, what = "stmt", out_dir, trace, name;
     Params params;
     bool json = false, numerics = true;
     uint64_t seed = 1;
@@ -48,6 +49,7 @@ Args parse(int argc, char **argv) {
         else if (f == "--what") a.what = value(f);
         else if (f == "-o") a.out_dir = value(f);
         else if (f == "--trace") a.trace = value(f);
+        else if (f == "--name") a.name = value(f);
         else if (f == "--json") a.json = true;
         else if (f == "--no-numerics") a.numerics = false;
         else if (f == "--seed") a.seed = std::stoull(value(f));
@@ -102,9 +104,10 @@ void emit(const Args &a) {
     Kernel k = compile_app(app, params, schedule, Target::parse(a.target));
     std::filesystem::create_directories(a.out_dir);
     std::filesystem::path dir(a.out_dir);
-    if (a.what == "stmt") write_file(dir / (app.name + ".stmt"), k.stmt_text());
-    else if (a.what == "halide") write_file(dir / (app.name + ".halide.stmt"), ir::to_string(k.halide_stmt));
-    else if (a.what == "code") write_file(dir / (app.name + ".zpu.cpp"), zpu_backend::emit_cpp(k));
+    std::string base = a.name.empty() ? app.name : a.name;
+    if (a.what == "stmt") write_file(dir / (base + ".stmt"), k.stmt_text());
+    else if (a.what == "halide") write_file(dir / (base + ".halide.stmt"), ir::to_string(k.halide_stmt));
+    else if (a.what == "code") write_file(dir / (base + ".zpu.cpp"), zpu_backend::emit_cpp(k, base));
     else throw Error("--what is stmt, halide or code, got '" + a.what + "'");
 }
 

@@ -285,8 +285,10 @@ std::string emit_cpp(const Kernel &kernel, const std::string &function) {
     BuffersUsed used;
     kernel.body.accept(&used);
     os << "    // DRAM arguments\n";
-    for (const KernelArg &a : kernel.args) {
-        os << "    const int " << c_name(a.name) << " = zpu::buffer(ctx, \"" << a.name << "\");\n";
+    for (size_t i = 0; i < kernel.args.size(); i++) {
+        const KernelArg &a = kernel.args[i];
+        os << "    const int " << c_name(a.name) << " = zpu::argument(ctx, " << i << "); // " << (a.output ? "output" : "input")
+           << " " << a.type << "\n";
     }
     os << "    // on-chip buffers\n";
     for (const SramBuffer &b : kernel.buffers) {

@@ -62,7 +62,9 @@ private:
 class Interpreter {
 public:
     Interpreter(zpu::Context &ctx, const Kernel &kernel) : ctx(ctx), kernel(kernel) {
-        for (const auto &[name, id] : ctx.buffers) {
+        std::map<std::string, int> all = ctx.buffers;
+        for (size_t i = 0; i < kernel.args.size(); i++) all[kernel.args[i].name] = zpu::argument(ctx, i);
+        for (const auto &[name, id] : all) {
             BufferRef r;
             r.id = id;
             r.data = ctx.machine.data(id);
@@ -403,7 +405,13 @@ std::vector<zpu::BufferDecl> buffer_decls(const Kernel &kernel) {
 } // namespace
 
 void execute(const Kernel &kernel, sim::Machine &machine, const std::map<std::string, int> &arguments) {
-    zpu::run_on_all_cores(machine, arguments, buffer_decls(kernel), [&](zpu::Context &ctx) {
+    std::vector<int> positional;
+    for (const KernelArg &a : kernel.args) {
+        auto it = arguments.find(a.name);
+        if (it == arguments.end()) throw Error("kernel " + kernel.name + ": no buffer given for argument " + a.name);
+        positional.push_back(it->second);
+    }
+    zpu::run_on_all_cores(machine, positional, buffer_decls(kernel), [&](zpu::Context &ctx) {
         Interpreter interpreter(ctx, kernel);
         interpreter.exec(kernel.body);
     });

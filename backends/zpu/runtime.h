@@ -31,7 +31,8 @@ using tandem::sim::Token;
 struct Context {
     tandem::sim::Machine &machine;
     tandem::sim::Core &core;
-    std::map<std::string, int> buffers; // kernel arguments and this core's on-chip buffers
+    std::vector<int> arguments;         // DRAM buffers, in the kernel's argument order
+    std::map<std::string, int> buffers; // this core's on-chip buffers, by name
 };
 
 /** A box dimension of a transfer: extent, stride in the destination, stride in the source. */
@@ -55,8 +56,17 @@ struct Region {
 
 inline int buffer(Context &ctx, const char *name) {
     auto it = ctx.buffers.find(name);
-    if (it == ctx.buffers.end()) throw tandem::sim::SimError(std::string("zpu: no buffer named ") + name);
+    if (it == ctx.buffers.end()) throw tandem::sim::SimError(std::string("zpu: no on-chip buffer named ") + name);
     return it->second;
+}
+
+/** The DRAM buffer of kernel argument `index` (inputs first, then the output). */
+inline int argument(Context &ctx, size_t index) {
+    if (index >= ctx.arguments.size()) {
+        throw tandem::sim::SimError("zpu: the kernel takes argument " + std::to_string(index) + " but only " +
+                                    std::to_string(ctx.arguments.size()) + " were given");
+    }
+    return ctx.arguments[index];
 }
 
 template<typename T>
@@ -117,10 +127,10 @@ inline int64_t floor_mod(int64_t a, int64_t b) {
 /** Creates the kernel's on-chip buffers on every core and runs `kernel` once per core. A core
  * whose control stream deadlocks stops; the machine records it. */
 template<typename Kernel>
-void run_on_all_cores(tandem::sim::Machine &machine, const std::map<std::string, int> &arguments,
+void run_on_all_cores(tandem::sim::Machine &machine, const std::vector<int> &arguments,
                       const std::vector<BufferDecl> &buffers, Kernel &&kernel) {
     for (int c = 0; c < machine.num_cores(); c++) {
-        Context ctx{machine, machine.core(c), arguments};
+        Context ctx{machine, machine.core(c), arguments, {}};
         for (const BufferDecl &b : buffers) ctx.buffers[b.name] = machine.add_sram(c, b.name, b.space, b.type, b.elements);
         try {
             kernel(ctx);
