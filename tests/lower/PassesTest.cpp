@@ -1,0 +1,379 @@
+// Per-pass tests: a small Stmt before, the pass, and checks on the Stmt after (Halide's
+// test/correctness in spirit, on IR instead of pixels).
+#include "tandem/AsyncIR.h"
+#include "tandem/Kernel.h"
+
+#include "lower/CoreMapping.h"
+#include "lower/MemoryPlanning.h"
+#include "lower/MultiBuffer.h"
+#include "lower/SoftwarePipeline.h"
+#include "lower/TileCopy.h"
+#include "lower/TileMma.h"
+#include "lower/VectorOps.h"
+
+#include <gtest/gtest.h>
+
+using namespace tandem;
+using namespace Halide::Internal;
+using Halide::Expr;
+
+namespace {
+
+Expr var(const std::string &n) { return Variable::make(Halide::Int(32), n); }
+Expr load(Halide::Type t, const std::string &buf, const Expr &index) {
+    return Load::make(t, buf, index, Halide::Buffer<>(), Parameter(), const_true(), ModulusRemainder());
+}
+Stmt store(const std::string &buf, const Expr &value, const Expr &index) {
+    return Store::make(buf, value, index, Parameter(), const_true(), ModulusRemainder());
+}
+Stmt loop(const std::string &name, const Expr &extent, const Stmt &body) {
+    return For::make(name, 0, extent, ForType::Serial, Halide::DeviceAPI::None, body);
+}
+const Halide::Type bf16 = Halide::BFloat(16), f32 = Halide::Float(32);
+
+CompileContext context() {
+    CompileContext ctx;
+    ctx.target = Target::parse("zpu");
+    ctx.output = "C";
+    ctx.inputs = {"A", "B"};
+    ctx.funcs = {"A_tile", "B_tile", "acc", "C"};
+    return ctx;
+}
+
+/** Replaces tandem_core_id() by a constant, to evaluate per core. */
+class OnCore : public IRMutator {
+public:
+    explicit OnCore(int c) : core(c) {}
+    int core;
+    using IRMutator::visit;
+    Expr visit(const Call *op) override { return ir::is_core_id(op) ? Expr(core) : IRMutator::visit(op); }
+};
+
+int64_t constant(const Expr &e) {
+    Expr s = simplify(e);
+    if (const UIntImm *u = s.as<UIntImm>()) return int64_t(u->value);
+    const IntImm *i = s.as<IntImm>();
+    EXPECT_TRUE(i) << "not a constant: " << s;
+    return i ? i->value : -1;
+}
+
+/** A copy nest A_tile[x + y*16] = A[x + (y + y0)*64 + k0] over y < 8, x < 16. */
+Stmt a_tile_copy() {
+    Expr index = var("x") + (var("y") + var("y0")) * 64 + var("k0");
+    return ProducerConsumer::make_produce(
+        "A_tile", loop("y", 8, loop("x", 16, store("A_tile", load(bf16, "A", index), var("x") + var("y") * 16))));
+}
+
+// ---- CoreMapping ----
+TEST(CoreMapping, SpreadsTheTileLoopRoundRobin) {
+    CompileContext ctx = context();
+    ctx.directives["C"].cores_var = "t";
+    Stmt before = loop("C.s0.t", 40, store("C_x", cast(f32, var("C.s0.t")), var("C.s0.t")));
+    Stmt after = lower::map_to_cores(before, ctx);
+    const For *f = after.as<For>();
+    ASSERT_TRUE(f) << after;
+    EXPECT_EQ(f->name, "C.s0.t.on_core");
+    // 40 tiles over 16 cores: cores 0..7 run 3, cores 8..15 run 2.
+    EXPECT_EQ(constant(OnCore(0).mutate(f->extent)), 3);
+    EXPECT_EQ(constant(OnCore(7).mutate(f->extent)), 3);
+    EXPECT_EQ(constant(OnCore(8).mutate(f->extent)), 2);
+    // Iteration 2 on core 5 is tile 37.
+    const Store *st = f->body.as<Store>();
+    ASSERT_TRUE(st);
+    Expr tile = substitute(f->name, 2, OnCore(5).mutate(st->index));
+    EXPECT_EQ(constant(remove_promises(tile)), 37);
+}
+
+TEST(CoreMapping, TailOfAPartitionedLoopRunsOnOneCore) {
+    CompileContext ctx = context();
+    ctx.directives["C"].cores_var = "t";
+    Stmt before = Block::make(loop("C.s0.t", 4, store("C", 1.0f, var("C.s0.t"))), store("C", 2.0f, 4));
+    Stmt after = lower::map_to_cores(before, ctx);
+    const Block *b = after.as<Block>();
+    ASSERT_TRUE(b);
+    const IfThenElse *guard = b->rest.as<IfThenElse>();
+    ASSERT_TRUE(guard) << after;
+    EXPECT_EQ(constant(OnCore(15).mutate(guard->condition)), 1);
+    EXPECT_EQ(constant(OnCore(0).mutate(guard->condition)), 0);
+}
+
+// ---- TileCopy ----
+TEST(TileCopy, CopyNestBecomesOneBoxAndAWait) {
+    CompileContext ctx = context();
+    Stmt after = lower::recognize_tile_copies(
+        loop("t", 4, Block::make(a_tile_copy(), store("C", 0.0f, var("t")))), ctx);
+    const For *f = after.as<For>();
+    ASSERT_TRUE(f);
+    const ProducerConsumer *pc = f->body.as<Block>()->first.as<ProducerConsumer>();
+    ASSERT_TRUE(pc);
+    const Block *b = pc->body.as<Block>();
+    ir::CopyOp c;
+    ir::WaitOp w;
+    ASSERT_TRUE(ir::as_copy(b->first, &c)) << pc->body;
+    ASSERT_TRUE(ir::as_wait(b->rest, &w));
+    EXPECT_EQ(c.dst, "A_tile");
+    EXPECT_EQ(c.src, "A");
+    ASSERT_EQ(c.dims.size(), 2u);
+    EXPECT_EQ(constant(c.dims[0].extent), 16);
+    EXPECT_EQ(constant(c.dims[0].dst_stride), 1);
+    EXPECT_EQ(constant(c.dims[0].src_stride), 1);
+    EXPECT_EQ(constant(c.dims[1].extent), 8);
+    EXPECT_EQ(constant(c.dims[1].dst_stride), 16);
+    EXPECT_EQ(constant(c.dims[1].src_stride), 64);
+    EXPECT_TRUE(can_prove(c.src_offset == var("y0") * 64 + var("k0"))) << c.src_offset;
+    EXPECT_EQ(c.barrier, "A_tile.full");
+    EXPECT_EQ(w.barrier, "A_tile.full");
+}
+
+TEST(TileCopy, StoreWithMathGoesThroughAStagingTile) {
+    CompileContext ctx = context();
+    ctx.directives["C"].async_copy = true;
+    Stmt nest = loop("i", 4, loop("j", 8, store("C", cast(bf16, load(f32, "acc", var("j") + var("i") * 8)),
+                                                 var("j") + (var("i") + var("i0")) * 100)));
+    Stmt after = lower::recognize_tile_copies(loop("t.on_core", 2, nest), ctx);
+    ASSERT_TRUE(after.as<For>()) << after;
+    const Allocate *stage = after.as<For>()->body.as<Allocate>();
+    ASSERT_TRUE(stage) << after;
+    EXPECT_EQ(stage->name, "C_stage");
+    const Block *b = stage->body.as<Block>();
+    ir::CopyOp c;
+    ASSERT_TRUE(ir::as_copy(b->rest, &c)) << "asynchronous store: no wait right after";
+    EXPECT_EQ(c.src, "C_stage");
+    EXPECT_EQ(c.dst, "C");
+    EXPECT_EQ(c.barrier, "C_stage.empty");
+    EXPECT_EQ(constant(c.dims[1].dst_stride), 100);
+    EXPECT_EQ(constant(c.dims[1].src_stride), 8);
+    EXPECT_TRUE(ir::writes(b->first, "C_stage"));
+}
+
+TEST(TileCopy, PlainStoreOfAnAccumulatorIsStoredDirectly) {
+    CompileContext ctx = context();
+    Stmt nest = loop("i", 4, loop("j", 8, store("C", load(f32, "acc", var("j") + var("i") * 8), var("j") + var("i") * 100)));
+    Stmt after = lower::recognize_tile_copies(loop("t.on_core", 2, nest), ctx);
+    ASSERT_TRUE(after.as<For>()) << after;
+    const Block *b = after.as<For>()->body.as<Block>();
+    ir::CopyOp c;
+    ir::WaitOp w;
+    ASSERT_TRUE(b && ir::as_copy(b->first, &c)) << after;
+    EXPECT_EQ(c.src, "acc");
+    EXPECT_TRUE(ir::as_wait(b->rest, &w)) << "synchronous store without async_copy";
+}
+
+// ---- TileMma ----
+TEST(TileMma, MatmulNestBecomesOneOp) {
+    CompileContext ctx = context();
+    ctx.directives["acc"].tile_mma = true;
+    Expr acc_index = var("n") + var("m") * 32;
+    Expr value = load(f32, "acc", acc_index) + cast(f32, load(bf16, "A_tile", var("k") + var("m") * 16)) *
+                                                   cast(f32, load(bf16, "B_tile", var("n") + var("k") * 32));
+    Stmt nest = loop("k", 16, loop("m", 8, loop("n", 32, store("acc", value, acc_index))));
+    Stmt after = lower::recognize_tile_mma(nest, ctx);
+    ir::MmaOp m;
+    ASSERT_TRUE(ir::as_mma(after, &m)) << after;
+    EXPECT_EQ(m.a, "A_tile");
+    EXPECT_EQ(m.b, "B_tile");
+    EXPECT_EQ(constant(m.n), 32);
+    EXPECT_EQ(constant(m.m), 8);
+    EXPECT_EQ(constant(m.k), 16);
+    EXPECT_EQ(constant(m.acc_stride_n), 1);
+    EXPECT_EQ(constant(m.acc_stride_m), 32);
+    EXPECT_EQ(constant(m.a_stride_k), 1);
+    EXPECT_EQ(constant(m.a_stride_m), 16);
+    EXPECT_EQ(constant(m.b_stride_n), 1);
+    EXPECT_EQ(constant(m.b_stride_k), 32);
+}
+
+TEST(TileMma, WithoutTheDirectiveTheNestStays) {
+    CompileContext ctx = context();
+    Expr value = load(f32, "acc", var("n")) + cast(f32, load(bf16, "A_tile", var("k"))) *
+                                                  cast(f32, load(bf16, "B_tile", var("n") + var("k")));
+    Stmt nest = loop("k", 4, loop("n", 4, store("acc", value, var("n"))));
+    EXPECT_TRUE(lower::recognize_tile_mma(nest, ctx).same_as(nest));
+}
+
+// ---- VectorOps ----
+TEST(VectorOps, ElementNestBecomesAVectorOpWithWorkAndRegions) {
+    CompileContext ctx = context();
+    Stmt nest = loop("i", 4, loop("j", 32, store("C_stage", cast(bf16, load(f32, "acc", var("j") + var("i") * 32) * 2.0f),
+                                                  var("j") + var("i") * 32 + 128)));
+    Stmt after = lower::form_vector_ops(nest, ctx);
+    ir::VectorOp v;
+    Stmt body;
+    ASSERT_TRUE(ir::as_vector_op(after, &v, &body)) << after;
+    EXPECT_TRUE(body.same_as(nest));
+    EXPECT_EQ(constant(v.flops), 2 * 128); // a cast and a multiply per element
+    ASSERT_EQ(v.regions.size(), 2u);
+    EXPECT_EQ(v.regions[0].buffer, "C_stage");
+    EXPECT_TRUE(v.regions[0].write);
+    EXPECT_EQ(constant(v.regions[0].lo), 128);
+    EXPECT_EQ(constant(v.regions[0].extent), 128);
+    EXPECT_EQ(v.regions[1].buffer, "acc");
+    EXPECT_FALSE(v.regions[1].write);
+}
+
+TEST(VectorOps, DramReadsAreRejected) {
+    CompileContext ctx = context();
+    Stmt nest = loop("j", 32, store("acc", load(f32, "A", var("j")), var("j")));
+    EXPECT_THROW(lower::form_vector_ops(nest, ctx), Error);
+}
+
+// ---- MultiBuffer ----
+TEST(MultiBuffer, VersionsOffsetEveryAccessAndTheBarrierSlot) {
+    CompileContext ctx = context();
+    ctx.directives["A_tile"].async_copy = true;
+    ctx.directives["A_tile"].multi_buffer = 3;
+    Stmt copied = lower::recognize_tile_copies(loop("ko", 4, Block::make(a_tile_copy(), store("C", 0.0f, var("ko")))), ctx);
+    Stmt use = loop("i", 128, store("acc", cast(f32, load(bf16, "A_tile", var("i"))), var("i")));
+    Stmt s = Allocate::make("A_tile", bf16, Halide::MemoryType::Auto, {128}, const_true(), Block::make(copied, use));
+    Stmt after = lower::multi_buffer(s, ctx);
+    const Allocate *a = after.as<Allocate>();
+    ASSERT_TRUE(a);
+    EXPECT_EQ(constant(a->extents[0]), 3 * 128);
+    EXPECT_EQ(ctx.slots["A_tile"], 3);
+    std::string text = ir::to_string(after);
+    EXPECT_NE(text.find("(A_tile.stage*128)"), std::string::npos) << text;
+    EXPECT_NE(text.find("\"A_tile.full\", A_tile.stage"), std::string::npos) << text;
+}
+
+TEST(MultiBuffer, PingPongAlternatesTheStoreSourceByTileParity) {
+    CompileContext ctx = context();
+    ctx.directives["C"].async_copy = true;
+    ctx.directives["C"].ping_pong = true;
+    Stmt nest = loop("i", 4, loop("j", 8, store("C", cast(bf16, load(f32, "acc", var("j") + var("i") * 8)),
+                                                 var("j") + (var("i") + var("t.on_core") * 4) * 8)));
+    Stmt s = lower::form_vector_ops(lower::recognize_tile_copies(loop("t.on_core", 5, nest), ctx), ctx);
+    Stmt after = lower::multi_buffer(s, ctx);
+    EXPECT_EQ(ctx.slots["C_stage"], 2);
+    std::string text = ir::to_string(after);
+    EXPECT_NE(text.find("tandem_wait(\"C_stage.empty\", (t.on_core - 0) % 2)"), std::string::npos) << text;
+    // Drained at the end, both versions.
+    EXPECT_NE(text.find("tandem_wait(\"C_stage.empty\", 1)"), std::string::npos) << text;
+}
+
+// ---- MemoryPlanning ----
+TEST(MemoryPlanning, OperandsGoToTheirScopesAndOverflowIsAnError) {
+    CompileContext ctx = context();
+    ir::MmaOp m{"acc", "A_tile", "B_tile", 0, 1, 8, 0, 1, 8, 0, 1, 8, 8, 8, 8};
+    auto allocate = [](const std::string &n, Halide::Type t, int size, const Stmt &body) {
+        return Allocate::make(n, t, Halide::MemoryType::Auto, {size}, const_true(), body);
+    };
+    Stmt s = allocate("acc", f32, 64, allocate("A_tile", bf16, 64, allocate("B_tile", bf16, 64, ir::make_mma(m))));
+    std::vector<SramBuffer> buffers;
+    Stmt after = lower::plan_memory(s, ctx, &buffers);
+    ir::MmaOp same;
+    EXPECT_TRUE(ir::as_mma(after, &same)) << "allocations are hoisted out";
+    ASSERT_EQ(buffers.size(), 3u);
+    EXPECT_EQ(buffers[0].space, sim::Space::RSRAM);
+    EXPECT_EQ(buffers[1].space, sim::Space::ASRAM);
+    EXPECT_EQ(buffers[2].space, sim::Space::WSRAM);
+    Stmt big = allocate("acc", f32, 1 << 20, ir::make_mma(m));
+    EXPECT_THROW(lower::plan_memory(big, ctx, &buffers), Error);
+}
+
+// ---- SoftwarePipeline ----
+
+/** Runs loops, lets, ifs, copies and waits of a pipelined Stmt and records what happens, checking
+ * the protocol: a version is never overwritten before its data was used, every use is after the
+ * wait on its own copy, and no copy stays unwaited. */
+class Protocol : public IRVisitor {
+public:
+    std::map<std::string, int64_t> env;
+    std::map<int64_t, int64_t> version_holds; // version -> iteration whose data it holds (or is loading)
+    std::map<int64_t, bool> landed;
+    std::vector<int64_t> used;
+    int outstanding = 0, most_outstanding = 0;
+    std::string error;
+
+private:
+    using IRVisitor::visit;
+    int64_t eval(const Expr &e) {
+        Expr s = e;
+        for (const auto &[n, v] : env) s = substitute(n, Expr(int(v)), s);
+        return constant(s);
+    }
+    void visit(const For *op) override {
+        int64_t min = eval(op->min), extent = eval(op->extent);
+        for (int64_t i = min; i < min + extent; i++) {
+            env[op->name] = i;
+            op->body.accept(this);
+        }
+        env.erase(op->name);
+    }
+    void visit(const LetStmt *op) override {
+        env[op->name] = eval(op->value);
+        op->body.accept(this);
+        env.erase(op->name);
+    }
+    void visit(const IfThenElse *op) override {
+        if (eval(op->condition)) op->then_case.accept(this);
+    }
+    void visit(const Evaluate *op) override {
+        ir::CopyOp c;
+        ir::WaitOp w;
+        if (ir::as_copy(op, &c)) {
+            int64_t slot = eval(c.slot), iteration = eval(c.src_offset);
+            if (version_holds.count(slot) && version_holds[slot] >= 0 && !landed[slot]) error = "version reused while in flight";
+            if (version_holds.count(slot) && version_holds[slot] >= 0 &&
+                std::find(used.begin(), used.end(), version_holds[slot]) == used.end()) {
+                error = "version " + std::to_string(slot) + " overwritten before iteration " +
+                        std::to_string(version_holds[slot]) + " used it";
+            }
+            version_holds[slot] = iteration;
+            landed[slot] = false;
+            most_outstanding = std::max(most_outstanding, ++outstanding);
+        } else if (ir::as_wait(op, &w)) {
+            int64_t slot = eval(w.slot);
+            if (!landed[slot]) outstanding--;
+            landed[slot] = true;
+        }
+    }
+    void visit(const Store *op) override {
+        int64_t slot = eval(op->value.as<Load>()->index) / 1000, iteration = eval(op->index);
+        if (!landed[slot] || version_holds[slot] != iteration) {
+            error = "iteration " + std::to_string(iteration) + " used version " + std::to_string(slot) +
+                    " holding iteration " + std::to_string(version_holds[slot]);
+        }
+        used.push_back(iteration);
+    }
+};
+
+/** for (ko, 0, trips) { produce F { copy iteration ko } ; out[ko] = F[version * 1000] } */
+Stmt pipelined(int trips, int versions, CompileContext &ctx) {
+    ctx.directives["F"].async_copy = true;
+    ctx.directives["F"].multi_buffer = versions;
+    ctx.slots["F"] = versions;
+    Expr stage = var("F.stage");
+    ir::CopyOp c{"F", "A", stage * 1000, var("ko"), {{1, 1, 1}}, "F.full", stage};
+    Stmt produce = ProducerConsumer::make_produce("F", Block::make(ir::make_copy(c), ir::make_wait({"F.full", stage})));
+    Stmt use = store("out", load(f32, "F", stage * 1000), var("ko"));
+    return lower::software_pipeline(loop("ko", trips, Block::make(produce, use)), ctx);
+}
+
+TEST(SoftwarePipeline, CorrectForAnyTripCountAndVersionCount) {
+    for (int versions : {1, 2, 3, 4}) {
+        for (int trips : {1, 2, 3, 5, 7, 8}) {
+            CompileContext ctx = context();
+            Stmt s = pipelined(trips, versions, ctx);
+            Protocol p;
+            s.accept(&p);
+            SCOPED_TRACE("versions " + std::to_string(versions) + ", trips " + std::to_string(trips));
+            EXPECT_EQ(p.error, "") << s;
+            EXPECT_EQ(p.used.size(), size_t(trips));
+            EXPECT_EQ(p.outstanding, 0) << "every copy is waited";
+            EXPECT_EQ(p.most_outstanding, std::min(versions, trips)) << "runs ahead by versions - 1";
+        }
+    }
+}
+
+TEST(SoftwarePipeline, PrologueIsCappedByTheTripCount) {
+    CompileContext ctx = context();
+    Stmt s = pipelined(1, 4, ctx);
+    const Block *b = s.as<Block>();
+    ASSERT_TRUE(b) << s;
+    const For *prologue = b->first.as<For>();
+    ASSERT_TRUE(prologue);
+    EXPECT_EQ(prologue->name, "ko.prologue");
+    EXPECT_EQ(constant(prologue->extent), 1);
+}
+
+} // namespace
