@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Records the ZPU GEMM efficiency table: sizes 512..4096, stages 1..4 (timing and hazards on the
+# machine model, no numerics), plus the acceptance run at 2048^3 with numerics for stages 1 and 3.
+# Writes results/zpu_gemm_efficiency.json and the raw log results/zpu_gemm_efficiency.log.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cli="$root/build/apps/tandem-cli"
+out="$root/benchmarks/results"
+mkdir -p "$out"
+"$root/tandem" build >/dev/null
+log="$out/zpu_gemm_efficiency.log"
+: > "$log"
+run() {
+    echo "\$ tandem-cli $*" >> "$log"
+    "$cli" "$@" | tee -a "$log"
+}
+{
+    for n in 512 1024 2048 4096; do
+        for stages in 1 2 3 4; do
+            run run gemm --target zpu --param M=$n --param N=$n --param K=$n --param stages=$stages --no-numerics --json
+        done
+    done
+    for stages in 1 3; do
+        run run gemm --target zpu --param M=2048 --param N=2048 --param K=2048 --param stages=$stages --json
+    done
+} > "$out/.rows.jsonl"
+python3 - "$out/.rows.jsonl" "$out/zpu_gemm_efficiency.json" <<'PY'
+import json, sys, platform, subprocess, datetime, os
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+table = [{"n": r["params"]["M"], "stages": r["params"]["stages"], "schedule": r["schedule"],
+          "numerics": r["correct"] is not None, "correct": r["correct"], "races": r["races"],
+          "cycles": r["cycles"], "bound_cycles": r["bound_cycles"], "efficiency": r["efficiency"],
+          "roofline_cycles": r["roofline_cycles"], "roofline_fraction": r["roofline_fraction"]} for r in rows]
+one = next(r for r in rows if r["params"]["M"] == 2048 and r["params"]["stages"] == 1 and r["correct"] is not None)
+three = next(r for r in rows if r["params"]["M"] == 2048 and r["params"]["stages"] == 3 and r["correct"] is not None)
+doc = {
+    "what": "ZPU GEMM (bf16 in, f32 accumulate, bf16 out) on the Tandem machine model, default tiles 256x256x512, schedule ws_pingpong",
+    "machine": {"host": platform.node(), "cpu": cpu, "cores": os.cpu_count(), "note": "cycles are simulated ZPU cycles (16 cores, 2 DMA channels, NPU-FACTS.md cost model); host speed does not change them"},
+    "date": datetime.datetime.utcnow().isoformat() + "Z",
+    "command": "benchmarks/gemm_efficiency.sh",
+    "acceptance_2048": {"stages_1_cycles": one["cycles"], "stages_3_cycles": three["cycles"],
+                        "speedup_stages3_vs_1": one["cycles"] / three["cycles"],
+                        "stages_3_efficiency": three["efficiency"], "stages_3_roofline_fraction": three["roofline_fraction"],
+                        "correct": three["correct"] and one["correct"], "races": three["races"] + one["races"]},
+    "rows": table,
+}
+json.dump(doc, open(sys.argv[2], "w"), indent=2)
+print(json.dumps(doc["acceptance_2048"], indent=2))
+PY
+rm -f "$out/.rows.jsonl"
