@@ -1,5 +1,7 @@
 #include "CoreMapping.h"
 
+#include "Nest.h"
+
 #include "tandem/AsyncIR.h"
 
 #include <sstream>
@@ -34,7 +36,7 @@ private:
     Stmt visit(const For *op) override {
         if (!matches(op->name)) return IRMutator::visit(op);
         mapped++;
-        std::string local = op->name + ".on_core";
+        std::string local = core_loop_name(op->name);
         Expr core = ir::core_id();
         Expr trips = (op->extent - core + (cores - 1)) / cores;
         // The clamp promise keeps the original range visible to bounds inference (sizes of
@@ -69,7 +71,7 @@ public:
 private:
     using IRVisitor::visit;
     void visit(const For *op) override {
-        if (op->name.size() > 8 && op->name.compare(op->name.size() - 8, 8, ".on_core") == 0) found = true;
+        if (is_core_loop(op->name)) found = true;
         IRVisitor::visit(op);
     }
 };

@@ -109,6 +109,10 @@ class RemoveNoOps : public IRMutator {
 
 } // namespace
 
+std::string core_loop_name(const std::string &tile_loop) { return tile_loop + ".on_core"; }
+
+bool is_core_loop(const std::string &n) { return n.size() > 8 && n.compare(n.size() - 8, 8, ".on_core") == 0; }
+
 Stmt remove_no_ops(const Stmt &s) { return RemoveNoOps().mutate(s); }
 
 Stmt insert_before_first_access(const Stmt &s, const std::string &buffer, bool writes_only, const Stmt &before) {

@@ -50,6 +50,10 @@ int64_t constant_upper_bound(const Expr &e, const LoopScope &scope = LoopScope::
 
 bool provably_zero(const Expr &e);
 
+/** The name CoreMapping gives the loop it spreads over the cores, and the test for it. */
+std::string core_loop_name(const std::string &tile_loop);
+bool is_core_loop(const std::string &loop_name);
+
 /** Drops no-op statements (Evaluate of a constant) from blocks. */
 Stmt remove_no_ops(const Stmt &s);
 

@@ -140,8 +140,7 @@ private:
         size_t root = stack.size() - 1;
         if (run_ahead) {
             for (size_t i = 0; i < stack.size(); i++) {
-                const std::string &n = stack[i]->name;
-                if (n.size() > 8 && n.compare(n.size() - 8, 8, ".on_core") == 0) {
+                if (is_core_loop(stack[i]->name)) {
                     root = i;
                     break;
                 }

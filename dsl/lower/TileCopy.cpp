@@ -79,7 +79,7 @@ private:
     Stmt visit(const For *op) override {
         Nest nest;
         // A loop spread over the cores is the tile loop, never part of a tile's store nest.
-        bool tile_loop = op->name.size() > 8 && op->name.compare(op->name.size() - 8, 8, ".on_core") == 0;
+        bool tile_loop = is_core_loop(op->name);
         if (!tile_loop && as_perfect_nest(op, &nest) && nest.store->name == ctx.output) return store_out(nest);
         loop_depth++;
         push_loop(loops, op);
