@@ -2,6 +2,7 @@
 
 #include "runtime.h"
 #include "tandem/AsyncIR.h"
+#include "tandem/Evaluator.h"
 
 #include <cmath>
 #include <unordered_map>
@@ -22,46 +23,15 @@ sim::DType dtype_of(const Halide::Type &t) {
 
 namespace {
 
-/** Rounds a value computed in double to what type `t` holds (f32 arithmetic done in double and
- * rounded once is exact for + - * / sqrt). */
-double round_to(const Halide::Type &t, double v) {
-    if (t.is_bfloat()) return sim::bf16_to_float(sim::float_to_bf16(float(v)));
-    if (t.is_float()) return t.bits() == 32 ? double(float(v)) : v;
-    if (t.is_bool()) return v != 0;
-    if (t.bits() >= 64) return v;
-    int64_t i = int64_t(v);
-    int64_t span = int64_t(1) << t.bits();
-    i &= span - 1;
-    if (t.is_int() && i >= span / 2) i -= span;
-    return double(i);
-}
-
-struct BufferRef {
-    void *data = nullptr;
-    DType type = DType::F32;
-    int64_t elements = 0;
-    int id = -1;
-};
-
-enum class StoreKind { Elementwise, Reduction, Sequential };
-
-class LoadsOf : public IRVisitor {
-public:
-    explicit LoadsOf(const std::string &b) : buffer(b) {}
-    const std::string &buffer;
-    std::vector<const Load *> loads;
-
-private:
-    using IRVisitor::visit;
-    void visit(const Load *op) override {
-        if (op->name == buffer) loads.push_back(op);
-        IRVisitor::visit(op);
-    }
-};
-
 class Interpreter {
 public:
-    Interpreter(zpu::Context &ctx, const Kernel &kernel) : ctx(ctx), kernel(kernel) {
+    Interpreter(zpu::Context &ctx, const Kernel &kernel)
+        : ctx(ctx), kernel(kernel), evaluator([this](const std::string &n) -> const BufferRef & { return buffer(n); },
+                                              [this](const Call *c, double *v) {
+                                                  if (!ir::is_core_id(c)) return false;
+                                                  *v = this->ctx.core.id();
+                                                  return true;
+                                              }) {
         std::map<std::string, int> all = ctx.buffers;
         for (size_t i = 0; i < kernel.args.size(); i++) all[kernel.args[i].name] = zpu::argument(ctx, i);
         for (const auto &[name, id] : all) {
@@ -105,13 +75,12 @@ public:
 private:
     zpu::Context &ctx;
     const Kernel &kernel;
-    std::unordered_map<std::string, double> vars;
+    Evaluator evaluator;
+    std::unordered_map<std::string, double> &vars = evaluator.vars;
     std::unordered_map<std::string, BufferRef> buffers;
     std::map<std::pair<std::string, int64_t>, sim::Token> tokens;
-    std::unordered_map<const Store *, StoreKind> store_kinds;
-    // The lane variable of the batch being evaluated.
-    std::string lane_var;
-    double lane_base = 0;
+
+    double scalar(const Expr &e) { return evaluator.scalar(e); }
 
     const BufferRef &buffer(const std::string &name) {
         auto it = buffers.find(name);
@@ -163,235 +132,9 @@ private:
             accesses.push_back({buffer(r.buffer).id, sim::Box{int64_t(scalar(r.lo)), {{int64_t(scalar(r.extent)), 1}}},
                                 r.write});
         }
-        ctx.core.vector_op(v.label, int64_t(scalar(v.flops)), accesses, [&] { elements(body); });
+        ctx.core.vector_op(v.label, int64_t(scalar(v.flops)), accesses, [&] { evaluator.elements(body); });
     }
 
-    // ---- element code ----
-    void elements(const Stmt &s) {
-        if (const For *f = s.as<For>()) {
-            int64_t min = int64_t(scalar(f->min)), extent = int64_t(scalar(f->extent));
-            if (const Store *st = f->body.as<Store>()) return batch(f->name, min, extent, st);
-            for (int64_t i = min; i < min + extent; i++) {
-                vars[f->name] = double(i);
-                elements(f->body);
-            }
-        } else if (const Store *st = s.as<Store>()) {
-            store_lanes(st, 1);
-        } else if (const LetStmt *l = s.as<LetStmt>()) {
-            vars[l->name] = scalar(l->value);
-            elements(l->body);
-        } else if (const Block *b = s.as<Block>()) {
-            elements(b->first);
-            elements(b->rest);
-        } else if (const IfThenElse *i = s.as<IfThenElse>()) {
-            if (scalar(i->condition) != 0) elements(i->then_case);
-            else if (i->else_case.defined()) elements(i->else_case);
-        } else {
-            internal_error << "zpu executor: unexpected statement in vector code:\n" << s << "\n";
-        }
-    }
-
-    StoreKind kind_of(const Store *st, const std::string &var) {
-        auto it = store_kinds.find(st);
-        if (it != store_kinds.end()) return it->second;
-        StoreKind kind = StoreKind::Sequential;
-        Expr v = Variable::make(Halide::Int(32), var);
-        Expr step = simplify(substitute(var, v + 1, st->index) - st->index);
-        LoadsOf self(st->name);
-        st->value.accept(&self);
-        bool same_index = true;
-        for (const Load *l : self.loads) same_index = same_index && equal(l->index, st->index);
-        if (is_const(step) && !is_const_zero(step) && same_index) {
-            kind = StoreKind::Elementwise;
-        } else if (is_const_zero(step)) {
-            const Add *add = st->value.as<Add>();
-            const Load *l = add ? add->a.as<Load>() : nullptr;
-            LoadsOf rest(st->name);
-            if (add) add->b.accept(&rest);
-            if (l && l->name == st->name && equal(l->index, st->index) && rest.loads.empty()) {
-                kind = StoreKind::Reduction;
-            }
-        }
-        store_kinds[st] = kind;
-        return kind;
-    }
-
-    void batch(const std::string &var, int64_t min, int64_t extent, const Store *st) {
-        if (extent <= 0) return;
-        StoreKind kind = kind_of(st, var);
-        if (kind == StoreKind::Sequential) {
-            for (int64_t i = min; i < min + extent; i++) {
-                vars[var] = double(i);
-                store_lanes(st, 1);
-            }
-            return;
-        }
-        lane_var = var;
-        lane_base = double(min);
-        int n = int(extent);
-        if (kind == StoreKind::Elementwise) {
-            store_lanes(st, n);
-        } else {
-            std::vector<double> terms(n);
-            eval(st->value.as<Add>()->b, terms.data(), n);
-            lane_var.clear();
-            int64_t index = int64_t(scalar(st->index));
-            const BufferRef &b = buffer(st->name);
-            double acc = load(b, index);
-            for (double t : terms) acc = round_to(st->value.type(), acc + t);
-            store(b, index, acc);
-        }
-        lane_var.clear();
-    }
-
-    void store_lanes(const Store *st, int n) {
-        std::vector<double> index(n), value(n);
-        eval(st->index, index.data(), n);
-        eval(st->value, value.data(), n);
-        const BufferRef &b = buffer(st->name);
-        for (int i = 0; i < n; i++) store(b, int64_t(index[i]), value[i]);
-    }
-
-    double load(const BufferRef &b, int64_t i) {
-        internal_assert(i >= 0 && i < b.elements) << "zpu executor: load out of bounds\n";
-        switch (b.type) {
-        case DType::BF16: return sim::bf16_to_float(static_cast<uint16_t *>(b.data)[i]);
-        case DType::F32: return static_cast<float *>(b.data)[i];
-        case DType::I32: return static_cast<int32_t *>(b.data)[i];
-        }
-        return 0;
-    }
-
-    void store(const BufferRef &b, int64_t i, double v) {
-        internal_assert(i >= 0 && i < b.elements) << "zpu executor: store out of bounds\n";
-        switch (b.type) {
-        case DType::BF16: static_cast<uint16_t *>(b.data)[i] = sim::float_to_bf16(float(v)); break;
-        case DType::F32: static_cast<float *>(b.data)[i] = float(v); break;
-        case DType::I32: static_cast<int32_t *>(b.data)[i] = int32_t(v); break;
-        }
-    }
-
-    // ---- expressions, `n` lanes at a time ----
-    double scalar(const Expr &e) {
-        double r;
-        eval(e, &r, 1);
-        return r;
-    }
-
-    template<typename F>
-    void binary(const Expr &a, const Expr &b, const Halide::Type &t, double *out, int n, F f) {
-        std::vector<double> y(n);
-        eval(a, out, n);
-        eval(b, y.data(), n);
-        for (int i = 0; i < n; i++) out[i] = round_to(t, f(out[i], y[i]));
-    }
-
-    void eval(const Expr &e, double *out, int n) {
-        const Halide::Type &t = e.type();
-        bool integer = t.is_int() || t.is_uint();
-        switch (e->node_type) {
-        case IRNodeType::IntImm: std::fill(out, out + n, double(e.as<IntImm>()->value)); return;
-        case IRNodeType::UIntImm: std::fill(out, out + n, double(e.as<UIntImm>()->value)); return;
-        case IRNodeType::FloatImm: std::fill(out, out + n, round_to(t, e.as<FloatImm>()->value)); return;
-        case IRNodeType::Variable: {
-            const std::string &name = e.as<Variable>()->name;
-            if (name == lane_var) {
-                for (int i = 0; i < n; i++) out[i] = lane_base + i;
-                return;
-            }
-            auto it = vars.find(name);
-            internal_assert(it != vars.end()) << "zpu executor: unbound variable " << name << "\n";
-            std::fill(out, out + n, it->second);
-            return;
-        }
-        case IRNodeType::Add: return binary(e.as<Add>()->a, e.as<Add>()->b, t, out, n, std::plus<double>());
-        case IRNodeType::Sub: return binary(e.as<Sub>()->a, e.as<Sub>()->b, t, out, n, std::minus<double>());
-        case IRNodeType::Mul: return binary(e.as<Mul>()->a, e.as<Mul>()->b, t, out, n, std::multiplies<double>());
-        case IRNodeType::Div:
-            return binary(e.as<Div>()->a, e.as<Div>()->b, t, out, n, [integer](double a, double b) {
-                return integer ? double(zpu::floor_div(int64_t(a), int64_t(b))) : a / b;
-            });
-        case IRNodeType::Mod:
-            return binary(e.as<Mod>()->a, e.as<Mod>()->b, t, out, n, [integer](double a, double b) {
-                return integer ? double(zpu::floor_mod(int64_t(a), int64_t(b))) : a - b * std::floor(a / b);
-            });
-        case IRNodeType::Min:
-            return binary(e.as<Min>()->a, e.as<Min>()->b, t, out, n, [](double a, double b) { return std::min(a, b); });
-        case IRNodeType::Max:
-            return binary(e.as<Max>()->a, e.as<Max>()->b, t, out, n, [](double a, double b) { return std::max(a, b); });
-        case IRNodeType::EQ: return binary(e.as<EQ>()->a, e.as<EQ>()->b, t, out, n, std::equal_to<double>());
-        case IRNodeType::NE: return binary(e.as<NE>()->a, e.as<NE>()->b, t, out, n, std::not_equal_to<double>());
-        case IRNodeType::LT: return binary(e.as<LT>()->a, e.as<LT>()->b, t, out, n, std::less<double>());
-        case IRNodeType::LE: return binary(e.as<LE>()->a, e.as<LE>()->b, t, out, n, std::less_equal<double>());
-        case IRNodeType::GT: return binary(e.as<GT>()->a, e.as<GT>()->b, t, out, n, std::greater<double>());
-        case IRNodeType::GE: return binary(e.as<GE>()->a, e.as<GE>()->b, t, out, n, std::greater_equal<double>());
-        case IRNodeType::And:
-            return binary(e.as<And>()->a, e.as<And>()->b, t, out, n, [](double a, double b) { return a != 0 && b != 0; });
-        case IRNodeType::Or:
-            return binary(e.as<Or>()->a, e.as<Or>()->b, t, out, n, [](double a, double b) { return a != 0 || b != 0; });
-        case IRNodeType::Not:
-            eval(e.as<Not>()->a, out, n);
-            for (int i = 0; i < n; i++) out[i] = out[i] == 0;
-            return;
-        case IRNodeType::Select: {
-            const Select *s = e.as<Select>();
-            std::vector<double> c(n), f(n);
-            eval(s->condition, c.data(), n);
-            eval(s->true_value, out, n);
-            eval(s->false_value, f.data(), n);
-            for (int i = 0; i < n; i++) out[i] = c[i] != 0 ? out[i] : f[i];
-            return;
-        }
-        case IRNodeType::Cast: {
-            const Cast *c = e.as<Cast>();
-            eval(c->value, out, n);
-            bool from_float = c->value.type().is_float();
-            for (int i = 0; i < n; i++) out[i] = round_to(t, integer && from_float ? std::trunc(out[i]) : out[i]);
-            return;
-        }
-        case IRNodeType::Load: {
-            const Load *l = e.as<Load>();
-            eval(l->index, out, n);
-            const BufferRef &b = buffer(l->name);
-            for (int i = 0; i < n; i++) out[i] = load(b, int64_t(out[i]));
-            return;
-        }
-        case IRNodeType::Call: return call(e.as<Call>(), out, n);
-        default: internal_error << "zpu executor: unsupported expression " << e << "\n";
-        }
-    }
-
-    void call(const Call *c, double *out, int n) {
-        if (ir::is_core_id(c)) {
-            std::fill(out, out + n, double(ctx.core.id()));
-            return;
-        }
-        if (c->is_intrinsic(Call::likely) || c->is_intrinsic(Call::likely_if_innermost) ||
-            c->is_intrinsic(Call::promise_clamped) || c->is_intrinsic(Call::unsafe_promise_clamped)) {
-            return eval(c->args[0], out, n);
-        }
-        if (c->is_intrinsic(Call::abs)) {
-            eval(c->args[0], out, n);
-            for (int i = 0; i < n; i++) out[i] = round_to(c->type, std::fabs(out[i]));
-            return;
-        }
-        using Fn = double (*)(double);
-        static const std::map<std::string, Fn> unary = {
-            {"sqrt_f32", [](double x) { return double(std::sqrt(float(x))); }},
-            {"exp_f32", [](double x) { return double(std::exp(float(x))); }},
-            {"log_f32", [](double x) { return double(std::log(float(x))); }},
-            {"floor_f32", [](double x) { return double(std::floor(float(x))); }},
-            {"ceil_f32", [](double x) { return double(std::ceil(float(x))); }},
-            {"tanh_f32", [](double x) { return double(std::tanh(float(x))); }},
-        };
-        auto it = unary.find(c->name);
-        if (it != unary.end()) {
-            eval(c->args[0], out, n);
-            for (int i = 0; i < n; i++) out[i] = round_to(c->type, it->second(out[i]));
-            return;
-        }
-        throw Error("the zpu vector core has no instruction for " + c->name);
-    }
 };
 
 std::vector<zpu::BufferDecl> buffer_decls(const Kernel &kernel) {
