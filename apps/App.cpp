@@ -34,8 +34,17 @@ const App &find_app(const std::string &name) {
     throw Error("unknown app '" + name + "' (known: " + known + ")");
 }
 
-Params with_defaults(const App &app, const Params &given) {
+const std::vector<std::string> &schedules_for(const App &app, const std::string &target) {
+    if (target.rfind("hopper", 0) != 0) return app.schedules;
+    if (app.hopper_schedules.empty()) throw Error("app " + app.name + " has no hopper schedule yet");
+    return app.hopper_schedules;
+}
+
+Params with_defaults(const App &app, const Params &given, const std::string &target) {
     Params p(app.defaults);
+    if (target.rfind("hopper", 0) == 0) {
+        for (const auto &[k, v] : app.hopper_defaults) p.set(k, v);
+    }
     for (const auto &[k, v] : given.values()) {
         if (!app.defaults.count(k)) {
             std::string known;

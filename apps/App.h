@@ -48,6 +48,8 @@ struct App {
     std::string summary;
     std::map<std::string, std::string> defaults; // every parameter and its default
     std::vector<std::string> schedules;          // for the zpu; the first is the default
+    std::map<std::string, std::string> hopper_defaults; // parameters whose default differs on Hopper
+    std::vector<std::string> hopper_schedules;   // empty: the app has no Hopper schedule yet
     /** The algorithm with `schedule` applied ("reference" = the CPU schedule for Halide's JIT). */
     std::function<Built(const Params &, const std::string &schedule)> build;
     std::function<Workload(const Params &)> workload;
@@ -59,8 +61,11 @@ const std::vector<App> &all_apps();
 /** Throws tandem::Error listing the apps when `name` is unknown. */
 const App &find_app(const std::string &name);
 
-/** The app's defaults overridden by `given`; unknown keys are an error naming the known ones. */
-Params with_defaults(const App &app, const Params &given);
+/** The app's defaults for `target` overridden by `given`; unknown keys are an error naming the
+ * known ones. */
+Params with_defaults(const App &app, const Params &given, const std::string &target = "zpu");
+/** The schedules of the app on `target` (the first is the default); Error if it has none. */
+const std::vector<std::string> &schedules_for(const App &app, const std::string &target);
 
 const App &gemm_app();
 const App &elementwise_app();

@@ -1,10 +1,13 @@
 #include "Run.h"
 
+#include "hopper/Executor.h"
 #include "zpu/Executor.h"
 
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <random>
 #include <sstream>
 
@@ -60,6 +63,12 @@ std::string number(double v) {
 } // namespace
 
 double roofline_cycles(const Workload &w, const Target &target) {
+    if (target.arch == Target::Arch::Hopper) {
+        const sim::hopper::HopperParams &h = target.hopper;
+        double sms = h.sms;
+        return std::max({w.macs / (sms * h.wgmma_macs_per_cycle), w.vector_flops / (sms * 4.0 * h.vector_flops_per_cycle),
+                         w.bytes / (sms * h.tma_bytes_per_cycle)});
+    }
     const sim::ZpuParams &z = target.zpu;
     double cores = z.cores;
     double mma = w.macs / (cores * z.peak_macs_per_cycle());
@@ -70,15 +79,24 @@ double roofline_cycles(const Workload &w, const Target &target) {
 
 std::map<std::string, int> add_arguments(const Kernel &kernel, sim::Machine &machine, uint64_t seed,
                                          std::vector<Halide::Buffer<>> *inputs) {
+    return add_arguments(
+        kernel, [&](const std::string &n, sim::DType t, int64_t e) { return machine.add_dram(n, t, e); },
+        [&](int id) { return machine.data(id); }, machine.numerics(), seed, inputs);
+}
+
+std::map<std::string, int> add_arguments(const Kernel &kernel,
+                                         const std::function<int(const std::string &, sim::DType, int64_t)> &add,
+                                         const std::function<void *(int)> &data_of, bool numerics, uint64_t seed,
+                                         std::vector<Halide::Buffer<>> *inputs) {
     std::map<std::string, int> ids;
     std::mt19937_64 rng(seed);
     std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
     for (const KernelArg &a : kernel.args) {
-        sim::DType t = zpu_backend::dtype_of(a.type);
-        int id = machine.add_dram(a.name, t, a.elements());
+        sim::DType t = dtype_of(a.type);
+        int id = add(a.name, t, a.elements());
         ids[a.name] = id;
-        if (!machine.numerics()) continue;
-        void *data = machine.data(id);
+        if (!numerics) continue;
+        void *data = data_of(id);
         if (a.output) {
             for (int64_t i = 0; i < a.elements(); i++) put(data, t, i, NAN);
             continue;
@@ -101,24 +119,40 @@ Kernel compile_app(const App &app, const Params &params, const std::string &sche
 RunResult run(const App &app, const RunOptions &options) {
     RunResult r;
     r.app = app.name;
-    r.params = with_defaults(app, options.params);
-    r.schedule = options.schedule.empty() ? app.schedules.front() : options.schedule;
     Target target = Target::parse(options.target);
+    r.params = with_defaults(app, options.params, options.target);
+    r.schedule = options.schedule.empty() ? schedules_for(app, options.target).front() : options.schedule;
     r.target = target.name();
 
     auto t0 = std::chrono::steady_clock::now();
     Kernel kernel = compile_app(app, r.params, r.schedule, target);
     r.compile_ms = ms_since(t0);
 
-    sim::Machine machine(target.zpu, options.numerics, !options.trace.empty());
     std::vector<Halide::Buffer<>> reference_inputs;
-    std::map<std::string, int> ids = add_arguments(kernel, machine, options.seed, &reference_inputs);
-
+    std::map<std::string, int> ids;
+    std::function<const void *(int)> data_of;
+    // Each target's machine model runs the kernel; its report and output buffer are what we keep.
+    std::unique_ptr<sim::Machine> zpu;
+    std::unique_ptr<sim::hopper::Machine> hopper;
     t0 = std::chrono::steady_clock::now();
-    zpu_backend::execute(kernel, machine, ids);
-    r.report = machine.finish();
+    if (target.arch == Target::Arch::Hopper) {
+        hopper = std::make_unique<sim::hopper::Machine>(target.hopper, options.numerics, !options.trace.empty());
+        ids = add_arguments(
+            kernel, [&](const std::string &n, sim::DType t, int64_t e) { return hopper->add_global(n, t, e); },
+            [&](int id) { return hopper->data(id); }, options.numerics, options.seed, &reference_inputs);
+        hopper_backend::execute(kernel, *hopper, ids);
+        r.report = hopper->finish();
+        if (!options.trace.empty()) hopper->write_trace(options.trace);
+        data_of = [&](int id) { return hopper->data(id); };
+    } else {
+        zpu = std::make_unique<sim::Machine>(target.zpu, options.numerics, !options.trace.empty());
+        ids = add_arguments(kernel, *zpu, options.seed, &reference_inputs);
+        zpu_backend::execute(kernel, *zpu, ids);
+        r.report = zpu->finish();
+        if (!options.trace.empty()) zpu->write_trace(options.trace);
+        data_of = [&](int id) { return zpu->data(id); };
+    }
     r.simulate_ms = ms_since(t0);
-    if (!options.trace.empty()) machine.write_trace(options.trace);
     r.roofline_cycles = roofline_cycles(app.workload(r.params), target);
 
     if (options.numerics) {
@@ -129,8 +163,8 @@ RunResult run(const App &app, const RunOptions &options) {
         Halide::Buffer<> expected(out.type, extents_of(out));
         ref.output.halide().realize(expected);
         r.reference_ms = ms_since(t0);
-        sim::DType t = zpu_backend::dtype_of(out.type);
-        const void *got = machine.data(ids[out.name]);
+        sim::DType t = dtype_of(out.type);
+        const void *got = data_of(ids[out.name]);
         double max_ref = 0, max_err = 0;
         bool finite = true;
         for (int64_t i = 0; i < out.elements(); i++) {

@@ -9,6 +9,7 @@
 
 #include "App.h"
 
+#include <functional>
 #include <string>
 
 namespace tandem::apps {
@@ -42,6 +43,11 @@ struct RunResult {
  * values in [-1, 1] (copied into `inputs` for the reference when given), the output poisoned
  * with NaN so that an element the kernel never writes cannot pass. Returns buffer ids by name. */
 std::map<std::string, int> add_arguments(const Kernel &kernel, sim::Machine &machine, uint64_t seed,
+                                         std::vector<Halide::Buffer<>> *inputs = nullptr);
+/** The same for any machine model: `add` makes a global buffer, `data` gives its storage. */
+std::map<std::string, int> add_arguments(const Kernel &kernel,
+                                         const std::function<int(const std::string &, sim::DType, int64_t)> &add,
+                                         const std::function<void *(int)> &data, bool numerics, uint64_t seed,
                                          std::vector<Halide::Buffer<>> *inputs = nullptr);
 
 /** Builds the app with the schedule and compiles it. */

@@ -72,8 +72,14 @@ void list() {
         std::cout << "\n  zpu schedules:";
         for (const std::string &s : app.schedules) std::cout << " " << s;
         std::cout << " (default " << app.schedules.front() << ")\n";
+        if (!app.hopper_schedules.empty()) {
+            std::cout << "  hopper schedules:";
+            for (const std::string &s : app.hopper_schedules) std::cout << " " << s;
+            std::cout << " (default " << app.hopper_schedules.front() << "; on the Hopper model)\n";
+        }
     }
-    std::cout << "targets: zpu (hopper and ascend are named but not implemented yet)\n";
+    std::cout << "targets: zpu, hopper (the Hopper machine model; CUDA emission is not done yet), ascend (named, "
+                 "not implemented yet)\n";
 }
 
 void print_human(const RunResult &r) {
@@ -99,8 +105,8 @@ void write_file(const std::filesystem::path &path, const std::string &text) {
 void emit(const Args &a) {
     const App &app = find_app(a.app);
     if (a.out_dir.empty()) throw Error("emit needs -o dir");
-    Params params = with_defaults(app, a.params);
-    std::string schedule = a.schedule.empty() ? app.schedules.front() : a.schedule;
+    Params params = with_defaults(app, a.params, a.target);
+    std::string schedule = a.schedule.empty() ? schedules_for(app, a.target).front() : a.schedule;
     Kernel k = compile_app(app, params, schedule, Target::parse(a.target));
     std::filesystem::create_directories(a.out_dir);
     std::filesystem::path dir(a.out_dir);

@@ -101,6 +101,7 @@ struct Token {
 struct Race {
     std::string first, second; // "op label (engine, core c)" of the two unordered accesses
     std::string buffer;
+    std::string reason; // empty: the two accesses are unordered; else what is wrong (Hopper)
     std::string str() const;
 };
 

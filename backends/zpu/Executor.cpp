@@ -12,14 +12,6 @@ namespace tandem::zpu_backend {
 using namespace Halide::Internal;
 using sim::DType;
 
-sim::DType dtype_of(const Halide::Type &t) {
-    if (t.is_bfloat() && t.bits() == 16) return DType::BF16;
-    if (t.is_float() && t.bits() == 32) return DType::F32;
-    if (t.is_int() && t.bits() == 32) return DType::I32;
-    std::ostringstream os;
-    os << t;
-    throw Error("type " + os.str() + " is not supported on the zpu (bf16, float32 and int32 are)");
-}
 
 namespace {
 

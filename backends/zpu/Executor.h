@@ -11,6 +11,7 @@
  * batch of lanes (sequentially when lanes would depend on each other, e.g. a reduction).
  */
 
+#include "tandem/Evaluator.h"
 #include "tandem/Kernel.h"
 
 #include <map>
@@ -21,8 +22,6 @@ namespace tandem::zpu_backend {
 /** `arguments` maps each kernel argument name to its DRAM buffer id in `machine`. */
 void execute(const Kernel &kernel, sim::Machine &machine, const std::map<std::string, int> &arguments);
 
-/** The sim element type of a Halide type; throws tandem::Error for types the ZPU does not hold. */
-sim::DType dtype_of(const Halide::Type &t);
 
 } // namespace tandem::zpu_backend
 

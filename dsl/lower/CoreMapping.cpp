@@ -4,6 +4,7 @@
 
 #include "tandem/AsyncIR.h"
 
+#include <algorithm>
 #include <sstream>
 
 namespace tandem::lower {
@@ -16,6 +17,7 @@ class SpreadLoops : public IRMutator {
 public:
     SpreadLoops(const std::string &stage, const std::string &var, int cores) : stage(stage), var(var), cores(cores) {}
     int mapped = 0;
+    int64_t largest_extent = 0;
 
 private:
     using IRMutator::visit;
@@ -36,6 +38,8 @@ private:
     Stmt visit(const For *op) override {
         if (!matches(op->name)) return IRMutator::visit(op);
         mapped++;
+        const IntImm *e = op->extent.as<IntImm>();
+        largest_extent = std::max<int64_t>(largest_extent, e ? e->value : 0);
         std::string local = core_loop_name(op->name);
         Expr core = ir::core_id();
         Expr trips = (op->extent - core + (cores - 1)) / cores;
@@ -117,13 +121,26 @@ Stmt map_to_cores(const Stmt &s, CompileContext &ctx) {
     const Directives d = ctx.of(ctx.output);
     if (d.cores_var.empty()) {
         ctx.notes.push_back("no map_to_cores on " + ctx.output + ": the kernel runs on core 0 only");
+        ctx.grid = 1;
         return IfThenElse::make(ir::core_id() == 0, s);
     }
-    SpreadLoops spread(ctx.output + ".s0", d.cores_var, ctx.target.zpu.cores);
+    // The ZPU has a fixed number of cores. On Hopper a CTA per tile, or with ping_pong a
+    // persistent grid of at most one CTA per SM that loops over tiles.
+    int units = ctx.target.units();
+    if (ctx.target.arch == Target::Arch::Hopper) {
+        int64_t tiles = 1;
+        SpreadLoops probe(ctx.output + ".s0", d.cores_var, 1);
+        probe.mutate(s);
+        tiles = std::max<int64_t>(1, probe.largest_extent);
+        units = int(d.ping_pong ? std::min<int64_t>(tiles, units) : tiles);
+    }
+    ctx.grid = units;
+    SpreadLoops spread(ctx.output + ".s0", d.cores_var, units);
     Stmt result = spread.mutate(s);
     if (spread.mapped == 0 && ctx.output_func && is_loop_var_of_output(*ctx.output_func, d.cores_var)) {
         ctx.notes.push_back("map_to_cores: the loop over " + d.cores_var + " has one iteration (Halide removed it); "
                             "the kernel runs on core 0 only");
+        ctx.grid = 1;
         return IfThenElse::make(ir::core_id() == 0, s);
     }
     if (spread.mapped == 0) {
@@ -132,9 +149,9 @@ Stmt map_to_cores(const Stmt &s, CompileContext &ctx) {
                     " after lowering; name a loop var of its pure stage (after split/tile/fuse)");
     }
     ctx.notes.push_back("map_to_cores: loop " + d.cores_var + " of " + ctx.output + " spread over " +
-                        std::to_string(ctx.target.zpu.cores) + " cores (" +
+                        std::to_string(units) + (ctx.target.arch == Target::Arch::Hopper ? " CTAs (" : " cores (") +
                         std::to_string(spread.mapped) + " loop(s) after Halide's partitioning)");
-    return guard_tails(result, ctx.output, ctx.target.zpu.cores - 1);
+    return guard_tails(result, ctx.output, units - 1);
 }
 
 } // namespace tandem::lower

@@ -4,6 +4,7 @@
 #include "tandem/AsyncIR.h"
 
 #include <map>
+#include <set>
 #include <sstream>
 
 namespace tandem::lower {
@@ -55,6 +56,7 @@ private:
 class FindOperands : public IRVisitor {
 public:
     std::map<std::string, sim::Space> space;
+    std::set<std::string> accumulators;
 
 private:
     using IRVisitor::visit;
@@ -63,6 +65,7 @@ private:
         if (ir::as_mma(op, &m)) {
             space[m.a] = sim::Space::ASRAM;
             space[m.b] = sim::Space::WSRAM;
+            accumulators.insert(m.acc);
         }
     }
 };
@@ -72,6 +75,45 @@ std::string directive_that_sized(const std::string &name, int slots) {
     return "compute_at";
 }
 
+/** Hopper: accumulators live in each consumer's registers, the rest in the CTA's shared memory
+ * (1024-byte aligned, as 128B-swizzled TMA tiles need). */
+void plan_hopper(const HoistAllocations &hoist, const FindOperands &operands, CompileContext &ctx,
+                 std::vector<SramBuffer> *buffers) {
+    int64_t smem = 0;
+    for (const std::string &name : hoist.order) {
+        SramBuffer b = hoist.found.at(name);
+        auto slots = ctx.slots.find(name);
+        b.slots = slots == ctx.slots.end() ? 1 : slots->second;
+        b.slot_elements /= b.slots;
+        b.in_registers = operands.accumulators.count(name) > 0;
+        if (b.in_registers) {
+            // One warpgroup (128 threads) holds the tile: at most ~200 of its 232 registers.
+            int64_t per_thread = (b.slot_elements * b.type.bytes() / 4 + 127) / 128;
+            if (per_thread > 200) {
+                throw Error("Func '" + name + "', directive tile: the accumulator tile needs " + std::to_string(per_thread) +
+                            " registers per thread of its warpgroup; Hopper gives a consumer at most 232 (about 200 "
+                            "for data): use a smaller output tile");
+            }
+        } else {
+            b.offset_bytes = smem;
+            smem += (b.bytes() + 1023) / 1024 * 1024;
+        }
+        buffers->push_back(b);
+    }
+    if (smem > ctx.target.hopper.smem_bytes) {
+        const SramBuffer *largest = nullptr;
+        for (const SramBuffer &b : *buffers) {
+            if (!b.in_registers && (!largest || b.bytes() > largest->bytes())) largest = &b;
+        }
+        throw Error("Func '" + largest->name + "', directive " + directive_that_sized(largest->name, largest->slots) +
+                    ": shared memory overflow - a CTA has " + std::to_string(ctx.target.hopper.smem_bytes) +
+                    " bytes (227 KB) but the kernel needs " + std::to_string(smem) + " (" + largest->name + " takes " +
+                    std::to_string(largest->bytes()) + "); use smaller tiles or fewer stages");
+    }
+    ctx.notes.push_back("memory: shared " + std::to_string(smem) + " of " + std::to_string(ctx.target.hopper.smem_bytes) +
+                        " bytes");
+}
+
 } // namespace
 
 Stmt plan_memory(const Stmt &s, CompileContext &ctx, std::vector<SramBuffer> *buffers) {
@@ -79,8 +121,12 @@ Stmt plan_memory(const Stmt &s, CompileContext &ctx, std::vector<SramBuffer> *bu
     Stmt result = remove_no_ops(hoist.mutate(s));
     FindOperands operands;
     result.accept(&operands);
-    std::map<sim::Space, int64_t> used;
     buffers->clear();
+    if (ctx.target.arch == Target::Arch::Hopper) {
+        plan_hopper(hoist, operands, ctx, buffers);
+        return result;
+    }
+    std::map<sim::Space, int64_t> used;
     for (const std::string &name : hoist.order) {
         SramBuffer b = hoist.found[name];
         auto slots = ctx.slots.find(name);

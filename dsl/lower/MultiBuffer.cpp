@@ -140,14 +140,13 @@ bool allocates_at_this_level(const Stmt &body, const std::string &buffer) {
 /** Versions of the store source S chosen by the parity of the loop that allocates it. */
 class ResultSlots : public IRMutator {
 public:
-    ResultSlots(const std::string &source, int slots, int64_t slot_elements, bool async)
-        : source(source), slots(slots), slot_elements(slot_elements), async(async) {}
+    ResultSlots(const std::string &source, int slots, int64_t slot_elements, bool async, bool by_consumer)
+        : source(source), slots(slots), slot_elements(slot_elements), async(async), by_consumer(by_consumer) {}
     int loops = 0;
 
     Stmt at_top_level(const Stmt &s) {
         Stmt r = mutate(s);
-        if (loops == 0) r = insert_wait(r, 0);
-        return r;
+        return async ? wait_outside_loops(r) : r;
     }
 
 private:
@@ -156,6 +155,30 @@ private:
     int slots;
     int64_t slot_elements;
     bool async;
+    bool by_consumer; // Hopper ping-pong: the version is the consumer's (set by WarpSpecialize)
+
+    /** Straight-line code outside the tile loops (a partitioned tail, or a kernel of one tile)
+     * reuses version 0: wait for its last store before each statement that writes it. */
+    Stmt wait_outside_loops(const Stmt &s) {
+        if (const Block *b = s.as<Block>()) return Block::make(wait_outside_loops(b->first), wait_outside_loops(b->rest));
+        if (const ProducerConsumer *pc = s.as<ProducerConsumer>()) {
+            return ProducerConsumer::make(pc->name, pc->is_producer, wait_outside_loops(pc->body));
+        }
+        if (const Allocate *a = s.as<Allocate>()) {
+            return Allocate::make(a->name, a->type, a->memory_type, a->extents, a->condition, wait_outside_loops(a->body));
+        }
+        ir::VectorOp v;
+        Stmt body;
+        if (const LetStmt *l = s.as<LetStmt>(); l && !ir::as_vector_op(s, &v, &body)) {
+            return LetStmt::make(l->name, l->value, wait_outside_loops(l->body));
+        }
+        if (const IfThenElse *i = s.as<IfThenElse>()) {
+            return IfThenElse::make(i->condition, wait_outside_loops(i->then_case),
+                                    i->else_case.defined() ? wait_outside_loops(i->else_case) : Stmt());
+        }
+        if (s.as<For>() || !ir::writes(s, source)) return s; // tile loops wait inside
+        return Block::make(ir::make_wait({ir::empty_barrier(source), 0}), s);
+    }
 
     Stmt insert_wait(const Stmt &body, const Expr &slot) {
         if (!async) return body;
@@ -168,7 +191,8 @@ private:
             loops++;
             Expr slot = 0;
             if (slots > 1) {
-                slot = (Variable::make(Halide::Int(32), op->name) - op->min) % slots;
+                slot = by_consumer ? Variable::make(Halide::Int(32), ir::stage_var(source))
+                                   : (Variable::make(Halide::Int(32), op->name) - op->min) % slots;
                 body = RebaseBuffer(source, slot * Expr(int(slot_elements)), slot).mutate(body);
             }
             body = insert_wait(body, slot);
@@ -226,7 +250,8 @@ Stmt multi_buffer(const Stmt &s, CompileContext &ctx) {
         SlotSize size(source);
         result.accept(&size);
         bool versioned = slots > 1 && size.allocations > 0;
-        ResultSlots r(source, versioned ? slots : 1, size.elements, out.async_copy);
+        bool by_consumer = out.ping_pong && ctx.target.arch == Target::Arch::Hopper;
+        ResultSlots r(source, versioned ? slots : 1, size.elements, out.async_copy, by_consumer);
         result = r.at_top_level(result);
         if (versioned && r.loops == 0) {
             ctx.notes.push_back("result slots: " + source + " is not allocated inside a tile loop (one tile?), so "
@@ -236,6 +261,7 @@ Stmt multi_buffer(const Stmt &s, CompileContext &ctx) {
         if (used > 1) {
             result = Resize(source, size.elements * used).mutate(result);
             ctx.slots[source] = used;
+            if (by_consumer) ctx.result_slots_by_consumer.push_back(source);
             ctx.notes.push_back("result slots: " + source + " alternates " + std::to_string(used) +
                                 " versions by tile parity");
         }

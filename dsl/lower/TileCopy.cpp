@@ -101,16 +101,17 @@ private:
     Stmt store_out(const Nest &nest) {
         const Store *st = nest.store;
         const Load *load = st->value.as<Load>();
-        bool direct = load && load->type == st->value.type() && !is_input(load->name) &&
+        // On Hopper the accumulator is in registers and TMA stores from shared memory: always stage.
+        bool direct = ctx.target.arch != Target::Arch::Hopper && load && load->type == st->value.type() && !is_input(load->name) &&
                       load->name != ctx.output;
         std::string source = direct ? load->name : ctx.output + "_stage";
         ir::CopyOp c;
-        // The staging tile is dense in loop order: stage[sum (v - min) * stride], innermost first.
-        Expr stage_index = 0, stride = 1;
+        // The staging tile is laid out in loop order with the constant pitch of a full tile:
+        // stage[sum (v - min) * stride], innermost first (a tail tile uses part of each row).
+        Expr stage_index = 0;
         int64_t elements = 1;
         for (auto l = nest.loops.rbegin(); l != nest.loops.rend(); ++l) {
-            stage_index = stage_index + (Variable::make(Halide::Int(32), l->name) - l->min) * stride;
-            stride = stride * l->extent;
+            stage_index = stage_index + (Variable::make(Halide::Int(32), l->name) - l->min) * int(elements);
             int64_t bound = constant_upper_bound(l->extent, loops);
             if (!direct && bound < 0) {
                 throw Error(where(ctx.output, "tile") + "the extent of loop " + l->name +

@@ -64,9 +64,9 @@ std::map<std::string, Function> pipeline_functions(const Function &output) {
 } // namespace
 
 void validate_schedule(const Func &output, CompileContext &ctx) {
-    if (ctx.target.arch != Target::Arch::ZPU) {
+    if (ctx.target.arch == Target::Arch::Ascend) {
         throw Error("target '" + ctx.target.name() + "': the " + ctx.target.name() +
-                    " backend is not implemented yet; the zpu target is (use --target zpu)");
+                    " backend is not implemented yet; the zpu and hopper targets are (use --target zpu)");
     }
     auto env = pipeline_functions(output.halide().function());
     ctx.funcs.clear();

@@ -16,6 +16,12 @@ const char *const mma_name = "tandem_mma";
 const char *const vector_op_name = "tandem_vector_op";
 const char *const core_id_name = "tandem_core_id";
 const char *const vector_op_prefix = "tandem.vector_op.";
+const char *const arrive_name = "tandem_arrive";
+const char *const expect_name = "tandem_expect";
+const char *const fence_name = "tandem_fence_proxy_async";
+const char *const advance_name = "tandem_advance";
+const char *const setmaxnreg_name = "tandem_setmaxnreg";
+const char *const warpgroup_name = "tandem_warpgroup";
 
 Stmt make_call(const char *name, const std::vector<Expr> &args) {
     return Evaluate::make(Call::make(Int(32), name, args, Call::Extern));
@@ -103,13 +109,17 @@ bool as_copy(const Stmt &s, CopyOp *op) {
     return true;
 }
 
-Stmt make_wait(const WaitOp &op) { return make_call(wait_name, {op.barrier, op.slot}); }
+Stmt make_wait(const WaitOp &op) {
+    if (op.parity.defined()) return make_call(wait_name, {op.barrier, op.slot, op.parity});
+    return make_call(wait_name, {op.barrier, op.slot});
+}
 
 bool as_wait(const Stmt &s, WaitOp *op) {
     const Call *c = as_call(s, wait_name);
     if (!c) return false;
     op->barrier = str(c->args[0]);
     op->slot = c->args[1];
+    op->parity = c->args.size() > 2 ? c->args[2] : Expr();
     return true;
 }
 
@@ -161,6 +171,56 @@ Expr core_id() { return Call::make(Int(32), core_id_name, {}, Call::PureExtern);
 bool is_core_id(const Expr &e) {
     const Call *c = e.as<Call>();
     return c && c->name == core_id_name;
+}
+
+Stmt make_arrive(const ArriveOp &op) { return make_call(arrive_name, {op.barrier, op.slot}); }
+
+bool as_arrive(const Stmt &s, ArriveOp *op) {
+    const Call *c = as_call(s, arrive_name);
+    if (!c) return false;
+    op->barrier = str(c->args[0]);
+    op->slot = c->args[1];
+    return true;
+}
+
+Stmt make_expect(const ArriveOp &op, const Expr &bytes) { return make_call(expect_name, {op.barrier, op.slot, bytes}); }
+
+bool as_expect(const Stmt &s, ArriveOp *op, Expr *bytes) {
+    const Call *c = as_call(s, expect_name);
+    if (!c) return false;
+    op->barrier = str(c->args[0]);
+    op->slot = c->args[1];
+    *bytes = c->args[2];
+    return true;
+}
+
+Stmt make_fence_proxy_async() { return make_call(fence_name, {}); }
+bool is_fence_proxy_async(const Stmt &s) { return as_call(s, fence_name) != nullptr; }
+
+Stmt make_advance(const std::string &counter) { return make_call(advance_name, {counter}); }
+
+bool as_advance(const Stmt &s, std::string *counter) {
+    const Call *c = as_call(s, advance_name);
+    if (!c) return false;
+    *counter = str(c->args[0]);
+    return true;
+}
+
+Stmt make_setmaxnreg(int registers, bool increase) { return make_call(setmaxnreg_name, {registers, int(increase)}); }
+
+bool as_setmaxnreg(const Stmt &s, int *registers, bool *increase) {
+    const Call *c = as_call(s, setmaxnreg_name);
+    if (!c) return false;
+    *registers = int_arg(c->args[0]);
+    *increase = int_arg(c->args[1]) != 0;
+    return true;
+}
+
+Expr warpgroup() { return Call::make(Int(32), warpgroup_name, {}, Call::PureExtern); }
+
+bool is_warpgroup(const Expr &e) {
+    const Call *c = e.as<Call>();
+    return c && c->name == warpgroup_name;
 }
 
 std::string full_barrier(const std::string &buffer) { return buffer + ".full"; }

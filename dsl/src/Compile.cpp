@@ -10,6 +10,7 @@
 #include "../lower/TileMma.h"
 #include "../lower/Validate.h"
 #include "../lower/VectorOps.h"
+#include "../lower/WarpSpecialize.h"
 
 #include <cstdlib>
 #include <iostream>
@@ -167,9 +168,18 @@ Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const 
     s = lower::form_vector_ops(s, ctx);
     s = lower::multi_buffer(s, ctx);
     s = lower::plan_memory(s, ctx, &k.buffers);
-    s = lower::software_pipeline(s, ctx);
+    if (target.arch == Target::Arch::Hopper) {
+        // A producer warpgroup runs ahead by itself; one warpgroup alone needs the pipeline.
+        if (!ctx.of(ctx.output).warp_specialize) s = lower::software_pipeline(s, ctx);
+        s = lower::specialize_warps(s, ctx, k.buffers);
+    } else {
+        s = lower::software_pipeline(s, ctx);
+    }
     k.body = s;
     k.notes = ctx.notes;
+    k.grid = ctx.grid;
+    k.warpgroups = ctx.warpgroups;
+    k.barriers = ctx.barriers;
     lower::validate_kernel(k);
     return k;
 }

@@ -12,6 +12,15 @@ using namespace Halide::Internal;
 using sim::DType;
 using Halide::Expr;
 
+sim::DType dtype_of(const Halide::Type &t) {
+    if (t.is_bfloat() && t.bits() == 16) return sim::DType::BF16;
+    if (t.is_float() && t.bits() == 32) return sim::DType::F32;
+    if (t.is_int() && t.bits() == 32) return sim::DType::I32;
+    std::ostringstream os;
+    os << t;
+    throw Error("type " + os.str() + " is not supported on the machine models (bf16, float32 and int32 are)");
+}
+
 namespace {
 
 /** Halide's integer division and modulo round towards negative infinity. */

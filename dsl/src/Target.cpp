@@ -28,6 +28,19 @@ void set_zpu_param(sim::ZpuParams &p, const std::string &key, const std::string 
                     "rsram_bytes)");
 }
 
+void set_hopper_param(sim::hopper::HopperParams &p, const std::string &key, const std::string &value) {
+    int64_t v = 0;
+    try {
+        v = std::stoll(value);
+    } catch (const std::exception &) {
+        throw Error("target hopper: parameter '" + key + "' needs an integer value, got '" + value + "'");
+    }
+    if (v <= 0) throw Error("target hopper: parameter '" + key + "' must be positive, got " + value);
+    if (key == "sms") p.sms = int(v);
+    else if (key == "smem_bytes") p.smem_bytes = v;
+    else throw Error("target hopper: unknown parameter '" + key + "' (known: sms, smem_bytes)");
+}
+
 } // namespace
 
 Target Target::parse(const std::string &text) {
@@ -43,13 +56,14 @@ Target Target::parse(const std::string &text) {
         throw Error("unknown target '" + arch + "' (known: zpu, hopper, ascend)");
     }
     if (text.find(':') == std::string::npos) return t;
-    if (t.arch != Arch::ZPU) throw Error("target " + arch + " takes no parameters yet");
+    if (t.arch == Arch::Ascend) throw Error("target " + arch + " takes no parameters yet");
     std::stringstream rest(text.substr(text.find(':') + 1));
     std::string item;
     while (std::getline(rest, item, ',')) {
         auto eq = item.find('=');
-        if (eq == std::string::npos) throw Error("target zpu: parameter '" + item + "' is not key=value");
-        set_zpu_param(t.zpu, item.substr(0, eq), item.substr(eq + 1));
+        if (eq == std::string::npos) throw Error("target " + arch + ": parameter '" + item + "' is not key=value");
+        if (t.arch == Arch::ZPU) set_zpu_param(t.zpu, item.substr(0, eq), item.substr(eq + 1));
+        else set_hopper_param(t.hopper, item.substr(0, eq), item.substr(eq + 1));
     }
     return t;
 }

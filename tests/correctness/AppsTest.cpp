@@ -14,6 +14,7 @@ struct Case {
     std::string app, schedule;
     std::map<std::string, std::string> params;
     std::string name;
+    std::string target = "zpu";
 };
 
 std::ostream &operator<<(std::ostream &os, const Case &c) { return os << c.name; }
@@ -68,6 +69,7 @@ TEST_P(AppCorrectness, MatchesHalideReferenceWithoutHazards) {
     RunOptions o;
     o.params = Params(c.params);
     o.schedule = c.schedule;
+    o.target = c.target;
     RunResult r = run(find_app(c.app), o);
     EXPECT_TRUE(r.checked);
     EXPECT_TRUE(r.correct) << "max_rel_err " << r.max_rel_err;
@@ -78,6 +80,35 @@ TEST_P(AppCorrectness, MatchesHalideReferenceWithoutHazards) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Zpu, AppCorrectness, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<Case> &info) { return info.param.name; });
+
+/** Hopper, on the machine model: the issue's sizes, and the pitfalls peers hit (one K tile, K
+ * tiles not a multiple of 2 x stages, more tiles than SMs in the persistent loop, ragged edges,
+ * stages >= 3). */
+std::vector<Case> hopper_cases() {
+    std::vector<Case> all;
+    auto add = [&](const std::string &app, const std::vector<std::string> &schedules,
+                   std::map<std::string, std::string> params, const std::string &target = "hopper") {
+        for (const std::string &s : schedules) {
+            Case c{app, s, params, "", target};
+            c.name = case_name(c) + (target == "hopper" ? "" : "_sms4");
+            all.push_back(c);
+        }
+    };
+    const std::vector<std::string> gemm = {"ws_pingpong", "ws", "pipelined"};
+    add("gemm", gemm, {{"M", "128"}, {"N", "128"}, {"K", "64"}});
+    add("gemm", gemm, {{"M", "256"}, {"N", "512"}, {"K", "192"}});
+    add("gemm", gemm, {{"M", "1000"}, {"N", "1000"}, {"K", "1000"}});
+    add("gemm", gemm, {{"M", "384"}, {"N", "256"}, {"K", "640"}, {"stages", "3"}});
+    add("gemm", gemm, {{"M", "300"}, {"N", "200"}, {"K", "40"}, {"stages", "2"}, {"out", "f32"}});
+    add("gemm", gemm, {{"M", "640"}, {"N", "384"}, {"K", "320"}}, "hopper:sms=4");
+    const std::vector<std::string> stream = {"double_buffered", "single_buffered", "sync"};
+    add("elementwise", stream, {{"W", "1000"}, {"H", "333"}});
+    add("rmsnorm", stream, {{"D", "1000"}, {"R", "77"}});
+    return all;
+}
+
+INSTANTIATE_TEST_SUITE_P(Hopper, AppCorrectness, ::testing::ValuesIn(hopper_cases()),
                          [](const ::testing::TestParamInfo<Case> &info) { return info.param.name; });
 
 // The issue's acceptance run: 2048^3 with 3 stages overlaps DMA almost perfectly, and the default

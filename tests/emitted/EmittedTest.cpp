@@ -64,13 +64,13 @@ TEST_P(EmittedKernel, MatchesExecutorBitForBitAndCycleForCycle) {
     EXPECT_EQ(re.cycles, rx.cycles);
     EXPECT_EQ(re.bound_cycles, rx.bound_cycles);
     const KernelArg &out = k.args.back();
-    size_t bytes = out.elements() * sim::bytes_of(zpu_backend::dtype_of(out.type));
+    size_t bytes = out.elements() * sim::bytes_of(dtype_of(out.type));
     EXPECT_EQ(std::memcmp(executed.data(ids_x[out.name]), emitted.data(ids_e[out.name]), bytes), 0);
     // And the output is really written (the poison is NaN).
     const void *data = emitted.data(ids_e[out.name]);
     bool all_written = true;
     for (int64_t i = 0; i < out.elements(); i++) {
-        float v = zpu_backend::dtype_of(out.type) == sim::DType::BF16
+        float v = dtype_of(out.type) == sim::DType::BF16
                       ? sim::bf16_to_float(static_cast<const uint16_t *>(data)[i])
                       : static_cast<const float *>(data)[i];
         all_written = all_written && std::isfinite(v);

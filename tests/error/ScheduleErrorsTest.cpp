@@ -91,11 +91,38 @@ TEST(ScheduleErrors, SramOverflowWithSmallerTargetScope) {
 TEST(ScheduleErrors, TargetsWithoutBackend) {
     Gemm g;
     g.schedule();
-    expect_error([&] { g.compile_for("hopper"); }, {"hopper", "not implemented"});
     expect_error([&] { g.compile_for("ascend"); }, {"ascend", "not implemented"});
+    expect_error([&] { g.compile_for("hopper:tensor_cores=4"); }, {"unknown parameter", "tensor_cores"});
     expect_error([&] { g.compile_for("tpu"); }, {"unknown target", "tpu"});
     expect_error([&] { g.compile_for("zpu:dma_channels=0"); }, {"dma_channels", "positive"});
     expect_error([&] { g.compile_for("zpu:warp_size=32"); }, {"unknown parameter", "warp_size"});
+}
+
+TEST(ScheduleErrors, HopperSharedMemoryOverflow) {
+    Gemm g(1024, 1024, 1024);
+    g.schedule(128, 256, 4); // 4 versions of 128 x 256 bf16 A and 256 x 128 B tiles: 512 KB
+    expect_error([&] { g.compile_for("hopper"); }, {"multi_buffer(4)", "shared memory overflow", "227 KB"});
+}
+
+TEST(ScheduleErrors, HopperAccumulatorTooLargeForRegisters) {
+    Gemm g(1024, 1024, 1024);
+    g.schedule(256, 64, 2); // a 256 x 256 f32 accumulator: 512 registers per thread
+    expect_error([&] { g.compile_for("hopper"); }, {g.acc.name(), "registers per thread"});
+}
+
+TEST(ScheduleErrors, HopperPingPongNeedsWarpSpecialize) {
+    Gemm g;
+    g.schedule();
+    g.C.ping_pong();
+    expect_error([&] { g.compile_for("hopper"); }, {g.C.name(), "ping_pong()", "add warp_specialize()"});
+}
+
+TEST(ScheduleErrors, HopperRingsNeedOneVersionCount) {
+    Gemm g;
+    g.schedule(64, 64, 2);
+    g.B_tile.multi_buffer(3);
+    g.C.warp_specialize();
+    expect_error([&] { g.compile_for("hopper"); }, {g.B_tile.name(), "multi_buffer(3)", "same multi_buffer count"});
 }
 
 TEST(ScheduleErrors, VectorizeIsNotForTheZpu) {

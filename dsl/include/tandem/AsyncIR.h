@@ -16,7 +16,18 @@
  *   let tandem.vector_op.<i> = tandem_vector_op(label, flops, buf, lo, extent, write, ...) in nest
  *       the element nest below runs on the vector core; the value lists what it touches.
  *   tandem_core_id()
- *       the index of the core running the control stream.
+ *       the index of the core running the control stream (Hopper: the CTA).
+ *
+ * Hopper adds:
+ *   tandem_warpgroup()                 the warpgroup running the code (roles branch on it)
+ *   tandem_arrive(barrier, slot)       arrive on an mbarrier (a consumer releasing a version)
+ *   tandem_expect(barrier, slot, bytes) arrive and expect `bytes` of TMA loads (arrive.expect_tx)
+ *   tandem_fence_proxy_async()         order generic smem writes before async-proxy reads
+ *   tandem_advance(counter)            counter += 1 (a ring position, one per role)
+ *   tandem_setmaxnreg(registers, inc)  re-balance registers between roles
+ * and reads tandem_wait(barrier, slot) on an mbarrier with the waiter's own phase bit per version
+ * (flipped at each wait), or tandem_wait(barrier, slot, parity) with the parity computed from a
+ * ring position, when several agents share the waits of one ring (ping-pong consumers).
  *
  * Barrier names: "<buffer>.full" (data landed in a version of <buffer>) and "<buffer>.empty"
  * (an asynchronous store out of a version of <buffer> is done, so the version may be rewritten).
@@ -56,6 +67,7 @@ struct CopyOp {
 struct WaitOp {
     std::string barrier;
     Expr slot;
+    Expr parity = Expr(); // Hopper rings: the phase parity to wait for; undefined = the waiter's phase bit
 };
 
 struct MmaOp {
@@ -78,7 +90,20 @@ struct VectorOp {
     std::vector<Region> regions;
 };
 
+struct ArriveOp {
+    std::string barrier;
+    Expr slot;
+};
+
 Stmt make_copy(const CopyOp &op);
+Stmt make_arrive(const ArriveOp &op);
+/** arrive.expect_tx: the barrier version completes once `bytes` more bytes have landed. */
+Stmt make_expect(const ArriveOp &op, const Expr &bytes);
+bool as_expect(const Stmt &s, ArriveOp *op, Expr *bytes);
+Stmt make_fence_proxy_async();
+Stmt make_advance(const std::string &counter);
+Stmt make_setmaxnreg(int registers, bool increase);
+Expr warpgroup();
 Stmt make_wait(const WaitOp &op);
 Stmt make_mma(const MmaOp &op);
 Stmt make_vector_op(const VectorOp &op, const Stmt &body);
@@ -91,6 +116,12 @@ bool as_mma(const Stmt &s, MmaOp *op);
 /** For `let tandem.vector_op.* = ...` returns the op and sets *body to the nest. */
 bool as_vector_op(const Stmt &s, VectorOp *op, Stmt *body);
 bool is_core_id(const Expr &e);
+bool as_arrive(const Stmt &s, ArriveOp *op);
+bool is_fence_proxy_async(const Stmt &s);
+/** The counter name of a tandem_advance, or false. */
+bool as_advance(const Stmt &s, std::string *counter);
+bool as_setmaxnreg(const Stmt &s, int *registers, bool *increase);
+bool is_warpgroup(const Expr &e);
 
 std::string full_barrier(const std::string &buffer);
 std::string empty_barrier(const std::string &buffer);

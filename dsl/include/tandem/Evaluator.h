@@ -21,6 +21,9 @@
 
 namespace tandem {
 
+/** The machine models' element type of a Halide type; tandem::Error for types they do not hold. */
+sim::DType dtype_of(const Halide::Type &t);
+
 struct BufferRef {
     void *data = nullptr;
     sim::DType type = sim::DType::F32;

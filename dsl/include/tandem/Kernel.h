@@ -9,6 +9,7 @@
 #include "tandem/Func.h"
 #include "tandem/Target.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -27,7 +28,8 @@ struct KernelArg {
 /** An on-chip buffer placed by memory planning: `slots` versions of `slot_elements` each. */
 struct SramBuffer {
     std::string name;
-    sim::Space space = sim::Space::RSRAM;
+    sim::Space space = sim::Space::RSRAM; // the ZPU scope (on Hopper: shared memory unless in_registers)
+    bool in_registers = false;            // Hopper: an MMA accumulator, private to each consumer
     Halide::Type type;
     int slots = 1;
     int64_t slot_elements = 0;
@@ -36,15 +38,28 @@ struct SramBuffer {
     int64_t bytes() const { return elements() * type.bytes(); }
 };
 
+/** A Hopper mbarrier array: one barrier per version, each completing after `arrivals` arrivals
+ * (plus the transaction bytes of the TMA loads that signal it). */
+struct BarrierDecl {
+    std::string name;
+    int slots = 1;
+    int arrivals = 1;
+    int initial_phase = 0; // the waiter's first parity: 1 = pre-armed (a ring's empty barriers)
+};
+
 /** Everything the passes need from the schedule, gathered once. */
 struct CompileContext {
     Target target;
     std::string output;              // name of the output Func
     const Func *output_func = nullptr;
+    int grid = 1;                    // units the tile loop runs on (ZPU cores, Hopper CTAs)
     std::vector<std::string> inputs; // input buffer names
     std::vector<std::string> funcs;  // every Func of the pipeline
     std::vector<std::string> notes;  // what the passes decided, for --emit stmt
     std::map<std::string, int> slots; // versions of each multi-buffered buffer
+    std::vector<BarrierDecl> barriers; // Hopper mbarriers
+    int warpgroups = 1;                // Hopper agents per CTA
+    std::vector<std::string> result_slots_by_consumer; // Hopper ping-pong: version = consumer index
     std::map<std::string, Directives> directives; // of every Func of the pipeline, by name
     std::map<std::string, Halide::Internal::Function> functions;
 
@@ -57,6 +72,9 @@ struct Kernel {
     Target target;
     std::vector<KernelArg> args; // inputs first, then the output
     std::vector<SramBuffer> buffers;
+    int grid = 1;                  // ZPU: cores used; Hopper: CTAs launched
+    int warpgroups = 1;            // Hopper: warpgroups per CTA (roles)
+    std::vector<BarrierDecl> barriers;
     Halide::Internal::Stmt halide_stmt; // after Halide's lowering, before Tandem's passes
     Halide::Internal::Stmt body;        // the async Stmt
     std::vector<std::string> notes;

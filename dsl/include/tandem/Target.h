@@ -2,13 +2,15 @@
 #define TANDEM_TARGET_H
 
 /** \file
- * Targets are descriptions with parameters. "zpu" is implemented; "hopper" and "ascend" are named
- * and rejected with a clear error until their backends exist.
+ * Targets are descriptions with parameters. "zpu" and "hopper" (run on the Hopper machine model)
+ * are implemented; "ascend" is named and rejected with a clear error until its backend exists.
  *
  *     Target t = Target::parse("zpu");                 // public defaults (NPU-FACTS.md)
  *     Target t = Target::parse("zpu:dma_channels=4");  // parameters as key=value, comma separated
+ *     Target t = Target::parse("hopper:sms=132");
  */
 
+#include "sim/Hopper.h"
 #include "sim/Zpu.h"
 
 #include <stdexcept>
@@ -25,6 +27,10 @@ struct Target {
     enum class Arch { ZPU, Hopper, Ascend };
     Arch arch = Arch::ZPU;
     sim::ZpuParams zpu;
+    sim::hopper::HopperParams hopper;
+
+    /** Processing units the tile loop is spread over: ZPU cores, or Hopper SMs (persistent). */
+    int units() const { return arch == Arch::Hopper ? hopper.sms : zpu.cores; }
 
     static Target parse(const std::string &text);
     std::string name() const;

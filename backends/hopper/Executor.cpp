@@ -1,0 +1,378 @@
+#include "Executor.h"
+
+#include "tandem/AsyncIR.h"
+#include "tandem/Evaluator.h"
+
+#include <unordered_map>
+
+namespace tandem::hopper_backend {
+
+using namespace Halide::Internal;
+using sim::hopper::AgentOps;
+using sim::hopper::AgentProgram;
+
+namespace {
+
+/** One instruction of a role: loops and ifs are jumps, ops are intrinsic statements. */
+struct Instr {
+    enum Kind { ForInit, ForTest, ForNext, Let, IfFalse, Jump, Op } kind;
+    std::string name;
+    Expr a, b;
+    Stmt op;
+    int target = -1;
+};
+
+void compile(const Stmt &s, std::vector<Instr> &code) {
+    if (!s.defined()) return;
+    if (const For *f = s.as<For>()) {
+        code.push_back({Instr::ForInit, f->name, f->min, f->extent, Stmt(), -1});
+        int test = int(code.size());
+        code.push_back({Instr::ForTest, f->name, Expr(), Expr(), Stmt(), -1});
+        compile(f->body, code);
+        code.push_back({Instr::ForNext, f->name, Expr(), Expr(), Stmt(), test});
+        code[test].target = int(code.size());
+    } else if (const LetStmt *l = s.as<LetStmt>()) {
+        ir::VectorOp v;
+        Stmt body;
+        if (ir::as_vector_op(s, &v, &body)) {
+            code.push_back({Instr::Op, "", Expr(), Expr(), s, -1});
+            return;
+        }
+        code.push_back({Instr::Let, l->name, l->value, Expr(), Stmt(), -1});
+        compile(l->body, code);
+    } else if (const IfThenElse *i = s.as<IfThenElse>()) {
+        int branch = int(code.size());
+        code.push_back({Instr::IfFalse, "", i->condition, Expr(), Stmt(), -1});
+        compile(i->then_case, code);
+        if (i->else_case.defined()) {
+            int jump = int(code.size());
+            code.push_back({Instr::Jump, "", Expr(), Expr(), Stmt(), -1});
+            code[branch].target = int(code.size());
+            compile(i->else_case, code);
+            code[jump].target = int(code.size());
+        } else {
+            code[branch].target = int(code.size());
+        }
+    } else if (const Block *b = s.as<Block>()) {
+        compile(b->first, code);
+        compile(b->rest, code);
+    } else if (const ProducerConsumer *pc = s.as<ProducerConsumer>()) {
+        compile(pc->body, code);
+    } else if (const Evaluate *e = s.as<Evaluate>()) {
+        if (!is_const(e->value)) code.push_back({Instr::Op, "", Expr(), Expr(), s, -1});
+    } else {
+        internal_error << "hopper executor: unexpected statement\n" << s << "\n";
+    }
+}
+
+/** What a CTA's agents share: buffer ids, barrier ids, the kernel. */
+struct Cta {
+    const Kernel &kernel;
+    sim::hopper::Machine &machine;
+    int index;
+    std::unordered_map<std::string, int> shared;                        // args and smem by name
+    std::vector<std::unordered_map<std::string, int>> registers;        // per agent
+    std::map<std::pair<std::string, int64_t>, int> barriers;            // (name, version) -> id
+};
+
+class Role : public AgentProgram {
+public:
+    Role(Cta &cta, const std::vector<Instr> &code, int agent)
+        : cta(cta), code(code), agent(agent),
+          eval([this](const std::string &n) -> const BufferRef & { return buffer(n); },
+               [this](const Call *c, double *v) {
+                   if (ir::is_core_id(c)) *v = this->cta.index;
+                   else if (ir::is_warpgroup(c)) *v = this->agent;
+                   else return false;
+                   return true;
+               }) {
+        for (const BarrierDecl &b : cta.kernel.barriers) {
+            for (int s = 0; s < b.slots; s++) phase[{b.name, s}] = b.initial_phase;
+        }
+    }
+
+    Step step(AgentOps &ops) override {
+        if (!started) {
+            // Barrier initialisation by warpgroup 0, then a CTA-wide barrier (as the kernel's
+            // prologue does before the roles branch).
+            if (agent == 0 && !initialised) {
+                for (const BarrierDecl &b : cta.kernel.barriers) {
+                    for (int s = 0; s < b.slots; s++) ops.mbarrier_init(cta.barriers.at({b.name, s}), b.arrivals);
+                }
+                initialised = true;
+            }
+            waiting = "the CTA-wide barrier after mbarrier initialisation";
+            if (!ops.named_barrier_sync(0, cta.kernel.warpgroups)) return Step::Blocked;
+            started = true;
+            return Step::Progress;
+        }
+        while (pc < code.size()) {
+            const Instr &in = code[pc];
+            switch (in.kind) {
+            case Instr::ForInit:
+                vars()[in.name] = eval.scalar(in.a);
+                vars()[in.name + ".end"] = eval.scalar(in.a) + eval.scalar(in.b);
+                pc++;
+                break;
+            case Instr::ForTest:
+                pc = vars()[in.name] < vars()[in.name + ".end"] ? pc + 1 : size_t(in.target);
+                break;
+            case Instr::ForNext:
+                vars()[in.name] += 1;
+                pc = size_t(in.target);
+                break;
+            case Instr::Let:
+                vars()[in.name] = eval.scalar(in.a);
+                pc++;
+                break;
+            case Instr::IfFalse:
+                pc = eval.scalar(in.a) != 0 ? pc + 1 : size_t(in.target);
+                break;
+            case Instr::Jump: pc = size_t(in.target); break;
+            case Instr::Op: {
+                std::string counter;
+                if (ir::as_advance(in.op, &counter)) {
+                    vars()[counter] += 1;
+                    pc++;
+                    break;
+                }
+                if (!run(in.op, ops)) return Step::Blocked;
+                pc++;
+                return Step::Progress;
+            }
+            }
+        }
+        return Step::Done;
+    }
+
+    std::string waiting_for() const override { return waiting; }
+
+private:
+    Cta &cta;
+    const std::vector<Instr> &code;
+    int agent;
+    Evaluator eval;
+    size_t pc = 0;
+    bool started = false, initialised = false;
+    std::map<std::pair<std::string, int64_t>, int> phase; // the parity this agent waits for next
+    std::unordered_map<std::string, BufferRef> refs;
+    std::string waiting;
+
+    std::unordered_map<std::string, double> &vars() { return eval.vars; }
+
+    int id(const std::string &name) {
+        if (agent < int(cta.registers.size())) {
+            auto r = cta.registers[agent].find(name);
+            if (r != cta.registers[agent].end()) return r->second;
+        }
+        auto it = cta.shared.find(name);
+        internal_assert(it != cta.shared.end()) << "hopper executor: no buffer " << name << " for agent " << agent << "\n";
+        return it->second;
+    }
+
+    const BufferRef &buffer(const std::string &name) {
+        auto it = refs.find(name);
+        if (it != refs.end()) return it->second;
+        int b = id(name);
+        BufferRef r{cta.machine.data(b), cta.machine.type(b), cta.machine.elements(b), b};
+        return refs[name] = r;
+    }
+
+    int64_t value(const Expr &e) { return int64_t(eval.scalar(e)); }
+
+    int barrier(const std::string &name, int64_t slot) {
+        auto it = cta.barriers.find({name, slot});
+        internal_assert(it != cta.barriers.end()) << "hopper executor: no mbarrier " << name << "[" << slot << "]\n";
+        return it->second;
+    }
+
+    /** The global tensor of a kernel argument and the coordinates of element `offset` in it. */
+    sim::hopper::TensorView view(const std::string &arg, int64_t offset, std::vector<int64_t> *coords) {
+        const KernelArg *a = cta.kernel.arg(arg);
+        sim::hopper::TensorView v;
+        v.buffer = id(arg);
+        int64_t stride = 1;
+        coords->clear();
+        for (int e : a->extents) {
+            v.extents.push_back(e);
+            v.strides.push_back(stride);
+            coords->push_back((offset / stride) % e);
+            stride *= e;
+        }
+        return v;
+    }
+
+    /** A TMA box: `extents` of the global view at `coords`, dense in shared memory at `smem`. */
+    struct TmaBox {
+        std::vector<int64_t> coords, extents;
+        int64_t smem;
+    };
+
+    /** The TMA boxes of a copy. The smem tile may have a row pitch wider than the copy (a full
+     * tile with a tail's data): the box then covers the pitch, and TMA's out-of-bounds rules drop
+     * (store) or zero (load) what lies outside the tensor. Boxes wider than 256 elements are split
+     * (row by row when the innermost dim is the wide one), as TMA requires. */
+    std::vector<TmaBox> boxes(const ir::CopyOp &c, const sim::hopper::TensorView &v, const std::vector<int64_t> &origin,
+                              int64_t smem_offset, bool global_is_src) {
+        // Match the copy's dims to the tensor's by stride; a dim Halide dropped (extent 1) is a box
+        // dim of extent 1.
+        size_t rank = v.extents.size();
+        std::vector<int64_t> full(rank, 1), smem_stride(rank, 0);
+        for (const ir::CopyDim &dim : c.dims) {
+            int64_t global_stride = value(global_is_src ? dim.src_stride : dim.dst_stride);
+            int64_t e = value(dim.extent);
+            size_t d = 0;
+            while (d < rank && v.strides[d] != global_stride) d++;
+            internal_assert(d < rank || e == 1)
+                << "hopper: copy of " << c.src << " -> " << c.dst << " does not follow the tensor's dims\n";
+            if (d == rank) continue;
+            full[d] = e;
+            smem_stride[d] = value(global_is_src ? dim.dst_stride : dim.src_stride);
+        }
+        int64_t dense = 1;
+        for (size_t d = 0; d < rank; d++) {
+            if (full[d] == 1 && smem_stride[d] == 0) smem_stride[d] = dense;
+            dense = smem_stride[d] * full[d];
+        }
+        for (size_t d = 0; d + 1 < rank; d++) {
+            if (full[d + 1] <= 1) continue;
+            int64_t pitch = smem_stride[d + 1] / std::max<int64_t>(smem_stride[d], 1);
+            internal_assert(pitch >= full[d] && pitch * smem_stride[d] == smem_stride[d + 1])
+                << "hopper: copy of " << c.src << " -> " << c.dst << " has no row-major smem tile\n";
+            full[d] = pitch;
+        }
+        internal_assert(smem_stride[0] == 1 || full[0] == 1) << "hopper: smem tile of " << c.dst << " is not dense\n";
+        const int64_t limit = 256;
+        std::vector<TmaBox> out;
+        // Chunks along every dim; a chunk of an inner dim narrower than the tile is one row high.
+        std::vector<int64_t> chunk(rank);
+        bool inner_split = full[0] > limit;
+        for (size_t d = 0; d < rank; d++) chunk[d] = (inner_split && d > 0) ? 1 : std::min(full[d], limit);
+        std::vector<int64_t> at(rank, 0);
+        while (true) {
+            TmaBox b;
+            b.smem = smem_offset;
+            for (size_t d = 0; d < rank; d++) {
+                b.coords.push_back(origin[d] + at[d]);
+                b.extents.push_back(std::min(chunk[d], full[d] - at[d]));
+                b.smem += at[d] * (d == 0 ? 1 : smem_stride[d]);
+            }
+            out.push_back(b);
+            size_t d = 0;
+            for (; d < rank; d++) {
+                at[d] += chunk[d];
+                if (at[d] < full[d]) break;
+                at[d] = 0;
+            }
+            if (d == rank) break;
+        }
+        return out;
+    }
+
+    /** Runs one op; false when it must block. */
+    bool run(const Stmt &s, AgentOps &ops) {
+        ir::CopyOp c;
+        ir::WaitOp w;
+        ir::ArriveOp a;
+        ir::MmaOp m;
+        ir::VectorOp v;
+        Expr bytes;
+        Stmt body;
+        int registers = 0;
+        bool increase = false;
+        if (ir::as_expect(s, &a, &bytes)) {
+            ops.mbarrier_arrive_expect_tx(barrier(a.barrier, value(a.slot)), value(bytes));
+        } else if (ir::as_copy(s, &c)) {
+            std::vector<int64_t> coords;
+            if (c.dst == cta.kernel.args.back().name) {
+                auto out = view(c.dst, value(c.dst_offset), &coords);
+                for (const TmaBox &b : boxes(c, out, coords, value(c.src_offset), false)) {
+                    ops.tma_store(out, b.coords, b.extents, id(c.src), b.smem, c.src + " -> " + c.dst);
+                }
+                ops.bulk_commit_group();
+            } else {
+                auto in = view(c.src, value(c.src_offset), &coords);
+                int64_t slot = value(c.slot);
+                for (const TmaBox &b : boxes(c, in, coords, value(c.dst_offset), true)) {
+                    ops.tma_load(id(c.dst), b.smem, in, b.coords, b.extents, barrier(c.barrier, slot),
+                                 c.src + " -> " + c.dst + " (version " + std::to_string(slot) + ")");
+                }
+            }
+        } else if (ir::as_wait(s, &w)) {
+            int64_t slot = value(w.slot);
+            if (cta.barriers.count({w.barrier, slot})) {
+                int &bit = phase[{w.barrier, slot}];
+                int parity = w.parity.defined() ? int(value(w.parity)) : bit;
+                waiting = "wait " + w.barrier + "[" + std::to_string(slot) + "] parity " + std::to_string(parity);
+                if (!ops.mbarrier_try_wait_parity(barrier(w.barrier, slot), parity)) return false;
+                bit ^= 1;
+            } else {
+                // The empty barrier of a store source: the bulk stores reading it are done.
+                waiting = "bulk stores out of " + w.barrier;
+                if (!ops.bulk_wait_group_read(0)) return false;
+            }
+        } else if (ir::as_arrive(s, &a)) {
+            ops.mbarrier_arrive(barrier(a.barrier, value(a.slot)));
+        } else if (ir::as_mma(s, &m)) {
+            ops.wgmma_fence();
+            ops.wgmma(id(m.acc), sim::Box{value(m.acc_offset), {{value(m.n), value(m.acc_stride_n)}, {value(m.m), value(m.acc_stride_m)}}},
+                      id(m.a), sim::Box{value(m.a_offset), {{value(m.k), value(m.a_stride_k)}, {value(m.m), value(m.a_stride_m)}}},
+                      id(m.b), sim::Box{value(m.b_offset), {{value(m.n), value(m.b_stride_n)}, {value(m.k), value(m.b_stride_k)}}},
+                      m.acc + " += " + m.a + " * " + m.b);
+            ops.wgmma_commit_group();
+            ops.wgmma_wait_group(0);
+        } else if (ir::as_vector_op(s, &v, &body)) {
+            std::vector<sim::Access> accesses;
+            for (const ir::Region &r : v.regions) {
+                accesses.push_back({id(r.buffer), sim::Box{value(r.lo), {{value(r.extent), 1}}}, r.write});
+            }
+            ops.vector_op(v.label, value(v.flops), accesses, [&] { eval.elements(body); });
+        } else if (ir::is_fence_proxy_async(s)) {
+            ops.fence_proxy_async();
+        } else if (ir::as_setmaxnreg(s, &registers, &increase)) {
+            ops.setmaxnreg(registers, increase);
+        } else {
+            internal_error << "hopper executor: unexpected op " << s << "\n";
+        }
+        return true;
+    }
+};
+
+} // namespace
+
+void execute(const Kernel &kernel, sim::hopper::Machine &machine, const std::map<std::string, int> &arguments) {
+    std::vector<Instr> code;
+    compile(kernel.body, code);
+    for (int index = 0; index < kernel.grid; index++) {
+        Cta cta{kernel, machine, index, {}, {}, {}};
+        for (const auto &[name, id] : arguments) cta.shared[name] = id;
+        machine.run_cta(index, [&](sim::hopper::Machine::CtaBuilder &b, int) {
+            std::vector<int> agents;
+            for (int a = 0; a < kernel.warpgroups; a++) {
+                agents.push_back(b.add_agent(kernel.warpgroups == 1 ? "warpgroup" : a == 0 ? "producer" : "consumer " + std::to_string(a - 1)));
+            }
+            cta.registers.assign(kernel.warpgroups, {});
+            for (const SramBuffer &buf : kernel.buffers) {
+                sim::DType t = dtype_of(buf.type);
+                if (!buf.in_registers) {
+                    cta.shared[buf.name] = b.add_smem(buf.name, t, buf.elements());
+                    continue;
+                }
+                // Accumulators: one copy per warpgroup that computes (not the producer).
+                for (int a = kernel.warpgroups == 1 ? 0 : 1; a < kernel.warpgroups; a++) {
+                    cta.registers[a][buf.name] = b.add_registers(agents[a], buf.name, t, buf.elements());
+                }
+            }
+            for (const BarrierDecl &bar : kernel.barriers) {
+                for (int s = 0; s < bar.slots; s++) {
+                    cta.barriers[{bar.name, s}] = b.add_barrier(bar.name + "[" + std::to_string(s) + "]");
+                }
+            }
+            std::vector<std::unique_ptr<AgentProgram>> programs;
+            for (int a = 0; a < kernel.warpgroups; a++) programs.push_back(std::make_unique<Role>(cta, code, a));
+            return programs;
+        });
+    }
+}
+
+} // namespace tandem::hopper_backend

@@ -1,0 +1,178 @@
+#ifndef TANDEM_SIM_HOPPER_H
+#define TANDEM_SIM_HOPPER_H
+
+/** \file
+ * The Hopper (sm_90a) machine model: CTAs of warpgroup agents joined by mbarriers, a TMA unit,
+ * asynchronous wgmma groups, bulk store groups, named barriers and the async-proxy fence.
+ *
+ * Agents are warpgroups. Each runs its own program (an AgentProgram the caller supplies, e.g. an
+ * interpreter of one role of the async Stmt) one op at a time; the model interleaves agents in
+ * time order (discrete events: the agent or event with the smallest time goes next). A wait that
+ * cannot be satisfied yet blocks the agent until the barrier changes; when every agent of a CTA is
+ * blocked and no event is pending, that is a deadlock, reported with what each agent waits for.
+ *
+ * CTAs run independently; CTA i runs on SM i % sms after the CTAs before it on that SM (waves).
+ * Global memory is shared: accesses of different CTAs are checked against each other at finish().
+ *
+ * Semantics modelled (HOPPER-FACTS.md):
+ *  - mbarrier: init count; arrive; arrive.expect_tx adds expected bytes; a TMA load completes
+ *    its bytes at its end time; a phase completes when the pending arrival count reaches 0 and
+ *    the tx count is 0, then the phase flips and the count resets. try_wait.parity P succeeds
+ *    once the phase with parity P has completed (the current phase parity differs from P).
+ *    Arriving on a barrier whose arrivals are exhausted for the phase is an error.
+ *  - TMA load: box of a global tensor view at coordinates (elements outside the view read as
+ *    zero) into a dense smem box, completing tx bytes on a barrier. TMA store: dense smem box to
+ *    the view (elements outside are dropped), in the issuing agent's current bulk group;
+ *    commit_group closes the group; wait_group_read(n) blocks until at most n groups still read
+ *    smem.
+ *  - wgmma: acc(n, m) += a(k, m) * b(n, k), acc in the agent's registers (a per-agent buffer),
+ *    a and b in smem; asynchronous: fence, mma_async..., commit_group, wait_group(n). Its smem
+ *    reads happen between issue and the wait that retires it.
+ *  - Generic-proxy writes to smem (vector ops) read next by the async proxy (TMA store, wgmma)
+ *    need fence_proxy_async by the writing agent after the write; otherwise it is a race
+ *    ("missing fence.proxy.async").
+ *
+ * Happens-before: vector clocks per agent plus the TMA unit and the tensor core; an mbarrier
+ * phase carries the join of every arrival (and TMA completion) of that phase to its waiters;
+ * named barriers join all participants; wgmma accesses carry the issuing agent's clock and join
+ * back at the retiring wait. Every smem/register/global access is checked as in the ZPU model.
+ */
+
+#include "sim/Zpu.h" // DType, Box, Access, Race, Report, errors
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tandem::sim::hopper {
+
+struct HopperParams {
+    int sms = 132;
+    int64_t smem_bytes = 232448;     // per CTA (227 KB)
+    int registers_per_sm = 65536;
+    // Timing, in SM cycles (H100 SXM, ~1.83 GHz; HOPPER-FACTS.md)
+    int tma_latency = 600;            // issue to first byte
+    double tma_bytes_per_cycle = 28;  // per SM share of HBM bandwidth
+    double wgmma_macs_per_cycle = 2048; // bf16 dense, per SM
+    int wgmma_latency = 30;
+    int vector_flops_per_cycle = 128;   // per warpgroup (128 threads)
+    int barrier_latency = 20;           // arrive -> visible to a waiter
+    int issue_cycles = 1;               // any other op
+
+    int64_t tma_cycles(int64_t bytes) const;
+    int64_t wgmma_cycles(int64_t m, int64_t n, int64_t k) const;
+};
+
+/** A global tensor as TMA sees it: dims innermost first, strides in elements. */
+struct TensorView {
+    int buffer = -1;
+    std::vector<int64_t> extents, strides;
+};
+
+/** What an agent's program sees while it runs one op. */
+class AgentOps {
+public:
+    virtual ~AgentOps() = default;
+    virtual int agent() const = 0;
+    virtual int cta() const = 0;
+    virtual Cycles now() const = 0;
+
+    virtual void mbarrier_init(int barrier, int count) = 0;
+    virtual void mbarrier_arrive(int barrier) = 0;
+    virtual void mbarrier_arrive_expect_tx(int barrier, int64_t bytes) = 0;
+    /** True if the phase with this parity has completed; false blocks the agent (the program
+     * returns Step::Blocked and retries the same op when woken). */
+    virtual bool mbarrier_try_wait_parity(int barrier, int parity) = 0;
+
+    virtual void tma_load(int smem, int64_t smem_offset, const TensorView &view, const std::vector<int64_t> &coords,
+                          const std::vector<int64_t> &box, int barrier, const std::string &label) = 0;
+    virtual void tma_store(const TensorView &view, const std::vector<int64_t> &coords, const std::vector<int64_t> &box,
+                           int smem, int64_t smem_offset, const std::string &label) = 0;
+    virtual void bulk_commit_group() = 0;
+    /** False blocks until at most `pending` committed store groups still read smem. */
+    virtual bool bulk_wait_group_read(int pending) = 0;
+
+    virtual void wgmma_fence() = 0;
+    /** acc: a register buffer of this agent; a, b: smem. Boxes as Core::mma of the ZPU model. */
+    virtual void wgmma(int acc, const Box &acc_box, int a, const Box &a_box, int b, const Box &b_box,
+                       const std::string &label) = 0;
+    virtual void wgmma_commit_group() = 0;
+    /** Advances this agent to when at most `pending` groups are in flight (never blocks). */
+    virtual void wgmma_wait_group(int pending) = 0;
+
+    virtual void fence_proxy_async() = 0;
+    /** Named barrier `id` for `agents` agents; false blocks until all have arrived. */
+    virtual bool named_barrier_sync(int id, int agents) = 0;
+    virtual void setmaxnreg(int registers, bool increase) = 0;
+    virtual void vector_op(const std::string &label, int64_t flops, const std::vector<Access> &accesses,
+                           const std::function<void()> &compute) = 0;
+};
+
+/** One warpgroup's program. step() runs exactly one op (or a few cost-free control steps). */
+class AgentProgram {
+public:
+    enum class Step { Progress, Blocked, Done };
+    virtual ~AgentProgram() = default;
+    virtual Step step(AgentOps &ops) = 0;
+    /** What the agent is doing when blocked, for deadlock messages ("wait full[2] parity 1"). */
+    virtual std::string waiting_for() const = 0;
+};
+
+class Machine {
+public:
+    explicit Machine(const HopperParams &params, bool numerics = true, bool trace = false);
+    ~Machine();
+    Machine(const Machine &) = delete;
+    Machine &operator=(const Machine &) = delete;
+
+    const HopperParams &params() const { return params_; }
+    bool numerics() const { return numerics_; }
+
+    int add_global(const std::string &name, DType type, int64_t elements);
+    /** Element storage (nullptr when numerics are off). Smem and register buffer ids (from the
+     * CtaBuilder) are valid only while their CTA runs, e.g. inside vector_op's compute. */
+    void *data(int buffer);
+    DType type(int buffer) const;
+    int64_t elements(int buffer) const;
+    const std::string &name(int buffer) const;
+
+    /** Runs one CTA to completion: `make_cta` declares its smem, registers and barriers through
+     * the CtaBuilder and returns one program per agent. A deadlock is recorded in the Report (not
+     * thrown); the CTA stops there. Misuse throws SimError naming the CTA, the agent, the
+     * barrier or buffer and what is wrong (arrive on an uninitialised mbarrier, more arrivals
+     * than its count in a phase, a tx count going negative, a bad setmaxnreg value, ...). */
+    class CtaBuilder {
+    public:
+        virtual ~CtaBuilder() = default;
+        /** SimError naming the buffer when the CTA's smem would exceed params().smem_bytes. */
+        virtual int add_smem(const std::string &name, DType type, int64_t elements) = 0;
+        /** A register-file buffer private to `agent` (accumulators). */
+        virtual int add_registers(int agent, const std::string &name, DType type, int64_t elements) = 0;
+        virtual int add_barrier(const std::string &name) = 0;
+        virtual int add_agent(const std::string &name) = 0;
+    };
+    using CtaFactory =
+        std::function<std::vector<std::unique_ptr<AgentProgram>>(CtaBuilder &builder, int cta)>;
+    void run_cta(int cta, const CtaFactory &make_cta);
+
+    /** Cross-CTA race check of global memory, then the totals: cycles = max over SMs of when
+     * its last CTA finished (core_cycles: one entry per SM); busy "tma" and "tensor" (unit
+     * occupancy), "vector", "barrier_wait" (time agents spent blocked); bound_cycles = max over
+     * SMs of max(tensor busy, tma busy). */
+    Report finish();
+    /** Chrome/Perfetto trace (JSON): one process per SM that ran a CTA, tracks "tma", "tensor"
+     * and one per agent name. SimError when the machine was made with trace = false. */
+    void write_trace(const std::string &path) const;
+
+private:
+    struct Impl;
+    HopperParams params_;
+    bool numerics_;
+    std::unique_ptr<Impl> impl_;
+};
+
+} // namespace tandem::sim::hopper
+
+#endif

@@ -1,0 +1,332 @@
+// Numerics shared by the machine models: element types, box copies, the matrix multiply and
+// the messages for malformed boxes. See Numerics.h.
+
+#include "sim/Numerics.h"
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+
+namespace tandem::sim {
+
+// ---------------------------------------------------------------------------------------------
+// Element types and boxes (declared in Zpu.h, used by every model)
+// ---------------------------------------------------------------------------------------------
+
+int bytes_of(DType t) {
+    switch (t) {
+    case DType::BF16:
+        return 2;
+    case DType::F32:
+    case DType::I32:
+        return 4;
+    }
+    return 4;
+}
+
+const char *dtype_name(DType t) {
+    switch (t) {
+    case DType::BF16:
+        return "bf16";
+    case DType::F32:
+        return "f32";
+    case DType::I32:
+        return "i32";
+    }
+    return "?";
+}
+
+float bf16_to_float(uint16_t bits) {
+    uint32_t word = uint32_t(bits) << 16;
+    float value;
+    std::memcpy(&value, &word, sizeof value);
+    return value;
+}
+
+uint16_t float_to_bf16(float f) {
+    uint32_t word;
+    std::memcpy(&word, &f, sizeof word);
+    if ((word & 0x7fffffffu) > 0x7f800000u) {
+        return uint16_t((word >> 16) | 0x40u); // NaN: keep sign and payload top, make it quiet
+    }
+    word += 0x7fffu + ((word >> 16) & 1u); // round to nearest, ties to even
+    return uint16_t(word >> 16);
+}
+
+int64_t Box::elements() const {
+    int64_t count = 1;
+    for (const Dim &d : dims) {
+        count *= d.extent;
+    }
+    return count;
+}
+
+std::string Box::str() const {
+    std::ostringstream out;
+    out << "{offset " << offset << ", dims [";
+    for (size_t d = 0; d < dims.size(); ++d) {
+        out << (d ? ", " : "") << dims[d].extent << ":" << dims[d].stride;
+    }
+    out << "] (extent:stride)}";
+    return out.str();
+}
+
+namespace detail {
+
+// ---------------------------------------------------------------------------------------------
+// Box copies
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+/** Enumerates a box's elements in order (dims[0] fastest) as runs along its innermost dim. */
+class BoxWalk {
+public:
+    explicit BoxWalk(const Box &box) : run_start_(box.offset) {
+        for (const Dim &d : box.dims) {
+            if (d.extent == 1) {
+                continue;
+            }
+            if (!dims_.empty() && d.stride == dims_.back().extent * dims_.back().stride) {
+                dims_.back().extent *= d.extent; // contiguous continuation of the previous dim
+                continue;
+            }
+            dims_.push_back(d);
+        }
+        index_.assign(dims_.size(), 0);
+    }
+    int64_t position() const { return run_start_ + in_run_ * stride(); }
+    int64_t stride() const { return dims_.empty() ? 1 : dims_[0].stride; }
+    int64_t left_in_run() const { return (dims_.empty() ? 1 : dims_[0].extent) - in_run_; }
+    void advance(int64_t n) {
+        in_run_ += n;
+        if (left_in_run() == 0) {
+            next_run();
+        }
+    }
+
+private:
+    void next_run() {
+        in_run_ = 0;
+        for (size_t d = 1; d < dims_.size(); ++d) {
+            run_start_ += dims_[d].stride;
+            if (++index_[d] < dims_[d].extent) {
+                return;
+            }
+            run_start_ -= dims_[d].extent * dims_[d].stride;
+            index_[d] = 0;
+        }
+    }
+    std::vector<Dim> dims_;
+    std::vector<int64_t> index_;
+    int64_t run_start_;
+    int64_t in_run_ = 0;
+};
+
+template <int Bytes>
+void copy_strided(std::byte *dst, int64_t dst_stride, const std::byte *src, int64_t src_stride,
+                  int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+        std::memcpy(dst + i * dst_stride * Bytes, src + i * src_stride * Bytes, Bytes);
+    }
+}
+
+} // namespace
+
+void copy_box(std::byte *dst, const Box &dst_box, const std::byte *src, const Box &src_box,
+              int element_bytes) {
+    int64_t left = dst_box.elements();
+    BoxWalk to(dst_box), from(src_box);
+    while (left > 0) {
+        int64_t n = std::min({to.left_in_run(), from.left_in_run(), left});
+        std::byte *d = dst + to.position() * element_bytes;
+        const std::byte *s = src + from.position() * element_bytes;
+        if (to.stride() == 1 && from.stride() == 1) {
+            std::memmove(d, s, size_t(n * element_bytes));
+        } else if (element_bytes == 2) {
+            copy_strided<2>(d, to.stride(), s, from.stride(), n);
+        } else {
+            copy_strided<4>(d, to.stride(), s, from.stride(), n);
+        }
+        to.advance(n);
+        from.advance(n);
+        left -= n;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Matrix multiply
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+// c[m * c_row + n] += sum_k a[m * k_count + k] * b[k * n_count + n], k ascending (the order of a
+// naive loop, so results match one bit for bit). Four rows of c share each row of b.
+void add_rows4(float *__restrict c0, float *__restrict c1, float *__restrict c2,
+               float *__restrict c3, const float *__restrict b, float a0, float a1, float a2,
+               float a3, int64_t n_count) {
+    for (int64_t n = 0; n < n_count; ++n) {
+        float bn = b[n];
+        c0[n] += a0 * bn;
+        c1[n] += a1 * bn;
+        c2[n] += a2 * bn;
+        c3[n] += a3 * bn;
+    }
+}
+
+void add_row(float *__restrict c, const float *__restrict b, float a, int64_t n_count) {
+    for (int64_t n = 0; n < n_count; ++n) {
+        c[n] += a * b[n];
+    }
+}
+
+void multiply_add_rows(float *c, int64_t c_row, const float *a, const float *b, int64_t m_count,
+                       int64_t n_count, int64_t k_count) {
+    int64_t m = 0;
+    for (; m + 4 <= m_count; m += 4) {
+        float *c0 = c + m * c_row;
+        const float *a0 = a + m * k_count;
+        for (int64_t k = 0; k < k_count; ++k) {
+            add_rows4(c0, c0 + c_row, c0 + 2 * c_row, c0 + 3 * c_row, b + k * n_count, a0[k],
+                      a0[k_count + k], a0[2 * k_count + k], a0[3 * k_count + k], n_count);
+        }
+    }
+    for (; m < m_count; ++m) {
+        for (int64_t k = 0; k < k_count; ++k) {
+            add_row(c + m * c_row, b + k * n_count, a[m * k_count + k], n_count);
+        }
+    }
+}
+
+float load_float(const std::byte *base, DType type, int64_t index) {
+    if (type == DType::BF16) {
+        uint16_t bits;
+        std::memcpy(&bits, base + index * 2, 2);
+        return bf16_to_float(bits);
+    }
+    float value;
+    std::memcpy(&value, base + index * 4, 4);
+    return value;
+}
+
+/** Gathers a 2-D box (dims[0] = inner, dims[1] = outer) into rows of floats: out[o * inner + i]. */
+void gather_floats(std::vector<float> &out, const std::byte *base, DType type, const Box &box) {
+    int64_t inner = box.dims[0].extent, outer = box.dims[1].extent;
+    int64_t inner_stride = box.dims[0].stride, outer_stride = box.dims[1].stride;
+    out.resize(size_t(inner * outer));
+    for (int64_t o = 0; o < outer; ++o) {
+        float *row = out.data() + o * inner;
+        int64_t at = box.offset + o * outer_stride;
+        if (type == DType::BF16 && inner_stride == 1) {
+            const std::byte *p = base + at * 2;
+            for (int64_t i = 0; i < inner; ++i) {
+                uint16_t bits;
+                std::memcpy(&bits, p + i * 2, 2);
+                uint32_t word = uint32_t(bits) << 16;
+                std::memcpy(&row[i], &word, 4);
+            }
+        } else if (type == DType::F32 && inner_stride == 1) {
+            std::memcpy(row, base + at * 4, size_t(inner) * 4);
+        } else {
+            for (int64_t i = 0; i < inner; ++i) {
+                row[i] = load_float(base, type, at + i * inner_stride);
+            }
+        }
+    }
+}
+
+/** [k][m] layout of a box a(k, m) transposed into out[m * K + k]. */
+void gather_transposed(std::vector<float> &out, const std::byte *base, DType type, const Box &box) {
+    int64_t k_count = box.dims[0].extent, m_count = box.dims[1].extent;
+    out.resize(size_t(k_count * m_count));
+    for (int64_t m = 0; m < m_count; ++m) {
+        for (int64_t k = 0; k < k_count; ++k) {
+            out[size_t(m * k_count + k)] = load_float(
+                base, type, box.offset + k * box.dims[0].stride + m * box.dims[1].stride);
+        }
+    }
+}
+
+} // namespace
+
+void MatrixMultiplier::multiply_add(std::byte *acc, const Box &acc_box, const std::byte *a,
+                                    DType a_type, const Box &a_box, const std::byte *b,
+                                    DType b_type, const Box &b_box) {
+    int64_t n_count = acc_box.dims[0].extent, m_count = acc_box.dims[1].extent;
+    int64_t k_count = a_box.dims[0].extent;
+    if (m_count <= 0 || n_count <= 0 || k_count <= 0) {
+        return;
+    }
+    gather_transposed(scratch_a_, a, a_type, a_box); // [m][k]
+    // b(n, k): dims[0] = n inner, dims[1] = k outer: rows of b over k, n contiguous.
+    gather_floats(scratch_b_, b, b_type, b_box); // [k][n]
+    float *acc_data = reinterpret_cast<float *>(acc);
+    const Dim &acc_n = acc_box.dims[0], &acc_m = acc_box.dims[1];
+    bool in_place = acc_n.stride == 1 && (m_count == 1 || acc_m.stride >= n_count);
+    if (in_place) {
+        multiply_add_rows(acc_data + acc_box.offset, acc_m.stride, scratch_a_.data(),
+                          scratch_b_.data(), m_count, n_count, k_count);
+        return;
+    }
+    gather_floats(scratch_acc_, acc, DType::F32, acc_box); // [m][n]
+    multiply_add_rows(scratch_acc_.data(), n_count, scratch_a_.data(), scratch_b_.data(), m_count,
+                      n_count, k_count);
+    for (int64_t m = 0; m < m_count; ++m) {
+        for (int64_t n = 0; n < n_count; ++n) {
+            acc_data[acc_box.offset + n * acc_n.stride + m * acc_m.stride] =
+                scratch_acc_[size_t(m * n_count + n)];
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Messages
+// ---------------------------------------------------------------------------------------------
+
+std::string box_outside_error(const char *role, const Box &box, const std::string &buffer_name,
+                              int64_t elements) {
+    int64_t lo = box.offset, hi = box.offset;
+    bool empty = false;
+    for (const Dim &d : box.dims) {
+        if (d.extent < 0) {
+            return std::string(role) + " box " + box.str() + " on buffer '" + buffer_name +
+                   "' has a negative extent";
+        }
+        empty = empty || d.extent == 0;
+        int64_t reach = (d.extent - 1) * d.stride;
+        (reach < 0 ? lo : hi) += reach;
+    }
+    if (!empty && (lo < 0 || hi >= elements)) {
+        return std::string(role) + " box " + box.str() + " reaches elements [" +
+               std::to_string(lo) + ", " + std::to_string(hi) + "] of buffer '" + buffer_name +
+               "', which has " + std::to_string(elements) +
+               " elements; every element of a box must lie inside its buffer";
+    }
+    return "";
+}
+
+std::string mma_rank_error(const char *role, const Box &box, const char *dims) {
+    if (box.dims.size() == 2) {
+        return "";
+    }
+    return std::string("operand ") + role + " box " + box.str() + " has " +
+           std::to_string(box.dims.size()) + " dims; it needs 2: " + dims;
+}
+
+std::string mma_shape_error(const Box &acc_box, const Box &a_box, const Box &b_box) {
+    int64_t n_count = acc_box.dims[0].extent, m_count = acc_box.dims[1].extent;
+    int64_t k_count = a_box.dims[0].extent;
+    if (a_box.dims[1].extent == m_count && b_box.dims[0].extent == n_count &&
+        b_box.dims[1].extent == k_count) {
+        return "";
+    }
+    auto shape = [](const Box &x) {
+        return "{" + std::to_string(x.dims[0].extent) + ", " + std::to_string(x.dims[1].extent) +
+               "}";
+    };
+    return "shapes disagree: acc " + shape(acc_box) + " (N, M), a " + shape(a_box) + " (K, M), b " +
+           shape(b_box) + " (N, K)";
+}
+
+} // namespace detail
+} // namespace tandem::sim

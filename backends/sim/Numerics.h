@@ -1,0 +1,60 @@
+#ifndef TANDEM_SIM_NUMERICS_H
+#define TANDEM_SIM_NUMERICS_H
+
+/** \file
+ * Internal to the machine models (Zpu.cpp, Hopper.cpp): integer helpers, the strided box copy
+ * of DMA and TMA transfers, the f32-accumulating matrix multiply of MMA and wgmma, and the
+ * messages both models give for malformed boxes and matmul operands.
+ *
+ * The multiply adds k in ascending order with one f32 accumulator per output element, so its
+ * results equal a naive triple loop bit for bit (what the correctness tests compare against).
+ */
+
+#include "sim/Zpu.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tandem::sim::detail {
+
+inline int64_t ceil_div(int64_t a, int64_t b) { // b > 0, any sign of a
+    return a >= 0 ? (a + b - 1) / b : -((-a) / b);
+}
+
+inline int64_t floor_div(int64_t a, int64_t b) { // b > 0, any sign of a
+    return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+
+/** Copies src_box to dst_box, pairing elements in enumeration order (dims[0] fastest). The
+ * boxes have the same element count; `element_bytes` is 2 or 4. No type conversion. */
+void copy_box(std::byte *dst, const Box &dst_box, const std::byte *src, const Box &src_box,
+              int element_bytes);
+
+/** acc(n, m) += sum_k a(k, m) * b(n, k). Boxes: acc dims {N, M} (f32), a dims {K, M}, b dims
+ * {N, K} (bf16 or f32); shapes already checked. Keeps its scratch rows between calls. */
+class MatrixMultiplier {
+public:
+    void multiply_add(std::byte *acc, const Box &acc_box, const std::byte *a, DType a_type,
+                      const Box &a_box, const std::byte *b, DType b_type, const Box &b_box);
+
+private:
+    std::vector<float> scratch_a_, scratch_b_, scratch_acc_;
+};
+
+/** Empty when every element of `box` lies in a buffer of `elements` elements, else the reason
+ * ("<role> box ... reaches elements [lo, hi] of buffer '<name>', which has ..."). */
+std::string box_outside_error(const char *role, const Box &box, const std::string &buffer_name,
+                              int64_t elements);
+
+/** Empty when an matmul operand box has the two dims it needs, else the reason. `dims` names
+ * them, e.g. "{K, M}". */
+std::string mma_rank_error(const char *role, const Box &box, const char *dims);
+
+/** Empty when acc {N, M}, a {K, M} and b {N, K} agree, else "shapes disagree: ...". */
+std::string mma_shape_error(const Box &acc_box, const Box &a_box, const Box &b_box);
+
+} // namespace tandem::sim::detail
+
+#endif
