@@ -10,8 +10,11 @@
 #include "lower/TileCopy.h"
 #include "lower/TileMma.h"
 #include "lower/VectorOps.h"
+#include "lower/WarpSpecialize.h"
 
 #include <gtest/gtest.h>
+
+#include <set>
 
 using namespace tandem;
 using namespace Halide::Internal;
@@ -374,6 +377,62 @@ TEST(SoftwarePipeline, PrologueIsCappedByTheTripCount) {
     ASSERT_TRUE(prologue);
     EXPECT_EQ(prologue->name, "ko.prologue");
     EXPECT_EQ(constant(prologue->extent), 1);
+}
+
+// ---- WarpSpecialize (Hopper) ----
+TEST(WarpSpecialize, RolesShareARingOfBarriers) {
+    CompileContext ctx = context();
+    ctx.target = Target::parse("hopper");
+    for (const char *f : {"A_tile", "B_tile"}) {
+        ctx.directives[f].async_copy = true;
+        ctx.directives[f].multi_buffer = 3;
+    }
+    ctx.directives["C"].warp_specialize = true;
+    ctx.directives["C"].ping_pong = true;
+    auto produce = [](const std::string &f, const std::string &src) {
+        Expr stage = var(f + ".stage");
+        ir::CopyOp c{f, src, stage * 64, var("ko") * 64, {{64, 1, 1}}, f + ".full", stage};
+        return ProducerConsumer::make_produce(f, Block::make(ir::make_copy(c), ir::make_wait({f + ".full", stage})));
+    };
+    ir::MmaOp m{"acc", "A_tile", "B_tile", 0, 1, 8, var("A_tile.stage") * 64, 1, 8, var("B_tile.stage") * 64, 1, 8, 8, 8, 8};
+    Stmt mainloop = loop("ko", 5, Block::make({produce("A_tile", "A"), produce("B_tile", "B"),
+                                                ProducerConsumer::make_consume("A_tile", ir::make_mma(m))}));
+    Stmt body = loop("t.on_core", 3, mainloop);
+    std::vector<SramBuffer> buffers(2);
+    buffers[0].name = "A_tile", buffers[0].type = bf16, buffers[0].slots = 3, buffers[0].slot_elements = 64;
+    buffers[1].name = "B_tile", buffers[1].type = bf16, buffers[1].slots = 3, buffers[1].slot_elements = 64;
+    Stmt after = lower::specialize_warps(body, ctx, buffers);
+    EXPECT_EQ(ctx.warpgroups, 3);
+    std::string text = ir::to_string(after);
+    // One expect for both tiles of a stage (2 x 64 bf16), the producer's empty wait pre-armed.
+    EXPECT_NE(text.find("tandem_expect(\"A_tile.full\", A_tile.slot, 256)"), std::string::npos) << text;
+    EXPECT_NE(text.find("tandem_wait(\"A_tile.empty\", A_tile.slot, 1 - ((A_tile.ring/3) % 2))"), std::string::npos);
+    EXPECT_NE(text.find("tandem_setmaxnreg(40, 0)"), std::string::npos);
+    EXPECT_NE(text.find("tandem_setmaxnreg(232, 1)"), std::string::npos);
+    // Consumers take turns and hand the tensor cores over.
+    EXPECT_NE(text.find("tandem_wait(\"tile.order\", 1"), std::string::npos) << text;
+    EXPECT_NE(text.find("tandem_arrive(\"tile.order\", 0)"), std::string::npos);
+    std::set<std::string> names;
+    for (const BarrierDecl &b : ctx.barriers) names.insert(b.name + "/" + std::to_string(b.slots));
+    EXPECT_EQ(names, (std::set<std::string>{"A_tile.full/3", "A_tile.empty/3", "tile.order/2"}));
+}
+
+TEST(WarpSpecialize, DifferentVersionCountsInOneRingAreAnError) {
+    CompileContext ctx = context();
+    ctx.target = Target::parse("hopper");
+    ctx.directives["A_tile"].async_copy = ctx.directives["B_tile"].async_copy = true;
+    ctx.directives["A_tile"].multi_buffer = 2;
+    ctx.directives["B_tile"].multi_buffer = 3;
+    ctx.directives["C"].warp_specialize = true;
+    auto produce = [](const std::string &f) {
+        ir::CopyOp c{f, "A", 0, 0, {{4, 1, 1}}, f + ".full", 0};
+        return ProducerConsumer::make_produce(f, Block::make(ir::make_copy(c), ir::make_wait({f + ".full", 0})));
+    };
+    std::vector<SramBuffer> buffers(2);
+    buffers[0].name = "A_tile", buffers[0].type = bf16;
+    buffers[1].name = "B_tile", buffers[1].type = bf16;
+    Stmt body = loop("ko", 2, Block::make(produce("A_tile"), produce("B_tile")));
+    EXPECT_THROW(lower::specialize_warps(body, ctx, buffers), Error);
 }
 
 } // namespace
