@@ -2,12 +2,14 @@
 #include "App.h"
 #include "Run.h"
 #include "tandem/AsyncIR.h"
+#include "hopper/Emitter.h"
 #include "zpu/Emitter.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <cstdlib>
 #include <iostream>
 
 using namespace tandem;
@@ -19,7 +21,8 @@ const char *usage = R"(usage:
   tandem list
   tandem run <app> [--target zpu] [--param k=v]... [--schedule s] [--json] [--trace file]
                    [--no-numerics] [--seed n]
-  tandem emit <app> [--target zpu] --what stmt|halide|code -o dir [--param k=v]... [--schedule s]
+  tandem emit <app> [--target zpu|hopper] --what stmt|halide|code|cuda|ptx -o dir [--param k=v]...
+                    [--schedule s]
                     [--name n]   (file base name and C++ function name; default: the app)
   tandem demo
 )";
@@ -102,6 +105,23 @@ void write_file(const std::filesystem::path &path, const std::string &text) {
     std::cout << "wrote " << path.string() << "\n";
 }
 
+/** PTX of an emitted CUDA file through nvcc (ptxas checks it for sm_90a as it goes). */
+void ptx(const std::filesystem::path &cu, const std::filesystem::path &out) {
+    const char *env = std::getenv("TANDEM_NVCC");
+    std::string nvcc = env ? env : std::filesystem::exists("/usr/local/cuda/bin/nvcc") ? "/usr/local/cuda/bin/nvcc" : "nvcc";
+    std::string runtime = std::string(TANDEM_SOURCE_DIR) + "/backends/hopper/runtime";
+    std::string flags = " -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I" + runtime + " ";
+    std::filesystem::path cubin = out;
+    cubin.replace_extension(".cubin");
+    // The PTX, then ptxas on it for sm_90a (registers, spills).
+    for (const std::string &cmd : {nvcc + flags + "--ptx " + cu.string() + " -o " + out.string() + " 2>&1",
+                                   nvcc + flags + "-Xptxas -v -cubin " + cu.string() + " -o " + cubin.string() + " 2>&1"}) {
+        std::cout << "$ " << cmd << "\n" << std::flush;
+        if (std::system(cmd.c_str()) != 0) throw Error("nvcc failed on " + cu.string() + " (is nvcc installed?)");
+    }
+    std::cout << "wrote " << out.string() << " and " << cubin.string() << "\n";
+}
+
 void emit(const Args &a) {
     const App &app = find_app(a.app);
     if (a.out_dir.empty()) throw Error("emit needs -o dir");
@@ -113,8 +133,15 @@ void emit(const Args &a) {
     std::string base = a.name.empty() ? app.name : a.name;
     if (a.what == "stmt") write_file(dir / (base + ".stmt"), k.stmt_text());
     else if (a.what == "halide") write_file(dir / (base + ".halide.stmt"), ir::to_string(k.halide_stmt));
-    else if (a.what == "code") write_file(dir / (base + ".zpu.cpp"), zpu_backend::emit_cpp(k, base));
-    else throw Error("--what is stmt, halide or code, got '" + a.what + "'");
+    else if (a.what == "code" && k.target.arch == Target::Arch::ZPU) write_file(dir / (base + ".zpu.cpp"), zpu_backend::emit_cpp(k, base));
+    else if ((a.what == "cuda" || a.what == "ptx") && k.target.arch == Target::Arch::Hopper) {
+        std::filesystem::path cu = dir / (base + ".cu");
+        write_file(cu, hopper_backend::emit_cuda(k, base));
+        if (a.what == "ptx") ptx(cu, dir / (base + ".ptx"));
+    } else {
+        throw Error("--what is stmt, halide, code (zpu) or cuda|ptx (hopper); got '" + a.what + "' for target " +
+                    k.target.name());
+    }
 }
 
 void demo() {

@@ -79,6 +79,12 @@ std::string directive_that_sized(const std::string &name, int slots) {
  * (1024-byte aligned, as 128B-swizzled TMA tiles need). */
 void plan_hopper(const HoistAllocations &hoist, const FindOperands &operands, CompileContext &ctx,
                  std::vector<SramBuffer> *buffers) {
+    // Registers per thread: 65536 per SM over the CTA's warpgroups (ptxas compiles the whole kernel
+    // within that cap, whatever setmaxnreg gives later), less ~40 for addresses and loop state.
+    const Directives out = ctx.of(ctx.output);
+    int warpgroups = out.warp_specialize ? (out.ping_pong ? 3 : 2) : 1;
+    int64_t cap = std::min<int64_t>(232, ctx.target.hopper.registers_per_sm / (128 * warpgroups) / 8 * 8);
+    int64_t data_registers = cap - 40;
     int64_t smem = 0;
     for (const std::string &name : hoist.order) {
         SramBuffer b = hoist.found.at(name);
@@ -87,12 +93,13 @@ void plan_hopper(const HoistAllocations &hoist, const FindOperands &operands, Co
         b.slot_elements /= b.slots;
         b.in_registers = operands.accumulators.count(name) > 0;
         if (b.in_registers) {
-            // One warpgroup (128 threads) holds the tile: at most ~200 of its 232 registers.
+            // One warpgroup (128 threads) holds the tile.
             int64_t per_thread = (b.slot_elements * b.type.bytes() / 4 + 127) / 128;
-            if (per_thread > 200) {
+            if (per_thread > data_registers) {
                 throw Error("Func '" + name + "', directive tile: the accumulator tile needs " + std::to_string(per_thread) +
-                            " registers per thread of its warpgroup; Hopper gives a consumer at most 232 (about 200 "
-                            "for data): use a smaller output tile");
+                            " registers per thread of its warpgroup; with " + std::to_string(warpgroups) +
+                            " warpgroups per CTA a thread has " + std::to_string(cap) + " (about " +
+                            std::to_string(data_registers) + " for data): use a smaller output tile");
             }
         } else {
             b.offset_bytes = smem;

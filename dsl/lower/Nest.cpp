@@ -52,6 +52,8 @@ class CoreIdAsVar : public IRMutator {
 
 } // namespace
 
+Expr core_id_as_variable(const Expr &e) { return CoreIdAsVar().mutate(e); }
+
 void push_loop(LoopScope &scope, const For *loop) {
     Expr min = CoreIdAsVar().mutate(loop->min), last = CoreIdAsVar().mutate(loop->min + loop->extent - 1);
     LoopScope with_core;

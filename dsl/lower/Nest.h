@@ -50,6 +50,9 @@ int64_t constant_upper_bound(const Expr &e, const LoopScope &scope = LoopScope::
 
 bool provably_zero(const Expr &e);
 
+/** `e` with tandem_core_id() replaced by a variable, for bounds and modulus analysis. */
+Expr core_id_as_variable(const Expr &e);
+
 /** The name CoreMapping gives the loop it spreads over the cores, and the test for it. */
 std::string core_loop_name(const std::string &tile_loop);
 bool is_core_loop(const std::string &loop_name);

@@ -1,0 +1,1908 @@
+#include "Emitter.h"
+
+#include "lower/Nest.h"
+#include "tandem/AsyncIR.h"
+
+#include <cmath>
+#include <functional>
+#include <iomanip>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace tandem::hopper_backend {
+
+using namespace Halide::Internal;
+
+namespace {
+
+constexpr int warpgroup_threads = 128;
+constexpr int64_t swizzle_bytes = 128;       // a 128B-swizzled row; MMA operand column blocks
+constexpr int64_t swizzle_atom_bytes = 1024; // 8 swizzled rows: the pattern repeats every 1024 B
+constexpr int64_t max_box = 256;             // elements per TMA box dimension
+constexpr int64_t max_shared_bytes = 232448; // per CTA on sm_90
+constexpr int64_t max_accumulators = 128;    // f32 fragment registers per consumer thread
+
+// ---------------------------------------------------------------------------------------------
+// Names and symbolic helpers
+// ---------------------------------------------------------------------------------------------
+
+/** Variables the emitter itself declares are named "tandem.internal.<name>" in the IR it builds. */
+const std::string internal_prefix = "tandem.internal.";
+
+/** A C identifier for an IR name: non-alphanumerics become '_'; names that would collide with the
+ * emitter's own identifiers or C++ keywords get a trailing '_'. */
+std::string c_name(const std::string &name) {
+    if (name.compare(0, internal_prefix.size(), internal_prefix) == 0)
+        return name.substr(internal_prefix.size());
+    static const std::set<std::string> reserved = {
+        // the emitted kernel's and launcher's own names
+        "a_descriptor", "a_tile", "args", "b_descriptor", "b_tile", "box", "cols",
+        "dynamic_shared_memory", "elected", "element", "extents", "hopper", "i", "k16", "m64",
+        "offset", "partial", "reduction_scratch", "rows", "shared", "shared_bytes", "slot",
+        "status", "stream", "strides", "thread_in_warpgroup", "total", "warpgroup", "x", "y",
+        // C++ keywords an IR name could spell
+        "and", "asm", "auto", "bool", "break", "case", "catch", "char", "class", "const",
+        "continue", "default", "delete", "do", "double", "else", "enum", "extern", "false", "float",
+        "for", "friend", "goto", "if", "inline", "int", "long", "namespace", "new", "not",
+        "operator", "or", "private", "protected", "public", "register", "return", "short", "signed",
+        "sizeof", "static", "struct", "switch", "template", "this", "throw", "true", "try",
+        "typedef", "typename", "union", "unsigned", "using", "virtual", "void", "volatile", "while",
+        "xor"};
+    std::string r;
+    for (char c : name)
+        r += std::isalnum((unsigned char)c) ? c : '_';
+    if (r.empty() || std::isdigit((unsigned char)r[0]))
+        r = "_" + r;
+    if (reserved.count(r))
+        r += "_";
+    return r;
+}
+
+std::string list(const std::vector<int64_t> &v) {
+    std::string s = "{";
+    for (size_t i = 0; i < v.size(); i++)
+        s += (i ? ", " : "") + std::to_string(v[i]);
+    return s + "}";
+}
+
+std::string type_text(const Halide::Type &t) {
+    std::ostringstream s;
+    s << t;
+    return s.str();
+}
+
+using lower::affine_step;
+using lower::constant_upper_bound;
+
+bool proven(const Expr &e) { return can_prove(e); }
+
+/** Calls every intrinsic statement and vector op of the control stream (not the element nests),
+ * in program order. */
+void for_each_op(const Stmt &s, const std::function<void(const Stmt &)> &f) {
+    if (!s.defined())
+        return;
+    if (const For *l = s.as<For>()) {
+        for_each_op(l->body, f);
+    } else if (const LetStmt *l = s.as<LetStmt>()) {
+        ir::VectorOp v;
+        Stmt body;
+        if (ir::as_vector_op(s, &v, &body))
+            return f(s);
+        for_each_op(l->body, f);
+    } else if (const IfThenElse *i = s.as<IfThenElse>()) {
+        for_each_op(i->then_case, f);
+        for_each_op(i->else_case, f);
+    } else if (const Block *b = s.as<Block>()) {
+        for_each_op(b->first, f);
+        for_each_op(b->rest, f);
+    } else if (const ProducerConsumer *pc = s.as<ProducerConsumer>()) {
+        for_each_op(pc->body, f);
+    } else {
+        f(s);
+    }
+}
+
+bool is_compute(const Stmt &op) {
+    ir::MmaOp m;
+    ir::VectorOp v;
+    Stmt body;
+    return ir::as_mma(op, &m) || ir::as_vector_op(op, &v, &body);
+}
+
+class UsesWarpgroup : public IRVisitor {
+public:
+    bool found = false;
+
+private:
+    using IRVisitor::visit;
+    void visit(const Call *op) override {
+        found = found || ir::is_warpgroup(op);
+        IRVisitor::visit(op);
+    }
+};
+
+bool uses_warpgroup(const Expr &e) {
+    UsesWarpgroup u;
+    e.accept(&u);
+    return u.found;
+}
+
+class LoadsOf : public IRVisitor {
+public:
+    explicit LoadsOf(const std::string &b) : buffer(b) {}
+    std::vector<const Load *> loads;
+
+private:
+    const std::string buffer;
+    using IRVisitor::visit;
+    void visit(const Load *op) override {
+        if (op->name == buffer)
+            loads.push_back(op);
+        IRVisitor::visit(op);
+    }
+};
+
+template <class Node> class Collect : public IRVisitor {
+public:
+    std::vector<const Node *> nodes;
+
+private:
+    using IRVisitor::visit;
+    void visit(const Node *op) override {
+        nodes.push_back(op);
+        IRVisitor::visit(op);
+    }
+};
+
+template <class Node, class IR> std::vector<const Node *> collect(const IR &ir) {
+    Collect<Node> c;
+    ir.accept(&c);
+    return c.nodes;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Expressions
+// ---------------------------------------------------------------------------------------------
+
+/** Prints Halide expressions as CUDA C++ with Halide's semantics: floor division and modulo,
+ * bf16 values held in floats and rounded after each op, std::min/max. Loads and target calls go
+ * through hooks, so other C-like emitters could share it. */
+class CudaExpr {
+public:
+    std::function<std::string(const Load *)> load;
+    std::function<std::string(const Call *)> target_call; // "" when the call is not the target's
+
+    static std::string type_name(const Halide::Type &t) {
+        if (t.is_bool())
+            return "bool";
+        if (t.is_int())
+            return t.bits() > 32 ? "int64_t" : "int";
+        if (t.is_uint())
+            return t.bits() > 32 ? "uint64_t" : "uint32_t";
+        if (t.is_float() && t.bits() == 64)
+            return "double";
+        return "float"; // f32, and bf16 values held in a float
+    }
+
+    std::string operator()(const Expr &e) {
+        const Halide::Type &t = e.type();
+        bool integer = t.is_int() || t.is_uint();
+        auto bin = [&](const Expr &a, const Expr &b, const char *op) {
+            return rounded(t, "(" + (*this)(a) + " " + op + " " + (*this)(b) + ")");
+        };
+        switch (e->node_type) {
+        case IRNodeType::IntImm:
+            return std::to_string(e.as<IntImm>()->value);
+        case IRNodeType::UIntImm:
+            return std::to_string(e.as<UIntImm>()->value) + "u";
+        case IRNodeType::FloatImm:
+            return float_literal(e.as<FloatImm>()->value, t);
+        case IRNodeType::Variable:
+            return c_name(e.as<Variable>()->name);
+        case IRNodeType::Add:
+            return bin(e.as<Add>()->a, e.as<Add>()->b, "+");
+        case IRNodeType::Sub:
+            return bin(e.as<Sub>()->a, e.as<Sub>()->b, "-");
+        case IRNodeType::Mul:
+            return bin(e.as<Mul>()->a, e.as<Mul>()->b, "*");
+        case IRNodeType::Div:
+            if (integer)
+                return "hopper::floor_div(" + (*this)(e.as<Div>()->a) + ", " +
+                       (*this)(e.as<Div>()->b) + ")";
+            return bin(e.as<Div>()->a, e.as<Div>()->b, "/");
+        case IRNodeType::Mod: {
+            const Mod *m = e.as<Mod>();
+            if (integer)
+                return "hopper::floor_mod(" + (*this)(m->a) + ", " + (*this)(m->b) + ")";
+            std::string a = (*this)(m->a), b = (*this)(m->b);
+            return rounded(t, "(" + a + " - " + b + " * floorf(" + a + " / " + b + "))");
+        }
+        case IRNodeType::Min:
+            return "hopper::min_of<" + type_name(t) + ">(" + (*this)(e.as<Min>()->a) + ", " +
+                   (*this)(e.as<Min>()->b) + ")";
+        case IRNodeType::Max:
+            return "hopper::max_of<" + type_name(t) + ">(" + (*this)(e.as<Max>()->a) + ", " +
+                   (*this)(e.as<Max>()->b) + ")";
+        case IRNodeType::EQ:
+            return bin(e.as<EQ>()->a, e.as<EQ>()->b, "==");
+        case IRNodeType::NE:
+            return bin(e.as<NE>()->a, e.as<NE>()->b, "!=");
+        case IRNodeType::LT:
+            return bin(e.as<LT>()->a, e.as<LT>()->b, "<");
+        case IRNodeType::LE:
+            return bin(e.as<LE>()->a, e.as<LE>()->b, "<=");
+        case IRNodeType::GT:
+            return bin(e.as<GT>()->a, e.as<GT>()->b, ">");
+        case IRNodeType::GE:
+            return bin(e.as<GE>()->a, e.as<GE>()->b, ">=");
+        case IRNodeType::And:
+            return bin(e.as<And>()->a, e.as<And>()->b, "&&");
+        case IRNodeType::Or:
+            return bin(e.as<Or>()->a, e.as<Or>()->b, "||");
+        case IRNodeType::Not:
+            return "(!" + (*this)(e.as<Not>()->a) + ")";
+        case IRNodeType::Select: {
+            const Select *s = e.as<Select>();
+            return "(" + (*this)(s->condition) + " ? " + (*this)(s->true_value) + " : " +
+                   (*this)(s->false_value) + ")";
+        }
+        case IRNodeType::Cast: {
+            const Cast *c = e.as<Cast>();
+            if (t.is_bfloat())
+                return "hopper::round_bf16(" + (*this)(c->value) + ")";
+            return "(" + type_name(t) + ")(" + (*this)(c->value) + ")";
+        }
+        case IRNodeType::Load: {
+            internal_assert(load) << "hopper emitter: a load outside an element nest: " << e
+                                  << "\n";
+            return load(e.as<Load>());
+        }
+        case IRNodeType::Call:
+            return call(e.as<Call>());
+        default:
+            throw Error("the hopper emitter cannot print the expression " + expr_text(e));
+        }
+    }
+
+    static std::string expr_text(const Expr &e) {
+        std::ostringstream s;
+        s << e;
+        return s.str();
+    }
+
+private:
+    static std::string rounded(const Halide::Type &t, const std::string &v) {
+        return t.is_bfloat() ? "hopper::round_bf16" + v : v;
+    }
+
+    static std::string float_literal(double value, const Halide::Type &t) {
+        if (std::isinf(value))
+            return value > 0 ? "__int_as_float(0x7f800000)" : "__int_as_float(0xff800000)";
+        if (std::isnan(value))
+            return "__int_as_float(0x7fc00000)";
+        std::ostringstream s;
+        s << std::setprecision(t.bits() == 64 ? 17 : 9) << value;
+        std::string v = s.str();
+        if (v.find_first_of(".e") == std::string::npos)
+            v += ".0";
+        return t.bits() == 64 ? v : v + "f";
+    }
+
+    std::string call(const Call *c) {
+        if (target_call) {
+            std::string s = target_call(c);
+            if (!s.empty())
+                return s;
+        }
+        if (c->is_intrinsic(Call::likely) || c->is_intrinsic(Call::likely_if_innermost) ||
+            c->is_intrinsic(Call::promise_clamped) ||
+            c->is_intrinsic(Call::unsafe_promise_clamped)) {
+            return (*this)(c->args[0]);
+        }
+        static const std::map<Call::IntrinsicOp, const char *> binary = {{Call::bitwise_and, "&"},
+                                                                         {Call::bitwise_or, "|"},
+                                                                         {Call::bitwise_xor, "^"},
+                                                                         {Call::shift_left, "<<"},
+                                                                         {Call::shift_right, ">>"}};
+        for (const auto &[op, text] : binary) {
+            if (c->is_intrinsic(op))
+                return "(" + (*this)(c->args[0]) + " " + text + " " + (*this)(c->args[1]) + ")";
+        }
+        if (c->is_intrinsic(Call::bitwise_not))
+            return "(~" + (*this)(c->args[0]) + ")";
+        if (c->is_intrinsic(Call::abs)) {
+            return (c->type.is_float() ? "fabsf(" : "abs(") + (*this)(c->args[0]) + ")";
+        }
+        static const std::map<std::string, std::string> unary = {
+            {"sqrt_f32", "sqrtf"},   {"exp_f32", "expf"},   {"log_f32", "logf"},
+            {"floor_f32", "floorf"}, {"ceil_f32", "ceilf"}, {"tanh_f32", "tanhf"}};
+        auto it = unary.find(c->name);
+        if (it != unary.end())
+            return it->second + "(" + (*this)(c->args[0]) + ")";
+        throw Error("the hopper emitter has no CUDA for the call " + c->name);
+    }
+};
+
+// ---------------------------------------------------------------------------------------------
+// The plan: where each buffer lives on the GPU, the tensor maps, the MMA tiles
+// ---------------------------------------------------------------------------------------------
+
+enum class TileKind { Plain, MmaA, MmaB };
+
+/** A shared-memory buffer on the GPU: versions of `slot_elements` at the Kernel's offset, each
+ * holding a full tile (`box`, innermost first) in the layout its TMA view gives. */
+struct Tile {
+    const SramBuffer *buffer = nullptr;
+    TileKind kind = TileKind::Plain;
+    std::vector<int64_t> box;    // empty: no TMA copy touches it (the Stmt's layout is kept)
+    bool dynamic_layout = false; // a copy's inner extent may be less than the box: the Stmt's
+                                 // dense layout then differs from the full-tile layout
+};
+
+/** One CUtensorMap: a view of a kernel argument and the box one TMA instruction moves. */
+struct TensorMap {
+    std::string name, arg, buffer;
+    bool load = true;
+    Halide::Type type;
+    std::vector<int64_t> extents, strides, box; // of the view, innermost first; strides in elements
+    int64_t chunk = 0;                          // > 0: the argument's dim 0 is split into chunks
+    bool swizzle = false;                       // 128B swizzle (MMA operands)
+    int blocks = 1;                             // boxes per copy: 64-element column blocks
+    int64_t block_bytes = 0;                    // shared memory between consecutive blocks
+    int64_t box_bytes() const {
+        int64_t n = type.bytes() * blocks;
+        for (int64_t b : box)
+            n *= b;
+        return n;
+    }
+};
+
+/** An MMA accumulator held in each consumer thread's registers as wgmma fragments. */
+struct Accumulator {
+    const SramBuffer *buffer = nullptr;
+    std::string a, b;
+    int64_t m = 0, n = 0, k = 0; // the full MMA tile
+};
+
+struct Plan {
+    std::map<std::string, Tile> tiles;
+    std::map<std::string, Accumulator> accumulators;
+    std::vector<TensorMap> maps;
+    std::map<std::string, int64_t> expect_bytes; // full-box bytes landing on each full barrier
+    std::set<std::string> counters;              // ring positions (tandem_advance)
+    std::set<std::string> phase_bits;    // mbarriers waited on with the waiter's own phase bits
+    std::set<std::string> store_sources; // shared buffers TMA stores read (their empty barriers)
+    int64_t shared_bytes = 0;            // dynamic shared memory (plus 1024 B of alignment slack)
+
+    const TensorMap &map(const std::string &arg, const std::string &buffer, bool load) const {
+        for (const TensorMap &m : maps) {
+            if (m.arg == arg && m.buffer == buffer && m.load == load)
+                return m;
+        }
+        internal_error << "hopper emitter: no tensor map for " << arg << " / " << buffer << "\n";
+        return maps.front();
+    }
+};
+
+struct CopyInfo {
+    ir::CopyOp op;
+    bool load = true;
+    std::string arg, buffer;
+    const Expr &global_offset() const { return load ? op.src_offset : op.dst_offset; }
+    const Expr &global_stride(size_t d) const {
+        return load ? op.dims[d].src_stride : op.dims[d].dst_stride;
+    }
+    const Expr &smem_stride(size_t d) const {
+        return load ? op.dims[d].dst_stride : op.dims[d].src_stride;
+    }
+};
+
+std::string copy_text(const CopyInfo &c) {
+    return "the copy " + c.op.src + " -> " + c.op.dst;
+}
+
+class Planner {
+public:
+    explicit Planner(const Kernel &k) : kernel(k) {}
+
+    Plan run() {
+        for (const SramBuffer &b : kernel.buffers) {
+            if (b.in_registers)
+                plan.accumulators[b.name].buffer = &b;
+            else
+                plan.tiles[b.name].buffer = &b;
+        }
+        for_each_op(kernel.body, [&](const Stmt &s) { visit(s); });
+        for (CopyInfo &c : copies)
+            place_box(c);
+        for (CopyInfo &c : copies)
+            check_layout(c);
+        for (auto &[name, acc] : plan.accumulators)
+            mma_tiles(acc);
+        for (const VectorInfo &v : vector_ops)
+            check_vector_op(v);
+        make_maps();
+        for (const CopyInfo &c : copies) {
+            if (!c.load)
+                continue;
+            auto &seen = expect_buffers[c.op.barrier];
+            if (seen.insert(c.buffer).second)
+                plan.expect_bytes[c.op.barrier] += plan.map(c.arg, c.buffer, true).box_bytes();
+        }
+        shared_memory();
+        return std::move(plan);
+    }
+
+private:
+    struct VectorInfo {
+        ir::VectorOp op;
+        Stmt nest;
+    };
+
+    const Kernel &kernel;
+    Plan plan;
+    std::vector<CopyInfo> copies;
+    std::vector<ir::MmaOp> mmas;
+    std::vector<VectorInfo> vector_ops;
+    std::map<std::string, std::set<std::string>> expect_buffers;
+
+    void visit(const Stmt &s) {
+        ir::CopyOp c;
+        ir::MmaOp m;
+        ir::VectorOp v;
+        Stmt body;
+        std::string counter;
+        ir::WaitOp w;
+        if (ir::as_wait(s, &w)) {
+            if (!w.parity.defined())
+                plan.phase_bits.insert(w.barrier);
+        } else if (ir::as_copy(s, &c)) {
+            CopyInfo info{c, kernel.arg(c.src) != nullptr, "", ""};
+            info.arg = info.load ? c.src : c.dst;
+            info.buffer = info.load ? c.dst : c.src;
+            if (!kernel.arg(info.arg) || !plan.tiles.count(info.buffer)) {
+                throw Error("hopper: " + copy_text(info) +
+                            " is not between a kernel argument and a shared buffer; "
+                            "TMA moves boxes between global and shared memory only");
+            }
+            if (!info.load)
+                plan.store_sources.insert(info.buffer);
+            copies.push_back(info);
+        } else if (ir::as_mma(s, &m)) {
+            mma(m);
+        } else if (ir::as_vector_op(s, &v, &body)) {
+            vector_ops.push_back({v, body});
+        } else if (ir::as_advance(s, &counter)) {
+            plan.counters.insert(counter);
+        }
+    }
+
+    void mma(const ir::MmaOp &m) {
+        auto acc = plan.accumulators.find(m.acc);
+        if (acc == plan.accumulators.end()) {
+            throw Error("hopper: the MMA into " + m.acc +
+                        " needs the accumulator in registers (it is in shared memory)");
+        }
+        const Tile *a = plan.tiles.count(m.a) ? &plan.tiles[m.a] : nullptr;
+        const Tile *b = plan.tiles.count(m.b) ? &plan.tiles[m.b] : nullptr;
+        if (!a || !b)
+            throw Error("hopper: the MMA into " + m.acc + " needs its operands " + m.a + " and " +
+                        m.b + " in shared memory");
+        if (!a->buffer->type.is_bfloat() || !b->buffer->type.is_bfloat() ||
+            !acc->second.buffer->type.is_float() || acc->second.buffer->type.bits() != 32) {
+            throw Error("hopper: the MMA " + m.acc + " += " + m.a + " * " + m.b +
+                        " must be bf16 x bf16 -> f32 (the wgmma this emitter issues)");
+        }
+        if (!proven(m.a_stride_k == 1))
+            throw Error("hopper: MMA operand " + m.a +
+                        " must be K-major (a(k, m) with k innermost)");
+        if (!proven(m.b_stride_n == 1))
+            throw Error("hopper: MMA operand " + m.b +
+                        " must be N-major (b(n, k) with n innermost)");
+        if (!proven(m.acc_stride_n == 1) || !is_const_zero(simplify(m.acc_offset))) {
+            throw Error("hopper: the accumulator " + m.acc +
+                        " must be a dense tile with n innermost at offset 0");
+        }
+        for (auto [tile, kind] : {std::pair{&plan.tiles[m.a], TileKind::MmaA},
+                                  std::pair{&plan.tiles[m.b], TileKind::MmaB}}) {
+            if (tile->kind != TileKind::Plain && tile->kind != kind) {
+                throw Error("hopper: shared buffer " + tile->buffer->name +
+                            " is both the A and the B operand of MMAs");
+            }
+            tile->kind = kind;
+        }
+        Accumulator &info = acc->second;
+        if ((!info.a.empty() && info.a != m.a) || (!info.b.empty() && info.b != m.b)) {
+            throw Error("hopper: the accumulator " + m.acc +
+                        " takes MMAs from different operand tiles");
+        }
+        info.a = m.a;
+        info.b = m.b;
+        mmas.push_back(m);
+    }
+
+    /** The row pitches of a copy's smem tile, in elements, for dims 0 .. rank-2: the Stmt's tile
+     * may be dense (pitch = extent, possibly tail-dependent) or keep the full tile's pitch. */
+    std::vector<Expr> pitches(const CopyInfo &c) {
+        std::vector<Expr> r;
+        Expr below = 1;
+        for (size_t d = 0; d + 1 < c.op.dims.size(); d++) {
+            Expr next = c.smem_stride(d + 1), pitch;
+            const IntImm *n = next.as<IntImm>(), *b = below.as<IntImm>();
+            if (proven(below == 1))
+                pitch = next;
+            else if (n && b && b->value > 0 && n->value % b->value == 0)
+                pitch = Halide::Expr(int(n->value / b->value));
+            else if (proven(next == below * c.op.dims[d].extent))
+                pitch = c.op.dims[d].extent;
+            else if (proven(c.op.dims[d + 1].extent == 1))
+                pitch = c.op.dims[d].extent;
+            else
+                throw Error("hopper: " + copy_text(c) + " dim " + std::to_string(d + 1) +
+                            " is not a row of a row-major tile in " + c.buffer);
+            pitch = simplify(pitch);
+            if (!proven(pitch >= c.op.dims[d].extent) && !proven(c.op.dims[d + 1].extent == 1)) {
+                throw Error("hopper: " + copy_text(c) + " has rows in " + c.buffer +
+                            " that overlap (pitch below the extent)");
+            }
+            r.push_back(pitch);
+            below = simplify(below * pitch);
+        }
+        return r;
+    }
+
+    void place_box(const CopyInfo &c) {
+        const KernelArg *arg = kernel.arg(c.arg);
+        Tile &tile = plan.tiles[c.buffer];
+        if (c.op.dims.size() != arg->extents.size()) {
+            throw Error("hopper: " + copy_text(c) + " has " + std::to_string(c.op.dims.size()) +
+                        " dims but " + c.arg + " has " + std::to_string(arg->extents.size()) +
+                        "; a TMA box has the tensor's rank");
+        }
+        if (tile.box.empty())
+            tile.box.assign(c.op.dims.size(), 0);
+        if (tile.box.size() != c.op.dims.size())
+            throw Error("hopper: shared buffer " + c.buffer + " is copied with different ranks");
+        if (!proven(c.smem_stride(0) == 1) && !proven(c.op.dims[0].extent == 1)) {
+            throw Error("hopper: " + copy_text(c) + " is not dense along dim 0 in " + c.buffer +
+                        "; a TMA box lands as a dense tile");
+        }
+        std::vector<Expr> pitch = pitches(c);
+        for (size_t d = 0; d < c.op.dims.size(); d++) {
+            int64_t bound = constant_upper_bound(c.op.dims[d].extent);
+            if (d < pitch.size())
+                bound = std::max(bound, constant_upper_bound(pitch[d]));
+            if (bound < 1) {
+                throw Error("hopper: " + copy_text(c) + " dim " + std::to_string(d) +
+                            " has no constant bound on its extent; TMA needs a constant box");
+            }
+            tile.box[d] = std::max(tile.box[d], bound);
+        }
+    }
+
+    void check_layout(const CopyInfo &c) {
+        const KernelArg *arg = kernel.arg(c.arg);
+        Tile &tile = plan.tiles[c.buffer];
+        int64_t arg_stride = 1;
+        std::vector<Expr> pitch = pitches(c);
+        for (size_t d = 0; d < c.op.dims.size(); d++) {
+            if (!proven(c.global_stride(d) == Halide::Expr(int(arg_stride))) &&
+                !proven(c.op.dims[d].extent == 1)) {
+                throw Error("hopper: " + copy_text(c) + " dim " + std::to_string(d) +
+                            " does not step through " + c.arg + " with its stride " +
+                            std::to_string(arg_stride) + "; TMA boxes follow the tensor's dims");
+            }
+            if (d < pitch.size() && !proven(pitch[d] == Halide::Expr(int(tile.box[d]))))
+                tile.dynamic_layout = true;
+            arg_stride *= arg->extents[d];
+        }
+    }
+
+    void mma_tiles(Accumulator &acc) {
+        if (acc.a.empty())
+            return;
+        const Tile &a = plan.tiles.at(acc.a), &b = plan.tiles.at(acc.b);
+        const int64_t block = swizzle_bytes / 2; // bf16 elements per 128-byte row
+        for (const Tile *t : {&a, &b}) {
+            if (t->box.size() != 2) {
+                throw Error("hopper: MMA operand " + t->buffer->name +
+                            " must be loaded by a 2-D TMA copy (it has " +
+                            std::to_string(t->box.size()) + " copied dims)");
+            }
+            if (t->box[0] % block != 0) {
+                throw Error("hopper: MMA operand " + t->buffer->name +
+                            " has an inner tile dim of " + std::to_string(t->box[0]) +
+                            " elements; with the 128B swizzle it must be a multiple of 64 bf16 "
+                            "(use a tile of 64, 128, ...)");
+            }
+            if (t->box[1] > max_box) {
+                throw Error("hopper: MMA operand " + t->buffer->name + " has " +
+                            std::to_string(t->box[1]) +
+                            " rows; a TMA box dim is at most 256: use a smaller tile");
+            }
+        }
+        acc.k = a.box[0];
+        acc.m = a.box[1];
+        acc.n = b.box[0];
+        if (b.box[1] != acc.k) {
+            throw Error("hopper: MMA operands " + acc.a + " (K = " + std::to_string(acc.k) +
+                        ") and " + acc.b + " (K = " + std::to_string(b.box[1]) +
+                        ") disagree on the K tile");
+        }
+        if (acc.m % 64 != 0)
+            throw Error("hopper: MMA tile M of " + acc.buffer->name + " is " +
+                        std::to_string(acc.m) + "; wgmma needs a multiple of 64");
+        if (acc.n > 256)
+            throw Error("hopper: MMA tile N of " + acc.buffer->name + " is " +
+                        std::to_string(acc.n) + "; wgmma takes at most 256");
+        if (acc.m / 64 * acc.n / 2 > max_accumulators) {
+            throw Error("hopper: the " + std::to_string(acc.m) + " x " + std::to_string(acc.n) +
+                        " accumulator " + acc.buffer->name + " needs " +
+                        std::to_string(acc.m / 64 * acc.n / 2) +
+                        " f32 registers per thread (at most " + std::to_string(max_accumulators) +
+                        "): use a smaller MMA tile");
+        }
+        if (acc.m * acc.n > acc.buffer->slot_elements) {
+            internal_error << "hopper emitter: accumulator " << acc.buffer->name
+                           << " is smaller than its MMA tile\n";
+        }
+        for (const ir::MmaOp &m : mmas) {
+            if (m.acc != acc.buffer->name)
+                continue;
+            int64_t mm = constant_upper_bound(m.m), nn = constant_upper_bound(m.n),
+                    kk = constant_upper_bound(m.k);
+            if (mm < 0 || nn < 0 || kk < 0 || mm > acc.m || nn > acc.n || kk > acc.k) {
+                throw Error("hopper: an MMA into " + m.acc + " is larger than its operand tiles " +
+                            m.a + " and " + m.b);
+            }
+        }
+    }
+
+    void check_vector_op(const VectorInfo &v) {
+        for (const ir::Region &r : v.op.regions) {
+            auto t = plan.tiles.find(r.buffer);
+            if (t != plan.tiles.end() && t->second.kind != TileKind::Plain) {
+                throw Error(
+                    "hopper: vector op " + v.op.label + " touches MMA operand " + r.buffer +
+                    ", which is a 128B-swizzled wgmma tile on the GPU; only TMA may write it");
+            }
+        }
+    }
+
+    void make_maps() {
+        std::map<std::string, int> maps_per_arg;
+        std::set<std::tuple<std::string, std::string, bool>> seen;
+        for (const CopyInfo &c : copies) {
+            if (seen.insert({c.arg, c.buffer, c.load}).second)
+                maps_per_arg[c.arg]++;
+        }
+        seen.clear();
+        for (const CopyInfo &c : copies) {
+            if (!seen.insert({c.arg, c.buffer, c.load}).second)
+                continue;
+            const KernelArg *arg = kernel.arg(c.arg);
+            const Tile &tile = plan.tiles.at(c.buffer);
+            TensorMap m;
+            m.arg = c.arg;
+            m.buffer = c.buffer;
+            m.load = c.load;
+            m.type = arg->type;
+            m.name =
+                c_name(c.arg) +
+                (maps_per_arg[c.arg] > 1 ? "_" + c_name(c.buffer) + (c.load ? "_load" : "_store")
+                                         : "") +
+                "_tensor_map";
+            if (arg->type != tile.buffer->type) {
+                throw Error("hopper: " + copy_text(c) +
+                            " converts types; TMA copies bytes (make both " + type_text(arg->type) +
+                            ")");
+            }
+            const int64_t bytes = arg->type.bytes();
+            for (int e : arg->extents)
+                m.extents.push_back(e);
+            m.box = tile.box;
+            if (tile.kind != TileKind::Plain) {
+                // Column blocks of 64 bf16: one 128B-swizzled {64, rows} box each.
+                m.swizzle = true;
+                m.blocks = int(tile.box[0] / (swizzle_bytes / bytes));
+                m.box[0] = swizzle_bytes / bytes;
+                m.block_bytes = swizzle_bytes * tile.box[1];
+            } else if (tile.box[0] > max_box) {
+                split_inner(m, c, tile);
+            }
+            if ((m.box[0] * bytes) % 16 != 0) {
+                throw Error("hopper: the TMA box of " + c.buffer + " has an inner dim of " +
+                            std::to_string(m.box[0] * bytes) +
+                            " bytes; it must be a multiple of 16 bytes");
+            }
+            for (size_t d = 0; d < m.box.size(); d++) {
+                if (m.box[d] > max_box) {
+                    throw Error("hopper: the TMA box of " + c.buffer + " has " +
+                                std::to_string(m.box[d]) + " elements in dim " + std::to_string(d) +
+                                "; a box dim is at most 256: use a smaller tile");
+                }
+            }
+            if (m.extents.size() > 5)
+                throw Error("hopper: the TMA view of " + c.arg + " has rank " +
+                            std::to_string(m.extents.size()) + "; TMA takes at most 5");
+            int64_t stride = 1;
+            for (size_t d = 0; d < m.extents.size(); d++) {
+                m.strides.push_back(stride);
+                if (d > 0 && (stride * bytes) % 16 != 0) {
+                    throw Error(
+                        "hopper: " + c.arg + " has a global stride of " +
+                        std::to_string(stride * bytes) + " bytes in dim " + std::to_string(d) +
+                        "; TMA needs global strides that are multiples of 16 bytes (pad the row "
+                        "to " +
+                        std::to_string((stride * bytes + 15) / 16 * 16 / bytes) + " elements)");
+                }
+                stride *= m.extents[d];
+            }
+            if (m.box_bytes() > tile.buffer->slot_elements * bytes) {
+                throw Error("hopper: the full TMA box of " + c.buffer + " (" +
+                            std::to_string(m.box_bytes()) +
+                            " bytes) does not fit a version of the buffer (" +
+                            std::to_string(tile.buffer->slot_elements * bytes) + " bytes)");
+            }
+            plan.maps.push_back(m);
+        }
+    }
+
+    /** A box wider than 256 elements: view the argument's dim 0 as {chunk, extent / chunk} so
+     * that one box covers the tile and lands in the same row-major order. */
+    void split_inner(TensorMap &m, const CopyInfo &c, const Tile &tile) {
+        const int64_t bytes = m.type.bytes(), inner = tile.box[0], global = m.extents[0];
+        int64_t chunk = 0;
+        for (int64_t n = max_box; n >= 1 && !chunk; n--) {
+            if (inner % n == 0 && global % n == 0 && (n * bytes) % 16 == 0 && inner / n <= max_box)
+                chunk = n;
+        }
+        if (!chunk) {
+            throw Error("hopper: the TMA box of " + c.buffer + " is " + std::to_string(inner) +
+                        " elements wide (a box dim is at most 256) and cannot be split into equal "
+                        "chunks of " +
+                        c.arg + "'s dim 0 (" + std::to_string(global) +
+                        "): use a tile width of at most 256");
+        }
+        for (const CopyInfo &other : copies) {
+            if (other.arg != c.arg || other.buffer != c.buffer || other.load != c.load)
+                continue;
+            ModulusRemainder mr =
+                modulus_remainder(simplify(lower::core_id_as_variable(other.global_offset())));
+            if (mr.modulus % chunk != 0 || mr.remainder % chunk != 0) {
+                throw Error("hopper: the TMA box of " + c.buffer + " is " + std::to_string(inner) +
+                            " elements wide; it is split into chunks of " + std::to_string(chunk) +
+                            ", which needs tile offsets in " + c.arg + " that are multiples of " +
+                            std::to_string(chunk));
+            }
+        }
+        m.chunk = chunk;
+        m.extents.insert(m.extents.begin(), chunk);
+        m.extents[1] = global / chunk;
+        m.box.insert(m.box.begin(), chunk);
+        m.box[1] = inner / chunk;
+    }
+
+    void shared_memory() {
+        for (const auto &[name, tile] : plan.tiles) {
+            const SramBuffer &b = *tile.buffer;
+            plan.shared_bytes = std::max(plan.shared_bytes, b.offset_bytes + b.bytes());
+            if (tile.box.empty())
+                continue;
+            int64_t align = tile.kind == TileKind::Plain ? 128 : swizzle_atom_bytes;
+            int64_t slot_bytes = b.slot_elements * b.type.bytes();
+            if (b.offset_bytes % align != 0 || (b.slots > 1 && slot_bytes % align != 0)) {
+                throw Error(
+                    "hopper: shared buffer " + name + " (at byte " +
+                    std::to_string(b.offset_bytes) + ", " + std::to_string(slot_bytes) +
+                    " bytes per version) is not " + std::to_string(align) + "-byte aligned; " +
+                    (tile.kind == TileKind::Plain ? "TMA tiles" : "128B-swizzled wgmma tiles") +
+                    " need it");
+            }
+        }
+        for (const BarrierDecl &b : kernel.barriers) {
+            if (b.slots > 32)
+                throw Error("hopper: mbarrier " + b.name +
+                            " has more than 32 versions (phase bits are one word)");
+        }
+        int64_t total =
+            plan.shared_bytes + swizzle_atom_bytes + 8 * int64_t(kernel.barriers.size()) * 32 + 64;
+        if (total > max_shared_bytes) {
+            throw Error("hopper: the kernel needs " + std::to_string(total) +
+                        " bytes of shared memory; a CTA has at most " +
+                        std::to_string(max_shared_bytes) + ": use fewer stages or smaller tiles");
+        }
+    }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Code generation
+// ---------------------------------------------------------------------------------------------
+
+bool contains_tma_load(const Stmt &s, const Kernel &k) {
+    bool found = false;
+    for_each_op(s, [&](const Stmt &op) {
+        ir::CopyOp c;
+        if (ir::as_copy(op, &c) && k.arg(c.src))
+            found = true;
+    });
+    return found;
+}
+
+bool contains_compute(const Stmt &s) {
+    bool found = false;
+    for_each_op(s, [&](const Stmt &op) { found = found || is_compute(op); });
+    return found;
+}
+
+std::string storage_type(const Halide::Type &t);
+
+struct Loop {
+    std::string name;
+    Expr min, extent;
+};
+
+/** Peels the For chain of an element nest: loops outermost first, and what is inside them. */
+Stmt peel_loops(const Stmt &nest, std::vector<Loop> *loops) {
+    Stmt s = nest;
+    while (const For *f = s.as<For>()) {
+        loops->push_back({f->name, f->min, f->extent});
+        s = f->body;
+    }
+    return s;
+}
+
+class CodeGen {
+public:
+    CodeGen(const Kernel &k, const Plan &p) : kernel(k), plan(p) {
+        expr.load = [this](const Load *l) { return load(l); };
+        expr.target_call = [](const Call *c) -> std::string {
+            if (ir::is_core_id(c))
+                return "int(blockIdx.x)";
+            if (ir::is_warpgroup(c))
+                return "warpgroup";
+            return "";
+        };
+    }
+
+    std::ostringstream os;
+    int indent = 1;
+    bool compute_role = false;
+
+    void role_body(const Stmt &s) {
+        compute_role = contains_compute(s);
+        synced =
+            true; // the kernel's __syncthreads; no thread of the role has touched shared memory yet
+        pending_sync = false;
+        stmt(s);
+    }
+
+    void stmt(const Stmt &s) {
+        if (!s.defined())
+            return;
+        if (const For *f = s.as<For>())
+            return loop(f);
+        if (const LetStmt *l = s.as<LetStmt>())
+            return let(s, l);
+        if (const IfThenElse *i = s.as<IfThenElse>())
+            return branch(i);
+        if (const Block *b = s.as<Block>()) {
+            stmt(b->first);
+            stmt(b->rest);
+            return;
+        }
+        if (const ProducerConsumer *pc = s.as<ProducerConsumer>()) {
+            os << line() << "// " << (pc->is_producer ? "produce " : "consume ") << pc->name
+               << "\n";
+            return stmt(pc->body);
+        }
+        if (s.as<Evaluate>())
+            return intrinsic(s);
+        internal_error << "hopper emitter: unexpected statement in the control stream\n"
+                       << s << "\n";
+    }
+
+private:
+    const Kernel &kernel;
+    const Plan &plan;
+    CudaExpr expr;
+    bool synced = false; // no thread of the warpgroup touched shared memory since its last barrier
+    bool pending_sync = false;    // threads wrote shared memory: a barrier before anyone reads it
+    std::vector<Loop> nest_loops; // the element nest being emitted (for tile index rewriting)
+    std::string fragment;         // inside an accumulator epilogue: the current fragment register
+    std::string fragment_buffer;
+    std::vector<std::set<std::string>> scopes{{}};
+
+    std::string line() const { return std::string(4 * indent, ' '); }
+
+    /** An expression for `if (...)`: without the printer's outer parentheses. */
+    std::string condition(const Expr &e) {
+        std::string s = expr(e);
+        if (s.size() < 2 || s.front() != '(' || s.back() != ')')
+            return s;
+        int depth = 0;
+        for (size_t i = 0; i + 1 < s.size(); i++) {
+            depth += s[i] == '(' ? 1 : s[i] == ')' ? -1 : 0;
+            if (depth == 0)
+                return s; // the first parenthesis closes before the end
+        }
+        return s.substr(1, s.size() - 2);
+    }
+
+    void open(const std::string &text) {
+        os << line() << text << "\n";
+        indent++;
+        scopes.emplace_back();
+    }
+    void close(const std::string &text = "}") {
+        indent--;
+        scopes.pop_back();
+        os << line() << text << "\n";
+    }
+
+    static bool ends_with(const std::string &s, const std::string &tail) {
+        return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+    }
+
+    void sync() {
+        os << line() << "hopper::warpgroup_sync(warpgroup);\n";
+        synced = true;
+        pending_sync = false;
+    }
+    void flush() {
+        if (pending_sync)
+            sync();
+    }
+
+    // ---- control flow ----
+
+    void loop(const For *f) {
+        flush();
+        if (ends_with(f->name, ".prologue"))
+            os << line() << "// prologue: start the first copies of the pipeline\n";
+        bool pure = !contains_compute(f->body);
+        if (compute_role && pure && !synced && contains_tma_load(f->body, kernel)) {
+            os << line() << "// the warpgroup is done reading the versions these loads overwrite\n";
+            sync();
+        }
+        bool before = synced;
+        std::string v = c_name(f->name);
+        open("for (int " + v + " = " + expr(f->min) + ", " + v + "_end = " + v + " + " +
+             expr(f->extent) + "; " + v + " < " + v + "_end; " + v + "++) {");
+        scopes.back().insert(v);
+        synced = pure && before;
+        stmt(f->body);
+        flush();
+        close();
+        synced = pure && before;
+    }
+
+    void let(const Stmt &s, const LetStmt *l) {
+        ir::VectorOp v;
+        Stmt body;
+        if (ir::as_vector_op(s, &v, &body))
+            return vector_op(v, body);
+        std::string name = c_name(l->name);
+        bool counter = plan.counters.count(l->name) > 0;
+        bool advanced = false;
+        for_each_op(l->body, [&](const Stmt &op) {
+            std::string c;
+            advanced = advanced || (ir::as_advance(op, &c) && c == l->name);
+        });
+        if (!stmt_uses_var(l->body, l->name) && !advanced)
+            return stmt(l->body); // this role never uses it
+        bool braces = scopes.back().count(name) > 0;
+        if (braces)
+            open("{");
+        if (ends_with(l->name, ".iteration")) {
+            os << line()
+               << "// steady state: issue the copies for a later iteration, wait for this one, "
+                  "compute\n";
+        } else if (ends_with(l->name, ".slot")) {
+            os << line() << "// stage: the version of the ring this step uses\n";
+        }
+        if (counter)
+            os << line() << "// advanced by this role (tandem_advance)\n";
+        os << line() << (counter ? "" : "const ") << CudaExpr::type_name(l->value.type()) << " "
+           << name << " = " << expr(l->value) << ";\n";
+        scopes.back().insert(name);
+        stmt(l->body);
+        if (braces)
+            close();
+    }
+
+    void branch(const IfThenElse *i) {
+        flush();
+        if (uses_warpgroup(i->condition))
+            return roles(i);
+        if (compute_role && !synced &&
+            (contains_tma_load(i->then_case, kernel) || contains_tma_load(i->else_case, kernel))) {
+            os << line() << "// the warpgroup is done reading the versions these loads overwrite\n";
+            sync();
+        }
+        bool before = synced;
+        open("if (" + condition(i->condition) + ") {");
+        stmt(i->then_case);
+        flush();
+        bool after_then = synced;
+        if (i->else_case.defined()) {
+            synced = before;
+            close("} else {");
+            scopes.emplace_back();
+            indent++;
+            stmt(i->else_case);
+            flush();
+            synced = synced && after_then;
+        } else {
+            synced = before && after_then;
+        }
+        close();
+    }
+
+    void role_comment(const Stmt &s, const std::string &who) {
+        bool loads = contains_tma_load(s, kernel), compute = contains_compute(s);
+        std::string what =
+            compute ? "consumer: waits for full versions, computes, releases them, stores"
+            : loads ? "producer: one elected thread issues the TMA loads"
+                    : "no work";
+        os << line() << "// ---- " << who << ": " << what << " ----\n";
+    }
+
+    /** The roles: one branch per warpgroup (setmaxnreg needs each role in its own branch). */
+    void roles(const IfThenElse *i) {
+        open("if (" + condition(i->condition) + ") {");
+        role_comment(i->then_case, CudaExpr::expr_text(i->condition));
+        role_body(i->then_case);
+        flush();
+        Stmt rest = i->else_case;
+        while (rest.defined()) {
+            const IfThenElse *next = rest.as<IfThenElse>();
+            if (next && uses_warpgroup(next->condition)) {
+                close("} else if (" + condition(next->condition) + ") {");
+                scopes.emplace_back();
+                indent++;
+                role_comment(next->then_case, CudaExpr::expr_text(next->condition));
+                role_body(next->then_case);
+                flush();
+                rest = next->else_case;
+            } else {
+                close("} else {");
+                scopes.emplace_back();
+                indent++;
+                role_comment(rest, "the other warpgroups");
+                role_body(rest);
+                flush();
+                rest = Stmt();
+            }
+        }
+        close();
+        compute_role = false;
+    }
+
+    // ---- intrinsics ----
+
+    std::string barrier(const std::string &name, const Expr &slot) {
+        return "&" + c_name(name) + "[" + expr(slot) + "]";
+    }
+
+    bool is_mbarrier(const std::string &name) const {
+        for (const BarrierDecl &b : kernel.barriers) {
+            if (b.name == name)
+                return true;
+        }
+        return false;
+    }
+
+    void intrinsic(const Stmt &s) {
+        ir::CopyOp c;
+        ir::WaitOp w;
+        ir::ArriveOp a;
+        ir::MmaOp m;
+        Expr bytes;
+        std::string counter;
+        int registers = 0;
+        bool increase = false;
+        if (ir::as_expect(s, &a, &bytes)) {
+            if (compute_role && !synced) {
+                os << line()
+                   << "// the warpgroup is done reading the versions these loads overwrite\n";
+                sync();
+            }
+            auto it = plan.expect_bytes.find(a.barrier);
+            internal_assert(it != plan.expect_bytes.end())
+                << "hopper emitter: nothing lands on " << a.barrier << "\n";
+            os << line() << "// expect the full boxes (" << it->second << " bytes) on "
+               << a.barrier;
+            if (!proven(bytes == Halide::Expr(int(it->second))))
+                os << "; a tail tile lands zero-filled at full size";
+            os << "\n"
+               << line() << "if (elected) hopper::mbarrier_arrive_expect_tx("
+               << barrier(a.barrier, a.slot) << ", " << it->second << ");\n";
+        } else if (ir::as_copy(s, &c)) {
+            copy(c);
+        } else if (ir::as_wait(s, &w)) {
+            if (is_mbarrier(w.barrier) && w.parity.defined()) {
+                os << line() << "hopper::mbarrier_wait_parity(" << barrier(w.barrier, w.slot)
+                   << ", " << expr(w.parity) << "); // parity from the ring's lap\n";
+            } else if (is_mbarrier(w.barrier)) {
+                os << line() << "hopper::mbarrier_wait(" << c_name(w.barrier) << ", "
+                   << expr(w.slot) << ", " << c_name(w.barrier) << "_phase);\n";
+            } else {
+                // The empty barrier of a store source: this thread's bulk stores finished reading
+                // it.
+                bool store_empty = false;
+                for (const std::string &b : plan.store_sources)
+                    store_empty = store_empty || w.barrier == ir::empty_barrier(b);
+                internal_assert(store_empty) << "hopper emitter: wait on " << w.barrier
+                                             << ", neither an mbarrier nor a TMA store's\n";
+                os << line() << "// " << w.barrier
+                   << ": the TMA stores out of the tile finished reading it\n";
+                os << line() << "if (elected) hopper::bulk_wait_group_read_0();\n";
+                pending_sync = true;
+                synced = false;
+            }
+        } else if (ir::as_arrive(s, &a)) {
+            flush();
+            if (!synced)
+                sync();
+            os << line() << "if (elected) hopper::mbarrier_arrive(" << barrier(a.barrier, a.slot)
+               << "); // arrive on " << a.barrier << " for the warpgroup\n";
+        } else if (ir::as_mma(s, &m)) {
+            mma(m);
+        } else if (ir::is_fence_proxy_async(s)) {
+            os << line()
+               << "hopper::fence_proxy_async_shared(); // this thread's smem writes, before the "
+                  "TMA store reads them\n";
+        } else if (ir::as_advance(s, &counter)) {
+            os << line() << c_name(counter) << " += 1;\n";
+        } else if (ir::as_setmaxnreg(s, &registers, &increase)) {
+            os << line() << "hopper::setmaxnreg_" << (increase ? "inc" : "dec") << "<" << registers
+               << ">();\n";
+        } else {
+            const Evaluate *e = s.as<Evaluate>();
+            internal_assert(e && is_const(e->value))
+                << "hopper emitter: unexpected op " << s << "\n";
+        }
+    }
+
+    std::string address(const std::string &buffer, const Expr &offset) {
+        const Tile &t = plan.tiles.at(buffer);
+        return c_name(buffer) + "_address + uint32_t(" + expr(offset) + ") * " +
+               std::to_string(t.buffer->type.bytes());
+    }
+
+    void copy(const ir::CopyOp &c) {
+        bool load = kernel.arg(c.src) != nullptr;
+        std::string arg = load ? c.src : c.dst, buffer = load ? c.dst : c.src;
+        const TensorMap &map = plan.map(arg, buffer, load);
+        const Tile &tile = plan.tiles.at(buffer);
+        const KernelArg *karg = kernel.arg(arg);
+        if (load) {
+            if (compute_role && !synced)
+                sync();
+            os << line() << "// TMA load " << arg << " -> " << buffer << " (box " << list(map.box)
+               << (map.blocks > 1 ? " x " + std::to_string(map.blocks) + " column blocks" : "")
+               << "), completes on " << c.barrier << "\n";
+        } else {
+            flush();
+            if (!synced)
+                sync();
+            os << line() << "// TMA store " << buffer << " -> " << arg << " (box " << list(map.box)
+               << "), in this thread's bulk group\n";
+        }
+        open("if (elected) {");
+        os << line() << "const int offset = " << expr(load ? c.src_offset : c.dst_offset)
+           << "; // element of " << arg << "\n";
+        // Tail tiles: the box is full size and the part past the tile must lie past the edge.
+        int64_t stride = 1;
+        for (size_t d = 0; d < c.dims.size(); d++) {
+            int64_t extent = karg->extents[d];
+            if (!proven(c.dims[d].extent == Halide::Expr(int(tile.box[d])))) {
+                os << line() << "hopper::check_tail(" << expr(c.dims[d].extent) << ", "
+                   << tile.box[d] << ", offset"
+                   << (stride > 1 ? " / " + std::to_string(stride) : "") << " % " << extent << ", "
+                   << extent << ");\n";
+            }
+            stride *= extent;
+        }
+        std::string smem = address(buffer, load ? c.dst_offset : c.src_offset);
+        for (int block = 0; block < map.blocks; block++) {
+            std::string coords;
+            for (size_t d = 0; d < map.extents.size(); d++) {
+                std::string coordinate = "offset";
+                if (map.strides[d] > 1)
+                    coordinate += " / " + std::to_string(map.strides[d]);
+                if (d + 1 < map.extents.size())
+                    coordinate += " % " + std::to_string(map.extents[d]);
+                if (d == 0 && block > 0)
+                    coordinate = "(" + coordinate + ") + " + std::to_string(block * map.box[0]);
+                coords += ", " + coordinate;
+            }
+            std::string destination =
+                smem + (block > 0 ? " + " + std::to_string(block * map.block_bytes) : "");
+            if (load) {
+                os << line() << "hopper::tma_load(" << destination << ", &" << map.name << ", "
+                   << barrier(c.barrier, c.slot) << coords << ");\n";
+            } else {
+                os << line() << "hopper::tma_store(&" << map.name << ", " << destination << coords
+                   << ");\n";
+            }
+        }
+        if (!load)
+            os << line() << "hopper::bulk_commit_group();\n";
+        close();
+    }
+
+    void mma(const ir::MmaOp &m) {
+        flush();
+        const Accumulator &acc = plan.accumulators.at(m.acc);
+        const Tile &a = plan.tiles.at(m.a), &b = plan.tiles.at(m.b);
+        for (auto [name, offset, tile] :
+             {std::tuple{m.a, m.a_offset, &a}, std::tuple{m.b, m.b_offset, &b}}) {
+            if (!proven(offset % Halide::Expr(int(tile->buffer->slot_elements)) == 0)) {
+                throw Error("hopper: the MMA into " + m.acc + " reads " + name +
+                            " inside a version; wgmma tiles start at a version");
+            }
+        }
+        const int64_t a_blocks_bytes = swizzle_bytes * acc.m, b_block_bytes = swizzle_bytes * acc.k;
+        os << line() << "// MMA " << m.acc << " += " << m.a << " * " << m.b << ": the full "
+           << acc.m << " x " << acc.n << " x " << acc.k << " tile, " << acc.k / 16
+           << " k16 steps of " << acc.m / 64 << " m64n" << acc.n << " wgmma\n";
+        os << line() << "hopper::fence_fragment(" << c_name(m.acc) << ");\n";
+        os << line() << "hopper::wgmma_fence();\n";
+        open("{");
+        os << line() << "const uint32_t a_tile = " << address(m.a, m.a_offset) << ";\n";
+        os << line() << "const uint32_t b_tile = " << address(m.b, m.b_offset) << ";\n";
+        os << line() << "#pragma unroll\n";
+        open("for (int k16 = 0; k16 < " + std::to_string(acc.k / 16) + "; k16++) {");
+        os << line() << "// B, N-major: 16 k-rows of 128 B per step; LBO = " << b_block_bytes
+           << " B between 64-column blocks, SBO = 1024 B per 8 k-rows\n";
+        os << line()
+           << "const uint64_t b_descriptor = hopper::matrix_descriptor_128B(b_tile + k16 * "
+           << 16 * swizzle_bytes << ", " << b_block_bytes << ", 1024);\n";
+        os << line() << "#pragma unroll\n";
+        open("for (int m64 = 0; m64 < " + std::to_string(acc.m / 64) + "; m64++) {");
+        os << line()
+           << "// A, K-major: 64 rows of 128 B per wgmma, SBO = 1024 B per 8 rows; k16 = 32 B "
+              "inside a 64-wide block\n";
+        os << line()
+           << "const uint64_t a_descriptor = hopper::matrix_descriptor_128B(a_tile + (k16 / 4) * "
+           << a_blocks_bytes << " + m64 * " << 64 * swizzle_bytes
+           << " + (k16 % 4) * 32, 16, 1024);\n";
+        os << line() << "hopper::wgmma_bf16<" << acc.n << ">(" << c_name(m.acc)
+           << "[m64], a_descriptor, b_descriptor);\n";
+        close();
+        close();
+        close();
+        os << line() << "hopper::wgmma_commit_group();\n";
+        os << line() << "hopper::wgmma_wait_group<0>();\n";
+        os << line() << "hopper::fence_fragment(" << c_name(m.acc) << ");\n";
+        synced = false;
+    }
+
+    // ---- element nests ----
+
+    std::string load(const Load *l) {
+        if (plan.accumulators.count(l->name)) {
+            internal_assert(fragment_buffer == l->name)
+                << "hopper emitter: accumulator load outside its epilogue\n";
+            return fragment;
+        }
+        auto t = plan.tiles.find(l->name);
+        internal_assert(t != plan.tiles.end())
+            << "hopper emitter: load of " << l->name << " in an element nest\n";
+        std::string v = c_name(l->name) + "[" + tile_index(t->second, l->index) + "]";
+        return t->second.buffer->type.is_bfloat() ? "__bfloat162float(" + v + ")" : v;
+    }
+
+    /** The index of a tile element on the GPU. Tiles whose Stmt layout depends on the tail size
+     * (dense with the tile's actual extents) are rewritten to the full-tile layout: the loop var
+     * stepping by 1 is dim 0, the other one steps by the full box width. */
+    std::string tile_index(const Tile &t, const Expr &index) {
+        if (!t.dynamic_layout)
+            return expr(index);
+        const std::string &name = t.buffer->name;
+        if (t.box.size() > 2) {
+            throw Error("hopper: element nest over " + name + ", a tail-sized " +
+                        std::to_string(t.box.size()) +
+                        "-D tile; the emitter rewrites at most 2-D tiles to the full-tile layout");
+        }
+        Expr base = index;
+        std::string inner, outer;
+        for (const Loop &l : nest_loops) {
+            Expr step = affine_step(index, l.name);
+            if (!step.defined())
+                throw Error("hopper: the index of " + name + " is not affine in " + l.name);
+            if (is_const_zero(step))
+                continue;
+            if (proven(step == 1) && inner.empty())
+                inner = c_name(l.name);
+            else if (outer.empty())
+                outer = c_name(l.name);
+            else
+                throw Error("hopper: element nest over " + name +
+                            " walks it along more dims than the tile has");
+            base = substitute(l.name, 0, base);
+        }
+        base = simplify(base);
+        if (!proven(base % Halide::Expr(int(t.buffer->slot_elements)) == 0)) {
+            throw Error("hopper: an element nest indexes " + name +
+                        " inside a version at a tail-dependent offset; "
+                        "the emitter cannot place it on the full tile");
+        }
+        std::string r = expr(base);
+        if (!outer.empty())
+            r += " + " + outer + " * " + std::to_string(t.box[0]);
+        if (!inner.empty())
+            r += " + " + inner;
+        return r;
+    }
+
+    void store(const Store *st) {
+        auto t = plan.tiles.find(st->name);
+        if (t == plan.tiles.end()) {
+            throw Error("hopper: an element nest writes " + st->name +
+                        ", which is not a shared tile");
+        }
+        Expr value = st->value;
+        std::string v;
+        if (t->second.buffer->type.is_bfloat()) {
+            const Cast *cast = value.as<Cast>();
+            v = "__float2bfloat16_rn(" +
+                expr(cast && cast->type.is_bfloat() ? cast->value : value) + ")";
+        } else {
+            v = expr(value);
+        }
+        os << line() << c_name(st->name) << "[" << tile_index(t->second, st->index) << "] = " << v
+           << ";\n";
+    }
+
+    /** Statements inside an element nest, run by the current thread. */
+    void element(const Stmt &s) {
+        if (!s.defined())
+            return;
+        if (const For *f = s.as<For>()) {
+            std::string v = c_name(f->name);
+            nest_loops.push_back({f->name, f->min, f->extent});
+            open("for (int " + v + " = " + expr(f->min) + ", " + v + "_end = " + v + " + " +
+                 expr(f->extent) + "; " + v + " < " + v + "_end; " + v + "++) {");
+            element(f->body);
+            close();
+            nest_loops.pop_back();
+        } else if (const LetStmt *l = s.as<LetStmt>()) {
+            open("{");
+            os << line() << "const " << CudaExpr::type_name(l->value.type()) << " "
+               << c_name(l->name) << " = " << expr(l->value) << ";\n";
+            element(l->body);
+            close();
+        } else if (const IfThenElse *i = s.as<IfThenElse>()) {
+            open("if (" + condition(i->condition) + ") {");
+            element(i->then_case);
+            if (i->else_case.defined()) {
+                close("} else {");
+                scopes.emplace_back();
+                indent++;
+                element(i->else_case);
+            }
+            close();
+        } else if (const Block *b = s.as<Block>()) {
+            element(b->first);
+            element(b->rest);
+        } else if (const Store *st = s.as<Store>()) {
+            store(st);
+        } else {
+            internal_error << "hopper emitter: unexpected statement in an element nest\n"
+                           << s << "\n";
+        }
+    }
+
+    void vector_op(const ir::VectorOp &v, const Stmt &nest) {
+        for (const ir::Region &r : v.regions) {
+            if (plan.accumulators.count(r.buffer))
+                return r.write ? zero_fragment(v, nest, r.buffer) : epilogue(v, nest, r.buffer);
+        }
+        flush();
+        std::vector<Loop> loops;
+        Stmt body = peel_loops(nest, &loops);
+        if (!loops.empty() && collect<For>(body).empty() && independent(loops, body) &&
+            rectangular(loops)) {
+            parallel(v, loops, body);
+        } else if (!loops.empty() && collect<For>(body).empty() && reduction(v, loops, body)) {
+            // emitted
+        } else {
+            os << line() << "// vector op " << v.label
+               << ": one thread (not an elementwise nest or a single reduction)\n";
+            open("if (elected) {");
+            element(nest);
+            close();
+        }
+        pending_sync = true;
+        synced = false;
+    }
+
+    /** Every store of the body writes a distinct element per iteration (affine, nonzero step in
+     * every loop var) and the nest reads the stored buffers only at the element it writes. */
+    bool independent(const std::vector<Loop> &loops, const Stmt &body) {
+        for (const Store *st : collect<Store>(body)) {
+            for (const Loop &l : loops) {
+                Expr step = affine_step(st->index, l.name);
+                if (!step.defined() || !proven(step != 0))
+                    return false;
+            }
+            LoadsOf self(st->name);
+            body.accept(&self);
+            for (const Load *l : self.loads) {
+                if (!equal(l->index, st->index))
+                    return false;
+            }
+        }
+        return true;
+    }
+
+    static bool rectangular(const std::vector<Loop> &loops) {
+        for (size_t i = 0; i < loops.size(); i++) {
+            for (size_t j = 0; j < i; j++) {
+                if (expr_uses_var(loops[i].min, loops[j].name) ||
+                    expr_uses_var(loops[i].extent, loops[j].name))
+                    return false;
+            }
+        }
+        return true;
+    }
+
+    /** The whole nest as one range of elements strided over the warpgroup's threads. */
+    void parallel(const ir::VectorOp &v, const std::vector<Loop> &loops, const Stmt &body) {
+        os << line() << "// vector op " << v.label
+           << ": elementwise, strided over the warpgroup's 128 threads\n";
+        open("{");
+        std::string total;
+        for (const Loop &l : loops) {
+            std::string n = c_name(l.name);
+            os << line() << "const int " << n << "_min = " << expr(l.min) << ", " << n
+               << "_extent = " << expr(l.extent) << ";\n";
+            total += (total.empty() ? "" : " * ") + n + "_extent";
+        }
+        open("for (int element = thread_in_warpgroup; element < " + total +
+             "; element += " + std::to_string(warpgroup_threads) + ") {");
+        std::string divisor;
+        for (size_t i = loops.size(); i-- > 0;) {
+            std::string n = c_name(loops[i].name);
+            std::string e = divisor.empty() ? "element" : "element / (" + divisor + ")";
+            if (i > 0)
+                e += " % " + n + "_extent";
+            os << line() << "const int " << n << " = " << n << "_min + " << e << ";\n";
+            divisor += (divisor.empty() ? "" : " * ") + n + "_extent";
+        }
+        nest_loops = loops;
+        element(body);
+        nest_loops.clear();
+        close();
+        close();
+    }
+
+    /** store[i] = store[i] op f(k) over the innermost loop k: per-thread partials over k, a
+     * warpgroup reduction, one thread updates the element. Outer loops run in turn. */
+    bool reduction(const ir::VectorOp &v, const std::vector<Loop> &loops, const Stmt &body) {
+        const Store *st = body.as<Store>();
+        if (!st)
+            return false;
+        const Loop &k = loops.back();
+        Expr step = affine_step(st->index, k.name);
+        if (!step.defined() || !is_const_zero(step))
+            return false;
+        Expr rest, a, b;
+        const Add *add = st->value.as<Add>();
+        const Max *max = st->value.as<Max>();
+        const Min *min = st->value.as<Min>();
+        if (add)
+            a = add->a, b = add->b;
+        else if (max)
+            a = max->a, b = max->b;
+        else if (min)
+            a = min->a, b = min->b;
+        else
+            return false;
+        auto combine = [&](const Expr &x, const Expr &y) -> Expr {
+            return add ? Add::make(x, y) : max ? Max::make(x, y) : Min::make(x, y);
+        };
+        const Load *self = a.as<Load>();
+        Expr self_load = a;
+        if (self && self->name == st->name && equal(self->index, st->index)) {
+            rest = b;
+        } else if ((self = b.as<Load>()) && self->name == st->name &&
+                   equal(self->index, st->index)) {
+            rest = a;
+            self_load = b;
+        } else {
+            return false;
+        }
+        LoadsOf others(st->name);
+        rest.accept(&others);
+        if (!others.loads.empty() || !plan.tiles.count(st->name))
+            return false;
+
+        const Halide::Type &t = st->value.type();
+        Expr identity = add ? make_zero(t) : max ? t.min() : t.max();
+        std::string type = CudaExpr::type_name(t);
+        Expr partial = Variable::make(t, internal_prefix + "partial"),
+             total = Variable::make(t, internal_prefix + "total");
+        os << line() << "// vector op " << v.label << ": a reduction over " << k.name
+           << "; partials strided over the warpgroup's threads, then a shuffle reduction\n";
+        nest_loops = loops;
+        for (size_t i = 0; i + 1 < loops.size(); i++) {
+            std::string n = c_name(loops[i].name);
+            open("for (int " + n + " = " + expr(loops[i].min) + ", " + n + "_end = " + n + " + " +
+                 expr(loops[i].extent) + "; " + n + " < " + n + "_end; " + n + "++) {");
+        }
+        open("{");
+        std::string n = c_name(k.name);
+        os << line() << type << " partial = " << expr(identity) << ";\n";
+        open("for (int " + n + " = " + expr(k.min) + " + thread_in_warpgroup, " + n +
+             "_end = " + expr(k.min) + " + " + expr(k.extent) + "; " + n + " < " + n + "_end; " +
+             n + " += " + std::to_string(warpgroup_threads) + ") {");
+        os << line() << "partial = " << expr(combine(partial, rest)) << ";\n";
+        close();
+        Expr x = Variable::make(t, internal_prefix + "x"),
+             y = Variable::make(t, internal_prefix + "y");
+        os << line() << "const " << type
+           << " total = hopper::warpgroup_reduce(partial, reduction_scratch[warpgroup], "
+              "warpgroup,\n"
+           << line() << "    [](" << type << " x, " << type << " y) { return "
+           << expr(combine(x, y)) << "; });\n";
+        open("if (elected) {");
+        Stmt update = Store::make(st->name, combine(self_load, total), st->index, st->param,
+                                  st->predicate, st->alignment);
+        store(update.as<Store>());
+        close();
+        close();
+        for (size_t i = 0; i + 1 < loops.size(); i++)
+            close();
+        nest_loops.clear();
+        uses_reduction = true;
+        return true;
+    }
+
+    void zero_fragment(const ir::VectorOp &v, const Stmt &nest, const std::string &acc) {
+        std::vector<Loop> loops;
+        Stmt body = peel_loops(nest, &loops);
+        const Store *st = body.as<Store>();
+        if (!st || st->name != acc || !is_const_zero(st->value) || v.regions.size() != 1) {
+            throw Error("hopper: vector op " + v.label + " writes the accumulator " + acc +
+                        "; in registers it can only be zeroed (an epilogue reads it)");
+        }
+        const Accumulator &a = plan.accumulators.at(acc);
+        os << line() << "// zero the accumulator: each thread clears its " << a.m / 64 << " x "
+           << a.n / 2 << " fragment registers\n";
+        os << line() << "#pragma unroll\n";
+        open("for (int m64 = 0; m64 < " + std::to_string(a.m / 64) + "; m64++) {");
+        os << line() << "#pragma unroll\n";
+        os << line() << "for (int i = 0; i < " << a.n / 2 << "; i++) " << c_name(acc)
+           << "[m64][i] = 0.0f;\n";
+        close();
+    }
+
+    /** The element nest reading the accumulator, run by each thread over the (row, col) of its own
+     * wgmma fragment registers, guarded by the nest's extents. */
+    void epilogue(const ir::VectorOp &v, const Stmt &nest, const std::string &acc) {
+        flush();
+        std::vector<Loop> loops;
+        Stmt body = peel_loops(nest, &loops);
+        LoadsOf reads(acc);
+        body.accept(&reads);
+        auto fail = [&](const std::string &why) {
+            throw Error(
+                "hopper: vector op " + v.label + " reads the accumulator " + acc +
+                "; the emitter maps only a 2-D per-element nest onto the wgmma fragments (" + why +
+                ")");
+        };
+        if (loops.size() != 2 || !collect<For>(body).empty())
+            fail("it is not two loops around the element code");
+        if (reads.loads.empty())
+            fail("no element load of the accumulator");
+        for (const Load *l : reads.loads) {
+            if (!equal(l->index, reads.loads[0]->index))
+                fail("it reads more than one element");
+        }
+        for (const Store *st : collect<Store>(body)) {
+            if (st->name == acc)
+                fail("it writes the accumulator");
+        }
+        const Expr &index = reads.loads[0]->index;
+        int row = -1, col = -1;
+        for (int i = 0; i < 2; i++) {
+            if (!is_const_zero(simplify(loops[i].min)))
+                fail("a loop does not start at 0");
+            Expr step = affine_step(index, loops[i].name);
+            if (!step.defined() || is_const_zero(step))
+                fail("the accumulator index does not walk " + loops[i].name);
+            (proven(step == 1) && col < 0 ? col : row) = i;
+        }
+        if (row < 0 || col < 0)
+            fail("no loop walks the accumulator's columns");
+        Expr base = simplify(substitute(loops[0].name, 0, substitute(loops[1].name, 0, index)));
+        if (!is_const_zero(base))
+            fail("the accumulator index does not start at 0");
+        const Accumulator &a = plan.accumulators.at(acc);
+        int64_t rows = constant_upper_bound(loops[row].extent),
+                cols = constant_upper_bound(loops[col].extent);
+        if (rows < 0 || cols < 0 || rows > a.m || cols > a.n)
+            fail("the nest is larger than the MMA tile");
+
+        std::string r = c_name(loops[row].name), c = c_name(loops[col].name);
+        os << line() << "// epilogue " << v.label
+           << ": each thread applies the element code to its own wgmma fragment of " << acc
+           << " (register i of block m64 holds row 64 * m64 + fragment_row(i), column "
+              "fragment_col(i))\n";
+        open("{");
+        os << line() << "const int rows = " << expr(loops[row].extent)
+           << ", cols = " << expr(loops[col].extent) << ";\n";
+        os << line() << "#pragma unroll\n";
+        open("for (int m64 = 0; m64 < " + std::to_string(a.m / 64) + "; m64++) {");
+        os << line() << "#pragma unroll\n";
+        nest_loops = loops;
+        fragment_buffer = acc;
+        const Store *pair = paired_store(body, loops[row].name, loops[col].name);
+        if (pair) {
+            // Registers i and i + 1 hold adjacent columns: one 4- or 8-byte store per pair.
+            const Tile &tile = plan.tiles.at(pair->name);
+            std::string element = storage_type(tile.buffer->type),
+                        two = tile.buffer->type.is_bfloat() ? "__nv_bfloat162" : "float2";
+            Expr value = pair->value;
+            if (const Cast *cast = value.as<Cast>(); cast && cast->type.is_bfloat())
+                value = cast->value;
+            Expr next = substitute(loops[col].name,
+                                   Variable::make(Halide::Int(32), loops[col].name) + 1, value);
+            fragment = c_name(acc) + "[m64][i]";
+            std::string first = expr(value);
+            fragment = c_name(acc) + "[m64][i + 1]";
+            std::string second = expr(next);
+            fragment = c_name(acc) + "[m64][i]";
+            std::string index = tile_index(tile, pair->index),
+                        target = c_name(pair->name) + "[" + index + "]";
+            open("for (int i = 0; i < " + std::to_string(a.n / 2) + "; i += 2) {");
+            os << line() << "const int " << r
+               << " = 64 * m64 + hopper::fragment_row(i, thread_in_warpgroup);\n";
+            os << line() << "const int " << c
+               << " = hopper::fragment_col(i, thread_in_warpgroup); // even\n";
+            open("if (" + r + " < rows && " + c + " + 1 < cols) {");
+            os << line() << "*reinterpret_cast<" << two << " *>(&" << target << ") = "
+               << (tile.buffer->type.is_bfloat() ? "__floats2bfloat162_rn(" : "make_float2(")
+               << first << ", " << second << ");\n";
+            close("} else if (" + r + " < rows && " + c + " < cols) {");
+            scopes.emplace_back();
+            indent++;
+            os << line() << target << " = "
+               << (tile.buffer->type.is_bfloat() ? "__float2bfloat16_rn(" + first + ")" : first)
+               << ";\n";
+            close();
+            close();
+        } else {
+            open("for (int i = 0; i < " + std::to_string(a.n / 2) + "; i++) {");
+            os << line() << "const int " << r
+               << " = 64 * m64 + hopper::fragment_row(i, thread_in_warpgroup);\n";
+            os << line() << "const int " << c
+               << " = hopper::fragment_col(i, thread_in_warpgroup);\n";
+            open("if (" + r + " < rows && " + c + " < cols) {");
+            fragment = c_name(acc) + "[m64][i]";
+            element(body);
+            close();
+            close();
+        }
+        fragment.clear();
+        fragment_buffer.clear();
+        nest_loops.clear();
+        close();
+        close();
+        pending_sync = true;
+        synced = false;
+    }
+
+    /** The body's single store when columns col and col + 1 land next to each other at an even
+     * element (so that a fragment's register pair is one aligned 4- or 8-byte store), else null. */
+    const Store *paired_store(const Stmt &body, const std::string &row, const std::string &col) {
+        const Store *st = body.as<Store>();
+        if (!st)
+            return nullptr;
+        auto t = plan.tiles.find(st->name);
+        if (t == plan.tiles.end() || t->second.kind != TileKind::Plain)
+            return nullptr;
+        const Halide::Type &type = t->second.buffer->type;
+        if (!(type.is_bfloat() && type.bits() == 16) && !(type.is_float() && type.bits() == 32))
+            return nullptr;
+        if (t->second.dynamic_layout) {
+            // tile_index: base + row * box[0] + col
+            if (t->second.box[0] % 2 != 0)
+                return nullptr;
+        } else {
+            Expr step_col = affine_step(st->index, col), step_row = affine_step(st->index, row);
+            if (!step_col.defined() || !step_row.defined() || !proven(step_col == 1) ||
+                !proven(step_row % 2 == 0))
+                return nullptr;
+        }
+        Expr base = simplify(substitute(row, 0, substitute(col, 0, st->index)));
+        if (!proven(base % 2 == 0))
+            return nullptr;
+        return st;
+    }
+
+public:
+    bool uses_reduction = false;
+};
+
+const char *tensor_map_type(const Halide::Type &t) {
+    if (t.is_bfloat() && t.bits() == 16)
+        return "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16";
+    if (t.is_float() && t.bits() == 16)
+        return "CU_TENSOR_MAP_DATA_TYPE_FLOAT16";
+    if (t.is_float() && t.bits() == 32)
+        return "CU_TENSOR_MAP_DATA_TYPE_FLOAT32";
+    if (t.is_int() && t.bits() == 32)
+        return "CU_TENSOR_MAP_DATA_TYPE_INT32";
+    if (t.is_uint() && t.bits() == 8)
+        return "CU_TENSOR_MAP_DATA_TYPE_UINT8";
+    throw Error("hopper: TMA has no element type for " + type_text(t));
+}
+
+std::string storage_type(const Halide::Type &t) {
+    if (t.is_bfloat())
+        return "__nv_bfloat16";
+    if (t.is_float() && t.bits() == 32)
+        return "float";
+    if (t.is_int() && t.bits() == 32)
+        return "int";
+    throw Error("hopper: the emitter has no shared-memory storage for " + type_text(t));
+}
+
+} // namespace
+
+std::string emit_cuda(const Kernel &kernel, const std::string &function) {
+    if (kernel.target.arch != Target::Arch::Hopper)
+        throw Error("emit_cuda: kernel " + kernel.name + " is not compiled for hopper");
+    const std::string fn = function.empty() ? c_name(kernel.name) : function;
+    const Plan plan = Planner(kernel).run();
+    const int threads = warpgroup_threads * kernel.warpgroups;
+    const int64_t dynamic_bytes = plan.shared_bytes + swizzle_atom_bytes;
+
+    CodeGen body(kernel, plan);
+    body.indent = 1;
+    if (kernel.warpgroups == 1)
+        body.role_body(kernel.body);
+    else
+        body.stmt(kernel.body);
+
+    std::ostringstream os;
+    os << "// Generated by Tandem for Hopper (sm_90a): kernel " << kernel.name << ".\n"
+       << "// " << kernel.grid << " CTAs of " << kernel.warpgroups
+       << " warpgroup(s); roles meet only at mbarriers.\n"
+       << "// Build: nvcc -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I "
+          "backends/hopper/runtime\n";
+    for (const std::string &n : kernel.notes)
+        os << "//   " << n << "\n";
+    os << "#include \"tandem_hopper.cuh\"\n\n";
+
+    // ---- the kernel ----
+    os << "__global__ void __launch_bounds__(" << threads << ", 1) " << fn << "(";
+    for (size_t i = 0; i < plan.maps.size(); i++) {
+        os << (i ? ",\n    " : "\n    ") << "const __grid_constant__ CUtensorMap "
+           << plan.maps[i].name;
+    }
+    os << ") {\n";
+    os << "    // ---- shared memory: the Kernel's carve-out on a 1024-byte aligned base ----\n"
+       << "    extern __shared__ unsigned char dynamic_shared_memory[];\n"
+       << "    unsigned char *const shared = hopper::align_1024(dynamic_shared_memory);\n";
+    for (const auto &[name, tile] : plan.tiles) {
+        const SramBuffer &b = *tile.buffer;
+        std::string t = storage_type(b.type), n = c_name(name);
+        os << "    " << t << " *const " << n << " = reinterpret_cast<" << t << " *>(shared + "
+           << b.offset_bytes << "); // " << b.slots << " x " << b.slot_elements << " "
+           << type_text(b.type);
+        if (tile.kind == TileKind::MmaA)
+            os << ", wgmma A tile " << list(tile.box) << ", 128B swizzle";
+        else if (tile.kind == TileKind::MmaB)
+            os << ", wgmma B tile " << list(tile.box) << ", 128B swizzle";
+        else if (!tile.box.empty())
+            os << ", TMA tile " << list(tile.box);
+        os << "\n";
+        if (!tile.box.empty())
+            os << "    const uint32_t " << n << "_address = hopper::shared_address(" << n << ");\n";
+    }
+    os << "    // ---- mbarriers: one per version ----\n";
+    for (const BarrierDecl &b : kernel.barriers) {
+        os << "    __shared__ __align__(8) uint64_t " << c_name(b.name) << "[" << b.slots
+           << "]; // " << b.arrivals << " arrival(s) per phase\n";
+    }
+    if (body.uses_reduction)
+        os << "    __shared__ float reduction_scratch[" << kernel.warpgroups << "][4];\n";
+    os << "\n    const int warpgroup = threadIdx.x / " << warpgroup_threads << ";\n"
+       << "    const int thread_in_warpgroup = threadIdx.x % " << warpgroup_threads << ";\n"
+       << "    const bool elected = thread_in_warpgroup == 0; // issues TMA, expect_tx, arrive for "
+          "its warpgroup\n"
+       << "    (void)thread_in_warpgroup;\n"
+       << "    if (threadIdx.x == 0) {\n";
+    for (const BarrierDecl &b : kernel.barriers) {
+        os << "        for (int slot = 0; slot < " << b.slots << "; slot++) hopper::mbarrier_init(&"
+           << c_name(b.name) << "[slot], " << b.arrivals << ");\n";
+    }
+    os << "        hopper::fence_mbarrier_init();\n"
+       << "    }\n"
+       << "    __syncthreads();\n";
+    if (!plan.phase_bits.empty())
+        os << "    // the parity each thread waits for next, one bit per version (flipped after "
+              "each wait)\n";
+    for (const BarrierDecl &b : kernel.barriers) {
+        if (!plan.phase_bits.count(b.name))
+            continue;
+        os << "    uint32_t " << c_name(b.name)
+           << "_phase = " << (b.initial_phase ? "0xffffffffu" : "0u") << ";"
+           << (b.initial_phase ? " // pre-armed: the first lap passes" : "") << "\n";
+    }
+    for (const auto &[name, acc] : plan.accumulators) {
+        if (acc.a.empty())
+            continue;
+        os << "    float " << c_name(name) << "[" << acc.m / 64 << "][" << acc.n / 2 << "]; // "
+           << acc.m << " x " << acc.n << " f32 accumulator as m64n" << acc.n
+           << " wgmma fragments, in each computing thread's registers\n";
+    }
+    os << "\n" << body.os.str() << "}\n\n";
+
+    // ---- the launcher ----
+    os << "/** args: device pointers in the Kernel's argument order:";
+    for (size_t i = 0; i < kernel.args.size(); i++) {
+        const KernelArg &a = kernel.args[i];
+        os << (i ? "," : "") << " " << a.name << " (" << (a.output ? "output" : "input") << ", "
+           << type_text(a.type) << " [";
+        for (size_t d = 0; d < a.extents.size(); d++)
+            os << (d ? " x " : "") << a.extents[d];
+        os << "])";
+    }
+    os << ". */\n"
+       << "extern \"C\" cudaError_t launch_" << fn << "(void *const *args, cudaStream_t stream) {\n"
+       << "    if (args == nullptr) return cudaErrorInvalidValue;\n"
+       << "    for (int i = 0; i < " << kernel.args.size() << "; i++) {\n"
+       << "        cudaError_t status = hopper::check_argument(args[i]);\n"
+       << "        if (status != cudaSuccess) return status;\n"
+       << "    }\n";
+    for (const TensorMap &m : plan.maps) {
+        int arg_index = 0;
+        for (size_t i = 0; i < kernel.args.size(); i++) {
+            if (kernel.args[i].name == m.arg)
+                arg_index = int(i);
+        }
+        std::vector<int64_t> strides;
+        for (size_t d = 1; d < m.strides.size(); d++)
+            strides.push_back(m.strides[d] * m.type.bytes());
+        os << "    CUtensorMap " << m.name << ";\n"
+           << "    { // " << m.arg << (m.load ? " -> " : " <- ") << m.buffer
+           << (m.chunk ? ", dim 0 viewed as chunks of " + std::to_string(m.chunk) +
+                             " (a box dim is at most 256)"
+                       : "")
+           << (m.blocks > 1 ? ", loaded as " + std::to_string(m.blocks) + " column blocks" : "")
+           << "\n"
+           << "        const cuuint64_t extents[" << m.extents.size() << "] = " << list(m.extents)
+           << ";\n"
+           << "        const cuuint64_t strides[" << std::max<size_t>(strides.size(), 1)
+           << "] = " << (strides.empty() ? "{0}" : list(strides)) << "; // bytes, dims 1..\n"
+           << "        const cuuint32_t box[" << m.box.size() << "] = " << list(m.box) << ";\n"
+           << "        cudaError_t status = hopper::encode_tensor_map(&" << m.name << ", "
+           << tensor_map_type(m.type) << ", " << m.extents.size() << ", args[" << arg_index
+           << "], extents, strides, box, "
+           << (m.swizzle ? "CU_TENSOR_MAP_SWIZZLE_128B" : "CU_TENSOR_MAP_SWIZZLE_NONE") << ");\n"
+           << "        if (status != cudaSuccess) return status;\n"
+           << "    }\n";
+    }
+    os << "    const int shared_bytes = " << dynamic_bytes
+       << "; // the carve-out plus 1024 B to align its base\n"
+       << "    cudaError_t status = cudaFuncSetAttribute(" << fn
+       << ", cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes);\n"
+       << "    if (status != cudaSuccess) return status;\n"
+       << "    " << fn << "<<<" << kernel.grid << ", " << threads << ", shared_bytes, stream>>>(";
+    for (size_t i = 0; i < plan.maps.size(); i++)
+        os << (i ? ", " : "") << plan.maps[i].name;
+    os << ");\n"
+       << "    return cudaGetLastError();\n"
+       << "}\n";
+    return os.str();
+}
+
+} // namespace tandem::hopper_backend

@@ -1,0 +1,471 @@
+#ifndef TANDEM_HOPPER_CUH
+#define TANDEM_HOPPER_CUH
+
+/** \file
+ * The device and host helpers that Tandem's Hopper emitter (backends/hopper/Emitter.h) targets:
+ * one small inline function per PTX instruction the kernels use, so that an emitted kernel reads
+ * as its pipeline (wait, expect, TMA, wgmma, arrive) and each instruction is written once.
+ *
+ * Build: nvcc -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I<this folder> kernel.cu
+ * (the launcher finds cuTensorMapEncodeTiled through the runtime's driver entry point: no -lcuda).
+ *
+ * Sources of the facts: the PTX ISA (mbarrier, cp.async.bulk.tensor, wgmma, setmaxnreg, matrix
+ * descriptors) and the CUDA driver API (cuTensorMapEncodeTiled); see /work/shared/HOPPER-FACTS.md.
+ */
+
+#include <cuda.h> // CUtensorMap and its enums (types only; the driver is reached at run time)
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace hopper {
+
+constexpr int threads_per_warpgroup = 128;
+
+// ---------------------------------------------------------------------------------------------
+// Integer and element helpers (Halide semantics)
+// ---------------------------------------------------------------------------------------------
+
+/** Halide's integer division rounds towards negative infinity (for a positive divisor). */
+template <class T> __host__ __device__ __forceinline__ T floor_div(T a, T b) {
+    T q = a / b, r = a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;
+}
+
+/** Halide's integer modulo is never negative (for a positive divisor). */
+template <class T> __host__ __device__ __forceinline__ T floor_mod(T a, T b) {
+    T r = a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+
+/** std::min / std::max semantics (the first operand when they compare equal). */
+template <class T> __device__ __forceinline__ T min_of(T a, T b) {
+    return b < a ? b : a;
+}
+template <class T> __device__ __forceinline__ T max_of(T a, T b) {
+    return a < b ? b : a;
+}
+
+/** A float rounded to bfloat16 precision (round to nearest even), held in a float. */
+__device__ __forceinline__ float round_bf16(float x) {
+    return __bfloat162float(__float2bfloat16_rn(x));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Threads of a warpgroup
+// ---------------------------------------------------------------------------------------------
+
+/** A named barrier for the 128 threads of one warpgroup (id 0 is __syncthreads). */
+__device__ __forceinline__ void warpgroup_sync(int warpgroup) {
+    asm volatile("bar.sync %0, %1;" ::"r"(warpgroup + 1), "n"(threads_per_warpgroup) : "memory");
+}
+
+/** Register re-balancing between roles (each role one branch; a multiple of 8 in 24..256). */
+template <int registers> __device__ __forceinline__ void setmaxnreg_inc() {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(registers));
+}
+template <int registers> __device__ __forceinline__ void setmaxnreg_dec() {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(registers));
+}
+
+/** Sum / max / min of one value per thread over the warpgroup; every thread gets the result.
+ * `scratch` holds 4 values of shared memory owned by this warpgroup. */
+template <class T, class Op>
+__device__ __forceinline__ T warpgroup_reduce(T value, T *scratch, int warpgroup, Op op) {
+    for (int offset = 16; offset > 0; offset /= 2)
+        value = op(value, __shfl_xor_sync(0xffffffffu, value, offset));
+    const int thread = threadIdx.x % threads_per_warpgroup;
+    if (thread % 32 == 0)
+        scratch[thread / 32] = value;
+    warpgroup_sync(warpgroup);
+    T total = op(op(scratch[0], scratch[1]), op(scratch[2], scratch[3]));
+    warpgroup_sync(warpgroup); // scratch may be reused
+    return total;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shared memory and mbarriers
+// ---------------------------------------------------------------------------------------------
+
+__device__ __forceinline__ uint32_t shared_address(const void *p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+/** The dynamic shared memory base rounded up to 1024 bytes (128B-swizzled tiles need it). */
+__device__ __forceinline__ unsigned char *align_1024(unsigned char *p) {
+    const uint32_t a = shared_address(p);
+    return p + ((1024u - (a & 1023u)) & 1023u);
+}
+
+__device__ __forceinline__ void mbarrier_init(uint64_t *barrier, uint32_t arrivals) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(shared_address(barrier)),
+                 "r"(arrivals)
+                 : "memory");
+}
+
+/** Makes the initialised mbarriers visible to the async proxy (TMA) and the other threads. */
+__device__ __forceinline__ void fence_mbarrier_init() {
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
+/** Arrive (one of the barrier's arrivals) and expect `bytes` more transaction bytes. */
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t *barrier, uint32_t bytes) {
+    asm volatile(
+        "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(barrier)),
+        "r"(bytes)
+        : "memory");
+}
+
+__device__ __forceinline__ void mbarrier_arrive(uint64_t *barrier) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(shared_address(barrier))
+                 : "memory");
+}
+
+/** Blocks until the phase of `barrier` with parity `parity` has completed. */
+__device__ __forceinline__ void mbarrier_wait_parity(uint64_t *barrier, uint32_t parity) {
+    const uint32_t address = shared_address(barrier);
+    uint32_t done = 0;
+    do {
+        asm volatile("{\n"
+                     ".reg .pred complete;\n"
+                     "mbarrier.try_wait.parity.shared::cta.b64 complete, [%1], %2;\n"
+                     "selp.u32 %0, 1, 0, complete;\n"
+                     "}\n"
+                     : "=r"(done)
+                     : "r"(address), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+
+/** tandem_wait on an mbarrier version: wait for the parity this thread expects next for that
+ * version (bit `slot` of `phases`), then flip it (the model's per-version phase bit). */
+__device__ __forceinline__ void mbarrier_wait(uint64_t *barriers, int slot, uint32_t &phases) {
+    mbarrier_wait_parity(&barriers[slot], (phases >> slot) & 1u);
+    phases ^= 1u << slot;
+}
+
+// ---------------------------------------------------------------------------------------------
+// TMA (cp.async.bulk.tensor); coordinates innermost first
+// ---------------------------------------------------------------------------------------------
+
+/** A global -> shared box copy that completes `bytes` of transactions on `barrier`. */
+__device__ __forceinline__ void tma_load(uint32_t destination, const CUtensorMap *map,
+                                         uint64_t *barrier, int c0) {
+    asm volatile("cp.async.bulk.tensor.1d.shared::cluster.global.mbarrier::complete_tx::bytes "
+                 "[%0], [%1, {%3}], [%2];" ::"r"(destination),
+                 "l"(map), "r"(shared_address(barrier)), "r"(c0)
+                 : "memory");
+}
+__device__ __forceinline__ void tma_load(uint32_t destination, const CUtensorMap *map,
+                                         uint64_t *barrier, int c0, int c1) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes "
+                 "[%0], [%1, {%3, %4}], [%2];" ::"r"(destination),
+                 "l"(map), "r"(shared_address(barrier)), "r"(c0), "r"(c1)
+                 : "memory");
+}
+__device__ __forceinline__ void tma_load(uint32_t destination, const CUtensorMap *map,
+                                         uint64_t *barrier, int c0, int c1, int c2) {
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes "
+                 "[%0], [%1, {%3, %4, %5}], [%2];" ::"r"(destination),
+                 "l"(map), "r"(shared_address(barrier)), "r"(c0), "r"(c1), "r"(c2)
+                 : "memory");
+}
+__device__ __forceinline__ void tma_load(uint32_t destination, const CUtensorMap *map,
+                                         uint64_t *barrier, int c0, int c1, int c2, int c3) {
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes "
+                 "[%0], [%1, {%3, %4, %5, %6}], [%2];" ::"r"(destination),
+                 "l"(map), "r"(shared_address(barrier)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+                 : "memory");
+}
+__device__ __forceinline__ void tma_load(uint32_t destination, const CUtensorMap *map,
+                                         uint64_t *barrier, int c0, int c1, int c2, int c3,
+                                         int c4) {
+    asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes "
+                 "[%0], [%1, {%3, %4, %5, %6, %7}], [%2];" ::"r"(destination),
+                 "l"(map), "r"(shared_address(barrier)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4)
+                 : "memory");
+}
+
+/** A shared -> global box copy in this thread's bulk async-group (elements outside the tensor
+ * are dropped). */
+__device__ __forceinline__ void tma_store(const CUtensorMap *map, uint32_t source, int c0) {
+    asm volatile(
+        "cp.async.bulk.tensor.1d.global.shared::cta.bulk_group [%0, {%2}], [%1];" ::"l"(map),
+        "r"(source), "r"(c0)
+        : "memory");
+}
+__device__ __forceinline__ void tma_store(const CUtensorMap *map, uint32_t source, int c0, int c1) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(map),
+        "r"(source), "r"(c0), "r"(c1)
+        : "memory");
+}
+__device__ __forceinline__ void tma_store(const CUtensorMap *map, uint32_t source, int c0, int c1,
+                                          int c2) {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];" ::"l"(
+            map),
+        "r"(source), "r"(c0), "r"(c1), "r"(c2)
+        : "memory");
+}
+__device__ __forceinline__ void tma_store(const CUtensorMap *map, uint32_t source, int c0, int c1,
+                                          int c2, int c3) {
+    asm volatile(
+        "cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];" ::"l"(
+            map),
+        "r"(source), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+        : "memory");
+}
+__device__ __forceinline__ void tma_store(const CUtensorMap *map, uint32_t source, int c0, int c1,
+                                          int c2, int c3, int c4) {
+    asm volatile(
+        "cp.async.bulk.tensor.5d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5, %6}], [%1];" ::
+            "l"(map),
+        "r"(source), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4)
+        : "memory");
+}
+
+__device__ __forceinline__ void bulk_commit_group() {
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+
+/** Waits until this thread's bulk stores have finished reading shared memory. */
+__device__ __forceinline__ void bulk_wait_group_read_0() {
+    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+}
+
+/** Orders this thread's generic shared-memory writes before later async-proxy (TMA, wgmma) reads.
+ */
+__device__ __forceinline__ void fence_proxy_async_shared() {
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+/** A full-size box stands for a tail tile only where the part past the tile lies past the
+ * tensor's edge (TMA zero-fills loads and drops stores there). Traps otherwise. */
+__device__ __forceinline__ void check_tail(int extent, int box, int coordinate, int tensor_extent) {
+#ifndef TANDEM_HOPPER_UNCHECKED
+    if (!(extent <= box && (extent == box || coordinate + extent >= tensor_extent)))
+        __trap();
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------
+// wgmma
+// ---------------------------------------------------------------------------------------------
+
+/** The 64-bit shared-memory matrix descriptor of a 128B-swizzled operand: start address, leading
+ * and stride byte offsets (each >> 4, 14 bits), base offset 0 (tiles are 1024-byte aligned),
+ * swizzle mode 1 = 128B in bits 62-63. */
+__device__ __forceinline__ uint64_t matrix_descriptor_128B(uint32_t address, uint32_t leading_bytes,
+                                                           uint32_t stride_bytes) {
+    return uint64_t((address & 0x3FFFFu) >> 4) | (uint64_t((leading_bytes & 0x3FFFFu) >> 4) << 16) |
+           (uint64_t((stride_bytes & 0x3FFFFu) >> 4) << 32) | (uint64_t(1) << 62);
+}
+
+/** Pins the accumulator registers at this point of the program: the compiler may not move their
+ * definitions (zeroing) past a wgmma.fence nor their uses (the epilogue) above a wait_group. */
+template <int M, int N> __device__ __forceinline__ void fence_fragment(float (&d)[M][N]) {
+#pragma unroll
+    for (int m = 0; m < M; m++) {
+#pragma unroll
+        for (int i = 0; i < N; i++)
+            asm volatile("" : "+f"(d[m][i])::"memory");
+    }
+}
+
+__device__ __forceinline__ void wgmma_fence() {
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit_group() {
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+template <int pending> __device__ __forceinline__ void wgmma_wait_group() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(pending) : "memory");
+}
+
+/** Accumulator fragment of m64nNk16 with f32 results: thread t of the warpgroup holds, in
+ * register i, row 16 * (t / 32) + (t % 32) / 4 + 8 * ((i / 2) % 2) and column 8 * (i / 4) +
+ * 2 * (t % 4) + i % 2 of its 64-row block. */
+__device__ __forceinline__ int fragment_row(int i, int thread) {
+    return 16 * (thread / 32) + (thread % 32) / 4 + 8 * ((i / 2) % 2);
+}
+__device__ __forceinline__ int fragment_col(int i, int thread) {
+    return 8 * (i / 4) + 2 * (thread % 4) + i % 2;
+}
+
+/** D(64 x N, f32) += A(64 x 16, bf16, K-major: tnspA 0) * B(16 x N, bf16, N-major: tnspB 1), with
+ * scale-d = 1 (the accumulator is zeroed by the kernel's own vector op). */
+template <int N>
+__device__ __forceinline__ void wgmma_bf16(float (&d)[N / 2], uint64_t a_descriptor,
+                                           uint64_t b_descriptor);
+
+template <>
+__device__ __forceinline__ void wgmma_bf16<64>(float (&d)[32], uint64_t a_descriptor,
+                                               uint64_t b_descriptor) {
+    asm volatile("{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+                 "}, %32, %33, accumulate, 1, 1, 0, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+                   "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+                   "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+                   "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+                   "+f"(d[30]), "+f"(d[31])
+                 : "l"(a_descriptor), "l"(b_descriptor), "r"(1)
+                 : "memory");
+}
+
+template <>
+__device__ __forceinline__ void wgmma_bf16<128>(float (&d)[64], uint64_t a_descriptor,
+                                                uint64_t b_descriptor) {
+    asm volatile("{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+                 "}, %64, %65, accumulate, 1, 1, 0, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+                   "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+                   "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+                   "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+                   "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
+                   "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+                   "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]),
+                   "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),
+                   "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "l"(a_descriptor), "l"(b_descriptor), "r"(1)
+                 : "memory");
+}
+
+template <>
+__device__ __forceinline__ void wgmma_bf16<192>(float (&d)[96], uint64_t a_descriptor,
+                                                uint64_t b_descriptor) {
+    asm volatile(
+        "{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %98, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
+        "}, %96, %97, accumulate, 1, 1, 0, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+          "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+          "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+          "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+          "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+          "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+          "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+          "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+          "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]),
+          "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]),
+          "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]),
+          "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]),
+          "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+        : "l"(a_descriptor), "l"(b_descriptor), "r"(1)
+        : "memory");
+}
+
+template <>
+__device__ __forceinline__ void wgmma_bf16<256>(float (&d)[128], uint64_t a_descriptor,
+                                                uint64_t b_descriptor) {
+    asm volatile(
+        "{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+        "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, "
+        "%111, "
+        "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, "
+        "%127"
+        "}, %128, %129, accumulate, 1, 1, 0, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+          "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+          "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+          "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+          "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+          "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+          "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+          "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+          "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]),
+          "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]),
+          "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]),
+          "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]),
+          "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]),
+          "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+          "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]),
+          "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]),
+          "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]),
+          "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "l"(a_descriptor), "l"(b_descriptor), "r"(1)
+        : "memory");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host: tensor maps
+// ---------------------------------------------------------------------------------------------
+
+using EncodeTiled = CUresult (*)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
+                                 const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
+                                 const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                 CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+/** cuTensorMapEncodeTiled from the driver through the runtime (no -lcuda), or null. */
+inline EncodeTiled encode_tiled_entry_point() {
+    static EncodeTiled entry = [] {
+        void *function = nullptr;
+        cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
+        cudaError_t status = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &function,
+                                                              12000, cudaEnableDefault, &found);
+#else
+        cudaError_t status =
+            cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &function, cudaEnableDefault, &found);
+#endif
+        return status == cudaSuccess && found == cudaDriverEntryPointSuccess
+                   ? reinterpret_cast<EncodeTiled>(function)
+                   : nullptr;
+    }();
+    return entry;
+}
+
+/** A tiled tensor map (element strides 1, no interleave, out-of-bounds elements read as zero). */
+inline cudaError_t encode_tensor_map(CUtensorMap *map, CUtensorMapDataType type, int rank,
+                                     void *address, const cuuint64_t *extents,
+                                     const cuuint64_t *strides_bytes, const cuuint32_t *box,
+                                     CUtensorMapSwizzle swizzle) {
+    EncodeTiled encode = encode_tiled_entry_point();
+    if (encode == nullptr)
+        return cudaErrorNotSupported;
+    const cuuint32_t element_strides[5] = {1, 1, 1, 1, 1};
+    CUresult result = encode(map, type, cuuint32_t(rank), address, extents, strides_bytes, box,
+                             element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    return result == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+/** A kernel argument must be a device pointer aligned to 16 bytes (TMA's global address rule). */
+inline cudaError_t check_argument(const void *pointer) {
+    if (pointer == nullptr)
+        return cudaErrorInvalidValue;
+    if (reinterpret_cast<uintptr_t>(pointer) % 16 != 0)
+        return cudaErrorMisalignedAddress;
+    return cudaSuccess;
+}
+
+} // namespace hopper
+
+#endif
