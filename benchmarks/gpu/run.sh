@@ -53,7 +53,7 @@ gpu() {
     local build=/tmp/tandem_gpu
     mkdir -p "$build"
     nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I"$root/backends/hopper/runtime" -I"$kernels" \
-        "$here/harness.cu" "$kernels"/*.cu -lcublas -lcuda -o "$build/harness" 2>&1 | tee "$build/build.log"
+        "$here/harness.cu" "$kernels"/*.cu -lcublas -o "$build/harness" 2>&1 | tee "$build/build.log"
     local results="$root/benchmarks/results"
     mkdir -p "$results"
     {

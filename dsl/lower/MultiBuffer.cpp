@@ -192,7 +192,7 @@ private:
             Expr slot = 0;
             if (slots > 1) {
                 slot = by_consumer ? Variable::make(Halide::Int(32), ir::stage_var(source))
-                                   : (Variable::make(Halide::Int(32), op->name) - op->min) % slots;
+                                   : simplify((Variable::make(Halide::Int(32), op->name) - op->min) % slots);
                 body = RebaseBuffer(source, slot * Expr(int(slot_elements)), slot).mutate(body);
             }
             body = insert_wait(body, slot);

@@ -1,0 +1,1228 @@
+// The Ascend 910B (A2) AI-core machine model. See Ascend.h for the machine and its semantics;
+// this file keeps the bookkeeping. The race check, numerics and trace writer are shared with the
+// ZPU and Hopper models (Hazards.h, Numerics.h, Trace.h).
+//
+// Choices this implementation makes (all visible to callers):
+// - Recording: Core calls check their arguments at once (SimError from the call) and append one
+//   op to the core's program. run_core simulates the program; recording into a core that ran is
+//   an error, and so is finish() while a core with a recorded program has not run.
+// - Dispatch: the scalar stream (pipe S) walks the program in order and spends
+//   scalar_issue_cycles on every op, flags and barriers included: op i (0-based) is dispatched at
+//   (i + 1) * scalar_issue_cycles unless S blocked before it. Ops of S itself (SetFlag<S_X>,
+//   WaitFlag<X_S>, PipeBarrier<PIPE_S>, PipeBarrier<PIPE_ALL>) run on S instead; a wait there
+//   holds the dispatch of every later op.
+// - Pipes: each runs its queue in program order; an op starts at max(pipe free, dispatched, and
+//   for a WaitFlag the time its matching SetFlag fired) and holds the pipe for its cost. Ops run
+//   in order of start time (ties: program order), and their numerics and accesses happen then.
+//   Single pipe example: copy, SetFlag<MTE2_MTE1>, WaitFlag<MTE2_MTE1>, LoadData takes
+//   scalar_issue + copy + flag + flag + load cycles.
+// - Costs: a copy fixed + ceil(bytes / rate of its path) with bytes those written (Fixpipe: the
+//   destination type's); Mmad cube_fixed + ceil(m/16) ceil(n/16) ceil(k/16); a vector op
+//   vector_fixed + ceil(flops / rate); SetFlag and WaitFlag flag_cycles (a set fires at its end);
+//   PipeBarrier pipe_barrier_cycles (PIPE_ALL on S after every pipe drained the ops before it).
+// - Paths (pipe, rate): GM->L1/UB/L0A/L0B on MTE2 (gm_to_l1, gm_to_ub, gm_to_l1, gm_to_l1);
+//   L1->L0A/L0B on MTE1 (LoadData); L1->UB on MTE1 (l1_to_ub); UB->GM/L1 on MTE3; L0C->GM/L1
+//   on FIX (both at l0c_to_gm). data_copy moves elements without conversion (also from L0C,
+//   f32 -> f32); only fixpipe converts (f32 -> bf16 or f32; the model has no f16 type).
+// - Flags: the k-th WaitFlag of (src, dst, id) matches the k-th SetFlag of it. Setting it while
+//   an earlier set of it is not consumed by a wait recorded before is "set twice without a
+//   wait". A wait recorded before its set is legal (the set may come from another pipe).
+// - Happens-before: one vector clock per pipe (S included). A SetFlag carries its pipe's clock
+//   (and ticks it); the matching WaitFlag joins it. Dispatch joins S's clock into the op, so ops
+//   after a wait on S or a PIPE_ALL are ordered after what S joined. PIPE_ALL joins every pipe
+//   into S (and ticks them). Ops of one pipe are ordered with each other.
+// - Busy ("MTE2", "MTE1", "M", "FIX", "V", "MTE3", summed over cores) counts data and compute
+//   ops only, not flags, waits or barriers; bound_cycles is the max over cores of the busiest.
+// - Memories: add_local places a buffer at the next multiple of alignment(mem) of its core's
+//   memory (padding counts against capacity); buffers are never freed. Boxes on L0A/L0B must
+//   start at a multiple of l0ab_align bytes; other memories' box offsets are not checked. Data
+//   is laid out as the boxes say (no fractal layouts).
+// - Deadlock: when no pipe can start its next op, the core stops; the report names the core, the
+//   cycle and, per blocked pipe, its WaitFlag<SRC_DST>(id) or PipeBarrier<PIPE_ALL> and label.
+// - Races: once per (first op, second op, buffer); ops named "kind 'label' (pipe, core c)". GM
+//   accesses of different cores are checked against each other at finish().
+// - Trace: one process per core that ran, tracks VECTOR, SCALAR, CUBE, MTE1, MTE2, MTE3, FIXP;
+//   SCALAR shows each dispatch; a WaitFlag's event spans the time its pipe waited.
+
+#include "sim/Ascend.h"
+
+#include "sim/Hazards.h"
+#include "sim/Numerics.h"
+#include "sim/Trace.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+#include <limits>
+
+namespace tandem::sim::ascend {
+
+using detail::AccessRecord;
+using detail::BufferHistory;
+using detail::ceil_div;
+using detail::ElementSet;
+
+// ---------------------------------------------------------------------------------------------
+// Names and parameters
+// ---------------------------------------------------------------------------------------------
+
+const char *pipe_name(Pipe p) {
+    switch (p) {
+    case Pipe::S:
+        return "S";
+    case Pipe::MTE2:
+        return "MTE2";
+    case Pipe::MTE1:
+        return "MTE1";
+    case Pipe::M:
+        return "M";
+    case Pipe::FIX:
+        return "FIX";
+    case Pipe::V:
+        return "V";
+    case Pipe::MTE3:
+        return "MTE3";
+    case Pipe::ALL:
+        return "ALL";
+    }
+    return "?";
+}
+
+const char *mem_name(Mem m) {
+    switch (m) {
+    case Mem::GM:
+        return "GM";
+    case Mem::L1:
+        return "L1";
+    case Mem::L0A:
+        return "L0A";
+    case Mem::L0B:
+        return "L0B";
+    case Mem::L0C:
+        return "L0C";
+    case Mem::UB:
+        return "UB";
+    }
+    return "?";
+}
+
+namespace {
+
+constexpr int kPipes = 7; // S .. MTE3: the pipes that queue ops (ALL is not one)
+constexpr int kMems = 6;
+constexpr int kMaxCores = 4096;
+constexpr int kMaxEventIds = 64;
+constexpr Pipe kWorkPipes[] = {Pipe::MTE2, Pipe::MTE1, Pipe::M, Pipe::FIX, Pipe::V, Pipe::MTE3};
+
+/** A data path: which pipe moves src -> dst and at which rate (bytes per cycle). */
+struct Path {
+    Mem src, dst;
+    Pipe pipe;
+    double AscendParams::*rate;
+};
+
+constexpr Path kPaths[] = {
+    {Mem::GM, Mem::L1, Pipe::MTE2, &AscendParams::gm_to_l1},
+    {Mem::GM, Mem::UB, Pipe::MTE2, &AscendParams::gm_to_ub},
+    {Mem::GM, Mem::L0A, Pipe::MTE2, &AscendParams::gm_to_l1},
+    {Mem::GM, Mem::L0B, Pipe::MTE2, &AscendParams::gm_to_l1},
+    {Mem::L1, Mem::L0A, Pipe::MTE1, &AscendParams::l1_to_l0a},
+    {Mem::L1, Mem::L0B, Pipe::MTE1, &AscendParams::l1_to_l0b},
+    {Mem::L1, Mem::UB, Pipe::MTE1, &AscendParams::l1_to_ub},
+    {Mem::UB, Mem::GM, Pipe::MTE3, &AscendParams::ub_to_gm},
+    {Mem::UB, Mem::L1, Pipe::MTE3, &AscendParams::ub_to_l1},
+    {Mem::L0C, Mem::GM, Pipe::FIX, &AscendParams::l0c_to_gm},
+    {Mem::L0C, Mem::L1, Pipe::FIX, &AscendParams::l0c_to_gm},
+};
+
+const Path *find_path(Mem src, Mem dst) {
+    for (const Path &path : kPaths) {
+        if (path.src == src && path.dst == dst) {
+            return &path;
+        }
+    }
+    return nullptr;
+}
+
+std::string paths_text() {
+    std::string text;
+    for (const Path &path : kPaths) {
+        text += std::string(text.empty() ? "" : ", ") + mem_name(path.src) + "->" +
+                mem_name(path.dst) + " (" + pipe_name(path.pipe) + ")";
+    }
+    return text;
+}
+
+} // namespace
+
+int64_t AscendParams::capacity(Mem m) const {
+    switch (m) {
+    case Mem::GM:
+        return std::numeric_limits<int64_t>::max(); // not modelled
+    case Mem::L1:
+        return l1_bytes;
+    case Mem::L0A:
+        return l0a_bytes;
+    case Mem::L0B:
+        return l0b_bytes;
+    case Mem::L0C:
+        return l0c_bytes;
+    case Mem::UB:
+        return ub_bytes;
+    }
+    return 0;
+}
+
+int AscendParams::alignment(Mem m) const {
+    switch (m) {
+    case Mem::GM:
+        return 1; // not modelled
+    case Mem::L1:
+        return l1_align;
+    case Mem::L0A:
+    case Mem::L0B:
+        return l0ab_align;
+    case Mem::L0C:
+        return l0c_align;
+    case Mem::UB:
+        return ub_align;
+    }
+    return 1;
+}
+
+Pipe AscendParams::pipe_for(Mem src, Mem dst) const {
+    const Path *path = find_path(src, dst);
+    if (!path) {
+        throw SimError(std::string("no pipe copies ") + mem_name(src) + " -> " + mem_name(dst) +
+                       "; the data paths are " + paths_text());
+    }
+    return path->pipe;
+}
+
+int64_t AscendParams::copy_cycles(Mem src, Mem dst, int64_t bytes) const {
+    pipe_for(src, dst); // throws for a path that does not exist
+    double rate = this->*(find_path(src, dst)->rate);
+    return copy_fixed + int64_t(std::ceil(double(bytes) / rate));
+}
+
+int64_t AscendParams::mmad_cycles(int64_t m, int64_t n, int64_t k) const {
+    return cube_fixed + ceil_div(m, 16) * ceil_div(n, 16) * ceil_div(k, 16);
+}
+
+int64_t AscendParams::vector_cycles(int64_t flops) const {
+    return vector_fixed + ceil_div(flops, vector_flops_per_cycle);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ops
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+enum class OpKind : uint8_t {
+    DataCopy,
+    LoadData,
+    Fixpipe,
+    Mmad,
+    Vector,
+    SetFlag,
+    WaitFlag,
+    Barrier
+};
+
+const char *op_kind_name(OpKind k) {
+    switch (k) {
+    case OpKind::DataCopy:
+        return "DataCopy";
+    case OpKind::LoadData:
+        return "LoadData";
+    case OpKind::Fixpipe:
+        return "Fixpipe";
+    case OpKind::Mmad:
+        return "Mmad";
+    case OpKind::Vector:
+        return "vector";
+    case OpKind::SetFlag:
+        return "SetFlag";
+    case OpKind::WaitFlag:
+        return "WaitFlag";
+    case OpKind::Barrier:
+        return "PipeBarrier";
+    }
+    return "?";
+}
+
+// Trace tracks of a core, in the order vendor simulators draw them.
+const char *const kTrackNames[] = {"VECTOR", "SCALAR", "CUBE", "MTE1", "MTE2", "MTE3", "FIXP"};
+
+int track_of(Pipe p) {
+    switch (p) {
+    case Pipe::V:
+        return 0;
+    case Pipe::S:
+    case Pipe::ALL:
+        return 1;
+    case Pipe::M:
+        return 2;
+    case Pipe::MTE1:
+        return 3;
+    case Pipe::MTE2:
+        return 4;
+    case Pipe::MTE3:
+        return 5;
+    case Pipe::FIX:
+        return 6;
+    }
+    return 1;
+}
+
+/** An op instance as races name it: kind, pipe, core, label, packed in 64 bits. */
+struct OpName {
+    OpKind kind;
+    Pipe pipe;
+    int core;
+    uint32_t label;
+
+    uint64_t pack() const {
+        return uint64_t(label) << 32 | uint64_t(uint16_t(core)) << 16 | uint64_t(pipe) << 8 |
+               uint64_t(kind);
+    }
+    static OpName unpack(uint64_t bits) {
+        return {OpKind(bits & 0xff), Pipe((bits >> 8) & 0xff), int((bits >> 16) & 0xffff),
+                uint32_t(bits >> 32)};
+    }
+};
+
+/** One recorded op. Copies: dst <- src. Mmad: dst (c) <- src (a), src2 (b). */
+struct Op {
+    OpKind kind;
+    Pipe pipe; // the pipe that runs it
+    uint32_t label;
+    Cycles cost = 0;
+    int dst = -1, src = -1, src2 = -1;
+    Box dst_box, src_box, src2_box;
+    bool accumulate = false;
+    std::vector<Access> accesses; // vector ops
+    std::function<void()> compute;
+    Pipe flag_src = Pipe::S, flag_dst = Pipe::S; // flags
+    Pipe barrier = Pipe::S;                      // PipeBarrier's pipe
+    int event = 0;
+    int64_t ordinal = 0; // the ordinal-th set or wait of its flag
+};
+
+std::string flag_text(const char *kind, Pipe src, Pipe dst, int event) {
+    return std::string(kind) + "<" + pipe_name(src) + "_" + pipe_name(dst) + ">(" +
+           std::to_string(event) + ")";
+}
+
+std::string barrier_text(Pipe p) {
+    return std::string("PipeBarrier<PIPE_") + pipe_name(p) + ">";
+}
+
+bool is_queue_pipe(Pipe p) {
+    return p != Pipe::ALL && int(p) < kPipes;
+}
+
+Box dense(int64_t count) {
+    return Box{0, {{count, 1}}};
+}
+
+} // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Machine state
+// ---------------------------------------------------------------------------------------------
+
+struct Core::State {
+    std::vector<Op> program;
+    std::vector<int64_t> sets, waits; // per flag key, recorded so far
+    std::vector<uint32_t> last_set;   // per flag key: label of its latest set
+    bool ran = false;
+    Cycles end = 0;
+    std::array<Cycles, kPipes> busy{};
+    std::vector<BufferHistory> history; // by buffer id
+
+    BufferHistory &history_of(int buffer) {
+        if (size_t(buffer) >= history.size()) {
+            history.resize(size_t(buffer) + 1);
+        }
+        return history[size_t(buffer)];
+    }
+};
+
+struct Machine::Impl {
+    struct Buffer {
+        std::string name;
+        DType type;
+        Mem mem;
+        int core; // -1: GM, shared by all cores
+        int64_t elements;
+        int64_t start; // byte offset in its core's memory
+        std::unique_ptr<std::byte[]> data;
+        bool written = false; // by some core (GM: enables the cross-core check)
+    };
+
+    Impl(const AscendParams &p, bool numerics_on, bool trace_on)
+        : params(p), numerics(numerics_on), trace(trace_on),
+          used(size_t(p.cores), std::array<int64_t, kMems>{}) {}
+
+    AscendParams params;
+    bool numerics;
+    detail::TraceLog trace;
+    std::vector<Buffer> buffers;
+    std::vector<std::array<int64_t, kMems>> used; // [core][Mem]: bytes allocated
+    std::vector<std::unique_ptr<Core>> cores;
+    detail::Labels labels;
+    detail::RaceLog races;
+    detail::MatrixMultiplier multiplier;
+    bool deadlock = false;
+    std::string deadlock_message;
+
+    int flag_key(Pipe src, Pipe dst, int event) const {
+        return (int(src) * kPipes + int(dst)) * params.event_ids + event;
+    }
+
+    std::string op_text(uint64_t packed) const {
+        OpName op = OpName::unpack(packed);
+        return std::string(op_kind_name(op.kind)) + " '" + labels.text(op.label) + "' (" +
+               pipe_name(op.pipe) + ", core " + std::to_string(op.core) + ")";
+    }
+
+    void add_race(uint64_t first, uint64_t second, int buffer) {
+        races.add(first, second, buffer, [&] {
+            return Race{op_text(first), op_text(second), buffers[size_t(buffer)].name, ""};
+        });
+    }
+
+    // --- recording ---------------------------------------------------------------------------
+
+    [[noreturn]] static void fail(const std::string &what, int core, const std::string &message) {
+        throw SimError(what + " on core " + std::to_string(core) + ": " + message);
+    }
+
+    Core::State &recording(const std::string &what, int core) {
+        Core::State &state = *cores[size_t(core)]->state_;
+        if (state.ran) {
+            fail(what, core,
+                 "the core already ran; record its whole program before run_core(" +
+                     std::to_string(core) + ")");
+        }
+        return state;
+    }
+
+    const Buffer &checked_buffer(const std::string &what, int core, const char *role, int buffer,
+                                 const Box &box) const {
+        if (buffer < 0 || size_t(buffer) >= buffers.size()) {
+            fail(what, core,
+                 std::string(role) + " buffer id " + std::to_string(buffer) +
+                     " does not exist (the machine has " + std::to_string(buffers.size()) +
+                     " buffers)");
+        }
+        const Buffer &b = buffers[size_t(buffer)];
+        if (b.core >= 0 && b.core != core) {
+            fail(what, core,
+                 std::string(role) + " buffer '" + b.name + "' is " + mem_name(b.mem) +
+                     " of core " + std::to_string(b.core) +
+                     "; a core can only touch its own local memories and GM");
+        }
+        std::string outside = detail::box_outside_error(role, box, b.name, b.elements);
+        if (!outside.empty()) {
+            fail(what, core, outside);
+        }
+        return b;
+    }
+
+    /** L0A/L0B operands start at l0ab_align bytes (the buffer's start is aligned already). */
+    void check_aligned(const std::string &what, int core, const char *role, const Buffer &b,
+                       const Box &box) const {
+        if (b.mem != Mem::L0A && b.mem != Mem::L0B) {
+            return;
+        }
+        int64_t byte = box.offset * bytes_of(b.type);
+        if (byte % params.l0ab_align != 0) {
+            fail(what, core,
+                 std::string(role) + " box on buffer '" + b.name + "' (" + mem_name(b.mem) +
+                     ") starts at byte " + std::to_string(byte) + " (element offset " +
+                     std::to_string(box.offset) + "), which is not a multiple of " +
+                     std::to_string(params.l0ab_align) + "; " + mem_name(b.mem) +
+                     " operands start at " + std::to_string(params.l0ab_align) +
+                     "-byte boundaries: pad the tile or move its offset");
+        }
+    }
+
+    void data_copy(int core, int dst, const Box &dst_box, int src, const Box &src_box,
+                   const std::string &label) {
+        std::string what = "DataCopy '" + label + "'";
+        Core::State &state = recording(what, core);
+        const Buffer &to = checked_buffer(what, core, "destination", dst, dst_box);
+        const Buffer &from = checked_buffer(what, core, "source", src, src_box);
+        const Path *path = find_path(from.mem, to.mem);
+        if (!path) {
+            fail(what, core,
+                 std::string("no pipe copies ") + mem_name(from.mem) + " -> " + mem_name(to.mem) +
+                     " ('" + from.name + "' -> '" + to.name + "'); the data paths are " +
+                     paths_text());
+        }
+        what += std::string(" (") + pipe_name(path->pipe) + ")";
+        if (to.type != from.type) {
+            fail(what, core,
+                 "destination '" + to.name + "' is " + dtype_name(to.type) + " but source '" +
+                     from.name + "' is " + dtype_name(from.type) +
+                     "; DataCopy moves elements without conversion (fixpipe converts from L0C)");
+        }
+        int64_t count = dst_box.elements();
+        if (count != src_box.elements()) {
+            fail(what, core,
+                 "destination box " + dst_box.str() + " has " + std::to_string(count) +
+                     " elements but source box " + src_box.str() + " has " +
+                     std::to_string(src_box.elements()));
+        }
+        check_aligned(what, core, "destination", to, dst_box);
+        check_aligned(what, core, "source", from, src_box);
+        Op op;
+        op.kind = path->pipe == Pipe::MTE1 && (to.mem == Mem::L0A || to.mem == Mem::L0B)
+                      ? OpKind::LoadData
+                      : OpKind::DataCopy;
+        op.pipe = path->pipe;
+        op.label = labels.id(label);
+        op.cost = params.copy_cycles(from.mem, to.mem, count * bytes_of(to.type));
+        op.dst = dst;
+        op.dst_box = dst_box;
+        op.src = src;
+        op.src_box = src_box;
+        state.program.push_back(std::move(op));
+    }
+
+    void mmad(int core, int c, const Box &c_box, int a, const Box &a_box, int b, const Box &b_box,
+              bool accumulate, const std::string &label) {
+        std::string what = "Mmad '" + label + "' (M)";
+        Core::State &state = recording(what, core);
+        const Buffer &c_buffer = checked_buffer(what, core, "c", c, c_box);
+        const Buffer &a_buffer = checked_buffer(what, core, "a", a, a_box);
+        const Buffer &b_buffer = checked_buffer(what, core, "b", b, b_box);
+        struct Operand {
+            const char *role;
+            const Buffer &buffer;
+            const Box &box;
+            Mem mem;
+            const char *dims;
+        };
+        for (const Operand &operand : {Operand{"c", c_buffer, c_box, Mem::L0C, "{N, M}"},
+                                       Operand{"a", a_buffer, a_box, Mem::L0A, "{K, M}"},
+                                       Operand{"b", b_buffer, b_box, Mem::L0B, "{N, K}"}}) {
+            if (operand.buffer.mem != operand.mem) {
+                fail(what, core,
+                     std::string("operand ") + operand.role + " (buffer '" + operand.buffer.name +
+                         "') is in " + mem_name(operand.buffer.mem) + "; the cube takes it from " +
+                         mem_name(operand.mem));
+            }
+            std::string rank = detail::mma_rank_error(operand.role, operand.box, operand.dims);
+            if (!rank.empty()) {
+                fail(what, core, rank);
+            }
+        }
+        if (c_buffer.type != DType::F32) {
+            fail(what, core,
+                 "c '" + c_buffer.name + "' is " + dtype_name(c_buffer.type) +
+                     "; L0C accumulates in f32");
+        }
+        if ((a_buffer.type != DType::BF16 && a_buffer.type != DType::F32) ||
+            a_buffer.type != b_buffer.type) {
+            fail(what, core,
+                 "a '" + a_buffer.name + "' is " + dtype_name(a_buffer.type) + " and b '" +
+                     b_buffer.name + "' is " + dtype_name(b_buffer.type) +
+                     "; the cube takes two bf16 (or two f32) operands");
+        }
+        std::string shapes = detail::mma_shape_error(c_box, a_box, b_box);
+        if (!shapes.empty()) {
+            fail(what, core, shapes);
+        }
+        check_aligned(what, core, "a", a_buffer, a_box);
+        check_aligned(what, core, "b", b_buffer, b_box);
+        Op op;
+        op.kind = OpKind::Mmad;
+        op.pipe = Pipe::M;
+        op.label = labels.id(label);
+        int64_t n = c_box.dims[0].extent, m = c_box.dims[1].extent, k = a_box.dims[0].extent;
+        op.cost = params.mmad_cycles(m, n, k);
+        op.dst = c;
+        op.dst_box = c_box;
+        op.src = a;
+        op.src_box = a_box;
+        op.src2 = b;
+        op.src2_box = b_box;
+        op.accumulate = accumulate;
+        state.program.push_back(std::move(op));
+    }
+
+    void fixpipe(int core, int dst, const Box &dst_box, int src, const Box &src_box,
+                 const std::string &label) {
+        std::string what = "Fixpipe '" + label + "' (FIX)";
+        Core::State &state = recording(what, core);
+        const Buffer &to = checked_buffer(what, core, "destination", dst, dst_box);
+        const Buffer &from = checked_buffer(what, core, "source", src, src_box);
+        if (from.mem != Mem::L0C || from.type != DType::F32) {
+            fail(what, core,
+                 "source '" + from.name + "' is " + dtype_name(from.type) + " in " +
+                     mem_name(from.mem) + "; fixpipe reads f32 from L0C");
+        }
+        if (to.mem != Mem::GM && to.mem != Mem::L1) {
+            fail(what, core,
+                 "destination '" + to.name + "' is in " + mem_name(to.mem) +
+                     "; fixpipe writes GM or L1");
+        }
+        if (to.type != DType::BF16 && to.type != DType::F32) {
+            fail(what, core,
+                 "destination '" + to.name + "' is " + dtype_name(to.type) +
+                     "; fixpipe converts f32 to bf16 or f32");
+        }
+        int64_t count = dst_box.elements();
+        if (count != src_box.elements()) {
+            fail(what, core,
+                 "destination box " + dst_box.str() + " has " + std::to_string(count) +
+                     " elements but source box " + src_box.str() + " has " +
+                     std::to_string(src_box.elements()));
+        }
+        Op op;
+        op.kind = OpKind::Fixpipe;
+        op.pipe = Pipe::FIX;
+        op.label = labels.id(label);
+        op.cost = params.copy_cycles(Mem::L0C, to.mem, count * bytes_of(to.type));
+        op.dst = dst;
+        op.dst_box = dst_box;
+        op.src = src;
+        op.src_box = src_box;
+        state.program.push_back(std::move(op));
+    }
+
+    void vector_op(int core, const std::string &label, int64_t flops,
+                   const std::vector<Access> &accesses, const std::function<void()> &compute) {
+        std::string what = "vector '" + label + "' (V)";
+        Core::State &state = recording(what, core);
+        if (flops < 0) {
+            fail(what, core, "negative flop count " + std::to_string(flops));
+        }
+        for (const Access &x : accesses) {
+            const Buffer &b =
+                checked_buffer(what, core, x.write ? "written" : "read", x.buffer, x.box);
+            if (b.mem != Mem::UB) {
+                fail(what, core,
+                     "buffer '" + b.name + "' is in " + mem_name(b.mem) +
+                         "; vector ops read and write UB only");
+            }
+        }
+        Op op;
+        op.kind = OpKind::Vector;
+        op.pipe = Pipe::V;
+        op.label = labels.id(label);
+        op.cost = params.vector_cycles(flops);
+        op.accesses = accesses;
+        op.compute = compute;
+        state.program.push_back(std::move(op));
+    }
+
+    void flag(int core, bool set, Pipe src, Pipe dst, int event, const std::string &label) {
+        const char *kind = set ? "SetFlag" : "WaitFlag";
+        std::string text = flag_text(kind, src, dst, event);
+        std::string what = text + (label.empty() ? "" : " '" + label + "'");
+        Core::State &state = recording(what, core);
+        if (!is_queue_pipe(src) || !is_queue_pipe(dst) || src == dst) {
+            fail(what, core,
+                 "a flag joins two different pipes among S, MTE2, MTE1, M, FIX, V, MTE3; use "
+                 "PipeBarrier to order a pipe with itself or PIPE_ALL to drain all");
+        }
+        if (event < 0 || event >= params.event_ids) {
+            fail(what, core,
+                 "event id " + std::to_string(event) + " is outside 0.." +
+                     std::to_string(params.event_ids - 1) + " (" +
+                     std::to_string(params.event_ids) + " event ids per pipe pair)");
+        }
+        size_t key = size_t(flag_key(src, dst, event));
+        Op op;
+        op.kind = set ? OpKind::SetFlag : OpKind::WaitFlag;
+        op.pipe = set ? src : dst;
+        op.label = labels.id(label.empty() ? text : label);
+        op.cost = params.flag_cycles;
+        op.flag_src = src;
+        op.flag_dst = dst;
+        op.event = event;
+        if (set) {
+            if (state.sets[key] - state.waits[key] > 0) {
+                fail(what, core,
+                     "set twice without a wait: the previous " +
+                         flag_text("SetFlag", src, dst, event) + " '" +
+                         labels.text(state.last_set[key]) +
+                         "' is not consumed by a WaitFlag recorded since; wait for it first "
+                         "(or use another event id)");
+            }
+            state.last_set[key] = op.label;
+            op.ordinal = state.sets[key]++;
+        } else {
+            op.ordinal = state.waits[key]++;
+        }
+        state.program.push_back(std::move(op));
+    }
+
+    void pipe_barrier(int core, Pipe pipe) {
+        std::string what = barrier_text(pipe);
+        Core::State &state = recording(what, core);
+        if (pipe != Pipe::ALL && !is_queue_pipe(pipe)) {
+            fail(what, core, "no such pipe");
+        }
+        Op op;
+        op.kind = OpKind::Barrier;
+        op.pipe = pipe == Pipe::ALL ? Pipe::S : pipe;
+        op.barrier = pipe;
+        op.label = labels.id(what);
+        op.cost = params.pipe_barrier_cycles;
+        state.program.push_back(std::move(op));
+    }
+
+    // --- simulation --------------------------------------------------------------------------
+
+    class CoreRun;
+    void run_core(int core);
+
+    void cross_core_races() {
+        for (size_t buffer = 0; buffer < buffers.size(); ++buffer) {
+            if (buffers[buffer].mem != Mem::GM || !buffers[buffer].written) {
+                continue;
+            }
+            std::vector<detail::RunHistory> histories;
+            for (const auto &core : cores) {
+                const Core::State &state = *core->state_;
+                if (buffer < state.history.size()) {
+                    histories.push_back({core->id(), &state.history[buffer]});
+                }
+            }
+            detail::cross_run_races(histories,
+                                    [&](const AccessRecord &first, const AccessRecord &second) {
+                                        add_race(first.op, second.op, int(buffer));
+                                    });
+        }
+    }
+};
+
+/** Discrete-event simulation of one core's recorded program over its pipes' queues. */
+class Machine::Impl::CoreRun {
+public:
+    CoreRun(Impl &impl, int core, Core::State &state)
+        : impl_(impl), core_(core), state_(state), program_(state.program),
+          dispatched_(program_.size(), -1), dispatch_clock_(program_.size() * size_t(kPipes), 0),
+          fires_(size_t(kPipes * kPipes * impl.params.event_ids)) {
+        for (size_t i = 0; i < program_.size(); ++i) {
+            queue_[0].push_back(int(i)); // S walks every op
+            if (program_[i].pipe != Pipe::S) {
+                queue_[size_t(program_[i].pipe)].push_back(int(i));
+            }
+        }
+        clocks_.reset(kPipes);
+    }
+
+    void run() {
+        for (;;) {
+            int best = -1;
+            Cycles best_at = 0;
+            for (int p = 0; p < kPipes; ++p) {
+                Cycles at = 0;
+                if (!ready(p, at)) {
+                    continue;
+                }
+                if (best < 0 || at < best_at || (at == best_at && head(p) < head(best))) {
+                    best = p;
+                    best_at = at;
+                }
+            }
+            if (best < 0) {
+                break;
+            }
+            step(best, best_at);
+        }
+        Cycles end = *std::max_element(free_.begin(), free_.end());
+        state_.end = end;
+        for (int p = 0; p < kPipes; ++p) {
+            if (next_[size_t(p)] < queue_[size_t(p)].size()) {
+                report_deadlock(end);
+                break;
+            }
+        }
+    }
+
+private:
+    bool done(int p) const { return next_[size_t(p)] >= queue_[size_t(p)].size(); }
+    int head(int p) const { return queue_[size_t(p)][next_[size_t(p)]]; }
+
+    /** Whether pipe p can start its next op, and when. */
+    bool ready(int p, Cycles &at) const {
+        if (done(p)) {
+            return false;
+        }
+        int index = head(p);
+        const Op &op = program_[size_t(index)];
+        at = free_[size_t(p)];
+        if (p != 0) {
+            if (dispatched_[size_t(index)] < 0) {
+                return false;
+            }
+            at = std::max(at, dispatched_[size_t(index)]);
+        } else if (op.pipe != Pipe::S) {
+            return true; // a dispatch
+        }
+        if (op.kind == OpKind::WaitFlag) {
+            const std::vector<Fire> &fires =
+                fires_[size_t(impl_.flag_key(op.flag_src, op.flag_dst, op.event))];
+            if (int64_t(fires.size()) <= op.ordinal) {
+                return false;
+            }
+            at = std::max(at, fires[size_t(op.ordinal)].time);
+        }
+        if (op.kind == OpKind::Barrier && op.barrier == Pipe::ALL) {
+            for (int q = 1; q < kPipes; ++q) {
+                if (!done(q) && head(q) < index) {
+                    return false; // q still has ops recorded before the barrier
+                }
+                at = std::max(at, free_[size_t(q)]);
+            }
+        }
+        return true;
+    }
+
+    void step(int p, Cycles start) {
+        int index = head(p);
+        ++next_[size_t(p)];
+        const Op &op = program_[size_t(index)];
+        Cycles idle_from = free_[size_t(p)];
+        if (p == 0 && op.pipe != Pipe::S) {
+            // The scalar stream dispatches the op to its pipe with S's clock.
+            Cycles end = start + impl_.params.scalar_issue_cycles;
+            free_[0] = end;
+            dispatched_[size_t(index)] = end;
+            std::copy(clocks_.clock(0), clocks_.clock(0) + kPipes,
+                      dispatch_clock_.begin() + ptrdiff_t(index) * kPipes);
+            impl_.trace.add(op.label, "dispatch", core_, track_of(Pipe::S), start, end - start);
+            return;
+        }
+        if (p != 0) {
+            clocks_.join(p, dispatch_clock_.data() + ptrdiff_t(index) * kPipes);
+            idle_from = std::max(idle_from, dispatched_[size_t(index)]);
+        }
+        Cycles end = start + op.cost;
+        uint64_t name = OpName{op.kind, Pipe(p), core_, op.label}.pack();
+        Impl::Buffer *dst = op.dst >= 0 ? &impl_.buffers[size_t(op.dst)] : nullptr;
+        Impl::Buffer *src = op.src >= 0 ? &impl_.buffers[size_t(op.src)] : nullptr;
+        bool numerics = impl_.numerics;
+        Cycles trace_start = start;
+        switch (op.kind) {
+        case OpKind::DataCopy:
+        case OpKind::LoadData:
+            access(op.src, op.src_box, false, p, name);
+            access(op.dst, op.dst_box, true, p, name);
+            if (numerics && op.dst_box.elements() > 0) {
+                detail::copy_box(dst->data.get(), op.dst_box, src->data.get(), op.src_box,
+                                 bytes_of(dst->type));
+            }
+            break;
+        case OpKind::Fixpipe:
+            access(op.src, op.src_box, false, p, name);
+            access(op.dst, op.dst_box, true, p, name);
+            if (numerics) {
+                convert_copy(*dst, op.dst_box, *src, op.src_box);
+            }
+            break;
+        case OpKind::Mmad: {
+            Impl::Buffer &b = impl_.buffers[size_t(op.src2)];
+            access(op.src, op.src_box, false, p, name);
+            access(op.src2, op.src2_box, false, p, name);
+            access(op.dst, op.dst_box, true, p, name);
+            if (numerics) {
+                if (!op.accumulate) {
+                    int64_t count = op.dst_box.elements();
+                    std::vector<float> zeros(size_t(std::max<int64_t>(count, 0)), 0.0f);
+                    detail::copy_box(dst->data.get(), op.dst_box,
+                                     reinterpret_cast<const std::byte *>(zeros.data()),
+                                     dense(count), 4);
+                }
+                impl_.multiplier.multiply_add(dst->data.get(), op.dst_box, src->data.get(),
+                                              src->type, op.src_box, b.data.get(), b.type,
+                                              op.src2_box);
+            }
+            break;
+        }
+        case OpKind::Vector:
+            for (const Access &x : op.accesses) {
+                access(x.buffer, x.box, x.write, p, name);
+            }
+            if (numerics && op.compute) {
+                op.compute();
+            }
+            break;
+        case OpKind::SetFlag: {
+            std::vector<Fire> &fires =
+                fires_[size_t(impl_.flag_key(op.flag_src, op.flag_dst, op.event))];
+            fires.push_back(Fire{end, clocks_.copy(p)});
+            clocks_.tick(p); // later ops of p are not ordered by this set
+            break;
+        }
+        case OpKind::WaitFlag: {
+            const std::vector<Fire> &fires =
+                fires_[size_t(impl_.flag_key(op.flag_src, op.flag_dst, op.event))];
+            clocks_.join(p, fires[size_t(op.ordinal)].clock.data());
+            trace_start = idle_from; // show how long the pipe waited
+            break;
+        }
+        case OpKind::Barrier:
+            if (op.barrier == Pipe::ALL) {
+                for (int q = 1; q < kPipes; ++q) {
+                    clocks_.join(0, clocks_.clock(q));
+                    clocks_.tick(q);
+                }
+                trace_start = idle_from;
+            }
+            break;
+        }
+        free_[size_t(p)] = end;
+        bool work =
+            op.kind != OpKind::SetFlag && op.kind != OpKind::WaitFlag && op.kind != OpKind::Barrier;
+        if (work) {
+            state_.busy[size_t(p)] += op.cost;
+        }
+        impl_.trace.add(op.label, op_kind_name(op.kind), core_, track_of(Pipe(p)), trace_start,
+                        end - trace_start);
+    }
+
+    void access(int buffer, const Box &box, bool write, int pipe, uint64_t op) {
+        ElementSet elements = detail::element_set(box);
+        if (elements.empty) {
+            return;
+        }
+        const int64_t *clock = clocks_.clock(pipe);
+        detail::check_access(
+            state_.history_of(buffer), AccessRecord{elements, pipe, clock[pipe], op, write}, clock,
+            [&](const AccessRecord &earlier) { impl_.add_race(earlier.op, op, buffer); },
+            [](const AccessRecord &) {});
+        if (write) {
+            impl_.buffers[size_t(buffer)].written = true;
+        }
+    }
+
+    /** Fixpipe numerics: f32 elements to the destination type, paired in enumeration order. */
+    static void convert_copy(Impl::Buffer &to, const Box &to_box, const Impl::Buffer &from,
+                             const Box &from_box) {
+        int64_t count = to_box.elements();
+        if (count <= 0) {
+            return;
+        }
+        std::vector<float> values(static_cast<size_t>(count));
+        detail::copy_box(reinterpret_cast<std::byte *>(values.data()), dense(count),
+                         from.data.get(), from_box, 4);
+        if (to.type == DType::F32) {
+            detail::copy_box(to.data.get(), to_box,
+                             reinterpret_cast<const std::byte *>(values.data()), dense(count), 4);
+            return;
+        }
+        std::vector<uint16_t> bits(static_cast<size_t>(count));
+        for (size_t i = 0; i < bits.size(); ++i) {
+            bits[i] = float_to_bf16(values[i]);
+        }
+        detail::copy_box(to.data.get(), to_box, reinterpret_cast<const std::byte *>(bits.data()),
+                         dense(count), 2);
+    }
+
+    void report_deadlock(Cycles at) {
+        std::string message = "deadlock on core " + std::to_string(core_) + " at cycle " +
+                              std::to_string(at) + ": no pipe can start its next op";
+        for (int p = 0; p < kPipes; ++p) {
+            if (done(p)) {
+                continue;
+            }
+            int index = head(p);
+            const Op &op = program_[size_t(index)];
+            if (p != 0 && dispatched_[size_t(index)] < 0) {
+                continue; // not dispatched: S is blocked, and says why
+            }
+            const std::string &label = impl_.labels.text(op.label);
+            if (op.kind == OpKind::WaitFlag) {
+                std::string text = flag_text("WaitFlag", op.flag_src, op.flag_dst, op.event);
+                message += "; pipe " + std::string(pipe_name(Pipe(p))) + " waits at " + text +
+                           " '" + label + "' (" + why_not_fired(op) + ")";
+            } else if (op.kind == OpKind::Barrier) {
+                message += "; pipe S waits at PipeBarrier<PIPE_ALL> '" + label +
+                           "' for every pipe to finish the ops recorded before it";
+            }
+        }
+        impl_.deadlock = true;
+        impl_.deadlock_message += (impl_.deadlock_message.empty() ? "" : "\n") + message;
+    }
+
+    std::string why_not_fired(const Op &wait) const {
+        std::string set = flag_text("SetFlag", wait.flag_src, wait.flag_dst, wait.event);
+        int key = impl_.flag_key(wait.flag_src, wait.flag_dst, wait.event);
+        int64_t sets = state_.sets[size_t(key)];
+        std::string nth = "it is wait " + std::to_string(wait.ordinal + 1) + " of this flag";
+        if (sets <= wait.ordinal) {
+            return nth + ", but the program has only " + std::to_string(sets) + " " + set +
+                   ": no set will ever fire it";
+        }
+        for (size_t i = 0; i < program_.size(); ++i) {
+            const Op &op = program_[i];
+            if (op.kind == OpKind::SetFlag &&
+                impl_.flag_key(op.flag_src, op.flag_dst, op.event) == key &&
+                op.ordinal == wait.ordinal) {
+                bool dispatched = op.pipe == Pipe::S || dispatched_[i] >= 0;
+                return nth + "; its " + set + " '" + impl_.labels.text(op.label) + "' on " +
+                       pipe_name(op.pipe) +
+                       (dispatched ? " is queued behind a blocked op of that pipe"
+                                   : " is never dispatched: the scalar stream is blocked");
+            }
+        }
+        return nth;
+    }
+
+    struct Fire {
+        Cycles time;
+        std::vector<int64_t> clock;
+    };
+
+    Impl &impl_;
+    int core_;
+    Core::State &state_;
+    const std::vector<Op> &program_;
+    std::array<std::vector<int>, kPipes> queue_; // op indices; S holds every op
+    std::array<size_t, kPipes> next_{};
+    std::array<Cycles, kPipes> free_{};
+    std::vector<Cycles> dispatched_;       // per op: when S dispatched it (-1: not yet)
+    std::vector<int64_t> dispatch_clock_;  // per op: S's clock when it was dispatched
+    std::vector<std::vector<Fire>> fires_; // per flag key: the sets that fired, in order
+    detail::VectorClocks clocks_;          // agent = pipe index
+};
+
+void Machine::Impl::run_core(int core) {
+    Core::State &state = *cores[size_t(core)]->state_;
+    if (state.ran) {
+        throw SimError("run_core(" + std::to_string(core) +
+                       "): the core already ran; run each core once");
+    }
+    state.ran = true;
+    CoreRun(*this, core, state).run();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Core
+// ---------------------------------------------------------------------------------------------
+
+Core::Core(Machine *m, int id) : machine_(m), id_(id), state_(std::make_shared<State>()) {
+    size_t keys = size_t(kPipes * kPipes * m->params().event_ids);
+    state_->sets.assign(keys, 0);
+    state_->waits.assign(keys, 0);
+    state_->last_set.assign(keys, 0);
+}
+
+void Core::data_copy(int dst, const Box &dst_box, int src, const Box &src_box,
+                     const std::string &label) {
+    machine_->impl_->data_copy(id_, dst, dst_box, src, src_box, label);
+}
+
+void Core::mmad(int c, const Box &c_box, int a, const Box &a_box, int b, const Box &b_box,
+                bool accumulate, const std::string &label) {
+    machine_->impl_->mmad(id_, c, c_box, a, a_box, b, b_box, accumulate, label);
+}
+
+void Core::fixpipe(int dst, const Box &dst_box, int src, const Box &src_box,
+                   const std::string &label) {
+    machine_->impl_->fixpipe(id_, dst, dst_box, src, src_box, label);
+}
+
+void Core::vector_op(const std::string &label, int64_t flops, const std::vector<Access> &accesses,
+                     const std::function<void()> &compute) {
+    machine_->impl_->vector_op(id_, label, flops, accesses, compute);
+}
+
+void Core::set_flag(Pipe src, Pipe dst, int event, const std::string &label) {
+    machine_->impl_->flag(id_, true, src, dst, event, label);
+}
+
+void Core::wait_flag(Pipe src, Pipe dst, int event, const std::string &label) {
+    machine_->impl_->flag(id_, false, src, dst, event, label);
+}
+
+void Core::pipe_barrier(Pipe pipe) {
+    machine_->impl_->pipe_barrier(id_, pipe);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Machine
+// ---------------------------------------------------------------------------------------------
+
+Machine::Machine(const AscendParams &params, bool numerics, bool trace)
+    : params_(params), numerics_(numerics) {
+    auto require = [](bool ok, const std::string &message) {
+        if (!ok) {
+            throw SimError("AscendParams: " + message);
+        }
+    };
+    require(params.cores >= 1 && params.cores <= kMaxCores, "cores must be in [1, 4096]");
+    require(params.l1_bytes >= 0 && params.l0a_bytes >= 0 && params.l0b_bytes >= 0 &&
+                params.l0c_bytes >= 0 && params.ub_bytes >= 0,
+            "capacities must not be negative");
+    require(params.l1_align >= 1 && params.ub_align >= 1 && params.l0ab_align >= 1 &&
+                params.l0c_align >= 1,
+            "alignments must be at least 1");
+    for (const Path &path : kPaths) {
+        require(params.*(path.rate) > 0, "copy rates must be positive");
+    }
+    require(params.copy_fixed >= 0 && params.cube_fixed >= 0 && params.vector_fixed >= 0 &&
+                params.scalar_issue_cycles >= 0 && params.flag_cycles >= 0 &&
+                params.pipe_barrier_cycles >= 0,
+            "fixed costs must not be negative");
+    require(params.vector_flops_per_cycle >= 1, "vector_flops_per_cycle must be at least 1");
+    require(params.event_ids >= 1 && params.event_ids <= kMaxEventIds,
+            "event_ids must be in [1, 64]");
+    impl_ = std::make_unique<Impl>(params, numerics, trace);
+    for (int c = 0; c < params.cores; ++c) {
+        impl_->cores.emplace_back(new Core(this, c));
+    }
+}
+
+Machine::~Machine() = default;
+
+int Machine::add_gm(const std::string &name, DType type, int64_t elements) {
+    if (elements < 0) {
+        throw SimError("add_gm '" + name + "': negative element count " + std::to_string(elements));
+    }
+    Impl::Buffer buffer{name, type, Mem::GM, -1, elements, 0, nullptr};
+    if (numerics_) {
+        buffer.data.reset(new std::byte[size_t(elements * bytes_of(type))]());
+    }
+    impl_->buffers.push_back(std::move(buffer));
+    return int(impl_->buffers.size()) - 1;
+}
+
+int Machine::add_local(int core, const std::string &name, Mem mem, DType type, int64_t elements) {
+    std::string what = "add_local '" + name + "'";
+    if (core < 0 || core >= params_.cores) {
+        throw SimError(what + ": core " + std::to_string(core) +
+                       " does not exist (the machine has " + std::to_string(params_.cores) +
+                       " cores)");
+    }
+    if (mem == Mem::GM) {
+        throw SimError(what + ": GM is not a local memory; use add_gm");
+    }
+    if (elements < 0) {
+        throw SimError(what + ": negative element count " + std::to_string(elements));
+    }
+    int64_t bytes = elements * bytes_of(type);
+    int64_t &used = impl_->used[size_t(core)][size_t(mem)];
+    int64_t align = params_.alignment(mem);
+    int64_t start = (used + align - 1) / align * align;
+    int64_t capacity = params_.capacity(mem);
+    if (start > capacity || bytes > capacity - start) {
+        throw SimError(std::string(mem_name(mem)) + " overflow: buffer '" + name + "' needs " +
+                       std::to_string(bytes) + " bytes of " + mem_name(mem) + " on core " +
+                       std::to_string(core) + " from byte " + std::to_string(start) +
+                       " (aligned to " + std::to_string(align) + "), but " + mem_name(mem) +
+                       " has " + std::to_string(capacity) +
+                       " bytes; use smaller tiles or fewer buffers");
+    }
+    used = start + bytes;
+    Impl::Buffer buffer{name, type, mem, core, elements, start, nullptr};
+    if (numerics_) {
+        buffer.data.reset(new std::byte[size_t(bytes)]());
+    }
+    impl_->buffers.push_back(std::move(buffer));
+    return int(impl_->buffers.size()) - 1;
+}
+
+namespace {
+[[noreturn]] void no_buffer(int buffer, size_t count) {
+    throw SimError("buffer id " + std::to_string(buffer) + " does not exist (the machine has " +
+                   std::to_string(count) + " buffers)");
+}
+} // namespace
+
+void *Machine::data(int buffer) {
+    if (buffer < 0 || size_t(buffer) >= impl_->buffers.size()) {
+        no_buffer(buffer, impl_->buffers.size());
+    }
+    return impl_->buffers[size_t(buffer)].data.get();
+}
+
+DType Machine::type(int buffer) const {
+    if (buffer < 0 || size_t(buffer) >= impl_->buffers.size()) {
+        no_buffer(buffer, impl_->buffers.size());
+    }
+    return impl_->buffers[size_t(buffer)].type;
+}
+
+int64_t Machine::elements(int buffer) const {
+    if (buffer < 0 || size_t(buffer) >= impl_->buffers.size()) {
+        no_buffer(buffer, impl_->buffers.size());
+    }
+    return impl_->buffers[size_t(buffer)].elements;
+}
+
+const std::string &Machine::name(int buffer) const {
+    if (buffer < 0 || size_t(buffer) >= impl_->buffers.size()) {
+        no_buffer(buffer, impl_->buffers.size());
+    }
+    return impl_->buffers[size_t(buffer)].name;
+}
+
+Core &Machine::core(int c) {
+    if (c < 0 || c >= params_.cores) {
+        throw SimError("core " + std::to_string(c) + " does not exist (the machine has " +
+                       std::to_string(params_.cores) + " cores)");
+    }
+    return *impl_->cores[size_t(c)];
+}
+
+void Machine::run_core(int c) {
+    core(c); // checks the index
+    impl_->run_core(c);
+}
+
+Report Machine::finish() {
+    for (const auto &core : impl_->cores) {
+        const Core::State &state = *core->state_;
+        if (!state.ran && !state.program.empty()) {
+            throw SimError("finish: core " + std::to_string(core->id()) + " recorded " +
+                           std::to_string(state.program.size()) +
+                           " ops but never ran; call run_core(" + std::to_string(core->id()) +
+                           ") first");
+        }
+    }
+    impl_->cross_core_races();
+    Report report;
+    std::array<Cycles, kPipes> busy{};
+    for (const auto &core : impl_->cores) {
+        const Core::State &state = *core->state_;
+        report.core_cycles.push_back(state.end);
+        report.cycles = std::max(report.cycles, state.end);
+        for (Pipe p : kWorkPipes) {
+            busy[size_t(p)] += state.busy[size_t(p)];
+            report.bound_cycles = std::max(report.bound_cycles, state.busy[size_t(p)]);
+        }
+    }
+    for (Pipe p : kWorkPipes) {
+        report.busy.push_back({pipe_name(p), busy[size_t(p)]});
+    }
+    report.races = impl_->races.races();
+    report.race_count = impl_->races.count();
+    report.deadlock = impl_->deadlock;
+    report.deadlock_message = impl_->deadlock_message;
+    return report;
+}
+
+void Machine::write_trace(const std::string &path) const {
+    std::vector<std::string> tracks(std::begin(kTrackNames), std::end(kTrackNames));
+    std::vector<detail::TraceProcess> processes;
+    for (const auto &core : impl_->cores) {
+        if (core->state_->ran) {
+            processes.push_back({core->id(), "core " + std::to_string(core->id()), tracks});
+        }
+    }
+    impl_->trace.write(path, processes, impl_->labels);
+}
+
+} // namespace tandem::sim::ascend

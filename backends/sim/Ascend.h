@@ -1,0 +1,138 @@
+#ifndef TANDEM_SIM_ASCEND_H
+#define TANDEM_SIM_ASCEND_H
+
+/** \file
+ * The Ascend 910B (A2) AI-core machine model: per core, one scalar instruction stream that
+ * dispatches ops in program order to in-order pipes (MTE2, MTE1, M, FIX, V, MTE3, S), joined only
+ * by flags: SetFlag<SRC_DST>(id) is queued on the SRC pipe and fires when the ops queued before it
+ * on SRC are done; WaitFlag<SRC_DST>(id) is queued on the DST pipe and holds every later op of DST
+ * until the matching set has fired. PipeBarrier<P> orders pipe P with itself; PIPE_ALL drains all.
+ *
+ * The scalar stream never waits on data, so a core's program is recorded first (the calls below
+ * append to it) and simulated when the core ends: discrete events over the pipes' queues. That
+ * gives exact timing and the happens-before relation of every access (flags are the only edges
+ * between pipes; a pipe is ordered with itself). A race names both ops; a deadlock (every pipe
+ * with work left is waiting on a flag no queued op will set) names each pipe and its wait.
+ *
+ * Memories per core: L1, L0A, L0B, L0C, UB with capacities and alignment; GM is shared by the
+ * cores (arguments). Rates and capacities: ../../shared/NPU-FACTS.md.
+ *
+ * Errors (SimError with the op, pipe and core): a buffer over a scope's capacity or misaligned; a
+ * copy between memories no pipe connects; setting a flag (src, dst, id) twice without a wait
+ * between; an event id outside 0..7; mismatched shapes.
+ */
+
+#include "sim/Zpu.h" // DType, Box, Access, Race, Report, errors
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tandem::sim::ascend {
+
+enum class Pipe : uint8_t { S, MTE2, MTE1, M, FIX, V, MTE3, ALL };
+const char *pipe_name(Pipe p);
+
+enum class Mem : uint8_t { GM, L1, L0A, L0B, L0C, UB };
+const char *mem_name(Mem m);
+
+struct AscendParams {
+    int cores = 24;             // AI cores (cube); vector work runs on the same core's V pipe here
+    int64_t l1_bytes = 512 << 10, l0a_bytes = 64 << 10, l0b_bytes = 64 << 10, l0c_bytes = 128 << 10,
+            ub_bytes = 192 << 10;
+    int l1_align = 32, ub_align = 32, l0ab_align = 512, l0c_align = 64;
+    // bytes per cycle per core (platform config, NPU-FACTS.md)
+    double gm_to_l1 = 32, gm_to_ub = 32, l1_to_l0a = 512, l1_to_l0b = 256, l0c_to_gm = 32, ub_to_gm = 64,
+           l1_to_ub = 128, ub_to_l1 = 128;
+    int copy_fixed = 30;        // issue/latency cycles per transfer
+    int cube_fixed = 10;        // per Mmad
+    int vector_flops_per_cycle = 128;
+    int vector_fixed = 10;
+    int event_ids = 8;
+    int scalar_issue_cycles = 1; // the scalar stream dispatches one op (any op) per this many cycles
+    int flag_cycles = 1;         // a SetFlag or WaitFlag occupies its pipe this long
+    int pipe_barrier_cycles = 4; // a PipeBarrier occupies its pipe (PIPE_ALL: the scalar stream)
+
+    int64_t capacity(Mem m) const;
+    int alignment(Mem m) const;
+    /** The pipe that moves data from `src` to `dst` (SimError if none does). */
+    Pipe pipe_for(Mem src, Mem dst) const;
+    int64_t copy_cycles(Mem src, Mem dst, int64_t bytes) const;
+    /** The cube does a 16x16x16 fp16/bf16 block per cycle. */
+    int64_t mmad_cycles(int64_t m, int64_t n, int64_t k) const;
+    int64_t vector_cycles(int64_t flops) const;
+};
+
+class Machine;
+
+/** One AI core's scalar stream. Calls append to the program; the core runs when it is ended. */
+class Core {
+public:
+    int id() const { return id_; }
+
+    /** DataCopy between memories (GM->L1/UB on MTE2, L1->L0A/L0B on MTE1 (LoadData), UB->GM on
+     * MTE3, L1<->UB); boxes of equal element counts and types. */
+    void data_copy(int dst, const Box &dst_box, int src, const Box &src_box, const std::string &label);
+    /** Mmad on M: c(n, m) (+)= a(k, m) * b(n, k); c in L0C (f32), a in L0A, b in L0B (bf16/f16).
+     * `accumulate` false overwrites c (AscendC's init flag). */
+    void mmad(int c, const Box &c_box, int a, const Box &a_box, int b, const Box &b_box, bool accumulate,
+              const std::string &label);
+    /** Fixpipe on FIX: L0C (f32) -> GM or L1 with conversion to the destination's type. */
+    void fixpipe(int dst, const Box &dst_box, int src, const Box &src_box, const std::string &label);
+    /** A vector op on V over UB regions; `compute` applies the numerics when the op executes,
+     * during run_core: it must capture what it needs by value. */
+    void vector_op(const std::string &label, int64_t flops, const std::vector<Access> &accesses,
+                   const std::function<void()> &compute);
+    void set_flag(Pipe src, Pipe dst, int event, const std::string &label = "");
+    void wait_flag(Pipe src, Pipe dst, int event, const std::string &label = "");
+    void pipe_barrier(Pipe pipe);
+
+private:
+    friend class Machine;
+    struct State;
+    Core(Machine *m, int id);
+    Machine *machine_;
+    int id_;
+    std::shared_ptr<State> state_;
+};
+
+class Machine {
+public:
+    explicit Machine(const AscendParams &params, bool numerics = true, bool trace = false);
+    ~Machine();
+    Machine(const Machine &) = delete;
+    Machine &operator=(const Machine &) = delete;
+
+    const AscendParams &params() const { return params_; }
+    bool numerics() const { return numerics_; }
+
+    int add_gm(const std::string &name, DType type, int64_t elements);
+    /** A buffer of `core` in `mem` (not GM); SimError over capacity, naming buffer and scope. */
+    int add_local(int core, const std::string &name, Mem mem, DType type, int64_t elements);
+    void *data(int buffer);
+    DType type(int buffer) const;
+    int64_t elements(int buffer) const;
+    const std::string &name(int buffer) const;
+
+    Core &core(int c);
+    int num_cores() const { return params_.cores; }
+    /** Simulates core `c`'s recorded program (numerics, timing, hazards). Call once per core,
+     * after its program is recorded. Deadlocks are recorded in the report, not thrown. */
+    void run_core(int c);
+
+    Report finish();
+    void write_trace(const std::string &path) const;
+
+private:
+    friend class Core;
+    struct Impl;
+    AscendParams params_;
+    bool numerics_;
+    std::unique_ptr<Impl> impl_;
+};
+
+} // namespace tandem::sim::ascend
+
+#endif

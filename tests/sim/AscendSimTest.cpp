@@ -1,0 +1,776 @@
+// Self-tests of the Ascend 910B machine model (backends/sim/Ascend.h): exact cycle counts of small
+// programs, the overlap double buffering buys, numerics of the cube pipeline, the race and
+// deadlock detectors on broken flag programs (and silence on their correct versions), user
+// errors and the trace file.
+
+#include "sim/Ascend.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+namespace tandem::sim::ascend {
+namespace {
+
+/** A 2-D box: dims[0] = {inner extent, inner stride}, dims[1] = {outer extent, outer stride}. */
+Box box2(int64_t offset, int64_t inner, int64_t inner_stride, int64_t outer, int64_t outer_stride) {
+    return Box{offset, {{inner, inner_stride}, {outer, outer_stride}}};
+}
+
+Box dense(int64_t inner, int64_t outer) {
+    return box2(0, inner, 1, outer, inner);
+}
+
+Box line(int64_t offset, int64_t count) {
+    return Box{offset, {{count, 1}}};
+}
+
+AscendParams cores(int n) {
+    AscendParams p;
+    p.cores = n;
+    return p;
+}
+
+Cycles busy(const Report &r, const std::string &pipe) {
+    for (const EngineBusy &b : r.busy) {
+        if (b.engine == pipe) {
+            return b.busy;
+        }
+    }
+    ADD_FAILURE() << "no pipe " << pipe;
+    return -1;
+}
+
+bool contains(const std::string &text, const std::string &part) {
+    return text.find(part) != std::string::npos;
+}
+
+std::string races_text(const Report &r) {
+    std::string text;
+    for (const Race &race : r.races) {
+        text += race.str() + "\n";
+    }
+    return text;
+}
+
+/** Runs `record` on a fresh SimError-expecting call and returns the message ("" if none). */
+template <class F> std::string error_of(F &&record) {
+    try {
+        record();
+    } catch (const SimError &e) {
+        return e.what();
+    }
+    return "";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Costs and exact timing
+// ---------------------------------------------------------------------------------------------
+
+TEST(AscendCost, FormulasFromNpuFacts) {
+    AscendParams p;
+    EXPECT_EQ(p.copy_cycles(Mem::GM, Mem::L1, 2048), 30 + 64);  // GM 32 B/cycle
+    EXPECT_EQ(p.copy_cycles(Mem::GM, Mem::L1, 2049), 30 + 65);  // rounded up
+    EXPECT_EQ(p.copy_cycles(Mem::L1, Mem::L0A, 2048), 30 + 4);  // 512 B/cycle
+    EXPECT_EQ(p.copy_cycles(Mem::L1, Mem::L0B, 2048), 30 + 8);  // 256 B/cycle
+    EXPECT_EQ(p.copy_cycles(Mem::UB, Mem::GM, 2048), 30 + 32);  // 64 B/cycle
+    EXPECT_EQ(p.copy_cycles(Mem::L0C, Mem::GM, 2048), 30 + 64); // fixpipe 32 B/cycle
+    EXPECT_EQ(p.mmad_cycles(32, 48, 96), 10 + 2 * 3 * 6);
+    EXPECT_EQ(p.mmad_cycles(17, 1, 16), 10 + 2 * 1 * 1);
+    EXPECT_EQ(p.vector_cycles(1024), 10 + 8);
+    EXPECT_EQ(p.vector_cycles(1025), 10 + 9);
+    EXPECT_EQ(p.capacity(Mem::L0A), 64 << 10);
+    EXPECT_EQ(p.capacity(Mem::UB), 192 << 10);
+    EXPECT_EQ(p.alignment(Mem::L0B), 512);
+    EXPECT_EQ(p.alignment(Mem::L0C), 64);
+    EXPECT_EQ(p.alignment(Mem::UB), 32);
+    EXPECT_EQ(p.pipe_for(Mem::GM, Mem::UB), Pipe::MTE2);
+    EXPECT_EQ(p.pipe_for(Mem::L1, Mem::L0A), Pipe::MTE1);
+    EXPECT_EQ(p.pipe_for(Mem::L0C, Mem::GM), Pipe::FIX);
+    EXPECT_EQ(p.pipe_for(Mem::UB, Mem::GM), Pipe::MTE3);
+    EXPECT_THROW(p.pipe_for(Mem::UB, Mem::L0A), SimError);
+    EXPECT_THROW(p.copy_cycles(Mem::GM, Mem::L0C, 64), SimError);
+    EXPECT_STREQ(pipe_name(Pipe::MTE2), "MTE2");
+    EXPECT_STREQ(mem_name(Mem::L0A), "L0A");
+}
+
+// GM->L1 (2048 B: 94 cycles), SetFlag<MTE2_MTE1>, WaitFlag<MTE2_MTE1>, L1->L0A (34 cycles).
+// Op i is dispatched at i + 1, so: copy [1, 95), set [95, 96) fires at 96, wait [96, 97),
+// LoadData [97, 131): cycles = scalar_issue + copy + flag + flag + load = 1 + 94 + 1 + 1 + 34.
+TEST(AscendTiming, CopyFlagLoadIsExact) {
+    Machine machine(cores(1), /*numerics=*/false);
+    int a_gm = machine.add_gm("A", DType::BF16, 32 * 32);
+    int a_l1 = machine.add_local(0, "a_l1", Mem::L1, DType::BF16, 32 * 32);
+    int a_l0 = machine.add_local(0, "a_l0", Mem::L0A, DType::BF16, 32 * 32);
+    EXPECT_EQ(machine.data(a_l1), nullptr); // timing only: no storage
+    Core &core = machine.core(0);
+    core.data_copy(a_l1, dense(32, 32), a_gm, dense(32, 32), "load a");
+    core.set_flag(Pipe::MTE2, Pipe::MTE1, 0);
+    core.wait_flag(Pipe::MTE2, Pipe::MTE1, 0);
+    core.data_copy(a_l0, dense(32, 32), a_l1, dense(32, 32), "LoadData a");
+    machine.run_core(0);
+    Report r = machine.finish();
+    EXPECT_EQ(r.cycles, 1 + 94 + 1 + 1 + 34);
+    EXPECT_EQ(r.core_cycles, std::vector<Cycles>{131});
+    EXPECT_EQ(busy(r, "MTE2"), 94);
+    EXPECT_EQ(busy(r, "MTE1"), 34);
+    EXPECT_EQ(busy(r, "M"), 0);
+    EXPECT_EQ(busy(r, "V"), 0);
+    EXPECT_EQ(r.bound_cycles, 94);
+    EXPECT_TRUE(r.races.empty()) << races_text(r);
+    EXPECT_FALSE(r.deadlock);
+}
+
+TEST(AscendTiming, WithoutTheFlagTheLoadStartsAtDispatchAndRaces) {
+    Machine machine(cores(1), false);
+    int a_gm = machine.add_gm("A", DType::BF16, 32 * 32);
+    int a_l1 = machine.add_local(0, "a_l1", Mem::L1, DType::BF16, 32 * 32);
+    int a_l0 = machine.add_local(0, "a_l0", Mem::L0A, DType::BF16, 32 * 32);
+    Core &core = machine.core(0);
+    core.data_copy(a_l1, dense(32, 32), a_gm, dense(32, 32), "load a");
+    core.data_copy(a_l0, dense(32, 32), a_l1, dense(32, 32), "LoadData a");
+    machine.run_core(0);
+    Report r = machine.finish();
+    EXPECT_EQ(r.cycles, 1 + 94); // MTE1 ran [2, 36) beside MTE2 [1, 95)
+    ASSERT_EQ(r.race_count, 1);
+    EXPECT_EQ(r.races[0].buffer, "a_l1");
+    EXPECT_EQ(r.races[0].first, "DataCopy 'load a' (MTE2, core 0)");
+    EXPECT_EQ(r.races[0].second, "LoadData 'LoadData a' (MTE1, core 0)");
+}
+
+// A WaitFlag on S holds the scalar stream: the vector op is dispatched only after the copy.
+// copy [1, 1 + 542), set fires at 544, wait on S [544, 545), dispatch [545, 546), vector from 546.
+TEST(AscendTiming, WaitOnScalarHoldsDispatchAndOrdersLaterOps) {
+    Machine machine(cores(1), false);
+    int x = machine.add_gm("x", DType::F32, 4096);
+    int ub = machine.add_local(0, "ub", Mem::UB, DType::F32, 4096);
+    Core &core = machine.core(0);
+    core.data_copy(ub, line(0, 4096), x, line(0, 4096), "load");
+    core.set_flag(Pipe::MTE2, Pipe::S, 0);
+    core.wait_flag(Pipe::MTE2, Pipe::S, 0);
+    core.vector_op("scale", 1024, {{ub, line(0, 4096), true}}, nullptr);
+    machine.run_core(0);
+    Report r = machine.finish();
+    EXPECT_EQ(r.cycles, 546 + 18);
+    EXPECT_TRUE(r.races.empty()) << races_text(r);
+}
+
+TEST(AscendTiming, PipeBarrierCostsAFewCycles) {
+    Machine machine(cores(1), false);
+    int x = machine.add_gm("x", DType::F32, 1024);
+    int ub = machine.add_local(0, "ub", Mem::UB, DType::F32, 1024);
+    Core &core = machine.core(0);
+    core.vector_op("a", 128, {{ub, line(0, 1024), true}}, nullptr); // [1, 12)
+    core.pipe_barrier(Pipe::V);                                     // [12, 16)
+    core.vector_op("b", 128, {{ub, line(0, 1024), true}}, nullptr); // [16, 27)
+    core.data_copy(x, line(0, 1024), ub, line(0, 1024), "store");   // [4, 98)
+    machine.run_core(0);
+    Report r = machine.finish();
+    EXPECT_EQ(busy(r, "V"), 22);
+    EXPECT_EQ(r.cycles, 4 + 30 + 64); // the store started at its dispatch (cycle 4)
+    // PipeBarrier<PIPE_V> orders V with itself only: the store races with both vector ops.
+    EXPECT_EQ(r.race_count, 2) << races_text(r);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The vector pipeline: GM -> UB, V in place, UB -> GM, with `slots` UB tiles
+// ---------------------------------------------------------------------------------------------
+
+/** One statement of a kernel: a flag (with the source site it stands for) or an op. */
+struct Step {
+    std::function<void(Core &)> record;
+    bool flag = false, set = false;
+    Pipe src = Pipe::S, dst = Pipe::S;
+    int event = 0;
+    std::string site; // which statement of the kernel text: "prearm", "loop", "drain"
+};
+
+constexpr int64_t kTile = 4096;            // f32: 16 KB, load 542 cycles, store 286
+constexpr int64_t kTileFlops = kTile * 16; // 522 cycles: balanced with the load
+constexpr int kTiles = 8;
+
+struct VectorKernel {
+    int x = -1, y = -1;
+    std::vector<int> ub;
+    std::vector<Step> steps;
+};
+
+/** The NPU-FACTS idiom: pre-arm the reverse edge (slot free, MTE3 -> MTE2), each stage waits
+ * for its producer and releases its consumer; drain the pre-armed flags at the end. */
+VectorKernel vector_kernel(Machine &machine, int slots) {
+    VectorKernel k;
+    k.x = machine.add_gm("x", DType::F32, kTiles * kTile);
+    k.y = machine.add_gm("y", DType::F32, kTiles * kTile);
+    for (int s = 0; s < slots; ++s) {
+        k.ub.push_back(machine.add_local(0, "ub" + std::to_string(s), Mem::UB, DType::F32, kTile));
+    }
+    auto flag = [&](bool set, Pipe src, Pipe dst, int event, const std::string &site,
+                    const std::string &label) {
+        Step step;
+        step.flag = true;
+        step.set = set;
+        step.src = src;
+        step.dst = dst;
+        step.event = event;
+        step.site = site;
+        step.record = [=](Core &core) {
+            if (set) {
+                core.set_flag(src, dst, event, label);
+            } else {
+                core.wait_flag(src, dst, event, label);
+            }
+        };
+        k.steps.push_back(step);
+    };
+    auto op = [&](std::function<void(Core &)> record) {
+        Step step;
+        step.record = std::move(record);
+        k.steps.push_back(step);
+    };
+    for (int s = 0; s < slots; ++s) {
+        flag(true, Pipe::MTE3, Pipe::MTE2, s, "prearm", "slot " + std::to_string(s) + " free");
+    }
+    for (int t = 0; t < kTiles; ++t) {
+        int s = t % slots, ub = k.ub[size_t(s)];
+        std::string tile = " tile " + std::to_string(t);
+        float *data = static_cast<float *>(machine.data(ub));
+        int x = k.x, y = k.y;
+        flag(false, Pipe::MTE3, Pipe::MTE2, s, "loop", "wait slot free" + tile);
+        op([=](Core &core) {
+            core.data_copy(ub, line(0, kTile), x, line(t * kTile, kTile), "load" + tile);
+        });
+        flag(true, Pipe::MTE2, Pipe::V, s, "loop", "slot full" + tile);
+        flag(false, Pipe::MTE2, Pipe::V, s, "loop", "wait slot full" + tile);
+        op([=](Core &core) {
+            core.vector_op("2x+1" + tile, kTileFlops, {{ub, line(0, kTile), true}}, [=] {
+                for (int64_t i = 0; i < kTile; ++i) {
+                    data[i] = 2 * data[i] + 1;
+                }
+            });
+        });
+        flag(true, Pipe::V, Pipe::MTE3, s, "loop", "computed" + tile);
+        flag(false, Pipe::V, Pipe::MTE3, s, "loop", "wait computed" + tile);
+        op([=](Core &core) {
+            core.data_copy(y, line(t * kTile, kTile), ub, line(0, kTile), "store" + tile);
+        });
+        flag(true, Pipe::MTE3, Pipe::MTE2, s, "loop", "slot free" + tile);
+    }
+    for (int s = 0; s < slots; ++s) {
+        flag(false, Pipe::MTE3, Pipe::MTE2, s, "drain", "drain slot " + std::to_string(s));
+    }
+    return k;
+}
+
+struct Outcome {
+    Report report;
+    std::vector<float> y;
+};
+
+/** Runs the kernel with `slots` UB tiles, leaving out the steps in `skip`. */
+Outcome run_vector_kernel(int slots, const std::set<size_t> &skip = {}, bool numerics = true) {
+    Machine machine(cores(1), numerics);
+    VectorKernel k = vector_kernel(machine, slots);
+    if (numerics) {
+        float *x = static_cast<float *>(machine.data(k.x));
+        for (int64_t i = 0; i < kTiles * kTile; ++i) {
+            x[i] = float(i % 1000) * 0.5f;
+        }
+    }
+    Core &core = machine.core(0);
+    for (size_t i = 0; i < k.steps.size(); ++i) {
+        if (!skip.count(i)) {
+            k.steps[i].record(core);
+        }
+    }
+    machine.run_core(0);
+    Outcome out{machine.finish(), {}};
+    if (numerics) {
+        const float *y = static_cast<const float *>(machine.data(k.y));
+        out.y.assign(y, y + kTiles * kTile);
+    }
+    return out;
+}
+
+TEST(AscendOverlap, DoubleBufferingIsAtLeast1p8TimesFaster) {
+    Outcome single = run_vector_kernel(1);
+    Outcome twice = run_vector_kernel(2);
+    for (const Outcome *o : {&single, &twice}) {
+        EXPECT_TRUE(o->report.races.empty()) << races_text(o->report);
+        EXPECT_FALSE(o->report.deadlock) << o->report.deadlock_message;
+        for (int64_t i = 0; i < kTiles * kTile; ++i) {
+            ASSERT_EQ(o->y[size_t(i)], 2 * (float(i % 1000) * 0.5f) + 1) << i;
+        }
+        EXPECT_EQ(busy(o->report, "MTE2"), kTiles * 542);
+        EXPECT_EQ(busy(o->report, "V"), kTiles * 522);
+        EXPECT_EQ(busy(o->report, "MTE3"), kTiles * 286);
+    }
+    // Single: load, compute and store of a tile in series (8 x 1350 + flags). Double: two
+    // slots' chains interleave, each tile's chain hides under the other's.
+    double speedup = double(single.report.cycles) / double(twice.report.cycles);
+    EXPECT_GE(speedup, 1.8) << single.report.cycles << " vs " << twice.report.cycles;
+    EXPECT_GT(single.report.cycles, kTiles * (542 + 522 + 286));
+    EXPECT_LT(twice.report.cycles, kTiles / 2 * (542 + 522 + 286 + 20) + 542 + 20);
+}
+
+/** (set step, wait step) index pairs: the k-th wait of a flag matches its k-th set. */
+std::vector<std::pair<size_t, size_t>> matched_pairs(const std::vector<Step> &steps) {
+    std::map<std::tuple<Pipe, Pipe, int>, std::vector<size_t>> sets, waits;
+    for (size_t i = 0; i < steps.size(); ++i) {
+        if (steps[i].flag) {
+            auto key = std::make_tuple(steps[i].src, steps[i].dst, steps[i].event);
+            (steps[i].set ? sets : waits)[key].push_back(i);
+        }
+    }
+    std::vector<std::pair<size_t, size_t>> pairs;
+    for (const auto &entry : sets) {
+        const std::vector<size_t> &w = waits[entry.first];
+        EXPECT_EQ(entry.second.size(), w.size());
+        for (size_t k = 0; k < entry.second.size() && k < w.size(); ++k) {
+            pairs.push_back({entry.second[k], w[k]});
+        }
+    }
+    return pairs;
+}
+
+// The statement pairs of the kernel text: per flag (src, dst), the set statement and the wait
+// statement of one site. Leaving out a statement pair (every instance of both) must be caught.
+TEST(AscendRaces, RemovingAnyFlagStatementPairIsDetected) {
+    Machine machine(cores(1), false);
+    VectorKernel k = vector_kernel(machine, 2);
+    std::map<std::tuple<Pipe, Pipe, std::string>, std::set<size_t>> statements;
+    for (size_t i = 0; i < k.steps.size(); ++i) {
+        const Step &s = k.steps[i];
+        if (!s.flag) {
+            continue;
+        }
+        // The pre-armed set and the drain wait are one statement pair; so are each loop pair.
+        std::string site = s.site == "loop" ? "loop" : "prearm/drain";
+        statements[std::make_tuple(s.src, s.dst, site)].insert(i);
+    }
+    EXPECT_EQ(statements.size(), 4u); // MTE3_MTE2 twice (pre-arm/drain, loop), MTE2_V, V_MTE3
+    for (const auto &entry : statements) {
+        std::string what = std::string(pipe_name(std::get<0>(entry.first))) + "_" +
+                           pipe_name(std::get<1>(entry.first)) + " " + std::get<2>(entry.first);
+        Outcome o = run_vector_kernel(2, entry.second, false);
+        EXPECT_TRUE(o.report.race_count > 0 || o.report.deadlock) << "undetected: " << what;
+    }
+    // Which way each is caught.
+    auto outcome = [&](Pipe src, Pipe dst, const char *site) {
+        return run_vector_kernel(2, statements[std::make_tuple(src, dst, std::string(site))], false)
+            .report;
+    };
+    Report no_prearm = outcome(Pipe::MTE3, Pipe::MTE2, "prearm/drain");
+    EXPECT_TRUE(no_prearm.deadlock);
+    EXPECT_TRUE(contains(no_prearm.deadlock_message, "WaitFlag<MTE3_MTE2>(0)"));
+    EXPECT_GT(outcome(Pipe::MTE3, Pipe::MTE2, "loop").race_count, 0);
+    EXPECT_GT(outcome(Pipe::MTE2, Pipe::V, "loop").race_count, 0);
+    EXPECT_GT(outcome(Pipe::V, Pipe::MTE3, "loop").race_count, 0);
+}
+
+// Every dynamic pair (one set instance and the wait it matches) guards an access, except the
+// pre-armed sets (matched by each slot's first wait: the slot was never used) and the sets the
+// drain consumes (nothing follows them): those two kinds are benign and must stay silent.
+TEST(AscendRaces, RemovingAnyGuardingFlagInstancePairIsDetected) {
+    Machine machine(cores(1), false);
+    VectorKernel k = vector_kernel(machine, 2);
+    int detected = 0, benign = 0;
+    for (const auto &pair : matched_pairs(k.steps)) {
+        Outcome o = run_vector_kernel(2, {pair.first, pair.second}, false);
+        bool caught = o.report.race_count > 0 || o.report.deadlock;
+        bool guards = k.steps[pair.first].site != "prearm" && k.steps[pair.second].site != "drain";
+        EXPECT_EQ(caught, guards) << "set step " << pair.first << ", wait step " << pair.second;
+        (guards ? detected : benign) += 1;
+    }
+    EXPECT_EQ(benign, 4);                // 2 slots x (pre-armed, drained)
+    EXPECT_EQ(detected, 3 * kTiles - 2); // MTE2_V, V_MTE3 per tile; 6 loop reuses
+}
+
+// ---------------------------------------------------------------------------------------------
+// The cube pipeline: GM -> L1 -> L0A/L0B -> Mmad (k in 3 steps) -> Fixpipe -> GM
+// ---------------------------------------------------------------------------------------------
+
+std::vector<uint16_t> random_bf16(size_t count, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+    std::vector<uint16_t> v(count);
+    for (uint16_t &x : v) {
+        x = float_to_bf16(dist(rng));
+    }
+    return v;
+}
+
+/** C (M x N) = A (M x K) * B (K x N), all row-major; returns the f32 or bf16 result as floats. */
+std::vector<float> cube_gemm(DType out_type, Report &report) {
+    const int64_t M = 32, N = 48, KT = 32, steps = 3, K = KT * steps;
+    Machine machine(cores(1));
+    int a_gm = machine.add_gm("A", DType::BF16, M * K);
+    int b_gm = machine.add_gm("B", DType::BF16, K * N);
+    int c_gm = machine.add_gm("C", out_type, M * N);
+    int a_l1 = machine.add_local(0, "a_l1", Mem::L1, DType::BF16, M * KT);
+    int b_l1 = machine.add_local(0, "b_l1", Mem::L1, DType::BF16, KT * N);
+    int a_l0 = machine.add_local(0, "a_l0a", Mem::L0A, DType::BF16, M * KT);
+    int b_l0 = machine.add_local(0, "b_l0b", Mem::L0B, DType::BF16, KT * N);
+    int c_l0 = machine.add_local(0, "c_l0c", Mem::L0C, DType::F32, M * N);
+    std::vector<uint16_t> a = random_bf16(size_t(M * K), 1), b = random_bf16(size_t(K * N), 2);
+    std::memcpy(machine.data(a_gm), a.data(), a.size() * 2);
+    std::memcpy(machine.data(b_gm), b.data(), b.size() * 2);
+    // A debris value in L0C: the first Mmad overwrites it.
+    static_cast<float *>(machine.data(c_l0))[0] = 1e6f;
+
+    Core &core = machine.core(0);
+    core.set_flag(Pipe::MTE1, Pipe::MTE2, 0, "L1 free");
+    core.set_flag(Pipe::M, Pipe::MTE1, 0, "L0 free");
+    for (int64_t s = 0; s < steps; ++s) {
+        std::string step = " k" + std::to_string(s);
+        core.wait_flag(Pipe::MTE1, Pipe::MTE2, 0, "wait L1 free" + step);
+        core.data_copy(a_l1, dense(KT, M), a_gm, box2(s * KT, KT, 1, M, K), "A tile" + step);
+        core.data_copy(b_l1, dense(N, KT), b_gm, box2(s * KT * N, N, 1, KT, N), "B tile" + step);
+        core.set_flag(Pipe::MTE2, Pipe::MTE1, 0, "L1 full" + step);
+        core.wait_flag(Pipe::MTE2, Pipe::MTE1, 0, "wait L1 full" + step);
+        core.wait_flag(Pipe::M, Pipe::MTE1, 0, "wait L0 free" + step);
+        core.data_copy(a_l0, dense(KT, M), a_l1, dense(KT, M), "LoadData A" + step);
+        core.data_copy(b_l0, dense(N, KT), b_l1, dense(N, KT), "LoadData B" + step);
+        core.set_flag(Pipe::MTE1, Pipe::MTE2, 0, "L1 free" + step);
+        core.set_flag(Pipe::MTE1, Pipe::M, 0, "L0 full" + step);
+        core.wait_flag(Pipe::MTE1, Pipe::M, 0, "wait L0 full" + step);
+        core.mmad(c_l0, dense(N, M), a_l0, dense(KT, M), b_l0, dense(N, KT), /*accumulate=*/s > 0,
+                  "Mmad" + step);
+        core.set_flag(Pipe::M, Pipe::MTE1, 0, "L0 free" + step);
+    }
+    core.set_flag(Pipe::M, Pipe::FIX, 0, "C done");
+    core.wait_flag(Pipe::M, Pipe::FIX, 0, "wait C done");
+    core.fixpipe(c_gm, dense(N, M), c_l0, dense(N, M), "Fixpipe C");
+    core.wait_flag(Pipe::MTE1, Pipe::MTE2, 0, "drain L1 free");
+    core.wait_flag(Pipe::M, Pipe::MTE1, 0, "drain L0 free");
+    machine.run_core(0);
+    report = machine.finish();
+
+    // The naive GEMM: f32 accumulation of bf16 products, k ascending.
+    std::vector<float> result(size_t(M * N));
+    for (int64_t m = 0; m < M; ++m) {
+        for (int64_t n = 0; n < N; ++n) {
+            float acc = 0.0f;
+            for (int64_t kk = 0; kk < K; ++kk) {
+                acc += bf16_to_float(a[size_t(m * K + kk)]) * bf16_to_float(b[size_t(kk * N + n)]);
+            }
+            float got =
+                out_type == DType::F32
+                    ? static_cast<const float *>(machine.data(c_gm))[m * N + n]
+                    : bf16_to_float(static_cast<const uint16_t *>(machine.data(c_gm))[m * N + n]);
+            float want = out_type == DType::F32 ? acc : bf16_to_float(float_to_bf16(acc));
+            EXPECT_EQ(got, want) << "m " << m << " n " << n;
+            result[size_t(m * N + n)] = got;
+        }
+    }
+    return result;
+}
+
+TEST(AscendGemm, CubePipelineMatchesNaiveBf16Gemm) {
+    Report r;
+    cube_gemm(DType::BF16, r);
+    EXPECT_TRUE(r.races.empty()) << races_text(r);
+    EXPECT_FALSE(r.deadlock) << r.deadlock_message;
+    EXPECT_EQ(busy(r, "M"), 3 * (10 + 2 * 3 * 2));
+    EXPECT_EQ(busy(r, "FIX"), 30 + 32 * 48 * 2 / 32);
+}
+
+TEST(AscendGemm, FixpipeToF32KeepsTheAccumulator) {
+    Report r;
+    cube_gemm(DType::F32, r);
+    EXPECT_TRUE(r.races.empty()) << races_text(r);
+    EXPECT_EQ(busy(r, "FIX"), 30 + 32 * 48 * 4 / 32);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Races
+// ---------------------------------------------------------------------------------------------
+
+void load_compute_store(Core &core, int x, int ub_in, int ub_out, int y, bool pipe_all) {
+    core.data_copy(ub_in, line(0, 1024), x, line(0, 1024), "load");
+    if (pipe_all) {
+        core.pipe_barrier(Pipe::ALL);
+    }
+    core.vector_op("relu", 1024, {{ub_in, line(0, 1024), false}, {ub_out, line(0, 1024), true}},
+                   nullptr);
+    if (pipe_all) {
+        core.pipe_barrier(Pipe::ALL);
+    }
+    core.data_copy(y, line(0, 1024), ub_out, line(0, 1024), "store");
+    if (pipe_all) {
+        core.pipe_barrier(Pipe::ALL);
+    }
+    core.data_copy(ub_in, line(0, 1024), x, line(1024, 1024), "load again");
+}
+
+TEST(AscendRaces, PipeAllMakesARacyProgramRaceFree) {
+    for (bool pipe_all : {false, true}) {
+        Machine machine(cores(1), false);
+        int x = machine.add_gm("x", DType::F32, 2048);
+        int y = machine.add_gm("y", DType::F32, 1024);
+        int ub_in = machine.add_local(0, "ub_in", Mem::UB, DType::F32, 1024);
+        int ub_out = machine.add_local(0, "ub_out", Mem::UB, DType::F32, 1024);
+        load_compute_store(machine.core(0), x, ub_in, ub_out, y, pipe_all);
+        machine.run_core(0);
+        Report r = machine.finish();
+        EXPECT_FALSE(r.deadlock);
+        if (pipe_all) {
+            EXPECT_TRUE(r.races.empty()) << races_text(r);
+            // load [1, 159), barrier [159, 163), dispatch, relu [164, 182), barrier, dispatch,
+            // store [187, 281), barrier [281, 285), dispatch, load again [286, 444).
+            EXPECT_EQ(r.cycles, 444);
+        } else {
+            EXPECT_EQ(r.race_count, 3) << races_text(r); // ub_in (twice), ub_out
+            EXPECT_TRUE(contains(races_text(r), "vector 'relu' (V, core 0)"));
+            EXPECT_TRUE(contains(races_text(r), "DataCopy 'load again' (MTE2, core 0)"));
+        }
+    }
+}
+
+TEST(AscendRaces, PipeAllOrdersOnlyWhatCameBeforeIt) {
+    Machine machine(cores(1), false);
+    int x = machine.add_gm("x", DType::F32, 1024);
+    int ub = machine.add_local(0, "ub", Mem::UB, DType::F32, 1024);
+    Core &core = machine.core(0);
+    core.vector_op("init", 1024, {{ub, line(0, 1024), true}}, nullptr);
+    core.pipe_barrier(Pipe::ALL);
+    core.data_copy(ub, line(0, 1024), x, line(0, 1024), "load after the barrier");
+    core.vector_op("use", 1024, {{ub, line(0, 1024), false}}, nullptr); // no flag: races
+    machine.run_core(0);
+    Report r = machine.finish();
+    ASSERT_EQ(r.race_count, 1) << races_text(r);
+    EXPECT_EQ(r.races[0].first, "DataCopy 'load after the barrier' (MTE2, core 0)");
+    EXPECT_EQ(r.races[0].second, "vector 'use' (V, core 0)");
+}
+
+TEST(AscendRaces, CrossCoreGmWrites) {
+    for (bool overlap : {true, false}) {
+        Machine machine(cores(2), false);
+        int x = machine.add_gm("x", DType::F32, 2048);
+        int y = machine.add_gm("y", DType::F32, 2048);
+        for (int c = 0; c < 2; ++c) {
+            int ub = machine.add_local(c, "ub", Mem::UB, DType::F32, 1024);
+            Core &core = machine.core(c);
+            core.data_copy(ub, line(0, 1024), x, line(c * 1024, 1024), "load");
+            core.set_flag(Pipe::MTE2, Pipe::MTE3, 0);
+            core.wait_flag(Pipe::MTE2, Pipe::MTE3, 0);
+            int64_t at = overlap ? c * 512 : c * 1024; // overlapping halves, or disjoint
+            core.data_copy(y, line(at, 1024), ub, line(0, 1024), "store");
+            machine.run_core(c);
+        }
+        Report r = machine.finish();
+        if (overlap) {
+            ASSERT_EQ(r.race_count, 1) << races_text(r);
+            EXPECT_EQ(r.races[0].buffer, "y");
+            EXPECT_EQ(r.races[0].first, "DataCopy 'store' (MTE3, core 0)");
+            EXPECT_EQ(r.races[0].second, "DataCopy 'store' (MTE3, core 1)");
+        } else {
+            EXPECT_TRUE(r.races.empty()) << races_text(r);
+        }
+        EXPECT_EQ(r.core_cycles.size(), 2u);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Deadlocks
+// ---------------------------------------------------------------------------------------------
+
+TEST(AscendDeadlock, WaitWhoseSetNeverComes) {
+    Machine machine(cores(1));
+    int a_gm = machine.add_gm("A", DType::BF16, 1024);
+    int a_l1 = machine.add_local(0, "a_l1", Mem::L1, DType::BF16, 1024);
+    int a_l0 = machine.add_local(0, "a_l0", Mem::L0A, DType::BF16, 1024);
+    Core &core = machine.core(0);
+    core.data_copy(a_l1, line(0, 1024), a_gm, line(0, 1024), "load a");
+    core.set_flag(Pipe::MTE2, Pipe::MTE1, 0, "a ready");
+    core.wait_flag(Pipe::MTE2, Pipe::MTE1, 1, "wait a ready"); // the wrong event id
+    core.data_copy(a_l0, line(0, 1024), a_l1, line(0, 1024), "LoadData a");
+    machine.run_core(0);
+    Report r = machine.finish();
+    ASSERT_TRUE(r.deadlock);
+    const std::string &m = r.deadlock_message;
+    EXPECT_TRUE(contains(m, "core 0")) << m;
+    EXPECT_TRUE(contains(m, "pipe MTE1 waits at WaitFlag<MTE2_MTE1>(1) 'wait a ready'")) << m;
+    EXPECT_TRUE(contains(m, "only 0 SetFlag<MTE2_MTE1>(1)")) << m;
+    EXPECT_EQ(r.cycles, 1 + 94 + 1); // the core stopped after the set
+    EXPECT_EQ(busy(r, "MTE1"), 0);
+}
+
+TEST(AscendDeadlock, CyclicWaitsNameEveryBlockedPipe) {
+    Machine machine(cores(1), false);
+    int gm = machine.add_gm("G", DType::BF16, 1024);
+    int l1 = machine.add_local(0, "l1", Mem::L1, DType::BF16, 1024);
+    int l0 = machine.add_local(0, "l0", Mem::L0A, DType::BF16, 1024);
+    Core &core = machine.core(0);
+    core.wait_flag(Pipe::MTE1, Pipe::MTE2, 0, "wait L1 free"); // never pre-armed
+    core.data_copy(l1, line(0, 1024), gm, line(0, 1024), "load");
+    core.set_flag(Pipe::MTE2, Pipe::MTE1, 0, "L1 full");
+    core.wait_flag(Pipe::MTE2, Pipe::MTE1, 0, "wait L1 full");
+    core.data_copy(l0, line(0, 1024), l1, line(0, 1024), "LoadData");
+    core.set_flag(Pipe::MTE1, Pipe::MTE2, 0, "L1 free");
+    machine.run_core(0);
+    Report r = machine.finish();
+    ASSERT_TRUE(r.deadlock);
+    const std::string &m = r.deadlock_message;
+    EXPECT_TRUE(contains(m, "pipe MTE2 waits at WaitFlag<MTE1_MTE2>(0) 'wait L1 free'")) << m;
+    EXPECT_TRUE(contains(m, "its SetFlag<MTE1_MTE2>(0) 'L1 free' on MTE1 is queued behind")) << m;
+    EXPECT_TRUE(contains(m, "pipe MTE1 waits at WaitFlag<MTE2_MTE1>(0) 'wait L1 full'")) << m;
+}
+
+TEST(AscendDeadlock, PipeAllBehindABlockedWait) {
+    Machine machine(cores(1), false);
+    int ub = machine.add_local(0, "ub", Mem::UB, DType::F32, 1024);
+    Core &core = machine.core(0);
+    core.wait_flag(Pipe::MTE2, Pipe::V, 3, "wait forever");
+    core.pipe_barrier(Pipe::ALL);
+    core.vector_op("never", 10, {{ub, line(0, 1024), true}}, nullptr);
+    machine.run_core(0);
+    Report r = machine.finish();
+    ASSERT_TRUE(r.deadlock);
+    EXPECT_TRUE(contains(r.deadlock_message, "pipe V waits at WaitFlag<MTE2_V>(3)"));
+    EXPECT_TRUE(contains(r.deadlock_message, "pipe S waits at PipeBarrier<PIPE_ALL>"));
+    EXPECT_EQ(busy(r, "V"), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------------------------
+
+TEST(AscendErrors, SetTwiceWithoutAWait) {
+    Machine machine(cores(1), false);
+    Core &core = machine.core(0);
+    core.set_flag(Pipe::MTE2, Pipe::MTE1, 0, "first");
+    std::string e = error_of([&] { core.set_flag(Pipe::MTE2, Pipe::MTE1, 0, "second"); });
+    EXPECT_TRUE(contains(e, "set twice without a wait")) << e;
+    EXPECT_TRUE(contains(e, "'first'")) << e;
+    EXPECT_TRUE(contains(e, "SetFlag<MTE2_MTE1>(0) 'second' on core 0")) << e;
+    // Another id or pair is fine, and so is a set after the wait.
+    core.set_flag(Pipe::MTE2, Pipe::MTE1, 1);
+    core.set_flag(Pipe::MTE2, Pipe::V, 0);
+    core.wait_flag(Pipe::MTE2, Pipe::MTE1, 0);
+    core.set_flag(Pipe::MTE2, Pipe::MTE1, 0);
+}
+
+TEST(AscendErrors, EventIdOutOfRange) {
+    Machine machine(cores(1), false);
+    Core &core = machine.core(0);
+    std::string e = error_of([&] { core.set_flag(Pipe::MTE2, Pipe::MTE1, 8); });
+    EXPECT_TRUE(contains(e, "event id 8 is outside 0..7")) << e;
+    EXPECT_TRUE(
+        contains(error_of([&] { core.wait_flag(Pipe::V, Pipe::MTE3, -1); }), "event id -1"));
+    EXPECT_FALSE(error_of([&] { core.set_flag(Pipe::MTE2, Pipe::MTE2, 0); }).empty());
+    EXPECT_FALSE(error_of([&] { core.set_flag(Pipe::ALL, Pipe::V, 0); }).empty());
+}
+
+TEST(AscendErrors, LocalOverCapacityNamesBufferAndScope) {
+    Machine machine(cores(2), false);
+    std::string e = error_of([&] { machine.add_local(1, "a_big", Mem::L0A, DType::BF16, 32769); });
+    EXPECT_TRUE(contains(e, "L0A overflow: buffer 'a_big'")) << e;
+    EXPECT_TRUE(contains(e, "on core 1")) << e;
+    EXPECT_TRUE(contains(e, "65536")) << e;
+    // Alignment padding counts: 2 bytes, then a buffer starting at 512 fills L0A exactly.
+    machine.add_local(0, "tiny", Mem::L0A, DType::BF16, 1);
+    machine.add_local(0, "rest", Mem::L0A, DType::BF16, (65536 - 512) / 2);
+    e = error_of([&] { machine.add_local(0, "one more", Mem::L0A, DType::BF16, 1); });
+    EXPECT_TRUE(contains(e, "buffer 'one more'")) << e;
+    // Per core: core 1's L0A is still empty.
+    machine.add_local(1, "full", Mem::L0A, DType::BF16, 32768);
+    EXPECT_FALSE(error_of([&] { machine.add_local(0, "ub", Mem::GM, DType::F32, 1); }).empty());
+}
+
+TEST(AscendErrors, MisalignedL0Offset) {
+    Machine machine(cores(1), false);
+    int l1 = machine.add_local(0, "a_l1", Mem::L1, DType::BF16, 2048);
+    int l0a = machine.add_local(0, "a_l0a", Mem::L0A, DType::BF16, 2048);
+    int l0b = machine.add_local(0, "b_l0b", Mem::L0B, DType::BF16, 2048);
+    int l0c = machine.add_local(0, "c_l0c", Mem::L0C, DType::F32, 256);
+    Core &core = machine.core(0);
+    std::string e =
+        error_of([&] { core.data_copy(l0a, line(16, 256), l1, line(0, 256), "LoadData half"); });
+    EXPECT_TRUE(contains(e, "DataCopy 'LoadData half' (MTE1) on core 0")) << e;
+    EXPECT_TRUE(contains(e, "'a_l0a' (L0A) starts at byte 32")) << e;
+    core.data_copy(l0a, line(256, 256), l1, line(0, 256), "LoadData aligned"); // byte 512
+    e = error_of([&] {
+        core.mmad(l0c, dense(16, 16), l0a, box2(8, 16, 1, 16, 16), l0b, dense(16, 16), false, "mm");
+    });
+    EXPECT_TRUE(contains(e, "Mmad 'mm' (M)")) << e;
+    EXPECT_TRUE(contains(e, "'a_l0a'")) << e;
+}
+
+TEST(AscendErrors, PathsTypesShapesAndOwnership) {
+    Machine machine(cores(2), false);
+    int gm = machine.add_gm("G", DType::F32, 1024);
+    int gm16 = machine.add_gm("H", DType::BF16, 1024);
+    int ub = machine.add_local(0, "ub", Mem::UB, DType::F32, 1024);
+    int l0a = machine.add_local(0, "l0a", Mem::L0A, DType::F32, 1024);
+    int l0c = machine.add_local(0, "l0c", Mem::L0C, DType::F32, 1024);
+    int other = machine.add_local(1, "ub1", Mem::UB, DType::F32, 1024);
+    Core &core = machine.core(0);
+    std::string e = error_of([&] { core.data_copy(l0a, line(0, 256), ub, line(0, 256), "x"); });
+    EXPECT_TRUE(contains(e, "no pipe copies UB -> L0A")) << e;
+    e = error_of([&] { core.data_copy(ub, line(0, 256), gm16, line(0, 256), "t"); });
+    EXPECT_TRUE(contains(e, "without conversion")) << e;
+    e = error_of([&] { core.data_copy(ub, line(0, 256), gm, line(0, 255), "n"); });
+    EXPECT_TRUE(contains(e, "256 elements")) << e;
+    e = error_of([&] { core.data_copy(other, line(0, 256), gm, line(0, 256), "o"); });
+    EXPECT_TRUE(contains(e, "'ub1' is UB of core 1")) << e;
+    e = error_of([&] { core.data_copy(ub, line(1000, 256), gm, line(0, 256), "out"); });
+    EXPECT_TRUE(contains(e, "every element of a box must lie inside its buffer")) << e;
+    e = error_of([&] { core.fixpipe(ub, line(0, 16), l0c, line(0, 16), "f"); });
+    EXPECT_TRUE(contains(e, "fixpipe writes GM or L1")) << e;
+    e = error_of([&] { core.vector_op("v", 1, {{gm, line(0, 4), true}}, nullptr); });
+    EXPECT_TRUE(contains(e, "UB only")) << e;
+    e = error_of(
+        [&] { core.mmad(l0c, dense(16, 16), ub, dense(16, 16), l0a, dense(16, 16), false, "m"); });
+    EXPECT_TRUE(contains(e, "the cube takes it from L0A")) << e;
+    machine.run_core(0);
+    e = error_of([&] { core.data_copy(ub, line(0, 256), gm, line(0, 256), "late"); });
+    EXPECT_TRUE(contains(e, "already ran")) << e;
+    EXPECT_FALSE(error_of([&] { machine.run_core(0); }).empty());
+    machine.core(1).data_copy(other, line(0, 256), gm, line(0, 256), "never run");
+    e = error_of([&] { machine.finish(); });
+    EXPECT_TRUE(contains(e, "core 1 recorded 1 ops but never ran")) << e;
+    AscendParams bad;
+    bad.gm_to_ub = 0;
+    EXPECT_THROW(Machine(bad, false), SimError);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Trace
+// ---------------------------------------------------------------------------------------------
+
+TEST(AscendTrace, OneTrackPerPipeWithVendorNames) {
+    Machine machine(cores(1), false, /*trace=*/true);
+    int x = machine.add_gm("x", DType::F32, 1024);
+    int ub = machine.add_local(0, "ub", Mem::UB, DType::F32, 1024);
+    Core &core = machine.core(0);
+    core.data_copy(ub, line(0, 1024), x, line(0, 1024), "load \"x\"");
+    core.set_flag(Pipe::MTE2, Pipe::V, 0);
+    core.wait_flag(Pipe::MTE2, Pipe::V, 0);
+    core.vector_op("scale", 1024, {{ub, line(0, 1024), true}}, nullptr);
+    machine.run_core(0);
+    std::string path = ::testing::TempDir() + "ascend_sim_test.trace.json";
+    machine.write_trace(path);
+    std::ifstream in(path);
+    std::stringstream buffer;
+    buffer << in.rdbuf();
+    std::string text = buffer.str();
+    for (const char *track : {"VECTOR", "SCALAR", "CUBE", "MTE1", "MTE2", "MTE3", "FIXP"}) {
+        EXPECT_TRUE(contains(text, std::string("\"") + track + "\"")) << track;
+    }
+    EXPECT_TRUE(contains(text, R"("load \"x\"")"));
+    EXPECT_TRUE(contains(text, "\"cat\": \"WaitFlag\""));
+    EXPECT_TRUE(contains(text, "\"cat\": \"dispatch\""));
+    std::remove(path.c_str());
+    Machine untraced(cores(1), false, false);
+    EXPECT_THROW(untraced.write_trace(path), SimError);
+}
+
+} // namespace
+} // namespace tandem::sim::ascend
