@@ -140,8 +140,8 @@ bool allocates_at_this_level(const Stmt &body, const std::string &buffer) {
 /** Versions of the store source S chosen by the parity of the loop that allocates it. */
 class ResultSlots : public IRMutator {
 public:
-    ResultSlots(const std::string &source, int slots, int64_t slot_elements, bool async, bool by_consumer)
-        : source(source), slots(slots), slot_elements(slot_elements), async(async), by_consumer(by_consumer) {}
+    ResultSlots(const std::string &source, int slots, int64_t slot_elements, bool async)
+        : source(source), slots(slots), slot_elements(slot_elements), async(async) {}
     int loops = 0;
 
     Stmt at_top_level(const Stmt &s) {
@@ -155,7 +155,6 @@ private:
     int slots;
     int64_t slot_elements;
     bool async;
-    bool by_consumer; // Hopper ping-pong: the version is the consumer's (set by WarpSpecialize)
 
     /** Straight-line code outside the tile loops (a partitioned tail, or a kernel of one tile)
      * reuses version 0: wait for its last store before each statement that writes it. */
@@ -191,8 +190,7 @@ private:
             loops++;
             Expr slot = 0;
             if (slots > 1) {
-                slot = by_consumer ? Variable::make(Halide::Int(32), ir::stage_var(source))
-                                   : simplify((Variable::make(Halide::Int(32), op->name) - op->min) % slots);
+                slot = simplify((Variable::make(Halide::Int(32), op->name) - op->min) % slots);
                 body = RebaseBuffer(source, slot * Expr(int(slot_elements)), slot).mutate(body);
             }
             body = insert_wait(body, slot);
@@ -250,9 +248,16 @@ Stmt multi_buffer(const Stmt &s, CompileContext &ctx) {
         SlotSize size(source);
         result.accept(&size);
         bool versioned = slots > 1 && size.allocations > 0;
-        bool by_consumer = out.ping_pong && ctx.target.arch == Target::Arch::Hopper;
-        ResultSlots r(source, versioned ? slots : 1, size.elements, out.async_copy, by_consumer);
+        bool by_consumer = out.ping_pong && ctx.target.arch == Target::Arch::Hopper && versioned;
+        ResultSlots r(source, versioned && !by_consumer ? slots : 1, size.elements, out.async_copy);
         result = r.at_top_level(result);
+        if (by_consumer) {
+            // Hopper ping-pong: every tile a consumer stores (tails too) uses that consumer's version;
+            // WarpSpecialize binds the version variable per consumer role.
+            Expr stage = Variable::make(Halide::Int(32), ir::stage_var(source));
+            result = RebaseBuffer(source, stage * Expr(int(size.elements)), stage).mutate(result);
+            r.loops = std::max(r.loops, 1);
+        }
         if (versioned && r.loops == 0) {
             ctx.notes.push_back("result slots: " + source + " is not allocated inside a tile loop (one tile?), so "
                                 "it keeps one version");

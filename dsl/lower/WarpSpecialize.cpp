@@ -235,9 +235,15 @@ private:
                 g.funcs.push_back(f);
                 k++;
             }
-            // The group's uses run up to the last statement that touches one of its Funcs.
+            // The group's uses run up to the last statement that touches one of its Funcs, before
+            // the next copy into them (a partitioned K tail is the next group, not a use).
             size_t last = k;
             for (size_t j = k; j < list.size(); j++) {
+                std::string next;
+                if (is_async_produce(list[j], &next) &&
+                    std::find(g.funcs.begin(), g.funcs.end(), next) != g.funcs.end()) {
+                    break;
+                }
                 for (const std::string &func : g.funcs) {
                     if (ir::touches(list[j], func)) last = j + 1;
                 }

@@ -102,6 +102,10 @@ std::vector<Case> hopper_cases() {
     add("gemm", gemm, {{"M", "384"}, {"N", "256"}, {"K", "640"}, {"stages", "3"}});
     add("gemm", gemm, {{"M", "300"}, {"N", "200"}, {"K", "40"}, {"stages", "2"}, {"out", "f32"}});
     add("gemm", gemm, {{"M", "640"}, {"N", "384"}, {"K", "320"}}, "hopper:sms=4");
+    // Found by a random sweep: a K tail right after a one-iteration K loop (two groups in one
+    // straight line), and a partitioned N tail taken by either ping-pong consumer.
+    add("gemm", gemm, {{"M", "23"}, {"N", "273"}, {"K", "114"}, {"stages", "1"}});
+    add("gemm", gemm, {{"M", "82"}, {"N", "322"}, {"K", "109"}, {"stages", "3"}});
     const std::vector<std::string> stream = {"double_buffered", "single_buffered", "sync"};
     add("elementwise", stream, {{"W", "1000"}, {"H", "333"}});
     add("rmsnorm", stream, {{"D", "1000"}, {"R", "77"}});
