@@ -34,16 +34,25 @@ const App &find_app(const std::string &name) {
     throw Error("unknown app '" + name + "' (known: " + known + ")");
 }
 
+namespace {
+
+std::string arch_of(const std::string &target) { return target.substr(0, target.find(':')); }
+
+} // namespace
+
 const std::vector<std::string> &schedules_for(const App &app, const std::string &target) {
-    if (target.rfind("hopper", 0) != 0) return app.schedules;
-    if (app.hopper_schedules.empty()) throw Error("app " + app.name + " has no hopper schedule yet");
-    return app.hopper_schedules;
+    std::string arch = arch_of(target);
+    if (arch == "zpu") return app.schedules;
+    auto it = app.target_schedules.find(arch);
+    if (it == app.target_schedules.end()) throw Error("app " + app.name + " has no " + arch + " schedule yet");
+    return it->second;
 }
 
 Params with_defaults(const App &app, const Params &given, const std::string &target) {
     Params p(app.defaults);
-    if (target.rfind("hopper", 0) == 0) {
-        for (const auto &[k, v] : app.hopper_defaults) p.set(k, v);
+    auto it = app.target_defaults.find(arch_of(target));
+    if (it != app.target_defaults.end()) {
+        for (const auto &[k, v] : it->second) p.set(k, v);
     }
     for (const auto &[k, v] : given.values()) {
         if (!app.defaults.count(k)) {

@@ -48,8 +48,10 @@ struct App {
     std::string summary;
     std::map<std::string, std::string> defaults; // every parameter and its default
     std::vector<std::string> schedules;          // for the zpu; the first is the default
-    std::map<std::string, std::string> hopper_defaults; // parameters whose default differs on Hopper
-    std::vector<std::string> hopper_schedules;   // empty: the app has no Hopper schedule yet
+    /** Per other target ("hopper", "ascend"): parameters whose default differs there, and the
+     * schedules it has (none listed: the app has no schedule for that target yet). */
+    std::map<std::string, std::map<std::string, std::string>> target_defaults;
+    std::map<std::string, std::vector<std::string>> target_schedules;
     /** The algorithm with `schedule` applied ("reference" = the CPU schedule for Halide's JIT). */
     std::function<Built(const Params &, const std::string &schedule)> build;
     std::function<Workload(const Params &)> workload;

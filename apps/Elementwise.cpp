@@ -57,8 +57,9 @@ const App &elementwise_app() {
         "fused pointwise out = a * b + max(c, 0) * 0.5 over W x H f32 tensors",
         {{"W", "2048"}, {"H", "2048"}, {"TX", "1024"}, {"TY", "32"}, {"stages", "2"}},
         {"double_buffered", "single_buffered", "sync"},
-        {{"TX", "256"}, {"TY", "16"}},
-        {"double_buffered", "single_buffered", "sync"},
+        {{"hopper", {{"TX", "256"}, {"TY", "16"}}}, {"ascend", {{"TX", "256"}, {"TY", "16"}}}},
+        {{"hopper", {"double_buffered", "single_buffered", "sync"}},
+         {"ascend", {"double_buffered", "single_buffered", "sync"}}},
         build_elementwise,
         [](const Params &p) {
             double n = double(p.get_int("W")) * p.get_int("H");

@@ -57,8 +57,9 @@ const App &rmsnorm_app() {
         "RMS normalisation of R rows of D f32 values, scaled by weights w",
         {{"D", "4096"}, {"R", "1024"}, {"RB", "16"}, {"stages", "2"}},
         {"double_buffered", "single_buffered", "sync"},
-        {{"RB", "2"}},
-        {"double_buffered", "single_buffered", "sync"},
+        {{"hopper", {{"RB", "2"}}}, {"ascend", {{"RB", "2"}}}},
+        {{"hopper", {"double_buffered", "single_buffered", "sync"}},
+         {"ascend", {"double_buffered", "single_buffered", "sync"}}},
         build_rmsnorm,
         [](const Params &p) {
             double n = double(p.get_int("D")) * p.get_int("R");

@@ -1,5 +1,6 @@
 #include "Run.h"
 
+#include "ascend/Executor.h"
 #include "hopper/Executor.h"
 #include "zpu/Executor.h"
 
@@ -69,6 +70,14 @@ double roofline_cycles(const Workload &w, const Target &target) {
         return std::max({w.macs / (sms * h.wgmma_macs_per_cycle), w.vector_flops / (sms * 4.0 * h.vector_flops_per_cycle),
                          w.bytes / (sms * h.tma_bytes_per_cycle)});
     }
+    if (target.arch == Target::Arch::Ascend) {
+        const sim::ascend::AscendParams &a = target.ascend;
+        double cores = a.cores;
+        // Inputs come in on MTE2 (GM -> L1/UB), the output goes out on MTE3 or FIX: count them all
+        // at the slower inbound rate, a bound no schedule beats.
+        return std::max({w.macs / (cores * 16.0 * 16 * 16), w.vector_flops / (cores * a.vector_flops_per_cycle),
+                         w.bytes / (cores * (a.gm_to_ub + a.ub_to_gm))});
+    }
     const sim::ZpuParams &z = target.zpu;
     double cores = z.cores;
     double mma = w.macs / (cores * z.peak_macs_per_cycle());
@@ -134,6 +143,7 @@ RunResult run(const App &app, const RunOptions &options) {
     // Each target's machine model runs the kernel; its report and output buffer are what we keep.
     std::unique_ptr<sim::Machine> zpu;
     std::unique_ptr<sim::hopper::Machine> hopper;
+    std::unique_ptr<sim::ascend::Machine> ascend;
     t0 = std::chrono::steady_clock::now();
     if (target.arch == Target::Arch::Hopper) {
         hopper = std::make_unique<sim::hopper::Machine>(target.hopper, options.numerics, !options.trace.empty());
@@ -144,6 +154,15 @@ RunResult run(const App &app, const RunOptions &options) {
         r.report = hopper->finish();
         if (!options.trace.empty()) hopper->write_trace(options.trace);
         data_of = [&](int id) { return hopper->data(id); };
+    } else if (target.arch == Target::Arch::Ascend) {
+        ascend = std::make_unique<sim::ascend::Machine>(target.ascend, options.numerics, !options.trace.empty());
+        ids = add_arguments(
+            kernel, [&](const std::string &n, sim::DType t, int64_t e) { return ascend->add_gm(n, t, e); },
+            [&](int id) { return ascend->data(id); }, options.numerics, options.seed, &reference_inputs);
+        ascend_backend::execute(kernel, *ascend, ids);
+        r.report = ascend->finish();
+        if (!options.trace.empty()) ascend->write_trace(options.trace);
+        data_of = [&](int id) { return ascend->data(id); };
     } else {
         zpu = std::make_unique<sim::Machine>(target.zpu, options.numerics, !options.trace.empty());
         ids = add_arguments(kernel, *zpu, options.seed, &reference_inputs);

@@ -75,14 +75,14 @@ void list() {
         std::cout << "\n  zpu schedules:";
         for (const std::string &s : app.schedules) std::cout << " " << s;
         std::cout << " (default " << app.schedules.front() << ")\n";
-        if (!app.hopper_schedules.empty()) {
-            std::cout << "  hopper schedules:";
-            for (const std::string &s : app.hopper_schedules) std::cout << " " << s;
-            std::cout << " (default " << app.hopper_schedules.front() << "; on the Hopper model)\n";
+        for (const auto &[target, schedules] : app.target_schedules) {
+            std::cout << "  " << target << " schedules:";
+            for (const std::string &s : schedules) std::cout << " " << s;
+            std::cout << " (default " << schedules.front() << ")\n";
         }
     }
-    std::cout << "targets: zpu, hopper (the Hopper machine model; CUDA emission is not done yet), ascend (named, "
-                 "not implemented yet)\n";
+    std::cout << "targets: zpu; hopper (the Hopper machine model, and CUDA for sm_90a); ascend (the vector path on "
+                 "the Ascend model; the cube path is not implemented yet)\n";
 }
 
 void print_human(const RunResult &r) {

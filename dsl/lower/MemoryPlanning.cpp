@@ -121,6 +121,32 @@ void plan_hopper(const HoistAllocations &hoist, const FindOperands &operands, Co
                         " bytes");
 }
 
+/** Ascend, vector path: every tile in the unified buffer (UB), 32-byte aligned. */
+void plan_ascend(const HoistAllocations &hoist, CompileContext &ctx, std::vector<SramBuffer> *buffers) {
+    const sim::ascend::AscendParams &p = ctx.target.ascend;
+    int64_t ub = 0;
+    for (const std::string &name : hoist.order) {
+        SramBuffer b = hoist.found.at(name);
+        auto slots = ctx.slots.find(name);
+        b.slots = slots == ctx.slots.end() ? 1 : slots->second;
+        b.slot_elements /= b.slots;
+        b.offset_bytes = ub;
+        ub += (b.bytes() + p.ub_align - 1) / p.ub_align * p.ub_align;
+        buffers->push_back(b);
+    }
+    if (ub > p.ub_bytes) {
+        const SramBuffer *largest = nullptr;
+        for (const SramBuffer &b : *buffers) {
+            if (!largest || b.bytes() > largest->bytes()) largest = &b;
+        }
+        throw Error("Func '" + largest->name + "', directive " + directive_that_sized(largest->name, largest->slots) +
+                    ": UB overflow - an AI core's unified buffer holds " + std::to_string(p.ub_bytes) +
+                    " bytes but the kernel needs " + std::to_string(ub) + " (" + largest->name + " takes " +
+                    std::to_string(largest->bytes()) + "); use smaller tiles or fewer versions");
+    }
+    ctx.notes.push_back("memory: UB " + std::to_string(ub) + " of " + std::to_string(p.ub_bytes) + " bytes");
+}
+
 } // namespace
 
 Stmt plan_memory(const Stmt &s, CompileContext &ctx, std::vector<SramBuffer> *buffers) {
@@ -131,6 +157,10 @@ Stmt plan_memory(const Stmt &s, CompileContext &ctx, std::vector<SramBuffer> *bu
     buffers->clear();
     if (ctx.target.arch == Target::Arch::Hopper) {
         plan_hopper(hoist, operands, ctx, buffers);
+        return result;
+    }
+    if (ctx.target.arch == Target::Arch::Ascend) {
+        plan_ascend(hoist, ctx, buffers);
         return result;
     }
     std::map<sim::Space, int64_t> used;

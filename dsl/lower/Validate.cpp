@@ -64,10 +64,6 @@ std::map<std::string, Function> pipeline_functions(const Function &output) {
 } // namespace
 
 void validate_schedule(const Func &output, CompileContext &ctx) {
-    if (ctx.target.arch == Target::Arch::Ascend) {
-        throw Error("target '" + ctx.target.name() + "': the " + ctx.target.name() +
-                    " backend is not implemented yet; the zpu and hopper targets are (use --target zpu)");
-    }
     auto env = pipeline_functions(output.halide().function());
     ctx.funcs.clear();
     for (const auto &[name, f] : env) {
@@ -95,6 +91,11 @@ void validate_schedule(const Func &output, CompileContext &ctx) {
         if (d.multi_buffer > 1 && !d.async_copy) {
             throw Error(where(name, "multi_buffer(" + std::to_string(d.multi_buffer) + ")") +
                         "versions only help when the copy is asynchronous; add async_copy() on " + name);
+        }
+        if (ctx.target.arch == Target::Arch::Ascend && (d.tile_mma || d.ping_pong || d.warp_specialize)) {
+            throw Error(where(name, d.tile_mma ? "tile_mma()" : d.ping_pong ? "ping_pong()" : "warp_specialize()") +
+                        "the ascend backend runs the vector path (GM -> UB -> V -> UB -> GM) so far; the cube path "
+                        "(L1, L0A/L0B slots, Mmad, Fixpipe) is not implemented yet");
         }
         if (d.vectorized) {
             throw Error(where(name, "vectorize") + "the zpu's vector core works on whole tiles; drop vectorize "

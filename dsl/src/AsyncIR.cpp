@@ -17,6 +17,8 @@ const char *const vector_op_name = "tandem_vector_op";
 const char *const core_id_name = "tandem_core_id";
 const char *const vector_op_prefix = "tandem.vector_op.";
 const char *const arrive_name = "tandem_arrive";
+const char *const set_flag_name = "tandem_set_flag";
+const char *const wait_flag_name = "tandem_wait_flag";
 const char *const expect_name = "tandem_expect";
 const char *const fence_name = "tandem_fence_proxy_async";
 const char *const advance_name = "tandem_advance";
@@ -172,6 +174,17 @@ bool is_core_id(const Expr &e) {
     const Call *c = e.as<Call>();
     return c && c->name == core_id_name;
 }
+
+Stmt make_set_flag(const FlagOp &op) { return make_call(set_flag_name, {op.src, op.dst, op.event}); }
+Stmt make_wait_flag(const FlagOp &op) { return make_call(wait_flag_name, {op.src, op.dst, op.event}); }
+
+static bool as_flag(const Call *c, FlagOp *op) {
+    if (!c) return false;
+    *op = FlagOp{str(c->args[0]), str(c->args[1]), c->args[2]};
+    return true;
+}
+bool as_set_flag(const Stmt &s, FlagOp *op) { return as_flag(as_call(s, set_flag_name), op); }
+bool as_wait_flag(const Stmt &s, FlagOp *op) { return as_flag(as_call(s, wait_flag_name), op); }
 
 Stmt make_arrive(const ArriveOp &op) { return make_call(arrive_name, {op.barrier, op.slot}); }
 

@@ -9,6 +9,7 @@
 #include "../lower/TileCopy.h"
 #include "../lower/TileMma.h"
 #include "../lower/Validate.h"
+#include "../lower/AscendFlags.h"
 #include "../lower/VectorOps.h"
 #include "../lower/WarpSpecialize.h"
 
@@ -172,6 +173,8 @@ Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const 
         // A producer warpgroup runs ahead by itself; one warpgroup alone needs the pipeline.
         if (!ctx.of(ctx.output).warp_specialize) s = lower::software_pipeline(s, ctx);
         s = lower::specialize_warps(s, ctx, k.buffers);
+    } else if (target.arch == Target::Arch::Ascend) {
+        s = lower::insert_flags(s, ctx, k.buffers); // the pipes overlap by themselves
     } else {
         s = lower::software_pipeline(s, ctx);
     }

@@ -56,7 +56,19 @@ Target Target::parse(const std::string &text) {
         throw Error("unknown target '" + arch + "' (known: zpu, hopper, ascend)");
     }
     if (text.find(':') == std::string::npos) return t;
-    if (t.arch == Arch::Ascend) throw Error("target " + arch + " takes no parameters yet");
+    if (t.arch == Arch::Ascend) {
+        std::stringstream rest(text.substr(text.find(':') + 1));
+        std::string item;
+        while (std::getline(rest, item, ',')) {
+            auto eq = item.find('=');
+            if (eq == std::string::npos || item.substr(0, eq) != "cores") {
+                throw Error("target ascend: unknown parameter '" + item + "' (known: cores=N)");
+            }
+            t.ascend.cores = std::stoi(item.substr(eq + 1));
+            if (t.ascend.cores <= 0) throw Error("target ascend: cores must be positive");
+        }
+        return t;
+    }
     std::stringstream rest(text.substr(text.find(':') + 1));
     std::string item;
     while (std::getline(rest, item, ',')) {

@@ -114,6 +114,27 @@ std::vector<Case> hopper_cases() {
     return all;
 }
 
+/** Ascend, on the machine model: the vector path (GM -> UB on MTE2, V, UB -> GM on MTE3). */
+std::vector<Case> ascend_cases() {
+    std::vector<Case> all;
+    for (const char *s : {"double_buffered", "single_buffered", "sync"}) {
+        for (const auto &[app, params] :
+             std::vector<std::pair<std::string, std::map<std::string, std::string>>>{
+                 {"elementwise", {{"W", "1000"}, {"H", "333"}}},
+                 {"elementwise", {{"W", "512"}, {"H", "64"}, {"stages", "3"}}},
+                 {"rmsnorm", {{"D", "1000"}, {"R", "77"}}},
+                 {"rmsnorm", {{"D", "4096"}, {"R", "50"}}}}) {
+            Case c{app, s, params, "", "ascend"};
+            c.name = case_name(c);
+            all.push_back(c);
+        }
+    }
+    return all;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ascend, AppCorrectness, ::testing::ValuesIn(ascend_cases()),
+                         [](const ::testing::TestParamInfo<Case> &info) { return info.param.name; });
+
 INSTANTIATE_TEST_SUITE_P(Hopper, AppCorrectness, ::testing::ValuesIn(hopper_cases()),
                          [](const ::testing::TestParamInfo<Case> &info) { return info.param.name; });
 

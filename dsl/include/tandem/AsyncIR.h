@@ -25,7 +25,11 @@
  *   tandem_fence_proxy_async()         order generic smem writes before async-proxy reads
  *   tandem_advance(counter)            counter += 1 (a ring position, one per role)
  *   tandem_setmaxnreg(registers, inc)  re-balance registers between roles
- * and reads tandem_wait(barrier, slot) on an mbarrier with the waiter's own phase bit per version
+ * Ascend adds, between pipes ("MTE2", "MTE1", "M", "FIX", "V", "MTE3"):
+ *   tandem_set_flag(src, dst, event)   SetFlag<SRC_DST>(event), queued on src
+ *   tandem_wait_flag(src, dst, event)  WaitFlag<SRC_DST>(event), queued on dst
+ *
+ * Hopper reads tandem_wait(barrier, slot) on an mbarrier with the waiter's own phase bit per version
  * (flipped at each wait), or tandem_wait(barrier, slot, parity) with the parity computed from a
  * ring position, when several agents share the waits of one ring (ping-pong consumers).
  *
@@ -90,12 +94,21 @@ struct VectorOp {
     std::vector<Region> regions;
 };
 
+struct FlagOp {
+    std::string src, dst; // pipe names
+    Expr event;
+};
+
 struct ArriveOp {
     std::string barrier;
     Expr slot;
 };
 
 Stmt make_copy(const CopyOp &op);
+Stmt make_set_flag(const FlagOp &op);
+Stmt make_wait_flag(const FlagOp &op);
+bool as_set_flag(const Stmt &s, FlagOp *op);
+bool as_wait_flag(const Stmt &s, FlagOp *op);
 Stmt make_arrive(const ArriveOp &op);
 /** arrive.expect_tx: the barrier version completes once `bytes` more bytes have landed. */
 Stmt make_expect(const ArriveOp &op, const Expr &bytes);

@@ -2,14 +2,16 @@
 #define TANDEM_TARGET_H
 
 /** \file
- * Targets are descriptions with parameters. "zpu" and "hopper" (run on the Hopper machine model)
- * are implemented; "ascend" is named and rejected with a clear error until its backend exists.
+ * Targets are descriptions with parameters. "zpu", "hopper" (the Hopper machine model and CUDA)
+ * and "ascend" (the vector path: elementwise and normalisation kernels on the Ascend machine
+ * model; the cube path is rejected with a clear error until it exists) are implemented.
  *
  *     Target t = Target::parse("zpu");                 // public defaults (NPU-FACTS.md)
  *     Target t = Target::parse("zpu:dma_channels=4");  // parameters as key=value, comma separated
  *     Target t = Target::parse("hopper:sms=132");
  */
 
+#include "sim/Ascend.h"
 #include "sim/Hopper.h"
 #include "sim/Zpu.h"
 
@@ -28,9 +30,10 @@ struct Target {
     Arch arch = Arch::ZPU;
     sim::ZpuParams zpu;
     sim::hopper::HopperParams hopper;
+    sim::ascend::AscendParams ascend;
 
     /** Processing units the tile loop is spread over: ZPU cores, or Hopper SMs (persistent). */
-    int units() const { return arch == Arch::Hopper ? hopper.sms : zpu.cores; }
+    int units() const { return arch == Arch::Hopper ? hopper.sms : arch == Arch::Ascend ? ascend.cores : zpu.cores; }
 
     static Target parse(const std::string &text);
     std::string name() const;
