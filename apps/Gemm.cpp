@@ -80,8 +80,9 @@ const App &gemm_app() {
         {{"M", "2048"}, {"N", "2048"}, {"K", "2048"}, {"stages", "3"}, {"TM", "256"}, {"TN", "256"},
          {"TK", "512"}, {"out", "bf16"}},
         {"ws_pingpong", "ws", "pipelined", "sync"},
-        {{"hopper", {{"TM", "128"}, {"TN", "128"}, {"TK", "64"}, {"stages", "4"}}}},
-        {{"hopper", {"ws_pingpong", "ws", "pipelined"}}},
+        {{"hopper", {{"TM", "128"}, {"TN", "128"}, {"TK", "64"}, {"stages", "4"}}},
+         {"ascend", {{"TM", "128"}, {"TN", "128"}, {"TK", "64"}, {"stages", "2"}}}},
+        {{"hopper", {"ws_pingpong", "ws", "pipelined"}}, {"ascend", {"ws_pingpong", "pipelined"}}},
         build_gemm,
         [](const Params &p) {
             double M = p.get_int("M"), N = p.get_int("N"), K = p.get_int("K");

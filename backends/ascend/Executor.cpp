@@ -85,6 +85,7 @@ private:
     void op(const Stmt &s) {
         ir::CopyOp c;
         ir::FlagOp f;
+        ir::MmaOp m;
         std::string counter;
         if (ir::as_copy(s, &c)) {
             sim::Box dst{value(c.dst_offset), {}}, src{value(c.src_offset), {}};
@@ -93,7 +94,17 @@ private:
                 dst.dims.push_back({e, value(d.dst_stride)});
                 src.dims.push_back({e, value(d.src_stride)});
             }
-            core.data_copy(id(c.dst), dst, id(c.src), src, c.src + " -> " + c.dst);
+            if (machine.type(id(c.src)) != machine.type(id(c.dst))) {
+                core.fixpipe(id(c.dst), dst, id(c.src), src, "Fixpipe " + c.src + " -> " + c.dst); // L0C -> GM
+            } else {
+                core.data_copy(id(c.dst), dst, id(c.src), src, c.src + " -> " + c.dst);
+            }
+        } else if (ir::as_mma(s, &m)) {
+            auto v = [&](const Expr &e) { return value(e); };
+            core.mmad(id(m.acc), sim::Box{v(m.acc_offset), {{v(m.n), v(m.acc_stride_n)}, {v(m.m), v(m.acc_stride_m)}}},
+                      id(m.a), sim::Box{v(m.a_offset), {{v(m.k), v(m.a_stride_k)}, {v(m.m), v(m.a_stride_m)}}},
+                      id(m.b), sim::Box{v(m.b_offset), {{v(m.n), v(m.b_stride_n)}, {v(m.k), v(m.b_stride_k)}}},
+                      !m.accumulate.defined() || v(m.accumulate) != 0, m.acc + " += " + m.a + " * " + m.b);
         } else if (ir::as_set_flag(s, &f)) {
             core.set_flag(pipe_named(f.src), pipe_named(f.dst), int(value(f.event)));
         } else if (ir::as_wait_flag(s, &f)) {
@@ -131,7 +142,7 @@ void execute(const Kernel &kernel, sim::ascend::Machine &machine, const std::map
         };
         for (const auto &[name, id] : arguments) add(name, id);
         for (const SramBuffer &b : kernel.buffers) {
-            add(b.name, machine.add_local(c, b.name, sim::ascend::Mem::UB, dtype_of(b.type), b.elements()));
+            add(b.name, machine.add_local(c, b.name, b.ascend_mem, dtype_of(b.type), b.elements()));
         }
         Stream stream(machine, c, buffers);
         stream.exec(kernel.body);

@@ -37,7 +37,9 @@ Stmt block(const std::vector<Stmt> &parts) {
 
 class Flags {
 public:
-    Flags(CompileContext &ctx) : ctx(ctx) {}
+    Flags(CompileContext &ctx, const std::vector<SramBuffer> &buffers) : ctx(ctx) {
+        for (const SramBuffer &b : buffers) memory[b.name] = b.ascend_mem;
+    }
 
     Stmt run(const Stmt &body) {
         Stmt result = transform(body);
@@ -52,7 +54,8 @@ public:
         }
         if (ctx.of(ctx.output).async_copy) {
             for (const auto &[source, base] : store_free) {
-                for (int s = 0; s < store_versions[source]; s++) start.push_back(ir::make_set_flag({"MTE3", "V", base + s}));
+                auto [writer, pipe] = store_pipes(source);
+                for (int s = 0; s < store_versions[source]; s++) start.push_back(ir::make_set_flag({pipe, writer, base + s}));
             }
         }
         std::vector<Stmt> all = start;
@@ -73,6 +76,16 @@ private:
     std::vector<Ring> rings;
     std::map<std::string, int> store_ready, store_free, store_versions;
     std::map<std::string, int> next_event; // per pipe pair
+    std::map<std::string, sim::ascend::Mem> memory;
+
+    sim::ascend::Mem mem_of(const std::string &buffer) const {
+        auto it = memory.find(buffer);
+        return it == memory.end() ? sim::ascend::Mem::GM : it->second;
+    }
+
+    std::string copy_pipe(const ir::CopyOp &c) const {
+        return sim::ascend::pipe_name(ctx.target.ascend.pipe_for(mem_of(c.src), mem_of(c.dst)));
+    }
 
     int allocate(const std::string &src, const std::string &dst, int count) {
         int &next = next_event[src + "_" + dst];
@@ -101,7 +114,7 @@ private:
         ir::VectorOp v;
         Stmt body;
         ir::MmaOp m;
-        if (ir::as_copy(s, &c)) return c.dst == ctx.output ? "MTE3" : "MTE2";
+        if (ir::as_copy(s, &c)) return copy_pipe(c);
         if (ir::as_mma(s, &m)) return "M";
         if (ir::as_vector_op(s, &v, &body)) return "V";
         if (const Block *b = s.as<Block>()) return pipe_of(b->first);
@@ -132,13 +145,13 @@ private:
         return true;
     }
 
-    Ring &ring_for(const std::vector<std::string> &funcs, const std::string &consumer) {
+    Ring &ring_for(const std::vector<std::string> &funcs, const std::string &producer, const std::string &consumer) {
         for (Ring &r : rings) {
             if (r.name == funcs[0] && r.consumer == consumer) return r;
         }
         Ring r;
         r.name = funcs[0];
-        r.producer = "MTE2";
+        r.producer = producer;
         r.consumer = consumer;
         r.versions = std::max(1, ctx.of(funcs[0]).multi_buffer);
         for (const std::string &f : funcs) {
@@ -154,50 +167,76 @@ private:
         return rings.back();
     }
 
+    /** Groups may overlap (the L1 ring is released after LoadData, while the L0 ring it filled
+     * lives on until the Mmad), so each group's release is placed after its last use in one scan. */
     Stmt transform(const Stmt &s) {
         std::vector<Stmt> list = flatten(s);
         if (list.size() == 1 && !list[0].as<Block>()) return transform_one(list[0]);
+        struct Active {
+            Ring ring;
+            std::vector<std::string> funcs;
+            size_t last;
+        };
+        std::vector<Active> active;
         std::vector<Stmt> out;
+        auto slot_of = [](const Ring &r) { return var(r.name + ".ring") % r.versions; };
+        auto release = [&](const Ring &r) {
+            out.push_back(ir::make_set_flag({r.consumer, r.producer, r.free_base + slot_of(r)}));
+            out.push_back(ir::make_advance(r.name + ".ring"));
+        };
         for (size_t i = 0; i < list.size(); i++) {
             std::string f;
-            if (!is_copy_produce(list[i], &f)) {
-                out.push_back(transform_one(list[i]));
+            if (is_copy_produce(list[i], &f)) {
+                std::vector<Stmt> produces;
+                std::vector<std::string> funcs;
+                size_t k = i;
+                while (k < list.size() && is_copy_produce(list[k], &f)) {
+                    produces.push_back(list[k]);
+                    funcs.push_back(f);
+                    k++;
+                }
+                // Uses: up to the last statement that reads the group, before its next copy.
+                size_t last = k;
+                for (size_t j = k; j < list.size(); j++) {
+                    std::string next;
+                    if (is_copy_produce(list[j], &next) && std::find(funcs.begin(), funcs.end(), next) != funcs.end()) break;
+                    for (const std::string &func : funcs) {
+                        if (ir::touches(list[j], func)) last = j + 1;
+                    }
+                }
+                std::string consumer = "V";
+                for (size_t j = k; j < last && !first_reader(list[j], funcs, &consumer); j++) {
+                }
+                const Ring r = ring_for(funcs, pipe_of(produces[0]), consumer); // a copy: `rings` grows
+                Expr slot = slot_of(r);
+                out.push_back(ir::make_wait_flag({r.consumer, r.producer, r.free_base + slot}));
+                for (const Stmt &p : produces) {
+                    Stmt copy = p.as<ProducerConsumer>()->body.as<Block>()->first;
+                    for (const std::string &func : funcs) copy = substitute(ir::stage_var(func), slot, copy);
+                    out.push_back(copy);
+                }
+                out.push_back(ir::make_set_flag({r.producer, r.consumer, r.ready_base + slot}));
+                out.push_back(ir::make_wait_flag({r.producer, r.consumer, r.ready_base + slot}));
+                if (last == k) release(r);
+                else active.push_back({r, funcs, last - 1});
+                i = k - 1;
                 continue;
             }
-            std::vector<Stmt> produces;
-            std::vector<std::string> funcs;
-            size_t k = i;
-            while (k < list.size() && is_copy_produce(list[k], &f)) {
-                produces.push_back(list[k]);
-                funcs.push_back(f);
-                k++;
+            Stmt stmt = transform_one(list[i]);
+            for (const Active &a : active) {
+                for (const std::string &func : a.funcs) stmt = substitute(ir::stage_var(func), slot_of(a.ring), stmt);
             }
-            // Uses: up to the last statement that reads the group, before its next copy.
-            size_t last = k;
-            for (size_t j = k; j < list.size(); j++) {
-                std::string next;
-                if (is_copy_produce(list[j], &next) && std::find(funcs.begin(), funcs.end(), next) != funcs.end()) break;
-                for (const std::string &func : funcs) {
-                    if (ir::touches(list[j], func)) last = j + 1;
+            out.push_back(stmt);
+            for (size_t a = 0; a < active.size();) {
+                if (active[a].last == i) {
+                    release(active[a].ring);
+                    active.erase(active.begin() + a);
+                } else {
+                    a++;
                 }
             }
-            std::string consumer = "V";
-            for (size_t j = k; j < last && !first_reader(list[j], funcs, &consumer); j++) {
-            }
-            const Ring r = ring_for(funcs, consumer); // a copy: nested groups grow `rings`
-            Expr slot = var(r.name + ".slot");
-            std::vector<Stmt> parts = {ir::make_wait_flag({r.consumer, r.producer, r.free_base + slot})};
-            for (const Stmt &p : produces) parts.push_back(p.as<ProducerConsumer>()->body.as<Block>()->first);
-            parts.push_back(ir::make_set_flag({r.producer, r.consumer, r.ready_base + slot}));
-            parts.push_back(ir::make_wait_flag({r.producer, r.consumer, r.ready_base + slot}));
-            for (size_t j = k; j < last; j++) parts.push_back(transform_one(list[j]));
-            parts.push_back(ir::make_set_flag({r.consumer, r.producer, r.free_base + slot}));
-            Stmt group = block(parts);
-            for (const std::string &func : funcs) group = substitute(ir::stage_var(func), slot, group);
-            out.push_back(LetStmt::make(r.name + ".slot", var(r.name + ".ring") % r.versions, group));
-            out.push_back(ir::make_advance(r.name + ".ring"));
-            i = last - 1;
         }
+        internal_assert(active.empty()) << "ascend flags: a group outlives its block\n";
         return block(out);
     }
 
@@ -220,17 +259,25 @@ private:
         ir::CopyOp c;
         ir::WaitOp w;
         if (ir::as_copy(s, &c) && c.dst == ctx.output) {
-            // The store: V hands the tile to MTE3, MTE3 hands the version back when it is read.
-            int ready = store_event(store_ready, c.src, "V", "MTE3"), free = store_event(store_free, c.src, "MTE3", "V");
-            return block({ir::make_set_flag({"V", "MTE3", ready + c.slot}), ir::make_wait_flag({"V", "MTE3", ready + c.slot}),
-                          s, ir::make_set_flag({"MTE3", "V", free + c.slot})});
+            // The store: the writer (V, or the cube for an L0C accumulator) hands the tile to the store
+            // pipe (MTE3, or FIX), which hands the version back once it has read it.
+            auto [writer, pipe] = store_pipes(c.src);
+            int ready = store_event(store_ready, c.src, writer, pipe), free = store_event(store_free, c.src, pipe, writer);
+            return block({ir::make_set_flag({writer, pipe, ready + c.slot}), ir::make_wait_flag({writer, pipe, ready + c.slot}),
+                          s, ir::make_set_flag({pipe, writer, free + c.slot})});
         }
         if (ir::as_wait(s, &w)) {
             // Waits left are on a store source's empty barrier: its version is free again.
             std::string source = w.barrier.substr(0, w.barrier.size() - 6);
-            return ir::make_wait_flag({"MTE3", "V", store_event(store_free, source, "MTE3", "V") + w.slot});
+            auto [writer, pipe] = store_pipes(source);
+            return ir::make_wait_flag({pipe, writer, store_event(store_free, source, pipe, writer) + w.slot});
         }
         return s;
+    }
+
+    std::pair<std::string, std::string> store_pipes(const std::string &source) const {
+        if (mem_of(source) == sim::ascend::Mem::L0C) return {"M", "FIX"};
+        return {"V", "MTE3"};
     }
 
     int store_event(std::map<std::string, int> &events, const std::string &source, const std::string &src,
@@ -248,7 +295,7 @@ private:
 } // namespace
 
 Stmt insert_flags(const Stmt &s, CompileContext &ctx, const std::vector<SramBuffer> &buffers) {
-    Flags flags(ctx);
+    Flags flags(ctx, buffers);
     Stmt result = flags.run(s);
     ctx.notes.push_back("ascend: every op on its pipe, joined by SetFlag/WaitFlag (pre-armed reverse flags)");
     return result;

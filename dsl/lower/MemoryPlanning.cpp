@@ -121,30 +121,63 @@ void plan_hopper(const HoistAllocations &hoist, const FindOperands &operands, Co
                         " bytes");
 }
 
-/** Ascend, vector path: every tile in the unified buffer (UB), 32-byte aligned. */
-void plan_ascend(const HoistAllocations &hoist, CompileContext &ctx, std::vector<SramBuffer> *buffers) {
+/** Ascend: MMA operands in L0A/L0B, accumulators in L0C, what LoadData reads in L1, the rest
+ * (vector data) in the unified buffer; each scope has its capacity and alignment. */
+void plan_ascend(const Stmt &s, const HoistAllocations &hoist, CompileContext &ctx, std::vector<SramBuffer> *buffers) {
+    using sim::ascend::Mem;
     const sim::ascend::AscendParams &p = ctx.target.ascend;
-    int64_t ub = 0;
+    std::map<std::string, Mem> mem;
+    class Roles : public IRVisitor {
+    public:
+        std::map<std::string, Mem> &mem;
+        explicit Roles(std::map<std::string, Mem> &m) : mem(m) {}
+        using IRVisitor::visit;
+        void visit(const Evaluate *op) override {
+            ir::MmaOp m;
+            if (ir::as_mma(op, &m)) mem[m.a] = Mem::L0A, mem[m.b] = Mem::L0B, mem[m.acc] = Mem::L0C;
+        }
+    } roles(mem);
+    s.accept(&roles);
+    class Sources : public IRVisitor {
+    public:
+        std::map<std::string, Mem> &mem;
+        explicit Sources(std::map<std::string, Mem> &m) : mem(m) {}
+        using IRVisitor::visit;
+        void visit(const Evaluate *op) override {
+            ir::CopyOp c;
+            if (ir::as_copy(op, &c) && mem.count(c.dst) && (mem[c.dst] == Mem::L0A || mem[c.dst] == Mem::L0B)) {
+                mem[c.src] = Mem::L1;
+            }
+        }
+    } sources(mem);
+    s.accept(&sources);
+    std::map<Mem, int64_t> used;
     for (const std::string &name : hoist.order) {
         SramBuffer b = hoist.found.at(name);
         auto slots = ctx.slots.find(name);
         b.slots = slots == ctx.slots.end() ? 1 : slots->second;
         b.slot_elements /= b.slots;
-        b.offset_bytes = ub;
-        ub += (b.bytes() + p.ub_align - 1) / p.ub_align * p.ub_align;
+        b.ascend_mem = mem.count(name) ? mem[name] : Mem::UB;
+        int64_t align = p.alignment(b.ascend_mem);
+        b.offset_bytes = used[b.ascend_mem];
+        used[b.ascend_mem] += (b.bytes() + align - 1) / align * align;
         buffers->push_back(b);
     }
-    if (ub > p.ub_bytes) {
+    for (const auto &[m, bytes] : used) {
+        if (bytes <= p.capacity(m)) {
+            ctx.notes.push_back(std::string("memory: ") + sim::ascend::mem_name(m) + " " + std::to_string(bytes) + " of " +
+                                std::to_string(p.capacity(m)) + " bytes");
+            continue;
+        }
         const SramBuffer *largest = nullptr;
         for (const SramBuffer &b : *buffers) {
-            if (!largest || b.bytes() > largest->bytes()) largest = &b;
+            if (b.ascend_mem == m && (!largest || b.bytes() > largest->bytes())) largest = &b;
         }
         throw Error("Func '" + largest->name + "', directive " + directive_that_sized(largest->name, largest->slots) +
-                    ": UB overflow - an AI core's unified buffer holds " + std::to_string(p.ub_bytes) +
-                    " bytes but the kernel needs " + std::to_string(ub) + " (" + largest->name + " takes " +
-                    std::to_string(largest->bytes()) + "); use smaller tiles or fewer versions");
+                    ": " + sim::ascend::mem_name(m) + " overflow - an AI core's " + sim::ascend::mem_name(m) + " holds " +
+                    std::to_string(p.capacity(m)) + " bytes but the kernel needs " + std::to_string(bytes) + " (" +
+                    largest->name + " takes " + std::to_string(largest->bytes()) + "); use smaller tiles or fewer versions");
     }
-    ctx.notes.push_back("memory: UB " + std::to_string(ub) + " of " + std::to_string(p.ub_bytes) + " bytes");
 }
 
 } // namespace
@@ -160,7 +193,7 @@ Stmt plan_memory(const Stmt &s, CompileContext &ctx, std::vector<SramBuffer> *bu
         return result;
     }
     if (ctx.target.arch == Target::Arch::Ascend) {
-        plan_ascend(hoist, ctx, buffers);
+        plan_ascend(result, hoist, ctx, buffers);
         return result;
     }
     std::map<sim::Space, int64_t> used;

@@ -157,9 +157,14 @@ private:
     bool async;
 
     /** Straight-line code outside the tile loops (a partitioned tail, or a kernel of one tile)
-     * reuses version 0: wait for its last store before each statement that writes it. */
+     * reuses version 0: before the first write after a store of it (or at the start), wait for
+     * that store. Exactly one wait per store: flags (Ascend) are consumed by their waits. */
+    bool stored_since_wait = true;
     Stmt wait_outside_loops(const Stmt &s) {
-        if (const Block *b = s.as<Block>()) return Block::make(wait_outside_loops(b->first), wait_outside_loops(b->rest));
+        if (const Block *b = s.as<Block>()) {
+            Stmt first = wait_outside_loops(b->first);
+            return Block::make(first, wait_outside_loops(b->rest));
+        }
         if (const ProducerConsumer *pc = s.as<ProducerConsumer>()) {
             return ProducerConsumer::make(pc->name, pc->is_producer, wait_outside_loops(pc->body));
         }
@@ -172,11 +177,44 @@ private:
             return LetStmt::make(l->name, l->value, wait_outside_loops(l->body));
         }
         if (const IfThenElse *i = s.as<IfThenElse>()) {
-            return IfThenElse::make(i->condition, wait_outside_loops(i->then_case),
-                                    i->else_case.defined() ? wait_outside_loops(i->else_case) : Stmt());
+            // A guarded tail: each branch starts from the state before it; afterwards a store may
+            // have happened.
+            bool before = stored_since_wait;
+            Stmt then_case = wait_outside_loops(i->then_case);
+            bool after_then = stored_since_wait;
+            stored_since_wait = before;
+            Stmt else_case = i->else_case.defined() ? wait_outside_loops(i->else_case) : Stmt();
+            stored_since_wait = after_then || stored_since_wait;
+            return IfThenElse::make(i->condition, then_case, else_case);
         }
-        if (s.as<For>() || !ir::writes(s, source)) return s; // tile loops wait inside
+        if (s.as<For>() && allocates_inside(s)) { // tile loops wait inside
+            if (ir::touches(s, source)) stored_since_wait = true;
+            return s;
+        }
+        ir::CopyOp c;
+        if (ir::as_copy(s, &c) && c.src == source) {
+            stored_since_wait = true;
+            return s;
+        }
+        if (!ir::writes(s, source) || !stored_since_wait) return s;
+        stored_since_wait = false;
         return Block::make(ir::make_wait({ir::empty_barrier(source), 0}), s);
+    }
+
+    bool allocates_inside(const Stmt &s) const {
+        class Find : public IRVisitor {
+        public:
+            explicit Find(const std::string &b) : buffer(b) {}
+            const std::string &buffer;
+            bool found = false;
+            using IRVisitor::visit;
+            void visit(const Allocate *op) override {
+                if (op->name == buffer) found = true;
+                IRVisitor::visit(op);
+            }
+        } f(source);
+        s.accept(&f);
+        return f.found;
     }
 
     Stmt insert_wait(const Stmt &body, const Expr &slot) {

@@ -102,8 +102,17 @@ private:
         const Store *st = nest.store;
         const Load *load = st->value.as<Load>();
         // On Hopper the accumulator is in registers and TMA stores from shared memory: always stage.
+        // On Ascend the Fixpipe stores an MMA accumulator (L0C) to GM converting its type.
         bool direct = ctx.target.arch != Target::Arch::Hopper && load && load->type == st->value.type() && !is_input(load->name) &&
                       load->name != ctx.output;
+        if (ctx.target.arch == Target::Arch::Ascend && !direct) {
+            const Cast *cast = st->value.as<Cast>();
+            const Load *acc = cast ? cast->value.as<Load>() : nullptr;
+            if (acc && ctx.of(acc->name).tile_mma) {
+                load = acc;
+                direct = true;
+            }
+        }
         std::string source = direct ? load->name : ctx.output + "_stage";
         ir::CopyOp c;
         // The staging tile is laid out in loop order with the constant pitch of a full tile:

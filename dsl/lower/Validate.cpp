@@ -92,11 +92,6 @@ void validate_schedule(const Func &output, CompileContext &ctx) {
             throw Error(where(name, "multi_buffer(" + std::to_string(d.multi_buffer) + ")") +
                         "versions only help when the copy is asynchronous; add async_copy() on " + name);
         }
-        if (ctx.target.arch == Target::Arch::Ascend && (d.tile_mma || d.ping_pong || d.warp_specialize)) {
-            throw Error(where(name, d.tile_mma ? "tile_mma()" : d.ping_pong ? "ping_pong()" : "warp_specialize()") +
-                        "the ascend backend runs the vector path (GM -> UB -> V -> UB -> GM) so far; the cube path "
-                        "(L1, L0A/L0B slots, Mmad, Fixpipe) is not implemented yet");
-        }
         if (d.vectorized) {
             throw Error(where(name, "vectorize") + "the zpu's vector core works on whole tiles; drop vectorize "
                         "from zpu schedules");

@@ -126,9 +126,16 @@ bool as_wait(const Stmt &s, WaitOp *op) {
 }
 
 Stmt make_mma(const MmaOp &op) {
-    return make_call(mma_name, {op.acc, op.acc_offset, op.acc_stride_n, op.acc_stride_m, op.a, op.a_offset,
+    Stmt e = make_call(mma_name, {op.acc, op.acc_offset, op.acc_stride_n, op.acc_stride_m, op.a, op.a_offset,
                                 op.a_stride_k, op.a_stride_m, op.b, op.b_offset, op.b_stride_n, op.b_stride_k,
                                 op.n, op.m, op.k});
+    if (op.accumulate.defined()) {
+        const Call *c = e.as<Evaluate>()->value.as<Call>();
+        std::vector<Expr> args = c->args;
+        args.push_back(op.accumulate);
+        return make_call(mma_name, args);
+    }
+    return e;
 }
 
 bool as_mma(const Stmt &s, MmaOp *op) {
@@ -136,7 +143,7 @@ bool as_mma(const Stmt &s, MmaOp *op) {
     if (!c) return false;
     const auto &a = c->args;
     *op = MmaOp{str(a[0]), str(a[4]), str(a[8]), a[1], a[2], a[3], a[5], a[6], a[7], a[9], a[10], a[11],
-                a[12], a[13], a[14]};
+                a[12], a[13], a[14], a.size() > 15 ? a[15] : Expr()};
     return true;
 }
 

@@ -9,6 +9,7 @@
 #include "../lower/TileCopy.h"
 #include "../lower/TileMma.h"
 #include "../lower/Validate.h"
+#include "../lower/AscendCube.h"
 #include "../lower/AscendFlags.h"
 #include "../lower/VectorOps.h"
 #include "../lower/WarpSpecialize.h"
@@ -167,6 +168,7 @@ Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const 
     s = lower::recognize_tile_copies(s, ctx);
     s = lower::recognize_tile_mma(s, ctx);
     s = lower::form_vector_ops(s, ctx);
+    if (target.arch == Target::Arch::Ascend) s = lower::stage_cube_operands(s, ctx);
     s = lower::multi_buffer(s, ctx);
     s = lower::plan_memory(s, ctx, &k.buffers);
     if (target.arch == Target::Arch::Hopper) {

@@ -129,6 +129,19 @@ std::vector<Case> ascend_cases() {
             all.push_back(c);
         }
     }
+    // The cube path: GM -> L1 (MTE2) -> L0A/L0B (MTE1) -> Mmad (M) -> Fixpipe (FIX).
+    for (const char *s : {"ws_pingpong", "pipelined"}) {
+        for (const auto &params : std::vector<std::map<std::string, std::string>>{
+                 {{"M", "256"}, {"N", "256"}, {"K", "256"}},
+                 {{"M", "300"}, {"N", "260"}, {"K", "200"}},
+                 {{"M", "100"}, {"N", "100"}, {"K", "100"}},
+                 {{"M", "23"}, {"N", "273"}, {"K", "114"}},
+                 {{"M", "512"}, {"N", "384"}, {"K", "704"}, {"stages", "3"}, {"out", "f32"}}}) {
+            Case c{"gemm", s, params, "", "ascend"};
+            c.name = case_name(c);
+            all.push_back(c);
+        }
+    }
     return all;
 }
 
@@ -175,7 +188,7 @@ TEST(RandomSizes, GemmOnEveryTargetAndSchedule) {
                                                 {"N", std::to_string(1 + rng() % 400)},
                                                 {"K", std::to_string(1 + rng() % 600)},
                                                 {"stages", std::to_string(1 + rng() % 4)}};
-        for (const char *target : {"zpu", "hopper"}) {
+        for (const char *target : {"zpu", "hopper", "ascend"}) {
             for (const char *schedule : {"ws_pingpong", "ws", "pipelined"}) {
                 RunOptions o;
                 o.params = Params(p);

@@ -80,6 +80,7 @@ struct MmaOp {
     Expr a_offset, a_stride_k, a_stride_m;
     Expr b_offset, b_stride_n, b_stride_k;
     Expr n, m, k;
+    Expr accumulate = Expr(); // undefined: acc += a * b; else acc = (accumulate ? acc : 0) + a * b
 };
 
 struct Region {

@@ -30,6 +30,7 @@ struct SramBuffer {
     std::string name;
     sim::Space space = sim::Space::RSRAM; // the ZPU scope (on Hopper: shared memory unless in_registers)
     bool in_registers = false;            // Hopper: an MMA accumulator, private to each consumer
+    sim::ascend::Mem ascend_mem = sim::ascend::Mem::UB; // Ascend: where the buffer lives
     Halide::Type type;
     int slots = 1;
     int64_t slot_elements = 0;

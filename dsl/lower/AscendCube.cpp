@@ -1,0 +1,133 @@
+#include "AscendCube.h"
+
+#include "Nest.h"
+#include "tandem/AsyncIR.h"
+
+#include <set>
+
+namespace tandem::lower {
+
+using namespace Halide::Internal;
+
+namespace {
+
+Expr var(const std::string &name) { return Variable::make(Halide::Int(32), name); }
+
+std::string l0(const std::string &operand) { return operand + ".l0"; }
+
+class Cube : public IRMutator {
+public:
+    explicit Cube(CompileContext &ctx) : ctx(ctx) {}
+    std::map<std::string, std::pair<Halide::Type, int64_t>> l0_buffers; // name -> (type, elements)
+    std::set<std::string> accumulators;
+
+    Stmt mutate(const Stmt &s) override {
+        // An accumulator's zeroing starts a tile: later Mmads accumulate, the first overwrites.
+        if (const Block *b = s.as<Block>()) {
+            std::string acc;
+            if (is_zeroing(b->first, &acc)) {
+                accumulators.insert(acc);
+                return LetStmt::make(acc + ".first", var(acc + ".mmas"), mutate(b->rest));
+            }
+        }
+        std::string acc;
+        if (is_zeroing(s, &acc)) {
+            accumulators.insert(acc);
+            return Evaluate::make(0);
+        }
+        return IRMutator::mutate(s);
+    }
+
+private:
+    using IRMutator::visit;
+    CompileContext &ctx;
+    LoopScope loops;
+
+    bool is_zeroing(const Stmt &s, std::string *acc) const {
+        ir::VectorOp v;
+        Stmt body;
+        if (!ir::as_vector_op(s, &v, &body)) return false;
+        Nest nest;
+        if (!as_perfect_nest(body, &nest) || !ctx.of(nest.store->name).tile_mma) return false;
+        if (!is_const_zero(nest.store->value)) return false;
+        *acc = nest.store->name;
+        return true;
+    }
+
+    Stmt visit(const For *op) override {
+        push_loop(loops, op);
+        Stmt s = IRMutator::visit(op);
+        loops.pop(op->name);
+        return s;
+    }
+
+    Stmt load_data(const std::string &operand, const Halide::Type &type, const Expr &offset,
+                   const std::vector<std::pair<Expr, Expr>> &dims /* extent, L1 stride; innermost first */) {
+        ir::CopyOp c;
+        c.dst = l0(operand);
+        c.src = operand;
+        c.dst_offset = 0;
+        c.src_offset = offset;
+        Expr dense = 1;
+        int64_t elements = 1;
+        for (const auto &[extent, stride] : dims) {
+            c.dims.push_back({extent, dense, stride});
+            dense = dense * extent;
+            elements *= std::max<int64_t>(1, constant_upper_bound(extent, loops));
+        }
+        c.barrier = ir::full_barrier(c.dst);
+        c.slot = 0;
+        // L0A/L0B operands start at 512-byte boundaries: round each version up.
+        int64_t align = ctx.target.ascend.l0ab_align / type.bytes();
+        elements = (elements + align - 1) / align * align;
+        auto &b = l0_buffers[c.dst];
+        b = {type, std::max(b.second, elements)};
+        Stmt copy = Block::make(ir::make_copy(c), ir::make_wait({c.barrier, 0}));
+        return ProducerConsumer::make(c.dst, true, copy);
+    }
+
+    Stmt visit(const Evaluate *op) override {
+        ir::MmaOp m;
+        if (!ir::as_mma(op, &m)) return op;
+        Halide::Type a_type = Halide::BFloat(16), b_type = Halide::BFloat(16);
+        for (const auto &[name, f] : ctx.functions) {
+            if (name == m.a) a_type = f.output_types()[0];
+            if (name == m.b) b_type = f.output_types()[0];
+        }
+        Stmt a = load_data(m.a, a_type, m.a_offset, {{m.k, m.a_stride_k}, {m.m, m.a_stride_m}});
+        Stmt b = load_data(m.b, b_type, m.b_offset, {{m.n, m.b_stride_n}, {m.k, m.b_stride_k}});
+        ir::MmaOp cube = m;
+        cube.a = l0(m.a);
+        cube.a_offset = 0;
+        cube.a_stride_k = 1;
+        cube.a_stride_m = m.k;
+        cube.b = l0(m.b);
+        cube.b_offset = 0;
+        cube.b_stride_n = 1;
+        cube.b_stride_k = m.n;
+        cube.accumulate = var(m.acc + ".mmas") != var(m.acc + ".first");
+        accumulators.insert(m.acc);
+        Stmt mma = ProducerConsumer::make(l0(m.a), false, Block::make(ir::make_mma(cube), ir::make_advance(m.acc + ".mmas")));
+        return Block::make({a, b, mma});
+    }
+};
+
+} // namespace
+
+Stmt stage_cube_operands(const Stmt &s, CompileContext &ctx) {
+    Cube cube(ctx);
+    Stmt result = cube.mutate(s);
+    for (const auto &[name, buffer] : cube.l0_buffers) {
+        result = Allocate::make(name, buffer.first, Halide::MemoryType::Auto, {Expr(int(buffer.second))}, const_true(), result);
+        ctx.funcs.push_back(name);
+        ctx.directives[name].async_copy = true;
+        ctx.directives[name].multi_buffer = 2; // ping-pong L0 slots
+    }
+    for (const std::string &acc : cube.accumulators) result = LetStmt::make(acc + ".mmas", 0, result);
+    if (!cube.l0_buffers.empty()) {
+        ctx.notes.push_back("ascend cube: operands staged L1 -> L0A/L0B in two ping-pong slots; accumulators in L0C");
+    }
+    return result;
+}
+
+} // namespace tandem::lower

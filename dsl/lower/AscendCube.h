@@ -1,0 +1,34 @@
+#ifndef TANDEM_LOWER_ASCEND_CUBE_H
+#define TANDEM_LOWER_ASCEND_CUBE_H
+
+/** \file
+ * The Ascend cube path. A tile MMA reads its operands from L0A and L0B, which only MTE1 fills
+ * from L1 (LoadData); its accumulator lives in L0C and starts each tile with an Mmad that
+ * overwrites instead of a zeroing pass (the vector unit cannot reach L0C):
+ *
+ *     acc = 0 (vector op)                  let acc.first = acc.mmas
+ *     for (ko) {                           for (ko) {
+ *       copy A -> A_tile (L1), B -> B_tile   copy A -> A_tile (L1), B -> B_tile (L1)
+ *       mma(acc, A_tile, B_tile) }    ->     produce A_tile.l0 { LoadData A_tile -> A_tile.l0 }
+ *                                            produce B_tile.l0 { LoadData B_tile -> B_tile.l0 }
+ *                                            mma(acc, A_tile.l0, B_tile.l0,
+ *                                                accumulate = acc.mmas != acc.first)
+ *                                            advance(acc.mmas) }
+ *
+ * The L0 copies are two-version rings (ping-pong: the next LoadData fills one slot while the cube
+ * reads the other); with ping_pong() on the output the accumulator alternates two L0C slots by
+ * tile (MultiBuffer's result slots), so the Fixpipe store of one tile overlaps the next tile's
+ * Mmads. AscendFlags then joins MTE2 -> MTE1 -> M -> FIX with flags.
+ *
+ * Limits: operands bf16 (or f32), accumulator f32, stored by Fixpipe straight from L0C.
+ */
+
+#include "tandem/Kernel.h"
+
+namespace tandem::lower {
+
+Halide::Internal::Stmt stage_cube_operands(const Halide::Internal::Stmt &s, CompileContext &ctx);
+
+} // namespace tandem::lower
+
+#endif
