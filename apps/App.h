@@ -72,6 +72,7 @@ const std::vector<std::string> &schedules_for(const App &app, const std::string 
 const App &gemm_app();
 const App &elementwise_app();
 const App &rmsnorm_app();
+const App &attention_scores_app();
 
 } // namespace tandem::apps
 

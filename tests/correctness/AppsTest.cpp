@@ -129,6 +129,15 @@ std::vector<Case> ascend_cases() {
             all.push_back(c);
         }
     }
+    for (const auto &params : std::vector<std::map<std::string, std::string>>{
+             {{"Lq", "256"}, {"Lk", "384"}, {"D", "64"}}, {{"Lq", "200"}, {"Lk", "333"}, {"D", "80"}}}) {
+        Case c{"attention_scores", "resident", params, "", "ascend"};
+        c.name = case_name(c);
+        all.push_back(c);
+        c.target = "zpu";
+        c.name += "_zpu";
+        all.push_back(c);
+    }
     // The cube path: GM -> L1 (MTE2) -> L0A/L0B (MTE1) -> Mmad (M) -> Fixpipe (FIX).
     for (const char *s : {"ws_pingpong", "pipelined"}) {
         for (const auto &params : std::vector<std::map<std::string, std::string>>{
