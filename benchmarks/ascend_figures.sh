@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Records the Ascend model's figures: gemm 2048^3 (multi_buffer + ping_pong) and elementwise
+# double- vs single-buffered, timing and hazards on the machine model (no numerics).
+# Writes results/ascend_figures.json and the raw log results/ascend_figures.log.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cli="$root/build/apps/tandem-cli"
+out="$root/benchmarks/results"
+mkdir -p "$out"
+"$root/tandem" build >/dev/null
+log="$out/ascend_figures.log"
+: > "$log"
+run() {
+    echo "\$ tandem-cli $*" >> "$log"
+    "$cli" "$@" | tee -a "$log"
+}
+{
+    run run gemm --target ascend --schedule ws_pingpong --param M=2048 --param N=2048 --param K=2048 --no-numerics --json
+    run run gemm --target ascend --schedule pipelined --param M=2048 --param N=2048 --param K=2048 --no-numerics --json
+    run run elementwise --target ascend --schedule double_buffered --no-numerics --json
+    run run elementwise --target ascend --schedule single_buffered --no-numerics --json
+    run run attention_scores --target ascend --no-numerics --json
+} > "$out/.ascend.jsonl"
+python3 - "$out/.ascend.jsonl" "$out/ascend_figures.json" <<'PY'
+import json, sys, datetime, platform, os
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+cores = 24
+def row(r):
+    busy = r["busy"]
+    bound_pipe = max(busy, key=busy.get)
+    return {"app": r["app"], "schedule": r["schedule"], "params": r["params"], "cycles": r["cycles"],
+            "bound_cycles": r["bound_cycles"], "efficiency": r["efficiency"], "bound_pipe": bound_pipe,
+            "cube_utilisation": busy["M"] / cores / r["cycles"], "races": r["races"], "deadlock": r["deadlock"]}
+table = [row(r) for r in rows]
+ew = {r["schedule"]: r for r in rows if r["app"] == "elementwise"}
+doc = {"what": "Ascend 910B model (NPU-FACTS.md rates, 24 AI cores), timing-only runs",
+       "machine": {"host": platform.node(), "cores": os.cpu_count(),
+                   "note": "cycles are simulated AI-core cycles; host speed does not change them"},
+       "date": datetime.datetime.utcnow().isoformat() + "Z", "command": "benchmarks/ascend_figures.sh",
+       "elementwise_speedup_double_vs_single": ew["single_buffered"]["cycles"] / ew["double_buffered"]["cycles"],
+       "rows": table}
+json.dump(doc, open(sys.argv[2], "w"), indent=2)
+print(json.dumps({k: v for k, v in doc.items() if k != "rows"}, indent=1))
+for t in table: print(t["app"], t["schedule"], t["cycles"], round(t["efficiency"], 3), t["bound_pipe"], round(t["cube_utilisation"], 3))
+PY
+rm -f "$out/.ascend.jsonl"
