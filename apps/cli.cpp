@@ -2,6 +2,7 @@
 #include "App.h"
 #include "Run.h"
 #include "tandem/AsyncIR.h"
+#include "ascend/Emitter.h"
 #include "hopper/Emitter.h"
 #include "zpu/Emitter.h"
 
@@ -19,16 +20,18 @@ namespace {
 
 const char *usage = R"(usage:
   tandem list
-  tandem run <app> [--target zpu] [--param k=v]... [--schedule s] [--json] [--trace file]
+  tandem run <app> [--target zpu|hopper|ascend] [--param k=v]... [--schedule s] [--json] [--trace file]
                    [--no-numerics] [--seed n]
-  tandem emit <app> [--target zpu|hopper] --what stmt|halide|code|cuda|ptx -o dir [--param k=v]...
+  tandem emit <app> [--target zpu|hopper|ascend] --what stmt|halide|code|cuda|ptx -o dir [--param k=v]...
                     [--schedule s]
                     [--name n]   (file base name and C++ function name; default: the app)
+                    [--drop-flag N]   (ascend code: leave out flag pair N, for mutation tests)
   tandem demo
 )";
 
 struct Args {
     std::string command, app, target = "zpu", schedule, what = "stmt", out_dir, trace, name;
+    int drop_flag = -1;
     Params params;
     bool json = false, numerics = true;
     uint64_t seed = 1;
@@ -53,6 +56,13 @@ Args parse(int argc, char **argv) {
         else if (f == "-o") a.out_dir = value(f);
         else if (f == "--trace") a.trace = value(f);
         else if (f == "--name") a.name = value(f);
+        else if (f == "--drop-flag") {
+            std::string n = value(f);
+            if (n.empty() || n.find_first_not_of("0123456789") != std::string::npos) {
+                throw Error("--drop-flag takes a flag pair number (0, 1, ...), got '" + n + "'");
+            }
+            a.drop_flag = std::stoi(n);
+        }
         else if (f == "--json") a.json = true;
         else if (f == "--no-numerics") a.numerics = false;
         else if (f == "--seed") a.seed = std::stoull(value(f));
@@ -81,8 +91,8 @@ void list() {
             std::cout << " (default " << schedules.front() << ")\n";
         }
     }
-    std::cout << "targets: zpu; hopper (the Hopper machine model, and CUDA for sm_90a); ascend (the vector path on "
-                 "the Ascend model; the cube path is not implemented yet)\n";
+    std::cout << "targets: zpu; hopper (the Hopper machine model, and CUDA for sm_90a); ascend (the Ascend model, "
+                 "and AscendC)\n";
 }
 
 void print_human(const RunResult &r) {
@@ -131,15 +141,21 @@ void emit(const Args &a) {
     std::filesystem::create_directories(a.out_dir);
     std::filesystem::path dir(a.out_dir);
     std::string base = a.name.empty() ? app.name : a.name;
+    if (a.drop_flag >= 0 && !(a.what == "code" && k.target.arch == Target::Arch::Ascend)) {
+        throw Error("--drop-flag is for --what code on target ascend");
+    }
     if (a.what == "stmt") write_file(dir / (base + ".stmt"), k.stmt_text());
     else if (a.what == "halide") write_file(dir / (base + ".halide.stmt"), ir::to_string(k.halide_stmt));
     else if (a.what == "code" && k.target.arch == Target::Arch::ZPU) write_file(dir / (base + ".zpu.cpp"), zpu_backend::emit_cpp(k, base));
+    else if (a.what == "code" && k.target.arch == Target::Arch::Ascend) {
+        write_file(dir / (base + ".ascend.cpp"), ascend_backend::emit_ascendc(k, base, a.drop_flag));
+    }
     else if ((a.what == "cuda" || a.what == "ptx") && k.target.arch == Target::Arch::Hopper) {
         std::filesystem::path cu = dir / (base + ".cu");
         write_file(cu, hopper_backend::emit_cuda(k, base));
         if (a.what == "ptx") ptx(cu, dir / (base + ".ptx"));
     } else {
-        throw Error("--what is stmt, halide, code (zpu) or cuda|ptx (hopper); got '" + a.what + "' for target " +
+        throw Error("--what is stmt, halide, code (zpu, ascend) or cuda|ptx (hopper); got '" + a.what + "' for target " +
                     k.target.name());
     }
 }

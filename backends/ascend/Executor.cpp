@@ -4,6 +4,7 @@
 #include "tandem/Evaluator.h"
 
 #include <memory>
+#include <set>
 #include <unordered_map>
 
 namespace tandem::ascend_backend {
@@ -23,8 +24,9 @@ Pipe pipe_named(const std::string &name) {
 
 class Stream {
 public:
-    Stream(sim::ascend::Machine &machine, int core, std::unordered_map<std::string, BufferRef> buffers)
-        : machine(machine), core(machine.core(core)), core_index(core),
+    Stream(sim::ascend::Machine &machine, int core, std::unordered_map<std::string, BufferRef> buffers,
+           std::set<std::string> l0c)
+        : machine(machine), core(machine.core(core)), core_index(core), l0c(std::move(l0c)),
           buffers(std::make_shared<std::unordered_map<std::string, BufferRef>>(std::move(buffers))), eval(lookup(), hook()) {}
 
     void exec(const Stmt &s) {
@@ -59,6 +61,7 @@ private:
     sim::ascend::Machine &machine;
     sim::ascend::Core &core;
     int core_index;
+    std::set<std::string> l0c; // accumulators: stored by the Fixpipe
     std::shared_ptr<std::unordered_map<std::string, BufferRef>> buffers;
     Evaluator eval;
 
@@ -94,7 +97,7 @@ private:
                 dst.dims.push_back({e, value(d.dst_stride)});
                 src.dims.push_back({e, value(d.src_stride)});
             }
-            if (machine.type(id(c.src)) != machine.type(id(c.dst))) {
+            if (l0c.count(c.src)) {
                 core.fixpipe(id(c.dst), dst, id(c.src), src, "Fixpipe " + c.src + " -> " + c.dst); // L0C -> GM
             } else {
                 core.data_copy(id(c.dst), dst, id(c.src), src, c.src + " -> " + c.dst);
@@ -144,7 +147,11 @@ void execute(const Kernel &kernel, sim::ascend::Machine &machine, const std::map
         for (const SramBuffer &b : kernel.buffers) {
             add(b.name, machine.add_local(c, b.name, b.ascend_mem, dtype_of(b.type), b.elements()));
         }
-        Stream stream(machine, c, buffers);
+        std::set<std::string> l0c;
+        for (const SramBuffer &b : kernel.buffers) {
+            if (b.ascend_mem == sim::ascend::Mem::L0C) l0c.insert(b.name);
+        }
+        Stream stream(machine, c, buffers, l0c);
         stream.exec(kernel.body);
         machine.run_core(c);
     }

@@ -114,7 +114,10 @@ std::string Kernel::stmt_text() const {
         os << "] in DRAM\n";
     }
     for (const SramBuffer &b : buffers) {
-        os << "// " << sim::space_name(b.space) << " " << b.name << ": " << b.type << " " << b.slots << " x "
+        const char *space = target.arch == Target::Arch::Ascend ? sim::ascend::mem_name(b.ascend_mem)
+                            : target.arch == Target::Arch::Hopper ? (b.in_registers ? "registers" : "smem")
+                                                                  : sim::space_name(b.space);
+        os << "// " << space << " " << b.name << ": " << b.type << " " << b.slots << " x "
            << b.slot_elements << " at byte " << b.offset_bytes << "\n";
     }
     for (const std::string &n : notes) os << "// " << n << "\n";

@@ -1,0 +1,905 @@
+#include "Emitter.h"
+
+#include "tandem/AsyncIR.h"
+#include "tandem/Evaluator.h"
+
+#include <iomanip>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace tandem::ascend_backend {
+
+using namespace Halide::Internal;
+using sim::ascend::Mem;
+
+namespace {
+
+std::string c_name(const std::string &name) {
+    std::string r;
+    for (char c : name)
+        r += std::isalnum((unsigned char)c) ? c : '_';
+    return r;
+}
+
+/** AscendC's element type of a buffer. */
+const char *element_type(sim::DType t) {
+    switch (t) {
+    case sim::DType::BF16:
+        return "bfloat16_t";
+    case sim::DType::F32:
+        return "float";
+    case sim::DType::I32:
+        return "int32_t";
+    }
+    return "?";
+}
+
+const char *position_of(Mem m, bool feeds_l0b) {
+    switch (m) {
+    case Mem::UB:
+        return "AscendC::TPosition::VECCALC";
+    case Mem::L1:
+        return feeds_l0b ? "AscendC::TPosition::B1" : "AscendC::TPosition::A1";
+    case Mem::L0A:
+        return "AscendC::TPosition::A2";
+    case Mem::L0B:
+        return "AscendC::TPosition::B2";
+    case Mem::L0C:
+        return "AscendC::TPosition::CO1";
+    case Mem::GM:
+        break;
+    }
+    internal_error << "ascend emitter: a TBuf in GM\n";
+    return "?";
+}
+
+std::string hard_event(const ir::FlagOp &f) {
+    return "AscendC::HardEvent::" + f.src + "_" + f.dst;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Flag pairs: the enumeration documented in Emitter.h
+// ---------------------------------------------------------------------------------------------
+
+struct FlagStatement {
+    bool set = false;
+    ir::FlagOp op; // event simplified
+};
+
+/** Every flag statement in program-text order (the order the emitter walks the Stmt in). */
+class FlagStatements : public IRVisitor {
+public:
+    std::vector<FlagStatement> found;
+
+private:
+    using IRVisitor::visit;
+    void visit(const Evaluate *e) override {
+        ir::FlagOp f;
+        Stmt s = e;
+        bool set = ir::as_set_flag(s, &f);
+        if (set || ir::as_wait_flag(s, &f)) {
+            f.event = simplify(f.event);
+            found.push_back({set, f});
+        }
+    }
+};
+
+struct Pairs {
+    std::vector<FlagStatement> statements;
+    std::vector<std::pair<int, int>> pairs; // (set statement, wait statement), by set position
+};
+
+Pairs pair_flags(const Stmt &body) {
+    FlagStatements visitor;
+    body.accept(&visitor);
+    Pairs p;
+    p.statements = visitor.found;
+    auto same_key = [](const ir::FlagOp &a, const ir::FlagOp &b) {
+        return a.src == b.src && a.dst == b.dst && equal(a.event, b.event);
+    };
+    for (size_t i = 0; i < p.statements.size(); i++) {
+        if (!p.statements[i].set)
+            continue;
+        // The rank of this set among the sets of its key, then the wait of the same rank.
+        int rank = 0;
+        for (size_t j = 0; j < i; j++) {
+            rank += p.statements[j].set && same_key(p.statements[j].op, p.statements[i].op);
+        }
+        for (size_t j = 0; j < p.statements.size(); j++) {
+            if (p.statements[j].set || !same_key(p.statements[j].op, p.statements[i].op))
+                continue;
+            if (rank-- == 0) {
+                p.pairs.push_back({int(i), int(j)});
+                break;
+            }
+        }
+    }
+    return p;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Code generation
+// ---------------------------------------------------------------------------------------------
+
+class CodeGen {
+public:
+    CodeGen(const Kernel &k, const std::set<int> &dropped, const std::map<int, int> &pair_of)
+        : kernel(k), dropped(dropped), pair_of(pair_of) {
+        class Counters : public IRVisitor {
+        public:
+            std::set<std::string> names;
+
+        private:
+            using IRVisitor::visit;
+            void visit(const Evaluate *e) override {
+                std::string counter;
+                if (ir::as_advance(Stmt(e), &counter))
+                    names.insert(counter);
+            }
+        } counters;
+        k.body.accept(&counters);
+        ring_counters = counters.names;
+        class Feeds : public IRVisitor {
+        public:
+            std::set<std::string> l0b_sources;
+            const Kernel &k;
+            explicit Feeds(const Kernel &k) : k(k) {}
+
+        private:
+            using IRVisitor::visit;
+            void visit(const Evaluate *e) override {
+                ir::CopyOp c;
+                const SramBuffer *dst = nullptr;
+                if (ir::as_copy(Stmt(e), &c) && (dst = k.buffer(c.dst)) &&
+                    dst->ascend_mem == Mem::L0B) {
+                    l0b_sources.insert(c.src);
+                }
+            }
+        } feeds(k);
+        k.body.accept(&feeds);
+        feeds_l0b = feeds.l0b_sources;
+    }
+
+    std::ostringstream os;
+    int indent = 1;
+    std::set<std::string> feeds_l0b;
+    bool uses_block_idx = false; // tandem_core_id() appears: declare block_idx = GetBlockIdx()
+
+    /** Emits `s` as the statements of the current C++ scope. */
+    void sequence(const Stmt &s, bool top_level = false) {
+        std::vector<Item> items;
+        std::set<std::string> declared;
+        flatten(s, items, true, declared);
+        emit_items(items, top_level);
+    }
+
+    Mem mem_of(const std::string &buffer) const {
+        if (const SramBuffer *b = kernel.buffer(buffer))
+            return b->ascend_mem;
+        internal_assert(kernel.arg(buffer)) << "ascend emitter: no buffer " << buffer << "\n";
+        return Mem::GM;
+    }
+
+    sim::DType type_of(const std::string &buffer) const {
+        if (const SramBuffer *b = kernel.buffer(buffer))
+            return dtype_of(b->type);
+        return dtype_of(kernel.arg(buffer)->type);
+    }
+
+    std::string tensor(const std::string &buffer) const {
+        return mem_of(buffer) == Mem::GM ? c_name(buffer) + "_gm" : c_name(buffer);
+    }
+
+    /** A flag statement as the file header and the mutation comments show it (Halide's names). */
+    static std::string flag_text(bool set, const ir::FlagOp &f) {
+        std::ostringstream s;
+        s << simplify(f.event);
+        std::string event = s.str();
+        if (event.size() > 1 && event.front() == '(' && event.back() == ')')
+            event = event.substr(1, event.size() - 2);
+        return std::string(set ? "SetFlag<" : "WaitFlag<") + f.src + "_" + f.dst + ">(" + event +
+               ")";
+    }
+
+private:
+    const Kernel &kernel;
+    const std::set<int> &dropped;
+    const std::map<int, int> &pair_of; // flag statement -> its pair
+    std::set<std::string> ring_counters;
+    std::set<std::string> nonnegative; // integer variables known to be >= 0
+    int flag_statement = 0; // the index of the next flag statement (same walk as pair_flags)
+
+    std::string line() const { return std::string(4 * indent, ' '); }
+
+    // ---- statements ----
+
+    /** One entry of a statement list: a statement, or a let declared inline in the list. */
+    struct Item {
+        Stmt stmt;
+        const LetStmt *let = nullptr; // inline declaration; its body follows in the list
+    };
+
+    /** Flattens Blocks and ProducerConsumers; a let whose body runs to the end of the list (and
+     * whose name the list has not declared yet) becomes an inline declaration. */
+    void flatten(const Stmt &s, std::vector<Item> &items, bool tail,
+                 std::set<std::string> &declared) {
+        if (const Block *b = s.as<Block>()) {
+            flatten(b->first, items, false, declared);
+            flatten(b->rest, items, tail, declared);
+        } else if (const ProducerConsumer *pc = s.as<ProducerConsumer>()) {
+            flatten(pc->body, items, tail, declared);
+        } else if (const LetStmt *l = s.as<LetStmt>();
+                   l && tail && !is_vector_op(s) && !declared.count(l->name)) {
+            declared.insert(l->name);
+            items.push_back({s, l});
+            flatten(l->body, items, true, declared);
+        } else {
+            items.push_back({s, nullptr});
+        }
+    }
+
+    static bool is_vector_op(const Stmt &s) {
+        ir::VectorOp v;
+        Stmt body;
+        return ir::as_vector_op(s, &v, &body);
+    }
+
+    /** The pipe an item runs on ("" for scalar bookkeeping, "-" for nested control flow). */
+    std::string pipe_of(const Item &item) {
+        if (item.let)
+            return "";
+        const Stmt &s = item.stmt;
+        ir::FlagOp f;
+        ir::CopyOp c;
+        ir::MmaOp m;
+        std::string counter;
+        if (ir::as_set_flag(s, &f))
+            return f.src;
+        if (ir::as_wait_flag(s, &f))
+            return f.dst;
+        if (ir::as_copy(s, &c))
+            return copy_pipe(c);
+        if (ir::as_mma(s, &m))
+            return "M";
+        if (is_vector_op(s))
+            return "V";
+        if (ir::as_advance(s, &counter))
+            return "";
+        if (const Evaluate *e = s.as<Evaluate>(); e && is_const(e->value))
+            return "";
+        return "-";
+    }
+
+    std::string copy_pipe(const ir::CopyOp &c) const {
+        Mem src = mem_of(c.src), dst = mem_of(c.dst);
+        if (src == Mem::GM)
+            return "MTE2";
+        if (src == Mem::L1)
+            return "MTE1";
+        if (src == Mem::UB)
+            return "MTE3";
+        if (src == Mem::L0C)
+            return "FIX";
+        internal_error << "ascend emitter: no pipe copies " << sim::ascend::mem_name(src) << " -> "
+                       << sim::ascend::mem_name(dst) << "\n";
+        return "";
+    }
+
+    /** What an item does, for the phase comment ("" for flags and bookkeeping). */
+    std::string describe(const Item &item) {
+        ir::CopyOp c;
+        ir::MmaOp m;
+        ir::VectorOp v;
+        Stmt body;
+        if (item.let)
+            return "";
+        if (ir::as_copy(item.stmt, &c))
+            return c.src + " -> " + c.dst;
+        if (ir::as_mma(item.stmt, &m))
+            return "Mmad " + m.acc + " += " + m.a + " * " + m.b;
+        if (ir::as_vector_op(item.stmt, &v, &body))
+            return "vector " + v.label;
+        return "";
+    }
+
+    enum class Kind { Wait, Set, Work, None };
+
+    Kind kind_of(const Item &item) {
+        ir::FlagOp f;
+        if (item.let)
+            return Kind::None;
+        if (ir::as_wait_flag(item.stmt, &f))
+            return Kind::Wait;
+        if (ir::as_set_flag(item.stmt, &f))
+            return Kind::Set;
+        return describe(item).empty() ? Kind::None : Kind::Work;
+    }
+
+    /** The end of the phase that starts at item `begin`: the items on its pipe (bookkeeping in
+     * between belongs to it) in the order waits, work, sets; a phase of flags alone has one kind.
+     */
+    size_t phase_end(const std::vector<Item> &items, size_t begin) {
+        std::string pipe = pipe_of(items[begin]);
+        Kind first = kind_of(items[begin]);
+        int stage = first == Kind::Work ? 1 : first == Kind::Set ? 2 : 0; // 0 waits, 1 work, 2 sets
+        bool work = first == Kind::Work;
+        size_t j = begin + 1;
+        for (; j < items.size(); j++) {
+            std::string p = pipe_of(items[j]);
+            if (p.empty())
+                continue;
+            if (p != pipe)
+                break;
+            Kind k = kind_of(items[j]);
+            if (k == Kind::Wait && stage > 1)
+                break; // a new phase waits again
+            if (k == Kind::Work && stage == 2)
+                break; // work after the sets
+            if (k == Kind::Set && !work && stage == 0)
+                break; // waits alone, then sets alone
+            if (k == Kind::Work)
+                stage = 1, work = true;
+            if (k == Kind::Set)
+                stage = 2;
+        }
+        return j;
+    }
+
+    /** One comment per pipeline phase. */
+    void emit_items(const std::vector<Item> &items, bool top_level) {
+        bool work_before = false;
+        size_t end = 0; // the end of the current phase
+        for (size_t i = 0; i < items.size(); i++) {
+            std::string pipe = pipe_of(items[i]);
+            if (pipe == "-")
+                end = i + 1; // control flow ends a phase
+            if (!pipe.empty() && pipe != "-" && i >= end) {
+                end = phase_end(items, i);
+                os << line() << "// " << phase_comment(items, i, end, top_level, work_before)
+                   << "\n";
+            }
+            Kind k = kind_of(items[i]);
+            work_before = work_before || pipe == "-" || k == Kind::Work;
+            item(items[i]);
+        }
+    }
+
+    std::string phase_comment(const std::vector<Item> &items, size_t begin, size_t end,
+                              bool top_level, bool work_before) {
+        std::string pipe = pipe_of(items[begin]);
+        std::vector<std::string> what;
+        std::set<std::string> peers;
+        bool sets = false, waits = false;
+        for (size_t j = begin; j < end; j++) {
+            ir::FlagOp f;
+            if (ir::as_set_flag(items[j].stmt, &f))
+                sets = true, peers.insert(f.dst);
+            if (ir::as_wait_flag(items[j].stmt, &f))
+                waits = true, peers.insert(f.src);
+            std::string d = describe(items[j]);
+            if (!d.empty() && (what.empty() || what.back() != d))
+                what.push_back(d);
+        }
+        bool work_after = false;
+        for (size_t j = end; j < items.size(); j++) {
+            work_after = work_after || pipe_of(items[j]) == "-" ||
+                         kind_of(items[j]) == Kind::Work || kind_of(items[j]) == Kind::Set;
+        }
+        std::string list;
+        for (const std::string &p : peers)
+            list += (list.empty() ? "" : ", ") + p;
+        if (!what.empty()) {
+            std::string text = pipe + ":";
+            for (size_t k = 0; k < what.size(); k++)
+                text += (k ? ", " : " ") + what[k];
+            return text;
+        }
+        if (sets && top_level && !work_before)
+            return "pre-arm (" + pipe + " -> " + list + "): every version starts free";
+        if (waits && top_level && !work_after)
+            return "drain (" + list + " -> " + pipe +
+                   "): wait for the last release of every version";
+        return pipe + (sets ? ": hand the version over to " : ": wait for ") + list;
+    }
+
+    void item(const Item &it) {
+        if (it.let) {
+            declare(it.let);
+            return;
+        }
+        stmt(it.stmt);
+    }
+
+    void declare(const LetStmt *l) {
+        bool ring = ring_counters.count(l->name) > 0;
+        if (ring || nonnegative_expr(l->value))
+            nonnegative.insert(l->name);
+        else
+            nonnegative.erase(l->name); // a name Halide reuses in another scope
+        if (ring) {
+            os << line() << "int64_t " << c_name(l->name) << " = " << arg(l->value)
+               << "; // ring position\n";
+        } else {
+            os << line() << "const " << value_type(l->value.type()) << " " << c_name(l->name)
+               << " = " << arg(l->value) << ";\n";
+        }
+    }
+
+    void stmt(const Stmt &s) {
+        if (const For *f = s.as<For>()) {
+            std::string v = c_name(f->name);
+            bool known = nonnegative.count(f->name) > 0;
+            if (nonnegative_expr(f->min))
+                nonnegative.insert(f->name);
+            const IntImm *min = f->min.as<IntImm>();
+            if (min) {
+                os << line() << "for (int64_t " << v << " = " << min->value << "; " << v << " < "
+                   << (min->value == 0 ? arg(f->extent)
+                                       : std::to_string(min->value) + " + " + expr(f->extent))
+                   << "; " << v << "++) {\n";
+            } else {
+                os << line() << "for (int64_t " << v << " = " << arg(f->min) << ", " << v
+                   << "_end = " << v << " + " << expr(f->extent) << "; " << v << " < " << v
+                   << "_end; " << v << "++) {\n";
+            }
+            nested(f->body);
+            os << line() << "}\n";
+            if (!known)
+                nonnegative.erase(f->name);
+        } else if (const LetStmt *l = s.as<LetStmt>()) {
+            ir::VectorOp v;
+            Stmt body;
+            if (ir::as_vector_op(s, &v, &body))
+                return vector_op(v, body);
+            os << line() << "{\n";
+            indent++;
+            declare(l);
+            sequence(l->body);
+            indent--;
+            os << line() << "}\n";
+        } else if (s.as<Block>() || s.as<ProducerConsumer>()) {
+            sequence(s);
+        } else if (const IfThenElse *i = s.as<IfThenElse>()) {
+            os << line() << "if (" << arg(i->condition) << ") {\n";
+            nested(i->then_case);
+            if (i->else_case.defined()) {
+                os << line() << "} else {\n";
+                nested(i->else_case);
+            }
+            os << line() << "}\n";
+        } else if (const Store *st = s.as<Store>()) {
+            store(st);
+        } else if (s.as<Evaluate>()) {
+            intrinsic(s);
+        } else {
+            internal_error << "ascend emitter: unexpected statement\n" << s << "\n";
+        }
+    }
+
+    void nested(const Stmt &s) {
+        indent++;
+        sequence(s);
+        indent--;
+    }
+
+    void intrinsic(const Stmt &s) {
+        ir::CopyOp c;
+        ir::FlagOp f;
+        ir::MmaOp m;
+        std::string counter;
+        bool set = false;
+        if (ir::as_copy(s, &c)) {
+            copy(c);
+        } else if ((set = ir::as_set_flag(s, &f)) || ir::as_wait_flag(s, &f)) {
+            int index = flag_statement++;
+            std::string text = flag_text(set, f);
+            if (dropped.count(index)) {
+                os << line() << "// mutation: flag pair " << pair_of.at(index)
+                   << " dropped here: " << text << "\n";
+                return;
+            }
+            os << line() << "AscendC::" << (set ? "SetFlag<" : "WaitFlag<") << hard_event(f) << ">("
+               << arg(simplify(f.event)) << ");\n";
+        } else if (ir::as_mma(s, &m)) {
+            mmad(m);
+        } else if (ir::as_advance(s, &counter)) {
+            os << line() << c_name(counter) << " += 1;\n";
+        } else {
+            const Evaluate *e = s.as<Evaluate>();
+            internal_assert(is_const(e->value)) << "ascend emitter: unexpected op " << s << "\n";
+        }
+    }
+
+    std::string at(const std::string &buffer, const Expr &offset) {
+        const IntImm *zero = offset.as<IntImm>();
+        if (zero && zero->value == 0)
+            return tensor(buffer);
+        return tensor(buffer) + "[" + arg(offset) + "]";
+    }
+
+    static std::string strided_box(const std::vector<std::string> &dims) {
+        std::string r = "tandem_ascend::StridedBox({";
+        for (size_t d = 0; d < dims.size(); d++)
+            r += (d ? ", " : "") + dims[d];
+        return r + "})";
+    }
+
+    void copy(const ir::CopyOp &c) {
+        Mem src = mem_of(c.src), dst = mem_of(c.dst);
+        std::string call = "AscendC::DataCopy";
+        if (src == Mem::L1 && (dst == Mem::L0A || dst == Mem::L0B))
+            call = "AscendC::LoadData";
+        if (src == Mem::L0C)
+            call = "AscendC::Fixpipe";
+        std::string head =
+            line() + call + "(" + at(c.dst, c.dst_offset) + ", " + at(c.src, c.src_offset) + ", ";
+        // The box: AscendC's own forms where they say it exactly, else Tandem's StridedBox.
+        if (call == "AscendC::DataCopy") {
+            int64_t bytes = sim::bytes_of(type_of(c.dst));
+            std::vector<int64_t> v;
+            for (const ir::CopyDim &d : c.dims) {
+                for (const Expr &e : {d.extent, d.dst_stride, d.src_stride}) {
+                    const IntImm *i = e.as<IntImm>();
+                    v.push_back(i ? i->value : -1);
+                }
+            }
+            bool constant = std::find(v.begin(), v.end(), -1) == v.end();
+            auto blocks = [&](int64_t elements) {
+                return elements * bytes % 32 == 0 ? elements * bytes / 32 : -1;
+            };
+            if (constant && c.dims.size() == 1 && v[1] == 1 && v[2] == 1 && blocks(v[0]) > 0) {
+                os << head << v[0] << ");\n";
+                return;
+            }
+            if (constant && c.dims.size() == 2 && v[1] == 1 && v[2] == 1) {
+                int64_t count = v[3], len = blocks(v[0]), dst_gap = blocks(v[4] - v[0]),
+                        src_gap = blocks(v[5] - v[0]);
+                auto fits = [](int64_t x, int64_t lo, int64_t hi) { return x >= lo && x <= hi; };
+                if (fits(count, 1, 4095) && fits(len, 1, 65535) && fits(dst_gap, 0, 65535) &&
+                    fits(src_gap, 0, 65535) && v[4] >= v[0] && v[5] >= v[0]) {
+                    os << head << "AscendC::DataCopyParams(" << count << ", " << len << ", "
+                       << src_gap << ", " << dst_gap << "));\n";
+                    return;
+                }
+            }
+        }
+        std::vector<std::string> dims;
+        for (const ir::CopyDim &d : c.dims) {
+            dims.push_back("{" + arg(d.extent) + ", " + arg(d.dst_stride) + ", " +
+                           arg(d.src_stride) + "}");
+        }
+        os << head << strided_box(dims) << ");\n";
+    }
+
+    void mmad(const ir::MmaOp &m) {
+        std::string init = m.accumulate.defined() ? "!(" + arg(m.accumulate) + ")" : "false";
+        os << line() << "AscendC::Mmad(" << at(m.acc, m.acc_offset) << ", " << at(m.a, m.a_offset)
+           << ", " << at(m.b, m.b_offset) << ", AscendC::MmadParams(" << arg(m.m) << ", "
+           << arg(m.n) << ", " << arg(m.k) << ", " << init << "),\n"
+           << line() << "              tandem_ascend::MmadStrides{" << arg(m.acc_stride_n) << ", "
+           << arg(m.acc_stride_m) << ", " << arg(m.a_stride_k) << ", " << arg(m.a_stride_m) << ", "
+           << arg(m.b_stride_n) << ", " << arg(m.b_stride_k) << "});\n";
+    }
+
+    void vector_op(const ir::VectorOp &v, const Stmt &body) {
+        os << line() << "tandem_ascend::VectorOp(\"" << v.label << "\", " << arg(v.flops)
+           << ", {\n";
+        for (const ir::Region &r : v.regions) {
+            os << line() << "    " << (r.write ? "tandem_ascend::Write(" : "tandem_ascend::Read(")
+               << tensor(r.buffer) << ", " << arg(r.lo) << ", " << arg(r.extent) << "),\n";
+        }
+        os << line() << "}, [=] {\n";
+        nested(body);
+        os << line() << "});\n";
+    }
+
+    // ---- element statements (inside vector ops) ----
+
+    void store(const Store *st) {
+        std::string v = arg(st->value);
+        if (st->value.type().is_bfloat())
+            v = "AscendC::ToBfloat16(" + v + ")";
+        os << line() << tensor(st->name) << ".SetValue(" << arg(st->index) << ", " << v << ");\n";
+    }
+
+    // ---- expressions ----
+
+    static std::string value_type(const Halide::Type &t) {
+        if (t.is_bool())
+            return "bool";
+        if (t.is_int() || t.is_uint())
+            return "int64_t";
+        if (t.is_float() && t.bits() == 64)
+            return "double";
+        return "float"; // f32, and bf16 values held exactly in a float
+    }
+
+    /** `v` rounded to what type t holds (bf16 arithmetic rounds after each op, as the executor). */
+    static std::string rounded(const Halide::Type &t, const std::string &v) {
+        if (t.is_bfloat())
+            return "AscendC::ToFloat(AscendC::ToBfloat16(" + v + "))";
+        return v;
+    }
+
+    /** True if the integer expression is provably >= 0 (then / and % by a positive constant are
+     * C++'s operators; otherwise Halide's floor division needs the runtime's helpers). */
+    bool nonnegative_expr(const Expr &e) const {
+        if (const IntImm *i = e.as<IntImm>())
+            return i->value >= 0;
+        if (e.as<UIntImm>())
+            return true;
+        if (const Variable *v = e.as<Variable>())
+            return nonnegative.count(v->name) > 0;
+        if (const Add *a = e.as<Add>())
+            return nonnegative_expr(a->a) && nonnegative_expr(a->b);
+        if (const Mul *m = e.as<Mul>())
+            return nonnegative_expr(m->a) && nonnegative_expr(m->b);
+        if (const Min *m = e.as<Min>())
+            return nonnegative_expr(m->a) && nonnegative_expr(m->b);
+        if (const Max *m = e.as<Max>())
+            return nonnegative_expr(m->a) || nonnegative_expr(m->b);
+        if (const Div *d = e.as<Div>())
+            return nonnegative_expr(d->a) && positive_constant(d->b);
+        if (const Mod *m = e.as<Mod>())
+            return positive_constant(m->b);
+        if (const Cast *c = e.as<Cast>())
+            return (c->type.is_int() || c->type.is_uint()) && nonnegative_expr(c->value);
+        if (const Call *c = e.as<Call>()) {
+            if (ir::is_core_id(c))
+                return true;
+            if (c->is_intrinsic(Call::promise_clamped) ||
+                c->is_intrinsic(Call::unsafe_promise_clamped)) {
+                return nonnegative_expr(c->args[0]) || nonnegative_expr(c->args[1]);
+            }
+            if (c->is_intrinsic(Call::likely) || c->is_intrinsic(Call::likely_if_innermost)) {
+                return nonnegative_expr(c->args[0]);
+            }
+        }
+        return false;
+    }
+
+    static bool positive_constant(const Expr &e) {
+        const IntImm *i = e.as<IntImm>();
+        return i && i->value > 0;
+    }
+
+public:
+    /** expr() without the parentheses around the whole (for arguments, indices, conditions). */
+    std::string arg(const Expr &e) {
+        std::string s = expr(e);
+        if (s.size() < 2 || s.front() != '(' || s.back() != ')')
+            return s;
+        int depth = 0;
+        for (size_t i = 0; i < s.size(); i++) {
+            depth += s[i] == '(' ? 1 : s[i] == ')' ? -1 : 0;
+            if (depth == 0 && i + 1 < s.size())
+                return s; // the first parenthesis closes early
+        }
+        return s.substr(1, s.size() - 2);
+    }
+
+    std::string expr(const Expr &e) {
+        const Halide::Type &t = e.type();
+        auto bin = [&](const Expr &a, const Expr &b, const char *op) {
+            return rounded(t, "(" + expr(a) + " " + op + " " + expr(b) + ")");
+        };
+        bool integer = t.is_int() || t.is_uint();
+        switch (e->node_type) {
+        case IRNodeType::IntImm:
+            return std::to_string(e.as<IntImm>()->value);
+        case IRNodeType::UIntImm:
+            return std::to_string(e.as<UIntImm>()->value);
+        case IRNodeType::FloatImm: {
+            std::ostringstream s;
+            s << std::setprecision(9) << float(e.as<FloatImm>()->value);
+            std::string v = s.str();
+            if (v.find_first_of(".e") == std::string::npos && v.find("inf") == std::string::npos)
+                v += ".0";
+            return t.is_bfloat() ? rounded(t, v + "f") : v + "f";
+        }
+        case IRNodeType::Variable:
+            return c_name(e.as<Variable>()->name);
+        case IRNodeType::Add:
+            return bin(e.as<Add>()->a, e.as<Add>()->b, "+");
+        case IRNodeType::Sub:
+            return bin(e.as<Sub>()->a, e.as<Sub>()->b, "-");
+        case IRNodeType::Mul:
+            return bin(e.as<Mul>()->a, e.as<Mul>()->b, "*");
+        case IRNodeType::Div: {
+            const Div *d = e.as<Div>();
+            if (!integer)
+                return bin(d->a, d->b, "/");
+            if (nonnegative_expr(d->a) && positive_constant(d->b))
+                return bin(d->a, d->b, "/");
+            return "tandem_ascend::floor_div(" + arg(d->a) + ", " + arg(d->b) + ")";
+        }
+        case IRNodeType::Mod: {
+            const Mod *m = e.as<Mod>();
+            internal_assert(integer) << "ascend emitter: float modulo\n";
+            if (nonnegative_expr(m->a) && positive_constant(m->b))
+                return bin(m->a, m->b, "%");
+            return "tandem_ascend::floor_mod(" + arg(m->a) + ", " + arg(m->b) + ")";
+        }
+        case IRNodeType::Min:
+            return "std::min<" + value_type(t) + ">(" + arg(e.as<Min>()->a) + ", " +
+                   arg(e.as<Min>()->b) + ")";
+        case IRNodeType::Max:
+            return "std::max<" + value_type(t) + ">(" + arg(e.as<Max>()->a) + ", " +
+                   arg(e.as<Max>()->b) + ")";
+        case IRNodeType::EQ:
+            return bin(e.as<EQ>()->a, e.as<EQ>()->b, "==");
+        case IRNodeType::NE:
+            return bin(e.as<NE>()->a, e.as<NE>()->b, "!=");
+        case IRNodeType::LT:
+            return bin(e.as<LT>()->a, e.as<LT>()->b, "<");
+        case IRNodeType::LE:
+            return bin(e.as<LE>()->a, e.as<LE>()->b, "<=");
+        case IRNodeType::GT:
+            return bin(e.as<GT>()->a, e.as<GT>()->b, ">");
+        case IRNodeType::GE:
+            return bin(e.as<GE>()->a, e.as<GE>()->b, ">=");
+        case IRNodeType::And:
+            return bin(e.as<And>()->a, e.as<And>()->b, "&&");
+        case IRNodeType::Or:
+            return bin(e.as<Or>()->a, e.as<Or>()->b, "||");
+        case IRNodeType::Not:
+            return "(!" + expr(e.as<Not>()->a) + ")";
+        case IRNodeType::Select: {
+            const Select *s = e.as<Select>();
+            return "(" + expr(s->condition) + " ? " + expr(s->true_value) + " : " +
+                   expr(s->false_value) + ")";
+        }
+        case IRNodeType::Cast: {
+            const Cast *c = e.as<Cast>();
+            return rounded(t, "(" + value_type(t) + ")(" + expr(c->value) + ")");
+        }
+        case IRNodeType::Load: {
+            const Load *l = e.as<Load>();
+            std::string v = tensor(l->name) + ".GetValue(" + arg(l->index) + ")";
+            return l->type.is_bfloat() ? "AscendC::ToFloat(" + v + ")" : v;
+        }
+        case IRNodeType::Call:
+            return call(e.as<Call>());
+        default:
+            internal_error << "ascend emitter: unsupported expression " << e << "\n";
+        }
+        return "";
+    }
+
+private:
+    std::string call(const Call *c) {
+        if (ir::is_core_id(c)) {
+            uses_block_idx = true;
+            return "block_idx";
+        }
+        if (c->is_intrinsic(Call::likely) || c->is_intrinsic(Call::likely_if_innermost) ||
+            c->is_intrinsic(Call::promise_clamped) ||
+            c->is_intrinsic(Call::unsafe_promise_clamped)) {
+            return expr(c->args[0]);
+        }
+        if (c->is_intrinsic(Call::abs))
+            return rounded(c->type, "std::fabs(" + expr(c->args[0]) + ")");
+        static const std::map<std::string, std::string> unary = {
+            {"sqrt_f32", "std::sqrt"},   {"exp_f32", "std::exp"},   {"log_f32", "std::log"},
+            {"floor_f32", "std::floor"}, {"ceil_f32", "std::ceil"}, {"tanh_f32", "std::tanh"}};
+        auto it = unary.find(c->name);
+        if (it != unary.end())
+            return it->second + "((float)" + expr(c->args[0]) + ")";
+        throw Error("the Ascend vector unit has no instruction for " + c->name +
+                    " (the emitter knows sqrt, exp, log, floor, ceil, tanh and abs)");
+    }
+};
+
+} // namespace
+
+std::vector<FlagPair> flag_pairs(const Kernel &kernel) {
+    Pairs p = pair_flags(kernel.body);
+    std::vector<FlagPair> r;
+    for (const auto &[set, wait] : p.pairs) {
+        r.push_back({CodeGen::flag_text(true, p.statements[size_t(set)].op),
+                     CodeGen::flag_text(false, p.statements[size_t(wait)].op)});
+    }
+    return r;
+}
+
+std::string emit_ascendc(const Kernel &kernel, const std::string &function, int drop_flag_pair) {
+    internal_assert(kernel.target.arch == Target::Arch::Ascend)
+        << "emit_ascendc: kernel " << kernel.name << " is not for ascend\n";
+    std::string fn = function.empty() ? c_name(kernel.name) : function;
+    Pairs pairs = pair_flags(kernel.body);
+    if (drop_flag_pair >= int(pairs.pairs.size())) {
+        throw Error("--drop-flag " + std::to_string(drop_flag_pair) + ": kernel " + kernel.name +
+                    " has " + std::to_string(pairs.pairs.size()) + " flag pairs (0.." +
+                    std::to_string(int(pairs.pairs.size()) - 1) + ")");
+    }
+    std::set<int> dropped;
+    std::map<int, int> pair_of;
+    for (size_t i = 0; i < pairs.pairs.size(); i++) {
+        pair_of[pairs.pairs[i].first] = pair_of[pairs.pairs[i].second] = int(i);
+    }
+    if (drop_flag_pair >= 0) {
+        dropped.insert(pairs.pairs[size_t(drop_flag_pair)].first);
+        dropped.insert(pairs.pairs[size_t(drop_flag_pair)].second);
+    }
+    CodeGen g(kernel, dropped, pair_of);
+    std::ostringstream &os = g.os;
+    os << "// Generated by Tandem: AscendC kernel " << kernel.name
+       << " for the Ascend 910B AI core.\n"
+       << "// Every op is queued on its pipe (MTE2: GM -> UB, V: vector, MTE3: UB -> GM, "
+          "MTE1/M/FIX: cube);\n"
+       << "// SetFlag/WaitFlag are the only edges between pipes. Builds against AscendC, or on the "
+          "host\n"
+       << "// against Tandem's CPU runtime (backends/ascend/runtime/kernel_operator.h, the Ascend "
+          "machine\n"
+       << "// model). DataCopyParams(blockCount, blockLen, srcStride, dstStride) count 32-byte "
+          "blocks;\n"
+       << "// tandem_ascend::StridedBox({{extent, dst_stride, src_stride}, ...}) is an affine box "
+          "in\n"
+       << "// elements, innermost dimension first; tandem_ascend::VectorOp runs its element loops "
+          "as one\n"
+       << "// V-pipe op over the regions it lists.\n";
+    for (const std::string &n : kernel.notes)
+        os << "//   " << n << "\n";
+    os << "// flag pairs: " << pairs.pairs.size()
+       << " (the i-th SetFlag and the i-th WaitFlag statement of one\n"
+       << "// (src, dst, event), numbered in text order of the SetFlag; tandem-cli emit "
+          "--drop-flag N drops one)\n";
+    for (size_t i = 0; i < pairs.pairs.size(); i++) {
+        os << "//   flag pair " << i << ": "
+           << CodeGen::flag_text(true, pairs.statements[size_t(pairs.pairs[i].first)].op) << " / "
+           << CodeGen::flag_text(false, pairs.statements[size_t(pairs.pairs[i].second)].op) << "\n";
+    }
+    if (drop_flag_pair >= 0)
+        os << "// MUTANT: flag pair " << drop_flag_pair << " is left out (mutation testing).\n";
+    os << "#include \"kernel_operator.h\"\n\n#include <algorithm>\n#include <cmath>\n#include "
+          "<cstdint>\n\n";
+
+    os << "extern \"C\" __global__ __aicore__ void " << fn << "(";
+    for (size_t i = 0; i < kernel.args.size(); i++)
+        os << (i ? ", " : "") << "GM_ADDR " << c_name(kernel.args[i].name);
+    os << ") {\n";
+    os << "    // global memory: the kernel's arguments\n";
+    for (const KernelArg &a : kernel.args) {
+        const char *t = element_type(dtype_of(a.type));
+        os << "    AscendC::GlobalTensor<" << t << "> " << c_name(a.name) << "_gm;\n"
+           << "    " << c_name(a.name) << "_gm.SetGlobalBuffer((__gm__ " << t << " *)"
+           << c_name(a.name) << ", " << a.elements() << "); // "
+           << (a.output ? "output " : "input ") << a.type << " [";
+        for (size_t d = 0; d < a.extents.size(); d++)
+            os << (d ? " x " : "") << a.extents[d];
+        os << "]\n";
+    }
+    os << "    // on-chip buffers: TBuf carve-outs at the kernel's offsets\n"
+       << "    AscendC::TPipe pipe;\n";
+    std::map<Mem, int64_t> used;
+    for (const SramBuffer &b : kernel.buffers) {
+        int64_t align = kernel.target.ascend.alignment(b.ascend_mem);
+        int64_t start = (used[b.ascend_mem] + align - 1) / align * align;
+        internal_assert(start == b.offset_bytes)
+            << "ascend emitter: " << b.name << " is at byte " << b.offset_bytes << " of "
+            << sim::ascend::mem_name(b.ascend_mem)
+            << " but TPipe::InitBuffer in buffer order places it at " << start << "\n";
+        used[b.ascend_mem] = start + b.bytes();
+        std::string n = c_name(b.name);
+        const char *t = element_type(dtype_of(b.type));
+        os << "    AscendC::TBuf<" << position_of(b.ascend_mem, g.feeds_l0b.count(b.name) > 0)
+           << "> " << n << "_buf; // " << sim::ascend::mem_name(b.ascend_mem) << " [" << start
+           << ", " << start + b.bytes() << "): " << b.name << ", " << b.slots
+           << (b.slots == 1 ? " version" : " versions") << " x " << b.slot_elements << " " << t
+           << "\n"
+           << "    pipe.InitBuffer(" << n << "_buf, " << b.bytes() << ");\n"
+           << "    AscendC::LocalTensor<" << t << "> " << n << " = " << n << "_buf.Get<" << t
+           << ">();\n";
+    }
+    os << "\n";
+    std::string head = os.str();
+    os.str("");
+    g.sequence(kernel.body, true);
+    std::string body = os.str();
+    if (g.uses_block_idx)
+        head += "    const int64_t block_idx = AscendC::GetBlockIdx();\n";
+    return head + body + "}\n";
+}
+
+} // namespace tandem::ascend_backend

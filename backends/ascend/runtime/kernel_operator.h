@@ -1,0 +1,659 @@
+#ifndef TANDEM_ASCEND_KERNEL_OPERATOR_H
+#define TANDEM_ASCEND_KERNEL_OPERATOR_H
+
+/** \file
+ * Tandem's CPU implementation of the AscendC subset that emitted kernels
+ * (backends/ascend/Emitter.h) use, on the Ascend machine model (backends/sim/Ascend.h): the same
+ * kernel source that AscendC compiles for the AI core compiles for the host against this header, as
+ * in AscendC's own CPU debug mode. Each call records one op on the current core's scalar stream,
+ * exactly the op the Ascend executor records for the same Stmt; the core is simulated when its
+ * kernel returns.
+ *
+ *     tandem::sim::ascend::Machine machine(params);
+ *     int a = machine.add_gm("a", DType::F32, n), out = machine.add_gm("out", DType::F32, n);
+ *     tandem_ascend::run(machine, my_kernel, {a, out});   // my_kernel(GM_ADDR a, GM_ADDR out)
+ *     tandem::sim::Report report = machine.finish();
+ *
+ * run() calls the kernel once per core with that core current (GetBlockIdx() is its index) and
+ * GM_ADDR arguments pointing at the machine's GM buffers, then machine.run_core(core). Like
+ * AscendC's CPU debug mode it also checks what the model does not: a core that returns with a
+ * SetFlag nobody waited for (unbalanced flags) is a SimError naming the core and the flag.
+ *
+ * The AscendC subset (names and meanings as AscendC has them):
+ *     GM_ADDR, __global__, __aicore__, __gm__, bfloat16_t, pipe_t (PIPE_S ... PIPE_ALL)
+ *     AscendC::GetBlockIdx(), GetBlockNum()
+ *     AscendC::GlobalTensor<T>: SetGlobalBuffer(__gm__ T *, size), operator[](offset), GetSize()
+ *     AscendC::TPipe::InitBuffer(TBuf<pos> &, bytes); TBuf<pos>::Get<T>() -> LocalTensor<T>
+ *     AscendC::LocalTensor<T>: operator[](offset), GetValue(i), SetValue(i, v), GetSize()
+ *     AscendC::DataCopy(dst, src, count | DataCopyParams | tandem_ascend::StridedBox)
+ *         GM -> UB/L1 (MTE2), UB -> GM/L1 (MTE3), L1 -> UB (MTE1); DataCopyParams(blockCount,
+ *         blockLen, srcStride, dstStride) in 32-byte blocks (strides are the gaps between rows)
+ *     AscendC::LoadData(dst, src, StridedBox)            L1 -> L0A/L0B (MTE1)
+ *     AscendC::Mmad(c, a, b, MmadParams(m, n, k, cmatrixInitVal), tandem_ascend::MmadStrides)
+ *     AscendC::Fixpipe(dst, src, StridedBox)             L0C -> GM/L1 (FIX), f32 -> bf16/f32
+ *     AscendC::SetFlag<HardEvent::SRC_DST>(id), WaitFlag<HardEvent::SRC_DST>(id)
+ *     AscendC::PipeBarrier<PIPE_X>()
+ *     AscendC::ToFloat(bfloat16_t), ToBfloat16(float)
+ * Tandem's additions (namespace tandem_ascend), for what AscendC says with fractal layouts and
+ * vector instructions:
+ *     StridedBox({{extent, dst_stride, src_stride}, ...})  an affine box in elements, innermost
+ *                                                         first (any rank, any strides)
+ *     MmadStrides{c_n, c_m, a_k, a_m, b_n, b_k}          c(n, m) (+)= a(k, m) * b(n, k)
+ *     VectorOp(label, flops, {Read(t, lo, n), Write(t, lo, n)...}, [=] { element loops })
+ *         one op on the V pipe touching those regions; the loops run when the model executes it
+ *         (so they must capture by value)
+ *     floor_div, floor_mod                              Halide's integer division
+ *
+ * Limits (SimError naming the call): element types float, bfloat16_t, int32_t (the model's);
+ * one element type per TBuf; Get<T>() in InitBuffer order (the carve-out then sits where
+ * TPipe::InitBuffer placed it: each buffer at the next multiple of its scope's alignment, which
+ * is also where the machine model puts it); a kernel's calls must come from inside run(). With
+ * numerics off the model has no data: GM_ADDR arguments are then distinct placeholder addresses
+ * that only SetGlobalBuffer may look at.
+ */
+
+#include "sim/Ascend.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <map>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#define __global__
+#define __aicore__
+#define __gm__
+using GM_ADDR = uint8_t *;
+
+/** bf16 as AscendC names it: the upper 16 bits of an f32 (storage only; arithmetic in float). */
+struct bfloat16_t {
+    uint16_t bits;
+};
+
+enum pipe_t { PIPE_S, PIPE_V, PIPE_M, PIPE_MTE1, PIPE_MTE2, PIPE_MTE3, PIPE_ALL, PIPE_FIX };
+
+namespace tandem_ascend {
+
+using tandem::sim::DType;
+using tandem::sim::SimError;
+using tandem::sim::ascend::Machine;
+using tandem::sim::ascend::Mem;
+using tandem::sim::ascend::Pipe;
+
+template <typename T> DType dtype() {
+    if constexpr (std::is_same_v<T, float>)
+        return DType::F32;
+    else if constexpr (std::is_same_v<T, bfloat16_t>)
+        return DType::BF16;
+    else if constexpr (std::is_same_v<T, int32_t>)
+        return DType::I32;
+    else
+        static_assert(sizeof(T) == 0, "the Ascend model holds float, bfloat16_t and int32_t");
+}
+
+/** A GM buffer of the machine as the kernel sees it: the address its GM_ADDR argument holds. */
+struct GmBinding {
+    uintptr_t base;
+    int64_t bytes;
+    int buffer;
+};
+
+/** The core whose kernel is running. */
+struct CoreContext {
+    CoreContext(Machine &m, int c) : machine(m), core(c) {}
+    Machine &machine;
+    int core;
+    std::vector<GmBinding> gm;
+    std::array<int64_t, 6> initialized{}; // per memory: bytes TPipe::InitBuffer has placed
+    std::array<int64_t, 6> created{};     // per memory: bytes the machine has placed (Get<T>())
+    std::map<std::array<int, 3>, int64_t> unconsumed; // (src, dst, event): SetFlags - WaitFlags
+
+    void flag(bool set, Pipe src, Pipe dst, int event) {
+        unconsumed[{int(src), int(dst), event}] += set ? 1 : -1;
+        if (set)
+            machine.core(core).set_flag(src, dst, event);
+        else
+            machine.core(core).wait_flag(src, dst, event);
+    }
+
+    /** AscendC requires every SetFlag to be waited for before the kernel ends. */
+    void check_flags_consumed() const {
+        for (const auto &[key, count] : unconsumed) {
+            if (count <= 0)
+                continue; // more waits than sets: the model reports the deadlock
+            throw SimError(std::string("core ") + std::to_string(core) +
+                           " ends its kernel with SetFlag<" +
+                           tandem::sim::ascend::pipe_name(Pipe(key[0])) + "_" +
+                           tandem::sim::ascend::pipe_name(Pipe(key[1])) + ">(" +
+                           std::to_string(key[2]) + ") set " + std::to_string(count) +
+                           " more time(s) than waited for; every SetFlag needs its "
+                           "WaitFlag before the kernel returns (unbalanced flags)");
+        }
+    }
+
+    int64_t aligned(Mem m, int64_t bytes) const {
+        int64_t a = machine.params().alignment(m);
+        return (bytes + a - 1) / a * a;
+    }
+};
+
+inline CoreContext *&current_slot() {
+    thread_local CoreContext *context = nullptr;
+    return context;
+}
+
+inline CoreContext &current(const char *call) {
+    CoreContext *c = current_slot();
+    if (!c)
+        throw SimError(std::string("AscendC::") + call + " called outside tandem_ascend::run");
+    return *c;
+}
+
+/** Halide's integer division and modulo round towards negative infinity. */
+inline int64_t floor_div(int64_t a, int64_t b) {
+    if (b == 0)
+        return 0;
+    int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+inline int64_t floor_mod(int64_t a, int64_t b) {
+    if (b == 0)
+        return 0;
+    int64_t r = a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+
+/** One dimension of a copy: extent, stride in the destination, stride in the source (elements). */
+struct BoxDim {
+    int64_t extent, dst_stride, src_stride;
+};
+
+/** An affine box in elements, innermost dimension first. */
+struct StridedBox {
+    StridedBox(std::initializer_list<BoxDim> d) : dims(d) {}
+    std::vector<BoxDim> dims;
+};
+
+/** Strides (elements) of the Mmad operands c(n, m), a(k, m), b(n, k). */
+struct MmadStrides {
+    int64_t c_n, c_m, a_k, a_m, b_n, b_k;
+};
+
+/** A region a vector op reads or writes: elements [lo, lo + extent) of a tensor. */
+struct Region {
+    int buffer;
+    int64_t lo, extent;
+    bool write;
+};
+
+inline void copy(const char *call, int dst, int64_t dst_offset, int src, int64_t src_offset,
+                 const std::vector<BoxDim> &dims) {
+    CoreContext &c = current(call);
+    tandem::sim::Box d{dst_offset, {}}, s{src_offset, {}};
+    for (const BoxDim &x : dims) {
+        d.dims.push_back({x.extent, x.dst_stride});
+        s.dims.push_back({x.extent, x.src_stride});
+    }
+    std::string text = c.machine.name(src) + " -> " + c.machine.name(dst);
+    if (std::string(call) == "Fixpipe")
+        c.machine.core(c.core).fixpipe(dst, d, src, s, "Fixpipe " + text);
+    else
+        c.machine.core(c.core).data_copy(dst, d, src, s, text);
+}
+
+} // namespace tandem_ascend
+
+namespace AscendC {
+
+enum class TPosition {
+    GM,
+    A1,
+    A2,
+    B1,
+    B2,
+    C1,
+    C2,
+    CO1,
+    CO2,
+    VECIN,
+    VECOUT,
+    VECCALC,
+    LCM,
+    SPM,
+    SHM,
+    TSCM,
+    MAX
+};
+
+namespace detail {
+using tandem_ascend::Pipe;
+constexpr int event_code(Pipe src, Pipe dst) {
+    return int(src) * 8 + int(dst);
+}
+} // namespace detail
+
+/** SRC_DST: set on SRC, waited on DST (the value encodes the two pipes). */
+enum class HardEvent : int {
+    MTE2_MTE1 = detail::event_code(detail::Pipe::MTE2, detail::Pipe::MTE1),
+    MTE1_MTE2 = detail::event_code(detail::Pipe::MTE1, detail::Pipe::MTE2),
+    MTE1_M = detail::event_code(detail::Pipe::MTE1, detail::Pipe::M),
+    M_MTE1 = detail::event_code(detail::Pipe::M, detail::Pipe::MTE1),
+    MTE2_V = detail::event_code(detail::Pipe::MTE2, detail::Pipe::V),
+    V_MTE2 = detail::event_code(detail::Pipe::V, detail::Pipe::MTE2),
+    MTE3_V = detail::event_code(detail::Pipe::MTE3, detail::Pipe::V),
+    V_MTE3 = detail::event_code(detail::Pipe::V, detail::Pipe::MTE3),
+    M_V = detail::event_code(detail::Pipe::M, detail::Pipe::V),
+    V_M = detail::event_code(detail::Pipe::V, detail::Pipe::M),
+    V_V = detail::event_code(detail::Pipe::V, detail::Pipe::V),
+    MTE3_MTE1 = detail::event_code(detail::Pipe::MTE3, detail::Pipe::MTE1),
+    MTE1_MTE3 = detail::event_code(detail::Pipe::MTE1, detail::Pipe::MTE3),
+    MTE1_V = detail::event_code(detail::Pipe::MTE1, detail::Pipe::V),
+    MTE2_M = detail::event_code(detail::Pipe::MTE2, detail::Pipe::M),
+    M_MTE2 = detail::event_code(detail::Pipe::M, detail::Pipe::MTE2),
+    V_MTE1 = detail::event_code(detail::Pipe::V, detail::Pipe::MTE1),
+    M_FIX = detail::event_code(detail::Pipe::M, detail::Pipe::FIX),
+    FIX_M = detail::event_code(detail::Pipe::FIX, detail::Pipe::M),
+    MTE3_MTE2 = detail::event_code(detail::Pipe::MTE3, detail::Pipe::MTE2),
+    MTE2_MTE3 = detail::event_code(detail::Pipe::MTE2, detail::Pipe::MTE3),
+    S_V = detail::event_code(detail::Pipe::S, detail::Pipe::V),
+    V_S = detail::event_code(detail::Pipe::V, detail::Pipe::S),
+    S_MTE2 = detail::event_code(detail::Pipe::S, detail::Pipe::MTE2),
+    MTE2_S = detail::event_code(detail::Pipe::MTE2, detail::Pipe::S),
+    S_MTE3 = detail::event_code(detail::Pipe::S, detail::Pipe::MTE3),
+    MTE3_S = detail::event_code(detail::Pipe::MTE3, detail::Pipe::S),
+    MTE2_FIX = detail::event_code(detail::Pipe::MTE2, detail::Pipe::FIX),
+    FIX_MTE2 = detail::event_code(detail::Pipe::FIX, detail::Pipe::MTE2),
+    FIX_S = detail::event_code(detail::Pipe::FIX, detail::Pipe::S),
+    M_S = detail::event_code(detail::Pipe::M, detail::Pipe::S),
+    FIX_MTE3 = detail::event_code(detail::Pipe::FIX, detail::Pipe::MTE3),
+    MTE3_FIX = detail::event_code(detail::Pipe::MTE3, detail::Pipe::FIX),
+    S_M = detail::event_code(detail::Pipe::S, detail::Pipe::M),
+    S_MTE1 = detail::event_code(detail::Pipe::S, detail::Pipe::MTE1),
+    MTE1_S = detail::event_code(detail::Pipe::MTE1, detail::Pipe::S),
+    S_FIX = detail::event_code(detail::Pipe::S, detail::Pipe::FIX),
+    FIX_V = detail::event_code(detail::Pipe::FIX, detail::Pipe::V),
+    V_FIX = detail::event_code(detail::Pipe::V, detail::Pipe::FIX),
+    MTE1_FIX = detail::event_code(detail::Pipe::MTE1, detail::Pipe::FIX),
+    FIX_MTE1 = detail::event_code(detail::Pipe::FIX, detail::Pipe::MTE1),
+    M_MTE3 = detail::event_code(detail::Pipe::M, detail::Pipe::MTE3),
+    MTE3_M = detail::event_code(detail::Pipe::MTE3, detail::Pipe::M),
+};
+
+namespace detail {
+
+using tandem_ascend::Mem;
+using tandem_ascend::Pipe;
+
+inline std::pair<Pipe, Pipe> pipes_of(HardEvent e) {
+    return {Pipe(int(e) / 8), Pipe(int(e) % 8)};
+}
+
+inline Pipe pipe_of(pipe_t p) {
+    switch (p) {
+    case PIPE_S:
+        return Pipe::S;
+    case PIPE_V:
+        return Pipe::V;
+    case PIPE_M:
+        return Pipe::M;
+    case PIPE_MTE1:
+        return Pipe::MTE1;
+    case PIPE_MTE2:
+        return Pipe::MTE2;
+    case PIPE_MTE3:
+        return Pipe::MTE3;
+    case PIPE_ALL:
+        return Pipe::ALL;
+    case PIPE_FIX:
+        return Pipe::FIX;
+    }
+    return Pipe::ALL;
+}
+
+constexpr Mem mem_of(TPosition p) {
+    switch (p) {
+    case TPosition::A1:
+    case TPosition::B1:
+    case TPosition::C1:
+        return Mem::L1;
+    case TPosition::A2:
+        return Mem::L0A;
+    case TPosition::B2:
+        return Mem::L0B;
+    case TPosition::CO1:
+        return Mem::L0C;
+    default:
+        return Mem::UB; // VECIN, VECOUT, VECCALC (and the rest, which the model has no scope for)
+    }
+}
+
+} // namespace detail
+
+inline int64_t GetBlockIdx() {
+    return tandem_ascend::current("GetBlockIdx").core;
+}
+inline int64_t GetBlockNum() {
+    return tandem_ascend::current("GetBlockNum").machine.num_cores();
+}
+
+inline float ToFloat(bfloat16_t b) {
+    return tandem::sim::bf16_to_float(b.bits);
+}
+inline bfloat16_t ToBfloat16(float f) {
+    return bfloat16_t{tandem::sim::float_to_bf16(f)};
+}
+
+template <typename T> class GlobalTensor {
+public:
+    void SetGlobalBuffer(__gm__ T *buffer, uint64_t size = 0) {
+        tandem_ascend::CoreContext &c = tandem_ascend::current("GlobalTensor::SetGlobalBuffer");
+        uintptr_t address = reinterpret_cast<uintptr_t>(buffer);
+        for (const tandem_ascend::GmBinding &b : c.gm) {
+            if (address < b.base || address - b.base >= uintptr_t(std::max<int64_t>(b.bytes, 1)))
+                continue;
+            if ((address - b.base) % sizeof(T) != 0 ||
+                c.machine.type(b.buffer) != tandem_ascend::dtype<T>()) {
+                throw tandem::sim::SimError(
+                    "GlobalTensor::SetGlobalBuffer: GM buffer '" + c.machine.name(b.buffer) +
+                    "' does not hold elements of this type at this address");
+            }
+            buffer_ = b.buffer;
+            offset_ = int64_t((address - b.base) / sizeof(T));
+            size_ = size ? int64_t(size) : c.machine.elements(b.buffer) - offset_;
+            data_ = static_cast<T *>(c.machine.data(b.buffer));
+            return;
+        }
+        throw tandem::sim::SimError(
+            "GlobalTensor::SetGlobalBuffer: the address is in no GM argument of the kernel");
+    }
+    GlobalTensor operator[](int64_t offset) const {
+        GlobalTensor t = *this;
+        t.offset_ += offset;
+        t.size_ -= offset;
+        return t;
+    }
+    uint64_t GetSize() const { return uint64_t(size_); }
+
+    int buffer_ = -1;    // the machine's buffer id
+    int64_t offset_ = 0; // elements
+    int64_t size_ = 0;
+    T *data_ = nullptr;
+};
+
+template <typename T> class LocalTensor {
+public:
+    LocalTensor operator[](int64_t offset) const {
+        LocalTensor t = *this;
+        t.offset_ += offset;
+        t.size_ -= offset;
+        return t;
+    }
+    T GetValue(int64_t i) const { return data_[offset_ + i]; }
+    void SetValue(int64_t i, T v) const { data_[offset_ + i] = v; }
+    uint64_t GetSize() const { return uint64_t(size_); }
+
+    int buffer_ = -1;
+    int64_t offset_ = 0;
+    int64_t size_ = 0;
+    T *data_ = nullptr; // null when the machine runs without numerics
+};
+
+template <TPosition Pos> class TBuf {
+public:
+    template <typename T> LocalTensor<T> Get() {
+        tandem_ascend::CoreContext &c = tandem_ascend::current("TBuf::Get");
+        if (bytes_ < 0)
+            throw tandem::sim::SimError(
+                "TBuf::Get: the TBuf was not given memory by TPipe::InitBuffer");
+        constexpr tandem_ascend::Mem mem = detail::mem_of(Pos);
+        if (buffer_ < 0) {
+            int64_t start = c.aligned(mem, c.created[size_t(mem)]);
+            if (start != start_) {
+                throw tandem::sim::SimError(
+                    "TBuf::Get: call Get<T>() on the TBufs in the order TPipe::InitBuffer "
+                    "placed them (this one starts at byte " +
+                    std::to_string(start_) + " of " + tandem::sim::ascend::mem_name(mem) + ")");
+            }
+            if (bytes_ % int64_t(sizeof(T)) != 0) {
+                throw tandem::sim::SimError("TBuf::Get: " + std::to_string(bytes_) +
+                                            " bytes are not whole elements");
+            }
+            std::string name = std::string(tandem::sim::ascend::mem_name(mem)) + "[" +
+                               std::to_string(start_) + ", " + std::to_string(start_ + bytes_) +
+                               ")";
+            buffer_ = c.machine.add_local(c.core, name, mem, tandem_ascend::dtype<T>(),
+                                          bytes_ / int64_t(sizeof(T)));
+            type_ = tandem_ascend::dtype<T>();
+            c.created[size_t(mem)] = start_ + bytes_;
+        } else if (type_ != tandem_ascend::dtype<T>()) {
+            throw tandem::sim::SimError("TBuf::Get: this runtime keeps one element type per TBuf");
+        }
+        LocalTensor<T> t;
+        t.buffer_ = buffer_;
+        t.size_ = bytes_ / int64_t(sizeof(T));
+        t.data_ = static_cast<T *>(c.machine.data(buffer_));
+        return t;
+    }
+
+    int64_t start_ = 0, bytes_ = -1;
+    int buffer_ = -1;
+    tandem_ascend::DType type_ = tandem_ascend::DType::F32;
+};
+
+class TPipe {
+public:
+    template <TPosition Pos> void InitBuffer(TBuf<Pos> &buffer, uint32_t bytes) {
+        tandem_ascend::CoreContext &c = tandem_ascend::current("TPipe::InitBuffer");
+        constexpr tandem_ascend::Mem mem = detail::mem_of(Pos);
+        buffer.start_ = c.aligned(mem, c.initialized[size_t(mem)]);
+        buffer.bytes_ = bytes;
+        c.initialized[size_t(mem)] = buffer.start_ + bytes;
+    }
+};
+
+template <HardEvent E> void SetFlag(int32_t event) {
+    auto [src, dst] = detail::pipes_of(E);
+    tandem_ascend::current("SetFlag").flag(true, src, dst, event);
+}
+
+template <HardEvent E> void WaitFlag(int32_t event) {
+    auto [src, dst] = detail::pipes_of(E);
+    tandem_ascend::current("WaitFlag").flag(false, src, dst, event);
+}
+
+template <pipe_t P> void PipeBarrier() {
+    tandem_ascend::CoreContext &c = tandem_ascend::current("PipeBarrier");
+    c.machine.core(c.core).pipe_barrier(detail::pipe_of(P));
+}
+
+/** Rows of 32-byte blocks; the strides are the gaps between rows, in blocks. */
+struct DataCopyParams {
+    DataCopyParams() = default;
+    DataCopyParams(uint16_t count, uint16_t len, uint16_t src_stride, uint16_t dst_stride)
+        : blockCount(count), blockLen(len), srcStride(src_stride), dstStride(dst_stride) {}
+    uint16_t blockCount = 1, blockLen = 0, srcStride = 0, dstStride = 0;
+};
+
+namespace detail {
+template <typename T> std::vector<tandem_ascend::BoxDim> rows(const DataCopyParams &p) {
+    int64_t per_block = 32 / int64_t(sizeof(T));
+    int64_t row = p.blockLen * per_block;
+    return {{row, 1, 1},
+            {p.blockCount, row + p.dstStride * per_block, row + p.srcStride * per_block}};
+}
+} // namespace detail
+
+// DataCopy: GM -> local (MTE2), local -> GM (MTE3), local -> local (the model's paths).
+template <typename T>
+void DataCopy(const LocalTensor<T> &dst, const GlobalTensor<T> &src, uint32_t count) {
+    tandem_ascend::copy("DataCopy", dst.buffer_, dst.offset_, src.buffer_, src.offset_,
+                        {{int64_t(count), 1, 1}});
+}
+template <typename T>
+void DataCopy(const GlobalTensor<T> &dst, const LocalTensor<T> &src, uint32_t count) {
+    tandem_ascend::copy("DataCopy", dst.buffer_, dst.offset_, src.buffer_, src.offset_,
+                        {{int64_t(count), 1, 1}});
+}
+template <typename T>
+void DataCopy(const LocalTensor<T> &dst, const LocalTensor<T> &src, uint32_t count) {
+    tandem_ascend::copy("DataCopy", dst.buffer_, dst.offset_, src.buffer_, src.offset_,
+                        {{int64_t(count), 1, 1}});
+}
+template <typename T>
+void DataCopy(const LocalTensor<T> &dst, const GlobalTensor<T> &src, const DataCopyParams &p) {
+    tandem_ascend::copy("DataCopy", dst.buffer_, dst.offset_, src.buffer_, src.offset_,
+                        detail::rows<T>(p));
+}
+template <typename T>
+void DataCopy(const GlobalTensor<T> &dst, const LocalTensor<T> &src, const DataCopyParams &p) {
+    tandem_ascend::copy("DataCopy", dst.buffer_, dst.offset_, src.buffer_, src.offset_,
+                        detail::rows<T>(p));
+}
+template <typename T>
+void DataCopy(const LocalTensor<T> &dst, const LocalTensor<T> &src, const DataCopyParams &p) {
+    tandem_ascend::copy("DataCopy", dst.buffer_, dst.offset_, src.buffer_, src.offset_,
+                        detail::rows<T>(p));
+}
+template <typename T>
+void DataCopy(const LocalTensor<T> &dst, const GlobalTensor<T> &src,
+              const tandem_ascend::StridedBox &box) {
+    tandem_ascend::copy("DataCopy", dst.buffer_, dst.offset_, src.buffer_, src.offset_, box.dims);
+}
+template <typename T>
+void DataCopy(const GlobalTensor<T> &dst, const LocalTensor<T> &src,
+              const tandem_ascend::StridedBox &box) {
+    tandem_ascend::copy("DataCopy", dst.buffer_, dst.offset_, src.buffer_, src.offset_, box.dims);
+}
+template <typename T>
+void DataCopy(const LocalTensor<T> &dst, const LocalTensor<T> &src,
+              const tandem_ascend::StridedBox &box) {
+    tandem_ascend::copy("DataCopy", dst.buffer_, dst.offset_, src.buffer_, src.offset_, box.dims);
+}
+
+/** L1 -> L0A/L0B on MTE1. */
+template <typename T>
+void LoadData(const LocalTensor<T> &dst, const LocalTensor<T> &src,
+              const tandem_ascend::StridedBox &box) {
+    tandem_ascend::copy("LoadData", dst.buffer_, dst.offset_, src.buffer_, src.offset_, box.dims);
+}
+
+/** L0C (f32) -> GM or L1 on FIX, converting to the destination's type. */
+template <typename T>
+void Fixpipe(const GlobalTensor<T> &dst, const LocalTensor<float> &src,
+             const tandem_ascend::StridedBox &box) {
+    tandem_ascend::copy("Fixpipe", dst.buffer_, dst.offset_, src.buffer_, src.offset_, box.dims);
+}
+template <typename T>
+void Fixpipe(const LocalTensor<T> &dst, const LocalTensor<float> &src,
+             const tandem_ascend::StridedBox &box) {
+    tandem_ascend::copy("Fixpipe", dst.buffer_, dst.offset_, src.buffer_, src.offset_, box.dims);
+}
+
+/** cmatrixInitVal: the Mmad overwrites c instead of accumulating into it. */
+struct MmadParams {
+    MmadParams(int64_t m_, int64_t n_, int64_t k_, bool init)
+        : m(m_), n(n_), k(k_), cmatrixInitVal(init) {}
+    int64_t m, n, k;
+    bool cmatrixInitVal;
+};
+
+/** c(n, m) (+)= sum_k a(k, m) * b(n, k) on the cube (M). */
+template <typename T>
+void Mmad(const LocalTensor<float> &c, const LocalTensor<T> &a, const LocalTensor<T> &b,
+          const MmadParams &p, const tandem_ascend::MmadStrides &s) {
+    tandem_ascend::CoreContext &ctx = tandem_ascend::current("Mmad");
+    using tandem::sim::Box;
+    tandem_ascend::Machine &m = ctx.machine;
+    m.core(ctx.core).mmad(c.buffer_, Box{c.offset_, {{p.n, s.c_n}, {p.m, s.c_m}}}, a.buffer_,
+                          Box{a.offset_, {{p.k, s.a_k}, {p.m, s.a_m}}}, b.buffer_,
+                          Box{b.offset_, {{p.n, s.b_n}, {p.k, s.b_k}}}, !p.cmatrixInitVal,
+                          m.name(c.buffer_) + " += " + m.name(a.buffer_) + " * " +
+                              m.name(b.buffer_));
+}
+
+} // namespace AscendC
+
+namespace tandem_ascend {
+
+template <typename T> Region Read(const AscendC::LocalTensor<T> &t, int64_t lo, int64_t extent) {
+    return {t.buffer_, t.offset_ + lo, extent, false};
+}
+
+template <typename T> Region Write(const AscendC::LocalTensor<T> &t, int64_t lo, int64_t extent) {
+    return {t.buffer_, t.offset_ + lo, extent, true};
+}
+
+/** One vector op on V over `regions`; `compute` runs when the model executes it. */
+template <typename F>
+void VectorOp(const std::string &label, int64_t flops, std::initializer_list<Region> regions,
+              F &&compute) {
+    CoreContext &c = current("VectorOp");
+    std::vector<tandem::sim::Access> accesses;
+    for (const Region &r : regions)
+        accesses.push_back({r.buffer, tandem::sim::Box{r.lo, {{r.extent, 1}}}, r.write});
+    c.machine.core(c.core).vector_op(label, flops, accesses,
+                                     std::function<void()>(std::forward<F>(compute)));
+}
+
+namespace detail {
+
+/** Makes `context` current for the lifetime of the guard. */
+class Current {
+public:
+    explicit Current(CoreContext &context) : previous(current_slot()) { current_slot() = &context; }
+    ~Current() { current_slot() = previous; }
+    Current(const Current &) = delete;
+    Current &operator=(const Current &) = delete;
+
+private:
+    CoreContext *previous;
+};
+
+template <typename... Params, size_t... I>
+void call(void (*kernel)(Params...), const std::vector<GM_ADDR> &args, std::index_sequence<I...>) {
+    kernel(args[I]...);
+}
+
+} // namespace detail
+
+/** Runs `kernel` once per core of `machine` (GetBlockIdx() = the core), its GM_ADDR arguments
+ * pointing at the GM buffers `gm_buffers` (machine buffer ids, in the kernel's parameter order);
+ * each core is simulated (machine.run_core) when its kernel returns, then its flags are checked
+ * (SimError for a SetFlag left unconsumed). A SimError from a call propagates and leaves the
+ * core unrun. */
+template <typename... Params>
+void run(Machine &machine, void (*kernel)(Params...), const std::vector<int> &gm_buffers) {
+    static_assert((std::is_same_v<Params, GM_ADDR> && ...), "kernel parameters are GM_ADDR");
+    if (gm_buffers.size() != sizeof...(Params)) {
+        throw SimError("tandem_ascend::run: the kernel takes " + std::to_string(sizeof...(Params)) +
+                       " GM_ADDR arguments but " + std::to_string(gm_buffers.size()) +
+                       " buffers were given");
+    }
+    for (int core = 0; core < machine.num_cores(); core++) {
+        CoreContext context(machine, core);
+        std::vector<GM_ADDR> args;
+        for (int buffer : gm_buffers) {
+            int64_t bytes = machine.elements(buffer) * tandem::sim::bytes_of(machine.type(buffer));
+            void *data = machine.data(buffer);
+            // Without numerics there is no storage: a distinct placeholder address per buffer.
+            uintptr_t base =
+                data ? reinterpret_cast<uintptr_t>(data) : (uintptr_t(buffer) + 1) << 40;
+            context.gm.push_back({base, bytes, buffer});
+            args.push_back(reinterpret_cast<GM_ADDR>(base));
+        }
+        // The core stays current while it is simulated: vector ops' element loops run then.
+        detail::Current guard(context);
+        detail::call(kernel, args, std::index_sequence_for<Params...>{});
+        machine.run_core(core);
+        context.check_flags_consumed();
+    }
+}
+
+} // namespace tandem_ascend
+
+#endif
