@@ -42,12 +42,13 @@ public:
     }
 
     Stmt run(const Stmt &body) {
+        count_copies(body, false);
         Stmt result = transform(body);
         // Pre-arm every reverse flag at the start (the copy-in rings; the store's only when it is
         // asynchronous, since then the tile waits before it is rewritten) and drain the rings'.
         std::vector<Stmt> start, end;
         for (const Ring &r : rings) {
-            for (int s = 0; s < r.versions; s++) {
+            for (int s = 0; s < r.versions && r.reused; s++) {
                 start.push_back(ir::make_set_flag({r.consumer, r.producer, r.free_base + s}));
                 end.push_back(ir::make_wait_flag({r.consumer, r.producer, r.free_base + s}));
             }
@@ -71,7 +72,27 @@ private:
         std::string name, producer, consumer;
         int versions = 1;
         int ready_base = 0, free_base = 0;
+        bool reused = true; // false: filled once per kernel, so nothing waits for it to be free
     };
+    std::map<std::string, std::pair<int, bool>> copies; // func -> (copies in the text, one in a loop)
+
+    void count_copies(const Stmt &s, bool in_loop) {
+        std::string f;
+        if (is_copy_produce(s, &f)) {
+            auto &c = copies[f];
+            c.first++;
+            c.second = c.second || in_loop;
+        }
+        if (const For *l = s.as<For>()) return count_copies(l->body, true);
+        if (const Block *b = s.as<Block>()) return count_copies(b->first, in_loop), count_copies(b->rest, in_loop);
+        if (const ProducerConsumer *pc = s.as<ProducerConsumer>()) return count_copies(pc->body, in_loop);
+        if (const IfThenElse *i = s.as<IfThenElse>()) {
+            count_copies(i->then_case, in_loop);
+            if (i->else_case.defined()) count_copies(i->else_case, in_loop);
+            return;
+        }
+        if (const LetStmt *l = s.as<LetStmt>()) return count_copies(l->body, in_loop);
+    }
     CompileContext &ctx;
     std::vector<Ring> rings;
     std::map<std::string, int> store_ready, store_free, store_versions;
@@ -161,8 +182,13 @@ private:
                             ") share one pair of flags per version, so they need the same multi_buffer count");
             }
         }
+        r.reused = false;
+        for (const std::string &f : funcs) {
+            auto c = copies[f];
+            r.reused = r.reused || c.first > 1 || c.second;
+        }
         r.ready_base = allocate(r.producer, r.consumer, r.versions);
-        r.free_base = allocate(r.consumer, r.producer, r.versions);
+        r.free_base = r.reused ? allocate(r.consumer, r.producer, r.versions) : 0;
         rings.push_back(r);
         return rings.back();
     }
@@ -181,7 +207,7 @@ private:
         std::vector<Stmt> out;
         auto slot_of = [](const Ring &r) { return var(r.name + ".ring") % r.versions; };
         auto release = [&](const Ring &r) {
-            out.push_back(ir::make_set_flag({r.consumer, r.producer, r.free_base + slot_of(r)}));
+            if (r.reused) out.push_back(ir::make_set_flag({r.consumer, r.producer, r.free_base + slot_of(r)}));
             out.push_back(ir::make_advance(r.name + ".ring"));
         };
         for (size_t i = 0; i < list.size(); i++) {
@@ -209,7 +235,7 @@ private:
                 }
                 const Ring r = ring_for(funcs, pipe_of(produces[0]), consumer); // a copy: `rings` grows
                 Expr slot = slot_of(r);
-                out.push_back(ir::make_wait_flag({r.consumer, r.producer, r.free_base + slot}));
+                if (r.reused) out.push_back(ir::make_wait_flag({r.consumer, r.producer, r.free_base + slot}));
                 for (const Stmt &p : produces) {
                     Stmt copy = p.as<ProducerConsumer>()->body.as<Block>()->first;
                     for (const std::string &func : funcs) copy = substitute(ir::stage_var(func), slot, copy);

@@ -17,7 +17,9 @@
  *         ring += 1 }
  *     WaitFlag<V_MTE2>(0..n-1)                                  // drain
  *
- * The store of the output's staging tile gets the same pair of flags between V and MTE3 (its
+ * A copy made once per kernel (outside every loop, once in the text) has no reverse flag: nothing
+ * ever waits for its version to be free. The store of the output's staging tile gets the same pair
+ * of flags between V and MTE3 (its
  * reverse flag replaces the wait on the tile's empty barrier). Event ids are allocated per pipe
  * pair; no flag is set twice without a wait between, and no PIPE_ALL is emitted.
  *

@@ -104,11 +104,9 @@ INSTANTIATE_TEST_SUITE_P(Ascend, EmittedAscend, ::testing::ValuesIn(ascend_test:
 
 /** The flag pairs no run can need, and why; every other pair's mutant must be caught.
  *
- * rmsnorm's weights w are copied once, before the row loop, as a one-version ring (event 0 of
- * V_MTE2 and MTE2_V; the row tiles use events 1 and 2). Its reverse flag - pre-armed, waited for
- * before the copy, set after the last read, drained - guards no second copy: either of its two
- * pairs can go. Its forward flag MTE2_V(0) is implied: every vector op that reads w first waits
- * for a row tile's MTE2_V, and MTE2 copied that tile after w (a pipe runs in order).
+ * rmsnorm's weights w are copied once, before the row loop (AscendFlags gives a copy made once
+ * per kernel no reverse flag). Its forward flag MTE2_V(0) is implied: every vector op that reads
+ * w first waits for a row tile's MTE2_V, and MTE2 copied that tile after w (a pipe runs in order).
  *
  * attention_scores' forward flag for the resident Q tile, MTE2_MTE1(0), is implied the same way:
  * MTE1 loads Q into L0A only after waiting for a K tile's MTE2_MTE1, copied after Q. */
@@ -116,7 +114,6 @@ struct NotNeeded {
     const char *app, *pair;
 };
 const NotNeeded not_needed[] = {
-    {"rmsnorm", "SetFlag<V_MTE2>(0) / WaitFlag<V_MTE2>(0)"},
     {"rmsnorm", "SetFlag<MTE2_V>(0) / WaitFlag<MTE2_V>(0)"},
     {"attention_scores", "SetFlag<MTE2_MTE1>(0) / WaitFlag<MTE2_MTE1>(0)"},
 };
