@@ -609,17 +609,10 @@ public:
                 fail(op, label, rank);
             }
         }
-        if (acc_buffer.type != DType::F32) {
-            fail(op, label,
-                 "acc '" + acc_buffer.name + "' is " + dtype_name(acc_buffer.type) +
-                     "; the accumulator must be f32");
-        }
-        for (const Buffer *x : {&a_buffer, &b_buffer}) {
-            if (x->type != DType::BF16 && x->type != DType::F32) {
-                fail(op, label,
-                     "operand '" + x->name + "' is " + dtype_name(x->type) +
-                         "; wgmma takes bf16 or f32");
-            }
+        std::string types = detail::mma_type_error(acc_buffer.name, acc_buffer.type, a_buffer.name, a_buffer.type,
+                                                   b_buffer.name, b_buffer.type, "wgmma");
+        if (!types.empty()) {
+            fail(op, label, types);
         }
         std::string shapes = detail::mma_shape_error(acc_box, a_box, b_box);
         if (!shapes.empty()) {

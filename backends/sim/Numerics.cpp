@@ -313,6 +313,19 @@ std::string mma_rank_error(const char *role, const Box &box, const char *dims) {
            std::to_string(box.dims.size()) + " dims; it needs 2: " + dims;
 }
 
+std::string mma_type_error(const std::string &acc, DType acc_type, const std::string &a, DType a_type,
+                           const std::string &b, DType b_type, const char *unit) {
+    if (acc_type != DType::F32) {
+        return "acc '" + acc + "' is " + dtype_name(acc_type) + "; the accumulator must be f32";
+    }
+    for (const auto &[name, type] : {std::pair<const std::string &, DType>{a, a_type}, {b, b_type}}) {
+        if (type != DType::BF16 && type != DType::F32) {
+            return "operand '" + name + "' is " + dtype_name(type) + "; " + unit + " takes bf16 or f32";
+        }
+    }
+    return "";
+}
+
 std::string mma_shape_error(const Box &acc_box, const Box &a_box, const Box &b_box) {
     int64_t n_count = acc_box.dims[0].extent, m_count = acc_box.dims[1].extent;
     int64_t k_count = a_box.dims[0].extent;

@@ -404,17 +404,10 @@ struct Machine::Impl {
                 fail(what, core, rank);
             }
         }
-        if (acc_buffer.type != DType::F32) {
-            fail(what, core,
-                 "acc '" + acc_buffer.name + "' is " + dtype_name(acc_buffer.type) +
-                     "; the accumulator must be f32");
-        }
-        for (const Buffer *operand : {&a_buffer, &b_buffer}) {
-            if (operand->type != DType::BF16 && operand->type != DType::F32) {
-                fail(what, core,
-                     "operand '" + operand->name + "' is " + dtype_name(operand->type) +
-                         "; mma takes bf16 or f32");
-            }
+        std::string types = detail::mma_type_error(acc_buffer.name, acc_buffer.type, a_buffer.name, a_buffer.type,
+                                                   b_buffer.name, b_buffer.type, "mma");
+        if (!types.empty()) {
+            fail(what, core, types);
         }
         std::string shapes = detail::mma_shape_error(acc_box, a_box, b_box);
         if (!shapes.empty()) {
