@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 namespace tandem::lower {
 
@@ -60,7 +61,7 @@ public:
             }
         }
         std::vector<Stmt> all = start;
-        all.push_back(result);
+        all.push_back(drop_implied_flags(result));
         all.insert(all.end(), end.begin(), end.end());
         Stmt s = block(all);
         for (const Ring &r : rings) s = LetStmt::make(r.name + ".ring", 0, s);
@@ -68,6 +69,172 @@ public:
     }
 
 private:
+    /** A forward pair: SetFlag<A_B>(e) right before WaitFlag<A_B>(e). Its wait matches that set
+     * (each (A, B, e) belongs to one ring whose sets are all followed by their wait). */
+    static bool forward_pair(const std::vector<Stmt> &list, size_t i, ir::FlagOp *flag) {
+        ir::FlagOp wait;
+        return i + 1 < list.size() && ir::as_set_flag(list[i], flag) && ir::as_wait_flag(list[i + 1], &wait) &&
+               wait.src == flag->src && wait.dst == flag->dst && equal(wait.event, flag->event);
+    }
+
+    /** The buffers a group of copies writes, and those it reads. */
+    struct Copied {
+        std::vector<std::string> written, read;
+        /** True if `s` touches what the copies wrote or writes what they read. */
+        bool conflicts(const Stmt &s) const {
+            return std::any_of(written.begin(), written.end(), [&](const std::string &b) { return ir::touches(s, b); }) ||
+                   std::any_of(read.begin(), read.end(), [&](const std::string &b) { return ir::writes(s, b); });
+        }
+    };
+
+    /** True if every op of `s` that conflicts with the copies is preceded, in the same iteration,
+     * by the wait of a forward pair of `flag`'s pipes; those waits go to `cover`. */
+    static bool covered(const Stmt &s, const ir::FlagOp &flag, const Copied &copied, std::vector<const IRNode *> &cover) {
+        if (!copied.conflicts(s)) return true;
+        std::vector<Stmt> list = flatten(s);
+        if (list.size() > 1 || list[0].as<Block>()) {
+            for (size_t i = 0; i < list.size(); i++) {
+                ir::FlagOp pair;
+                if (forward_pair(list, i, &pair) && pair.src == flag.src && pair.dst == flag.dst) {
+                    cover.push_back(list[i + 1].get());
+                    return true;
+                }
+                if (!covered(list[i], flag, copied, cover)) return false;
+            }
+            return true;
+        }
+        ir::VectorOp v;
+        Stmt body;
+        if (const For *f = s.as<For>()) return covered(f->body, flag, copied, cover);
+        if (const ProducerConsumer *pc = s.as<ProducerConsumer>()) return covered(pc->body, flag, copied, cover);
+        if (const LetStmt *l = s.as<LetStmt>(); l && !ir::as_vector_op(s, &v, &body)) {
+            return covered(l->body, flag, copied, cover);
+        }
+        if (const IfThenElse *i = s.as<IfThenElse>()) {
+            return covered(i->then_case, flag, copied, cover) &&
+                   (!i->else_case.defined() || covered(i->else_case, flag, copied, cover));
+        }
+        return false; // an op that reads the buffers with no wait before it
+    }
+
+    /** A statement list being walked: where the walk is, and whether the list is a loop body
+     * (after its end comes its start again). */
+    struct Frame {
+        std::vector<Stmt> list;
+        size_t index = 0;
+        bool loop_body = false;
+    };
+    struct Implied {
+        std::set<const IRNode *> drop, pinned;
+    };
+
+    /** Scans list[from, to) for what follows a forward pair of `flag`: 1 when a forward pair of
+     * the same pipes or the next copy into the buffers ends the scan, -1 at an op that conflicts
+     * with the copies before any such wait, 0 when the range ends first. */
+    static int scan(const std::vector<Stmt> &list, size_t from, size_t to, const ir::FlagOp &flag,
+                    const Copied &copied, std::vector<const IRNode *> &cover) {
+        for (size_t k = from; k < to; k++) {
+            ir::FlagOp pair;
+            ir::CopyOp copy;
+            if (forward_pair(list, k, &pair) && pair.src == flag.src && pair.dst == flag.dst) {
+                cover.push_back(list[k + 1].get());
+                return 1;
+            }
+            if (ir::as_copy(list[k], &copy) && std::count(copied.written.begin(), copied.written.end(), copy.dst)) {
+                return 1;
+            }
+            if (!covered(list[k], flag, copied, cover)) return -1;
+        }
+        return 0;
+    }
+
+    /** Whether the forward pair at list[i] of the innermost frame is implied: every op after it
+     * (in the same iteration, the next iterations of each enclosing loop, and after the loops)
+     * that conflicts with the copies before it first waits for a later forward pair of the same
+     * pipes, or comes after the next copy into the buffers. */
+    static bool implied(const std::vector<Frame> &frames, size_t i, const ir::FlagOp &flag,
+                        std::vector<const IRNode *> &cover) {
+        const std::vector<Stmt> &list = frames.back().list;
+        Copied copied;
+        ir::CopyOp copy;
+        for (size_t j = i; j > 0 && ir::as_copy(list[j - 1], &copy); j--) {
+            copied.written.push_back(copy.dst);
+            copied.read.push_back(copy.src);
+        }
+        if (copied.written.empty()) return false;
+        size_t from = i + 2;
+        for (size_t f = frames.size(); f-- > 0;) {
+            const Frame &frame = frames[f];
+            int r = scan(frame.list, from, frame.list.size(), flag, copied, cover);
+            if (r) return r > 0;
+            // The next iteration, up to this point again, and (below) what follows the loop.
+            if (frame.loop_body && scan(frame.list, 0, frame.index + (f + 1 == frames.size() ? 0 : 1), flag, copied, cover) < 0) {
+                return false;
+            }
+            if (f > 0) from = frames[f - 1].index + 1;
+        }
+        return true;
+    }
+
+    /** Finds, in text order, the forward pairs after a copy that no run needs (see implied(), as
+     * attention's resident Q tile before the streamed K tiles). A pair that some dropped pair
+     * relies on is kept. */
+    static void find_implied(const Stmt &s, bool loop_body, std::vector<Frame> &frames, Implied &found) {
+        frames.push_back({flatten(s), 0, loop_body});
+        for (size_t i = 0; i < frames.back().list.size(); i++) {
+            frames.back().index = i;
+            const std::vector<Stmt> &list = frames.back().list;
+            ir::FlagOp flag;
+            std::vector<const IRNode *> cover;
+            if (forward_pair(list, i, &flag)) {
+                if (!found.pinned.count(list[i + 1].get()) && implied(frames, i, flag, cover)) {
+                    found.drop.insert(list[i].get());
+                    found.drop.insert(list[i + 1].get());
+                    found.pinned.insert(cover.begin(), cover.end());
+                }
+                i++;
+                continue;
+            }
+            const Stmt t = list[i];
+            ir::VectorOp v;
+            Stmt body;
+            if (const For *f = t.as<For>()) find_implied(f->body, true, frames, found);
+            if (const ProducerConsumer *pc = t.as<ProducerConsumer>()) find_implied(pc->body, false, frames, found);
+            if (const LetStmt *l = t.as<LetStmt>(); l && !ir::as_vector_op(t, &v, &body)) {
+                find_implied(l->body, false, frames, found);
+            }
+            if (const IfThenElse *c = t.as<IfThenElse>()) {
+                find_implied(c->then_case, false, frames, found);
+                if (c->else_case.defined()) find_implied(c->else_case, false, frames, found);
+            }
+        }
+        frames.pop_back();
+    }
+
+    Stmt drop_implied_flags(const Stmt &s) {
+        std::vector<Frame> frames;
+        Implied found;
+        find_implied(s, false, frames, found);
+        const std::set<const IRNode *> &drop = found.drop;
+        struct Dropper : IRMutator {
+            const std::set<const IRNode *> &drop;
+            explicit Dropper(const std::set<const IRNode *> &drop) : drop(drop) {}
+            using IRMutator::visit;
+            Stmt visit(const Block *b) override {
+                std::vector<Stmt> kept;
+                for (const Stmt &part : flatten(b)) {
+                    if (!drop.count(part.get())) kept.push_back(mutate(part));
+                }
+                return block(kept);
+            }
+        } dropper(drop);
+        if (!drop.empty()) {
+            ctx.notes.push_back("ascend: " + std::to_string(drop.size() / 2) +
+                                " forward flag pair(s) implied by a later pair of the same pipes, not emitted");
+        }
+        return dropper.mutate(s);
+    }
+
     struct Ring {
         std::string name, producer, consumer;
         int versions = 1;
