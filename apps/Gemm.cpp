@@ -81,7 +81,7 @@ const App &gemm_app() {
          {"TK", "512"}, {"out", "bf16"}},
         {"ws_pingpong", "ws", "pipelined", "sync"},
         {{"hopper", {{"TM", "128"}, {"TN", "128"}, {"TK", "64"}, {"stages", "4"}}},
-         {"ascend", {{"TM", "128"}, {"TN", "128"}, {"TK", "64"}, {"stages", "2"}}}},
+         {"ascend", {{"TM", "128"}, {"TN", "128"}, {"TK", "128"}, {"stages", "2"}}}},
         {{"hopper", {"ws_pingpong", "ws", "pipelined"}}, {"ascend", {"ws_pingpong", "pipelined"}}},
         build_gemm,
         [](const Params &p) {

@@ -4,8 +4,10 @@
 //
 // Choices this implementation makes (all visible to callers):
 // - Recording: Core calls check their arguments at once (SimError from the call) and append one
-//   op to the core's program. run_core simulates the program; recording into a core that ran is
-//   an error, and so is finish() while a core with a recorded program has not run.
+//   op to the core's program. run_core ends the program (recording into it afterwards is an
+//   error, and so is finish() while a core with a recorded program has not ended); finish() (or
+//   write_trace) simulates the ended cores together: at each step the op that starts earliest
+//   over all cores' pipes runs (ties: the earlier ended core, then as within a core).
 // - Dispatch: the scalar stream (pipe S) walks the program in order and spends
 //   scalar_issue_cycles on every op, flags and barriers included: op i (0-based) is dispatched at
 //   (i + 1) * scalar_issue_cycles unless S blocked before it. Ops of S itself (SetFlag<S_X>,
@@ -22,7 +24,11 @@
 //   PipeBarrier pipe_barrier_cycles (PIPE_ALL on S after every pipe drained the ops before it).
 // - Paths (pipe, rate): GM->L1/UB/L0A/L0B on MTE2 (gm_to_l1, gm_to_ub, gm_to_l1, gm_to_l1);
 //   L1->L0A/L0B on MTE1 (LoadData); L1->UB on MTE1 (l1_to_ub); UB->GM/L1 on MTE3; L0C->GM/L1
-//   on FIX (both at l0c_to_gm). data_copy moves elements without conversion (also from L0C,
+//   on FIX (both at l0c_to_gm).
+// - L2: a GM read (DataCopy from GM) costs copy_fixed + ceil(miss / HBM rate + hit / l2_read),
+//   where hit counts the bytes in l2_line-sized lines of that buffer that some read started before
+//   (any core, in the machine's time order) and miss the others; the lines it missed are then in
+//   L2 while fewer than l2_bytes / l2_line are (no eviction). Writes do not allocate. data_copy moves elements without conversion (also from L0C,
 //   f32 -> f32); only fixpipe converts (f32 -> bf16 or f32; the model has no f16 type).
 // - Flags: the k-th WaitFlag of (src, dst, id) matches the k-th SetFlag of it. Setting it while
 //   an earlier set of it is not consumed by a wait recorded before is "set twice without a
@@ -56,6 +62,7 @@
 #include <cstddef>
 #include <cstring>
 #include <limits>
+#include <unordered_set>
 
 namespace tandem::sim::ascend {
 
@@ -205,6 +212,11 @@ int64_t AscendParams::copy_cycles(Mem src, Mem dst, int64_t bytes) const {
     pipe_for(src, dst); // throws for a path that does not exist
     double rate = this->*(find_path(src, dst)->rate);
     return copy_fixed + int64_t(std::ceil(double(bytes) / rate));
+}
+
+int64_t AscendParams::gm_read_cycles(Mem dst, int64_t miss, int64_t hit) const {
+    double hbm = this->*(find_path(Mem::GM, dst)->rate);
+    return copy_fixed + int64_t(std::ceil(double(miss) / hbm + double(hit) / l2_read));
 }
 
 int64_t AscendParams::mmad_cycles(int64_t m, int64_t n, int64_t k) const {
@@ -379,6 +391,47 @@ struct Machine::Impl {
     detail::MatrixMultiplier multiplier;
     bool deadlock = false;
     std::string deadlock_message;
+    std::vector<int> ended;           // cores whose program ended, not simulated yet
+    std::unordered_set<uint64_t> l2;  // (GM buffer, line) pairs in L2
+
+    /** The cost of a GM read (a copy run now, in the machine's time order): lines read before by
+     * any core are in L2; the others come from HBM and are then in L2 while it has room. */
+    Cycles gm_read_cost(const Op &op, const Buffer &from, const Buffer &to) {
+        const int64_t line = params.l2_line, element = bytes_of(from.type);
+        const size_t capacity = size_t(params.l2_bytes / line);
+        int64_t miss = 0, hit = 0;
+        std::unordered_set<uint64_t> fetched; // lines this read brings from HBM
+        auto run = [&](int64_t first, int64_t bytes) { // a contiguous run of bytes
+            for (int64_t at = first; at < first + bytes;) {
+                int64_t index = at / line, next = std::min((index + 1) * line, first + bytes);
+                uint64_t key = (uint64_t(op.src) << 40) | uint64_t(index);
+                if (l2.count(key)) {
+                    hit += next - at;
+                } else {
+                    miss += next - at;
+                    fetched.insert(key);
+                }
+                at = next;
+            }
+        };
+        const std::vector<Dim> &dims = op.src_box.dims;
+        bool contiguous = !dims.empty() && dims[0].stride == 1;
+        size_t outer = contiguous ? 1 : 0;
+        int64_t row = contiguous ? dims[0].extent * element : element;
+        std::vector<int64_t> index(dims.size(), 0);
+        for (;;) {
+            int64_t offset = op.src_box.offset;
+            for (size_t d = outer; d < dims.size(); ++d) offset += index[d] * dims[d].stride;
+            run(offset * element, row);
+            size_t d = outer;
+            while (d < dims.size() && ++index[d] == dims[d].extent) index[d++] = 0;
+            if (d == dims.size()) break;
+        }
+        for (uint64_t key : fetched) {
+            if (l2.size() < capacity) l2.insert(key);
+        }
+        return params.gm_read_cycles(to.mem, miss, hit);
+    }
 
     int flag_key(Pipe src, Pipe dst, int event) const {
         return (int(src) * kPipes + int(dst)) * params.event_ids + event;
@@ -684,6 +737,7 @@ struct Machine::Impl {
 
     class CoreRun;
     void run_core(int core);
+    void simulate();
 
     void cross_core_races() {
         for (size_t buffer = 0; buffer < buffers.size(); ++buffer) {
@@ -721,25 +775,24 @@ public:
         clocks_.reset(kPipes);
     }
 
-    void run() {
-        for (;;) {
-            int best = -1;
-            Cycles best_at = 0;
-            for (int p = 0; p < kPipes; ++p) {
-                Cycles at = 0;
-                if (!ready(p, at)) {
-                    continue;
-                }
-                if (best < 0 || at < best_at || (at == best_at && head(p) < head(best))) {
-                    best = p;
-                    best_at = at;
-                }
+    /** The pipe that starts the core's next op, and when; false when none can. */
+    bool next(int &best, Cycles &best_at) const {
+        best = -1;
+        for (int p = 0; p < kPipes; ++p) {
+            Cycles at = 0;
+            if (!ready(p, at)) {
+                continue;
             }
-            if (best < 0) {
-                break;
+            if (best < 0 || at < best_at || (at == best_at && head(p) < head(best))) {
+                best = p;
+                best_at = at;
             }
-            step(best, best_at);
         }
+        return best >= 0;
+    }
+
+    /** After the last step: the core's end, and a deadlock if a pipe has work left. */
+    void end() {
         Cycles end = *std::max_element(free_.begin(), free_.end());
         state_.end = end;
         for (int p = 0; p < kPipes; ++p) {
@@ -789,6 +842,8 @@ private:
         return true;
     }
 
+public:
+    /** Starts pipe p's next op at `start` (from next()). */
     void step(int p, Cycles start) {
         int index = head(p);
         ++next_[size_t(p)];
@@ -808,10 +863,14 @@ private:
             clocks_.join(p, dispatch_clock_.data() + ptrdiff_t(index) * kPipes);
             idle_from = std::max(idle_from, dispatched_[size_t(index)]);
         }
-        Cycles end = start + op.cost;
-        uint64_t name = OpName{op.kind, Pipe(p), core_, op.label}.pack();
         Impl::Buffer *dst = op.dst >= 0 ? &impl_.buffers[size_t(op.dst)] : nullptr;
         Impl::Buffer *src = op.src >= 0 ? &impl_.buffers[size_t(op.src)] : nullptr;
+        Cycles cost = op.cost;
+        if (op.kind == OpKind::DataCopy && src->mem == Mem::GM && op.src_box.elements() > 0) {
+            cost = impl_.gm_read_cost(op, *src, *dst);
+        }
+        Cycles end = start + cost;
+        uint64_t name = OpName{op.kind, Pipe(p), core_, op.label}.pack();
         bool numerics = impl_.numerics;
         Cycles trace_start = start;
         switch (op.kind) {
@@ -886,11 +945,13 @@ private:
         bool work =
             op.kind != OpKind::SetFlag && op.kind != OpKind::WaitFlag && op.kind != OpKind::Barrier;
         if (work) {
-            state_.busy[size_t(p)] += op.cost;
+            state_.busy[size_t(p)] += cost;
         }
         impl_.trace.add(op.label, op_kind_name(op.kind), core_, track_of(Pipe(p)), trace_start,
                         end - trace_start);
     }
+
+private:
 
     void access(int buffer, const Box &box, bool write, int pipe, uint64_t op) {
         ElementSet elements = detail::element_set(box);
@@ -1005,7 +1066,38 @@ void Machine::Impl::run_core(int core) {
                        "): the core already ran; run each core once");
     }
     state.ran = true;
-    CoreRun(*this, core, state).run();
+    ended.push_back(core);
+}
+
+void Machine::Impl::simulate() {
+    // Every ended core's pipes in one time order (ties: lower core, then the core's own order),
+    // so that the L2 sees the reads in the order they happen.
+    std::vector<std::unique_ptr<CoreRun>> runs;
+    for (int core : ended) {
+        runs.push_back(std::make_unique<CoreRun>(*this, core, *cores[size_t(core)]->state_));
+    }
+    ended.clear();
+    for (;;) {
+        CoreRun *best = nullptr;
+        int best_pipe = 0;
+        Cycles best_at = 0;
+        for (const auto &run : runs) {
+            int pipe = 0;
+            Cycles at = 0;
+            if (run->next(pipe, at) && (!best || at < best_at)) {
+                best = run.get();
+                best_pipe = pipe;
+                best_at = at;
+            }
+        }
+        if (!best) {
+            break;
+        }
+        best->step(best_pipe, best_at);
+    }
+    for (const auto &run : runs) {
+        run->end();
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1192,6 +1284,7 @@ Report Machine::finish() {
                            ") first");
         }
     }
+    impl_->simulate();
     impl_->cross_core_races();
     Report report;
     std::array<Cycles, kPipes> busy{};
@@ -1215,6 +1308,7 @@ Report Machine::finish() {
 }
 
 void Machine::write_trace(const std::string &path) const {
+    impl_->simulate();
     std::vector<std::string> tracks(std::begin(kTrackNames), std::end(kTrackNames));
     std::vector<detail::TraceProcess> processes;
     for (const auto &core : impl_->cores) {

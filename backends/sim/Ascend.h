@@ -9,13 +9,15 @@
  * until the matching set has fired. PipeBarrier<P> orders pipe P with itself; PIPE_ALL drains all.
  *
  * The scalar stream never waits on data, so a core's program is recorded first (the calls below
- * append to it) and simulated when the core ends: discrete events over the pipes' queues. That
- * gives exact timing and the happens-before relation of every access (flags are the only edges
- * between pipes; a pipe is ordered with itself). A race names both ops; a deadlock (every pipe
- * with work left is waiting on a flag no queued op will set) names each pipe and its wait.
+ * append to it); the cores that ended are simulated together at finish(): discrete events over
+ * every core's pipe queues in one time order. That gives exact timing and the happens-before
+ * relation of every access (flags are the only edges between pipes; a pipe is ordered with
+ * itself). A race names both ops; a deadlock (every pipe with work left is waiting on a flag no
+ * queued op will set) names each pipe and its wait.
  *
  * Memories per core: L1, L0A, L0B, L0C, UB with capacities and alignment; GM is shared by the
- * cores (arguments). Rates and capacities: ../../shared/NPU-FACTS.md.
+ * cores (arguments) and cached in a shared L2: the first read of a line (by any core, in time
+ * order) comes from HBM, later reads from L2. Rates and capacities: ../../shared/NPU-FACTS.md.
  *
  * Errors (SimError with the op, pipe and core): a buffer over a scope's capacity or misaligned; a
  * copy between memories no pipe connects; setting a flag (src, dst, id) twice without a wait
@@ -43,9 +45,15 @@ struct AscendParams {
     int64_t l1_bytes = 512 << 10, l0a_bytes = 64 << 10, l0b_bytes = 64 << 10, l0c_bytes = 128 << 10,
             ub_bytes = 192 << 10;
     int l1_align = 32, ub_align = 32, l0ab_align = 512, l0c_align = 64;
-    // bytes per cycle per core (platform config, NPU-FACTS.md)
-    double gm_to_l1 = 32, gm_to_ub = 32, l1_to_l0a = 512, l1_to_l0b = 256, l0c_to_gm = 32, ub_to_gm = 64,
-           l1_to_ub = 128, ub_to_l1 = 128;
+    // bytes per cycle per core (platform config, NPU-FACTS.md). GM reads that miss L2 come from HBM
+    // at gm_to_l1 / gm_to_ub; reads of lines already in L2 at l2_read. Fixpipe writes land in L2
+    // (l0c_to_gm = the L2 write rate).
+    double gm_to_l1 = 32, gm_to_ub = 32, l1_to_l0a = 512, l1_to_l0b = 256, l0c_to_gm = 86, ub_to_gm = 64,
+           l1_to_ub = 128, ub_to_l1 = 128, l2_read = 110;
+    // The L2 shared by the cores: 192 MB on the 910B (Huawei's public figure); allocation per line
+    // on the first read, no eviction: once full, new lines are read from HBM every time.
+    int64_t l2_bytes = int64_t(192) << 20;
+    int l2_line = 512;
     int copy_fixed = 30;        // issue/latency cycles per transfer
     int cube_fixed = 10;        // per Mmad
     int vector_flops_per_cycle = 128;
@@ -60,6 +68,8 @@ struct AscendParams {
     /** The pipe that moves data from `src` to `dst` (SimError if none does). */
     Pipe pipe_for(Mem src, Mem dst) const;
     int64_t copy_cycles(Mem src, Mem dst, int64_t bytes) const;
+    /** A read from GM into `dst` of `miss` bytes from HBM and `hit` bytes from L2. */
+    int64_t gm_read_cycles(Mem dst, int64_t miss, int64_t hit) const;
     /** The cube does a 16x16x16 fp16/bf16 block per cycle. */
     int64_t mmad_cycles(int64_t m, int64_t n, int64_t k) const;
     int64_t vector_cycles(int64_t flops) const;
@@ -118,10 +128,12 @@ public:
 
     Core &core(int c);
     int num_cores() const { return params_.cores; }
-    /** Simulates core `c`'s recorded program (numerics, timing, hazards). Call once per core,
-     * after its program is recorded. Deadlocks are recorded in the report, not thrown. */
+    /** Ends core `c`'s program: nothing more may be recorded into it. Call once per core, after
+     * its program is recorded; finish() simulates every ended core (numerics, timing, hazards).
+     * Deadlocks are recorded in the report, not thrown. */
     void run_core(int c);
 
+    /** Simulates the ended cores (once) and reports. GM data is final only after it. */
     Report finish();
     void write_trace(const std::string &path) const;
 
