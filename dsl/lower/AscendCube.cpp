@@ -11,8 +11,6 @@ using namespace Halide::Internal;
 
 namespace {
 
-Expr var(const std::string &name) { return Variable::make(Halide::Int(32), name); }
-
 std::string l0(const std::string &operand) { return operand + ".l0"; }
 
 class Cube : public IRMutator {
@@ -27,7 +25,7 @@ public:
             std::string acc;
             if (is_zeroing(b->first, &acc)) {
                 accumulators.insert(acc);
-                return LetStmt::make(acc + ".first", var(acc + ".mmas"), mutate(b->rest));
+                return LetStmt::make(acc + ".first", int_var(acc + ".mmas"), mutate(b->rest));
             }
         }
         std::string acc;
@@ -105,7 +103,7 @@ private:
         cube.b_offset = 0;
         cube.b_stride_n = 1;
         cube.b_stride_k = m.n;
-        cube.accumulate = var(m.acc + ".mmas") != var(m.acc + ".first");
+        cube.accumulate = int_var(m.acc + ".mmas") != int_var(m.acc + ".first");
         accumulators.insert(m.acc);
         Stmt mma = ProducerConsumer::make(l0(m.a), false, Block::make(ir::make_mma(cube), ir::make_advance(m.acc + ".mmas")));
         return Block::make({a, b, mma});

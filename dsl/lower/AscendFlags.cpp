@@ -13,29 +13,6 @@ using namespace Halide::Internal;
 
 namespace {
 
-Expr var(const std::string &name) { return Variable::make(Halide::Int(32), name); }
-
-std::vector<Stmt> flatten(const Stmt &s) {
-    std::vector<Stmt> out;
-    if (const Block *b = s.as<Block>()) {
-        for (const Stmt &part : {b->first, b->rest}) {
-            std::vector<Stmt> sub = flatten(part);
-            out.insert(out.end(), sub.begin(), sub.end());
-        }
-    } else if (s.defined() && !is_no_op(s)) {
-        out.push_back(s);
-    }
-    return out;
-}
-
-Stmt block(const std::vector<Stmt> &parts) {
-    Stmt s;
-    for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
-        if (it->defined() && !is_no_op(*it)) s = s.defined() ? Block::make(*it, s) : *it;
-    }
-    return s.defined() ? s : Evaluate::make(0);
-}
-
 class Flags {
 public:
     Flags(CompileContext &ctx, const std::vector<SramBuffer> &buffers) : ctx(ctx) {
@@ -372,7 +349,7 @@ private:
         };
         std::vector<Active> active;
         std::vector<Stmt> out;
-        auto slot_of = [](const Ring &r) { return var(r.name + ".ring") % r.versions; };
+        auto slot_of = [](const Ring &r) { return int_var(r.name + ".ring") % r.versions; };
         auto release = [&](const Ring &r) {
             if (r.reused) out.push_back(ir::make_set_flag({r.consumer, r.producer, r.free_base + slot_of(r)}));
             out.push_back(ir::make_advance(r.name + ".ring"));

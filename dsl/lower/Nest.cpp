@@ -117,6 +117,29 @@ bool is_core_loop(const std::string &n) { return n.size() > 8 && n.compare(n.siz
 
 Stmt remove_no_ops(const Stmt &s) { return RemoveNoOps().mutate(s); }
 
+Expr int_var(const std::string &name) { return Variable::make(Halide::Int(32), name); }
+
+std::vector<Stmt> flatten(const Stmt &s) {
+    std::vector<Stmt> out;
+    if (const Block *b = s.as<Block>()) {
+        for (const Stmt &part : {b->first, b->rest}) {
+            std::vector<Stmt> sub = flatten(part);
+            out.insert(out.end(), sub.begin(), sub.end());
+        }
+    } else if (s.defined() && !is_no_op(s)) {
+        out.push_back(s);
+    }
+    return out;
+}
+
+Stmt block(const std::vector<Stmt> &parts) {
+    Stmt s;
+    for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
+        if (it->defined() && !is_no_op(*it)) s = s.defined() ? Block::make(*it, s) : *it;
+    }
+    return s.defined() ? s : Evaluate::make(0);
+}
+
 Stmt insert_before_first_access(const Stmt &s, const std::string &buffer, bool writes_only, const Stmt &before) {
     InsertBeforeFirst i(buffer, writes_only, before);
     return i.mutate(s);

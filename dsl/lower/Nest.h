@@ -57,6 +57,13 @@ Expr core_id_as_variable(const Expr &e);
 std::string core_loop_name(const std::string &tile_loop);
 bool is_core_loop(const std::string &loop_name);
 
+/** An Int(32) variable. */
+Expr int_var(const std::string &name);
+
+/** The statements of a block in order (nested blocks flattened, no-ops dropped), and back. */
+std::vector<Stmt> flatten(const Stmt &s);
+Stmt block(const std::vector<Stmt> &parts);
+
 /** Drops no-op statements (Evaluate of a constant) from blocks. */
 Stmt remove_no_ops(const Stmt &s);
 

@@ -216,8 +216,6 @@ private:
     using IRMutator::visit;
     const std::vector<Plan> &plans;
 
-    static Expr var(const std::string &name) { return Variable::make(Halide::Int(32), name); }
-
     static Expr total(const Plan &p) {
         Expr t = 1;
         for (const Loop &l : p.chain) t = t * l.extent;
@@ -240,7 +238,7 @@ private:
     static Expr flat_index(const Plan &p) {
         Expr f = 0, stride = 1;
         for (auto l = p.chain.rbegin(); l != p.chain.rend(); ++l) {
-            f = f + (var(l->name) - l->min) * stride;
+            f = f + (int_var(l->name) - l->min) * stride;
             stride = stride * l->extent;
         }
         return simplify(f);
@@ -254,8 +252,8 @@ private:
         Stmt body;
         for (const Pipelined &f : p.funcs) {
             if (f.versions == 1) continue;
-            Stmt c = copy_at(p, f, copies.at(f.func), var(name));
-            if (f.versions < most) c = IfThenElse::make(var(name) < f.versions - 1, c);
+            Stmt c = copy_at(p, f, copies.at(f.func), int_var(name));
+            if (f.versions < most) c = IfThenElse::make(int_var(name) < f.versions - 1, c);
             body = body.defined() ? Block::make(body, c) : c;
         }
         Expr count = simplify(Halide::min(most - 1, total(p)));
@@ -264,12 +262,12 @@ private:
 
     Stmt steady_state(const Plan &p, const Stmt &body_in, const std::map<std::string, Stmt> &copies) {
         std::string f_name = p.loop->name + ".iteration";
-        Expr f = var(f_name);
+        Expr f = int_var(f_name);
         Stmt body = body_in;
         Stmt ahead;
         for (const Pipelined &pf : p.funcs) {
             body = insert_before_first_access(body, pf.func, false,
-                                              ir::make_wait({ir::full_barrier(pf.func), var(ir::stage_var(pf.func))}));
+                                              ir::make_wait({ir::full_barrier(pf.func), int_var(ir::stage_var(pf.func))}));
             body = substitute(ir::stage_var(pf.func), f % pf.versions, body);
             Expr g = f + (pf.versions - 1);
             Stmt c = copy_at(p, pf, copies.at(pf.func), g);

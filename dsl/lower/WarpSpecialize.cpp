@@ -13,30 +13,6 @@ using namespace Halide::Internal;
 
 namespace {
 
-Expr var(const std::string &name) { return Variable::make(Halide::Int(32), name); }
-
-std::vector<Stmt> flatten(const Stmt &s) {
-    std::vector<Stmt> out;
-    if (const Block *b = s.as<Block>()) {
-        for (const Stmt &part : {b->first, b->rest}) {
-            std::vector<Stmt> sub = flatten(part);
-            out.insert(out.end(), sub.begin(), sub.end());
-        }
-    } else if (s.defined() && !is_no_op(s)) {
-        out.push_back(s);
-    }
-    return out;
-}
-
-Stmt block(const std::vector<Stmt> &parts) {
-    Stmt s;
-    for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
-        if (!it->defined() || is_no_op(*it)) continue;
-        s = s.defined() ? Block::make(*it, s) : *it;
-    }
-    return s.defined() ? s : Evaluate::make(0);
-}
-
 class Bytes {
 public:
     explicit Bytes(const std::vector<SramBuffer> &buffers) : buffers(buffers) {}
@@ -124,7 +100,7 @@ private:
         std::vector<Stmt> mine = flatten(transform(body, Mode::Consumer));
         Stmt skip = transform(body, Mode::Skip);
         in_turn = outer;
-        Expr my_turns = var(turn) / consumers;
+        Expr my_turns = int_var(turn) / consumers;
         Expr parity = consumer == 0 ? 1 - my_turns % 2 : my_turns % 2; // consumer 0 goes first
         size_t last = 0;
         for (size_t i = 0; i < mine.size(); i++) {
@@ -132,7 +108,7 @@ private:
         }
         mine.insert(mine.begin() + last, ir::make_arrive({order, (consumer + 1) % consumers}));
         mine.insert(mine.begin(), ir::make_wait({order, consumer, parity}));
-        Stmt owned = IfThenElse::make(var(turn) % consumers == consumer, block(mine), skip);
+        Stmt owned = IfThenElse::make(int_var(turn) % consumers == consumer, block(mine), skip);
         return Block::make(owned, ir::make_advance(turn));
     }
 
@@ -185,9 +161,9 @@ private:
         rings[g.funcs[0]] = n;
         Stmt advance = ir::make_advance(ring);
         if (mode == Mode::Skip) return advance;
-        Expr s = var(slot);
+        Expr s = int_var(slot);
         // Every role walks the whole ring, so the lap (ring / n) gives the phase parity.
-        Expr lap_parity = (var(ring) / n) % 2;
+        Expr lap_parity = (int_var(ring) / n) % 2;
         std::string full = ir::full_barrier(g.funcs[0]), empty = ir::empty_barrier(g.funcs[0]);
         std::vector<Stmt> parts;
         if (mode == Mode::Producer) {
@@ -211,7 +187,7 @@ private:
         }
         Stmt body = block(parts);
         for (const std::string &f : g.funcs) body = substitute(ir::stage_var(f), s, body);
-        return Block::make(LetStmt::make(slot, var(ring) % n, body), advance);
+        return Block::make(LetStmt::make(slot, int_var(ring) % n, body), advance);
     }
 
     Stmt transform(const Stmt &s, Mode mode) {
