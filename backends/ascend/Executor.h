@@ -4,8 +4,9 @@
 /** \file
  * Runs an Ascend kernel's async Stmt on the Ascend machine model: for each AI core, the scalar
  * stream is interpreted once, recording every op on its pipe (DataCopy on MTE2/MTE3, vector ops
- * on V, SetFlag/WaitFlag), then the core's pipes are simulated. A vector op's numerics run when
- * the model executes it, on the loop variables it saw when it was recorded.
+ * on V, SetFlag/WaitFlag), then the core's program is ended; machine.finish() simulates every
+ * core's pipes together. A vector op's numerics run when the model executes it, on the loop
+ * variables it saw when it was recorded.
  */
 
 #include "tandem/Kernel.h"

@@ -15,7 +15,8 @@
  *     tandem::sim::Report report = machine.finish();
  *
  * run() calls the kernel once per core with that core current (GetBlockIdx() is its index) and
- * GM_ADDR arguments pointing at the machine's GM buffers, then machine.run_core(core). Like
+ * GM_ADDR arguments pointing at the machine's GM buffers, then machine.run_core(core), which ends
+ * the core's program; machine.finish() simulates all cores together (GM data is final then). Like
  * AscendC's CPU debug mode it also checks what the model does not: a core that returns with a
  * SetFlag nobody waited for (unbalanced flags) is a SimError naming the core and the flag.
  *
@@ -623,7 +624,7 @@ void call(void (*kernel)(Params...), const std::vector<GM_ADDR> &args, std::inde
 
 /** Runs `kernel` once per core of `machine` (GetBlockIdx() = the core), its GM_ADDR arguments
  * pointing at the GM buffers `gm_buffers` (machine buffer ids, in the kernel's parameter order);
- * each core is simulated (machine.run_core) when its kernel returns, then its flags are checked
+ * each core's program is ended (machine.run_core) when its kernel returns, then its flags are checked
  * (SimError for a SetFlag left unconsumed). A SimError from a call propagates and leaves the
  * core unrun. */
 template <typename... Params>
