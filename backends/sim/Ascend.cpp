@@ -1300,10 +1300,7 @@ Report Machine::finish() {
     for (Pipe p : kWorkPipes) {
         report.busy.push_back({pipe_name(p), busy[size_t(p)]});
     }
-    report.races = impl_->races.races();
-    report.race_count = impl_->races.count();
-    report.deadlock = impl_->deadlock;
-    report.deadlock_message = impl_->deadlock_message;
+    impl_->races.report(report, impl_->deadlock, impl_->deadlock_message);
     return report;
 }
 

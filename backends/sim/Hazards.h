@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <map>
 #include <set>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -171,6 +172,13 @@ public:
     }
     const std::vector<Race> &races() const { return races_; }
     int64_t count() const { return int64_t(keys_.size()); }
+    /** Puts the races and the deadlock (if any) of a run into its report. */
+    void report(Report &r, bool deadlock, const std::string &deadlock_message) const {
+        r.races = races_;
+        r.race_count = count();
+        r.deadlock = deadlock;
+        r.deadlock_message = deadlock_message;
+    }
 
 private:
     std::set<std::tuple<uint64_t, uint64_t, int64_t>> keys_;

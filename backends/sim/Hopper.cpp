@@ -1540,10 +1540,7 @@ Report Machine::finish() {
                    {"tensor", tensor},
                    {"vector", impl_->vector_busy},
                    {"barrier_wait", impl_->barrier_wait}};
-    report.races = impl_->races.races();
-    report.race_count = impl_->races.count();
-    report.deadlock = impl_->deadlock;
-    report.deadlock_message = impl_->deadlock_message;
+    impl_->races.report(report, impl_->deadlock, impl_->deadlock_message);
     return report;
 }
 

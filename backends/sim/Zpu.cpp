@@ -660,10 +660,7 @@ Report Machine::finish() {
         stall += run.control_stall;
     }
     report.busy = {{"tensor", tensor}, {"vector", vector}, {"dma", dma}, {"control_stall", stall}};
-    report.races = impl_->races.races();
-    report.race_count = impl_->races.count();
-    report.deadlock = impl_->deadlock;
-    report.deadlock_message = impl_->deadlock_message;
+    impl_->races.report(report, impl_->deadlock, impl_->deadlock_message);
     return report;
 }
 
