@@ -38,6 +38,7 @@ def row(r):
             "bound_cycles": r["bound_cycles"], "efficiency": r["efficiency"], "bound_pipe": bound_pipe,
             "cube_utilisation": busy["M"] / cores / r["cycles"],
             "cube_bound_utilisation": busy["M"] / cores / r["bound_cycles"],
+            "busy_per_core": {pipe: cycles / cores for pipe, cycles in busy.items()},
             "races": r["races"], "deadlock": r["deadlock"]}
 table = [row(r) for r in rows]
 ew = {r["schedule"]: r for r in rows if r["app"] == "elementwise"}
