@@ -29,6 +29,32 @@ private:
     using IRMutator::visit;
     CompileContext &ctx;
 
+    /** Which pure argument of Func `func` (0, 1, ...) the update loop `loop` was split from, or -1
+     * (a reduction variable, a fused loop, or a name not found). */
+    int pure_arg_of(const std::string &func, const std::string &loop) const {
+        auto f = ctx.functions.find(func);
+        std::string prefix = func + ".s1.";
+        if (f == ctx.functions.end() || f->second.updates().empty() || loop.rfind(prefix, 0) != 0) return -1;
+        const Definition &update = f->second.update(0);
+        std::string var = loop.substr(prefix.size());
+        for (bool changed = true; changed;) {
+            changed = false;
+            for (const Split &s : update.schedule().splits()) {
+                if (s.is_fuse()) {
+                    if (s.old_var == var) return -1;
+                } else if (s.outer == var || (s.is_split() && s.inner == var)) {
+                    var = s.old_var;
+                    changed = true;
+                }
+            }
+        }
+        for (size_t i = 0; i < update.args().size(); i++) {
+            const Variable *v = update.args()[i].as<Variable>();
+            if (v && v->name == var) return int(i);
+        }
+        return -1;
+    }
+
     [[noreturn]] void fail(const std::string &func, const std::string &why) const {
         throw Error("Func '" + func + "', directive tile_mma(): " + why);
     }
@@ -38,11 +64,22 @@ private:
         if (!as_perfect_nest(op, &nest) || !ctx.of(nest.store->name).tile_mma) {
             return IRMutator::visit(op);
         }
+        return recognize(nest, op);
+    }
+
+    /** A 1 x 1 x 1 tile: Halide removed all three loops. */
+    Stmt visit(const Store *op) override {
+        Nest nest;
+        nest.store = op;
+        return ctx.of(op->name).tile_mma ? recognize(nest, op) : op;
+    }
+
+    Stmt recognize(const Nest &nest, const Stmt &original) {
         const Store *st = nest.store;
         const std::string &acc = st->name;
         const Add *add = st->value.as<Add>();
         const Load *self = add ? add->a.as<Load>() : nullptr;
-        if (!self || self->name != acc) return IRMutator::visit(op); // e.g. the initialisation
+        if (!self || self->name != acc) return original; // e.g. the initialisation
         const Mul *mul = add->b.as<Mul>();
         const Load *x = mul ? operand(mul->a) : nullptr;
         const Load *y = mul ? operand(mul->b) : nullptr;
@@ -60,13 +97,16 @@ private:
                 fail(acc, "operand " + l->name + " is " + type_name(l->type) + "; the tensor core takes bf16 or f32");
             }
         }
-        if (nest.loops.size() != 3 || !can_prove(self->index == st->index)) {
-            fail(acc, "expected three loops (m, n, k) around acc(n, m) += A(k, m) * B(n, k), found " +
+        if (nest.loops.size() > 3 || !can_prove(self->index == st->index)) {
+            fail(acc, "expected at most three loops (m, n, k) around acc(n, m) += A(k, m) * B(n, k), found " +
                           std::to_string(nest.loops.size()));
         }
-        // Classify the loops by the indices they move: m and n move acc (n is the one along which
-        // acc is contiguous, or the innermost), k moves both operands but not acc.
-        const Loop *m = nullptr, *n = nullptr, *k = nullptr;
+        // Classify the loops by the indices they move: k moves both operands but not acc; m and n
+        // move acc and one operand each. Halide drops a loop of extent 1 (M = 1, a K tail of one
+        // element, ...), so a role may have no loop: it then has extent 1. When only one loop moves
+        // acc, the var it was split from says whether it is n (acc's first argument) or m.
+        std::vector<const Loop *> acc_loops;
+        const Loop *k = nullptr;
         for (const Loop &l : nest.loops) {
             if (!affine_step(st->index, l.name).defined() || !affine_step(x->index, l.name).defined() ||
                 !affine_step(y->index, l.name).defined()) {
@@ -75,43 +115,56 @@ private:
             bool in_acc = !provably_zero(affine_step(st->index, l.name));
             bool in_x = !provably_zero(affine_step(x->index, l.name));
             bool in_y = !provably_zero(affine_step(y->index, l.name));
-            if (!in_acc && in_x && in_y) {
+            if (!in_acc && in_x && in_y && !k) {
                 k = &l;
-            } else if (in_acc && (in_x != in_y)) {
-                bool contiguous = is_const_one(simplify(affine_step(st->index, l.name)));
-                if (!n || (contiguous && !is_const_one(simplify(affine_step(st->index, n->name))))) {
-                    if (n) m = n;
-                    n = &l;
-                } else {
-                    m = &l;
-                }
+            } else if (in_acc && in_x != in_y) {
+                acc_loops.push_back(&l);
+            } else {
+                fail(acc, "loop " + l.name + " is none of m (moves acc and A), n (moves acc and B) and k (moves "
+                          "A and B)");
             }
         }
-        if (!m || !n || !k) {
-            fail(acc, "could not classify the loops as m (moves acc and A), n (moves acc and B) and k (moves A "
-                      "and B)");
+        const Loop *m = nullptr, *n = nullptr;
+        if (acc_loops.size() == 2) {
+            // n is the one along which acc is contiguous (else the inner one).
+            bool first_contiguous = is_const_one(simplify(affine_step(st->index, acc_loops[0]->name)));
+            bool second_contiguous = is_const_one(simplify(affine_step(st->index, acc_loops[1]->name)));
+            bool first_is_n = first_contiguous && !second_contiguous;
+            n = first_is_n ? acc_loops[0] : acc_loops[1];
+            m = first_is_n ? acc_loops[1] : acc_loops[0];
+        } else if (acc_loops.size() == 1) {
+            (pure_arg_of(acc, acc_loops[0]->name) == 1 ? m : n) = acc_loops[0];
         }
-        bool x_is_a = !provably_zero(affine_step(x->index, m->name));
+        // A moves with m, B with n; with neither (a 1 x 1 tile) the product's first operand is A.
+        bool x_is_a = m ? !provably_zero(affine_step(x->index, m->name))
+                        : n ? provably_zero(affine_step(x->index, n->name)) : true;
         const Load *a = x_is_a ? x : y, *b = x_is_a ? y : x;
-        if (!provably_zero(affine_step(a->index, n->name)) || !provably_zero(affine_step(b->index, m->name))) {
+        if ((n && !provably_zero(affine_step(a->index, n->name))) ||
+            (m && !provably_zero(affine_step(b->index, m->name)))) {
             fail(acc, "the operands do not split into A(k, m) and B(n, k)");
         }
         ir::MmaOp mma;
         mma.acc = acc;
         mma.a = a->name;
         mma.b = b->name;
+        // A role without a loop has extent 1; its strides never address a second element, so
+        // they take the dense values (unit steps along n and k).
+        auto step = [&](const Expr &index, const Loop *l, const Expr &dense) {
+            return l ? affine_step(index, l->name) : dense;
+        };
+        auto extent = [](const Loop *l) { return l ? l->extent : Expr(1); };
         mma.acc_offset = at_loop_mins(st->index, nest.loops);
-        mma.acc_stride_n = affine_step(st->index, n->name);
-        mma.acc_stride_m = affine_step(st->index, m->name);
+        mma.acc_stride_n = step(st->index, n, 1);
+        mma.acc_stride_m = step(st->index, m, extent(n));
         mma.a_offset = at_loop_mins(a->index, nest.loops);
-        mma.a_stride_k = affine_step(a->index, k->name);
-        mma.a_stride_m = affine_step(a->index, m->name);
+        mma.a_stride_k = step(a->index, k, 1);
+        mma.a_stride_m = step(a->index, m, extent(k));
         mma.b_offset = at_loop_mins(b->index, nest.loops);
-        mma.b_stride_n = affine_step(b->index, n->name);
-        mma.b_stride_k = affine_step(b->index, k->name);
-        mma.n = n->extent;
-        mma.m = m->extent;
-        mma.k = k->extent;
+        mma.b_stride_n = step(b->index, n, 1);
+        mma.b_stride_k = step(b->index, k, extent(n));
+        mma.n = extent(n);
+        mma.m = extent(m);
+        mma.k = extent(k);
         recognized.insert(acc);
         return ir::make_mma(mma);
     }

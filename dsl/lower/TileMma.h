@@ -12,8 +12,10 @@
  *     tandem_mma("acc", 0, 1, N, "A_tile", 0, 1, K, "B_tile", 0, 1, N, N, M, K)
  *
  * The loops are classified by which indices they move: m moves acc and A, n moves acc and B, k
- * moves A and B. Limits (user errors): exactly three loops, affine indices, f32 accumulator,
- * bf16 or f32 operands held on chip.
+ * moves A and B. Halide removes loops of extent 1 (M = 1, a K tail of one element): a role with
+ * no loop has extent 1, and a lone loop moving acc is m or n by the pure var it was split from.
+ * Limits (user errors): at most three loops, affine indices, f32 accumulator, bf16 or f32
+ * operands held on chip.
  */
 
 #include "tandem/Kernel.h"
