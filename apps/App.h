@@ -43,6 +43,12 @@ struct Workload {
     double bytes = 0;         // compulsory DRAM traffic: inputs read once, output written once
 };
 
+/** An extent of the problem and the tile parameter that splits it ("" if none). */
+struct Extent {
+    std::string name, tile;
+    int max = 1; // the largest value the fuzzer draws
+};
+
 struct App {
     std::string name;
     std::string summary;
@@ -57,6 +63,12 @@ struct App {
     std::function<Workload(const Params &)> workload;
     /** Largest acceptable max |out - ref| / max |ref|. */
     std::function<double(const Params &)> tolerance;
+    /** The problem's extents, for the fuzzer (and the tuner). */
+    std::vector<Extent> extents;
+    /** Values worth trying for each schedule parameter (tiles, stages, types). */
+    std::map<std::string, std::vector<std::string>> choices;
+    /** The fuzzer keeps the product of the extents at most this (run time on the models). */
+    double max_problem = 1e7;
 };
 
 const std::vector<App> &all_apps();

@@ -70,6 +70,9 @@ const App &attention_scores_app() {
             return Workload{Lq * Lk * D, 0, 2 * (Lq * D + Lk * D) + 4 * Lq * Lk};
         },
         [](const Params &) { return 1e-3; },
+        {{"Lq", "TM", 300}, {"Lk", "TN", 300}, {"D", "", 256}},
+        {{"TM", {"16", "32", "64", "128", "256"}}, {"TN", {"16", "32", "64", "128", "256"}}},
+        4e6,
     };
     return app;
 }

@@ -66,6 +66,11 @@ const App &elementwise_app() {
             return Workload{0, 4 * n, 16 * n};
         },
         [](const Params &) { return 1e-6; },
+        {{"W", "TX", 3000}, {"H", "TY", 600}},
+        {{"TX", {"1", "2", "7", "32", "64", "128", "256", "1024"}},
+         {"TY", {"1", "2", "3", "8", "16", "32"}},
+         {"stages", {"1", "2", "3", "4"}}},
+        4e5,
     };
     return app;
 }

@@ -66,6 +66,9 @@ const App &rmsnorm_app() {
             return Workload{0, 5 * n, 8 * n + 4.0 * p.get_int("D")};
         },
         [](const Params &) { return 1e-5; },
+        {{"D", "", 200000}, {"R", "RB", 300}},
+        {{"RB", {"1", "2", "3", "4", "8", "16"}}, {"stages", {"1", "2", "3"}}},
+        4e5,
     };
     return app;
 }

@@ -134,7 +134,8 @@ RunResult run(const App &app, const RunOptions &options) {
     r.target = target.name();
 
     auto t0 = std::chrono::steady_clock::now();
-    Kernel kernel = compile_app(app, r.params, r.schedule, target);
+    r.kernel = compile_app(app, r.params, r.schedule, target);
+    const Kernel &kernel = r.kernel;
     r.compile_ms = ms_since(t0);
 
     std::vector<Halide::Buffer<>> reference_inputs;

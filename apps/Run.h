@@ -30,6 +30,7 @@ struct RunResult {
     bool correct = false;
     double max_rel_err = 0;   // max |out - ref| / max |ref|
     sim::Report report;
+    Kernel kernel;            // what was compiled and run
     double roofline_cycles = 0;
     double compile_ms = 0, simulate_ms = 0, reference_ms = 0;
 

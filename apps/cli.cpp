@@ -1,5 +1,6 @@
 // The tandem command line: list, run, emit, demo. `./tandem <command> ...` forwards here.
 #include "App.h"
+#include "Fuzz.h"
 #include "Run.h"
 #include "tandem/AsyncIR.h"
 #include "ascend/Emitter.h"
@@ -27,13 +28,20 @@ const char *usage = R"(usage:
                     [--name n]   (file base name and C++ function name; default: the app)
                     [--drop-flag N]   (ascend code: leave out flag pair N, for mutation tests)
   tandem demo
+  tandem fuzz [--seconds N | --runs N] [--seed S] [--jobs J] [--target T] [--app A] [--timeout S]
+              [--verbose] [--json]
+              (random shapes and schedules: one line per failure with the command that reproduces
+               it, then a summary; exit status 1 if any run failed)
 )";
 
 struct Args {
     std::string command, app, target = "zpu", schedule, what = "stmt", out_dir, trace, name;
     int drop_flag = -1;
     Params params;
-    bool json = false, numerics = true;
+    bool json = false, numerics = true, verbose = false, target_given = false;
+    double seconds = 60, timeout = 120;
+    int64_t runs = -1;
+    int jobs = 1;
     uint64_t seed = 1;
 };
 
@@ -50,7 +58,13 @@ Args parse(int argc, char **argv) {
     };
     for (; i < v.size(); i++) {
         const std::string &f = v[i];
-        if (f == "--target") a.target = value(f);
+        if (f == "--target") a.target = value(f), a.target_given = true;
+        else if (f == "--app") a.app = value(f);
+        else if (f == "--seconds") a.seconds = std::stod(value(f));
+        else if (f == "--timeout") a.timeout = std::stod(value(f));
+        else if (f == "--runs") a.runs = std::stoll(value(f));
+        else if (f == "--jobs") a.jobs = std::stoi(value(f));
+        else if (f == "--verbose") a.verbose = true;
         else if (f == "--schedule") a.schedule = value(f);
         else if (f == "--what") a.what = value(f);
         else if (f == "-o") a.out_dir = value(f);
@@ -160,6 +174,35 @@ void emit(const Args &a) {
     }
 }
 
+int fuzz(const Args &a) {
+    FuzzOptions o;
+    o.seed = a.seed;
+    o.seconds = a.seconds;
+    o.runs = a.runs;
+    o.jobs = a.jobs;
+    o.timeout = a.timeout;
+    o.app = a.app;
+    if (a.target_given) o.target = a.target;
+    FuzzSummary s = apps::fuzz(o, [&](const FuzzResult &r) {
+        if (!r.failure() && !a.verbose) return;
+        std::printf("%s %s (%s, %.1f s) %s  # %s\n", r.failure() ? "FAIL" : "pass", outcome_name(r.outcome),
+                    r.c.defaults ? "defaults" : "random", r.seconds, r.c.command().c_str(), r.message.c_str());
+        std::fflush(stdout);
+    });
+    if (a.json) {
+        std::cout << s.json(a.seed) << "\n";
+    } else {
+        std::printf("fuzz: %lld runs in %.0f s (seed %llu), %lld failures\n", (long long)s.runs, s.seconds,
+                    (unsigned long long)a.seed, (long long)s.failures);
+        for (const auto &[target, counts] : s.by_target) {
+            std::printf("  %-7s", target.c_str());
+            for (const auto &[k, n] : counts) std::printf(" %s %lld", k.c_str(), (long long)n);
+            std::printf("\n");
+        }
+    }
+    return s.failures ? 1 : 0;
+}
+
 void demo() {
     const App &gemm = find_app("gemm");
     std::cout << "Tandem demo: bf16 GEMM 2048 x 2048 x 2048 on the simulated ZPU (16 cores).\n"
@@ -221,6 +264,8 @@ int main(int argc, char **argv) {
             return (r.checked && !r.correct) || r.report.race_count || r.report.deadlock ? 1 : 0;
         } else if (a.command == "emit") {
             emit(a);
+        } else if (a.command == "fuzz") {
+            return fuzz(a);
         } else if (a.command == "demo") {
             demo();
         } else if (a.command == "help" || a.command == "--help") {

@@ -1,0 +1,294 @@
+#include "Fuzz.h"
+
+#include "Run.h"
+#include "ascend/Emitter.h"
+#include "hopper/Emitter.h"
+#include "zpu/Emitter.h"
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace tandem::apps {
+
+namespace {
+
+const char *const targets[] = {"zpu", "hopper", "ascend"};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+bool numeric(const std::string &v) { return !v.empty() && v.find_first_not_of("0123456789") == std::string::npos; }
+
+/** An extent biased to the values that break loop nests: 1, 2, primes, the tile and its
+ * neighbours, multiples of the tile, and anything up to `max`. */
+int draw_extent(std::mt19937_64 &rng, int tile, int max) {
+    static const int primes[] = {3, 5, 7, 11, 13, 17, 31, 61, 127, 257, 509, 1021, 4099, 65537};
+    auto pick = [&](int n) { return int(std::uniform_int_distribution<int>(0, n - 1)(rng)); };
+    int v = 1;
+    switch (pick(tile > 1 ? 10 : 5)) {
+    case 0: v = 1; break;
+    case 1: v = 2; break;
+    case 2: v = primes[pick(int(std::size(primes)))]; break;
+    case 3:
+    case 4: v = 1 + pick(max); break;
+    case 5: v = tile - 1; break;
+    case 6: v = tile; break;
+    case 7: v = tile + 1; break;
+    case 8: v = tile * (2 + pick(3)); break;
+    default: v = tile * (2 + pick(3)) + (pick(2) ? 1 : -1); break;
+    }
+    return std::clamp(v, 1, max);
+}
+
+std::string first_line(const std::string &s) {
+    std::string line = s.substr(0, s.find('\n'));
+    return line.size() > 400 ? line.substr(0, 400) + "..." : line;
+}
+
+std::string emit(const Kernel &k) {
+    switch (k.target.arch) {
+    case Target::Arch::Hopper: return hopper_backend::emit_cuda(k, "fuzz");
+    case Target::Arch::Ascend: return ascend_backend::emit_ascendc(k, "fuzz");
+    default: return zpu_backend::emit_cpp(k, "fuzz");
+    }
+}
+
+} // namespace
+
+const char *outcome_name(Outcome o) {
+    switch (o) {
+    case Outcome::Ok: return "ok";
+    case Outcome::UserError: return "user_error";
+    case Outcome::Wrong: return "wrong";
+    case Outcome::Race: return "race";
+    case Outcome::Deadlock: return "deadlock";
+    case Outcome::InternalError: return "internal_error";
+    case Outcome::Crash: return "crash";
+    case Outcome::Timeout: return "timeout";
+    }
+    return "?";
+}
+
+std::string FuzzCase::command() const {
+    std::string s = "./tandem run " + app + " --target " + target + " --schedule " + schedule;
+    for (const auto &[k, v] : params.values()) s += " --param " + k + "=" + v;
+    return s + " --seed " + std::to_string(index + 1);
+}
+
+FuzzCase draw_case(const FuzzOptions &options, uint64_t index) {
+    // One generator per case: the case does not depend on which cases ran before it.
+    std::seed_seq seq{uint32_t(options.seed), uint32_t(options.seed >> 32), uint32_t(index), uint32_t(index >> 32)};
+    std::mt19937_64 rng(seq);
+    auto pick = [&](size_t n) { return size_t(std::uniform_int_distribution<size_t>(0, n - 1)(rng)); };
+
+    std::vector<std::pair<const App *, std::string>> pairs;
+    for (const App &app : all_apps()) {
+        if (!options.app.empty() && app.name != options.app) continue;
+        for (const char *t : targets) {
+            if (!options.target.empty() && options.target != t) continue;
+            if (t == std::string("zpu") || app.target_schedules.count(t)) pairs.push_back({&app, t});
+        }
+    }
+    if (pairs.empty()) throw Error("fuzz: no app has a schedule for the given --app and --target");
+    FuzzCase c;
+    c.index = index;
+    auto [app, target] = pairs[pick(pairs.size())];
+    c.app = app->name;
+    c.target = target;
+    const std::vector<std::string> &schedules = schedules_for(*app, target);
+    c.schedule = schedules[pick(schedules.size())];
+    c.defaults = pick(2) == 0;
+    for (const auto &[key, values] : app->choices) {
+        // Defaults mode keeps the schedule's parameters and draws only the types.
+        if (c.defaults && numeric(values.front())) continue;
+        c.params.set(key, values[pick(values.size())]);
+    }
+    Params all = with_defaults(*app, c.params, target);
+    std::vector<int> extents;
+    for (const Extent &e : app->extents) {
+        int tile = e.tile.empty() ? 0 : all.get_int(e.tile);
+        extents.push_back(draw_extent(rng, tile, e.max));
+    }
+    // Keep the problem small enough for the models: halve the largest extent until it fits.
+    auto problem = [&] {
+        double p = 1;
+        for (int e : extents) p *= e;
+        return p;
+    };
+    while (problem() > app->max_problem) {
+        int &largest = *std::max_element(extents.begin(), extents.end());
+        largest = std::max(1, int(std::uniform_int_distribution<int>(largest / 4, largest / 2)(rng)));
+    }
+    for (size_t i = 0; i < extents.size(); i++) c.params.set(app->extents[i].name, std::to_string(extents[i]));
+    return c;
+}
+
+FuzzResult run_case(const FuzzCase &c) {
+    FuzzResult r;
+    r.c = c;
+    auto t0 = std::chrono::steady_clock::now();
+    try {
+        RunOptions o;
+        o.params = c.params;
+        o.schedule = c.schedule;
+        o.target = c.target;
+        o.seed = c.index + 1;
+        RunResult run_result = run(find_app(c.app), o);
+        const sim::Report &report = run_result.report;
+        if (report.deadlock) {
+            r.outcome = Outcome::Deadlock;
+            r.message = report.deadlock_message;
+        } else if (report.race_count) {
+            r.outcome = Outcome::Race;
+            r.message = report.races.empty() ? "race" : report.races.front().str();
+        } else if (!run_result.correct) {
+            r.outcome = Outcome::Wrong;
+            r.message = "max_rel_err " + std::to_string(run_result.max_rel_err);
+        } else {
+            try {
+                emit(run_result.kernel);
+            } catch (const Error &e) {
+                throw Error(std::string("emit: ") + e.what());
+            }
+        }
+    } catch (const Error &e) {
+        r.outcome = Outcome::UserError;
+        r.message = e.what();
+    } catch (const std::exception &e) {
+        r.outcome = Outcome::InternalError;
+        r.message = e.what();
+    }
+    r.message = first_line(r.message);
+    r.seconds = seconds_since(t0);
+    return r;
+}
+
+std::string FuzzSummary::json(uint64_t seed) const {
+    std::ostringstream os;
+    os << "{\"fuzz\": {\"runs\": " << runs << ", \"failures\": " << failures << ", \"seed\": " << seed
+       << ", \"seconds\": " << int64_t(seconds) << ", \"by_target\": {";
+    bool first_target = true;
+    for (const auto &[target, counts] : by_target) {
+        os << (first_target ? "" : ", ") << "\"" << target << "\": {";
+        bool first = true;
+        for (const auto &[k, n] : counts) {
+            os << (first ? "" : ", ") << "\"" << k << "\": " << n;
+            first = false;
+        }
+        os << "}";
+        first_target = false;
+    }
+    os << "}}}";
+    return os.str();
+}
+
+namespace {
+
+struct Child {
+    pid_t pid;
+    int fd;
+    FuzzCase c;
+    std::chrono::steady_clock::time_point start;
+};
+
+Child spawn(const FuzzCase &c) {
+    int fds[2];
+    if (pipe(fds) != 0) throw Error(std::string("fuzz: pipe failed: ") + std::strerror(errno));
+    pid_t pid = fork();
+    if (pid < 0) throw Error(std::string("fuzz: fork failed: ") + std::strerror(errno));
+    if (pid == 0) {
+        close(fds[0]);
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        dup2(null, 2);
+        FuzzResult r = run_case(c);
+        std::string line = std::to_string(int(r.outcome)) + "\t" + r.message;
+        ssize_t written = write(fds[1], line.data(), line.size());
+        _exit(written == ssize_t(line.size()) ? 0 : 1);
+    }
+    close(fds[1]);
+    return {pid, fds[0], c, std::chrono::steady_clock::now()};
+}
+
+std::string read_all(int fd) {
+    std::string s;
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) > 0) s.append(buf, size_t(n));
+    return s;
+}
+
+} // namespace
+
+FuzzSummary fuzz(const FuzzOptions &options, const std::function<void(const FuzzResult &)> &report) {
+    FuzzSummary summary;
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<Child> running;
+    uint64_t next = 0;
+    auto more = [&] {
+        return options.runs >= 0 ? int64_t(next) < options.runs : seconds_since(t0) < options.seconds;
+    };
+    while (true) {
+        while (int(running.size()) < std::max(1, options.jobs) && more()) running.push_back(spawn(draw_case(options, next++)));
+        if (running.empty()) break;
+        bool any = false;
+        for (size_t i = 0; i < running.size();) {
+            Child &child = running[i];
+            int status = 0;
+            pid_t done = waitpid(child.pid, &status, WNOHANG);
+            FuzzResult r;
+            r.c = child.c;
+            r.seconds = seconds_since(child.start);
+            if (done == 0 && r.seconds < options.timeout) {
+                i++;
+                continue;
+            }
+            if (done == 0) {
+                kill(child.pid, SIGKILL);
+                waitpid(child.pid, &status, 0);
+                r.outcome = Outcome::Timeout;
+                r.message = "no result after " + std::to_string(int(options.timeout)) + " s";
+            } else {
+                std::string line = read_all(child.fd);
+                auto tab = line.find('\t');
+                if (WIFSIGNALED(status)) {
+                    r.outcome = Outcome::Crash;
+                    r.message = std::string("killed by signal ") + strsignal(WTERMSIG(status));
+                } else if (tab == std::string::npos) {
+                    r.outcome = Outcome::Crash;
+                    r.message = "exited with status " + std::to_string(WEXITSTATUS(status)) + " and no result";
+                } else {
+                    r.outcome = Outcome(std::stoi(line.substr(0, tab)));
+                    r.message = line.substr(tab + 1);
+                }
+            }
+            close(child.fd);
+            running.erase(running.begin() + long(i));
+            any = true;
+            summary.runs++;
+            auto &counts = summary.by_target[r.c.target];
+            counts["runs"]++;
+            counts[outcome_name(r.outcome)]++;
+            if (r.failure()) {
+                summary.failures++;
+                counts["failures"]++;
+            }
+            report(r);
+        }
+        if (!any) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    summary.seconds = seconds_since(t0);
+    return summary;
+}
+
+} // namespace tandem::apps

@@ -1,0 +1,75 @@
+#ifndef TANDEM_APPS_FUZZ_H
+#define TANDEM_APPS_FUZZ_H
+
+/** \file
+ * The schedule fuzzer: draws an app, a target, a schedule, every extent (biased to 1, 2, primes,
+ * tile - 1, tile, tile + 1 and multiples of the tile), and in "random" mode the tile sizes, stage
+ * counts and output types too; runs the kernel on the target's machine model against the Halide
+ * reference, emits its code, and classifies the run. Each case runs in a child process, so a
+ * crash or a hang is a result, not the end of the fuzzer.
+ *
+ * Only ok and user error pass, and a user error at the app's default parameters (mode
+ * "defaults") is a failure too: the defaults must adapt to any shape that exists.
+ * Cases are a pure function of (seed, index): any failure is reproduced by its command line.
+ */
+
+#include "App.h"
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+
+namespace tandem::apps {
+
+enum class Outcome { Ok, UserError, Wrong, Race, Deadlock, InternalError, Crash, Timeout };
+const char *outcome_name(Outcome o);
+
+struct FuzzCase {
+    uint64_t index = 0;
+    std::string app, target, schedule;
+    Params params;         // the drawn ones (the app's defaults fill the rest)
+    bool defaults = false; // only the shape (and output type) drawn: a user error is a failure
+    /** The `./tandem run ...` line that reproduces the case. */
+    std::string command() const;
+};
+
+struct FuzzResult {
+    FuzzCase c;
+    Outcome outcome = Outcome::Ok;
+    std::string message;
+    double seconds = 0;
+    bool failure() const { return outcome != Outcome::Ok && !(outcome == Outcome::UserError && !c.defaults); }
+};
+
+struct FuzzOptions {
+    uint64_t seed = 1;
+    double seconds = 60;   // stop drawing after this long ...
+    int64_t runs = -1;     // ... or after this many cases (>= 0 wins over seconds)
+    int jobs = 1;          // cases in flight at once (child processes)
+    double timeout = 120;  // seconds before a case is a timeout
+    std::string target, app; // empty: all
+};
+
+/** The case number `index` of the fuzz run with `options` (app, target and mode filtered). */
+FuzzCase draw_case(const FuzzOptions &options, uint64_t index);
+
+/** Runs one case in this process (compile, model, reference, emit) and classifies it; crashes
+ * and hangs are left to the caller. */
+FuzzResult run_case(const FuzzCase &c);
+
+struct FuzzSummary {
+    int64_t runs = 0, failures = 0;
+    double seconds = 0;
+    std::map<std::string, std::map<std::string, int64_t>> by_target; // target -> outcome -> count
+    /** {"fuzz": {"runs", "failures", "seed", "seconds", "by_target": {...}}} */
+    std::string json(uint64_t seed) const;
+};
+
+/** Draws and runs cases in child processes, `jobs` at a time, calling `report` on each result
+ * (in completion order). */
+FuzzSummary fuzz(const FuzzOptions &options, const std::function<void(const FuzzResult &)> &report);
+
+} // namespace tandem::apps
+
+#endif
