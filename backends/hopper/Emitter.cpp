@@ -555,9 +555,9 @@ private:
     void place_box(const CopyInfo &c) {
         const KernelArg *arg = kernel.arg(c.arg);
         Tile &tile = plan.tiles[c.buffer];
-        if (c.op.dims.size() != arg->extents.size()) {
+        if (c.op.dims.size() != arg->copy_view().size()) {
             throw Error("hopper: " + copy_text(c) + " has " + std::to_string(c.op.dims.size()) +
-                        " dims but " + c.arg + " has " + std::to_string(arg->extents.size()) +
+                        " dims but " + c.arg + " has " + std::to_string(arg->copy_view().size()) +
                         "; a TMA box has the tensor's rank");
         }
         if (tile.box.empty())
@@ -584,9 +584,10 @@ private:
     void check_layout(const CopyInfo &c) {
         const KernelArg *arg = kernel.arg(c.arg);
         Tile &tile = plan.tiles[c.buffer];
-        int64_t arg_stride = 1;
+        std::vector<KernelArg::Dim> view = arg->copy_view();
         std::vector<Expr> pitch = pitches(c);
         for (size_t d = 0; d < c.op.dims.size(); d++) {
+            int64_t arg_stride = view[d].stride;
             if (!proven(c.global_stride(d) == Halide::Expr(int(arg_stride))) &&
                 !proven(c.op.dims[d].extent == 1)) {
                 throw Error("hopper: " + copy_text(c) + " dim " + std::to_string(d) +
@@ -595,7 +596,6 @@ private:
             }
             if (d < pitch.size() && !proven(pitch[d] == Halide::Expr(int(tile.box[d]))))
                 tile.dynamic_layout = true;
-            arg_stride *= arg->extents[d];
         }
     }
 
@@ -699,8 +699,8 @@ private:
                             ")");
             }
             const int64_t bytes = arg->type.bytes();
-            for (int e : arg->extents)
-                m.extents.push_back(e);
+            for (const KernelArg::Dim &d : arg->copy_view())
+                m.extents.push_back(d.extent);
             m.box = tile.box;
             if (tile.kind != TileKind::Plain) {
                 // Column blocks of 64 bf16: one 128B-swizzled {64, rows} box each.
@@ -1195,16 +1195,15 @@ private:
         os << line() << "const int offset = " << expr(load ? c.src_offset : c.dst_offset)
            << "; // element of " << arg << "\n";
         // Tail tiles: the box is full size and the part past the tile must lie past the edge.
-        int64_t stride = 1;
+        std::vector<KernelArg::Dim> view = karg->copy_view();
         for (size_t d = 0; d < c.dims.size(); d++) {
-            int64_t extent = karg->extents[d];
+            int64_t extent = view[d].extent, stride = view[d].stride;
             if (!proven(c.dims[d].extent == Halide::Expr(int(tile.box[d])))) {
                 os << line() << "hopper::check_tail(" << expr(c.dims[d].extent) << ", "
                    << tile.box[d] << ", offset"
                    << (stride > 1 ? " / " + std::to_string(stride) : "") << " % " << extent << ", "
                    << extent << ");\n";
             }
-            stride *= extent;
         }
         std::string smem = address(buffer, load ? c.dst_offset : c.src_offset);
         for (int block = 0; block < map.blocks; block++) {

@@ -191,13 +191,11 @@ private:
         const KernelArg *a = cta.kernel.arg(arg);
         sim::hopper::TensorView v;
         v.buffer = id(arg);
-        int64_t stride = 1;
         coords->clear();
-        for (int e : a->extents) {
-            v.extents.push_back(e);
-            v.strides.push_back(stride);
-            coords->push_back((offset / stride) % e);
-            stride *= e;
+        for (const KernelArg::Dim &d : a->copy_view()) {
+            v.extents.push_back(d.extent);
+            v.strides.push_back(d.stride);
+            coords->push_back((offset / d.stride) % d.extent);
         }
         return v;
     }

@@ -29,6 +29,40 @@ bool copy_box(const Nest &nest, const Expr &dst_index, const Expr &src_index, ir
     return true;
 }
 
+/** The box with one dim per dim of the tensor's copy view (innermost first), so that every
+ * backend sees the same rank whatever loops Halide removed: loop dims are matched to view dims
+ * by global stride, a view dim no loop moves gets extent 1 (and the on-chip stride of the next
+ * matched dim), and a dim of extent 1 outside the view is dropped. A box that does not walk the
+ * tensor's dims (a transposing copy) is left as it is. */
+void conform_to_tensor(ir::CopyOp *op, const KernelArg *arg, bool global_is_src) {
+    if (!arg) return;
+    std::vector<KernelArg::Dim> view = arg->copy_view();
+    std::vector<ir::CopyDim> dims(view.size());
+    std::vector<bool> matched(view.size(), false);
+    for (const ir::CopyDim &dim : op->dims) {
+        const IntImm *stride = simplify(global_is_src ? dim.src_stride : dim.dst_stride).as<IntImm>();
+        size_t d = 0;
+        while (stride && d < view.size() && (matched[d] || view[d].stride != stride->value)) d++;
+        if (stride && d < view.size()) {
+            dims[d] = dim;
+            matched[d] = true;
+        } else if (!is_const_one(simplify(dim.extent))) {
+            return;
+        }
+    }
+    Expr on_chip_next; // the on-chip stride of the next matched dim outwards
+    for (size_t d = view.size(); d-- > 0;) {
+        if (matched[d]) {
+            on_chip_next = global_is_src ? dims[d].dst_stride : dims[d].src_stride;
+            continue;
+        }
+        Expr on_chip = on_chip_next.defined() ? on_chip_next : Expr(1);
+        Expr global = Expr(int(view[d].stride));
+        dims[d] = {1, global_is_src ? on_chip : global, global_is_src ? global : on_chip};
+    }
+    op->dims = dims;
+}
+
 class RecognizeCopies : public IRMutator {
 public:
     explicit RecognizeCopies(CompileContext &ctx) : ctx(ctx), out(ctx.of(ctx.output)) {}
@@ -39,6 +73,13 @@ private:
     const Directives out;
     int loop_depth = 0;
     int stores_out = 0;
+
+    const KernelArg *arg(const std::string &name) const {
+        for (const KernelArg &a : ctx.args) {
+            if (a.name == name) return &a;
+        }
+        return nullptr; // a pass test that gives no tensor shapes
+    }
 
     bool is_input(const std::string &name) const {
         return std::find(ctx.inputs.begin(), ctx.inputs.end(), name) != ctx.inputs.end();
@@ -70,6 +111,7 @@ private:
         }
         c.dst = op->name;
         c.src = load->name;
+        conform_to_tensor(&c, arg(load->name), true);
         c.barrier = ir::full_barrier(op->name);
         c.slot = 0;
         Stmt body = Block::make(ir::make_copy(c), ir::make_wait({c.barrier, 0}));
@@ -135,6 +177,7 @@ private:
         }
         c.dst = ctx.output;
         c.src = source;
+        conform_to_tensor(&c, arg(ctx.output), false);
         c.barrier = ir::empty_barrier(source);
         c.slot = 0;
         stores_out++;

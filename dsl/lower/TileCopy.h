@@ -17,6 +17,10 @@
  * later) then tandem_copy C_stage -> C signalling "C_stage.empty"; a plain copy `C[...] = acc[...]`
  * is stored straight out of acc. The store is waited at once unless the output has async_copy.
  *
+ * Every box has one dim per dim of its tensor's copy view (KernelArg::copy_view: the dims of
+ * extent above 1), whatever loops Halide removed, so that backends can match box dims to tensor
+ * dims by position.
+ *
  * Limits (user errors): a copy must be an affine box of an input with the same element type (the
  * DMA engine does not convert); an async_copy Func must be a copy computed inside a loop of its
  * consumer.

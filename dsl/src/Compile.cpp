@@ -91,6 +91,17 @@ int64_t KernelArg::elements() const {
     return n;
 }
 
+std::vector<KernelArg::Dim> KernelArg::copy_view() const {
+    std::vector<Dim> view;
+    int64_t stride = 1;
+    for (int e : extents) {
+        if (e > 1) view.push_back({e, stride});
+        stride *= e;
+    }
+    if (view.empty()) view.push_back({1, 1});
+    return view;
+}
+
 const SramBuffer *Kernel::buffer(const std::string &name) const {
     for (const SramBuffer &b : buffers) {
         if (b.name == name) return &b;
@@ -142,6 +153,7 @@ Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const 
     }
     k.args.push_back({ctx.output, output.halide().output_types()[0],
                       static_extents(output.output_buffer().parameter(), ctx.output), true});
+    ctx.args = k.args;
 
     std::vector<Halide::Argument> args(inputs.begin(), inputs.end());
     Halide::Target host = Halide::get_host_target()

@@ -23,6 +23,14 @@ struct KernelArg {
     std::vector<int> extents;
     bool output = false;
     int64_t elements() const;
+
+    /** One dim of the view bulk copies take of the tensor (extent and stride in elements). */
+    struct Dim {
+        int64_t extent, stride;
+    };
+    /** The tensor without its dims of extent 1 (at least one dim is kept): such a dim has the
+     * stride of the next one, so it only makes a box ambiguous (and a TMA stride illegal). */
+    std::vector<Dim> copy_view() const;
 };
 
 /** An on-chip buffer placed by memory planning: `slots` versions of `slot_elements` each. */
@@ -55,6 +63,7 @@ struct CompileContext {
     const Func *output_func = nullptr;
     int grid = 1;                    // units the tile loop runs on (ZPU cores, Hopper CTAs)
     std::vector<std::string> inputs; // input buffer names
+    std::vector<KernelArg> args;     // the DRAM tensors: inputs, then the output
     std::vector<std::string> funcs;  // every Func of the pipeline
     std::vector<std::string> notes;  // what the passes decided, for --emit stmt
     std::map<std::string, int> slots; // versions of each multi-buffered buffer
