@@ -56,6 +56,10 @@ Kernel compile_app(const App &app, const Params &params, const std::string &sche
 
 RunResult run(const App &app, const RunOptions &options);
 
+/** The target the Halide reference is JIT-compiled for: the host, minus features Halide 14
+ * detects wrongly. */
+Halide::Target reference_target();
+
 /** The problem's roofline on `target`: max of MACs / peak MAC rate, vector work / vector rate and
  * compulsory bytes / DMA bandwidth, all cores together. */
 double roofline_cycles(const Workload &w, const Target &target);

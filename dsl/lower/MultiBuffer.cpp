@@ -140,8 +140,13 @@ bool allocates_at_this_level(const Stmt &body, const std::string &buffer) {
 /** Versions of the store source S chosen by the parity of the loop that allocates it. */
 class ResultSlots : public IRMutator {
 public:
-    ResultSlots(const std::string &source, int slots, int64_t slot_elements, bool async)
-        : source(source), slots(slots), slot_elements(slot_elements), async(async) {}
+    /** `once`: tile loops run at most once per unit (a CTA per tile). `wait_at_start`: the first
+     * write waits too, before any store (Ascend's pre-armed store flags are each consumed by one
+     * wait; on the ZPU and Hopper that wait is free, so it is left out). */
+    ResultSlots(const std::string &source, int slots, int64_t slot_elements, bool async, bool once,
+                bool wait_at_start)
+        : source(source), slots(slots), slot_elements(slot_elements), async(async), once(once),
+          stored_since_wait(wait_at_start) {}
     int loops = 0;
 
     Stmt at_top_level(const Stmt &s) {
@@ -155,11 +160,17 @@ private:
     int slots;
     int64_t slot_elements;
     bool async;
+    bool once;
+
+    /** A tile loop that runs at most once per unit: straight-line code, one version. */
+    bool runs_once(const For *op) const {
+        return once && is_core_loop(op->name) && allocates_at_this_level(op->body, source);
+    }
 
     /** Straight-line code outside the tile loops (a partitioned tail, or a kernel of one tile)
      * reuses version 0: before the first write after a store of it (or at the start), wait for
      * that store. Exactly one wait per store: flags (Ascend) are consumed by their waits. */
-    bool stored_since_wait = true;
+    bool stored_since_wait;
     Stmt wait_outside_loops(const Stmt &s) {
         if (const Block *b = s.as<Block>()) {
             Stmt first = wait_outside_loops(b->first);
@@ -187,6 +198,9 @@ private:
             stored_since_wait = after_then || stored_since_wait;
             return IfThenElse::make(i->condition, then_case, else_case);
         }
+        if (const For *f = s.as<For>(); f && runs_once(f)) {
+            return For::make(f->name, f->min, f->extent, f->for_type, f->device_api, wait_outside_loops(f->body));
+        }
         if (s.as<For>() && allocates_inside(s)) { // tile loops wait inside
             if (ir::touches(s, source)) stored_since_wait = true;
             return s;
@@ -199,6 +213,23 @@ private:
         if (!ir::writes(s, source) || !stored_since_wait) return s;
         stored_since_wait = false;
         return Block::make(ir::make_wait({ir::empty_barrier(source), 0}), s);
+    }
+
+    /** True if a loop inside `s` allocates the source in its body (a tile loop). */
+    bool tile_loop_inside(const Stmt &s) const {
+        class Find : public IRVisitor {
+        public:
+            explicit Find(const std::string &b) : buffer(b) {}
+            const std::string &buffer;
+            bool found = false;
+            using IRVisitor::visit;
+            void visit(const For *op) override {
+                if (allocates_at_this_level(op->body, buffer)) found = true;
+                IRVisitor::visit(op);
+            }
+        } f(source);
+        s.accept(&f);
+        return f.found;
     }
 
     bool allocates_inside(const Stmt &s) const {
@@ -223,8 +254,20 @@ private:
     }
 
     Stmt visit(const For *op) override {
+        if (runs_once(op)) { // straight-line code: wait_outside_loops waits in it
+            return For::make(op->name, op->min, op->extent, op->for_type, op->device_api, mutate(op->body));
+        }
         Stmt body = mutate(op->body);
-        if (allocates_at_this_level(op->body, source)) {
+        if (allocates_at_this_level(op->body, source) && tile_loop_inside(body)) {
+            // A partitioned tail next to an inner tile loop that already alternates the versions:
+            // the tail is straight-line code of this loop's body, so it uses version 0 and waits
+            // for its last store, as outside every loop (any iteration may follow a store).
+            loops++;
+            if (async) {
+                stored_since_wait = true;
+                body = wait_outside_loops(body);
+            }
+        } else if (allocates_at_this_level(op->body, source)) {
             loops++;
             Expr slot = 0;
             if (slots > 1) {
@@ -287,7 +330,8 @@ Stmt multi_buffer(const Stmt &s, CompileContext &ctx) {
         result.accept(&size);
         bool versioned = slots > 1 && size.allocations > 0;
         bool by_consumer = out.ping_pong && ctx.target.arch == Target::Arch::Hopper && versioned;
-        ResultSlots r(source, versioned && !by_consumer ? slots : 1, size.elements, out.async_copy);
+        ResultSlots r(source, versioned && !by_consumer ? slots : 1, size.elements, out.async_copy,
+                      ctx.one_tile_per_unit, ctx.target.arch == Target::Arch::Ascend);
         result = r.at_top_level(result);
         if (by_consumer) {
             // Hopper ping-pong: every tile a consumer stores (tails too) uses that consumer's version;
@@ -308,8 +352,11 @@ Stmt multi_buffer(const Stmt &s, CompileContext &ctx) {
             ctx.notes.push_back("result slots: " + source + " alternates " + std::to_string(used) +
                                 " versions by tile parity");
         }
+        // Hopper drains with cp.async.bulk.wait_group.read 0, which waits for every store of the
+        // warpgroup: one drain, not one per version.
+        int drained = ctx.target.arch == Target::Arch::Hopper ? 1 : used;
         if (out.async_copy) {
-            for (int i = 0; i < used; i++) drains.push_back(ir::make_wait({ir::empty_barrier(source), i}));
+            for (int i = 0; i < drained; i++) drains.push_back(ir::make_wait({ir::empty_barrier(source), i}));
         }
     }
     for (const Stmt &d : drains) result = Block::make(result, d);
