@@ -120,21 +120,26 @@ class Contains : public IRVisitor {
 public:
     explicit Contains(const std::string &b) : buffer(b) {}
     const std::string &buffer;
-    bool allocates = false;
+    int allocations = 0;
 
 private:
     using IRVisitor::visit;
     void visit(const For *op) override {} // only this level
     void visit(const Allocate *op) override {
-        if (op->name == buffer) allocates = true;
+        if (op->name == buffer) allocations++;
         IRVisitor::visit(op);
     }
 };
 
-bool allocates_at_this_level(const Stmt &body, const std::string &buffer) {
+/** How many times `body` allocates `buffer` outside its inner loops. */
+int allocations_at_this_level(const Stmt &body, const std::string &buffer) {
     Contains c(buffer);
     body.accept(&c);
-    return c.allocates;
+    return c.allocations;
+}
+
+bool allocates_at_this_level(const Stmt &body, const std::string &buffer) {
+    return allocations_at_this_level(body, buffer) > 0;
 }
 
 /** Versions of the store source S chosen by the parity of the loop that allocates it. */
@@ -258,10 +263,11 @@ private:
             return For::make(op->name, op->min, op->extent, op->for_type, op->device_api, mutate(op->body));
         }
         Stmt body = mutate(op->body);
-        if (allocates_at_this_level(op->body, source) && tile_loop_inside(body)) {
-            // A partitioned tail next to an inner tile loop that already alternates the versions:
-            // the tail is straight-line code of this loop's body, so it uses version 0 and waits
-            // for its last store, as outside every loop (any iteration may follow a store).
+        int allocations = allocations_at_this_level(op->body, source);
+        if (allocations > 1 || (allocations == 1 && tile_loop_inside(body))) {
+            // Straight-line tiles (Halide partitioned an inner tile loop into its tail, or into
+            // tiles of its own): each uses version 0 and waits for the last store before it, as
+            // outside every loop (an iteration may follow a store).
             loops++;
             if (async) {
                 stored_since_wait = true;

@@ -4,6 +4,7 @@
 #include "tandem/AsyncIR.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 namespace tandem::lower {
@@ -24,6 +25,7 @@ class RecognizeMma : public IRMutator {
 public:
     explicit RecognizeMma(CompileContext &ctx) : ctx(ctx) {}
     std::set<std::string> recognized;
+    std::map<std::string, std::string> a_operand; // of each accumulator, from MMAs with m or n
 
 private:
     using IRMutator::visit;
@@ -37,6 +39,10 @@ private:
         if (f == ctx.functions.end() || f->second.updates().empty() || loop.rfind(prefix, 0) != 0) return -1;
         const Definition &update = f->second.update(0);
         std::string var = loop.substr(prefix.size());
+        const std::string rebased = ".rebased"; // Halide's RebaseLoopsToZero
+        if (var.size() > rebased.size() && var.compare(var.size() - rebased.size(), rebased.size(), rebased) == 0) {
+            var.resize(var.size() - rebased.size());
+        }
         for (bool changed = true; changed;) {
             changed = false;
             for (const Split &s : update.schedule().splits()) {
@@ -135,10 +141,13 @@ private:
         } else if (acc_loops.size() == 1) {
             (pure_arg_of(acc, acc_loops[0]->name) == 1 ? m : n) = acc_loops[0];
         }
-        // A moves with m, B with n; with neither (a 1 x 1 tile) the product's first operand is A.
+        // A moves with m, B with n; with neither (a 1 x 1 tile) A is the operand the other MMAs
+        // into acc take as A (the product's first operand if there are none).
         bool x_is_a = m ? !provably_zero(affine_step(x->index, m->name))
-                        : n ? provably_zero(affine_step(x->index, n->name)) : true;
+                      : n ? provably_zero(affine_step(x->index, n->name))
+                          : !a_operand.count(acc) || a_operand[acc] == x->name;
         const Load *a = x_is_a ? x : y, *b = x_is_a ? y : x;
+        if (m || n) a_operand[acc] = a->name;
         if ((n && !provably_zero(affine_step(a->index, n->name))) ||
             (m && !provably_zero(affine_step(b->index, m->name)))) {
             fail(acc, "the operands do not split into A(k, m) and B(n, k)");
@@ -180,6 +189,8 @@ private:
 
 Stmt recognize_tile_mma(const Stmt &s, CompileContext &ctx) {
     RecognizeMma r(ctx);
+    r.mutate(s); // learns which operand is A from the MMAs that have an m or n loop
+    r.recognized.clear();
     Stmt result = r.mutate(s);
     for (const std::string &f : ctx.funcs) {
         if (ctx.of(f).tile_mma && !r.recognized.count(f)) {
