@@ -58,8 +58,9 @@ struct App {
      * schedules it has (none listed: the app has no schedule for that target yet). */
     std::map<std::string, std::map<std::string, std::string>> target_defaults;
     std::map<std::string, std::vector<std::string>> target_schedules;
-    /** The algorithm with `schedule` applied ("reference" = the CPU schedule for Halide's JIT). */
-    std::function<Built(const Params &, const std::string &schedule)> build;
+    /** The algorithm with `schedule` for `target` applied ("reference" = the CPU schedule for
+     * Halide's JIT; the target is then ignored). */
+    std::function<Built(const Params &, const std::string &schedule, const Target &target)> build;
     std::function<Workload(const Params &)> workload;
     /** Largest acceptable max |out - ref| / max |ref|. */
     std::function<double(const Params &)> tolerance;

@@ -10,7 +10,7 @@ namespace tandem::apps {
 
 namespace {
 
-Built build_attention(const Params &p, const std::string &schedule) {
+Built build_attention(const Params &p, const std::string &schedule, const Target &) {
     const int Lq = p.get_int("Lq"), Lk = p.get_int("Lk"), D = p.get_int("D");
     if (Lq < 1 || Lk < 1 || D < 1) throw Error("attention_scores: Lq, Lk and D must be positive");
 
@@ -47,7 +47,10 @@ Built build_attention(const Params &p, const std::string &schedule) {
         .async_copy()
         .ping_pong();
     acc.compute_at(S, jo);
-    acc.update().split(d.x, dk, di, D, TailStrategy::GuardWithIf).reorder(j, i, di, dk).tile_mma();
+    // The MMA's K step: TD columns of Q and K at a time (default: up to 128, which keeps a
+    // 128-row operand pair double-buffered in a 64 KB L0A/L0B).
+    const int TD = std::min(p.get_int("TD") > 0 ? p.get_int("TD") : 128, D);
+    acc.update().split(d.x, dk, di, TD, TailStrategy::GuardWithIf).reorder(j, i, di, dk).tile_mma();
     Func Q_tile = Func::staged(Q, acc), K_tile = Func::staged(K, acc);
     Q_tile.compute_at(S, io);                               // resident for the row block
     K_tile.compute_at(acc, dk).async_copy().multi_buffer(2); // streamed
@@ -60,7 +63,7 @@ const App &attention_scores_app() {
     static const App app{
         "attention_scores",
         "attention scores S = Q K^T (bf16 in, f32 out to a workspace), Q resident, K streamed",
-        {{"Lq", "1024"}, {"Lk", "1024"}, {"D", "128"}, {"TM", "128"}, {"TN", "128"}},
+        {{"Lq", "1024"}, {"Lk", "1024"}, {"D", "128"}, {"TM", "128"}, {"TN", "128"}, {"TD", "0"}},
         {"resident"},
         {},
         {{"ascend", {"resident"}}},
@@ -71,7 +74,8 @@ const App &attention_scores_app() {
         },
         [](const Params &) { return 1e-3; },
         {{"Lq", "TM", 300}, {"Lk", "TN", 300}, {"D", "", 256}},
-        {{"TM", {"16", "32", "64", "128", "256"}}, {"TN", {"16", "32", "64", "128", "256"}}},
+        {{"TM", {"16", "32", "64", "128", "256"}}, {"TN", {"16", "32", "64", "128", "256"}},
+         {"TD", {"0", "16", "32", "64", "100"}}},
         4e6,
     };
     return app;

@@ -7,7 +7,7 @@ namespace tandem::apps {
 
 namespace {
 
-Built build_elementwise(const Params &p, const std::string &schedule) {
+Built build_elementwise(const Params &p, const std::string &schedule, const Target &) {
     const int W = p.get_int("W"), H = p.get_int("H");
     if (W < 1 || H < 1) throw Error("elementwise: W and H must be positive");
 

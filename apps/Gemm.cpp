@@ -8,7 +8,7 @@ namespace tandem::apps {
 
 namespace {
 
-Built build_gemm(const Params &p, const std::string &schedule) {
+Built build_gemm(const Params &p, const std::string &schedule, const Target &) {
     const int M = p.get_int("M"), N = p.get_int("N"), K = p.get_int("K");
     const std::string out = p.get("out");
     if (M < 1 || N < 1 || K < 1) throw Error("gemm: M, N and K must be positive");

@@ -121,7 +121,7 @@ std::map<std::string, int> add_arguments(const Kernel &kernel,
 }
 
 Kernel compile_app(const App &app, const Params &params, const std::string &schedule, const Target &target) {
-    Built built = app.build(params, schedule);
+    Built built = app.build(params, schedule, target);
     return compile(built.output, built.inputs, target, app.name);
 }
 
@@ -183,7 +183,7 @@ RunResult run(const App &app, const RunOptions &options) {
 
     if (options.numerics) {
         t0 = std::chrono::steady_clock::now();
-        Built ref = app.build(r.params, "reference");
+        Built ref = app.build(r.params, "reference", target);
         for (size_t i = 0; i < ref.inputs.size(); i++) ref.inputs[i].set(reference_inputs[i]);
         const KernelArg &out = kernel.args.back();
         Halide::Buffer<> expected(out.type, extents_of(out));

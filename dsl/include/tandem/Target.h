@@ -35,6 +35,12 @@ struct Target {
     /** Processing units the tile loop is spread over: ZPU cores, or Hopper SMs (persistent). */
     int units() const { return arch == Arch::Hopper ? hopper.sms : arch == Arch::Ascend ? ascend.cores : zpu.cores; }
 
+    /** The on-chip memory a vector kernel's tiles live in: ZPU RSRAM per core, Hopper shared
+     * memory per CTA, Ascend UB per AI core. */
+    int64_t vector_memory_bytes() const {
+        return arch == Arch::Hopper ? hopper.smem_bytes : arch == Arch::Ascend ? ascend.ub_bytes : zpu.rsram_bytes;
+    }
+
     static Target parse(const std::string &text);
     std::string name() const;
 };
