@@ -133,6 +133,7 @@ Stmt map_to_cores(const Stmt &s, CompileContext &ctx) {
         probe.mutate(s);
         tiles = std::max<int64_t>(1, probe.largest_extent);
         units = int(d.ping_pong ? std::min<int64_t>(tiles, units) : tiles);
+        ctx.one_tile_per_unit = !d.ping_pong;
     }
     ctx.grid = units;
     SpreadLoops spread(ctx.output + ".s0", d.cores_var, units);

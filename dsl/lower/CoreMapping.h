@@ -13,6 +13,9 @@
  * Halide's loop partitioning may split the tile loop into a steady-state loop and a tail loop;
  * each is mapped on its own. Without map_to_cores the kernel runs on core 0 only.
  *
+ * Hopper without ping_pong launches a CTA per tile: each mapped loop then runs at most once per
+ * CTA (ctx.one_tile_per_unit), and the later passes emit no cross-tile pipeline in it.
+ *
  * Limits (user errors): the var must name a loop of the output Func's pure stage.
  */
 

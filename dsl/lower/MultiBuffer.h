@@ -14,7 +14,9 @@
  * else the output's multi_buffer count, else 1) chosen by the parity of the tile loop that
  * allocates S, so that the store of one tile overlaps the work of the next. Before the first write
  * of S in each tile the control stream waits for the store that last read that version
- * (S.empty), and the kernel drains every version at its end.
+ * (S.empty), and the kernel drains every version at its end (Hopper: one wait_group.read 0 drains
+ * them all). A tile loop that runs once per unit (Hopper's CTA per tile) is straight-line code:
+ * one version, waited before a write only when a store of it came earlier in the kernel.
  *
  * Limits (user errors): multi_buffer needs async_copy on the same Func; ping_pong needs async_copy
  * on the output and a tile loop around the output's store.

@@ -22,6 +22,7 @@ struct Plan {
     const For *loop = nullptr;
     std::vector<Loop> chain; // root ... loop
     std::vector<Pipelined> funcs;
+    bool one_trip = false; // a tile loop of a CTA per tile: nothing to run ahead to
 };
 
 /** async_copy producers directly in a loop body (not inside a nested loop). */
@@ -151,6 +152,7 @@ private:
         for (size_t i = root; i < stack.size(); i++) {
             plan.chain.push_back({stack[i]->name, stack[i]->min, stack[i]->extent});
         }
+        plan.one_trip = ctx.one_tile_per_unit && plan.chain.size() == 1 && is_core_loop(loop->name);
         std::string what;
         for (const Pipelined &f : plan.funcs) what += f.func + " (" + std::to_string(f.versions) + " versions) ";
         ctx.notes.push_back("software pipeline: " + what + "over " +
@@ -269,12 +271,13 @@ private:
             body = insert_before_first_access(body, pf.func, false,
                                               ir::make_wait({ir::full_barrier(pf.func), int_var(ir::stage_var(pf.func))}));
             body = substitute(ir::stage_var(pf.func), f % pf.versions, body);
+            if (p.one_trip && pf.versions > 1) continue; // the prologue copied the only iteration's
             Expr g = f + (pf.versions - 1);
             Stmt c = copy_at(p, pf, copies.at(pf.func), g);
             if (pf.versions > 1) c = IfThenElse::make(g < total(p), c);
             ahead = ahead.defined() ? Block::make(ahead, c) : c;
         }
-        return LetStmt::make(f_name, flat_index(p), Block::make(ahead, body));
+        return LetStmt::make(f_name, flat_index(p), ahead.defined() ? Block::make(ahead, body) : body);
     }
 
     Stmt visit(const For *op) override {

@@ -14,7 +14,9 @@
  *
  * Copies issued are always waited inside the loop, so the pipeline is correct for any trip
  * count, including 1 and counts below n. The copy for iteration ko + n - 1 reuses the version
- * consumed at ko - 1, which the synchronous compute of ko - 1 has released.
+ * consumed at ko - 1, which the synchronous compute of ko - 1 has released. A tile loop that runs
+ * once per unit (Hopper's CTA per tile) keeps the prologue, which copies its one iteration ahead
+ * of the waits, and has no run-ahead copies.
  *
  * With warp_specialize() on the output, the producer runs ahead across the tile loop: the
  * iteration space is the flattened (tile, ..., ko) nest, so the next tile's first copies overlap

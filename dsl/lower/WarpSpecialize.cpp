@@ -259,18 +259,14 @@ private:
             Stmt body = transform(pc->body, mode);
             return is_no_op(body) ? body : ProducerConsumer::make(pc->name, pc->is_producer, body);
         }
-        // A leaf: an op. The producer only issues ring copies (handled by groups); the skipping
-        // consumer keeps only the drains of its own bulk stores.
+        // A leaf: an op. The producer only issues ring copies (handled by groups); a consumer
+        // skipping a tile runs none of its ops: its own next tile waits for its stores before
+        // rewriting its staging version, and it drains them at the end.
         if (mode == Mode::Consumer) {
             ir::CopyOp c;
             if (!ir::as_copy(s, &c)) return s;
             if (c.dst == ctx.output) return Block::make(ir::make_fence_proxy_async(), s);
             return Block::make(ir::make_expect({c.barrier, c.slot}, bytes.of(c)), s); // a synchronous load
-        }
-        ir::WaitOp w;
-        if (mode == Mode::Skip && consumer >= 0 && ir::as_wait(s, &w) && ends_with(w.barrier, ".empty") &&
-            !rings.count(w.barrier.substr(0, w.barrier.size() - 6))) {
-            return s;
         }
         return Evaluate::make(0);
     }
@@ -287,10 +283,6 @@ private:
         } f;
         s.accept(&f);
         return f.found;
-    }
-
-    static bool ends_with(const std::string &s, const std::string &tail) {
-        return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
     }
 };
 

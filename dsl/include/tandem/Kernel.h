@@ -62,6 +62,8 @@ struct CompileContext {
     std::string output;              // name of the output Func
     const Func *output_func = nullptr;
     int grid = 1;                    // units the tile loop runs on (ZPU cores, Hopper CTAs)
+    bool one_tile_per_unit = false;  // Hopper without ping_pong: a CTA per tile, so each tile loop
+                                     // runs at most once per unit (straight-line code)
     std::vector<std::string> inputs; // input buffer names
     std::vector<KernelArg> args;     // the DRAM tensors: inputs, then the output
     std::vector<std::string> funcs;  // every Func of the pipeline
