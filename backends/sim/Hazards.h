@@ -123,21 +123,22 @@ private:
     std::vector<int64_t> clocks_; // agents x agents; row a is agent a's clock
 };
 
-/** Checks `access` (made by access.agent, whose clock is `clock`) against a buffer's history,
- * then records it. Conflicts are writes, and reads when the access writes.
+/** Checks `access` against a buffer's history, then records it. ordered(earlier) says whether an
+ * earlier access happens before it (transitively: the pruning relies on it). Conflicts are writes,
+ * and reads when the access writes.
  * on_race(earlier): a conflicting earlier access sharing elements and not ordered before it.
  * on_ordered(earlier): a conflicting earlier access ordered before it whose hull meets its own
  * (the model may check more, e.g. a proxy fence; the elements may still be disjoint). */
-template <class OnRace, class OnOrdered>
-void check_access(BufferHistory &history, const AccessRecord &access, const int64_t *clock,
-                  OnRace &&on_race, OnOrdered &&on_ordered) {
+template <class Ordered, class OnRace, class OnOrdered>
+void check_access_ordered(BufferHistory &history, const AccessRecord &access, Ordered &&ordered,
+                          OnRace &&on_race, OnOrdered &&on_ordered) {
     const ElementSet &elements = access.elements;
     auto check = [&](RecordList &list, bool prune) {
         auto it = list.by_lo.lower_bound(elements.lo - list.longest);
         while (it != list.by_lo.end() && it->first <= elements.hi) {
             const AccessRecord &earlier = it->second;
             if (earlier.elements.hi >= elements.lo) {
-                bool before = earlier.epoch <= clock[earlier.agent];
+                bool before = ordered(earlier);
                 bool conflict = access.write || earlier.write;
                 if (conflict && !before && overlaps(earlier.elements, elements)) {
                     on_race(earlier);
@@ -156,6 +157,15 @@ void check_access(BufferHistory &history, const AccessRecord &access, const int6
     check(history.writes, access.write);
     check(history.reads, true);
     (access.write ? history.writes : history.reads).insert(access);
+}
+
+/** check_access_ordered with vector clocks: `clock` is the clock of the agent making the access. */
+template <class OnRace, class OnOrdered>
+void check_access(BufferHistory &history, const AccessRecord &access, const int64_t *clock,
+                  OnRace &&on_race, OnOrdered &&on_ordered) {
+    check_access_ordered(
+        history, access, [clock](const AccessRecord &earlier) { return earlier.epoch <= clock[earlier.agent]; },
+        on_race, on_ordered);
 }
 
 /** Races found so far, each once per (first op, second op, key). */

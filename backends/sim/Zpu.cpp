@@ -7,8 +7,13 @@
 //   transfers are still in flight (end > now), the control stream stalls until the in-flight
 //   transfer that ends first has ended; that stall is the "control_stall" busy time.
 // - A descriptor runs on the channel that frees first (lowest channel index on a tie), starting
-//   at max(now, that channel's free time). Transfers on one channel run in issue order, so they
-//   are ordered for the happens-before check too.
+//   at max(now, that channel's free time). Transfers on one channel run in issue order (timing).
+// - Happens-before follows the tokens, not the channels: a transfer is ordered after what the
+//   control stream did before issuing it, and the control stream after a transfer once it waited
+//   on that transfer's token. Completing a later transfer of the same channel orders nothing: the
+//   engine, not the program, picks the channel, so a program that relies on it is not race-free.
+// - A transfer whose token the core's program never waited on is a race with the program's end
+//   (its data may land after the kernel returned); a deadlocked core is not checked.
 // - Numerics: a transfer copies its data at issue, an MMA and a vector op at their start. The
 //   happens-before check (not the numerics) is what finds a read of data still in flight.
 // - A DMA pairs the elements of its two boxes in enumeration order (dims[0] fastest), so the
@@ -96,7 +101,7 @@ int64_t ZpuParams::vector_cycles(int64_t flops) const {
 
 namespace {
 
-enum class OpKind : uint8_t { Dma, Mma, Vector, Wait, Stall };
+enum class OpKind : uint8_t { Dma, Mma, Vector, Wait, Stall, End };
 
 const char *op_kind_name(OpKind k) {
     switch (k) {
@@ -110,6 +115,8 @@ const char *op_kind_name(OpKind k) {
         return "dma_wait";
     case OpKind::Stall:
         return "stall";
+    case OpKind::End:
+        return "end";
     }
     return "?";
 }
@@ -137,12 +144,65 @@ struct OpName {
     }
 };
 
+/** Transfers of one core known to be complete, by their index on the core (1, 2, ...): all up to
+ * `prefix`, and the sorted `later` ones above prefix + 1 (waited out of issue order). */
+struct TransferSet {
+    int64_t prefix = 0;
+    std::vector<int64_t> later;
+
+    bool contains(int64_t index) const {
+        return index <= prefix || std::binary_search(later.begin(), later.end(), index);
+    }
+    void insert(int64_t index) {
+        if (contains(index)) {
+            return;
+        }
+        later.insert(std::upper_bound(later.begin(), later.end(), index), index);
+        compact();
+    }
+    void join(const TransferSet &other) {
+        if (other.prefix > prefix) {
+            prefix = other.prefix;
+            later.erase(later.begin(), std::upper_bound(later.begin(), later.end(), prefix));
+        }
+        for (int64_t index : other.later) {
+            if (!contains(index)) {
+                later.insert(std::upper_bound(later.begin(), later.end(), index), index);
+            }
+        }
+        compact();
+    }
+
+private:
+    void compact() {
+        size_t n = 0;
+        while (n < later.size() && later[n] == prefix + 1) {
+            ++prefix;
+            ++n;
+        }
+        later.erase(later.begin(), later.begin() + std::ptrdiff_t(n));
+    }
+};
+
+/** What the control stream (or a transfer, as of its issue) has seen happen: the control stream's
+ * own ops up to epoch `control`, and `transfers`. */
+struct Knowledge {
+    int64_t control = 0;
+    TransferSet transfers;
+};
+
+// Access records name their agent: the control stream (its epoch) or a transfer (its index).
+constexpr int kControlAgent = 0;
+constexpr int kTransferAgent = 1;
+
 struct CoreRun {
     int id = 0;
     Cycles now = 0;
     std::vector<Cycles> channel_free;
     std::priority_queue<Cycles, std::vector<Cycles>, std::greater<Cycles>> in_flight_ends;
-    detail::VectorClocks clocks; // 0: control stream, 1 + c: DMA channel c
+    Knowledge known{1, {}}; // the control stream's; its own epoch is known.control
+    int64_t issued = 0;     // transfers issued so far
+    bool blocked = false;   // deadlocked: its program did not end
     Cycles tensor_busy = 0, vector_busy = 0, dma_busy = 0, control_stall = 0;
     Cycles longest_dma = 0, last_transfer_end = 0;
     std::vector<BufferHistory> history; // by buffer id
@@ -178,7 +238,10 @@ struct Machine::Impl {
     struct Transfer {
         int core;
         Cycles end;
-        size_t clock_at; // into transfer_clocks
+        int64_t index;   // on its core, from 1
+        Knowledge known; // the control stream's at issue, and the transfer itself
+        uint64_t op;
+        int dst;
     };
     Impl(const ZpuParams &p, bool numerics_on, bool trace_on)
         : params(p), numerics(numerics_on), trace(trace_on),
@@ -192,7 +255,6 @@ struct Machine::Impl {
     std::vector<std::unique_ptr<Core>> cores;
 
     std::vector<Transfer> transfers; // token id - 1
-    std::vector<int64_t> transfer_clocks;
 
     detail::Labels labels;
     detail::RaceLog races;
@@ -206,6 +268,9 @@ struct Machine::Impl {
 
     std::string op_text(uint64_t packed) const {
         OpName op = OpName::unpack(packed);
+        if (op.kind == OpKind::End) {
+            return "end of the program of core " + std::to_string(op.core);
+        }
         std::string text =
             std::string(op_kind_name(op.kind)) + " '" + labels.text(op.label) + "' (";
         switch (op.kind) {
@@ -266,15 +331,22 @@ struct Machine::Impl {
 
     // --- happens-before ----------------------------------------------------------------------
 
-    /** Checks one access against the core's history of the buffer, then records it. */
-    void access(CoreRun &core, int buffer, const Box &box, bool write, int agent, uint64_t op) {
+    /** Checks one access against the core's history of the buffer, then records it. The access is
+     * the control stream's (transfer 0) or transfer `transfer`'s; `known` is what its agent has seen. */
+    void access(CoreRun &core, int buffer, const Box &box, bool write, const Knowledge &known,
+                int64_t transfer, uint64_t op) {
         ElementSet elements = detail::element_set(box);
         if (elements.empty) {
             return;
         }
-        const int64_t *clock = core.clocks.clock(agent);
-        detail::check_access(
-            core.history_of(buffer), AccessRecord{elements, agent, clock[agent], op, write}, clock,
+        AccessRecord record = transfer ? AccessRecord{elements, kTransferAgent, transfer, op, write}
+                                       : AccessRecord{elements, kControlAgent, known.control, op, write};
+        detail::check_access_ordered(
+            core.history_of(buffer), record,
+            [&](const AccessRecord &earlier) {
+                return earlier.agent == kControlAgent ? earlier.epoch <= known.control
+                                                      : known.transfers.contains(earlier.epoch);
+            },
             [&](const AccessRecord &earlier) { add_race(earlier.op, op, buffer); },
             [](const AccessRecord &) {});
         if (write) {
@@ -331,19 +403,15 @@ struct Machine::Impl {
         core.last_transfer_end = std::max(core.last_transfer_end, end);
         add_event(OpKind::Dma, label_index, core.id, kFirstDmaTrack + channel, start, duration);
 
-        // Issue edge control -> channel; the transfer is the channel's next event.
-        int agent = 1 + channel;
-        core.clocks.join(agent, core.clocks.clock(0));
-        core.clocks.tick(agent);
-        core.clocks.tick(0);
-
+        // Issue edge control -> transfer: it sees what the control stream did so far (and itself);
+        // the control stream's later ops are not ordered before it.
         uint64_t op = OpName{OpKind::Dma, channel, core.id, label_index}.pack();
-        access(core, src, src_box, false, agent, op);
-        access(core, dst, dst_box, true, agent, op);
-
-        transfers.push_back({core.id, end, transfer_clocks.size()});
-        transfer_clocks.insert(transfer_clocks.end(), core.clocks.clock(agent),
-                               core.clocks.clock(agent) + core.clocks.agents());
+        Transfer transfer{core.id, end, ++core.issued, core.known, op, dst};
+        transfer.known.transfers.insert(transfer.index);
+        ++core.known.control;
+        access(core, src, src_box, false, transfer.known, transfer.index, op);
+        access(core, dst, dst_box, true, transfer.known, transfer.index, op);
+        transfers.push_back(std::move(transfer));
 
         if (numerics && count > 0) {
             detail::copy_box(buffers[dst].data.get(), dst_box, buffers[src].data.get(), src_box,
@@ -365,6 +433,7 @@ struct Machine::Impl {
             std::string message = "deadlock on core " + std::to_string(core.id) + ": dma_wait '" +
                                   label + "' waits on token " + std::to_string(token.id) + ", " +
                                   why + ", so the control stream blocks for ever";
+            core.blocked = true;
             report_deadlock(message);
             throw DeadlockError(message);
         }
@@ -374,7 +443,7 @@ struct Machine::Impl {
                       transfer.end - core.now);
             core.now = transfer.end;
         }
-        core.clocks.join(0, transfer_clocks.data() + transfer.clock_at);
+        core.known.transfers.join(transfer.known.transfers);
     }
 
     void mma(CoreRun &core, int acc, const Box &acc_box, int a, const Box &a_box, int b,
@@ -420,9 +489,9 @@ struct Machine::Impl {
         add_event(OpKind::Mma, label_index, core.id, kTensorTrack, core.now, duration);
 
         uint64_t op = OpName{OpKind::Mma, -1, core.id, label_index}.pack();
-        access(core, a, a_box, false, 0, op);
-        access(core, b, b_box, false, 0, op);
-        access(core, acc, acc_box, true, 0, op);
+        access(core, a, a_box, false, core.known, 0, op);
+        access(core, b, b_box, false, core.known, 0, op);
+        access(core, acc, acc_box, true, core.known, 0, op);
 
         if (numerics) {
             multiplier.multiply_add(acc_buffer.data.get(), acc_box, a_buffer.data.get(),
@@ -447,7 +516,7 @@ struct Machine::Impl {
         add_event(OpKind::Vector, label_index, core.id, kVectorTrack, core.now, duration);
         uint64_t op = OpName{OpKind::Vector, -1, core.id, label_index}.pack();
         for (const Access &x : accesses) {
-            access(core, x.buffer, x.box, x.write, 0, op);
+            access(core, x.buffer, x.box, x.write, core.known, 0, op);
         }
         if (numerics && compute) {
             compute();
@@ -462,6 +531,22 @@ struct Machine::Impl {
         }
         deadlock_message += (deadlock ? "\n" : "") + message;
         deadlock = true;
+    }
+
+    /** Transfers of cores whose program ended without waiting on their tokens. */
+    void unwaited_transfers(const std::vector<const CoreRun *> &runs) {
+        for (const Transfer &transfer : transfers) {
+            const CoreRun &run = *runs[size_t(transfer.core)];
+            if (run.blocked || run.known.transfers.contains(transfer.index)) {
+                continue;
+            }
+            uint64_t end = OpName{OpKind::End, -1, transfer.core, 0}.pack();
+            races.add(transfer.op, end, transfer.dst, [&] {
+                return Race{op_text(transfer.op), op_text(end), buffers[size_t(transfer.dst)].name,
+                            "the program ended before waiting on this transfer's token: its data "
+                            "may land after the kernel returned"};
+            });
+        }
     }
 
     void cross_core_races(const std::vector<const CoreRun *> &runs) {
@@ -492,7 +577,6 @@ Core::Core(Machine *m, int id) : machine_(m), id_(id), state_(std::make_shared<S
     CoreRun &run = state_->run;
     run.id = id;
     run.channel_free.assign(size_t(params.dma_channels), 0);
-    run.clocks.reset(1 + params.dma_channels); // every agent starts in its own first epoch
 }
 
 Cycles Core::now() const {
@@ -644,6 +728,7 @@ Report Machine::finish() {
         runs.push_back(&core->state_->run);
     }
     impl_->cross_core_races(runs);
+    impl_->unwaited_transfers(runs);
     Report report;
     Cycles tensor = 0, vector = 0, dma = 0, stall = 0;
     for (const CoreRun *core : runs) {

@@ -13,10 +13,12 @@
  * control stream to the transfer's end. Tile granularity: no per-element loops unless numerics
  * are on.
  *
- * Happens-before: every agent (control stream, each DMA channel) has a vector clock. An issue is
- * an edge control -> transfer, a completed wait an edge transfer -> control. Every access to a
- * buffer region is checked against earlier conflicting accesses; an unordered pair is a race
- * naming both ops. DRAM accesses of different cores are checked against each other at finish().
+ * Happens-before follows the tokens: an issue is an edge control -> transfer, a completed wait on
+ * a token an edge from that transfer (only) -> control. Transfers sharing a channel are not
+ * ordered by it (the engine picks the channel, not the program). Every access to a buffer region
+ * is checked against earlier conflicting accesses; an unordered pair is a race naming both ops. A
+ * transfer the core's program never waited on is a race with the end of the program. DRAM
+ * accesses of different cores are checked against each other at finish().
  *
  * Deadlock: the control stream waiting on a token that no transfer of its core will ever
  * complete (never issued, or issued by another core) blocks every agent of the core for ever.
@@ -101,7 +103,7 @@ struct Token {
 struct Race {
     std::string first, second; // "op label (engine, core c)" of the two unordered accesses
     std::string buffer;
-    std::string reason; // empty: the two accesses are unordered; else what is wrong (Hopper)
+    std::string reason; // empty: the two accesses are unordered; else what is wrong
     std::string str() const;
 };
 

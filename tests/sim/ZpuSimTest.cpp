@@ -460,18 +460,57 @@ TEST(ZpuRaces, StoreThenReloadOfDramWithoutWaitRaces) {
     EXPECT_EQ(r.races[0].second, "dma 'reload c' (dma channel 1, core 0)");
 }
 
-TEST(ZpuRaces, TransfersOnOneChannelAreOrdered) {
+TEST(ZpuRaces, ATokenOrdersOnlyItsOwnTransfer) {
+    // One channel runs its transfers in issue order (timing), but the engine, not the program,
+    // picks the channel: waiting for a later transfer orders nothing about an earlier one.
     ZpuParams p = one_core();
     p.dma_channels = 1;
     Machine machine(p, false);
-    int dram = machine.add_dram("D", DType::F32, 256);
-    int sram = machine.add_sram(0, "S", Space::RSRAM, DType::F32, 256);
+    int dram = machine.add_dram("D", DType::F32, 512);
+    int sram = machine.add_sram(0, "S", Space::RSRAM, DType::F32, 512);
     Core &core = machine.core(0);
+    Box first{0, {{256, 1}}}, second{256, {{256, 1}}};
+    Token t0 = core.dma_start(sram, first, dram, first, "load first");
+    Token t1 = core.dma_start(sram, second, dram, second, "load second");
+    core.dma_wait(t1, "wait second");
+    EXPECT_EQ(core.now(), 2 * 101); // in order on the one channel
+    core.vector_op("read first", 256, {{sram, first, false}}, nullptr);
+    core.dma_wait(t0, "wait first (too late)");
+    Report r = machine.finish();
+    ASSERT_EQ(r.race_count, 1);
+    EXPECT_EQ(r.races[0].first, "dma 'load first' (dma channel 0, core 0)");
+    EXPECT_EQ(r.races[0].second, "vector 'read first' (vector, core 0)");
+
+    // Nor are two transfers of one channel ordered with each other.
+    Machine pair(p, false);
+    dram = pair.add_dram("D", DType::F32, 256);
+    sram = pair.add_sram(0, "S", Space::RSRAM, DType::F32, 256);
+    Core &c = pair.core(0);
     Box all{0, {{256, 1}}};
-    core.dma_start(sram, all, dram, all, "load");
-    Token t = core.dma_start(dram, all, sram, all, "store"); // same FIFO channel: after "load"
-    core.dma_wait(t, "wait");
-    EXPECT_TRUE(machine.finish().races.empty());
+    Token load = c.dma_start(sram, all, dram, all, "load");
+    Token store = c.dma_start(dram, all, sram, all, "store"); // reads S before "load" was waited
+    c.dma_wait(store, "wait store");
+    c.dma_wait(load, "wait load");
+    Report q = pair.finish();
+    ASSERT_GE(q.races.size(), 1u);
+    EXPECT_EQ(q.races[0].first, "dma 'load' (dma channel 0, core 0)");
+    EXPECT_EQ(q.races[0].second, "dma 'store' (dma channel 0, core 0)");
+}
+
+TEST(ZpuRaces, ProgramEndingWithATransferInFlightRaces) {
+    MatmulSetup s;
+    s.zero_acc();
+    Token ta = s.load_a(), tb = s.load_b();
+    s.core.dma_wait(ta, "wait a");
+    s.core.dma_wait(tb, "wait b");
+    s.multiply();
+    s.store(); // never waited: the kernel may return before C lands
+    Report r = s.machine.finish();
+    ASSERT_EQ(r.race_count, 1);
+    EXPECT_EQ(r.races[0].first, "dma 'store c' (dma channel 0, core 0)");
+    EXPECT_EQ(r.races[0].second, "end of the program of core 0");
+    EXPECT_EQ(r.races[0].buffer, "C");
+    EXPECT_TRUE(contains(r.races[0].str(), "ended before waiting"));
 }
 
 TEST(ZpuRaces, ReportedOnceAndCapped) {
@@ -599,9 +638,9 @@ bool meet(const std::vector<bool> &x, const std::vector<bool> &y) {
 }
 
 TEST(ZpuRaces, OverlapMatchesBruteForce) {
-    // One DMA channel: "write x" and "write y" run in order, "read z" (a vector op issued
-    // without waiting) is ordered with neither. Some race must be reported exactly when z meets
-    // x or y, whatever history pruning did with x once y was recorded.
+    // "write x" and "write y" in flight at once (one channel, but tokens order transfers, not
+    // channels) and "read z" (a vector op issued without waiting): no two are ordered. Some race
+    // must be reported exactly when two of them meet.
     const int64_t size = 160;
     std::mt19937 rng(11);
     ZpuParams p;
@@ -612,16 +651,18 @@ TEST(ZpuRaces, OverlapMatchesBruteForce) {
         Box x = random_box(rng, size), y = random_box(rng, size), z = random_box(rng, size);
         std::vector<bool> xs = elements_of(x, size), ys = elements_of(y, size);
         std::vector<bool> zs = elements_of(z, size);
-        bool expected = meet(xs, zs) || meet(ys, zs);
+        bool expected = meet(xs, ys) || meet(xs, zs) || meet(ys, zs);
         overlapping += expected;
 
         Machine machine(p, false);
         int dram = machine.add_dram("D", DType::F32, 256);
         int sram = machine.add_sram(0, "S", Space::RSRAM, DType::F32, size);
         Core &core = machine.core(0);
-        core.dma_start(sram, x, dram, Box{0, {{x.elements(), 1}}}, "write x");
-        core.dma_start(sram, y, dram, Box{0, {{y.elements(), 1}}}, "write y");
+        Token tx = core.dma_start(sram, x, dram, Box{0, {{x.elements(), 1}}}, "write x");
+        Token ty = core.dma_start(sram, y, dram, Box{0, {{y.elements(), 1}}}, "write y");
         core.vector_op("read z", 1, {{sram, z, false}}, nullptr);
+        core.dma_wait(tx, "drain x");
+        core.dma_wait(ty, "drain y");
         ASSERT_EQ(!machine.finish().races.empty(), expected)
             << "x " << x.str() << " y " << y.str() << " z " << z.str();
 
@@ -630,8 +671,10 @@ TEST(ZpuRaces, OverlapMatchesBruteForce) {
         int shared = pair.add_dram("shared", DType::F32, size);
         int tile0 = pair.add_sram(0, "t0", Space::RSRAM, DType::F32, 256);
         int tile1 = pair.add_sram(1, "t1", Space::RSRAM, DType::F32, 256);
-        pair.core(0).dma_start(shared, x, tile0, Box{0, {{x.elements(), 1}}}, "store x");
-        pair.core(1).dma_start(tile1, Box{0, {{z.elements(), 1}}}, shared, z, "load z");
+        pair.core(0).dma_wait(pair.core(0).dma_start(shared, x, tile0, Box{0, {{x.elements(), 1}}}, "store x"),
+                              "drain");
+        pair.core(1).dma_wait(pair.core(1).dma_start(tile1, Box{0, {{z.elements(), 1}}}, shared, z, "load z"),
+                              "drain");
         ASSERT_EQ(!pair.finish().races.empty(), meet(xs, zs))
             << "x " << x.str() << " z " << z.str();
     }
