@@ -29,7 +29,8 @@
 //   agents) before other agents touch it. Initialising twice is a SimError.
 // - A TMA load no agent ever waited for (no agent's clock reached its barrier phase when the
 //   CTA ended) is reported as a race with the CTA's exit: its smem would be written after the
-//   CTA gave it to the next CTA on the SM. It catches waits that pass on a stale phase.
+//   CTA gave it to the next CTA on the SM. It catches waits that pass on a stale phase. Likewise
+//   a TMA store no bulk wait_group_read retired before the CTA ended (it may still read smem).
 // - Numerics: a TMA load writes smem at its completion, a TMA store copies at issue, wgmma and
 //   vector ops compute at issue. The happens-before check, not the numerics, finds reads of data
 //   still in flight.
@@ -151,7 +152,14 @@ constexpr uint8_t kGenericProxy = 0;
 constexpr uint8_t kAsyncProxy = 1;
 
 // Race kinds, part of the dedup key.
-enum RaceKind : int64_t { kUnordered = 0, kMissingFence = 1, kBarrierInit = 2, kLostLoad = 3 };
+enum RaceKind : int64_t {
+    kUnordered = 0,
+    kMissingFence = 1,
+    kBarrierInit = 2,
+    kLostLoad = 3,
+    kUnretiredStore = 4,
+    kRaceKinds = 8 // room for the kinds in the dedup key
+};
 
 struct Buffer {
     std::string name;
@@ -163,10 +171,13 @@ struct Buffer {
     bool written = false; // global: by some CTA (enables the cross-CTA check)
 };
 
-/** A committed wgmma or bulk-store group: when it ends and the clock that retiring it joins. */
+/** A committed wgmma or bulk-store group: when it ends and the clock that retiring it joins
+ * (a store group also names its last store and the smem it reads). */
 struct Group {
     Cycles end = 0;
     std::vector<int64_t> clock;
+    uint64_t op = 0;
+    int buffer = -1;
 };
 
 enum class WaitKind : uint8_t { None, Mbarrier, NamedBarrier, BulkRead };
@@ -185,6 +196,8 @@ struct Agent {
     std::deque<Group> wgmma_groups;
     bool store_open = false;
     Cycles store_open_end = 0;
+    uint64_t store_open_op = 0;
+    int store_open_buffer = -1;
     std::deque<Group> store_groups;
     std::vector<int64_t> fence_epochs; // own epochs at which it ran fence_proxy_async
     std::array<bool, kNamedBarriers> released{};
@@ -316,7 +329,7 @@ struct Machine::Impl {
 
     void add_race(uint64_t first, uint64_t second, int64_t key, RaceKind kind,
                   const std::string &buffer, const char *reason) {
-        races.add(first, second, key * 4 + kind, [&] {
+        races.add(first, second, key * kRaceKinds + kind, [&] {
             return Race{op_text(first), op_text(second), buffer, reason};
         });
     }
@@ -543,6 +556,8 @@ public:
         }
         agent.store_open = true;
         agent.store_open_end = std::max(agent.store_open_end, end);
+        agent.store_open_op = name;
+        agent.store_open_buffer = smem;
         agent.now += params_.issue_cycles;
     }
 
@@ -550,8 +565,12 @@ public:
         begin_op("bulk_commit_group");
         Agent &agent = me();
         int store = store_of(current_);
-        agent.store_groups.push_back(
-            Group{agent.store_open ? agent.store_open_end : 0, clocks_.copy(store)});
+        if (agent.store_open) {
+            agent.store_groups.push_back(Group{agent.store_open_end, clocks_.copy(store),
+                                               agent.store_open_op, agent.store_open_buffer});
+        } else {
+            agent.store_groups.push_back(Group{0, clocks_.copy(store)});
+        }
         clocks_.tick(store);
         agent.store_open = false;
         agent.store_open_end = 0;
@@ -848,6 +867,7 @@ public:
             report_deadlock();
         } else {
             check_loads_were_waited();
+            check_stores_were_retired();
         }
     }
 
@@ -1379,6 +1399,27 @@ private:
                                "no agent waited for this load's mbarrier phase before the CTA "
                                "exited (a wait that passed on an older phase?): its data was never "
                                "used, and it writes smem that the SM gives to its next CTA");
+            }
+        }
+    }
+
+    /** Bulk stores still reading smem at the CTA's exit (no wait_group_read retired them). */
+    void check_stores_were_retired() {
+        uint64_t exit = OpName{OpKind::Exit, -1, cta_, 0}.pack();
+        auto report = [&](uint64_t op, int buffer) {
+            impl_.add_race(op, exit, buffer, kUnretiredStore,
+                           locals_[size_t(buffer - kFirstCtaBuffer)].name,
+                           "no bulk wait_group_read retired this TMA store before the CTA exited: "
+                           "it may still read smem that the SM gives to its next CTA");
+        };
+        for (const Agent &agent : agents_) {
+            for (const Group &g : agent.store_groups) {
+                if (g.buffer >= 0) {
+                    report(g.op, g.buffer);
+                }
+            }
+            if (agent.store_open) {
+                report(agent.store_open_op, agent.store_open_buffer);
             }
         }
     }

@@ -24,7 +24,8 @@
  *    zero) into a dense smem box, completing tx bytes on a barrier. TMA store: dense smem box to
  *    the view (elements outside are dropped), in the issuing agent's current bulk group;
  *    commit_group closes the group; wait_group_read(n) blocks until at most n groups still read
- *    smem.
+ *    smem. A store no wait_group_read retired before its CTA exits is a race with the exit (the
+ *    SM hands the smem to its next CTA), as is a TMA load whose barrier phase no agent waited for.
  *  - wgmma: acc(n, m) += a(k, m) * b(n, k), acc in the agent's registers (a per-agent buffer),
  *    a and b in smem; asynchronous: fence, mma_async..., commit_group, wait_group(n). Its smem
  *    reads happen between issue and the wait that retires it.

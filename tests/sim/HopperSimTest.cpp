@@ -495,6 +495,20 @@ TEST(HopperGemm, RewritingTheStagingBeforeTheStoreReadItRaces) {
     EXPECT_TRUE(contains(race.str(), "neither happens before the other"));
 }
 
+TEST(HopperGemm, ExitingBeforeTheStoreReadItsSmemRaces) {
+    GemmConfig g;
+    g.no_store_wait = true; // one tile per CTA: only the exit follows the store
+    GemmResult r = run_gemm(g);
+    ASSERT_GT(r.report.race_count, 0);
+    const Race &race = r.report.races[0];
+    EXPECT_EQ(race.first, "tma_store 'store c' (tma, agent 'consumer', CTA 0)");
+    EXPECT_EQ(race.second, "exit of CTA 0");
+    EXPECT_EQ(race.buffer, "c_staging");
+    EXPECT_TRUE(contains(race.str(), "no bulk wait_group_read retired this TMA store")) << race.str();
+    EXPECT_EQ(r.report.race_count, 4); // once per CTA
+    EXPECT_TRUE(r.correct);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Named barriers
 // ---------------------------------------------------------------------------------------------
