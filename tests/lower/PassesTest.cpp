@@ -60,6 +60,14 @@ int64_t constant(const Expr &e) {
     return i ? i->value : -1;
 }
 
+/** How many times `call` occurs in the text of `s`. */
+int occurrences(const Stmt &s, const std::string &call) {
+    std::string text = ir::to_string(s);
+    int n = 0;
+    for (size_t at = text.find(call); at != std::string::npos; at = text.find(call, at + 1)) n++;
+    return n;
+}
+
 /** A copy nest A_tile[x + y*16] = A[x + (y + y0)*64 + k0] over y < 8, x < 16. */
 Stmt a_tile_copy() {
     Expr index = var("x") + (var("y") + var("y0")) * 64 + var("k0");
@@ -253,6 +261,29 @@ TEST(MultiBuffer, PingPongAlternatesTheStoreSourceByTileParity) {
     EXPECT_NE(text.find("tandem_wait(\"C_stage.empty\", 1)"), std::string::npos) << text;
 }
 
+TEST(MultiBuffer, ACtaPerTileWaitsOnlyForAStoreBeforeIt) {
+    // Hopper without ping_pong: each tile loop runs once per CTA. The first tile of a CTA has no
+    // store to wait for; a partitioned tail after it waits for that store; one drain at the end
+    // (cp.async.bulk.wait_group.read 0 waits for every store).
+    CompileContext ctx = context();
+    ctx.target = Target::parse("hopper");
+    ctx.one_tile_per_unit = true;
+    ctx.directives["C"].async_copy = true;
+    ctx.directives["C"].multi_buffer = 2;
+    auto tile = [](const std::string &t) {
+        return loop(t, 1, loop("i", 4, loop("j", 8, store("C", cast(bf16, load(f32, "acc", var("j") + var("i") * 8)),
+                                                       var("j") + (var("i") + var(t) * 4) * 8))));
+    };
+    Stmt s = lower::form_vector_ops(
+        lower::recognize_tile_copies(Block::make(tile("t.on_core"), tile("t.tail.on_core")), ctx), ctx);
+    Stmt after = lower::multi_buffer(s, ctx);
+    EXPECT_EQ(ctx.slots.count("C_stage"), 0u) << "one version";
+    EXPECT_EQ(occurrences(after, "tandem_wait(\"C_stage.empty\""), 2) << after;
+    const Block *b = after.as<Block>();
+    ASSERT_TRUE(b) << after;
+    EXPECT_EQ(occurrences(b->first, "tandem_wait("), 0) << "the first tile has no store to wait for\n" << after;
+}
+
 // ---- MemoryPlanning ----
 TEST(MemoryPlanning, OperandsGoToTheirScopesAndOverflowIsAnError) {
     CompileContext ctx = context();
@@ -341,16 +372,17 @@ private:
 };
 
 /** for (ko, 0, trips) { produce F { copy iteration ko } ; out[ko] = F[version * 1000] } */
-Stmt pipelined(int trips, int versions, CompileContext &ctx) {
+Stmt pipelined(int trips, int versions, CompileContext &ctx, const std::string &ko = "ko") {
     ctx.directives["F"].async_copy = true;
     ctx.directives["F"].multi_buffer = versions;
     ctx.slots["F"] = versions;
     Expr stage = var("F.stage");
-    ir::CopyOp c{"F", "A", stage * 1000, var("ko"), {{1, 1, 1}}, "F.full", stage};
+    ir::CopyOp c{"F", "A", stage * 1000, var(ko), {{1, 1, 1}}, "F.full", stage};
     Stmt produce = ProducerConsumer::make_produce("F", Block::make(ir::make_copy(c), ir::make_wait({"F.full", stage})));
-    Stmt use = store("out", load(f32, "F", stage * 1000), var("ko"));
-    return lower::software_pipeline(loop("ko", trips, Block::make(produce, use)), ctx);
+    Stmt use = store("out", load(f32, "F", stage * 1000), var(ko));
+    return lower::software_pipeline(loop(ko, trips, Block::make(produce, use)), ctx);
 }
+
 
 TEST(SoftwarePipeline, CorrectForAnyTripCountAndVersionCount) {
     for (int versions : {1, 2, 3, 4}) {
@@ -377,6 +409,21 @@ TEST(SoftwarePipeline, PrologueIsCappedByTheTripCount) {
     ASSERT_TRUE(prologue);
     EXPECT_EQ(prologue->name, "ko.prologue");
     EXPECT_EQ(constant(prologue->extent), 1);
+}
+
+TEST(SoftwarePipeline, ATileLoopRunOncePerUnitHasNoRunAheadCopies) {
+    // Hopper's CTA per tile: the prologue copies the one tile before its waits; nothing to run
+    // ahead to, so no copy into a next tile's version that no CTA would ever wait for.
+    CompileContext ctx = context();
+    ctx.target = Target::parse("hopper");
+    ctx.one_tile_per_unit = true;
+    Stmt s = pipelined(1, 2, ctx, "t.on_core");
+    Protocol p;
+    s.accept(&p);
+    EXPECT_EQ(p.error, "") << s;
+    EXPECT_EQ(p.used.size(), 1u);
+    EXPECT_EQ(p.outstanding, 0);
+    EXPECT_EQ(occurrences(s, "tandem_copy("), 1) << s;
 }
 
 // ---- WarpSpecialize (Hopper) ----
@@ -415,6 +462,33 @@ TEST(WarpSpecialize, RolesShareARingOfBarriers) {
     std::set<std::string> names;
     for (const BarrierDecl &b : ctx.barriers) names.insert(b.name + "/" + std::to_string(b.slots));
     EXPECT_EQ(names, (std::set<std::string>{"A_tile.full/3", "A_tile.empty/3", "tile.order/2"}));
+}
+
+TEST(WarpSpecialize, AConsumerSkippingATileRunsNoWait) {
+    // Ping-pong: the store wait before a consumer rewrites its staging version stays in its own
+    // tiles; in the tiles it skips it waits for nothing (its next own tile waits for its stores).
+    CompileContext ctx = context();
+    ctx.target = Target::parse("hopper");
+    ctx.directives["A_tile"].async_copy = true;
+    ctx.directives["A_tile"].multi_buffer = 2;
+    ctx.directives["C"].async_copy = true;
+    ctx.directives["C"].warp_specialize = true;
+    ctx.directives["C"].ping_pong = true;
+    ir::CopyOp load{"A_tile", "A", var("A_tile.stage") * 64, var("ko") * 64, {{64, 1, 1}}, "A_tile.full",
+                    var("A_tile.stage")};
+    Stmt produce = ProducerConsumer::make_produce(
+        "A_tile", Block::make(ir::make_copy(load), ir::make_wait({"A_tile.full", var("A_tile.stage")})));
+    ir::MmaOp m{"acc", "A_tile", "A_tile", 0, 1, 8, var("A_tile.stage") * 64, 1, 8, var("A_tile.stage") * 64,
+                1, 8, 8, 8, 8};
+    Stmt mainloop = loop("ko", 4, Block::make(produce, ProducerConsumer::make_consume("A_tile", ir::make_mma(m))));
+    ir::CopyOp store_c{"C", "C_stage", var("t.on_core") * 64, 0, {{64, 1, 1}}, "C_stage.empty", 0};
+    Stmt epilogue = Block::make({ir::make_wait({"C_stage.empty", 0}), store("C_stage", 0.0f, 0), ir::make_copy(store_c)});
+    std::vector<SramBuffer> buffers(2);
+    buffers[0].name = "A_tile", buffers[0].type = bf16, buffers[0].slots = 2, buffers[0].slot_elements = 64;
+    buffers[1].name = "C_stage", buffers[1].type = bf16, buffers[1].slot_elements = 64;
+    Stmt after = lower::specialize_warps(loop("t.on_core", 4, Block::make(mainloop, epilogue)), ctx, buffers);
+    EXPECT_EQ(occurrences(after, "tandem_wait(\"C_stage.empty\""), 2) << "one per consumer, in its own tiles\n"
+                                                                     << after;
 }
 
 TEST(WarpSpecialize, DifferentVersionCountsInOneRingAreAnError) {
