@@ -22,6 +22,7 @@ namespace tandem::apps {
 namespace {
 
 const char *const targets[] = {"zpu", "hopper", "ascend"};
+const double max_tiles = 2048; // tiles per case: each costs the models a few ops
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -119,15 +120,25 @@ FuzzCase draw_case(const FuzzOptions &options, uint64_t index) {
         int tile = e.tile.empty() ? 0 : all.get_int(e.tile);
         extents.push_back(draw_extent(rng, tile, e.max));
     }
-    // Keep the problem small enough for the models: halve the largest extent until it fits.
-    auto problem = [&] {
-        double p = 1;
-        for (int e : extents) p *= e;
-        return p;
+    // Keep the problem small enough for the models (elements, and tiles: each is a few ops):
+    // cut the largest extent, or the one with the most tiles, until it fits.
+    auto tile_of = [&](size_t i) {
+        const std::string &t = app->extents[i].tile;
+        return t.empty() ? 0 : all.get_int(t);
     };
-    while (problem() > app->max_problem) {
-        int &largest = *std::max_element(extents.begin(), extents.end());
-        largest = std::max(1, int(std::uniform_int_distribution<int>(largest / 4, largest / 2)(rng)));
+    auto tiles = [&](size_t i) { return tile_of(i) > 0 ? (extents[i] + tile_of(i) - 1) / tile_of(i) : 1; };
+    auto cut = [&](int &e) { e = std::max(1, int(std::uniform_int_distribution<int>(e / 4, e / 2)(rng))); };
+    while (true) {
+        double problem = 1, all_tiles = 1;
+        size_t most_tiles = 0;
+        for (size_t i = 0; i < extents.size(); i++) {
+            problem *= extents[i];
+            all_tiles *= tiles(i);
+            if (tiles(i) > tiles(most_tiles)) most_tiles = i;
+        }
+        if (problem > app->max_problem) cut(*std::max_element(extents.begin(), extents.end()));
+        else if (all_tiles > max_tiles) cut(extents[most_tiles]);
+        else break;
     }
     for (size_t i = 0; i < extents.size(); i++) c.params.set(app->extents[i].name, std::to_string(extents[i]));
     return c;

@@ -107,7 +107,7 @@ const App &rmsnorm_app() {
         // The sum of squares in f32: its rounding error grows with the row length (about sqrt(D)
         // ulps for sums in another order than the reference's).
         [](const Params &p) { return 1e-5 + 4e-7 * std::sqrt(double(p.get_int("D"))); },
-        {{"D", "", 200000}, {"R", "RB", 300}},
+        {{"D", "TD", 200000}, {"R", "RB", 300}},
         {{"RB", {"1", "2", "3", "4", "8", "16"}}, {"TD", {"0", "0", "1", "7", "64", "1000", "4096"}},
          {"stages", {"1", "2", "3"}}},
         4e5,
