@@ -28,8 +28,6 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-bool numeric(const std::string &v) { return !v.empty() && v.find_first_not_of("0123456789") == std::string::npos; }
-
 /** An extent biased to the values that break loop nests: 1, 2, primes, the tile and its
  * neighbours, multiples of the tile, and anything up to `max`. */
 int draw_extent(std::mt19937_64 &rng, int tile, int max) {
@@ -110,8 +108,8 @@ FuzzCase draw_case(const FuzzOptions &options, uint64_t index) {
     c.schedule = schedules[pick(schedules.size())];
     c.defaults = pick(2) == 0;
     for (const auto &[key, values] : app->choices) {
-        // Defaults mode keeps the schedule's parameters and draws only the types.
-        if (c.defaults && numeric(values.front())) continue;
+        // Defaults mode keeps every parameter but the output type.
+        if (c.defaults && key != "out") continue;
         c.params.set(key, values[pick(values.size())]);
     }
     Params all = with_defaults(*app, c.params, target);

@@ -10,18 +10,28 @@ namespace {
 
 Built build_gemm(const Params &p, const std::string &schedule, const Target &) {
     const int M = p.get_int("M"), N = p.get_int("N"), K = p.get_int("K");
-    const std::string out = p.get("out");
+    const std::string out = p.get("out"), epilogue = p.get("epilogue");
+    if (epilogue != "none" && epilogue != "bias_relu") {
+        throw Error("gemm: parameter epilogue is none or bias_relu, got '" + epilogue + "'");
+    }
     if (M < 1 || N < 1 || K < 1) throw Error("gemm: M, N and K must be positive");
     if (out != "bf16" && out != "f32") throw Error("gemm: parameter out is bf16 or f32, got '" + out + "'");
 
     // ---- the algorithm, written once ----
-    ImageParam A(Halide::BFloat(16), 2, "A"), B(Halide::BFloat(16), 2, "B");
+    ImageParam A(Halide::BFloat(16), 2, "A"), B(Halide::BFloat(16), 2, "B"), bias(Halide::Float(32), 1, "bias");
     Var j("j"), i("i");
     RDom r(0, K, "r");
     Func acc("acc"), C("C");
     acc(j, i) = 0.0f;
     acc(j, i) += Halide::cast<float>(A(r, i)) * Halide::cast<float>(B(j, r));
-    C(j, i) = Halide::cast(out == "bf16" ? Halide::BFloat(16) : Halide::Float(32), acc(j, i));
+    Halide::Expr result = acc(j, i);
+    if (epilogue == "bias_relu") result = Halide::max(result + bias(j), 0.0f);
+    C(j, i) = Halide::cast(out == "bf16" ? Halide::BFloat(16) : Halide::Float(32), result);
+    std::vector<ImageParam> inputs = {A, B};
+    if (epilogue == "bias_relu") {
+        bias.dim(0).set_bounds(0, N);
+        inputs.push_back(bias);
+    }
 
     A.dim(0).set_bounds(0, K);
     A.dim(1).set_bounds(0, M).set_stride(K);
@@ -38,13 +48,15 @@ Built build_gemm(const Params &p, const std::string &schedule, const Target &) {
         Bf(j, k) = Halide::cast<float>(B(j, k));
         accf(j, i) = 0.0f;
         accf(j, i) += Af(r, i) * Bf(j, r);
-        Cr(j, i) = Halide::cast(C.halide().output_types()[0], accf(j, i));
+        Halide::Expr ref = accf(j, i);
+        if (epilogue == "bias_relu") ref = Halide::max(ref + bias(j), 0.0f);
+        Cr(j, i) = Halide::cast(C.halide().output_types()[0], ref);
         Af.compute_root().parallel(i);
         Bf.compute_root().parallel(k);
         Cr.split(i, io, ii, 8, TailStrategy::GuardWithIf).parallel(io);
         accf.compute_at(Cr, io).vectorize(j, 16, TailStrategy::GuardWithIf);
         accf.update().reorder(j, i, r).vectorize(j, 16, TailStrategy::GuardWithIf);
-        return {{A, B}, Func(Cr)};
+        return {inputs, Func(Cr)};
     }
     // Tiles larger than the matrices shrink to them (Halide's bounds need a tile within the matrix).
     const int TM = std::min(p.get_int("TM"), M), TN = std::min(p.get_int("TN"), N), TK = std::min(p.get_int("TK"), K);
@@ -57,16 +69,17 @@ Built build_gemm(const Params &p, const std::string &schedule, const Target &) {
     Func A_tile = Func::staged(A, acc), B_tile = Func::staged(B, acc);
     A_tile.compute_at(acc, ko);
     B_tile.compute_at(acc, ko);
-    if (schedule == "sync") return {{A, B}, C};
+    if (epilogue == "bias_relu") Func::staged(bias, C).compute_at(C, t); // the tile's TN biases
+    if (schedule == "sync") return {inputs, C};
     A_tile.async_copy().multi_buffer(stages);
     B_tile.async_copy().multi_buffer(stages);
     C.async_copy();
-    if (schedule == "pipelined") return {{A, B}, C};
+    if (schedule == "pipelined") return {inputs, C};
     C.warp_specialize();
-    if (schedule == "ws") return {{A, B}, C};
+    if (schedule == "ws") return {inputs, C};
     if (schedule == "ws_pingpong") {
         C.ping_pong();
-        return {{A, B}, C};
+        return {inputs, C};
     }
     throw Error("gemm: unknown schedule '" + schedule + "' (known: ws_pingpong, ws, pipelined, sync)");
 }
@@ -78,7 +91,7 @@ const App &gemm_app() {
         "gemm",
         "bf16 GEMM with f32 accumulation: C = A x B (M x K times K x N)",
         {{"M", "2048"}, {"N", "2048"}, {"K", "2048"}, {"stages", "3"}, {"TM", "256"}, {"TN", "256"},
-         {"TK", "512"}, {"out", "bf16"}},
+         {"TK", "512"}, {"out", "bf16"}, {"epilogue", "none"}},
         {"ws_pingpong", "ws", "pipelined", "sync"},
         {{"hopper", {{"TM", "128"}, {"TN", "128"}, {"TK", "64"}, {"stages", "4"}}},
          {"ascend", {{"TM", "128"}, {"TN", "128"}, {"TK", "128"}, {"stages", "2"}}}},
@@ -87,7 +100,8 @@ const App &gemm_app() {
         [](const Params &p) {
             double M = p.get_int("M"), N = p.get_int("N"), K = p.get_int("K");
             double out_bytes = p.get("out") == "bf16" ? 2 : 4;
-            return Workload{M * N * K, M * N, 2 * (M * K + K * N) + out_bytes * M * N};
+            bool bias = p.get("epilogue") == "bias_relu";
+            return Workload{M * N * K, (bias ? 3 : 1) * M * N, 2 * (M * K + K * N) + out_bytes * M * N + (bias ? 4 * N : 0)};
         },
         [](const Params &p) { return p.get("out") == "bf16" ? 1e-2 : 1e-3; },
         {{"M", "TM", 320}, {"N", "TN", 320}, {"K", "TK", 320}},
@@ -95,7 +109,8 @@ const App &gemm_app() {
          {"TN", {"16", "32", "48", "64", "128", "256"}},
          {"TK", {"16", "32", "64", "128", "256", "512"}},
          {"stages", {"1", "2", "3", "4", "5"}},
-         {"out", {"bf16", "f32"}}},
+         {"out", {"bf16", "f32"}},
+         {"epilogue", {"none", "bias_relu"}}},
         4e6,
     };
     return app;

@@ -286,6 +286,19 @@ private:
     }
 };
 
+/** The on-chip buffers copies load into. */
+class FindCopyTargets : public IRVisitor {
+public:
+    std::set<std::string> names;
+
+private:
+    using IRVisitor::visit;
+    void visit(const Evaluate *op) override {
+        ir::CopyOp c;
+        if (ir::as_copy(op, &c) && c.barrier == ir::full_barrier(c.dst)) names.insert(c.dst);
+    }
+};
+
 class FindStoreSource : public IRVisitor {
 public:
     explicit FindStoreSource(const std::string &out) : output(out) {}
@@ -354,7 +367,7 @@ Stmt multi_buffer(const Stmt &s, CompileContext &ctx) {
         if (used > 1) {
             result = Resize(source, size.elements * used).mutate(result);
             ctx.slots[source] = used;
-            if (by_consumer) ctx.result_slots_by_consumer.push_back(source);
+            if (by_consumer) ctx.versions_by_consumer.push_back(source);
             ctx.notes.push_back("result slots: " + source + " alternates " + std::to_string(used) +
                                 " versions by tile parity");
         }
@@ -363,6 +376,24 @@ Stmt multi_buffer(const Stmt &s, CompileContext &ctx) {
         int drained = ctx.target.arch == Target::Arch::Hopper ? 1 : used;
         if (out.async_copy) {
             for (int i = 0; i < drained; i++) drains.push_back(ir::make_wait({ir::empty_barrier(source), i}));
+        }
+    }
+    if (out.ping_pong && ctx.target.arch == Target::Arch::Hopper) {
+        // Ping-pong consumers issue the copies of Funcs without async_copy themselves (copy, then
+        // wait): each consumer gets its own version of the buffer and of its full barrier.
+        FindCopyTargets targets;
+        result.accept(&targets);
+        for (const std::string &f : targets.names) {
+            if (ctx.of(f).async_copy || ctx.slots.count(f)) continue;
+            SlotSize size(f);
+            result.accept(&size);
+            if (size.allocations == 0) continue;
+            Expr stage = Variable::make(Halide::Int(32), ir::stage_var(f));
+            result = RebaseBuffer(f, stage * Expr(int(size.elements)), stage).mutate(result);
+            result = Resize(f, size.elements * 2).mutate(result);
+            ctx.slots[f] = 2;
+            ctx.versions_by_consumer.push_back(f);
+            ctx.notes.push_back("ping_pong: " + f + " is copied by each consumer into its own version");
         }
     }
     for (const Stmt &d : drains) result = Block::make(result, d);

@@ -66,7 +66,7 @@ public:
         this->consumers = consumers;
         in_turn = false;
         Stmt result = transform(body, c < 0 ? Mode::Producer : Mode::Consumer);
-        for (const std::string &source : ctx.result_slots_by_consumer) {
+        for (const std::string &source : ctx.versions_by_consumer) {
             result = substitute(ir::stage_var(source), std::max(c, 0), result);
         }
         return result;

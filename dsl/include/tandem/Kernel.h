@@ -71,7 +71,7 @@ struct CompileContext {
     std::map<std::string, int> slots; // versions of each multi-buffered buffer
     std::vector<BarrierDecl> barriers; // Hopper mbarriers
     int warpgroups = 1;                // Hopper agents per CTA
-    std::vector<std::string> result_slots_by_consumer; // Hopper ping-pong: version = consumer index
+    std::vector<std::string> versions_by_consumer; // Hopper ping-pong: version = consumer index (result slots, copies a consumer issues)
     std::map<std::string, Directives> directives; // of every Func of the pipeline, by name
     std::map<std::string, Halide::Internal::Function> functions;
 
