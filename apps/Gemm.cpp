@@ -8,7 +8,21 @@ namespace tandem::apps {
 
 namespace {
 
-Built build_gemm(const Params &p, const std::string &schedule, const Target &) {
+/** stages = 0 (auto): on Hopper, where the operand ring and the output staging share the CTA's
+ * shared memory, the most stages (up to 4) that fit with the staging (two versions with
+ * ping-pong) and the bias tile, tiles rounded up to wgmma's 64; elsewhere 3. */
+int fitting_stages(int TM, int TN, int TK, const std::string &out, const std::string &epilogue,
+                   const std::string &schedule, const Target &target) {
+    if (target.arch != Target::Arch::Hopper) return 3;
+    auto up = [](int64_t v) { return (v + 63) / 64 * 64; };
+    const int64_t per_stage = (up(TM) * up(TK) + up(TK) * up(TN)) * 2;
+    const int64_t staging = (schedule == "ws_pingpong" ? 2 : 1) * up(TM) * up(TN) * (out == "bf16" ? 2 : 4);
+    const int64_t bias = epilogue == "bias_relu" ? 2 * 4 * up(TN) : 0;
+    const int64_t free = target.hopper.smem_bytes - staging - bias - 4096; // barriers, alignment
+    return int(std::clamp<int64_t>(free / per_stage, 1, 4));
+}
+
+Built build_gemm(const Params &p, const std::string &schedule, const Target &target) {
     const int M = p.get_int("M"), N = p.get_int("N"), K = p.get_int("K");
     const std::string out = p.get("out"), epilogue = p.get("epilogue");
     if (epilogue != "none" && epilogue != "bias_relu") {
@@ -60,7 +74,7 @@ Built build_gemm(const Params &p, const std::string &schedule, const Target &) {
     }
     // Tiles larger than the matrices shrink to them (Halide's bounds need a tile within the matrix).
     const int TM = std::min(p.get_int("TM"), M), TN = std::min(p.get_int("TN"), N), TK = std::min(p.get_int("TK"), K);
-    const int stages = p.get_int("stages");
+    const int stages = p.get_int("stages") > 0 ? p.get_int("stages") : fitting_stages(TM, TN, TK, out, epilogue, schedule, target);
     Var jo("jo"), io("io"), ji("ji"), ii("ii"), t("t");
     RVar ko("ko"), ki("ki");
     C.tile(j, i, jo, io, ji, ii, TN, TM, TailStrategy::GuardWithIf).fuse(jo, io, t).map_to_cores(t);
@@ -93,7 +107,7 @@ const App &gemm_app() {
         {{"M", "2048"}, {"N", "2048"}, {"K", "2048"}, {"stages", "3"}, {"TM", "256"}, {"TN", "256"},
          {"TK", "512"}, {"out", "bf16"}, {"epilogue", "none"}},
         {"ws_pingpong", "ws", "pipelined", "sync"},
-        {{"hopper", {{"TM", "128"}, {"TN", "128"}, {"TK", "64"}, {"stages", "4"}}},
+        {{"hopper", {{"TM", "128"}, {"TN", "128"}, {"TK", "64"}, {"stages", "0"}}},
          {"ascend", {{"TM", "128"}, {"TN", "128"}, {"TK", "128"}, {"stages", "2"}}}},
         {{"hopper", {"ws_pingpong", "ws", "pipelined"}}, {"ascend", {"ws_pingpong", "pipelined"}}},
         build_gemm,
@@ -108,7 +122,7 @@ const App &gemm_app() {
         {{"TM", {"16", "32", "48", "64", "128", "256"}},
          {"TN", {"16", "32", "48", "64", "128", "256"}},
          {"TK", {"16", "32", "64", "128", "256", "512"}},
-         {"stages", {"1", "2", "3", "4", "5"}},
+         {"stages", {"0", "1", "2", "3", "4", "5"}},
          {"out", {"bf16", "f32"}},
          {"epilogue", {"none", "bias_relu"}}},
         4e6,
