@@ -21,7 +21,7 @@ std::string Params::get(const std::string &key) const {
 }
 
 const std::vector<App> &all_apps() {
-    static const std::vector<App> apps = {gemm_app(), elementwise_app(), rmsnorm_app(), attention_scores_app()};
+    static const std::vector<App> apps = {gemm_app(), elementwise_app(), rmsnorm_app(), attention_scores_app(), pointwise_app()};
     return apps;
 }
 

@@ -70,6 +70,9 @@ struct App {
     std::map<std::string, std::vector<std::string>> choices;
     /** The fuzzer keeps the product of the extents at most this (run time on the models). */
     double max_problem = 1e7;
+    /** Parameters that choose a variant of the algorithm (output type, expression), not the
+     * schedule: the fuzzer draws them at default parameters too. */
+    std::vector<std::string> variants;
 };
 
 const std::vector<App> &all_apps();
@@ -86,6 +89,7 @@ const App &gemm_app();
 const App &elementwise_app();
 const App &rmsnorm_app();
 const App &attention_scores_app();
+const App &pointwise_app();
 
 } // namespace tandem::apps
 

@@ -71,6 +71,7 @@ const App &elementwise_app() {
          {"TY", {"1", "2", "3", "8", "16", "32"}},
          {"stages", {"1", "2", "3", "4"}}},
         4e5,
+        {},
     };
     return app;
 }

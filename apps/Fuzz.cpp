@@ -108,8 +108,8 @@ FuzzCase draw_case(const FuzzOptions &options, uint64_t index) {
     c.schedule = schedules[pick(schedules.size())];
     c.defaults = pick(2) == 0;
     for (const auto &[key, values] : app->choices) {
-        // Defaults mode keeps every parameter but the output type.
-        if (c.defaults && key != "out") continue;
+        // Defaults mode keeps the schedule's parameters and draws the algorithm's variants.
+        if (c.defaults && std::find(app->variants.begin(), app->variants.end(), key) == app->variants.end()) continue;
         c.params.set(key, values[pick(values.size())]);
     }
     Params all = with_defaults(*app, c.params, target);

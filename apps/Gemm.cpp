@@ -126,6 +126,7 @@ const App &gemm_app() {
          {"out", {"bf16", "f32"}},
          {"epilogue", {"none", "bias_relu"}}},
         4e6,
+        {"out"},
     };
     return app;
 }

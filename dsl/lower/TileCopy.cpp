@@ -73,6 +73,7 @@ private:
     const Directives out;
     int loop_depth = 0;
     int stores_out = 0;
+    std::set<std::string> copied_in; // tiles this pass made copies into
 
     const KernelArg *arg(const std::string &name) const {
         for (const KernelArg &a : ctx.args) {
@@ -121,6 +122,7 @@ private:
             return IRMutator::visit(op);
         }
         if (loop_depth > 0) produced_in_loop.insert(op->name);
+        copied_in.insert(op->name);
         ir::CopyOp c;
         if (!copy_box(nest, nest.store->index, load->index, &c)) {
             throw Error(where(op->name, d.async_copy ? "async_copy()" : "compute_at") + op->name +
@@ -162,8 +164,10 @@ private:
         const Load *load = st->value.as<Load>();
         // On Hopper the accumulator is in registers and TMA stores from shared memory: always stage.
         // On Ascend the Fixpipe stores an MMA accumulator (L0C) to GM converting its type.
+        // A tile copied in from DRAM is not stored straight back out (out = a): its versions
+        // belong to the input's ring, so the store goes through a staging tile.
         bool direct = ctx.target.arch != Target::Arch::Hopper && load && load->type == st->value.type() && !is_input(load->name) &&
-                      load->name != ctx.output;
+                      load->name != ctx.output && !copied_in.count(load->name);
         if (ctx.target.arch == Target::Arch::Ascend && !direct) {
             const Cast *cast = st->value.as<Cast>();
             const Load *acc = cast ? cast->value.as<Load>() : nullptr;
@@ -215,6 +219,18 @@ private:
                               const_true(), Block::make(compute, store));
     }
 
+    bool computed_inline(const std::string &f) const {
+        auto it = ctx.functions.find(f);
+        if (it == ctx.functions.end()) return false;
+        try {
+            return it->second.schedule().compute_level().is_inlined();
+        } catch (const Halide::CompileError &) {
+            return false;
+        } catch (const Halide::InternalError &) {
+            return false;
+        }
+    }
+
     bool computed_at_root(const std::string &f) const {
         auto it = ctx.functions.find(f);
         if (it == ctx.functions.end()) return false;
@@ -229,10 +245,18 @@ private:
     }
 
 public:
-    std::set<std::string> produced, produced_in_loop;
+    std::set<std::string> produced, produced_in_loop, read;
+    Expr visit(const Load *op) override {
+        read.insert(op->name);
+        return IRMutator::visit(op);
+    }
     void check_done() const {
         for (const std::string &f : ctx.funcs) {
             if (f == ctx.output || !ctx.of(f).async_copy) continue;
+            if (!produced.count(f) && !read.count(f) && !computed_inline(f)) {
+                throw Error(where(f, "async_copy()") + f + " is never read (Halide found that nothing depends on "
+                            "it), so there is nothing to copy; remove its staging");
+            }
             if (!produced.count(f)) {
                 throw Error(where(f, "async_copy()") + f + " is computed inline, so it has no storage to copy into; "
                             "schedule it with compute_at(consumer, var)");

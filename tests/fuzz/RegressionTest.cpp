@@ -45,6 +45,13 @@ std::vector<Case> found_by_the_fuzzer() {
         {"rmsnorm hopper single_buffered D=122501 R=1"},
         {"attention_scores ascend resident Lq=110 Lk=127 D=246"},
         {"attention_scores ascend resident Lq=1 Lk=127 D=256"},
+        // out = one input (a copy): its tile was stored straight back out of the input's ring.
+        {"pointwise zpu single_buffered W=1021 H=337 TX=128 TY=3 expr=7 stages=3"},
+        {"pointwise ascend double_buffered W=1 H=65 expr=16"},
+        {"pointwise ascend single_buffered W=128 H=324 TX=32 TY=1 expr=12 stages=2"},
+        {"pointwise ascend double_buffered W=2 H=395 TX=256 TY=8 expr=16 stages=1"},
+        // An input the simplified expression does not read.
+        {"pointwise ascend double_buffered W=2297 H=17 expr=2"},
     };
 }
 

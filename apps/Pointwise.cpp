@@ -1,0 +1,123 @@
+// pointwise: out = f(a, b, c), a random expression tree over three W x H f32 tensors, drawn from
+// the parameter `expr` (a seed): the user-written pointwise algorithms the fuzzer must cover
+// (arithmetic, min/max, abs, comparisons and selects, square roots, constants).
+#include "App.h"
+
+#include <algorithm>
+#include <random>
+#include <set>
+
+namespace tandem::apps {
+
+namespace {
+
+/** A random expression of depth at most `depth` over the leaves. */
+Halide::Expr random_expr(std::mt19937 &rng, const std::vector<Halide::Expr> &leaves, int depth) {
+    auto pick = [&](int n) { return int(std::uniform_int_distribution<int>(0, n - 1)(rng)); };
+    if (depth == 0 || pick(4) == 0) {
+        if (pick(5) == 0) return Halide::Expr(float(pick(9) - 4) * 0.5f); // -2 .. 2
+        return leaves[size_t(pick(int(leaves.size())))];
+    }
+    Halide::Expr x = random_expr(rng, leaves, depth - 1), y = random_expr(rng, leaves, depth - 1);
+    switch (pick(9)) {
+    case 0: return x + y;
+    case 1: return x - y;
+    case 2: return x * y;
+    case 3: return Halide::min(x, y);
+    case 4: return Halide::max(x, y);
+    case 5: return Halide::abs(x);
+    case 6: return Halide::select(x < y, x, y * 0.5f);
+    case 7: return Halide::sqrt(Halide::abs(x) + 1.0f);
+    default: return x * 0.25f + y;
+    }
+}
+
+/** The names of the Funcs and input images `e` calls. */
+std::set<std::string> inputs_read(const Halide::Expr &e) {
+    class Find : public Halide::Internal::IRVisitor {
+    public:
+        std::set<std::string> names;
+        using IRVisitor::visit;
+        void visit(const Halide::Internal::Call *op) override {
+            // An ImageParam is called through the Func that wraps it (a Halide call of its name).
+            if (op->call_type == Halide::Internal::Call::Image || op->call_type == Halide::Internal::Call::Halide) {
+                names.insert(op->name);
+            }
+            IRVisitor::visit(op);
+        }
+    } find;
+    e.accept(&find);
+    return find.names;
+}
+
+Built build_pointwise(const Params &p, const std::string &schedule, const Target &) {
+    const int W = p.get_int("W"), H = p.get_int("H");
+    if (W < 1 || H < 1) throw Error("pointwise: W and H must be positive");
+
+    // ---- the algorithm, written once ----
+    ImageParam a(Halide::Float(32), 2, "a"), b(Halide::Float(32), 2, "b"), c(Halide::Float(32), 2, "c");
+    Var x("x"), y("y");
+    std::mt19937 rng(uint32_t(p.get_int("expr")));
+    Func out("out");
+    out(x, y) = random_expr(rng, {a(x, y), b(x, y), c(x, y)}, 4);
+    for (ImageParam *in : {&a, &b, &c}) {
+        in->dim(0).set_bounds(0, W);
+        in->dim(1).set_bounds(0, H).set_stride(W);
+    }
+    out.output_buffer().dim(0).set_bounds(0, W);
+    out.output_buffer().dim(1).set_bounds(0, H).set_stride(W);
+
+    // ---- schedules ----
+    if (schedule == "reference") return {{a, b, c}, out};
+    const int TX = std::min(p.get_int("TX"), W), TY = std::min(p.get_int("TY"), H), stages = p.get_int("stages");
+    Var xo("xo"), yo("yo"), xi("xi"), yi("yi"), t("t");
+    out.tile(x, y, xo, yo, xi, yi, TX, TY, TailStrategy::GuardWithIf).fuse(xo, yo, t).map_to_cores(t);
+    // Stage the inputs the expression reads (an unused input has nothing to stage).
+    // (after simplification: x - y - x reads no y)
+    std::set<std::string> used = inputs_read(Halide::Internal::simplify(out.halide().value()));
+    std::vector<Func> tiles;
+    for (ImageParam *in : {&a, &b, &c}) {
+        if (!used.count(Halide::Func(*in).name())) continue;
+        Func tile = Func::staged(*in, out);
+        tile.compute_at(out, t);
+        tiles.push_back(tile);
+    }
+    if (schedule == "sync") return {{a, b, c}, out};
+    if (schedule != "double_buffered" && schedule != "single_buffered") {
+        throw Error("pointwise: unknown schedule '" + schedule + "' (known: double_buffered, single_buffered, sync)");
+    }
+    int versions = schedule == "double_buffered" ? stages : 1;
+    for (Func &tile : tiles) tile.async_copy().multi_buffer(versions);
+    out.async_copy().multi_buffer(versions);
+    return {{a, b, c}, out};
+}
+
+} // namespace
+
+const App &pointwise_app() {
+    static const App app{
+        "pointwise",
+        "a random pointwise expression out = f(a, b, c) (parameter expr: its seed) over W x H f32 tensors",
+        {{"W", "1024"}, {"H", "256"}, {"TX", "256"}, {"TY", "16"}, {"stages", "2"}, {"expr", "1"}},
+        {"double_buffered", "single_buffered", "sync"},
+        {},
+        {{"hopper", {"double_buffered", "single_buffered", "sync"}},
+         {"ascend", {"double_buffered", "single_buffered", "sync"}}},
+        build_pointwise,
+        [](const Params &p) {
+            double n = double(p.get_int("W")) * p.get_int("H");
+            return Workload{0, 8 * n, 16 * n};
+        },
+        [](const Params &) { return 1e-5; },
+        {{"W", "TX", 3000}, {"H", "TY", 600}},
+        {{"TX", {"1", "2", "7", "32", "64", "128", "256", "1024"}},
+         {"TY", {"1", "2", "3", "8", "16", "32"}},
+         {"stages", {"1", "2", "3", "4"}},
+         {"expr", {"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16"}}},
+        4e5,
+        {"expr"},
+    };
+    return app;
+}
+
+} // namespace tandem::apps
