@@ -558,7 +558,7 @@ private:
                << line() << "if (elected) hopper::mbarrier_arrive_expect_tx("
                << barrier(a.barrier, a.slot) << ", " << it->second << ");\n";
         } else if (ir::as_copy(s, &c)) {
-            copy(c);
+            copy(c, s.get());
         } else if (ir::as_wait(s, &w)) {
             if (is_mbarrier(w.barrier) && w.parity.defined()) {
                 os << line() << "hopper::mbarrier_wait_parity(" << barrier(w.barrier, w.slot)
@@ -604,68 +604,115 @@ private:
         }
     }
 
+    /** The shared-memory address of a Stmt offset into `buffer`: the version it falls in at the
+     * GPU's version stride (Plan's layout), plus the part within the version. */
     std::string address(const std::string &buffer, const Expr &offset) {
         const Tile &t = plan.tiles.at(buffer);
-        return c_name(buffer) + "_address + uint32_t(" + expr(offset) + ") * " +
-               std::to_string(t.buffer->type.bytes());
+        const std::string bytes = std::to_string(t.buffer->type.bytes());
+        if (!t.rebased())
+            return c_name(buffer) + "_address + uint32_t(" + expr(offset) + ") * " + bytes;
+        Expr within;
+        Expr version = version_of(t, offset, &within);
+        if (t.dynamic_layout && !is_const_zero(within)) {
+            throw Error("hopper: a copy or MMA reaches into " + buffer +
+                        " inside a version, whose layout differs on the GPU (full-tile rows)");
+        }
+        std::string r = c_name(buffer) + "_address";
+        if (!is_const_zero(version))
+            r += " + uint32_t(" + expr(version) + ") * " + std::to_string(t.slot_bytes);
+        if (!is_const_zero(within))
+            r += " + uint32_t(" + expr(within) + ") * " + bytes;
+        return r;
     }
 
-    void copy(const ir::CopyOp &c) {
+    void copy(const ir::CopyOp &c, const IRNode *node) {
         bool load = kernel.arg(c.src) != nullptr;
         std::string arg = load ? c.src : c.dst, buffer = load ? c.dst : c.src;
         const TensorMap &map = plan.map(arg, buffer, load);
-        const Tile &tile = plan.tiles.at(buffer);
-        const KernelArg *karg = kernel.arg(arg);
+        std::string boxes = list(map.box);
+        if (map.blocks > 1)
+            boxes += " x " + std::to_string(map.blocks) +
+                     (map.swizzle ? " column blocks" : " side by side");
         if (load) {
             if (compute_role && !synced)
                 sync();
-            os << line() << "// TMA load " << arg << " -> " << buffer << " (box " << list(map.box)
-               << (map.blocks > 1 ? " x " + std::to_string(map.blocks) + " column blocks" : "")
+            os << line() << "// TMA load " << arg << " -> " << buffer << " (box " << boxes
                << "), completes on " << c.barrier << "\n";
         } else {
             flush();
             if (!synced)
                 sync();
-            os << line() << "// TMA store " << buffer << " -> " << arg << " (box " << list(map.box)
+            os << line() << "// TMA store " << buffer << " -> " << arg << " (box " << boxes
                << "), in this thread's bulk group\n";
         }
         open("if (elected) {");
         os << line() << "const int offset = " << expr(load ? c.src_offset : c.dst_offset)
            << "; // element of " << arg << "\n";
         // Tail tiles: the box is full size and the part past the tile must lie past the edge.
-        std::vector<KernelArg::Dim> view = karg->copy_view();
-        for (size_t d = 0; d < c.dims.size(); d++) {
-            int64_t extent = view[d].extent, stride = view[d].stride;
-            if (!proven(c.dims[d].extent == Halide::Expr(int(tile.box[d])))) {
-                os << line() << "hopper::check_tail(" << expr(c.dims[d].extent) << ", "
-                   << tile.box[d] << ", offset"
-                   << (stride > 1 ? " / " + std::to_string(stride) : "") << " % " << extent << ", "
-                   << extent << ");\n";
+        auto checks = plan.tail_checks.find(node);
+        if (checks != plan.tail_checks.end()) {
+            for (const TailCheck &t : checks->second) {
+                os << line() << "hopper::check_tail(" << expr(c.dims[t.dim].extent) << ", "
+                   << t.reach << ", offset"
+                   << (t.view_stride > 1 ? " / " + std::to_string(t.view_stride) : "") << " % "
+                   << t.view_extent << ", " << t.view_extent << ");\n";
             }
         }
         std::string smem = address(buffer, load ? c.dst_offset : c.src_offset);
-        for (int block = 0; block < map.blocks; block++) {
+        // Coordinates innermost first; a dim of extent 1 is always at 0.
+        auto coordinates = [&](const std::string &block) { // block: the offset along dim 0
             std::string coords;
             for (size_t d = 0; d < map.extents.size(); d++) {
                 std::string coordinate = "offset";
-                if (map.strides[d] > 1)
-                    coordinate += " / " + std::to_string(map.strides[d]);
-                if (d + 1 < map.extents.size())
-                    coordinate += " % " + std::to_string(map.extents[d]);
-                if (d == 0 && block > 0)
-                    coordinate = "(" + coordinate + ") + " + std::to_string(block * map.box[0]);
+                if (map.extents[d] == 1) {
+                    coordinate = "0";
+                } else {
+                    if (map.strides[d] > 1)
+                        coordinate += " / " + std::to_string(map.strides[d]);
+                    if (d + 1 < map.extents.size())
+                        coordinate += " % " + std::to_string(map.extents[d]);
+                }
+                if (d == 0 && !block.empty())
+                    coordinate = "(" + coordinate + ") + " + block;
+                if (d == 1 && map.rows > 1)
+                    coordinate = "(" + coordinate + ") + row";
                 coords += ", " + coordinate;
             }
-            std::string destination =
-                smem + (block > 0 ? " + " + std::to_string(block * map.block_bytes) : "");
+            return coords;
+        };
+        auto issue = [&](const std::string &destination, const std::string &coords,
+                         const std::string &tensor_map) {
             if (load) {
-                os << line() << "hopper::tma_load(" << destination << ", &" << map.name << ", "
+                os << line() << "hopper::tma_load(" << destination << ", &" << tensor_map << ", "
                    << barrier(c.barrier, c.slot) << coords << ");\n";
             } else {
-                os << line() << "hopper::tma_store(&" << map.name << ", " << destination << coords
+                os << line() << "hopper::tma_store(&" << tensor_map << ", " << destination << coords
                    << ");\n";
             }
+        };
+        if (map.rows > 1) {
+            // A row of boxes per row of the tile, each row at the tile's row pitch.
+            open("for (int row = 0; row < " + std::to_string(map.rows) + "; row++) {");
+            smem += " + row * " + std::to_string(map.row_bytes);
         }
+        const int full_blocks = map.last_box ? map.blocks - 1 : map.blocks;
+        if (full_blocks > 4) {
+            open("for (int block = 0; block < " + std::to_string(full_blocks) + "; block++) {");
+            issue(smem + " + block * " + std::to_string(map.block_bytes),
+                  coordinates("block * " + std::to_string(map.box[0])), map.name);
+            close();
+        } else {
+            for (int block = 0; block < full_blocks; block++) {
+                issue(smem + (block > 0 ? " + " + std::to_string(block * map.block_bytes) : ""),
+                      coordinates(block > 0 ? std::to_string(block * map.box[0]) : ""), map.name);
+            }
+        }
+        if (map.last_box) {
+            issue(smem + " + " + std::to_string(full_blocks * map.block_bytes),
+                  coordinates(std::to_string(full_blocks * map.box[0])), map.last_name);
+        }
+        if (map.rows > 1)
+            close();
         if (!load)
             os << line() << "hopper::bulk_commit_group();\n";
         close();
@@ -733,47 +780,62 @@ private:
         return t->second.buffer->type.is_bfloat() ? "__bfloat162float(" + v + ")" : v;
     }
 
-    /** The index of a tile element on the GPU. Tiles whose Stmt layout depends on the tail size
-     * (dense with the tile's actual extents) are rewritten to the full-tile layout: the loop var
-     * stepping by 1 is dim 0, the other one steps by the full box width. */
+    /** The index of a tile element on the GPU. A version starts at version * the GPU's version
+     * stride (Plan's layout). Tiles whose Stmt layout differs from the GPU's (rows of a tail's
+     * size, or rows padded to 16 bytes) are rewritten to the full-tile layout: the loop var
+     * stepping by 1 is dim 0, the other one steps by the full row. */
     std::string tile_index(const Tile &t, const Expr &index) {
-        if (!t.dynamic_layout)
+        if (!t.dynamic_layout && !t.rebased())
             return expr(index);
         const std::string &name = t.buffer->name;
-        if (t.box.size() > 2) {
-            throw Error("hopper: element nest over " + name + ", a tail-sized " +
-                        std::to_string(t.box.size()) +
-                        "-D tile; the emitter rewrites at most 2-D tiles to the full-tile layout");
+        if (t.dynamic_layout && t.layout.size() > 2) {
+            throw Error("hopper: element nest over " + name + ", a " +
+                        std::to_string(t.layout.size()) +
+                        "-D tile whose rows differ on the GPU; the emitter rewrites at most 2-D "
+                        "tiles to the full-tile layout");
         }
         Expr base = index;
         std::string inner, outer;
         for (const Loop &l : nest_loops) {
             Expr step = affine_step(index, l.name);
-            if (!step.defined())
-                throw Error("hopper: the index of " + name + " is not affine in " + l.name);
+            if (!step.defined()) {
+                if (t.dynamic_layout)
+                    throw Error("hopper: the index of " + name + " is not affine in " + l.name);
+                base = substitute(l.name, 0, base);
+                continue;
+            }
             if (is_const_zero(step))
                 continue;
             if (proven(step == 1) && inner.empty())
                 inner = c_name(l.name);
             else if (outer.empty())
                 outer = c_name(l.name);
-            else
+            else if (t.dynamic_layout)
                 throw Error("hopper: element nest over " + name +
                             " walks it along more dims than the tile has");
             base = substitute(l.name, 0, base);
         }
         base = simplify(base);
-        if (!proven(base % Halide::Expr(int(t.buffer->slot_elements)) == 0)) {
+        Expr within;
+        Expr version = version_of(t, base, &within);
+        std::string r =
+            is_const_zero(version) ? "" : expr(version) + " * " + std::to_string(t.slot_elements());
+        auto add = [&](const std::string &term) { r += (r.empty() ? "" : " + ") + term; };
+        if (!t.dynamic_layout) {
+            // Within a version the Stmt's layout is the GPU's.
+            add(expr(simplify(index - base + within)));
+            return r;
+        }
+        if (!is_const_zero(within)) {
             throw Error("hopper: an element nest indexes " + name +
                         " inside a version at a tail-dependent offset; "
                         "the emitter cannot place it on the full tile");
         }
-        std::string r = expr(base);
         if (!outer.empty())
-            r += " + " + outer + " * " + std::to_string(t.box[0]);
+            add(outer + " * " + std::to_string(t.layout[0]));
         if (!inner.empty())
-            r += " + " + inner;
-        return r;
+            add(inner);
+        return r.empty() ? "0" : r;
     }
 
     void store(const Store *st) {
@@ -1033,8 +1095,8 @@ private:
                 "; the emitter maps only a 2-D per-element nest onto the wgmma fragments (" + why +
                 ")");
         };
-        if (loops.size() != 2 || !collect<For>(body).empty())
-            fail("it is not two loops around the element code");
+        if (loops.size() > 2 || !collect<For>(body).empty())
+            fail("it is not one or two loops around the element code");
         if (reads.loads.empty())
             fail("no element load of the accumulator");
         for (const Load *l : reads.loads) {
@@ -1045,41 +1107,49 @@ private:
             if (st->name == acc)
                 fail("it writes the accumulator");
         }
+        // A loop Halide removed (a tile of one row or one column) stays at 0.
+        const Accumulator &a = plan.accumulators.at(acc);
         const Expr &index = reads.loads[0]->index;
         int row = -1, col = -1;
-        for (int i = 0; i < 2; i++) {
+        for (int i = 0; i < int(loops.size()); i++) {
             if (!is_const_zero(simplify(loops[i].min)))
                 fail("a loop does not start at 0");
             Expr step = affine_step(index, loops[i].name);
             if (!step.defined() || is_const_zero(step))
                 fail("the accumulator index does not walk " + loops[i].name);
-            (proven(step == 1) && col < 0 ? col : row) = i;
+            bool column =
+                proven(step == 1) && col < 0 && (loops.size() == 2 || !proven(a.stride_m == 1));
+            (column ? col : row) = i;
         }
-        if (row < 0 || col < 0)
+        if (loops.size() == 2 && (row < 0 || col < 0))
             fail("no loop walks the accumulator's columns");
-        Expr base = simplify(substitute(loops[0].name, 0, substitute(loops[1].name, 0, index)));
-        if (!is_const_zero(base))
+        Expr base = index;
+        for (const Loop &l : loops)
+            base = substitute(l.name, 0, base);
+        if (!is_const_zero(simplify(base)))
             fail("the accumulator index does not start at 0");
-        const Accumulator &a = plan.accumulators.at(acc);
-        int64_t rows = constant_upper_bound(loops[row].extent),
-                cols = constant_upper_bound(loops[col].extent);
+        Expr row_extent = row >= 0 ? loops[row].extent : Halide::Expr(1),
+             col_extent = col >= 0 ? loops[col].extent : Halide::Expr(1);
+        int64_t rows = constant_upper_bound(row_extent), cols = constant_upper_bound(col_extent);
         if (rows < 0 || cols < 0 || rows > a.m || cols > a.n)
             fail("the nest is larger than the MMA tile");
 
-        std::string r = c_name(loops[row].name), c = c_name(loops[col].name);
+        const std::string row_name = row >= 0 ? loops[row].name : internal_prefix + "row_in_tile",
+                          col_name = col >= 0 ? loops[col].name : internal_prefix + "col_in_tile";
+        std::string r = c_name(row_name), c = c_name(col_name);
         os << line() << "// epilogue " << v.label
            << ": each thread applies the element code to its own wgmma fragment of " << acc
            << " (register i of block m64 holds row 64 * m64 + fragment_row(i), column "
               "fragment_col(i))\n";
         open("{");
-        os << line() << "const int rows = " << expr(loops[row].extent)
-           << ", cols = " << expr(loops[col].extent) << ";\n";
+        os << line() << "const int rows = " << expr(row_extent) << ", cols = " << expr(col_extent)
+           << ";\n";
         os << line() << "#pragma unroll\n";
         open("for (int m64 = 0; m64 < " + std::to_string(a.m / 64) + "; m64++) {");
         os << line() << "#pragma unroll\n";
         nest_loops = loops;
         fragment_buffer = acc;
-        const Store *pair = paired_store(body, loops[row].name, loops[col].name);
+        const Store *pair = paired_store(body, row_name, col_name);
         if (pair) {
             // Registers i and i + 1 hold adjacent columns: one 4- or 8-byte store per pair.
             const Tile &tile = plan.tiles.at(pair->name);
@@ -1088,8 +1158,7 @@ private:
             Expr value = pair->value;
             if (const Cast *cast = value.as<Cast>(); cast && cast->type.is_bfloat())
                 value = cast->value;
-            Expr next = substitute(loops[col].name,
-                                   Variable::make(Halide::Int(32), loops[col].name) + 1, value);
+            Expr next = substitute(col_name, Variable::make(Halide::Int(32), col_name) + 1, value);
             fragment = c_name(acc) + "[m64][i]";
             std::string first = expr(value);
             fragment = c_name(acc) + "[m64][i + 1]";
@@ -1148,8 +1217,8 @@ private:
         if (!(type.is_bfloat() && type.bits() == 16) && !(type.is_float() && type.bits() == 32))
             return nullptr;
         if (t->second.dynamic_layout) {
-            // tile_index: base + row * box[0] + col
-            if (t->second.box[0] % 2 != 0)
+            // tile_index: base + row * layout[0] + col
+            if (t->second.layout[0] % 2 != 0)
                 return nullptr;
         } else {
             Expr step_col = affine_step(st->index, col), step_row = affine_step(st->index, row);
@@ -1158,6 +1227,12 @@ private:
                 return nullptr;
         }
         Expr base = simplify(substitute(row, 0, substitute(col, 0, st->index)));
+        if (t->second.rebased()) {
+            // On the GPU: version * an even version stride + the part within the version.
+            Expr within;
+            version_of(t->second, base, &within);
+            base = within;
+        }
         if (!proven(base % 2 == 0))
             return nullptr;
         return st;
@@ -1223,25 +1298,29 @@ std::string emit_cuda(const Kernel &kernel, const std::string &function) {
     for (size_t i = 0; i < plan.maps.size(); i++) {
         os << (i ? ",\n    " : "\n    ") << "const __grid_constant__ CUtensorMap "
            << plan.maps[i].name;
+        if (plan.maps[i].last_box)
+            os << ",\n    const __grid_constant__ CUtensorMap " << plan.maps[i].last_name;
     }
     os << ") {\n";
-    os << "    // ---- shared memory: the Kernel's carve-out on a 1024-byte aligned base ----\n"
+    os << "    // ---- shared memory: versions of the full tiles on a 1024-byte aligned base ----\n"
        << "    extern __shared__ unsigned char dynamic_shared_memory[];\n"
        << "    unsigned char *const shared = hopper::align_1024(dynamic_shared_memory);\n";
     for (const auto &[name, tile] : plan.tiles) {
         const SramBuffer &b = *tile.buffer;
         std::string t = storage_type(b.type), n = c_name(name);
         os << "    " << t << " *const " << n << " = reinterpret_cast<" << t << " *>(shared + "
-           << b.offset_bytes << "); // " << b.slots << " x " << b.slot_elements << " "
+           << tile.offset_bytes << "); // " << b.slots << " x " << tile.slot_elements() << " "
            << type_text(b.type);
         if (tile.kind == TileKind::MmaA)
-            os << ", wgmma A tile " << list(tile.box) << ", 128B swizzle";
+            os << ", wgmma A tile " << list(tile.layout) << ", 128B swizzle";
         else if (tile.kind == TileKind::MmaB)
-            os << ", wgmma B tile " << list(tile.box) << ", 128B swizzle";
-        else if (!tile.box.empty())
-            os << ", TMA tile " << list(tile.box);
+            os << ", wgmma B tile " << list(tile.layout) << ", 128B swizzle";
+        else if (tile.tma())
+            os << ", TMA tile " << list(tile.layout);
+        if (tile.tma() && tile.layout != tile.data)
+            os << " for data of " << list(tile.data);
         os << "\n";
-        if (!tile.box.empty())
+        if (tile.tma())
             os << "    const uint32_t " << n << "_address = hopper::shared_address(" << n << ");\n";
     }
     os << "    // ---- mbarriers: one per version ----\n";
@@ -1306,27 +1385,43 @@ std::string emit_cuda(const Kernel &kernel, const std::string &function) {
             if (kernel.args[i].name == m.arg)
                 arg_index = int(i);
         }
-        std::vector<int64_t> strides;
-        for (size_t d = 1; d < m.strides.size(); d++)
-            strides.push_back(m.strides[d] * m.type.bytes());
-        os << "    CUtensorMap " << m.name << ";\n"
-           << "    { // " << m.arg << (m.load ? " -> " : " <- ") << m.buffer
-           << (m.chunk ? ", dim 0 viewed as chunks of " + std::to_string(m.chunk) +
-                             " (a box dim is at most 256)"
-                       : "")
-           << (m.blocks > 1 ? ", loaded as " + std::to_string(m.blocks) + " column blocks" : "")
-           << "\n"
-           << "        const cuuint64_t extents[" << m.extents.size() << "] = " << list(m.extents)
-           << ";\n"
-           << "        const cuuint64_t strides[" << std::max<size_t>(strides.size(), 1)
-           << "] = " << (strides.empty() ? "{0}" : list(strides)) << "; // bytes, dims 1..\n"
-           << "        const cuuint32_t box[" << m.box.size() << "] = " << list(m.box) << ";\n"
-           << "        cudaError_t status = hopper::encode_tensor_map(&" << m.name << ", "
-           << tensor_map_type(m.type) << ", " << m.extents.size() << ", args[" << arg_index
-           << "], extents, strides, box, "
-           << (m.swizzle ? "CU_TENSOR_MAP_SWIZZLE_128B" : "CU_TENSOR_MAP_SWIZZLE_NONE") << ");\n"
-           << "        if (status != cudaSuccess) return status;\n"
-           << "    }\n";
+        const std::vector<int64_t> &strides = m.byte_strides;
+        auto encode = [&](const std::string &name, const std::vector<int64_t> &box,
+                          const std::string &comment) {
+            os << "    CUtensorMap " << name << ";\n"
+               << "    { // " << comment << "\n"
+               << "        const cuuint64_t extents[" << m.extents.size()
+               << "] = " << list(m.extents) << ";\n"
+               << "        const cuuint64_t strides[" << std::max<size_t>(strides.size(), 1)
+               << "] = " << (strides.empty() ? "{0}" : list(strides)) << "; // bytes, dims 1..\n"
+               << "        const cuuint32_t box[" << box.size() << "] = " << list(box) << ";\n"
+               << "        cudaError_t status = hopper::encode_tensor_map(&" << name << ", "
+               << tensor_map_type(m.type) << ", " << m.extents.size() << ", args[" << arg_index
+               << "], extents, strides, box, "
+               << (m.swizzle ? "CU_TENSOR_MAP_SWIZZLE_128B" : "CU_TENSOR_MAP_SWIZZLE_NONE")
+               << ");\n"
+               << "        if (status != cudaSuccess) return status;\n"
+               << "    }\n";
+        };
+        encode(m.name, m.box,
+               m.arg + (m.load ? " -> " : " <- ") + m.buffer +
+                   (m.rows > 1 ? ", a row of boxes per tile row (" + std::to_string(m.rows) + ")"
+                               : "") +
+                   (m.view.empty() ? "" : ", " + m.arg + " viewed " + m.view) +
+                   (m.chunk ? ", dim 0 viewed as chunks of " + std::to_string(m.chunk) +
+                                  " (a box dim is at most 256)"
+                            : "") +
+                   (m.blocks > 1 ? std::string(m.load ? ", loaded" : ", stored") + " as " +
+                                       std::to_string(m.blocks) +
+                                       (m.swizzle ? " column blocks" : " boxes side by side")
+                                 : ""));
+        if (m.last_box) {
+            std::vector<int64_t> box = m.box;
+            box[0] = m.last_box;
+            encode(m.last_name, box,
+                   "the last of the " + std::to_string(m.blocks) + " boxes of " + m.name +
+                       ": the rest of the tile");
+        }
     }
     os << "    const int shared_bytes = " << dynamic_bytes
        << "; // the carve-out plus 1024 B to align its base\n"
@@ -1334,8 +1429,11 @@ std::string emit_cuda(const Kernel &kernel, const std::string &function) {
        << ", cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes);\n"
        << "    if (status != cudaSuccess) return status;\n"
        << "    " << fn << "<<<" << kernel.grid << ", " << threads << ", shared_bytes, stream>>>(";
-    for (size_t i = 0; i < plan.maps.size(); i++)
+    for (size_t i = 0; i < plan.maps.size(); i++) {
         os << (i ? ", " : "") << plan.maps[i].name;
+        if (plan.maps[i].last_box)
+            os << ", " << plan.maps[i].last_name;
+    }
     os << ");\n"
        << "    return cudaGetLastError();\n"
        << "}\n";

@@ -44,12 +44,22 @@
  * A warpgroup barrier (bar.sync 1 + warpgroup, 128) also precedes a TMA load in a role that
  * computes (its threads are done reading the version being overwritten) and an arrive.
  *
- * Tiles are always full size on the GPU: TMA boxes are the largest extents the Stmt's copies
- * take (a tail tile's box reaches past the tensor's edge, where loads read zeros and stores are
- * dropped; a runtime check traps otherwise), expect_tx counts full boxes, and MMAs run on the
- * full tile. Shared buffers keep the Kernel's offsets; smem indices of element nests over a tile
- * whose Stmt layout depends on the tail size (a row pitch equal to a tail's extent) are rewritten
- * to the full-tile layout. Boxes wider than 256 elements view the tensor's dim 0 as chunks.
+ * Tiles are always full size on the GPU, padded to the hardware's granularity (Plan.h): a TMA box
+ * is the largest extent the Stmt's copies take, its row rounded up to 16 bytes; a wgmma tile has
+ * K and N rounded up to 64 bf16 and M to 64 rows. What a box moves past a copy's own extent lies
+ * past the tensor's edge (loads read zeros, stores are dropped) wherever it matters: in a store,
+ * and along K of an MMA operand; elsewhere (loads into a plain tile, the M / N rows of an
+ * operand) it only brings elements nobody reads. The planner proves the edge from the loop bounds,
+ * else a runtime check traps (a tail tile), else (a padded tile in the middle of the tensor) it is
+ * a user error. expect_tx counts full boxes and MMAs run on the full tile. The emitter lays out
+ * shared memory itself: each version holds the full tile, 128-byte aligned (1024 for wgmma
+ * tiles); smem offsets of the Stmt (version * its slot + within) are rebased to that version
+ * stride, and element nests over a tile whose Stmt rows differ from the GPU's (a tail's pitch, a
+ * row padded to 16 bytes) are rewritten to the full-tile layout. A tensor whose rows have a
+ * stride TMA cannot take is viewed as one dim when the tiles are whole rows; a dim of extent 1
+ * takes any legal stride (an MMA operand of M = 1 keeps a 2-D view with its unit dim). Boxes
+ * wider than 256 elements are split: side by side along one row (the last one through its own
+ * tensor map), as chunks of the tensor's dim 0, or a row of boxes per tile row.
  *
  * MMA operand layout: A (K-major, a(k, m)) and B (N-major, b(n, k)) tiles are loaded in column
  * blocks of 64 bf16 (128 bytes, the 128B swizzle span): a {64, rows} box per block, blocks
@@ -57,14 +67,16 @@
  * 1024 = 8 rows); B uses wgmma's transpose flag (MN-major, LBO = distance between its 64-column
  * blocks, SBO = 1024 = 8 k-rows) and steps 16 rows = 2048 bytes per k16.
  *
- * Limits (tandem::Error naming the buffer and the rule): MMAs are bf16 x bf16 -> f32 with A
- * K-major and B N-major; MMA tiles have K and N multiples of 64 (N <= 256) and M a multiple of 64,
- * at most 128 f32 accumulators per thread; MMA operand tiles are only written by TMA; TMA boxes
- * obey the tensor-map rules (inner box a multiple of 16 bytes, box dims <= 256 after splitting a
- * wide inner dimension into chunks, global strides multiples of 16 bytes, rank <= 5); an element
- * nest over an accumulator is a zeroing or a 2-D per-element epilogue; dynamic-layout tiles are at
- * most 2-D; TMA tiles start 128-byte aligned in shared memory (wgmma tiles 1024-byte aligned) at
- * the offsets memory planning gave them; mbarriers have at most 32 versions.
+ * Limits (tandem::Error naming the Func, the directive or the buffer, and the rule): MMAs are
+ * bf16 x bf16 -> f32 with A K-major and B N-major, from 2-D tensors; N <= 256 and at most 128 f32
+ * accumulators per thread after padding; a K tile in the middle of K is a multiple of 64; MMA
+ * operand tiles are only written by TMA; TMA copies need global strides that are multiples of 16
+ * bytes in every dim the tiles step through (no non-TMA copy path yet: e.g. gemm with N or K not
+ * a multiple of 8, elementwise rows of W f32 with W not a multiple of 4 and tiles narrower than
+ * the row); a store tile in the middle of the tensor is a multiple of 16 bytes per box row; box
+ * dims other than the row are <= 256; rank <= 5; an element nest over an accumulator is a zeroing
+ * or a per-element epilogue of one or two loops; dynamic-layout tiles are at most 2-D; mbarriers
+ * have at most 32 versions; shared memory at most 227 KB per CTA.
  */
 
 #include "tandem/Kernel.h"

@@ -17,10 +17,11 @@ std::string c_name(const std::string &name) {
         return name.substr(internal_prefix.size());
     static const std::set<std::string> reserved = {
         // the emitted kernel's and launcher's own names
-        "a_descriptor", "a_tile", "args", "b_descriptor", "b_tile", "box", "cols",
-        "dynamic_shared_memory", "elected", "element", "extents", "hopper", "i", "k16", "m64",
-        "offset", "partial", "reduction_scratch", "rows", "shared", "shared_bytes", "slot",
-        "status", "stream", "strides", "thread_in_warpgroup", "total", "warpgroup", "x", "y",
+        "a_descriptor", "a_tile", "args", "b_descriptor", "b_tile", "block", "box", "col_in_tile",
+        "cols", "row", "row_in_tile", "dynamic_shared_memory", "elected", "element", "extents",
+        "hopper", "i", "k16", "m64", "offset", "partial", "reduction_scratch", "rows", "shared",
+        "shared_bytes", "slot", "status", "stream", "strides", "thread_in_warpgroup", "total",
+        "warpgroup", "x", "y",
         // C++ keywords an IR name could spell
         "and", "asm", "auto", "bool", "break", "case", "catch", "char", "class", "const",
         "continue", "default", "delete", "do", "double", "else", "enum", "extern", "false", "float",
@@ -79,10 +80,44 @@ namespace {
 
 using lower::constant_upper_bound;
 
+std::string where(const std::string &func, const std::string &directive) {
+    return "hopper: Func '" + func + "', directive " + directive + ": ";
+}
+
+int64_t round_up(int64_t n, int64_t m) {
+    return (n + m - 1) / m * m;
+}
+
+std::string dims_text(const std::vector<int64_t> &v) {
+    std::string s;
+    for (size_t i = 0; i < v.size(); i++)
+        s += (i ? " x " : "") + std::to_string(v[i]);
+    return s;
+}
+
+/** tandem_core_id() as a variable the planner bounds by the grid. */
+const std::string core_var = "tandem.internal.core_id";
+
+class CoreIdAsVar : public IRMutator {
+    using IRMutator::visit;
+    Expr visit(const Call *op) override {
+        if (ir::is_core_id(op))
+            return Variable::make(Halide::Int(32), core_var);
+        return IRMutator::visit(op);
+    }
+};
+
+Expr bounded(const Expr &e) {
+    return CoreIdAsVar().mutate(e);
+}
+
 struct CopyInfo {
     ir::CopyOp op;
+    const IRNode *node = nullptr; // the copy statement
     bool load = true;
     std::string arg, buffer;
+    std::vector<int64_t> min_end; // per dim: a constant lower bound of coordinate + extent in the
+                                  // tensor's copy view (INT64_MIN: none found)
     const Expr &global_offset() const { return load ? op.src_offset : op.dst_offset; }
     const Expr &global_stride(size_t d) const {
         return load ? op.dims[d].src_stride : op.dims[d].dst_stride;
@@ -96,6 +131,17 @@ std::string copy_text(const CopyInfo &c) {
     return "the copy " + c.op.src + " -> " + c.op.dst;
 }
 
+/** How the TMA copies of a tile view their tensor (the same for every argument of the tile). */
+struct TileView {
+    size_t merged = 0;                    // > 0: the view's dims 0..merged are one (whole rows)
+    std::vector<int64_t> box;             // in the (merged) view, before chunks and blocks
+    int blocks = 1;                       // boxes per copy along dim 0 (box[0] = 256 each)
+    int64_t last = 0;                     // > 0: the last box is this wide (its own tensor map)
+    int rows = 1;                         // > 1: a box row per tile row (boxes {256, 1})
+    std::map<std::string, int64_t> chunk; // per argument: dim 0 split into chunks
+    std::string padding;                  // why the box reaches past the tile, for messages
+};
+
 class Planner {
 public:
     explicit Planner(const Kernel &k) : kernel(k) {}
@@ -107,13 +153,25 @@ public:
             else
                 plan.tiles[b.name].buffer = &b;
         }
-        for_each_op(kernel.body, [&](const Stmt &s) { visit(s); });
+        for_each_op(kernel.body, [&](const Stmt &s) {
+            std::string counter;
+            if (ir::as_advance(s, &counter))
+                plan.counters.insert(counter);
+        });
+        scope.push(core_var, Interval(0, std::max(kernel.grid - 1, 0)));
+        walk(kernel.body);
         for (CopyInfo &c : copies)
             place_box(c);
-        for (CopyInfo &c : copies)
-            check_layout(c);
         for (auto &[name, acc] : plan.accumulators)
             mma_tiles(acc);
+        for (auto &[name, tile] : plan.tiles) {
+            if (tile.tma() && tile.kind == TileKind::Plain)
+                plain_tile(name, tile);
+        }
+        for (CopyInfo &c : copies)
+            check_layout(c);
+        for (const CopyInfo &c : copies)
+            check_edges(c);
         for (const VectorInfo &v : vector_ops)
             check_vector_op(v);
         make_maps();
@@ -140,19 +198,54 @@ private:
     std::vector<ir::MmaOp> mmas;
     std::vector<VectorInfo> vector_ops;
     std::map<std::string, std::set<std::string>> expect_buffers;
+    std::map<std::string, TileView> views; // plain tiles
+    Scope<Interval> scope;                 // the enclosing loops and lets
+
+    /** The control stream in program order, with the bounds of the enclosing loops and lets. */
+    void walk(const Stmt &s) {
+        if (!s.defined())
+            return;
+        if (const For *f = s.as<For>()) {
+            Interval lo = bounds_of_expr_in_scope(bounded(f->min), scope),
+                     hi = bounds_of_expr_in_scope(bounded(f->min + f->extent - 1), scope);
+            scope.push(f->name, Interval(simplify(lo.min), simplify(hi.max)));
+            walk(f->body);
+            scope.pop(f->name);
+        } else if (const LetStmt *l = s.as<LetStmt>()) {
+            ir::VectorOp v;
+            Stmt body;
+            if (ir::as_vector_op(s, &v, &body))
+                return visit(s);
+            // A ring counter is a mutable int in the emitted code: no bounds.
+            scope.push(l->name, plan.counters.count(l->name)
+                                    ? Interval::everything()
+                                    : bounds_of_expr_in_scope(bounded(l->value), scope));
+            walk(l->body);
+            scope.pop(l->name);
+        } else if (const IfThenElse *i = s.as<IfThenElse>()) {
+            walk(i->then_case);
+            walk(i->else_case);
+        } else if (const Block *b = s.as<Block>()) {
+            walk(b->first);
+            walk(b->rest);
+        } else if (const ProducerConsumer *pc = s.as<ProducerConsumer>()) {
+            walk(pc->body);
+        } else {
+            visit(s);
+        }
+    }
 
     void visit(const Stmt &s) {
         ir::CopyOp c;
         ir::MmaOp m;
         ir::VectorOp v;
         Stmt body;
-        std::string counter;
         ir::WaitOp w;
         if (ir::as_wait(s, &w)) {
             if (!w.parity.defined())
                 plan.phase_bits.insert(w.barrier);
         } else if (ir::as_copy(s, &c)) {
-            CopyInfo info{c, kernel.arg(c.src) != nullptr, "", ""};
+            CopyInfo info{c, s.get(), kernel.arg(c.src) != nullptr, "", "", {}};
             info.arg = info.load ? c.src : c.dst;
             info.buffer = info.load ? c.dst : c.src;
             if (!kernel.arg(info.arg) || !plan.tiles.count(info.buffer)) {
@@ -162,13 +255,20 @@ private:
             }
             if (!info.load)
                 plan.store_sources.insert(info.buffer);
+            std::vector<KernelArg::Dim> view = kernel.arg(info.arg)->copy_view();
+            for (size_t d = 0; d < c.dims.size() && d < view.size(); d++) {
+                Expr coordinate = info.global_offset() / Halide::Expr(int(view[d].stride)) %
+                                  Halide::Expr(int(view[d].extent));
+                Expr end = simplify(bounded(coordinate + c.dims[d].extent));
+                Expr bound = find_constant_bound(end, Direction::Lower, scope);
+                const IntImm *i = bound.defined() ? bound.as<IntImm>() : nullptr;
+                info.min_end.push_back(i ? i->value : INT64_MIN);
+            }
             copies.push_back(info);
         } else if (ir::as_mma(s, &m)) {
             mma(m);
         } else if (ir::as_vector_op(s, &v, &body)) {
             vector_ops.push_back({v, body});
-        } else if (ir::as_advance(s, &counter)) {
-            plan.counters.insert(counter);
         }
     }
 
@@ -213,7 +313,17 @@ private:
         }
         info.a = m.a;
         info.b = m.b;
+        info.stride_m = m.acc_stride_m;
         mmas.push_back(m);
+    }
+
+    std::vector<const CopyInfo *> copies_of(const std::string &buffer) const {
+        std::vector<const CopyInfo *> r;
+        for (const CopyInfo &c : copies) {
+            if (c.buffer == buffer)
+                r.push_back(&c);
+        }
+        return r;
     }
 
     /** The row pitches of a copy's smem tile, in elements, for dims 0 .. rank-2: the Stmt's tile
@@ -246,6 +356,7 @@ private:
         return r;
     }
 
+    /** The tile's `data`: the largest extent or pitch its copies take along each dim. */
     void place_box(const CopyInfo &c) {
         const KernelArg *arg = kernel.arg(c.arg);
         Tile &tile = plan.tiles[c.buffer];
@@ -254,9 +365,9 @@ private:
                         " dims but " + c.arg + " has " + std::to_string(arg->copy_view().size()) +
                         "; a TMA box has the tensor's rank");
         }
-        if (tile.box.empty())
-            tile.box.assign(c.op.dims.size(), 0);
-        if (tile.box.size() != c.op.dims.size())
+        if (tile.data.empty())
+            tile.data.assign(c.op.dims.size(), 0);
+        if (tile.data.size() != c.op.dims.size())
             throw Error("hopper: shared buffer " + c.buffer + " is copied with different ranks");
         if (!proven(c.smem_stride(0) == 1) && !proven(c.op.dims[0].extent == 1)) {
             throw Error("hopper: " + copy_text(c) + " is not dense along dim 0 in " + c.buffer +
@@ -271,62 +382,83 @@ private:
                 throw Error("hopper: " + copy_text(c) + " dim " + std::to_string(d) +
                             " has no constant bound on its extent; TMA needs a constant box");
             }
-            tile.box[d] = std::max(tile.box[d], bound);
+            tile.data[d] = std::max(tile.data[d], bound);
         }
     }
 
-    void check_layout(const CopyInfo &c) {
+    /** A global stride a tensor map cannot take (not a multiple of 16 bytes), as the error to give
+     * when no view of the tensor avoids it. */
+    std::string stride_error(const CopyInfo &c, size_t d, int64_t stride_bytes) {
         const KernelArg *arg = kernel.arg(c.arg);
-        Tile &tile = plan.tiles[c.buffer];
-        std::vector<KernelArg::Dim> view = arg->copy_view();
-        std::vector<Expr> pitch = pitches(c);
-        for (size_t d = 0; d < c.op.dims.size(); d++) {
-            int64_t arg_stride = view[d].stride;
-            if (!proven(c.global_stride(d) == Halide::Expr(int(arg_stride))) &&
-                !proven(c.op.dims[d].extent == 1)) {
-                throw Error("hopper: " + copy_text(c) + " dim " + std::to_string(d) +
-                            " does not step through " + c.arg + " with its stride " +
-                            std::to_string(arg_stride) + "; TMA boxes follow the tensor's dims");
-            }
-            if (d < pitch.size() && !proven(pitch[d] == Halide::Expr(int(tile.box[d]))))
-                tile.dynamic_layout = true;
+        const int64_t bytes = arg->type.bytes();
+        return where(c.load ? c.buffer : c.arg, "async_copy") + c.arg + " has a global stride of " +
+               std::to_string(stride_bytes) + " bytes in dim " + std::to_string(d) +
+               " of its copy view (" + type_text(arg->type) +
+               "); TMA needs global strides that are multiples of 16 bytes, and no view of " +
+               c.arg + " that moves the tiles of " + c.buffer +
+               " avoids that stride. Tandem has no non-TMA copy path on Hopper yet: pad the "
+               "rows of " +
+               c.arg + " to " + std::to_string(round_up(stride_bytes, 16) / bytes) +
+               " elements (a multiple of 16 bytes)";
+    }
+
+    // ---- MMA operand tiles ----
+
+    /** Sets the roles of an operand tile's copy dims ({K, M} for A, {N, K} for B) and returns the
+     * largest extent along each role. A 1-D copy (the tensor's other dim has extent 1: M = 1, or
+     * K = 1 for B) gets the unit dim back: the wgmma tile is always 2-D. */
+    std::vector<int64_t> operand_roles(Tile &t) {
+        std::vector<const CopyInfo *> mine = copies_of(t.buffer->name);
+        internal_assert(!mine.empty()) << "hopper emitter: MMA operand without copies\n";
+        const KernelArg *arg = kernel.arg(mine[0]->arg);
+        for (const CopyInfo *c : mine) {
+            if (c->arg != arg->name || !c->load)
+                throw Error("hopper: MMA operand " + t.buffer->name +
+                            " must be loaded from one tensor and never stored");
         }
+        std::vector<int64_t> roles = {1, 1};
+        if (t.data.size() == 2) {
+            t.role = {0, 1};
+        } else if (t.data.size() == 1 && arg->extents.size() == 2) {
+            // copy_view keeps the tensor dims above extent 1: the copied dim is the other one.
+            t.role = {arg->extents[0] > 1 ? size_t(0) : size_t(1)};
+        } else {
+            throw Error("hopper: MMA operand " + t.buffer->name +
+                        " must be loaded by a 2-D TMA copy of a 2-D tensor (it has " +
+                        std::to_string(t.data.size()) + " copied dims)");
+        }
+        for (size_t d = 0; d < t.data.size(); d++)
+            roles[t.role[d]] = t.data[d];
+        return roles;
     }
 
     void mma_tiles(Accumulator &acc) {
         if (acc.a.empty())
             return;
-        const Tile &a = plan.tiles.at(acc.a), &b = plan.tiles.at(acc.b);
+        Tile &a = plan.tiles.at(acc.a), &b = plan.tiles.at(acc.b);
+        std::vector<int64_t> ra = operand_roles(a), rb = operand_roles(b);
+        if (ra[0] != rb[1]) {
+            throw Error("hopper: MMA operands " + acc.a + " (K = " + std::to_string(ra[0]) +
+                        ") and " + acc.b + " (K = " + std::to_string(rb[1]) +
+                        ") disagree on the K tile");
+        }
+        // wgmma tiles: K and N in 64-column blocks of the 128B swizzle, M in 64-row wgmmas.
         const int64_t block = swizzle_bytes / 2; // bf16 elements per 128-byte row
-        for (const Tile *t : {&a, &b}) {
-            if (t->box.size() != 2) {
-                throw Error("hopper: MMA operand " + t->buffer->name +
-                            " must be loaded by a 2-D TMA copy (it has " +
-                            std::to_string(t->box.size()) + " copied dims)");
-            }
-            if (t->box[0] % block != 0) {
-                throw Error("hopper: MMA operand " + t->buffer->name +
-                            " has an inner tile dim of " + std::to_string(t->box[0]) +
-                            " elements; with the 128B swizzle it must be a multiple of 64 bf16 "
-                            "(use a tile of 64, 128, ...)");
-            }
-            if (t->box[1] > max_box) {
+        acc.k = round_up(ra[0], block);
+        acc.m = round_up(ra[1], 64);
+        acc.n = round_up(rb[0], block);
+        a.layout = {acc.k, acc.m};
+        b.layout = {acc.n, acc.k};
+        for (Tile *t : {&a, &b}) {
+            t->reach.clear();
+            for (size_t d = 0; d < t->data.size(); d++)
+                t->reach.push_back(t->layout[t->role[d]]);
+            if (t->layout[1] > max_box) {
                 throw Error("hopper: MMA operand " + t->buffer->name + " has " +
-                            std::to_string(t->box[1]) +
+                            std::to_string(t->layout[1]) +
                             " rows; a TMA box dim is at most 256: use a smaller tile");
             }
         }
-        acc.k = a.box[0];
-        acc.m = a.box[1];
-        acc.n = b.box[0];
-        if (b.box[1] != acc.k) {
-            throw Error("hopper: MMA operands " + acc.a + " (K = " + std::to_string(acc.k) +
-                        ") and " + acc.b + " (K = " + std::to_string(b.box[1]) +
-                        ") disagree on the K tile");
-        }
-        if (acc.m % 64 != 0)
-            throw Error("hopper: MMA tile M of " + acc.buffer->name + " is " +
-                        std::to_string(acc.m) + "; wgmma needs a multiple of 64");
         if (acc.n > 256)
             throw Error("hopper: MMA tile N of " + acc.buffer->name + " is " +
                         std::to_string(acc.n) + "; wgmma takes at most 256");
@@ -336,10 +468,6 @@ private:
                         std::to_string(acc.m / 64 * acc.n / 2) +
                         " f32 registers per thread (at most " + std::to_string(max_accumulators) +
                         "): use a smaller MMA tile");
-        }
-        if (acc.m * acc.n > acc.buffer->slot_elements) {
-            internal_error << "hopper emitter: accumulator " << acc.buffer->name
-                           << " is smaller than its MMA tile\n";
         }
         for (const ir::MmaOp &m : mmas) {
             if (m.acc != acc.buffer->name)
@@ -353,6 +481,293 @@ private:
         }
     }
 
+    // ---- plain tiles ----
+
+    /** A row of `n` elements (a multiple of 16 bytes) wider than a box dim may be: boxes of 256
+     * side by side (each lands 128-byte aligned), the last one as wide as what is left. */
+    static void split_row(int64_t n, TileView *v) {
+        v->blocks = int((n + max_box - 1) / max_box);
+        v->box[0] = max_box;
+        v->last = n - (v->blocks - 1) * max_box;
+        if (v->last == max_box)
+            v->last = 0;
+    }
+
+    /** A box wider than 256 elements with more than one row: the argument's dim 0 viewed as
+     * {chunk, extent / chunk} so that one box covers the tile and lands in the same row-major
+     * order; 0 with `why` set where no chunk divides both. */
+    int64_t chunk_for(const CopyInfo &c, int64_t inner, int64_t global, std::string *why) {
+        const int64_t bytes = kernel.arg(c.arg)->type.bytes();
+        int64_t chunk = 0;
+        for (int64_t n = max_box; n >= 1 && !chunk; n--) {
+            if (inner % n == 0 && global % n == 0 && (n * bytes) % 16 == 0 && inner / n <= max_box)
+                chunk = n;
+        }
+        if (!chunk) {
+            *why = where(c.load ? c.buffer : c.arg, "async_copy") + "the TMA box of " + c.buffer +
+                   " is " + std::to_string(inner) +
+                   " elements wide (a box dim is at most 256) and cannot be split into equal "
+                   "chunks of " +
+                   c.arg + "'s dim 0 (" + std::to_string(global) +
+                   "): use a tile width of at most 256";
+            return 0;
+        }
+        for (const CopyInfo *other : copies_of(c.buffer)) {
+            ModulusRemainder mr = modulus_remainder(simplify(bounded(other->global_offset())));
+            if (mr.modulus % chunk != 0 || mr.remainder % chunk != 0) {
+                *why = where(c.load ? c.buffer : c.arg, "async_copy") + "the TMA box of " +
+                       c.buffer + " is " + std::to_string(inner) +
+                       " elements wide; it is split into chunks of " + std::to_string(chunk) +
+                       ", which needs tile offsets in " + c.arg + " that are multiples of " +
+                       std::to_string(chunk);
+                return 0;
+            }
+        }
+        return chunk;
+    }
+
+    /** Chooses how the copies of a plain tile view their tensors: the tensor's own dims with the
+     * box row rounded up to 16 bytes, else (a global stride TMA cannot take, or a wide box that
+     * cannot be split) whole rows of the tensor viewed as one dim. */
+    void plain_tile(const std::string &name, Tile &tile) {
+        std::string why, ignored;
+        if (natural_view(name, tile, false, &why))
+            return;
+        for (size_t j = 1; j < tile.data.size(); j++) {
+            if (merged_view(name, tile, j))
+                return;
+        }
+        if (natural_view(name, tile, true, &ignored))
+            return;
+        throw Error(why);
+    }
+
+    /** The tensor's own dims. A box row wider than 256 elements is split: into boxes side by
+     * side (a tile of one row), into chunks of the tensor's dim 0 (one box for the whole tile),
+     * else, with `row_boxes`, into boxes of {256, 1}, a row of them per tile row. */
+    bool natural_view(const std::string &name, Tile &tile, bool row_boxes, std::string *why) {
+        const int64_t bytes = tile.buffer->type.bytes(), g = std::max<int64_t>(1, 16 / bytes);
+        std::vector<const CopyInfo *> mine = copies_of(name);
+        for (const CopyInfo *c : mine) {
+            std::vector<KernelArg::Dim> view = kernel.arg(c->arg)->copy_view();
+            for (size_t d = 1; d < view.size(); d++) {
+                if ((view[d].stride * bytes) % 16 != 0) {
+                    *why = stride_error(*c, d, view[d].stride * bytes);
+                    return false;
+                }
+            }
+        }
+        TileView v;
+        std::vector<int64_t> layout = tile.data;
+        layout[0] = round_up(tile.data[0], g);
+        if (layout[0] != tile.data[0]) {
+            v.padding = "a TMA box row is a multiple of 16 bytes: rows of " +
+                        std::to_string(tile.data[0]) + " become " + std::to_string(layout[0]);
+        }
+        bool one_row = true;
+        for (size_t d = 1; d < layout.size(); d++) {
+            one_row = one_row && layout[d] == 1;
+            if (layout[d] > max_box) {
+                throw Error(where(mine[0]->load ? name : mine[0]->arg, "async_copy") +
+                            "the TMA box of " + name + " has " + std::to_string(layout[d]) +
+                            " elements in dim " + std::to_string(d) +
+                            "; a box dim is at most 256: use a smaller tile");
+            }
+        }
+        v.box = layout;
+        if (layout[0] > max_box && one_row) {
+            // One row: boxes of up to 256 elements side by side.
+            split_row(layout[0], &v);
+        } else if (layout[0] > max_box && row_boxes) {
+            for (size_t d = 2; d < layout.size(); d++) {
+                if (layout[d] != 1)
+                    return false;
+            }
+            v.rows = int(layout[1]);
+            v.box.assign(layout.size(), 1);
+            split_row(layout[0], &v);
+            tile.reach = layout;
+            // Each row's boxes land 128-byte aligned: a row pitch of a multiple of 128 bytes.
+            layout[0] = round_up(layout[0], 128 / std::min<int64_t>(bytes, 128));
+            tile.layout = layout;
+            views[name] = v;
+            return true;
+        } else if (layout[0] > max_box) {
+            for (const CopyInfo *c : mine) {
+                if (v.chunk.count(c->arg))
+                    continue;
+                int64_t chunk =
+                    chunk_for(*c, layout[0], kernel.arg(c->arg)->copy_view()[0].extent, why);
+                if (!chunk)
+                    return false;
+                v.chunk[c->arg] = chunk;
+            }
+        }
+        tile.layout = layout;
+        tile.reach = layout;
+        views[name] = v;
+        return true;
+    }
+
+    /** The view's dims 0..j as one: every copy covers dims below j whole, from coordinate 0, so
+     * the tile's rows are consecutive elements of the tensor. */
+    bool merged_view(const std::string &name, Tile &tile, size_t j) {
+        const int64_t bytes = tile.buffer->type.bytes(), g = std::max<int64_t>(1, 16 / bytes);
+        std::vector<const CopyInfo *> mine = copies_of(name);
+        std::vector<KernelArg::Dim> first = kernel.arg(mine[0]->arg)->copy_view();
+        int64_t below = 1; // elements of a whole row (dims 0..j-1)
+        for (size_t d = 0; d < j; d++) {
+            if (tile.data[d] != first[d].extent)
+                return false;
+            below *= first[d].extent;
+        }
+        for (const CopyInfo *c : mine) {
+            std::vector<KernelArg::Dim> view = kernel.arg(c->arg)->copy_view();
+            for (size_t d = 0; d <= j; d++) {
+                if (view[d].extent != first[d].extent)
+                    return false;
+            }
+            for (size_t d = 0; d < j; d++) {
+                if (!proven(c->op.dims[d].extent == Halide::Expr(int(view[d].extent))))
+                    return false;
+            }
+            ModulusRemainder mr = modulus_remainder(simplify(bounded(c->global_offset())));
+            if (mr.modulus % below != 0 || mr.remainder % below != 0)
+                return false;
+            for (size_t d = j + 1; d < view.size(); d++) {
+                if ((view[d].stride * bytes) % 16 != 0)
+                    return false;
+            }
+        }
+        bool rest_one = true;
+        for (size_t d = j + 1; d < tile.data.size(); d++) {
+            rest_one = rest_one && tile.data[d] == 1;
+            if (tile.data[d] > max_box)
+                return false;
+        }
+        TileView v;
+        v.merged = j;
+        const int64_t data = below * tile.data[j];
+        int64_t inner = round_up(data, g);
+        if (inner != data && !rest_one)
+            return false; // the padded rows would not stay row-major
+        v.box = {inner};
+        for (size_t d = j + 1; d < tile.data.size(); d++)
+            v.box.push_back(tile.data[d]);
+        if (inner > max_box) {
+            if (rest_one) {
+                split_row(inner, &v);
+            } else {
+                std::string why;
+                for (const CopyInfo *c : mine) {
+                    if (v.chunk.count(c->arg))
+                        continue;
+                    int64_t chunk = chunk_for(*c, inner, below * first[j].extent, &why);
+                    if (!chunk)
+                        return false;
+                    v.chunk[c->arg] = chunk;
+                }
+            }
+        }
+        tile.layout = tile.data;
+        tile.reach = tile.data;
+        if (inner != data) {
+            tile.layout[j] = tile.reach[j] = (inner + below - 1) / below;
+            v.padding = "the rows of " + mine[0]->arg + " are not a multiple of 16 bytes, so its " +
+                        "tiles are copied as whole rows, in boxes of " + std::to_string(inner) +
+                        " elements for tiles of " + std::to_string(data);
+        }
+        views[name] = v;
+        return true;
+    }
+
+    void check_layout(const CopyInfo &c) {
+        const KernelArg *arg = kernel.arg(c.arg);
+        Tile &tile = plan.tiles[c.buffer];
+        std::vector<KernelArg::Dim> view = arg->copy_view();
+        for (size_t d = 0; d < c.op.dims.size(); d++) {
+            int64_t arg_stride = view[d].stride;
+            if (!proven(c.global_stride(d) == Halide::Expr(int(arg_stride))) &&
+                !proven(c.op.dims[d].extent == 1)) {
+                throw Error("hopper: " + copy_text(c) + " dim " + std::to_string(d) +
+                            " does not step through " + c.arg + " with its stride " +
+                            std::to_string(arg_stride) + "; TMA boxes follow the tensor's dims");
+            }
+        }
+        if (tile.kind != TileKind::Plain)
+            return;
+        std::vector<Expr> pitch = pitches(c);
+        for (size_t d = 0; d < pitch.size(); d++) {
+            bool stepped = false; // a later dim of the tile has more than one row
+            for (size_t e = d + 1; e < tile.data.size(); e++)
+                stepped = stepped || tile.data[e] > 1;
+            if (stepped && !proven(pitch[d] == Halide::Expr(int(tile.layout[d]))))
+                tile.dynamic_layout = true;
+        }
+    }
+
+    /** Where a copy's box reaches past its own extent, that part must lie past the tensor's edge
+     * when it matters: a store would overwrite the neighbouring tile, and along K a wgmma would
+     * multiply real data. Loads into plain tiles and the M / N rows of operands only bring
+     * elements nobody reads (rows and columns of the accumulator the epilogue skips). */
+    void check_edges(const CopyInfo &c) {
+        const Tile &tile = plan.tiles.at(c.buffer);
+        std::vector<KernelArg::Dim> view = kernel.arg(c.arg)->copy_view();
+        for (size_t d = 0; d < c.op.dims.size(); d++) {
+            const int64_t reach = tile.reach[d];
+            if (proven(c.op.dims[d].extent == Halide::Expr(int(reach))))
+                continue;
+            bool along_k = (tile.kind == TileKind::MmaA && tile.role[d] == 0) ||
+                           (tile.kind == TileKind::MmaB && tile.role[d] == 1);
+            if ((c.load && !along_k) || c.min_end[d] >= view[d].extent)
+                continue;
+            if (reach > tile.data[d])
+                throw Error(padding_error(c, d, along_k));
+            plan.tail_checks[c.node].push_back({d, reach, view[d].extent, view[d].stride});
+        }
+    }
+
+    std::string padding_error(const CopyInfo &c, size_t d, bool along_k) {
+        const Tile &tile = plan.tiles.at(c.buffer);
+        const int64_t extent = kernel.arg(c.arg)->copy_view()[d].extent;
+        if (along_k) {
+            std::string acc = c.buffer;
+            for (const auto &[name, a] : plan.accumulators) {
+                if (a.a == c.buffer || a.b == c.buffer)
+                    acc = name;
+            }
+            return where(acc, "tile_mma") + "MMA operand " + c.buffer + " has a K tile of " +
+                   std::to_string(tile.data[d]) +
+                   " elements; with the 128B swizzle a wgmma operand is made of blocks of 64 "
+                   "bf16 along K, so its box takes " +
+                   std::to_string(tile.reach[d]) + ", but the tile lies in the middle of " + c.arg +
+                   " (K = " + std::to_string(extent) +
+                   "), where the padding would multiply real data: split the reduction by a "
+                   "multiple of 64 bf16";
+        }
+        const TileView &v = views.at(c.buffer);
+        const int64_t bytes = tile.buffer->type.bytes(), g = std::max<int64_t>(1, 16 / bytes);
+        std::string advice = "Use tiles whose rows are a multiple of 16 bytes (" +
+                             std::to_string(g) + " " + type_text(tile.buffer->type) + ")";
+        if (v.merged) {
+            int64_t row_bytes = bytes, rows = 16;
+            for (size_t e = 0; e < v.merged; e++)
+                row_bytes *= tile.data[e];
+            while (rows > 1 && (row_bytes * (rows / 2)) % 16 == 0)
+                rows /= 2;
+            advice = "Use a number of rows per tile that makes a tile a multiple of 16 bytes (a "
+                     "multiple of " +
+                     std::to_string(rows) + " rows)";
+        }
+        return where(c.arg, "tile") + "the tiles of " + c.arg + " are " + dims_text(tile.data) +
+               " " + type_text(tile.buffer->type) + " and TMA stores them from " + c.buffer +
+               " in boxes that reach " + std::to_string(tile.reach[d]) + " along dim " +
+               std::to_string(d) + " (" + v.padding + "); a tile in the middle of " + c.arg +
+               " (extent " + std::to_string(extent) + " along that dim) cannot be padded: the " +
+               "box would overwrite the next tile. " + advice +
+               " (Tandem has no non-TMA store path on Hopper yet)";
+    }
+
     void check_vector_op(const VectorInfo &v) {
         for (const ir::Region &r : v.op.regions) {
             auto t = plan.tiles.find(r.buffer);
@@ -363,6 +778,8 @@ private:
             }
         }
     }
+
+    // ---- tensor maps ----
 
     void make_maps() {
         std::map<std::string, int> maps_per_arg;
@@ -392,109 +809,116 @@ private:
                             " converts types; TMA copies bytes (make both " + type_text(arg->type) +
                             ")");
             }
-            const int64_t bytes = arg->type.bytes();
-            for (const KernelArg::Dim &d : arg->copy_view())
-                m.extents.push_back(d.extent);
-            m.box = tile.box;
-            if (tile.kind != TileKind::Plain) {
-                // Column blocks of 64 bf16: one 128B-swizzled {64, rows} box each.
-                m.swizzle = true;
-                m.blocks = int(tile.box[0] / (swizzle_bytes / bytes));
-                m.box[0] = swizzle_bytes / bytes;
-                m.block_bytes = swizzle_bytes * tile.box[1];
-            } else if (tile.box[0] > max_box) {
-                split_inner(m, c, tile);
-            }
-            if ((m.box[0] * bytes) % 16 != 0) {
-                throw Error("hopper: the TMA box of " + c.buffer + " has an inner dim of " +
-                            std::to_string(m.box[0] * bytes) +
-                            " bytes; it must be a multiple of 16 bytes");
-            }
-            for (size_t d = 0; d < m.box.size(); d++) {
-                if (m.box[d] > max_box) {
-                    throw Error("hopper: the TMA box of " + c.buffer + " has " +
-                                std::to_string(m.box[d]) + " elements in dim " + std::to_string(d) +
-                                "; a box dim is at most 256: use a smaller tile");
-                }
-            }
+            if (tile.kind == TileKind::Plain)
+                plain_map(m, c, tile);
+            else
+                operand_map(m, c, tile);
             if (m.extents.size() > 5)
                 throw Error("hopper: the TMA view of " + c.arg + " has rank " +
                             std::to_string(m.extents.size()) + "; TMA takes at most 5");
-            int64_t stride = 1;
-            for (size_t d = 0; d < m.extents.size(); d++) {
-                m.strides.push_back(stride);
-                if (d > 0 && (stride * bytes) % 16 != 0) {
-                    throw Error(
-                        "hopper: " + c.arg + " has a global stride of " +
-                        std::to_string(stride * bytes) + " bytes in dim " + std::to_string(d) +
-                        "; TMA needs global strides that are multiples of 16 bytes (pad the row "
-                        "to " +
-                        std::to_string((stride * bytes + 15) / 16 * 16 / bytes) + " elements)");
-                }
-                stride *= m.extents[d];
+            internal_assert((m.box[0] * m.type.bytes()) % 16 == 0)
+                << "hopper emitter: the box of " << m.name << " has a row of "
+                << m.box[0] * m.type.bytes() << " bytes\n";
+            for (size_t d = 0; d < m.box.size(); d++) {
+                internal_assert(m.box[d] >= 1 && m.box[d] <= max_box)
+                    << "hopper emitter: the box of " << m.name << " has " << m.box[d]
+                    << " elements in dim " << d << "\n";
             }
-            if (m.box_bytes() > tile.buffer->slot_elements * bytes) {
-                throw Error("hopper: the full TMA box of " + c.buffer + " (" +
-                            std::to_string(m.box_bytes()) +
-                            " bytes) does not fit a version of the buffer (" +
-                            std::to_string(tile.buffer->slot_elements * bytes) + " bytes)");
+            for (size_t d = 1; d < m.extents.size(); d++) {
+                int64_t stride = m.strides[d] * m.type.bytes();
+                if (m.extents[d] == 1)
+                    stride = round_up(std::max<int64_t>(stride, 16), 16);
+                else if (stride % 16 != 0)
+                    throw Error(stride_error(c, d, stride));
+                m.byte_strides.push_back(stride);
             }
             plan.maps.push_back(m);
         }
     }
 
-    /** A box wider than 256 elements: view the argument's dim 0 as {chunk, extent / chunk} so
-     * that one box covers the tile and lands in the same row-major order. */
-    void split_inner(TensorMap &m, const CopyInfo &c, const Tile &tile) {
-        const int64_t bytes = m.type.bytes(), inner = tile.box[0], global = m.extents[0];
-        int64_t chunk = 0;
-        for (int64_t n = max_box; n >= 1 && !chunk; n--) {
-            if (inner % n == 0 && global % n == 0 && (n * bytes) % 16 == 0 && inner / n <= max_box)
-                chunk = n;
+    void plain_map(TensorMap &m, const CopyInfo &c, const Tile &tile) {
+        const TileView &v = views.at(c.buffer);
+        std::vector<KernelArg::Dim> view = kernel.arg(c.arg)->copy_view();
+        int64_t merged = 1;
+        for (size_t d = 0; d <= v.merged; d++)
+            merged *= view[d].extent;
+        m.extents = {merged};
+        m.strides = {1};
+        for (size_t d = v.merged + 1; d < view.size(); d++) {
+            m.extents.push_back(view[d].extent);
+            m.strides.push_back(view[d].stride);
         }
-        if (!chunk) {
-            throw Error("hopper: the TMA box of " + c.buffer + " is " + std::to_string(inner) +
-                        " elements wide (a box dim is at most 256) and cannot be split into equal "
-                        "chunks of " +
-                        c.arg + "'s dim 0 (" + std::to_string(global) +
-                        "): use a tile width of at most 256");
+        m.box = v.box;
+        if (v.merged)
+            m.view = "dims 0.." + std::to_string(v.merged) + " as one (whole rows)";
+        m.blocks = v.blocks;
+        m.block_bytes = v.box[0] * m.type.bytes();
+        if (v.rows > 1) {
+            m.rows = v.rows;
+            m.row_bytes = tile.layout[0] * m.type.bytes();
         }
-        for (const CopyInfo &other : copies) {
-            if (other.arg != c.arg || other.buffer != c.buffer || other.load != c.load)
-                continue;
-            ModulusRemainder mr =
-                modulus_remainder(simplify(lower::core_id_as_variable(other.global_offset())));
-            if (mr.modulus % chunk != 0 || mr.remainder % chunk != 0) {
-                throw Error("hopper: the TMA box of " + c.buffer + " is " + std::to_string(inner) +
-                            " elements wide; it is split into chunks of " + std::to_string(chunk) +
-                            ", which needs tile offsets in " + c.arg + " that are multiples of " +
-                            std::to_string(chunk));
-            }
+        if (v.last) {
+            m.last_box = v.last;
+            m.last_name = m.name.substr(0, m.name.size() - std::string("_tensor_map").size()) +
+                          "_last_tensor_map";
         }
-        m.chunk = chunk;
-        m.extents.insert(m.extents.begin(), chunk);
-        m.extents[1] = global / chunk;
-        m.box.insert(m.box.begin(), chunk);
-        m.box[1] = inner / chunk;
+        auto chunk = v.chunk.find(c.arg);
+        if (chunk != v.chunk.end()) {
+            m.chunk = chunk->second;
+            m.extents.insert(m.extents.begin(), m.chunk);
+            m.extents[1] = merged / m.chunk;
+            m.strides.insert(m.strides.begin() + 1, m.chunk);
+            m.box.insert(m.box.begin(), m.chunk);
+            m.box[1] = v.box[0] / m.chunk;
+        }
     }
 
-    void shared_memory() {
-        for (const auto &[name, tile] : plan.tiles) {
-            const SramBuffer &b = *tile.buffer;
-            plan.shared_bytes = std::max(plan.shared_bytes, b.offset_bytes + b.bytes());
-            if (tile.box.empty())
-                continue;
-            int64_t align = tile.kind == TileKind::Plain ? 128 : swizzle_atom_bytes;
-            int64_t slot_bytes = b.slot_elements * b.type.bytes();
-            if (b.offset_bytes % align != 0 || (b.slots > 1 && slot_bytes % align != 0)) {
-                throw Error(
-                    "hopper: shared buffer " + name + " (at byte " +
-                    std::to_string(b.offset_bytes) + ", " + std::to_string(slot_bytes) +
-                    " bytes per version) is not " + std::to_string(align) + "-byte aligned; " +
-                    (tile.kind == TileKind::Plain ? "TMA tiles" : "128B-swizzled wgmma tiles") +
-                    " need it");
+    void operand_map(TensorMap &m, const CopyInfo &c, const Tile &tile) {
+        const KernelArg *arg = kernel.arg(c.arg);
+        if (tile.data.size() == 2) {
+            for (const KernelArg::Dim &d : arg->copy_view()) {
+                m.extents.push_back(d.extent);
+                m.strides.push_back(d.stride);
             }
+        } else {
+            // The unit dim copy_view dropped, back: a 2-D box over {dim 0, dim 1} of the tensor.
+            m.extents = {arg->extents[0], arg->extents[1]};
+            m.strides = {1, arg->extents[0]};
+            m.view = "with its dim of extent 1, for a 2-D wgmma tile";
         }
+        // Column blocks of 64 bf16: one 128B-swizzled {64, rows} box each.
+        const int64_t block = swizzle_bytes / m.type.bytes();
+        m.swizzle = true;
+        m.blocks = int(tile.layout[0] / block);
+        m.box = {block, tile.layout[1]};
+        m.block_bytes = swizzle_bytes * tile.layout[1];
+    }
+
+    // ---- shared memory ----
+
+    /** The emitter's own layout: each buffer in the Kernel's order, versions of the full padded
+     * tile, 1024-byte aligned for wgmma tiles (the 128B swizzle atom) and 128-byte aligned for
+     * the rest (TMA boxes). */
+    void shared_memory() {
+        int64_t end = 0;
+        for (const SramBuffer &b : kernel.buffers) {
+            auto it = plan.tiles.find(b.name);
+            if (it == plan.tiles.end())
+                continue;
+            Tile &tile = it->second;
+            const int64_t align = tile.kind == TileKind::Plain ? 128 : swizzle_atom_bytes;
+            int64_t slot = b.slot_elements * b.type.bytes();
+            if (tile.tma()) {
+                int64_t box = b.type.bytes();
+                for (int64_t e : tile.layout)
+                    box *= e;
+                slot = round_up(std::max(slot, box), align);
+            }
+            tile.offset_bytes = round_up(end, align);
+            tile.slot_bytes = slot;
+            end = tile.offset_bytes + slot * b.slots;
+        }
+        plan.shared_bytes = end;
         for (const BarrierDecl &b : kernel.barriers) {
             if (b.slots > 32)
                 throw Error("hopper: mbarrier " + b.name +
@@ -511,6 +935,13 @@ private:
 };
 
 } // namespace
+
+Expr version_of(const Tile &tile, const Expr &offset, Expr *within) {
+    const Expr slot = Halide::Expr(int(tile.buffer->slot_elements));
+    Expr version = tile.buffer->slots > 1 ? simplify(offset / slot) : Halide::Expr(0);
+    *within = simplify(offset - version * slot);
+    return version;
+}
 
 Plan plan_kernel(const Kernel &kernel) {
     return Planner(kernel).run();

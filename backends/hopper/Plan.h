@@ -5,7 +5,18 @@
  * The Hopper emitter's plan (Emitter.h says what the emitted CUDA is): where each shared buffer
  * lives on the GPU, the tensor maps and TMA boxes of its copies, the wgmma tiles of each
  * accumulator, and the bytes each full barrier expects. The code generator (Emitter.cpp) only
- * prints what the plan decided. Every limit is a tandem::Error naming the buffer and the rule.
+ * prints what the plan decided.
+ *
+ * Padding, not refusing: the hardware's granularity (a box row of 16 bytes, wgmma tiles of 64 in
+ * K, N and M) is reached by boxes larger than the data, as long as the extra part of a store or
+ * of a K tile lies past the tensor's edge (proven from the loop bounds, else checked at run time
+ * for tail tiles; a padded tile in the middle of the tensor is a user error naming the Func and
+ * its tile directive). Views, in order: the tensor's own dims (copy_view); whole rows as one dim
+ * when a row stride is not a multiple of 16 bytes; for a wide tile of several rows, a box row
+ * per tile row. MMA operands keep a 2-D view with a dim of extent 1 re-added.
+ *
+ * Limits: the user errors listed in Emitter.h. Global strides that are not multiples of 16 bytes
+ * in a dim the tiles step through have no TMA view at all (they need a non-TMA copy path).
  */
 
 #include "tandem/AsyncIR.h"
@@ -43,30 +54,56 @@ void for_each_op(const Halide::Internal::Stmt &s,
 
 enum class TileKind { Plain, MmaA, MmaB };
 
-/** A shared-memory buffer on the GPU: versions of `slot_elements` at the Kernel's offset, each
- * holding a full tile (`box`, innermost first) in the layout its TMA view gives. */
+/** A shared-memory buffer as the GPU holds it: `slot_bytes` per version from `offset_bytes` (the
+ * emitter's own layout, not the Kernel's: a version holds the full, padded tile, aligned as TMA
+ * and wgmma need).
+ *
+ * Per copy dim (innermost first; empty when no TMA copy touches the buffer):
+ *  - `data`: the largest extent (or row pitch) the Stmt's copies take;
+ *  - `reach`: the elements a TMA copy moves along the dim on the GPU (>= data: rounded up to the
+ *    hardware's granularity; what lies past a copy's own extent must lie past the tensor's edge
+ *    wherever it matters: in stores and along K of MMA operands).
+ * `layout` is the tile on the GPU: row-major extents (plain tiles; the Stmt's element nests are
+ * rewritten to it when `dynamic_layout`), or the operand dims {K, M} (A) / {N, K} (B) of a wgmma
+ * tile in 128B-swizzled column blocks of 64 bf16. `role` maps each copy dim to a layout dim. */
 struct Tile {
     const SramBuffer *buffer = nullptr;
     TileKind kind = TileKind::Plain;
-    std::vector<int64_t> box;    // empty: no TMA copy touches it (the Stmt's layout is kept)
-    bool dynamic_layout = false; // a copy's inner extent may be less than the box: the Stmt's
-                                 // dense layout then differs from the full-tile layout
+    std::vector<int64_t> data, reach, layout;
+    std::vector<size_t> role;
+    bool dynamic_layout = false; // the Stmt's pitches differ from the layout's (tail-sized rows,
+                                 // or a row padded to 16 bytes)
+    int64_t offset_bytes = 0, slot_bytes = 0;
+
+    bool tma() const { return !data.empty(); }
+    int64_t slot_elements() const { return slot_bytes / buffer->type.bytes(); }
+    /** Versions lie at another stride on the GPU than in the Stmt. */
+    bool rebased() const { return slot_bytes != buffer->slot_elements * buffer->type.bytes(); }
 };
 
-/** One CUtensorMap: a view of a kernel argument and the box one TMA instruction moves. */
+/** One CUtensorMap: a view of a kernel argument and the box one TMA instruction moves. A copy's
+ * coordinate along dim d is offset / strides[d] % extents[d] (0 where the extent is 1). */
 struct TensorMap {
     std::string name, arg, buffer;
     bool load = true;
     Halide::Type type;
     std::vector<int64_t> extents, strides, box; // of the view, innermost first; strides in elements
+    std::vector<int64_t> byte_strides;          // of dims 1..: the map's global strides (a dim of
+                                                // extent 1 is never stepped: any legal stride)
+    std::string view;                           // how the view relates to the tensor, for comments
     int64_t chunk = 0;                          // > 0: the argument's dim 0 is split into chunks
     bool swizzle = false;                       // 128B swizzle (MMA operands)
-    int blocks = 1;                             // boxes per copy: 64-element column blocks
-    int64_t block_bytes = 0;                    // shared memory between consecutive blocks
+    int blocks = 1;          // boxes per copy along dim 0 (box[0] apart in the view)
+    int64_t block_bytes = 0; // shared memory between consecutive blocks
+    int64_t last_box = 0;    // > 0: the last block is this wide, through tensor map `last_name`
+    std::string last_name;
+    int rows = 1;          // > 1: boxes of one row each, for `rows` rows of the view's dim 1
+    int64_t row_bytes = 0; // shared memory between the rows
+    /** The bytes one copy moves (its full boxes). */
     int64_t box_bytes() const {
-        int64_t n = type.bytes() * blocks;
-        for (int64_t b : box)
-            n *= b;
+        int64_t n = type.bytes() * rows * ((blocks - 1) * box[0] + (last_box ? last_box : box[0]));
+        for (size_t d = 1; d < box.size(); d++)
+            n *= box[d];
         return n;
     }
 };
@@ -75,7 +112,15 @@ struct TensorMap {
 struct Accumulator {
     const SramBuffer *buffer = nullptr;
     std::string a, b;
-    int64_t m = 0, n = 0, k = 0; // the full MMA tile
+    int64_t m = 0, n = 0, k = 0; // the full (padded) MMA tile
+    Halide::Expr stride_m;       // elements between rows of the accumulator in the Stmt
+};
+
+/** A runtime check that a copy's box, `reach` elements along view dim `dim`, ends past the
+ * tensor's edge where the copy's own extent is shorter (the planner could not prove it). */
+struct TailCheck {
+    size_t dim;
+    int64_t reach, view_extent, view_stride;
 };
 
 struct Plan {
@@ -86,7 +131,8 @@ struct Plan {
     std::set<std::string> counters;              // ring positions (tandem_advance)
     std::set<std::string> phase_bits;    // mbarriers waited on with the waiter's own phase bits
     std::set<std::string> store_sources; // shared buffers TMA stores read (their empty barriers)
-    int64_t shared_bytes = 0;            // dynamic shared memory (plus 1024 B of alignment slack)
+    std::map<const Halide::Internal::IRNode *, std::vector<TailCheck>> tail_checks; // per copy
+    int64_t shared_bytes = 0; // dynamic shared memory (plus 1024 B of alignment slack)
 
     const TensorMap &map(const std::string &arg, const std::string &buffer, bool load) const {
         for (const TensorMap &m : maps) {
@@ -97,6 +143,11 @@ struct Plan {
         return maps.front();
     }
 };
+
+/** The version a Stmt offset into `tile` (version * the Stmt's slot + within) falls in, and the
+ * within-version part; the GPU offset is version * tile.slot_elements() + within (the within
+ * part in the GPU layout where the tile is not `dynamic_layout`). */
+Halide::Expr version_of(const Tile &tile, const Halide::Expr &offset, Halide::Expr *within);
 
 /** The plan of `kernel`; throws tandem::Error where the GPU cannot run it. */
 Plan plan_kernel(const Kernel &kernel);
