@@ -1,6 +1,7 @@
 // The Hopper emitter's CUDA through nvcc/ptxas for sm_90a (no GPU needed): every emitted kernel
 // assembles, spills nothing, and uses the instructions its schedule promises (TMA, mbarrier
-// parity waits, wgmma, setmaxnreg). Skipped, with a message, where nvcc is not installed.
+// parity waits, wgmma, setmaxnreg), at the apps' sizes and at small and ragged ones whose tiles
+// the emitter pads. Skipped, with a message, where nvcc is not installed.
 // Plus the emitter's user errors (no nvcc needed).
 #include "App.h"
 #include "Run.h"
@@ -165,6 +166,119 @@ INSTANTIATE_TEST_SUITE_P(Hopper, Ptxas, ::testing::ValuesIn(cases()),
                              return info.param.name;
                          });
 
+// ---- small and ragged shapes (the schedule fuzzer's): tiles padded, not refused ----
+
+/** Extents below the hardware's granularity (M < 64, N or K < 64, rows under 16 bytes), tensors
+ * with dims of extent 1, tiles whose rows are copied as one 1-D view, boxes wider than 256. The
+ * kernels go through one nvcc run (a translation unit of all of them) to keep the test fast. */
+std::vector<Case> padded_cases() {
+    return {
+        {"gemm_m7_ws", "gemm", "ws", {{"M", "7"}}, true, true},
+        {"gemm_m114_ws_pingpong", "gemm", "ws_pingpong", {{"M", "114"}}, true, true},
+        {"gemm_m127_pipelined", "gemm", "pipelined", {{"M", "127"}}, true, false},
+        {"gemm_m72_n128_k128_ws",
+         "gemm",
+         "ws",
+         {{"M", "72"}, {"N", "128"}, {"K", "128"}},
+         true,
+         true},
+        {"gemm_m1_ws", "gemm", "ws", {{"M", "1"}}, true, true},
+        {"gemm_m1_n8_k8_pipelined",
+         "gemm",
+         "pipelined",
+         {{"M", "1"}, {"N", "8"}, {"K", "8"}},
+         true,
+         false},
+        {"gemm_m3_n8_k16_ws_pingpong",
+         "gemm",
+         "ws_pingpong",
+         {{"M", "3"}, {"N", "8"}, {"K", "16"}},
+         true,
+         true},
+        {"gemm_tiles_48_ws",
+         "gemm",
+         "ws",
+         {{"M", "256"}, {"N", "256"}, {"K", "256"}, {"TM", "48"}, {"TN", "48"}},
+         true,
+         true},
+        {"gemm_1x1x1_ws", "gemm", "ws", {{"M", "1"}, {"N", "1"}, {"K", "1"}}, false, true},
+        {"elementwise_w1_h288", "elementwise", "", {{"W", "1"}, {"H", "288"}}, false, false},
+        {"elementwise_w2_h10", "elementwise", "", {{"W", "2"}, {"H", "10"}}, false, false},
+        {"elementwise_w5_h1", "elementwise", "", {{"W", "5"}, {"H", "1"}}, false, false},
+        {"elementwise_w255_h100", "elementwise", "", {{"W", "255"}, {"H", "100"}}, false, false},
+        {"rmsnorm_d7_r2_sync", "rmsnorm", "sync", {{"D", "7"}, {"R", "2"}}, false, false},
+        {"rmsnorm_d61_r8_rb4", "rmsnorm", "", {{"D", "61"}, {"R", "8"}, {"RB", "4"}}, false, false},
+        {"rmsnorm_d1021_r8_rb4",
+         "rmsnorm",
+         "",
+         {{"D", "1021"}, {"R", "8"}, {"RB", "4"}},
+         false,
+         false},
+    };
+}
+
+/** The PTX of one kernel in a translation unit of several: from its .entry to the next. */
+std::string entry_ptx(const std::string &ptx, const std::string &name) {
+    // The kernels are C++ functions: _Z <length> <name> <parameter types>.
+    size_t begin = ptx.find(".entry _Z" + std::to_string(name.size()) + name);
+    if (begin == std::string::npos)
+        return "";
+    size_t end = ptx.find(".entry", begin + 6);
+    return ptx.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+}
+
+TEST(HopperShapes, PaddedKernelsAssembleWithoutSpills) {
+    const std::string nvcc = find_nvcc();
+    std::string all;
+    for (const Case &c : padded_cases()) {
+        std::string source;
+        ASSERT_NO_THROW(source = hopper_backend::emit_cuda(compile_case(c), c.name)) << c.name;
+        all += source + "\n";
+    }
+    if (nvcc.empty())
+        GTEST_SKIP() << "nvcc not found (/usr/local/cuda/bin/nvcc or PATH): the emitted CUDA is "
+                        "not assembled";
+    fs::path dir =
+        fs::temp_directory_path() / ("tandem_hopper_shapes_" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    fs::path cu = dir / "shapes.cu", ptx = dir / "shapes.ptx", cubin = dir / "shapes.cubin";
+    std::ofstream(cu) << all;
+    const std::string flags =
+        " -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I" TANDEM_HOPPER_RUNTIME_DIR " ";
+    Command to_ptx = run(nvcc + flags + "--ptx -o " + ptx.string() + " " + cu.string());
+    ASSERT_EQ(to_ptx.status, 0) << "nvcc failed on " << cu << ":\n" << to_ptx.output;
+    fs::path ptxas = fs::path(nvcc).parent_path() / "ptxas";
+    Command assemble = run((fs::exists(ptxas) ? ptxas.string() : std::string("ptxas")) +
+                           " -arch=sm_90a -v -o " + cubin.string() + " " + ptx.string());
+    ASSERT_EQ(assemble.status, 0) << "ptxas failed on " << ptx << ":\n" << assemble.output;
+
+    const std::regex spills("(\\d+) bytes spill stores, (\\d+) bytes spill loads");
+    int kernels = 0;
+    for (auto it = std::sregex_iterator(assemble.output.begin(), assemble.output.end(), spills);
+         it != std::sregex_iterator(); ++it, ++kernels) {
+        EXPECT_EQ((*it)[1], "0") << "spill stores:\n" << assemble.output;
+        EXPECT_EQ((*it)[2], "0") << "spill loads:\n" << assemble.output;
+    }
+    EXPECT_EQ(kernels, int(padded_cases().size())) << assemble.output;
+    EXPECT_EQ(assemble.output.find("C7508"), std::string::npos) << "ptxas ignored setmaxnreg:\n"
+                                                                << assemble.output;
+    const std::string text = read(ptx);
+    for (const Case &c : padded_cases()) {
+        std::string entry = entry_ptx(text, c.name);
+        ASSERT_FALSE(entry.empty()) << "no .entry for " << c.name;
+        EXPECT_NE(entry.find("cp.async.bulk.tensor"), std::string::npos) << "no TMA in " << c.name;
+        EXPECT_NE(entry.find("mbarrier.try_wait.parity"), std::string::npos)
+            << "no mbarrier wait in " << c.name;
+        if (c.mma) {
+            EXPECT_NE(entry.find("wgmma.mma_async"), std::string::npos) << "no wgmma in " << c.name;
+        }
+        if (c.warp_specialized) {
+            EXPECT_NE(entry.find("setmaxnreg"), std::string::npos) << "no setmaxnreg in " << c.name;
+        }
+    }
+    fs::remove_all(dir);
+}
+
 // ---- user errors: each names the buffer or tensor and the TMA rule ----
 
 std::string emit_error(const Case &c) {
@@ -190,6 +304,37 @@ TEST(HopperEmitterErrors, MmaTileKMustBeAMultipleOf64) {
         {"tk32", "gemm", "ws", {{"M", "256"}, {"N", "256"}, {"K", "256"}, {"TK", "32"}}});
     EXPECT_NE(message.find("MMA operand A"), std::string::npos) << message;
     EXPECT_NE(message.find("multiple of 64 bf16"), std::string::npos) << message;
+}
+
+TEST(HopperEmitterErrors, GlobalStrideNeedsANonTmaPath) {
+    // N = 3 bf16: rows of B and C are 6 bytes apart; no view of them avoids that stride.
+    std::string message = emit_error({"n3", "gemm", "ws", {{"M", "64"}, {"N", "3"}, {"K", "64"}}});
+    EXPECT_NE(message.find("directive async_copy"), std::string::npos) << message;
+    EXPECT_NE(message.find("B has a global stride of 6 bytes"), std::string::npos) << message;
+    EXPECT_NE(message.find("no non-TMA copy path"), std::string::npos) << message;
+}
+
+TEST(HopperEmitterErrors, KTileInTheMiddleIsNotPadded) {
+    // K = 256 in tiles of 32: padding a K tile to 64 would multiply the next tile's data.
+    std::string message = emit_error(
+        {"tk32", "gemm", "ws", {{"M", "256"}, {"N", "256"}, {"K", "256"}, {"TK", "32"}}});
+    // (Halide renames Funcs that share a name within a process: acc may be acc$12.)
+    EXPECT_TRUE(
+        std::regex_search(message, std::regex("Func 'acc(\\$[0-9]+)?', directive tile_mma")))
+        << message;
+    EXPECT_TRUE(std::regex_search(message, std::regex("in the middle of A(\\$[0-9]+)? ")))
+        << message;
+}
+
+TEST(HopperEmitterErrors, StoreTileInTheMiddleIsNotPadded) {
+    // Tiles of 2 rows of 61 f32 are 488 bytes: a TMA store box (a multiple of 16 bytes) of a tile
+    // in the middle of out would overwrite the next tile.
+    std::string message =
+        emit_error({"d61", "rmsnorm", "", {{"D", "61"}, {"R", "109"}, {"RB", "2"}}});
+    EXPECT_TRUE(std::regex_search(message, std::regex("Func 'out(\\$[0-9]+)?', directive tile:")))
+        << message;
+    EXPECT_NE(message.find("cannot be padded"), std::string::npos) << message;
+    EXPECT_NE(message.find("a multiple of 4 rows"), std::string::npos) << message;
 }
 
 TEST(HopperEmitterErrors, RejectsOtherTargets) {
