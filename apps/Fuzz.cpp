@@ -101,6 +101,7 @@ FuzzCase draw_case(const FuzzOptions &options, uint64_t index) {
     if (pairs.empty()) throw Error("fuzz: no app has a schedule for the given --app and --target");
     FuzzCase c;
     c.index = index;
+    c.emit = options.emit;
     auto [app, target] = pairs[pick(pairs.size())];
     c.app = app->name;
     c.target = target;
@@ -163,7 +164,7 @@ FuzzResult run_case(const FuzzCase &c) {
         } else if (!run_result.correct) {
             r.outcome = Outcome::Wrong;
             r.message = "max_rel_err " + std::to_string(run_result.max_rel_err);
-        } else {
+        } else if (c.emit) {
             try {
                 emit(run_result.kernel);
             } catch (const Error &e) {

@@ -30,6 +30,7 @@ struct FuzzCase {
     std::string app, target, schedule;
     Params params;         // the drawn ones (the app's defaults fill the rest)
     bool defaults = false; // only the shape (and output type) drawn: a user error is a failure
+    bool emit = true;      // emit the kernel's code too (an emitter's refusal is a user error)
     /** The `./tandem run ...` line that reproduces the case. */
     std::string command() const;
 };
@@ -49,6 +50,7 @@ struct FuzzOptions {
     int jobs = 1;          // cases in flight at once (child processes)
     double timeout = 120;  // seconds before a case is a timeout
     std::string target, app; // empty: all
+    bool emit = true;        // false: the machine model only
 };
 
 /** The case number `index` of the fuzz run with `options` (app, target and mode filtered). */

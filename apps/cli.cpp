@@ -29,7 +29,7 @@ const char *usage = R"(usage:
                     [--drop-flag N]   (ascend code: leave out flag pair N, for mutation tests)
   tandem demo
   tandem fuzz [--seconds N | --runs N] [--seed S] [--jobs J] [--target T] [--app A] [--timeout S]
-              [--verbose] [--json]
+              [--no-emit] [--verbose] [--json]
               (random shapes and schedules: one line per failure with the command that reproduces
                it, then a summary; exit status 1 if any run failed)
 )";
@@ -38,7 +38,7 @@ struct Args {
     std::string command, app, target = "zpu", schedule, what = "stmt", out_dir, trace, name;
     int drop_flag = -1;
     Params params;
-    bool json = false, numerics = true, verbose = false, target_given = false;
+    bool json = false, numerics = true, verbose = false, target_given = false, emit = true;
     double seconds = 60, timeout = 120;
     int64_t runs = -1;
     int jobs = 1;
@@ -65,6 +65,7 @@ Args parse(int argc, char **argv) {
         else if (f == "--runs") a.runs = std::stoll(value(f));
         else if (f == "--jobs") a.jobs = std::stoi(value(f));
         else if (f == "--verbose") a.verbose = true;
+        else if (f == "--no-emit") a.emit = false;
         else if (f == "--schedule") a.schedule = value(f);
         else if (f == "--what") a.what = value(f);
         else if (f == "-o") a.out_dir = value(f);
@@ -181,6 +182,7 @@ int fuzz(const Args &a) {
     o.runs = a.runs;
     o.jobs = a.jobs;
     o.timeout = a.timeout;
+    o.emit = a.emit;
     o.app = a.app;
     if (a.target_given) o.target = a.target;
     FuzzSummary s = apps::fuzz(o, [&](const FuzzResult &r) {

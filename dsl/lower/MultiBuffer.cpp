@@ -222,14 +222,19 @@ private:
 
     /** True if a loop inside `s` allocates the source in its body (a tile loop). */
     bool tile_loop_inside(const Stmt &s) const {
+        return allocations_inside(s) > allocations_at_this_level(s, source);
+    }
+
+    /** How many times `s` allocates the source, loops included. */
+    int allocations_inside(const Stmt &s) const {
         class Find : public IRVisitor {
         public:
             explicit Find(const std::string &b) : buffer(b) {}
             const std::string &buffer;
-            bool found = false;
+            int found = 0;
             using IRVisitor::visit;
-            void visit(const For *op) override {
-                if (allocates_at_this_level(op->body, buffer)) found = true;
+            void visit(const Allocate *op) override {
+                if (op->name == buffer) found++;
                 IRVisitor::visit(op);
             }
         } f(source);
@@ -237,21 +242,7 @@ private:
         return f.found;
     }
 
-    bool allocates_inside(const Stmt &s) const {
-        class Find : public IRVisitor {
-        public:
-            explicit Find(const std::string &b) : buffer(b) {}
-            const std::string &buffer;
-            bool found = false;
-            using IRVisitor::visit;
-            void visit(const Allocate *op) override {
-                if (op->name == buffer) found = true;
-                IRVisitor::visit(op);
-            }
-        } f(source);
-        s.accept(&f);
-        return f.found;
-    }
+    bool allocates_inside(const Stmt &s) const { return allocations_inside(s) > 0; }
 
     Stmt insert_wait(const Stmt &body, const Expr &slot) {
         if (!async) return body;
