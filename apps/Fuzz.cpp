@@ -300,10 +300,12 @@ FuzzSummary fuzz(const FuzzOptions &options, const std::function<void(const Fuzz
             summary.runs++;
             auto &counts = summary.by_target[r.c.target];
             counts["runs"]++;
+            counts[r.c.defaults ? "runs_at_defaults" : "runs_at_random"]++;
             counts[outcome_name(r.outcome)]++;
             if (r.failure()) {
                 summary.failures++;
                 counts["failures"]++;
+                counts[r.c.defaults ? "failures_at_defaults" : "failures_at_random"]++;
             }
             report(r);
         }
