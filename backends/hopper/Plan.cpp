@@ -313,7 +313,9 @@ private:
         }
         info.a = m.a;
         info.b = m.b;
-        info.stride_m = m.acc_stride_m;
+        // The row stride of a 1-column MMA (a tail of one column) says nothing about the layout.
+        if (!info.stride_m.defined() || !proven(m.n == 1))
+            info.stride_m = m.acc_stride_m;
         mmas.push_back(m);
     }
 

@@ -50,6 +50,8 @@ std::vector<Case> found_by_the_fuzzer() {
         {"pointwise ascend double_buffered W=1 H=65 expr=16"},
         {"pointwise ascend single_buffered W=128 H=324 TX=32 TY=1 expr=12 stages=2"},
         {"pointwise ascend double_buffered W=2 H=395 TX=256 TY=8 expr=16 stages=1"},
+        // A 1x1 tail tile next to a 1-row main tile (the Hopper emitter took its row stride).
+        {"gemm hopper ws_pingpong M=1 N=129 K=1"},
         // An input the simplified expression does not read.
         {"pointwise ascend double_buffered W=2297 H=17 expr=2"},
     };

@@ -202,6 +202,8 @@ std::vector<Case> padded_cases() {
          true,
          true},
         {"gemm_1x1x1_ws", "gemm", "ws", {{"M", "1"}, {"N", "1"}, {"K", "1"}}, false, true},
+        // A 1x1 tail tile after a 1 x 128 one: the epilogue keeps the main tile's row stride.
+        {"gemm_m1_n129_k1_ws_pingpong", "gemm", "ws_pingpong", {{"M", "1"}, {"N", "129"}, {"K", "1"}}, false, true},
         {"elementwise_w1_h288", "elementwise", "", {{"W", "1"}, {"H", "288"}}, false, false},
         {"elementwise_w2_h10", "elementwise", "", {{"W", "2"}, {"H", "10"}}, false, false},
         {"elementwise_w5_h1", "elementwise", "", {{"W", "5"}, {"H", "1"}}, false, false},
