@@ -1,5 +1,8 @@
 #include "App.h"
 
+#include <algorithm>
+#include <set>
+
 namespace tandem::apps {
 
 int Params::get_int(const std::string &key) const {
@@ -32,6 +35,54 @@ const App &find_app(const std::string &name) {
         known += (known.empty() ? "" : ", ") + a.name;
     }
     throw Error("unknown app '" + name + "' (known: " + known + ")");
+}
+
+namespace {
+
+/** The names of the Funcs and input images `e` calls. */
+std::set<std::string> calls_in(const Halide::Expr &e) {
+    class Find : public Halide::Internal::IRVisitor {
+    public:
+        std::set<std::string> names;
+        using IRVisitor::visit;
+        void visit(const Halide::Internal::Call *op) override {
+            // An ImageParam is called through the Func that wraps it (a Halide call of its name).
+            if (op->call_type == Halide::Internal::Call::Image || op->call_type == Halide::Internal::Call::Halide) {
+                names.insert(op->name);
+            }
+            IRVisitor::visit(op);
+        }
+    } find;
+    e.accept(&find);
+    return find.names;
+}
+
+} // namespace
+
+void schedule_pointwise(Func &out, const std::vector<ImageParam> &inputs, const Params &p,
+                        const std::string &schedule, const std::string &app) {
+    if (schedule != "sync" && schedule != "double_buffered" && schedule != "single_buffered") {
+        throw Error(app + ": unknown schedule '" + schedule + "' (known: double_buffered, single_buffered, sync)");
+    }
+    // Tiles larger than the tensor shrink to it (Halide's bounds need a tile within the tensor).
+    const int TX = std::min(p.get_int("TX"), p.get_int("W")), TY = std::min(p.get_int("TY"), p.get_int("H"));
+    std::vector<Var> args = out.halide().args();
+    Var xo("xo"), yo("yo"), xi("xi"), yi("yi"), t("t");
+    out.tile(args[0], args[1], xo, yo, xi, yi, TX, TY, TailStrategy::GuardWithIf).fuse(xo, yo, t).map_to_cores(t);
+    // An input the definition does not read (after simplification: x - y - x reads no y) has
+    // nothing to stage.
+    std::set<std::string> read = calls_in(Halide::Internal::simplify(out.halide().value()));
+    std::vector<Func> tiles;
+    for (const ImageParam &in : inputs) {
+        if (!read.count(Halide::Func(in).name())) continue;
+        Func tile = Func::staged(in, out);
+        tile.compute_at(out, t);
+        tiles.push_back(tile);
+    }
+    if (schedule == "sync") return;
+    int versions = schedule == "double_buffered" ? p.get_int("stages") : 1;
+    for (Func &tile : tiles) tile.async_copy().multi_buffer(versions);
+    out.async_copy().multi_buffer(versions);
 }
 
 namespace {

@@ -85,6 +85,13 @@ Params with_defaults(const App &app, const Params &given, const std::string &tar
 /** The schedules of the app on `target` (the first is the default); Error if it has none. */
 const std::vector<std::string> &schedules_for(const App &app, const std::string &target);
 
+/** The schedule of a pointwise Func out(x, y) over W x H (parameters W, H, TX, TY, stages):
+ * TX x TY tiles spread over the cores, each input its simplified definition reads staged per tile;
+ * "double_buffered" / "single_buffered" copy the tiles and store the output asynchronously with
+ * `stages` / 1 versions, "sync" synchronously. `app` names the app in errors. */
+void schedule_pointwise(Func &out, const std::vector<ImageParam> &inputs, const Params &p,
+                        const std::string &schedule, const std::string &app);
+
 const App &gemm_app();
 const App &elementwise_app();
 const App &rmsnorm_app();

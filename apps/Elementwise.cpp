@@ -29,23 +29,7 @@ Built build_elementwise(const Params &p, const std::string &schedule, const Targ
         out.halide().split(y, yo, yi, 16, TailStrategy::GuardWithIf).parallel(yo).vectorize(x, 8, TailStrategy::GuardWithIf);
         return {{a, b, c}, out};
     }
-    // Tiles larger than the tensor shrink to it (Halide's bounds need a tile within the tensor).
-    const int TX = std::min(p.get_int("TX"), W), TY = std::min(p.get_int("TY"), H), stages = p.get_int("stages");
-    Var xo("xo"), yo("yo"), xi("xi"), yi("yi"), t("t");
-    out.tile(x, y, xo, yo, xi, yi, TX, TY, TailStrategy::GuardWithIf).fuse(xo, yo, t).map_to_cores(t);
-    std::vector<Func> tiles;
-    for (ImageParam *in : {&a, &b, &c}) {
-        Func tile = Func::staged(*in, out);
-        tile.compute_at(out, t);
-        tiles.push_back(tile);
-    }
-    if (schedule == "sync") return {{a, b, c}, out};
-    if (schedule != "double_buffered" && schedule != "single_buffered") {
-        throw Error("elementwise: unknown schedule '" + schedule + "' (known: double_buffered, single_buffered, sync)");
-    }
-    int versions = schedule == "double_buffered" ? stages : 1;
-    for (Func &tile : tiles) tile.async_copy().multi_buffer(versions);
-    out.async_copy().multi_buffer(versions);
+    schedule_pointwise(out, {a, b, c}, p, schedule, "elementwise");
     return {{a, b, c}, out};
 }
 

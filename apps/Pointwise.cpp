@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <random>
-#include <set>
 
 namespace tandem::apps {
 
@@ -32,24 +31,6 @@ Halide::Expr random_expr(std::mt19937 &rng, const std::vector<Halide::Expr> &lea
     }
 }
 
-/** The names of the Funcs and input images `e` calls. */
-std::set<std::string> inputs_read(const Halide::Expr &e) {
-    class Find : public Halide::Internal::IRVisitor {
-    public:
-        std::set<std::string> names;
-        using IRVisitor::visit;
-        void visit(const Halide::Internal::Call *op) override {
-            // An ImageParam is called through the Func that wraps it (a Halide call of its name).
-            if (op->call_type == Halide::Internal::Call::Image || op->call_type == Halide::Internal::Call::Halide) {
-                names.insert(op->name);
-            }
-            IRVisitor::visit(op);
-        }
-    } find;
-    e.accept(&find);
-    return find.names;
-}
-
 Built build_pointwise(const Params &p, const std::string &schedule, const Target &) {
     const int W = p.get_int("W"), H = p.get_int("H");
     if (W < 1 || H < 1) throw Error("pointwise: W and H must be positive");
@@ -69,26 +50,7 @@ Built build_pointwise(const Params &p, const std::string &schedule, const Target
 
     // ---- schedules ----
     if (schedule == "reference") return {{a, b, c}, out};
-    const int TX = std::min(p.get_int("TX"), W), TY = std::min(p.get_int("TY"), H), stages = p.get_int("stages");
-    Var xo("xo"), yo("yo"), xi("xi"), yi("yi"), t("t");
-    out.tile(x, y, xo, yo, xi, yi, TX, TY, TailStrategy::GuardWithIf).fuse(xo, yo, t).map_to_cores(t);
-    // Stage the inputs the expression reads (an unused input has nothing to stage).
-    // (after simplification: x - y - x reads no y)
-    std::set<std::string> used = inputs_read(Halide::Internal::simplify(out.halide().value()));
-    std::vector<Func> tiles;
-    for (ImageParam *in : {&a, &b, &c}) {
-        if (!used.count(Halide::Func(*in).name())) continue;
-        Func tile = Func::staged(*in, out);
-        tile.compute_at(out, t);
-        tiles.push_back(tile);
-    }
-    if (schedule == "sync") return {{a, b, c}, out};
-    if (schedule != "double_buffered" && schedule != "single_buffered") {
-        throw Error("pointwise: unknown schedule '" + schedule + "' (known: double_buffered, single_buffered, sync)");
-    }
-    int versions = schedule == "double_buffered" ? stages : 1;
-    for (Func &tile : tiles) tile.async_copy().multi_buffer(versions);
-    out.async_copy().multi_buffer(versions);
+    schedule_pointwise(out, {a, b, c}, p, schedule, "pointwise");
     return {{a, b, c}, out};
 }
 
