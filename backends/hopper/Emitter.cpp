@@ -326,6 +326,11 @@ public:
         if (const IfThenElse *i = s.as<IfThenElse>())
             return branch(i);
         if (const Block *b = s.as<Block>()) {
+            if (ir::is_fence_proxy_async(b->first) && thread_store(b->rest)) {
+                // The threads read the tile through the generic proxy: no fence.proxy.async.
+                stmt(b->rest);
+                return;
+            }
             stmt(b->first);
             stmt(b->rest);
             return;
@@ -391,6 +396,16 @@ private:
     void flush() {
         if (pending_sync)
             sync();
+    }
+
+    /** Whether `s` starts with a store the threads make (Plan.h: a tile TMA cannot move). */
+    bool thread_store(const Stmt &s) const {
+        Stmt first = s;
+        while (const Block *b = first.as<Block>())
+            first = b->first;
+        ir::CopyOp c;
+        return ir::as_copy(first, &c) && kernel.arg(c.dst) && plan.tiles.count(c.src) &&
+               plan.tiles.at(c.src).threads();
     }
 
     // ---- control flow ----
@@ -625,9 +640,65 @@ private:
         return r;
     }
 
+    static std::string int_list(const std::vector<std::string> &v) {
+        std::string s = "{";
+        for (size_t i = 0; i < v.size(); i++)
+            s += (i ? ", " : "") + v[i];
+        return s + "}";
+    }
+
+    /** A copy TMA cannot make (Plan.h): the warpgroup's threads move the elements; into shared
+     * memory, they then complete the tile's bytes on the full barrier. */
+    void thread_copy(const ir::CopyOp &c, bool load, const std::string &arg,
+                     const std::string &buffer) {
+        const Tile &tile = plan.tiles.at(buffer);
+        flush();
+        if (!synced)
+            sync(); // the warpgroup is done with the version (a load) or wrote it (a store)
+        os << line() << "// thread copy " << c.src << " -> " << c.dst << " by the warpgroup's "
+           << "threads (TMA cannot: " << tile.thread_copy << ")"
+           << (load ? "; completes on " + c.barrier : "") << "\n";
+        const std::string global = c_name(arg) + "_global + (" +
+                                   expr(load ? c.src_offset : c.dst_offset) + ")";
+        if (tile.kind != TileKind::Plain) {
+            // A wgmma tile: swizzled, zero-filled past the copy (tile.role: copy dim -> layout dim).
+            std::string extent[2] = {"1", "1"}, stride[2] = {"0", "0"};
+            for (size_t d = 0; d < c.dims.size(); d++) {
+                extent[tile.role[d]] = expr(c.dims[d].extent);
+                stride[tile.role[d]] = expr(c.dims[d].src_stride);
+            }
+            os << line() << "hopper::thread_copy_swizzled(" << address(buffer, c.dst_offset)
+               << ", " << tile.layout[0] << ", " << tile.layout[1] << ", " << global << ", "
+               << extent[0] << ", " << extent[1] << ", " << stride[0] << ", " << stride[1]
+               << ", thread_in_warpgroup);\n";
+        } else {
+            std::vector<std::string> extents, dst_strides, src_strides;
+            for (const ir::CopyDim &d : c.dims) {
+                extents.push_back(expr(d.extent));
+                dst_strides.push_back(expr(d.dst_stride));
+                src_strides.push_back(expr(d.src_stride));
+            }
+            const std::string smem =
+                c_name(buffer) + " + (" + expr(load ? c.dst_offset : c.src_offset) + ")";
+            os << line() << "hopper::thread_copy(" << (load ? smem : global) << ", "
+               << (load ? global : smem) << ", " << int_list(extents) << ", "
+               << int_list(dst_strides) << ", " << int_list(src_strides)
+               << ", thread_in_warpgroup);\n";
+        }
+        if (load) {
+            os << line() << "hopper::thread_copy_complete(" << barrier(c.barrier, c.slot) << ", "
+               << tile.tx_bytes << ", warpgroup, elected);\n";
+            synced = true;
+        } else {
+            synced = false;
+        }
+    }
+
     void copy(const ir::CopyOp &c, const IRNode *node) {
         bool load = kernel.arg(c.src) != nullptr;
         std::string arg = load ? c.src : c.dst, buffer = load ? c.dst : c.src;
+        if (plan.tiles.at(buffer).threads())
+            return thread_copy(c, load, arg, buffer);
         const TensorMap &map = plan.map(arg, buffer, load);
         std::string boxes = list(map.box);
         if (map.blocks > 1)
@@ -1295,12 +1366,26 @@ std::string emit_cuda(const Kernel &kernel, const std::string &function) {
 
     // ---- the kernel ----
     os << "__global__ void __launch_bounds__(" << threads << ", 1) " << fn << "(";
-    for (size_t i = 0; i < plan.maps.size(); i++) {
-        os << (i ? ",\n    " : "\n    ") << "const __grid_constant__ CUtensorMap "
-           << plan.maps[i].name;
-        if (plan.maps[i].last_box)
-            os << ",\n    const __grid_constant__ CUtensorMap " << plan.maps[i].last_name;
+    std::vector<std::string> params, launch;
+    for (const TensorMap &m : plan.maps) {
+        params.push_back("const __grid_constant__ CUtensorMap " + m.name);
+        launch.push_back(m.name);
+        if (m.last_box) {
+            params.push_back("const __grid_constant__ CUtensorMap " + m.last_name);
+            launch.push_back(m.last_name);
+        }
     }
+    for (size_t i = 0; i < kernel.args.size(); i++) {
+        const KernelArg &a = kernel.args[i];
+        if (!plan.thread_args.count(a.name))
+            continue;
+        const std::string t = storage_type(a.type);
+        params.push_back((a.output ? "" : "const ") + t + " *__restrict__ " + c_name(a.name) +
+                         "_global");
+        launch.push_back("static_cast<" + t + " *>(args[" + std::to_string(i) + "])");
+    }
+    for (size_t i = 0; i < params.size(); i++)
+        os << (i ? ",\n    " : "\n    ") << params[i];
     os << ") {\n";
     os << "    // ---- shared memory: versions of the full tiles on a 1024-byte aligned base ----\n"
        << "    extern __shared__ unsigned char dynamic_shared_memory[];\n"
@@ -1317,6 +1402,8 @@ std::string emit_cuda(const Kernel &kernel, const std::string &function) {
             os << ", wgmma B tile " << list(tile.layout) << ", 128B swizzle";
         else if (tile.tma())
             os << ", TMA tile " << list(tile.layout);
+        if (tile.threads())
+            os << ", copied by threads";
         if (tile.tma() && tile.layout != tile.data)
             os << " for data of " << list(tile.data);
         os << "\n";
@@ -1429,11 +1516,8 @@ std::string emit_cuda(const Kernel &kernel, const std::string &function) {
        << ", cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes);\n"
        << "    if (status != cudaSuccess) return status;\n"
        << "    " << fn << "<<<" << kernel.grid << ", " << threads << ", shared_bytes, stream>>>(";
-    for (size_t i = 0; i < plan.maps.size(); i++) {
-        os << (i ? ", " : "") << plan.maps[i].name;
-        if (plan.maps[i].last_box)
-            os << ", " << plan.maps[i].last_name;
-    }
+    for (size_t i = 0; i < launch.size(); i++)
+        os << (i ? ", " : "") << launch[i];
     os << ");\n"
        << "    return cudaGetLastError();\n"
        << "}\n";

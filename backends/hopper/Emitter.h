@@ -9,7 +9,8 @@
  *
  * and defines
  *
- *     __global__ void <function>(const __grid_constant__ CUtensorMap ...);   // one per TMA view
+ *     __global__ void <function>(const __grid_constant__ CUtensorMap ...,    // one per TMA view
+ *                                const T *__restrict__ <arg>_global ...);   // thread copies' args
  *     extern "C" cudaError_t launch_<function>(void *const *args, cudaStream_t stream);
  *
  * where `args` are device pointers in Kernel::args order. The launcher encodes the tensor maps,
@@ -23,6 +24,11 @@
  *     tandem_core_id()              blockIdx.x
  *     tandem_copy into smem         one elected thread: cp.async.bulk.tensor ... complete_tx
  *     tandem_copy to the output     barrier, elected thread: TMA store + commit_group
+ *     tandem_copy TMA cannot make   every thread of the warpgroup: ld / st (4 loads in flight
+ *                                   per thread); into smem then fence.proxy.async, barrier,
+ *                                   elected thread: mbarrier.complete_tx (the bytes expect_tx
+ *                                   counted for the tile); a wgmma tile is written swizzled and
+ *                                   zero-filled past the copy
  *     tandem_expect                 elected thread: mbarrier.arrive.expect_tx (full-box bytes)
  *     tandem_wait on an mbarrier    every thread: try_wait.parity with the Stmt's parity, or
  *                                   with its own per-version phase bit (initial value
@@ -50,13 +56,14 @@
  * past the tensor's edge (loads read zeros, stores are dropped) wherever it matters: in a store,
  * and along K of an MMA operand; elsewhere (loads into a plain tile, the M / N rows of an
  * operand) it only brings elements nobody reads. The planner proves the edge from the loop bounds,
- * else a runtime check traps (a tail tile), else (a padded tile in the middle of the tensor) it is
- * a user error. expect_tx counts full boxes and MMAs run on the full tile. The emitter lays out
+ * else a runtime check traps (a tail tile), else (a padded tile in the middle of the tensor) the
+ * tile is copied by threads. expect_tx counts full boxes and MMAs run on the full tile. The emitter lays out
  * shared memory itself: each version holds the full tile, 128-byte aligned (1024 for wgmma
  * tiles); smem offsets of the Stmt (version * its slot + within) are rebased to that version
  * stride, and element nests over a tile whose Stmt rows differ from the GPU's (a tail's pitch, a
  * row padded to 16 bytes) are rewritten to the full-tile layout. A tensor whose rows have a
- * stride TMA cannot take is viewed as one dim when the tiles are whole rows; a dim of extent 1
+ * stride TMA cannot take is viewed as one dim when the tiles are whole rows, else copied by
+ * threads (so are MMA operands with such a stride); a dim of extent 1
  * takes any legal stride (an MMA operand of M = 1 keeps a 2-D view with its unit dim). Boxes
  * wider than 256 elements are split: side by side along one row (the last one through its own
  * tensor map), as chunks of the tensor's dim 0, or a row of boxes per tile row.
@@ -69,12 +76,8 @@
  *
  * Limits (tandem::Error naming the Func, the directive or the buffer, and the rule): MMAs are
  * bf16 x bf16 -> f32 with A K-major and B N-major, from 2-D tensors; N <= 256 and at most 128 f32
- * accumulators per thread after padding; a K tile in the middle of K is a multiple of 64; MMA
- * operand tiles are only written by TMA; TMA copies need global strides that are multiples of 16
- * bytes in every dim the tiles step through (no non-TMA copy path yet: e.g. gemm with N or K not
- * a multiple of 8, elementwise rows of W f32 with W not a multiple of 4 and tiles narrower than
- * the row); a store tile in the middle of the tensor is a multiple of 16 bytes per box row; box
- * dims other than the row are <= 256; rank <= 5; an element nest over an accumulator is a zeroing
+ * accumulators per thread after padding; MMA operand tiles are only written by copies; copies
+ * do not convert types; an element nest over an accumulator is a zeroing
  * or a per-element epilogue of one or two loops; dynamic-layout tiles are at most 2-D; mbarriers
  * have at most 32 versions; shared memory at most 227 KB per CTA.
  */

@@ -1,4 +1,5 @@
 #include "Executor.h"
+#include "Plan.h"
 
 #include "tandem/AsyncIR.h"
 #include "tandem/Evaluator.h"
@@ -73,6 +74,7 @@ struct Cta {
     std::unordered_map<std::string, int> shared;                        // args and smem by name
     std::vector<std::unordered_map<std::string, int>> registers;        // per agent
     std::map<std::pair<std::string, int64_t>, int> barriers;            // (name, version) -> id
+    std::set<std::string> thread_tiles; // copied by threads: TMA cannot (Plan.h)
 };
 
 class Role : public AgentProgram {
@@ -280,6 +282,20 @@ private:
         bool increase = false;
         if (ir::as_expect(s, &a, &bytes)) {
             ops.mbarrier_arrive_expect_tx(barrier(a.barrier, value(a.slot)), value(bytes));
+        } else if (ir::as_copy(s, &c) && (cta.thread_tiles.count(c.src) || cta.thread_tiles.count(c.dst))) {
+            sim::Box src{value(c.src_offset), {}}, dst{value(c.dst_offset), {}};
+            for (const ir::CopyDim &d : c.dims) {
+                src.dims.push_back({value(d.extent), value(d.src_stride)});
+                dst.dims.push_back({value(d.extent), value(d.dst_stride)});
+            }
+            if (cta.kernel.arg(c.dst)) {
+                ops.thread_store(id(c.dst), dst, id(c.src), src, c.src + " -> " + c.dst);
+                ops.bulk_commit_group();
+            } else {
+                int64_t slot = value(c.slot);
+                ops.thread_load(id(c.dst), dst, id(c.src), src, barrier(c.barrier, slot),
+                                c.src + " -> " + c.dst + " (version " + std::to_string(slot) + ")");
+            }
         } else if (ir::as_copy(s, &c)) {
             std::vector<int64_t> coords;
             if (c.dst == cta.kernel.args.back().name) {
@@ -341,8 +357,12 @@ private:
 void execute(const Kernel &kernel, sim::hopper::Machine &machine, const std::map<std::string, int> &arguments) {
     std::vector<Instr> code;
     compile(kernel.body, code);
+    std::set<std::string> thread_tiles;
+    for (const auto &[name, tile] : plan_kernel(kernel).tiles) {
+        if (tile.threads()) thread_tiles.insert(name);
+    }
     for (int index = 0; index < kernel.grid; index++) {
-        Cta cta{kernel, machine, index, {}, {}, {}};
+        Cta cta{kernel, machine, index, {}, {}, {}, thread_tiles};
         for (const auto &[name, id] : arguments) cta.shared[name] = id;
         machine.run_cta(index, [&](sim::hopper::Machine::CtaBuilder &b, int) {
             std::vector<int> agents;

@@ -80,19 +80,8 @@ namespace {
 
 using lower::constant_upper_bound;
 
-std::string where(const std::string &func, const std::string &directive) {
-    return "hopper: Func '" + func + "', directive " + directive + ": ";
-}
-
 int64_t round_up(int64_t n, int64_t m) {
     return (n + m - 1) / m * m;
-}
-
-std::string dims_text(const std::vector<int64_t> &v) {
-    std::string s;
-    for (size_t i = 0; i < v.size(); i++)
-        s += (i ? " x " : "") + std::to_string(v[i]);
-    return s;
 }
 
 /** tandem_core_id() as a variable the planner bounds by the grid. */
@@ -168,6 +157,8 @@ public:
             if (tile.tma() && tile.kind == TileKind::Plain)
                 plain_tile(name, tile);
         }
+        for (const CopyInfo &c : copies)
+            operand_strides(c);
         for (CopyInfo &c : copies)
             check_layout(c);
         for (const CopyInfo &c : copies)
@@ -175,12 +166,20 @@ public:
         for (const VectorInfo &v : vector_ops)
             check_vector_op(v);
         make_maps();
+        for (auto &[name, tile] : plan.tiles) {
+            if (tile.threads())
+                tile.tx_bytes = tile_bytes(tile);
+        }
         for (const CopyInfo &c : copies) {
-            if (!c.load)
+            const Tile &tile = plan.tiles.at(c.buffer);
+            if (tile.threads()) {
+                plan.tail_checks.erase(c.node);
+                plan.thread_args.insert(c.arg);
+            }
+            if (!c.load || !expect_buffers[c.op.barrier].insert(c.buffer).second)
                 continue;
-            auto &seen = expect_buffers[c.op.barrier];
-            if (seen.insert(c.buffer).second)
-                plan.expect_bytes[c.op.barrier] += plan.map(c.arg, c.buffer, true).box_bytes();
+            plan.expect_bytes[c.op.barrier] +=
+                tile.threads() ? tile.tx_bytes : plan.map(c.arg, c.buffer, true).box_bytes();
         }
         shared_memory();
         return std::move(plan);
@@ -388,20 +387,54 @@ private:
         }
     }
 
-    /** A global stride a tensor map cannot take (not a multiple of 16 bytes), as the error to give
-     * when no view of the tensor avoids it. */
-    std::string stride_error(const CopyInfo &c, size_t d, int64_t stride_bytes) {
+    /** Why a tensor map cannot take a global stride (not a multiple of 16 bytes). */
+    std::string stride_reason(const CopyInfo &c, size_t d, int64_t stride_bytes) {
+        return c.arg + " has a global stride of " + std::to_string(stride_bytes) + " bytes in dim " +
+               std::to_string(d) + " (" + type_text(kernel.arg(c.arg)->type) +
+               "); TMA needs multiples of 16 bytes";
+    }
+
+    /** The copies of `tile` become thread copies; a plain tile keeps the Stmt's layout. */
+    void to_threads(Tile &tile, const std::string &why) {
+        if (tile.threads())
+            return;
+        tile.thread_copy = why;
+        if (tile.kind == TileKind::Plain) {
+            tile.data.clear();
+            tile.reach.clear();
+            tile.layout.clear();
+            tile.dynamic_layout = false;
+        }
+    }
+
+    int64_t tile_bytes(const Tile &tile) const {
+        if (!tile.tma())
+            return tile.buffer->slot_elements * tile.buffer->type.bytes();
+        int64_t n = tile.buffer->type.bytes();
+        for (int64_t e : tile.layout)
+            n *= e;
+        return n;
+    }
+
+    /** The 2-D view of an MMA operand's tensor: its copy view, or with the unit dim copy_view
+     * dropped back (a 1-D copy: M = 1, or K = 1 for B). */
+    std::vector<KernelArg::Dim> operand_view(const KernelArg *arg, const Tile &tile) const {
+        if (tile.data.size() == 2)
+            return arg->copy_view();
+        return {{arg->extents[0], 1}, {arg->extents[1], arg->extents[0]}};
+    }
+
+    /** An MMA operand whose tensor has a global stride TMA cannot take is copied by threads. */
+    void operand_strides(const CopyInfo &c) {
+        Tile &tile = plan.tiles.at(c.buffer);
+        if (tile.kind == TileKind::Plain)
+            return;
         const KernelArg *arg = kernel.arg(c.arg);
-        const int64_t bytes = arg->type.bytes();
-        return where(c.load ? c.buffer : c.arg, "async_copy") + c.arg + " has a global stride of " +
-               std::to_string(stride_bytes) + " bytes in dim " + std::to_string(d) +
-               " of its copy view (" + type_text(arg->type) +
-               "); TMA needs global strides that are multiples of 16 bytes, and no view of " +
-               c.arg + " that moves the tiles of " + c.buffer +
-               " avoids that stride. Tandem has no non-TMA copy path on Hopper yet: pad the "
-               "rows of " +
-               c.arg + " to " + std::to_string(round_up(stride_bytes, 16) / bytes) +
-               " elements (a multiple of 16 bytes)";
+        std::vector<KernelArg::Dim> view = operand_view(arg, tile);
+        for (size_t d = 1; d < view.size(); d++) {
+            if (view[d].extent > 1 && (view[d].stride * arg->type.bytes()) % 16 != 0)
+                to_threads(tile, stride_reason(c, d, view[d].stride * arg->type.bytes()));
+        }
     }
 
     // ---- MMA operand tiles ----
@@ -506,19 +539,16 @@ private:
                 chunk = n;
         }
         if (!chunk) {
-            *why = where(c.load ? c.buffer : c.arg, "async_copy") + "the TMA box of " + c.buffer +
-                   " is " + std::to_string(inner) +
+            *why = "its TMA box is " + std::to_string(inner) +
                    " elements wide (a box dim is at most 256) and cannot be split into equal "
                    "chunks of " +
-                   c.arg + "'s dim 0 (" + std::to_string(global) +
-                   "): use a tile width of at most 256";
+                   c.arg + "'s dim 0 (" + std::to_string(global) + ")";
             return 0;
         }
         for (const CopyInfo *other : copies_of(c.buffer)) {
             ModulusRemainder mr = modulus_remainder(simplify(bounded(other->global_offset())));
             if (mr.modulus % chunk != 0 || mr.remainder % chunk != 0) {
-                *why = where(c.load ? c.buffer : c.arg, "async_copy") + "the TMA box of " +
-                       c.buffer + " is " + std::to_string(inner) +
+                *why = "its TMA box is " + std::to_string(inner) +
                        " elements wide; it is split into chunks of " + std::to_string(chunk) +
                        ", which needs tile offsets in " + c.arg + " that are multiples of " +
                        std::to_string(chunk);
@@ -530,7 +560,7 @@ private:
 
     /** Chooses how the copies of a plain tile view their tensors: the tensor's own dims with the
      * box row rounded up to 16 bytes, else (a global stride TMA cannot take, or a wide box that
-     * cannot be split) whole rows of the tensor viewed as one dim. */
+     * cannot be split) whole rows of the tensor viewed as one dim, else thread copies. */
     void plain_tile(const std::string &name, Tile &tile) {
         std::string why, ignored;
         if (natural_view(name, tile, false, &why))
@@ -541,7 +571,7 @@ private:
         }
         if (natural_view(name, tile, true, &ignored))
             return;
-        throw Error(why);
+        to_threads(tile, why);
     }
 
     /** The tensor's own dims. A box row wider than 256 elements is split: into boxes side by
@@ -554,7 +584,7 @@ private:
             std::vector<KernelArg::Dim> view = kernel.arg(c->arg)->copy_view();
             for (size_t d = 1; d < view.size(); d++) {
                 if ((view[d].stride * bytes) % 16 != 0) {
-                    *why = stride_error(*c, d, view[d].stride * bytes);
+                    *why = stride_reason(*c, d, view[d].stride * bytes);
                     return false;
                 }
             }
@@ -570,10 +600,9 @@ private:
         for (size_t d = 1; d < layout.size(); d++) {
             one_row = one_row && layout[d] == 1;
             if (layout[d] > max_box) {
-                throw Error(where(mine[0]->load ? name : mine[0]->arg, "async_copy") +
-                            "the TMA box of " + name + " has " + std::to_string(layout[d]) +
-                            " elements in dim " + std::to_string(d) +
-                            "; a box dim is at most 256: use a smaller tile");
+                *why = "its TMA box would have " + std::to_string(layout[d]) + " elements in dim " +
+                       std::to_string(d) + "; a box dim is at most 256";
+                return false;
             }
         }
         v.box = layout;
@@ -686,6 +715,8 @@ private:
     void check_layout(const CopyInfo &c) {
         const KernelArg *arg = kernel.arg(c.arg);
         Tile &tile = plan.tiles[c.buffer];
+        if (tile.threads())
+            return; // threads follow the copy's own strides
         std::vector<KernelArg::Dim> view = arg->copy_view();
         for (size_t d = 0; d < c.op.dims.size(); d++) {
             int64_t arg_stride = view[d].stride;
@@ -711,9 +742,13 @@ private:
     /** Where a copy's box reaches past its own extent, that part must lie past the tensor's edge
      * when it matters: a store would overwrite the neighbouring tile, and along K a wgmma would
      * multiply real data. Loads into plain tiles and the M / N rows of operands only bring
-     * elements nobody reads (rows and columns of the accumulator the epilogue skips). */
+     * elements nobody reads (rows and columns of the accumulator the epilogue skips). Where the
+     * padding cannot be proven to lie past the edge and is not checked at run time (a tail tile),
+     * the tile is copied by threads, which copy the data and zero-fill the rest. */
     void check_edges(const CopyInfo &c) {
-        const Tile &tile = plan.tiles.at(c.buffer);
+        Tile &tile = plan.tiles.at(c.buffer);
+        if (tile.threads())
+            return;
         std::vector<KernelArg::Dim> view = kernel.arg(c.arg)->copy_view();
         for (size_t d = 0; d < c.op.dims.size(); d++) {
             const int64_t reach = tile.reach[d];
@@ -723,51 +758,16 @@ private:
                            (tile.kind == TileKind::MmaB && tile.role[d] == 1);
             if ((c.load && !along_k) || c.min_end[d] >= view[d].extent)
                 continue;
-            if (reach > tile.data[d])
-                throw Error(padding_error(c, d, along_k));
+            if (reach > tile.data[d]) {
+                return to_threads(tile, "its box would reach " + std::to_string(reach) +
+                                            " elements along dim " + std::to_string(d) +
+                                            " for tiles of " + std::to_string(tile.data[d]) +
+                                            ", in the middle of " + c.arg +
+                                            (along_k ? " (along K, where padding must be zero)"
+                                                     : " (a store would overwrite the next tile)"));
+            }
             plan.tail_checks[c.node].push_back({d, reach, view[d].extent, view[d].stride});
         }
-    }
-
-    std::string padding_error(const CopyInfo &c, size_t d, bool along_k) {
-        const Tile &tile = plan.tiles.at(c.buffer);
-        const int64_t extent = kernel.arg(c.arg)->copy_view()[d].extent;
-        if (along_k) {
-            std::string acc = c.buffer;
-            for (const auto &[name, a] : plan.accumulators) {
-                if (a.a == c.buffer || a.b == c.buffer)
-                    acc = name;
-            }
-            return where(acc, "tile_mma") + "MMA operand " + c.buffer + " has a K tile of " +
-                   std::to_string(tile.data[d]) +
-                   " elements; with the 128B swizzle a wgmma operand is made of blocks of 64 "
-                   "bf16 along K, so its box takes " +
-                   std::to_string(tile.reach[d]) + ", but the tile lies in the middle of " + c.arg +
-                   " (K = " + std::to_string(extent) +
-                   "), where the padding would multiply real data: split the reduction by a "
-                   "multiple of 64 bf16";
-        }
-        const TileView &v = views.at(c.buffer);
-        const int64_t bytes = tile.buffer->type.bytes(), g = std::max<int64_t>(1, 16 / bytes);
-        std::string advice = "Use tiles whose rows are a multiple of 16 bytes (" +
-                             std::to_string(g) + " " + type_text(tile.buffer->type) + ")";
-        if (v.merged) {
-            int64_t row_bytes = bytes, rows = 16;
-            for (size_t e = 0; e < v.merged; e++)
-                row_bytes *= tile.data[e];
-            while (rows > 1 && (row_bytes * (rows / 2)) % 16 == 0)
-                rows /= 2;
-            advice = "Use a number of rows per tile that makes a tile a multiple of 16 bytes (a "
-                     "multiple of " +
-                     std::to_string(rows) + " rows)";
-        }
-        return where(c.arg, "tile") + "the tiles of " + c.arg + " are " + dims_text(tile.data) +
-               " " + type_text(tile.buffer->type) + " and TMA stores them from " + c.buffer +
-               " in boxes that reach " + std::to_string(tile.reach[d]) + " along dim " +
-               std::to_string(d) + " (" + v.padding + "); a tile in the middle of " + c.arg +
-               " (extent " + std::to_string(extent) + " along that dim) cannot be padded: the " +
-               "box would overwrite the next tile. " + advice +
-               " (Tandem has no non-TMA store path on Hopper yet)";
     }
 
     void check_vector_op(const VectorInfo &v) {
@@ -787,7 +787,7 @@ private:
         std::map<std::string, int> maps_per_arg;
         std::set<std::tuple<std::string, std::string, bool>> seen;
         for (const CopyInfo &c : copies) {
-            if (seen.insert({c.arg, c.buffer, c.load}).second)
+            if (!plan.tiles.at(c.buffer).threads() && seen.insert({c.arg, c.buffer, c.load}).second)
                 maps_per_arg[c.arg]++;
         }
         seen.clear();
@@ -796,6 +796,12 @@ private:
                 continue;
             const KernelArg *arg = kernel.arg(c.arg);
             const Tile &tile = plan.tiles.at(c.buffer);
+            if (arg->type != tile.buffer->type) {
+                throw Error("hopper: " + copy_text(c) + " converts types; copies move bytes (make " +
+                            "both " + type_text(arg->type) + ")");
+            }
+            if (tile.threads())
+                continue;
             TensorMap m;
             m.arg = c.arg;
             m.buffer = c.buffer;
@@ -806,11 +812,6 @@ private:
                 (maps_per_arg[c.arg] > 1 ? "_" + c_name(c.buffer) + (c.load ? "_load" : "_store")
                                          : "") +
                 "_tensor_map";
-            if (arg->type != tile.buffer->type) {
-                throw Error("hopper: " + copy_text(c) +
-                            " converts types; TMA copies bytes (make both " + type_text(arg->type) +
-                            ")");
-            }
             if (tile.kind == TileKind::Plain)
                 plain_map(m, c, tile);
             else
@@ -830,8 +831,9 @@ private:
                 int64_t stride = m.strides[d] * m.type.bytes();
                 if (m.extents[d] == 1)
                     stride = round_up(std::max<int64_t>(stride, 16), 16);
-                else if (stride % 16 != 0)
-                    throw Error(stride_error(c, d, stride));
+                internal_assert(stride % 16 == 0)
+                    << "hopper emitter: tensor map " << m.name << " has a global stride of "
+                    << stride << " bytes\n";
                 m.byte_strides.push_back(stride);
             }
             plan.maps.push_back(m);
@@ -876,18 +878,12 @@ private:
     }
 
     void operand_map(TensorMap &m, const CopyInfo &c, const Tile &tile) {
-        const KernelArg *arg = kernel.arg(c.arg);
-        if (tile.data.size() == 2) {
-            for (const KernelArg::Dim &d : arg->copy_view()) {
-                m.extents.push_back(d.extent);
-                m.strides.push_back(d.stride);
-            }
-        } else {
-            // The unit dim copy_view dropped, back: a 2-D box over {dim 0, dim 1} of the tensor.
-            m.extents = {arg->extents[0], arg->extents[1]};
-            m.strides = {1, arg->extents[0]};
-            m.view = "with its dim of extent 1, for a 2-D wgmma tile";
+        for (const KernelArg::Dim &d : operand_view(kernel.arg(c.arg), tile)) {
+            m.extents.push_back(d.extent);
+            m.strides.push_back(d.stride);
         }
+        if (tile.data.size() != 2)
+            m.view = "with its dim of extent 1, for a 2-D wgmma tile";
         // Column blocks of 64 bf16: one 128B-swizzled {64, rows} box each.
         const int64_t block = swizzle_bytes / m.type.bytes();
         m.swizzle = true;

@@ -15,8 +15,12 @@
  * when a row stride is not a multiple of 16 bytes; for a wide tile of several rows, a box row
  * per tile row. MMA operands keep a 2-D view with a dim of extent 1 re-added.
  *
- * Limits: the user errors listed in Emitter.h. Global strides that are not multiples of 16 bytes
- * in a dim the tiles step through have no TMA view at all (they need a non-TMA copy path).
+ * Thread copies, not refusing: a tile TMA cannot move (a global stride that is not a multiple of
+ * 16 bytes, a box TMA cannot describe, padding that would land in the middle of the tensor) is
+ * copied by the threads of the warpgroup that issues the copy (ld / st, zero-filling the padding
+ * of a wgmma tile), which then complete its bytes on the full barrier as TMA would.
+ *
+ * Limits: the user errors listed in Emitter.h.
  */
 
 #include "tandem/AsyncIR.h"
@@ -74,8 +78,15 @@ struct Tile {
     bool dynamic_layout = false; // the Stmt's pitches differ from the layout's (tail-sized rows,
                                  // or a row padded to 16 bytes)
     int64_t offset_bytes = 0, slot_bytes = 0;
+    /** Non-empty: why TMA cannot move this tile. Its copies are made by the threads of the issuing
+     * warpgroup, which complete `tx_bytes` on the full barrier (mbarrier.complete_tx) where a TMA
+     * load would complete its boxes. A plain tile then keeps the Stmt's layout (empty `data`). */
+    std::string thread_copy;
+    int64_t tx_bytes = 0;
 
+    /** The GPU layout is the plan's `layout` (a TMA or wgmma tile), not the Stmt's. */
     bool tma() const { return !data.empty(); }
+    bool threads() const { return !thread_copy.empty(); }
     int64_t slot_elements() const { return slot_bytes / buffer->type.bytes(); }
     /** Versions lie at another stride on the GPU than in the Stmt. */
     bool rebased() const { return slot_bytes != buffer->slot_elements * buffer->type.bytes(); }
@@ -131,6 +142,8 @@ struct Plan {
     std::set<std::string> counters;              // ring positions (tandem_advance)
     std::set<std::string> phase_bits;    // mbarriers waited on with the waiter's own phase bits
     std::set<std::string> store_sources; // shared buffers TMA stores read (their empty barriers)
+    std::set<std::string> thread_args;   // arguments thread copies read or write: the kernel
+                                         // takes their pointers
     std::map<const Halide::Internal::IRNode *, std::vector<TailCheck>> tail_checks; // per copy
     int64_t shared_bytes = 0; // dynamic shared memory (plus 1024 B of alignment slack)
 

@@ -92,7 +92,18 @@ constexpr int64_t kMaxIdleSteps = 1000000;
 constexpr int kTmaTrack = 0;
 constexpr int kTensorTrack = 1;
 
-enum class OpKind : uint8_t { TmaLoad, TmaStore, Wgmma, Vector, Mbarrier, Exit, Wait, WgmmaWait };
+enum class OpKind : uint8_t {
+    TmaLoad,
+    TmaStore,
+    ThreadLoad,
+    ThreadStore,
+    Wgmma,
+    Vector,
+    Mbarrier,
+    Exit,
+    Wait,
+    WgmmaWait
+};
 
 const char *op_kind_name(OpKind k) {
     switch (k) {
@@ -100,6 +111,10 @@ const char *op_kind_name(OpKind k) {
         return "tma_load";
     case OpKind::TmaStore:
         return "tma_store";
+    case OpKind::ThreadLoad:
+        return "thread_load";
+    case OpKind::ThreadStore:
+        return "thread_store";
     case OpKind::Wgmma:
         return "wgmma";
     case OpKind::Vector:
@@ -243,6 +258,7 @@ struct Load {
     bool any_inside, clipped;
     uint32_t label;
     std::vector<int64_t> clock;
+    const char *op; // tma_load or thread_load
 };
 
 struct Event {
@@ -507,28 +523,88 @@ public:
         const char *op = "tma_load";
         begin_op(op, &label);
         TmaBoxes boxes = tma_boxes(op, label, smem, smem_offset, view, coords, box);
-        uint64_t name = op_name(OpKind::TmaLoad, label);
+        land(OpKind::TmaLoad, smem, view.buffer, boxes, barrier, label);
+    }
+
+    void thread_load(int smem, const Box &smem_box, int global, const Box &global_box,
+                     int barrier, const std::string &label) override {
+        const char *op = "thread_load";
+        begin_op(op, &label);
+        land(OpKind::ThreadLoad, smem, global,
+             thread_boxes(op, label, smem, smem_box, global, global_box), barrier, label);
+    }
+
+    /** A TMA or thread load: the data lands when the transfer ends and completes its bytes on
+     * the barrier; a thread load keeps its agent busy until then. */
+    void land(OpKind kind, int smem, int global, const TmaBoxes &boxes, int barrier,
+              const std::string &label) {
+        const char *op = op_kind_name(kind);
+        const bool threads = kind == OpKind::ThreadLoad;
+        uint64_t name = op_name(kind, label);
         Barrier &bar = used_barrier(op, barrier, nullptr, &name);
         int64_t bytes = boxes.elements * bytes_of(local(smem).type);
         Agent &agent = me();
         Cycles end = reserve_tma(agent.now, bytes, name);
+        if (threads)
+            end += thread_latencies(boxes.elements);
 
         int lane = lane_of(barrier);
         clocks_.join(lane, clocks_.clock(wg(current_)));
         clocks_.tick(wg(current_));
         if (boxes.any_inside) {
-            access(view.buffer, boxes.global_inside, false, lane, name, kAsyncProxy);
+            access(global, boxes.global_inside, false, lane, name, kAsyncProxy);
         }
         access(smem, boxes.smem_full, true, lane, name, kAsyncProxy);
         bar.last_load_epoch = clocks_.epoch(lane);
         bar.last_load_op = name;
         bar.last_load_buffer = smem;
-        loads_.push_back(Load{current_, barrier, bytes, smem, view.buffer, boxes.smem_full,
+        loads_.push_back(Load{current_, barrier, bytes, smem, global, boxes.smem_full,
                               boxes.smem_inside, boxes.global_inside, boxes.any_inside,
-                              boxes.clipped, uint32_t(name >> 32), clocks_.copy(lane)});
+                              boxes.clipped, uint32_t(name >> 32), clocks_.copy(lane), op});
         clocks_.tick(lane);
         events_.push(Event{end, next_event_++, loads_.size() - 1});
-        agent.now += params_.issue_cycles;
+        agent.now = threads ? end : agent.now + params_.issue_cycles;
+    }
+
+    /** The memory latencies a thread copy waits beyond its first: one per batch of loads. */
+    Cycles thread_latencies(int64_t elements) const {
+        const int64_t batch = 128 * int64_t(params_.thread_copy_batch);
+        return std::max<int64_t>(0, (elements + batch - 1) / batch - 1) * params_.tma_latency;
+    }
+
+    /** The boxes of a thread copy: any strides, nothing clipped. */
+    TmaBoxes thread_boxes(const char *op, const std::string &label, int smem, const Box &smem_box,
+                          int global, const Box &global_box) {
+        const Buffer &shared = checked(op, label, "smem", smem, smem_box);
+        const Buffer &tensor = checked(op, label, "global", global, global_box);
+        if (shared.memory != Memory::Shared || tensor.memory != Memory::Global) {
+            fail(op, label, "a thread copy moves a box between global memory ('" + tensor.name +
+                                "') and smem ('" + shared.name + "')");
+        }
+        if (shared.type != tensor.type) {
+            fail(op, label, "smem '" + shared.name + "' is " + dtype_name(shared.type) +
+                                " but '" + tensor.name + "' is " + dtype_name(tensor.type) +
+                                "; a thread copy moves elements without conversion");
+        }
+        if (smem_box.elements() != global_box.elements()) {
+            fail(op, label, "the smem box has " + std::to_string(smem_box.elements()) +
+                                " elements but the global box " +
+                                std::to_string(global_box.elements()));
+        }
+        TmaBoxes out;
+        out.smem_full = out.smem_inside = smem_box;
+        out.global_inside = global_box;
+        out.elements = smem_box.elements();
+        out.any_inside = out.elements > 0;
+        return out;
+    }
+
+    void thread_store(int global, const Box &global_box, int smem, const Box &smem_box,
+                      const std::string &label) override {
+        const char *op = "thread_store";
+        begin_op(op, &label);
+        drain(OpKind::ThreadStore, global,
+              thread_boxes(op, label, smem, smem_box, global, global_box), smem, label);
     }
 
     void tma_store(const TensorView &view, const std::vector<int64_t> &coords,
@@ -536,8 +612,18 @@ public:
                    const std::string &label) override {
         const char *op = "tma_store";
         begin_op(op, &label);
-        TmaBoxes boxes = tma_boxes(op, label, smem, smem_offset, view, coords, box);
-        uint64_t name = op_name(OpKind::TmaStore, label);
+        drain(OpKind::TmaStore, view.buffer,
+              tma_boxes(op, label, smem, smem_offset, view, coords, box), smem, label);
+    }
+
+    /** A TMA or thread store, in the agent's open bulk group: its smem reads are retired by
+     * bulk_wait_group_read (for threads, the warpgroup barrier the emitter places there). Threads
+     * read smem through the generic proxy and keep the agent busy while they issue the stores. */
+    void drain(OpKind kind, int global, const TmaBoxes &boxes, int smem,
+               const std::string &label) {
+        const bool threads = kind == OpKind::ThreadStore;
+        const uint8_t proxy = threads ? kGenericProxy : kAsyncProxy;
+        uint64_t name = op_name(kind, label);
         const Buffer &source = local(smem);
         int64_t bytes = boxes.elements * bytes_of(source.type);
         Agent &agent = me();
@@ -546,11 +632,11 @@ public:
         int store = store_of(current_);
         clocks_.join(store, clocks_.clock(wg(current_)));
         clocks_.tick(wg(current_));
-        access(smem, boxes.smem_full, false, store, name, kAsyncProxy);
+        access(smem, boxes.smem_full, false, store, name, proxy);
         if (boxes.any_inside) {
-            access(view.buffer, boxes.global_inside, true, store, name, kAsyncProxy);
+            access(global, boxes.global_inside, true, store, name, proxy);
             if (impl_.numerics) {
-                detail::copy_box(impl_.globals[size_t(view.buffer)].data.get(), boxes.global_inside,
+                detail::copy_box(impl_.globals[size_t(global)].data.get(), boxes.global_inside,
                                  source.data.get(), boxes.smem_inside, bytes_of(source.type));
             }
         }
@@ -558,7 +644,8 @@ public:
         agent.store_open_end = std::max(agent.store_open_end, end);
         agent.store_open_op = name;
         agent.store_open_buffer = smem;
-        agent.now += params_.issue_cycles;
+        agent.now = threads ? std::max(agent.now + params_.issue_cycles, end - params_.tma_latency)
+                            : agent.now + params_.issue_cycles;
     }
 
     void bulk_commit_group() override {
@@ -1254,7 +1341,7 @@ private:
         clocks_.join_into(bar.clock, load.clock.data());
         if (load.bytes > bar.tx) {
             throw SimError("CTA " + std::to_string(cta_) + ", agent '" +
-                           agents_[size_t(load.agent)].name + "': tma_load '" +
+                           agents_[size_t(load.agent)].name + "': " + load.op + " '" +
                            impl_.labels.text(load.label) + "' completes " +
                            std::to_string(load.bytes) + " tx bytes on mbarrier '" + bar.name +
                            "', whose phase " + std::to_string(bar.completions) + " expects only " +

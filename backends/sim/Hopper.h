@@ -29,6 +29,9 @@
  *  - wgmma: acc(n, m) += a(k, m) * b(n, k), acc in the agent's registers (a per-agent buffer),
  *    a and b in smem; asynchronous: fence, mma_async..., commit_group, wait_group(n). Its smem
  *    reads happen between issue and the wait that retires it.
+ *  - Thread copies (where TMA cannot copy): a load lands like a TMA load (async proxy, tx bytes on
+ *    a barrier) but keeps its agent busy until then; a store reads smem through the generic proxy
+ *    and, like a TMA store, retires its reads at wait_group_read.
  *  - Generic-proxy writes to smem (vector ops) read next by the async proxy (TMA store, wgmma)
  *    need fence_proxy_async by the writing agent after the write; otherwise it is a race
  *    ("missing fence.proxy.async").
@@ -61,6 +64,10 @@ struct HopperParams {
     int vector_flops_per_cycle = 128;   // per warpgroup (128 threads)
     int barrier_latency = 20;           // arrive -> visible to a waiter
     int issue_cycles = 1;               // any other op
+    // Thread copies (ld / st by a warpgroup's threads, where TMA cannot copy): each thread keeps
+    // this many loads in flight, so a copy waits one memory latency (tma_latency) per batch of
+    // 128 x thread_copy_batch elements, and moves its bytes at the SM's share of bandwidth.
+    int thread_copy_batch = 4;
 
     int64_t tma_cycles(int64_t bytes) const;
     int64_t wgmma_cycles(int64_t m, int64_t n, int64_t k) const;
@@ -91,6 +98,17 @@ public:
                           const std::vector<int64_t> &box, int barrier, const std::string &label) = 0;
     virtual void tma_store(const TensorView &view, const std::vector<int64_t> &coords, const std::vector<int64_t> &box,
                            int smem, int64_t smem_offset, const std::string &label) = 0;
+    /** A copy by the agent's own threads (ld.global / st.shared, fence.proxy.async, then one
+     * thread's mbarrier.complete_tx): what TMA cannot move, a box of any strides (the two boxes
+     * have the same extents). The agent is busy until the data has landed, then the bytes
+     * complete on `barrier` as a TMA load's do. */
+    virtual void thread_load(int smem, const Box &smem_box, int global, const Box &global_box, int barrier,
+                             const std::string &label) = 0;
+    /** A store by the agent's own threads (ld.shared / st.global, generic proxy), in the agent's
+     * bulk group like a TMA store: its smem reads retire at bulk_wait_group_read, where the
+     * emitted code has the warpgroup meet. */
+    virtual void thread_store(int global, const Box &global_box, int smem, const Box &smem_box,
+                              const std::string &label) = 0;
     virtual void bulk_commit_group() = 0;
     /** False blocks until at most `pending` committed store groups still read smem. */
     virtual bool bulk_wait_group_read(int pending) = 0;

@@ -281,62 +281,95 @@ TEST(HopperShapes, PaddedKernelsAssembleWithoutSpills) {
     fs::remove_all(dir);
 }
 
-// ---- user errors: each names the buffer or tensor and the TMA rule ----
+// ---- thread copies: what TMA cannot move, the warpgroup's threads copy ----
 
-std::string emit_error(const Case &c) {
-    try {
-        hopper_backend::emit_cuda(compile_case(c));
-    } catch (const Error &e) {
-        return e.what();
+/** Tiles TMA cannot move, each with the reason the emitted comment must give: global strides
+ * that are not multiples of 16 bytes (MMA operands and plain tiles, loads and stores), K tiles
+ * and store tiles whose padding would land in the middle of the tensor. */
+std::vector<std::pair<Case, std::string>> thread_cases() {
+    return {
+        {{"gemm_k1001_ws", "gemm", "ws", {{"M", "256"}, {"N", "256"}, {"K", "1001"}}, true, true},
+         "A has a global stride of 2002 bytes"},
+        {{"gemm_n3_ws", "gemm", "ws", {{"M", "64"}, {"N", "3"}, {"K", "64"}}, true, true},
+         "B has a global stride of 6 bytes"},
+        {{"gemm_k31_ws_pingpong",
+          "gemm",
+          "ws_pingpong",
+          {{"M", "183"}, {"N", "127"}, {"K", "31"}},
+          true,
+          true},
+         "A has a global stride of 62 bytes"},
+        {{"gemm_k2_n1_ws_pingpong",
+          "gemm",
+          "ws_pingpong",
+          {{"M", "127"}, {"N", "1"}, {"K", "2"}},
+          true,
+          true},
+         "A has a global stride of 4 bytes"},
+        {{"gemm_k1_pipelined", "gemm", "pipelined", {{"M", "129"}, {"N", "128"}, {"K", "1"}}, true,
+          false},
+         "A has a global stride of 2 bytes"},
+        {{"gemm_tk32_ws",
+          "gemm",
+          "ws",
+          {{"M", "256"}, {"N", "256"}, {"K", "256"}, {"TK", "32"}},
+          true,
+          true},
+         "in the middle of A"},
+        {{"elementwise_w807_h257", "elementwise", "", {{"W", "807"}, {"H", "257"}}, false, false},
+         "a has a global stride of 3228 bytes"},
+        {{"rmsnorm_d61_r109_rb2", "rmsnorm", "", {{"D", "61"}, {"R", "109"}, {"RB", "2"}}, false,
+          false},
+         "in the middle of out"},
+    };
+}
+
+TEST(HopperShapes, ThreadCopiesAssembleWithoutSpills) {
+    const std::string nvcc = find_nvcc();
+    std::string all;
+    for (const auto &[c, why] : thread_cases()) {
+        std::string source;
+        ASSERT_NO_THROW(source = hopper_backend::emit_cuda(compile_case(c), c.name)) << c.name;
+        EXPECT_NE(source.find("thread copy"), std::string::npos) << c.name;
+        EXPECT_NE(source.find(why), std::string::npos) << c.name << ": no '" << why << "'";
+        all += source + "\n";
     }
-    return "";
-}
-
-TEST(HopperEmitterErrors, GlobalStrideNotMultipleOf16Bytes) {
-    // A row of 1001 bf16 is 2002 bytes: TMA needs global strides that are multiples of 16 bytes.
-    std::string message =
-        emit_error({"odd_k", "gemm", "ws", {{"M", "256"}, {"N", "256"}, {"K", "1001"}}});
-    EXPECT_NE(message.find("A has a global stride of 2002 bytes"), std::string::npos) << message;
-    EXPECT_NE(message.find("multiples of 16 bytes"), std::string::npos) << message;
-}
-
-TEST(HopperEmitterErrors, MmaTileKMustBeAMultipleOf64) {
-    // With the 128B swizzle an MMA operand's inner dim is made of 64-element column blocks.
-    std::string message = emit_error(
-        {"tk32", "gemm", "ws", {{"M", "256"}, {"N", "256"}, {"K", "256"}, {"TK", "32"}}});
-    EXPECT_NE(message.find("MMA operand A"), std::string::npos) << message;
-    EXPECT_NE(message.find("multiple of 64 bf16"), std::string::npos) << message;
-}
-
-TEST(HopperEmitterErrors, GlobalStrideNeedsANonTmaPath) {
-    // N = 3 bf16: rows of B and C are 6 bytes apart; no view of them avoids that stride.
-    std::string message = emit_error({"n3", "gemm", "ws", {{"M", "64"}, {"N", "3"}, {"K", "64"}}});
-    EXPECT_NE(message.find("directive async_copy"), std::string::npos) << message;
-    EXPECT_NE(message.find("B has a global stride of 6 bytes"), std::string::npos) << message;
-    EXPECT_NE(message.find("no non-TMA copy path"), std::string::npos) << message;
-}
-
-TEST(HopperEmitterErrors, KTileInTheMiddleIsNotPadded) {
-    // K = 256 in tiles of 32: padding a K tile to 64 would multiply the next tile's data.
-    std::string message = emit_error(
-        {"tk32", "gemm", "ws", {{"M", "256"}, {"N", "256"}, {"K", "256"}, {"TK", "32"}}});
-    // (Halide renames Funcs that share a name within a process: acc may be acc$12.)
-    EXPECT_TRUE(
-        std::regex_search(message, std::regex("Func 'acc(\\$[0-9]+)?', directive tile_mma")))
-        << message;
-    EXPECT_TRUE(std::regex_search(message, std::regex("in the middle of A(\\$[0-9]+)? ")))
-        << message;
-}
-
-TEST(HopperEmitterErrors, StoreTileInTheMiddleIsNotPadded) {
-    // Tiles of 2 rows of 61 f32 are 488 bytes: a TMA store box (a multiple of 16 bytes) of a tile
-    // in the middle of out would overwrite the next tile.
-    std::string message =
-        emit_error({"d61", "rmsnorm", "", {{"D", "61"}, {"R", "109"}, {"RB", "2"}}});
-    EXPECT_TRUE(std::regex_search(message, std::regex("Func 'out(\\$[0-9]+)?', directive tile:")))
-        << message;
-    EXPECT_NE(message.find("cannot be padded"), std::string::npos) << message;
-    EXPECT_NE(message.find("a multiple of 4 rows"), std::string::npos) << message;
+    if (nvcc.empty())
+        GTEST_SKIP() << "nvcc not found (/usr/local/cuda/bin/nvcc or PATH): the emitted CUDA is "
+                        "not assembled";
+    fs::path dir =
+        fs::temp_directory_path() / ("tandem_hopper_threads_" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    fs::path cu = dir / "threads.cu", ptx = dir / "threads.ptx", cubin = dir / "threads.cubin";
+    std::ofstream(cu) << all;
+    const std::string flags =
+        " -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I" TANDEM_HOPPER_RUNTIME_DIR " ";
+    Command to_ptx = run(nvcc + flags + "--ptx -o " + ptx.string() + " " + cu.string());
+    ASSERT_EQ(to_ptx.status, 0) << "nvcc failed on " << cu << ":\n" << to_ptx.output;
+    fs::path ptxas = fs::path(nvcc).parent_path() / "ptxas";
+    Command assemble = run((fs::exists(ptxas) ? ptxas.string() : std::string("ptxas")) +
+                           " -arch=sm_90a -v -o " + cubin.string() + " " + ptx.string());
+    ASSERT_EQ(assemble.status, 0) << "ptxas failed on " << ptx << ":\n" << assemble.output;
+    const std::regex spills("(\\d+) bytes spill stores, (\\d+) bytes spill loads");
+    int kernels = 0;
+    for (auto it = std::sregex_iterator(assemble.output.begin(), assemble.output.end(), spills);
+         it != std::sregex_iterator(); ++it, ++kernels) {
+        EXPECT_EQ((*it)[1], "0") << "spill stores:\n" << assemble.output;
+        EXPECT_EQ((*it)[2], "0") << "spill loads:\n" << assemble.output;
+    }
+    EXPECT_EQ(kernels, int(thread_cases().size())) << assemble.output;
+    const std::string text = read(ptx);
+    for (const auto &[c, why] : thread_cases()) {
+        std::string entry = entry_ptx(text, c.name);
+        ASSERT_FALSE(entry.empty()) << "no .entry for " << c.name;
+        if (c.mma) {
+            // Operands written swizzled by the threads, completed on the full barrier.
+            EXPECT_NE(entry.find("st.shared.u16"), std::string::npos) << c.name;
+            EXPECT_NE(entry.find("mbarrier.complete_tx"), std::string::npos) << c.name;
+            EXPECT_NE(entry.find("wgmma.mma_async"), std::string::npos) << c.name;
+        }
+    }
+    fs::remove_all(dir);
 }
 
 TEST(HopperEmitterErrors, RejectsOtherTargets) {

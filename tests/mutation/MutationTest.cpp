@@ -4,7 +4,9 @@
 // end in a race, a deadlock, a model error or a result the Halide reference rejects. A mutant that
 // runs clean is a sync op the kernel does not need (the lowering should not emit it), a hole in
 // the machine model, or an equivalent mutant: a shifted wait that waits for a later event than it
-// needs, which is still a correct program (see equivalent(); counted apart and printed).
+// needs, which is still a correct program, or, on Hopper, a fence before a store that threads make
+// where TMA cannot (generic proxy: the emitter drops that fence) (see equivalent(); counted apart
+// and printed).
 //
 // Each run happens at the model's own timing and, for warp-specialised Hopper kernels, again with
 // the producer or the consumers paused before every wait, since a protocol must hold whatever the
@@ -15,6 +17,7 @@
 #include "App.h"
 #include "Run.h"
 #include "hopper/Executor.h"
+#include "hopper/Plan.h"
 #include "tandem/AsyncIR.h"
 #include "tandem/Evaluator.h"
 #include "zpu/Executor.h"
@@ -258,6 +261,19 @@ bool ends_with(const std::string &s, const std::string &tail) {
  * is usually a real bug, and is killed there. */
 std::string equivalent(const Kernel &kernel, const mutation::Mutant &m) {
     using Kind = mutation::Mutant::Kind;
+    if (kernel.target.arch == Target::Arch::Hopper && m.kind == Kind::Delete &&
+        m.op == "tandem_fence_proxy_async") {
+        // The fence orders the threads' writes before a TMA store reads the tile (async proxy).
+        // Where TMA cannot store the tile, threads do, through the generic proxy: the emitter
+        // drops the fence, and deleting it changes nothing.
+        hopper_backend::Plan plan = hopper_backend::plan_kernel(kernel);
+        bool all_threads = !plan.store_sources.empty();
+        for (const std::string &b : plan.store_sources)
+            all_threads = all_threads && plan.tiles.at(b).threads();
+        if (all_threads)
+            return "redundant: the fence before a store the threads make (generic proxy), which "
+                   "the emitter drops";
+    }
     if (m.kind != Kind::ShiftSlot || m.loops.empty() || !ends_with(m.loops.back(), ".on_core"))
         return "";
     if (kernel.target.arch == Target::Arch::ZPU && ends_with(m.barrier, ".empty")) {

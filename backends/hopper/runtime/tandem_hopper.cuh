@@ -241,6 +241,107 @@ __device__ __forceinline__ void fence_proxy_async_shared() {
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
+// ---------------------------------------------------------------------------------------------
+// Thread copies: what TMA cannot move (a global stride that is not a multiple of 16 bytes, ...)
+// ---------------------------------------------------------------------------------------------
+
+/** Elements each thread loads before it stores them: the loads of a batch are in flight at once. */
+constexpr int thread_copy_batch = 4;
+
+template <int Bytes> struct bits_of;
+template <> struct bits_of<2> { using type = uint16_t; };
+template <> struct bits_of<4> { using type = uint32_t; };
+
+/** A copy made by the 128 threads of a warpgroup (`thread`: the thread's index in it): element
+ * (i_0, .., i_Rank-1) of the box `extent` (innermost first) moves from src[sum i_d src_stride[d]]
+ * to dst[sum i_d dst_stride[d]] (strides in elements). Either side may be global or shared. */
+template <class T, int Rank>
+__device__ __forceinline__ void thread_copy(T *dst, const T *src, const int (&extent)[Rank],
+                                            const int (&dst_stride)[Rank],
+                                            const int (&src_stride)[Rank], int thread) {
+    using Bits = typename bits_of<sizeof(T)>::type;
+    Bits *const to = reinterpret_cast<Bits *>(dst);
+    const Bits *const from = reinterpret_cast<const Bits *>(src);
+    int total = 1;
+    for (int d = 0; d < Rank; d++)
+        total *= extent[d];
+#pragma unroll 1
+    for (int base = 0; base < total; base += threads_per_warpgroup * thread_copy_batch) {
+        Bits value[thread_copy_batch];
+        int at[thread_copy_batch];
+#pragma unroll
+        for (int u = 0; u < thread_copy_batch; u++) {
+            int i = base + u * threads_per_warpgroup + thread, source = 0;
+            at[u] = -1;
+            if (i < total) {
+                at[u] = 0;
+                for (int d = 0; d < Rank; d++) {
+                    const int c = i % extent[d];
+                    i /= extent[d];
+                    source += c * src_stride[d];
+                    at[u] += c * dst_stride[d];
+                }
+                value[u] = from[source];
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < thread_copy_batch; u++) {
+            if (at[u] >= 0)
+                to[at[u]] = value[u];
+        }
+    }
+}
+
+/** A wgmma operand tile written by a warpgroup's threads as a 128B-swizzled TMA load would land
+ * it: `columns` (a multiple of 64) x `rows` bf16 at shared address `tile` (1024-byte aligned), in
+ * column blocks of 64, each `rows` rows of 128 bytes, the 16-byte chunk c of row r stored at chunk
+ * c ^ (r % 8). Element (x, y) is src[x * x_stride + y * y_stride] for x < x_extent and y <
+ * y_extent, else zero (the padding a wgmma multiplies must be zero). */
+__device__ __forceinline__ void thread_copy_swizzled(uint32_t tile, int columns, int rows,
+                                                     const __nv_bfloat16 *src, int x_extent,
+                                                     int y_extent, int x_stride, int y_stride,
+                                                     int thread) {
+    const uint16_t *const from = reinterpret_cast<const uint16_t *>(src);
+    const int total = columns * rows;
+#pragma unroll 1
+    for (int base = 0; base < total; base += threads_per_warpgroup * thread_copy_batch) {
+        uint16_t value[thread_copy_batch];
+#pragma unroll
+        for (int u = 0; u < thread_copy_batch; u++) {
+            const int i = base + u * threads_per_warpgroup + thread, x = i % columns,
+                      y = i / columns;
+            value[u] = i < total && x < x_extent && y < y_extent ? from[x * x_stride + y * y_stride]
+                                                                 : uint16_t(0);
+        }
+#pragma unroll
+        for (int u = 0; u < thread_copy_batch; u++) {
+            const int i = base + u * threads_per_warpgroup + thread, x = i % columns,
+                      y = i / columns;
+            const int byte = (x % 64) * 2;
+            const uint32_t address = tile + uint32_t((x / 64) * rows * 128 + y * 128 +
+                                                     (((byte / 16) ^ (y % 8)) * 16) + byte % 16);
+            if (i < total)
+                asm volatile("st.shared.u16 [%0], %1;" ::"r"(address), "h"(value[u]) : "memory");
+        }
+    }
+}
+
+/** After a thread copy into shared memory: every thread's writes are made visible to the async
+ * proxy (wgmma, TMA stores) and the warpgroup meets; then one thread completes the copy's bytes
+ * on the full barrier, as a TMA load would (a release fence, then the relaxed complete_tx). */
+__device__ __forceinline__ void thread_copy_complete(uint64_t *barrier, uint32_t bytes,
+                                                     int warpgroup, bool elected) {
+    fence_proxy_async_shared();
+    warpgroup_sync(warpgroup);
+    if (elected) {
+        asm volatile("fence.acq_rel.cta;\n"
+                     "mbarrier.complete_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(
+                         shared_address(barrier)),
+                     "r"(bytes)
+                     : "memory");
+    }
+}
+
 /** A full-size box stands for a tail tile only where the part past the tile lies past the
  * tensor's edge (TMA zero-fills loads and drops stores there). Traps otherwise. */
 __device__ __forceinline__ void check_tail(int extent, int box, int coordinate, int tensor_extent) {
