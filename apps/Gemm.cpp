@@ -18,7 +18,7 @@ int fitting_stages(int TM, int TN, int TK, const std::string &out, const std::st
     const int64_t per_stage = (up(TM) * up(TK) + up(TK) * up(TN)) * 2;
     const int64_t staging = (schedule == "ws_pingpong" ? 2 : 1) * up(TM) * up(TN) * (out == "bf16" ? 2 : 4);
     const int64_t bias = epilogue == "bias_relu" ? 2 * 4 * up(TN) : 0;
-    const int64_t free = target.hopper.smem_bytes - staging - bias - 4096; // barriers, alignment
+    const int64_t free = target.machine.integer("smem_bytes") - staging - bias - 4096; // barriers, alignment
     return int(std::clamp<int64_t>(free / per_stage, 1, 4));
 }
 

@@ -65,20 +65,20 @@ std::string number(double v) {
 
 double roofline_cycles(const Workload &w, const Target &target) {
     if (target.arch == Target::Arch::Hopper) {
-        const sim::hopper::HopperParams &h = target.hopper;
+        const sim::hopper::HopperParams h = sim::hopper::HopperParams::from(target.lookup());
         double sms = h.sms;
         return std::max({w.macs / (sms * h.wgmma_macs_per_cycle), w.vector_flops / (sms * 4.0 * h.vector_flops_per_cycle),
-                         w.bytes / (sms * h.tma_bytes_per_cycle)});
+                         w.bytes / std::min(h.hbm_bytes_per_cycle, sms * h.tma_bytes_per_cycle)});
     }
     if (target.arch == Target::Arch::Ascend) {
-        const sim::ascend::AscendParams &a = target.ascend;
+        const sim::ascend::AscendParams a = sim::ascend::AscendParams::from(target.lookup());
         double cores = a.cores;
         // Inputs come in on MTE2 (GM -> L1/UB), the output goes out on MTE3 or FIX: count them all
         // at the slower inbound rate, a bound no schedule beats.
         return std::max({w.macs / (cores * 16.0 * 16 * 16), w.vector_flops / (cores * a.vector_flops_per_cycle),
                          w.bytes / (cores * (a.gm_to_ub + a.ub_to_gm))});
     }
-    const sim::ZpuParams &z = target.zpu;
+    const sim::ZpuParams z = sim::ZpuParams::from(target.lookup());
     double cores = z.cores;
     double mma = w.macs / (cores * z.peak_macs_per_cycle());
     double vector = w.vector_flops / (cores * z.vector_flops_per_cycle);
@@ -153,7 +153,7 @@ RunResult run(const App &app, const RunOptions &options) {
     std::unique_ptr<sim::ascend::Machine> ascend;
     t0 = std::chrono::steady_clock::now();
     if (target.arch == Target::Arch::Hopper) {
-        hopper = std::make_unique<sim::hopper::Machine>(target.hopper, options.numerics, !options.trace.empty());
+        hopper = std::make_unique<sim::hopper::Machine>(sim::hopper::HopperParams::from(target.lookup()), options.numerics, !options.trace.empty());
         ids = add_arguments(
             kernel, [&](const std::string &n, sim::DType t, int64_t e) { return hopper->add_global(n, t, e); },
             [&](int id) { return hopper->data(id); }, options.numerics, options.seed, &reference_inputs);
@@ -162,7 +162,7 @@ RunResult run(const App &app, const RunOptions &options) {
         if (!options.trace.empty()) hopper->write_trace(options.trace);
         data_of = [&](int id) { return hopper->data(id); };
     } else if (target.arch == Target::Arch::Ascend) {
-        ascend = std::make_unique<sim::ascend::Machine>(target.ascend, options.numerics, !options.trace.empty());
+        ascend = std::make_unique<sim::ascend::Machine>(sim::ascend::AscendParams::from(target.lookup()), options.numerics, !options.trace.empty());
         ids = add_arguments(
             kernel, [&](const std::string &n, sim::DType t, int64_t e) { return ascend->add_gm(n, t, e); },
             [&](int id) { return ascend->data(id); }, options.numerics, options.seed, &reference_inputs);
@@ -171,7 +171,7 @@ RunResult run(const App &app, const RunOptions &options) {
         if (!options.trace.empty()) ascend->write_trace(options.trace);
         data_of = [&](int id) { return ascend->data(id); };
     } else {
-        zpu = std::make_unique<sim::Machine>(target.zpu, options.numerics, !options.trace.empty());
+        zpu = std::make_unique<sim::Machine>(sim::ZpuParams::from(target.lookup()), options.numerics, !options.trace.empty());
         ids = add_arguments(kernel, *zpu, options.seed, &reference_inputs);
         zpu_backend::execute(kernel, *zpu, ids);
         r.report = zpu->finish();

@@ -8,6 +8,7 @@
  */
 
 #include "App.h"
+#include "sim/Zpu.h"
 
 #include <functional>
 #include <string>

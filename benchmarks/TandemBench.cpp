@@ -47,7 +47,7 @@ void simulate(benchmark::State &state, const App &app, const Params &given, cons
     Kernel k = compile_app(app, p, schedule, Target::parse("zpu"));
     int64_t cycles = 0;
     for (auto _ : state) {
-        sim::Machine m(k.target.zpu, numerics);
+        sim::Machine m(sim::ZpuParams::from(k.target.lookup()), numerics);
         auto ids = add_arguments(k, m, 1);
         zpu_backend::execute(k, m, ids);
         cycles = m.finish().cycles;

@@ -1,7 +1,8 @@
 #include "Emitter.h"
 
 #include "tandem/AsyncIR.h"
-#include "tandem/Evaluator.h"
+#include "common/Evaluator.h"
+#include "sim/Ascend.h"
 
 #include <iomanip>
 #include <map>
@@ -874,7 +875,7 @@ std::string emit_ascendc(const Kernel &kernel, const std::string &function, int 
        << "    AscendC::TPipe pipe;\n";
     std::map<Mem, int64_t> used;
     for (const SramBuffer &b : kernel.buffers) {
-        int64_t align = kernel.target.ascend.alignment(b.ascend_mem);
+        int64_t align = sim::ascend::AscendParams::from(kernel.target.lookup()).alignment(b.ascend_mem);
         int64_t start = (used[b.ascend_mem] + align - 1) / align * align;
         internal_assert(start == b.offset_bytes)
             << "ascend emitter: " << b.name << " is at byte " << b.offset_bytes << " of "

@@ -1,7 +1,7 @@
 #include "Executor.h"
 
 #include "tandem/AsyncIR.h"
-#include "tandem/Evaluator.h"
+#include "common/Evaluator.h"
 
 #include <memory>
 #include <set>

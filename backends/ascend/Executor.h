@@ -9,6 +9,7 @@
  * variables it saw when it was recorded.
  */
 
+#include "sim/Ascend.h"
 #include "tandem/Kernel.h"
 
 #include <map>

@@ -2,7 +2,7 @@
 #include "Plan.h"
 
 #include "tandem/AsyncIR.h"
-#include "tandem/Evaluator.h"
+#include "common/Evaluator.h"
 
 #include <unordered_map>
 
@@ -361,6 +361,7 @@ void execute(const Kernel &kernel, sim::hopper::Machine &machine, const std::map
     for (const auto &[name, tile] : plan_kernel(kernel).tiles) {
         if (tile.threads()) thread_tiles.insert(name);
     }
+    machine.set_grid(kernel.grid);
     for (int index = 0; index < kernel.grid; index++) {
         Cta cta{kernel, machine, index, {}, {}, {}, thread_tiles};
         for (const auto &[name, id] : arguments) cta.shared[name] = id;

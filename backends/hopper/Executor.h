@@ -8,13 +8,15 @@
  * resume there when the model wakes it.
  *
  * Intrinsics map to the model's ops: tandem_copy into shared memory = a TMA load completing on
- * its mbarrier; tandem_copy to the output = a TMA store in a bulk group; tandem_wait on an
+ * its mbarrier; tandem_copy to the output = a TMA store in a bulk group; a copy of a tile TMA
+ * cannot move (plan_kernel, Plan.h) = a thread load or store instead; tandem_wait on an
  * mbarrier = try_wait.parity with the agent's phase bit for that version (then flipped); a wait on
  * a store source's empty barrier = bulk wait_group.read 0; tandem_mma = wgmma fence, mma_async,
  * commit and wait_group 0; tandem_expect / tandem_arrive / tandem_fence_proxy_async /
  * tandem_setmaxnreg as named.
  */
 
+#include "sim/Hopper.h"
 #include "tandem/Kernel.h"
 
 #include <map>

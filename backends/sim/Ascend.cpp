@@ -164,6 +164,40 @@ std::string paths_text() {
 
 } // namespace
 
+AscendParams AscendParams::from(const ParamLookup &get) {
+    AscendParams p;
+    p.cores = int(get("cores"));
+    p.l1_bytes = int64_t(get("l1_bytes"));
+    p.l0a_bytes = int64_t(get("l0a_bytes"));
+    p.l0b_bytes = int64_t(get("l0b_bytes"));
+    p.l0c_bytes = int64_t(get("l0c_bytes"));
+    p.ub_bytes = int64_t(get("ub_bytes"));
+    p.l1_align = int(get("l1_align"));
+    p.ub_align = int(get("ub_align"));
+    p.l0ab_align = int(get("l0ab_align"));
+    p.l0c_align = int(get("l0c_align"));
+    p.gm_to_l1 = get("gm_to_l1");
+    p.gm_to_ub = get("gm_to_ub");
+    p.l1_to_l0a = get("l1_to_l0a");
+    p.l1_to_l0b = get("l1_to_l0b");
+    p.l0c_to_gm = get("l0c_to_gm");
+    p.ub_to_gm = get("ub_to_gm");
+    p.l1_to_ub = get("l1_to_ub");
+    p.ub_to_l1 = get("ub_to_l1");
+    p.l2_read = get("l2_read");
+    p.l2_bytes = int64_t(get("l2_bytes"));
+    p.l2_line = int(get("l2_line"));
+    p.copy_fixed = int(get("copy_fixed"));
+    p.cube_fixed = int(get("cube_fixed"));
+    p.vector_flops_per_cycle = int(get("vector_flops_per_cycle"));
+    p.vector_fixed = int(get("vector_fixed"));
+    p.event_ids = int(get("event_ids"));
+    p.scalar_issue_cycles = int(get("scalar_issue_cycles"));
+    p.flag_cycles = int(get("flag_cycles"));
+    p.pipe_barrier_cycles = int(get("pipe_barrier_cycles"));
+    return p;
+}
+
 int64_t AscendParams::capacity(Mem m) const {
     switch (m) {
     case Mem::GM:
@@ -378,7 +412,7 @@ struct Machine::Impl {
 
     Impl(const AscendParams &p, bool numerics_on, bool trace_on)
         : params(p), numerics(numerics_on), trace(trace_on),
-          used(size_t(p.cores), std::array<int64_t, kMems>{}) {}
+          used(size_t(p.cores), std::array<int64_t, kMems>{}), l2(p.l2_line, p.l2_bytes) {}
 
     AscendParams params;
     bool numerics;
@@ -392,45 +426,13 @@ struct Machine::Impl {
     bool deadlock = false;
     std::string deadlock_message;
     std::vector<int> ended;           // cores whose program ended, not simulated yet
-    std::unordered_set<uint64_t> l2;  // (GM buffer, line) pairs in L2
+    detail::L2Lines l2;
 
     /** The cost of a GM read (a copy run now, in the machine's time order): lines read before by
      * any core are in L2; the others come from HBM and are then in L2 while it has room. */
     Cycles gm_read_cost(const Op &op, const Buffer &from, const Buffer &to) {
-        const int64_t line = params.l2_line, element = bytes_of(from.type);
-        const size_t capacity = size_t(params.l2_bytes / line);
-        int64_t miss = 0, hit = 0;
-        std::unordered_set<uint64_t> fetched; // lines this read brings from HBM
-        auto run = [&](int64_t first, int64_t bytes) { // a contiguous run of bytes
-            for (int64_t at = first; at < first + bytes;) {
-                int64_t index = at / line, next = std::min((index + 1) * line, first + bytes);
-                uint64_t key = (uint64_t(op.src) << 40) | uint64_t(index);
-                if (l2.count(key)) {
-                    hit += next - at;
-                } else {
-                    miss += next - at;
-                    fetched.insert(key);
-                }
-                at = next;
-            }
-        };
-        const std::vector<Dim> &dims = op.src_box.dims;
-        bool contiguous = !dims.empty() && dims[0].stride == 1;
-        size_t outer = contiguous ? 1 : 0;
-        int64_t row = contiguous ? dims[0].extent * element : element;
-        std::vector<int64_t> index(dims.size(), 0);
-        for (;;) {
-            int64_t offset = op.src_box.offset;
-            for (size_t d = outer; d < dims.size(); ++d) offset += index[d] * dims[d].stride;
-            run(offset * element, row);
-            size_t d = outer;
-            while (d < dims.size() && ++index[d] == dims[d].extent) index[d++] = 0;
-            if (d == dims.size()) break;
-        }
-        for (uint64_t key : fetched) {
-            if (l2.size() < capacity) l2.insert(key);
-        }
-        return params.gm_read_cycles(to.mem, miss, hit);
+        detail::L2Lines::Split split = l2.read(op.src, op.src_box, bytes_of(from.type));
+        return params.gm_read_cycles(to.mem, split.miss, split.hit);
     }
 
     int flag_key(Pipe src, Pipe dst, int event) const {

@@ -37,7 +37,6 @@ namespace tandem::sim::ascend {
 enum class Pipe : uint8_t { S, MTE2, MTE1, M, FIX, V, MTE3, ALL };
 const char *pipe_name(Pipe p);
 
-enum class Mem : uint8_t { GM, L1, L0A, L0B, L0C, UB };
 const char *mem_name(Mem m);
 
 struct AscendParams {
@@ -63,6 +62,7 @@ struct AscendParams {
     int flag_cycles = 1;         // a SetFlag or WaitFlag occupies its pipe this long
     int pipe_barrier_cycles = 4; // a PipeBarrier occupies its pipe (PIPE_ALL: the scalar stream)
 
+    static AscendParams from(const ParamLookup &get);
     int64_t capacity(Mem m) const;
     int alignment(Mem m) const;
     /** The pipe that moves data from `src` to `dst` (SimError if none does). */

@@ -12,7 +12,8 @@
 //   nothing; the agent sleeps from its time until woken ("barrier_wait" busy), then retries.
 // - The TMA unit and the tensor core of an SM serve one request at a time, in the order the
 //   requests are issued: start = max(issue, unit free). A request occupies its unit for its
-//   transfer (ceil(bytes / tma_bytes_per_cycle)) or compute (ceil(m n k / wgmma_macs_per_cycle))
+//   transfer (HopperParams::tma_cycles: HBM and L2 shared by the grid's SMs, lines read before
+//   from L2) or compute (ceil(m n k / wgmma_macs_per_cycle))
 //   part only, and completes tma_latency or wgmma_latency later: latencies of back-to-back
 //   requests overlap, so deeper rings hide them. Busy time ("tma", "tensor", bound_cycles) is the
 //   occupancy. TMA loads and stores share the unit; a box's bytes are its full size.
@@ -67,8 +68,31 @@ using detail::AccessRecord;
 using detail::BufferHistory;
 using detail::ElementSet;
 
-int64_t HopperParams::tma_cycles(int64_t bytes) const {
-    return tma_latency + int64_t(std::ceil(double(bytes) / tma_bytes_per_cycle));
+HopperParams HopperParams::from(const ParamLookup &get) {
+    HopperParams p;
+    p.sms = int(get("sms"));
+    p.smem_bytes = int64_t(get("smem_bytes"));
+    p.registers_per_sm = int(get("registers_per_sm"));
+    p.tma_latency = int(get("tma_latency"));
+    p.tma_bytes_per_cycle = get("tma_bytes_per_cycle");
+    p.hbm_bytes_per_cycle = get("hbm_bytes_per_cycle");
+    p.l2_bytes_per_cycle = get("l2_bytes_per_cycle");
+    p.l2_bytes = int64_t(get("l2_bytes"));
+    p.l2_line = int(get("l2_line"));
+    p.wgmma_macs_per_cycle = get("wgmma_macs_per_cycle");
+    p.wgmma_latency = int(get("wgmma_latency"));
+    p.vector_flops_per_cycle = int(get("vector_flops_per_cycle"));
+    p.barrier_latency = int(get("barrier_latency"));
+    p.issue_cycles = int(get("issue_cycles"));
+    p.thread_copy_batch = int(get("thread_copy_batch"));
+    return p;
+}
+
+int64_t HopperParams::tma_cycles(int64_t miss, int64_t hit, int active) const {
+    const double share = 1.0 / std::max(active, 1);
+    const double from_hbm = std::min(tma_bytes_per_cycle, hbm_bytes_per_cycle * share),
+                 from_l2 = std::min(tma_bytes_per_cycle, l2_bytes_per_cycle * share);
+    return tma_latency + int64_t(std::ceil(double(miss) / from_hbm + double(hit) / from_l2));
 }
 
 int64_t HopperParams::wgmma_cycles(int64_t m, int64_t n, int64_t k) const {
@@ -287,13 +311,16 @@ struct Machine::Impl {
     class CtaRun;
 
     Impl(const HopperParams &p, bool numerics_on, bool trace_on)
-        : params(p), numerics(numerics_on), trace(trace_on), sm_free(size_t(p.sms), 0),
+        : params(p), numerics(numerics_on), trace(trace_on), l2(p.l2_line, p.l2_bytes),
+          active_sms(p.sms), sm_free(size_t(p.sms), 0),
           tma_free(size_t(p.sms), 0), tensor_free(size_t(p.sms), 0), tma_busy(size_t(p.sms), 0),
           tensor_busy(size_t(p.sms), 0), sm_tracks(size_t(p.sms)) {}
 
     HopperParams params;
     bool numerics;
     detail::TraceLog trace;
+    detail::L2Lines l2;
+    int active_sms; // SMs sharing HBM and L2: min(grid, sms)
     std::vector<Buffer> globals;
     CtaRun *running = nullptr;
 
@@ -544,7 +571,10 @@ public:
         Barrier &bar = used_barrier(op, barrier, nullptr, &name);
         int64_t bytes = boxes.elements * bytes_of(local(smem).type);
         Agent &agent = me();
-        Cycles end = reserve_tma(agent.now, bytes, name);
+        detail::L2Lines::Split traffic;
+        if (boxes.any_inside)
+            traffic = impl_.l2.read(global, boxes.global_inside, bytes_of(local(smem).type));
+        Cycles end = reserve_tma(agent.now, traffic, name);
         if (threads)
             end += thread_latencies(boxes.elements);
 
@@ -625,9 +655,12 @@ public:
         const uint8_t proxy = threads ? kGenericProxy : kAsyncProxy;
         uint64_t name = op_name(kind, label);
         const Buffer &source = local(smem);
-        int64_t bytes = boxes.elements * bytes_of(source.type);
         Agent &agent = me();
-        Cycles end = reserve_tma(agent.now, bytes, name);
+        // Stores go to HBM (writes do not allocate L2 lines here).
+        detail::L2Lines::Split traffic;
+        if (boxes.any_inside)
+            traffic.miss = boxes.global_inside.elements() * bytes_of(source.type);
+        Cycles end = reserve_tma(agent.now, traffic, name);
 
         int store = store_of(current_);
         clocks_.join(store, clocks_.clock(wg(current_)));
@@ -1308,10 +1341,11 @@ private:
         return out;
     }
 
-    /** Reserves the SM's TMA unit for `bytes`; returns when the transfer completes. */
-    Cycles reserve_tma(Cycles issue, int64_t bytes, uint64_t name) {
+    /** Reserves the SM's TMA unit for a transfer of `miss` bytes from HBM and `hit` from L2;
+     * returns when it completes. */
+    Cycles reserve_tma(Cycles issue, detail::L2Lines::Split bytes, uint64_t name) {
         Cycles start = std::max(issue, impl_.tma_free[size_t(sm_)]);
-        Cycles total = params_.tma_cycles(bytes);
+        Cycles total = params_.tma_cycles(bytes.miss, bytes.hit, impl_.active_sms);
         Cycles transfer = total - params_.tma_latency;
         impl_.tma_free[size_t(sm_)] = start + transfer;
         impl_.tma_busy[size_t(sm_)] += transfer;
@@ -1584,7 +1618,10 @@ Machine::Machine(const HopperParams &params, bool numerics, bool trace)
     require(params.tma_latency >= 0 && params.wgmma_latency >= 0 && params.barrier_latency >= 0 &&
                 params.issue_cycles >= 0,
             "latencies and issue_cycles must not be negative");
-    require(params.tma_bytes_per_cycle > 0, "tma_bytes_per_cycle must be positive");
+    require(params.tma_bytes_per_cycle > 0 && params.hbm_bytes_per_cycle > 0 &&
+                params.l2_bytes_per_cycle > 0,
+            "tma_bytes_per_cycle, hbm_bytes_per_cycle and l2_bytes_per_cycle must be positive");
+    require(params.l2_line >= 1 && params.l2_bytes >= 0, "l2_line must be positive");
     require(params.wgmma_macs_per_cycle > 0, "wgmma_macs_per_cycle must be positive");
     require(params.vector_flops_per_cycle >= 1, "vector_flops_per_cycle must be at least 1");
     impl_ = std::make_unique<Impl>(params, numerics, trace);
@@ -1645,6 +1682,10 @@ int64_t Machine::elements(int buffer) const {
 
 const std::string &Machine::name(int buffer) const {
     return impl_->buffer(buffer).name;
+}
+
+void Machine::set_grid(int ctas) {
+    impl_->active_sms = std::max(1, std::min(ctas, params_.sms));
 }
 
 void Machine::run_cta(int cta, const CtaFactory &make_cta) {

@@ -57,8 +57,15 @@ struct HopperParams {
     int64_t smem_bytes = 232448;     // per CTA (227 KB)
     int registers_per_sm = 65536;
     // Timing, in SM cycles (H100 SXM, ~1.83 GHz; HOPPER-FACTS.md)
-    int tma_latency = 600;            // issue to first byte
-    double tma_bytes_per_cycle = 28;  // per SM share of HBM bandwidth
+    int tma_latency = 600;             // issue to first byte
+    // Memory (machines/hopper.json): one HBM and one L2 shared by the SMs that run CTAs at once
+    // (min(grid, sms), set_grid); an SM moves at most tma_bytes_per_cycle itself. A read of a
+    // line some earlier read brought in comes from L2 (kept while it has room: no eviction).
+    double tma_bytes_per_cycle = 64;   // one SM's port
+    double hbm_bytes_per_cycle = 1830; // the device's HBM
+    double l2_bytes_per_cycle = 3000;  // the device's L2
+    int64_t l2_bytes = 52428800;
+    int l2_line = 128;
     double wgmma_macs_per_cycle = 2048; // bf16 dense, per SM
     int wgmma_latency = 30;
     int vector_flops_per_cycle = 128;   // per warpgroup (128 threads)
@@ -69,7 +76,10 @@ struct HopperParams {
     // 128 x thread_copy_batch elements, and moves its bytes at the SM's share of bandwidth.
     int thread_copy_batch = 4;
 
-    int64_t tma_cycles(int64_t bytes) const;
+    static HopperParams from(const ParamLookup &get);
+    /** A transfer of `miss` bytes from HBM and `hit` bytes from L2 while `active` SMs share
+     * them: tma_latency + the bytes at each source's share, capped by the SM's port. */
+    int64_t tma_cycles(int64_t miss, int64_t hit, int active) const;
     int64_t wgmma_cycles(int64_t m, int64_t n, int64_t k) const;
 };
 
@@ -175,6 +185,8 @@ public:
     using CtaFactory =
         std::function<std::vector<std::unique_ptr<AgentProgram>>(CtaBuilder &builder, int cta)>;
     void run_cta(int cta, const CtaFactory &make_cta);
+    /** The kernel's grid: min(ctas, sms) SMs share HBM and L2 (default: every SM). */
+    void set_grid(int ctas);
 
     /** Cross-CTA race check of global memory, then the totals: cycles = max over SMs of when
      * its last CTA finished (core_cycles: one entry per SM); busy "tma" and "tensor" (unit

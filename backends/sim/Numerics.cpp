@@ -133,6 +133,47 @@ void copy_strided(std::byte *dst, int64_t dst_stride, const std::byte *src, int6
 
 } // namespace
 
+L2Lines::Split L2Lines::read(int buffer, const Box &box, int element_bytes) {
+    Split split;
+    std::unordered_set<uint64_t> fetched; // lines this read brings from HBM
+    auto run = [&](int64_t first, int64_t bytes) { // a contiguous run of bytes
+        for (int64_t at = first; at < first + bytes;) {
+            int64_t index = at / line_, next = std::min((index + 1) * line_, first + bytes);
+            uint64_t key = (uint64_t(buffer) << 40) | uint64_t(index);
+            if (lines_.count(key)) {
+                split.hit += next - at;
+            } else {
+                split.miss += next - at;
+                fetched.insert(key);
+            }
+            at = next;
+        }
+    };
+    const std::vector<Dim> &dims = box.dims;
+    if (box.elements() == 0)
+        return split;
+    bool contiguous = !dims.empty() && dims[0].stride == 1;
+    size_t outer = contiguous ? 1 : 0;
+    int64_t row = contiguous ? dims[0].extent * element_bytes : element_bytes;
+    std::vector<int64_t> index(dims.size(), 0);
+    for (;;) {
+        int64_t offset = box.offset;
+        for (size_t d = outer; d < dims.size(); ++d)
+            offset += index[d] * dims[d].stride;
+        run(offset * element_bytes, row);
+        size_t d = outer;
+        while (d < dims.size() && ++index[d] == dims[d].extent)
+            index[d++] = 0;
+        if (d == dims.size())
+            break;
+    }
+    for (uint64_t key : fetched) {
+        if (lines_.size() < capacity_)
+            lines_.insert(key);
+    }
+    return split;
+}
+
 void copy_box(std::byte *dst, const Box &dst_box, const std::byte *src, const Box &src_box,
               int element_bytes) {
     int64_t left = dst_box.elements();

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 namespace tandem::sim::detail {
@@ -59,6 +60,24 @@ std::string mma_type_error(const std::string &acc, DType acc_type, const std::st
 
 /** Empty when acc {N, M}, a {K, M} and b {N, K} agree, else "shapes disagree: ...". */
 std::string mma_shape_error(const Box &acc_box, const Box &a_box, const Box &b_box);
+
+/** A shared L2 that keeps every line a read brought from HBM while it has room (no eviction):
+ * what the Ascend and Hopper models charge GM reads with. */
+class L2Lines {
+public:
+    L2Lines(int64_t line_bytes, int64_t capacity_bytes)
+        : line_(line_bytes), capacity_(size_t(capacity_bytes / line_bytes)) {}
+    struct Split {
+        int64_t miss = 0, hit = 0; // bytes from HBM, bytes from L2
+    };
+    /** Splits the bytes of a read of `box` (of a global buffer) and brings its missed lines in. */
+    Split read(int buffer, const Box &box, int element_bytes);
+
+private:
+    int64_t line_;
+    size_t capacity_;
+    std::unordered_set<uint64_t> lines_; // (buffer, line) pairs
+};
 
 } // namespace tandem::sim::detail
 

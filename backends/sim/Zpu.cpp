@@ -67,6 +67,27 @@ const char *space_name(Space s) {
     return "?";
 }
 
+ZpuParams ZpuParams::from(const ParamLookup &get) {
+    ZpuParams p;
+    p.cores = int(get("cores"));
+    p.dma_channels = int(get("dma_channels"));
+    p.dma_queue_depth = int(get("dma_queue_depth"));
+    p.asram_bytes = int64_t(get("asram_bytes"));
+    p.wsram_bytes = int64_t(get("wsram_bytes"));
+    p.rsram_bytes = int64_t(get("rsram_bytes"));
+    p.dma_fixed = int(get("dma_fixed"));
+    p.dma_bytes_per_cycle = int(get("dma_bytes_per_cycle"));
+    p.mma_issue = int(get("mma_issue"));
+    p.mma_fp32_out = int(get("mma_fp32_out"));
+    p.mma_bf16_out = int(get("mma_bf16_out"));
+    p.mma_min_blocks = int(get("mma_min_blocks"));
+    p.mma_min_blocks_small = int(get("mma_min_blocks_small"));
+    p.mma_drain = int(get("mma_drain"));
+    p.vector_flops_per_cycle = int(get("vector_flops_per_cycle"));
+    p.vector_fixed = int(get("vector_fixed"));
+    return p;
+}
+
 int64_t ZpuParams::capacity(Space s) const {
     switch (s) {
     case Space::DRAM:
@@ -86,7 +107,8 @@ int64_t ZpuParams::dma_cycles(int64_t bytes) const {
 }
 
 int64_t ZpuParams::mma_cycles(int64_t m, int64_t n, int64_t k, DType out) const {
-    int64_t k_blocks = std::max<int64_t>(ceil_div(k, 32), mma_min_k_blocks);
+    int64_t min_blocks = m <= 16 && n <= 32 ? mma_min_blocks_small : mma_min_blocks;
+    int64_t k_blocks = std::max<int64_t>(ceil_div(k, 32), min_blocks);
     int64_t output = out == DType::F32 ? mma_fp32_out : mma_bf16_out;
     return mma_issue + output + ceil_div(m, 16) * ceil_div(n, 32) * k_blocks + mma_drain;
 }

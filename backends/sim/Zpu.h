@@ -26,6 +26,8 @@
  * Cost figures: ../../shared/NPU-FACTS.md (SUNMMIO's public cost model).
  */
 
+#include "tandem/Memories.h" // Space
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -37,6 +39,12 @@ namespace tandem::sim {
 
 using Cycles = int64_t;
 
+/** A machine description's parameter by name (tandem::MachineDescription::number, or a map in a
+ * test); it throws for a name the description lacks. The params structs below are built from one
+ * with from(); their defaults are the built-in descriptions' values (machines/<target>.json), which a
+ * test pins. */
+using ParamLookup = std::function<double(const std::string &)>;
+
 enum class DType : uint8_t { BF16, F32, I32 };
 int bytes_of(DType t);
 const char *dtype_name(DType t);
@@ -45,27 +53,32 @@ const char *dtype_name(DType t);
 float bf16_to_float(uint16_t bits);
 uint16_t float_to_bf16(float f);
 
-enum class Space : uint8_t { DRAM, ASRAM, WSRAM, RSRAM };
 const char *space_name(Space s);
 
 struct ZpuParams {
     int cores = 16;
     int dma_channels = 2;
     int dma_queue_depth = 8;             // descriptors in flight per core (the in-flight limit)
-    int64_t asram_bytes = 1 << 20;       // left matmul operand
-    int64_t wsram_bytes = 2 << 20;       // right matmul operand
-    int64_t rsram_bytes = 3 << 19;       // results and vector data (1.5 MB)
+    int64_t asram_bytes = 1048576;       // left matmul operand
+    int64_t wsram_bytes = 2097152;       // right matmul operand
+    int64_t rsram_bytes = 1536000;       // results and vector data
     // ODMA copy = dma_fixed + ceil(bytes / dma_bytes_per_cycle)
     int dma_fixed = 100;
     int dma_bytes_per_cycle = 1024;
-    // MMA = mma_issue + (mma_fp32_out | mma_bf16_out) + ceil(m/16)*ceil(n/32)*max(ceil(k/32), mma_min_k_blocks) + mma_drain
+    // MMA = mma_issue + (mma_fp32_out | mma_bf16_out) + ceil(m/16)*ceil(n/32)*max(ceil(k/32), b)
+    // + mma_drain, b = mma_min_blocks_small if m <= 16 and n <= 32, else mma_min_blocks
     int mma_issue = 21;
     int mma_fp32_out = 7;
     int mma_bf16_out = 8;
-    int mma_min_k_blocks = 1;
+    int mma_min_blocks = 4;
+    int mma_min_blocks_small = 1;
     int mma_drain = 70;
+    // A vector op costs ceil(units / vector_flops_per_cycle) + vector_fixed; the units (loads,
+    // stores, arithmetic, weighted by the description's vector_* costs) come with the op.
     int vector_flops_per_cycle = 250;
-    int vector_fixed = 0;                // fixed cost per vector op
+    int vector_fixed = 0;
+
+    static ZpuParams from(const ParamLookup &get);
 
     int64_t capacity(Space s) const;
     int64_t dma_cycles(int64_t bytes) const;

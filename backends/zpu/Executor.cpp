@@ -2,7 +2,7 @@
 
 #include "runtime.h"
 #include "tandem/AsyncIR.h"
-#include "tandem/Evaluator.h"
+#include "common/Evaluator.h"
 
 #include <cmath>
 #include <unordered_map>

@@ -11,7 +11,8 @@
  * batch of lanes (sequentially when lanes would depend on each other, e.g. a reduction).
  */
 
-#include "tandem/Evaluator.h"
+#include "sim/Zpu.h"
+#include "common/Evaluator.h"
 #include "tandem/Kernel.h"
 
 #include <map>

@@ -76,7 +76,7 @@ private:
         c.barrier = ir::full_barrier(c.dst);
         c.slot = 0;
         // L0A/L0B operands start at 512-byte boundaries: round each version up.
-        int64_t align = ctx.target.ascend.l0ab_align / type.bytes();
+        int64_t align = ctx.target.machine.integer("l0ab_align") / type.bytes();
         elements = (elements + align - 1) / align * align;
         auto &b = l0_buffers[c.dst];
         b = {type, std::max(b.second, elements)};

@@ -1,4 +1,6 @@
 #include "AscendFlags.h"
+#include "sim/Ascend.h"
+#include "sim/Zpu.h"
 
 #include "Nest.h"
 #include "tandem/AsyncIR.h"
@@ -249,16 +251,16 @@ private:
     }
 
     std::string copy_pipe(const ir::CopyOp &c) const {
-        return sim::ascend::pipe_name(ctx.target.ascend.pipe_for(mem_of(c.src), mem_of(c.dst)));
+        return sim::ascend::pipe_name(sim::ascend::AscendParams::from(ctx.target.lookup()).pipe_for(mem_of(c.src), mem_of(c.dst)));
     }
 
     int allocate(const std::string &src, const std::string &dst, int count) {
         int &next = next_event[src + "_" + dst];
         int base = next;
         next += count;
-        if (next > ctx.target.ascend.event_ids) {
+        if (next > ctx.target.machine.integer("event_ids")) {
             throw Error("target ascend: the pipe pair " + src + "_" + dst + " needs " + std::to_string(next) +
-                        " live events but has " + std::to_string(ctx.target.ascend.event_ids) +
+                        " live events but has " + std::to_string(ctx.target.machine.integer("event_ids")) +
                         " (ids 0..7); use fewer versions (multi_buffer) or fewer staged inputs");
         }
         return base;

@@ -1,4 +1,6 @@
 #include "MemoryPlanning.h"
+#include "sim/Ascend.h"
+#include "sim/Zpu.h"
 
 #include "Nest.h"
 #include "tandem/AsyncIR.h"
@@ -83,7 +85,7 @@ void plan_hopper(const HoistAllocations &hoist, const FindOperands &operands, Co
     // within that cap, whatever setmaxnreg gives later), less ~40 for addresses and loop state.
     const Directives out = ctx.of(ctx.output);
     int warpgroups = out.warp_specialize ? (out.ping_pong ? 3 : 2) : 1;
-    int64_t cap = std::min<int64_t>(232, ctx.target.hopper.registers_per_sm / (128 * warpgroups) / 8 * 8);
+    int64_t cap = std::min<int64_t>(232, ctx.target.machine.integer("registers_per_sm") / (128 * warpgroups) / 8 * 8);
     int64_t data_registers = cap - 40;
     int64_t smem = 0;
     for (const std::string &name : hoist.order) {
@@ -107,17 +109,17 @@ void plan_hopper(const HoistAllocations &hoist, const FindOperands &operands, Co
         }
         buffers->push_back(b);
     }
-    if (smem > ctx.target.hopper.smem_bytes) {
+    if (smem > ctx.target.machine.integer("smem_bytes")) {
         const SramBuffer *largest = nullptr;
         for (const SramBuffer &b : *buffers) {
             if (!b.in_registers && (!largest || b.bytes() > largest->bytes())) largest = &b;
         }
         throw Error("Func '" + largest->name + "', directive " + directive_that_sized(largest->name, largest->slots) +
-                    ": shared memory overflow - a CTA has " + std::to_string(ctx.target.hopper.smem_bytes) +
+                    ": shared memory overflow - a CTA has " + std::to_string(ctx.target.machine.integer("smem_bytes")) +
                     " bytes (227 KB) but the kernel needs " + std::to_string(smem) + " (" + largest->name + " takes " +
                     std::to_string(largest->bytes()) + "); use smaller tiles or fewer stages");
     }
-    ctx.notes.push_back("memory: shared " + std::to_string(smem) + " of " + std::to_string(ctx.target.hopper.smem_bytes) +
+    ctx.notes.push_back("memory: shared " + std::to_string(smem) + " of " + std::to_string(ctx.target.machine.integer("smem_bytes")) +
                         " bytes");
 }
 
@@ -125,7 +127,7 @@ void plan_hopper(const HoistAllocations &hoist, const FindOperands &operands, Co
  * (vector data) in the unified buffer; each scope has its capacity and alignment. */
 void plan_ascend(const Stmt &s, const HoistAllocations &hoist, CompileContext &ctx, std::vector<SramBuffer> *buffers) {
     using sim::ascend::Mem;
-    const sim::ascend::AscendParams &p = ctx.target.ascend;
+    const sim::ascend::AscendParams p = sim::ascend::AscendParams::from(ctx.target.lookup());
     std::map<std::string, Mem> mem;
     class Roles : public IRVisitor {
     public:
@@ -209,7 +211,7 @@ Stmt plan_memory(const Stmt &s, CompileContext &ctx, std::vector<SramBuffer> *bu
         buffers->push_back(b);
     }
     for (const auto &[space, bytes] : used) {
-        int64_t capacity = ctx.target.zpu.capacity(space);
+        int64_t capacity = sim::ZpuParams::from(ctx.target.lookup()).capacity(space);
         if (bytes <= capacity) continue;
         const SramBuffer *largest = nullptr;
         for (const SramBuffer &b : *buffers) {
@@ -224,7 +226,7 @@ Stmt plan_memory(const Stmt &s, CompileContext &ctx, std::vector<SramBuffer> *bu
     }
     for (const auto &[space, bytes] : used) {
         ctx.notes.push_back(std::string("memory: ") + sim::space_name(space) + " " + std::to_string(bytes) + " of " +
-                            std::to_string(ctx.target.zpu.capacity(space)) + " bytes");
+                            std::to_string(sim::ZpuParams::from(ctx.target.lookup()).capacity(space)) + " bytes");
     }
     return result;
 }

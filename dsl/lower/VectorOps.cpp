@@ -4,7 +4,9 @@
 #include "tandem/AsyncIR.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
+#include <set>
 
 namespace tandem::lower {
 
@@ -39,31 +41,72 @@ bool is_element_code(const Stmt &s) {
     return v.element && v.has_store;
 }
 
-/** Arithmetic nodes of one evaluation (what the vector core spends flops on). */
-class CountFlops : public IRVisitor {
+/** What a vector core spends on one evaluation of a Store, in the units of the target's vector
+ * throughput (vector_flops_per_cycle): weights from the machine description where it has them
+ * (the ZPU's public cost model charges loads, stores and each distinct constant), else one unit
+ * per arithmetic operation. */
+struct VectorWeights {
+    double first_load = 0, load = 0, store = 0, arith = 1, transcendental = 1, constant = 0;
+
+    explicit VectorWeights(const Target &t) {
+        auto get = [&](const char *key, double *v) {
+            if (t.machine.params().count(key))
+                *v = t.machine.number(key);
+        };
+        get("vector_first_load", &first_load);
+        get("vector_load", &load);
+        get("vector_store", &store);
+        get("vector_arith", &arith);
+        get("vector_transcendental", &transcendental);
+        get("vector_constant", &constant);
+    }
+};
+
+class CountWork : public IRVisitor {
 public:
-    int flops = 0;
+    explicit CountWork(const VectorWeights &w) : w(w) {}
+    double per_element = 0;      // charged for every element
+    std::set<std::string> constants; // distinct constants: materialised once per op
 
 private:
     using IRVisitor::visit;
-    void arith() { flops++; }
+    const VectorWeights &w;
+    int loads = 0;
+    void arith() { per_element += w.arith; }
     void visit(const Add *op) override { arith(), IRVisitor::visit(op); }
     void visit(const Sub *op) override { arith(), IRVisitor::visit(op); }
     void visit(const Mul *op) override { arith(), IRVisitor::visit(op); }
     void visit(const Div *op) override { arith(), IRVisitor::visit(op); }
+    void visit(const Mod *op) override { arith(), IRVisitor::visit(op); }
     void visit(const Min *op) override { arith(), IRVisitor::visit(op); }
     void visit(const Max *op) override { arith(), IRVisitor::visit(op); }
+    void visit(const EQ *op) override { arith(), IRVisitor::visit(op); }
+    void visit(const NE *op) override { arith(), IRVisitor::visit(op); }
+    void visit(const LT *op) override { arith(), IRVisitor::visit(op); }
+    void visit(const LE *op) override { arith(), IRVisitor::visit(op); }
+    void visit(const GT *op) override { arith(), IRVisitor::visit(op); }
+    void visit(const GE *op) override { arith(), IRVisitor::visit(op); }
     void visit(const Select *op) override { arith(), IRVisitor::visit(op); }
     void visit(const Cast *op) override { arith(), IRVisitor::visit(op); }
-    void visit(const Call *op) override { arith(), IRVisitor::visit(op); }
-    void visit(const Load *op) override {} // index math is the address generator's
+    void visit(const Call *op) override {
+        static const std::set<std::string> transcendental = {"exp_f32", "log_f32", "tanh_f32"};
+        per_element += transcendental.count(op->name) ? w.transcendental : w.arith;
+        IRVisitor::visit(op);
+    }
+    void visit(const IntImm *op) override { constants.insert("i" + std::to_string(op->value)); }
+    void visit(const FloatImm *op) override { constants.insert("f" + std::to_string(op->value)); }
+    void visit(const Load *op) override { // its index is the address generator's
+        per_element += loads++ == 0 ? w.first_load : w.load;
+    }
 };
 
 /** Work and regions of an element nest, with loop bounds in scope. */
 class Summarize : public IRVisitor {
 public:
-    explicit Summarize(const CompileContext &ctx) : ctx(ctx) {}
+    explicit Summarize(const CompileContext &ctx) : weights(ctx.target), ctx(ctx) {}
+    const VectorWeights weights;
     Expr flops = 0;
+    std::set<std::string> constants;
     struct Touch {
         Interval range;
         bool write = false;
@@ -115,11 +158,13 @@ private:
     std::string current;
     void visit(const Store *op) override {
         current = op->name;
-        CountFlops c;
+        CountWork c(weights);
         op->value.accept(&c);
         Expr n = 1;
         for (const Expr &t : trips) n = n * t;
-        flops = flops + std::max(c.flops, 1) * n;
+        const double per_element = std::max(c.per_element + weights.store, 1.0);
+        flops = flops + int(std::ceil(per_element)) * n;
+        constants.insert(c.constants.begin(), c.constants.end());
         record(op->name, op->index, true);
         IRVisitor::visit(op);
     }
@@ -146,7 +191,8 @@ private:
             if (t.write) op.label += (op.label.empty() ? "" : ", ") + b;
             op.regions.push_back({b, simplify(t.range.min), simplify(t.range.max - t.range.min + 1), t.write});
         }
-        op.flops = simplify(sum.flops);
+        // Each distinct constant is materialised once per op (the ZPU's public cost model).
+        op.flops = simplify(sum.flops + int(std::ceil(double(sum.constants.size()) * sum.weights.constant)));
         return ir::make_vector_op(op, s);
     }
 

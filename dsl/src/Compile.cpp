@@ -1,4 +1,6 @@
 #include "tandem/Kernel.h"
+#include "sim/Ascend.h"
+#include "sim/Zpu.h"
 
 #include "tandem/AsyncIR.h"
 

@@ -8,7 +8,7 @@
 #include "Run.h"
 #include "ascend/Emitter.h"
 #include "ascend/Executor.h"
-#include "tandem/Evaluator.h"
+#include "common/Evaluator.h"
 
 #include <gtest/gtest.h>
 
@@ -63,7 +63,7 @@ class EmittedAscend : public ::testing::TestWithParam<EmittedKernel> {};
 TEST_P(EmittedAscend, MatchesExecutorBitForBitAndCycleForCycle) {
     const EmittedKernel &e = GetParam();
     Kernel k = compile(e);
-    sim::ascend::Machine executed(k.target.ascend), emitted(k.target.ascend);
+    sim::ascend::Machine executed(sim::ascend::AscendParams::from(k.target.lookup())), emitted(sim::ascend::AscendParams::from(k.target.lookup()));
     auto ids_x = add_arguments(k, executed, true);
     auto ids_e = add_arguments(k, emitted, true);
     ascend_backend::execute(k, executed, ids_x);
@@ -111,7 +111,7 @@ TEST_P(AscendMutant, DroppedFlagPairIsDetected) {
     ASSERT_LT(e.dropped_pair, int(pairs.size()));
     const ascend_backend::FlagPair &pair = pairs[size_t(e.dropped_pair)];
     // Timing and hazards do not need the data: run without numerics.
-    sim::ascend::Machine machine(k.target.ascend, false);
+    sim::ascend::Machine machine(sim::ascend::AscendParams::from(k.target.lookup()), false);
     auto ids = add_arguments(k, machine, false);
     std::string detected;
     try {

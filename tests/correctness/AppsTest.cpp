@@ -161,7 +161,8 @@ INSTANTIATE_TEST_SUITE_P(Hopper, AppCorrectness, ::testing::ValuesIn(hopper_case
                          [](const ::testing::TestParamInfo<Case> &info) { return info.param.name; });
 
 // The acceptance run: 2048^3 with 3 stages overlaps DMA almost perfectly, and the default
-// tiles reach 70% of the problem's roofline.
+// tiles reach 60% of the problem's roofline. (70% before the vector cost counted loads and stores
+// as SUNMMIO's public model does: the epilogue runs between MMAs on the one control stream.)
 TEST(GemmAcceptance, Stages3At2048IsCorrectAndEfficient) {
     RunOptions o;
     o.params.set("stages", "3");
@@ -169,7 +170,7 @@ TEST(GemmAcceptance, Stages3At2048IsCorrectAndEfficient) {
     EXPECT_TRUE(r.correct) << r.max_rel_err;
     EXPECT_EQ(r.report.race_count, 0);
     EXPECT_GE(r.efficiency(), 0.95);
-    EXPECT_GE(r.roofline_fraction(), 0.7);
+    EXPECT_GE(r.roofline_fraction(), 0.6);
     EXPECT_LT(r.compile_ms, 1000);
 }
 

@@ -50,7 +50,7 @@ TEST_P(EmittedKernel, MatchesExecutorBitForBitAndCycleForCycle) {
     apps::Params params = apps::with_defaults(app, parse_params(e.params));
     Kernel k = apps::compile_app(app, params, e.schedule, Target::parse("zpu"));
 
-    sim::Machine executed(k.target.zpu), emitted(k.target.zpu);
+    sim::Machine executed(sim::ZpuParams::from(k.target.lookup())), emitted(sim::ZpuParams::from(k.target.lookup()));
     auto ids_x = apps::add_arguments(k, executed, 7);
     auto ids_e = apps::add_arguments(k, emitted, 7);
     zpu_backend::execute(k, executed, ids_x);

@@ -91,10 +91,10 @@ TEST(ScheduleErrors, SramOverflowWithSmallerTargetScope) {
 TEST(ScheduleErrors, TargetsWithoutBackend) {
     Gemm g;
     g.schedule();
-    expect_error([&] { g.compile_for("ascend:cores=0"); }, {"ascend", "cores must be positive"});
+    expect_error([&] { g.compile_for("ascend:cores=0"); }, {"ascend", "'cores' must be at least 1"});
     expect_error([&] { g.compile_for("hopper:tensor_cores=4"); }, {"unknown parameter", "tensor_cores"});
     expect_error([&] { g.compile_for("tpu"); }, {"unknown target", "tpu"});
-    expect_error([&] { g.compile_for("zpu:dma_channels=0"); }, {"dma_channels", "positive"});
+    expect_error([&] { g.compile_for("zpu:dma_channels=0"); }, {"dma_channels", "at least 1"});
     expect_error([&] { g.compile_for("zpu:warp_size=32"); }, {"unknown parameter", "warp_size"});
 }
 

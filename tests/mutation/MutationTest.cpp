@@ -19,7 +19,7 @@
 #include "hopper/Executor.h"
 #include "hopper/Plan.h"
 #include "tandem/AsyncIR.h"
-#include "tandem/Evaluator.h"
+#include "common/Evaluator.h"
 #include "zpu/Executor.h"
 
 #include <gtest/gtest.h>
@@ -189,7 +189,7 @@ std::string detect_once(const Subject &subject, const Kernel &kernel) {
     std::unique_ptr<sim::hopper::Machine> hopper;
     try {
         if (kernel.target.arch == Target::Arch::Hopper) {
-            hopper = std::make_unique<sim::hopper::Machine>(kernel.target.hopper, true);
+            hopper = std::make_unique<sim::hopper::Machine>(sim::hopper::HopperParams::from(kernel.target.lookup()), true);
             ids = apps::add_arguments(
                 kernel,
                 [&](const std::string &n, sim::DType t, int64_t e) {
@@ -200,7 +200,7 @@ std::string detect_once(const Subject &subject, const Kernel &kernel) {
             report = hopper->finish();
             data_of = [&](int id) { return hopper->data(id); };
         } else {
-            zpu = std::make_unique<sim::Machine>(kernel.target.zpu, true);
+            zpu = std::make_unique<sim::Machine>(sim::ZpuParams::from(kernel.target.lookup()), true);
             ids = apps::add_arguments(kernel, *zpu, kSeed);
             zpu_backend::execute(kernel, *zpu, ids);
             report = zpu->finish();

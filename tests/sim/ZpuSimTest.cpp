@@ -59,12 +59,12 @@ TEST(ZpuCost, FormulasFromNpuFacts) {
     ZpuParams p;
     EXPECT_EQ(p.dma_cycles(4096), 100 + 4);
     EXPECT_EQ(p.dma_cycles(4097), 100 + 5);
-    EXPECT_EQ(p.mma_cycles(32, 64, 64, DType::F32), 21 + 7 + 2 * 2 * 2 + 70);
+    EXPECT_EQ(p.mma_cycles(32, 64, 64, DType::F32), 21 + 7 + 2 * 2 * 4 + 70); // at least 4 K blocks
     EXPECT_EQ(p.mma_cycles(16, 32, 8, DType::BF16), 21 + 8 + 1 * 1 * 1 + 70);
     EXPECT_EQ(p.vector_cycles(1000), 4);
     EXPECT_EQ(p.vector_cycles(1001), 5);
     EXPECT_EQ(p.capacity(Space::ASRAM), 1 << 20);
-    EXPECT_EQ(p.capacity(Space::RSRAM), 3 << 19);
+    EXPECT_EQ(p.capacity(Space::RSRAM), 1536000);
 }
 
 TEST(ZpuTiming, DmaThenWaitThenMma) {
@@ -81,16 +81,16 @@ TEST(ZpuTiming, DmaThenWaitThenMma) {
     core.dma_wait(t, "wait a");
     EXPECT_EQ(core.now(), 104);
     core.mma(acc, dense(64, 32), a, dense(64, 32), b, dense(64, 64), "multiply"); // M 32 N 64 K 64
-    EXPECT_EQ(core.now(), 104 + 106);
+    EXPECT_EQ(core.now(), 104 + 114); // 21 + 7 + 2 * 2 * max(2, 4) + 70
 
     Report r = machine.finish();
-    EXPECT_EQ(r.cycles, 210);
-    EXPECT_EQ(r.core_cycles, std::vector<Cycles>{210});
+    EXPECT_EQ(r.cycles, 218);
+    EXPECT_EQ(r.core_cycles, std::vector<Cycles>{218});
     EXPECT_EQ(busy(r, "dma"), 104);
-    EXPECT_EQ(busy(r, "tensor"), 106);
+    EXPECT_EQ(busy(r, "tensor"), 114);
     EXPECT_EQ(busy(r, "vector"), 0);
     EXPECT_EQ(busy(r, "control_stall"), 0);
-    EXPECT_EQ(r.bound_cycles, 106); // max(tensor 106, dma 104 / 2 channels, longest dma 104)
+    EXPECT_EQ(r.bound_cycles, 114); // max(tensor 114, dma 104 / 2 channels, longest dma 104)
     EXPECT_TRUE(r.races.empty());
     EXPECT_FALSE(r.deadlock);
 }

@@ -7,6 +7,7 @@
  */
 
 #include "tandem/Func.h"
+#include "tandem/Memories.h"
 #include "tandem/Target.h"
 
 #include <algorithm>

@@ -2,44 +2,37 @@
 #define TANDEM_TARGET_H
 
 /** \file
- * Targets are descriptions with parameters. "zpu", "hopper" (the Hopper machine model and CUDA)
- * and "ascend" (the vector path: elementwise and normalisation kernels on the Ascend machine
- * model; the cube path is rejected with a clear error until it exists) are implemented.
+ * Targets are machine descriptions (Machine.h: machines/<target>.json, every parameter with its
+ * unit and public source). "zpu", "hopper" (the Hopper machine model and CUDA) and "ascend" are
+ * implemented.
  *
- *     Target t = Target::parse("zpu");                 // public defaults (NPU-FACTS.md)
- *     Target t = Target::parse("zpu:dma_channels=4");  // parameters as key=value, comma separated
- *     Target t = Target::parse("hopper:sms=132");
+ *     Target t = Target::parse("zpu");                   // the built-in description
+ *     Target t = Target::parse("zpu:dma_channels=4");    // parameters as key=value, comma separated
+ *     Target t = Target::parse("hopper:sms=132,file=h200.json");  // a file of overrides
  */
 
-#include "sim/Ascend.h"
-#include "sim/Hopper.h"
-#include "sim/Zpu.h"
+#include "tandem/Error.h"
+#include "tandem/Machine.h"
 
-#include <stdexcept>
+#include <functional>
 #include <string>
 
 namespace tandem {
 
-/** A user-facing error: a bad schedule, a bad target, a bad kernel argument. */
-struct Error : std::runtime_error {
-    using std::runtime_error::runtime_error;
-};
-
 struct Target {
     enum class Arch { ZPU, Hopper, Ascend };
     Arch arch = Arch::ZPU;
-    sim::ZpuParams zpu;
-    sim::hopper::HopperParams hopper;
-    sim::ascend::AscendParams ascend;
+    MachineDescription machine = MachineDescription::builtin("zpu");
 
-    /** Processing units the tile loop is spread over: ZPU cores, or Hopper SMs (persistent). */
-    int units() const { return arch == Arch::Hopper ? hopper.sms : arch == Arch::Ascend ? ascend.cores : zpu.cores; }
+    /** Processing units the tile loop is spread over: ZPU cores, Hopper SMs, Ascend AI cores. */
+    int units() const;
 
     /** The on-chip memory a vector kernel's tiles live in: ZPU RSRAM per core, Hopper shared
      * memory per CTA, Ascend UB per AI core. */
-    int64_t vector_memory_bytes() const {
-        return arch == Arch::Hopper ? hopper.smem_bytes : arch == Arch::Ascend ? ascend.ub_bytes : zpu.rsram_bytes;
-    }
+    int64_t vector_memory_bytes() const;
+
+    /** The description's parameters by name, for the machine models' params (sim::*::from). */
+    std::function<double(const std::string &)> lookup() const;
 
     static Target parse(const std::string &text);
     std::string name() const;

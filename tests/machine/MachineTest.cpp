@@ -1,0 +1,172 @@
+// Machine descriptions as data (machines/*.json, tandem/Machine.h): every parameter has a unit and
+// a public source; the machine models' defaults are the descriptions' values; a target string
+// overrides them or loads a file; and the public rules the models follow, each pinned against its
+// formula.
+#include "sim/Ascend.h"
+#include "sim/Hopper.h"
+#include "sim/Zpu.h"
+#include "tandem/Target.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+using namespace tandem;
+
+namespace {
+
+TEST(MachineDescription, EveryParameterHasAUnitAndASource) {
+    for (const char *target : {"zpu", "hopper", "ascend"}) {
+        MachineDescription d = MachineDescription::builtin(target);
+        EXPECT_EQ(d.target(), target);
+        EXPECT_GE(d.params().size(), 10u) << target;
+        for (const auto &[key, p] : d.params()) {
+            EXPECT_FALSE(p.unit.empty()) << target << " " << key;
+            EXPECT_FALSE(p.source.empty()) << target << " " << key;
+        }
+    }
+    EXPECT_THROW(MachineDescription::builtin("tpu"), Error);
+}
+
+TEST(MachineDescription, ModelDefaultsAreTheDescriptions) {
+    const sim::ZpuParams z = sim::ZpuParams::from(Target::parse("zpu").lookup()), zd;
+    EXPECT_EQ(z.cores, zd.cores);
+    EXPECT_EQ(z.dma_channels, zd.dma_channels);
+    EXPECT_EQ(z.dma_queue_depth, zd.dma_queue_depth);
+    EXPECT_EQ(z.asram_bytes, zd.asram_bytes);
+    EXPECT_EQ(z.wsram_bytes, zd.wsram_bytes);
+    EXPECT_EQ(z.rsram_bytes, zd.rsram_bytes);
+    EXPECT_EQ(z.dma_fixed, zd.dma_fixed);
+    EXPECT_EQ(z.dma_bytes_per_cycle, zd.dma_bytes_per_cycle);
+    EXPECT_EQ(z.mma_issue, zd.mma_issue);
+    EXPECT_EQ(z.mma_fp32_out, zd.mma_fp32_out);
+    EXPECT_EQ(z.mma_bf16_out, zd.mma_bf16_out);
+    EXPECT_EQ(z.mma_min_blocks, zd.mma_min_blocks);
+    EXPECT_EQ(z.mma_min_blocks_small, zd.mma_min_blocks_small);
+    EXPECT_EQ(z.mma_drain, zd.mma_drain);
+    EXPECT_EQ(z.vector_flops_per_cycle, zd.vector_flops_per_cycle);
+    EXPECT_EQ(z.vector_fixed, zd.vector_fixed);
+
+    const sim::hopper::HopperParams h = sim::hopper::HopperParams::from(Target::parse("hopper").lookup()), hd;
+    EXPECT_EQ(h.sms, hd.sms);
+    EXPECT_EQ(h.smem_bytes, hd.smem_bytes);
+    EXPECT_EQ(h.registers_per_sm, hd.registers_per_sm);
+    EXPECT_EQ(h.tma_latency, hd.tma_latency);
+    EXPECT_EQ(h.tma_bytes_per_cycle, hd.tma_bytes_per_cycle);
+    EXPECT_EQ(h.hbm_bytes_per_cycle, hd.hbm_bytes_per_cycle);
+    EXPECT_EQ(h.l2_bytes_per_cycle, hd.l2_bytes_per_cycle);
+    EXPECT_EQ(h.l2_bytes, hd.l2_bytes);
+    EXPECT_EQ(h.l2_line, hd.l2_line);
+    EXPECT_EQ(h.wgmma_macs_per_cycle, hd.wgmma_macs_per_cycle);
+    EXPECT_EQ(h.wgmma_latency, hd.wgmma_latency);
+    EXPECT_EQ(h.vector_flops_per_cycle, hd.vector_flops_per_cycle);
+    EXPECT_EQ(h.barrier_latency, hd.barrier_latency);
+    EXPECT_EQ(h.issue_cycles, hd.issue_cycles);
+    EXPECT_EQ(h.thread_copy_batch, hd.thread_copy_batch);
+
+    const sim::ascend::AscendParams a = sim::ascend::AscendParams::from(Target::parse("ascend").lookup()), ad;
+    EXPECT_EQ(a.cores, ad.cores);
+    EXPECT_EQ(a.l1_bytes, ad.l1_bytes);
+    EXPECT_EQ(a.l0a_bytes, ad.l0a_bytes);
+    EXPECT_EQ(a.l0b_bytes, ad.l0b_bytes);
+    EXPECT_EQ(a.l0c_bytes, ad.l0c_bytes);
+    EXPECT_EQ(a.ub_bytes, ad.ub_bytes);
+    EXPECT_EQ(a.l1_align, ad.l1_align);
+    EXPECT_EQ(a.ub_align, ad.ub_align);
+    EXPECT_EQ(a.l0ab_align, ad.l0ab_align);
+    EXPECT_EQ(a.l0c_align, ad.l0c_align);
+    EXPECT_EQ(a.gm_to_l1, ad.gm_to_l1);
+    EXPECT_EQ(a.gm_to_ub, ad.gm_to_ub);
+    EXPECT_EQ(a.l1_to_l0a, ad.l1_to_l0a);
+    EXPECT_EQ(a.l1_to_l0b, ad.l1_to_l0b);
+    EXPECT_EQ(a.l0c_to_gm, ad.l0c_to_gm);
+    EXPECT_EQ(a.ub_to_gm, ad.ub_to_gm);
+    EXPECT_EQ(a.l1_to_ub, ad.l1_to_ub);
+    EXPECT_EQ(a.ub_to_l1, ad.ub_to_l1);
+    EXPECT_EQ(a.l2_read, ad.l2_read);
+    EXPECT_EQ(a.l2_bytes, ad.l2_bytes);
+    EXPECT_EQ(a.l2_line, ad.l2_line);
+    EXPECT_EQ(a.copy_fixed, ad.copy_fixed);
+    EXPECT_EQ(a.cube_fixed, ad.cube_fixed);
+    EXPECT_EQ(a.vector_flops_per_cycle, ad.vector_flops_per_cycle);
+    EXPECT_EQ(a.vector_fixed, ad.vector_fixed);
+    EXPECT_EQ(a.event_ids, ad.event_ids);
+    EXPECT_EQ(a.scalar_issue_cycles, ad.scalar_issue_cycles);
+    EXPECT_EQ(a.flag_cycles, ad.flag_cycles);
+    EXPECT_EQ(a.pipe_barrier_cycles, ad.pipe_barrier_cycles);
+}
+
+TEST(MachineDescription, TargetStringOverrides) {
+    Target t = Target::parse("zpu:cores=4,dma_channels=1");
+    EXPECT_EQ(t.units(), 4);
+    EXPECT_EQ(sim::ZpuParams::from(t.lookup()).dma_channels, 1);
+    EXPECT_EQ(t.machine.params().at("cores").source, "set by the target string");
+    EXPECT_EQ(Target::parse("hopper:sms=8").units(), 8);
+    EXPECT_EQ(Target::parse("ascend:cores=2").units(), 2);
+
+    auto message = [](const std::string &text) {
+        try {
+            Target::parse(text);
+        } catch (const Error &e) {
+            return std::string(e.what());
+        }
+        return std::string();
+    };
+    EXPECT_NE(message("zpu:bogus=1").find("unknown parameter 'bogus'"), std::string::npos);
+    EXPECT_NE(message("zpu:cores=abc").find("needs a number"), std::string::npos);
+    EXPECT_NE(message("zpu:cores=0").find("'cores' must be at least 1"), std::string::npos);
+    EXPECT_NE(message("zpu:vector_fixed=-1").find("at least 0"), std::string::npos);
+    EXPECT_EQ(message("zpu:vector_fixed=0"), "");
+    EXPECT_NE(message("zpu:cores").find("not key=value"), std::string::npos);
+    EXPECT_NE(message("zpu:file=/nonexistent.json").find("cannot read"), std::string::npos);
+}
+
+TEST(MachineDescription, FileOverrides) {
+    const std::string path = ::testing::TempDir() + "tandem_machine_test.json";
+    std::ofstream(path) << R"({"params": {"rsram_bytes": 1000000,
+                                 "dma_channels": {"value": 1, "source": "my board"}}})";
+    Target t = Target::parse("zpu:file=" + path);
+    EXPECT_EQ(t.vector_memory_bytes(), 1000000);
+    EXPECT_EQ(t.machine.params().at("dma_channels").source, "my board");
+    EXPECT_EQ(t.machine.params().at("rsram_bytes").source, path);
+    EXPECT_EQ(t.machine.params().at("cores").value, 16); // untouched
+    std::ofstream(path) << R"({"target": "hopper", "params": {"sms": 1}})";
+    EXPECT_THROW(Target::parse("zpu:file=" + path), Error);
+    std::ofstream(path) << R"({"params": {"tensor_cores": 2}})";
+    EXPECT_THROW(Target::parse("zpu:file=" + path), Error);
+    std::remove(path.c_str());
+}
+
+// ---- the public rules the models follow ----
+
+TEST(ZpuRules, MmaMinimumBlockCount) {
+    // SUNMMIO/Tilelang cost_model.cc: 21 + (7 fp32 | 8 bf16) + ceil(m/16) ceil(n/32) max(ceil(k/32),
+    // b) + 70, b = 1 when m <= 16 and n <= 32, else 4.
+    sim::ZpuParams p;
+    EXPECT_EQ(p.mma_cycles(16, 32, 32, sim::DType::F32), 21 + 7 + 1 * 1 * 1 + 70);
+    EXPECT_EQ(p.mma_cycles(32, 32, 32, sim::DType::F32), 21 + 7 + 2 * 1 * 4 + 70);
+    EXPECT_EQ(p.mma_cycles(16, 64, 32, sim::DType::BF16), 21 + 8 + 1 * 2 * 4 + 70);
+    EXPECT_EQ(p.mma_cycles(256, 256, 128, sim::DType::F32), 21 + 7 + 16 * 8 * 4 + 70);
+    EXPECT_EQ(p.mma_cycles(256, 256, 512, sim::DType::F32), 21 + 7 + 16 * 8 * 16 + 70);
+}
+
+TEST(ZpuRules, SramSizes) {
+    // SUNMMIO/Tilelang-Mesh sunmmio_driver.py: RSRAM is 1,536,000 bytes, not 1.5 MiB.
+    sim::ZpuParams p;
+    EXPECT_EQ(p.capacity(sim::Space::ASRAM), 1048576);
+    EXPECT_EQ(p.capacity(sim::Space::WSRAM), 2097152);
+    EXPECT_EQ(p.capacity(sim::Space::RSRAM), 1536000);
+}
+
+TEST(HopperRules, HbmAndL2AreSharedByTheGrid) {
+    // 3.35 TB/s of HBM3 at 1.83 GHz, shared by the SMs that run at once; L2 hits at the L2's rate.
+    sim::hopper::HopperParams p;
+    const int64_t bytes = 1 << 20;
+    EXPECT_EQ(p.tma_cycles(bytes, 0, 132) - p.tma_latency, (bytes * 132 + 1829) / 1830);
+    EXPECT_EQ(p.tma_cycles(0, bytes, 132) - p.tma_latency, (bytes * 132 + 2999) / 3000);
+    // One SM alone is limited by its own port, not by the device.
+    EXPECT_EQ(p.tma_cycles(bytes, 0, 1) - p.tma_latency, bytes / 64);
+}
+
+} // namespace
