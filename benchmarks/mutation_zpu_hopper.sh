@@ -30,7 +30,8 @@ doc = {"what": "protocol mutants of zpu and hopper kernels' async Stmt (tests/mu
                "deletes a wait, flips a parity, shifts a version index or drops a fence, arrive, "
                "expect or advance; killed = the model reports a race, a deadlock or an error, or "
                "the result differs from the Halide reference; equivalent = a shifted wait that "
-               "waits for a later event than it needs",
+               "waits for a later event than it needs, or (hopper) the fence before a store "
+               "that threads make where TMA cannot (generic proxy: the emitter drops it)",
        "machine": {"host": platform.node(), "cores": os.cpu_count(),
                    "note": "the counts do not depend on the host"},
        "date": datetime.datetime.utcnow().isoformat() + "Z",
