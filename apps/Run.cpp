@@ -138,6 +138,7 @@ RunResult run(const App &app, const RunOptions &options) {
     r.params = with_defaults(app, options.params, options.target);
     r.schedule = options.schedule.empty() ? schedules_for(app, options.target).front() : options.schedule;
     r.target = target.name();
+    r.model = target.name() + " v" + std::to_string(target.machine.version());
 
     auto t0 = std::chrono::steady_clock::now();
     r.kernel = compile_app(app, r.params, r.schedule, target);
@@ -208,7 +209,8 @@ RunResult run(const App &app, const RunOptions &options) {
 
 std::string RunResult::json() const {
     std::ostringstream os;
-    os << "{\"app\": \"" << app << "\", \"target\": \"" << target << "\", \"schedule\": \"" << schedule
+    os << "{\"app\": \"" << app << "\", \"target\": \"" << target << "\", \"model\": \"" << model
+       << "\", \"schedule\": \"" << schedule
        << "\", \"params\": {";
     bool first = true;
     for (const auto &[k, v] : params.values()) {

@@ -26,6 +26,7 @@ struct RunOptions {
 
 struct RunResult {
     std::string app, target, schedule;
+    std::string model; // the machine model and its version ("zpu v2"), Machine.h
     Params params;
     bool checked = false;     // numerics were on and compared with the reference
     bool correct = false;

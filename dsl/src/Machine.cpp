@@ -87,6 +87,8 @@ void MachineDescription::merge_json(const std::string &text, const std::string &
                     ", not " + target_);
     if (define && j.contains("what"))
         what_ = j["what"].get<std::string>();
+    if (define && j.contains("version"))
+        version_ = j["version"].get<int>();
     for (const auto &[key, item] : j["params"].items()) {
         if (!define && !params_.count(key)) {
             set(key, "0"); // Error naming the known parameters
@@ -119,6 +121,7 @@ void MachineDescription::check(const std::string &key, const MachineParam &p, do
 std::string MachineDescription::json() const {
     nlohmann::json j;
     j["target"] = target_;
+    j["version"] = version_;
     j["what"] = what_;
     for (const auto &[key, p] : params_)
         j["params"][key] = {

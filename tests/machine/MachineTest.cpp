@@ -20,6 +20,7 @@ TEST(MachineDescription, EveryParameterHasAUnitAndASource) {
     for (const char *target : {"zpu", "hopper", "ascend"}) {
         MachineDescription d = MachineDescription::builtin(target);
         EXPECT_EQ(d.target(), target);
+        EXPECT_GE(d.version(), 1) << target;
         EXPECT_GE(d.params().size(), 10u) << target;
         for (const auto &[key, p] : d.params()) {
             EXPECT_FALSE(p.unit.empty()) << target << " " << key;

@@ -30,6 +30,9 @@ public:
     static MachineDescription builtin(const std::string &target);
 
     const std::string &target() const { return target_; }
+    /** The model's version: it changes whenever a figure the model gives would change (the
+     * description's "changes" say how); recorded with every figure ("model": "zpu v2"). */
+    int version() const { return version_; }
     const std::map<std::string, MachineParam> &params() const { return params_; }
 
     /** A parameter's value; Error naming the key if the description has none. */
@@ -47,6 +50,7 @@ public:
 
 private:
     std::string target_, what_;
+    int version_ = 0;
     std::map<std::string, MachineParam> params_;
     void merge_json(const std::string &text, const std::string &origin, bool define);
     void check(const std::string &key, const MachineParam &p, double value) const;
