@@ -152,31 +152,35 @@ RunResult run(const App &app, const RunOptions &options) {
     std::unique_ptr<sim::Machine> zpu;
     std::unique_ptr<sim::hopper::Machine> hopper;
     std::unique_ptr<sim::ascend::Machine> ascend;
+    const bool tracing = !options.trace.empty() || !options.timeline.empty();
     t0 = std::chrono::steady_clock::now();
     if (target.arch == Target::Arch::Hopper) {
-        hopper = std::make_unique<sim::hopper::Machine>(sim::hopper::HopperParams::from(target.lookup()), options.numerics, !options.trace.empty());
+        hopper = std::make_unique<sim::hopper::Machine>(sim::hopper::HopperParams::from(target.lookup()), options.numerics, tracing);
         ids = add_arguments(
             kernel, [&](const std::string &n, sim::DType t, int64_t e) { return hopper->add_global(n, t, e); },
             [&](int id) { return hopper->data(id); }, options.numerics, options.seed, &reference_inputs);
         hopper_backend::execute(kernel, *hopper, ids);
         r.report = hopper->finish();
         if (!options.trace.empty()) hopper->write_trace(options.trace);
+        if (!options.timeline.empty()) hopper->write_trace(options.timeline);
         data_of = [&](int id) { return hopper->data(id); };
     } else if (target.arch == Target::Arch::Ascend) {
-        ascend = std::make_unique<sim::ascend::Machine>(sim::ascend::AscendParams::from(target.lookup()), options.numerics, !options.trace.empty());
+        ascend = std::make_unique<sim::ascend::Machine>(sim::ascend::AscendParams::from(target.lookup()), options.numerics, tracing);
         ids = add_arguments(
             kernel, [&](const std::string &n, sim::DType t, int64_t e) { return ascend->add_gm(n, t, e); },
             [&](int id) { return ascend->data(id); }, options.numerics, options.seed, &reference_inputs);
         ascend_backend::execute(kernel, *ascend, ids);
         r.report = ascend->finish();
         if (!options.trace.empty()) ascend->write_trace(options.trace);
+        if (!options.timeline.empty()) ascend->write_trace(options.timeline);
         data_of = [&](int id) { return ascend->data(id); };
     } else {
-        zpu = std::make_unique<sim::Machine>(sim::ZpuParams::from(target.lookup()), options.numerics, !options.trace.empty());
+        zpu = std::make_unique<sim::Machine>(sim::ZpuParams::from(target.lookup()), options.numerics, tracing);
         ids = add_arguments(kernel, *zpu, options.seed, &reference_inputs);
         zpu_backend::execute(kernel, *zpu, ids);
         r.report = zpu->finish();
         if (!options.trace.empty()) zpu->write_trace(options.trace);
+        if (!options.timeline.empty()) zpu->write_trace(options.timeline);
         data_of = [&](int id) { return zpu->data(id); };
     }
     r.simulate_ms = ms_since(t0);

@@ -21,6 +21,7 @@ struct RunOptions {
     std::string target = "zpu";
     bool numerics = true;     // false: timing and hazards only (no data, no reference)
     std::string trace;        // Chrome/Perfetto trace file, if not empty
+    std::string timeline;     // SVG picture of the overlap (one lane per engine), if not empty
     uint64_t seed = 1;
 };
 

@@ -22,7 +22,7 @@ namespace {
 const char *usage = R"(usage:
   tandem list
   tandem run <app> [--target zpu|hopper|ascend] [--param k=v]... [--schedule s] [--json] [--trace file]
-                   [--no-numerics] [--seed n]
+                   [--timeline file.svg] [--no-numerics] [--seed n]
   tandem emit <app> [--target zpu|hopper|ascend] --what stmt|halide|code|cuda|ptx -o dir [--param k=v]...
                     [--schedule s]
                     [--name n]   (file base name and C++ function name; default: the app)
@@ -35,7 +35,7 @@ const char *usage = R"(usage:
 )";
 
 struct Args {
-    std::string command, app, target = "zpu", schedule, what = "stmt", out_dir, trace, name;
+    std::string command, app, target = "zpu", schedule, what = "stmt", out_dir, trace, timeline, name;
     int drop_flag = -1;
     Params params;
     bool json = false, numerics = true, verbose = false, target_given = false, emit = true;
@@ -70,6 +70,11 @@ Args parse(int argc, char **argv) {
         else if (f == "--what") a.what = value(f);
         else if (f == "-o") a.out_dir = value(f);
         else if (f == "--trace") a.trace = value(f);
+        else if (f == "--timeline") {
+            a.timeline = value(f);
+            if (a.timeline.size() < 5 || a.timeline.compare(a.timeline.size() - 4, 4, ".svg") != 0)
+                throw Error("--timeline writes an SVG picture: give a file name ending in .svg");
+        }
         else if (f == "--name") a.name = value(f);
         else if (f == "--drop-flag") {
             std::string n = value(f);
@@ -229,7 +234,10 @@ void demo() {
     for (int stages : {1, best_stages}) {
         RunOptions o;
         o.params.set("stages", std::to_string(stages));
-        if (stages == best_stages) o.trace = "out/demo_gemm.trace.json";
+        if (stages == best_stages) {
+            o.trace = "out/demo_gemm.trace.json";
+            o.timeline = "out/demo_gemm.timeline.svg";
+        }
         RunResult r = run(gemm, o);
         std::printf("  stages %d: correct %s (max_rel_err %.2g), races %lld, deadlock %s, compile %.0f ms\n", stages,
                     r.correct ? "yes" : "NO", r.max_rel_err, (long long)r.report.race_count,
@@ -239,8 +247,10 @@ void demo() {
     std::printf("\nPipelining speedup: %.2fx (stages 1: %lld cycles -> stages %d: %lld cycles).\n", speedup,
                 (long long)timing[0].report.cycles, best_stages, (long long)best.report.cycles);
     std::printf("With %d stages the DMA hides behind the tensor core: efficiency %.3f of the schedule's bound,\n"
-                "%.3f of the problem's roofline. Trace (one track per engine, open in ui.perfetto.dev):\n"
-                "  out/demo_gemm.trace.json\n",
+                "%.3f of the problem's roofline. Trace (one track per engine, open in ui.perfetto.dev)\n"
+                "and a picture of the overlap:\n"
+                "  out/demo_gemm.trace.json\n"
+                "  out/demo_gemm.timeline.svg\n",
                 best_stages, best.efficiency(), best.roofline_fraction());
 }
 
@@ -258,11 +268,13 @@ int main(int argc, char **argv) {
             o.target = a.target;
             o.numerics = a.numerics;
             o.trace = a.trace;
+            o.timeline = a.timeline;
             o.seed = a.seed;
             RunResult r = run(find_app(a.app), o);
             if (a.json) std::cout << r.json() << "\n";
             else print_human(r);
             if (!a.trace.empty() && !a.json) std::cout << "  trace: " << a.trace << "\n";
+            if (!a.timeline.empty() && !a.json) std::cout << "  timeline: " << a.timeline << "\n";
             return (r.checked && !r.correct) || r.report.race_count || r.report.deadlock ? 1 : 0;
         } else if (a.command == "emit") {
             emit(a);

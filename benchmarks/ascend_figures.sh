@@ -47,6 +47,7 @@ doc = {"what": "Ascend 910B model (NPU-FACTS.md rates, 24 AI cores, shared L2: f
        "machine": {"host": platform.node(), "cores": os.cpu_count(),
                    "note": "cycles are simulated AI-core cycles; host speed does not change them"},
        "date": datetime.datetime.utcnow().isoformat() + "Z", "command": "benchmarks/ascend_figures.sh",
+       "model": rows[0]["model"],
        "elementwise_speedup_double_vs_single": ew["single_buffered"]["cycles"] / ew["double_buffered"]["cycles"],
        "elementwise_speedup_double_vs_sync": ew["sync"]["cycles"] / ew["double_buffered"]["cycles"],
        "rows": table}

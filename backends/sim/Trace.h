@@ -6,6 +6,11 @@
  * Chrome/Perfetto trace (JSON): one process per core or SM, one track ("tid") per engine or
  * agent, one complete ("X") event per op. At most kMaxTraceEvents events are kept; a trace cut
  * there says so in an instant event.
+ *
+ * A path ending in ".svg" gets a picture of the overlap instead: one lane per engine or agent of
+ * each core or SM (the first kSvgProcesses that did anything; the rest are folded into a line
+ * that says how many), ops as bars coloured by kind, waits and stalls in grey, so that one sees
+ * at a glance whether the data movement hides behind the compute.
  */
 
 #include "sim/Zpu.h"
@@ -19,6 +24,7 @@
 namespace tandem::sim::detail {
 
 constexpr size_t kMaxTraceEvents = 2000000;
+constexpr size_t kSvgProcesses = 4;
 
 /** Op labels by small id (race names and trace events keep the id, not the string). */
 class Labels {
@@ -44,11 +50,13 @@ public:
     /** `category` is a string literal (the op kind). Nothing happens when tracing is off. */
     void add(uint32_t label, const char *category, int process, int track, Cycles start,
              Cycles duration);
-    /** Throws SimError when tracing was off or the file cannot be written. */
+    /** Chrome trace JSON, or the SVG timeline for a path ending in ".svg". Throws SimError when
+     * tracing was off or the file cannot be written. */
     void write(const std::string &path, const std::vector<TraceProcess> &processes,
                const Labels &labels) const;
 
 private:
+    void write_svg(std::ostream &out, const std::vector<TraceProcess> &processes) const;
     struct Event {
         uint32_t label;
         int16_t track;

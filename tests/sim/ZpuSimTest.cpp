@@ -1103,5 +1103,36 @@ TEST(ZpuTrace, WritesValidJsonWithEngineTracks) {
     EXPECT_THROW(untraced.write_trace(path), SimError);
 }
 
+TEST(ZpuTrace, SvgTimelineDrawsLanesAndFoldsManyCores) {
+    ZpuParams p; // 16 cores
+    Machine machine(p, false, /*trace=*/true);
+    int dram = machine.add_dram("D", DType::F32, 16 * 1024);
+    for (int c = 0; c < p.cores; ++c) {
+        int sram = machine.add_sram(c, "S", Space::RSRAM, DType::F32, 1024);
+        Box box{0, {{1024, 1}}}, part{int64_t(c) * 1024, {{1024, 1}}};
+        Core &core = machine.core(c);
+        Token t = core.dma_start(sram, box, dram, part, "load");
+        core.dma_wait(t, "wait");
+        core.vector_op("scale", 1024, {{sram, box, true}}, nullptr);
+    }
+    std::string path = ::testing::TempDir() + "zpu_sim_test.timeline.svg";
+    machine.write_trace(path);
+    std::ifstream in(path);
+    std::stringstream buffer;
+    buffer << in.rdbuf();
+    std::string text = buffer.str();
+    EXPECT_EQ(text.rfind("<svg", 0), 0u);
+    EXPECT_TRUE(contains(text, "</svg>"));
+    // The first four cores get a lane per engine they used; the other twelve are folded.
+    for (const char *lane : {">core 0 control<", ">core 0 vector<", ">core 0 dma0<", ">core 3 vector<"})
+        EXPECT_TRUE(contains(text, lane)) << lane;
+    EXPECT_FALSE(contains(text, ">core 4 vector<"));
+    EXPECT_FALSE(contains(text, ">core 0 tensor<")); // no MMA ran: no lane
+    EXPECT_TRUE(contains(text, "and 12 more cores or SMs, folded"));
+    EXPECT_TRUE(contains(text, "<title>dma</title>"));
+    EXPECT_TRUE(contains(text, "<title>vector</title>"));
+    std::remove(path.c_str());
+}
+
 } // namespace
 } // namespace tandem::sim
