@@ -223,7 +223,13 @@ void demo() {
         RunOptions o;
         o.params.set("stages", std::to_string(stages));
         o.numerics = false;
-        RunResult r = run(gemm, o);
+        RunResult r;
+        try {
+            r = run(gemm, o);
+        } catch (const Error &e) {
+            std::printf("%-8d does not fit: %s\n", stages, e.what());
+            continue;
+        }
         std::printf("%-8d %12lld %12lld %11.3f %9.3f\n", stages, (long long)r.report.cycles,
                     (long long)r.report.bound_cycles, r.efficiency(), r.roofline_fraction());
         timing.push_back(r);

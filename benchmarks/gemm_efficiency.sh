@@ -51,7 +51,7 @@ doc = {
     "model": three["model"],
     "previous_model": {"model": "zpu v1", "stages_1_cycles": 42364, "stages_3_cycles": 36761,
                        "stages_3_roofline_fraction": 0.891379,
-                       "note": "v1 charged the vector core for arithmetic only; v2 charges loads, stores and constants as SUNMMIO's public cost model does, and at least 4 K blocks per MMA. The acceptance figure drops from 0.89 to about 0.64 of the roofline because the model got honest: the accumulator's zeroing and the epilogue (load, cast, store per element) run on the one control stream between MMAs. Winning it back needs the tensor and vector cores to run concurrently (issue 10, item 4)."},
+                       "note": "v1 charged the vector core for arithmetic only and let DMA go straight from DRAM to ASRAM on whichever channel was free. v2 charges loads, stores and constants as SUNMMIO's public cost model does, and at least 4 K blocks per MMA (0.89 -> 0.64 of the roofline: the accumulator's zeroing and the epilogue run on the one control stream between MMAs). v3 follows the fork's DMA routes: A is loaded into RSRAM and each MMA's box hops to ASRAM on ODMA unit 1, A and B loads share unit 0 (0.64 -> 0.57). The figures drop because the model got honest. Winning them back: the tensor and vector cores running concurrently, and the A hop pipelined (issue 10, item 4)."},
     "acceptance_2048": {"stages_1_cycles": one["cycles"], "stages_3_cycles": three["cycles"],
                         "speedup_stages3_vs_1": one["cycles"] / three["cycles"],
                         "stages_3_efficiency": three["efficiency"], "stages_3_roofline_fraction": three["roofline_fraction"],

@@ -85,7 +85,43 @@ ZpuParams ZpuParams::from(const ParamLookup &get) {
     p.mma_drain = int(get("mma_drain"));
     p.vector_flops_per_cycle = int(get("vector_flops_per_cycle"));
     p.vector_fixed = int(get("vector_fixed"));
+    for (int s = 0; s < 4; ++s) {
+        for (int d = 0; d < 4; ++d) {
+            const std::string key = std::string("odma_route.") + space_name(Space(s)) + "." +
+                                    space_name(Space(d));
+            try {
+                p.route[size_t(s)][size_t(d)] = int(get(key));
+            } catch (const std::exception &) {
+                p.route[size_t(s)][size_t(d)] = -1; // the description has no such route
+            }
+        }
+    }
     return p;
+}
+
+std::array<std::array<int, 4>, 4> ZpuParams::default_routes() {
+    std::array<std::array<int, 4>, 4> r;
+    for (auto &row : r)
+        row.fill(-1);
+    auto set = [&](Space s, Space d, int unit) { r[size_t(s)][size_t(d)] = unit; };
+    set(Space::DRAM, Space::RSRAM, 0);
+    set(Space::DRAM, Space::WSRAM, 0);
+    set(Space::RSRAM, Space::DRAM, 0);
+    set(Space::RSRAM, Space::WSRAM, 0);
+    set(Space::RSRAM, Space::ASRAM, 1);
+    set(Space::RSRAM, Space::RSRAM, 1);
+    return r;
+}
+
+std::array<std::array<int, 4>, 4> ZpuParams::free_routes() {
+    std::array<std::array<int, 4>, 4> r;
+    for (auto &row : r)
+        row.fill(kAnyUnit);
+    return r;
+}
+
+int ZpuParams::route_unit(Space src, Space dst) const {
+    return route[size_t(src)][size_t(dst)];
 }
 
 int64_t ZpuParams::capacity(Space s) const {
@@ -413,8 +449,21 @@ struct Machine::Impl {
             }
         }
 
-        int channel = int(std::min_element(core.channel_free.begin(), core.channel_free.end()) -
-                          core.channel_free.begin());
+        // Each route is pinned to its ODMA unit (folded onto the units there are).
+        const int unit = params.route_unit(from.space, to.space);
+        if (unit == ZpuParams::kAnyUnit) {
+            // No pinned route: the unit that frees first.
+        } else if (unit < 0) {
+            fail(what, core,
+                 std::string("no single transfer goes from ") + space_name(from.space) + " to " +
+                     space_name(to.space) + " (the ODMA routes of the machine description; " +
+                     "DRAM -> ASRAM goes through RSRAM)");
+        }
+        const int channel =
+            unit == ZpuParams::kAnyUnit
+                ? int(std::min_element(core.channel_free.begin(), core.channel_free.end()) -
+                      core.channel_free.begin())
+                : unit % params.dma_channels;
         Cycles start = std::max(core.now, core.channel_free[channel]);
         Cycles duration = params.dma_cycles(count * bytes_of(to.type));
         Cycles end = start + duration;

@@ -28,6 +28,7 @@
 
 #include "tandem/Memories.h" // Space
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -77,8 +78,17 @@ struct ZpuParams {
     // stores, arithmetic, weighted by the description's vector_* costs) come with the op.
     int vector_flops_per_cycle = 250;
     int vector_fixed = 0;
+    // DMA routes: route[src][dst] is the ODMA unit that takes a transfer from src to dst, -1
+    // where no single transfer can (DRAM -> ASRAM, anything out of ASRAM or WSRAM), kAnyUnit
+    // where the first free unit takes it (a machine without pinned routes: free_routes()).
+    static constexpr int kAnyUnit = -2;
+    std::array<std::array<int, 4>, 4> route = default_routes();
 
     static ZpuParams from(const ParamLookup &get);
+    static std::array<std::array<int, 4>, 4> default_routes();
+    static std::array<std::array<int, 4>, 4> free_routes();
+    /** The ODMA unit (channel) of a transfer, -1 when none can make it in one transfer. */
+    int route_unit(Space src, Space dst) const;
 
     int64_t capacity(Space s) const;
     int64_t dma_cycles(int64_t bytes) const;

@@ -182,6 +182,61 @@ void plan_ascend(const Stmt &s, const HoistAllocations &hoist, CompileContext &c
     }
 }
 
+/** ZPU MMA operands a DMA cannot fill from DRAM in one transfer (DRAM -> ASRAM has no ODMA route:
+ * machines/zpu.json): the tile lives in RSRAM, and before each MMA one transfer (RSRAM -> ASRAM,
+ * waited at once) moves the MMA's box into `<tile>.asram`, which the MMA reads. */
+class StageThroughRsram : public IRMutator {
+public:
+    std::map<std::string, std::string> staged; // tile -> its ASRAM buffer
+
+private:
+    using IRMutator::visit;
+    Stmt visit(const Evaluate *op) override {
+        ir::MmaOp m;
+        if (!ir::as_mma(op, &m) || !staged.count(m.a)) return op;
+        const std::string stage = staged.at(m.a);
+        ir::CopyOp hop;
+        hop.src = m.a;
+        hop.dst = stage;
+        hop.src_offset = m.a_offset;
+        hop.dst_offset = 0;
+        hop.dims = {{m.k, 1, m.a_stride_k}, {m.m, m.k, m.a_stride_m}};
+        hop.barrier = ir::full_barrier(stage);
+        hop.slot = 0;
+        ir::WaitOp wait{ir::full_barrier(stage), 0};
+        m.a = stage;
+        m.a_offset = 0;
+        m.a_stride_k = 1;
+        m.a_stride_m = m.k;
+        return Block::make({ir::make_copy(hop), ir::make_wait(wait), ir::make_mma(m)});
+    }
+};
+
+/** The MMA A operands whose tiles a DMA fills from a kernel argument (DRAM) where the machine
+ * description has no DRAM -> ASRAM route. */
+class FindDramFilledOperands : public IRVisitor {
+public:
+    FindDramFilledOperands(const CompileContext &ctx, const FindOperands &operands)
+        : ctx(ctx), operands(operands) {}
+    std::set<std::string> found;
+
+private:
+    using IRVisitor::visit;
+    const CompileContext &ctx;
+    const FindOperands &operands;
+    void visit(const Evaluate *op) override {
+        ir::CopyOp c;
+        if (!ir::as_copy(op, &c)) return;
+        auto sp = operands.space.find(c.dst);
+        const bool from_dram = c.src == ctx.output ||
+                               std::find(ctx.inputs.begin(), ctx.inputs.end(), c.src) != ctx.inputs.end();
+        if (from_dram && sp != operands.space.end() && sp->second == sim::Space::ASRAM &&
+            sim::ZpuParams::from(ctx.target.lookup()).route_unit(sim::Space::DRAM, sim::Space::ASRAM) < 0) {
+            found.insert(c.dst);
+        }
+    }
+};
+
 } // namespace
 
 Stmt plan_memory(const Stmt &s, CompileContext &ctx, std::vector<SramBuffer> *buffers) {
@@ -198,7 +253,15 @@ Stmt plan_memory(const Stmt &s, CompileContext &ctx, std::vector<SramBuffer> *bu
         plan_ascend(result, hoist, ctx, buffers);
         return result;
     }
+    FindDramFilledOperands dram_filled(ctx, operands);
+    result.accept(&dram_filled);
+    StageThroughRsram stage;
     std::map<sim::Space, int64_t> used;
+    auto place = [&](SramBuffer b) {
+        b.offset_bytes = used[b.space];
+        used[b.space] += (b.bytes() + 63) / 64 * 64;
+        buffers->push_back(b);
+    };
     for (const std::string &name : hoist.order) {
         SramBuffer b = hoist.found[name];
         auto slots = ctx.slots.find(name);
@@ -206,10 +269,20 @@ Stmt plan_memory(const Stmt &s, CompileContext &ctx, std::vector<SramBuffer> *bu
         b.slot_elements /= b.slots; // Allocate sizes already hold every version
         auto sp = operands.space.find(name);
         b.space = sp == operands.space.end() ? sim::Space::RSRAM : sp->second;
-        b.offset_bytes = used[b.space];
-        used[b.space] += (b.bytes() + 63) / 64 * 64;
-        buffers->push_back(b);
+        if (dram_filled.found.count(name)) {
+            // Loaded into RSRAM; each MMA's box hops to ASRAM (one version, reused per MMA).
+            SramBuffer hop = b;
+            hop.name = name + ".asram";
+            hop.slots = 1;
+            b.space = sim::Space::RSRAM;
+            stage.staged[name] = hop.name;
+            ctx.notes.push_back("route: " + name + " is loaded into RSRAM and each MMA's box moves to " +
+                                hop.name + " (no DRAM -> ASRAM route)");
+            place(hop);
+        }
+        place(b);
     }
+    if (!stage.staged.empty()) result = stage.mutate(result);
     for (const auto &[space, bytes] : used) {
         int64_t capacity = sim::ZpuParams::from(ctx.target.lookup()).capacity(space);
         if (bytes <= capacity) continue;

@@ -160,17 +160,18 @@ INSTANTIATE_TEST_SUITE_P(Ascend, AppCorrectness, ::testing::ValuesIn(ascend_case
 INSTANTIATE_TEST_SUITE_P(Hopper, AppCorrectness, ::testing::ValuesIn(hopper_cases()),
                          [](const ::testing::TestParamInfo<Case> &info) { return info.param.name; });
 
-// The acceptance run: 2048^3 with 3 stages overlaps DMA almost perfectly, and the default
-// tiles reach 60% of the problem's roofline. (70% before the vector cost counted loads and stores
-// as SUNMMIO's public model does: the epilogue runs between MMAs on the one control stream.)
+// The acceptance run: 2048^3 with 3 stages overlaps the DRAM loads with the MMAs (efficiency
+// 0.90: each MMA waits for the RSRAM -> ASRAM hop of its A box), and the default tiles reach 55%
+// of the problem's roofline. (0.99 and 70% on zpu v1, before the vector cost counted loads and
+// stores and before DRAM -> ASRAM had to go through RSRAM: machines/zpu.json says what changed.)
 TEST(GemmAcceptance, Stages3At2048IsCorrectAndEfficient) {
     RunOptions o;
     o.params.set("stages", "3");
     RunResult r = run(gemm_app(), o);
     EXPECT_TRUE(r.correct) << r.max_rel_err;
     EXPECT_EQ(r.report.race_count, 0);
-    EXPECT_GE(r.efficiency(), 0.95);
-    EXPECT_GE(r.roofline_fraction(), 0.6);
+    EXPECT_GE(r.efficiency(), 0.85);
+    EXPECT_GE(r.roofline_fraction(), 0.55);
     EXPECT_LT(r.compile_ms, 1000);
 }
 

@@ -77,15 +77,17 @@ TEST(ScheduleErrors, AsyncCopyOutsideEveryLoop) {
 
 TEST(ScheduleErrors, SramOverflow) {
     Gemm g(1024, 1024, 1024);
-    g.schedule(256, 1024, 4); // 4 versions of a 256 x 1024 bf16 tile: 2 MB of ASRAM
-    expect_error([&] { g.compile_for(); }, {g.A_tile.name(), "multi_buffer(4)", "SRAM overflow", "ASRAM"});
+    // 4 versions of a 256 x 1024 bf16 tile: 2 MB of RSRAM (A is staged there: no DRAM -> ASRAM route)
+    g.schedule(256, 1024, 4);
+    expect_error([&] { g.compile_for(); }, {g.A_tile.name(), "multi_buffer(4)", "SRAM overflow", "RSRAM"});
 }
 
 TEST(ScheduleErrors, SramOverflowWithSmallerTargetScope) {
     Gemm g(256, 256, 256);
     g.schedule(128, 128, 2);
-    expect_error([&] { compile(g.C, {g.A, g.B}, Target::parse("zpu:asram_bytes=32768"), "gemm"); },
-                 {"SRAM overflow", "ASRAM", "32768"});
+    // ASRAM holds the one 128 x 128 bf16 box each MMA reads (32768 bytes).
+    expect_error([&] { compile(g.C, {g.A, g.B}, Target::parse("zpu:asram_bytes=16384"), "gemm"); },
+                 {"SRAM overflow", "ASRAM", "16384"});
 }
 
 TEST(ScheduleErrors, TargetsWithoutBackend) {

@@ -31,8 +31,16 @@ Box dense(int64_t inner, int64_t outer) {
     return box2(0, inner, 1, outer, inner);
 }
 
-ZpuParams one_core() {
+/** The default machine with every DMA route allowed on the first free unit: the mechanics tests
+ * below move data between any two memories. (ZpuRoutes tests the pinned routes.) */
+ZpuParams any_routes() {
     ZpuParams p;
+    p.route = ZpuParams::free_routes();
+    return p;
+}
+
+ZpuParams one_core() {
+    ZpuParams p = any_routes();
     p.cores = 1;
     return p;
 }
@@ -179,7 +187,7 @@ TEST(ZpuTiming, VectorOpCost) {
 }
 
 TEST(ZpuTiming, CyclesAreTheSlowestCore) {
-    ZpuParams p;
+    ZpuParams p = any_routes();
     p.cores = 3;
     Machine machine(p, false);
     int src = machine.add_dram("src", DType::F32, 1024);
@@ -570,7 +578,7 @@ TEST(ZpuRaces, CrossCoreDramWritesAreExact) {
     // A 4 x 8 row-major matrix C. Core 0 writes columns 0..3; core 1 writes columns 4..7 (hulls
     // overlap, elements do not), or columns 2..5 (elements overlap).
     for (int second_col : {4, 2}) {
-        ZpuParams p;
+        ZpuParams p = any_routes();
         p.cores = 2;
         Machine machine(p, false);
         int c_dram = machine.add_dram("C", DType::F32, 4 * 8);
@@ -643,7 +651,7 @@ TEST(ZpuRaces, OverlapMatchesBruteForce) {
     // must be reported exactly when two of them meet.
     const int64_t size = 160;
     std::mt19937 rng(11);
-    ZpuParams p;
+    ZpuParams p = any_routes();
     p.cores = 2;
     p.dma_channels = 1;
     int overlapping = 0;
@@ -763,7 +771,7 @@ int run_gemm(Machine &machine, const GemmShape &g, int a_dram, int b_dram, bool 
 }
 
 TEST(ZpuGemm, PipelinedGemmOnFourCoresIsCorrectAndRaceFree) {
-    ZpuParams p;
+    ZpuParams p = any_routes();
     p.cores = 4;
     GemmShape g{64, 96, 96, 16, 32, 32};
     Machine machine(p, true);
@@ -801,7 +809,7 @@ TEST(ZpuGemm, PipelinedGemmOnFourCoresIsCorrectAndRaceFree) {
 }
 
 TEST(ZpuGemm, ForgettingTheStoreWaitRaces) {
-    ZpuParams p;
+    ZpuParams p = any_routes();
     p.cores = 2;
     GemmShape g{64, 64, 32, 16, 32, 32}; // one k step: each tile's store is followed closely
     Machine machine(p, false);
@@ -820,7 +828,7 @@ TEST(ZpuGemm, ForgettingTheStoreWaitRaces) {
 // ---------------------------------------------------------------------------------------------
 
 TEST(ZpuDeadlock, WaitOnATokenNeverIssued) {
-    ZpuParams p;
+    ZpuParams p = any_routes();
     p.cores = 2;
     Machine machine(p, false);
     machine.core(1).dma_wait(Token{}, "null token"); // free
@@ -839,7 +847,7 @@ TEST(ZpuDeadlock, WaitOnATokenNeverIssued) {
 }
 
 TEST(ZpuDeadlock, WaitOnAnotherCoresToken) {
-    ZpuParams p;
+    ZpuParams p = any_routes();
     p.cores = 2;
     Machine machine(p, false);
     int dram = machine.add_dram("D", DType::F32, 16);
@@ -866,7 +874,7 @@ TEST(ZpuDeadlock, WaitOnAnotherCoresToken) {
 }
 
 TEST(ZpuErrors, SramOverflowNamesBufferAndScope) {
-    Machine machine(ZpuParams{}, false);
+    Machine machine(any_routes(), false);
     machine.add_sram(0, "a_stage0", Space::ASRAM, DType::BF16, 300000); // 600000 of 1 MB
     try {
         machine.add_sram(0, "a_stage1", Space::ASRAM, DType::BF16, 300000);
@@ -915,7 +923,7 @@ TEST(ZpuErrors, DmaNeedsOneElementType) {
 }
 
 TEST(ZpuErrors, AnotherCoresSram) {
-    ZpuParams p;
+    ZpuParams p = any_routes();
     p.cores = 2;
     Machine machine(p, false);
     int dram = machine.add_dram("A", DType::F32, 16);
@@ -951,10 +959,10 @@ TEST(ZpuErrors, MmaShapesAndScopes) {
 }
 
 TEST(ZpuErrors, BadParametersAndIds) {
-    ZpuParams p;
+    ZpuParams p = any_routes();
     p.dma_channels = 0;
     EXPECT_THROW(Machine(p, false), SimError);
-    Machine machine(ZpuParams{}, false);
+    Machine machine(any_routes(), false);
     EXPECT_THROW(machine.core(16), SimError);
     EXPECT_THROW(machine.add_sram(0, "x", Space::DRAM, DType::F32, 4), SimError);
     EXPECT_THROW(machine.name(3), SimError);
@@ -1069,6 +1077,38 @@ private:
     const std::string &s_;
     size_t at_ = 0;
 };
+
+TEST(ZpuRoutes, PinnedUnitsAndNoDramToAsram) {
+    // SUNMMIO/Tilelang-Mesh: DRAM -> ASRAM is not one transfer; DRAM loads take ODMA unit 0 and
+    // RSRAM -> ASRAM unit 1 (machines/zpu.json).
+    ZpuParams p;
+    p.cores = 1;
+    EXPECT_LT(p.route_unit(Space::DRAM, Space::ASRAM), 0);
+    EXPECT_EQ(p.route_unit(Space::DRAM, Space::RSRAM), 0);
+    EXPECT_EQ(p.route_unit(Space::DRAM, Space::WSRAM), 0);
+    EXPECT_EQ(p.route_unit(Space::RSRAM, Space::ASRAM), 1);
+    EXPECT_LT(p.route_unit(Space::ASRAM, Space::DRAM), 0);
+    Machine machine(p, false);
+    int dram = machine.add_dram("D", DType::BF16, 2 * 4096);
+    int a = machine.add_sram(0, "a", Space::ASRAM, DType::BF16, 4096);
+    int r = machine.add_sram(0, "r", Space::RSRAM, DType::BF16, 4096);
+    int w = machine.add_sram(0, "w", Space::WSRAM, DType::BF16, 4096);
+    Core &core = machine.core(0);
+    Box tile{0, {{4096, 1}}}, second{4096, {{4096, 1}}};
+    EXPECT_THROW(core.dma_start(a, tile, dram, tile, "straight to ASRAM"), SimError);
+    // Two DRAM loads share unit 0: the second starts when the first ends (8192 bytes: 108).
+    Token t1 = core.dma_start(r, tile, dram, tile, "to RSRAM");
+    Token t2 = core.dma_start(w, tile, dram, second, "to WSRAM");
+    core.dma_wait(t2, "wait both");
+    EXPECT_EQ(core.now(), 2 * 108);
+    core.dma_wait(t1, "wait first");
+    // RSRAM -> ASRAM on unit 1.
+    Token hop = core.dma_start(a, tile, r, tile, "hop");
+    core.dma_wait(hop, "wait hop");
+    EXPECT_EQ(core.now(), 3 * 108);
+    Report rep = machine.finish();
+    EXPECT_TRUE(rep.races.empty());
+}
 
 TEST(ZpuTrace, WritesValidJsonWithEngineTracks) {
     ZpuParams p = one_core();
