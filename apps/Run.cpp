@@ -67,7 +67,7 @@ double roofline_cycles(const Workload &w, const Target &target) {
     if (target.arch == Target::Arch::Hopper) {
         const sim::hopper::HopperParams h = sim::hopper::HopperParams::from(target.lookup());
         double sms = h.sms;
-        return std::max({w.macs / (sms * h.wgmma_macs_per_cycle), w.vector_flops / (sms * 4.0 * h.vector_flops_per_cycle),
+        return std::max({w.macs / (sms * h.wgmma_macs_per_cycle), w.vector_flops / (sms * h.vector_flops_per_cycle),
                          w.bytes / std::min(h.hbm_bytes_per_cycle, sms * h.tma_bytes_per_cycle)});
     }
     if (target.arch == Target::Arch::Ascend) {

@@ -312,7 +312,7 @@ struct Machine::Impl {
 
     Impl(const HopperParams &p, bool numerics_on, bool trace_on)
         : params(p), numerics(numerics_on), trace(trace_on), l2(p.l2_line, p.l2_bytes),
-          active_sms(p.sms), sm_free(size_t(p.sms), 0),
+          active_sms(p.sms), sm_free(size_t(p.sms), 0), vector_free(size_t(p.sms), 0),
           tma_free(size_t(p.sms), 0), tensor_free(size_t(p.sms), 0), tma_busy(size_t(p.sms), 0),
           tensor_busy(size_t(p.sms), 0), sm_tracks(size_t(p.sms)) {}
 
@@ -324,7 +324,7 @@ struct Machine::Impl {
     std::vector<Buffer> globals;
     CtaRun *running = nullptr;
 
-    std::vector<Cycles> sm_free, tma_free, tensor_free, tma_busy, tensor_busy;
+    std::vector<Cycles> sm_free, vector_free, tma_free, tensor_free, tma_busy, tensor_busy;
     Cycles vector_busy = 0, barrier_wait = 0;
     std::vector<std::vector<std::string>> sm_tracks; // per SM, empty until a CTA ran there
 
@@ -905,9 +905,12 @@ public:
         }
         Agent &agent = me();
         uint64_t name = op_name(OpKind::Vector, label);
-        Cycles duration =
-            params_.issue_cycles + detail::ceil_div(flops, params_.vector_flops_per_cycle);
-        impl_.trace.add(uint32_t(name >> 32), "vector", sm_, agent.track, agent.now, duration);
+        // The SM's CUDA cores are shared by its warpgroups: vector ops of one SM take turns.
+        Cycles start = std::max(agent.now, impl_.vector_free[size_t(sm_)]);
+        Cycles work = params_.issue_cycles + detail::ceil_div(flops, params_.vector_flops_per_cycle);
+        Cycles duration = (start - agent.now) + work;
+        impl_.vector_free[size_t(sm_)] = start + work;
+        impl_.trace.add(uint32_t(name >> 32), "vector", sm_, agent.track, start, work);
         for (const Access &x : accesses) {
             access(x.buffer, x.box, x.write, wg(current_), name, kGenericProxy);
         }
@@ -915,7 +918,7 @@ public:
             compute();
         }
         agent.now += duration;
-        impl_.vector_busy += duration;
+        impl_.vector_busy += work;
     }
 
     // --- running -----------------------------------------------------------------------------

@@ -68,7 +68,7 @@ struct HopperParams {
     int l2_line = 128;
     double wgmma_macs_per_cycle = 2048; // bf16 dense, per SM
     int wgmma_latency = 30;
-    int vector_flops_per_cycle = 128;   // per warpgroup (128 threads)
+    int vector_flops_per_cycle = 128;   // per SM, shared by its warpgroups (128 FP32 lanes)
     int barrier_latency = 20;           // arrive -> visible to a waiter
     int issue_cycles = 1;               // any other op
     // Thread copies (ld / st by a warpgroup's threads, where TMA cannot copy): each thread keeps

@@ -184,31 +184,53 @@ void plan_ascend(const Stmt &s, const HoistAllocations &hoist, CompileContext &c
 
 /** ZPU MMA operands a DMA cannot fill from DRAM in one transfer (DRAM -> ASRAM has no ODMA route:
  * machines/zpu.json): the tile lives in RSRAM, and before each MMA one transfer (RSRAM -> ASRAM,
- * waited at once) moves the MMA's box into `<tile>.asram`, which the MMA reads. */
+ * waited at once) moves the MMA's box into `<tile>.asram`, which the MMA reads.
+ *
+ * The bf16 tensor core reads A only from the ASRAM north bank (SUNMMIO/Tilelang
+ * legalize_sunmmio_gemm.cc: 1 KiB stripes, at most 16 rows in one pass): an MMA of more than 16
+ * rows runs as two passes, each on half of the 16-row blocks, with A re-staged between them. */
 class StageThroughRsram : public IRMutator {
 public:
-    std::map<std::string, std::string> staged; // tile -> its ASRAM buffer
+    struct Stage {
+        std::string buffer; // the ASRAM buffer
+        bool bf16 = false;
+    };
+    std::map<std::string, Stage> staged; // tile -> its ASRAM stage
+    int north_rows = 16;                 // rows of a bf16 A one pass reads (mma_north_bank_rows)
 
 private:
     using IRMutator::visit;
-    Stmt visit(const Evaluate *op) override {
-        ir::MmaOp m;
-        if (!ir::as_mma(op, &m) || !staged.count(m.a)) return op;
-        const std::string stage = staged.at(m.a);
+
+    /** Rows [first, first + rows) of the MMA: hop them to the stage, wait, multiply. */
+    static Stmt pass(ir::MmaOp m, const std::string &stage, const Expr &first, const Expr &rows) {
         ir::CopyOp hop;
         hop.src = m.a;
         hop.dst = stage;
-        hop.src_offset = m.a_offset;
+        hop.src_offset = simplify(m.a_offset + first * m.a_stride_m);
         hop.dst_offset = 0;
-        hop.dims = {{m.k, 1, m.a_stride_k}, {m.m, m.k, m.a_stride_m}};
+        hop.dims = {{m.k, 1, m.a_stride_k}, {rows, m.k, m.a_stride_m}};
         hop.barrier = ir::full_barrier(stage);
         hop.slot = 0;
         ir::WaitOp wait{ir::full_barrier(stage), 0};
+        m.acc_offset = simplify(m.acc_offset + first * m.acc_stride_m);
         m.a = stage;
         m.a_offset = 0;
         m.a_stride_k = 1;
         m.a_stride_m = m.k;
+        m.m = rows;
         return Block::make({ir::make_copy(hop), ir::make_wait(wait), ir::make_mma(m)});
+    }
+
+    Stmt visit(const Evaluate *op) override {
+        ir::MmaOp m;
+        if (!ir::as_mma(op, &m) || !staged.count(m.a)) return op;
+        const Stage &stage = staged.at(m.a);
+        if (!stage.bf16) return pass(m, stage.buffer, 0, m.m);
+        // Half of the row blocks in each pass; one pass when there are at most north_rows rows.
+        const int rows = north_rows;
+        Expr half = simplify(Halide::min(m.m, (m.m + (2 * rows - 1)) / (2 * rows) * rows));
+        Stmt second = IfThenElse::make(m.m > half, pass(m, stage.buffer, half, m.m - half));
+        return Block::make(pass(m, stage.buffer, 0, half), simplify(second));
     }
 };
 
@@ -256,6 +278,7 @@ Stmt plan_memory(const Stmt &s, CompileContext &ctx, std::vector<SramBuffer> *bu
     FindDramFilledOperands dram_filled(ctx, operands);
     result.accept(&dram_filled);
     StageThroughRsram stage;
+    stage.north_rows = int(ctx.target.machine.integer("mma_north_bank_rows"));
     std::map<sim::Space, int64_t> used;
     auto place = [&](SramBuffer b) {
         b.offset_bytes = used[b.space];
@@ -275,9 +298,10 @@ Stmt plan_memory(const Stmt &s, CompileContext &ctx, std::vector<SramBuffer> *bu
             hop.name = name + ".asram";
             hop.slots = 1;
             b.space = sim::Space::RSRAM;
-            stage.staged[name] = hop.name;
+            stage.staged[name] = {hop.name, b.type.is_bfloat()};
             ctx.notes.push_back("route: " + name + " is loaded into RSRAM and each MMA's box moves to " +
-                                hop.name + " (no DRAM -> ASRAM route)");
+                                hop.name + " (no DRAM -> ASRAM route; bf16: two passes of at most half " +
+                                "the rows, the north bank)");
             place(hop);
         }
         place(b);

@@ -2,9 +2,12 @@
 // a public source; the machine models' defaults are the descriptions' values; a target string
 // overrides them or loads a file; and the public rules the models follow, each pinned against its
 // formula.
+#include "App.h"
+#include "Run.h"
 #include "sim/Ascend.h"
 #include "sim/Hopper.h"
 #include "sim/Zpu.h"
+#include "tandem/AsyncIR.h"
 #include "tandem/Target.h"
 
 #include <gtest/gtest.h>
@@ -158,6 +161,50 @@ TEST(ZpuRules, SramSizes) {
     EXPECT_EQ(p.capacity(sim::Space::ASRAM), 1048576);
     EXPECT_EQ(p.capacity(sim::Space::WSRAM), 2097152);
     EXPECT_EQ(p.capacity(sim::Space::RSRAM), 1536000);
+}
+
+/** The MMAs and the copies of a kernel's control stream. */
+struct Ops : Halide::Internal::IRVisitor {
+    std::vector<ir::MmaOp> mmas;
+    std::vector<ir::CopyOp> copies;
+    using Halide::Internal::IRVisitor::visit;
+    void visit(const Halide::Internal::Evaluate *op) override {
+        ir::MmaOp m;
+        ir::CopyOp c;
+        if (ir::as_mma(op, &m)) mmas.push_back(m);
+        if (ir::as_copy(op, &c)) copies.push_back(c);
+    }
+};
+
+TEST(ZpuRules, AOperandsGoThroughRsramAndBf16RunsTwoPasses) {
+    // No DRAM -> ASRAM route: A is loaded into RSRAM, each MMA's box hops to ASRAM; the bf16 tensor
+    // core reads A from the north bank only, so 64 rows run as two passes of 32.
+    const apps::App &gemm = apps::gemm_app();
+    apps::Params params = apps::with_defaults(gemm, apps::Params({{"M", "64"}, {"N", "64"}, {"K", "64"},
+                                                                  {"TM", "64"}, {"TN", "64"}, {"TK", "64"}}),
+                                              "zpu");
+    Kernel k = apps::compile_app(gemm, params, "sync", Target::parse("zpu"));
+    Ops ops;
+    k.body.accept(&ops);
+    ASSERT_EQ(ops.mmas.size(), 2u);
+    for (const ir::MmaOp &m : ops.mmas) {
+        EXPECT_EQ(m.a.substr(m.a.size() - 6), ".asram") << m.a;
+        EXPECT_TRUE(is_const(m.m, 32)) << m.m;
+    }
+    int hops = 0, dram_to_asram = 0;
+    for (const ir::CopyOp &c : ops.copies) {
+        const SramBuffer *dst = k.buffer(c.dst), *src = k.buffer(c.src);
+        hops += dst && src && src->space == sim::Space::RSRAM && dst->space == sim::Space::ASRAM;
+        dram_to_asram += dst && !src && dst->space == sim::Space::ASRAM;
+    }
+    EXPECT_EQ(hops, 2);
+    EXPECT_EQ(dram_to_asram, 0);
+    apps::RunOptions o;
+    o.params = params;
+    o.schedule = "sync";
+    apps::RunResult r = apps::run(gemm, o);
+    EXPECT_TRUE(r.correct);
+    EXPECT_EQ(r.report.race_count, 0);
 }
 
 TEST(HopperRules, HbmAndL2AreSharedByTheGrid) {

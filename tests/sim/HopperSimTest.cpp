@@ -973,6 +973,34 @@ TEST(HopperTiming, WgmmaSerialisesOnTheTensorCoreAndWaitGroupAdvances) {
     EXPECT_EQ(r.race_count, 0) << all_races(r);
 }
 
+TEST(HopperTiming, VectorOpsOfAnSmShareItsLanes) {
+    // 128 FP32 lanes per SM (H100 whitepaper), whichever warpgroup issues: two warpgroups' vector
+    // ops of 12800 operations each take turns.
+    HopperParams p;
+    Machine machine(p, false);
+    std::vector<Cycles> done(2);
+    machine.run_cta(0, [&](Machine::CtaBuilder &b, int) {
+        Programs out;
+        int x = b.add_smem("x", DType::F32, 1024);
+        for (int i = 0; i < 2; ++i) {
+            b.add_agent("warpgroup" + std::to_string(i));
+            auto s = std::make_unique<Script>();
+            s->call("scale", [=, &done](AgentOps &o) {
+                o.vector_op("scale", 128 * 100, {{x, Box{int64_t(i) * 512, {{512, 1}}}, true}},
+                            nullptr);
+                done[size_t(i)] = o.now();
+            });
+            out.push_back(std::move(s));
+        }
+        return out;
+    });
+    Report r = machine.finish();
+    EXPECT_EQ(done[0], 1 + 100);
+    EXPECT_EQ(done[1], 2 * (1 + 100)); // waited for the lanes
+    EXPECT_EQ(busy(r, "vector"), 2 * (1 + 100));
+    EXPECT_EQ(r.race_count, 0) << all_races(r);
+}
+
 TEST(HopperTiming, CtasRunInWavesPerSm) {
     // Memory faster than an SM's port: every CTA's transfers cost the same, L2 hit or not.
     HopperParams one_sm;
