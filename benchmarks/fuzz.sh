@@ -16,12 +16,16 @@ echo "\$ tandem-cli fuzz ${args[*]} --json" > "$log"
 status=0
 "$cli" fuzz "${args[@]}" --json >> "$log" || status=$?
 python3 - "$log" "$out/fuzz.json" "tandem-cli fuzz ${args[*]}" <<'PY'
-import json, sys, datetime, platform, os
+import json, sys, datetime, platform, os, subprocess
 log, dest, command = sys.argv[1:4]
 summary = json.loads(open(log).read().splitlines()[-1])
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.machine())
 record = {**summary, "command": command, "machine": f"{platform.node()}: {os.cpu_count()} cores, {cpu}",
-          "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "log": "fuzz.log"}
+          "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "log": "fuzz.log",
+          "commit": subprocess.run(["git", "-C", os.path.dirname(dest), "rev-parse", "--short", "HEAD"],
+                                   capture_output=True, text=True).stdout.strip(),
+          "models": {t: f"{t} v{json.load(open(os.path.join(os.path.dirname(dest), '../../machines', t + '.json')))['version']}"
+                     for t in ("zpu", "hopper", "ascend")}}
 json.dump(record, open(dest, "w"), indent=2)
 print(json.dumps(summary))
 PY
