@@ -1,9 +1,7 @@
 #include "Fuzz.h"
 
 #include "Run.h"
-#include "ascend/Emitter.h"
-#include "hopper/Emitter.h"
-#include "zpu/Emitter.h"
+#include "common/Backend.h"
 
 #include <algorithm>
 #include <chrono>
@@ -55,11 +53,8 @@ std::string first_line(const std::string &s) {
 }
 
 std::string emit(const Kernel &k) {
-    switch (k.target.arch) {
-    case Target::Arch::Hopper: return hopper_backend::emit_cuda(k, "fuzz");
-    case Target::Arch::Ascend: return ascend_backend::emit_ascendc(k, "fuzz");
-    default: return zpu_backend::emit_cpp(k, "fuzz");
-    }
+    const Source &source = backend_of(k.target).sources.front();
+    return source.emit(k, "fuzz", EmitOptions{});
 }
 
 } // namespace

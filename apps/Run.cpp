@@ -1,8 +1,7 @@
 #include "Run.h"
 
-#include "ascend/Executor.h"
-#include "hopper/Executor.h"
-#include "zpu/Executor.h"
+#include "common/Backend.h"
+#include "common/Evaluator.h"
 
 #include <chrono>
 #include <cmath>
@@ -64,26 +63,7 @@ std::string number(double v) {
 } // namespace
 
 double roofline_cycles(const Workload &w, const Target &target) {
-    if (target.arch == Target::Arch::Hopper) {
-        const sim::hopper::HopperParams h = sim::hopper::HopperParams::from(target.lookup());
-        double sms = h.sms;
-        return std::max({w.macs / (sms * h.wgmma_macs_per_cycle), w.vector_flops / (sms * h.vector_flops_per_cycle),
-                         w.bytes / std::min(h.hbm_bytes_per_cycle, sms * h.tma_bytes_per_cycle)});
-    }
-    if (target.arch == Target::Arch::Ascend) {
-        const sim::ascend::AscendParams a = sim::ascend::AscendParams::from(target.lookup());
-        double cores = a.cores;
-        // Inputs come in on MTE2 (GM -> L1/UB), the output goes out on MTE3 or FIX: count them all
-        // at the slower inbound rate, a bound no schedule beats.
-        return std::max({w.macs / (cores * 16.0 * 16 * 16), w.vector_flops / (cores * a.vector_flops_per_cycle),
-                         w.bytes / (cores * (a.gm_to_ub + a.ub_to_gm))});
-    }
-    const sim::ZpuParams z = sim::ZpuParams::from(target.lookup());
-    double cores = z.cores;
-    double mma = w.macs / (cores * z.peak_macs_per_cycle());
-    double vector = w.vector_flops / (cores * z.vector_flops_per_cycle);
-    double dma = w.bytes / (cores * z.dma_bytes_per_cycle_per_core());
-    return std::max({mma, vector, dma});
+    return backend_of(target).roofline(w.macs, w.vector_flops, w.bytes, target);
 }
 
 std::map<std::string, int> add_arguments(const Kernel &kernel, sim::Machine &machine, uint64_t seed,
@@ -148,41 +128,18 @@ RunResult run(const App &app, const RunOptions &options) {
     std::vector<Halide::Buffer<>> reference_inputs;
     std::map<std::string, int> ids;
     std::function<const void *(int)> data_of;
-    // Each target's machine model runs the kernel; its report and output buffer are what we keep.
-    std::unique_ptr<sim::Machine> zpu;
-    std::unique_ptr<sim::hopper::Machine> hopper;
-    std::unique_ptr<sim::ascend::Machine> ascend;
-    const bool tracing = !options.trace.empty() || !options.timeline.empty();
+    // The target's machine model runs the kernel; its report and output buffer are what we keep.
+    std::unique_ptr<Model> model =
+        backend_of(target).model(target, options.numerics, !options.trace.empty() || !options.timeline.empty());
     t0 = std::chrono::steady_clock::now();
-    if (target.arch == Target::Arch::Hopper) {
-        hopper = std::make_unique<sim::hopper::Machine>(sim::hopper::HopperParams::from(target.lookup()), options.numerics, tracing);
-        ids = add_arguments(
-            kernel, [&](const std::string &n, sim::DType t, int64_t e) { return hopper->add_global(n, t, e); },
-            [&](int id) { return hopper->data(id); }, options.numerics, options.seed, &reference_inputs);
-        hopper_backend::execute(kernel, *hopper, ids);
-        r.report = hopper->finish();
-        if (!options.trace.empty()) hopper->write_trace(options.trace);
-        if (!options.timeline.empty()) hopper->write_trace(options.timeline);
-        data_of = [&](int id) { return hopper->data(id); };
-    } else if (target.arch == Target::Arch::Ascend) {
-        ascend = std::make_unique<sim::ascend::Machine>(sim::ascend::AscendParams::from(target.lookup()), options.numerics, tracing);
-        ids = add_arguments(
-            kernel, [&](const std::string &n, sim::DType t, int64_t e) { return ascend->add_gm(n, t, e); },
-            [&](int id) { return ascend->data(id); }, options.numerics, options.seed, &reference_inputs);
-        ascend_backend::execute(kernel, *ascend, ids);
-        r.report = ascend->finish();
-        if (!options.trace.empty()) ascend->write_trace(options.trace);
-        if (!options.timeline.empty()) ascend->write_trace(options.timeline);
-        data_of = [&](int id) { return ascend->data(id); };
-    } else {
-        zpu = std::make_unique<sim::Machine>(sim::ZpuParams::from(target.lookup()), options.numerics, tracing);
-        ids = add_arguments(kernel, *zpu, options.seed, &reference_inputs);
-        zpu_backend::execute(kernel, *zpu, ids);
-        r.report = zpu->finish();
-        if (!options.trace.empty()) zpu->write_trace(options.trace);
-        if (!options.timeline.empty()) zpu->write_trace(options.timeline);
-        data_of = [&](int id) { return zpu->data(id); };
-    }
+    ids = add_arguments(
+        kernel, [&](const std::string &n, sim::DType t, int64_t e) { return model->add_global(n, t, e); },
+        [&](int id) { return model->data(id); }, options.numerics, options.seed, &reference_inputs);
+    model->execute(kernel, ids);
+    r.report = model->finish();
+    if (!options.trace.empty()) model->write_trace(options.trace);
+    if (!options.timeline.empty()) model->write_trace(options.timeline);
+    data_of = [&](int id) { return model->data(id); };
     r.simulate_ms = ms_since(t0);
     r.roofline_cycles = roofline_cycles(app.workload(r.params), target);
 

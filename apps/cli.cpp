@@ -2,10 +2,8 @@
 #include "App.h"
 #include "Fuzz.h"
 #include "Run.h"
+#include "common/Backend.h"
 #include "tandem/AsyncIR.h"
-#include "ascend/Emitter.h"
-#include "hopper/Emitter.h"
-#include "zpu/Emitter.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -161,23 +159,22 @@ void emit(const Args &a) {
     std::filesystem::create_directories(a.out_dir);
     std::filesystem::path dir(a.out_dir);
     std::string base = a.name.empty() ? app.name : a.name;
-    if (a.drop_flag >= 0 && !(a.what == "code" && k.target.arch == Target::Arch::Ascend)) {
-        throw Error("--drop-flag is for --what code on target ascend");
+    if (a.drop_flag >= 0 && a.what != "code") throw Error("--drop-flag is for --what code on target ascend");
+    if (a.what == "stmt") return write_file(dir / (base + ".stmt"), k.stmt_text());
+    if (a.what == "halide") return write_file(dir / (base + ".halide.stmt"), ir::to_string(k.halide_stmt));
+    // The target's sources; ptx is its CUDA through nvcc.
+    const TargetBackend &backend = backend_of(k.target);
+    const std::string want = a.what == "ptx" ? "cuda" : a.what;
+    std::string known = "stmt, halide";
+    for (const Source &source : backend.sources) {
+        known += ", " + source.what + (source.what == "cuda" ? ", ptx" : "");
+        if (source.what != want) continue;
+        std::filesystem::path file = dir / (base + source.suffix);
+        write_file(file, source.emit(k, base, EmitOptions{a.drop_flag}));
+        if (a.what == "ptx") ptx(file, dir / (base + ".ptx"));
+        return;
     }
-    if (a.what == "stmt") write_file(dir / (base + ".stmt"), k.stmt_text());
-    else if (a.what == "halide") write_file(dir / (base + ".halide.stmt"), ir::to_string(k.halide_stmt));
-    else if (a.what == "code" && k.target.arch == Target::Arch::ZPU) write_file(dir / (base + ".zpu.cpp"), zpu_backend::emit_cpp(k, base));
-    else if (a.what == "code" && k.target.arch == Target::Arch::Ascend) {
-        write_file(dir / (base + ".ascend.cpp"), ascend_backend::emit_ascendc(k, base, a.drop_flag));
-    }
-    else if ((a.what == "cuda" || a.what == "ptx") && k.target.arch == Target::Arch::Hopper) {
-        std::filesystem::path cu = dir / (base + ".cu");
-        write_file(cu, hopper_backend::emit_cuda(k, base));
-        if (a.what == "ptx") ptx(cu, dir / (base + ".ptx"));
-    } else {
-        throw Error("--what is stmt, halide, code (zpu, ascend) or cuda|ptx (hopper); got '" + a.what + "' for target " +
-                    k.target.name());
-    }
+    throw Error("--what for target " + k.target.name() + " is one of " + known + "; got '" + a.what + "'");
 }
 
 int fuzz(const Args &a) {

@@ -1,20 +1,15 @@
 #include "tandem/Kernel.h"
-#include "sim/Ascend.h"
-#include "sim/Zpu.h"
 
 #include "tandem/AsyncIR.h"
 
 #include "../lower/CoreMapping.h"
 #include "../lower/MemoryPlanning.h"
 #include "../lower/MultiBuffer.h"
-#include "../lower/SoftwarePipeline.h"
+#include "../lower/Targets.h"
 #include "../lower/TileCopy.h"
 #include "../lower/TileMma.h"
 #include "../lower/Validate.h"
-#include "../lower/AscendCube.h"
-#include "../lower/AscendFlags.h"
 #include "../lower/VectorOps.h"
-#include "../lower/WarpSpecialize.h"
 
 #include <cstdlib>
 #include <iostream>
@@ -127,10 +122,7 @@ std::string Kernel::stmt_text() const {
         os << "] in DRAM\n";
     }
     for (const SramBuffer &b : buffers) {
-        const char *space = target.arch == Target::Arch::Ascend ? sim::ascend::mem_name(b.ascend_mem)
-                            : target.arch == Target::Arch::Hopper ? (b.in_registers ? "registers" : "smem")
-                                                                  : sim::space_name(b.space);
-        os << "// " << space << " " << b.name << ": " << b.type << " " << b.slots << " x "
+        os << "// " << lower::lowering_of(target).memory_name(b) << " " << b.name << ": " << b.type << " " << b.slots << " x "
            << b.slot_elements << " at byte " << b.offset_bytes << "\n";
     }
     for (const std::string &n : notes) os << "// " << n << "\n";
@@ -185,18 +177,11 @@ Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const 
     s = lower::recognize_tile_copies(s, ctx);
     s = lower::recognize_tile_mma(s, ctx);
     s = lower::form_vector_ops(s, ctx);
-    if (target.arch == Target::Arch::Ascend) s = lower::stage_cube_operands(s, ctx);
+    const lower::TargetLowering &lowering = lower::lowering_of(target);
+    s = lowering.stage(s, ctx);
     s = lower::multi_buffer(s, ctx);
     s = lower::plan_memory(s, ctx, &k.buffers);
-    if (target.arch == Target::Arch::Hopper) {
-        // A producer warpgroup runs ahead by itself; one warpgroup alone needs the pipeline.
-        if (!ctx.of(ctx.output).warp_specialize) s = lower::software_pipeline(s, ctx);
-        s = lower::specialize_warps(s, ctx, k.buffers);
-    } else if (target.arch == Target::Arch::Ascend) {
-        s = lower::insert_flags(s, ctx, k.buffers); // the pipes overlap by themselves
-    } else {
-        s = lower::software_pipeline(s, ctx);
-    }
+    s = lowering.finish(s, ctx, k.buffers);
     k.body = s;
     k.notes = ctx.notes;
     k.grid = ctx.grid;

@@ -1,0 +1,95 @@
+#ifndef TANDEM_COMMON_BACKEND_H
+#define TANDEM_COMMON_BACKEND_H
+
+/** \file
+ * Targets as plug-ins: what the tools (run, emit, fuzz, demo) need from a target, behind one
+ * interface. Each target implements it in its own folder (backends/<target>/Backend.cpp: its
+ * machine model, its roofline, the sources it emits) and is listed once in apps/Targets.cpp. A
+ * new target is a folder, its machine description (machines/<target>.json), its lowering choices
+ * and that line.
+ */
+
+#include "sim/Zpu.h" // DType, Report
+#include "tandem/Kernel.h"
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tandem {
+
+/** A target's machine model running one kernel. */
+class Model {
+public:
+    virtual ~Model() = default;
+    /** A global tensor (DRAM, GM, HBM); its id for data() and execute(). */
+    virtual int add_global(const std::string &name, sim::DType type, int64_t elements) = 0;
+    /** The tensor's elements (nullptr without numerics). */
+    virtual void *data(int id) = 0;
+    /** Runs `kernel` with its arguments bound to global tensors by name. */
+    virtual void execute(const Kernel &kernel, const std::map<std::string, int> &arguments) = 0;
+    virtual sim::Report finish() = 0;
+    /** A Chrome trace (.json) or the timeline picture (.svg) of the run. */
+    virtual void write_trace(const std::string &path) const = 0;
+};
+
+/** Options of an emitter; a target refuses those it does not take. */
+struct EmitOptions {
+    int drop_flag = -1; // ascend code: leave out flag pair N (mutation tests)
+};
+
+/** A source the target emits: `what` (the name `tandem emit --what` takes), its file suffix. */
+struct Source {
+    std::string what, suffix;
+    std::function<std::string(const Kernel &, const std::string &name, const EmitOptions &)> emit;
+};
+
+struct TargetBackend {
+    std::string name;
+    /** The machine model, built from the target's description. */
+    std::function<std::unique_ptr<Model>(const Target &, bool numerics, bool trace)> model;
+    /** The problem's own bound on this machine: MACs, vector operations and compulsory bytes,
+     * each at the machine's peak over all its units. */
+    std::function<double(double macs, double vector_ops, double bytes, const Target &)> roofline;
+    /** What the target emits; the fuzzer checks the first. */
+    std::vector<Source> sources;
+};
+
+/** The backend of `target` (apps/Targets.cpp); Error for a target without one. */
+const TargetBackend &backend_of(const Target &target);
+
+/** A Model over a machine model class with add/data/finish/write_trace (the three models). */
+template <class Machine>
+class ModelOf : public Model {
+public:
+    using Add = std::function<int(Machine &, const std::string &, sim::DType, int64_t)>;
+    using Execute = std::function<void(const Kernel &, Machine &, const std::map<std::string, int> &)>;
+    ModelOf(std::unique_ptr<Machine> m, Add add, Execute execute)
+        : machine(std::move(m)), add(std::move(add)), run(std::move(execute)) {}
+    int add_global(const std::string &name, sim::DType type, int64_t elements) override {
+        return add(*machine, name, type, elements);
+    }
+    void *data(int id) override { return machine->data(id); }
+    void execute(const Kernel &kernel, const std::map<std::string, int> &arguments) override {
+        run(kernel, *machine, arguments);
+    }
+    sim::Report finish() override { return machine->finish(); }
+    void write_trace(const std::string &path) const override { machine->write_trace(path); }
+
+private:
+    std::unique_ptr<Machine> machine;
+    Add add;
+    Execute run;
+};
+
+/** Error for an emitter option a target's source does not take. */
+inline void no_drop_flag(const EmitOptions &o, const std::string &target) {
+    if (o.drop_flag >= 0)
+        throw Error("--drop-flag is for --what code on target ascend, not " + target);
+}
+
+} // namespace tandem
+
+#endif

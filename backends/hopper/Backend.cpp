@@ -1,0 +1,34 @@
+// Hopper as a target plug-in (common/Backend.h): its machine model, roofline and emitted CUDA.
+#include "Backend.h"
+
+#include "Emitter.h"
+#include "Executor.h"
+
+#include <algorithm>
+
+namespace tandem::hopper_backend {
+
+TargetBackend backend() {
+    using sim::hopper::Machine;
+    TargetBackend b;
+    b.name = "hopper";
+    b.model = [](const Target &t, bool numerics, bool trace) -> std::unique_ptr<Model> {
+        return std::make_unique<ModelOf<Machine>>(
+            std::make_unique<Machine>(sim::hopper::HopperParams::from(t.lookup()), numerics, trace),
+            [](Machine &m, const std::string &n, sim::DType d, int64_t e) { return m.add_global(n, d, e); },
+            [](const Kernel &k, Machine &m, const std::map<std::string, int> &ids) { execute(k, m, ids); });
+    };
+    b.roofline = [](double macs, double vector_ops, double bytes, const Target &t) {
+        const sim::hopper::HopperParams h = sim::hopper::HopperParams::from(t.lookup());
+        const double sms = h.sms;
+        return std::max({macs / (sms * h.wgmma_macs_per_cycle), vector_ops / (sms * h.vector_flops_per_cycle),
+                         bytes / std::min(h.hbm_bytes_per_cycle, sms * h.tma_bytes_per_cycle)});
+    };
+    b.sources = {{"cuda", ".cu", [](const Kernel &k, const std::string &name, const EmitOptions &o) {
+                      no_drop_flag(o, "hopper");
+                      return emit_cuda(k, name);
+                  }}};
+    return b;
+}
+
+} // namespace tandem::hopper_backend

@@ -1,0 +1,33 @@
+// The ZPU as a target plug-in (common/Backend.h): its machine model, roofline and emitted C++.
+#include "Backend.h"
+
+#include "Emitter.h"
+#include "Executor.h"
+
+#include <algorithm>
+
+namespace tandem::zpu_backend {
+
+TargetBackend backend() {
+    TargetBackend b;
+    b.name = "zpu";
+    b.model = [](const Target &t, bool numerics, bool trace) -> std::unique_ptr<Model> {
+        return std::make_unique<ModelOf<sim::Machine>>(
+            std::make_unique<sim::Machine>(sim::ZpuParams::from(t.lookup()), numerics, trace),
+            [](sim::Machine &m, const std::string &n, sim::DType d, int64_t e) { return m.add_dram(n, d, e); },
+            [](const Kernel &k, sim::Machine &m, const std::map<std::string, int> &ids) { execute(k, m, ids); });
+    };
+    b.roofline = [](double macs, double vector_ops, double bytes, const Target &t) {
+        const sim::ZpuParams z = sim::ZpuParams::from(t.lookup());
+        const double cores = z.cores;
+        return std::max({macs / (cores * z.peak_macs_per_cycle()), vector_ops / (cores * z.vector_flops_per_cycle),
+                         bytes / (cores * z.dma_bytes_per_cycle_per_core())});
+    };
+    b.sources = {{"code", ".zpu.cpp", [](const Kernel &k, const std::string &name, const EmitOptions &o) {
+                      no_drop_flag(o, "zpu");
+                      return emit_cpp(k, name);
+                  }}};
+    return b;
+}
+
+} // namespace tandem::zpu_backend

@@ -1,0 +1,53 @@
+#include "Targets.h"
+#include "sim/Ascend.h"
+#include "sim/Zpu.h"
+
+#include "AscendCube.h"
+#include "AscendFlags.h"
+#include "SoftwarePipeline.h"
+#include "WarpSpecialize.h"
+
+namespace tandem::lower {
+
+using Halide::Internal::Stmt;
+
+namespace {
+
+Stmt unchanged(const Stmt &s, CompileContext &) {
+    return s;
+}
+
+std::vector<TargetLowering> all_targets() {
+    return {
+        {"zpu", unchanged,
+         // One control stream: the software pipeline issues copies ahead of their use.
+         [](const Stmt &s, CompileContext &ctx, const std::vector<SramBuffer> &) { return software_pipeline(s, ctx); },
+         [](const SramBuffer &b) { return std::string(sim::space_name(b.space)); }},
+        {"hopper", unchanged,
+         [](const Stmt &s, CompileContext &ctx, const std::vector<SramBuffer> &buffers) {
+             // A producer warpgroup runs ahead by itself; one warpgroup alone needs the pipeline.
+             Stmt r = ctx.of(ctx.output).warp_specialize ? s : software_pipeline(s, ctx);
+             return specialize_warps(r, ctx, buffers);
+         },
+         [](const SramBuffer &b) { return std::string(b.in_registers ? "registers" : "smem"); }},
+        {"ascend", stage_cube_operands,
+         // The pipes overlap by themselves; flags join them.
+         [](const Stmt &s, CompileContext &ctx, const std::vector<SramBuffer> &buffers) {
+             return insert_flags(s, ctx, buffers);
+         },
+         [](const SramBuffer &b) { return std::string(sim::ascend::mem_name(b.ascend_mem)); }},
+    };
+}
+
+} // namespace
+
+const TargetLowering &lowering_of(const Target &target) {
+    static const std::vector<TargetLowering> all = all_targets();
+    for (const TargetLowering &t : all) {
+        if (t.name == target.name())
+            return t;
+    }
+    throw Error("target " + target.name() + " has no lowering (dsl/lower/Targets.cpp lists them)");
+}
+
+} // namespace tandem::lower
