@@ -249,7 +249,7 @@ void demo() {
     double speedup = double(timing[0].report.cycles) / double(best.report.cycles);
     std::printf("\nPipelining speedup: %.2fx (stages 1: %lld cycles -> stages %d: %lld cycles).\n", speedup,
                 (long long)timing[0].report.cycles, best_stages, (long long)best.report.cycles);
-    std::printf("With %d stages the DMA hides behind the tensor core: efficiency %.3f of the schedule's bound,\n"
+    std::printf("With %d stages the DRAM loads hide behind the tensor core: efficiency %.3f of the schedule's bound,\n"
                 "%.3f of the problem's roofline. Trace (one track per engine, open in ui.perfetto.dev)\n"
                 "and a picture of the overlap:\n"
                 "  out/demo_gemm.trace.json\n"

@@ -188,12 +188,18 @@ void plan_ascend(const Stmt &s, const HoistAllocations &hoist, CompileContext &c
  *
  * The bf16 tensor core reads A only from the ASRAM north bank (SUNMMIO/Tilelang
  * legalize_sunmmio_gemm.cc: 1 KiB stripes, at most 16 rows in one pass): an MMA of more than 16
- * rows runs as two passes, each on half of the 16-row blocks, with A re-staged between them. */
+ * rows runs as two passes, each on half of the 16-row blocks, with A re-staged between them. The
+ * stage has two versions, so the second pass's rows move (ODMA unit 1) while the first pass
+ * multiplies:
+ *
+ *     hop rows 0..h -> stage[0]; wait; hop rows h..m -> stage[1]; mma(stage[0]); wait; mma(stage[1])
+ */
 class StageThroughRsram : public IRMutator {
 public:
     struct Stage {
-        std::string buffer; // the ASRAM buffer
+        std::string buffer; // the ASRAM buffer: two versions of slot_elements for bf16 passes
         bool bf16 = false;
+        int64_t slot_elements = 0;
     };
     std::map<std::string, Stage> staged; // tile -> its ASRAM stage
     int north_rows = 16;                 // rows of a bf16 A one pass reads (mma_north_bank_rows)
@@ -201,36 +207,49 @@ public:
 private:
     using IRMutator::visit;
 
-    /** Rows [first, first + rows) of the MMA: hop them to the stage, wait, multiply. */
-    static Stmt pass(ir::MmaOp m, const std::string &stage, const Expr &first, const Expr &rows) {
-        ir::CopyOp hop;
-        hop.src = m.a;
-        hop.dst = stage;
-        hop.src_offset = simplify(m.a_offset + first * m.a_stride_m);
-        hop.dst_offset = 0;
-        hop.dims = {{m.k, 1, m.a_stride_k}, {rows, m.k, m.a_stride_m}};
-        hop.barrier = ir::full_barrier(stage);
-        hop.slot = 0;
-        ir::WaitOp wait{ir::full_barrier(stage), 0};
+    /** The transfer of rows [first, first + rows) of the MMA's A box into stage version `slot`. */
+    static Stmt hop(const ir::MmaOp &m, const Stage &stage, int slot, const Expr &first, const Expr &rows) {
+        ir::CopyOp c;
+        c.src = m.a;
+        c.dst = stage.buffer;
+        c.src_offset = simplify(m.a_offset + first * m.a_stride_m);
+        c.dst_offset = Halide::Expr(int(slot * stage.slot_elements));
+        c.dims = {{m.k, 1, m.a_stride_k}, {simplify(rows), m.k, m.a_stride_m}};
+        c.barrier = ir::full_barrier(stage.buffer);
+        c.slot = slot;
+        return ir::make_copy(c);
+    }
+
+    static Stmt wait(const Stage &stage, int slot) {
+        return ir::make_wait({ir::full_barrier(stage.buffer), slot});
+    }
+
+    /** The MMA on rows [first, first + rows), A from stage version `slot`. */
+    static Stmt multiply(ir::MmaOp m, const Stage &stage, int slot, const Expr &first, const Expr &rows) {
         m.acc_offset = simplify(m.acc_offset + first * m.acc_stride_m);
-        m.a = stage;
-        m.a_offset = 0;
+        m.a = stage.buffer;
+        m.a_offset = Halide::Expr(int(slot * stage.slot_elements));
         m.a_stride_k = 1;
         m.a_stride_m = m.k;
-        m.m = rows;
-        return Block::make({ir::make_copy(hop), ir::make_wait(wait), ir::make_mma(m)});
+        m.m = simplify(rows);
+        return ir::make_mma(m);
     }
 
     Stmt visit(const Evaluate *op) override {
         ir::MmaOp m;
         if (!ir::as_mma(op, &m) || !staged.count(m.a)) return op;
         const Stage &stage = staged.at(m.a);
-        if (!stage.bf16) return pass(m, stage.buffer, 0, m.m);
-        // Half of the row blocks in each pass; one pass when there are at most north_rows rows.
+        // One pass when the rows fit the north bank (or A is not bf16).
         const int rows = north_rows;
+        if (!stage.bf16 || can_prove(m.m <= rows))
+            return Block::make({hop(m, stage, 0, 0, m.m), wait(stage, 0), multiply(m, stage, 0, 0, m.m)});
+        // Half of the row blocks in each pass.
         Expr half = simplify(Halide::min(m.m, (m.m + (2 * rows - 1)) / (2 * rows) * rows));
-        Stmt second = IfThenElse::make(m.m > half, pass(m, stage.buffer, half, m.m - half));
-        return Block::make(pass(m, stage.buffer, 0, half), simplify(second));
+        Expr two = simplify(m.m > half);
+        auto when_two = [&](const Stmt &s) { return is_const_one(two) ? s : IfThenElse::make(two, s); };
+        return Block::make({hop(m, stage, 0, 0, half), wait(stage, 0),
+                            when_two(hop(m, stage, 1, half, m.m - half)), multiply(m, stage, 0, 0, half),
+                            when_two(Block::make(wait(stage, 1), multiply(m, stage, 1, half, m.m - half)))});
     }
 };
 
@@ -296,9 +315,9 @@ Stmt plan_memory(const Stmt &s, CompileContext &ctx, std::vector<SramBuffer> *bu
             // Loaded into RSRAM; each MMA's box hops to ASRAM (one version, reused per MMA).
             SramBuffer hop = b;
             hop.name = name + ".asram";
-            hop.slots = 1;
+            hop.slots = b.type.is_bfloat() ? 2 : 1; // a version per pass
             b.space = sim::Space::RSRAM;
-            stage.staged[name] = {hop.name, b.type.is_bfloat()};
+            stage.staged[name] = {hop.name, b.type.is_bfloat(), b.slot_elements};
             ctx.notes.push_back("route: " + name + " is loaded into RSRAM and each MMA's box moves to " +
                                 hop.name + " (no DRAM -> ASRAM route; bf16: two passes of at most half " +
                                 "the rows, the north bank)");

@@ -161,8 +161,8 @@ INSTANTIATE_TEST_SUITE_P(Hopper, AppCorrectness, ::testing::ValuesIn(hopper_case
                          [](const ::testing::TestParamInfo<Case> &info) { return info.param.name; });
 
 // The acceptance run: 2048^3 with 3 stages overlaps the DRAM loads with the MMAs (efficiency
-// 0.875: each MMA pass waits for the RSRAM -> ASRAM hop of its A rows), and the default tiles reach
-// 54% of the problem's roofline. (0.99 and 70% on zpu v1, before the vector cost counted loads and
+// 0.93: each MMA waits for the RSRAM -> ASRAM hop of its first pass's A rows), and the default
+// tiles reach 58% of the problem's roofline. (0.99 and 70% on zpu v1, before the vector cost counted loads and
 // stores and before DRAM -> ASRAM had to go through RSRAM: machines/zpu.json says what changed.)
 TEST(GemmAcceptance, Stages3At2048IsCorrectAndEfficient) {
     RunOptions o;
@@ -170,8 +170,8 @@ TEST(GemmAcceptance, Stages3At2048IsCorrectAndEfficient) {
     RunResult r = run(gemm_app(), o);
     EXPECT_TRUE(r.correct) << r.max_rel_err;
     EXPECT_EQ(r.report.race_count, 0);
-    EXPECT_GE(r.efficiency(), 0.85);
-    EXPECT_GE(r.roofline_fraction(), 0.5);
+    EXPECT_GE(r.efficiency(), 0.9);
+    EXPECT_GE(r.roofline_fraction(), 0.55);
     EXPECT_LT(r.compile_ms, 1000);
 }
 
