@@ -165,37 +165,7 @@ std::string paths_text() {
 } // namespace
 
 AscendParams AscendParams::from(const ParamLookup &get) {
-    AscendParams p;
-    p.cores = int(get("cores"));
-    p.l1_bytes = int64_t(get("l1_bytes"));
-    p.l0a_bytes = int64_t(get("l0a_bytes"));
-    p.l0b_bytes = int64_t(get("l0b_bytes"));
-    p.l0c_bytes = int64_t(get("l0c_bytes"));
-    p.ub_bytes = int64_t(get("ub_bytes"));
-    p.l1_align = int(get("l1_align"));
-    p.ub_align = int(get("ub_align"));
-    p.l0ab_align = int(get("l0ab_align"));
-    p.l0c_align = int(get("l0c_align"));
-    p.gm_to_l1 = get("gm_to_l1");
-    p.gm_to_ub = get("gm_to_ub");
-    p.l1_to_l0a = get("l1_to_l0a");
-    p.l1_to_l0b = get("l1_to_l0b");
-    p.l0c_to_gm = get("l0c_to_gm");
-    p.ub_to_gm = get("ub_to_gm");
-    p.l1_to_ub = get("l1_to_ub");
-    p.ub_to_l1 = get("ub_to_l1");
-    p.l2_read = get("l2_read");
-    p.l2_bytes = int64_t(get("l2_bytes"));
-    p.l2_line = int(get("l2_line"));
-    p.copy_fixed = int(get("copy_fixed"));
-    p.cube_fixed = int(get("cube_fixed"));
-    p.vector_flops_per_cycle = int(get("vector_flops_per_cycle"));
-    p.vector_fixed = int(get("vector_fixed"));
-    p.event_ids = int(get("event_ids"));
-    p.scalar_issue_cycles = int(get("scalar_issue_cycles"));
-    p.flag_cycles = int(get("flag_cycles"));
-    p.pipe_barrier_cycles = int(get("pipe_barrier_cycles"));
-    return p;
+    return params_from<AscendParams>(get);
 }
 
 int64_t AscendParams::capacity(Mem m) const {

@@ -62,6 +62,38 @@ struct AscendParams {
     int flag_cycles = 1;         // a SetFlag or WaitFlag occupies its pipe this long
     int pipe_barrier_cycles = 4; // a PipeBarrier occupies its pipe (PIPE_ALL: the scalar stream)
 
+    /** Calls f(name, field) for every field a machine description sets (its parameter name). */
+    template <class F> void fields(F &&f) {
+        f("cores", cores);
+        f("l1_bytes", l1_bytes);
+        f("l0a_bytes", l0a_bytes);
+        f("l0b_bytes", l0b_bytes);
+        f("l0c_bytes", l0c_bytes);
+        f("ub_bytes", ub_bytes);
+        f("l1_align", l1_align);
+        f("ub_align", ub_align);
+        f("l0ab_align", l0ab_align);
+        f("l0c_align", l0c_align);
+        f("gm_to_l1", gm_to_l1);
+        f("gm_to_ub", gm_to_ub);
+        f("l1_to_l0a", l1_to_l0a);
+        f("l1_to_l0b", l1_to_l0b);
+        f("l0c_to_gm", l0c_to_gm);
+        f("ub_to_gm", ub_to_gm);
+        f("l1_to_ub", l1_to_ub);
+        f("ub_to_l1", ub_to_l1);
+        f("l2_read", l2_read);
+        f("l2_bytes", l2_bytes);
+        f("l2_line", l2_line);
+        f("copy_fixed", copy_fixed);
+        f("cube_fixed", cube_fixed);
+        f("vector_flops_per_cycle", vector_flops_per_cycle);
+        f("vector_fixed", vector_fixed);
+        f("event_ids", event_ids);
+        f("scalar_issue_cycles", scalar_issue_cycles);
+        f("flag_cycles", flag_cycles);
+        f("pipe_barrier_cycles", pipe_barrier_cycles);
+    }
     static AscendParams from(const ParamLookup &get);
     int64_t capacity(Mem m) const;
     int alignment(Mem m) const;

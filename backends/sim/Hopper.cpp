@@ -69,23 +69,7 @@ using detail::BufferHistory;
 using detail::ElementSet;
 
 HopperParams HopperParams::from(const ParamLookup &get) {
-    HopperParams p;
-    p.sms = int(get("sms"));
-    p.smem_bytes = int64_t(get("smem_bytes"));
-    p.registers_per_sm = int(get("registers_per_sm"));
-    p.tma_latency = int(get("tma_latency"));
-    p.tma_bytes_per_cycle = get("tma_bytes_per_cycle");
-    p.hbm_bytes_per_cycle = get("hbm_bytes_per_cycle");
-    p.l2_bytes_per_cycle = get("l2_bytes_per_cycle");
-    p.l2_bytes = int64_t(get("l2_bytes"));
-    p.l2_line = int(get("l2_line"));
-    p.wgmma_macs_per_cycle = get("wgmma_macs_per_cycle");
-    p.wgmma_latency = int(get("wgmma_latency"));
-    p.vector_flops_per_cycle = int(get("vector_flops_per_cycle"));
-    p.barrier_latency = int(get("barrier_latency"));
-    p.issue_cycles = int(get("issue_cycles"));
-    p.thread_copy_batch = int(get("thread_copy_batch"));
-    return p;
+    return params_from<HopperParams>(get);
 }
 
 int64_t HopperParams::tma_cycles(int64_t miss, int64_t hit, int active) const {

@@ -76,6 +76,24 @@ struct HopperParams {
     // 128 x thread_copy_batch elements, and moves its bytes at the SM's share of bandwidth.
     int thread_copy_batch = 4;
 
+    /** Calls f(name, field) for every field a machine description sets (its parameter name). */
+    template <class F> void fields(F &&f) {
+        f("sms", sms);
+        f("smem_bytes", smem_bytes);
+        f("registers_per_sm", registers_per_sm);
+        f("tma_latency", tma_latency);
+        f("tma_bytes_per_cycle", tma_bytes_per_cycle);
+        f("hbm_bytes_per_cycle", hbm_bytes_per_cycle);
+        f("l2_bytes_per_cycle", l2_bytes_per_cycle);
+        f("l2_bytes", l2_bytes);
+        f("l2_line", l2_line);
+        f("wgmma_macs_per_cycle", wgmma_macs_per_cycle);
+        f("wgmma_latency", wgmma_latency);
+        f("vector_flops_per_cycle", vector_flops_per_cycle);
+        f("barrier_latency", barrier_latency);
+        f("issue_cycles", issue_cycles);
+        f("thread_copy_batch", thread_copy_batch);
+    }
     static HopperParams from(const ParamLookup &get);
     /** A transfer of `miss` bytes from HBM and `hit` bytes from L2 while `active` SMs share
      * them: tma_latency + the bytes at each source's share, capped by the SM's port. */

@@ -68,23 +68,7 @@ const char *space_name(Space s) {
 }
 
 ZpuParams ZpuParams::from(const ParamLookup &get) {
-    ZpuParams p;
-    p.cores = int(get("cores"));
-    p.dma_channels = int(get("dma_channels"));
-    p.dma_queue_depth = int(get("dma_queue_depth"));
-    p.asram_bytes = int64_t(get("asram_bytes"));
-    p.wsram_bytes = int64_t(get("wsram_bytes"));
-    p.rsram_bytes = int64_t(get("rsram_bytes"));
-    p.dma_fixed = int(get("dma_fixed"));
-    p.dma_bytes_per_cycle = int(get("dma_bytes_per_cycle"));
-    p.mma_issue = int(get("mma_issue"));
-    p.mma_fp32_out = int(get("mma_fp32_out"));
-    p.mma_bf16_out = int(get("mma_bf16_out"));
-    p.mma_min_blocks = int(get("mma_min_blocks"));
-    p.mma_min_blocks_small = int(get("mma_min_blocks_small"));
-    p.mma_drain = int(get("mma_drain"));
-    p.vector_flops_per_cycle = int(get("vector_flops_per_cycle"));
-    p.vector_fixed = int(get("vector_fixed"));
+    ZpuParams p = params_from<ZpuParams>(get);
     for (int s = 0; s < 4; ++s) {
         for (int d = 0; d < 4; ++d) {
             const std::string key = std::string("odma_route.") + space_name(Space(s)) + "." +

@@ -34,6 +34,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace tandem::sim {
@@ -45,6 +46,13 @@ using Cycles = int64_t;
  * with from(); their defaults are the built-in descriptions' values (machines/<target>.json), which a
  * test pins. */
 using ParamLookup = std::function<double(const std::string &)>;
+
+/** A params struct with each field its fields() names set from `get` (the rest: defaults). */
+template <class Params> Params params_from(const ParamLookup &get) {
+    Params p;
+    p.fields([&](const char *name, auto &v) { v = std::remove_reference_t<decltype(v)>(get(name)); });
+    return p;
+}
 
 enum class DType : uint8_t { BF16, F32, I32 };
 int bytes_of(DType t);
@@ -84,6 +92,25 @@ struct ZpuParams {
     static constexpr int kAnyUnit = -2;
     std::array<std::array<int, 4>, 4> route = default_routes();
 
+    /** Calls f(name, field) for every field a machine description sets (its parameter name). */
+    template <class F> void fields(F &&f) {
+        f("cores", cores);
+        f("dma_channels", dma_channels);
+        f("dma_queue_depth", dma_queue_depth);
+        f("asram_bytes", asram_bytes);
+        f("wsram_bytes", wsram_bytes);
+        f("rsram_bytes", rsram_bytes);
+        f("dma_fixed", dma_fixed);
+        f("dma_bytes_per_cycle", dma_bytes_per_cycle);
+        f("mma_issue", mma_issue);
+        f("mma_fp32_out", mma_fp32_out);
+        f("mma_bf16_out", mma_bf16_out);
+        f("mma_min_blocks", mma_min_blocks);
+        f("mma_min_blocks_small", mma_min_blocks_small);
+        f("mma_drain", mma_drain);
+        f("vector_flops_per_cycle", vector_flops_per_cycle);
+        f("vector_fixed", vector_fixed);
+    }
     static ZpuParams from(const ParamLookup &get);
     static std::array<std::array<int, 4>, 4> default_routes();
     static std::array<std::array<int, 4>, 4> free_routes();

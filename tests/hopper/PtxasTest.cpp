@@ -229,6 +229,37 @@ std::string entry_ptx(const std::string &ptx, const std::string &name) {
     return ptx.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
 }
 
+/** Assembles the kernels of one translation unit (one nvcc run keeps the test fast) and checks
+ * that ptxas compiled `kernels` kernels without spills and kept setmaxnreg; `text` gets the PTX. */
+void assemble_translation_unit(const std::string &all, const std::string &tag, size_t kernels,
+                               std::string *text) {
+    const std::string nvcc = find_nvcc();
+    fs::path dir = fs::temp_directory_path() / ("tandem_hopper_" + tag + "_" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    fs::path cu = dir / (tag + ".cu"), ptx = dir / (tag + ".ptx"), cubin = dir / (tag + ".cubin");
+    std::ofstream(cu) << all;
+    const std::string flags =
+        " -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I" TANDEM_HOPPER_RUNTIME_DIR " ";
+    Command to_ptx = run(nvcc + flags + "--ptx -o " + ptx.string() + " " + cu.string());
+    ASSERT_EQ(to_ptx.status, 0) << "nvcc failed on " << cu << ":\n" << to_ptx.output;
+    fs::path ptxas = fs::path(nvcc).parent_path() / "ptxas";
+    Command assemble = run((fs::exists(ptxas) ? ptxas.string() : std::string("ptxas")) +
+                           " -arch=sm_90a -v -o " + cubin.string() + " " + ptx.string());
+    ASSERT_EQ(assemble.status, 0) << "ptxas failed on " << ptx << ":\n" << assemble.output;
+    const std::regex spills("(\\d+) bytes spill stores, (\\d+) bytes spill loads");
+    size_t found = 0;
+    for (auto it = std::sregex_iterator(assemble.output.begin(), assemble.output.end(), spills);
+         it != std::sregex_iterator(); ++it, ++found) {
+        EXPECT_EQ((*it)[1], "0") << "spill stores:\n" << assemble.output;
+        EXPECT_EQ((*it)[2], "0") << "spill loads:\n" << assemble.output;
+    }
+    EXPECT_EQ(found, kernels) << assemble.output;
+    EXPECT_EQ(assemble.output.find("C7508"), std::string::npos) << "ptxas ignored setmaxnreg:\n"
+                                                                << assemble.output;
+    *text = read(ptx);
+    fs::remove_all(dir);
+}
+
 TEST(HopperShapes, PaddedKernelsAssembleWithoutSpills) {
     const std::string nvcc = find_nvcc();
     std::string all;
@@ -240,31 +271,10 @@ TEST(HopperShapes, PaddedKernelsAssembleWithoutSpills) {
     if (nvcc.empty())
         GTEST_SKIP() << "nvcc not found (/usr/local/cuda/bin/nvcc or PATH): the emitted CUDA is "
                         "not assembled";
-    fs::path dir =
-        fs::temp_directory_path() / ("tandem_hopper_shapes_" + std::to_string(::getpid()));
-    fs::create_directories(dir);
-    fs::path cu = dir / "shapes.cu", ptx = dir / "shapes.ptx", cubin = dir / "shapes.cubin";
-    std::ofstream(cu) << all;
-    const std::string flags =
-        " -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I" TANDEM_HOPPER_RUNTIME_DIR " ";
-    Command to_ptx = run(nvcc + flags + "--ptx -o " + ptx.string() + " " + cu.string());
-    ASSERT_EQ(to_ptx.status, 0) << "nvcc failed on " << cu << ":\n" << to_ptx.output;
-    fs::path ptxas = fs::path(nvcc).parent_path() / "ptxas";
-    Command assemble = run((fs::exists(ptxas) ? ptxas.string() : std::string("ptxas")) +
-                           " -arch=sm_90a -v -o " + cubin.string() + " " + ptx.string());
-    ASSERT_EQ(assemble.status, 0) << "ptxas failed on " << ptx << ":\n" << assemble.output;
-
-    const std::regex spills("(\\d+) bytes spill stores, (\\d+) bytes spill loads");
-    int kernels = 0;
-    for (auto it = std::sregex_iterator(assemble.output.begin(), assemble.output.end(), spills);
-         it != std::sregex_iterator(); ++it, ++kernels) {
-        EXPECT_EQ((*it)[1], "0") << "spill stores:\n" << assemble.output;
-        EXPECT_EQ((*it)[2], "0") << "spill loads:\n" << assemble.output;
-    }
-    EXPECT_EQ(kernels, int(padded_cases().size())) << assemble.output;
-    EXPECT_EQ(assemble.output.find("C7508"), std::string::npos) << "ptxas ignored setmaxnreg:\n"
-                                                                << assemble.output;
-    const std::string text = read(ptx);
+    std::string text;
+    assemble_translation_unit(all, "shapes", padded_cases().size(), &text);
+    if (HasFatalFailure())
+        return;
     for (const Case &c : padded_cases()) {
         std::string entry = entry_ptx(text, c.name);
         ASSERT_FALSE(entry.empty()) << "no .entry for " << c.name;
@@ -278,7 +288,6 @@ TEST(HopperShapes, PaddedKernelsAssembleWithoutSpills) {
             EXPECT_NE(entry.find("setmaxnreg"), std::string::npos) << "no setmaxnreg in " << c.name;
         }
     }
-    fs::remove_all(dir);
 }
 
 // ---- thread copies: what TMA cannot move, the warpgroup's threads copy ----
@@ -337,28 +346,10 @@ TEST(HopperShapes, ThreadCopiesAssembleWithoutSpills) {
     if (nvcc.empty())
         GTEST_SKIP() << "nvcc not found (/usr/local/cuda/bin/nvcc or PATH): the emitted CUDA is "
                         "not assembled";
-    fs::path dir =
-        fs::temp_directory_path() / ("tandem_hopper_threads_" + std::to_string(::getpid()));
-    fs::create_directories(dir);
-    fs::path cu = dir / "threads.cu", ptx = dir / "threads.ptx", cubin = dir / "threads.cubin";
-    std::ofstream(cu) << all;
-    const std::string flags =
-        " -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I" TANDEM_HOPPER_RUNTIME_DIR " ";
-    Command to_ptx = run(nvcc + flags + "--ptx -o " + ptx.string() + " " + cu.string());
-    ASSERT_EQ(to_ptx.status, 0) << "nvcc failed on " << cu << ":\n" << to_ptx.output;
-    fs::path ptxas = fs::path(nvcc).parent_path() / "ptxas";
-    Command assemble = run((fs::exists(ptxas) ? ptxas.string() : std::string("ptxas")) +
-                           " -arch=sm_90a -v -o " + cubin.string() + " " + ptx.string());
-    ASSERT_EQ(assemble.status, 0) << "ptxas failed on " << ptx << ":\n" << assemble.output;
-    const std::regex spills("(\\d+) bytes spill stores, (\\d+) bytes spill loads");
-    int kernels = 0;
-    for (auto it = std::sregex_iterator(assemble.output.begin(), assemble.output.end(), spills);
-         it != std::sregex_iterator(); ++it, ++kernels) {
-        EXPECT_EQ((*it)[1], "0") << "spill stores:\n" << assemble.output;
-        EXPECT_EQ((*it)[2], "0") << "spill loads:\n" << assemble.output;
-    }
-    EXPECT_EQ(kernels, int(thread_cases().size())) << assemble.output;
-    const std::string text = read(ptx);
+    std::string text;
+    assemble_translation_unit(all, "threads", thread_cases().size(), &text);
+    if (HasFatalFailure())
+        return;
     for (const auto &[c, why] : thread_cases()) {
         std::string entry = entry_ptx(text, c.name);
         ASSERT_FALSE(entry.empty()) << "no .entry for " << c.name;
@@ -369,7 +360,6 @@ TEST(HopperShapes, ThreadCopiesAssembleWithoutSpills) {
             EXPECT_NE(entry.find("wgmma.mma_async"), std::string::npos) << c.name;
         }
     }
-    fs::remove_all(dir);
 }
 
 TEST(HopperEmitterErrors, RejectsOtherTargets) {

@@ -14,6 +14,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 
 using namespace tandem;
 
@@ -33,72 +34,30 @@ TEST(MachineDescription, EveryParameterHasAUnitAndASource) {
     EXPECT_THROW(MachineDescription::builtin("tpu"), Error);
 }
 
+/** Every field a description sets, by name, as a number. */
+template <class Params> std::map<std::string, double> values(Params p) {
+    std::map<std::string, double> v;
+    p.fields([&](const char *name, auto &field) { v[name] = double(field); });
+    return v;
+}
+
+/** The model's defaults equal the built-in description, field by field, and the description has
+ * every field the model reads. */
+template <class Params> void expect_defaults_are(const std::string &target) {
+    const Target t = Target::parse(target);
+    const std::map<std::string, double> defaults = values(Params{}), described = values(Params::from(t.lookup()));
+    EXPECT_GE(defaults.size(), 10u);
+    for (const auto &[name, value] : defaults) {
+        EXPECT_TRUE(t.machine.params().count(name)) << target << " " << name;
+        EXPECT_EQ(described.at(name), value) << target << " " << name;
+    }
+}
+
 TEST(MachineDescription, ModelDefaultsAreTheDescriptions) {
-    const sim::ZpuParams z = sim::ZpuParams::from(Target::parse("zpu").lookup()), zd;
-    EXPECT_EQ(z.cores, zd.cores);
-    EXPECT_EQ(z.dma_channels, zd.dma_channels);
-    EXPECT_EQ(z.dma_queue_depth, zd.dma_queue_depth);
-    EXPECT_EQ(z.asram_bytes, zd.asram_bytes);
-    EXPECT_EQ(z.wsram_bytes, zd.wsram_bytes);
-    EXPECT_EQ(z.rsram_bytes, zd.rsram_bytes);
-    EXPECT_EQ(z.dma_fixed, zd.dma_fixed);
-    EXPECT_EQ(z.dma_bytes_per_cycle, zd.dma_bytes_per_cycle);
-    EXPECT_EQ(z.mma_issue, zd.mma_issue);
-    EXPECT_EQ(z.mma_fp32_out, zd.mma_fp32_out);
-    EXPECT_EQ(z.mma_bf16_out, zd.mma_bf16_out);
-    EXPECT_EQ(z.mma_min_blocks, zd.mma_min_blocks);
-    EXPECT_EQ(z.mma_min_blocks_small, zd.mma_min_blocks_small);
-    EXPECT_EQ(z.mma_drain, zd.mma_drain);
-    EXPECT_EQ(z.vector_flops_per_cycle, zd.vector_flops_per_cycle);
-    EXPECT_EQ(z.vector_fixed, zd.vector_fixed);
-
-    const sim::hopper::HopperParams h = sim::hopper::HopperParams::from(Target::parse("hopper").lookup()), hd;
-    EXPECT_EQ(h.sms, hd.sms);
-    EXPECT_EQ(h.smem_bytes, hd.smem_bytes);
-    EXPECT_EQ(h.registers_per_sm, hd.registers_per_sm);
-    EXPECT_EQ(h.tma_latency, hd.tma_latency);
-    EXPECT_EQ(h.tma_bytes_per_cycle, hd.tma_bytes_per_cycle);
-    EXPECT_EQ(h.hbm_bytes_per_cycle, hd.hbm_bytes_per_cycle);
-    EXPECT_EQ(h.l2_bytes_per_cycle, hd.l2_bytes_per_cycle);
-    EXPECT_EQ(h.l2_bytes, hd.l2_bytes);
-    EXPECT_EQ(h.l2_line, hd.l2_line);
-    EXPECT_EQ(h.wgmma_macs_per_cycle, hd.wgmma_macs_per_cycle);
-    EXPECT_EQ(h.wgmma_latency, hd.wgmma_latency);
-    EXPECT_EQ(h.vector_flops_per_cycle, hd.vector_flops_per_cycle);
-    EXPECT_EQ(h.barrier_latency, hd.barrier_latency);
-    EXPECT_EQ(h.issue_cycles, hd.issue_cycles);
-    EXPECT_EQ(h.thread_copy_batch, hd.thread_copy_batch);
-
-    const sim::ascend::AscendParams a = sim::ascend::AscendParams::from(Target::parse("ascend").lookup()), ad;
-    EXPECT_EQ(a.cores, ad.cores);
-    EXPECT_EQ(a.l1_bytes, ad.l1_bytes);
-    EXPECT_EQ(a.l0a_bytes, ad.l0a_bytes);
-    EXPECT_EQ(a.l0b_bytes, ad.l0b_bytes);
-    EXPECT_EQ(a.l0c_bytes, ad.l0c_bytes);
-    EXPECT_EQ(a.ub_bytes, ad.ub_bytes);
-    EXPECT_EQ(a.l1_align, ad.l1_align);
-    EXPECT_EQ(a.ub_align, ad.ub_align);
-    EXPECT_EQ(a.l0ab_align, ad.l0ab_align);
-    EXPECT_EQ(a.l0c_align, ad.l0c_align);
-    EXPECT_EQ(a.gm_to_l1, ad.gm_to_l1);
-    EXPECT_EQ(a.gm_to_ub, ad.gm_to_ub);
-    EXPECT_EQ(a.l1_to_l0a, ad.l1_to_l0a);
-    EXPECT_EQ(a.l1_to_l0b, ad.l1_to_l0b);
-    EXPECT_EQ(a.l0c_to_gm, ad.l0c_to_gm);
-    EXPECT_EQ(a.ub_to_gm, ad.ub_to_gm);
-    EXPECT_EQ(a.l1_to_ub, ad.l1_to_ub);
-    EXPECT_EQ(a.ub_to_l1, ad.ub_to_l1);
-    EXPECT_EQ(a.l2_read, ad.l2_read);
-    EXPECT_EQ(a.l2_bytes, ad.l2_bytes);
-    EXPECT_EQ(a.l2_line, ad.l2_line);
-    EXPECT_EQ(a.copy_fixed, ad.copy_fixed);
-    EXPECT_EQ(a.cube_fixed, ad.cube_fixed);
-    EXPECT_EQ(a.vector_flops_per_cycle, ad.vector_flops_per_cycle);
-    EXPECT_EQ(a.vector_fixed, ad.vector_fixed);
-    EXPECT_EQ(a.event_ids, ad.event_ids);
-    EXPECT_EQ(a.scalar_issue_cycles, ad.scalar_issue_cycles);
-    EXPECT_EQ(a.flag_cycles, ad.flag_cycles);
-    EXPECT_EQ(a.pipe_barrier_cycles, ad.pipe_barrier_cycles);
+    expect_defaults_are<sim::ZpuParams>("zpu");
+    expect_defaults_are<sim::hopper::HopperParams>("hopper");
+    expect_defaults_are<sim::ascend::AscendParams>("ascend");
+    EXPECT_EQ(sim::ZpuParams::from(Target::parse("zpu").lookup()).route, sim::ZpuParams::default_routes());
 }
 
 TEST(MachineDescription, TargetStringOverrides) {
