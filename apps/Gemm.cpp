@@ -8,18 +8,30 @@ namespace tandem::apps {
 
 namespace {
 
-/** stages = 0 (auto): on Hopper, where the operand ring and the output staging share the CTA's
- * shared memory, the most stages (up to 4) that fit with the staging (two versions with
- * ping-pong) and the bias tile, tiles rounded up to wgmma's 64; elsewhere 3. */
+/** stages = 0 (auto): the most stages (up to 4 on Hopper, 3 elsewhere) that fit on chip with the
+ * output staging and the accumulator (two versions each with ping-pong) and the bias tile. Hopper:
+ * the operand ring and the output staging share the CTA's shared memory, tiles rounded up to
+ * wgmma's 64. ZPU: A's versions, the accumulator and the staging share RSRAM (A goes through RSRAM
+ * on its way to ASRAM), B's versions fill WSRAM. Ascend: 3. */
 int fitting_stages(int TM, int TN, int TK, const std::string &out, const std::string &epilogue,
                    const std::string &schedule, const Target &target) {
-    if (target.arch != Target::Arch::Hopper) return 3;
-    auto up = [](int64_t v) { return (v + 63) / 64 * 64; };
-    const int64_t per_stage = (up(TM) * up(TK) + up(TK) * up(TN)) * 2;
-    const int64_t staging = (schedule == "ws_pingpong" ? 2 : 1) * up(TM) * up(TN) * (out == "bf16" ? 2 : 4);
-    const int64_t bias = epilogue == "bias_relu" ? 2 * 4 * up(TN) : 0;
-    const int64_t free = target.machine.integer("smem_bytes") - staging - bias - 4096; // barriers, alignment
-    return int(std::clamp<int64_t>(free / per_stage, 1, 4));
+    const int64_t out_bytes = out == "bf16" ? 2 : 4, versions = schedule == "ws_pingpong" ? 2 : 1;
+    const int64_t bias = epilogue == "bias_relu" ? 2 * 4 * int64_t(TN) : 0;
+    if (target.arch == Target::Arch::Hopper) {
+        auto up = [](int64_t v) { return (v + 63) / 64 * 64; };
+        const int64_t per_stage = (up(TM) * up(TK) + up(TK) * up(TN)) * 2;
+        const int64_t staging = versions * up(TM) * up(TN) * out_bytes;
+        const int64_t free = target.machine.integer("smem_bytes") - staging - bias - 4096; // barriers, alignment
+        return int(std::clamp<int64_t>(free / per_stage, 1, 4));
+    }
+    if (target.arch == Target::Arch::ZPU) {
+        const int64_t tile = int64_t(TM) * TN;
+        const int64_t rsram = target.machine.integer("rsram_bytes") - versions * tile * (4 + out_bytes) - bias;
+        const int64_t by_a = rsram / (int64_t(TM) * TK * 2);
+        const int64_t by_b = target.machine.integer("wsram_bytes") / (int64_t(TK) * TN * 2);
+        return int(std::clamp<int64_t>(std::min(by_a, by_b), 1, 3));
+    }
+    return 3;
 }
 
 Built build_gemm(const Params &p, const std::string &schedule, const Target &target) {
@@ -104,7 +116,7 @@ const App &gemm_app() {
     static const App app{
         "gemm",
         "bf16 GEMM with f32 accumulation: C = A x B (M x K times K x N)",
-        {{"M", "2048"}, {"N", "2048"}, {"K", "2048"}, {"stages", "3"}, {"TM", "256"}, {"TN", "256"},
+        {{"M", "2048"}, {"N", "2048"}, {"K", "2048"}, {"stages", "0"}, {"TM", "256"}, {"TN", "256"},
          {"TK", "512"}, {"out", "bf16"}, {"epilogue", "none"}},
         {"ws_pingpong", "ws", "pipelined", "sync"},
         {{"hopper", {{"TM", "128"}, {"TN", "128"}, {"TK", "64"}, {"stages", "0"}}},

@@ -868,16 +868,9 @@ public:
             access(op.src2, op.src2_box, false, p, name);
             access(op.dst, op.dst_box, true, p, name);
             if (numerics) {
-                if (!op.accumulate) {
-                    int64_t count = op.dst_box.elements();
-                    std::vector<float> zeros(size_t(std::max<int64_t>(count, 0)), 0.0f);
-                    detail::copy_box(dst->data.get(), op.dst_box,
-                                     reinterpret_cast<const std::byte *>(zeros.data()),
-                                     dense(count), 4);
-                }
                 impl_.multiplier.multiply_add(dst->data.get(), op.dst_box, src->data.get(),
                                               src->type, op.src_box, b.data.get(), b.type,
-                                              op.src2_box);
+                                              op.src2_box, op.accumulate);
             }
             break;
         }

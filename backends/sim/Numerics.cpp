@@ -292,9 +292,14 @@ void gather_transposed(std::vector<float> &out, const std::byte *base, DType typ
 
 void MatrixMultiplier::multiply_add(std::byte *acc, const Box &acc_box, const std::byte *a,
                                     DType a_type, const Box &a_box, const std::byte *b,
-                                    DType b_type, const Box &b_box) {
+                                    DType b_type, const Box &b_box, bool accumulate) {
     int64_t n_count = acc_box.dims[0].extent, m_count = acc_box.dims[1].extent;
     int64_t k_count = a_box.dims[0].extent;
+    if (!accumulate && n_count > 0 && m_count > 0) {
+        std::vector<float> zeros(size_t(n_count * m_count), 0.0f);
+        copy_box(acc, acc_box, reinterpret_cast<const std::byte *>(zeros.data()),
+                 Box{0, {{n_count * m_count, 1}}}, 4);
+    }
     if (m_count <= 0 || n_count <= 0 || k_count <= 0) {
         return;
     }

@@ -33,12 +33,14 @@ inline int64_t floor_div(int64_t a, int64_t b) { // b > 0, any sign of a
 void copy_box(std::byte *dst, const Box &dst_box, const std::byte *src, const Box &src_box,
               int element_bytes);
 
-/** acc(n, m) += sum_k a(k, m) * b(n, k). Boxes: acc dims {N, M} (f32), a dims {K, M}, b dims
- * {N, K} (bf16 or f32); shapes already checked. Keeps its scratch rows between calls. */
+/** acc(n, m) += sum_k a(k, m) * b(n, k), or acc(n, m) = ... when `accumulate` is false. Boxes:
+ * acc dims {N, M} (f32), a dims {K, M}, b dims {N, K} (bf16 or f32); shapes already checked.
+ * Keeps its scratch rows between calls. */
 class MatrixMultiplier {
 public:
     void multiply_add(std::byte *acc, const Box &acc_box, const std::byte *a, DType a_type,
-                      const Box &a_box, const std::byte *b, DType b_type, const Box &b_box);
+                      const Box &a_box, const std::byte *b, DType b_type, const Box &b_box,
+                      bool accumulate = true);
 
 private:
     std::vector<float> scratch_a_, scratch_b_, scratch_acc_;

@@ -14,8 +14,10 @@
 //   engine, not the program, picks the channel, so a program that relies on it is not race-free.
 // - A transfer whose token the core's program never waited on is a race with the program's end
 //   (its data may land after the kernel returned); a deadlocked core is not checked.
-// - Numerics: a transfer copies its data at issue, an MMA and a vector op at their start. The
-//   happens-before check (not the numerics) is what finds a read of data still in flight.
+// - Numerics: transfers, MMAs and vector ops compute at issue. The happens-before check (not the
+//   numerics) is what finds a read of data still in flight or an op issued without a sync.
+// - A sync on an engine with nothing issued is free; every op ever issued to the engine counts
+//   (the engine drains, it does not wait for one op).
 // - A DMA pairs the elements of its two boxes in enumeration order (dims[0] fastest), so the
 //   boxes need the same element count and type but not the same shape. No type conversion.
 // - mma operands must be on-core SRAM in their scopes: a in ASRAM, b in WSRAM, acc in RSRAM.
@@ -52,6 +54,10 @@ using detail::ElementSet;
 // ---------------------------------------------------------------------------------------------
 // Parameters
 // ---------------------------------------------------------------------------------------------
+
+const char *engine_name(Engine e) {
+    return e == Engine::Tensor ? "tensor" : "vector";
+}
 
 const char *space_name(Space s) {
     switch (s) {
@@ -143,7 +149,7 @@ int64_t ZpuParams::vector_cycles(int64_t flops) const {
 
 namespace {
 
-enum class OpKind : uint8_t { Dma, Mma, Vector, Wait, Stall, End };
+enum class OpKind : uint8_t { Dma, Mma, Vector, Wait, Sync, Stall, End };
 
 const char *op_kind_name(OpKind k) {
     switch (k) {
@@ -155,6 +161,8 @@ const char *op_kind_name(OpKind k) {
         return "vector";
     case OpKind::Wait:
         return "dma_wait";
+    case OpKind::Sync:
+        return "sync";
     case OpKind::Stall:
         return "stall";
     case OpKind::End:
@@ -186,9 +194,10 @@ struct OpName {
     }
 };
 
-/** Transfers of one core known to be complete, by their index on the core (1, 2, ...): all up to
- * `prefix`, and the sorted `later` ones above prefix + 1 (waited out of issue order). */
-struct TransferSet {
+/** Async ops (transfers, MMAs, vector ops) of one core known to be complete, by their index on the
+ * core (1, 2, ...): all up to `prefix`, and the sorted `later` ones above prefix + 1 (waited out of
+ * issue order). */
+struct OpSet {
     int64_t prefix = 0;
     std::vector<int64_t> later;
 
@@ -202,7 +211,7 @@ struct TransferSet {
         later.insert(std::upper_bound(later.begin(), later.end(), index), index);
         compact();
     }
-    void join(const TransferSet &other) {
+    void join(const OpSet &other) {
         if (other.prefix > prefix) {
             prefix = other.prefix;
             later.erase(later.begin(), std::upper_bound(later.begin(), later.end(), prefix));
@@ -226,16 +235,16 @@ private:
     }
 };
 
-/** What the control stream (or a transfer, as of its issue) has seen happen: the control stream's
- * own ops up to epoch `control`, and `transfers`. */
+/** What the control stream (or an async op, as of its start) has seen happen: the control stream's
+ * own ops up to epoch `control`, and the async ops `ops`. */
 struct Knowledge {
     int64_t control = 0;
-    TransferSet transfers;
+    OpSet ops;
 };
 
-// Access records name their agent: the control stream (its epoch) or a transfer (its index).
+// Access records name their agent: the control stream (its epoch) or an async op (its index).
 constexpr int kControlAgent = 0;
-constexpr int kTransferAgent = 1;
+constexpr int kAsyncAgent = 1;
 
 struct CoreRun {
     int id = 0;
@@ -243,7 +252,9 @@ struct CoreRun {
     std::vector<Cycles> channel_free;
     std::priority_queue<Cycles, std::vector<Cycles>, std::greater<Cycles>> in_flight_ends;
     Knowledge known{1, {}}; // the control stream's; its own epoch is known.control
-    int64_t issued = 0;     // transfers issued so far
+    int64_t issued = 0;     // async ops issued so far
+    std::array<Cycles, 2> engine_free{};  // by Engine: when its last op ends
+    std::array<int64_t, 2> engine_last{}; // by Engine: token id of its last op, 0 if none
     bool blocked = false;   // deadlocked: its program did not end
     Cycles tensor_busy = 0, vector_busy = 0, dma_busy = 0, control_stall = 0;
     Cycles longest_dma = 0, last_transfer_end = 0;
@@ -277,7 +288,8 @@ struct Machine::Impl {
         std::unique_ptr<std::byte[]> data;
         bool written = false; // by some core (DRAM: enables the cross-core check)
     };
-    struct Transfer {
+    /** An asynchronous op: a transfer, an MMA or a vector op. */
+    struct AsyncOp {
         int core;
         Cycles end;
         int64_t index;   // on its core, from 1
@@ -296,7 +308,7 @@ struct Machine::Impl {
     std::vector<std::array<int64_t, 4>> sram_used; // [core][Space]
     std::vector<std::unique_ptr<Core>> cores;
 
-    std::vector<Transfer> transfers; // token id - 1
+    std::vector<AsyncOp> async_ops; // token id - 1
 
     detail::Labels labels;
     detail::RaceLog races;
@@ -374,20 +386,20 @@ struct Machine::Impl {
     // --- happens-before ----------------------------------------------------------------------
 
     /** Checks one access against the core's history of the buffer, then records it. The access is
-     * the control stream's (transfer 0) or transfer `transfer`'s; `known` is what its agent has seen. */
+     * the control stream's (async op 0) or async op `async`'s; `known` is what its agent has seen. */
     void access(CoreRun &core, int buffer, const Box &box, bool write, const Knowledge &known,
-                int64_t transfer, uint64_t op) {
+                int64_t async, uint64_t op) {
         ElementSet elements = detail::element_set(box);
         if (elements.empty) {
             return;
         }
-        AccessRecord record = transfer ? AccessRecord{elements, kTransferAgent, transfer, op, write}
+        AccessRecord record = async ? AccessRecord{elements, kAsyncAgent, async, op, write}
                                        : AccessRecord{elements, kControlAgent, known.control, op, write};
         detail::check_access_ordered(
             core.history_of(buffer), record,
             [&](const AccessRecord &earlier) {
                 return earlier.agent == kControlAgent ? earlier.epoch <= known.control
-                                                      : known.transfers.contains(earlier.epoch);
+                                                      : known.ops.contains(earlier.epoch);
             },
             [&](const AccessRecord &earlier) { add_race(earlier.op, op, buffer); },
             [](const AccessRecord &) {});
@@ -461,28 +473,28 @@ struct Machine::Impl {
         // Issue edge control -> transfer: it sees what the control stream did so far (and itself);
         // the control stream's later ops are not ordered before it.
         uint64_t op = OpName{OpKind::Dma, channel, core.id, label_index}.pack();
-        Transfer transfer{core.id, end, ++core.issued, core.known, op, dst};
-        transfer.known.transfers.insert(transfer.index);
+        AsyncOp transfer{core.id, end, ++core.issued, core.known, op, dst};
+        transfer.known.ops.insert(transfer.index);
         ++core.known.control;
         access(core, src, src_box, false, transfer.known, transfer.index, op);
         access(core, dst, dst_box, true, transfer.known, transfer.index, op);
-        transfers.push_back(std::move(transfer));
+        async_ops.push_back(std::move(transfer));
 
         if (numerics && count > 0) {
             detail::copy_box(buffers[dst].data.get(), dst_box, buffers[src].data.get(), src_box,
                              bytes_of(to.type));
         }
-        return Token{int64_t(transfers.size())};
+        return Token{int64_t(async_ops.size())};
     }
 
     void dma_wait(CoreRun &core, Token token, const std::string &label) {
         if (token.id == 0) {
             return;
         }
-        if (token.id < 0 || size_t(token.id) > transfers.size() ||
-            transfers[token.id - 1].core != core.id) {
-            std::string why = token.id > 0 && size_t(token.id) <= transfers.size()
-                                  ? "which core " + std::to_string(transfers[token.id - 1].core) +
+        if (token.id < 0 || size_t(token.id) > async_ops.size() ||
+            async_ops[token.id - 1].core != core.id) {
+            std::string why = token.id > 0 && size_t(token.id) <= async_ops.size()
+                                  ? "which core " + std::to_string(async_ops[token.id - 1].core) +
                                         " issued; cores never synchronise"
                                   : "which was never issued";
             std::string message = "deadlock on core " + std::to_string(core.id) + ": dma_wait '" +
@@ -492,17 +504,58 @@ struct Machine::Impl {
             report_deadlock(message);
             throw DeadlockError(message);
         }
-        const Transfer &transfer = transfers[token.id - 1];
-        if (transfer.end > core.now) {
-            add_event(OpKind::Wait, label_id(label), core.id, kControlTrack, core.now,
-                      transfer.end - core.now);
-            core.now = transfer.end;
+        complete(core, async_ops[token.id - 1], OpKind::Wait, label);
+    }
+
+    /** The control stream waits until `done` has ended and then knows what it knew. */
+    void complete(CoreRun &core, const AsyncOp &done, OpKind kind, const std::string &label) {
+        if (done.end > core.now) {
+            add_event(kind, label_id(label), core.id, kControlTrack, core.now, done.end - core.now);
+            core.now = done.end;
         }
-        core.known.transfers.join(transfer.known.transfers);
+        core.known.ops.join(done.known.ops);
+    }
+
+    void sync(CoreRun &core, Engine engine, const std::string &label) {
+        int64_t last = core.engine_last[size_t(engine)];
+        if (last != 0) {
+            complete(core, async_ops[size_t(last - 1)], OpKind::Sync, label);
+        }
+    }
+
+    /** Issues a compute op of `duration` to `engine`: it starts when the engine is free (in
+     * order), touches `accesses` as an async op ordered after the engine's previous op and after
+     * what the control stream did so far. */
+    void issue(CoreRun &core, Engine engine, OpKind kind, uint32_t label_index, Cycles duration,
+               const std::vector<Access> &accesses) {
+        const size_t e = size_t(engine);
+        Cycles start = std::max(core.now, core.engine_free[e]);
+        Cycles end = start + duration;
+        core.engine_free[e] = end;
+        core.last_transfer_end = std::max(core.last_transfer_end, end);
+        (engine == Engine::Tensor ? core.tensor_busy : core.vector_busy) += duration;
+        add_event(kind, label_index, core.id, engine == Engine::Tensor ? kTensorTrack : kVectorTrack,
+                  start, duration);
+        uint64_t op = OpName{kind, -1, core.id, label_index}.pack();
+        int dst = -1; // what it writes, for a race with the end of the program
+        for (const Access &x : accesses) {
+            if (x.write) dst = x.buffer;
+        }
+        AsyncOp issued{core.id, end, ++core.issued, core.known, op, dst};
+        if (core.engine_last[e] != 0) {
+            issued.known.ops.join(async_ops[size_t(core.engine_last[e] - 1)].known.ops);
+        }
+        issued.known.ops.insert(issued.index);
+        ++core.known.control;
+        for (const Access &x : accesses) {
+            access(core, x.buffer, x.box, x.write, issued.known, issued.index, op);
+        }
+        async_ops.push_back(std::move(issued));
+        core.engine_last[e] = int64_t(async_ops.size());
     }
 
     void mma(CoreRun &core, int acc, const Box &acc_box, int a, const Box &a_box, int b,
-             const Box &b_box, const std::string &label) {
+             const Box &b_box, const std::string &label, bool accumulate) {
         std::string what = "mma '" + label + "'";
         const Buffer &acc_buffer = checked_buffer(what, core, "acc", acc, acc_box);
         const Buffer &a_buffer = checked_buffer(what, core, "a", a, a_box);
@@ -541,20 +594,13 @@ struct Machine::Impl {
         int64_t k_count = a_box.dims[0].extent;
         uint32_t label_index = label_id(label);
         Cycles duration = params.mma_cycles(m_count, n_count, k_count, DType::F32);
-        add_event(OpKind::Mma, label_index, core.id, kTensorTrack, core.now, duration);
-
-        uint64_t op = OpName{OpKind::Mma, -1, core.id, label_index}.pack();
-        access(core, a, a_box, false, core.known, 0, op);
-        access(core, b, b_box, false, core.known, 0, op);
-        access(core, acc, acc_box, true, core.known, 0, op);
-
+        std::vector<Access> accesses = {{a, a_box, false}, {b, b_box, false}, {acc, acc_box, true}};
+        issue(core, Engine::Tensor, OpKind::Mma, label_index, duration, accesses);
         if (numerics) {
             multiplier.multiply_add(acc_buffer.data.get(), acc_box, a_buffer.data.get(),
                                     a_buffer.type, a_box, b_buffer.data.get(), b_buffer.type,
-                                    b_box);
+                                    b_box, accumulate);
         }
-        core.now += duration;
-        core.tensor_busy += duration;
     }
 
     void vector_op(CoreRun &core, const std::string &label, int64_t flops,
@@ -566,18 +612,11 @@ struct Machine::Impl {
         for (const Access &x : accesses) {
             checked_buffer(what, core, x.write ? "written" : "read", x.buffer, x.box);
         }
-        uint32_t label_index = label_id(label);
-        Cycles duration = params.vector_cycles(flops);
-        add_event(OpKind::Vector, label_index, core.id, kVectorTrack, core.now, duration);
-        uint64_t op = OpName{OpKind::Vector, -1, core.id, label_index}.pack();
-        for (const Access &x : accesses) {
-            access(core, x.buffer, x.box, x.write, core.known, 0, op);
-        }
+        issue(core, Engine::Vector, OpKind::Vector, label_id(label), params.vector_cycles(flops),
+              accesses);
         if (numerics && compute) {
             compute();
         }
-        core.now += duration;
-        core.vector_busy += duration;
     }
 
     void report_deadlock(const std::string &message) {
@@ -588,18 +627,21 @@ struct Machine::Impl {
         deadlock = true;
     }
 
-    /** Transfers of cores whose program ended without waiting on their tokens. */
-    void unwaited_transfers(const std::vector<const CoreRun *> &runs) {
-        for (const Transfer &transfer : transfers) {
-            const CoreRun &run = *runs[size_t(transfer.core)];
-            if (run.blocked || run.known.transfers.contains(transfer.index)) {
+    /** Async ops of cores whose program ended without waiting on them (a token, an engine sync). */
+    void unwaited_ops(const std::vector<const CoreRun *> &runs) {
+        for (const AsyncOp &async : async_ops) {
+            const CoreRun &run = *runs[size_t(async.core)];
+            if (run.blocked || run.known.ops.contains(async.index) || async.dst < 0) {
                 continue;
             }
-            uint64_t end = OpName{OpKind::End, -1, transfer.core, 0}.pack();
-            races.add(transfer.op, end, transfer.dst, [&] {
-                return Race{op_text(transfer.op), op_text(end), buffers[size_t(transfer.dst)].name,
-                            "the program ended before waiting on this transfer's token: its data "
-                            "may land after the kernel returned"};
+            uint64_t end = OpName{OpKind::End, -1, async.core, 0}.pack();
+            bool transfer = OpName::unpack(async.op).kind == OpKind::Dma;
+            races.add(async.op, end, async.dst, [&] {
+                return Race{op_text(async.op), op_text(end), buffers[size_t(async.dst)].name,
+                            transfer ? "the program ended before waiting on this transfer's token: "
+                                       "its data may land after the kernel returned"
+                                     : "the program ended before syncing this op's engine: it may "
+                                       "still run after the kernel returned"};
             });
         }
     }
@@ -648,8 +690,12 @@ void Core::dma_wait(Token t, const std::string &label) {
 }
 
 void Core::mma(int acc, const Box &acc_box, int a, const Box &a_box, int b, const Box &b_box,
-               const std::string &label) {
-    machine_->impl_->mma(state_->run, acc, acc_box, a, a_box, b, b_box, label);
+               const std::string &label, bool accumulate) {
+    machine_->impl_->mma(state_->run, acc, acc_box, a, a_box, b, b_box, label, accumulate);
+}
+
+void Core::sync(Engine engine, const std::string &label) {
+    machine_->impl_->sync(state_->run, engine, label);
 }
 
 void Core::vector_op(const std::string &label, int64_t flops, const std::vector<Access> &accesses,
@@ -783,13 +829,13 @@ Report Machine::finish() {
         runs.push_back(&core->state_->run);
     }
     impl_->cross_core_races(runs);
-    impl_->unwaited_transfers(runs);
+    impl_->unwaited_ops(runs);
     Report report;
     Cycles tensor = 0, vector = 0, dma = 0, stall = 0;
     for (const CoreRun *core : runs) {
         const CoreRun &run = *core;
         Cycles finish = std::max(run.now, run.last_transfer_end);
-        Cycles bound = std::max({run.tensor_busy + run.vector_busy,
+        Cycles bound = std::max({run.tensor_busy, run.vector_busy,
                                  ceil_div(run.dma_busy, params_.dma_channels), run.longest_dma});
         report.core_cycles.push_back(finish);
         report.cycles = std::max(report.cycles, finish);

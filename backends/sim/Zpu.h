@@ -6,19 +6,24 @@
  * an ODMA engine with a configurable number of channels, and three SRAM scopes. Cores have their
  * own DRAM and never synchronise with each other.
  *
- * Timing is analytic and exact for this in-order machine: the control stream executes compute
- * ops (MMA, vector) synchronously and issues DMA descriptors asynchronously. A descriptor
- * starts on the channel that frees first (FIFO), at most `dma_queue_depth` are in flight (the
- * control stream stalls on the oldest when the queue is full), and dma_wait advances the
- * control stream to the transfer's end. Tile granularity: no per-element loops unless numerics
- * are on.
+ * Timing is analytic and exact for this in-order machine. The control stream only issues: MMAs go
+ * to the tensor core, vector ops to the vector core, DMA descriptors to the ODMA units, and all
+ * three run concurrently (SUNMMIO/Tilelang: MMA, vector and ODMA ops are asynchronous launches;
+ * `sync(units)` drains whole units). Each compute engine runs its ops in issue order, one after
+ * the other; sync(engine) advances the control stream to the end of the engine's last op. A
+ * descriptor starts on its route's ODMA unit (FIFO), at most `dma_queue_depth` are in flight (the
+ * control stream stalls on the oldest when the queue is full), and dma_wait advances the control
+ * stream to the transfer's end. Issuing and syncing cost the control stream nothing (the public
+ * cost model charges neither). Tile granularity: no per-element loops unless numerics are on.
  *
- * Happens-before follows the tokens: an issue is an edge control -> transfer, a completed wait on
- * a token an edge from that transfer (only) -> control. Transfers sharing a channel are not
- * ordered by it (the engine picks the channel, not the program). Every access to a buffer region
- * is checked against earlier conflicting accesses; an unordered pair is a race naming both ops. A
- * transfer the core's program never waited on is a race with the end of the program. DRAM
- * accesses of different cores are checked against each other at finish().
+ * Happens-before follows the program: an issue is an edge control -> op; an op is ordered after
+ * the op before it on the same compute engine (in order); a completed wait on a token is an edge
+ * from that transfer (only) -> control, a sync(engine) an edge from every op issued to the engine
+ * so far -> control. Transfers sharing a channel are not ordered by it (the engine picks the
+ * channel, not the program). Every access to a buffer region is checked against earlier
+ * conflicting accesses; an unordered pair is a race naming both ops. A transfer the core's program
+ * never waited on, or a compute op whose engine it never synced, is a race with the end of the
+ * program. DRAM accesses of different cores are checked against each other at finish().
  *
  * Deadlock: the control stream waiting on a token that no transfer of its core will ever
  * complete (never issued, or issued by another core) blocks every agent of the core for ever.
@@ -55,6 +60,10 @@ template <class Params> Params params_from(const ParamLookup &get) {
 }
 
 enum class DType : uint8_t { BF16, F32, I32 };
+
+/** The compute engines of a core, which the control stream syncs on. */
+enum class Engine : uint8_t { Tensor, Vector };
+const char *engine_name(Engine e);
 int bytes_of(DType t);
 const char *dtype_name(DType t);
 
@@ -173,7 +182,7 @@ struct EngineBusy {
 
 struct Report {
     Cycles cycles = 0;       // max over cores of the time its last op ends
-    Cycles bound_cycles = 0; // max over cores of max(tensor+vector busy,
+    Cycles bound_cycles = 0; // max over cores of max(tensor busy, vector busy,
                              // ceil(dma busy / channels), longest single DMA)
     std::vector<EngineBusy> busy;
     std::vector<Cycles> core_cycles;
@@ -197,14 +206,17 @@ public:
     Token dma_start(int dst, const Box &dst_box, int src, const Box &src_box, const std::string &label);
     /** Block the control stream until the transfer of token t is complete. */
     void dma_wait(Token t, const std::string &label);
-    /** acc(n, m) += sum_k a(k, m) * b(n, k). Boxes: acc dims {N, M}, a dims {K, M}, b dims {N, K}.
-     * a and b are bf16 or f32, acc is f32. Synchronous on the control stream. */
+    /** acc(n, m) += sum_k a(k, m) * b(n, k), or acc = ... when `accumulate` is false (the fork's
+     * clear_accum, same cost). Boxes: acc dims {N, M}, a dims {K, M}, b dims {N, K}. a and b are
+     * bf16 or f32, acc is f32. Issued to the tensor core: the control stream goes on at once. */
     void mma(int acc, const Box &acc_box, int a, const Box &a_box, int b, const Box &b_box,
-             const std::string &label);
+             const std::string &label, bool accumulate = true);
     /** A vector-core op touching `accesses`; `compute` applies the numerics (not called when
-     * numerics are off). Synchronous on the control stream. */
+     * numerics are off). Issued to the vector core: the control stream goes on at once. */
     void vector_op(const std::string &label, int64_t flops, const std::vector<Access> &accesses,
                    const std::function<void()> &compute);
+    /** Block the control stream until every op issued to `engine` so far is complete. */
+    void sync(Engine engine, const std::string &label);
 
 private:
     friend class Machine;

@@ -67,9 +67,24 @@ private:
 
 class CodeGen {
 public:
-    explicit CodeGen(const Kernel &k) : kernel(k) {}
+    explicit CodeGen(const Kernel &k) : kernel(k) {
+        class Counters : public IRVisitor {
+        public:
+            std::set<std::string> names;
+
+        private:
+            using IRVisitor::visit;
+            void visit(const Evaluate *e) override {
+                std::string counter;
+                if (ir::as_advance(Stmt(e), &counter)) names.insert(counter);
+            }
+        } found;
+        k.body.accept(&found);
+        counters = found.names;
+    }
     std::ostringstream os;
     int indent = 1;
+    std::set<std::string> counters; // variables tandem_advance increments
 
     std::string line() const { return std::string(4 * indent, ' '); }
 
@@ -148,8 +163,10 @@ public:
             }
             os << line() << "{\n";
             indent++;
-            os << line() << "const " << value_type(l->value.type()) << " " << c_name(l->name) << " = "
-               << expr(l->value) << ";\n";
+            // A counter (tandem_advance) is the one mutable variable.
+            bool counter = counters.count(l->name) > 0;
+            os << line() << (counter ? "int64_t " : "const " + value_type(l->value.type()) + " ") << c_name(l->name)
+               << " = " << expr(l->value) << ";" << (counter ? " // counter" : "") << "\n";
             stmt(l->body);
             indent--;
             os << line() << "}\n";
@@ -223,6 +240,7 @@ private:
         ir::CopyOp c;
         ir::WaitOp w;
         ir::MmaOp m;
+        std::string engine;
         if (ir::as_copy(s, &c)) {
             std::string slot = expr(c.slot);
             os << line() << barrier_array(c.barrier) << "[" << slot << "] = zpu::dma_start(ctx, " << c_name(c.dst) << ", "
@@ -242,7 +260,12 @@ private:
                << expr(m.a_stride_k) << ", " << expr(m.a_stride_m) << ", " << c_name(m.b) << ", " << expr(m.b_offset)
                << ", " << expr(m.b_stride_n) << ", " << expr(m.b_stride_k) << ",\n"
                << line() << "         " << expr(m.n) << ", " << expr(m.m) << ", " << expr(m.k) << ", \"" << m.acc
-               << " += " << m.a << " * " << m.b << "\");\n";
+               << " += " << m.a << " * " << m.b << "\"" << (m.accumulate.defined() ? ", " + expr(m.accumulate) : "")
+               << ");\n";
+        } else if (ir::as_sync(s, &engine)) {
+            os << line() << "zpu::sync(ctx, zpu::Engine::" << (engine == "tensor" ? "Tensor" : "Vector") << ");\n";
+        } else if (ir::as_advance(s, &engine)) {
+            os << line() << c_name(engine) << " += 1;\n";
         } else {
             const Evaluate *e = s.as<Evaluate>();
             internal_assert(is_const(e->value)) << "zpu emitter: unexpected call " << e->value << "\n";

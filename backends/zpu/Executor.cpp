@@ -85,6 +85,7 @@ private:
         ir::CopyOp c;
         ir::WaitOp w;
         ir::MmaOp m;
+        std::string engine;
         if (ir::as_copy(s, &c)) {
             sim::Box dst{int64_t(scalar(c.dst_offset)), {}}, src{int64_t(scalar(c.src_offset)), {}};
             for (const ir::CopyDim &d : c.dims) {
@@ -107,7 +108,11 @@ private:
             zpu::mma(ctx, buffer(m.acc).id, v(m.acc_offset), v(m.acc_stride_n), v(m.acc_stride_m), buffer(m.a).id,
                      v(m.a_offset), v(m.a_stride_k), v(m.a_stride_m), buffer(m.b).id, v(m.b_offset),
                      v(m.b_stride_n), v(m.b_stride_k), v(m.n), v(m.m), v(m.k),
-                     m.acc + " += " + m.a + " * " + m.b);
+                     m.acc + " += " + m.a + " * " + m.b, !m.accumulate.defined() || v(m.accumulate) != 0);
+        } else if (ir::as_sync(s, &engine)) {
+            zpu::sync(ctx, engine == "tensor" ? zpu::Engine::Tensor : zpu::Engine::Vector);
+        } else if (ir::as_advance(s, &engine)) {
+            vars[engine] += 1;
         } else {
             const Evaluate *e = s.as<Evaluate>();
             internal_assert(is_const(e->value)) << "zpu executor: unexpected call " << e->value << "\n";

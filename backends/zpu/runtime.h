@@ -10,6 +10,7 @@
  *     zpu::Token t = zpu::dma_start(ctx, A_tile, dst_offset, A, src_offset, {{64, 1, 1}, {128, 64, K}}, "A -> A_tile");
  *     zpu::dma_wait(ctx, t, "A_tile.full");
  *     zpu::mma(ctx, acc, ..., A_tile, ..., B_tile, ..., n, m, k, "acc += A_tile * B_tile");
+ *     zpu::sync(ctx, zpu::Engine::Tensor);   // MMAs and vector ops run asynchronously
  *     zpu::vector_op(ctx, "C_stage", flops, {{C_stage, lo, extent, true}, ...}, [&] { ...loops... });
  */
 
@@ -25,6 +26,7 @@
 
 namespace zpu {
 
+using tandem::sim::Engine;
 using tandem::sim::Token;
 
 /** One core's view of the machine while its control stream runs. */
@@ -91,11 +93,16 @@ inline void dma_wait(Context &ctx, Token t, const std::string &label) { ctx.core
 inline void mma(Context &ctx, int acc, int64_t acc_offset, int64_t acc_stride_n, int64_t acc_stride_m, int a,
                 int64_t a_offset, int64_t a_stride_k, int64_t a_stride_m, int b, int64_t b_offset,
                 int64_t b_stride_n, int64_t b_stride_k, int64_t n, int64_t m, int64_t k,
-                const std::string &label) {
+                const std::string &label, bool accumulate = true) {
     using tandem::sim::Box;
     ctx.core.mma(acc, Box{acc_offset, {{n, acc_stride_n}, {m, acc_stride_m}}}, a,
                  Box{a_offset, {{k, a_stride_k}, {m, a_stride_m}}}, b, Box{b_offset, {{n, b_stride_n}, {k, b_stride_k}}},
-                 label);
+                 label, accumulate);
+}
+
+/** Block until every op issued to the engine is complete (the fork's sunmmio_sync of one unit). */
+inline void sync(Context &ctx, Engine engine) {
+    ctx.core.sync(engine, std::string("sync ") + tandem::sim::engine_name(engine));
 }
 
 template<typename F>

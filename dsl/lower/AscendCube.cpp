@@ -1,5 +1,6 @@
 #include "AscendCube.h"
 
+#include "FirstMma.h"
 #include "Nest.h"
 #include "tandem/AsyncIR.h"
 
@@ -17,40 +18,11 @@ class Cube : public IRMutator {
 public:
     explicit Cube(CompileContext &ctx) : ctx(ctx) {}
     std::map<std::string, std::pair<Halide::Type, int64_t>> l0_buffers; // name -> (type, elements)
-    std::set<std::string> accumulators;
-
-    Stmt mutate(const Stmt &s) override {
-        // An accumulator's zeroing starts a tile: later Mmads accumulate, the first overwrites.
-        if (const Block *b = s.as<Block>()) {
-            std::string acc;
-            if (is_zeroing(b->first, &acc)) {
-                accumulators.insert(acc);
-                return LetStmt::make(acc + ".first", int_var(acc + ".mmas"), mutate(b->rest));
-            }
-        }
-        std::string acc;
-        if (is_zeroing(s, &acc)) {
-            accumulators.insert(acc);
-            return Evaluate::make(0);
-        }
-        return IRMutator::mutate(s);
-    }
 
 private:
     using IRMutator::visit;
     CompileContext &ctx;
     LoopScope loops;
-
-    bool is_zeroing(const Stmt &s, std::string *acc) const {
-        ir::VectorOp v;
-        Stmt body;
-        if (!ir::as_vector_op(s, &v, &body)) return false;
-        Nest nest;
-        if (!as_perfect_nest(body, &nest) || !ctx.of(nest.store->name).tile_mma) return false;
-        if (!is_const_zero(nest.store->value)) return false;
-        *acc = nest.store->name;
-        return true;
-    }
 
     Stmt visit(const For *op) override {
         push_loop(loops, op);
@@ -103,9 +75,7 @@ private:
         cube.b_offset = 0;
         cube.b_stride_n = 1;
         cube.b_stride_k = m.n;
-        cube.accumulate = int_var(m.acc + ".mmas") != int_var(m.acc + ".first");
-        accumulators.insert(m.acc);
-        Stmt mma = ProducerConsumer::make(l0(m.a), false, Block::make(ir::make_mma(cube), ir::make_advance(m.acc + ".mmas")));
+        Stmt mma = ProducerConsumer::make(l0(m.a), false, ir::make_mma(cube));
         return Block::make({a, b, mma});
     }
 };
@@ -114,14 +84,13 @@ private:
 
 Stmt stage_cube_operands(const Stmt &s, CompileContext &ctx) {
     Cube cube(ctx);
-    Stmt result = cube.mutate(s);
+    Stmt result = cube.mutate(overwrite_first_mma(s, ctx));
     for (const auto &[name, buffer] : cube.l0_buffers) {
         result = Allocate::make(name, buffer.first, Halide::MemoryType::Auto, {Expr(int(buffer.second))}, const_true(), result);
         ctx.funcs.push_back(name);
         ctx.directives[name].async_copy = true;
         ctx.directives[name].multi_buffer = 2; // ping-pong L0 slots
     }
-    for (const std::string &acc : cube.accumulators) result = LetStmt::make(acc + ".mmas", 0, result);
     if (!cube.l0_buffers.empty()) {
         ctx.notes.push_back("ascend cube: operands staged L1 -> L0A/L0B in two ping-pong slots; accumulators in L0C");
     }

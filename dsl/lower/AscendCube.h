@@ -4,16 +4,14 @@
 /** \file
  * The Ascend cube path. A tile MMA reads its operands from L0A and L0B, which only MTE1 fills
  * from L1 (LoadData); its accumulator lives in L0C and starts each tile with an Mmad that
- * overwrites instead of a zeroing pass (the vector unit cannot reach L0C):
+ * overwrites instead of a zeroing pass (FirstMma.h; the vector unit cannot reach L0C):
  *
- *     acc = 0 (vector op)                  let acc.first = acc.mmas
+ *     acc = 0 (vector op)
  *     for (ko) {                           for (ko) {
  *       copy A -> A_tile (L1), B -> B_tile   copy A -> A_tile (L1), B -> B_tile (L1)
  *       mma(acc, A_tile, B_tile) }    ->     produce A_tile.l0 { LoadData A_tile -> A_tile.l0 }
  *                                            produce B_tile.l0 { LoadData B_tile -> B_tile.l0 }
- *                                            mma(acc, A_tile.l0, B_tile.l0,
- *                                                accumulate = acc.mmas != acc.first)
- *                                            advance(acc.mmas) }
+ *                                            mma(acc, A_tile.l0, B_tile.l0, accumulate = 0 < ko) }
  *
  * The L0 copies are two-version rings (ping-pong: the next LoadData fills one slot while the cube
  * reads the other); with ping_pong() on the output the accumulator alternates two L0C slots by

@@ -1,4 +1,5 @@
 #include "MultiBuffer.h"
+#include "Targets.h"
 
 #include "Nest.h"
 #include "tandem/AsyncIR.h"
@@ -367,6 +368,21 @@ Stmt multi_buffer(const Stmt &s, CompileContext &ctx) {
         int drained = ctx.target.arch == Target::Arch::Hopper ? 1 : used;
         if (out.async_copy) {
             for (int i = 0; i < drained; i++) drains.push_back(ir::make_wait({ir::empty_barrier(source), i}));
+        }
+    }
+    if (slots > 1 && lowering_of(ctx.target).accumulator_slots) {
+        for (const std::string &f : ctx.funcs) {
+            if (!ctx.of(f).tile_mma || find.sources.count(f)) continue;
+            SlotSize size(f);
+            result.accept(&size);
+            if (size.allocations == 0) continue;
+            ResultSlots r(f, slots, size.elements, /*async=*/false, ctx.one_tile_per_unit, false);
+            result = r.at_top_level(result);
+            if (r.loops == 0) continue;
+            result = Resize(f, size.elements * slots).mutate(result);
+            ctx.slots[f] = slots;
+            ctx.notes.push_back("result slots: the accumulator " + f + " alternates " + std::to_string(slots) +
+                                " versions by tile parity (the next tile's MMAs overlap this tile's epilogue)");
         }
     }
     if (out.ping_pong && ctx.target.arch == Target::Arch::Hopper) {

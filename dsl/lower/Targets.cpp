@@ -4,6 +4,8 @@
 
 #include "AscendCube.h"
 #include "AscendFlags.h"
+#include "EngineSync.h"
+#include "FirstMma.h"
 #include "SoftwarePipeline.h"
 #include "WarpSpecialize.h"
 
@@ -19,10 +21,14 @@ Stmt unchanged(const Stmt &s, CompileContext &) {
 
 std::vector<TargetLowering> all_targets() {
     return {
-        {"zpu", unchanged,
-         // One control stream: the software pipeline issues copies ahead of their use.
-         [](const Stmt &s, CompileContext &ctx, const std::vector<SramBuffer> &) { return software_pipeline(s, ctx); },
-         [](const SramBuffer &b) { return std::string(sim::space_name(b.space)); }},
+        {"zpu", [](const Stmt &s, CompileContext &ctx) { return overwrite_first_mma(s, ctx); },
+         // One control stream: the software pipeline issues copies ahead of their use, and syncs
+         // keep the asynchronous tensor and vector cores apart.
+         [](const Stmt &s, CompileContext &ctx, const std::vector<SramBuffer> &buffers) {
+             return sync_engines(software_pipeline(s, ctx), ctx, buffers);
+         },
+         [](const SramBuffer &b) { return std::string(sim::space_name(b.space)); },
+         /*accumulator_slots=*/true},
         {"hopper", unchanged,
          [](const Stmt &s, CompileContext &ctx, const std::vector<SramBuffer> &buffers) {
              // A producer warpgroup runs ahead by itself; one warpgroup alone needs the pipeline.

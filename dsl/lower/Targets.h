@@ -26,6 +26,10 @@ struct TargetLowering {
         finish;
     /** Where a buffer lives, for Kernel::stmt_text. */
     std::function<std::string(const SramBuffer &)> memory_name;
+    /** A tile MMA accumulator on chip alternates versions by tile like the store source (result
+     * slots), so that the next tile's MMAs overlap this tile's epilogue (ZPU: asynchronous tensor
+     * and vector cores). */
+    bool accumulator_slots = false;
 };
 
 /** The lowering of `target` (Targets.cpp lists them). */

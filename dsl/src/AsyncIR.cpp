@@ -22,6 +22,7 @@ const char *const wait_flag_name = "tandem_wait_flag";
 const char *const expect_name = "tandem_expect";
 const char *const fence_name = "tandem_fence_proxy_async";
 const char *const advance_name = "tandem_advance";
+const char *const sync_name = "tandem_sync";
 const char *const setmaxnreg_name = "tandem_setmaxnreg";
 const char *const warpgroup_name = "tandem_warpgroup";
 
@@ -223,6 +224,15 @@ bool as_advance(const Stmt &s, std::string *counter) {
     const Call *c = as_call(s, advance_name);
     if (!c) return false;
     *counter = str(c->args[0]);
+    return true;
+}
+
+Stmt make_sync(const std::string &engine) { return make_call(sync_name, {engine}); }
+
+bool as_sync(const Stmt &s, std::string *engine) {
+    const Call *c = as_call(s, sync_name);
+    if (!c) return false;
+    *engine = str(c->args[0]);
     return true;
 }
 

@@ -160,18 +160,19 @@ INSTANTIATE_TEST_SUITE_P(Ascend, AppCorrectness, ::testing::ValuesIn(ascend_case
 INSTANTIATE_TEST_SUITE_P(Hopper, AppCorrectness, ::testing::ValuesIn(hopper_cases()),
                          [](const ::testing::TestParamInfo<Case> &info) { return info.param.name; });
 
-// The acceptance run: 2048^3 with 3 stages overlaps the DRAM loads with the MMAs (efficiency
-// 0.93: each MMA waits for the RSRAM -> ASRAM hop of its first pass's A rows), and the default
-// tiles reach 58% of the problem's roofline. (0.99 and 70% on zpu v1, before the vector cost counted loads and
-// stores and before DRAM -> ASRAM had to go through RSRAM: machines/zpu.json says what changed.)
-TEST(GemmAcceptance, Stages3At2048IsCorrectAndEfficient) {
+// The acceptance run at 2048^3 with the default schedule (ws_pingpong, the most stages
+// that fit: 2): the DRAM loads overlap the MMAs, and the vector core's epilogue of one tile runs
+// under the next tile's MMAs (the accumulator alternates two versions, the store of a tile is
+// issued after the next tile's MMAs). Efficiency 0.83 of the busiest engine (tensor): each K step
+// waits for the RSRAM -> ASRAM hop of its first pass's A rows; 0.76 of the problem's roofline
+// (zpu v4; 0.58 on v3, where the control stream ran the MMAs and vector ops itself).
+TEST(GemmAcceptance, PipelinedAt2048IsCorrectAndEfficient) {
     RunOptions o;
-    o.params.set("stages", "3");
     RunResult r = run(gemm_app(), o);
     EXPECT_TRUE(r.correct) << r.max_rel_err;
     EXPECT_EQ(r.report.race_count, 0);
-    EXPECT_GE(r.efficiency(), 0.9);
-    EXPECT_GE(r.roofline_fraction(), 0.55);
+    EXPECT_GE(r.efficiency(), 0.8);
+    EXPECT_GE(r.roofline_fraction(), 0.75);
     EXPECT_LT(r.compile_ms, 1000);
 }
 
@@ -180,10 +181,10 @@ TEST(GemmAcceptance, PipeliningBeatsOneStage) {
     o.numerics = false;
     o.params.set("stages", "1");
     RunResult one = run(gemm_app(), o);
-    o.params.set("stages", "3");
-    RunResult three = run(gemm_app(), o);
-    EXPECT_LT(three.report.cycles, one.report.cycles);
-    EXPECT_GT(three.efficiency(), one.efficiency());
+    o.params.set("stages", "2");
+    RunResult two = run(gemm_app(), o);
+    EXPECT_LT(two.report.cycles, one.report.cycles);
+    EXPECT_GT(two.efficiency(), one.efficiency());
 }
 
 } // namespace

@@ -89,6 +89,8 @@ TEST(ZpuTiming, DmaThenWaitThenMma) {
     core.dma_wait(t, "wait a");
     EXPECT_EQ(core.now(), 104);
     core.mma(acc, dense(64, 32), a, dense(64, 32), b, dense(64, 64), "multiply"); // M 32 N 64 K 64
+    EXPECT_EQ(core.now(), 104); // issued to the tensor core: the control stream goes on
+    core.sync(Engine::Tensor, "sync tensor");
     EXPECT_EQ(core.now(), 104 + 114); // 21 + 7 + 2 * 2 * max(2, 4) + 70
 
     Report r = machine.finish();
@@ -172,8 +174,9 @@ TEST(ZpuTiming, VectorOpCost) {
     Core &core = machine.core(0);
     std::vector<Access> touch = {{x, Box{0, {{1000, 1}}}, true}};
     core.vector_op("scale", 1000, touch, nullptr);
-    EXPECT_EQ(core.now(), 4);
-    core.vector_op("scale more", 1001, touch, nullptr);
+    core.vector_op("scale more", 1001, touch, nullptr); // in order after "scale"
+    EXPECT_EQ(core.now(), 0);
+    core.sync(Engine::Vector, "sync vector");
     EXPECT_EQ(core.now(), 4 + 5);
     Report r = machine.finish();
     EXPECT_EQ(busy(r, "vector"), 9);
@@ -183,6 +186,7 @@ TEST(ZpuTiming, VectorOpCost) {
     Machine fixed(p, false);
     int y = fixed.add_sram(0, "y", Space::RSRAM, DType::F32, 1000);
     fixed.core(0).vector_op("scale", 1000, {{y, Box{0, {{1000, 1}}}, true}}, nullptr);
+    fixed.core(0).sync(Engine::Vector, "sync vector");
     EXPECT_EQ(fixed.core(0).now(), 14);
 }
 
@@ -277,9 +281,10 @@ TEST(ZpuNumerics, DmaCopiesBf16BackToDram) {
     }
 }
 
-/** Runs one mma with random inputs and checks it against a naive triple loop. */
+/** Runs one mma with random inputs and checks it against a naive triple loop (which starts from
+ * the accumulator's values, or from 0 when the mma overwrites). */
 void check_mma(DType input, int64_t m_count, int64_t n_count, int64_t k_count, const Box &acc_box,
-               int64_t acc_elements) {
+               int64_t acc_elements, bool accumulate = true) {
     Machine machine(one_core(), true);
     int a = machine.add_sram(0, "a", Space::ASRAM, input, k_count * m_count);
     int b = machine.add_sram(0, "b", Space::WSRAM, input, n_count * k_count);
@@ -311,7 +316,7 @@ void check_mma(DType input, int64_t m_count, int64_t n_count, int64_t k_count, c
     for (int64_t m = 0; m < m_count; ++m) {
         for (int64_t n = 0; n < n_count; ++n) {
             int64_t at = acc_box.offset + n * acc_box.dims[0].stride + m * acc_box.dims[1].stride;
-            float sum = expected[size_t(at)];
+            float sum = accumulate ? expected[size_t(at)] : 0.0f;
             for (int64_t k = 0; k < k_count; ++k) {
                 sum += a_values[size_t(k + m * k_count)] * b_values[size_t(n + k * n_count)];
             }
@@ -319,7 +324,8 @@ void check_mma(DType input, int64_t m_count, int64_t n_count, int64_t k_count, c
         }
     }
     machine.core(0).mma(acc, acc_box, a, dense(k_count, m_count), b, dense(n_count, k_count),
-                        "multiply");
+                        "multiply", accumulate);
+    machine.core(0).sync(Engine::Tensor, "sync tensor");
     for (int64_t i = 0; i < acc_elements; ++i) {
         ASSERT_NEAR(acc_data[i], expected[size_t(i)],
                     1e-4f * (1.0f + std::fabs(expected[size_t(i)])))
@@ -345,6 +351,11 @@ TEST(ZpuNumerics, MmaIntoPartOfAPaddedAccumulator) {
 TEST(ZpuNumerics, MmaIntoATransposedAccumulator) {
     // acc(n, m) at m + n * 8: the n dim is not contiguous.
     check_mma(DType::BF16, 6, 12, 8, box2(0, 12, 8, 6, 1), 12 * 8);
+}
+
+TEST(ZpuNumerics, MmaThatOverwritesIgnoresTheAccumulator) {
+    // clear_accum: only the box is overwritten, the padding around it keeps its values.
+    check_mma(DType::BF16, 5, 32, 16, box2(40 + 3, 32, 1, 5, 40), 10 * 40, /*accumulate=*/false);
 }
 
 TEST(ZpuNumerics, VectorOpRunsComputeOnlyWithNumerics) {
@@ -375,13 +386,18 @@ struct MatmulSetup {
 
     Token load_a() { return core.dma_start(a, dense(K, M), a_dram, dense(K, M), "load a"); }
     Token load_b() { return core.dma_start(b, dense(N, K), b_dram, dense(N, K), "load b"); }
-    void multiply() { core.mma(acc, dense(N, M), a, dense(K, M), b, dense(N, K), "multiply"); }
+    /** An mma and the sync that waits for it. */
+    void multiply() {
+        core.mma(acc, dense(N, M), a, dense(K, M), b, dense(N, K), "multiply");
+        core.sync(Engine::Tensor, "sync tensor");
+    }
     Token store() { return core.dma_start(c_dram, dense(N, M), acc, dense(N, M), "store c"); }
     void zero_acc() {
         core.vector_op("zero acc", N * M, {{acc, dense(N, M), true}}, [this] {
             float *p = static_cast<float *>(machine.data(acc));
             std::fill(p, p + N * M, 0.0f);
         });
+        core.sync(Engine::Vector, "sync vector");
     }
 };
 
@@ -505,6 +521,75 @@ TEST(ZpuRaces, ATokenOrdersOnlyItsOwnTransfer) {
     EXPECT_EQ(q.races[0].second, "dma 'store' (dma channel 0, core 0)");
 }
 
+// ---------------------------------------------------------------------------------------------
+// Asynchronous tensor and vector cores
+// ---------------------------------------------------------------------------------------------
+
+TEST(ZpuEngines, TensorAndVectorCoresRunConcurrentlyEachInOrder) {
+    Machine machine(one_core(), false);
+    int a = machine.add_sram(0, "a", Space::ASRAM, DType::BF16, 64 * 32);
+    int b = machine.add_sram(0, "b", Space::WSRAM, DType::BF16, 64 * 64);
+    int acc = machine.add_sram(0, "acc", Space::RSRAM, DType::F32, 64 * 32);
+    int x = machine.add_sram(0, "x", Space::RSRAM, DType::F32, 1000);
+    Core &core = machine.core(0);
+    core.mma(acc, dense(64, 32), a, dense(64, 32), b, dense(64, 64), "first");  // 114 cycles
+    core.mma(acc, dense(64, 32), a, dense(64, 32), b, dense(64, 64), "second"); // after the first
+    core.vector_op("scale", 1000, {{x, Box{0, {{1000, 1}}}, true}}, nullptr);   // 4, meanwhile
+    EXPECT_EQ(core.now(), 0);
+    core.sync(Engine::Vector, "sync vector");
+    EXPECT_EQ(core.now(), 4);
+    core.sync(Engine::Tensor, "sync tensor");
+    EXPECT_EQ(core.now(), 228);
+    core.sync(Engine::Tensor, "again: free");
+    EXPECT_EQ(core.now(), 228);
+    Report r = machine.finish();
+    EXPECT_EQ(r.cycles, 228);
+    EXPECT_EQ(busy(r, "tensor"), 228);
+    EXPECT_EQ(busy(r, "vector"), 4);
+    EXPECT_EQ(r.bound_cycles, 228); // the busiest engine, not the sum
+    EXPECT_TRUE(r.races.empty()) << r.races[0].str();
+}
+
+TEST(ZpuRaces, EpilogueWithoutSyncingTheTensorCoreRaces) {
+    MatmulSetup s;
+    s.core.dma_wait(s.load_a(), "wait a");
+    s.core.dma_wait(s.load_b(), "wait b");
+    s.core.mma(s.acc, dense(s.N, s.M), s.a, dense(s.K, s.M), s.b, dense(s.N, s.K), "multiply");
+    s.core.sync(Engine::Vector, "syncs the wrong engine");
+    s.core.vector_op("epilogue", s.N * s.M, {{s.acc, dense(s.N, s.M), false}}, nullptr);
+    s.core.sync(Engine::Tensor, "too late");
+    s.core.sync(Engine::Vector, "drain");
+    Report r = s.machine.finish();
+    ASSERT_EQ(r.race_count, 1);
+    EXPECT_EQ(r.races[0].buffer, "acc");
+    EXPECT_EQ(r.races[0].first, "mma 'multiply' (tensor, core 0)");
+    EXPECT_EQ(r.races[0].second, "vector 'epilogue' (vector, core 0)");
+}
+
+TEST(ZpuRaces, StoreIssuedBeforeTheVectorCoreWroteItsSourceRaces) {
+    MatmulSetup s;
+    s.core.vector_op("fill acc", s.N * s.M, {{s.acc, dense(s.N, s.M), true}}, nullptr);
+    Token stored = s.store(); // the issue edge orders only what the control stream waited for
+    s.core.sync(Engine::Vector, "too late");
+    s.core.dma_wait(stored, "wait store");
+    Report r = s.machine.finish();
+    ASSERT_EQ(r.race_count, 1);
+    EXPECT_EQ(r.races[0].first, "vector 'fill acc' (vector, core 0)");
+    EXPECT_EQ(r.races[0].second, "dma 'store c' (dma channel 0, core 0)");
+}
+
+TEST(ZpuRaces, ProgramEndingWithoutSyncingAnEngineRaces) {
+    MatmulSetup s;
+    s.core.dma_wait(s.load_a(), "wait a");
+    s.core.dma_wait(s.load_b(), "wait b");
+    s.core.mma(s.acc, dense(s.N, s.M), s.a, dense(s.K, s.M), s.b, dense(s.N, s.K), "multiply");
+    Report r = s.machine.finish();
+    ASSERT_EQ(r.race_count, 1);
+    EXPECT_EQ(r.races[0].first, "mma 'multiply' (tensor, core 0)");
+    EXPECT_EQ(r.races[0].second, "end of the program of core 0");
+    EXPECT_TRUE(contains(r.races[0].str(), "before syncing"));
+}
+
 TEST(ZpuRaces, ProgramEndingWithATransferInFlightRaces) {
     MatmulSetup s;
     s.zero_acc();
@@ -543,6 +628,7 @@ TEST(ZpuRaces, ReportedOnceAndCapped) {
     for (int i = 0; i < 150; ++i) {
         Token t = core.dma_start(sram, all, dram, all, "load " + std::to_string(i));
         core.vector_op("use " + std::to_string(i), 16, {{sram, all, false}}, nullptr);
+        core.sync(Engine::Vector, "used");
         core.dma_wait(t, "late");
     }
     Report many = machine.finish();
@@ -739,7 +825,8 @@ int run_gemm(Machine &machine, const GemmShape &g, int a_dram, int b_dram, bool 
             const Step &s = steps[i];
             int slot = int(i % 2), acc_slot = int(s.tile % 2);
             if (i + 1 < steps.size()) {
-                issue(i + 1); // the other slot's last reader (the previous mma) has finished
+                core.sync(Engine::Tensor, "previous mma done"); // the other slot's last reader
+                issue(i + 1);
             }
             core.dma_wait(loaded[slot][0], "wait a");
             core.dma_wait(loaded[slot][1], "wait b");
@@ -754,10 +841,12 @@ int run_gemm(Machine &machine, const GemmShape &g, int a_dram, int b_dram, bool 
                                    float *p = static_cast<float *>(machine.data(target));
                                    std::fill(p, p + count, 0.0f);
                                });
+                core.sync(Engine::Vector, "zeroed");
             }
             core.mma(acc[acc_slot], dense(g.tn, g.tm), a[slot], dense(g.tk, g.tm), b[slot],
                      dense(g.tn, g.tk), "mma");
             if (s.k_index == steps_k - 1) {
+                core.sync(Engine::Tensor, "tile done");
                 Box c_dst = box2(s.tn_index * g.tn + s.tm_index * g.tm * g.N, g.tn, 1, g.tm, g.N);
                 acc_stored[acc_slot] =
                     core.dma_start(c_dram, c_dst, acc[acc_slot], dense(g.tn, g.tm), "store c");

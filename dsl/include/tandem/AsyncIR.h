@@ -18,6 +18,10 @@
  *   tandem_core_id()
  *       the index of the core running the control stream (Hopper: the CTA).
  *
+ * ZPU adds:
+ *   tandem_sync(engine)                block until every op issued to "tensor" or "vector" is done
+ *                                      (MMAs and vector ops are asynchronous on their engines)
+ *
  * Hopper adds:
  *   tandem_warpgroup()                 the warpgroup running the code (roles branch on it)
  *   tandem_arrive(barrier, slot)       arrive on an mbarrier (a consumer releasing a version)
@@ -135,6 +139,9 @@ bool is_fence_proxy_async(const Stmt &s);
 /** The counter name of a tandem_advance, or false. */
 bool as_advance(const Stmt &s, std::string *counter);
 bool as_setmaxnreg(const Stmt &s, int *registers, bool *increase);
+Stmt make_sync(const std::string &engine);
+/** The engine of a tandem_sync, or false. */
+bool as_sync(const Stmt &s, std::string *engine);
 bool is_warpgroup(const Expr &e);
 
 std::string full_barrier(const std::string &buffer);
