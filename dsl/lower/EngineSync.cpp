@@ -22,11 +22,12 @@ struct Touch {
     bool write = false;
     int carried = 0;         // back-edges crossed with lo and hi shifted to the previous iteration
     std::string carried_by; // the loop whose back-edge it crossed
+    std::string from_loop;  // the loop that left it running (an op inside it), once it exited
 
     bool same(const Touch &o) const {
         auto eq = [](const Expr &a, const Expr &b) { return a.defined() == b.defined() && (!a.defined() || equal(a, b)); };
         return buffer == o.buffer && write == o.write && carried == o.carried && carried_by == o.carried_by &&
-               eq(lo, o.lo) && eq(hi, o.hi);
+               from_loop == o.from_loop && eq(lo, o.lo) && eq(hi, o.hi);
     }
 };
 
@@ -89,11 +90,11 @@ public:
             std::string loop;
             if (!i->else_case.defined() && later_iterations(i->condition, &loop)) {
                 // Skipped only in the first iteration of `loop`: nothing a previous one left.
-                for (auto &touches : other) {
-                    touches.erase(std::remove_if(touches.begin(), touches.end(),
-                                                 [&](const Touch &t) { return t.carried > 0 && t.carried_by == loop; }),
-                                  touches.end());
-                }
+                drop(other, [&](const Touch &t) { return t.carried > 0 && t.carried_by == loop; });
+            }
+            if (!i->else_case.defined() && ran_once(i->condition, &loop)) {
+                // Skipped only when `loop` ran no iteration: nothing its ops left.
+                drop(other, [&](const Touch &t) { return t.from_loop == loop; });
             }
             Stmt then_case = run(i->then_case, running, emit);
             Stmt else_case = i->else_case.defined() ? run(i->else_case, other, emit) : Stmt();
@@ -161,6 +162,27 @@ private:
     std::map<std::string, const SramBuffer *> sram;
     std::map<std::string, Expr> lets;      // values in loop variables
     std::map<std::string, Expr> loop_mins; // loops around the op
+    std::map<std::string, Expr> extents;   // loops that exited
+
+    template <class P> static void drop(Running &running, P &&p) {
+        for (auto &touches : running) touches.erase(std::remove_if(touches.begin(), touches.end(), p), touches.end());
+    }
+
+    /** Is `condition` "extent > 0" of a loop that exited before it? */
+    bool ran_once(const Expr &condition, std::string *loop) const {
+        Expr extent;
+        if (const GT *g = condition.as<GT>(); g && is_const_zero(g->b)) extent = g->a;
+        if (const LT *l = condition.as<LT>(); l && is_const_zero(l->a)) extent = l->b;
+        if (!extent.defined()) return false;
+        extent = simplify(substitute(lets, extent));
+        for (const auto &[name, e] : extents) {
+            if (equal(e, extent)) {
+                *loop = name;
+                return true;
+            }
+        }
+        return false;
+    }
 
     /** Is `condition` "loop > its min" for a loop around it? */
     bool later_iterations(const Expr &condition, std::string *loop) const {
@@ -177,7 +199,7 @@ private:
     void touch(std::vector<Touch> &touches, const std::string &buffer, const Expr &offset,
                const std::vector<std::pair<Expr, Expr>> &dims /* extent, stride */, bool write) {
         if (!sram.count(buffer)) return; // DRAM: compute engines never touch it
-        Touch t{buffer, simplify(substitute(lets, offset)), Expr(), write, 0, ""};
+        Touch t{buffer, simplify(substitute(lets, offset)), Expr(), write, 0, "", ""};
         Expr hi = t.lo;
         for (const auto &[extent, stride] : dims) {
             Expr s = simplify(substitute(lets, stride));
@@ -274,7 +296,18 @@ private:
         Stmt body = run(f->body, end, emit);
         loop_mins.erase(f->name);
         Expr last = simplify(substitute(lets, f->min + f->extent - 1));
-        running = leave(merge(head, end), f->name, last);
+        Running before = running;
+        // A loop that surely runs ends in the state of its last iteration; else it may be skipped.
+        bool runs = can_prove(simplify(substitute(lets, f->extent)) > 0);
+        running = leave(runs ? end : merge(head, end), f->name, last);
+        for (auto &touches : running) {
+            for (Touch &t : touches) {
+                bool new_here = true;
+                for (const Touch &u : before[&touches - &running[0]]) new_here = new_here && !u.same(t);
+                if (new_here) t.from_loop = f->name;
+            }
+        }
+        extents[f->name] = simplify(substitute(lets, f->extent));
         return emit ? For::make(f->name, f->min, f->extent, f->for_type, f->device_api, body) : Stmt(f);
     }
 };
@@ -347,6 +380,23 @@ private:
         return !uses.inner;
     }
 
+    /** Does `s` touch `buffer` or wait for one of its versions to be free? */
+    static bool uses(const Stmt &s, const std::string &buffer) {
+        class Waits : public IRVisitor {
+        public:
+            const std::string barrier;
+            bool found = false;
+            explicit Waits(const std::string &b) : barrier(b) {}
+            using IRVisitor::visit;
+            void visit(const Evaluate *op) override {
+                ir::WaitOp w;
+                found = found || (ir::as_wait(Stmt(op), &w) && w.barrier == barrier);
+            }
+        } waits(ir::empty_barrier(buffer));
+        s.accept(&waits);
+        return waits.found || ir::touches(s, buffer);
+    }
+
     static int stores_in(const Stmt &s, const std::string &output) {
         class Count : public IRVisitor {
         public:
@@ -384,7 +434,14 @@ private:
             if (!movable(store, body)) break;
             Expr var = Variable::make(Halide::Int(32), op->name);
             Stmt previous = IfThenElse::make(var > op->min, ir::substitute(op->name, var - 1, store));
-            steps[i] = Block::make(previous, without);
+            // Before the first step that waits for a version of the store's source or writes it:
+            // the wait must see the store of the tile before.
+            ir::CopyOp c;
+            ir::as_copy(store, &c);
+            size_t first = 0;
+            while (first < i && !uses(steps[first], c.src)) first++;
+            steps[i] = without;
+            steps[first] = Block::make(previous, steps[first]);
             Stmt last = ir::substitute(op->name, op->min + op->extent - 1, store);
             if (!is_const(op->extent) || !is_positive_const(op->extent)) last = IfThenElse::make(op->extent > 0, last);
             deferred++;

@@ -4,6 +4,7 @@
 #include "tandem/Kernel.h"
 
 #include "lower/CoreMapping.h"
+#include "lower/EngineSync.h"
 #include "lower/MemoryPlanning.h"
 #include "lower/MultiBuffer.h"
 #include "lower/SoftwarePipeline.h"
@@ -429,6 +430,56 @@ TEST(SoftwarePipeline, ATileLoopRunOncePerUnitHasNoRunAheadCopies) {
 }
 
 // ---- WarpSpecialize (Hopper) ----
+// ---- EngineSync ----
+
+/** for t { for ko { mma(acc version t % versions) }; epilogue acc -> C_stage; store C_stage } */
+Stmt tile_loop_with_epilogue(int acc_versions) {
+    Expr version = acc_versions > 1 ? var("t") % acc_versions * 64 : Expr(0);
+    ir::MmaOp m{"acc", "A_tile", "B_tile", version, 1, 8, 0, 1, 8, 0, 1, 8, 8, 8, 8};
+    ir::VectorOp epilogue{"C_stage", 64, {{"C_stage", 0, 64, true}, {"acc", version, 64, false}}};
+    ir::CopyOp c{"C", "C_stage", var("t") * 64, 0, {{64, 1, 1}}, "C_stage.empty", 0};
+    Stmt body = Block::make({loop("ko", 4, ir::make_mma(m)), ir::make_vector_op(epilogue, Evaluate::make(0)),
+                             ir::make_copy(c)});
+    return loop("t", 5, body);
+}
+
+std::vector<SramBuffer> epilogue_buffers(int acc_versions) {
+    std::vector<SramBuffer> b(4);
+    b[0].name = "acc", b[0].slots = acc_versions, b[0].slot_elements = 64;
+    b[1].name = "A_tile", b[1].slot_elements = 64, b[1].space = sim::Space::ASRAM;
+    b[2].name = "B_tile", b[2].slot_elements = 64, b[2].space = sim::Space::WSRAM;
+    b[3].name = "C_stage", b[3].slot_elements = 64;
+    return b;
+}
+
+TEST(EngineSync, TheEpilogueOfATileRunsUnderTheNextTilesMmas) {
+    CompileContext ctx = context();
+    ctx.directives["C"].async_copy = true;
+    Stmt after = lower::sync_engines(tile_loop_with_epilogue(2), ctx, epilogue_buffers(2));
+    std::string text = ir::to_string(after);
+    // The epilogue waits for the tile's MMAs; the store waits for the epilogue and is issued one
+    // tile later, after that tile's MMAs; the MMAs never wait for the vector core (the other
+    // accumulator version); the kernel drains nothing more (the last store synced the vector core).
+    EXPECT_EQ(occurrences(after, "tandem_sync(\"tensor\")"), 1) << text;
+    EXPECT_EQ(occurrences(after, "tandem_sync(\"vector\")"), 2) << text;
+    EXPECT_NE(text.find("if (t > 0)"), std::string::npos) << text;
+    EXPECT_NE(text.find("C_stage\", 0, 1, 64, 1, 1, \"C_stage.empty\""), std::string::npos) << text;
+    EXPECT_LT(text.find("tandem_mma"), text.find("tandem_sync(\"vector\")")) << text;
+}
+
+TEST(EngineSync, OneAccumulatorVersionMakesTheMmasWaitForTheEpilogue) {
+    CompileContext ctx = context();
+    ctx.directives["C"].async_copy = true;
+    Stmt after = lower::sync_engines(tile_loop_with_epilogue(1), ctx, epilogue_buffers(1));
+    std::string text = ir::to_string(after);
+    // The next tile's MMAs overwrite what the epilogue reads: a vector sync before them, which
+    // also orders the deferred store after the epilogue (no sync of its own).
+    size_t mma = text.find("tandem_mma");
+    size_t sync = text.rfind("tandem_sync(\"vector\")", mma);
+    EXPECT_NE(sync, std::string::npos) << text;
+    EXPECT_EQ(occurrences(after, "tandem_sync(\"vector\")"), 2) << text;
+}
+
 TEST(WarpSpecialize, RolesShareARingOfBarriers) {
     CompileContext ctx = context();
     ctx.target = Target::parse("hopper");

@@ -5,8 +5,8 @@
  * Protocol mutants of a kernel's async Stmt: each changes ONE synchronisation op, found by a
  * deterministic walk of the Stmt (program order, every occurrence counted).
  *
- *   delete   each tandem_wait, tandem_arrive, tandem_expect, tandem_fence_proxy_async and
- *            tandem_advance (a ring or turn counter)
+ *   delete   each tandem_wait, tandem_arrive, tandem_expect, tandem_fence_proxy_async,
+ *            tandem_advance (a ring or turn counter) and tandem_sync (a ZPU engine sync)
  *   parity   each explicit wait parity p -> 1 - p (Hopper rings)
  *   slot     each version index of a buffer with several: slot -> (slot + 1) % slots, in the
  *            barrier slot of a tandem_copy, tandem_wait, tandem_arrive or tandem_expect, where the
