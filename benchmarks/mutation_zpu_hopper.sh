@@ -27,7 +27,7 @@ failed = re.search(r"(\d+) FAILED TESTS?", text)
 total = {k: sum(r[k] for r in rows) for k in ("mutants", "killed", "equivalent")}
 total["kill_rate"] = total["killed"] / (total["mutants"] - total["equivalent"])
 doc = {"what": "protocol mutants of zpu and hopper kernels' async Stmt (tests/mutation): each "
-               "deletes a wait, flips a parity, shifts a version index or drops a fence, arrive, "
+               "deletes a wait or a zpu engine sync, flips a parity, shifts a version index or drops a fence, arrive, "
                "expect or advance; killed = the model reports a race, a deadlock or an error, or "
                "the result differs from the Halide reference; equivalent = a shifted wait that "
                "waits for a later event than it needs, or (hopper) the fence before a store "
