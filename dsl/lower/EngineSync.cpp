@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <numeric>
 #include <set>
 
 namespace tandem::lower {
@@ -23,11 +24,12 @@ struct Touch {
     int carried = 0;         // back-edges crossed with lo and hi shifted to the previous iteration
     std::string carried_by; // the loop whose back-edge it crossed
     std::string from_loop;  // the loop that left it running (an op inside it), once it exited
+    std::string first_of;   // a loop it was running when it started: live in its first iteration only
 
     bool same(const Touch &o) const {
         auto eq = [](const Expr &a, const Expr &b) { return a.defined() == b.defined() && (!a.defined() || equal(a, b)); };
         return buffer == o.buffer && write == o.write && carried == o.carried && carried_by == o.carried_by &&
-               from_loop == o.from_loop && eq(lo, o.lo) && eq(hi, o.hi);
+               from_loop == o.from_loop && first_of == o.first_of && eq(lo, o.lo) && eq(hi, o.hi);
     }
 };
 
@@ -58,17 +60,58 @@ bool same(const Running &a, const Running &b) {
     return true;
 }
 
-/** Versions a and b of a ring of n are provably different: constants, or (x + i) % n vs (x + j) % n
- * with i - j not a multiple of n. */
+/** Is every use of a variable in `e` under a Mod by a constant (no division)? Then `e` is periodic
+ * in each variable with period lcm(moduli): collects the variables and the period. */
+bool periodic(const Expr &e, bool under_mod, std::set<std::string> &vars, int64_t &period) {
+    if (as_const_int(e)) return true;
+    if (const Variable *v = e.as<Variable>()) {
+        vars.insert(v->name);
+        return under_mod;
+    }
+    if (const Mod *m = e.as<Mod>()) {
+        const int64_t *n = as_const_int(m->b);
+        if (!n || *n <= 0 || *n > 64) return false;
+        period = std::lcm(period, *n);
+        return period <= 64 && periodic(m->a, true, vars, period);
+    }
+    if (const Add *a = e.as<Add>()) return periodic(a->a, under_mod, vars, period) && periodic(a->b, under_mod, vars, period);
+    if (const Sub *a = e.as<Sub>()) return periodic(a->a, under_mod, vars, period) && periodic(a->b, under_mod, vars, period);
+    if (const Mul *a = e.as<Mul>()) return periodic(a->a, under_mod, vars, period) && periodic(a->b, under_mod, vars, period);
+    return false;
+}
+
+/** Versions a and b of a ring of n are provably different: constants; (x + i) % n vs (x + j) % n
+ * with i - j not a multiple of n; or expressions periodic in their variables (every use under a
+ * constant modulus) that differ at every point of one period, e.g. (ko % 2) * 2 vs
+ * ((ko + 1) % 2) * 2. */
 bool different_versions(const Expr &a, const Expr &b, int64_t n) {
     const int64_t *ca = as_const_int(a), *cb = as_const_int(b);
     if (ca && cb) return *ca != *cb;
     const Mod *ma = a.as<Mod>(), *mb = b.as<Mod>();
-    if (!ma || !mb) return false;
-    const int64_t *na = as_const_int(ma->b), *nb = as_const_int(mb->b);
-    if (!na || !nb || *na != n || *nb != n) return false;
-    const int64_t *d = as_const_int(simplify(ma->a - mb->a));
-    return d && *d % n != 0;
+    if (ma && mb) {
+        const int64_t *na = as_const_int(ma->b), *nb = as_const_int(mb->b);
+        Expr difference = simplify(ma->a - mb->a);
+        const int64_t *d = as_const_int(difference);
+        if (na && nb && *na == n && *nb == n && d && *d % n != 0) return true;
+    }
+    std::set<std::string> vars;
+    int64_t period = 1;
+    if (!periodic(a, false, vars, period) || !periodic(b, false, vars, period) || vars.size() > 2) return false;
+    std::vector<std::string> names(vars.begin(), vars.end());
+    int64_t points = 1;
+    for (size_t i = 0; i < names.size(); i++) points *= period;
+    for (int64_t at = 0; at < points; at++) {
+        std::map<std::string, Expr> values;
+        int64_t rest = at;
+        for (const std::string &v : names) {
+            values[v] = Expr(int(rest % period));
+            rest /= period;
+        }
+        Expr ea = simplify(substitute(values, a)), eb = simplify(substitute(values, b));
+        const int64_t *x = as_const_int(ea), *y = as_const_int(eb);
+        if (!x || !y || *x == *y) return false;
+    }
+    return true;
 }
 
 class Sync {
@@ -86,20 +129,20 @@ public:
         }
         if (const For *f = s.as<For>()) return loop(f, running, emit);
         if (const IfThenElse *i = s.as<IfThenElse>()) {
-            Running other = running;
-            std::string loop;
-            if (!i->else_case.defined() && later_iterations(i->condition, &loop)) {
-                // Skipped only in the first iteration of `loop`: nothing a previous one left.
-                drop(other, [&](const Touch &t) { return t.carried > 0 && t.carried_by == loop; });
+            // An engine a branch syncs before issuing to it is synced before the branch instead,
+            // so that both paths leave it drained (a guarded run-ahead copy in a K loop).
+            Stmt hoisted;
+            for (int e = 0; e < kEngines; e++) {
+                if (running[e].empty() || !syncs_first(i->then_case, running, e) ||
+                    (i->else_case.defined() && !syncs_first(i->else_case, running, e)))
+                    continue;
+                Stmt sync = ir::make_sync(kEngineNames[e]);
+                hoisted = hoisted.defined() ? Block::make(hoisted, sync) : sync;
+                running[e].clear();
+                if (log) log->push_back({true, e});
             }
-            if (!i->else_case.defined() && ran_once(i->condition, &loop)) {
-                // Skipped only when `loop` ran no iteration: nothing its ops left.
-                drop(other, [&](const Touch &t) { return t.from_loop == loop; });
-            }
-            Stmt then_case = run(i->then_case, running, emit);
-            Stmt else_case = i->else_case.defined() ? run(i->else_case, other, emit) : Stmt();
-            running = merge(running, other);
-            return emit ? IfThenElse::make(i->condition, then_case, else_case) : s;
+            Stmt branch = run_if(i, running, emit);
+            return emit && hoisted.defined() ? Block::make(hoisted, branch) : branch;
         }
         if (const ProducerConsumer *pc = s.as<ProducerConsumer>()) {
             Stmt body = run(pc->body, running, emit);
@@ -147,6 +190,36 @@ public:
         return s; // waits (DMA tokens), no-ops
     }
 
+    /** A guarded statement: each branch from the state before it, then both states merged. */
+    Stmt run_if(const IfThenElse *i, Running &running, bool emit) {
+        Running other = running;
+        std::string loop;
+        if (!i->else_case.defined() && later_iterations(i->condition, &loop)) {
+            // Skipped only in the first iteration of `loop`: nothing a previous one left.
+            drop(other, [&](const Touch &t) { return t.carried > 0 && t.carried_by == loop; });
+        }
+        if (!i->else_case.defined() && ran_once(i->condition, &loop)) {
+            // Skipped only when `loop` ran no iteration: nothing its ops left.
+            drop(other, [&](const Touch &t) { return t.from_loop == loop; });
+        }
+        Stmt then_case = run(i->then_case, running, emit);
+        Stmt else_case = i->else_case.defined() ? run(i->else_case, other, emit) : Stmt();
+        running = merge(running, other);
+        return emit ? IfThenElse::make(i->condition, then_case, else_case) : Stmt(i);
+    }
+
+    /** Does `s`, run from `running`, sync engine `e` before it issues anything to it? */
+    bool syncs_first(const Stmt &s, const Running &running, int e) {
+        std::vector<std::pair<bool, int>> events, *saved = log;
+        log = &events;
+        Running probe = running;
+        run(s, probe, false);
+        log = saved;
+        for (const auto &[sync, engine] : events)
+            if (engine == e) return sync;
+        return false;
+    }
+
     /** The syncs the end of the kernel needs. */
     static Stmt drain(const Running &running) {
         Stmt syncs;
@@ -163,6 +236,7 @@ private:
     std::map<std::string, Expr> lets;      // values in loop variables
     std::map<std::string, Expr> loop_mins; // loops around the op
     std::map<std::string, Expr> extents;   // loops that exited
+    std::vector<std::pair<bool, int>> *log = nullptr; // (sync?, engine) in order, while probing
 
     template <class P> static void drop(Running &running, P &&p) {
         for (auto &touches : running) touches.erase(std::remove_if(touches.begin(), touches.end(), p), touches.end());
@@ -199,7 +273,7 @@ private:
     void touch(std::vector<Touch> &touches, const std::string &buffer, const Expr &offset,
                const std::vector<std::pair<Expr, Expr>> &dims /* extent, stride */, bool write) {
         if (!sram.count(buffer)) return; // DRAM: compute engines never touch it
-        Touch t{buffer, simplify(substitute(lets, offset)), Expr(), write, 0, "", ""};
+        Touch t{buffer, simplify(substitute(lets, offset)), Expr(), write, 0, "", "", ""};
         Expr hi = t.lo;
         for (const auto &[extent, stride] : dims) {
             Expr s = simplify(substitute(lets, stride));
@@ -225,9 +299,18 @@ private:
     }
 
     bool conflict(const std::vector<Touch> &running, const std::vector<Touch> &touches) const {
-        for (const Touch &r : running)
-            for (const Touch &t : touches)
-                if (r.buffer == t.buffer && (r.write || t.write) && !disjoint(r, t)) return true;
+        for (const Touch &r : running) {
+            for (Touch t : touches) {
+                if (r.buffer != t.buffer || !(r.write || t.write)) continue;
+                auto first = loop_mins.find(r.first_of);
+                if (!r.first_of.empty() && first != loop_mins.end() && t.lo.defined()) {
+                    // r runs only into the first iteration of that loop: compare there.
+                    t.lo = simplify(substitute(r.first_of, first->second, t.lo));
+                    t.hi = simplify(substitute(r.first_of, first->second, t.hi));
+                }
+                if (!disjoint(r, t)) return true;
+            }
+        }
         return false;
     }
 
@@ -238,9 +321,12 @@ private:
             if (e == engine || !conflict(running[e], touches)) continue;
             result = Block::make(ir::make_sync(kEngineNames[e]), result);
             running[e].clear();
+            if (log) log->push_back({true, e});
         }
-        if (engine != kDma)
+        if (engine != kDma) {
             for (const Touch &t : touches) add(running[engine], t);
+            if (log) log->push_back({false, engine});
+        }
         return result;
     }
 
@@ -250,6 +336,7 @@ private:
         Running carried;
         for (int e = 0; e < kEngines; e++) {
             for (Touch t : running[e]) {
+                if (t.first_of == var) t.first_of.clear(); // survived an iteration: live in any
                 bool uses = t.lo.defined() && (expr_uses_var(t.lo, var) || expr_uses_var(t.hi, var));
                 if (uses && t.carried > 0) {
                     t.lo = t.hi = Expr();
@@ -271,6 +358,7 @@ private:
         Running left;
         for (int e = 0; e < kEngines; e++) {
             for (Touch t : running[e]) {
+                if (t.first_of == var) t.first_of.clear();
                 if (t.lo.defined()) {
                     t.lo = simplify(substitute(var, last, t.lo));
                     t.hi = simplify(substitute(var, last, t.hi));
@@ -282,9 +370,14 @@ private:
     }
 
     Stmt loop(const For *f, Running &running, bool emit) {
-        loop_mins[f->name] = f->min;
-        // The state at the loop head: what ran before it, and what any iteration leaves running.
-        Running head = running;
+        loop_mins[f->name] = simplify(substitute(lets, f->min));
+        // The state at the loop head: what ran before it (live into the first iteration only,
+        // unless an iteration leaves it running), and what any iteration leaves running.
+        Running entry = running;
+        for (auto &touches : entry)
+            for (Touch &t : touches)
+                if (t.first_of.empty()) t.first_of = f->name;
+        Running head = entry;
         for (;;) {
             Running end = head;
             run(f->body, end, false);

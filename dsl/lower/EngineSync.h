@@ -23,7 +23,10 @@
  * its tokens (tandem_wait). Loops are a fixed point: what the previous iteration left running is
  * carried around the back-edge with the loop variable shifted by one, so a version of a
  * multi-buffered buffer that another iteration uses is told apart from this iteration's
- * ((ko + 2) % 3 is not (ko + 1) % 3); what is older than one iteration covers its whole buffer.
+ * ((ko + 2) % 3 is not (ko + 1) % 3, nor (ko % 2) * 2 + 1 (ko + 1) % 2 * 2: a proof over one
+ * period); what is older than one iteration covers its whole buffer, and what ran before the loop
+ * is compared with its first iteration only, unless an iteration leaves it running. An engine a
+ * guarded branch syncs before using is synced before the branch, so both paths leave it drained.
  * The kernel ends with a sync of every engine that may still run.
  */
 

@@ -1,5 +1,7 @@
 #include "SoftwarePipeline.h"
 
+#include <functional>
+
 #include "Nest.h"
 #include "tandem/AsyncIR.h"
 
@@ -212,11 +214,13 @@ private:
 
 class Pipeline : public IRMutator {
 public:
-    explicit Pipeline(const std::vector<Plan> &plans) : plans(plans) {}
+    Pipeline(const std::vector<Plan> &plans, bool copies_before_compute)
+        : plans(plans), copies_before_compute(copies_before_compute) {}
 
 private:
     using IRMutator::visit;
     const std::vector<Plan> &plans;
+    bool copies_before_compute;
 
     static Expr total(const Plan &p) {
         Expr t = 1;
@@ -266,7 +270,7 @@ private:
         std::string f_name = p.loop->name + ".iteration";
         Expr f = int_var(f_name);
         Stmt body = body_in;
-        Stmt ahead;
+        Stmt ahead, current; // copies for a later iteration; for this one (a single version)
         for (const Pipelined &pf : p.funcs) {
             body = insert_before_first_access(body, pf.func, false,
                                               ir::make_wait({ir::full_barrier(pf.func), int_var(ir::stage_var(pf.func))}));
@@ -275,9 +279,58 @@ private:
             Expr g = f + (pf.versions - 1);
             Stmt c = copy_at(p, pf, copies.at(pf.func), g);
             if (pf.versions > 1) c = IfThenElse::make(g < total(p), c);
-            ahead = ahead.defined() ? Block::make(ahead, c) : c;
+            Stmt &into = pf.versions > 1 ? ahead : current;
+            into = into.defined() ? Block::make(into, c) : c;
         }
-        return LetStmt::make(f_name, flat_index(p), ahead.defined() ? Block::make(ahead, body) : body);
+        if (ahead.defined()) body = copies_before_compute ? before_first_compute(body, ahead) : Block::make(ahead, body);
+        if (current.defined()) body = Block::make(current, body);
+        return LetStmt::make(f_name, flat_index(p), body);
+    }
+
+    static bool is_compute(const Stmt &s) {
+        ir::MmaOp m;
+        ir::VectorOp v;
+        Stmt nest;
+        return ir::as_mma(s, &m) || ir::as_vector_op(s, &v, &nest);
+    }
+
+    static bool holds_compute(const Stmt &s) {
+        class Find : public IRVisitor {
+        public:
+            bool found = false;
+            using IRVisitor::visit;
+            void visit(const Evaluate *op) override { found = found || is_compute(Stmt(op)); }
+            void visit(const LetStmt *op) override {
+                if (is_compute(Stmt(op))) found = true;
+                else IRVisitor::visit(op);
+            }
+        } find;
+        s.accept(&find);
+        return find.found;
+    }
+
+    /** `ahead` right before the first compute op of `body` (or the statement holding it), after
+     * the iteration's waits and hops; at the start when the body computes nothing. */
+    static Stmt before_first_compute(const Stmt &body, const Stmt &ahead) {
+        bool placed = false;
+        std::function<Stmt(const Stmt &)> place = [&](const Stmt &s) -> Stmt {
+            if (placed) return s;
+            if (const Block *b = s.as<Block>()) {
+                Stmt first = place(b->first);
+                return Block::make(first, place(b->rest));
+            }
+            if (const ProducerConsumer *pc = s.as<ProducerConsumer>()) {
+                return ProducerConsumer::make(pc->name, pc->is_producer, place(pc->body));
+            }
+            if (const LetStmt *l = s.as<LetStmt>(); l && !is_compute(s)) {
+                return LetStmt::make(l->name, l->value, place(l->body));
+            }
+            if (!holds_compute(s)) return s;
+            placed = true;
+            return Block::make(ahead, s);
+        };
+        Stmt result = place(body);
+        return placed ? result : Block::make(ahead, body);
     }
 
     Stmt visit(const For *op) override {
@@ -309,10 +362,10 @@ private:
 
 } // namespace
 
-Stmt software_pipeline(const Stmt &s, CompileContext &ctx) {
+Stmt software_pipeline(const Stmt &s, CompileContext &ctx, bool copies_before_compute) {
     FindPlans find(ctx.of(ctx.output).warp_specialize, ctx);
     s.accept(&find);
-    Stmt result = remove_no_ops(Pipeline(find.plans).mutate(s));
+    Stmt result = remove_no_ops(Pipeline(find.plans, copies_before_compute).mutate(s));
     // Versions used outside every pipeline (straight-line tails) are version 0.
     for (const auto &[buffer, slots] : ctx.slots) result = substitute(ir::stage_var(buffer), 0, result);
     return result;

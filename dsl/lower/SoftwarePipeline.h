@@ -24,6 +24,12 @@
  * of the nest depends on another loop of it, or F is used in the nest outside L (Halide's loop
  * partitioning can leave a straight-line tail that reuses F).
  *
+ * With copies_before_compute (the ZPU, whose tensor and vector cores run asynchronously), the
+ * run-ahead copies go right before the iteration's first compute op instead of at its start: the
+ * copy into the version the previous iteration's op read needs that engine drained (EngineSync),
+ * and there the drain ends just as the engine's next op is issued, after this iteration's waits
+ * and the hops that were free to run under the previous op.
+ *
  * Limits: pipelined loops are serial loops; copies may depend only on the loops of the nest, on
  * loops outside it and on the core id.
  */
@@ -32,7 +38,8 @@
 
 namespace tandem::lower {
 
-Halide::Internal::Stmt software_pipeline(const Halide::Internal::Stmt &s, CompileContext &ctx);
+Halide::Internal::Stmt software_pipeline(const Halide::Internal::Stmt &s, CompileContext &ctx,
+                                         bool copies_before_compute = false);
 
 } // namespace tandem::lower
 

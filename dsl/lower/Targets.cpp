@@ -25,7 +25,7 @@ std::vector<TargetLowering> all_targets() {
          // One control stream: the software pipeline issues copies ahead of their use, and syncs
          // keep the asynchronous tensor and vector cores apart.
          [](const Stmt &s, CompileContext &ctx, const std::vector<SramBuffer> &buffers) {
-             return sync_engines(software_pipeline(s, ctx), ctx, buffers);
+             return sync_engines(software_pipeline(s, ctx, /*copies_before_compute=*/true), ctx, buffers);
          },
          [](const SramBuffer &b) { return std::string(sim::space_name(b.space)); },
          /*accumulator_slots=*/true},
