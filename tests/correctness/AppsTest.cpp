@@ -161,18 +161,19 @@ INSTANTIATE_TEST_SUITE_P(Hopper, AppCorrectness, ::testing::ValuesIn(hopper_case
                          [](const ::testing::TestParamInfo<Case> &info) { return info.param.name; });
 
 // The acceptance run at 2048^3 with the default schedule (ws_pingpong, the most stages
-// that fit: 2): the DRAM loads overlap the MMAs, and the vector core's epilogue of one tile runs
-// under the next tile's MMAs (the accumulator alternates two versions, the store of a tile is
-// issued after the next tile's MMAs). Efficiency 0.83 of the busiest engine (tensor): each K step
-// waits for the RSRAM -> ASRAM hop of its first pass's A rows; 0.76 of the problem's roofline
-// (zpu v4; 0.58 on v3, where the control stream ran the MMAs and vector ops itself).
+// that fit: 2): the DRAM loads overlap the MMAs, the vector core's epilogue of one tile runs under
+// the next tile's MMAs (the accumulator alternates two versions, the store of a tile is issued
+// after the next tile's MMAs), and a K step's A rows hop RSRAM -> ASRAM under the previous step's
+// MMAs. Efficiency 0.89 of the busiest engine (tensor: each core's first load and last epilogue
+// have nothing to hide under); 0.81 of the problem's roofline (zpu v4; 0.58 on v3, where the
+// control stream ran the MMAs and vector ops itself).
 TEST(GemmAcceptance, PipelinedAt2048IsCorrectAndEfficient) {
     RunOptions o;
     RunResult r = run(gemm_app(), o);
     EXPECT_TRUE(r.correct) << r.max_rel_err;
     EXPECT_EQ(r.report.race_count, 0);
-    EXPECT_GE(r.efficiency(), 0.8);
-    EXPECT_GE(r.roofline_fraction(), 0.75);
+    EXPECT_GE(r.efficiency(), 0.87);
+    EXPECT_GE(r.roofline_fraction(), 0.8);
     EXPECT_LT(r.compile_ms, 1000);
 }
 
