@@ -67,24 +67,9 @@ private:
 
 class CodeGen {
 public:
-    explicit CodeGen(const Kernel &k) : kernel(k) {
-        class Counters : public IRVisitor {
-        public:
-            std::set<std::string> names;
-
-        private:
-            using IRVisitor::visit;
-            void visit(const Evaluate *e) override {
-                std::string counter;
-                if (ir::as_advance(Stmt(e), &counter)) names.insert(counter);
-            }
-        } found;
-        k.body.accept(&found);
-        counters = found.names;
-    }
+    explicit CodeGen(const Kernel &k) : kernel(k) {}
     std::ostringstream os;
     int indent = 1;
-    std::set<std::string> counters; // variables tandem_advance increments
 
     std::string line() const { return std::string(4 * indent, ' '); }
 
@@ -163,10 +148,8 @@ public:
             }
             os << line() << "{\n";
             indent++;
-            // A counter (tandem_advance) is the one mutable variable.
-            bool counter = counters.count(l->name) > 0;
-            os << line() << (counter ? "int64_t " : "const " + value_type(l->value.type()) + " ") << c_name(l->name)
-               << " = " << expr(l->value) << ";" << (counter ? " // counter" : "") << "\n";
+            os << line() << "const " << value_type(l->value.type()) << " " << c_name(l->name) << " = "
+               << expr(l->value) << ";\n";
             stmt(l->body);
             indent--;
             os << line() << "}\n";
@@ -264,8 +247,6 @@ private:
                << ");\n";
         } else if (ir::as_sync(s, &engine)) {
             os << line() << "zpu::sync(ctx, zpu::Engine::" << (engine == "tensor" ? "Tensor" : "Vector") << ");\n";
-        } else if (ir::as_advance(s, &engine)) {
-            os << line() << c_name(engine) << " += 1;\n";
         } else {
             const Evaluate *e = s.as<Evaluate>();
             internal_assert(is_const(e->value)) << "zpu emitter: unexpected call " << e->value << "\n";

@@ -111,8 +111,7 @@ private:
                      m.acc + " += " + m.a + " * " + m.b, !m.accumulate.defined() || v(m.accumulate) != 0);
         } else if (ir::as_sync(s, &engine)) {
             zpu::sync(ctx, engine == "tensor" ? zpu::Engine::Tensor : zpu::Engine::Vector);
-        } else if (ir::as_advance(s, &engine)) {
-            vars[engine] += 1;
+
         } else {
             const Evaluate *e = s.as<Evaluate>();
             internal_assert(is_const(e->value)) << "zpu executor: unexpected call " << e->value << "\n";

@@ -38,6 +38,14 @@ int64_t MachineDescription::integer(const std::string &key) const {
     return int64_t(v);
 }
 
+const std::string &MachineDescription::role(const std::string &role) const {
+    auto it = roles_.find(role);
+    if (it == roles_.end())
+        throw Error("target " + target_ + ": the machine description names no parameter for '" + role +
+                    "' (its \"roles\")");
+    return it->second;
+}
+
 void MachineDescription::set(const std::string &key, const std::string &text) {
     auto it = params_.find(key);
     if (it == params_.end()) {
@@ -89,6 +97,8 @@ void MachineDescription::merge_json(const std::string &text, const std::string &
         what_ = j["what"].get<std::string>();
     if (define && j.contains("version"))
         version_ = j["version"].get<int>();
+    if (define && j.contains("roles"))
+        roles_ = j["roles"].get<std::map<std::string, std::string>>();
     for (const auto &[key, item] : j["params"].items()) {
         if (!define && !params_.count(key)) {
             set(key, "0"); // Error naming the known parameters

@@ -5,13 +5,11 @@
 namespace tandem {
 
 int Target::units() const {
-    return int(machine.integer(arch == Arch::Hopper ? "sms" : "cores"));
+    return int(machine.integer(machine.role("units")));
 }
 
 int64_t Target::vector_memory_bytes() const {
-    return machine.integer(arch == Arch::Hopper   ? "smem_bytes"
-                           : arch == Arch::Ascend ? "ub_bytes"
-                                                  : "rsram_bytes");
+    return machine.integer(machine.role("vector_memory"));
 }
 
 std::function<double(const std::string &)> Target::lookup() const {

@@ -34,6 +34,19 @@ TEST(MachineDescription, EveryParameterHasAUnitAndASource) {
     EXPECT_THROW(MachineDescription::builtin("tpu"), Error);
 }
 
+TEST(MachineDescription, RolesNameParametersOfTheDescription) {
+    // Which parameter counts the parallel units and which sizes the vector memory is data, so the
+    // compiler asks the description instead of switching on the target.
+    for (const char *target : {"zpu", "hopper", "ascend"}) {
+        MachineDescription d = MachineDescription::builtin(target);
+        for (const char *role : {"units", "vector_memory"}) {
+            EXPECT_TRUE(d.params().count(d.role(role))) << target << " " << role;
+        }
+        EXPECT_THROW(d.role("warp_size"), Error);
+    }
+    EXPECT_EQ(MachineDescription::builtin("hopper").role("units"), "sms");
+}
+
 /** Every field a description sets, by name, as a number. */
 template <class Params> std::map<std::string, double> values(Params p) {
     std::map<std::string, double> v;

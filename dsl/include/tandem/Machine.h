@@ -39,6 +39,10 @@ public:
     double number(const std::string &key) const;
     /** A parameter that must be an integer (a count, a size in bytes). */
     int64_t integer(const std::string &key) const;
+    /** The parameter that plays `role` on this machine ("units": the parallel units a tile loop
+     * is spread over; "vector_memory": the on-chip bytes vector work and staging share), from
+     * the description's "roles"; Error if it names none. */
+    const std::string &role(const std::string &role) const;
 
     /** Overrides a known parameter (text: a number >= its min); Error for an unknown key. */
     void set(const std::string &key, const std::string &text);
@@ -52,6 +56,7 @@ private:
     std::string target_, what_;
     int version_ = 0;
     std::map<std::string, MachineParam> params_;
+    std::map<std::string, std::string> roles_;
     void merge_json(const std::string &text, const std::string &origin, bool define);
     void check(const std::string &key, const MachineParam &p, double value) const;
 };
