@@ -1,0 +1,270 @@
+#ifndef TANDEM_GENERATOR_H
+#define TANDEM_GENERATOR_H
+
+/** \file
+ * Generators, the way Halide writes them: a class with parameters, inputs and an output, the
+ * algorithm in generate() and the schedule in schedule(), registered under a name.
+ *
+ *     class ScaleAdd : public tandem::Generator<ScaleAdd> {
+ *     public:
+ *         GeneratorParam<int> W{"W", 1024, 1, 1 << 20};
+ *         GeneratorParam<std::string> schedule_kind{"schedule", "double_buffered",
+ *                                                   {"double_buffered", "sync"}};
+ *         Input<Buffer<float, 2>> a{"a"}, b{"b"};
+ *         Output<Buffer<float, 2>> out{"out"};
+ *
+ *         void generate() {
+ *             out(x, y) = a(x, y) * 2.0f + b(x, y);
+ *             a.dim(0).set_bounds(0, W); ...           // shapes are static (set_bounds)
+ *         }
+ *         void schedule() {
+ *             out.tile(x, y, xo, yo, xi, yi, 256, 16).fuse(xo, yo, t).map_to_cores(t);
+ *             if (get_target().arch == Target::Arch::Hopper) ...
+ *         }
+ *     };
+ *     TANDEM_REGISTER_GENERATOR(ScaleAdd, scale_add)
+ *
+ * An Input is a Halide ImageParam and an Output a tandem::Func, so the algorithm and the schedule
+ * read exactly as in Halide, with Tandem's directives (async_copy, multi_buffer, warp_specialize,
+ * ping_pong, tile_mma, map_to_cores). GeneratorParams are set from text before build()
+ * (set_param: "W=512"), checked against their range or choices; the generator's name, the
+ * parameter and the reason are in every error. A generator instance builds once; the registry
+ * makes a fresh one per use.
+ */
+
+#include "tandem/Func.h"
+#include "tandem/Kernel.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace tandem {
+
+using Halide::bfloat16_t;
+
+/** The element type and rank of a generator input or output: Buffer<bfloat16_t, 2>. */
+template <class T, int D> struct Buffer {};
+
+/** One parameter of a generator, as its tools see it (text in, text out). */
+struct GeneratorParamInfo {
+    std::string name;
+    std::string kind;  // "int", "float", "bool" or "string"
+    std::string value; // the current value (the default until set)
+    std::string default_value;
+    std::optional<double> min, max;   // int and float
+    std::vector<std::string> choices; // a string with a fixed set of values
+};
+
+class GeneratorBase;
+template <class T> class GeneratorParam;
+template <class B> class Input;
+template <class B> class Output;
+
+namespace detail {
+/** The generator whose members are being constructed (they register with it); Error naming
+ * `what` when there is none (a GeneratorParam, Input or Output outside a generator). */
+GeneratorBase &generator_under_construction(const char *what);
+void set_generator_under_construction(GeneratorBase *g);
+GeneratorBase *&current();
+
+struct ParamSlot {
+    GeneratorParamInfo info;
+    std::function<void(const std::string &)> set; // parses and checks; throws Error
+    std::function<std::string()> get;
+};
+
+template <class T> std::string to_text(const T &v) {
+    if constexpr (std::is_same_v<T, std::string>) {
+        return v;
+    } else if constexpr (std::is_same_v<T, bool>) {
+        return v ? "true" : "false";
+    } else {
+        std::ostringstream os;
+        os << v;
+        return os.str();
+    }
+}
+} // namespace detail
+
+class GeneratorBase {
+public:
+    GeneratorBase(const GeneratorBase &) = delete;
+    GeneratorBase &operator=(const GeneratorBase &) = delete;
+    virtual ~GeneratorBase();
+
+    /** The name it was registered under (or created with). */
+    const std::string &name() const { return name_; }
+    /** Its parameters, in declaration order. */
+    std::vector<GeneratorParamInfo> params() const;
+    /** Sets a parameter from text; Error naming the generator, the parameter and the reason
+     * (unknown name, not a number, out of range, not one of the choices), or after build(). */
+    void set_param(const std::string &name, const std::string &value);
+    /** The target build() is building for. */
+    const Target &get_target() const { return target_; }
+
+    /** The generator's inputs (in declaration order) and output, the algorithm defined by
+     * generate() and scheduled by schedule() for `target`. Once per instance. */
+    struct Pipeline {
+        std::vector<ImageParam> inputs;
+        Func output;
+    };
+    Pipeline build(const Target &target);
+    /** The algorithm alone (generate(), no schedule()): what the CPU reference computes. */
+    Pipeline build_algorithm();
+    /** build(), then compile the kernel (named after the generator unless `name` is given). */
+    Kernel compile(const Target &target, const std::string &name = "");
+
+    // Used by GeneratorParam, Input and Output as they are constructed.
+    void add_param(detail::ParamSlot slot);
+    void add_input(ImageParam *input, const std::string &name, Halide::Type type, int rank);
+    void add_output(Func *output, const std::string &name, Halide::Type type, int rank);
+
+protected:
+    GeneratorBase();
+    virtual void generate() = 0;
+    virtual void schedule() {}
+
+private:
+    friend class GeneratorRegistry;
+    std::string name_ = "generator";
+    Target target_;
+    bool built_ = false;
+    std::vector<detail::ParamSlot> params_;
+    struct Io {
+        void *object;
+        std::string name; // as declared (Halide may rename a Func whose name is taken)
+        Halide::Type type;
+        int rank;
+    };
+    std::vector<Io> inputs_, outputs_;
+};
+
+/** CRTP base, as in Halide: class MyGen : public tandem::Generator<MyGen>. */
+template <class T> class Generator : public GeneratorBase {
+protected:
+    template <class P> using GeneratorParam = ::tandem::GeneratorParam<P>;
+    template <class B> using Input = ::tandem::Input<B>;
+    template <class B> using Output = ::tandem::Output<B>;
+    template <class E, int D> using Buffer = ::tandem::Buffer<E, D>;
+};
+
+/** A parameter of type int, double, bool or std::string, with a default, and a range (numbers) or
+ * a set of choices (strings). */
+template <class T> class GeneratorParam {
+    static_assert(std::is_same_v<T, int> || std::is_same_v<T, double> || std::is_same_v<T, bool> ||
+                      std::is_same_v<T, std::string>,
+                  "GeneratorParam takes int, double, bool or std::string");
+
+public:
+    GeneratorParam(const std::string &name, T value) : value_(std::move(value)) { attach(name, {}, {}, {}); }
+    GeneratorParam(const std::string &name, T value, T min, T max) : value_(std::move(value)) {
+        static_assert(std::is_arithmetic_v<T> && !std::is_same_v<T, bool>, "a range needs a number");
+        attach(name, double(min), double(max), {});
+    }
+    GeneratorParam(const std::string &name, T value, std::vector<std::string> choices) : value_(std::move(value)) {
+        static_assert(std::is_same_v<T, std::string>, "choices are for string parameters");
+        attach(name, {}, {}, std::move(choices));
+    }
+
+    const T &value() const { return value_; }
+    operator const T &() const { return value_; }
+    template <class U = T, class = std::enable_if_t<std::is_arithmetic_v<U>>> operator Expr() const {
+        return Expr(value_);
+    }
+
+private:
+    T value_;
+
+    void attach(const std::string &name, std::optional<double> min, std::optional<double> max,
+                std::vector<std::string> choices);
+};
+
+/** A generator input: a Halide ImageParam of element type T and rank D. */
+template <class T, int D> class Input<Buffer<T, D>> : public ImageParam {
+public:
+    explicit Input(const std::string &name) : ImageParam(Halide::type_of<T>(), D, name) {
+        detail::generator_under_construction("Input").add_input(this, name, Halide::type_of<T>(), D);
+    }
+};
+
+/** The generator output: a tandem::Func whose values are of type T over D dimensions. */
+template <class T, int D> class Output<Buffer<T, D>> : public Func {
+public:
+    explicit Output(const std::string &name) : Func(name) {
+        detail::generator_under_construction("Output").add_output(this, name, Halide::type_of<T>(), D);
+    }
+};
+
+/** Generators by name. */
+class GeneratorRegistry {
+public:
+    using Factory = std::function<std::unique_ptr<GeneratorBase>()>;
+    /** Registers `name`; Error if it is taken. Returns true (for static registration). */
+    static bool add(const std::string &name, Factory factory);
+    /** A fresh instance; Error listing the known generators when `name` is unknown. */
+    static std::unique_ptr<GeneratorBase> create(const std::string &name);
+    static std::vector<std::string> names();
+};
+
+/** Registers generator class CLASS under NAME (an identifier), at static initialisation. */
+#define TANDEM_REGISTER_GENERATOR(CLASS, NAME)                                                     \
+    static const bool tandem_generator_registered_##NAME =                                         \
+        ::tandem::GeneratorRegistry::add(#NAME, [] { return std::unique_ptr<::tandem::GeneratorBase>(new CLASS()); });
+
+// ---- implementation of the templates ----
+
+template <class T>
+void GeneratorParam<T>::attach(const std::string &name, std::optional<double> min, std::optional<double> max,
+                               std::vector<std::string> choices) {
+    detail::ParamSlot slot;
+    slot.info.name = name;
+    slot.info.kind = std::is_same_v<T, int>      ? "int"
+                     : std::is_same_v<T, double> ? "float"
+                     : std::is_same_v<T, bool>   ? "bool"
+                                                 : "string";
+    slot.info.value = slot.info.default_value = detail::to_text(value_);
+    slot.info.min = min;
+    slot.info.max = max;
+    slot.info.choices = std::move(choices);
+    slot.get = [this] { return detail::to_text(value_); };
+    slot.set = [this, name, min, max, choices = slot.info.choices](const std::string &text) {
+        auto bad = [&](const std::string &why) { throw Error("parameter " + name + ": " + why); };
+        if constexpr (std::is_same_v<T, std::string>) {
+            if (!choices.empty() && std::find(choices.begin(), choices.end(), text) == choices.end()) {
+                std::string known;
+                for (const std::string &c : choices) known += (known.empty() ? "" : ", ") + c;
+                bad("'" + text + "' is not one of " + known);
+            }
+            value_ = text;
+        } else if constexpr (std::is_same_v<T, bool>) {
+            if (text != "true" && text != "false" && text != "1" && text != "0") bad("'" + text + "' is not true or false");
+            value_ = text == "true" || text == "1";
+        } else {
+            size_t used = 0;
+            double v = 0;
+            try {
+                v = std::stod(text, &used);
+            } catch (const std::exception &) {
+                used = 0;
+            }
+            if (used == 0 || used != text.size()) bad("'" + text + "' is not a number");
+            if (std::is_same_v<T, int> && v != double(int64_t(v))) bad("'" + text + "' is not an integer");
+            if ((min && v < *min) || (max && v > *max)) {
+                bad(text + " is outside [" + detail::to_text(T(*min)) + ", " + detail::to_text(T(*max)) + "]");
+            }
+            value_ = T(v);
+        }
+    };
+    detail::generator_under_construction("GeneratorParam").add_param(std::move(slot));
+}
+
+} // namespace tandem
+
+#endif

@@ -1,0 +1,137 @@
+#include "tandem/Generator.h"
+
+namespace tandem {
+
+namespace detail {
+
+GeneratorBase *&current() {
+    static thread_local GeneratorBase *g = nullptr;
+    return g;
+}
+
+GeneratorBase &generator_under_construction(const char *what) {
+    if (!current()) {
+        throw Error(std::string(what) + " outside a generator: declare it as a member of a class derived from "
+                                        "tandem::Generator");
+    }
+    return *current();
+}
+
+void set_generator_under_construction(GeneratorBase *g) { current() = g; }
+
+} // namespace detail
+
+GeneratorBase::GeneratorBase() { detail::set_generator_under_construction(this); }
+
+GeneratorBase::~GeneratorBase() {
+    if (detail::current() == this) detail::set_generator_under_construction(nullptr);
+}
+
+std::vector<GeneratorParamInfo> GeneratorBase::params() const {
+    std::vector<GeneratorParamInfo> all;
+    for (const detail::ParamSlot &p : params_) {
+        GeneratorParamInfo info = p.info;
+        info.value = p.get();
+        all.push_back(info);
+    }
+    return all;
+}
+
+void GeneratorBase::set_param(const std::string &name, const std::string &value) {
+    if (built_) throw Error("generator " + name_ + ": parameter " + name + " set after build()");
+    for (detail::ParamSlot &p : params_) {
+        if (p.info.name != name) continue;
+        try {
+            p.set(value);
+        } catch (const Error &e) {
+            throw Error("generator " + name_ + ": " + e.what());
+        }
+        return;
+    }
+    std::string known;
+    for (const detail::ParamSlot &p : params_) known += (known.empty() ? "" : ", ") + p.info.name;
+    throw Error("generator " + name_ + " has no parameter '" + name + "' (known: " + known + ")");
+}
+
+void GeneratorBase::add_param(detail::ParamSlot slot) {
+    for (const detail::ParamSlot &p : params_) {
+        if (p.info.name == slot.info.name) throw Error("generator: two parameters named " + slot.info.name);
+    }
+    params_.push_back(std::move(slot));
+}
+
+void GeneratorBase::add_input(ImageParam *input, const std::string &name, Halide::Type type, int rank) {
+    inputs_.push_back({input, name, type, rank});
+}
+
+void GeneratorBase::add_output(Func *output, const std::string &name, Halide::Type type, int rank) {
+    outputs_.push_back({output, name, type, rank});
+}
+
+GeneratorBase::Pipeline GeneratorBase::build_algorithm() {
+    if (built_) throw Error("generator " + name_ + ": built once already (the registry makes a fresh instance)");
+    built_ = true;
+    if (outputs_.size() != 1) {
+        throw Error("generator " + name_ + ": needs exactly one Output, it declares " + std::to_string(outputs_.size()));
+    }
+    generate();
+    Func &out = *static_cast<Func *>(outputs_[0].object);
+    const Halide::Func &f = out.halide();
+    if (!f.defined()) throw Error("generator " + name_ + ": generate() did not define the output " + outputs_[0].name);
+    if (f.output_types()[0] != outputs_[0].type || f.dimensions() != outputs_[0].rank) {
+        std::ostringstream why;
+        why << "generator " << name_ << ": the output " << outputs_[0].name << " is declared Buffer<" << outputs_[0].type << ", "
+            << outputs_[0].rank << "> but generate() defines it as " << f.output_types()[0] << " over " << f.dimensions()
+            << " dimensions";
+        throw Error(why.str());
+    }
+    Pipeline p;
+    for (const Io &in : inputs_) p.inputs.push_back(*static_cast<ImageParam *>(in.object));
+    p.output = out;
+    return p;
+}
+
+GeneratorBase::Pipeline GeneratorBase::build(const Target &target) {
+    target_ = target;
+    Pipeline p = build_algorithm();
+    schedule();
+    return p;
+}
+
+Kernel GeneratorBase::compile(const Target &target, const std::string &name) {
+    Pipeline p = build(target);
+    return tandem::compile(p.output, p.inputs, target, name.empty() ? name_ : name);
+}
+
+namespace {
+std::map<std::string, GeneratorRegistry::Factory> &registry() {
+    static std::map<std::string, GeneratorRegistry::Factory> r;
+    return r;
+}
+} // namespace
+
+bool GeneratorRegistry::add(const std::string &name, Factory factory) {
+    if (!registry().emplace(name, std::move(factory)).second) throw Error("two generators named " + name);
+    return true;
+}
+
+std::unique_ptr<GeneratorBase> GeneratorRegistry::create(const std::string &name) {
+    auto it = registry().find(name);
+    if (it == registry().end()) {
+        std::string known;
+        for (const auto &[n, f] : registry()) known += (known.empty() ? "" : ", ") + n;
+        throw Error("unknown generator '" + name + "' (known: " + known + ")");
+    }
+    std::unique_ptr<GeneratorBase> g = it->second();
+    g->name_ = name;
+    detail::set_generator_under_construction(nullptr);
+    return g;
+}
+
+std::vector<std::string> GeneratorRegistry::names() {
+    std::vector<std::string> all;
+    for (const auto &[n, f] : registry()) all.push_back(n);
+    return all;
+}
+
+} // namespace tandem
