@@ -23,6 +23,45 @@ std::string Params::get(const std::string &key) const {
     return it->second;
 }
 
+std::map<std::string, std::string> generator_defaults(const std::string &name) {
+    std::map<std::string, std::string> defaults;
+    for (const GeneratorParamInfo &p : GeneratorRegistry::create(name)->params()) {
+        if (p.name != "schedule") defaults[p.name] = p.default_value;
+    }
+    return defaults;
+}
+
+std::vector<std::string> generator_schedules(const std::string &name) {
+    for (const GeneratorParamInfo &p : GeneratorRegistry::create(name)->params()) {
+        if (p.name == "schedule") {
+            // The default first.
+            std::vector<std::string> all = {p.default_value};
+            for (const std::string &c : p.choices) {
+                if (c != p.default_value) all.push_back(c);
+            }
+            return all;
+        }
+    }
+    throw Error("generator " + name + " has no parameter 'schedule'");
+}
+
+std::function<Built(const Params &, const std::string &, const Target &)> generator_build(const std::string &name) {
+    return [name](const Params &p, const std::string &schedule, const Target &target) {
+        std::unique_ptr<GeneratorBase> g = GeneratorRegistry::create(name);
+        for (const auto &[k, v] : p.values()) g->set_param(k, v);
+        if (schedule != "reference") g->set_param("schedule", schedule);
+        GeneratorBase::Pipeline built = schedule == "reference" ? g->build_reference() : g->build(target);
+        // The instance owns nothing the pipeline needs: Funcs and ImageParams are shared handles.
+        return Built{built.inputs, built.output};
+    };
+}
+
+Params params_of(const GeneratorBase &g) {
+    Params p;
+    for (const GeneratorParamInfo &info : g.params()) p.set(info.name, info.value);
+    return p;
+}
+
 const std::vector<App> &all_apps() {
     static const std::vector<App> apps = {gemm_app(), elementwise_app(), rmsnorm_app(), attention_scores_app(), pointwise_app()};
     return apps;

@@ -6,6 +6,7 @@
  * CPU schedule of the Halide reference it is checked against).
  */
 
+#include "tandem/Generator.h"
 #include "tandem/Kernel.h"
 
 #include <functional>
@@ -74,6 +75,16 @@ struct App {
      * schedule: the fuzzer draws them at default parameters too. */
     std::vector<std::string> variants;
 };
+
+/** An app written as a generator (registered under the app's name): its parameters' defaults
+ * (all but "schedule"), and the schedules its "schedule" parameter chooses from. */
+std::map<std::string, std::string> generator_defaults(const std::string &name);
+std::vector<std::string> generator_schedules(const std::string &name);
+/** App::build for a generator: a fresh instance, the parameters and the schedule set, built for
+ * the target ("reference": the algorithm with its reference_schedule()). */
+std::function<Built(const Params &, const std::string &, const Target &)> generator_build(const std::string &name);
+/** The generator's parameters as Params (for helpers shared by apps, e.g. schedule_pointwise). */
+Params params_of(const GeneratorBase &g);
 
 const std::vector<App> &all_apps();
 /** Throws tandem::Error listing the apps when `name` is unknown. */

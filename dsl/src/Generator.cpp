@@ -98,6 +98,12 @@ GeneratorBase::Pipeline GeneratorBase::build(const Target &target) {
     return p;
 }
 
+GeneratorBase::Pipeline GeneratorBase::build_reference() {
+    Pipeline p = build_algorithm();
+    reference_schedule();
+    return p;
+}
+
 Kernel GeneratorBase::compile(const Target &target, const std::string &name) {
     Pipeline p = build(target);
     return tandem::compile(p.output, p.inputs, target, name.empty() ? name_ : name);

@@ -116,8 +116,10 @@ public:
         Func output;
     };
     Pipeline build(const Target &target);
-    /** The algorithm alone (generate(), no schedule()): what the CPU reference computes. */
+    /** The algorithm alone (generate(), no schedule()). */
     Pipeline build_algorithm();
+    /** The algorithm with reference_schedule(): what the tools check a kernel against on the CPU. */
+    Pipeline build_reference();
     /** build(), then compile the kernel (named after the generator unless `name` is given). */
     Kernel compile(const Target &target, const std::string &name = "");
 
@@ -130,6 +132,9 @@ protected:
     GeneratorBase();
     virtual void generate() = 0;
     virtual void schedule() {}
+    /** A Halide CPU schedule for the reference the tools compare kernels with (JIT on the host);
+     * none by default (Halide's: everything inline, reductions at the root). */
+    virtual void reference_schedule() {}
 
 private:
     friend class GeneratorRegistry;
