@@ -34,95 +34,91 @@ int fitting_stages(int TM, int TN, int TK, const std::string &out, const std::st
     return 3;
 }
 
-Built build_gemm(const Params &p, const std::string &schedule, const Target &target) {
-    const int M = p.get_int("M"), N = p.get_int("N"), K = p.get_int("K");
-    const std::string out = p.get("out"), epilogue = p.get("epilogue");
-    if (epilogue != "none" && epilogue != "bias_relu") {
-        throw Error("gemm: parameter epilogue is none or bias_relu, got '" + epilogue + "'");
-    }
-    if (M < 1 || N < 1 || K < 1) throw Error("gemm: M, N and K must be positive");
-    if (out != "bf16" && out != "f32") throw Error("gemm: parameter out is bf16 or f32, got '" + out + "'");
+class Gemm : public Generator<Gemm> {
+public:
+    GeneratorParam<int> M{"M", 2048, 1, 1 << 20};
+    GeneratorParam<int> N{"N", 2048, 1, 1 << 20};
+    GeneratorParam<int> K{"K", 2048, 1, 1 << 20};
+    GeneratorParam<int> TM{"TM", 256, 1, 4096};
+    GeneratorParam<int> TN{"TN", 256, 1, 4096};
+    GeneratorParam<int> TK{"TK", 512, 1, 4096};
+    GeneratorParam<int> stages{"stages", 0, 0, 16}; // 0: the most that fit (fitting_stages)
+    GeneratorParam<std::string> out{"out", "bf16", {"bf16", "f32"}};
+    GeneratorParam<std::string> epilogue{"epilogue", "none", {"none", "bias_relu"}};
+    GeneratorParam<std::string> pipelining{"schedule", "ws_pingpong", {"ws_pingpong", "ws", "pipelined", "sync"}};
+    Input<Buffer<bfloat16_t, 2>> A{"A"}, B{"B"};
+    Input<Buffer<float, 1>> bias{"bias"}; // read with epilogue bias_relu only
+    Output<Buffer<void, 2>> C{"C"};       // bf16 or f32 (parameter out)
 
-    // ---- the algorithm, written once ----
-    ImageParam A(Halide::BFloat(16), 2, "A"), B(Halide::BFloat(16), 2, "B"), bias(Halide::Float(32), 1, "bias");
-    Var j("j"), i("i");
-    RDom r(0, K, "r");
-    Func acc("acc"), C("C");
-    acc(j, i) = 0.0f;
-    acc(j, i) += Halide::cast<float>(A(r, i)) * Halide::cast<float>(B(j, r));
-    Halide::Expr result = acc(j, i);
-    if (epilogue == "bias_relu") result = Halide::max(result + bias(j), 0.0f);
-    C(j, i) = Halide::cast(out == "bf16" ? Halide::BFloat(16) : Halide::Float(32), result);
-    std::vector<ImageParam> inputs = {A, B};
-    if (epilogue == "bias_relu") {
+    void generate() override {
+        RDom r(0, K, "r");
+        acc(j, i) = 0.0f;
+        acc(j, i) += Halide::cast<float>(A(r, i)) * Halide::cast<float>(B(j, r));
+        Halide::Expr result = acc(j, i);
+        if (epilogue.value() == "bias_relu") result = Halide::max(result + bias(j), 0.0f);
+        C(j, i) = Halide::cast(out.value() == "bf16" ? Halide::BFloat(16) : Halide::Float(32), result);
         bias.dim(0).set_bounds(0, N);
-        inputs.push_back(bias);
+        A.dim(0).set_bounds(0, K);
+        A.dim(1).set_bounds(0, M).set_stride(K);
+        B.dim(0).set_bounds(0, N);
+        B.dim(1).set_bounds(0, K).set_stride(N);
+        C.output_buffer().dim(0).set_bounds(0, N);
+        C.output_buffer().dim(1).set_bounds(0, M).set_stride(N);
+        r_k = r.x;
     }
 
-    A.dim(0).set_bounds(0, K);
-    A.dim(1).set_bounds(0, M).set_stride(K);
-    B.dim(0).set_bounds(0, N);
-    B.dim(1).set_bounds(0, K).set_stride(N);
-    C.output_buffer().dim(0).set_bounds(0, N);
-    C.output_buffer().dim(1).set_bounds(0, M).set_stride(N);
+    void schedule() override {
+        const Target &target = get_target();
+        const std::string schedule = pipelining;
+        // Tiles larger than the matrices shrink to them (Halide's bounds need a tile within the matrix).
+        const int tm = std::min<int>(TM, M), tn = std::min<int>(TN, N), tk = std::min<int>(TK, K);
+        const int n_stages = stages > 0 ? int(stages) : fitting_stages(tm, tn, tk, out, epilogue, schedule, target);
+        Var jo("jo"), io("io"), ji("ji"), ii("ii"), t("t");
+        RVar ko("ko"), ki("ki");
+        C.tile(j, i, jo, io, ji, ii, tn, tm, TailStrategy::GuardWithIf).fuse(jo, io, t).map_to_cores(t);
+        acc.compute_at(C, t);
+        acc.update().split(r_k, ko, ki, tk, TailStrategy::GuardWithIf).reorder(j, i, ki, ko).tile_mma();
+        Func A_tile = Func::staged(A, acc), B_tile = Func::staged(B, acc);
+        A_tile.compute_at(acc, ko);
+        B_tile.compute_at(acc, ko);
+        if (epilogue.value() == "bias_relu") Func::staged(bias, C).compute_at(C, t); // the tile's TN biases
+        if (schedule == "sync") return;
+        A_tile.async_copy().multi_buffer(n_stages);
+        B_tile.async_copy().multi_buffer(n_stages);
+        C.async_copy();
+        if (schedule == "pipelined") return;
+        C.warp_specialize();
+        if (schedule == "ws_pingpong") C.ping_pong();
+    }
 
-    // ---- schedules ----
-    if (schedule == "reference") {
-        Var k("k"), io("io"), ii("ii");
-        Halide::Func Af("Af"), Bf("Bf"), accf("accf"), Cr("Cr");
-        Af(k, i) = Halide::cast<float>(A(k, i));
-        Bf(j, k) = Halide::cast<float>(B(j, k));
-        accf(j, i) = 0.0f;
-        accf(j, i) += Af(r, i) * Bf(j, r);
-        Halide::Expr ref = accf(j, i);
-        if (epilogue == "bias_relu") ref = Halide::max(ref + bias(j), 0.0f);
-        Cr(j, i) = Halide::cast(C.halide().output_types()[0], ref);
-        Af.compute_root().parallel(i);
-        Bf.compute_root().parallel(k);
-        Cr.split(i, io, ii, 8, TailStrategy::GuardWithIf).parallel(io);
-        accf.compute_at(Cr, io).vectorize(j, 16, TailStrategy::GuardWithIf);
-        accf.update().reorder(j, i, r).vectorize(j, 16, TailStrategy::GuardWithIf);
-        return {inputs, Func(Cr)};
+    void reference_schedule() override {
+        // The algorithm again with f32 operands, tiled rows in parallel and vectorized columns.
+        Var io("io"), ii("ii");
+        acc.halide().compute_at(C.halide(), io).vectorize(j, 16, TailStrategy::GuardWithIf);
+        acc.halide().update().reorder(j, i, r_k).vectorize(j, 16, TailStrategy::GuardWithIf);
+        C.halide().split(i, io, ii, 8, TailStrategy::GuardWithIf).parallel(io);
     }
-    // Tiles larger than the matrices shrink to them (Halide's bounds need a tile within the matrix).
-    const int TM = std::min(p.get_int("TM"), M), TN = std::min(p.get_int("TN"), N), TK = std::min(p.get_int("TK"), K);
-    const int stages = p.get_int("stages") > 0 ? p.get_int("stages") : fitting_stages(TM, TN, TK, out, epilogue, schedule, target);
-    Var jo("jo"), io("io"), ji("ji"), ii("ii"), t("t");
-    RVar ko("ko"), ki("ki");
-    C.tile(j, i, jo, io, ji, ii, TN, TM, TailStrategy::GuardWithIf).fuse(jo, io, t).map_to_cores(t);
-    acc.compute_at(C, t);
-    acc.update().split(r.x, ko, ki, TK, TailStrategy::GuardWithIf).reorder(j, i, ki, ko).tile_mma();
-    Func A_tile = Func::staged(A, acc), B_tile = Func::staged(B, acc);
-    A_tile.compute_at(acc, ko);
-    B_tile.compute_at(acc, ko);
-    if (epilogue == "bias_relu") Func::staged(bias, C).compute_at(C, t); // the tile's TN biases
-    if (schedule == "sync") return {inputs, C};
-    A_tile.async_copy().multi_buffer(stages);
-    B_tile.async_copy().multi_buffer(stages);
-    C.async_copy();
-    if (schedule == "pipelined") return {inputs, C};
-    C.warp_specialize();
-    if (schedule == "ws") return {inputs, C};
-    if (schedule == "ws_pingpong") {
-        C.ping_pong();
-        return {inputs, C};
-    }
-    throw Error("gemm: unknown schedule '" + schedule + "' (known: ws_pingpong, ws, pipelined, sync)");
-}
+
+private:
+    Var j{"j"}, i{"i"};
+    Func acc{"acc"};
+    Halide::RVar r_k;
+};
 
 } // namespace
+
+TANDEM_REGISTER_GENERATOR(Gemm, gemm)
 
 const App &gemm_app() {
     static const App app{
         "gemm",
         "bf16 GEMM with f32 accumulation: C = A x B (M x K times K x N)",
-        {{"M", "2048"}, {"N", "2048"}, {"K", "2048"}, {"stages", "0"}, {"TM", "256"}, {"TN", "256"},
-         {"TK", "512"}, {"out", "bf16"}, {"epilogue", "none"}},
-        {"ws_pingpong", "ws", "pipelined", "sync"},
+        generator_defaults("gemm"),
+        generator_schedules("gemm"),
         {{"hopper", {{"TM", "128"}, {"TN", "128"}, {"TK", "64"}, {"stages", "0"}}},
          {"ascend", {{"TM", "128"}, {"TN", "128"}, {"TK", "128"}, {"stages", "2"}}}},
         {{"hopper", {"ws_pingpong", "ws", "pipelined"}}, {"ascend", {"ws_pingpong", "pipelined"}}},
-        build_gemm,
+        generator_build("gemm"),
         [](const Params &p) {
             double M = p.get_int("M"), N = p.get_int("N"), K = p.get_int("K");
             double out_bytes = p.get("out") == "bf16" ? 2 : 4;

@@ -1,6 +1,31 @@
 #include "tandem/Generator.h"
 
+#include <set>
+
 namespace tandem {
+
+namespace {
+
+/** The input images the pipeline of `f` reads. */
+std::set<std::string> images_read(const Halide::Func &f) {
+    class Find : public Halide::Internal::IRVisitor {
+    public:
+        std::set<std::string> names;
+        using IRVisitor::visit;
+        void visit(const Halide::Internal::Call *op) override {
+            if (op->call_type == Halide::Internal::Call::Image) names.insert(op->name);
+            IRVisitor::visit(op);
+        }
+    } find;
+    std::map<std::string, Halide::Internal::Function> all = Halide::Internal::find_transitive_calls(f.function());
+    all.emplace(f.name(), f.function());
+    for (auto &[name, function] : all) {
+        function.accept(&find);
+    }
+    return find.names;
+}
+
+} // namespace
 
 namespace detail {
 
@@ -78,7 +103,8 @@ GeneratorBase::Pipeline GeneratorBase::build_algorithm() {
     Func &out = *static_cast<Func *>(outputs_[0].object);
     const Halide::Func &f = out.halide();
     if (!f.defined()) throw Error("generator " + name_ + ": generate() did not define the output " + outputs_[0].name);
-    if (f.output_types()[0] != outputs_[0].type || f.dimensions() != outputs_[0].rank) {
+    const bool any_type = outputs_[0].type.bits() == 0;
+    if ((!any_type && f.output_types()[0] != outputs_[0].type) || f.dimensions() != outputs_[0].rank) {
         std::ostringstream why;
         why << "generator " << name_ << ": the output " << outputs_[0].name << " is declared Buffer<" << outputs_[0].type << ", "
             << outputs_[0].rank << "> but generate() defines it as " << f.output_types()[0] << " over " << f.dimensions()
@@ -86,7 +112,11 @@ GeneratorBase::Pipeline GeneratorBase::build_algorithm() {
         throw Error(why.str());
     }
     Pipeline p;
-    for (const Io &in : inputs_) p.inputs.push_back(*static_cast<ImageParam *>(in.object));
+    std::set<std::string> read = images_read(f);
+    for (const Io &in : inputs_) {
+        const ImageParam &image = *static_cast<ImageParam *>(in.object);
+        if (read.count(image.name())) p.inputs.push_back(image);
+    }
     p.output = out;
     return p;
 }

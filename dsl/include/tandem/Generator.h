@@ -109,7 +109,8 @@ public:
     /** The target build() is building for. */
     const Target &get_target() const { return target_; }
 
-    /** The generator's inputs (in declaration order) and output, the algorithm defined by
+    /** The generator's inputs (in declaration order; an input the algorithm does not read, e.g.
+     * a bias a parameter turned off, is left out) and output, the algorithm defined by
      * generate() and scheduled by schedule() for `target`. Once per instance. */
     struct Pipeline {
         std::vector<ImageParam> inputs;
@@ -199,11 +200,14 @@ public:
     }
 };
 
-/** The generator output: a tandem::Func whose values are of type T over D dimensions. */
+/** The generator output: a tandem::Func whose values are of type T over D dimensions
+ * (Buffer<void, D>: a type generate() chooses, e.g. from a parameter). */
 template <class T, int D> class Output<Buffer<T, D>> : public Func {
 public:
     explicit Output(const std::string &name) : Func(name) {
-        detail::generator_under_construction("Output").add_output(this, name, Halide::type_of<T>(), D);
+        Halide::Type type;
+        if constexpr (!std::is_void_v<T>) type = Halide::type_of<T>();
+        detail::generator_under_construction("Output").add_output(this, name, type, D);
     }
 };
 
