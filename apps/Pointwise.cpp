@@ -31,41 +31,48 @@ Halide::Expr random_expr(std::mt19937 &rng, const std::vector<Halide::Expr> &lea
     }
 }
 
-Built build_pointwise(const Params &p, const std::string &schedule, const Target &) {
-    const int W = p.get_int("W"), H = p.get_int("H");
-    if (W < 1 || H < 1) throw Error("pointwise: W and H must be positive");
+class Pointwise : public Generator<Pointwise> {
+public:
+    GeneratorParam<int> W{"W", 1024, 1, 1 << 20};
+    GeneratorParam<int> H{"H", 256, 1, 1 << 20};
+    GeneratorParam<int> TX{"TX", 256, 1, 1 << 16};
+    GeneratorParam<int> TY{"TY", 16, 1, 1 << 16};
+    GeneratorParam<int> stages{"stages", 2, 1, 16};
+    GeneratorParam<int> expr{"expr", 1, 0, 1 << 30}; // the seed of the expression
+    GeneratorParam<std::string> pipelining{"schedule", "double_buffered", {"double_buffered", "single_buffered", "sync"}};
+    Input<Buffer<float, 2>> a{"a"}, b{"b"}, c{"c"};
+    Output<Buffer<float, 2>> out{"out"};
 
-    // ---- the algorithm, written once ----
-    ImageParam a(Halide::Float(32), 2, "a"), b(Halide::Float(32), 2, "b"), c(Halide::Float(32), 2, "c");
-    Var x("x"), y("y");
-    std::mt19937 rng(uint32_t(p.get_int("expr")));
-    Func out("out");
-    out(x, y) = random_expr(rng, {a(x, y), b(x, y), c(x, y)}, 4);
-    for (ImageParam *in : {&a, &b, &c}) {
-        in->dim(0).set_bounds(0, W);
-        in->dim(1).set_bounds(0, H).set_stride(W);
+    void generate() override {
+        std::mt19937 rng(uint32_t(expr.value()));
+        out(x, y) = random_expr(rng, {a(x, y), b(x, y), c(x, y)}, 4);
+        for (ImageParam *in : {&a, &b, &c}) {
+            in->dim(0).set_bounds(0, W);
+            in->dim(1).set_bounds(0, H).set_stride(W);
+        }
+        out.output_buffer().dim(0).set_bounds(0, W);
+        out.output_buffer().dim(1).set_bounds(0, H).set_stride(W);
     }
-    out.output_buffer().dim(0).set_bounds(0, W);
-    out.output_buffer().dim(1).set_bounds(0, H).set_stride(W);
 
-    // ---- schedules ----
-    if (schedule == "reference") return {{a, b, c}, out};
-    schedule_pointwise(out, {a, b, c}, p, schedule, "pointwise");
-    return {{a, b, c}, out};
-}
+    void schedule() override { schedule_pointwise(out, {a, b, c}, params_of(*this), pipelining, "pointwise"); }
+
+private:
+    Var x{"x"}, y{"y"};
+};
 
 } // namespace
+
+TANDEM_REGISTER_GENERATOR(Pointwise, pointwise)
 
 const App &pointwise_app() {
     static const App app{
         "pointwise",
         "a random pointwise expression out = f(a, b, c) (parameter expr: its seed) over W x H f32 tensors",
-        {{"W", "1024"}, {"H", "256"}, {"TX", "256"}, {"TY", "16"}, {"stages", "2"}, {"expr", "1"}},
-        {"double_buffered", "single_buffered", "sync"},
+        generator_defaults("pointwise"),
+        generator_schedules("pointwise"),
         {},
-        {{"hopper", {"double_buffered", "single_buffered", "sync"}},
-         {"ascend", {"double_buffered", "single_buffered", "sync"}}},
-        build_pointwise,
+        {{"hopper", generator_schedules("pointwise")}, {"ascend", generator_schedules("pointwise")}},
+        generator_build("pointwise"),
         [](const Params &p) {
             double n = double(p.get_int("W")) * p.get_int("H");
             return Workload{0, 8 * n, 16 * n};

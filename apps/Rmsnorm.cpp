@@ -21,88 +21,100 @@ int row_chunk(int given, int D, int RB, int versions, const Target &target) {
     return chunk;
 }
 
-Built build_rmsnorm(const Params &p, const std::string &schedule, const Target &target) {
-    const int D = p.get_int("D"), R = p.get_int("R");
-    if (D < 1 || R < 1) throw Error("rmsnorm: D and R must be positive");
+class Rmsnorm : public Generator<Rmsnorm> {
+public:
+    GeneratorParam<int> D{"D", 4096, 1, 1 << 24};
+    GeneratorParam<int> R{"R", 1024, 1, 1 << 20};
+    GeneratorParam<int> RB{"RB", 16, 0, 1 << 16};  // rows per tile; 0: 2 (4 where 2 rows are not 16-byte multiples)
+    GeneratorParam<int> TD{"TD", 0, 0, 1 << 24};   // row chunk; 0: whole rows where they fit (row_chunk)
+    GeneratorParam<int> stages{"stages", 2, 1, 16};
+    GeneratorParam<std::string> pipelining{"schedule", "double_buffered", {"double_buffered", "single_buffered", "sync"}};
+    Input<Buffer<float, 2>> in{"in"};
+    Input<Buffer<float, 1>> w{"w"};
+    Output<Buffer<float, 2>> out{"out"};
 
-    // ---- the algorithm, written once ----
-    ImageParam in(Halide::Float(32), 2, "in"), w(Halide::Float(32), 1, "w");
-    Var x("x"), row("row");
-    RDom k(0, D, "k");
-    Func sum_sq("sum_sq"), out("out");
-    sum_sq(row) = 0.0f;
-    sum_sq(row) += in(k, row) * in(k, row);
-    out(x, row) = in(x, row) * w(x) / Halide::sqrt(sum_sq(row) / float(D) + 1e-5f);
-    in.dim(0).set_bounds(0, D);
-    in.dim(1).set_bounds(0, R).set_stride(D);
-    w.dim(0).set_bounds(0, D);
-    out.output_buffer().dim(0).set_bounds(0, D);
-    out.output_buffer().dim(1).set_bounds(0, R).set_stride(D);
+    void generate() override {
+        RDom k(0, D, "k");
+        sum_sq(row) = 0.0f;
+        sum_sq(row) += in(k, row) * in(k, row);
+        out(x, row) = in(x, row) * w(x) / Halide::sqrt(sum_sq(row) / float(D.value()) + 1e-5f);
+        in.dim(0).set_bounds(0, D);
+        in.dim(1).set_bounds(0, R).set_stride(D);
+        w.dim(0).set_bounds(0, D);
+        out.output_buffer().dim(0).set_bounds(0, D);
+        out.output_buffer().dim(1).set_bounds(0, R).set_stride(D);
+        k_x = k.x;
+    }
 
-    // ---- schedules ----
-    if (schedule == "reference") {
+    void schedule() override {
+        const std::string schedule = pipelining;
+        const int d = D;
+        // RB = 0 (auto, the hopper default): 2 rows per tile, or 4 when 2 rows of D f32 are not a
+        // multiple of 16 bytes (a TMA store of a tile in the middle of out must be).
+        const int rb = std::min<int>(RB > 0 ? int(RB) : (2 * d) % 4 == 0 ? 2 : 4, R);
+        const int versions = schedule == "double_buffered" ? int(stages) : 1;
+        const int td = std::min(row_chunk(TD, d, rb, versions, get_target()), d);
+        Var ro("ro"), ri("ri");
+        Func in_tile, w_tile;
+        if (td == d) {
+            // Whole rows on chip: one read of each row.
+            out.split(row, ro, ri, rb, TailStrategy::GuardWithIf).map_to_cores(ro);
+            in_tile = Func::staged(in);
+            w_tile = Func::staged(w);
+            in_tile.compute_at(out, ro);
+            sum_sq.compute_at(out, ro);
+            w_tile.compute_root(); // every core stages the weights once
+        } else {
+            // Rows longer than the on-chip memory: chunks of TD values. The first pass sums the
+            // squares chunk by chunk; the second reads each chunk again and writes it out.
+            Var xo("xo"), xi("xi");
+            RVar ko("ko"), ki("ki");
+            out.split(row, ro, ri, rb, TailStrategy::GuardWithIf)
+                .split(x, xo, xi, td, TailStrategy::GuardWithIf)
+                .reorder(xi, ri, xo, ro)
+                .map_to_cores(ro);
+            sum_sq.compute_at(out, ro);
+            sum_sq.update().split(k_x, ko, ki, td, TailStrategy::GuardWithIf).reorder(ki, row, ko);
+            Func in_sum = Func::staged(in, sum_sq);
+            in_sum.compute_at(sum_sq, ko);
+            in_tile = Func::staged(in, out);
+            w_tile = Func::staged(w, out);
+            in_tile.compute_at(out, xo);
+            w_tile.compute_at(out, xo);
+            if (schedule != "sync") in_sum.async_copy().multi_buffer(versions);
+            if (schedule != "sync") w_tile.async_copy().multi_buffer(versions);
+        }
+        if (schedule == "sync") return;
+        in_tile.async_copy().multi_buffer(versions);
+        out.async_copy().multi_buffer(versions);
+    }
+
+    void reference_schedule() override {
         Var ro("ro"), ri("ri");
         out.halide().split(row, ro, ri, 4, TailStrategy::GuardWithIf).parallel(ro).vectorize(x, 8, TailStrategy::GuardWithIf);
         sum_sq.halide().compute_at(out.halide(), ri);
-        return {{in, w}, out};
     }
-    // RB = 0 (auto, the hopper default): 2 rows per tile, or 4 when 2 rows of D f32 are not a
-    // multiple of 16 bytes (a TMA store of a tile in the middle of out must be).
-    const int RB = std::min(p.get_int("RB") > 0 ? p.get_int("RB") : (2 * D) % 4 == 0 ? 2 : 4, R);
-    const int stages = p.get_int("stages");
-    if (schedule != "sync" && schedule != "double_buffered" && schedule != "single_buffered") {
-        throw Error("rmsnorm: unknown schedule '" + schedule + "' (known: double_buffered, single_buffered, sync)");
-    }
-    const int versions = schedule == "double_buffered" ? stages : 1;
-    const int TD = std::min(row_chunk(p.get_int("TD"), D, RB, versions, target), D);
-    Var ro("ro"), ri("ri");
-    Func in_tile, w_tile;
-    if (TD == D) {
-        // Whole rows on chip: one read of each row.
-        out.split(row, ro, ri, RB, TailStrategy::GuardWithIf).map_to_cores(ro);
-        in_tile = Func::staged(in);
-        w_tile = Func::staged(w);
-        in_tile.compute_at(out, ro);
-        sum_sq.compute_at(out, ro);
-        w_tile.compute_root(); // every core stages the weights once
-    } else {
-        // Rows longer than the on-chip memory: chunks of TD values. The first pass sums the
-        // squares chunk by chunk; the second reads each chunk again and writes it out.
-        Var xo("xo"), xi("xi");
-        RVar ko("ko"), ki("ki");
-        out.split(row, ro, ri, RB, TailStrategy::GuardWithIf)
-            .split(x, xo, xi, TD, TailStrategy::GuardWithIf)
-            .reorder(xi, ri, xo, ro)
-            .map_to_cores(ro);
-        sum_sq.compute_at(out, ro);
-        sum_sq.update().split(k.x, ko, ki, TD, TailStrategy::GuardWithIf).reorder(ki, row, ko);
-        Func in_sum = Func::staged(in, sum_sq);
-        in_sum.compute_at(sum_sq, ko);
-        in_tile = Func::staged(in, out);
-        w_tile = Func::staged(w, out);
-        in_tile.compute_at(out, xo);
-        w_tile.compute_at(out, xo);
-        if (schedule != "sync") in_sum.async_copy().multi_buffer(versions);
-        if (schedule != "sync") w_tile.async_copy().multi_buffer(versions);
-    }
-    if (schedule == "sync") return {{in, w}, out};
-    in_tile.async_copy().multi_buffer(versions);
-    out.async_copy().multi_buffer(versions);
-    return {{in, w}, out};
-}
+
+private:
+    Var x{"x"}, row{"row"};
+    Func sum_sq{"sum_sq"};
+    Halide::RVar k_x;
+};
 
 } // namespace
+
+TANDEM_REGISTER_GENERATOR(Rmsnorm, rmsnorm)
 
 const App &rmsnorm_app() {
     static const App app{
         "rmsnorm",
         "RMS normalisation of R rows of D f32 values, scaled by weights w",
-        {{"D", "4096"}, {"R", "1024"}, {"RB", "16"}, {"TD", "0"}, {"stages", "2"}},
-        {"double_buffered", "single_buffered", "sync"},
+        generator_defaults("rmsnorm"),
+        generator_schedules("rmsnorm"),
         {{"hopper", {{"RB", "0"}}}, {"ascend", {{"RB", "2"}}}},
         {{"hopper", {"double_buffered", "single_buffered", "sync"}},
          {"ascend", {"double_buffered", "single_buffered", "sync"}}},
-        build_rmsnorm,
+        generator_build("rmsnorm"),
         [](const Params &p) {
             double n = double(p.get_int("D")) * p.get_int("R");
             return Workload{0, 5 * n, 8 * n + 4.0 * p.get_int("D")};
