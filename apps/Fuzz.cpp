@@ -15,6 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 namespace tandem::apps {
 
 namespace {
@@ -179,22 +181,13 @@ FuzzResult run_case(const FuzzCase &c) {
 }
 
 std::string FuzzSummary::json(uint64_t seed) const {
-    std::ostringstream os;
-    os << "{\"fuzz\": {\"runs\": " << runs << ", \"failures\": " << failures << ", \"seed\": " << seed
-       << ", \"seconds\": " << int64_t(seconds) << ", \"by_target\": {";
-    bool first_target = true;
+    nlohmann::ordered_json by = nlohmann::ordered_json::object();
     for (const auto &[target, counts] : by_target) {
-        os << (first_target ? "" : ", ") << "\"" << target << "\": {";
-        bool first = true;
-        for (const auto &[k, n] : counts) {
-            os << (first ? "" : ", ") << "\"" << k << "\": " << n;
-            first = false;
-        }
-        os << "}";
-        first_target = false;
+        for (const auto &[k, n] : counts) by[target][k] = n;
     }
-    os << "}}}";
-    return os.str();
+    nlohmann::ordered_json j;
+    j["fuzz"] = {{"runs", runs}, {"failures", failures}, {"seed", seed}, {"seconds", int64_t(seconds)}, {"by_target", by}};
+    return j.dump();
 }
 
 namespace {

@@ -11,6 +11,8 @@
 #include <random>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 namespace tandem::apps {
 
 namespace {
@@ -39,25 +41,12 @@ double get(const void *data, sim::DType t, int64_t i) {
     return 0;
 }
 
-std::string escape(const std::string &s) {
-    std::string r;
-    for (char c : s) {
-        if (c == '"' || c == '\\') r += '\\';
-        if (c == '\n') {
-            r += "\\n";
-            continue;
-        }
-        r += c;
-    }
-    return r;
-}
-
-std::string number(double v) {
-    if (!std::isfinite(v)) return "null";
-    std::ostringstream os;
-    os.precision(6);
-    os << v;
-    return os.str();
+/** A figure with 6 significant digits, null when it is not finite. */
+nlohmann::ordered_json figure(double v) {
+    if (!std::isfinite(v)) return nullptr;
+    char text[32];
+    std::snprintf(text, sizeof text, "%.6g", v);
+    return std::stod(text);
 }
 
 } // namespace
@@ -169,37 +158,37 @@ RunResult run(const App &app, const RunOptions &options) {
 }
 
 std::string RunResult::json() const {
-    std::ostringstream os;
-    os << "{\"app\": \"" << app << "\", \"target\": \"" << target << "\", \"model\": \"" << model
-       << "\", \"schedule\": \"" << schedule
-       << "\", \"params\": {";
-    bool first = true;
+    nlohmann::ordered_json j;
+    j["app"] = app;
+    j["target"] = target;
+    j["model"] = model;
+    j["schedule"] = schedule;
+    nlohmann::ordered_json p = nlohmann::ordered_json::object();
     for (const auto &[k, v] : params.values()) {
-        os << (first ? "" : ", ") << "\"" << k << "\": ";
-        bool numeric = !v.empty() && v.find_first_not_of("0123456789-") == std::string::npos;
-        if (numeric) os << v;
-        else os << "\"" << escape(v) << "\"";
-        first = false;
+        bool integer = !v.empty() && v.find_first_not_of("0123456789-") == std::string::npos;
+        if (integer) p[k] = std::stoll(v);
+        else p[k] = v;
     }
-    os << "}, \"correct\": " << (checked ? (correct ? "true" : "false") : "null")
-       << ", \"max_rel_err\": " << (checked ? number(max_rel_err) : "null") << ", \"cycles\": " << report.cycles
-       << ", \"bound_cycles\": " << report.bound_cycles << ", \"efficiency\": " << number(efficiency())
-       << ", \"roofline_cycles\": " << number(roofline_cycles)
-       << ", \"roofline_fraction\": " << number(roofline_fraction()) << ", \"busy\": {";
-    first = true;
-    for (const sim::EngineBusy &b : report.busy) {
-        os << (first ? "" : ", ") << "\"" << b.engine << "\": " << b.busy;
-        first = false;
-    }
-    os << "}, \"races\": " << report.race_count << ", \"race_details\": [";
-    for (size_t i = 0; i < report.races.size() && i < 10; i++) {
-        os << (i ? ", " : "") << "\"" << escape(report.races[i].str()) << "\"";
-    }
-    os << "], \"deadlock\": " << (report.deadlock ? "true" : "false");
-    if (report.deadlock) os << ", \"deadlock_message\": \"" << escape(report.deadlock_message) << "\"";
-    os << ", \"compile_ms\": " << number(compile_ms) << ", \"simulate_ms\": " << number(simulate_ms)
-       << ", \"reference_ms\": " << number(reference_ms) << "}";
-    return os.str();
+    j["params"] = p;
+    j["correct"] = checked ? nlohmann::ordered_json(correct) : nlohmann::ordered_json(nullptr);
+    j["max_rel_err"] = checked ? figure(max_rel_err) : nlohmann::ordered_json(nullptr);
+    j["cycles"] = report.cycles;
+    j["bound_cycles"] = report.bound_cycles;
+    j["efficiency"] = figure(efficiency());
+    j["roofline_cycles"] = figure(roofline_cycles);
+    j["roofline_fraction"] = figure(roofline_fraction());
+    nlohmann::ordered_json busy = nlohmann::ordered_json::object();
+    for (const sim::EngineBusy &b : report.busy) busy[b.engine] = b.busy;
+    j["busy"] = busy;
+    j["races"] = report.race_count;
+    j["race_details"] = nlohmann::ordered_json::array();
+    for (size_t i = 0; i < report.races.size() && i < 10; i++) j["race_details"].push_back(report.races[i].str());
+    j["deadlock"] = report.deadlock;
+    if (report.deadlock) j["deadlock_message"] = report.deadlock_message;
+    j["compile_ms"] = figure(compile_ms);
+    j["simulate_ms"] = figure(simulate_ms);
+    j["reference_ms"] = figure(reference_ms);
+    return j.dump();
 }
 
 } // namespace tandem::apps

@@ -5,6 +5,8 @@
 #include "common/Backend.h"
 #include "tandem/AsyncIR.h"
 
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -17,21 +19,6 @@ using namespace tandem::apps;
 
 namespace {
 
-const char *usage = R"(usage:
-  tandem list
-  tandem run <app> [--target zpu|hopper|ascend] [--param k=v]... [--schedule s] [--json] [--trace file]
-                   [--timeline file.svg] [--no-numerics] [--seed n]
-  tandem emit <app> [--target zpu|hopper|ascend] --what stmt|halide|code|cuda|ptx -o dir [--param k=v]...
-                    [--schedule s]
-                    [--name n]   (file base name and C++ function name; default: the app)
-                    [--drop-flag N]   (ascend code: leave out flag pair N, for mutation tests)
-  tandem demo
-  tandem fuzz [--seconds N | --runs N] [--seed S] [--jobs J] [--target T] [--app A] [--timeout S]
-              [--no-emit] [--verbose] [--json]
-              (random shapes and schedules: one line per failure with the command that reproduces
-               it, then a summary; exit status 1 if any run failed)
-)";
-
 struct Args {
     std::string command, app, target = "zpu", schedule, what = "stmt", out_dir, trace, timeline, name;
     int drop_flag = -1;
@@ -43,58 +30,65 @@ struct Args {
     uint64_t seed = 1;
 };
 
-Args parse(int argc, char **argv) {
+/** The command line, parsed with CLI11: one subcommand per job. */
+struct CommandLine {
+    CLI::App app{"Tandem: asynchronous data movement for Hopper, the ZPU and Ascend, on their machine models"};
     Args a;
-    std::vector<std::string> v(argv + 1, argv + argc);
-    if (v.empty()) throw Error(std::string("no command given\n") + usage);
-    a.command = v[0];
-    size_t i = 1;
-    if ((a.command == "run" || a.command == "emit") && i < v.size() && v[i].rfind("--", 0) != 0) a.app = v[i++];
-    auto value = [&](const std::string &flag) {
-        if (i + 1 >= v.size()) throw Error(flag + " needs a value");
-        return v[++i];
-    };
-    for (; i < v.size(); i++) {
-        const std::string &f = v[i];
-        if (f == "--target") a.target = value(f), a.target_given = true;
-        else if (f == "--app") a.app = value(f);
-        else if (f == "--seconds") a.seconds = std::stod(value(f));
-        else if (f == "--timeout") a.timeout = std::stod(value(f));
-        else if (f == "--runs") a.runs = std::stoll(value(f));
-        else if (f == "--jobs") a.jobs = std::stoi(value(f));
-        else if (f == "--verbose") a.verbose = true;
-        else if (f == "--no-emit") a.emit = false;
-        else if (f == "--schedule") a.schedule = value(f);
-        else if (f == "--what") a.what = value(f);
-        else if (f == "-o") a.out_dir = value(f);
-        else if (f == "--trace") a.trace = value(f);
-        else if (f == "--timeline") {
-            a.timeline = value(f);
-            if (a.timeline.size() < 5 || a.timeline.compare(a.timeline.size() - 4, 4, ".svg") != 0)
-                throw Error("--timeline writes an SVG picture: give a file name ending in .svg");
+    std::vector<std::string> params;
+
+    CommandLine() {
+        app.require_subcommand(1);
+        app.add_subcommand("list", "the apps, their parameters and schedules");
+        app.add_subcommand("demo", "bf16 GEMM 2048^3 on the simulated ZPU: stages, numerics, a timeline");
+        app.add_subcommand("help", "this text");
+        CLI::App *run = app.add_subcommand("run", "run an app on a target's machine model against the Halide reference");
+        CLI::App *emit = app.add_subcommand("emit", "write a kernel's async Stmt, Halide Stmt or target code");
+        for (CLI::App *c : {run, emit}) {
+            c->add_option("app", a.app, "the app (tandem list)")->required();
+            c->add_option("--target", a.target, "zpu, hopper or ascend, with overrides: zpu:cores=4,file=m.json");
+            c->add_option("--param", params, "a parameter, key=value (repeat)")->allow_extra_args(false);
+            c->add_option("--schedule", a.schedule, "the schedule (default: the app's first for the target)");
         }
-        else if (f == "--name") a.name = value(f);
-        else if (f == "--drop-flag") {
-            std::string n = value(f);
-            if (n.empty() || n.find_first_not_of("0123456789") != std::string::npos) {
-                throw Error("--drop-flag takes a flag pair number (0, 1, ...), got '" + n + "'");
-            }
-            a.drop_flag = std::stoi(n);
-        }
-        else if (f == "--json") a.json = true;
-        else if (f == "--no-numerics") a.numerics = false;
-        else if (f == "--seed") a.seed = std::stoull(value(f));
-        else if (f == "--param") {
-            std::string kv = value(f);
+        run->add_flag("--json", a.json, "one JSON object");
+        run->add_option("--trace", a.trace, "a Chrome/Perfetto trace (.json) or a timeline picture (.svg)");
+        run->add_option("--timeline", a.timeline, "an SVG picture of the overlap")
+            ->check([](const std::string &f) {
+                return f.size() >= 5 && f.compare(f.size() - 4, 4, ".svg") == 0
+                           ? std::string()
+                           : std::string("--timeline writes an SVG picture: give a file name ending in .svg");
+            });
+        run->add_flag("!--no-numerics", a.numerics, "timing and hazards only");
+        run->add_option("--seed", a.seed, "the inputs' random seed");
+        emit->add_option("--what", a.what, "stmt, halide, or the target's code: code (zpu, ascend), cuda, ptx (hopper)");
+        emit->add_option("-o", a.out_dir, "the output directory")->required();
+        emit->add_option("--name", a.name, "file base name and C++ function name (default: the app)");
+        emit->add_option("--drop-flag", a.drop_flag, "ascend code: leave out flag pair N (mutation tests)")
+            ->check(CLI::NonNegativeNumber);
+        CLI::App *fuzz = app.add_subcommand(
+            "fuzz", "random shapes and schedules: one line per failure with the command that reproduces it, "
+                    "then a summary; exit status 1 if any run failed");
+        CLI::Option *seconds = fuzz->add_option("--seconds", a.seconds, "how long");
+        fuzz->add_option("--runs", a.runs, "how many runs (instead of --seconds)")->excludes(seconds);
+        fuzz->add_option("--seed", a.seed);
+        fuzz->add_option("--jobs", a.jobs, "runs at once")->check(CLI::PositiveNumber);
+        fuzz->add_option("--target", a.target, "only this target")->each([this](const std::string &) { a.target_given = true; });
+        fuzz->add_option("--app", a.app, "only this app");
+        fuzz->add_option("--timeout", a.timeout, "seconds before a run counts as hung");
+        fuzz->add_flag("!--no-emit", a.emit, "do not emit code");
+        fuzz->add_flag("--verbose", a.verbose, "a line per run");
+        fuzz->add_flag("--json", a.json, "the summary as JSON");
+    }
+
+    void parse(int argc, char **argv) {
+        app.parse(argc, argv);
+        a.command = app.get_subcommands().front()->get_name();
+        for (const std::string &kv : params) {
             auto eq = kv.find('=');
             if (eq == std::string::npos) throw Error("--param takes key=value, got '" + kv + "'");
             a.params.set(kv.substr(0, eq), kv.substr(eq + 1));
-        } else {
-            throw Error("unknown argument '" + f + "'\n" + usage);
         }
     }
-    return a;
-}
+};
 
 void list() {
     for (const App &app : all_apps()) {
@@ -260,8 +254,17 @@ void demo() {
 } // namespace
 
 int main(int argc, char **argv) {
+    CommandLine line;
     try {
-        Args a = parse(argc, argv);
+        line.parse(argc, argv);
+    } catch (const CLI::ParseError &e) {
+        return line.app.exit(e) == 0 ? 0 : 2;
+    } catch (const tandem::Error &e) {
+        std::cerr << "error: " << e.what() << "\n";
+        return 2;
+    }
+    const Args &a = line.a;
+    try {
         if (a.command == "list") {
             list();
         } else if (a.command == "run") {
@@ -285,10 +288,8 @@ int main(int argc, char **argv) {
             return fuzz(a);
         } else if (a.command == "demo") {
             demo();
-        } else if (a.command == "help" || a.command == "--help") {
-            std::cout << usage;
         } else {
-            throw Error("unknown command '" + a.command + "'\n" + usage);
+            std::cout << CommandLine().app.help(); // the whole command line, not the help subcommand
         }
     } catch (const tandem::Error &e) {
         std::cerr << "error: " << e.what() << "\n";
