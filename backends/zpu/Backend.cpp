@@ -23,9 +23,17 @@ TargetBackend backend() {
         return std::max({macs / (cores * z.peak_macs_per_cycle()), vector_ops / (cores * z.vector_flops_per_cycle),
                          bytes / (cores * z.dma_bytes_per_cycle_per_core())});
     };
-    b.sources = {{"code", ".zpu.cpp", [](const Kernel &k, const std::string &name, const EmitOptions &o) {
+    b.sources = {{"code", ".zpu.cpp",
+                  [](const Kernel &k, const std::string &name, const EmitOptions &o) {
                       no_drop_flag(o, "zpu");
                       return emit_cpp(k, name);
+                  }},
+                 // The library interface (Halide's calling convention) over the code above.
+                 {"h", ".h", [](const Kernel &k, const std::string &name, const EmitOptions &) {
+                      return emit_library_header(k, name);
+                  }},
+                 {"library", ".lib.cpp", [](const Kernel &k, const std::string &name, const EmitOptions &) {
+                      return emit_library(k, name);
                   }}};
     return b;
 }

@@ -1,0 +1,46 @@
+// A generated library called the way a Halide user calls one: the scale_add generator built for
+// the zpu at build time (scale_add_gen -e code,h,library), linked as a static library, called
+// with Halide::Runtime::Buffer. A bad buffer returns Halide's error code and writes nothing.
+#include "scale_add_zpu.h"
+
+#include <HalideBuffer.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+namespace {
+
+std::string last_error;
+void remember(const char *message) { last_error = message; }
+
+TEST(Library, MatchesAPlainLoopAndCountsCycles) {
+    Halide::Runtime::Buffer<float> a(33, 5), b(33, 5), out(33, 5);
+    for (int y = 0; y < 5; y++)
+        for (int x = 0; x < 33; x++) a(x, y) = float(x) - 0.5f * float(y), b(x, y) = float(x * y % 7);
+    ASSERT_EQ(scale_add_zpu(a, b, out), 0);
+    for (int y = 0; y < 5; y++)
+        for (int x = 0; x < 33; x++) ASSERT_EQ(out(x, y), a(x, y) * 2.0f + b(x, y)) << x << "," << y;
+    EXPECT_GT(scale_add_zpu_last_cycles(), 0u);
+}
+
+TEST(Library, ABadBufferIsAnErrorCodeAndWritesNothing) {
+    scale_add_zpu_set_error_handler(remember);
+    Halide::Runtime::Buffer<float> a(33, 5), b(33, 5), out(33, 5), wide(34, 5), flat(165);
+    Halide::Runtime::Buffer<int32_t> ints(33, 5);
+    a.fill(1.0f);
+    b.fill(1.0f);
+    out.fill(-7.0f);
+    EXPECT_EQ(scale_add_zpu(a, wide, out), halide_error_code_access_out_of_bounds);
+    EXPECT_NE(last_error.find("buffer b dimension 0 is [0, +34), the kernel takes [0, +33)"), std::string::npos) << last_error;
+    EXPECT_EQ(scale_add_zpu(a, b, flat), halide_error_code_bad_dimensions);
+    EXPECT_EQ(scale_add_zpu(a, ints, out), halide_error_code_bad_type);
+    EXPECT_EQ(scale_add_zpu(nullptr, b, out), halide_error_code_buffer_argument_is_null);
+    Halide::Runtime::Buffer<float> transposed = Halide::Runtime::Buffer<float>(5, 33).transposed(0, 1);
+    EXPECT_EQ(scale_add_zpu(a, b, transposed), halide_error_code_constraint_violated);
+    for (int y = 0; y < 5; y++)
+        for (int x = 0; x < 33; x++) ASSERT_EQ(out(x, y), -7.0f); // untouched
+    scale_add_zpu_set_error_handler(nullptr);
+}
+
+} // namespace
