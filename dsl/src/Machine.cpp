@@ -13,6 +13,18 @@ namespace detail {
 const char *builtin_machine_json(const std::string &target); // generated from machines/*.json
 }
 
+std::optional<double> parse_number(const std::string &text) {
+    size_t used = 0;
+    double v = 0;
+    try {
+        v = std::stod(text, &used);
+    } catch (const std::exception &) {
+        return std::nullopt;
+    }
+    if (used != text.size() || !std::isfinite(v)) return std::nullopt;
+    return v;
+}
+
 MachineDescription MachineDescription::builtin(const std::string &target) {
     const char *text = detail::builtin_machine_json(target);
     if (!text)
@@ -55,16 +67,11 @@ void MachineDescription::set(const std::string &key, const std::string &text) {
         throw Error("target " + target_ + ": unknown parameter '" + key + "' (known: " + known +
                     ")");
     }
-    size_t used = 0;
-    double v = 0;
-    try {
-        v = std::stod(text, &used);
-    } catch (const std::exception &) {
-        used = 0;
-    }
-    if (used != text.size() || !std::isfinite(v))
+    std::optional<double> number = parse_number(text);
+    if (!number)
         throw Error("target " + target_ + ": parameter '" + key + "' needs a number, got '" +
                     text + "'");
+    const double v = *number;
     check(key, it->second, v);
     it->second.value = v;
     it->second.source = "set by the target string";

@@ -256,14 +256,9 @@ void GeneratorParam<T>::attach(const std::string &name, std::optional<double> mi
             if (text != "true" && text != "false" && text != "1" && text != "0") bad("'" + text + "' is not true or false");
             value_ = text == "true" || text == "1";
         } else {
-            size_t used = 0;
-            double v = 0;
-            try {
-                v = std::stod(text, &used);
-            } catch (const std::exception &) {
-                used = 0;
-            }
-            if (used == 0 || used != text.size()) bad("'" + text + "' is not a number");
+            std::optional<double> number = parse_number(text);
+            if (!number) bad("'" + text + "' is not a number");
+            const double v = *number;
             if (std::is_same_v<T, int> && v != double(int64_t(v))) bad("'" + text + "' is not an integer");
             if ((min && v < *min) || (max && v > *max)) {
                 bad(text + " is outside [" + detail::to_text(T(*min)) + ", " + detail::to_text(T(*max)) + "]");

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 namespace tandem {
@@ -23,6 +24,10 @@ struct MachineParam {
     double min = 0; // the least legal value (1 for counts, sizes and rates)
     std::string unit, source;
 };
+
+/** `text`, all of it, as a finite number; nullopt if it is not one ("12x", "", "inf"). Shared by
+ * machine description overrides and generator parameters. */
+std::optional<double> parse_number(const std::string &text);
 
 class MachineDescription {
 public:
