@@ -1,18 +1,28 @@
-// GPU check and benchmark of Tandem's emitted Hopper kernels against cuBLAS / a copy roofline.
-// Built by run.sh on the GPU machine with the kernels emitted on the development machine
-// (kernels/*.cu plus kernels/registry.inc: TANDEM_KERNEL(fn, app, schedule, M, N, K)).
-// For every kernel: fresh random inputs (never zeros), the output poisoned before each run,
-// ||out - ref|| / ||ref|| against cuBLAS (gemm) or a plain CUDA reference (elementwise,
-// rmsnorm), then CUDA-event timing (warm-up, median of >= 20) of the kernel and of the reference
-// library in the same run. One JSON row per kernel on stdout.
+// GPU check and benchmark of Tandem's emitted Hopper kernels against cuBLAS / the copy bandwidth.
+// Built by run.sh with the kernels emitted on the development machine (kernels/*.cu plus
+// kernels/registry.inc: TANDEM_KERNEL(fn, app, schedule, M, N, K)).
+//
+//   harness NAME check   one kernel: fresh random inputs (never zeros), the output poisoned (NaN)
+//                        before every launch, every element checked against the reference
+//                        (cuBLAS in f32 for gemm, a plain CUDA kernel for elementwise and rmsnorm),
+//                        then 5 more launches compared bit for bit with the first (a race shows
+//                        as a difference)
+//   harness NAME bench   the same check, then CUDA-event timing (5 warm-up launches, median of
+//                        25) of the kernel and of the reference (cuBLAS bf16 / a device-to-device
+//                        copy) in the same process, and a bitwise comparison after the timing
+//   harness --list       the kernel names
+// One JSON row on stdout per run; run.sh runs each kernel as its own process under `timeout`,
+// so a hang or a trap costs one kernel.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -40,12 +50,20 @@ const Entry entries[] = {
         cudaError_t e_ = (x);                                                                      \
         if (e_ != cudaSuccess) {                                                                   \
             std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            std::exit(1);                                                                          \
+            std::exit(3);                                                                          \
         }                                                                                          \
     } while (0)
 
-template<typename F>
-double median_ms(F &&run, int warmup = 5, int reps = 25) {
+#define CUBLAS_CHECK(x)                                                                            \
+    do {                                                                                           \
+        cublasStatus_t s_ = (x);                                                                   \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                         \
+            std::fprintf(stderr, "%s:%d: %s: cuBLAS status %d\n", __FILE__, __LINE__, #x, int(s_)); \
+            std::exit(3);                                                                          \
+        }                                                                                          \
+    } while (0)
+
+template <typename F> double median_ms(F &&run, int warmup = 5, int reps = 25) {
     cudaEvent_t a, b;
     CHECK(cudaEventCreate(&a));
     CHECK(cudaEventCreate(&b));
@@ -60,6 +78,9 @@ double median_ms(F &&run, int warmup = 5, int reps = 25) {
         CHECK(cudaEventElapsedTime(&ms, a, b));
         t.push_back(ms);
     }
+    CHECK(cudaGetLastError());
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
     std::sort(t.begin(), t.end());
     return t[t.size() / 2];
 }
@@ -78,91 +99,162 @@ std::vector<float> random_f32(size_t n, std::mt19937 &rng) {
     return v;
 }
 
-template<typename T>
-T *upload(const std::vector<T> &v) {
+template <typename T> T *upload(const std::vector<T> &v) {
     T *d = nullptr;
     CHECK(cudaMalloc(&d, v.size() * sizeof(T)));
     CHECK(cudaMemcpy(d, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
     return d;
 }
 
-double rel_error(const std::vector<float> &out, const std::vector<float> &ref) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < out.size(); i++) {
-        double d = double(out[i]) - ref[i];
-        if (!std::isfinite(out[i])) return INFINITY;
-        num += d * d;
-        den += double(ref[i]) * ref[i];
-    }
-    return std::sqrt(num / std::max(den, 1e-30));
+std::vector<unsigned char> bytes_of(const void *device, size_t bytes) {
+    std::vector<unsigned char> h(bytes);
+    CHECK(cudaMemcpy(h.data(), device, bytes, cudaMemcpyDeviceToHost));
+    return h;
 }
 
-std::vector<float> to_float(const void *device, size_t n, bool bf16) {
+std::vector<float> to_float(const std::vector<unsigned char> &raw, bool bf16) {
+    size_t n = raw.size() / (bf16 ? 2 : 4);
     std::vector<float> out(n);
     if (bf16) {
-        std::vector<__nv_bfloat16> h(n);
-        CHECK(cudaMemcpy(h.data(), device, n * 2, cudaMemcpyDeviceToHost));
+        const __nv_bfloat16 *h = reinterpret_cast<const __nv_bfloat16 *>(raw.data());
         for (size_t i = 0; i < n; i++) out[i] = __bfloat162float(h[i]);
     } else {
-        CHECK(cudaMemcpy(out.data(), device, n * 4, cudaMemcpyDeviceToHost));
+        std::memcpy(out.data(), raw.data(), n * 4);
     }
     return out;
 }
 
+/** Per element: |out - ref| <= rel |ref| + abs (NaN never passes: the poison shows). */
+struct Check {
+    size_t mismatches = 0, first_bad = SIZE_MAX;
+    double rel_fro = 0, max_rel_err = 0; // max |out - ref| / max |ref|
+    bool correct() const { return mismatches == 0 && std::isfinite(rel_fro); }
+};
+
+Check check(const std::vector<float> &out, const std::vector<float> &ref, double rel, double abs) {
+    Check c;
+    double num = 0, den = 0, max_diff = 0, max_ref = 0;
+    for (size_t i = 0; i < out.size(); i++) {
+        double d = std::fabs(double(out[i]) - ref[i]);
+        bool ok = std::isfinite(out[i]) && d <= rel * std::fabs(ref[i]) + abs;
+        if (!ok) {
+            if (c.first_bad == SIZE_MAX) c.first_bad = i;
+            c.mismatches++;
+        }
+        if (std::isfinite(d)) max_diff = std::max(max_diff, d);
+        else max_diff = INFINITY;
+        max_ref = std::max(max_ref, std::fabs(double(ref[i])));
+        num += d * d;
+        den += double(ref[i]) * ref[i];
+    }
+    c.rel_fro = std::sqrt(num / std::max(den, 1e-30));
+    c.max_rel_err = max_diff / std::max(max_ref, 1e-30);
+    return c;
+}
+
 __global__ void elementwise_reference(const float *a, const float *b, const float *c, float *out, size_t n) {
     size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
-    if (i < n) out[i] = a[i] * b[i] + fmaxf(c[i], 0.0f) * 0.5f;
+    if (i < n) out[i] = __fadd_rn(__fmul_rn(a[i], b[i]), __fmul_rn(fmaxf(c[i], 0.0f), 0.5f));
 }
 
 __global__ void rmsnorm_reference(const float *in, const float *w, float *out, int D) {
     const float *row = in + size_t(blockIdx.x) * D;
-    __shared__ float partial[256];
-    float s = 0;
-    for (int x = threadIdx.x; x < D; x += blockDim.x) s += row[x] * row[x];
+    __shared__ double partial[256];
+    double s = 0;
+    for (int x = threadIdx.x; x < D; x += blockDim.x) s += double(row[x]) * row[x];
     partial[threadIdx.x] = s;
     __syncthreads();
     for (int k = blockDim.x / 2; k > 0; k /= 2) {
         if (threadIdx.x < k) partial[threadIdx.x] += partial[threadIdx.x + k];
         __syncthreads();
     }
-    float scale = 1.0f / sqrtf(partial[0] / D + 1e-5f);
-    for (int x = threadIdx.x; x < D; x += blockDim.x) out[size_t(blockIdx.x) * D + x] = row[x] * w[x] * scale;
+    double scale = 1.0 / sqrt(partial[0] / D + 1e-5);
+    for (int x = threadIdx.x; x < D; x += blockDim.x)
+        out[size_t(blockIdx.x) * D + x] = float(double(row[x]) * w[x] * scale);
 }
 
-void gemm(const Entry &e, cublasHandle_t handle, const char *device) {
-    std::mt19937 rng(e.M * 31 + e.N * 7 + e.K);
+struct Run {
+    const Entry &e;
+    const char *device;
+    bool bench;
+    void *out;
+    size_t out_bytes;
+    bool bf16_out;
+    std::vector<void *> args;
+
+    /** Launch with the output poisoned first (0xFF bytes: NaN in f32 and bf16). */
+    std::vector<unsigned char> launch_checked() {
+        CHECK(cudaMemset(out, 0xFF, out_bytes));
+        CHECK(e.launch(args.data(), 0));
+        CHECK(cudaDeviceSynchronize());
+        return bytes_of(out, out_bytes);
+    }
+
+    /** Launches that differ bit for bit from the first result. */
+    int differing(const std::vector<unsigned char> &first, int launches) {
+        int bad = 0;
+        for (int i = 0; i < launches; i++) bad += launch_checked() != first;
+        return bad;
+    }
+
+    void print(const Check &c, int width, int differing_launches, const std::string &timing) {
+        long row = c.first_bad == SIZE_MAX ? -1 : long(c.first_bad / width);
+        long col = c.first_bad == SIZE_MAX ? -1 : long(c.first_bad % width);
+        std::printf("{\"name\": \"%s\", \"app\": \"%s\", \"schedule\": \"%s\", \"device\": \"%s\", \"M\": %d, "
+                    "\"N\": %d, \"K\": %d, \"correct\": %s, \"mismatches\": %zu, \"first_bad\": [%ld, %ld], "
+                    "\"rel_fro\": %.3g, \"max_rel_err\": %.3g, \"launches_differing\": %d%s}\n",
+                    e.fn, e.app, e.schedule, device, e.M, e.N, e.K,
+                    c.correct() && differing_launches == 0 ? "true" : "false", c.mismatches, row, col, c.rel_fro,
+                    c.max_rel_err, differing_launches, timing.c_str());
+        std::fflush(stdout);
+    }
+};
+
+void gemm(const Entry &e, const char *device, bool bench) {
+    cublasHandle_t handle;
+    CUBLAS_CHECK(cublasCreate(&handle));
+    std::mt19937 rng(std::random_device{}());
     size_t M = e.M, N = e.N, K = e.K;
     __nv_bfloat16 *A = upload(random_bf16(M * K, rng)), *B = upload(random_bf16(K * N, rng));
-    __nv_bfloat16 *C = nullptr;
+    __nv_bfloat16 *C = nullptr, *C_cublas = nullptr;
     float *ref = nullptr;
     CHECK(cudaMalloc(&C, M * N * 2));
+    CHECK(cudaMalloc(&C_cublas, M * N * 2));
     CHECK(cudaMalloc(&ref, M * N * 4));
-    void *args[] = {A, B, C};
-    CHECK(cudaMemset(C, 0xFF, M * N * 2)); // poison: NaN
-    CHECK(e.launch(args, 0));
-    CHECK(cudaDeviceSynchronize());
+    Run run{e, device, bench, C, M * N * 2, true, {A, B, C}};
     // Row-major C = A x B is column-major C^T = B^T x A^T.
     const float one = 1, zero = 0;
     auto cublas = [&](void *out, cudaDataType type) {
-        cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, int(N), int(M), int(K), &one, B, CUDA_R_16BF, int(N), A,
-                     CUDA_R_16BF, int(K), &zero, out, type, int(N), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        return cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, int(N), int(M), int(K), &one, B, CUDA_R_16BF, int(N),
+                            A, CUDA_R_16BF, int(K), &zero, out, type, int(N), CUBLAS_COMPUTE_32F,
+                            CUBLAS_GEMM_DEFAULT);
     };
-    cublas(ref, CUDA_R_32F);
+    CUBLAS_CHECK(cublas(ref, CUDA_R_32F));
     CHECK(cudaDeviceSynchronize());
-    double err = rel_error(to_float(C, M * N, true), to_float(ref, M * N, false));
-    double t_tandem = median_ms([&] { e.launch(args, 0); });
-    double t_cublas = median_ms([&] { cublas(C, CUDA_R_16BF); });
-    double flops = 2.0 * M * N * K;
-    std::printf("{\"app\": \"gemm\", \"schedule\": \"%s\", \"device\": \"%s\", \"M\": %zu, \"N\": %zu, \"K\": %zu, "
-                "\"rel_err\": %.3g, \"correct\": %s, \"tandem_ms\": %.4f, \"cublas_ms\": %.4f, \"tandem_tflops\": %.1f, "
-                "\"cublas_tflops\": %.1f, \"ratio_vs_cublas\": %.3f}\n",
-                e.schedule, device, M, N, K, err, err < 1e-2 ? "true" : "false", t_tandem, t_cublas,
-                flops / t_tandem / 1e9, flops / t_cublas / 1e9, t_cublas / t_tandem);
-    cudaFree(A), cudaFree(B), cudaFree(C), cudaFree(ref);
+    std::vector<float> reference = to_float(bytes_of(ref, M * N * 4), false);
+    std::vector<unsigned char> first = run.launch_checked();
+    Check c = check(to_float(first, true), reference, 1.0 / 128, 1e-3 * std::sqrt(double(K)));
+    int differing = run.differing(first, 5);
+    std::string timing;
+    if (bench) {
+        double t_tandem = median_ms([&] { e.launch(run.args.data(), 0); });
+        differing += bytes_of(C, M * N * 2) != first;
+        double t_cublas = median_ms([&] { cublas(C_cublas, CUDA_R_16BF); });
+        double flops = 2.0 * M * N * K;
+        char buffer[256];
+        std::snprintf(buffer, sizeof buffer,
+                      ", \"tandem_ms\": %.4f, \"cublas_ms\": %.4f, \"tandem_tflops\": %.1f, \"cublas_tflops\": %.1f, "
+                      "\"ratio_vs_cublas\": %.3f",
+                      t_tandem, t_cublas, flops / t_tandem / 1e9, flops / t_cublas / 1e9, t_cublas / t_tandem);
+        timing = buffer;
+    }
+    run.print(c, int(N), differing, timing);
+    cudaFree(A), cudaFree(B), cudaFree(C), cudaFree(C_cublas), cudaFree(ref);
+    cublasDestroy(handle);
 }
 
-void streaming(const Entry &e, const char *device) {
-    std::mt19937 rng(e.M * 13 + e.N);
+void streaming(const Entry &e, const char *device, bool bench) {
+    std::mt19937 rng(std::random_device{}());
     size_t n = size_t(e.M) * e.N;
     bool rms = std::string(e.app) == "rmsnorm";
     float *a = upload(random_f32(n, rng)), *b = upload(random_f32(rms ? e.M : n, rng)),
@@ -170,34 +262,66 @@ void streaming(const Entry &e, const char *device) {
     float *out = nullptr, *ref = nullptr;
     CHECK(cudaMalloc(&out, n * 4));
     CHECK(cudaMalloc(&ref, n * 4));
-    std::vector<void *> args = rms ? std::vector<void *>{a, b, out} : std::vector<void *>{a, b, c, out};
-    CHECK(cudaMemset(out, 0xFF, n * 4));
-    CHECK(e.launch(args.data(), 0));
+    Run run{e, device, bench, out, n * 4, false,
+            rms ? std::vector<void *>{a, b, out} : std::vector<void *>{a, b, c, out}};
     if (rms) rmsnorm_reference<<<e.N, 256>>>(a, b, ref, e.M);
     else elementwise_reference<<<unsigned((n + 255) / 256), 256>>>(a, b, c, ref, n);
+    CHECK(cudaGetLastError());
     CHECK(cudaDeviceSynchronize());
-    double err = rel_error(to_float(out, n, false), to_float(ref, n, false));
-    double t = median_ms([&] { e.launch(args.data(), 0); });
-    double t_copy = median_ms([&] { cudaMemcpyAsync(ref, a, n * 4, cudaMemcpyDeviceToDevice); });
-    double bytes = rms ? 8.0 * n : 16.0 * n, copy_bw = 8.0 * n / t_copy / 1e6, bw = bytes / t / 1e6;
-    std::printf("{\"app\": \"%s\", \"schedule\": \"%s\", \"device\": \"%s\", \"size\": [%d, %d], \"rel_err\": %.3g, "
-                "\"correct\": %s, \"tandem_ms\": %.4f, \"tandem_GBps\": %.1f, \"copy_GBps\": %.1f, "
-                "\"fraction_of_copy\": %.3f}\n",
-                e.app, e.schedule, device, e.M, e.N, err, err < 1e-5 ? "true" : "false", t, bw, copy_bw, bw / copy_bw);
+    std::vector<float> reference = to_float(bytes_of(ref, n * 4), false);
+    std::vector<unsigned char> first = run.launch_checked();
+    Check chk = check(to_float(first, false), reference, rms ? 1e-5 : 1e-6, 1e-6);
+    int differing = run.differing(first, 5);
+    std::string timing;
+    if (bench) {
+        double t = median_ms([&] { e.launch(run.args.data(), 0); });
+        differing += bytes_of(out, n * 4) != first;
+        double t_copy = median_ms([&] { cudaMemcpyAsync(ref, a, n * 4, cudaMemcpyDeviceToDevice); });
+        // Bytes each must move: inputs read once, output written once (a copy: read + write).
+        double bytes = rms ? 8.0 * n : 16.0 * n, copy_bw = 8.0 * n / t_copy / 1e6, bw = bytes / t / 1e6;
+        char buffer[256];
+        std::snprintf(buffer, sizeof buffer,
+                      ", \"tandem_ms\": %.4f, \"copy_ms\": %.4f, \"tandem_GBps\": %.1f, \"copy_GBps\": %.1f, "
+                      "\"fraction_of_copy\": %.3f",
+                      t, t_copy, bw, copy_bw, bw / copy_bw);
+        timing = buffer;
+    }
+    run.print(chk, e.M, differing, timing);
     cudaFree(a), cudaFree(b), cudaFree(c), cudaFree(out), cudaFree(ref);
 }
 
 } // namespace
 
-int main() {
+int main(int argc, char **argv) {
+    if (argc == 2 && std::string(argv[1]) == "--list") {
+        for (const Entry &e : entries) std::printf("%s\n", e.fn);
+        return 0;
+    }
+    if (argc != 3 || (std::string(argv[2]) != "check" && std::string(argv[2]) != "bench")) {
+        std::fprintf(stderr, "usage: %s NAME check|bench, or %s --list\n", argv[0], argv[0]);
+        return 2;
+    }
+    const Entry *entry = nullptr;
+    for (const Entry &e : entries)
+        if (std::string(e.fn) == argv[1]) entry = &e;
+    if (!entry) {
+        std::fprintf(stderr, "no kernel named %s\n", argv[1]);
+        return 2;
+    }
     cudaDeviceProp prop;
     CHECK(cudaGetDeviceProperties(&prop, 0));
-    cublasHandle_t handle;
-    cublasCreate(&handle);
-    for (const Entry &e : entries) {
-        if (std::string(e.app) == "gemm") gemm(e, handle, prop.name);
-        else streaming(e, prop.name);
-        std::fflush(stdout);
+    bool bench = std::string(argv[2]) == "bench";
+    if (bench) { // clocks up before timing
+        auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+        float *x = nullptr;
+        CHECK(cudaMalloc(&x, 256 << 20));
+        while (std::chrono::steady_clock::now() < until) {
+            CHECK(cudaMemsetAsync(x, 1, 256 << 20));
+            CHECK(cudaDeviceSynchronize());
+        }
+        cudaFree(x);
     }
-    cublasDestroy(handle);
+    if (std::string(entry->app) == "gemm") gemm(*entry, prop.name, bench);
+    else streaming(*entry, prop.name, bench);
+    return 0;
 }

@@ -1,72 +1,180 @@
 #!/usr/bin/env bash
-# Hopper GPU check and benchmark, in two steps (the GPU machines have nvcc and cuBLAS but no
-# Halide, so the kernels are emitted where Tandem builds):
-#   benchmarks/gpu/run.sh emit   on the development machine: emits the CUDA of every hopper app
-#                                and schedule into benchmarks/gpu/kernels/ (git-ignored; carry it)
-#   benchmarks/gpu/run.sh gpu    on the machine with the Hopper GPU: builds them with the harness,
-#                                checks each against the reference on fresh random inputs and
-#                                times it against cuBLAS / device-to-device copy in the same run;
-#                                writes benchmarks/results/gpu_hopper.json and gpu_hopper.log
-#                                (and $OUT/ copies when $OUT is set)
+# Hopper GPU check and benchmark (issue 16; the plan is ../shared/GPU-PLAYBOOK.md). The GPU
+# machines have nvcc and cuBLAS but no Halide, so the kernels are emitted (and built, when nvcc is
+# here) on the development machine and carried:
+#   benchmarks/gpu/run.sh emit    emits the CUDA of the smoke set and the benchmark set into
+#                                 benchmarks/gpu/kernels/ (git-ignored: carry it)
+#   benchmarks/gpu/run.sh build   builds kernels/bin/harness (timed) and kernels/bin/harness_debug
+#                                 (a spin limit in every mbarrier wait that reports and traps)
+#   benchmarks/gpu/run.sh gpu     on the GPU machine (builds first if needed): the smoke set with
+#                                 the debug build, each kernel its own process under `timeout`;
+#                                 compute-sanitizer memcheck and racecheck on the smallest; the
+#                                 SASS and resource report; then the benchmark set against cuBLAS
+#                                 and the device-to-device copy. Rows go to
+#                                 benchmarks/results/gpu_hopper.json, the log beside it, and $OUT.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 kernels="$here/kernels"
+export PATH=/usr/local/cuda/bin:$PATH
 
-# name | app | schedule | params (M N K for gemm; W H for elementwise; D R for rmsnorm)
-configs=(
-  "gemm_ws_pingpong_4096|gemm|ws_pingpong|4096 4096 4096"
-  "gemm_ws_pingpong_8192|gemm|ws_pingpong|8192 8192 8192"
-  "gemm_ws_pingpong_2048|gemm|ws_pingpong|2048 2048 2048"
-  "gemm_ws_pingpong_1024|gemm|ws_pingpong|1024 1024 1024"
-  "gemm_ws_pingpong_1000|gemm|ws_pingpong|1000 1000 1000"
-  "gemm_ws_4096|gemm|ws|4096 4096 4096"
-  "gemm_pipelined_4096|gemm|pipelined|4096 4096 4096"
-  "gemm_ws_1000|gemm|ws|1000 1000 1000"
-  "gemm_pipelined_1000|gemm|pipelined|1000 1000 1000"
-  "elementwise_8192|elementwise|double_buffered|8192 8192"
-  "rmsnorm_4096|rmsnorm|double_buffered|4096 16384"
+# set | name | app | schedule | sizes (M N K for gemm; W H for elementwise; D R for rmsnorm) | target
+configs=()
+for s in pipelined ws ws_pingpong; do
+    configs+=(
+        "smoke|gemm_${s}_128x128x64|gemm|$s|128 128 64|hopper"
+        "smoke|gemm_${s}_256x384x128_2sm|gemm|$s|256 384 128|hopper:sms=2"
+        "smoke|gemm_${s}_200x136x72|gemm|$s|200 136 72|hopper"
+        "smoke|gemm_${s}_1x256x512|gemm|$s|1 256 512|hopper"
+        "smoke|gemm_${s}_96x127x31|gemm|$s|96 127 31|hopper"
+        "smoke|gemm_${s}_130x70x1|gemm|$s|130 70 1|hopper"
+        "smoke|gemm_${s}_1000x1096x520|gemm|$s|1000 1096 520|hopper"
+    )
+done
+for s in double_buffered single_buffered sync; do
+    configs+=(
+        "smoke|elementwise_${s}_807x5|elementwise|$s|807 5|hopper"
+        "smoke|elementwise_${s}_1x1|elementwise|$s|1 1|hopper"
+        "smoke|elementwise_${s}_1024x67_2sm|elementwise|$s|1024 67|hopper:sms=2"
+        "smoke|rmsnorm_${s}_100x7|rmsnorm|$s|100 7|hopper"
+        "smoke|rmsnorm_${s}_4096x64_2sm|rmsnorm|$s|4096 64|hopper:sms=2"
+    )
+done
+configs+=(
+    "bench|gemm_ws_pingpong_1024|gemm|ws_pingpong|1024 1024 1024|hopper"
+    "bench|gemm_ws_pingpong_2048|gemm|ws_pingpong|2048 2048 2048|hopper"
+    "bench|gemm_ws_pingpong_4096|gemm|ws_pingpong|4096 4096 4096|hopper"
+    "bench|gemm_ws_pingpong_8192|gemm|ws_pingpong|8192 8192 8192|hopper"
+    "bench|gemm_ws_pingpong_1000x1096x520b|gemm|ws_pingpong|1000 1096 520|hopper"
+    "bench|gemm_ws_4096|gemm|ws|4096 4096 4096|hopper"
+    "bench|gemm_ws_8192|gemm|ws|8192 8192 8192|hopper"
+    "bench|gemm_pipelined_4096|gemm|pipelined|4096 4096 4096|hopper"
+    "bench|elementwise_double_buffered_8192|elementwise|double_buffered|8192 8192|hopper"
+    "bench|elementwise_single_buffered_8192|elementwise|single_buffered|8192 8192|hopper"
+    "bench|rmsnorm_double_buffered_4096x16384|rmsnorm|double_buffered|4096 16384|hopper"
 )
 
 emit() {
     rm -rf "$kernels"
     mkdir -p "$kernels"
     : > "$kernels/registry.inc"
+    : > "$kernels/sets.txt"
+    git -C "$root" describe --always --dirty > "$kernels/commit"
+    local failed=0
     for config in "${configs[@]}"; do
-        IFS='|' read -r name app schedule sizes <<< "$config"
+        IFS='|' read -r set name app schedule sizes target <<< "$config"
         read -r a b c <<< "$sizes"
         case "$app" in
             gemm) params=(--param M=$a --param N=$b --param K=$c) ;;
             elementwise) params=(--param W=$a --param H=$b); c=0 ;;
             rmsnorm) params=(--param D=$a --param R=$b); c=0 ;;
         esac
-        "$root/tandem" emit "$app" --target hopper --schedule "$schedule" --what cuda --name "$name" \
-            "${params[@]}" -o "$kernels" >/dev/null
-        echo "TANDEM_KERNEL($name, \"$app\", \"$schedule\", $a, $b, $c)" >> "$kernels/registry.inc"
+        if "$root/build/apps/tandem-cli" emit "$app" --target "$target" --schedule "$schedule" --what cuda \
+            --name "$name" "${params[@]}" -o "$kernels" > "$kernels/$name.emit.log" 2>&1; then
+            echo "TANDEM_KERNEL($name, \"$app\", \"$schedule\", $a, $b, $c)" >> "$kernels/registry.inc"
+            echo "$set $name" >> "$kernels/sets.txt"
+        else
+            echo "not emitted: $name: $(tail -1 "$kernels/$name.emit.log")"
+            failed=$((failed + 1))
+        fi
     done
-    echo "emitted ${#configs[@]} kernels into $kernels; now run '$0 gpu' on the GPU machine (carry $kernels)"
+    echo "emitted $(wc -l < "$kernels/sets.txt") kernels into $kernels ($failed not emitted)"
+}
+
+build() {
+    [ -f "$kernels/registry.inc" ] || { echo "no kernels: run '$0 emit' first" >&2; exit 1; }
+    local bin="$kernels/bin"
+    rm -rf "$bin"
+    mkdir -p "$bin/release" "$bin/debug"
+    local flags=(-O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -lineinfo -I"$root/backends/hopper/runtime"
+                 -I"$kernels")
+    local jobs
+    jobs=$(nproc)
+    # One object per kernel and variant, in parallel; ptxas's resource report kept.
+    ls "$kernels"/*.cu | sed 's|.*/||; s|\.cu$||' | xargs -P "$jobs" -I{} sh -c "
+        nvcc ${flags[*]} -Xptxas -v -c '$kernels/{}.cu' -o '$bin/release/{}.o' > '$bin/release/{}.ptxas.log' 2>&1 &&
+        nvcc ${flags[*]} -DTANDEM_HOPPER_SPIN_LIMIT=4000000000LL -c '$kernels/{}.cu' -o '$bin/debug/{}.o' 2>&1 ||
+        echo 'build failed: {}'"
+    nvcc "${flags[@]}" -c "$here/harness.cu" -o "$bin/harness.o"
+    nvcc "${flags[@]}" "$bin/harness.o" "$bin"/release/*.o -lcublas -o "$bin/harness"
+    nvcc "${flags[@]}" "$bin/harness.o" "$bin"/debug/*.o -lcublas -o "$bin/harness_debug"
+    cat "$bin"/release/*.ptxas.log > "$bin/ptxas.log"
+    echo "built $bin/harness and $bin/harness_debug ($(grep -c 'Used' "$bin/ptxas.log") kernel functions)"
+}
+
+# Runs one kernel as its own process; a hang, trap or crash becomes a row naming it.
+run_one() {
+    local binary=$1 name=$2 mode=$3 limit=$4 row
+    local err="/tmp/tandem_gpu_err"
+    set +e
+    row=$(timeout "$limit" "$binary" "$name" "$mode" 2> "$err")
+    local rc=$?
+    set -e
+    if [ $rc -eq 0 ] && [ -n "$row" ]; then
+        echo "$row"
+    else
+        local why="error"
+        [ $rc -eq 124 ] && why="timeout (hang)"
+        grep -q "stuck" "$err" && why="mbarrier wait stuck (trap)"
+        printf '{"name": "%s", "mode": "%s", "correct": false, "failure": "%s", "rc": %d, "stderr": %s}\n' \
+            "$name" "$mode" "$why" "$rc" "$(head -c 600 "$err" | python3 -c 'import json,sys; print(json.dumps(sys.stdin.read()))')"
+    fi
 }
 
 gpu() {
     [ -f "$kernels/registry.inc" ] || { echo "no kernels: run '$0 emit' first" >&2; exit 1; }
-    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-    local build=/tmp/tandem_gpu
-    mkdir -p "$build"
-    nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I"$root/backends/hopper/runtime" -I"$kernels" \
-        "$here/harness.cu" "$kernels"/*.cu -lcublas -o "$build/harness" 2>&1 | tee "$build/build.log"
-    local results="$root/benchmarks/results"
+    [ -x "$kernels/bin/harness" ] || build
+    local bin="$kernels/bin" results="$root/benchmarks/results"
     mkdir -p "$results"
+    # The log is written where it comes back even if the call is cut off ($OUT on the device tool).
+    local log="${OUT:-$results}/gpu_hopper.log" started=$SECONDS
     {
-        echo "# $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name --format=csv,noheader) benchmarks/gpu/run.sh gpu"
-        "$build/harness"
-    } | tee "$results/gpu_hopper.log"
-    grep '^{' "$results/gpu_hopper.log" | python3 -c 'import json,sys; print(json.dumps([json.loads(l) for l in sys.stdin], indent=1))' \
+        echo "# $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader)"
+        echo "# command: benchmarks/gpu/run.sh gpu; kernels emitted at commit $(cat "$kernels/commit")"
+        nvcc --version | tail -1
+        echo "## smoke set (debug build: a stuck mbarrier wait traps and reports)"
+        awk '$1 == "smoke" {print $2}' "$kernels/sets.txt" | while read -r name; do
+            run_one "$bin/harness_debug" "$name" check 30
+        done
+        echo "## benchmark set"
+        awk '$1 == "bench" {print $2}' "$kernels/sets.txt" | while read -r name; do
+            run_one "$bin/harness" "$name" bench 120
+        done
+        echo "## SASS: HGMMA count, local loads/stores (LDL/STL) per kernel function"
+        cuobjdump -sass "$bin/harness" | awk '
+            /Function :/ {name=$3; seen[name]=1} /HGMMA/ {h[name]++} /LDL|STL/ {l[name]++}
+            END {for (n in seen) printf "sass %s HGMMA=%d LDL_STL=%d\n", n, h[n], l[n]}' | sort
+        echo "## resource usage (ptxas)"
+        grep -E "Compiling entry|Used|spill" "$bin/ptxas.log" | sed 's/^ptxas info *: //' | paste - - - | sed 's/\t/ | /g'
+        echo "## compute-sanitizer on the smallest kernels (while time is left)"
+        for name in gemm_ws_pingpong_128x128x64 gemm_ws_pingpong_256x384x128_2sm gemm_pipelined_128x128x64 \
+                    gemm_ws_128x128x64 elementwise_double_buffered_807x5 rmsnorm_double_buffered_100x7; do
+            grep -q " $name\$" "$kernels/sets.txt" || continue
+            for tool in memcheck racecheck; do
+                if [ $((SECONDS - started)) -gt "${TANDEM_GPU_DEADLINE:-420}" ]; then echo "skipped: $tool $name (deadline)"; continue; fi
+                echo "### $tool $name"
+                timeout 60 compute-sanitizer --tool "$tool" --print-limit 10 "$bin/harness" "$name" check 2>&1 | tail -6 || true
+            done
+        done
+    } 2>&1 | tee "$log"
+    grep '^{' "$log" | python3 -c 'import json,sys; print(json.dumps([json.loads(l) for l in sys.stdin], indent=1))' \
         > "$results/gpu_hopper.json"
-    if [ -n "${OUT:-}" ]; then cp "$results/gpu_hopper.json" "$results/gpu_hopper.log" "$OUT/"; fi
+    [ "$log" -ef "$results/gpu_hopper.log" ] || cp "$log" "$results/gpu_hopper.log"
+    if [ -n "${OUT:-}" ]; then cp "$results/gpu_hopper.json" "$OUT/"; fi
+    python3 - "$results/gpu_hopper.json" <<'EOF'
+import json, sys
+rows = json.load(open(sys.argv[1]))
+print(f"{len(rows)} rows, {sum(r.get('correct') is True for r in rows)} correct")
+for r in rows:
+    extra = r.get('failure') or r.get('ratio_vs_cublas') or r.get('fraction_of_copy') or ''
+    print(f"{r['name']:44s} {str(r.get('correct')):5s} err={r.get('max_rel_err', '-')} bad={r.get('mismatches', '-')} "
+          f"first={r.get('first_bad', '-')} diff={r.get('launches_differing', '-')} {extra}")
+EOF
 }
 
 case "${1:-}" in
     emit) emit ;;
+    build) build ;;
     gpu) gpu ;;
-    *) echo "usage: $0 emit|gpu" >&2; exit 2 ;;
+    *) echo "usage: $0 emit|build|gpu" >&2; exit 2 ;;
 esac

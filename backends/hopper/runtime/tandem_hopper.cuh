@@ -18,6 +18,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdio>
 
 namespace hopper {
 
@@ -122,11 +123,24 @@ __device__ __forceinline__ void mbarrier_arrive(uint64_t *barrier) {
                  : "memory");
 }
 
-/** Blocks until the phase of `barrier` with parity `parity` has completed. */
+/** Blocks until the phase of `barrier` with parity `parity` has completed.
+ * A debug build (-DTANDEM_HOPPER_SPIN_LIMIT=cycles) traps after waiting that many SM cycles and
+ * prints where: a hang becomes a report naming the block, thread, barrier and parity. */
 __device__ __forceinline__ void mbarrier_wait_parity(uint64_t *barrier, uint32_t parity) {
     const uint32_t address = shared_address(barrier);
     uint32_t done = 0;
+#ifdef TANDEM_HOPPER_SPIN_LIMIT
+    const long long start = clock64();
+#endif
     do {
+#ifdef TANDEM_HOPPER_SPIN_LIMIT
+        if (clock64() - start > (long long)(TANDEM_HOPPER_SPIN_LIMIT)) {
+            printf("tandem: mbarrier wait stuck: block %d thread %d (warpgroup %d) barrier at "
+                   "shared 0x%x parity %u\n",
+                   blockIdx.x, threadIdx.x, threadIdx.x / threads_per_warpgroup, address, parity);
+            __trap();
+        }
+#endif
         asm volatile("{\n"
                      ".reg .pred complete;\n"
                      "mbarrier.try_wait.parity.shared::cta.b64 complete, [%1], %2;\n"
