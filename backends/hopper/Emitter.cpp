@@ -554,7 +554,7 @@ private:
         ir::MmaOp m;
         Expr bytes;
         std::string counter;
-        int registers = 0;
+        int registers = 0, pending = 0;
         bool increase = false;
         if (ir::as_expect(s, &a, &bytes)) {
             if (compute_role && !synced) {
@@ -603,6 +603,11 @@ private:
                << "); // arrive on " << a.barrier << " for the warpgroup\n";
         } else if (ir::as_mma(s, &m)) {
             mma(m);
+        } else if (std::string acc; ir::as_mma_wait(s, &acc, &pending)) {
+            os << line() << "hopper::wgmma_wait_group<" << pending << ">();"
+               << (pending ? " // the MMA just issued stays in flight\n" : "\n");
+            os << line() << "hopper::fence_fragment(" << c_name(acc) << ");\n";
+            synced = false;
         } else if (ir::is_fence_proxy_async(s)) {
             os << line()
                << "hopper::fence_proxy_async_shared(); // this thread's smem writes, before the "
@@ -831,8 +836,6 @@ private:
         close();
         close();
         os << line() << "hopper::wgmma_commit_group();\n";
-        os << line() << "hopper::wgmma_wait_group<0>();\n";
-        os << line() << "hopper::fence_fragment(" << c_name(m.acc) << ");\n";
         synced = false;
     }
 

@@ -278,7 +278,7 @@ private:
         ir::VectorOp v;
         Expr bytes;
         Stmt body;
-        int registers = 0;
+        int registers = 0, pending = 0;
         bool increase = false;
         if (ir::as_expect(s, &a, &bytes)) {
             ops.mbarrier_arrive_expect_tx(barrier(a.barrier, value(a.slot)), value(bytes));
@@ -334,7 +334,8 @@ private:
                       id(m.b), sim::Box{value(m.b_offset), {{value(m.n), value(m.b_stride_n)}, {value(m.k), value(m.b_stride_k)}}},
                       m.acc + " += " + m.a + " * " + m.b);
             ops.wgmma_commit_group();
-            ops.wgmma_wait_group(0);
+        } else if (std::string acc; ir::as_mma_wait(s, &acc, &pending)) {
+            ops.wgmma_wait_group(pending);
         } else if (ir::as_vector_op(s, &v, &body)) {
             std::vector<sim::Access> accesses;
             for (const ir::Region &r : v.regions) {

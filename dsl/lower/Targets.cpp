@@ -6,6 +6,7 @@
 #include "AscendFlags.h"
 #include "EngineSync.h"
 #include "FirstMma.h"
+#include "MmaInFlight.h"
 #include "SoftwarePipeline.h"
 #include "WarpSpecialize.h"
 
@@ -33,7 +34,7 @@ std::vector<TargetLowering> all_targets() {
          [](const Stmt &s, CompileContext &ctx, const std::vector<SramBuffer> &buffers) {
              // A producer warpgroup runs ahead by itself; one warpgroup alone needs the pipeline.
              Stmt r = ctx.of(ctx.output).warp_specialize ? s : software_pipeline(s, ctx);
-             return specialize_warps(r, ctx, buffers);
+             return keep_mmas_in_flight(specialize_warps(r, ctx, buffers));
          },
          [](const SramBuffer &b) { return std::string(b.in_registers ? "registers" : "smem"); }},
         {"ascend", stage_cube_operands,

@@ -23,6 +23,7 @@ const char *const expect_name = "tandem_expect";
 const char *const fence_name = "tandem_fence_proxy_async";
 const char *const advance_name = "tandem_advance";
 const char *const sync_name = "tandem_sync";
+const char *const mma_wait_name = "tandem_mma_wait";
 const char *const setmaxnreg_name = "tandem_setmaxnreg";
 const char *const warpgroup_name = "tandem_warpgroup";
 
@@ -233,6 +234,16 @@ bool as_sync(const Stmt &s, std::string *engine) {
     const Call *c = as_call(s, sync_name);
     if (!c) return false;
     *engine = str(c->args[0]);
+    return true;
+}
+
+Stmt make_mma_wait(const std::string &acc, int pending) { return make_call(mma_wait_name, {acc, pending}); }
+
+bool as_mma_wait(const Stmt &s, std::string *acc, int *pending) {
+    const Call *c = as_call(s, mma_wait_name);
+    if (!c) return false;
+    *acc = str(c->args[0]);
+    *pending = int_arg(c->args[1]);
     return true;
 }
 

@@ -117,6 +117,11 @@ public:
             op_name = "tandem_sync";
             barrier = counter; // the engine
             candidate(K::Delete, "delete " + text(s), Evaluate::make(0));
+        } else if (int pending = 0; ir::as_mma_wait(s, &counter, &pending)) {
+            op_name = "tandem_mma_wait";
+            barrier = counter; // the accumulator
+            candidate(K::Delete, "delete " + text(s), Evaluate::make(0));
+            candidate(K::Weaken, "pending+1 " + text(s), ir::make_mma_wait(counter, pending + 1));
         }
         return result;
     }

@@ -6,7 +6,9 @@
  * deterministic walk of the Stmt (program order, every occurrence counted).
  *
  *   delete   each tandem_wait, tandem_arrive, tandem_expect, tandem_fence_proxy_async,
- *            tandem_advance (a ring or turn counter) and tandem_sync (a ZPU engine sync)
+ *            tandem_advance (a ring or turn counter), tandem_sync (a ZPU engine sync) and
+ *            tandem_mma_wait (a Hopper wgmma.wait_group)
+ *   pending  each tandem_mma_wait(acc, n) -> n + 1: one more MMA group left in flight
  *   parity   each explicit wait parity p -> 1 - p (Hopper rings)
  *   slot     each version index of a buffer with several: slot -> (slot + 1) % slots, in the
  *            barrier slot of a tandem_copy, tandem_wait, tandem_arrive or tandem_expect, where the
@@ -23,7 +25,7 @@
 namespace tandem::mutation {
 
 struct Mutant {
-    enum class Kind { Delete, FlipParity, ShiftSlot } kind;
+    enum class Kind { Delete, FlipParity, ShiftSlot, Weaken } kind;
     std::string op;                 // the intrinsic: "tandem_wait", "tandem_copy", ...
     std::string barrier;            // of a wait, copy, arrive or expect
     int role = -1;                  // the warpgroup whose branch holds it (-1: every one)

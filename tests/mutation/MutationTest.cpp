@@ -274,6 +274,15 @@ std::string equivalent(const Kernel &kernel, const mutation::Mutant &m) {
             return "redundant: the fence before a store the threads make (generic proxy), which "
                    "the emitter drops";
     }
+    if (kernel.target.arch == Target::Arch::Hopper && m.op == "tandem_arrive" && ends_with(m.barrier, ".empty") &&
+        (m.kind == Kind::Delete || m.kind == Kind::ShiftSlot) && m.loops.size() == 1 &&
+        ends_with(m.loops.back(), ".on_core")) {
+        // The release after a tile's K loop (the MMA kept in flight, MmaInFlight.h). Dropped or
+        // misdirected, the next use of that version waits forever - a deadlock wherever there is
+        // one; it survives only after the CTA's last MMA, where no later step uses the ring.
+        return "no later use: the release after the CTA's last K loop frees a version nothing "
+               "waits for again";
+    }
     if (m.kind != Kind::ShiftSlot || m.loops.empty() || !ends_with(m.loops.back(), ".on_core"))
         return "";
     if (kernel.target.arch == Target::Arch::ZPU && ends_with(m.barrier, ".empty")) {

@@ -29,6 +29,10 @@
  *   tandem_fence_proxy_async()         order generic smem writes before async-proxy reads
  *   tandem_advance(counter)            counter += 1 (a ring position, one per role)
  *   tandem_setmaxnreg(registers, inc)  re-balance registers between roles
+ *   tandem_mma_wait(acc, pending)      wait until at most `pending` of this warpgroup's MMA groups
+ *                                      are in flight (wgmma.wait_group): on Hopper a tandem_mma
+ *                                      is issued and committed as one group, and its operands and
+ *                                      accumulator stay in use until such a wait retires it
  * Ascend adds, between pipes ("MTE2", "MTE1", "M", "FIX", "V", "MTE3"):
  *   tandem_set_flag(src, dst, event)   SetFlag<SRC_DST>(event), queued on src
  *   tandem_wait_flag(src, dst, event)  WaitFlag<SRC_DST>(event), queued on dst
@@ -143,6 +147,9 @@ Stmt make_sync(const std::string &engine);
 /** The engine of a tandem_sync, or false. */
 bool as_sync(const Stmt &s, std::string *engine);
 bool is_warpgroup(const Expr &e);
+Stmt make_mma_wait(const std::string &acc, int pending);
+/** The accumulator and pending group count of a tandem_mma_wait, or false. */
+bool as_mma_wait(const Stmt &s, std::string *acc, int *pending);
 
 std::string full_barrier(const std::string &buffer);
 std::string empty_barrier(const std::string &buffer);
