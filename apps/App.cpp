@@ -132,8 +132,8 @@ std::string arch_of(const std::string &target) { return target.substr(0, target.
 
 const std::vector<std::string> &schedules_for(const App &app, const std::string &target) {
     std::string arch = arch_of(target);
-    if (arch == "zpu") return app.schedules;
     auto it = app.target_schedules.find(arch);
+    if (it == app.target_schedules.end() && arch == "zpu") return app.schedules; // the generator's choices
     if (it == app.target_schedules.end()) throw Error("app " + app.name + " has no " + arch + " schedule yet");
     return it->second;
 }

@@ -45,7 +45,8 @@ public:
     GeneratorParam<int> stages{"stages", 0, 0, 16}; // 0: the most that fit (fitting_stages)
     GeneratorParam<std::string> out{"out", "bf16", {"bf16", "f32"}};
     GeneratorParam<std::string> epilogue{"epilogue", "none", {"none", "bias_relu"}};
-    GeneratorParam<std::string> pipelining{"schedule", "ws_pingpong", {"ws_pingpong", "ws", "pipelined", "sync"}};
+    GeneratorParam<std::string> pipelining{"schedule", "ws_pingpong",
+                                           {"ws_pingpong", "ws_cooperative", "ws", "pipelined", "sync"}};
     Input<Buffer<bfloat16_t, 2>> A{"A"}, B{"B"};
     Input<Buffer<float, 1>> bias{"bias"}; // read with epilogue bias_relu only
     Output<Buffer<void, 2>> C{"C"};       // bf16 or f32 (parameter out)
@@ -89,6 +90,7 @@ public:
         if (schedule == "pipelined") return;
         C.warp_specialize();
         if (schedule == "ws_pingpong") C.ping_pong();
+        if (schedule == "ws_cooperative") C.cooperative();
     }
 
     void reference_schedule() override {
@@ -117,7 +119,9 @@ const App &gemm_app() {
         generator_schedules("gemm"),
         {{"hopper", {{"TM", "128"}, {"TN", "128"}, {"TK", "64"}, {"stages", "0"}}},
          {"ascend", {{"TM", "128"}, {"TN", "128"}, {"TK", "128"}, {"stages", "2"}}}},
-        {{"hopper", {"ws_pingpong", "ws", "pipelined"}}, {"ascend", {"ws_pingpong", "pipelined"}}},
+        {{"zpu", {"ws_pingpong", "ws", "pipelined", "sync"}},
+         {"hopper", {"ws_pingpong", "ws_cooperative", "ws", "pipelined"}},
+         {"ascend", {"ws_pingpong", "pipelined"}}},
         generator_build("gemm"),
         [](const Params &p) {
             double M = p.get_int("M"), N = p.get_int("N"), K = p.get_int("K");

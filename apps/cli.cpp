@@ -94,10 +94,10 @@ void list() {
     for (const App &app : all_apps()) {
         std::cout << app.name << ": " << app.summary << "\n  params:";
         for (const auto &[k, v] : app.defaults) std::cout << " " << k << "=" << v;
-        std::cout << "\n  zpu schedules:";
-        for (const std::string &s : app.schedules) std::cout << " " << s;
-        std::cout << " (default " << app.schedules.front() << ")\n";
-        for (const auto &[target, schedules] : app.target_schedules) {
+        std::cout << "\n";
+        for (const char *target : {"zpu", "hopper", "ascend"}) {
+            if (target != std::string("zpu") && !app.target_schedules.count(target)) continue;
+            const std::vector<std::string> &schedules = schedules_for(app, target);
             std::cout << "  " << target << " schedules:";
             for (const std::string &s : schedules) std::cout << " " << s;
             std::cout << " (default " << schedules.front() << ")\n";

@@ -307,9 +307,15 @@ public:
     std::ostringstream os;
     int indent = 1;
     bool compute_role = false;
+    /** The role runs on the cooperative consumer warpgroups (Kernel::consumer_warpgroups > 1):
+     * its barriers, element loops and elected thread span them all. */
+    bool cooperative_role = false;
+    int role_threads() const { return cooperative_role ? warpgroup_threads * kernel.consumer_warpgroups : warpgroup_threads; }
+    std::string role_thread() const { return cooperative_role ? "thread_in_consumers" : "thread_in_warpgroup"; }
 
     void role_body(const Stmt &s) {
         compute_role = contains_compute(s);
+        cooperative_role = compute_role && kernel.consumer_warpgroups > 1 && kernel.warpgroups > 1;
         synced =
             true; // the kernel's __syncthreads; no thread of the role has touched shared memory yet
         pending_sync = false;
@@ -389,7 +395,10 @@ private:
     }
 
     void sync() {
-        os << line() << "hopper::warpgroup_sync(warpgroup);\n";
+        if (cooperative_role)
+            os << line() << "hopper::consumers_sync<" << role_threads() << ">(); // the cooperative consumer warpgroups\n";
+        else
+            os << line() << "hopper::warpgroup_sync(warpgroup);\n";
         synced = true;
         pending_sync = false;
     }
@@ -531,6 +540,7 @@ private:
         }
         close();
         compute_role = false;
+        cooperative_role = false;
     }
 
     // ---- intrinsics ----
@@ -665,6 +675,8 @@ private:
            << (load ? "; completes on " + c.barrier : "") << "\n";
         const std::string global = c_name(arg) + "_global + (" +
                                    expr(load ? c.src_offset : c.dst_offset) + ")";
+        if (cooperative_role)
+            open("if (warpgroup == 1) { // one of the cooperative consumer warpgroups copies");
         if (tile.kind != TileKind::Plain) {
             // A wgmma tile: swizzled, zero-filled past the copy (tile.role: copy dim -> layout dim).
             std::string extent[2] = {"1", "1"}, stride[2] = {"0", "0"};
@@ -693,10 +705,10 @@ private:
         if (load) {
             os << line() << "hopper::thread_copy_complete(" << barrier(c.barrier, c.slot) << ", "
                << tile.tx_bytes << ", warpgroup, elected);\n";
-            synced = true;
-        } else {
-            synced = false;
         }
+        if (cooperative_role)
+            close();
+        synced = load && !cooperative_role;
     }
 
     void copy(const ir::CopyOp &c, const IRNode *node) {
@@ -794,6 +806,34 @@ private:
         close();
     }
 
+    /** Fragment blocks of 64 rows each thread holds: all of the tile's, or with cooperative
+     * consumers every other one. */
+    int blocks(const Accumulator &a) const {
+        const int sharing = cooperative_role ? kernel.consumer_warpgroups : 1;
+        return int((a.m / 64 + sharing - 1) / sharing);
+    }
+
+    /** Opens the unrolled loop over this thread's fragment blocks, defining m64 (the block's
+     * 64-row index in the tile); returns the fragment array's index for it. */
+    std::string open_blocks(const Accumulator &a) {
+        os << line() << "#pragma unroll\n";
+        if (!cooperative_role) {
+            open("for (int m64 = 0; m64 < " + std::to_string(a.m / 64) + "; m64++) {");
+            return "m64";
+        }
+        open("for (int block = 0; block < " + std::to_string(blocks(a)) + "; block++) {");
+        os << line() << "const int m64 = " << kernel.consumer_warpgroups
+           << " * block + consumer; // this warpgroup's blocks alternate with the other's\n";
+        if (a.m / 64 % kernel.consumer_warpgroups != 0)
+            open("if (m64 < " + std::to_string(a.m / 64) + ") { // the tile's last block has one owner");
+        return "block";
+    }
+    void close_blocks(const Accumulator &a) {
+        if (cooperative_role && a.m / 64 % kernel.consumer_warpgroups != 0)
+            close();
+        close();
+    }
+
     void mma(const ir::MmaOp &m) {
         flush();
         const Accumulator &acc = plan.accumulators.at(m.acc);
@@ -821,8 +861,7 @@ private:
         os << line()
            << "const uint64_t b_descriptor = hopper::matrix_descriptor_128B(b_tile + k16 * "
            << 16 * swizzle_bytes << ", " << b_block_bytes << ", 1024);\n";
-        os << line() << "#pragma unroll\n";
-        open("for (int m64 = 0; m64 < " + std::to_string(acc.m / 64) + "; m64++) {");
+        const std::string block = open_blocks(acc);
         os << line()
            << "// A, K-major: 64 rows of 128 B per wgmma, SBO = 1024 B per 8 rows; k16 = 32 B "
               "inside a 64-wide block\n";
@@ -831,8 +870,8 @@ private:
            << a_blocks_bytes << " + m64 * " << 64 * swizzle_bytes
            << " + (k16 % 4) * 32, 16, 1024);\n";
         os << line() << "hopper::wgmma_bf16<" << acc.n << ">(" << c_name(m.acc)
-           << "[m64], a_descriptor, b_descriptor);\n";
-        close();
+           << "[" << block << "], a_descriptor, b_descriptor);\n";
+        close_blocks(acc);
         close();
         close();
         os << line() << "hopper::wgmma_commit_group();\n";
@@ -1027,7 +1066,7 @@ private:
     /** The whole nest as one range of elements strided over the warpgroup's threads. */
     void parallel(const ir::VectorOp &v, const std::vector<Loop> &loops, const Stmt &body) {
         os << line() << "// vector op " << v.label
-           << ": elementwise, strided over the warpgroup's 128 threads\n";
+           << ": elementwise, strided over the role's " << role_threads() << " threads\n";
         open("{");
         std::string total;
         for (const Loop &l : loops) {
@@ -1036,8 +1075,8 @@ private:
                << "_extent = " << expr(l.extent) << ";\n";
             total += (total.empty() ? "" : " * ") + n + "_extent";
         }
-        open("for (int element = thread_in_warpgroup; element < " + total +
-             "; element += " + std::to_string(warpgroup_threads) + ") {");
+        open("for (int element = " + role_thread() + "; element < " + total +
+             "; element += " + std::to_string(role_threads()) + ") {");
         std::string divisor;
         for (size_t i = loops.size(); i-- > 0;) {
             std::string n = c_name(loops[i].name);
@@ -1064,6 +1103,11 @@ private:
         Expr step = affine_step(st->index, k.name);
         if (!step.defined() || !is_const_zero(step))
             return false;
+        if (cooperative_role) {
+            throw Error("Func '" + kernel.args.back().name + "', directive cooperative(): vector op " + v.label +
+                        " is a reduction, which the emitter runs over one warpgroup; the cooperative consumers "
+                        "are two (use warp_specialize() without cooperative())");
+        }
         Expr rest, a, b;
         const Add *add = st->value.as<Add>();
         const Max *max = st->value.as<Max>();
@@ -1145,13 +1189,13 @@ private:
                         "; in registers it can only be zeroed (an epilogue reads it)");
         }
         const Accumulator &a = plan.accumulators.at(acc);
-        os << line() << "// zero the accumulator: each thread clears its " << a.m / 64 << " x "
+        os << line() << "// zero the accumulator: each thread clears its " << blocks(a) << " x "
            << a.n / 2 << " fragment registers\n";
         os << line() << "#pragma unroll\n";
-        open("for (int m64 = 0; m64 < " + std::to_string(a.m / 64) + "; m64++) {");
+        open("for (int block = 0; block < " + std::to_string(blocks(a)) + "; block++) {");
         os << line() << "#pragma unroll\n";
         os << line() << "for (int i = 0; i < " << a.n / 2 << "; i++) " << c_name(acc)
-           << "[m64][i] = 0.0f;\n";
+           << "[block][i] = 0.0f;\n";
         close();
     }
 
@@ -1218,8 +1262,7 @@ private:
         open("{");
         os << line() << "const int rows = " << expr(row_extent) << ", cols = " << expr(col_extent)
            << ";\n";
-        os << line() << "#pragma unroll\n";
-        open("for (int m64 = 0; m64 < " + std::to_string(a.m / 64) + "; m64++) {");
+        const std::string block = open_blocks(a);
         os << line() << "#pragma unroll\n";
         nest_loops = loops;
         fragment_buffer = acc;
@@ -1233,11 +1276,11 @@ private:
             if (const Cast *cast = value.as<Cast>(); cast && cast->type.is_bfloat())
                 value = cast->value;
             Expr next = substitute(col_name, Variable::make(Halide::Int(32), col_name) + 1, value);
-            fragment = c_name(acc) + "[m64][i]";
+            fragment = c_name(acc) + "[" + block + "][i]";
             std::string first = expr(value);
-            fragment = c_name(acc) + "[m64][i + 1]";
+            fragment = c_name(acc) + "[" + block + "][i + 1]";
             std::string second = expr(next);
-            fragment = c_name(acc) + "[m64][i]";
+            fragment = c_name(acc) + "[" + block + "][i]";
             std::string index = tile_index(tile, pair->index),
                         target = c_name(pair->name) + "[" + index + "]";
             open("for (int i = 0; i < " + std::to_string(a.n / 2) + "; i += 2) {");
@@ -1264,7 +1307,7 @@ private:
             os << line() << "const int " << c
                << " = hopper::fragment_col(i, thread_in_warpgroup);\n";
             open("if (" + r + " < rows && " + c + " < cols) {");
-            fragment = c_name(acc) + "[m64][i]";
+            fragment = c_name(acc) + "[" + block + "][i]";
             element(body);
             close();
             close();
@@ -1272,7 +1315,7 @@ private:
         fragment.clear();
         fragment_buffer.clear();
         nest_loops.clear();
-        close();
+        close_blocks(a);
         close();
         pending_sync = true;
         synced = false;
@@ -1347,7 +1390,9 @@ std::string emit_cuda(const Kernel &kernel, const std::string &function) {
         throw Error("emit_cuda: kernel " + kernel.name + " is not compiled for hopper");
     const std::string fn = function.empty() ? c_name(kernel.name) : function;
     const Plan plan = plan_kernel(kernel);
-    const int threads = warpgroup_threads * kernel.warpgroups;
+    // Cooperative consumers: each consumer role runs on kernel.consumer_warpgroups warpgroups.
+    const int sharing = kernel.warpgroups > 1 ? kernel.consumer_warpgroups : 1;
+    const int threads = warpgroup_threads * (1 + (kernel.warpgroups - 1) * sharing);
     const int64_t dynamic_bytes = plan.shared_bytes + swizzle_atom_bytes;
 
     CodeGen body(kernel, plan);
@@ -1359,7 +1404,7 @@ std::string emit_cuda(const Kernel &kernel, const std::string &function) {
 
     std::ostringstream os;
     os << "// Generated by Tandem for Hopper (sm_90a): kernel " << kernel.name << ".\n"
-       << "// " << kernel.grid << " CTAs of " << kernel.warpgroups
+       << "// " << kernel.grid << " CTAs of " << threads / warpgroup_threads
        << " warpgroup(s); roles meet only at mbarriers.\n"
        << "// Build: nvcc -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I "
           "backends/hopper/runtime\n";
@@ -1422,8 +1467,15 @@ std::string emit_cuda(const Kernel &kernel, const std::string &function) {
         os << "    __shared__ float reduction_scratch[" << kernel.warpgroups << "][4];\n";
     os << "\n    const int warpgroup = threadIdx.x / " << warpgroup_threads << ";\n"
        << "    const int thread_in_warpgroup = threadIdx.x % " << warpgroup_threads << ";\n"
-       << "    const bool elected = thread_in_warpgroup == 0; // issues TMA, expect_tx, arrive for "
-          "its warpgroup\n"
+       << (sharing > 1 ? "    const bool elected = thread_in_warpgroup == 0 && warpgroup <= 1; // issues TMA, "
+                         "expect_tx, arrive for its role\n"
+                         "    const int consumer = warpgroup - 1; // of the cooperative consumer warpgroups\n"
+                         "    const int thread_in_consumers = threadIdx.x - " +
+                             std::to_string(warpgroup_threads) + ";\n"
+                         "    (void)consumer;\n"
+                         "    (void)thread_in_consumers;\n"
+                       : "    const bool elected = thread_in_warpgroup == 0; // issues TMA, expect_tx, arrive for "
+                         "its warpgroup\n")
        << "    (void)thread_in_warpgroup;\n"
        << "    if (threadIdx.x == 0) {\n";
     for (const BarrierDecl &b : kernel.barriers) {
@@ -1446,9 +1498,10 @@ std::string emit_cuda(const Kernel &kernel, const std::string &function) {
     for (const auto &[name, acc] : plan.accumulators) {
         if (acc.a.empty())
             continue;
-        os << "    float " << c_name(name) << "[" << acc.m / 64 << "][" << acc.n / 2 << "]; // "
+        os << "    float " << c_name(name) << "[" << (acc.m / 64 + sharing - 1) / sharing << "][" << acc.n / 2 << "]; // "
            << acc.m << " x " << acc.n << " f32 accumulator as m64n" << acc.n
-           << " wgmma fragments, in each computing thread's registers\n";
+           << (sharing > 1 ? " wgmma fragments, every other 64-row block in each consumer thread's registers\n"
+                           : " wgmma fragments, in each computing thread's registers\n");
     }
     os << "\n" << body.os.str() << "}\n\n";
 

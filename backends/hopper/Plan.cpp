@@ -497,10 +497,12 @@ private:
         if (acc.n > 256)
             throw Error("hopper: MMA tile N of " + acc.buffer->name + " is " +
                         std::to_string(acc.n) + "; wgmma takes at most 256");
-        if (acc.m / 64 * acc.n / 2 > max_accumulators) {
+        // Cooperative consumers hold every other 64-row block (the last one may have none).
+        const int64_t sharing = kernel.consumer_warpgroups, blocks = (acc.m / 64 + sharing - 1) / sharing;
+        if (blocks * acc.n / 2 > max_accumulators) {
             throw Error("hopper: the " + std::to_string(acc.m) + " x " + std::to_string(acc.n) +
                         " accumulator " + acc.buffer->name + " needs " +
-                        std::to_string(acc.m / 64 * acc.n / 2) +
+                        std::to_string(blocks * acc.n / 2) +
                         " f32 registers per thread (at most " + std::to_string(max_accumulators) +
                         "): use a smaller MMA tile");
         }

@@ -19,18 +19,22 @@ kernels="$here/kernels"
 export PATH=/usr/local/cuda/bin:$PATH
 
 # set | name | app | schedule | sizes (M N K for gemm; W H for elementwise; D R for rmsnorm) | target
+#   | more params (key=value ...)
 configs=()
-for s in pipelined ws ws_pingpong; do
+for s in pipelined ws ws_pingpong ws_cooperative; do
+    more=""
+    [ $s = ws_cooperative ] && more="TN=256"
     configs+=(
-        "smoke|gemm_${s}_128x128x64|gemm|$s|128 128 64|hopper"
-        "smoke|gemm_${s}_256x384x128_2sm|gemm|$s|256 384 128|hopper:sms=2"
-        "smoke|gemm_${s}_200x136x72|gemm|$s|200 136 72|hopper"
-        "smoke|gemm_${s}_1x256x512|gemm|$s|1 256 512|hopper"
-        "smoke|gemm_${s}_96x127x31|gemm|$s|96 127 31|hopper"
-        "smoke|gemm_${s}_130x70x1|gemm|$s|130 70 1|hopper"
-        "smoke|gemm_${s}_1000x1096x520|gemm|$s|1000 1096 520|hopper"
+        "smoke|gemm_${s}_128x128x64|gemm|$s|128 128 64|hopper|$more"
+        "smoke|gemm_${s}_256x384x128_2sm|gemm|$s|256 384 128|hopper:sms=2|$more"
+        "smoke|gemm_${s}_200x136x72|gemm|$s|200 136 72|hopper|$more"
+        "smoke|gemm_${s}_1x256x512|gemm|$s|1 256 512|hopper|$more"
+        "smoke|gemm_${s}_96x127x31|gemm|$s|96 127 31|hopper|$more"
+        "smoke|gemm_${s}_130x70x1|gemm|$s|130 70 1|hopper|$more"
+        "smoke|gemm_${s}_1000x1096x520|gemm|$s|1000 1096 520|hopper|$more"
     )
 done
+configs+=("smoke|gemm_ws_cooperative_tm256_300x200x136|gemm|ws_cooperative|300 200 136|hopper|TM=256 TN=128")
 for s in double_buffered single_buffered sync; do
     configs+=(
         "smoke|elementwise_${s}_807x5|elementwise|$s|807 5|hopper"
@@ -49,6 +53,13 @@ configs+=(
     "bench|gemm_ws_4096|gemm|ws|4096 4096 4096|hopper"
     "bench|gemm_ws_8192|gemm|ws|8192 8192 8192|hopper"
     "bench|gemm_pipelined_4096|gemm|pipelined|4096 4096 4096|hopper"
+    "bench|gemm_ws_cooperative_1024|gemm|ws_cooperative|1024 1024 1024|hopper|TN=256"
+    "bench|gemm_ws_cooperative_2048|gemm|ws_cooperative|2048 2048 2048|hopper|TN=256"
+    "bench|gemm_ws_cooperative_4096|gemm|ws_cooperative|4096 4096 4096|hopper|TN=256"
+    "bench|gemm_ws_cooperative_8192|gemm|ws_cooperative|8192 8192 8192|hopper|TN=256"
+    "bench|gemm_ws_cooperative_1000x1096x520b|gemm|ws_cooperative|1000 1096 520|hopper|TN=256"
+    "bench|gemm_ws_cooperative_tm256_4096|gemm|ws_cooperative|4096 4096 4096|hopper|TM=256 TN=128"
+    "bench|gemm_ws_cooperative_tm256_8192|gemm|ws_cooperative|8192 8192 8192|hopper|TM=256 TN=128"
     "bench|elementwise_double_buffered_8192|elementwise|double_buffered|8192 8192|hopper"
     "bench|elementwise_single_buffered_8192|elementwise|single_buffered|8192 8192|hopper"
     "bench|rmsnorm_double_buffered_4096x16384|rmsnorm|double_buffered|4096 16384|hopper"
@@ -62,13 +73,14 @@ emit() {
     git -C "$root" describe --always --dirty > "$kernels/commit"
     local failed=0
     for config in "${configs[@]}"; do
-        IFS='|' read -r set name app schedule sizes target <<< "$config"
+        IFS='|' read -r set name app schedule sizes target more <<< "$config"
         read -r a b c <<< "$sizes"
         case "$app" in
             gemm) params=(--param M=$a --param N=$b --param K=$c) ;;
             elementwise) params=(--param W=$a --param H=$b); c=0 ;;
             rmsnorm) params=(--param D=$a --param R=$b); c=0 ;;
         esac
+        for kv in $more; do params+=(--param "$kv"); done
         if "$root/build/apps/tandem-cli" emit "$app" --target "$target" --schedule "$schedule" --what cuda \
             --name "$name" "${params[@]}" -o "$kernels" > "$kernels/$name.emit.log" 2>&1; then
             echo "TANDEM_KERNEL($name, \"$app\", \"$schedule\", $a, $b, $c)" >> "$kernels/registry.inc"
@@ -147,8 +159,9 @@ gpu() {
         echo "## resource usage (ptxas)"
         grep -E "Compiling entry|Used|spill" "$bin/ptxas.log" | sed 's/^ptxas info *: //' | paste - - - | sed 's/\t/ | /g'
         echo "## compute-sanitizer on the smallest kernels (while time is left)"
-        for name in gemm_ws_pingpong_128x128x64 gemm_ws_pingpong_256x384x128_2sm gemm_pipelined_128x128x64 \
-                    gemm_ws_128x128x64 elementwise_double_buffered_807x5 rmsnorm_double_buffered_100x7; do
+        for name in gemm_ws_pingpong_128x128x64 gemm_ws_cooperative_256x384x128_2sm gemm_ws_pingpong_256x384x128_2sm \
+                    gemm_pipelined_128x128x64 gemm_ws_128x128x64 elementwise_double_buffered_807x5 \
+                    rmsnorm_double_buffered_100x7; do
             grep -q " $name\$" "$kernels/sets.txt" || continue
             for tool in memcheck racecheck; do
                 if [ $((SECONDS - started)) -gt "${TANDEM_GPU_DEADLINE:-420}" ]; then echo "skipped: $tool $name (deadline)"; continue; fi

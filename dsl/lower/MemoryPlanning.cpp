@@ -84,7 +84,8 @@ void plan_hopper(const HoistAllocations &hoist, const FindOperands &operands, Co
     // Registers per thread: 65536 per SM over the CTA's warpgroups (ptxas compiles the whole kernel
     // within that cap, whatever setmaxnreg gives later), less ~40 for addresses and loop state.
     const Directives out = ctx.of(ctx.output);
-    int warpgroups = out.warp_specialize ? (out.ping_pong ? 3 : 2) : 1;
+    int warpgroups = out.warp_specialize ? (out.ping_pong || out.cooperative ? 3 : 2) : 1;
+    int sharing = out.cooperative ? 2 : 1; // warpgroups holding one accumulator tile
     int64_t cap = std::min<int64_t>(232, ctx.target.machine.integer("registers_per_sm") / (128 * warpgroups) / 8 * 8);
     int64_t data_registers = cap - 40;
     int64_t smem = 0;
@@ -95,8 +96,8 @@ void plan_hopper(const HoistAllocations &hoist, const FindOperands &operands, Co
         b.slot_elements /= b.slots;
         b.in_registers = operands.accumulators.count(name) > 0;
         if (b.in_registers) {
-            // One warpgroup (128 threads) holds the tile.
-            int64_t per_thread = (b.slot_elements * b.type.bytes() / 4 + 127) / 128;
+            // One warpgroup (128 threads) holds the tile, two with cooperative().
+            int64_t per_thread = (b.slot_elements * b.type.bytes() / 4 + 128 * sharing - 1) / (128 * sharing);
             if (per_thread > data_registers) {
                 throw Error("Func '" + name + "', directive tile: the accumulator tile needs " + std::to_string(per_thread) +
                             " registers per thread of its warpgroup; with " + std::to_string(warpgroups) +

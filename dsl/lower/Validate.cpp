@@ -79,6 +79,10 @@ void validate_schedule(const Func &output, CompileContext &ctx) {
                 throw Error(where(name, "warp_specialize()") + "it applies to the kernel as a whole; set it on the "
                             "output Func " + ctx.output);
             }
+            if (d.cooperative) {
+                throw Error(where(name, "cooperative()") + "it shares the kernel's tiles between consumer "
+                            "warpgroups; set it on the output Func " + ctx.output);
+            }
             if (d.ping_pong) {
                 throw Error(where(name, "ping_pong()") + "it alternates the result slots of the kernel; set it "
                             "on the output Func " + ctx.output);
@@ -87,6 +91,14 @@ void validate_schedule(const Func &output, CompileContext &ctx) {
                 throw Error(where(name, "map_to_cores(" + d.cores_var + ")") + "only the output Func's tile loop "
                             "can be spread over the cores; set it on " + ctx.output);
             }
+        }
+        if (d.cooperative && ctx.target.arch != Target::Arch::Hopper) {
+            throw Error(where(name, "cooperative()") + "consumer warpgroups that share a tile are Hopper's; " +
+                        ctx.target.name() + " has none (use warp_specialize() alone)");
+        }
+        if (d.cooperative && (!d.warp_specialize || d.ping_pong)) {
+            throw Error(where(name, "cooperative()") + "the two consumer warpgroups that share each tile need "
+                        "warp_specialize() and exclude ping_pong() (consumers on alternate tiles)");
         }
         if (d.multi_buffer > 1 && !d.async_copy) {
             throw Error(where(name, "multi_buffer(" + std::to_string(d.multi_buffer) + ")") +

@@ -354,18 +354,23 @@ Stmt specialize_warps(const Stmt &s, CompileContext &ctx, const std::vector<Sram
     // Build the chain: if (wg == 0) producer else if (wg == 1) consumer 0 else consumer 1.
     Stmt chain, result;
     for (int c = consumers - 1; c >= 0; c--) {
-        Stmt body = with_rings(Block::make(ir::make_setmaxnreg(consumers == 2 ? 232 : 240, true), consumer[c]));
+        const int threads = 128 * (1 + consumers * (out.cooperative ? 2 : 1));
+        Stmt body = with_rings(Block::make(ir::make_setmaxnreg(threads == 384 ? 232 : 240, true), consumer[c]));
         chain = chain.defined() ? IfThenElse::make(ir::warpgroup() == 1 + c, body, chain) : body;
     }
     result = IfThenElse::make(ir::warpgroup() == 0, with_rings(Block::make(ir::make_setmaxnreg(40, false), producer)),
                               chain);
     ctx.warpgroups = 1 + consumers;
+    ctx.consumer_warpgroups = out.cooperative ? 2 : 1;
     DeclareBarriers d(ctx, buffers, roles.rings);
     result.accept(&d);
     ctx.barriers = d.barriers;
     if (consumers > 1) ctx.barriers.push_back({Roles::order, consumers, 1, 0});
     ctx.notes.push_back("warp_specialize: a producer warpgroup and " + std::to_string(consumers) +
                         " consumer warpgroup(s) joined by mbarrier rings");
+    if (out.cooperative)
+        ctx.notes.push_back("cooperative: the consumer role runs on two warpgroups, each on alternate 64-row "
+                            "MMA blocks of every tile (the model runs it as one agent)");
     return result;
 }
 

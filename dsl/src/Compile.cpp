@@ -186,6 +186,7 @@ Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const 
     k.notes = ctx.notes;
     k.grid = ctx.grid;
     k.warpgroups = ctx.warpgroups;
+    k.consumer_warpgroups = ctx.consumer_warpgroups;
     k.barriers = ctx.barriers;
     lower::validate_kernel(k);
     return k;

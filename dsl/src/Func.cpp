@@ -24,6 +24,7 @@ Directives directives_of(const Halide::Internal::Function &f) {
         else if (key == "multi_buffer") d.multi_buffer = std::stoi(value);
         else if (key == "warp_specialize") d.warp_specialize = true;
         else if (key == "ping_pong") d.ping_pong = true;
+        else if (key == "cooperative") d.cooperative = true;
         else if (key == "tile_mma") d.tile_mma = true;
         else if (key == "map_to_cores") d.cores_var = value;
         else if (key == "vectorize") d.vectorized = true;
@@ -148,6 +149,11 @@ Func &Func::warp_specialize() {
 
 Func &Func::ping_pong() {
     record(f_, "ping_pong", "1");
+    return *this;
+}
+
+Func &Func::cooperative() {
+    record(f_, "cooperative", "1");
     return *this;
 }
 

@@ -108,6 +108,17 @@ std::vector<Case> hopper_cases() {
     // straight line), and a partitioned N tail taken by either ping-pong consumer.
     add("gemm", gemm, {{"M", "23"}, {"N", "273"}, {"K", "114"}, {"stages", "1"}});
     add("gemm", gemm, {{"M", "82"}, {"N", "322"}, {"K", "109"}, {"stages", "3"}});
+    // Two consumer warpgroups on the 64-row blocks of one 128 x 256 tile (one block: one owner).
+    for (auto params : std::vector<std::map<std::string, std::string>>{
+             {{"M", "128"}, {"N", "256"}, {"K", "64"}},
+             {{"M", "256"}, {"N", "512"}, {"K", "192"}},
+             {{"M", "1000"}, {"N", "1000"}, {"K", "1000"}},
+             {{"M", "300"}, {"N", "200"}, {"K", "40"}, {"stages", "2"}, {"out", "f32"}},
+             {{"M", "23"}, {"N", "273"}, {"K", "114"}, {"stages", "1"}},
+             {{"M", "82"}, {"N", "322"}, {"K", "109"}, {"stages", "3"}}}) {
+        params["TN"] = "256";
+        add("gemm", {"ws_cooperative"}, params);
+    }
     const std::vector<std::string> stream = {"double_buffered", "single_buffered", "sync"};
     add("elementwise", stream, {{"W", "1000"}, {"H", "333"}});
     add("rmsnorm", stream, {{"D", "1000"}, {"R", "77"}});

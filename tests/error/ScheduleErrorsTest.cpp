@@ -119,6 +119,26 @@ TEST(ScheduleErrors, HopperPingPongNeedsWarpSpecialize) {
     expect_error([&] { g.compile_for("hopper"); }, {g.C.name(), "ping_pong()", "add warp_specialize()"});
 }
 
+TEST(ScheduleErrors, CooperativeIsHoppersAndNeedsWarpSpecializeWithoutPingPong) {
+    Gemm zpu;
+    zpu.schedule();
+    zpu.C.warp_specialize().cooperative();
+    expect_error([&] { zpu.compile_for("zpu"); }, {zpu.C.name(), "cooperative()", "zpu has none"});
+    Gemm alone;
+    alone.schedule();
+    alone.C.cooperative();
+    expect_error([&] { alone.compile_for("hopper"); }, {alone.C.name(), "cooperative()", "need warp_specialize()"});
+    Gemm both;
+    both.schedule();
+    both.C.warp_specialize().ping_pong().cooperative();
+    expect_error([&] { both.compile_for("hopper"); }, {both.C.name(), "cooperative()", "exclude ping_pong()"});
+    Gemm inner;
+    inner.schedule();
+    inner.C.warp_specialize();
+    inner.A_tile.cooperative();
+    expect_error([&] { inner.compile_for("hopper"); }, {inner.A_tile.name(), "cooperative()", "output Func"});
+}
+
 TEST(ScheduleErrors, HopperRingsNeedOneVersionCount) {
     Gemm g;
     g.schedule(64, 64, 2);

@@ -124,6 +124,9 @@ TEST_P(Ptxas, AssemblesWithoutSpills) {
     EXPECT_EQ(assemble.output.find("is injected"), std::string::npos)
         << "ptxas serialised wgmma around accumulator registers:\n"
         << assemble.output;
+    EXPECT_EQ(assemble.output.find("are serialized"), std::string::npos)
+        << "ptxas serialised the wgmma pipeline:\n"
+        << assemble.output;
 
     EXPECT_NE(text.find("cp.async.bulk.tensor"), std::string::npos) << "no TMA in " << c.name;
     EXPECT_NE(text.find("mbarrier.try_wait.parity"), std::string::npos)
@@ -155,6 +158,14 @@ std::vector<Case> cases() {
                      {{"M", "256"}, {"N", "256"}, {"K", "128"}},
                      true,
                      ws});
+    }
+    for (const char *size : {"1000", "256"}) {
+        r.push_back({std::string("gemm_") + size + "_ws_cooperative_tn256",
+                     "gemm",
+                     "ws_cooperative",
+                     {{"M", size}, {"N", size}, {"K", "128"}, {"TN", "256"}},
+                     true,
+                     true});
     }
     r.push_back({"elementwise", "elementwise", "", {}, false, false});
     r.push_back({"rmsnorm", "rmsnorm", "", {}, false, false});

@@ -62,6 +62,12 @@ __device__ __forceinline__ void warpgroup_sync(int warpgroup) {
     asm volatile("bar.sync %0, %1;" ::"r"(warpgroup + 1), "n"(threads_per_warpgroup) : "memory");
 }
 
+/** A named barrier for the cooperative consumer warpgroups (warpgroups 1 and 2: id 4; ids 1-3
+ * are the warpgroups' own). */
+template <int threads> __device__ __forceinline__ void consumers_sync() {
+    asm volatile("bar.sync 4, %0;" ::"n"(threads) : "memory");
+}
+
 /** Register re-balancing between roles (each role one branch; a multiple of 8 in 24..256). */
 template <int registers> __device__ __forceinline__ void setmaxnreg_inc() {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(registers));

@@ -38,6 +38,7 @@ struct Directives {
     int multi_buffer = 0;        // 0 = not given; n >= 1 versions of the storage
     bool warp_specialize = false;
     bool ping_pong = false;
+    bool cooperative = false;    // Hopper: two consumer warpgroups share each tile, by rows
     bool tile_mma = false;       // the update stage must become one tile MMA
     std::string cores_var;       // loop var whose iterations are spread over the cores
     bool vectorized = false;     // a Halide vectorize was requested (the ZPU rejects it)
@@ -124,6 +125,10 @@ public:
     Func &warp_specialize();
     /** Two consumers alternate (ZPU: result slots alternate by tile parity). Output Func. */
     Func &ping_pong();
+    /** Hopper: two consumer warpgroups share each tile, each computing half of its rows (the
+     * tile's MMA blocks of 64 rows alternate between them): a tile twice as large for the same
+     * registers per thread. Output Func, with warp_specialize(); not with ping_pong(). */
+    Func &cooperative();
     /** Spread the iterations of loop `var` (the tile loop) over the cores: block-to-core mapping. */
     Func &map_to_cores(const VarOrRVar &var);
 

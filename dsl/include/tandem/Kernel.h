@@ -72,6 +72,7 @@ struct CompileContext {
     std::map<std::string, int> slots; // versions of each multi-buffered buffer
     std::vector<BarrierDecl> barriers; // Hopper mbarriers
     int warpgroups = 1;                // Hopper agents per CTA
+    int consumer_warpgroups = 1;       // Hopper: warpgroups running each consumer role (2: cooperative)
     std::vector<std::string> versions_by_consumer; // Hopper ping-pong: version = consumer index (result slots, copies a consumer issues)
     std::map<std::string, Directives> directives; // of every Func of the pipeline, by name
     std::map<std::string, Halide::Internal::Function> functions;
@@ -87,6 +88,9 @@ struct Kernel {
     std::vector<SramBuffer> buffers;
     int grid = 1;                  // ZPU: cores used; Hopper: CTAs launched
     int warpgroups = 1;            // Hopper: warpgroups per CTA (roles)
+    int consumer_warpgroups = 1;   // Hopper: warpgroups running each consumer role; 2 with
+                                   // cooperative(): the model runs the role as one agent, the GPU
+                                   // as two warpgroups on alternate 64-row MMA blocks of the tile
     std::vector<BarrierDecl> barriers;
     Halide::Internal::Stmt halide_stmt; // after Halide's lowering, before Tandem's passes
     Halide::Internal::Stmt body;        // the async Stmt
