@@ -124,16 +124,18 @@ Stmt map_to_cores(const Stmt &s, CompileContext &ctx) {
         ctx.grid = 1;
         return IfThenElse::make(ir::core_id() == 0, s);
     }
-    // The ZPU has a fixed number of cores. On Hopper a CTA per tile, or with ping_pong a
-    // persistent grid of at most one CTA per SM that loops over tiles.
+    // The ZPU has a fixed number of cores. On Hopper a CTA per tile, or with ping_pong or
+    // cooperative a persistent grid of at most one CTA per SM that loops over tiles (the producer
+    // then loads the next tile while the consumers finish this one).
     int units = ctx.target.units();
     if (ctx.target.arch == Target::Arch::Hopper) {
         int64_t tiles = 1;
         SpreadLoops probe(ctx.output + ".s0", d.cores_var, 1);
         probe.mutate(s);
         tiles = std::max<int64_t>(1, probe.largest_extent);
-        units = int(d.ping_pong ? std::min<int64_t>(tiles, units) : tiles);
-        ctx.one_tile_per_unit = !d.ping_pong;
+        const bool persistent = d.ping_pong || d.cooperative;
+        units = int(persistent ? std::min<int64_t>(tiles, units) : tiles);
+        ctx.one_tile_per_unit = !persistent;
     }
     ctx.grid = units;
     SpreadLoops spread(ctx.output + ".s0", d.cores_var, units);

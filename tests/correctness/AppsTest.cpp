@@ -119,6 +119,7 @@ std::vector<Case> hopper_cases() {
         params["TN"] = "256";
         add("gemm", {"ws_cooperative"}, params);
     }
+    add("gemm", {"ws_cooperative"}, {{"M", "640"}, {"N", "768"}, {"K", "320"}, {"TN", "256"}}, "hopper:sms=4");
     const std::vector<std::string> stream = {"double_buffered", "single_buffered", "sync"};
     add("elementwise", stream, {{"W", "1000"}, {"H", "333"}});
     add("rmsnorm", stream, {{"D", "1000"}, {"R", "77"}});
