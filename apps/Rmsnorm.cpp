@@ -53,7 +53,13 @@ public:
         // multiple of 16 bytes (a TMA store of a tile in the middle of out must be).
         const int rb = std::min<int>(RB > 0 ? int(RB) : (2 * d) % 4 == 0 ? 2 : 4, R);
         const int versions = schedule == "double_buffered" ? int(stages) : 1;
-        const int td = std::min(row_chunk(TD, d, rb, versions, get_target()), d);
+        // Hopper runs a CTA per tile (no ping_pong): whole rows are loaded once per CTA, so their
+        // tiles need one version, and the GPU overlaps CTAs instead (several fit on an SM when
+        // each takes less shared memory: measured 0.32 of the copy bandwidth with two versions
+        // and rows in two passes, benchmarks/results/gpu_hopper_notes.md).
+        const bool cta_per_tile = get_target().arch == Target::Arch::Hopper;
+        const int row_versions = cta_per_tile ? 1 : versions;
+        const int td = std::min(row_chunk(TD, d, rb, row_versions, get_target()), d);
         Var ro("ro"), ri("ri");
         Func in_tile, w_tile;
         if (td == d) {
@@ -85,8 +91,9 @@ public:
             if (schedule != "sync") w_tile.async_copy().multi_buffer(versions);
         }
         if (schedule == "sync") return;
-        in_tile.async_copy().multi_buffer(versions);
-        out.async_copy().multi_buffer(versions);
+        const int tile_versions = td == d ? row_versions : versions; // chunks: a loop within the tile
+        in_tile.async_copy().multi_buffer(tile_versions);
+        out.async_copy().multi_buffer(tile_versions);
     }
 
     void reference_schedule() override {

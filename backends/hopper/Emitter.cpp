@@ -605,6 +605,14 @@ private:
                 pending_sync = true;
                 synced = false;
             }
+        } else if (ir::as_arrive(s, &a) && cooperative_role) {
+            // Each cooperative warpgroup releases what it read (the barrier counts one arrival per
+            // warpgroup): no barrier across them.
+            flush();
+            os << line() << "hopper::warpgroup_sync(warpgroup);\n";
+            os << line() << "if (thread_in_warpgroup == 0) hopper::mbarrier_arrive("
+               << barrier(a.barrier, a.slot) << "); // arrive on " << a.barrier
+               << " for this warpgroup\n";
         } else if (ir::as_arrive(s, &a)) {
             flush();
             if (!synced)
@@ -1459,9 +1467,18 @@ std::string emit_cuda(const Kernel &kernel, const std::string &function) {
             os << "    const uint32_t " << n << "_address = hopper::shared_address(" << n << ");\n";
     }
     os << "    // ---- mbarriers: one per version ----\n";
+    // Barriers the cooperative consumer role arrives on count one arrival per warpgroup.
+    std::set<std::string> per_warpgroup;
+    if (sharing > 1) {
+        for_each_op(kernel.body, [&](const Stmt &op) {
+            ir::ArriveOp a;
+            if (ir::as_arrive(op, &a)) per_warpgroup.insert(a.barrier);
+        });
+    }
+    auto arrivals = [&](const BarrierDecl &b) { return b.arrivals * (per_warpgroup.count(b.name) ? sharing : 1); };
     for (const BarrierDecl &b : kernel.barriers) {
         os << "    __shared__ __align__(8) uint64_t " << c_name(b.name) << "[" << b.slots
-           << "]; // " << b.arrivals << " arrival(s) per phase\n";
+           << "]; // " << arrivals(b) << " arrival(s) per phase\n";
     }
     if (body.uses_reduction)
         os << "    __shared__ float reduction_scratch[" << kernel.warpgroups << "][4];\n";
@@ -1480,7 +1497,7 @@ std::string emit_cuda(const Kernel &kernel, const std::string &function) {
        << "    if (threadIdx.x == 0) {\n";
     for (const BarrierDecl &b : kernel.barriers) {
         os << "        for (int slot = 0; slot < " << b.slots << "; slot++) hopper::mbarrier_init(&"
-           << c_name(b.name) << "[slot], " << b.arrivals << ");\n";
+           << c_name(b.name) << "[slot], " << arrivals(b) << ");\n";
     }
     os << "        hopper::fence_mbarrier_init();\n"
        << "    }\n"
