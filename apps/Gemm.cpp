@@ -43,6 +43,10 @@ public:
     GeneratorParam<int> TN{"TN", 256, 1, 4096};
     GeneratorParam<int> TK{"TK", 512, 1, 4096};
     GeneratorParam<int> stages{"stages", 0, 0, 16}; // 0: the most that fit (fitting_stages)
+    // Tile order: groups of tile rows walked column by column inside a group (1: row-major), so
+    // that the tiles running at once share B's column panels in L2. The group is the largest
+    // divisor of the number of tile rows not above `group`: groups without holes.
+    GeneratorParam<int> group{"group", 1, 1, 1 << 16};
     GeneratorParam<std::string> out{"out", "bf16", {"bf16", "f32"}};
     GeneratorParam<std::string> epilogue{"epilogue", "none", {"none", "bias_relu"}};
     GeneratorParam<std::string> pipelining{"schedule", "ws_pingpong",
@@ -74,9 +78,19 @@ public:
         // Tiles larger than the matrices shrink to them (Halide's bounds need a tile within the matrix).
         const int tm = std::min<int>(TM, M), tn = std::min<int>(TN, N), tk = std::min<int>(TK, K);
         const int n_stages = stages > 0 ? int(stages) : fitting_stages(tm, tn, tk, out, epilogue, schedule, target);
-        Var jo("jo"), io("io"), ji("ji"), ii("ii"), t("t");
+        Var jo("jo"), io("io"), ji("ji"), ii("ii"), t("t"), iog("iog"), iob("iob"), t_in_group("t_in_group");
         RVar ko("ko"), ki("ki");
-        C.tile(j, i, jo, io, ji, ii, tn, tm, TailStrategy::GuardWithIf).fuse(jo, io, t).map_to_cores(t);
+        C.tile(j, i, jo, io, ji, ii, tn, tm, TailStrategy::GuardWithIf);
+        const int row_tiles = (int(M) + tm - 1) / tm;
+        int rows_per_group = std::min<int>(group, row_tiles);
+        while (row_tiles % rows_per_group != 0) rows_per_group--;
+        if (rows_per_group > 1 && rows_per_group < row_tiles) {
+            C.split(io, iog, iob, rows_per_group).reorder(ji, ii, iob, jo, iog)
+                .fuse(iob, jo, t_in_group).fuse(t_in_group, iog, t);
+        } else {
+            C.fuse(jo, io, t);
+        }
+        C.map_to_cores(t);
         acc.compute_at(C, t);
         acc.update().split(r_k, ko, ki, tk, TailStrategy::GuardWithIf).reorder(j, i, ki, ko).tile_mma();
         Func A_tile = Func::staged(A, acc), B_tile = Func::staged(B, acc);
@@ -135,6 +149,7 @@ const App &gemm_app() {
          {"TN", {"16", "32", "48", "64", "128", "256"}},
          {"TK", {"16", "32", "64", "128", "256", "512"}},
          {"stages", {"0", "1", "2", "3", "4", "5"}},
+         {"group", {"1", "1", "2", "3", "8"}},
          {"out", {"bf16", "f32"}},
          {"epilogue", {"none", "bias_relu"}}},
         4e6,

@@ -63,6 +63,9 @@ const Entry entries[] = {
         }                                                                                          \
     } while (0)
 
+/** Times of the last median_ms call, sorted (for the spread). */
+std::vector<float> last_times;
+
 template <typename F> double median_ms(F &&run, int warmup = 5, int reps = 25) {
     cudaEvent_t a, b;
     CHECK(cudaEventCreate(&a));
@@ -82,6 +85,7 @@ template <typename F> double median_ms(F &&run, int warmup = 5, int reps = 25) {
     cudaEventDestroy(a);
     cudaEventDestroy(b);
     std::sort(t.begin(), t.end());
+    last_times = t;
     return t[t.size() / 2];
 }
 
@@ -238,14 +242,16 @@ void gemm(const Entry &e, const char *device, bool bench) {
     std::string timing;
     if (bench) {
         double t_tandem = median_ms([&] { e.launch(run.args.data(), 0); });
+        const float fastest = last_times.front(), slowest = last_times.back();
         differing += bytes_of(C, M * N * 2) != first;
         double t_cublas = median_ms([&] { cublas(C_cublas, CUDA_R_16BF); });
         double flops = 2.0 * M * N * K;
         char buffer[256];
         std::snprintf(buffer, sizeof buffer,
-                      ", \"tandem_ms\": %.4f, \"cublas_ms\": %.4f, \"tandem_tflops\": %.1f, \"cublas_tflops\": %.1f, "
-                      "\"ratio_vs_cublas\": %.3f",
-                      t_tandem, t_cublas, flops / t_tandem / 1e9, flops / t_cublas / 1e9, t_cublas / t_tandem);
+                      ", \"tandem_ms\": %.4f, \"tandem_ms_min\": %.4f, \"tandem_ms_max\": %.4f, \"cublas_ms\": %.4f, "
+                      "\"tandem_tflops\": %.1f, \"cublas_tflops\": %.1f, \"ratio_vs_cublas\": %.3f",
+                      t_tandem, fastest, slowest, t_cublas, flops / t_tandem / 1e9, flops / t_cublas / 1e9,
+                      t_cublas / t_tandem);
         timing = buffer;
     }
     run.print(c, int(N), differing, timing);

@@ -58,12 +58,17 @@ configs+=(
     "bench|gemm_ws_cooperative_4096|gemm|ws_cooperative|4096 4096 4096|hopper|TN=256"
     "bench|gemm_ws_cooperative_8192|gemm|ws_cooperative|8192 8192 8192|hopper|TN=256"
     "bench|gemm_ws_cooperative_1000x1096x520b|gemm|ws_cooperative|1000 1096 520|hopper|TN=256"
+    "bench|gemm_ws_cooperative_group8_4096|gemm|ws_cooperative|4096 4096 4096|hopper|TN=256 group=8"
+    "bench|gemm_ws_cooperative_group8_8192|gemm|ws_cooperative|8192 8192 8192|hopper|TN=256 group=8"
+    "bench|gemm_ws_cooperative_group16_8192|gemm|ws_cooperative|8192 8192 8192|hopper|TN=256 group=16"
+    "bench|gemm_ws_cooperative_8192_again|gemm|ws_cooperative|8192 8192 8192|hopper|TN=256"
+    "bench|gemm_ws_pingpong_group8_8192|gemm|ws_pingpong|8192 8192 8192|hopper|group=8"
     "bench|gemm_ws_cooperative_tm256_4096|gemm|ws_cooperative|4096 4096 4096|hopper|TM=256 TN=128"
     "bench|gemm_ws_cooperative_tm256_8192|gemm|ws_cooperative|8192 8192 8192|hopper|TM=256 TN=128"
     "bench|elementwise_double_buffered_8192|elementwise|double_buffered|8192 8192|hopper"
     "bench|elementwise_single_buffered_8192|elementwise|single_buffered|8192 8192|hopper"
     "bench|rmsnorm_double_buffered_4096x16384|rmsnorm|double_buffered|4096 16384|hopper"
-    "bench|rmsnorm_rb1_4096x16384|rmsnorm|double_buffered|4096 16384|hopper|RB=1"
+    "bench|rmsnorm_rb2_4096x16384|rmsnorm|double_buffered|4096 16384|hopper|RB=2"
     "bench|rmsnorm_double_buffered_8192x8192|rmsnorm|double_buffered|8192 8192|hopper"
 )
 

@@ -120,6 +120,8 @@ std::vector<Case> hopper_cases() {
         add("gemm", {"ws_cooperative"}, params);
     }
     add("gemm", {"ws_cooperative"}, {{"M", "640"}, {"N", "768"}, {"K", "320"}, {"TN", "256"}}, "hopper:sms=4");
+    add("gemm", {"ws_cooperative", "ws_pingpong"}, {{"M", "1000"}, {"N", "1096"}, {"K", "520"}, {"group", "3"}},
+        "hopper:sms=4"); // groups of 2 tile rows (the largest divisor of 8 up to 3)
     const std::vector<std::string> stream = {"double_buffered", "single_buffered", "sync"};
     add("elementwise", stream, {{"W", "1000"}, {"H", "333"}});
     add("rmsnorm", stream, {{"D", "1000"}, {"R", "77"}});
