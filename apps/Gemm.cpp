@@ -131,7 +131,7 @@ const App &gemm_app() {
         "bf16 GEMM with f32 accumulation: C = A x B (M x K times K x N)",
         generator_defaults("gemm"),
         generator_schedules("gemm"),
-        {{"hopper", {{"TM", "128"}, {"TN", "128"}, {"TK", "64"}, {"stages", "0"}}},
+        {{"hopper", {{"TM", "128"}, {"TN", "128"}, {"TK", "64"}, {"stages", "0"}, {"group", "8"}}},
          {"ascend", {{"TM", "128"}, {"TN", "128"}, {"TK", "128"}, {"stages", "2"}}}},
         {{"zpu", {"ws_pingpong", "ws", "pipelined", "sync"}},
          {"hopper", {"ws_pingpong", "ws_cooperative", "ws", "pipelined"}},

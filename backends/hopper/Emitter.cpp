@@ -906,7 +906,7 @@ private:
      * size, or rows padded to 16 bytes) are rewritten to the full-tile layout: the loop var
      * stepping by 1 is dim 0, the other one steps by the full row. */
     std::string tile_index(const Tile &t, const Expr &index) {
-        if (!t.dynamic_layout && !t.rebased())
+        if (!t.dynamic_layout && !t.rebased() && !t.swizzled_store)
             return expr(index);
         const std::string &name = t.buffer->name;
         if (t.dynamic_layout && t.layout.size() > 2) {
@@ -917,6 +917,7 @@ private:
         }
         Expr base = index;
         std::string inner, outer;
+        bool rows_of_tile = true; // the outer var steps by the tile's row (swizzled stores)
         for (const Loop &l : nest_loops) {
             Expr step = affine_step(index, l.name);
             if (!step.defined()) {
@@ -930,8 +931,8 @@ private:
             if (proven(step == 1) && inner.empty())
                 inner = c_name(l.name);
             else if (outer.empty())
-                outer = c_name(l.name);
-            else if (t.dynamic_layout)
+                outer = c_name(l.name), rows_of_tile = t.dynamic_layout || proven(step == int(t.layout[0]));
+            else if (t.dynamic_layout || t.swizzled_store)
                 throw Error("hopper: element nest over " + name +
                             " walks it along more dims than the tile has");
             base = substitute(l.name, 0, base);
@@ -942,9 +943,21 @@ private:
         std::string r =
             is_const_zero(version) ? "" : expr(version) + " * " + std::to_string(t.slot_elements());
         auto add = [&](const std::string &term) { r += (r.empty() ? "" : " + ") + term; };
+        // The row-major element within the version, placed in the swizzled column blocks: from
+        // the nest's row and column where the index is row * W + column, else from the element.
+        auto place = [&](const std::string &linear) {
+            if (!t.swizzled_store)
+                return linear;
+            const std::string T = storage_type(t.buffer->type), rows = std::to_string(t.layout[1]);
+            if (rows_of_tile && is_const_zero(within))
+                return "hopper::swizzled_128B<" + T + ", " + rows + ">(" + (outer.empty() ? "0" : outer) + ", " +
+                       (inner.empty() ? "0" : inner) + ")";
+            return "hopper::swizzled_128B<" + T + ", " + rows + ">((" + linear + ") / " + std::to_string(t.layout[0]) +
+                   ", (" + linear + ") % " + std::to_string(t.layout[0]) + ")";
+        };
         if (!t.dynamic_layout) {
             // Within a version the Stmt's layout is the GPU's.
-            add(expr(simplify(index - base + within)));
+            add(place(expr(simplify(index - base + within))));
             return r;
         }
         if (!is_const_zero(within)) {
@@ -952,10 +965,15 @@ private:
                         " inside a version at a tail-dependent offset; "
                         "the emitter cannot place it on the full tile");
         }
+        std::string linear;
         if (!outer.empty())
-            add(outer + " * " + std::to_string(t.layout[0]));
+            linear = outer + " * " + std::to_string(t.layout[0]);
         if (!inner.empty())
-            add(inner);
+            linear += (linear.empty() ? "" : " + ") + inner;
+        if (linear.empty())
+            linear = "0";
+        if (t.swizzled_store || linear != "0")
+            add(place(linear));
         return r.empty() ? "0" : r;
     }
 
@@ -1457,7 +1475,7 @@ std::string emit_cuda(const Kernel &kernel, const std::string &function) {
         else if (tile.kind == TileKind::MmaB)
             os << ", wgmma B tile " << list(tile.layout) << ", 128B swizzle";
         else if (tile.tma())
-            os << ", TMA tile " << list(tile.layout);
+            os << ", TMA tile " << list(tile.layout) << (tile.swizzled_store ? ", 128B-swizzled column blocks" : "");
         if (tile.threads())
             os << ", copied by threads";
         if (tile.tma() && tile.layout != tile.data)

@@ -165,6 +165,8 @@ public:
             check_edges(c);
         for (const VectorInfo &v : vector_ops)
             check_vector_op(v);
+        for (auto &[name, tile] : plan.tiles)
+            swizzle_store(name, tile);
         make_maps();
         for (auto &[name, tile] : plan.tiles) {
             if (tile.threads())
@@ -868,6 +870,15 @@ private:
             m.last_name = m.name.substr(0, m.name.size() - std::string("_tensor_map").size()) +
                           "_last_tensor_map";
         }
+        if (tile.swizzled_store) {
+            // Column blocks of 128 bytes, each a {128 bytes, rows} box with the 128B swizzle.
+            const int64_t block = swizzle_bytes / m.type.bytes();
+            m.swizzle = true;
+            m.blocks = int(tile.layout[0] / block);
+            m.box = {block, tile.layout[1]};
+            m.block_bytes = swizzle_bytes * tile.layout[1];
+            return;
+        }
         auto chunk = v.chunk.find(c.arg);
         if (chunk != v.chunk.end()) {
             m.chunk = chunk->second;
@@ -877,6 +888,24 @@ private:
             m.box.insert(m.box.begin(), m.chunk);
             m.box[1] = v.box[0] / m.chunk;
         }
+    }
+
+    /** A 2-D tile only TMA stores read, one box wide, rows of whole 128-byte blocks and a
+     * multiple of 8 rows (the swizzle atom): swizzled (Tile::swizzled_store). */
+    void swizzle_store(const std::string &name, Tile &tile) {
+        if (tile.kind != TileKind::Plain || !tile.tma() || tile.threads() || !plan.store_sources.count(name))
+            return;
+        for (const CopyInfo *c : copies_of(name)) {
+            if (c->load)
+                return;
+        }
+        const int64_t bytes = tile.buffer->type.bytes();
+        auto v = views.find(name);
+        if (tile.layout.size() != 2 || (bytes != 2 && bytes != 4) || (tile.layout[0] * bytes) % swizzle_bytes != 0 ||
+            tile.layout[1] % 8 != 0 || tile.layout[1] > max_box || v == views.end() || v->second.merged ||
+            v->second.rows > 1 || v->second.last || v->second.blocks > 1 || !v->second.chunk.empty())
+            return;
+        tile.swizzled_store = true;
     }
 
     void operand_map(TensorMap &m, const CopyInfo &c, const Tile &tile) {
@@ -906,7 +935,7 @@ private:
             if (it == plan.tiles.end())
                 continue;
             Tile &tile = it->second;
-            const int64_t align = tile.kind == TileKind::Plain ? 128 : swizzle_atom_bytes;
+            const int64_t align = tile.kind == TileKind::Plain && !tile.swizzled_store ? 128 : swizzle_atom_bytes;
             int64_t slot = b.slot_elements * b.type.bytes();
             if (tile.tma()) {
                 int64_t box = b.type.bytes();

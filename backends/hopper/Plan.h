@@ -83,6 +83,10 @@ struct Tile {
      * load would complete its boxes. A plain tile then keeps the Stmt's layout (empty `data`). */
     std::string thread_copy;
     int64_t tx_bytes = 0;
+    /** A TMA store's source held as 128B-swizzled column blocks of 128 bytes ({128 bytes, rows}
+     * boxes, SWIZZLE_128B), not row-major: the rows a warp's fragment stores touch at once fall
+     * in different banks (row-major rows of 256 or 512 bytes put 8 of them in the same banks). */
+    bool swizzled_store = false;
 
     /** The GPU layout is the plan's `layout` (a TMA or wgmma tile), not the Stmt's. */
     bool tma() const { return !data.empty(); }

@@ -207,6 +207,18 @@ __device__ __forceinline__ void tma_load(uint32_t destination, const CUtensorMap
                  : "memory");
 }
 
+/** The element (row, col) of a tile of `Rows` rows held as column blocks of 128 bytes with the
+ * 128B swizzle (each block a {128 bytes, Rows} TMA box, SWIZZLE_128B): the 16-byte chunk of a row
+ * is XORed with the row's index mod 8. Two elements of one 4- or 8-byte aligned pair stay next to
+ * each other. */
+template <class T, int Rows> __device__ __forceinline__ int swizzled_128B(int row, int col) {
+    constexpr int row_elements = 128 / int(sizeof(T)), chunk = 16 / int(sizeof(T));
+    static_assert(Rows % 8 == 0, "whole swizzle atoms of 8 rows");
+    const int block = col / row_elements, in_row = col % row_elements;
+    return block * row_elements * Rows + row * row_elements + (((in_row / chunk) ^ (row % 8)) * chunk) +
+           in_row % chunk;
+}
+
 /** A shared -> global box copy in this thread's bulk async-group (elements outside the tensor
  * are dropped). */
 __device__ __forceinline__ void tma_store(const CUtensorMap *map, uint32_t source, int c0) {
