@@ -62,8 +62,8 @@ struct HopperParams {
     // (min(grid, sms), set_grid); an SM moves at most tma_bytes_per_cycle itself. A read of a
     // line some earlier read brought in comes from L2 (kept while it has room: no eviction).
     double tma_bytes_per_cycle = 64;   // one SM's port
-    double hbm_bytes_per_cycle = 1830; // the device's HBM
-    double l2_bytes_per_cycle = 3000;  // the device's L2
+    double hbm_bytes_per_cycle = 1600; // the device's HBM (measured copy bandwidth)
+    double l2_bytes_per_cycle = 6100;  // the device's L2 (measured, machines/hopper.json)
     int64_t l2_bytes = 52428800;
     int l2_line = 128;
     double wgmma_macs_per_cycle = 2048; // bf16 dense, per SM

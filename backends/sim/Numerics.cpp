@@ -135,17 +135,16 @@ void copy_strided(std::byte *dst, int64_t dst_stride, const std::byte *src, int6
 
 L2Lines::Split L2Lines::read(int buffer, const Box &box, int element_bytes) {
     Split split;
-    std::unordered_set<uint64_t> fetched; // lines this read brings from HBM
+    std::vector<uint64_t> used; // lines of this read, touched after it (a read does not hit itself)
     auto run = [&](int64_t first, int64_t bytes) { // a contiguous run of bytes
         for (int64_t at = first; at < first + bytes;) {
             int64_t index = at / line_, next = std::min((index + 1) * line_, first + bytes);
             uint64_t key = (uint64_t(buffer) << 40) | uint64_t(index);
-            if (lines_.count(key)) {
+            if (lines_.count(key))
                 split.hit += next - at;
-            } else {
+            else
                 split.miss += next - at;
-                fetched.insert(key);
-            }
+            used.push_back(key);
             at = next;
         }
     };
@@ -167,11 +166,25 @@ L2Lines::Split L2Lines::read(int buffer, const Box &box, int element_bytes) {
         if (d == dims.size())
             break;
     }
-    for (uint64_t key : fetched) {
-        if (lines_.size() < capacity_)
-            lines_.insert(key);
-    }
+    for (uint64_t key : used)
+        touch(key);
     return split;
+}
+
+void L2Lines::touch(uint64_t key) {
+    if (capacity_ == 0)
+        return;
+    auto it = lines_.find(key);
+    if (it != lines_.end()) {
+        recent_.splice(recent_.begin(), recent_, it->second);
+        return;
+    }
+    recent_.push_front(key);
+    lines_[key] = recent_.begin();
+    if (lines_.size() > capacity_) {
+        lines_.erase(recent_.back());
+        recent_.pop_back();
+    }
 }
 
 void copy_box(std::byte *dst, const Box &dst_box, const std::byte *src, const Box &src_box,

@@ -15,6 +15,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <list>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -63,8 +65,10 @@ std::string mma_type_error(const std::string &acc, DType acc_type, const std::st
 /** Empty when acc {N, M}, a {K, M} and b {N, K} agree, else "shapes disagree: ...". */
 std::string mma_shape_error(const Box &acc_box, const Box &a_box, const Box &b_box);
 
-/** A shared L2 that keeps every line a read brought from HBM while it has room (no eviction):
- * what the Ascend and Hopper models charge GM reads with. */
+/** A shared L2 of `capacity` bytes that keeps the lines reads touched most recently (least
+ * recently used lines leave first): what the Ascend and Hopper models charge GM reads with. (It
+ * kept the first lines and never evicted before; on an H100 that made GEMMs whose operands
+ * exceed the L2 2-3x slower in the model than measured: benchmarks/results/gpu_hopper_notes.md.) */
 class L2Lines {
 public:
     L2Lines(int64_t line_bytes, int64_t capacity_bytes)
@@ -78,7 +82,9 @@ public:
 private:
     int64_t line_;
     size_t capacity_;
-    std::unordered_set<uint64_t> lines_; // (buffer, line) pairs
+    std::list<uint64_t> recent_; // (buffer, line) pairs, most recently used first
+    std::unordered_map<uint64_t, std::list<uint64_t>::iterator> lines_;
+    void touch(uint64_t key); // to the front, brought in if missing (the oldest line leaves)
 };
 
 } // namespace tandem::sim::detail

@@ -4,6 +4,7 @@
 // cross-CTA races, exact timing and the trace file.
 
 #include "sim/Hopper.h"
+#include "sim/Numerics.h"
 
 #include <gtest/gtest.h>
 
@@ -856,15 +857,32 @@ TEST(HopperRaces, CrossCtaGlobalStores) {
 // Timing
 // ---------------------------------------------------------------------------------------------
 
+TEST(HopperTiming, L2KeepsTheMostRecentlyUsedLines) {
+    // Four 128-byte lines of room: a read of lines 0-3, then 4-5, evicts the two oldest (0, 1);
+    // re-reading 2-3 hits and makes them recent again, so 6-7 evict 4-5, not them.
+    sim::detail::L2Lines l2(128, 4 * 128);
+    auto lines = [](int64_t first, int64_t count) { return Box{first * 128, {{count * 128, 1}}}; };
+    EXPECT_EQ(l2.read(0, lines(0, 4), 1).miss, 512);
+    EXPECT_EQ(l2.read(0, lines(4, 2), 1).miss, 256);
+    auto again = l2.read(0, lines(2, 2), 1);
+    EXPECT_EQ(again.hit, 256);
+    EXPECT_EQ(again.miss, 0);
+    EXPECT_EQ(l2.read(0, lines(0, 1), 1).miss, 128); // evicted: brings 0 in, 4 leaves
+    EXPECT_EQ(l2.read(0, lines(6, 2), 1).miss, 256); // 5 and 2 leave
+    EXPECT_EQ(l2.read(0, lines(3, 1), 1).hit, 128);
+    EXPECT_EQ(l2.read(0, lines(4, 2), 1).miss, 256);
+    EXPECT_EQ(l2.read(1, lines(3, 1), 1).miss, 128); // another buffer's line 3
+}
+
 TEST(HopperTiming, CostFormulas) {
     HopperParams p;
-    // One SM alone: its port (64 B/cycle) limits; 132 SMs: each gets 1/132 of HBM (1830 B/cycle)
-    // or of L2 (3000 B/cycle).
+    // One SM alone: its port (64 B/cycle) limits; 132 SMs: each gets 1/132 of HBM (1600 B/cycle)
+    // or of L2 (6100 B/cycle).
     EXPECT_EQ(p.tma_cycles(4096, 0, 1), 600 + 64);
     EXPECT_EQ(p.tma_cycles(0, 4096, 1), 600 + 64);
-    EXPECT_EQ(p.tma_cycles(4096, 0, 132), 600 + 296); // ceil(4096 / (1830 / 132))
-    EXPECT_EQ(p.tma_cycles(0, 4096, 132), 600 + 181); // ceil(4096 / (3000 / 132))
-    EXPECT_EQ(p.tma_cycles(4096, 4096, 132), 600 + 476);
+    EXPECT_EQ(p.tma_cycles(4096, 0, 132), 600 + 338); // ceil(4096 / (1600 / 132))
+    EXPECT_EQ(p.tma_cycles(0, 4096, 132), 600 + 89);  // ceil(4096 / (6100 / 132))
+    EXPECT_EQ(p.tma_cycles(4096, 4096, 132), 600 + 427);
     EXPECT_EQ(p.wgmma_cycles(128, 256, 64), 30 + 1024);
     EXPECT_EQ(p.wgmma_cycles(64, 8, 16), 30 + 4); // 8192 MACs
     EXPECT_EQ(p.wgmma_cycles(64, 8, 17), 30 + 5);
