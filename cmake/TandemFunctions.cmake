@@ -1,0 +1,51 @@
+# add_tandem_generator / add_tandem_library, modelled on Halide's add_halide_generator /
+# add_halide_library. Included by the installed TandemConfig.cmake and by Tandem's own build.
+#
+#   add_tandem_generator(gen SOURCES a.cpp ... [LINK_LIBRARIES ...])
+#       an executable of the generators in the sources (TANDEM_REGISTER_GENERATOR) with the
+#       generator main (-g NAME -o DIR -f FUNCTION -e code,h,library target=T key=value ...)
+#   add_tandem_library(lib FROM gen GENERATOR name [FUNCTION_NAME f] [TARGETS zpu] [PARAMS k=v ...])
+#       a static library `lib` of generator `name` compiled at build time, its header f.h on the
+#       include path: int f(halide_buffer_t *...) with Halide's calling convention (the ZPU kernel
+#       runs on the machine model; f_last_cycles() gives the cycles of the last call).
+include_guard(GLOBAL)
+
+function(add_tandem_generator name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;LINK_LIBRARIES" ${ARGN})
+  if(NOT ARG_SOURCES)
+    message(FATAL_ERROR "add_tandem_generator(${name}): SOURCES is required")
+  endif()
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE Tandem::GenMain ${ARG_LINK_LIBRARIES})
+endfunction()
+
+function(add_tandem_library lib)
+  cmake_parse_arguments(ARG "" "FROM;GENERATOR;FUNCTION_NAME" "TARGETS;PARAMS" ${ARGN})
+  if(NOT ARG_FROM OR NOT ARG_GENERATOR)
+    message(FATAL_ERROR "add_tandem_library(${lib}): FROM <generator executable> and GENERATOR <name> are required")
+  endif()
+  if(NOT ARG_FUNCTION_NAME)
+    set(ARG_FUNCTION_NAME ${lib})
+  endif()
+  if(NOT ARG_TARGETS)
+    set(ARG_TARGETS zpu)
+  endif()
+  if(NOT ARG_TARGETS STREQUAL "zpu")
+    message(FATAL_ERROR "add_tandem_library(${lib}): TARGETS ${ARG_TARGETS}: libraries are built for the zpu "
+                        "only so far (ascend and hopper libraries are not implemented yet)")
+  endif()
+  set(dir ${CMAKE_CURRENT_BINARY_DIR}/${lib}.tandem)
+  set(f ${ARG_FUNCTION_NAME})
+  add_custom_command(
+    OUTPUT ${dir}/${f}.zpu.cpp ${dir}/${f}.h ${dir}/${f}.lib.cpp
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${dir}
+    COMMAND ${ARG_FROM} -g ${ARG_GENERATOR} -o ${dir} -f ${f} -e code,h,library target=zpu ${ARG_PARAMS}
+    DEPENDS ${ARG_FROM}
+    COMMENT "Generating ${f} (${ARG_GENERATOR} for the zpu)"
+    VERBATIM)
+  add_library(${lib} STATIC ${dir}/${f}.zpu.cpp ${dir}/${f}.lib.cpp)
+  target_include_directories(${lib} PUBLIC ${dir})
+  target_link_libraries(${lib} PUBLIC Tandem::Runtime)
+  # The element code rounds each operation as written, as the reference does.
+  target_compile_options(${lib} PRIVATE -ffp-contract=off -Wno-unused-variable)
+endfunction()
