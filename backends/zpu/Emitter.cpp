@@ -354,6 +354,10 @@ std::string emit_library_header(const Kernel &kernel, const std::string &functio
     }
     os << " * Returns 0, or a negative halide_error_code_t (the output untouched). */\n"
        << "int " << fn << "(" << arg_list(kernel) << ");\n"
+       << "/** The same call with the arguments as an array of halide_buffer_t pointers (Halide's _argv). */\n"
+       << "int " << fn << "_argv(void **args);\n"
+       << "/** The arguments (name, kind, type, rank, and the static extents as estimates) and the target\n"
+       << " * (Halide's _metadata). */\nconst struct halide_filter_metadata_t *" << fn << "_metadata(void);\n"
        << "/** The ZPU cycles of the last successful call. */\nuint64_t " << fn << "_last_cycles(void);\n"
        << "/** Where error messages go (default: stderr). */\nvoid " << fn
        << "_set_error_handler(void (*handler)(const char *message));\n\n"
@@ -395,8 +399,32 @@ std::string emit_library(const Kernel &kernel, const std::string &function) {
     for (int a = 0; a < 4; a++)
         for (int b = 0; b < 4; b++) os << "    p.route[" << a << "][" << b << "] = " << params.route[size_t(a)][size_t(b)] << ";\n";
     os << "    return p;\n}\n\n} // namespace\n\n"
-       << "extern \"C\" uint64_t " << fn << "_last_cycles(void) { return last_cycles; }\n\n"
-       << "extern \"C\" void " << fn << "_set_error_handler(void (*handler)(const char *)) {\n    error_handler = handler ? handler : print_error;\n}\n\n"
+       << "extern \"C\" uint64_t " << fn << "_last_cycles(void) { return last_cycles; }\n\n";
+    // Halide's _argv and _metadata.
+    os << "extern \"C\" int " << fn << "_argv(void **args) {\n    if (!args) return fail(halide_error_code_generic_error, \"args is null\");\n"
+       << "    return " << fn << "(";
+    for (size_t i = 0; i < kernel.args.size(); i++) os << (i ? ", " : "") << "static_cast<halide_buffer_t *>(args[" << i << "])";
+    os << ");\n}\n\n";
+    for (size_t i = 0; i < kernel.args.size(); i++) {
+        const KernelArg &a = kernel.args[i];
+        os << "static const int64_t " << fn << "_estimate_" << i << "[] = {";
+        for (size_t d = 0; d < a.extents.size(); d++) os << (d ? ", " : "") << "0, " << a.extents[d];
+        os << "};\nstatic const int64_t *const " << fn << "_estimates_" << i << "[] = {";
+        for (size_t d = 0; d < 2 * a.extents.size(); d++) os << (d ? ", " : "") << "&" << fn << "_estimate_" << i << "[" << d << "]";
+        os << "};\n";
+    }
+    os << "extern \"C\" const halide_filter_metadata_t *" << fn << "_metadata(void) {\n"
+       << "    static const halide_filter_argument_t arguments[] = {\n";
+    for (size_t i = 0; i < kernel.args.size(); i++) {
+        const KernelArg &a = kernel.args[i];
+        os << "        {\"" << declared(a) << "\", " << (a.output ? "halide_argument_kind_output_buffer" : "halide_argument_kind_input_buffer")
+           << ", " << a.extents.size() << ", halide_type_t(" << type_code(a.type) << ", " << a.type.bits()
+           << ", 1), nullptr, nullptr, nullptr, nullptr, " << fn << "_estimates_" << i << "},\n";
+    }
+    os << "    };\n    static const halide_filter_metadata_t metadata = {halide_filter_metadata_t::VERSION, "
+       << kernel.args.size() << ", arguments, \"" << kernel.target.name() << "\", \"" << fn << "\"};\n"
+       << "    return &metadata;\n}\n\n";
+    os << "extern \"C\" void " << fn << "_set_error_handler(void (*handler)(const char *)) {\n    error_handler = handler ? handler : print_error;\n}\n\n"
        << "extern \"C\" int " << fn << "(" << arg_list(kernel) << ") {\n"
        << "    halide_buffer_t *buffers[] = {";
     for (size_t i = 0; i < kernel.args.size(); i++) os << (i ? ", " : "") << declared(kernel.args[i]);

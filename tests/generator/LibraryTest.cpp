@@ -24,6 +24,29 @@ TEST(Library, MatchesAPlainLoopAndCountsCycles) {
     EXPECT_GT(scale_add_zpu_last_cycles(), 0u);
 }
 
+TEST(Library, ArgvAndMetadataAsHalideWritesThem) {
+    Halide::Runtime::Buffer<float> a(33, 5), b(33, 5), out(33, 5);
+    a.fill(2.0f);
+    b.fill(1.0f);
+    void *args[] = {a.raw_buffer(), b.raw_buffer(), out.raw_buffer()};
+    ASSERT_EQ(scale_add_zpu_argv(args), 0);
+    EXPECT_EQ(out(32, 4), 5.0f);
+    const halide_filter_metadata_t *m = scale_add_zpu_metadata();
+    ASSERT_NE(m, nullptr);
+    EXPECT_EQ(m->version, 1); // halide_filter_metadata_t::VERSION
+    EXPECT_STREQ(m->name, "scale_add_zpu");
+    EXPECT_STREQ(m->target, "zpu");
+    ASSERT_EQ(m->num_arguments, 3);
+    EXPECT_STREQ(m->arguments[0].name, "a");
+    EXPECT_EQ(m->arguments[0].kind, halide_argument_kind_input_buffer);
+    EXPECT_STREQ(m->arguments[2].name, "out");
+    EXPECT_EQ(m->arguments[2].kind, halide_argument_kind_output_buffer);
+    EXPECT_EQ(m->arguments[2].dimensions, 2);
+    EXPECT_TRUE(m->arguments[2].type == halide_type_of<float>());
+    EXPECT_EQ(*m->arguments[2].buffer_estimates[1], 33); // dim 0: min 0, extent 33
+    EXPECT_EQ(*m->arguments[2].buffer_estimates[3], 5);
+}
+
 TEST(Library, ABadBufferIsAnErrorCodeAndWritesNothing) {
     scale_add_zpu_set_error_handler(remember);
     Halide::Runtime::Buffer<float> a(33, 5), b(33, 5), out(33, 5), wide(34, 5), flat(165);
