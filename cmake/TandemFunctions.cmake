@@ -7,7 +7,8 @@
 #   add_tandem_library(lib FROM gen GENERATOR name [FUNCTION_NAME f] [TARGETS zpu] [PARAMS k=v ...])
 #       a static library `lib` of generator `name` compiled at build time, its header f.h on the
 #       include path: int f(halide_buffer_t *...) with Halide's calling convention (the ZPU kernel
-#       runs on the machine model; f_last_cycles() gives the cycles of the last call).
+#       runs on the machine model; f_last_cycles() gives the cycles of the last call), and
+#       `<lib>_run`, its runner (Halide's RunGenMain): random inputs, cycles and time; --describe.
 include_guard(GLOBAL)
 
 function(add_tandem_generator name)
@@ -48,4 +49,11 @@ function(add_tandem_library lib)
   target_link_libraries(${lib} PUBLIC Tandem::Runtime)
   # The element code rounds each operation as written, as the reference does.
   target_compile_options(${lib} PRIVATE -ffp-contract=off -Wno-unused-variable)
+  file(WRITE ${dir}/${f}.run.cpp.in
+       "#include \"${f}.h\"\n#include \"RunGen.h\"\n\n"
+       "int main(int argc, char **argv) {\n"
+       "    return tandem::run_generated(argc, argv, ${f}_metadata(), ${f}_argv, ${f}_last_cycles);\n}\n")
+  configure_file(${dir}/${f}.run.cpp.in ${dir}/${f}.run.cpp COPYONLY)
+  add_executable(${lib}_run ${dir}/${f}.run.cpp)
+  target_link_libraries(${lib}_run PRIVATE ${lib} Tandem::RunGen)
 endfunction()

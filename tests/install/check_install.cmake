@@ -22,3 +22,5 @@ step("configure the example" ${CMAKE_COMMAND} -S ${SOURCE}/examples/clamped_axpy
 step("build the example" ${CMAKE_COMMAND} --build ${WORK}/build -j2)
 step("run the example" ${WORK}/build/clamped_axpy_main)
 message(STATUS "${last_output}")
+step("run the library's runner" ${WORK}/build/clamped_axpy_zpu_run --iterations 2)
+message(STATUS "${last_output}")
