@@ -5,6 +5,8 @@ include(CMakePackageConfigHelpers)
 
 add_library(tandem_runtime INTERFACE)
 target_link_libraries(tandem_runtime INTERFACE tandem_sim Halide::Runtime)
+target_include_directories(tandem_runtime INTERFACE $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/backends/ascend/runtime>
+                                                    $<INSTALL_INTERFACE:include/ascend>)
 add_library(Tandem::Runtime ALIAS tandem_runtime)
 add_library(Tandem::GenMain ALIAS tandem_genmain)
 add_library(Tandem::Tandem ALIAS tandem_apps)
@@ -21,6 +23,7 @@ install(TARGETS tandem_sim tandem_dsl tandem_common tandem_zpu tandem_hopper tan
 install(DIRECTORY dsl/include/tandem DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(DIRECTORY backends/sim DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.h")
 install(FILES backends/zpu/runtime.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/zpu)
+install(FILES backends/ascend/runtime/kernel_operator.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ascend)
 install(FILES generator/GenMain.h generator/RunGen.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT TandemTargets NAMESPACE Tandem:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/Tandem)
 configure_package_config_file(cmake/TandemConfig.cmake.in ${CMAKE_CURRENT_BINARY_DIR}/TandemConfig.cmake

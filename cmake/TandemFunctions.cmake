@@ -4,10 +4,10 @@
 #   add_tandem_generator(gen SOURCES a.cpp ... [LINK_LIBRARIES ...])
 #       an executable of the generators in the sources (TANDEM_REGISTER_GENERATOR) with the
 #       generator main (-g NAME -o DIR -f FUNCTION -e code,h,library target=T key=value ...)
-#   add_tandem_library(lib FROM gen GENERATOR name [FUNCTION_NAME f] [TARGETS zpu] [PARAMS k=v ...])
+#   add_tandem_library(lib FROM gen GENERATOR name [FUNCTION_NAME f] [TARGETS zpu|ascend] [PARAMS k=v ...])
 #       a static library `lib` of generator `name` compiled at build time, its header f.h on the
-#       include path: int f(halide_buffer_t *...) with Halide's calling convention (the ZPU kernel
-#       runs on the machine model; f_last_cycles() gives the cycles of the last call), and
+#       include path: int f(halide_buffer_t *...) with Halide's calling convention (the kernel runs
+#       on the target's machine model; f_last_cycles() gives the cycles of the last call), and
 #       `<lib>_run`, its runner (Halide's RunGenMain): random inputs, cycles and time; --describe.
 include_guard(GLOBAL)
 
@@ -31,20 +31,26 @@ function(add_tandem_library lib)
   if(NOT ARG_TARGETS)
     set(ARG_TARGETS zpu)
   endif()
-  if(NOT ARG_TARGETS STREQUAL "zpu")
-    message(FATAL_ERROR "add_tandem_library(${lib}): TARGETS ${ARG_TARGETS}: libraries are built for the zpu "
-                        "only so far (ascend and hopper libraries are not implemented yet)")
-  endif()
   set(dir ${CMAKE_CURRENT_BINARY_DIR}/${lib}.tandem)
   set(f ${ARG_FUNCTION_NAME})
+  if(ARG_TARGETS STREQUAL "zpu")
+    set(outputs ${dir}/${f}.zpu.cpp ${dir}/${f}.lib.cpp)
+    set(emit code,h,library)
+  elseif(ARG_TARGETS STREQUAL "ascend")
+    set(outputs ${dir}/${f}.lib.cpp) # the AscendC kernel inside
+    set(emit h,library)
+  else()
+    message(FATAL_ERROR "add_tandem_library(${lib}): TARGETS ${ARG_TARGETS}: one of zpu or ascend (one "
+                        "library per target; hopper libraries are not implemented yet)")
+  endif()
   add_custom_command(
-    OUTPUT ${dir}/${f}.zpu.cpp ${dir}/${f}.h ${dir}/${f}.lib.cpp
+    OUTPUT ${outputs} ${dir}/${f}.h
     COMMAND ${CMAKE_COMMAND} -E make_directory ${dir}
-    COMMAND ${ARG_FROM} -g ${ARG_GENERATOR} -o ${dir} -f ${f} -e code,h,library target=zpu ${ARG_PARAMS}
+    COMMAND ${ARG_FROM} -g ${ARG_GENERATOR} -o ${dir} -f ${f} -e ${emit} target=${ARG_TARGETS} ${ARG_PARAMS}
     DEPENDS ${ARG_FROM}
-    COMMENT "Generating ${f} (${ARG_GENERATOR} for the zpu)"
+    COMMENT "Generating ${f} (${ARG_GENERATOR} for the ${ARG_TARGETS})"
     VERBATIM)
-  add_library(${lib} STATIC ${dir}/${f}.zpu.cpp ${dir}/${f}.lib.cpp)
+  add_library(${lib} STATIC ${outputs})
   target_include_directories(${lib} PUBLIC ${dir})
   target_link_libraries(${lib} PUBLIC Tandem::Runtime)
   # The element code rounds each operation as written, as the reference does.

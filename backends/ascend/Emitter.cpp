@@ -2,6 +2,7 @@
 
 #include "tandem/AsyncIR.h"
 #include "common/Evaluator.h"
+#include "common/Library.h"
 #include "sim/Ascend.h"
 
 #include <iomanip>
@@ -901,6 +902,37 @@ std::string emit_ascendc(const Kernel &kernel, const std::string &function, int 
     if (g.uses_block_idx)
         head += "    const int64_t block_idx = AscendC::GetBlockIdx();\n";
     return head + body + "}\n";
+}
+
+std::string emit_library_header(const Kernel &kernel, const std::string &function) {
+    return library::header(kernel, function.empty() ? c_name(kernel.name) : function, "the Ascend machine model");
+}
+
+std::string emit_library(const Kernel &kernel, const std::string &function) {
+    const std::string fn = function.empty() ? c_name(kernel.name) : function;
+    sim::ascend::AscendParams params = sim::ascend::AscendParams::from(kernel.target.lookup());
+    std::ostringstream helpers, run;
+    helpers << "tandem::sim::ascend::AscendParams machine() {\n    tandem::sim::ascend::AscendParams p;\n";
+    params.fields([&](const char *name, auto &v) { helpers << "    p." << name << " = " << v << ";\n"; });
+    helpers << "    return p;\n}\n";
+    run << "        tandem::sim::ascend::Machine m(machine(), /*numerics=*/true);\n"
+        << "        std::vector<int> ids;\n";
+    for (size_t i = 0; i < kernel.args.size(); i++) {
+        const KernelArg &a = kernel.args[i];
+        run << "        ids.push_back(m.add_gm(\"" << a.name << "\", " << library::dtype_enum(dtype_of(a.type)) << ", "
+            << a.elements() << "));\n";
+        if (!a.output)
+            run << "        std::memcpy(m.data(ids.back()), buffers[" << i << "]->host, " << a.elements() * a.type.bytes() << ");\n";
+    }
+    const size_t out = kernel.args.size() - 1;
+    run << "        tandem_ascend::run(m, " << fn << "_kernel, ids);\n"
+        << "        tandem::sim::Report r = m.finish();\n"
+        << "        if (r.deadlock || r.race_count)\n"
+        << "            return fail(halide_error_code_generic_error, r.deadlock ? r.deadlock_message : r.races.front().str());\n"
+        << "        std::memcpy(buffers[" << out << "]->host, m.data(ids.back()), "
+        << kernel.args[out].elements() * kernel.args[out].type.bytes() << ");\n"
+        << "        last_cycles = uint64_t(r.cycles);\n";
+    return library::source(kernel, fn, emit_ascendc(kernel, fn + "_kernel"), helpers.str(), run.str());
 }
 
 } // namespace tandem::ascend_backend

@@ -65,6 +65,12 @@
 namespace tandem::ascend_backend {
 
 /** AscendC source of `kernel`; `function` names the kernel (default: the kernel's name). */
+/** The library interface of the kernel (common/Library.h): the header, and a source holding the
+ * AscendC kernel (as FUNCTION_kernel) and FUNCTION(), which runs it on the Ascend machine model
+ * through the CPU runtime (runtime/kernel_operator.h). */
+std::string emit_library_header(const Kernel &kernel, const std::string &function = "");
+std::string emit_library(const Kernel &kernel, const std::string &function = "");
+
 std::string emit_ascendc(const Kernel &kernel, const std::string &function = "",
                          int drop_flag_pair = -1);
 

@@ -1,6 +1,7 @@
-// A generated library called the way a Halide user calls one: the scale_add generator built for
-// the zpu at build time (scale_add_gen -e code,h,library), linked as a static library, called
+// Generated libraries called the way a Halide user calls one: the scale_add generator built at
+// build time for the zpu and for ascend (add_tandem_library), linked as static libraries, called
 // with Halide::Runtime::Buffer. A bad buffer returns Halide's error code and writes nothing.
+#include "scale_add_ascend.h"
 #include "scale_add_zpu.h"
 
 #include <HalideBuffer.h>
@@ -14,15 +15,50 @@ namespace {
 std::string last_error;
 void remember(const char *message) { last_error = message; }
 
-TEST(Library, MatchesAPlainLoopAndCountsCycles) {
+/** One target's library of the same generator. */
+struct Library {
+    const char *target;
+    int (*call)(halide_buffer_t *, halide_buffer_t *, halide_buffer_t *);
+    uint64_t (*last_cycles)(void);
+    void (*set_error_handler)(void (*)(const char *));
+};
+std::ostream &operator<<(std::ostream &os, const Library &l) { return os << l.target; }
+
+class Libraries : public ::testing::TestWithParam<Library> {};
+
+TEST_P(Libraries, MatchLoopAndCountCycles) {
+    const Library &lib = GetParam();
     Halide::Runtime::Buffer<float> a(33, 5), b(33, 5), out(33, 5);
     for (int y = 0; y < 5; y++)
         for (int x = 0; x < 33; x++) a(x, y) = float(x) - 0.5f * float(y), b(x, y) = float(x * y % 7);
-    ASSERT_EQ(scale_add_zpu(a, b, out), 0);
+    ASSERT_EQ(lib.call(a, b, out), 0);
     for (int y = 0; y < 5; y++)
         for (int x = 0; x < 33; x++) ASSERT_EQ(out(x, y), a(x, y) * 2.0f + b(x, y)) << x << "," << y;
-    EXPECT_GT(scale_add_zpu_last_cycles(), 0u);
+    EXPECT_GT(lib.last_cycles(), 0u);
 }
+
+TEST_P(Libraries, RejectBadBuffersWithoutWriting) {
+    const Library &lib = GetParam();
+    lib.set_error_handler(remember);
+    Halide::Runtime::Buffer<float> a(33, 5), b(33, 5), out(33, 5), wide(34, 5);
+    Halide::Runtime::Buffer<int32_t> ints(33, 5);
+    a.fill(1.0f);
+    b.fill(1.0f);
+    out.fill(-7.0f);
+    EXPECT_EQ(lib.call(a, wide, out), halide_error_code_access_out_of_bounds);
+    EXPECT_EQ(lib.call(a, ints, out), halide_error_code_bad_type);
+    EXPECT_EQ(lib.call(a, b, nullptr), halide_error_code_buffer_argument_is_null);
+    for (int y = 0; y < 5; y++)
+        for (int x = 0; x < 33; x++) ASSERT_EQ(out(x, y), -7.0f); // untouched
+    lib.set_error_handler(nullptr);
+}
+
+INSTANTIATE_TEST_SUITE_P(ZpuAndAscend, Libraries,
+                         ::testing::Values(Library{"zpu", scale_add_zpu, scale_add_zpu_last_cycles,
+                                                   scale_add_zpu_set_error_handler},
+                                           Library{"ascend", scale_add_ascend, scale_add_ascend_last_cycles,
+                                                   scale_add_ascend_set_error_handler}),
+                         [](const ::testing::TestParamInfo<Library> &info) { return std::string(info.param.target); });
 
 TEST(Library, ArgvAndMetadataAsHalideWritesThem) {
     Halide::Runtime::Buffer<float> a(33, 5), b(33, 5), out(33, 5);
