@@ -4,11 +4,14 @@
 #   add_tandem_generator(gen SOURCES a.cpp ... [LINK_LIBRARIES ...])
 #       an executable of the generators in the sources (TANDEM_REGISTER_GENERATOR) with the
 #       generator main (-g NAME -o DIR -f FUNCTION -e code,h,library target=T key=value ...)
-#   add_tandem_library(lib FROM gen GENERATOR name [FUNCTION_NAME f] [TARGETS zpu|ascend] [PARAMS k=v ...])
+#   add_tandem_library(lib FROM gen GENERATOR name [FUNCTION_NAME f] [TARGETS zpu|ascend|hopper] [PARAMS k=v ...])
 #       a static library `lib` of generator `name` compiled at build time, its header f.h on the
 #       include path: int f(halide_buffer_t *...) with Halide's calling convention (the kernel runs
 #       on the target's machine model; f_last_cycles() gives the cycles of the last call), and
 #       `<lib>_run`, its runner (Halide's RunGenMain): random inputs, cycles and time; --describe.
+#       hopper: the kernel compiled by nvcc for sm_90a and the launcher; the buffers' device fields
+#       are the device pointers (no runner). Without nvcc and the CUDA toolkit a configure-time
+#       message says so and the library is skipped (TANDEM_HOPPER_LIBRARIES is then OFF).
 include_guard(GLOBAL)
 
 function(add_tandem_generator name)
@@ -39,17 +42,45 @@ function(add_tandem_library lib)
   elseif(ARG_TARGETS STREQUAL "ascend")
     set(outputs ${dir}/${f}.lib.cpp) # the AscendC kernel inside
     set(emit h,library)
+  elseif(ARG_TARGETS STREQUAL "hopper")
+    find_program(TANDEM_NVCC nvcc HINTS /usr/local/cuda/bin)
+    find_package(CUDAToolkit QUIET)
+    if(NOT TANDEM_NVCC OR NOT CUDAToolkit_FOUND)
+      message(STATUS "add_tandem_library(${lib}): no nvcc and CUDA toolkit found: the hopper library is skipped")
+      set(TANDEM_HOPPER_LIBRARIES OFF PARENT_SCOPE)
+      return()
+    endif()
+    set(TANDEM_HOPPER_LIBRARIES ON PARENT_SCOPE)
+    set(outputs ${dir}/${f}.lib.cpp)
+    set(emit cuda,h,library)
+    add_custom_command(
+      OUTPUT ${dir}/${f}.cu.o
+      COMMAND ${TANDEM_NVCC} -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I${TANDEM_HOPPER_RUNTIME_DIR}
+              -c ${dir}/${f}.cu -o ${dir}/${f}.cu.o
+      DEPENDS ${dir}/${f}.cu
+      COMMENT "Compiling ${f}.cu for sm_90a"
+      VERBATIM)
   else()
-    message(FATAL_ERROR "add_tandem_library(${lib}): TARGETS ${ARG_TARGETS}: one of zpu or ascend (one "
-                        "library per target; hopper libraries are not implemented yet)")
+    message(FATAL_ERROR "add_tandem_library(${lib}): TARGETS ${ARG_TARGETS}: one of zpu, ascend or hopper "
+                        "(one library per target)")
+  endif()
+  set(generated ${outputs} ${dir}/${f}.h)
+  if(ARG_TARGETS STREQUAL "hopper")
+    list(APPEND generated ${dir}/${f}.cu)
   endif()
   add_custom_command(
-    OUTPUT ${outputs} ${dir}/${f}.h
+    OUTPUT ${generated}
     COMMAND ${CMAKE_COMMAND} -E make_directory ${dir}
     COMMAND ${ARG_FROM} -g ${ARG_GENERATOR} -o ${dir} -f ${f} -e ${emit} target=${ARG_TARGETS} ${ARG_PARAMS}
     DEPENDS ${ARG_FROM}
     COMMENT "Generating ${f} (${ARG_GENERATOR} for the ${ARG_TARGETS})"
     VERBATIM)
+  if(ARG_TARGETS STREQUAL "hopper")
+    add_library(${lib} STATIC ${outputs} ${dir}/${f}.cu.o)
+    target_include_directories(${lib} PUBLIC ${dir})
+    target_link_libraries(${lib} PUBLIC Halide::Runtime CUDA::cudart)
+    return() # no runner: its inputs live on the device
+  endif()
   add_library(${lib} STATIC ${outputs})
   target_include_directories(${lib} PUBLIC ${dir})
   target_link_libraries(${lib} PUBLIC Tandem::Runtime)

@@ -17,6 +17,10 @@
  * A backend gives what runs the kernel: `run` is C++ statements inside a try block that see
  * `buffers[i]` (the checked halide_buffer_t of argument i), return through
  * fail(code, message) on a model error and set `last_cycles`.
+ *
+ * Memory::Device (hopper): the buffers' `device` fields are the kernel's device pointers (a
+ * CUdeviceptr from cudaMalloc, as Halide's CUDA device interface keeps it; 16-byte aligned for
+ * TMA); the host fields are not read. last_cycles is 0 there (time the call with CUDA events).
  */
 
 #include "sim/Zpu.h"
@@ -35,10 +39,12 @@ std::string declared(const KernelArg &a);
 /** The header; `model` names what runs the kernel ("the ZPU machine model"). */
 std::string header(const Kernel &kernel, const std::string &function, const std::string &model);
 
+enum class Memory { Host, Device };
+
 /** The library's source: `includes` and `helpers` (code at namespace scope before NAME), then the
  * interface around `run`. */
 std::string source(const Kernel &kernel, const std::string &function, const std::string &includes,
-                   const std::string &helpers, const std::string &run);
+                   const std::string &helpers, const std::string &run, Memory memory = Memory::Host);
 
 } // namespace tandem::library
 

@@ -3,6 +3,7 @@
 
 #include "Emitter.h"
 #include "Executor.h"
+#include "common/Library.h"
 
 #include <algorithm>
 
@@ -27,6 +28,14 @@ TargetBackend backend() {
     b.sources = {{"cuda", ".cu", [](const Kernel &k, const std::string &name, const EmitOptions &o) {
                       no_drop_flag(o, "hopper");
                       return emit_cuda(k, name);
+                  }},
+                 // The library interface (Halide's calling convention, device pointers) over the
+                 // launcher above.
+                 {"h", ".h", [](const Kernel &k, const std::string &name, const EmitOptions &) {
+                      return library::header(k, name, "the GPU (device pointers in the buffers' device fields)");
+                  }},
+                 {"library", ".lib.cpp", [](const Kernel &k, const std::string &name, const EmitOptions &) {
+                      return emit_library(k, name);
                   }}};
     return b;
 }

@@ -1,6 +1,7 @@
 #include "Emitter.h"
 
 #include "Plan.h"
+#include "common/Library.h"
 #include "lower/Nest.h"
 #include "tandem/AsyncIR.h"
 
@@ -1613,6 +1614,22 @@ std::string emit_cuda(const Kernel &kernel, const std::string &function) {
        << "    return cudaGetLastError();\n"
        << "}\n";
     return os.str();
+}
+
+std::string emit_library(const Kernel &kernel, const std::string &function) {
+    const std::string fn = function.empty() ? c_name(kernel.name) : function;
+    std::ostringstream includes, run;
+    includes << "#include <cuda_runtime.h>\n\n"
+             << "extern \"C\" cudaError_t launch_" << fn << "(void *const *args, cudaStream_t stream);\n";
+    run << "        void *args[] = {";
+    for (size_t i = 0; i < kernel.args.size(); i++)
+        run << (i ? ", " : "") << "reinterpret_cast<void *>(buffers[" << i << "]->device)";
+    run << "};\n"
+        << "        cudaError_t status = launch_" << fn << "(args, 0);\n"
+        << "        if (status == cudaSuccess) status = cudaDeviceSynchronize();\n"
+        << "        if (status != cudaSuccess) return fail(halide_error_code_generic_error, cudaGetErrorString(status));\n"
+        << "        last_cycles = 0; // no model on the GPU\n";
+    return library::source(kernel, fn, includes.str(), "", run.str(), library::Memory::Device);
 }
 
 } // namespace tandem::hopper_backend

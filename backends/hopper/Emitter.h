@@ -91,6 +91,11 @@ namespace tandem::hopper_backend {
 /** The CUDA source of `kernel`; `function` names the kernel (default: the Kernel's name). */
 std::string emit_cuda(const Kernel &kernel, const std::string &function = "");
 
+/** The library interface (common/Library.h, device memory) over emit_cuda's launcher: plain C++
+ * (link the .cu's object and CUDA's runtime); the call launches on the default stream and
+ * synchronises, and a CUDA error is halide_error_code_generic_error with CUDA's message. */
+std::string emit_library(const Kernel &kernel, const std::string &function = "");
+
 } // namespace tandem::hopper_backend
 
 #endif
