@@ -25,7 +25,7 @@ install(DIRECTORY backends/sim DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MAT
 install(FILES backends/zpu/runtime.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/zpu)
 install(FILES backends/ascend/runtime/kernel_operator.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ascend)
 install(FILES backends/hopper/runtime/tandem_hopper.cuh DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/hopper)
-install(FILES generator/GenMain.h generator/RunGen.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(FILES generator/GenMain.h generator/RunGen.h generator/RunGenGpu.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT TandemTargets NAMESPACE Tandem:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/Tandem)
 configure_package_config_file(cmake/TandemConfig.cmake.in ${CMAKE_CURRENT_BINARY_DIR}/TandemConfig.cmake
                               INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/Tandem)

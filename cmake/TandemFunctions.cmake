@@ -10,7 +10,7 @@
 #       on the target's machine model; f_last_cycles() gives the cycles of the last call), and
 #       `<lib>_run`, its runner (Halide's RunGenMain): random inputs, cycles and time; --describe.
 #       hopper: the kernel compiled by nvcc for sm_90a and the launcher; the buffers' device fields
-#       are the device pointers (no runner). Without nvcc and the CUDA toolkit a configure-time
+#       are the device pointers; its runner times it with CUDA events. Without nvcc and the CUDA toolkit a configure-time
 #       message says so and the library is skipped (TANDEM_HOPPER_LIBRARIES is then OFF).
 include_guard(GLOBAL)
 
@@ -81,7 +81,14 @@ function(add_tandem_library lib)
     add_library(${lib} STATIC ${outputs} ${dir}/${f}.cu.o)
     target_include_directories(${lib} PUBLIC ${dir})
     target_link_libraries(${lib} PUBLIC Halide::Runtime CUDA::cudart)
-    return() # no runner: its inputs live on the device
+    file(WRITE ${dir}/${f}.run.cpp.in
+         "#include \"${f}.h\"\n#include \"RunGenGpu.h\"\n\n"
+         "int main(int argc, char **argv) {\n"
+         "    return tandem::run_generated_on_gpu(argc, argv, ${f}_metadata(), ${f}_argv);\n}\n")
+    configure_file(${dir}/${f}.run.cpp.in ${dir}/${f}.run.cpp COPYONLY)
+    add_executable(${lib}_run ${dir}/${f}.run.cpp)
+    target_link_libraries(${lib}_run PRIVATE ${lib} Tandem::RunGen)
+    return()
   endif()
   add_library(${lib} STATIC ${outputs})
   target_include_directories(${lib} PUBLIC ${dir})

@@ -96,6 +96,12 @@ int generator_main(int argc, char **argv) {
                 write_file(base.string() + source.suffix, source.emit(kernel, function, EmitOptions{}));
                 found = true;
             }
+            if (!found && kind == "static_library") {
+                throw Error("-e static_library: Tandem writes the library's sources (-e " +
+                            std::string(target.name() == "hopper" ? "cuda" : target.name() == "zpu" ? "code" : "") +
+                            (target.name() == "ascend" ? "" : ",") +
+                            "h,library) and CMake compiles them: add_tandem_library (README, Writing a generator)");
+            }
             if (!found) throw Error("-e " + kind + ": target " + target.name() + " emits " + known);
         }
     } catch (const Error &e) {

@@ -47,30 +47,46 @@ void fill(Halide::Runtime::Buffer<void> &b, std::mt19937 &rng) {
 
 } // namespace
 
+int parse_run_options(int argc, char **argv, const halide_filter_metadata_t *m, RunOptions *o) {
+    CLI::App app{std::string("runs ") + m->name + " (" + m->target + ") on random inputs"};
+    app.add_flag("--describe", o->describe, "print the arguments and exit");
+    app.add_option("--iterations", o->iterations, "calls to time")->check(CLI::PositiveNumber);
+    app.add_option("--seed", o->seed, "the inputs' random seed");
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError &e) {
+        return app.exit(e);
+    }
+    return -1;
+}
+
+void describe_arguments(const halide_filter_metadata_t *m) {
+    std::printf("%s for %s, %d arguments:\n", m->name, m->target, m->num_arguments);
+    for (int i = 0; i < m->num_arguments; i++) {
+        const halide_filter_argument_t &a = m->arguments[i];
+        std::printf("  %s: %s %s [", a.name, a.kind == halide_argument_kind_output_buffer ? "output" : "input",
+                    type_name(a.type).c_str());
+        for (int d = 0; d < a.dimensions; d++)
+            std::printf("%s%lld", d ? " x " : "", (long long)(a.buffer_estimates ? *a.buffer_estimates[2 * d + 1] : 0));
+        std::printf("]\n");
+    }
+}
+
+void fill_random(halide_buffer_t *buffer, unsigned seed) {
+    std::mt19937 rng(seed);
+    Halide::Runtime::Buffer<void> b(*buffer);
+    fill(b, rng);
+}
+
 int run_generated(int argc, char **argv, const halide_filter_metadata_t *m, int (*call)(void **args),
                   uint64_t (*last_cycles)(void)) {
-    CLI::App app{std::string("runs ") + m->name + " (" + m->target + ") on random inputs"};
-    bool describe = false;
-    int iterations = 1;
-    unsigned seed = 1;
-    app.add_flag("--describe", describe, "print the arguments and exit");
-    app.add_option("--iterations", iterations, "calls to time")->check(CLI::PositiveNumber);
-    app.add_option("--seed", seed, "the inputs' random seed");
-    CLI11_PARSE(app, argc, argv);
-
-    if (describe) {
-        std::printf("%s for %s, %d arguments:\n", m->name, m->target, m->num_arguments);
-        for (int i = 0; i < m->num_arguments; i++) {
-            const halide_filter_argument_t &a = m->arguments[i];
-            std::printf("  %s: %s %s [", a.name, a.kind == halide_argument_kind_output_buffer ? "output" : "input",
-                        type_name(a.type).c_str());
-            for (int d = 0; d < a.dimensions; d++)
-                std::printf("%s%lld", d ? " x " : "", (long long)(a.buffer_estimates ? *a.buffer_estimates[2 * d + 1] : 0));
-            std::printf("]\n");
-        }
+    RunOptions o;
+    if (int status = parse_run_options(argc, argv, m, &o); status >= 0) return status;
+    if (o.describe) {
+        describe_arguments(m);
         return 0;
     }
-    std::mt19937 rng(seed);
+    std::mt19937 rng(o.seed);
     std::vector<Halide::Runtime::Buffer<void>> buffers;
     std::vector<void *> args;
     for (int i = 0; i < m->num_arguments; i++) {
@@ -86,7 +102,7 @@ int run_generated(int argc, char **argv, const halide_filter_metadata_t *m, int 
     }
     for (auto &b : buffers) args.push_back(b.raw_buffer());
     double seconds = 0;
-    for (int it = 0; it < iterations; it++) {
+    for (int it = 0; it < o.iterations; it++) {
         auto start = std::chrono::steady_clock::now();
         if (int error = call(args.data())) {
             std::fprintf(stderr, "%s failed: %d\n", m->name, error);
@@ -95,8 +111,8 @@ int run_generated(int argc, char **argv, const halide_filter_metadata_t *m, int 
         seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
     std::printf("%s on %s: %llu cycles on the machine model; %.3f ms of host time per call (%d call%s)\n", m->name,
-                m->target, (unsigned long long)last_cycles(), 1e3 * seconds / iterations, iterations,
-                iterations == 1 ? "" : "s");
+                m->target, (unsigned long long)last_cycles(), 1e3 * seconds / o.iterations, o.iterations,
+                o.iterations == 1 ? "" : "s");
     return 0;
 }
 
