@@ -27,6 +27,7 @@ inline int run_generated_on_gpu(int argc, char **argv, const halide_filter_metad
         return 0;
     }
     std::vector<Halide::Runtime::Buffer<void>> host;
+    host.reserve(size_t(m->num_arguments)); // the device buffers share the host ones' shapes: no moves
     std::vector<halide_buffer_t> device(size_t(m->num_arguments));
     std::vector<void *> args;
     for (int i = 0; i < m->num_arguments; i++) {
@@ -58,7 +59,10 @@ inline int run_generated_on_gpu(int argc, char **argv, const halide_filter_metad
     std::vector<float> ms;
     for (int it = 0; it < std::max(o.iterations, 20); it++) {
         cudaEventRecord(start);
-        call(args.data());
+        if (int error = call(args.data())) {
+            std::fprintf(stderr, "%s failed: %d\n", m->name, error);
+            return 1;
+        }
         cudaEventRecord(stop);
         cudaEventSynchronize(stop);
         float t = 0;
