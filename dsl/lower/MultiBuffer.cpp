@@ -247,7 +247,10 @@ private:
 
     Stmt insert_wait(const Stmt &body, const Expr &slot) {
         if (!async) return body;
-        return insert_before_first_access(body, source, true, ir::make_wait({ir::empty_barrier(source), slot}));
+        // Into a guarded tile (a hole in the tile order): the store that frees the version is in
+        // the same branch (Ascend counts the flags: a wait without its set deadlocks).
+        return insert_before_first_access(body, source, true, ir::make_wait({ir::empty_barrier(source), slot}),
+                                          /*into_branches=*/true);
     }
 
     Stmt visit(const For *op) override {

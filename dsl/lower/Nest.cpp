@@ -78,13 +78,19 @@ namespace {
 
 class InsertBeforeFirst : public IRMutator {
 public:
-    InsertBeforeFirst(const std::string &b, bool writes_only, const Stmt &before)
-        : buffer(b), writes_only(writes_only), before(before) {}
+    InsertBeforeFirst(const std::string &b, bool writes_only, const Stmt &before, bool into_branches)
+        : buffer(b), writes_only(writes_only), into_branches(into_branches), before(before) {}
     bool done = false;
 
     Stmt mutate(const Stmt &s) override {
         if (done || !s.defined()) return s;
         if (s.as<Block>() || s.as<ProducerConsumer>() || s.as<Allocate>()) return IRMutator::mutate(s);
+        const IfThenElse *branch = s.as<IfThenElse>();
+        if (into_branches && branch && !(branch->else_case.defined() && ir::touches(branch->else_case, buffer)) &&
+            (writes_only ? ir::writes(s, buffer) : ir::touches(s, buffer))) {
+            // Only the branch touches the buffer: wait inside it, where the access is.
+            return IfThenElse::make(branch->condition, mutate(branch->then_case), branch->else_case);
+        }
         ir::VectorOp v;
         Stmt body;
         if (s.as<LetStmt>() && !ir::as_vector_op(s, &v, &body)) return IRMutator::mutate(s);
@@ -95,7 +101,7 @@ public:
 
 private:
     const std::string &buffer;
-    bool writes_only;
+    bool writes_only, into_branches;
     Stmt before;
 };
 
@@ -140,8 +146,9 @@ Stmt block(const std::vector<Stmt> &parts) {
     return s.defined() ? s : Evaluate::make(0);
 }
 
-Stmt insert_before_first_access(const Stmt &s, const std::string &buffer, bool writes_only, const Stmt &before) {
-    InsertBeforeFirst i(buffer, writes_only, before);
+Stmt insert_before_first_access(const Stmt &s, const std::string &buffer, bool writes_only, const Stmt &before,
+                                bool into_branches) {
+    InsertBeforeFirst i(buffer, writes_only, before, into_branches);
     return i.mutate(s);
 }
 

@@ -69,8 +69,11 @@ Stmt remove_no_ops(const Stmt &s);
 
 /** Prepends `before` to the first statement of `s` in program order that touches `buffer` (only
  * writes if `writes_only`). Descends through blocks, producer/consumer markers and lets; loops,
- * ifs and ops count as one statement. */
-Stmt insert_before_first_access(const Stmt &s, const std::string &buffer, bool writes_only, const Stmt &before);
+ * ifs and ops count as one statement - except, with `into_branches`, an if whose then-branch alone
+ * touches the buffer: `before` goes inside it (a wait that pairs with a release inside the branch
+ * must not run when the branch does not). */
+Stmt insert_before_first_access(const Stmt &s, const std::string &buffer, bool writes_only, const Stmt &before,
+                                bool into_branches = false);
 
 } // namespace tandem::lower
 
