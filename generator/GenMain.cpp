@@ -97,10 +97,10 @@ int generator_main(int argc, char **argv) {
                 found = true;
             }
             if (!found && kind == "static_library") {
-                throw Error("-e static_library: Tandem writes the library's sources (-e " +
-                            std::string(target.name() == "hopper" ? "cuda" : target.name() == "zpu" ? "code" : "") +
-                            (target.name() == "ascend" ? "" : ",") +
-                            "h,library) and CMake compiles them: add_tandem_library (README, Writing a generator)");
+                std::string sources;
+                for (const Source &source : backend.sources) sources += (sources.empty() ? "" : ",") + source.what;
+                throw Error("-e static_library: Tandem writes the library's sources (-e " + sources +
+                            ") and CMake compiles them: add_tandem_library (README, Writing a generator)");
             }
             if (!found) throw Error("-e " + kind + ": target " + target.name() + " emits " + known);
         }
