@@ -20,11 +20,11 @@ TargetBackend backend() {
     };
     b.roofline = [](double macs, double vector_ops, double bytes, const Target &t) {
         const sim::ascend::AscendParams a = sim::ascend::AscendParams::from(t.lookup());
-        const double cores = a.cores;
-        // Inputs come in on MTE2 (GM -> L1/UB), the output goes out on MTE3 or FIX: count them all
-        // at the slower inbound rate, a bound no schedule beats.
-        return std::max({macs / (cores * 16.0 * 16 * 16), vector_ops / (cores * a.vector_flops_per_cycle),
-                         bytes / (cores * (a.gm_to_ub + a.ub_to_gm))});
+        // MACs on the cube cores, vector operations (f32: 4 bytes of lane work each) on the vector
+        // cores, and every compulsory byte once through the HBM that all cores share.
+        return std::max({macs / (a.cube_cores * 16.0 * 16 * 16),
+                         vector_ops * 4 / (double(a.vector_cores) * a.vector_bytes_per_cycle),
+                         bytes / a.hbm_bytes_per_cycle});
     };
     b.sources = {{"code", ".ascend.cpp", [](const Kernel &k, const std::string &name, const EmitOptions &o) {
                       return emit_ascendc(k, name, o.drop_flag);

@@ -861,6 +861,10 @@ std::string emit_ascendc(const Kernel &kernel, const std::string &function, int 
     for (size_t i = 0; i < kernel.args.size(); i++)
         os << (i ? ", " : "") << "GM_ADDR " << c_name(kernel.args[i].name);
     os << ") {\n";
+    // The 910B's cube (AIC) and vector (AIV) cores are separate: a kernel without a cube op runs
+    // on the vector cores.
+    os << "    KERNEL_TASK_TYPE_DEFAULT(" << (kernel.vector_units_only ? "KERNEL_TYPE_AIV_ONLY" : "KERNEL_TYPE_AIC_ONLY")
+       << ");\n";
     os << "    // global memory: the kernel's arguments\n";
     for (const KernelArg &a : kernel.args) {
         const char *t = element_type(dtype_of(a.type));
@@ -925,7 +929,8 @@ std::string emit_library(const Kernel &kernel, const std::string &function) {
             run << "        std::memcpy(m.data(ids.back()), buffers[" << i << "]->host, " << a.elements() * a.type.bytes() << ");\n";
     }
     const size_t out = kernel.args.size() - 1;
-    run << "        tandem_ascend::run(m, " << fn << "_kernel, ids);\n"
+    run << "        tandem_ascend::run(m, " << fn << "_kernel, ids, AscendC::KernelMode::"
+        << (kernel.vector_units_only ? "AIV_MODE" : "AIC_MODE") << ");\n"
         << "        tandem::sim::Report r = m.finish();\n"
         << "        if (r.deadlock || r.race_count)\n"
         << "            return fail(halide_error_code_generic_error, r.deadlock ? r.deadlock_message : r.races.front().str());\n"

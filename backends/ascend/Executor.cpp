@@ -24,9 +24,9 @@ Pipe pipe_named(const std::string &name) {
 
 class Stream {
 public:
-    Stream(sim::ascend::Machine &machine, int core, std::unordered_map<std::string, BufferRef> buffers,
+    Stream(sim::ascend::Machine &machine, int core, int block, std::unordered_map<std::string, BufferRef> buffers,
            std::set<std::string> l0c)
-        : machine(machine), core(machine.core(core)), core_index(core), l0c(std::move(l0c)),
+        : machine(machine), core(machine.core(core)), block_index(block), l0c(std::move(l0c)),
           buffers(std::make_shared<std::unordered_map<std::string, BufferRef>>(std::move(buffers))), eval(lookup(), hook()) {}
 
     void exec(const Stmt &s) {
@@ -60,7 +60,7 @@ public:
 private:
     sim::ascend::Machine &machine;
     sim::ascend::Core &core;
-    int core_index;
+    int block_index; // GetBlockIdx(): the core's index among its kind
     std::set<std::string> l0c; // accumulators: stored by the Fixpipe
     std::shared_ptr<std::unordered_map<std::string, BufferRef>> buffers;
     Evaluator eval;
@@ -74,7 +74,7 @@ private:
         };
     }
     Evaluator::CallHook hook() const {
-        int c = core_index;
+        int c = block_index;
         return [c](const Call *call, double *v) {
             if (!ir::is_core_id(call)) return false;
             *v = c;
@@ -138,7 +138,11 @@ private:
 } // namespace
 
 void execute(const Kernel &kernel, sim::ascend::Machine &machine, const std::map<std::string, int> &arguments) {
-    for (int c = 0; c < machine.num_cores(); c++) {
+    // An AIV-only kernel (no tile MMA) runs on the vector cores, an AIC-only one on the cube
+    // cores; GetBlockIdx() is the index among them.
+    const sim::ascend::CoreKind kind = kernel.vector_units_only ? sim::ascend::CoreKind::AIV : sim::ascend::CoreKind::AIC;
+    for (int block = 0; block < machine.cores_of(kind); block++) {
+        const int c = machine.core_of(kind, block);
         std::unordered_map<std::string, BufferRef> buffers;
         auto add = [&](const std::string &name, int id) {
             buffers[name] = BufferRef{machine.data(id), machine.type(id), machine.elements(id), id};
@@ -151,7 +155,7 @@ void execute(const Kernel &kernel, sim::ascend::Machine &machine, const std::map
         for (const SramBuffer &b : kernel.buffers) {
             if (b.ascend_mem == sim::ascend::Mem::L0C) l0c.insert(b.name);
         }
-        Stream stream(machine, c, buffers, l0c);
+        Stream stream(machine, c, block, buffers, l0c);
         stream.exec(kernel.body);
         machine.run_core(c);
     }

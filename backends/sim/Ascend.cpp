@@ -22,14 +22,22 @@
 //   destination type's); Mmad cube_fixed + ceil(m/16) ceil(n/16) ceil(k/16); a vector op
 //   vector_fixed + ceil(flops / rate); SetFlag and WaitFlag flag_cycles (a set fires at its end);
 //   PipeBarrier pipe_barrier_cycles (PIPE_ALL on S after every pipe drained the ops before it).
-// - Paths (pipe, rate): GM->L1/UB/L0A/L0B on MTE2 (gm_to_l1, gm_to_ub, gm_to_l1, gm_to_l1);
-//   L1->L0A/L0B on MTE1 (LoadData); L1->UB on MTE1 (l1_to_ub); UB->GM/L1 on MTE3; L0C->GM/L1
-//   on FIX (both at l0c_to_gm).
+// - Kinds: AIC cores have L1, L0A, L0B, L0C and the pipes S, MTE2, MTE1, M, FIX; AIV cores have
+//   UB and S, MTE2, V, MTE3. A buffer, copy, flag or barrier the core's kind lacks is a SimError
+//   when recorded. The kinds meet only in GM (no L1 <-> UB path on the 910B).
+// - Paths (pipe, rate): GM->L1/L0A/L0B on MTE2 (gm_to_l1) and GM->UB (gm_to_ub); L1->L0A/L0B on
+//   MTE1 (LoadData); UB->GM on MTE3; L0C->GM/L1 on FIX (both at l0c_to_gm).
 // - L2: a GM read (DataCopy from GM) costs copy_fixed + ceil(miss / HBM rate + hit / l2_read),
 //   where hit counts the bytes in l2_line-sized lines of that buffer that some read started before
 //   (any core, in the machine's time order) and miss the others; the lines it missed are then in
-//   L2 while fewer than l2_bytes / l2_line are (no eviction). Writes do not allocate. data_copy moves elements without conversion (also from L0C,
-//   f32 -> f32); only fixpipe converts (f32 -> bf16 or f32; the model has no f16 type).
+//   L2 while fewer than l2_bytes / l2_line are (no eviction). Writes do not allocate. data_copy
+//   moves elements without conversion (also from L0C, f32 -> f32); only fixpipe converts (f32 ->
+//   bf16 or f32; the model has no f16 type).
+// - HBM: one queue shared by every core at hbm_bytes_per_cycle, served in the machine's time
+//   order. A read's missed bytes take their turn in it (the read ends no earlier than its turn
+//   plus copy_fixed); a write to GM (MTE3, Fixpipe) books its bytes as write-back without waiting
+//   (it lands in L2), delaying the reads behind it. Not modelled: an aggregate L2 limit, a line
+//   still in flight counting as an L2 hit.
 // - Flags: the k-th WaitFlag of (src, dst, id) matches the k-th SetFlag of it. Setting it while
 //   an earlier set of it is not consumed by a wait recorded before is "set twice without a
 //   wait". A wait recorded before its set is legal (the set may come from another pipe).
@@ -115,6 +123,42 @@ const char *mem_name(Mem m) {
     return "?";
 }
 
+const char *core_kind_name(CoreKind k) {
+    return k == CoreKind::AIC ? "AIC" : "AIV";
+}
+
+bool has_pipe(CoreKind k, Pipe p) {
+    switch (p) {
+    case Pipe::S:
+    case Pipe::MTE2:
+    case Pipe::ALL:
+        return true;
+    case Pipe::MTE1:
+    case Pipe::M:
+    case Pipe::FIX:
+        return k == CoreKind::AIC;
+    case Pipe::V:
+    case Pipe::MTE3:
+        return k == CoreKind::AIV;
+    }
+    return false;
+}
+
+bool has_memory(CoreKind k, Mem m) {
+    switch (m) {
+    case Mem::GM:
+        return true;
+    case Mem::L1:
+    case Mem::L0A:
+    case Mem::L0B:
+    case Mem::L0C:
+        return k == CoreKind::AIC;
+    case Mem::UB:
+        return k == CoreKind::AIV;
+    }
+    return false;
+}
+
 namespace {
 
 constexpr int kPipes = 7; // S .. MTE3: the pipes that queue ops (ALL is not one)
@@ -137,9 +181,7 @@ constexpr Path kPaths[] = {
     {Mem::GM, Mem::L0B, Pipe::MTE2, &AscendParams::gm_to_l1},
     {Mem::L1, Mem::L0A, Pipe::MTE1, &AscendParams::l1_to_l0a},
     {Mem::L1, Mem::L0B, Pipe::MTE1, &AscendParams::l1_to_l0b},
-    {Mem::L1, Mem::UB, Pipe::MTE1, &AscendParams::l1_to_ub},
     {Mem::UB, Mem::GM, Pipe::MTE3, &AscendParams::ub_to_gm},
-    {Mem::UB, Mem::L1, Pipe::MTE3, &AscendParams::ub_to_l1},
     {Mem::L0C, Mem::GM, Pipe::FIX, &AscendParams::l0c_to_gm},
     {Mem::L0C, Mem::L1, Pipe::FIX, &AscendParams::l0c_to_gm},
 };
@@ -227,8 +269,8 @@ int64_t AscendParams::mmad_cycles(int64_t m, int64_t n, int64_t k) const {
     return cube_fixed + ceil_div(m, 16) * ceil_div(n, 16) * ceil_div(k, 16);
 }
 
-int64_t AscendParams::vector_cycles(int64_t flops) const {
-    return vector_fixed + ceil_div(flops, vector_flops_per_cycle);
+int64_t AscendParams::vector_cycles(int64_t work) const {
+    return vector_fixed + ceil_div(work, vector_bytes_per_cycle);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -382,7 +424,8 @@ struct Machine::Impl {
 
     Impl(const AscendParams &p, bool numerics_on, bool trace_on)
         : params(p), numerics(numerics_on), trace(trace_on),
-          used(size_t(p.cores), std::array<int64_t, kMems>{}), l2(p.l2_line, p.l2_bytes) {}
+          used(size_t(p.cube_cores + p.vector_cores), std::array<int64_t, kMems>{}),
+          l2(p.l2_line, p.l2_bytes) {}
 
     AscendParams params;
     bool numerics;
@@ -397,12 +440,34 @@ struct Machine::Impl {
     std::string deadlock_message;
     std::vector<int> ended;           // cores whose program ended, not simulated yet
     detail::L2Lines l2;
+    double hbm_free = 0;  // when HBM's queue is next free (cycles)
+    double hbm_bytes = 0; // bytes it served (reads that missed L2, write-backs)
 
-    /** The cost of a GM read (a copy run now, in the machine's time order): lines read before by
-     * any core are in L2; the others come from HBM and are then in L2 while it has room. */
-    Cycles gm_read_cost(const Op &op, const Buffer &from, const Buffer &to) {
+    CoreKind kind(int core) const { return core < params.cube_cores ? CoreKind::AIC : CoreKind::AIV; }
+    /** "AIC 3", "AIV 0": the core's kind and its index among them (GetBlockIdx). */
+    std::string core_text(int core) const {
+        return std::string(core_kind_name(kind(core))) + " " +
+               std::to_string(kind(core) == CoreKind::AIC ? core : core - params.cube_cores);
+    }
+
+    /** Books `bytes` on HBM from `start`; returns when they are through. */
+    double hbm(Cycles start, int64_t bytes) {
+        hbm_free = std::max(hbm_free, double(start)) + double(bytes) / params.hbm_bytes_per_cycle;
+        hbm_bytes += double(bytes);
+        return hbm_free;
+    }
+
+    /** The cost of a GM read started at `start` (in the machine's time order): lines read before
+     * by any core are in L2; the others come from HBM, in their turn, and are then in L2 while it
+     * has room. */
+    Cycles gm_read_cost(const Op &op, const Buffer &from, const Buffer &to, Cycles start) {
         detail::L2Lines::Split split = l2.read(op.src, op.src_box, bytes_of(from.type));
-        return params.gm_read_cycles(to.mem, split.miss, split.hit);
+        Cycles own = params.gm_read_cycles(to.mem, split.miss, split.hit);
+        if (split.miss == 0) {
+            return own;
+        }
+        double through = hbm(start, split.miss);
+        return std::max(own, Cycles(std::ceil(through)) - start + params.copy_fixed);
     }
 
     int flag_key(Pipe src, Pipe dst, int event) const {
@@ -412,7 +477,7 @@ struct Machine::Impl {
     std::string op_text(uint64_t packed) const {
         OpName op = OpName::unpack(packed);
         return std::string(op_kind_name(op.kind)) + " '" + labels.text(op.label) + "' (" +
-               pipe_name(op.pipe) + ", core " + std::to_string(op.core) + ")";
+               pipe_name(op.pipe) + ", " + core_text(op.core) + ")";
     }
 
     void add_race(uint64_t first, uint64_t second, int buffer) {
@@ -423,8 +488,19 @@ struct Machine::Impl {
 
     // --- recording ---------------------------------------------------------------------------
 
-    [[noreturn]] static void fail(const std::string &what, int core, const std::string &message) {
-        throw SimError(what + " on core " + std::to_string(core) + ": " + message);
+    [[noreturn]] void fail(const std::string &what, int core, const std::string &message) const {
+        throw SimError(what + " on " + core_text(core) + ": " + message);
+    }
+
+    /** A pipe the core's kind lacks (MTE1, M, FIX on an AIV; V, MTE3 on an AIC). */
+    void check_pipe(const std::string &what, int core, Pipe p) const {
+        if (!has_pipe(kind(core), p)) {
+            fail(what, core,
+                 std::string("pipe ") + pipe_name(p) + " is on the " +
+                     (kind(core) == CoreKind::AIC ? "vector cores (AIV)" : "cube cores (AIC)") +
+                     "; an " + core_kind_name(kind(core)) + " has " +
+                     (kind(core) == CoreKind::AIC ? "S, MTE2, MTE1, M and FIX" : "S, MTE2, V and MTE3"));
+        }
     }
 
     Core::State &recording(const std::string &what, int core) {
@@ -449,7 +525,7 @@ struct Machine::Impl {
         if (b.core >= 0 && b.core != core) {
             fail(what, core,
                  std::string(role) + " buffer '" + b.name + "' is " + mem_name(b.mem) +
-                     " of core " + std::to_string(b.core) +
+                     " of " + core_text(b.core) +
                      "; a core can only touch its own local memories and GM");
         }
         std::string outside = detail::box_outside_error(role, box, b.name, b.elements);
@@ -622,12 +698,13 @@ struct Machine::Impl {
         state.program.push_back(std::move(op));
     }
 
-    void vector_op(int core, const std::string &label, int64_t flops,
+    void vector_op(int core, const std::string &label, int64_t work,
                    const std::vector<Access> &accesses, const std::function<void()> &compute) {
         std::string what = "vector '" + label + "' (V)";
         Core::State &state = recording(what, core);
-        if (flops < 0) {
-            fail(what, core, "negative flop count " + std::to_string(flops));
+        check_pipe(what, core, Pipe::V);
+        if (work < 0) {
+            fail(what, core, "negative work " + std::to_string(work));
         }
         for (const Access &x : accesses) {
             const Buffer &b =
@@ -642,7 +719,7 @@ struct Machine::Impl {
         op.kind = OpKind::Vector;
         op.pipe = Pipe::V;
         op.label = labels.id(label);
-        op.cost = params.vector_cycles(flops);
+        op.cost = params.vector_cycles(work);
         op.accesses = accesses;
         op.compute = compute;
         state.program.push_back(std::move(op));
@@ -664,6 +741,8 @@ struct Machine::Impl {
                      std::to_string(params.event_ids - 1) + " (" +
                      std::to_string(params.event_ids) + " event ids per pipe pair)");
         }
+        check_pipe(what, core, src);
+        check_pipe(what, core, dst);
         size_t key = size_t(flag_key(src, dst, event));
         Op op;
         op.kind = set ? OpKind::SetFlag : OpKind::WaitFlag;
@@ -696,6 +775,7 @@ struct Machine::Impl {
         if (pipe != Pipe::ALL && !is_queue_pipe(pipe)) {
             fail(what, core, "no such pipe");
         }
+        check_pipe(what, core, pipe);
         Op op;
         op.kind = OpKind::Barrier;
         op.pipe = pipe == Pipe::ALL ? Pipe::S : pipe;
@@ -839,7 +919,10 @@ public:
         Impl::Buffer *src = op.src >= 0 ? &impl_.buffers[size_t(op.src)] : nullptr;
         Cycles cost = op.cost;
         if (op.kind == OpKind::DataCopy && src->mem == Mem::GM && op.src_box.elements() > 0) {
-            cost = impl_.gm_read_cost(op, *src, *dst);
+            cost = impl_.gm_read_cost(op, *src, *dst, start);
+        }
+        if (dst && dst->mem == Mem::GM) {
+            impl_.hbm(start, op.dst_box.elements() * bytes_of(dst->type)); // write-back
         }
         Cycles end = start + cost;
         uint64_t name = OpName{op.kind, Pipe(p), core_, op.label}.pack();
@@ -957,7 +1040,7 @@ private:
     }
 
     void report_deadlock(Cycles at) {
-        std::string message = "deadlock on core " + std::to_string(core_) + " at cycle " +
+        std::string message = "deadlock on " + impl_.core_text(core_) + " at cycle " +
                               std::to_string(at) + ": no pipe can start its next op";
         for (int p = 0; p < kPipes; ++p) {
             if (done(p)) {
@@ -1119,7 +1202,10 @@ Machine::Machine(const AscendParams &params, bool numerics, bool trace)
             throw SimError("AscendParams: " + message);
         }
     };
-    require(params.cores >= 1 && params.cores <= kMaxCores, "cores must be in [1, 4096]");
+    require(params.cube_cores >= 1 && params.vector_cores >= 1 &&
+                params.cube_cores + params.vector_cores <= kMaxCores,
+            "cube_cores and vector_cores must be at least 1, and at most 4096 together");
+    require(params.hbm_bytes_per_cycle > 0, "hbm_bytes_per_cycle must be positive");
     require(params.l1_bytes >= 0 && params.l0a_bytes >= 0 && params.l0b_bytes >= 0 &&
                 params.l0c_bytes >= 0 && params.ub_bytes >= 0,
             "capacities must not be negative");
@@ -1133,11 +1219,11 @@ Machine::Machine(const AscendParams &params, bool numerics, bool trace)
                 params.scalar_issue_cycles >= 0 && params.flag_cycles >= 0 &&
                 params.pipe_barrier_cycles >= 0,
             "fixed costs must not be negative");
-    require(params.vector_flops_per_cycle >= 1, "vector_flops_per_cycle must be at least 1");
+    require(params.vector_bytes_per_cycle >= 1, "vector_bytes_per_cycle must be at least 1");
     require(params.event_ids >= 1 && params.event_ids <= kMaxEventIds,
             "event_ids must be in [1, 64]");
     impl_ = std::make_unique<Impl>(params, numerics, trace);
-    for (int c = 0; c < params.cores; ++c) {
+    for (int c = 0; c < num_cores(); ++c) {
         impl_->cores.emplace_back(new Core(this, c));
     }
 }
@@ -1158,13 +1244,19 @@ int Machine::add_gm(const std::string &name, DType type, int64_t elements) {
 
 int Machine::add_local(int core, const std::string &name, Mem mem, DType type, int64_t elements) {
     std::string what = "add_local '" + name + "'";
-    if (core < 0 || core >= params_.cores) {
+    if (core < 0 || core >= num_cores()) {
         throw SimError(what + ": core " + std::to_string(core) +
-                       " does not exist (the machine has " + std::to_string(params_.cores) +
+                       " does not exist (the machine has " + std::to_string(num_cores()) +
                        " cores)");
     }
     if (mem == Mem::GM) {
         throw SimError(what + ": GM is not a local memory; use add_gm");
+    }
+    if (!has_memory(kind(core), mem)) {
+        throw SimError(what + ": " + mem_name(mem) + " is on the " +
+                       (mem == Mem::UB ? "vector cores (AIV)" : "cube cores (AIC)") + ", and core " +
+                       std::to_string(core) + " is " + impl_->core_text(core) +
+                       " (the 910B's cube and vector cores share only GM)");
     }
     if (elements < 0) {
         throw SimError(what + ": negative element count " + std::to_string(elements));
@@ -1176,8 +1268,8 @@ int Machine::add_local(int core, const std::string &name, Mem mem, DType type, i
     int64_t capacity = params_.capacity(mem);
     if (start > capacity || bytes > capacity - start) {
         throw SimError(std::string(mem_name(mem)) + " overflow: buffer '" + name + "' needs " +
-                       std::to_string(bytes) + " bytes of " + mem_name(mem) + " on core " +
-                       std::to_string(core) + " from byte " + std::to_string(start) +
+                       std::to_string(bytes) + " bytes of " + mem_name(mem) + " on " +
+                       impl_->core_text(core) + " from byte " + std::to_string(start) +
                        " (aligned to " + std::to_string(align) + "), but " + mem_name(mem) +
                        " has " + std::to_string(capacity) +
                        " bytes; use smaller tiles or fewer buffers");
@@ -1227,11 +1319,19 @@ const std::string &Machine::name(int buffer) const {
 }
 
 Core &Machine::core(int c) {
-    if (c < 0 || c >= params_.cores) {
+    if (c < 0 || c >= num_cores()) {
         throw SimError("core " + std::to_string(c) + " does not exist (the machine has " +
-                       std::to_string(params_.cores) + " cores)");
+                       std::to_string(num_cores()) + " cores)");
     }
     return *impl_->cores[size_t(c)];
+}
+
+int Machine::core_of(CoreKind k, int i) const {
+    if (i < 0 || i >= cores_of(k)) {
+        throw SimError(std::string(core_kind_name(k)) + " " + std::to_string(i) +
+                       " does not exist (the machine has " + std::to_string(cores_of(k)) + ")");
+    }
+    return k == CoreKind::AIC ? i : params_.cube_cores + i;
 }
 
 void Machine::run_core(int c) {
@@ -1265,6 +1365,9 @@ Report Machine::finish() {
     for (Pipe p : kWorkPipes) {
         report.busy.push_back({pipe_name(p), busy[size_t(p)]});
     }
+    Cycles hbm = Cycles(std::ceil(impl_->hbm_bytes / params_.hbm_bytes_per_cycle));
+    report.busy.push_back({"HBM", hbm});
+    report.bound_cycles = std::max(report.bound_cycles, hbm);
     impl_->races.report(report, impl_->deadlock, impl_->deadlock_message);
     return report;
 }
@@ -1275,7 +1378,7 @@ void Machine::write_trace(const std::string &path) const {
     std::vector<detail::TraceProcess> processes;
     for (const auto &core : impl_->cores) {
         if (core->state_->ran) {
-            processes.push_back({core->id(), "core " + std::to_string(core->id()), tracks});
+            processes.push_back({core->id(), impl_->core_text(core->id()), tracks});
         }
     }
     impl_->trace.write(path, processes, impl_->labels);

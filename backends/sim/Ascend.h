@@ -15,12 +15,17 @@
  * itself). A race names both ops; a deadlock (every pipe with work left is waiting on a flag no
  * queued op will set) names each pipe and its wait.
  *
- * Memories per core: L1, L0A, L0B, L0C, UB with capacities and alignment; GM is shared by the
- * cores (arguments) and cached in a shared L2: the first read of a line (by any core, in time
- * order) comes from HBM, later reads from L2. Rates and capacities: ../../shared/NPU-FACTS.md.
+ * The 910B is a separated architecture: cube cores (AIC: L1, L0A, L0B, L0C; pipes MTE2, MTE1, M,
+ * FIX) and vector cores (AIV: UB; pipes MTE2, V, MTE3), each with its own scalar stream. They share
+ * only GM: cube results reach a vector core through GM. The machine holds both kinds, numbered
+ * AIC 0 .. cube_cores - 1, then AIV cube_cores .. cube_cores + vector_cores - 1 (aic(i), aiv(i)).
+ * GM is cached in a shared L2: the first read of a line (by any core, in time order) comes from
+ * HBM, later reads from L2; HBM's bandwidth is shared by every core, reads and write-backs
+ * together. Rates and capacities: ../../shared/NPU-FACTS.md.
  *
  * Errors (SimError with the op, pipe and core): a buffer over a scope's capacity or misaligned; a
- * copy between memories no pipe connects; setting a flag (src, dst, id) twice without a wait
+ * memory or pipe the core's kind does not have (UB on an AIC, L1 on an AIV); a copy between
+ * memories no pipe connects; setting a flag (src, dst, id) twice without a wait
  * between; an event id outside 0..7; mismatched shapes.
  */
 
@@ -37,10 +42,18 @@ namespace tandem::sim::ascend {
 enum class Pipe : uint8_t { S, MTE2, MTE1, M, FIX, V, MTE3, ALL };
 const char *pipe_name(Pipe p);
 
+/** AIC: a cube core (AscendC's AIC); AIV: a vector core. */
+enum class CoreKind : uint8_t { AIC, AIV };
+const char *core_kind_name(CoreKind k);
+/** Whether a core of kind `k` has pipe `p` (S and ALL: both kinds) or memory `m` (GM: both). */
+bool has_pipe(CoreKind k, Pipe p);
+bool has_memory(CoreKind k, Mem m);
+
 const char *mem_name(Mem m);
 
 struct AscendParams {
-    int cores = 24;             // AI cores (cube); vector work runs on the same core's V pipe here
+    int cube_cores = 24;        // AIC
+    int vector_cores = 48;      // AIV (two per AIC on the 910B)
     int64_t l1_bytes = 512 << 10, l0a_bytes = 64 << 10, l0b_bytes = 64 << 10, l0c_bytes = 128 << 10,
             ub_bytes = 192 << 10;
     int l1_align = 32, ub_align = 32, l0ab_align = 512, l0c_align = 64;
@@ -48,14 +61,16 @@ struct AscendParams {
     // at gm_to_l1 / gm_to_ub; reads of lines already in L2 at l2_read. Fixpipe writes land in L2
     // (l0c_to_gm = the L2 write rate).
     double gm_to_l1 = 32, gm_to_ub = 32, l1_to_l0a = 512, l1_to_l0b = 256, l0c_to_gm = 86, ub_to_gm = 64,
-           l1_to_ub = 128, ub_to_l1 = 128, l2_read = 110;
+           l2_read = 110;
+    // HBM, shared by every core: reads that miss L2 and the write-back of every GM write.
+    double hbm_bytes_per_cycle = 865;
     // The L2 shared by the cores: 192 MB on the 910B (Huawei's public figure); allocation per line
     // on the first read, no eviction: once full, new lines are read from HBM every time.
     int64_t l2_bytes = int64_t(192) << 20;
     int l2_line = 512;
     int copy_fixed = 30;        // issue/latency cycles per transfer
     int cube_fixed = 10;        // per Mmad
-    int vector_flops_per_cycle = 128;
+    int vector_bytes_per_cycle = 256; // one repeat: 64 f32 or 128 f16 lanes
     int vector_fixed = 10;
     int event_ids = 8;
     int scalar_issue_cycles = 1; // the scalar stream dispatches one op (any op) per this many cycles
@@ -64,7 +79,8 @@ struct AscendParams {
 
     /** Calls f(name, field) for every field a machine description sets (its parameter name). */
     template <class F> void fields(F &&f) {
-        f("cores", cores);
+        f("cube_cores", cube_cores);
+        f("vector_cores", vector_cores);
         f("l1_bytes", l1_bytes);
         f("l0a_bytes", l0a_bytes);
         f("l0b_bytes", l0b_bytes);
@@ -80,14 +96,13 @@ struct AscendParams {
         f("l1_to_l0b", l1_to_l0b);
         f("l0c_to_gm", l0c_to_gm);
         f("ub_to_gm", ub_to_gm);
-        f("l1_to_ub", l1_to_ub);
-        f("ub_to_l1", ub_to_l1);
         f("l2_read", l2_read);
+        f("hbm_bytes_per_cycle", hbm_bytes_per_cycle);
         f("l2_bytes", l2_bytes);
         f("l2_line", l2_line);
         f("copy_fixed", copy_fixed);
         f("cube_fixed", cube_fixed);
-        f("vector_flops_per_cycle", vector_flops_per_cycle);
+        f("vector_bytes_per_cycle", vector_bytes_per_cycle);
         f("vector_fixed", vector_fixed);
         f("event_ids", event_ids);
         f("scalar_issue_cycles", scalar_issue_cycles);
@@ -104,7 +119,9 @@ struct AscendParams {
     int64_t gm_read_cycles(Mem dst, int64_t miss, int64_t hit) const;
     /** The cube does a 16x16x16 fp16/bf16 block per cycle. */
     int64_t mmad_cycles(int64_t m, int64_t n, int64_t k) const;
-    int64_t vector_cycles(int64_t flops) const;
+    /** A vector op doing `work` bytes of lane work (each instruction's elements times their
+     * width, summed): one 256-byte repeat per cycle. */
+    int64_t vector_cycles(int64_t work) const;
 };
 
 class Machine;
@@ -123,9 +140,10 @@ public:
               const std::string &label);
     /** Fixpipe on FIX: L0C (f32) -> GM or L1 with conversion to the destination's type. */
     void fixpipe(int dst, const Box &dst_box, int src, const Box &src_box, const std::string &label);
-    /** A vector op on V over UB regions; `compute` applies the numerics when the op executes,
-     * during run_core: it must capture what it needs by value. */
-    void vector_op(const std::string &label, int64_t flops, const std::vector<Access> &accesses,
+    /** A vector op on V over UB regions doing `work` bytes of lane work (vector_cycles);
+     * `compute` applies the numerics when the op executes, during run_core: it must capture what
+     * it needs by value. */
+    void vector_op(const std::string &label, int64_t work, const std::vector<Access> &accesses,
                    const std::function<void()> &compute);
     void set_flag(Pipe src, Pipe dst, int event, const std::string &label = "");
     void wait_flag(Pipe src, Pipe dst, int event, const std::string &label = "");
@@ -158,8 +176,16 @@ public:
     int64_t elements(int buffer) const;
     const std::string &name(int buffer) const;
 
+    /** Core `c` of the machine: AIC 0 .. cube_cores - 1, then the AIV. */
     Core &core(int c);
-    int num_cores() const { return params_.cores; }
+    int num_cores() const { return params_.cube_cores + params_.vector_cores; }
+    /** The index of the i-th core of kind `k` (its GetBlockIdx() in a kernel of that kind). */
+    int core_of(CoreKind k, int i) const;
+    /** How many cores of kind `k` the machine has. */
+    int cores_of(CoreKind k) const {
+        return k == CoreKind::AIC ? params_.cube_cores : params_.vector_cores;
+    }
+    CoreKind kind(int c) const { return c < params_.cube_cores ? CoreKind::AIC : CoreKind::AIV; }
     /** Ends core `c`'s program: nothing more may be recorded into it. Call once per core, after
      * its program is recorded; finish() simulates every ended core (numerics, timing, hazards).
      * Deadlocks are recorded in the report, not thrown. */

@@ -119,6 +119,10 @@ bool is_loop_var_of_output(const Func &output, const std::string &var) {
 
 Stmt map_to_cores(const Stmt &s, CompileContext &ctx) {
     const Directives d = ctx.of(ctx.output);
+    // A kernel without a tile MMA runs on the vector units where the machine has its own
+    // (Ascend's AIV cores; the cube cores' kernels run on the AIC).
+    ctx.vector_units_only = std::none_of(ctx.directives.begin(), ctx.directives.end(),
+                                         [](const auto &d) { return d.second.tile_mma; });
     if (d.cores_var.empty()) {
         ctx.notes.push_back("no map_to_cores on " + ctx.output + ": the kernel runs on core 0 only");
         ctx.grid = 1;
@@ -127,7 +131,7 @@ Stmt map_to_cores(const Stmt &s, CompileContext &ctx) {
     // The ZPU has a fixed number of cores. On Hopper a CTA per tile, or with ping_pong or
     // cooperative a persistent grid of at most one CTA per SM that loops over tiles (the producer
     // then loads the next tile while the consumers finish this one).
-    int units = ctx.target.units();
+    int units = ctx.vector_units_only ? ctx.target.vector_units() : ctx.target.units();
     if (ctx.target.arch == Target::Arch::Hopper) {
         int64_t tiles = 1;
         SpreadLoops probe(ctx.output + ".s0", d.cores_var, 1);

@@ -42,11 +42,12 @@ bool is_element_code(const Stmt &s) {
 }
 
 /** What a vector core spends on one evaluation of a Store, in the units of the target's vector
- * throughput (vector_flops_per_cycle): weights from the machine description where it has them
- * (the ZPU's public cost model charges loads, stores and each distinct constant), else one unit
- * per arithmetic operation. */
+ * throughput: weights from the machine description where it has them (the ZPU's public cost
+ * model charges loads, stores and each distinct constant), else one unit per arithmetic
+ * operation. With vector_arith_by_bytes (Ascend: a 256-byte repeat holds 64 f32 or 128 f16
+ * lanes) an operation costs the width in bytes of the elements it works on. */
 struct VectorWeights {
-    double first_load = 0, load = 0, store = 0, arith = 1, transcendental = 1, constant = 0;
+    double first_load = 0, load = 0, store = 0, arith = 1, transcendental = 1, constant = 0, by_bytes = 0;
 
     explicit VectorWeights(const Target &t) {
         auto get = [&](const char *key, double *v) {
@@ -59,7 +60,10 @@ struct VectorWeights {
         get("vector_arith", &arith);
         get("vector_transcendental", &transcendental);
         get("vector_constant", &constant);
+        get("vector_arith_by_bytes", &by_bytes);
     }
+    /** An operation on elements of type t. */
+    double of(double weight, const Type &t) const { return weight * (by_bytes != 0 ? t.bytes() : 1); }
 };
 
 class CountWork : public IRVisitor {
@@ -72,25 +76,29 @@ private:
     using IRVisitor::visit;
     const VectorWeights &w;
     int loads = 0;
-    void arith() { per_element += w.arith; }
-    void visit(const Add *op) override { arith(), IRVisitor::visit(op); }
-    void visit(const Sub *op) override { arith(), IRVisitor::visit(op); }
-    void visit(const Mul *op) override { arith(), IRVisitor::visit(op); }
-    void visit(const Div *op) override { arith(), IRVisitor::visit(op); }
-    void visit(const Mod *op) override { arith(), IRVisitor::visit(op); }
-    void visit(const Min *op) override { arith(), IRVisitor::visit(op); }
-    void visit(const Max *op) override { arith(), IRVisitor::visit(op); }
-    void visit(const EQ *op) override { arith(), IRVisitor::visit(op); }
-    void visit(const NE *op) override { arith(), IRVisitor::visit(op); }
-    void visit(const LT *op) override { arith(), IRVisitor::visit(op); }
-    void visit(const LE *op) override { arith(), IRVisitor::visit(op); }
-    void visit(const GT *op) override { arith(), IRVisitor::visit(op); }
-    void visit(const GE *op) override { arith(), IRVisitor::visit(op); }
-    void visit(const Select *op) override { arith(), IRVisitor::visit(op); }
-    void visit(const Cast *op) override { arith(), IRVisitor::visit(op); }
+    /** One operation producing (or, for a comparison, comparing) elements of type t. */
+    void arith(const Type &t) { per_element += w.of(w.arith, t); }
+    void visit(const Add *op) override { arith(op->type), IRVisitor::visit(op); }
+    void visit(const Sub *op) override { arith(op->type), IRVisitor::visit(op); }
+    void visit(const Mul *op) override { arith(op->type), IRVisitor::visit(op); }
+    void visit(const Div *op) override { arith(op->type), IRVisitor::visit(op); }
+    void visit(const Mod *op) override { arith(op->type), IRVisitor::visit(op); }
+    void visit(const Min *op) override { arith(op->type), IRVisitor::visit(op); }
+    void visit(const Max *op) override { arith(op->type), IRVisitor::visit(op); }
+    void visit(const EQ *op) override { arith(op->a.type()), IRVisitor::visit(op); }
+    void visit(const NE *op) override { arith(op->a.type()), IRVisitor::visit(op); }
+    void visit(const LT *op) override { arith(op->a.type()), IRVisitor::visit(op); }
+    void visit(const LE *op) override { arith(op->a.type()), IRVisitor::visit(op); }
+    void visit(const GT *op) override { arith(op->a.type()), IRVisitor::visit(op); }
+    void visit(const GE *op) override { arith(op->a.type()), IRVisitor::visit(op); }
+    void visit(const Select *op) override { arith(op->type), IRVisitor::visit(op); }
+    void visit(const Cast *op) override {
+        arith(op->type.bytes() > op->value.type().bytes() ? op->type : op->value.type());
+        IRVisitor::visit(op);
+    }
     void visit(const Call *op) override {
         static const std::set<std::string> transcendental = {"exp_f32", "log_f32", "tanh_f32"};
-        per_element += transcendental.count(op->name) ? w.transcendental : w.arith;
+        per_element += w.of(transcendental.count(op->name) ? w.transcendental : w.arith, op->type);
         IRVisitor::visit(op);
     }
     void visit(const IntImm *op) override { constants.insert("i" + std::to_string(op->value)); }

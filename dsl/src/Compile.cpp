@@ -185,6 +185,7 @@ Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const 
     k.body = s;
     k.notes = ctx.notes;
     k.grid = ctx.grid;
+    k.vector_units_only = ctx.vector_units_only;
     k.warpgroups = ctx.warpgroups;
     k.consumer_warpgroups = ctx.consumer_warpgroups;
     k.barriers = ctx.barriers;

@@ -8,6 +8,10 @@ int Target::units() const {
     return int(machine.integer(machine.role("units")));
 }
 
+int Target::vector_units() const {
+    return machine.has_role("vector_units") ? int(machine.integer(machine.role("vector_units"))) : units();
+}
+
 int64_t Target::vector_memory_bytes() const {
     return machine.integer(machine.role("vector_memory"));
 }

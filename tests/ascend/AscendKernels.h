@@ -12,8 +12,9 @@ namespace ascend_test {
 struct EmittedKernel {
     const char *name, *app, *schedule, *params;
     int dropped_pair; // -1: the kernel as emitted; N: flag pair N left out (a mutant)
-    /** Runs the kernel on every core of the machine; `gm` are the GM buffers in argument order. */
-    void (*launch)(tandem::sim::ascend::Machine &machine, const std::vector<int> &gm);
+    /** Runs the kernel on every vector core (AIV, `aiv`) or cube core (AIC) of the machine, as
+     * the host's KernelMode says; `gm` are the GM buffers in argument order. */
+    void (*launch)(tandem::sim::ascend::Machine &machine, const std::vector<int> &gm, bool aiv);
 };
 
 const std::vector<EmittedKernel> &emitted_kernels();

@@ -67,7 +67,7 @@ TEST_P(EmittedAscend, MatchesExecutorBitForBitAndCycleForCycle) {
     auto ids_x = add_arguments(k, executed, true);
     auto ids_e = add_arguments(k, emitted, true);
     ascend_backend::execute(k, executed, ids_x);
-    e.launch(emitted, in_argument_order(k, ids_e));
+    e.launch(emitted, in_argument_order(k, ids_e), k.vector_units_only);
     sim::Report rx = executed.finish(), re = emitted.finish();
 
     EXPECT_EQ(re.race_count, 0) << (re.races.empty() ? "" : re.races[0].str());
@@ -115,7 +115,7 @@ TEST_P(AscendMutant, DroppedFlagPairIsDetected) {
     auto ids = add_arguments(k, machine, false);
     std::string detected;
     try {
-        e.launch(machine, in_argument_order(k, ids));
+        e.launch(machine, in_argument_order(k, ids), k.vector_units_only);
         sim::Report r = machine.finish();
         if (r.deadlock)
             detected = "deadlock: " + r.deadlock_message;

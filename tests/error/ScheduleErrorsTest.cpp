@@ -93,7 +93,7 @@ TEST(ScheduleErrors, SramOverflowWithSmallerTargetScope) {
 TEST(ScheduleErrors, TargetsWithoutBackend) {
     Gemm g;
     g.schedule();
-    expect_error([&] { g.compile_for("ascend:cores=0"); }, {"ascend", "'cores' must be at least 1"});
+    expect_error([&] { g.compile_for("ascend:cube_cores=0"); }, {"ascend", "'cube_cores' must be at least 1"});
     expect_error([&] { g.compile_for("hopper:tensor_cores=4"); }, {"unknown parameter", "tensor_cores"});
     expect_error([&] { g.compile_for("tpu"); }, {"unknown target", "tpu"});
     expect_error([&] { g.compile_for("zpu:dma_channels=0"); }, {"dma_channels", "at least 1"});

@@ -79,7 +79,10 @@ TEST(MachineDescription, TargetStringOverrides) {
     EXPECT_EQ(sim::ZpuParams::from(t.lookup()).dma_channels, 1);
     EXPECT_EQ(t.machine.params().at("cores").source, "set by the target string");
     EXPECT_EQ(Target::parse("hopper:sms=8").units(), 8);
-    EXPECT_EQ(Target::parse("ascend:cores=2").units(), 2);
+    EXPECT_EQ(Target::parse("ascend:cube_cores=2").units(), 2);
+    EXPECT_EQ(Target::parse("ascend:vector_cores=6").vector_units(), 6);
+    EXPECT_EQ(Target::parse("ascend").vector_units(), 48); // 910B: two AIV per AIC
+    EXPECT_EQ(Target::parse("zpu:cores=3").vector_units(), 3); // no separate vector cores
 
     auto message = [](const std::string &text) {
         try {

@@ -32,10 +32,17 @@ Box line(int64_t offset, int64_t count) {
     return Box{offset, {{count, 1}}};
 }
 
+/** n cube cores (AIC: machine cores 0 .. n - 1) and n vector cores (AIV: n .. 2n - 1). */
 AscendParams cores(int n) {
     AscendParams p;
-    p.cores = n;
+    p.cube_cores = n;
+    p.vector_cores = n;
     return p;
+}
+
+/** The machine index of vector core i. */
+int aiv(const Machine &m, int i) {
+    return m.core_of(CoreKind::AIV, i);
 }
 
 Cycles busy(const Report &r, const std::string &pipe) {
@@ -87,8 +94,8 @@ TEST(AscendCost, FormulasFromNpuFacts) {
     EXPECT_EQ(p.gm_read_cycles(Mem::L1, 320, 1100), 30 + 10 + 10);
     EXPECT_EQ(p.mmad_cycles(32, 48, 96), 10 + 2 * 3 * 6);
     EXPECT_EQ(p.mmad_cycles(17, 1, 16), 10 + 2 * 1 * 1);
-    EXPECT_EQ(p.vector_cycles(1024), 10 + 8);
-    EXPECT_EQ(p.vector_cycles(1025), 10 + 9);
+    EXPECT_EQ(p.vector_cycles(1024), 10 + 4);  // 256 bytes of lanes per cycle
+    EXPECT_EQ(p.vector_cycles(1025), 10 + 5);
     EXPECT_EQ(p.capacity(Mem::L0A), 64 << 10);
     EXPECT_EQ(p.capacity(Mem::UB), 192 << 10);
     EXPECT_EQ(p.alignment(Mem::L0B), 512);
@@ -99,6 +106,8 @@ TEST(AscendCost, FormulasFromNpuFacts) {
     EXPECT_EQ(p.pipe_for(Mem::L0C, Mem::GM), Pipe::FIX);
     EXPECT_EQ(p.pipe_for(Mem::UB, Mem::GM), Pipe::MTE3);
     EXPECT_THROW(p.pipe_for(Mem::UB, Mem::L0A), SimError);
+    EXPECT_THROW(p.pipe_for(Mem::L1, Mem::UB), SimError); // separated: AIC and AIV meet in GM
+    EXPECT_THROW(p.pipe_for(Mem::UB, Mem::L1), SimError);
     EXPECT_THROW(p.copy_cycles(Mem::GM, Mem::L0C, 64), SimError);
     EXPECT_STREQ(pipe_name(Pipe::MTE2), "MTE2");
     EXPECT_STREQ(mem_name(Mem::L0A), "L0A");
@@ -121,7 +130,7 @@ TEST(AscendTiming, CopyFlagLoadIsExact) {
     machine.run_core(0);
     Report r = machine.finish();
     EXPECT_EQ(r.cycles, 1 + 94 + 1 + 1 + 34);
-    EXPECT_EQ(r.core_cycles, std::vector<Cycles>{131});
+    EXPECT_EQ(r.core_cycles, (std::vector<Cycles>{131, 0})); // AIC 0 ran, AIV 0 did not
     EXPECT_EQ(busy(r, "MTE2"), 94);
     EXPECT_EQ(busy(r, "MTE1"), 34);
     EXPECT_EQ(busy(r, "M"), 0);
@@ -145,23 +154,24 @@ TEST(AscendL2, SecondReadOfALineHitsL2) {
     EXPECT_EQ(busy(r, "MTE2"), (30 + 64) + (30 + 10)); // 2048 B from HBM, then 1024 B from L2
 }
 
-// Only what was read earlier in time hits: core 1 reads A at cycle 1 and core 0 reads it after a
-// 200-cycle vector op; core 0 hits even though it is the lower core, core 1 misses.
+// Only what was read earlier in time hits: AIV 1 reads A at cycle 1 and AIV 0 reads it after a
+// 200-cycle vector op; AIV 0 hits even though it is the lower core, AIV 1 misses.
 TEST(AscendL2, HitsFollowTimeOrderAcrossCores) {
     Machine machine(cores(2), false);
+    const int v0 = aiv(machine, 0), v1 = aiv(machine, 1);
     int a_gm = machine.add_gm("A", DType::BF16, 32 * 32);
-    int ub0 = machine.add_local(0, "ub0", Mem::UB, DType::BF16, 32 * 32);
-    int ub1 = machine.add_local(1, "ub1", Mem::UB, DType::BF16, 32 * 32);
-    Core &c0 = machine.core(0);
-    c0.vector_op("wait", 128 * 190, {}, nullptr);
+    int ub0 = machine.add_local(v0, "ub0", Mem::UB, DType::BF16, 32 * 32);
+    int ub1 = machine.add_local(v1, "ub1", Mem::UB, DType::BF16, 32 * 32);
+    Core &c0 = machine.core(v0);
+    c0.vector_op("wait", 256 * 190, {}, nullptr);
     c0.set_flag(Pipe::V, Pipe::MTE2, 0);
     c0.wait_flag(Pipe::V, Pipe::MTE2, 0);
     c0.data_copy(ub0, dense(32, 32), a_gm, dense(32, 32), "late");
-    machine.core(1).data_copy(ub1, dense(32, 32), a_gm, dense(32, 32), "early");
-    machine.run_core(0);
-    machine.run_core(1);
+    machine.core(v1).data_copy(ub1, dense(32, 32), a_gm, dense(32, 32), "early");
+    machine.run_core(v0);
+    machine.run_core(v1);
     Report r = machine.finish();
-    EXPECT_EQ(r.core_cycles[1], 1 + 30 + 64);
+    EXPECT_EQ(r.core_cycles[size_t(v1)], 1 + 30 + 64);
     EXPECT_EQ(busy(r, "MTE2"), (30 + 64) + (30 + 19)); // ceil(2048 / 110) = 19
 }
 
@@ -193,22 +203,23 @@ TEST(AscendTiming, WithoutTheFlagTheLoadStartsAtDispatchAndRaces) {
     EXPECT_EQ(r.cycles, 1 + 94); // MTE1 ran [2, 36) beside MTE2 [1, 95)
     ASSERT_EQ(r.race_count, 1);
     EXPECT_EQ(r.races[0].buffer, "a_l1");
-    EXPECT_EQ(r.races[0].first, "DataCopy 'load a' (MTE2, core 0)");
-    EXPECT_EQ(r.races[0].second, "LoadData 'LoadData a' (MTE1, core 0)");
+    EXPECT_EQ(r.races[0].first, "DataCopy 'load a' (MTE2, AIC 0)");
+    EXPECT_EQ(r.races[0].second, "LoadData 'LoadData a' (MTE1, AIC 0)");
 }
 
 // A WaitFlag on S holds the scalar stream: the vector op is dispatched only after the copy.
 // copy [1, 1 + 542), set fires at 544, wait on S [544, 545), dispatch [545, 546), vector from 546.
 TEST(AscendTiming, WaitOnScalarHoldsDispatchAndOrdersLaterOps) {
     Machine machine(cores(1), false);
+    const int v0 = aiv(machine, 0);
     int x = machine.add_gm("x", DType::F32, 4096);
-    int ub = machine.add_local(0, "ub", Mem::UB, DType::F32, 4096);
-    Core &core = machine.core(0);
+    int ub = machine.add_local(v0, "ub", Mem::UB, DType::F32, 4096);
+    Core &core = machine.core(v0);
     core.data_copy(ub, line(0, 4096), x, line(0, 4096), "load");
     core.set_flag(Pipe::MTE2, Pipe::S, 0);
     core.wait_flag(Pipe::MTE2, Pipe::S, 0);
-    core.vector_op("scale", 1024, {{ub, line(0, 4096), true}}, nullptr);
-    machine.run_core(0);
+    core.vector_op("scale", 2048, {{ub, line(0, 4096), true}}, nullptr);
+    machine.run_core(v0);
     Report r = machine.finish();
     EXPECT_EQ(r.cycles, 546 + 18);
     EXPECT_TRUE(r.races.empty()) << races_text(r);
@@ -216,14 +227,15 @@ TEST(AscendTiming, WaitOnScalarHoldsDispatchAndOrdersLaterOps) {
 
 TEST(AscendTiming, PipeBarrierCostsAFewCycles) {
     Machine machine(cores(1), false);
+    const int v0 = aiv(machine, 0);
     int x = machine.add_gm("x", DType::F32, 1024);
-    int ub = machine.add_local(0, "ub", Mem::UB, DType::F32, 1024);
-    Core &core = machine.core(0);
+    int ub = machine.add_local(v0, "ub", Mem::UB, DType::F32, 1024);
+    Core &core = machine.core(v0);
     core.vector_op("a", 128, {{ub, line(0, 1024), true}}, nullptr); // [1, 12)
     core.pipe_barrier(Pipe::V);                                     // [12, 16)
     core.vector_op("b", 128, {{ub, line(0, 1024), true}}, nullptr); // [16, 27)
     core.data_copy(x, line(0, 1024), ub, line(0, 1024), "store");   // [4, 98)
-    machine.run_core(0);
+    machine.run_core(v0);
     Report r = machine.finish();
     EXPECT_EQ(busy(r, "V"), 22);
     EXPECT_EQ(r.cycles, 4 + 30 + 64); // the store started at its dispatch (cycle 4)
@@ -245,7 +257,7 @@ struct Step {
 };
 
 constexpr int64_t kTile = 4096;            // f32: 16 KB, load 542 cycles, store 286
-constexpr int64_t kTileFlops = kTile * 16; // 522 cycles: balanced with the load
+constexpr int64_t kTileFlops = kTile * 32; // 522 cycles: balanced with the load
 constexpr int kTiles = 8;
 
 struct VectorKernel {
@@ -261,7 +273,7 @@ VectorKernel vector_kernel(Machine &machine, int slots) {
     k.x = machine.add_gm("x", DType::F32, kTiles * kTile);
     k.y = machine.add_gm("y", DType::F32, kTiles * kTile);
     for (int s = 0; s < slots; ++s) {
-        k.ub.push_back(machine.add_local(0, "ub" + std::to_string(s), Mem::UB, DType::F32, kTile));
+        k.ub.push_back(machine.add_local(aiv(machine, 0), "ub" + std::to_string(s), Mem::UB, DType::F32, kTile));
     }
     auto flag = [&](bool set, Pipe src, Pipe dst, int event, const std::string &site,
                     const std::string &label) {
@@ -335,13 +347,13 @@ Outcome run_vector_kernel(int slots, const std::set<size_t> &skip = {}, bool num
             x[i] = float(i % 1000) * 0.5f;
         }
     }
-    Core &core = machine.core(0);
+    Core &core = machine.core(aiv(machine, 0));
     for (size_t i = 0; i < k.steps.size(); ++i) {
         if (!skip.count(i)) {
             k.steps[i].record(core);
         }
     }
-    machine.run_core(0);
+    machine.run_core(aiv(machine, 0));
     Outcome out{machine.finish(), {}};
     if (numerics) {
         const float *y = static_cast<const float *>(machine.data(k.y));
@@ -549,7 +561,7 @@ void load_compute_store(Core &core, int x, int ub_in, int ub_out, int y, bool pi
     if (pipe_all) {
         core.pipe_barrier(Pipe::ALL);
     }
-    core.vector_op("relu", 1024, {{ub_in, line(0, 1024), false}, {ub_out, line(0, 1024), true}},
+    core.vector_op("relu", 2048, {{ub_in, line(0, 1024), false}, {ub_out, line(0, 1024), true}},
                    nullptr);
     if (pipe_all) {
         core.pipe_barrier(Pipe::ALL);
@@ -564,12 +576,13 @@ void load_compute_store(Core &core, int x, int ub_in, int ub_out, int y, bool pi
 TEST(AscendRaces, PipeAllMakesARacyProgramRaceFree) {
     for (bool pipe_all : {false, true}) {
         Machine machine(cores(1), false);
+        const int v0 = aiv(machine, 0);
         int x = machine.add_gm("x", DType::F32, 2048);
         int y = machine.add_gm("y", DType::F32, 1024);
-        int ub_in = machine.add_local(0, "ub_in", Mem::UB, DType::F32, 1024);
-        int ub_out = machine.add_local(0, "ub_out", Mem::UB, DType::F32, 1024);
-        load_compute_store(machine.core(0), x, ub_in, ub_out, y, pipe_all);
-        machine.run_core(0);
+        int ub_in = machine.add_local(v0, "ub_in", Mem::UB, DType::F32, 1024);
+        int ub_out = machine.add_local(v0, "ub_out", Mem::UB, DType::F32, 1024);
+        load_compute_store(machine.core(v0), x, ub_in, ub_out, y, pipe_all);
+        machine.run_core(v0);
         Report r = machine.finish();
         EXPECT_FALSE(r.deadlock);
         if (pipe_all) {
@@ -579,26 +592,27 @@ TEST(AscendRaces, PipeAllMakesARacyProgramRaceFree) {
             EXPECT_EQ(r.cycles, 444);
         } else {
             EXPECT_EQ(r.race_count, 3) << races_text(r); // ub_in (twice), ub_out
-            EXPECT_TRUE(contains(races_text(r), "vector 'relu' (V, core 0)"));
-            EXPECT_TRUE(contains(races_text(r), "DataCopy 'load again' (MTE2, core 0)"));
+            EXPECT_TRUE(contains(races_text(r), "vector 'relu' (V, AIV 0)"));
+            EXPECT_TRUE(contains(races_text(r), "DataCopy 'load again' (MTE2, AIV 0)"));
         }
     }
 }
 
 TEST(AscendRaces, PipeAllOrdersOnlyWhatCameBeforeIt) {
     Machine machine(cores(1), false);
+    const int v0 = aiv(machine, 0);
     int x = machine.add_gm("x", DType::F32, 1024);
-    int ub = machine.add_local(0, "ub", Mem::UB, DType::F32, 1024);
-    Core &core = machine.core(0);
+    int ub = machine.add_local(v0, "ub", Mem::UB, DType::F32, 1024);
+    Core &core = machine.core(v0);
     core.vector_op("init", 1024, {{ub, line(0, 1024), true}}, nullptr);
     core.pipe_barrier(Pipe::ALL);
     core.data_copy(ub, line(0, 1024), x, line(0, 1024), "load after the barrier");
     core.vector_op("use", 1024, {{ub, line(0, 1024), false}}, nullptr); // no flag: races
-    machine.run_core(0);
+    machine.run_core(v0);
     Report r = machine.finish();
     ASSERT_EQ(r.race_count, 1) << races_text(r);
-    EXPECT_EQ(r.races[0].first, "DataCopy 'load after the barrier' (MTE2, core 0)");
-    EXPECT_EQ(r.races[0].second, "vector 'use' (V, core 0)");
+    EXPECT_EQ(r.races[0].first, "DataCopy 'load after the barrier' (MTE2, AIV 0)");
+    EXPECT_EQ(r.races[0].second, "vector 'use' (V, AIV 0)");
 }
 
 TEST(AscendRaces, CrossCoreGmWrites) {
@@ -606,13 +620,14 @@ TEST(AscendRaces, CrossCoreGmWrites) {
         Machine machine(cores(2), false);
         int x = machine.add_gm("x", DType::F32, 2048);
         int y = machine.add_gm("y", DType::F32, 2048);
-        for (int c = 0; c < 2; ++c) {
+        for (int i = 0; i < 2; ++i) {
+            const int c = aiv(machine, i);
             int ub = machine.add_local(c, "ub", Mem::UB, DType::F32, 1024);
             Core &core = machine.core(c);
-            core.data_copy(ub, line(0, 1024), x, line(c * 1024, 1024), "load");
+            core.data_copy(ub, line(0, 1024), x, line(i * 1024, 1024), "load");
             core.set_flag(Pipe::MTE2, Pipe::MTE3, 0);
             core.wait_flag(Pipe::MTE2, Pipe::MTE3, 0);
-            int64_t at = overlap ? c * 512 : c * 1024; // overlapping halves, or disjoint
+            int64_t at = overlap ? i * 512 : i * 1024; // overlapping halves, or disjoint
             core.data_copy(y, line(at, 1024), ub, line(0, 1024), "store");
             machine.run_core(c);
         }
@@ -620,12 +635,12 @@ TEST(AscendRaces, CrossCoreGmWrites) {
         if (overlap) {
             ASSERT_EQ(r.race_count, 1) << races_text(r);
             EXPECT_EQ(r.races[0].buffer, "y");
-            EXPECT_EQ(r.races[0].first, "DataCopy 'store' (MTE3, core 0)");
-            EXPECT_EQ(r.races[0].second, "DataCopy 'store' (MTE3, core 1)");
+            EXPECT_EQ(r.races[0].first, "DataCopy 'store' (MTE3, AIV 0)");
+            EXPECT_EQ(r.races[0].second, "DataCopy 'store' (MTE3, AIV 1)");
         } else {
             EXPECT_TRUE(r.races.empty()) << races_text(r);
         }
-        EXPECT_EQ(r.core_cycles.size(), 2u);
+        EXPECT_EQ(r.core_cycles.size(), 4u); // every core of the machine, 2 AIC and 2 AIV
     }
 }
 
@@ -647,7 +662,7 @@ TEST(AscendDeadlock, WaitWhoseSetNeverComes) {
     Report r = machine.finish();
     ASSERT_TRUE(r.deadlock);
     const std::string &m = r.deadlock_message;
-    EXPECT_TRUE(contains(m, "core 0")) << m;
+    EXPECT_TRUE(contains(m, "deadlock on AIC 0")) << m;
     EXPECT_TRUE(contains(m, "pipe MTE1 waits at WaitFlag<MTE2_MTE1>(1) 'wait a ready'")) << m;
     EXPECT_TRUE(contains(m, "only 0 SetFlag<MTE2_MTE1>(1)")) << m;
     EXPECT_EQ(r.cycles, 1 + 94 + 1); // the core stopped after the set
@@ -677,12 +692,13 @@ TEST(AscendDeadlock, CyclicWaitsNameEveryBlockedPipe) {
 
 TEST(AscendDeadlock, PipeAllBehindABlockedWait) {
     Machine machine(cores(1), false);
-    int ub = machine.add_local(0, "ub", Mem::UB, DType::F32, 1024);
-    Core &core = machine.core(0);
+    const int v0 = aiv(machine, 0);
+    int ub = machine.add_local(v0, "ub", Mem::UB, DType::F32, 1024);
+    Core &core = machine.core(v0);
     core.wait_flag(Pipe::MTE2, Pipe::V, 3, "wait forever");
     core.pipe_barrier(Pipe::ALL);
     core.vector_op("never", 10, {{ub, line(0, 1024), true}}, nullptr);
-    machine.run_core(0);
+    machine.run_core(v0);
     Report r = machine.finish();
     ASSERT_TRUE(r.deadlock);
     EXPECT_TRUE(contains(r.deadlock_message, "pipe V waits at WaitFlag<MTE2_V>(3)"));
@@ -701,10 +717,10 @@ TEST(AscendErrors, SetTwiceWithoutAWait) {
     std::string e = error_of([&] { core.set_flag(Pipe::MTE2, Pipe::MTE1, 0, "second"); });
     EXPECT_TRUE(contains(e, "set twice without a wait")) << e;
     EXPECT_TRUE(contains(e, "'first'")) << e;
-    EXPECT_TRUE(contains(e, "SetFlag<MTE2_MTE1>(0) 'second' on core 0")) << e;
+    EXPECT_TRUE(contains(e, "SetFlag<MTE2_MTE1>(0) 'second' on AIC 0")) << e;
     // Another id or pair is fine, and so is a set after the wait.
     core.set_flag(Pipe::MTE2, Pipe::MTE1, 1);
-    core.set_flag(Pipe::MTE2, Pipe::V, 0);
+    core.set_flag(Pipe::MTE1, Pipe::M, 0);
     core.wait_flag(Pipe::MTE2, Pipe::MTE1, 0);
     core.set_flag(Pipe::MTE2, Pipe::MTE1, 0);
 }
@@ -715,7 +731,7 @@ TEST(AscendErrors, EventIdOutOfRange) {
     std::string e = error_of([&] { core.set_flag(Pipe::MTE2, Pipe::MTE1, 8); });
     EXPECT_TRUE(contains(e, "event id 8 is outside 0..7")) << e;
     EXPECT_TRUE(
-        contains(error_of([&] { core.wait_flag(Pipe::V, Pipe::MTE3, -1); }), "event id -1"));
+        contains(error_of([&] { core.wait_flag(Pipe::M, Pipe::FIX, -1); }), "event id -1"));
     EXPECT_FALSE(error_of([&] { core.set_flag(Pipe::MTE2, Pipe::MTE2, 0); }).empty());
     EXPECT_FALSE(error_of([&] { core.set_flag(Pipe::ALL, Pipe::V, 0); }).empty());
 }
@@ -724,7 +740,7 @@ TEST(AscendErrors, LocalOverCapacityNamesBufferAndScope) {
     Machine machine(cores(2), false);
     std::string e = error_of([&] { machine.add_local(1, "a_big", Mem::L0A, DType::BF16, 32769); });
     EXPECT_TRUE(contains(e, "L0A overflow: buffer 'a_big'")) << e;
-    EXPECT_TRUE(contains(e, "on core 1")) << e;
+    EXPECT_TRUE(contains(e, "on AIC 1")) << e;
     EXPECT_TRUE(contains(e, "65536")) << e;
     // Alignment padding counts: 2 bytes, then a buffer starting at 512 fills L0A exactly.
     machine.add_local(0, "tiny", Mem::L0A, DType::BF16, 1);
@@ -745,7 +761,7 @@ TEST(AscendErrors, MisalignedL0Offset) {
     Core &core = machine.core(0);
     std::string e =
         error_of([&] { core.data_copy(l0a, line(16, 256), l1, line(0, 256), "LoadData half"); });
-    EXPECT_TRUE(contains(e, "DataCopy 'LoadData half' (MTE1) on core 0")) << e;
+    EXPECT_TRUE(contains(e, "DataCopy 'LoadData half' (MTE1) on AIC 0")) << e;
     EXPECT_TRUE(contains(e, "'a_l0a' (L0A) starts at byte 32")) << e;
     core.data_copy(l0a, line(256, 256), l1, line(0, 256), "LoadData aligned"); // byte 512
     e = error_of([&] {
@@ -757,40 +773,115 @@ TEST(AscendErrors, MisalignedL0Offset) {
 
 TEST(AscendErrors, PathsTypesShapesAndOwnership) {
     Machine machine(cores(2), false);
+    const int v0 = aiv(machine, 0), v1 = aiv(machine, 1);
     int gm = machine.add_gm("G", DType::F32, 1024);
     int gm16 = machine.add_gm("H", DType::BF16, 1024);
-    int ub = machine.add_local(0, "ub", Mem::UB, DType::F32, 1024);
+    int ub = machine.add_local(v0, "ub", Mem::UB, DType::F32, 1024);
     int l0a = machine.add_local(0, "l0a", Mem::L0A, DType::F32, 1024);
     int l0c = machine.add_local(0, "l0c", Mem::L0C, DType::F32, 1024);
-    int other = machine.add_local(1, "ub1", Mem::UB, DType::F32, 1024);
-    Core &core = machine.core(0);
-    std::string e = error_of([&] { core.data_copy(l0a, line(0, 256), ub, line(0, 256), "x"); });
-    EXPECT_TRUE(contains(e, "no pipe copies UB -> L0A")) << e;
+    int other = machine.add_local(v1, "ub1", Mem::UB, DType::F32, 1024);
+    Core &cube = machine.core(0), &core = machine.core(v0);
+    std::string e = error_of([&] { cube.data_copy(l0a, line(0, 256), l0c, line(0, 256), "x"); });
+    EXPECT_TRUE(contains(e, "no pipe copies L0C -> L0A")) << e;
     e = error_of([&] { core.data_copy(ub, line(0, 256), gm16, line(0, 256), "t"); });
     EXPECT_TRUE(contains(e, "without conversion")) << e;
     e = error_of([&] { core.data_copy(ub, line(0, 256), gm, line(0, 255), "n"); });
     EXPECT_TRUE(contains(e, "256 elements")) << e;
     e = error_of([&] { core.data_copy(other, line(0, 256), gm, line(0, 256), "o"); });
-    EXPECT_TRUE(contains(e, "'ub1' is UB of core 1")) << e;
+    EXPECT_TRUE(contains(e, "'ub1' is UB of AIV 1")) << e;
     e = error_of([&] { core.data_copy(ub, line(1000, 256), gm, line(0, 256), "out"); });
     EXPECT_TRUE(contains(e, "every element of a box must lie inside its buffer")) << e;
-    e = error_of([&] { core.fixpipe(ub, line(0, 16), l0c, line(0, 16), "f"); });
-    EXPECT_TRUE(contains(e, "fixpipe writes GM or L1")) << e;
+    e = error_of([&] { cube.fixpipe(gm16, line(0, 16), l0a, line(0, 16), "f"); });
+    EXPECT_TRUE(contains(e, "fixpipe reads f32 from L0C")) << e;
     e = error_of([&] { core.vector_op("v", 1, {{gm, line(0, 4), true}}, nullptr); });
     EXPECT_TRUE(contains(e, "UB only")) << e;
     e = error_of(
-        [&] { core.mmad(l0c, dense(16, 16), ub, dense(16, 16), l0a, dense(16, 16), false, "m"); });
+        [&] { cube.mmad(l0c, dense(16, 16), l0c, dense(16, 16), l0a, dense(16, 16), false, "m"); });
     EXPECT_TRUE(contains(e, "the cube takes it from L0A")) << e;
-    machine.run_core(0);
+    machine.run_core(v0);
     e = error_of([&] { core.data_copy(ub, line(0, 256), gm, line(0, 256), "late"); });
     EXPECT_TRUE(contains(e, "already ran")) << e;
-    EXPECT_FALSE(error_of([&] { machine.run_core(0); }).empty());
-    machine.core(1).data_copy(other, line(0, 256), gm, line(0, 256), "never run");
+    EXPECT_FALSE(error_of([&] { machine.run_core(v0); }).empty());
+    machine.core(v1).data_copy(other, line(0, 256), gm, line(0, 256), "never run");
     e = error_of([&] { machine.finish(); });
-    EXPECT_TRUE(contains(e, "core 1 recorded 1 ops but never ran")) << e;
+    EXPECT_TRUE(contains(e, "core " + std::to_string(v1) + " recorded 1 ops but never ran")) << e;
     AscendParams bad;
     bad.gm_to_ub = 0;
     EXPECT_THROW(Machine(bad, false), SimError);
+}
+
+// The 910B's separated architecture: UB and V, MTE3 are on the AIV only; L1, L0A/B/C and MTE1,
+// M, FIX on the AIC only; GM is the only memory both reach.
+TEST(AscendErrors, EachKindHasItsOwnMemoriesAndPipes) {
+    Machine machine(cores(1), false);
+    const int v0 = aiv(machine, 0);
+    EXPECT_EQ(machine.num_cores(), 2);
+    EXPECT_EQ(machine.kind(0), CoreKind::AIC);
+    EXPECT_EQ(machine.kind(v0), CoreKind::AIV);
+    EXPECT_EQ(v0, 1);
+    EXPECT_THROW(machine.core_of(CoreKind::AIV, 1), SimError);
+    std::string e = error_of([&] { machine.add_local(0, "ub", Mem::UB, DType::F32, 16); });
+    EXPECT_TRUE(contains(e, "UB is on the vector cores (AIV)")) << e;
+    EXPECT_TRUE(contains(e, "is AIC 0")) << e;
+    e = error_of([&] { machine.add_local(v0, "l1", Mem::L1, DType::BF16, 16); });
+    EXPECT_TRUE(contains(e, "L1 is on the cube cores (AIC)")) << e;
+    e = error_of([&] { machine.add_local(v0, "l0c", Mem::L0C, DType::F32, 16); });
+    EXPECT_TRUE(contains(e, "is AIV 0")) << e;
+    Core &cube = machine.core(0), &vector = machine.core(v0);
+    e = error_of([&] { cube.vector_op("v", 1, {}, nullptr); });
+    EXPECT_TRUE(contains(e, "pipe V is on the vector cores (AIV)")) << e;
+    e = error_of([&] { cube.set_flag(Pipe::M, Pipe::MTE3, 0); });
+    EXPECT_TRUE(contains(e, "pipe MTE3 is on the vector cores")) << e;
+    e = error_of([&] { vector.set_flag(Pipe::MTE2, Pipe::MTE1, 0); });
+    EXPECT_TRUE(contains(e, "pipe MTE1 is on the cube cores (AIC); an AIV has S, MTE2, V and MTE3")) << e;
+    e = error_of([&] { vector.pipe_barrier(Pipe::M); });
+    EXPECT_TRUE(contains(e, "pipe M is on the cube cores")) << e;
+    // What each kind has is fine.
+    vector.set_flag(Pipe::MTE2, Pipe::V, 0);
+    vector.wait_flag(Pipe::MTE2, Pipe::V, 0);
+    vector.pipe_barrier(Pipe::ALL);
+    cube.set_flag(Pipe::MTE2, Pipe::MTE1, 0);
+    cube.wait_flag(Pipe::MTE2, Pipe::MTE1, 0);
+    EXPECT_TRUE(has_pipe(CoreKind::AIC, Pipe::FIX) && !has_pipe(CoreKind::AIV, Pipe::FIX));
+    EXPECT_TRUE(has_memory(CoreKind::AIV, Mem::GM) && has_memory(CoreKind::AIC, Mem::GM));
+}
+
+// HBM is one queue for the chip: with hbm_bytes_per_cycle = 32 two vector cores reading 2048 B
+// each at cycle 1 take turns (64 cycles each), and a write books its bytes without waiting.
+TEST(AscendHbm, EveryCoreSharesHbm) {
+    AscendParams p = cores(2);
+    p.hbm_bytes_per_cycle = 32;
+    Machine machine(p, false);
+    int x = machine.add_gm("x", DType::F32, 2048);
+    int y = machine.add_gm("y", DType::F32, 512);
+    for (int i = 0; i < 2; ++i) {
+        const int c = aiv(machine, i);
+        int ub = machine.add_local(c, "ub", Mem::UB, DType::F32, 512);
+        machine.core(c).data_copy(ub, line(0, 512), x, line(i * 512, 512), "load");
+        machine.run_core(c);
+    }
+    Report r = machine.finish();
+    EXPECT_EQ(r.core_cycles[size_t(aiv(machine, 0))], 1 + 30 + 64);
+    EXPECT_EQ(r.core_cycles[size_t(aiv(machine, 1))], 1 + 64 + 64 + 30); // behind core 0 in HBM
+    EXPECT_EQ(busy(r, "HBM"), 128);
+
+    // A store books HBM (write-back) but ends at its own rate; the read behind it waits.
+    Machine second(p, false);
+    const int v0 = aiv(second, 0), v1 = aiv(second, 1);
+    int x2 = second.add_gm("x", DType::F32, 512), y2 = second.add_gm("y", DType::F32, 512);
+    int ub0 = second.add_local(v0, "ub", Mem::UB, DType::F32, 512);
+    int ub1 = second.add_local(v1, "ub", Mem::UB, DType::F32, 512);
+    second.core(v0).data_copy(y2, line(0, 512), ub0, line(0, 512), "store"); // [1, 63): 30 + 32
+    second.core(v1).vector_op("later", 256 * 10, {}, nullptr);             // [2, 22)
+    second.core(v1).set_flag(Pipe::V, Pipe::MTE2, 0);
+    second.core(v1).wait_flag(Pipe::V, Pipe::MTE2, 0);
+    second.core(v1).data_copy(ub1, line(0, 512), x2, line(0, 512), "load");  // HBM free at 65
+    second.run_core(v0);
+    second.run_core(v1);
+    Report s = second.finish();
+    EXPECT_EQ(s.core_cycles[size_t(v0)], 1 + 30 + 32);
+    EXPECT_EQ(s.core_cycles[size_t(v1)], 65 + 64 + 30);
+    (void)y;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -799,14 +890,15 @@ TEST(AscendErrors, PathsTypesShapesAndOwnership) {
 
 TEST(AscendTrace, OneTrackPerPipeWithVendorNames) {
     Machine machine(cores(1), false, /*trace=*/true);
+    const int v0 = aiv(machine, 0);
     int x = machine.add_gm("x", DType::F32, 1024);
-    int ub = machine.add_local(0, "ub", Mem::UB, DType::F32, 1024);
-    Core &core = machine.core(0);
+    int ub = machine.add_local(v0, "ub", Mem::UB, DType::F32, 1024);
+    Core &core = machine.core(v0);
     core.data_copy(ub, line(0, 1024), x, line(0, 1024), "load \"x\"");
     core.set_flag(Pipe::MTE2, Pipe::V, 0);
     core.wait_flag(Pipe::MTE2, Pipe::V, 0);
     core.vector_op("scale", 1024, {{ub, line(0, 1024), true}}, nullptr);
-    machine.run_core(0);
+    machine.run_core(v0);
     std::string path = ::testing::TempDir() + "ascend_sim_test.trace.json";
     machine.write_trace(path);
     std::ifstream in(path);
@@ -819,6 +911,7 @@ TEST(AscendTrace, OneTrackPerPipeWithVendorNames) {
     EXPECT_TRUE(contains(text, R"("load \"x\"")"));
     EXPECT_TRUE(contains(text, "\"cat\": \"WaitFlag\""));
     EXPECT_TRUE(contains(text, "\"cat\": \"dispatch\""));
+    EXPECT_TRUE(contains(text, "AIV 0"));
     std::remove(path.c_str());
     Machine untraced(cores(1), false, false);
     EXPECT_THROW(untraced.write_trace(path), SimError);

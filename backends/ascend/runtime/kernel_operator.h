@@ -11,7 +11,7 @@
  *
  *     tandem::sim::ascend::Machine machine(params);
  *     int a = machine.add_gm("a", DType::F32, n), out = machine.add_gm("out", DType::F32, n);
- *     tandem_ascend::run(machine, my_kernel, {a, out});   // my_kernel(GM_ADDR a, GM_ADDR out)
+ *     tandem_ascend::run(machine, my_kernel, {a, out}, AscendC::KernelMode::AIV_MODE);
  *     tandem::sim::Report report = machine.finish();
  *
  * run() calls the kernel once per core with that core current (GetBlockIdx() is its index) and
@@ -22,7 +22,9 @@
  *
  * The AscendC subset (names and meanings as AscendC has them):
  *     GM_ADDR, __global__, __aicore__, __gm__, bfloat16_t, pipe_t (PIPE_S ... PIPE_ALL)
- *     AscendC::GetBlockIdx(), GetBlockNum()
+ *     KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY | KERNEL_TYPE_AIC_ONLY)
+ *     AscendC::GetBlockIdx(), GetBlockNum()  (among the cores of the kernel's kind)
+ *     AscendC::KernelMode (AIC_MODE, AIV_MODE: the host's choice, as SetKernelMode in CPU debug)
  *     AscendC::GlobalTensor<T>: SetGlobalBuffer(__gm__ T *, size), operator[](offset), GetSize()
  *     AscendC::TPipe::InitBuffer(TBuf<pos> &, bytes); TBuf<pos>::Get<T>() -> LocalTensor<T>
  *     AscendC::LocalTensor<T>: operator[](offset), GetValue(i), SetValue(i, v), GetSize()
@@ -68,6 +70,7 @@
 
 #define __global__
 #define __aicore__
+#define KERNEL_TASK_TYPE_DEFAULT(type) tandem_ascend::kernel_type(AscendC::type)
 #define __gm__
 using GM_ADDR = uint8_t *;
 
@@ -106,9 +109,10 @@ struct GmBinding {
 
 /** The core whose kernel is running. */
 struct CoreContext {
-    CoreContext(Machine &m, int c) : machine(m), core(c) {}
+    CoreContext(Machine &m, int c, int b) : machine(m), core(c), block(b) {}
     Machine &machine;
-    int core;
+    int core;  // the machine's core
+    int block; // GetBlockIdx(): its index among the cores of its kind
     std::vector<GmBinding> gm;
     std::array<int64_t, 6> initialized{}; // per memory: bytes TPipe::InitBuffer has placed
     std::array<int64_t, 6> created{};     // per memory: bytes the machine has placed (Get<T>())
@@ -336,11 +340,19 @@ constexpr Mem mem_of(TPosition p) {
 } // namespace detail
 
 inline int64_t GetBlockIdx() {
-    return tandem_ascend::current("GetBlockIdx").core;
+    return tandem_ascend::current("GetBlockIdx").block;
 }
 inline int64_t GetBlockNum() {
-    return tandem_ascend::current("GetBlockNum").machine.num_cores();
+    tandem_ascend::CoreContext &c = tandem_ascend::current("GetBlockNum");
+    return c.machine.cores_of(c.machine.kind(c.core));
 }
+
+/** How the host runs a kernel (AscendC's CPU debug mode sets it with SetKernelMode): on the cube
+ * cores, on the vector cores, or both. */
+enum class KernelMode { MIX_MODE, AIC_MODE, AIV_MODE };
+
+/** The kernel types KERNEL_TASK_TYPE_DEFAULT takes (the ones Tandem emits). */
+enum KernelMetaType { KERNEL_TYPE_AIV_ONLY, KERNEL_TYPE_AIC_ONLY, KERNEL_TYPE_MIX_AIC_1_2 };
 
 inline float ToFloat(bfloat16_t b) {
     return tandem::sim::bf16_to_float(b.bits);
@@ -601,6 +613,21 @@ void VectorOp(const std::string &label, int64_t flops, std::initializer_list<Reg
                                      std::function<void()>(std::forward<F>(compute)));
 }
 
+/** KERNEL_TASK_TYPE_DEFAULT: the kernel states the cores it runs on; running it on the other
+ * kind is a SimError. */
+inline void kernel_type(AscendC::KernelMetaType type) {
+    CoreContext &c = current("KERNEL_TASK_TYPE_DEFAULT");
+    tandem::sim::ascend::CoreKind kind = c.machine.kind(c.core);
+    bool aiv = kind == tandem::sim::ascend::CoreKind::AIV;
+    if ((type == AscendC::KERNEL_TYPE_AIV_ONLY && !aiv) ||
+        (type == AscendC::KERNEL_TYPE_AIC_ONLY && aiv)) {
+        throw SimError(std::string("KERNEL_TASK_TYPE_DEFAULT(") +
+                       (aiv ? "KERNEL_TYPE_AIC_ONLY" : "KERNEL_TYPE_AIV_ONLY") +
+                       "): the kernel is launched on an " + (aiv ? "AIV" : "AIC") +
+                       " core; run it with KernelMode::" + (aiv ? "AIC_MODE" : "AIV_MODE"));
+    }
+}
+
 namespace detail {
 
 /** Makes `context` current for the lifetime of the guard. */
@@ -622,21 +649,29 @@ void call(void (*kernel)(Params...), const std::vector<GM_ADDR> &args, std::inde
 
 } // namespace detail
 
-/** Runs `kernel` once per core of `machine` (GetBlockIdx() = the core), its GM_ADDR arguments
+/** Runs `kernel` once per core of `machine` that `mode` names (AIC_MODE: the cube cores,
+ * AIV_MODE: the vector cores; GetBlockIdx() = the index among them), its GM_ADDR arguments
  * pointing at the GM buffers `gm_buffers` (machine buffer ids, in the kernel's parameter order);
  * each core's program is ended (machine.run_core) when its kernel returns, then its flags are checked
  * (SimError for a SetFlag left unconsumed). A SimError from a call propagates and leaves the
  * core unrun. */
 template <typename... Params>
-void run(Machine &machine, void (*kernel)(Params...), const std::vector<int> &gm_buffers) {
+void run(Machine &machine, void (*kernel)(Params...), const std::vector<int> &gm_buffers,
+         AscendC::KernelMode mode) {
     static_assert((std::is_same_v<Params, GM_ADDR> && ...), "kernel parameters are GM_ADDR");
     if (gm_buffers.size() != sizeof...(Params)) {
         throw SimError("tandem_ascend::run: the kernel takes " + std::to_string(sizeof...(Params)) +
                        " GM_ADDR arguments but " + std::to_string(gm_buffers.size()) +
                        " buffers were given");
     }
-    for (int core = 0; core < machine.num_cores(); core++) {
-        CoreContext context(machine, core);
+    if (mode == AscendC::KernelMode::MIX_MODE) {
+        throw SimError("tandem_ascend::run: KernelMode::MIX_MODE is not supported yet");
+    }
+    const auto kind = mode == AscendC::KernelMode::AIV_MODE ? tandem::sim::ascend::CoreKind::AIV
+                                                            : tandem::sim::ascend::CoreKind::AIC;
+    for (int block = 0; block < machine.cores_of(kind); block++) {
+        const int core = machine.core_of(kind, block);
+        CoreContext context(machine, core, block);
         std::vector<GM_ADDR> args;
         for (int buffer : gm_buffers) {
             int64_t bytes = machine.elements(buffer) * tandem::sim::bytes_of(machine.type(buffer));

@@ -65,6 +65,7 @@ struct CompileContext {
     int grid = 1;                    // units the tile loop runs on (ZPU cores, Hopper CTAs)
     bool one_tile_per_unit = false;  // Hopper without ping_pong: a CTA per tile, so each tile loop
                                      // runs at most once per unit (straight-line code)
+    bool vector_units_only = false;  // no tile MMA: on Ascend the kernel runs on the AIV cores
     std::vector<std::string> inputs; // input buffer names
     std::vector<KernelArg> args;     // the DRAM tensors: inputs, then the output
     std::vector<std::string> funcs;  // every Func of the pipeline
@@ -86,7 +87,8 @@ struct Kernel {
     Target target;
     std::vector<KernelArg> args; // inputs first, then the output
     std::vector<SramBuffer> buffers;
-    int grid = 1;                  // ZPU: cores used; Hopper: CTAs launched
+    int grid = 1;                  // ZPU: cores used; Hopper: CTAs launched; Ascend: AIC or AIV used
+    bool vector_units_only = false; // no tile MMA: on Ascend an AIV-only kernel (else AIC-only)
     int warpgroups = 1;            // Hopper: warpgroups per CTA (roles)
     int consumer_warpgroups = 1;   // Hopper: warpgroups running each consumer role; 2 with
                                    // cooperative(): the model runs the role as one agent, the GPU

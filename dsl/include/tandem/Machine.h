@@ -45,9 +45,11 @@ public:
     /** A parameter that must be an integer (a count, a size in bytes). */
     int64_t integer(const std::string &key) const;
     /** The parameter that plays `role` on this machine ("units": the parallel units a tile loop
-     * is spread over; "vector_memory": the on-chip bytes vector work and staging share), from
+     * is spread over; "vector_units": those of a kernel without a tile MMA where the machine has
+     * separate vector cores; "vector_memory": the on-chip bytes vector work and staging share), from
      * the description's "roles"; Error if it names none. */
     const std::string &role(const std::string &role) const;
+    bool has_role(const std::string &role) const { return roles_.count(role) != 0; }
 
     /** Overrides a known parameter (text: a number >= its min); Error for an unknown key. */
     void set(const std::string &key, const std::string &text);

@@ -26,6 +26,9 @@ struct Target {
 
     /** Processing units the tile loop is spread over: ZPU cores, Hopper SMs, Ascend AI cores. */
     int units() const;
+    /** The units a kernel without a tile MMA runs on: Ascend's vector cores (AIV); units()
+     * where the machine has no separate vector cores. */
+    int vector_units() const;
 
     /** The on-chip memory a vector kernel's tiles live in: ZPU RSRAM per core, Hopper shared
      * memory per CTA, Ascend UB per AI core. */
