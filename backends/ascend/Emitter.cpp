@@ -898,7 +898,10 @@ std::string emit_ascendc(const Kernel &kernel, const std::string &function, int 
            << "    AscendC::LocalTensor<" << t << "> " << n << " = " << n << "_buf.Get<" << t
            << ">();\n";
     }
-    os << "\n";
+    // TPipe reserves M_MTE1 events 0..2 on the AIC (set in its constructor); the kernel's own
+    // flags may use any id, so it gives them back first, as catlass and tilelang-ascend do.
+    os << "    pipe.Destroy(); // TPipe's reserved events (M_MTE1 0..2 on the AIC) waited for: every "
+          "event id is the kernel's\n\n";
     std::string head = os.str();
     os.str("");
     g.sequence(kernel.body, true);

@@ -155,6 +155,14 @@ void execute(const Kernel &kernel, sim::ascend::Machine &machine, const std::map
         for (const SramBuffer &b : kernel.buffers) {
             if (b.ascend_mem == sim::ascend::Mem::L0C) l0c.insert(b.name);
         }
+        // The emitted kernel's prologue: AscendC's TPipe sets M_MTE1 0..2 on an AIC, and the
+        // kernel's pipe.Destroy() waits for them and drains every pipe.
+        sim::ascend::Core &core = machine.core(c);
+        if (kind == sim::ascend::CoreKind::AIC) {
+            for (int event = 0; event < 3; event++) core.set_flag(Pipe::M, Pipe::MTE1, event, "TPipe");
+            for (int event = 0; event < 3; event++) core.wait_flag(Pipe::M, Pipe::MTE1, event, "TPipe::Destroy");
+        }
+        core.pipe_barrier(Pipe::ALL);
         Stream stream(machine, c, block, buffers, l0c);
         stream.exec(kernel.body);
         machine.run_core(c);

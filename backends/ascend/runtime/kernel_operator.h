@@ -26,7 +26,8 @@
  *     AscendC::GetBlockIdx(), GetBlockNum()  (among the cores of the kernel's kind)
  *     AscendC::KernelMode (AIC_MODE, AIV_MODE: the host's choice, as SetKernelMode in CPU debug)
  *     AscendC::GlobalTensor<T>: SetGlobalBuffer(__gm__ T *, size), operator[](offset), GetSize()
- *     AscendC::TPipe::InitBuffer(TBuf<pos> &, bytes); TBuf<pos>::Get<T>() -> LocalTensor<T>
+ *     AscendC::TPipe (on an AIC it sets M_MTE1 0..2), TPipe::Destroy() (waits them, PIPE_ALL),
+ *     TPipe::InitBuffer(TBuf<pos> &, bytes); TBuf<pos>::Get<T>() -> LocalTensor<T>
  *     AscendC::LocalTensor<T>: operator[](offset), GetValue(i), SetValue(i, v), GetSize()
  *     AscendC::DataCopy(dst, src, count | DataCopyParams | tandem_ascend::StridedBox)
  *         GM -> UB/L1 (MTE2), UB -> GM/L1 (MTE3), L1 -> UB (MTE1); DataCopyParams(blockCount,
@@ -60,6 +61,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <initializer_list>
 #include <map>
@@ -242,8 +244,10 @@ constexpr int event_code(Pipe src, Pipe dst) {
 }
 } // namespace detail
 
-/** SRC_DST: set on SRC, waited on DST (the value encodes the two pipes). */
-enum class HardEvent : int {
+/** SRC_DST: set on SRC, waited on DST. Exactly the names of AscendC's HardEvent (its public
+ * kernel_event.h; FIX_V and V_FIX exist only on later architectures); the values here encode the
+ * two pipes. */
+enum class HardEvent : uint8_t {
     MTE2_MTE1 = detail::event_code(detail::Pipe::MTE2, detail::Pipe::MTE1),
     MTE1_MTE2 = detail::event_code(detail::Pipe::MTE1, detail::Pipe::MTE2),
     MTE1_M = detail::event_code(detail::Pipe::MTE1, detail::Pipe::M),
@@ -276,17 +280,9 @@ enum class HardEvent : int {
     FIX_S = detail::event_code(detail::Pipe::FIX, detail::Pipe::S),
     M_S = detail::event_code(detail::Pipe::M, detail::Pipe::S),
     FIX_MTE3 = detail::event_code(detail::Pipe::FIX, detail::Pipe::MTE3),
-    MTE3_FIX = detail::event_code(detail::Pipe::MTE3, detail::Pipe::FIX),
-    S_M = detail::event_code(detail::Pipe::S, detail::Pipe::M),
-    S_MTE1 = detail::event_code(detail::Pipe::S, detail::Pipe::MTE1),
-    MTE1_S = detail::event_code(detail::Pipe::MTE1, detail::Pipe::S),
-    S_FIX = detail::event_code(detail::Pipe::S, detail::Pipe::FIX),
-    FIX_V = detail::event_code(detail::Pipe::FIX, detail::Pipe::V),
-    V_FIX = detail::event_code(detail::Pipe::V, detail::Pipe::FIX),
     MTE1_FIX = detail::event_code(detail::Pipe::MTE1, detail::Pipe::FIX),
     FIX_MTE1 = detail::event_code(detail::Pipe::FIX, detail::Pipe::MTE1),
-    M_MTE3 = detail::event_code(detail::Pipe::M, detail::Pipe::MTE3),
-    MTE3_M = detail::event_code(detail::Pipe::MTE3, detail::Pipe::M),
+    FIX_FIX = detail::event_code(detail::Pipe::FIX, detail::Pipe::FIX),
 };
 
 namespace detail {
@@ -458,8 +454,34 @@ public:
     tandem_ascend::DType type_ = tandem_ascend::DType::F32;
 };
 
+/** The buffer manager. As AscendC's does on the 910B, the constructor reserves and sets the
+ * M_MTE1 events 0, 1 and 2 on a cube core (AIC), and Destroy() (or the destructor) waits for them
+ * and then drains every pipe (PipeBarrier<PIPE_ALL>): a kernel that sets those events itself
+ * calls Destroy() first, as catlass and tilelang-ascend do after placing their buffers. */
 class TPipe {
 public:
+    TPipe() {
+        tandem_ascend::CoreContext &c = tandem_ascend::current("TPipe");
+        if (c.machine.kind(c.core) == tandem::sim::ascend::CoreKind::AIC)
+            for (int event = 0; event < kReservedEvents; event++)
+                c.flag(true, tandem_ascend::Pipe::M, tandem_ascend::Pipe::MTE1, event);
+    }
+    ~TPipe() {
+        if (!destroyed_ && std::uncaught_exceptions() == 0)
+            Destroy();
+    }
+    TPipe(const TPipe &) = delete;
+    TPipe &operator=(const TPipe &) = delete;
+
+    void Destroy() {
+        tandem_ascend::CoreContext &c = tandem_ascend::current("TPipe::Destroy");
+        destroyed_ = true;
+        if (c.machine.kind(c.core) == tandem::sim::ascend::CoreKind::AIC)
+            for (int event = 0; event < kReservedEvents; event++)
+                c.flag(false, tandem_ascend::Pipe::M, tandem_ascend::Pipe::MTE1, event);
+        c.machine.core(c.core).pipe_barrier(tandem_ascend::Pipe::ALL);
+    }
+
     template <TPosition Pos> void InitBuffer(TBuf<Pos> &buffer, uint32_t bytes) {
         tandem_ascend::CoreContext &c = tandem_ascend::current("TPipe::InitBuffer");
         constexpr tandem_ascend::Mem mem = detail::mem_of(Pos);
@@ -467,6 +489,10 @@ public:
         buffer.bytes_ = bytes;
         c.initialized[size_t(mem)] = buffer.start_ + bytes;
     }
+
+private:
+    static constexpr int kReservedEvents = 3; // M_MTE1 0..2 (the matmul API's, one for bias)
+    bool destroyed_ = false;
 };
 
 template <HardEvent E> void SetFlag(int32_t event) {
