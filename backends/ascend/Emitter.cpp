@@ -576,9 +576,9 @@ private:
 
     void mmad(const ir::MmaOp &m) {
         std::string init = m.accumulate.defined() ? "!(" + arg(m.accumulate) + ")" : "false";
-        os << line() << "AscendC::Mmad(" << at(m.acc, m.acc_offset) << ", " << at(m.a, m.a_offset)
-           << ", " << at(m.b, m.b_offset) << ", AscendC::MmadParams(" << arg(m.m) << ", "
-           << arg(m.n) << ", " << arg(m.k) << ", " << init << "),\n"
+        os << line() << "tandem_ascend::Mmad(" << at(m.acc, m.acc_offset) << ", " << at(m.a, m.a_offset)
+           << ", " << at(m.b, m.b_offset) << ", tandem_ascend::MmadShape{" << arg(m.m) << ", "
+           << arg(m.n) << ", " << arg(m.k) << ", " << init << "},\n"
            << line() << "              tandem_ascend::MmadStrides{" << arg(m.acc_stride_n) << ", "
            << arg(m.acc_stride_m) << ", " << arg(m.a_stride_k) << ", " << arg(m.a_stride_m) << ", "
            << arg(m.b_stride_n) << ", " << arg(m.b_stride_k) << "});\n";

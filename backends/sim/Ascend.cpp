@@ -265,8 +265,9 @@ int64_t AscendParams::gm_read_cycles(Mem dst, int64_t miss, int64_t hit) const {
     return copy_fixed + int64_t(std::ceil(double(miss) / hbm + double(hit) / l2_read));
 }
 
-int64_t AscendParams::mmad_cycles(int64_t m, int64_t n, int64_t k) const {
-    return cube_fixed + ceil_div(m, 16) * ceil_div(n, 16) * ceil_div(k, 16);
+int64_t AscendParams::mmad_cycles(int64_t m, int64_t n, int64_t k, DType operands) const {
+    const int64_t k_cycles = operands == DType::F32 ? 2 * ceil_div(k, 8) : ceil_div(k, 16);
+    return cube_fixed + ceil_div(m, 16) * ceil_div(n, 16) * k_cycles;
 }
 
 int64_t AscendParams::vector_cycles(int64_t work) const {
@@ -647,7 +648,7 @@ struct Machine::Impl {
         op.pipe = Pipe::M;
         op.label = labels.id(label);
         int64_t n = c_box.dims[0].extent, m = c_box.dims[1].extent, k = a_box.dims[0].extent;
-        op.cost = params.mmad_cycles(m, n, k);
+        op.cost = params.mmad_cycles(m, n, k, a_buffer.type);
         op.dst = c;
         op.dst_box = c_box;
         op.src = a;
@@ -695,6 +696,218 @@ struct Machine::Impl {
         op.dst_box = dst_box;
         op.src = src;
         op.src_box = src_box;
+        state.program.push_back(std::move(op));
+    }
+
+    // --- the real cube instructions on fractal data ------------------------------------------
+
+    /** Elements of 32 bytes (a fractal row) of `type`. */
+    static int64_t c0_of(DType type) { return 32 / bytes_of(type); }
+
+    void nd2nz(int core, int dst, int64_t dst_offset, int src, int64_t src_offset, const Nd2Nz &p,
+               const std::string &label) {
+        std::string what = "DataCopy '" + label + "' (Nd2Nz, MTE2)";
+        Core::State &state = recording(what, core);
+        if (p.n_value < 0 || p.d_value < 0 || p.dst_nz_c0_stride < 0 || p.dst_nz_n_stride < 1) {
+            fail(what, core, "nValue, dValue and the strides must not be negative (dstNzNStride >= 1)");
+        }
+        const int64_t c0 = dst >= 0 && size_t(dst) < buffers.size() ? c0_of(buffers[size_t(dst)].type) : 1;
+        const int64_t blocks = ceil_div(p.d_value, c0);
+        Box dst_box{dst_offset, {{c0, 1}, {p.n_value, p.dst_nz_n_stride * c0}, {blocks, p.dst_nz_c0_stride * c0}}};
+        Box src_box{src_offset, {{p.d_value, 1}, {p.n_value, p.src_d_value}}};
+        const Buffer &to = checked_buffer(what, core, "destination", dst, dst_box);
+        const Buffer &from = checked_buffer(what, core, "source", src, src_box);
+        if (to.mem != Mem::L1 || from.mem != Mem::GM || to.type != from.type) {
+            fail(what, core, "Nd2Nz copies GM to L1 without conversion; got " + std::string(mem_name(from.mem)) +
+                                 " " + dtype_name(from.type) + " -> " + mem_name(to.mem) + " " + dtype_name(to.type));
+        }
+        if (p.dst_nz_c0_stride < p.n_value * p.dst_nz_n_stride && blocks > 1) {
+            fail(what, core, "dstNzC0Stride " + std::to_string(p.dst_nz_c0_stride) + " is less than the " +
+                                 std::to_string(p.n_value) + " rows a column block holds");
+        }
+        Op op;
+        op.kind = OpKind::DataCopy;
+        op.pipe = Pipe::MTE2;
+        op.label = labels.id(label);
+        op.cost = params.copy_cycles(Mem::GM, Mem::L1, p.n_value * blocks * 32);
+        op.dst = dst;
+        op.dst_box = dst_box;
+        op.src = src;
+        op.src_box = src_box;
+        if (numerics && p.n_value > 0 && p.d_value > 0) {
+            std::byte *d = to.data.get();
+            const std::byte *s = from.data.get();
+            const int64_t e = bytes_of(to.type);
+            op.compute = [d, s, e, c0, blocks, p, dst_offset, src_offset] {
+                for (int64_t n = 0; n < p.n_value; ++n) {
+                    for (int64_t col = 0; col < blocks * c0; ++col) {
+                        std::byte *out = d + (dst_offset + (col / c0) * p.dst_nz_c0_stride * c0 +
+                                              n * p.dst_nz_n_stride * c0 + col % c0) * e;
+                        if (col < p.d_value) {
+                            std::memcpy(out, s + (src_offset + n * p.src_d_value + col) * e, size_t(e));
+                        } else {
+                            std::memset(out, 0, size_t(e)); // padded to 32 bytes with zeros
+                        }
+                    }
+                }
+            };
+        }
+        state.program.push_back(std::move(op));
+    }
+
+    void load_data_2d(int core, int dst, int64_t dst_offset, int src, int64_t src_offset,
+                      const LoadData2D &p, const std::string &label) {
+        std::string what = "LoadData '" + label + "' (MTE1)";
+        recording(what, core);
+        if (p.repeat_times < 0 || p.repeat_times > 255 || p.start_index < 0 || p.src_stride < 0 || p.dst_gap < 0) {
+            fail(what, core, "repeatTimes must be in 0..255 (one 512-byte fractal each) and the "
+                             "indices, strides and gaps not negative");
+        }
+        const DType type = dst >= 0 && size_t(dst) < buffers.size() ? buffers[size_t(dst)].type : DType::BF16;
+        const int64_t fractal = 512 / bytes_of(type);
+        if (p.transpose && bytes_of(type) != 2) {
+            fail(what, core, "ifTranspose transposes 16 x 16 fractals of 16-bit data; " +
+                                 std::string(dtype_name(type)) + " takes LoadDataWithTranspose");
+        }
+        Box dst_box, src_box;
+        const int64_t first = src_offset + p.start_index * fractal;
+        if (p.transpose) {
+            dst_box = {dst_offset, {{16, 1}, {16, 16}, {p.repeat_times, (1 + p.dst_gap) * fractal}}};
+            src_box = {first, {{16, 16}, {16, 1}, {p.repeat_times, p.src_stride * fractal}}};
+        } else {
+            dst_box = {dst_offset, {{fractal, 1}, {p.repeat_times, (1 + p.dst_gap) * fractal}}};
+            src_box = {first, {{fractal, 1}, {p.repeat_times, p.src_stride * fractal}}};
+        }
+        const Buffer &to = checked_buffer(what, core, "destination", dst, dst_box);
+        checked_buffer(what, core, "source", src, src_box);
+        if (to.mem != Mem::L0A && to.mem != Mem::L0B) {
+            fail(what, core, "LoadData2D loads L0A or L0B; '" + to.name + "' is in " + mem_name(to.mem));
+        }
+        data_copy(core, dst, dst_box, src, src_box, label);
+    }
+
+    void mmad_fractal(int core, int c, int64_t c_offset, int a, int64_t a_offset, int b, int64_t b_offset,
+                      int64_t m, int64_t n, int64_t k, bool accumulate, const std::string &label) {
+        std::string what = "Mmad '" + label + "' (M)";
+        Core::State &state = recording(what, core);
+        if (m < 0 || n < 0 || k < 0 || m > 4095 || n > 4095 || k > 4095) {
+            fail(what, core, "MmadParams m, n and k must be in 0..4095");
+        }
+        const DType type = a >= 0 && size_t(a) < buffers.size() ? buffers[size_t(a)].type : DType::BF16;
+        const int64_t c0 = c0_of(type);
+        const int64_t mp = ceil_div(m, 16) * 16, np = ceil_div(n, 16) * 16, kp = ceil_div(k, c0) * c0;
+        Box c_box{c_offset, {{mp * np, 1}}}, a_box{a_offset, {{mp * kp, 1}}}, b_box{b_offset, {{kp * np, 1}}};
+        const Buffer &cb = checked_buffer(what, core, "c", c, c_box);
+        const Buffer &ab = checked_buffer(what, core, "a", a, a_box);
+        const Buffer &bb = checked_buffer(what, core, "b", b, b_box);
+        if (cb.mem != Mem::L0C || ab.mem != Mem::L0A || bb.mem != Mem::L0B) {
+            fail(what, core, "Mmad takes c from L0C, a from L0A and b from L0B; got " +
+                                 std::string(mem_name(cb.mem)) + ", " + mem_name(ab.mem) + ", " + mem_name(bb.mem));
+        }
+        std::string types = detail::mma_type_error(cb.name, cb.type, ab.name, ab.type, bb.name, bb.type, "Mmad");
+        if (!types.empty() || ab.type != bb.type) {
+            fail(what, core, types.empty() ? "a and b must have one type" : types);
+        }
+        check_aligned(what, core, "a", ab, a_box);
+        check_aligned(what, core, "b", bb, b_box);
+        Op op;
+        op.kind = OpKind::Mmad;
+        op.pipe = Pipe::M;
+        op.label = labels.id(label);
+        op.cost = params.mmad_cycles(m, n, k, type);
+        op.dst = c;
+        op.dst_box = c_box;
+        op.src = a;
+        op.src_box = a_box;
+        op.src2 = b;
+        op.src2_box = b_box;
+        op.accumulate = accumulate;
+        if (numerics && m > 0 && n > 0) {
+            float *cd = reinterpret_cast<float *>(cb.data.get());
+            const std::byte *ad = ab.data.get(), *bd = bb.data.get();
+            const int64_t e = bytes_of(type);
+            Impl *impl = this;
+            op.compute = [=] {
+                // Gather the fractal operands into dense a(k, m), b(n, k), c(n, m), multiply, scatter.
+                std::vector<std::byte> ga(size_t(k * m * e)), gb(size_t(n * k * e));
+                std::vector<float> gc(size_t(n * m));
+                for (int64_t mi = 0; mi < m; ++mi)
+                    for (int64_t ki = 0; ki < k; ++ki)
+                        std::memcpy(&ga[size_t((mi * k + ki) * e)],
+                                    ad + (a_offset + (mi / 16) * kp * 16 + (ki / c0) * 16 * c0 + (mi % 16) * c0 + ki % c0) * e,
+                                    size_t(e));
+                for (int64_t ki = 0; ki < k; ++ki)
+                    for (int64_t ni = 0; ni < n; ++ni)
+                        std::memcpy(&gb[size_t((ki * n + ni) * e)],
+                                    bd + (b_offset + (ki / c0) * np * c0 + (ni / 16) * 16 * c0 + (ni % 16) * c0 + ki % c0) * e,
+                                    size_t(e));
+                auto c_at = [&](int64_t mi, int64_t ni) -> float & {
+                    return cd[c_offset + (ni / 16) * mp * 16 + mi * 16 + ni % 16];
+                };
+                for (int64_t mi = 0; mi < m; ++mi)
+                    for (int64_t ni = 0; ni < n; ++ni) gc[size_t(mi * n + ni)] = c_at(mi, ni);
+                impl->multiplier.multiply_add(reinterpret_cast<std::byte *>(gc.data()), Box{0, {{n, 1}, {m, n}}},
+                                              ga.data(), type, Box{0, {{k, 1}, {m, k}}}, gb.data(), type,
+                                              Box{0, {{n, 1}, {k, n}}}, accumulate);
+                for (int64_t mi = 0; mi < m; ++mi)
+                    for (int64_t ni = 0; ni < n; ++ni) c_at(mi, ni) = gc[size_t(mi * n + ni)];
+            };
+        }
+        state.program.push_back(std::move(op));
+    }
+
+    void fixpipe_nz2nd(int core, int dst, int64_t dst_offset, int src, int64_t src_offset,
+                       const FixpipeNz2Nd &p, const std::string &label) {
+        std::string what = "Fixpipe '" + label + "' (FIX)";
+        Core::State &state = recording(what, core);
+        if (p.n_size < 0 || p.m_size < 0 || p.src_stride < 0 || p.dst_stride < 0) {
+            fail(what, core, "nSize, mSize and the strides must not be negative");
+        }
+        if (p.src_stride < p.m_size && p.n_size > 16) {
+            fail(what, core, "srcStride " + std::to_string(p.src_stride) + " is less than mSize " +
+                                 std::to_string(p.m_size) + ": L0C column blocks would overlap");
+        }
+        Box src_box{src_offset, {{16, 1}, {p.m_size, 16}, {ceil_div(p.n_size, 16), p.src_stride * 16}}};
+        Box dst_box{dst_offset, {{p.n_size, 1}, {p.m_size, p.dst_stride}}};
+        const Buffer &to = checked_buffer(what, core, "destination", dst, dst_box);
+        const Buffer &from = checked_buffer(what, core, "source", src, src_box);
+        if (from.mem != Mem::L0C || from.type != DType::F32) {
+            fail(what, core, "fixpipe reads f32 from L0C; '" + from.name + "' is " + dtype_name(from.type) + " in " +
+                                 mem_name(from.mem));
+        }
+        if (to.mem != Mem::GM || (to.type != DType::BF16 && to.type != DType::F32)) {
+            fail(what, core, "Fixpipe (CFG_ROW_MAJOR) writes bf16 (F322BF16) or f32 (NoQuant) to GM; '" + to.name +
+                                 "' is " + dtype_name(to.type) + " in " + mem_name(to.mem));
+        }
+        Op op;
+        op.kind = OpKind::Fixpipe;
+        op.pipe = Pipe::FIX;
+        op.label = labels.id(label);
+        op.cost = params.copy_cycles(Mem::L0C, Mem::GM, p.m_size * p.n_size * bytes_of(to.type));
+        op.dst = dst;
+        op.dst_box = dst_box;
+        op.src = src;
+        op.src_box = src_box;
+        if (numerics && p.m_size > 0 && p.n_size > 0) {
+            std::byte *d = to.data.get();
+            const float *s = reinterpret_cast<const float *>(from.data.get());
+            const bool bf16 = to.type == DType::BF16;
+            op.compute = [=] {
+                for (int64_t mi = 0; mi < p.m_size; ++mi) {
+                    for (int64_t ni = 0; ni < p.n_size; ++ni) {
+                        float v = s[src_offset + (ni / 16) * p.src_stride * 16 + mi * 16 + ni % 16];
+                        if (p.relu) v = std::max(v, 0.0f);
+                        int64_t at = dst_offset + mi * p.dst_stride + ni;
+                        if (bf16) {
+                            uint16_t bits = float_to_bf16(v);
+                            std::memcpy(d + at * 2, &bits, 2);
+                        } else {
+                            std::memcpy(d + at * 4, &v, 4);
+                        }
+                    }
+                }
+            };
+        }
         state.program.push_back(std::move(op));
     }
 
@@ -933,7 +1146,9 @@ public:
         case OpKind::LoadData:
             access(op.src, op.src_box, false, p, name);
             access(op.dst, op.dst_box, true, p, name);
-            if (numerics && op.dst_box.elements() > 0) {
+            if (numerics && op.compute) {
+                op.compute(); // a real instruction's own element map (Nd2Nz)
+            } else if (numerics && op.dst_box.elements() > 0) {
                 detail::copy_box(dst->data.get(), op.dst_box, src->data.get(), op.src_box,
                                  bytes_of(dst->type));
             }
@@ -941,7 +1156,9 @@ public:
         case OpKind::Fixpipe:
             access(op.src, op.src_box, false, p, name);
             access(op.dst, op.dst_box, true, p, name);
-            if (numerics) {
+            if (numerics && op.compute) {
+                op.compute(); // Nz -> ND
+            } else if (numerics) {
                 convert_copy(*dst, op.dst_box, *src, op.src_box);
             }
             break;
@@ -950,7 +1167,9 @@ public:
             access(op.src, op.src_box, false, p, name);
             access(op.src2, op.src2_box, false, p, name);
             access(op.dst, op.dst_box, true, p, name);
-            if (numerics) {
+            if (numerics && op.compute) {
+                op.compute(); // fractal operands
+            } else if (numerics) {
                 impl_.multiplier.multiply_add(dst->data.get(), op.dst_box, src->data.get(),
                                               src->type, op.src_box, b.data.get(), b.type,
                                               op.src2_box, op.accumulate);
@@ -1174,9 +1393,29 @@ void Core::fixpipe(int dst, const Box &dst_box, int src, const Box &src_box,
     machine_->impl_->fixpipe(id_, dst, dst_box, src, src_box, label);
 }
 
-void Core::vector_op(const std::string &label, int64_t flops, const std::vector<Access> &accesses,
+void Core::nd2nz(int dst, int64_t dst_offset, int src, int64_t src_offset, const Nd2Nz &p,
+                 const std::string &label) {
+    machine_->impl_->nd2nz(id_, dst, dst_offset, src, src_offset, p, label);
+}
+
+void Core::load_data_2d(int dst, int64_t dst_offset, int src, int64_t src_offset, const LoadData2D &p,
+                        const std::string &label) {
+    machine_->impl_->load_data_2d(id_, dst, dst_offset, src, src_offset, p, label);
+}
+
+void Core::mmad_fractal(int c, int64_t c_offset, int a, int64_t a_offset, int b, int64_t b_offset,
+                        int64_t m, int64_t n, int64_t k, bool accumulate, const std::string &label) {
+    machine_->impl_->mmad_fractal(id_, c, c_offset, a, a_offset, b, b_offset, m, n, k, accumulate, label);
+}
+
+void Core::fixpipe_nz2nd(int dst, int64_t dst_offset, int src, int64_t src_offset, const FixpipeNz2Nd &p,
+                         const std::string &label) {
+    machine_->impl_->fixpipe_nz2nd(id_, dst, dst_offset, src, src_offset, p, label);
+}
+
+void Core::vector_op(const std::string &label, int64_t work, const std::vector<Access> &accesses,
                      const std::function<void()> &compute) {
-    machine_->impl_->vector_op(id_, label, flops, accesses, compute);
+    machine_->impl_->vector_op(id_, label, work, accesses, compute);
 }
 
 void Core::set_flag(Pipe src, Pipe dst, int event, const std::string &label) {

@@ -60,7 +60,7 @@ struct AscendParams {
     // bytes per cycle per core (platform config, NPU-FACTS.md). GM reads that miss L2 come from HBM
     // at gm_to_l1 / gm_to_ub; reads of lines already in L2 at l2_read. Fixpipe writes land in L2
     // (l0c_to_gm = the L2 write rate).
-    double gm_to_l1 = 32, gm_to_ub = 32, l1_to_l0a = 512, l1_to_l0b = 256, l0c_to_gm = 86, ub_to_gm = 64,
+    double gm_to_l1 = 32, gm_to_ub = 32, l1_to_l0a = 256, l1_to_l0b = 128, l0c_to_gm = 86, ub_to_gm = 64,
            l2_read = 110;
     // HBM, shared by every core: reads that miss L2 and the write-back of every GM write.
     double hbm_bytes_per_cycle = 865;
@@ -117,14 +117,45 @@ struct AscendParams {
     int64_t copy_cycles(Mem src, Mem dst, int64_t bytes) const;
     /** A read from GM into `dst` of `miss` bytes from HBM and `hit` bytes from L2. */
     int64_t gm_read_cycles(Mem dst, int64_t miss, int64_t hit) const;
-    /** The cube does a 16x16x16 fp16/bf16 block per cycle. */
-    int64_t mmad_cycles(int64_t m, int64_t n, int64_t k) const;
+    /** The cube does 16x16x16 MACs of bf16 per cycle, 16x16x4 of f32 (k in fractals of 8). */
+    int64_t mmad_cycles(int64_t m, int64_t n, int64_t k, DType operands = DType::BF16) const;
     /** A vector op doing `work` bytes of lane work (each instruction's elements times their
      * width, summed): one 256-byte repeat per cycle. */
     int64_t vector_cycles(int64_t work) const;
 };
 
 class Machine;
+
+/** AscendC's real cube instructions keep L1, L0A, L0B and L0C data in fractal layouts (C0 = 32
+ * bytes of elements: 16 bf16, 8 f32; a fractal is 16 rows of C0, 512 bytes; L0C fractals are
+ * 16 x 16 f32). The element maps (the AscendC docs' "Nz", "Zz", "Zn"; catlass zN, zZ, nZ):
+ *   L1 (Nd2Nz of a rows x cols matrix):  (c / C0) * c0_stride * C0 + r * n_stride * C0 + c % C0
+ *   L0A (Zz, A is M x K, Kp = K up to C0): (m / 16) * Kp * 16 + (k / C0) * 16 * C0 + (m % 16) * C0 + k % C0
+ *   L0B (Zn, B is K x N, Np = N up to 16): (k / C0) * Np * C0 + (n / 16) * 16 * C0 + (n % 16) * C0 + k % C0
+ *   L0C (Nz, C is M x N, Mp = M up to 16): (n / 16) * Mp * 16 + m * 16 + n % 16
+ * Source: docs/ascendc_api_facts.md sections 6 and 9 (the AscendC headers and docs, catlass). */
+
+/** DataCopy(L1, GM, Nd2NzParams) with ndNum 1: n_value rows of d_value elements, src_d_value
+ * apart in GM, to L1 in Nz; the columns of the last C0 block past d_value are zeros. Strides in
+ * 32-byte units as AscendC has them (dst_nz_c0_stride: normally the rows rounded up to 16). */
+struct Nd2Nz {
+    int64_t n_value = 0, d_value = 0, src_d_value = 0, dst_nz_c0_stride = 0, dst_nz_n_stride = 1;
+};
+/** LoadData(L0A/L0B, L1, LoadData2DParams): repeat_times fractals (512 B each); source fractal
+ * start_index + i * src_stride, destination fractal i * (1 + dst_gap); transpose: each 16 x 16
+ * fractal transposed (16-bit types only). */
+struct LoadData2D {
+    int64_t start_index = 0, repeat_times = 0, src_stride = 0, dst_gap = 0;
+    bool transpose = false;
+};
+/** Fixpipe<T, float, CFG_ROW_MAJOR>(GM, L0C, FixpipeParamsV220): m_size x n_size of the Nz
+ * accumulator (column blocks src_stride rows apart, normally Mp) to row-major GM rows dst_stride
+ * elements apart, converted to the destination's type (F322BF16 or NoQuant), ReLU on the way
+ * with reluEn. */
+struct FixpipeNz2Nd {
+    int64_t n_size = 0, m_size = 0, src_stride = 0, dst_stride = 0;
+    bool relu = false; // reluEn: max(0, x) on the way out
+};
 
 /** One AI core's scalar stream. Calls append to the program; the core runs when it is ended. */
 class Core {
@@ -140,6 +171,16 @@ public:
               const std::string &label);
     /** Fixpipe on FIX: L0C (f32) -> GM or L1 with conversion to the destination's type. */
     void fixpipe(int dst, const Box &dst_box, int src, const Box &src_box, const std::string &label);
+    /** The real cube instructions on fractal data (the layouts above). Offsets in elements. */
+    void nd2nz(int dst, int64_t dst_offset, int src, int64_t src_offset, const Nd2Nz &p,
+               const std::string &label);
+    void load_data_2d(int dst, int64_t dst_offset, int src, int64_t src_offset, const LoadData2D &p,
+                      const std::string &label);
+    /** Mmad(L0C, L0A, L0B, MmadParams{m, n, k, cmatrixInitVal = !accumulate}) on Zz x Zn -> Nz. */
+    void mmad_fractal(int c, int64_t c_offset, int a, int64_t a_offset, int b, int64_t b_offset,
+                      int64_t m, int64_t n, int64_t k, bool accumulate, const std::string &label);
+    void fixpipe_nz2nd(int dst, int64_t dst_offset, int src, int64_t src_offset,
+                       const FixpipeNz2Nd &p, const std::string &label);
     /** A vector op on V over UB regions doing `work` bytes of lane work (vector_cycles);
      * `compute` applies the numerics when the op executes, during run_core: it must capture what
      * it needs by value. */

@@ -48,6 +48,7 @@ bool is_element_code(const Stmt &s) {
  * lanes) an operation costs the width in bytes of the elements it works on. */
 struct VectorWeights {
     double first_load = 0, load = 0, store = 0, arith = 1, transcendental = 1, constant = 0, by_bytes = 0;
+    double div_sqrt = -1; // division and square root; the arithmetic weight unless given
 
     explicit VectorWeights(const Target &t) {
         auto get = [&](const char *key, double *v) {
@@ -61,6 +62,8 @@ struct VectorWeights {
         get("vector_transcendental", &transcendental);
         get("vector_constant", &constant);
         get("vector_arith_by_bytes", &by_bytes);
+        get("vector_div_sqrt", &div_sqrt);
+        if (div_sqrt < 0) div_sqrt = arith;
     }
     /** An operation on elements of type t. */
     double of(double weight, const Type &t) const { return weight * (by_bytes != 0 ? t.bytes() : 1); }
@@ -81,7 +84,10 @@ private:
     void visit(const Add *op) override { arith(op->type), IRVisitor::visit(op); }
     void visit(const Sub *op) override { arith(op->type), IRVisitor::visit(op); }
     void visit(const Mul *op) override { arith(op->type), IRVisitor::visit(op); }
-    void visit(const Div *op) override { arith(op->type), IRVisitor::visit(op); }
+    void visit(const Div *op) override {
+        per_element += w.of(op->type.is_float() ? w.div_sqrt : w.arith, op->type);
+        IRVisitor::visit(op);
+    }
     void visit(const Mod *op) override { arith(op->type), IRVisitor::visit(op); }
     void visit(const Min *op) override { arith(op->type), IRVisitor::visit(op); }
     void visit(const Max *op) override { arith(op->type), IRVisitor::visit(op); }
@@ -98,7 +104,11 @@ private:
     }
     void visit(const Call *op) override {
         static const std::set<std::string> transcendental = {"exp_f32", "log_f32", "tanh_f32"};
-        per_element += w.of(transcendental.count(op->name) ? w.transcendental : w.arith, op->type);
+        static const std::set<std::string> div_sqrt = {"sqrt_f32"};
+        per_element += w.of(transcendental.count(op->name) ? w.transcendental
+                            : div_sqrt.count(op->name)    ? w.div_sqrt
+                                                          : w.arith,
+                            op->type);
         IRVisitor::visit(op);
     }
     void visit(const IntImm *op) override { constants.insert("i" + std::to_string(op->value)); }

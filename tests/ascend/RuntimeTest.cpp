@@ -1,10 +1,14 @@
 // The AscendC CPU runtime (backends/ascend/runtime/kernel_operator.h) on hand-written kernels:
 // TPipe's reserved events, the kernel type against the cores it runs on, block indices per kind.
 
+#include "HandwrittenGemm.h"
 #include "kernel_operator.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -92,6 +96,48 @@ TEST(AscendRuntime, AVectorKernelRunsOnEveryAivWithItsOwnBlockIndex) {
     });
     EXPECT_NE(e.find("KERNEL_TYPE_AIV_ONLY"), std::string::npos) << e;
     EXPECT_NE(e.find("AIV_MODE"), std::string::npos) << e;
+}
+
+// The hand-written anchor GEMM (benchmarks/ascend/HandwrittenGemm.cpp) in real AscendC: Nd2Nz,
+// LoadData2D strips and transposed K blocks, Mmad on Zz x Zn, Fixpipe Nz -> ND with F322BF16.
+// Its numbers must be the GEMM's, and its flags race- and deadlock-free, on the model.
+TEST(AscendRuntime, HandwrittenFractalGemmIsCorrect) {
+    const int32_t M = 256, N = 384, K = 384;
+    AscendParams p;
+    p.cube_cores = 4; // 6 tiles: two cores take two, so the accumulator slots alternate
+    Machine machine(p, true);
+    int a = machine.add_gm("A", DType::BF16, M * K), b = machine.add_gm("B", DType::BF16, K * N);
+    int c = machine.add_gm("C", DType::BF16, M * N), tiling = machine.add_gm("tiling", DType::I32, 3);
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    std::vector<float> af(size_t(M * K)), bf(size_t(K * N));
+    auto fill = [&](int buffer, std::vector<float> &values) {
+        auto *bits = static_cast<uint16_t *>(machine.data(buffer));
+        for (size_t i = 0; i < values.size(); i++) {
+            bits[i] = tandem::sim::float_to_bf16(dist(rng));
+            values[i] = tandem::sim::bf16_to_float(bits[i]);
+        }
+    };
+    fill(a, af);
+    fill(b, bf);
+    const int32_t shape[3] = {M, N, K};
+    std::memcpy(machine.data(tiling), shape, sizeof(shape));
+    tandem_ascend::run(machine, handwritten_gemm, {a, b, c, tiling}, AscendC::KernelMode::AIC_MODE);
+    tandem::sim::Report r = machine.finish();
+    EXPECT_FALSE(r.deadlock) << r.deadlock_message;
+    EXPECT_EQ(r.race_count, 0);
+    const auto *out = static_cast<const uint16_t *>(machine.data(c));
+    int bad = 0;
+    for (int32_t i = 0; i < M; i++) {
+        for (int32_t j = 0; j < N; j++) {
+            double want = 0;
+            for (int32_t k = 0; k < K; k++) want += double(af[size_t(i * K + k)]) * bf[size_t(k * N + j)];
+            double got = tandem::sim::bf16_to_float(out[i * N + j]);
+            if (std::abs(got - want) > std::ldexp(std::abs(want), -7) + 1e-3 * std::sqrt(double(K)) && bad++ < 5)
+                ADD_FAILURE() << "C(" << i << ", " << j << ") = " << got << ", want " << want;
+        }
+    }
+    EXPECT_EQ(bad, 0);
 }
 
 } // namespace

@@ -85,8 +85,8 @@ TEST(AscendCost, FormulasFromNpuFacts) {
     AscendParams p;
     EXPECT_EQ(p.copy_cycles(Mem::GM, Mem::L1, 2048), 30 + 64);  // GM 32 B/cycle
     EXPECT_EQ(p.copy_cycles(Mem::GM, Mem::L1, 2049), 30 + 65);  // rounded up
-    EXPECT_EQ(p.copy_cycles(Mem::L1, Mem::L0A, 2048), 30 + 4);  // 512 B/cycle
-    EXPECT_EQ(p.copy_cycles(Mem::L1, Mem::L0B, 2048), 30 + 8);  // 256 B/cycle
+    EXPECT_EQ(p.copy_cycles(Mem::L1, Mem::L0A, 2048), 30 + 8);  // 256 B/cycle (AscendC docs)
+    EXPECT_EQ(p.copy_cycles(Mem::L1, Mem::L0B, 2048), 30 + 16); // 128 B/cycle
     EXPECT_EQ(p.copy_cycles(Mem::UB, Mem::GM, 2048), 30 + 32);  // 64 B/cycle
     EXPECT_EQ(p.copy_cycles(Mem::L0C, Mem::GM, 2048), 30 + 24); // fixpipe into L2, 86 B/cycle
     EXPECT_EQ(p.gm_read_cycles(Mem::L1, 2048, 0), 30 + 64);     // HBM 32 B/cycle
@@ -94,6 +94,7 @@ TEST(AscendCost, FormulasFromNpuFacts) {
     EXPECT_EQ(p.gm_read_cycles(Mem::L1, 320, 1100), 30 + 10 + 10);
     EXPECT_EQ(p.mmad_cycles(32, 48, 96), 10 + 2 * 3 * 6);
     EXPECT_EQ(p.mmad_cycles(17, 1, 16), 10 + 2 * 1 * 1);
+    EXPECT_EQ(p.mmad_cycles(32, 48, 96, DType::F32), 10 + 2 * 3 * 24); // 16x16x4 MACs per cycle
     EXPECT_EQ(p.vector_cycles(1024), 10 + 4);  // 256 bytes of lanes per cycle
     EXPECT_EQ(p.vector_cycles(1025), 10 + 5);
     EXPECT_EQ(p.capacity(Mem::L0A), 64 << 10);
@@ -113,9 +114,9 @@ TEST(AscendCost, FormulasFromNpuFacts) {
     EXPECT_STREQ(mem_name(Mem::L0A), "L0A");
 }
 
-// GM->L1 (2048 B: 94 cycles), SetFlag<MTE2_MTE1>, WaitFlag<MTE2_MTE1>, L1->L0A (34 cycles).
+// GM->L1 (2048 B: 94 cycles), SetFlag<MTE2_MTE1>, WaitFlag<MTE2_MTE1>, L1->L0A (38 cycles).
 // Op i is dispatched at i + 1, so: copy [1, 95), set [95, 96) fires at 96, wait [96, 97),
-// LoadData [97, 131): cycles = scalar_issue + copy + flag + flag + load = 1 + 94 + 1 + 1 + 34.
+// LoadData [97, 135): cycles = scalar_issue + copy + flag + flag + load = 1 + 94 + 1 + 1 + 38.
 TEST(AscendTiming, CopyFlagLoadIsExact) {
     Machine machine(cores(1), /*numerics=*/false);
     int a_gm = machine.add_gm("A", DType::BF16, 32 * 32);
@@ -129,10 +130,10 @@ TEST(AscendTiming, CopyFlagLoadIsExact) {
     core.data_copy(a_l0, dense(32, 32), a_l1, dense(32, 32), "LoadData a");
     machine.run_core(0);
     Report r = machine.finish();
-    EXPECT_EQ(r.cycles, 1 + 94 + 1 + 1 + 34);
-    EXPECT_EQ(r.core_cycles, (std::vector<Cycles>{131, 0})); // AIC 0 ran, AIV 0 did not
+    EXPECT_EQ(r.cycles, 1 + 94 + 1 + 1 + 38);
+    EXPECT_EQ(r.core_cycles, (std::vector<Cycles>{135, 0})); // AIC 0 ran, AIV 0 did not
     EXPECT_EQ(busy(r, "MTE2"), 94);
-    EXPECT_EQ(busy(r, "MTE1"), 34);
+    EXPECT_EQ(busy(r, "MTE1"), 38);
     EXPECT_EQ(busy(r, "M"), 0);
     EXPECT_EQ(busy(r, "V"), 0);
     EXPECT_EQ(r.bound_cycles, 94);

@@ -25,16 +25,24 @@
  *     KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY | KERNEL_TYPE_AIC_ONLY)
  *     AscendC::GetBlockIdx(), GetBlockNum()  (among the cores of the kernel's kind)
  *     AscendC::KernelMode (AIC_MODE, AIV_MODE: the host's choice, as SetKernelMode in CPU debug)
- *     AscendC::GlobalTensor<T>: SetGlobalBuffer(__gm__ T *, size), operator[](offset), GetSize()
+ *     AscendC::GlobalTensor<T>: SetGlobalBuffer(__gm__ T *, size), operator[](offset), GetSize(),
+ *         GetValue(i) (tiling data)
  *     AscendC::TPipe (on an AIC it sets M_MTE1 0..2), TPipe::Destroy() (waits them, PIPE_ALL),
  *     TPipe::InitBuffer(TBuf<pos> &, bytes); TBuf<pos>::Get<T>() -> LocalTensor<T>
  *     AscendC::LocalTensor<T>: operator[](offset), GetValue(i), SetValue(i, v), GetSize()
  *     AscendC::DataCopy(dst, src, count | DataCopyParams | tandem_ascend::StridedBox)
  *         GM -> UB/L1 (MTE2), UB -> GM/L1 (MTE3), L1 -> UB (MTE1); DataCopyParams(blockCount,
  *         blockLen, srcStride, dstStride) in 32-byte blocks (strides are the gaps between rows)
- *     AscendC::LoadData(dst, src, StridedBox)            L1 -> L0A/L0B (MTE1)
- *     AscendC::Mmad(c, a, b, MmadParams(m, n, k, cmatrixInitVal), tandem_ascend::MmadStrides)
- *     AscendC::Fixpipe(dst, src, StridedBox)             L0C -> GM/L1 (FIX), f32 -> bf16/f32
+ *     The real cube instructions on fractal data (layouts: sim/Ascend.h):
+ *     AscendC::DataCopy(L1, GM, Nd2NzParams)             GM (ND) -> L1 (Nz) on MTE2
+ *     AscendC::LoadData(L0A/L0B, L1, LoadData2DParams)   512-byte fractals, ifTranspose
+ *     AscendC::Mmad(L0C, L0A, L0B, MmadParams)           fields by name; cmatrixInitVal
+ *     AscendC::Fixpipe<T, float, CFG_ROW_MAJOR>(GM, L0C, FixpipeParamsV220)  Nz -> ND, quantPre
+ *         F322BF16 (bf16) or NoQuant (f32), reluEn
+ *     AscendC::LoadData(dst, src, StridedBox)            L1 -> L0A/L0B (MTE1), row-major (Tandem's,
+ *                                                        until its emitter writes the above)
+ *     tandem_ascend::Mmad(c, a, b, MmadShape, MmadStrides)  row-major operands (likewise)
+ *     AscendC::Fixpipe(dst, src, StridedBox)             L0C -> GM/L1 (FIX), row-major (likewise)
  *     AscendC::SetFlag<HardEvent::SRC_DST>(id), WaitFlag<HardEvent::SRC_DST>(id)
  *     AscendC::PipeBarrier<PIPE_X>()
  *     AscendC::ToFloat(bfloat16_t), ToBfloat16(float)
@@ -387,6 +395,13 @@ public:
         return t;
     }
     uint64_t GetSize() const { return uint64_t(size_); }
+    /** A scalar read of GM (a kernel's tiling data); the model must run with numerics. */
+    T GetValue(int64_t i) const {
+        if (!data_)
+            throw tandem::sim::SimError("GlobalTensor::GetValue: the machine runs without numerics, "
+                                        "so GM holds no data to read");
+        return data_[offset_ + i];
+    }
 
     int buffer_ = -1;    // the machine's buffer id
     int64_t offset_ = 0; // elements
@@ -593,18 +608,165 @@ void Fixpipe(const LocalTensor<T> &dst, const LocalTensor<float> &src,
     tandem_ascend::copy("Fixpipe", dst.buffer_, dst.offset_, src.buffer_, src.offset_, box.dims);
 }
 
-/** cmatrixInitVal: the Mmad overwrites c instead of accumulating into it. */
+// --- The real cube instructions, on fractal data (sim/Ascend.h gives the layouts) ------------
+
+/** ND (row-major) GM -> Nz L1 (MTE2). Fields and order as AscendC's; ndNum 1 (0: no copy). */
+struct Nd2NzParams {
+    Nd2NzParams() = default;
+    Nd2NzParams(uint16_t ndNum_, uint16_t nValue_, uint16_t dValue_, uint16_t srcNdMatrixStride_,
+                uint16_t srcDValue_, uint16_t dstNzC0Stride_, uint16_t dstNzNStride_,
+                uint16_t dstNzMatrixStride_)
+        : ndNum(ndNum_), nValue(nValue_), dValue(dValue_), srcNdMatrixStride(srcNdMatrixStride_),
+          srcDValue(srcDValue_), dstNzC0Stride(dstNzC0Stride_), dstNzNStride(dstNzNStride_),
+          dstNzMatrixStride(dstNzMatrixStride_) {}
+    uint16_t ndNum = 0, nValue = 0, dValue = 0, srcNdMatrixStride = 0, srcDValue = 0,
+             dstNzC0Stride = 0, dstNzNStride = 0, dstNzMatrixStride = 0;
+};
+
+template <typename T>
+void DataCopy(const LocalTensor<T> &dst, const GlobalTensor<T> &src, const Nd2NzParams &p) {
+    tandem_ascend::CoreContext &c = tandem_ascend::current("DataCopy(Nd2NzParams)");
+    if (p.ndNum == 0 || p.nValue == 0 || p.dValue == 0)
+        return; // AscendC: a copy of nothing
+    if (p.ndNum != 1)
+        throw tandem::sim::SimError("DataCopy(Nd2NzParams): ndNum " + std::to_string(p.ndNum) +
+                                    " > 1 is not in Tandem's runtime (one matrix per call)");
+    tandem::sim::ascend::Nd2Nz n;
+    n.n_value = p.nValue;
+    n.d_value = p.dValue;
+    n.src_d_value = p.srcDValue;
+    n.dst_nz_c0_stride = p.dstNzC0Stride;
+    n.dst_nz_n_stride = p.dstNzNStride;
+    c.machine.core(c.core).nd2nz(dst.buffer_, dst.offset_, src.buffer_, src.offset_, n,
+                                 "Nd2Nz " + c.machine.name(src.buffer_) + " -> " +
+                                     c.machine.name(dst.buffer_));
+}
+
+/** L1 -> L0A/L0B (MTE1), one 512-byte fractal per repeat. Fields in AscendC's declaration
+ * order; its constructor takes (startIndex, repeatTimes, srcStride, sid, dstGap, ifTranspose,
+ * addrMode). */
+struct LoadData2DParams {
+    LoadData2DParams() = default;
+    LoadData2DParams(uint16_t startIndex_, uint8_t repeatTimes_, uint16_t srcStride_, uint8_t sid_,
+                     uint16_t dstGap_, bool ifTranspose_, uint8_t addrMode_)
+        : startIndex(startIndex_), dstGap(dstGap_), srcStride(srcStride_), ifTranspose(ifTranspose_),
+          repeatTimes(repeatTimes_), sid(sid_), addrMode(addrMode_) {}
+    uint16_t startIndex = 0;
+    uint16_t dstGap = 0;
+    uint16_t srcStride = 0;
+    bool ifTranspose = false;
+    uint8_t repeatTimes = 0;
+    uint8_t sid = 0;
+    uint8_t addrMode = 0;
+};
+
+template <typename T>
+void LoadData(const LocalTensor<T> &dst, const LocalTensor<T> &src, const LoadData2DParams &p) {
+    tandem_ascend::CoreContext &c = tandem_ascend::current("LoadData(LoadData2DParams)");
+    if (p.sid != 0 || p.addrMode != 0)
+        throw tandem::sim::SimError("LoadData: sid and addrMode must be 0 (incrementing addresses)");
+    if (p.repeatTimes == 0)
+        return;
+    tandem::sim::ascend::LoadData2D l;
+    l.start_index = p.startIndex;
+    l.repeat_times = p.repeatTimes;
+    l.src_stride = p.srcStride;
+    l.dst_gap = p.dstGap;
+    l.transpose = p.ifTranspose;
+    c.machine.core(c.core).load_data_2d(dst.buffer_, dst.offset_, src.buffer_, src.offset_, l,
+                                        "LoadData " + c.machine.name(src.buffer_) + " -> " +
+                                            c.machine.name(dst.buffer_));
+}
+
+/** AscendC's MmadParams (the fields the 910B has; set them by name). cmatrixInitVal: C = A * B
+ * instead of C += A * B. */
 struct MmadParams {
-    MmadParams(int64_t m_, int64_t n_, int64_t k_, bool init)
-        : m(m_), n(n_), k(k_), cmatrixInitVal(init) {}
+    uint16_t m = 0, n = 0, k = 0;
+    bool isBias = false;
+    int32_t fmOffset = 0;
+    bool enSsparse = false, enWinogradA = false, enWinogradB = false;
+    uint8_t unitFlag = 0;
+    bool kDirectionAlign = false, cmatrixSource = false, cmatrixInitVal = true;
+};
+
+/** dst (L0C, Nz) (+)= fm (L0A, Zz) * filter (L0B, Zn) on the cube (M). */
+template <typename T, typename U, typename S>
+void Mmad(const LocalTensor<T> &dst, const LocalTensor<U> &fm, const LocalTensor<S> &filter,
+          const MmadParams &p) {
+    tandem_ascend::CoreContext &c = tandem_ascend::current("Mmad");
+    static_assert(std::is_same_v<T, float> && std::is_same_v<U, S>,
+                  "Mmad: an f32 L0C and two operands of one type");
+    if (p.isBias || p.cmatrixSource || p.unitFlag != 0 || p.enSsparse || p.enWinogradA ||
+        p.enWinogradB || p.fmOffset != 0 || p.kDirectionAlign)
+        throw tandem::sim::SimError("Mmad: isBias, cmatrixSource, unitFlag, sparsity, Winograd, "
+                                    "fmOffset and kDirectionAlign are not in Tandem's runtime");
+    tandem_ascend::Machine &m = c.machine;
+    m.core(c.core).mmad_fractal(dst.buffer_, dst.offset_, fm.buffer_, fm.offset_, filter.buffer_,
+                                filter.offset_, p.m, p.n, p.k, !p.cmatrixInitVal,
+                                m.name(dst.buffer_) + " += " + m.name(fm.buffer_) + " * " +
+                                    m.name(filter.buffer_));
+}
+
+/** The quantization Fixpipe applies on the way out (the values the 910B has). */
+enum QuantMode_t { NoQuant, F322F16, F322BF16, DEQF16, VDEQF16, QF322B8_PRE, VQF322B8_PRE, REQ8, VREQ8 };
+
+struct FixpipeParamsV220 {
+    uint16_t nSize = 0, mSize = 0, srcStride = 0;
+    uint32_t dstStride = 0;
+    QuantMode_t quantPre = NoQuant;
+    uint64_t deqScalar = 0;
+    uint16_t ndNum = 1, srcNdStride = 0, dstNdStride = 0;
+    bool reluEn = false;
+    uint8_t unitFlag = 0;
+    bool isChannelSplit = false;
+};
+
+enum class CO2Layout : uint8_t { NZ, ROW_MAJOR };
+struct FixpipeConfig {
+    CO2Layout format;
+};
+constexpr FixpipeConfig CFG_NZ = {CO2Layout::NZ};
+constexpr FixpipeConfig CFG_ROW_MAJOR = {CO2Layout::ROW_MAJOR};
+
+/** L0C (Nz, f32) -> GM (FIX): CFG_ROW_MAJOR writes rows dstStride elements apart, quantPre
+ * F322BF16 for a bf16 result, NoQuant for f32. */
+template <typename T, typename U, const FixpipeConfig &config = CFG_ROW_MAJOR>
+void Fixpipe(const GlobalTensor<T> &dst, const LocalTensor<U> &src, const FixpipeParamsV220 &p) {
+    tandem_ascend::CoreContext &c = tandem_ascend::current("Fixpipe(FixpipeParamsV220)");
+    static_assert(std::is_same_v<U, float>, "Fixpipe: the source is the f32 L0C");
+    static_assert(config.format == CO2Layout::ROW_MAJOR, "Tandem's runtime has Fixpipe CFG_ROW_MAJOR only");
+    const QuantMode_t want = std::is_same_v<T, bfloat16_t> ? F322BF16 : NoQuant;
+    if (p.quantPre != want)
+        throw tandem::sim::SimError(std::string("Fixpipe: quantPre must be ") +
+                                    (want == F322BF16 ? "F322BF16 for a bf16" : "NoQuant for an f32") +
+                                    " destination");
+    if (p.ndNum != 1 || p.unitFlag != 0 || p.isChannelSplit)
+        throw tandem::sim::SimError("Fixpipe: ndNum 1, unitFlag 0 and no channel split in Tandem's runtime");
+    tandem::sim::ascend::FixpipeNz2Nd f;
+    f.n_size = p.nSize;
+    f.m_size = p.mSize;
+    f.src_stride = p.srcStride;
+    f.dst_stride = p.dstStride;
+    f.relu = p.reluEn;
+    c.machine.core(c.core).fixpipe_nz2nd(dst.buffer_, dst.offset_, src.buffer_, src.offset_, f,
+                                         "Fixpipe " + c.machine.name(src.buffer_) + " -> " +
+                                             c.machine.name(dst.buffer_));
+}
+
+} // namespace AscendC
+
+namespace tandem_ascend {
+
+/** Tandem's own Mmad (row-major operands, before the emitter moves to the real instructions). */
+struct MmadShape {
     int64_t m, n, k;
     bool cmatrixInitVal;
 };
 
-/** c(n, m) (+)= sum_k a(k, m) * b(n, k) on the cube (M). */
+/** c(n, m) (+)= sum_k a(k, m) * b(n, k) on the cube (M), row-major operands. */
 template <typename T>
-void Mmad(const LocalTensor<float> &c, const LocalTensor<T> &a, const LocalTensor<T> &b,
-          const MmadParams &p, const tandem_ascend::MmadStrides &s) {
+void Mmad(const AscendC::LocalTensor<float> &c, const AscendC::LocalTensor<T> &a, const AscendC::LocalTensor<T> &b,
+          const MmadShape &p, const MmadStrides &s) {
     tandem_ascend::CoreContext &ctx = tandem_ascend::current("Mmad");
     using tandem::sim::Box;
     tandem_ascend::Machine &m = ctx.machine;
@@ -614,10 +776,6 @@ void Mmad(const LocalTensor<float> &c, const LocalTensor<T> &a, const LocalTenso
                           m.name(c.buffer_) + " += " + m.name(a.buffer_) + " * " +
                               m.name(b.buffer_));
 }
-
-} // namespace AscendC
-
-namespace tandem_ascend {
 
 template <typename T> Region Read(const AscendC::LocalTensor<T> &t, int64_t lo, int64_t extent) {
     return {t.buffer_, t.offset_ + lo, extent, false};
