@@ -1,5 +1,7 @@
 #include "Emitter.h"
 
+#include "Cube.h"
+
 #include "tandem/AsyncIR.h"
 #include "common/Evaluator.h"
 #include "common/Library.h"
@@ -504,7 +506,7 @@ private:
             os << line() << "AscendC::" << (set ? "SetFlag<" : "WaitFlag<") << hard_event(f) << ">("
                << arg(simplify(f.event)) << ");\n";
         } else if (ir::as_mma(s, &m)) {
-            mmad(m);
+            cube(cube_mma(kernel, m));
         } else if (ir::as_advance(s, &counter)) {
             os << line() << c_name(counter) << " += 1;\n";
         } else {
@@ -527,17 +529,64 @@ private:
         return r + "})";
     }
 
+    /** The real cube instruction (Cube.h), as the executor records it. */
+    void cube(const CubeCall &c) {
+        switch (c.kind) {
+        case CubeCall::Kind::Nd2Nz:
+            os << line() << "AscendC::DataCopy(" << at(c.dst, c.dst_offset) << ", " << at(c.src, c.src_offset)
+               << ", AscendC::Nd2NzParams(1, " << arg(c.n_value) << ", " << arg(c.d_value) << ", 0, "
+               << arg(c.src_d_value) << ", " << arg(c.dst_nz_c0_stride) << ", 1, 0));\n";
+            break;
+        case CubeCall::Kind::LoadData: {
+            const std::string i = c_name(cube_index());
+            os << line() << "for (int64_t " << i << " = 0; " << i << " < " << arg(c.count) << "; " << i << "++) {\n";
+            indent++;
+            os << line() << "AscendC::LoadData(" << at(c.dst, c.dst_offset) << ", " << at(c.src, c.src_offset)
+               << ", AscendC::LoadData2DParams(" << arg(c.start_index) << ", " << arg(c.repeat_times) << ", "
+               << arg(c.src_stride) << ", 0, 0, " << (c.transpose ? "true" : "false") << ", 0));\n";
+            indent--;
+            os << line() << "}\n";
+            break;
+        }
+        case CubeCall::Kind::Mmad:
+            os << line() << "{\n";
+            indent++;
+            os << line() << "AscendC::MmadParams mmad;\n"
+               << line() << "mmad.m = " << arg(c.m) << ";\n"
+               << line() << "mmad.n = " << arg(c.n) << ";\n"
+               << line() << "mmad.k = " << arg(c.k) << ";\n"
+               << line() << "mmad.cmatrixInitVal = !(" << arg(c.accumulate) << ");\n"
+               << line() << "AscendC::Mmad(" << at(c.dst, c.dst_offset) << ", " << at(c.src, c.src_offset) << ", "
+               << at(c.src2, c.src2_offset) << ", mmad);\n";
+            indent--;
+            os << line() << "}\n";
+            break;
+        case CubeCall::Kind::Fixpipe: {
+            const bool bf16 = type_of(c.dst) == sim::DType::BF16;
+            os << line() << "{\n";
+            indent++;
+            os << line() << "AscendC::FixpipeParamsV220 fixpipe;\n"
+               << line() << "fixpipe.nSize = " << arg(c.n_size) << ";\n"
+               << line() << "fixpipe.mSize = " << arg(c.m_size) << ";\n"
+               << line() << "fixpipe.srcStride = " << arg(c.fix_src_stride) << ";\n"
+               << line() << "fixpipe.dstStride = " << arg(c.dst_stride) << ";\n"
+               << line() << "fixpipe.quantPre = AscendC::" << (bf16 ? "F322BF16" : "NoQuant") << ";\n"
+               << line() << "AscendC::Fixpipe<" << element_type(type_of(c.dst)) << ", float, AscendC::CFG_ROW_MAJOR>("
+               << at(c.dst, c.dst_offset) << ", " << at(c.src, c.src_offset) << ", fixpipe);\n";
+            indent--;
+            os << line() << "}\n";
+            break;
+        }
+        }
+    }
+
     void copy(const ir::CopyOp &c) {
-        Mem src = mem_of(c.src), dst = mem_of(c.dst);
-        std::string call = "AscendC::DataCopy";
-        if (src == Mem::L1 && (dst == Mem::L0A || dst == Mem::L0B))
-            call = "AscendC::LoadData";
-        if (src == Mem::L0C)
-            call = "AscendC::Fixpipe";
+        if (is_cube_copy(kernel, c))
+            return cube(cube_copy(kernel, c));
         std::string head =
-            line() + call + "(" + at(c.dst, c.dst_offset) + ", " + at(c.src, c.src_offset) + ", ";
+            line() + "AscendC::DataCopy(" + at(c.dst, c.dst_offset) + ", " + at(c.src, c.src_offset) + ", ";
         // The box: AscendC's own forms where they say it exactly, else Tandem's StridedBox.
-        if (call == "AscendC::DataCopy") {
+        {
             int64_t bytes = sim::bytes_of(type_of(c.dst));
             std::vector<int64_t> v;
             for (const ir::CopyDim &d : c.dims) {
@@ -572,16 +621,6 @@ private:
                            arg(d.src_stride) + "}");
         }
         os << head << strided_box(dims) << ");\n";
-    }
-
-    void mmad(const ir::MmaOp &m) {
-        std::string init = m.accumulate.defined() ? "!(" + arg(m.accumulate) + ")" : "false";
-        os << line() << "tandem_ascend::Mmad(" << at(m.acc, m.acc_offset) << ", " << at(m.a, m.a_offset)
-           << ", " << at(m.b, m.b_offset) << ", tandem_ascend::MmadShape{" << arg(m.m) << ", "
-           << arg(m.n) << ", " << arg(m.k) << ", " << init << "},\n"
-           << line() << "              tandem_ascend::MmadStrides{" << arg(m.acc_stride_n) << ", "
-           << arg(m.acc_stride_m) << ", " << arg(m.a_stride_k) << ", " << arg(m.a_stride_m) << ", "
-           << arg(m.b_stride_n) << ", " << arg(m.b_stride_k) << "});\n";
     }
 
     void vector_op(const ir::VectorOp &v, const Stmt &body) {
@@ -828,19 +867,15 @@ std::string emit_ascendc(const Kernel &kernel, const std::string &function, int 
     std::ostringstream &os = g.os;
     os << "// Generated by Tandem: AscendC kernel " << kernel.name
        << " for the Ascend 910B AI core.\n"
-       << "// Every op is queued on its pipe (MTE2: GM -> UB, V: vector, MTE3: UB -> GM, "
-          "MTE1/M/FIX: cube);\n"
-       << "// SetFlag/WaitFlag are the only edges between pipes. Builds against AscendC, or on the "
-          "host\n"
-       << "// against Tandem's CPU runtime (backends/ascend/runtime/kernel_operator.h, the Ascend "
-          "machine\n"
-       << "// model). DataCopyParams(blockCount, blockLen, srcStride, dstStride) count 32-byte "
-          "blocks;\n"
-       << "// tandem_ascend::StridedBox({{extent, dst_stride, src_stride}, ...}) is an affine box "
-          "in\n"
-       << "// elements, innermost dimension first; tandem_ascend::VectorOp runs its element loops "
-          "as one\n"
-       << "// V-pipe op over the regions it lists.\n";
+       << "// Every op is queued on its pipe (cube cores: MTE2 GM -> L1, MTE1 L1 -> L0A/L0B, M, FIX\n"
+       << "// L0C -> GM; vector cores: MTE2 GM -> UB, V, MTE3 UB -> GM); SetFlag/WaitFlag are the only\n"
+       << "// edges between pipes. Builds against AscendC, or on the host against Tandem's CPU runtime\n"
+       << "// (backends/ascend/runtime/kernel_operator.h, the Ascend machine model). The cube path is\n"
+       << "// AscendC's own: Nd2Nz into L1, LoadData2D per 16-row strip (A, Zz) or K block (B, Zn),\n"
+       << "// Mmad, Fixpipe Nz -> ND. DataCopyParams(blockCount, blockLen, srcStride, dstStride) count\n"
+       << "// 32-byte blocks; tandem_ascend::StridedBox({{extent, dst_stride, src_stride}, ...}) is an\n"
+       << "// affine box in elements, innermost first; tandem_ascend::VectorOp runs its element loops\n"
+       << "// as one V-pipe op over the regions it lists (the vector path's real instructions: next).\n";
     for (const std::string &n : kernel.notes)
         os << "//   " << n << "\n";
     os << "// flag pairs: " << pairs.pairs.size()

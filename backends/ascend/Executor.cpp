@@ -1,10 +1,11 @@
 #include "Executor.h"
 
+#include "Cube.h"
+
 #include "tandem/AsyncIR.h"
 #include "common/Evaluator.h"
 
 #include <memory>
-#include <set>
 #include <unordered_map>
 
 namespace tandem::ascend_backend {
@@ -24,9 +25,9 @@ Pipe pipe_named(const std::string &name) {
 
 class Stream {
 public:
-    Stream(sim::ascend::Machine &machine, int core, int block, std::unordered_map<std::string, BufferRef> buffers,
-           std::set<std::string> l0c)
-        : machine(machine), core(machine.core(core)), block_index(block), l0c(std::move(l0c)),
+    Stream(const Kernel &kernel, sim::ascend::Machine &machine, int core, int block,
+           std::unordered_map<std::string, BufferRef> buffers)
+        : kernel(kernel), machine(machine), core(machine.core(core)), block_index(block),
           buffers(std::make_shared<std::unordered_map<std::string, BufferRef>>(std::move(buffers))), eval(lookup(), hook()) {}
 
     void exec(const Stmt &s) {
@@ -58,10 +59,10 @@ public:
     }
 
 private:
+    const Kernel &kernel;
     sim::ascend::Machine &machine;
     sim::ascend::Core &core;
     int block_index; // GetBlockIdx(): the core's index among its kind
-    std::set<std::string> l0c; // accumulators: stored by the Fixpipe
     std::shared_ptr<std::unordered_map<std::string, BufferRef>> buffers;
     Evaluator eval;
 
@@ -90,24 +91,18 @@ private:
         ir::FlagOp f;
         ir::MmaOp m;
         std::string counter;
-        if (ir::as_copy(s, &c)) {
+        if (ir::as_copy(s, &c) && is_cube_copy(kernel, c)) {
+            cube(cube_copy(kernel, c));
+        } else if (ir::as_copy(s, &c)) {
             sim::Box dst{value(c.dst_offset), {}}, src{value(c.src_offset), {}};
             for (const ir::CopyDim &d : c.dims) {
                 int64_t e = value(d.extent);
                 dst.dims.push_back({e, value(d.dst_stride)});
                 src.dims.push_back({e, value(d.src_stride)});
             }
-            if (l0c.count(c.src)) {
-                core.fixpipe(id(c.dst), dst, id(c.src), src, "Fixpipe " + c.src + " -> " + c.dst); // L0C -> GM
-            } else {
-                core.data_copy(id(c.dst), dst, id(c.src), src, c.src + " -> " + c.dst);
-            }
+            core.data_copy(id(c.dst), dst, id(c.src), src, c.src + " -> " + c.dst); // the vector path
         } else if (ir::as_mma(s, &m)) {
-            auto v = [&](const Expr &e) { return value(e); };
-            core.mmad(id(m.acc), sim::Box{v(m.acc_offset), {{v(m.n), v(m.acc_stride_n)}, {v(m.m), v(m.acc_stride_m)}}},
-                      id(m.a), sim::Box{v(m.a_offset), {{v(m.k), v(m.a_stride_k)}, {v(m.m), v(m.a_stride_m)}}},
-                      id(m.b), sim::Box{v(m.b_offset), {{v(m.n), v(m.b_stride_n)}, {v(m.k), v(m.b_stride_k)}}},
-                      !m.accumulate.defined() || v(m.accumulate) != 0, m.acc + " += " + m.a + " * " + m.b);
+            cube(cube_mma(kernel, m));
         } else if (ir::as_set_flag(s, &f)) {
             core.set_flag(pipe_named(f.src), pipe_named(f.dst), int(value(f.event)));
         } else if (ir::as_wait_flag(s, &f)) {
@@ -117,6 +112,56 @@ private:
         } else {
             const Evaluate *e = s.as<Evaluate>();
             internal_assert(is_const(e->value)) << "ascend executor: unexpected op " << s << "\n";
+        }
+    }
+
+    /** The real cube instruction (Cube.h), as the emitted kernel calls it. */
+    void cube(const CubeCall &call) {
+        auto v = [&](const Expr &e) { return value(e); };
+        const std::string label = call.src + " -> " + call.dst;
+        switch (call.kind) {
+        case CubeCall::Kind::Nd2Nz: {
+            sim::ascend::Nd2Nz p;
+            p.n_value = v(call.n_value);
+            p.d_value = v(call.d_value);
+            p.src_d_value = v(call.src_d_value);
+            p.dst_nz_c0_stride = v(call.dst_nz_c0_stride);
+            if (p.n_value > 0 && p.d_value > 0) // AscendC: nothing to copy, no instruction
+                core.nd2nz(id(call.dst), v(call.dst_offset), id(call.src), v(call.src_offset), p, "Nd2Nz " + label);
+            break;
+        }
+        case CubeCall::Kind::LoadData: {
+            const int64_t count = v(call.count);
+            internal_assert(v(call.check) != 0) << "ascend executor: " << label
+                                                << " starts inside a fractal of its L1 tile\n";
+            for (int64_t i = 0; i < count; i++) {
+                eval.vars[cube_index()] = double(i);
+                sim::ascend::LoadData2D p;
+                p.start_index = v(call.start_index);
+                p.repeat_times = v(call.repeat_times);
+                p.src_stride = v(call.src_stride);
+                p.transpose = call.transpose;
+                if (p.repeat_times > 0)
+                    core.load_data_2d(id(call.dst), v(call.dst_offset), id(call.src), v(call.src_offset), p,
+                                      "LoadData " + label);
+            }
+            eval.vars.erase(cube_index());
+            break;
+        }
+        case CubeCall::Kind::Mmad:
+            core.mmad_fractal(id(call.dst), v(call.dst_offset), id(call.src), v(call.src_offset), id(call.src2),
+                              v(call.src2_offset), v(call.m), v(call.n), v(call.k), v(call.accumulate) != 0,
+                              call.dst + " += " + call.src + " * " + call.src2);
+            break;
+        case CubeCall::Kind::Fixpipe: {
+            sim::ascend::FixpipeNz2Nd p;
+            p.n_size = v(call.n_size);
+            p.m_size = v(call.m_size);
+            p.src_stride = v(call.fix_src_stride);
+            p.dst_stride = v(call.dst_stride);
+            core.fixpipe_nz2nd(id(call.dst), v(call.dst_offset), id(call.src), v(call.src_offset), p, "Fixpipe " + label);
+            break;
+        }
         }
     }
 
@@ -151,10 +196,6 @@ void execute(const Kernel &kernel, sim::ascend::Machine &machine, const std::map
         for (const SramBuffer &b : kernel.buffers) {
             add(b.name, machine.add_local(c, b.name, b.ascend_mem, dtype_of(b.type), b.elements()));
         }
-        std::set<std::string> l0c;
-        for (const SramBuffer &b : kernel.buffers) {
-            if (b.ascend_mem == sim::ascend::Mem::L0C) l0c.insert(b.name);
-        }
         // The emitted kernel's prologue: AscendC's TPipe sets M_MTE1 0..2 on an AIC, and the
         // kernel's pipe.Destroy() waits for them and drains every pipe.
         sim::ascend::Core &core = machine.core(c);
@@ -163,7 +204,7 @@ void execute(const Kernel &kernel, sim::ascend::Machine &machine, const std::map
             for (int event = 0; event < 3; event++) core.wait_flag(Pipe::M, Pipe::MTE1, event, "TPipe::Destroy");
         }
         core.pipe_barrier(Pipe::ALL);
-        Stream stream(machine, c, block, buffers, l0c);
+        Stream stream(kernel, machine, c, block, buffers);
         stream.exec(kernel.body);
         machine.run_core(c);
     }

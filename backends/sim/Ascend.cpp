@@ -26,13 +26,16 @@
 //   UB and S, MTE2, V, MTE3. A buffer, copy, flag or barrier the core's kind lacks is a SimError
 //   when recorded. The kinds meet only in GM (no L1 <-> UB path on the 910B).
 // - Paths (pipe, rate): GM->L1/L0A/L0B on MTE2 (gm_to_l1) and GM->UB (gm_to_ub); L1->L0A/L0B on
-//   MTE1 (LoadData); UB->GM on MTE3; L0C->GM/L1 on FIX (both at l0c_to_gm).
+//   MTE1 (LoadData); UB->GM on MTE3; L0C->GM/L1 on FIX (both at l0c_to_gm), by Fixpipe only.
+// - The cube's instructions work on fractal data (layouts in Ascend.h): nd2nz, load_data_2d,
+//   mmad_fractal and fixpipe_nz2nd record one op each whose accesses cover whole fractals (the
+//   padding the hardware reads and writes) and whose numerics follow the layouts exactly.
 // - L2: a GM read (DataCopy from GM) costs copy_fixed + ceil(miss / HBM rate + hit / l2_read),
 //   where hit counts the bytes in l2_line-sized lines of that buffer that some read started before
 //   (any core, in the machine's time order) and miss the others; the lines it missed are then in
 //   L2 while fewer than l2_bytes / l2_line are (no eviction). Writes do not allocate. data_copy
-//   moves elements without conversion (also from L0C, f32 -> f32); only fixpipe converts (f32 ->
-//   bf16 or f32; the model has no f16 type).
+//   moves elements without conversion; only fixpipe converts (f32 -> bf16 or f32; the model has
+//   no f16 type).
 // - HBM: one queue shared by every core at hbm_bytes_per_cycle, served in the machine's time
 //   order. A read's missed bytes take their turn in it (the read ends no earlier than its turn
 //   plus copy_fixed); a write to GM (MTE3, Fixpipe) books its bytes as write-back without waiting
@@ -384,10 +387,6 @@ bool is_queue_pipe(Pipe p) {
     return p != Pipe::ALL && int(p) < kPipes;
 }
 
-Box dense(int64_t count) {
-    return Box{0, {{count, 1}}};
-}
-
 } // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -568,6 +567,9 @@ struct Machine::Impl {
                      paths_text());
         }
         what += std::string(" (") + pipe_name(path->pipe) + ")";
+        if (from.mem == Mem::L0C) {
+            fail(what, core, "only Fixpipe reads L0C (Nz -> ND, converting); use fixpipe_nz2nd");
+        }
         if (to.type != from.type) {
             fail(what, core,
                  "destination '" + to.name + "' is " + dtype_name(to.type) + " but source '" +
@@ -590,108 +592,6 @@ struct Machine::Impl {
         op.pipe = path->pipe;
         op.label = labels.id(label);
         op.cost = params.copy_cycles(from.mem, to.mem, count * bytes_of(to.type));
-        op.dst = dst;
-        op.dst_box = dst_box;
-        op.src = src;
-        op.src_box = src_box;
-        state.program.push_back(std::move(op));
-    }
-
-    void mmad(int core, int c, const Box &c_box, int a, const Box &a_box, int b, const Box &b_box,
-              bool accumulate, const std::string &label) {
-        std::string what = "Mmad '" + label + "' (M)";
-        Core::State &state = recording(what, core);
-        const Buffer &c_buffer = checked_buffer(what, core, "c", c, c_box);
-        const Buffer &a_buffer = checked_buffer(what, core, "a", a, a_box);
-        const Buffer &b_buffer = checked_buffer(what, core, "b", b, b_box);
-        struct Operand {
-            const char *role;
-            const Buffer &buffer;
-            const Box &box;
-            Mem mem;
-            const char *dims;
-        };
-        for (const Operand &operand : {Operand{"c", c_buffer, c_box, Mem::L0C, "{N, M}"},
-                                       Operand{"a", a_buffer, a_box, Mem::L0A, "{K, M}"},
-                                       Operand{"b", b_buffer, b_box, Mem::L0B, "{N, K}"}}) {
-            if (operand.buffer.mem != operand.mem) {
-                fail(what, core,
-                     std::string("operand ") + operand.role + " (buffer '" + operand.buffer.name +
-                         "') is in " + mem_name(operand.buffer.mem) + "; the cube takes it from " +
-                         mem_name(operand.mem));
-            }
-            std::string rank = detail::mma_rank_error(operand.role, operand.box, operand.dims);
-            if (!rank.empty()) {
-                fail(what, core, rank);
-            }
-        }
-        if (c_buffer.type != DType::F32) {
-            fail(what, core,
-                 "c '" + c_buffer.name + "' is " + dtype_name(c_buffer.type) +
-                     "; L0C accumulates in f32");
-        }
-        if ((a_buffer.type != DType::BF16 && a_buffer.type != DType::F32) ||
-            a_buffer.type != b_buffer.type) {
-            fail(what, core,
-                 "a '" + a_buffer.name + "' is " + dtype_name(a_buffer.type) + " and b '" +
-                     b_buffer.name + "' is " + dtype_name(b_buffer.type) +
-                     "; the cube takes two bf16 (or two f32) operands");
-        }
-        std::string shapes = detail::mma_shape_error(c_box, a_box, b_box);
-        if (!shapes.empty()) {
-            fail(what, core, shapes);
-        }
-        check_aligned(what, core, "a", a_buffer, a_box);
-        check_aligned(what, core, "b", b_buffer, b_box);
-        Op op;
-        op.kind = OpKind::Mmad;
-        op.pipe = Pipe::M;
-        op.label = labels.id(label);
-        int64_t n = c_box.dims[0].extent, m = c_box.dims[1].extent, k = a_box.dims[0].extent;
-        op.cost = params.mmad_cycles(m, n, k, a_buffer.type);
-        op.dst = c;
-        op.dst_box = c_box;
-        op.src = a;
-        op.src_box = a_box;
-        op.src2 = b;
-        op.src2_box = b_box;
-        op.accumulate = accumulate;
-        state.program.push_back(std::move(op));
-    }
-
-    void fixpipe(int core, int dst, const Box &dst_box, int src, const Box &src_box,
-                 const std::string &label) {
-        std::string what = "Fixpipe '" + label + "' (FIX)";
-        Core::State &state = recording(what, core);
-        const Buffer &to = checked_buffer(what, core, "destination", dst, dst_box);
-        const Buffer &from = checked_buffer(what, core, "source", src, src_box);
-        if (from.mem != Mem::L0C || from.type != DType::F32) {
-            fail(what, core,
-                 "source '" + from.name + "' is " + dtype_name(from.type) + " in " +
-                     mem_name(from.mem) + "; fixpipe reads f32 from L0C");
-        }
-        if (to.mem != Mem::GM && to.mem != Mem::L1) {
-            fail(what, core,
-                 "destination '" + to.name + "' is in " + mem_name(to.mem) +
-                     "; fixpipe writes GM or L1");
-        }
-        if (to.type != DType::BF16 && to.type != DType::F32) {
-            fail(what, core,
-                 "destination '" + to.name + "' is " + dtype_name(to.type) +
-                     "; fixpipe converts f32 to bf16 or f32");
-        }
-        int64_t count = dst_box.elements();
-        if (count != src_box.elements()) {
-            fail(what, core,
-                 "destination box " + dst_box.str() + " has " + std::to_string(count) +
-                     " elements but source box " + src_box.str() + " has " +
-                     std::to_string(src_box.elements()));
-        }
-        Op op;
-        op.kind = OpKind::Fixpipe;
-        op.pipe = Pipe::FIX;
-        op.label = labels.id(label);
-        op.cost = params.copy_cycles(Mem::L0C, to.mem, count * bytes_of(to.type));
         op.dst = dst;
         op.dst_box = dst_box;
         op.src = src;
@@ -1157,25 +1057,17 @@ public:
             access(op.src, op.src_box, false, p, name);
             access(op.dst, op.dst_box, true, p, name);
             if (numerics && op.compute) {
-                op.compute(); // Nz -> ND
-            } else if (numerics) {
-                convert_copy(*dst, op.dst_box, *src, op.src_box);
+                op.compute(); // Nz -> ND, converting
             }
             break;
-        case OpKind::Mmad: {
-            Impl::Buffer &b = impl_.buffers[size_t(op.src2)];
+        case OpKind::Mmad:
             access(op.src, op.src_box, false, p, name);
             access(op.src2, op.src2_box, false, p, name);
             access(op.dst, op.dst_box, true, p, name);
             if (numerics && op.compute) {
-                op.compute(); // fractal operands
-            } else if (numerics) {
-                impl_.multiplier.multiply_add(dst->data.get(), op.dst_box, src->data.get(),
-                                              src->type, op.src_box, b.data.get(), b.type,
-                                              op.src2_box, op.accumulate);
+                op.compute(); // Zz x Zn -> Nz
             }
             break;
-        }
         case OpKind::Vector:
             for (const Access &x : op.accesses) {
                 access(x.buffer, x.box, x.write, p, name);
@@ -1233,29 +1125,6 @@ private:
         if (write) {
             impl_.buffers[size_t(buffer)].written = true;
         }
-    }
-
-    /** Fixpipe numerics: f32 elements to the destination type, paired in enumeration order. */
-    static void convert_copy(Impl::Buffer &to, const Box &to_box, const Impl::Buffer &from,
-                             const Box &from_box) {
-        int64_t count = to_box.elements();
-        if (count <= 0) {
-            return;
-        }
-        std::vector<float> values(static_cast<size_t>(count));
-        detail::copy_box(reinterpret_cast<std::byte *>(values.data()), dense(count),
-                         from.data.get(), from_box, 4);
-        if (to.type == DType::F32) {
-            detail::copy_box(to.data.get(), to_box,
-                             reinterpret_cast<const std::byte *>(values.data()), dense(count), 4);
-            return;
-        }
-        std::vector<uint16_t> bits(static_cast<size_t>(count));
-        for (size_t i = 0; i < bits.size(); ++i) {
-            bits[i] = float_to_bf16(values[i]);
-        }
-        detail::copy_box(to.data.get(), to_box, reinterpret_cast<const std::byte *>(bits.data()),
-                         dense(count), 2);
     }
 
     void report_deadlock(Cycles at) {
@@ -1381,16 +1250,6 @@ Core::Core(Machine *m, int id) : machine_(m), id_(id), state_(std::make_shared<S
 void Core::data_copy(int dst, const Box &dst_box, int src, const Box &src_box,
                      const std::string &label) {
     machine_->impl_->data_copy(id_, dst, dst_box, src, src_box, label);
-}
-
-void Core::mmad(int c, const Box &c_box, int a, const Box &a_box, int b, const Box &b_box,
-                bool accumulate, const std::string &label) {
-    machine_->impl_->mmad(id_, c, c_box, a, a_box, b, b_box, accumulate, label);
-}
-
-void Core::fixpipe(int dst, const Box &dst_box, int src, const Box &src_box,
-                   const std::string &label) {
-    machine_->impl_->fixpipe(id_, dst, dst_box, src, src_box, label);
 }
 
 void Core::nd2nz(int dst, int64_t dst_offset, int src, int64_t src_offset, const Nd2Nz &p,

@@ -165,12 +165,6 @@ public:
     /** DataCopy between memories (GM->L1/UB on MTE2, L1->L0A/L0B on MTE1 (LoadData), UB->GM on
      * MTE3, L1<->UB); boxes of equal element counts and types. */
     void data_copy(int dst, const Box &dst_box, int src, const Box &src_box, const std::string &label);
-    /** Mmad on M: c(n, m) (+)= a(k, m) * b(n, k); c in L0C (f32), a in L0A, b in L0B (bf16/f16).
-     * `accumulate` false overwrites c (AscendC's init flag). */
-    void mmad(int c, const Box &c_box, int a, const Box &a_box, int b, const Box &b_box, bool accumulate,
-              const std::string &label);
-    /** Fixpipe on FIX: L0C (f32) -> GM or L1 with conversion to the destination's type. */
-    void fixpipe(int dst, const Box &dst_box, int src, const Box &src_box, const std::string &label);
     /** The real cube instructions on fractal data (the layouts above). Offsets in elements. */
     void nd2nz(int dst, int64_t dst_offset, int src, int64_t src_offset, const Nd2Nz &p,
                const std::string &label);

@@ -5,6 +5,7 @@
 #include "tandem/AsyncIR.h"
 
 #include <set>
+#include <sstream>
 
 namespace tandem::lower {
 
@@ -13,6 +14,74 @@ using namespace Halide::Internal;
 namespace {
 
 std::string l0(const std::string &operand) { return operand + ".l0"; }
+
+int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
+
+/** The cube's buffers: the L1 operand tiles and the L0C accumulators of every tile MMA, and
+ * the accumulators one column wide (Halide then stores them with one dimension, like a row). */
+class CubeBuffers : public IRVisitor {
+public:
+    std::set<std::string> operands, accumulators, columns;
+
+private:
+    using IRVisitor::visit;
+    void visit(const Evaluate *op) override {
+        ir::MmaOp m;
+        if (ir::as_mma(Stmt(op), &m)) {
+            operands.insert(m.a);
+            operands.insert(m.b);
+            accumulators.insert(m.acc);
+            if (is_const_one(m.n) && !is_const_one(m.m)) columns.insert(m.acc);
+        }
+    }
+};
+
+/** A one-column accumulator's stores as rows of one element: Halide gives them one dimension,
+ * which would otherwise read as a single row of the Mmad's Nz. */
+class ColumnCopies : public IRMutator {
+public:
+    explicit ColumnCopies(const CubeBuffers &cube) : cube(cube) {}
+
+private:
+    using IRMutator::visit;
+    const CubeBuffers &cube;
+    Stmt visit(const Evaluate *op) override {
+        ir::CopyOp c;
+        if (!ir::as_copy(Stmt(op), &c) || c.dims.size() != 1) return op;
+        if (!cube.accumulators.count(c.src) || !cube.columns.count(c.src)) return op;
+        c.dims.insert(c.dims.begin(), ir::CopyDim{1, 1, 1});
+        return ir::make_copy(c);
+    }
+};
+
+/** Sizes the cube's buffers for their fractal layouts: each tile's rows and columns rounded up to
+ * 16 (a 1 x 72 tile of A takes 16 x 80 in L1's Nz; backends/ascend/Cube.h). */
+class PadFractal : public IRMutator {
+public:
+    explicit PadFractal(const CubeBuffers &cube) : cube(cube) {}
+
+private:
+    using IRMutator::visit;
+    const CubeBuffers &cube;
+    LoopScope loops;
+
+    Stmt visit(const For *op) override {
+        push_loop(loops, op);
+        Stmt s = IRMutator::visit(op);
+        loops.pop(op->name);
+        return s;
+    }
+    Stmt visit(const Allocate *op) override {
+        if (!cube.operands.count(op->name) && !cube.accumulators.count(op->name)) return IRMutator::visit(op);
+        // The extents are the tile's columns, then its rows.
+        int64_t columns = constant_upper_bound(op->extents[0], loops), rows = 1;
+        for (size_t d = 1; d < op->extents.size(); d++) rows *= constant_upper_bound(op->extents[d], loops);
+        if (columns <= 0 || rows <= 0) return IRMutator::visit(op); // memory planning says why
+        Expr elements = Expr(int(round16(columns) * round16(rows)));
+        return Allocate::make(op->name, op->type, op->memory_type, {elements}, op->condition, mutate(op->body),
+                              op->new_expr, op->free_function);
+    }
+};
 
 class Cube : public IRMutator {
 public:
@@ -43,7 +112,8 @@ private:
         for (const auto &[extent, stride] : dims) {
             c.dims.push_back({extent, dense, stride});
             dense = dense * extent;
-            elements *= std::max<int64_t>(1, constant_upper_bound(extent, loops));
+            // The cube's operands are fractal (16 x 16 blocks): each side rounds up to 16.
+            elements *= round16(std::max<int64_t>(1, constant_upper_bound(extent, loops)));
         }
         c.barrier = ir::full_barrier(c.dst);
         c.slot = 0;
@@ -64,6 +134,17 @@ private:
             if (name == m.a) a_type = f.output_types()[0];
             if (name == m.b) b_type = f.output_types()[0];
         }
+        // The cube reads L1 in 16 x 16 fractals: a K slice of a resident operand starts on one.
+        for (const auto &[operand, offset] : {std::make_pair(m.a, m.a_offset), std::make_pair(m.b, m.b_offset)}) {
+            if (!can_prove(offset % 16 == 0)) {
+                std::ostringstream at;
+                at << simplify(offset);
+                throw Error("Func '" + m.acc.substr(0, m.acc.find('$')) + "', directive tile_mma(): on ascend the cube reads its operands from L1 "
+                            "in 16 x 16 fractals, but it reads " + operand + " from element " + at.str() +
+                            " of its tile, which is not always a multiple of 16; make the reduction's split "
+                            "factor a multiple of 16");
+            }
+        }
         Stmt a = load_data(m.a, a_type, m.a_offset, {{m.k, m.a_stride_k}, {m.m, m.a_stride_m}});
         Stmt b = load_data(m.b, b_type, m.b_offset, {{m.n, m.b_stride_n}, {m.k, m.b_stride_k}});
         ir::MmaOp cube = m;
@@ -83,8 +164,10 @@ private:
 } // namespace
 
 Stmt stage_cube_operands(const Stmt &s, CompileContext &ctx) {
+    CubeBuffers buffers;
+    s.accept(&buffers);
     Cube cube(ctx);
-    Stmt result = cube.mutate(overwrite_first_mma(s, ctx));
+    Stmt result = cube.mutate(ColumnCopies(buffers).mutate(PadFractal(buffers).mutate(overwrite_first_mma(s, ctx))));
     for (const auto &[name, buffer] : cube.l0_buffers) {
         result = Allocate::make(name, buffer.first, Halide::MemoryType::Auto, {Expr(int(buffer.second))}, const_true(), result);
         ctx.funcs.push_back(name);

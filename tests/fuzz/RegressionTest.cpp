@@ -46,6 +46,15 @@ std::vector<Case> found_by_the_fuzzer() {
         {"rmsnorm hopper single_buffered D=122501 R=1"},
         {"attention_scores ascend resident Lq=110 Lk=127 D=246"},
         {"attention_scores ascend resident Lq=1 Lk=127 D=256"},
+        // The cube's fractal layouts (session 21): a tile one element wide (N or K tail of 1, a
+        // one-row resident Q read a K slice at a time) and a D tail of one column.
+        {"attention_scores ascend resident Lq=300 Lk=1 D=1"},
+        {"attention_scores ascend resident Lq=17 Lk=129 D=17"},
+        {"attention_scores ascend resident Lq=92 Lk=128 D=193 TD=32 TM=128 TN=128"},
+        {"attention_scores ascend resident Lq=79 Lk=245 D=65 TD=32 TM=256 TN=128"},
+        {"gemm ascend ws_pingpong M=70 N=1 K=96 TM=64 TN=64 TK=64"},
+        {"gemm ascend ws_pingpong M=1 N=136 K=72"},
+        {"gemm ascend pipelined M=17 N=3 K=5"},
         // out = one input (a copy): its tile was stored straight back out of the input's ring.
         {"pointwise zpu single_buffered W=1021 H=337 TX=128 TY=3 expr=7 stages=3"},
         {"pointwise ascend double_buffered W=1 H=65 expr=16"},
@@ -107,6 +116,26 @@ TEST_P(FuzzRegression, MatchesReferenceWithoutHazards) {
     EXPECT_TRUE(r.correct) << "max_rel_err " << r.max_rel_err;
     EXPECT_EQ(r.report.race_count, 0) << (r.report.races.empty() ? "" : r.report.races.front().str());
     EXPECT_FALSE(r.report.deadlock) << r.report.deadlock_message;
+}
+
+// The cube reads L1 in 16 x 16 fractals: a resident Q read 100 columns at a time is a user error
+// naming the Func, the directive and the reason (the fuzzer drew it; it had read the wrong data).
+TEST(FuzzUserErrors, AscendKStepOffTheFractals) {
+    const App &a = find_app("attention_scores");
+    Params p;
+    for (const char *kv : {"D=212", "Lk=61", "Lq=33", "TD=100", "TM=32", "TN=64"}) {
+        const std::string s = kv;
+        p.set(s.substr(0, s.find('=')), s.substr(s.find('=') + 1));
+    }
+    try {
+        compile_app(a, with_defaults(a, p, "ascend"), "resident", Target::parse("ascend"));
+        ADD_FAILURE() << "compiled";
+    } catch (const Error &e) {
+        const std::string m = e.what();
+        EXPECT_NE(m.find("Func 'acc', directive tile_mma()"), std::string::npos) << m;
+        EXPECT_NE(m.find("16 x 16 fractals"), std::string::npos) << m;
+        EXPECT_NE(m.find("multiple of 16"), std::string::npos) << m;
+    }
 }
 
 std::string name(const testing::TestParamInfo<Case> &info) {

@@ -471,7 +471,9 @@ std::vector<uint16_t> random_bf16(size_t count, uint32_t seed) {
     return v;
 }
 
-/** C (M x N) = A (M x K) * B (K x N), all row-major; returns the f32 or bf16 result as floats. */
+/** C (M x N) = A (M x K) * B (K x N), all row-major in GM, with the real instructions on fractal
+ * data: Nd2Nz into L1, LoadData2D per 16-row strip of A (Zz) and per K block of B (Zn, each
+ * fractal transposed), Mmad, Fixpipe Nz -> ND. Returns the f32 or bf16 result as floats. */
 std::vector<float> cube_gemm(DType out_type, Report &report) {
     const int64_t M = 32, N = 48, KT = 32, steps = 3, K = KT * steps;
     Machine machine(cores(1));
@@ -495,23 +497,28 @@ std::vector<float> cube_gemm(DType out_type, Report &report) {
     for (int64_t s = 0; s < steps; ++s) {
         std::string step = " k" + std::to_string(s);
         core.wait_flag(Pipe::MTE1, Pipe::MTE2, 0, "wait L1 free" + step);
-        core.data_copy(a_l1, dense(KT, M), a_gm, box2(s * KT, KT, 1, M, K), "A tile" + step);
-        core.data_copy(b_l1, dense(N, KT), b_gm, box2(s * KT * N, N, 1, KT, N), "B tile" + step);
+        core.nd2nz(a_l1, 0, a_gm, s * KT, Nd2Nz{M, KT, K, M, 1}, "A tile" + step);
+        core.nd2nz(b_l1, 0, b_gm, s * KT * N, Nd2Nz{KT, N, N, KT, 1}, "B tile" + step);
         core.set_flag(Pipe::MTE2, Pipe::MTE1, 0, "L1 full" + step);
         core.wait_flag(Pipe::MTE2, Pipe::MTE1, 0, "wait L1 full" + step);
         core.wait_flag(Pipe::M, Pipe::MTE1, 0, "wait L0 free" + step);
-        core.data_copy(a_l0, dense(KT, M), a_l1, dense(KT, M), "LoadData A" + step);
-        core.data_copy(b_l0, dense(N, KT), b_l1, dense(N, KT), "LoadData B" + step);
+        for (int64_t strip = 0; strip < M / 16; ++strip) { // A: rows of fractals, Zz
+            core.load_data_2d(a_l0, strip * KT * 16, a_l1, 0, LoadData2D{strip, KT / 16, M / 16, 0, false},
+                              "LoadData A" + step);
+        }
+        for (int64_t block = 0; block < KT / 16; ++block) { // B: K blocks, each fractal transposed, Zn
+            core.load_data_2d(b_l0, block * N * 16, b_l1, 0, LoadData2D{block, N / 16, KT / 16, 0, true},
+                              "LoadData B" + step);
+        }
         core.set_flag(Pipe::MTE1, Pipe::MTE2, 0, "L1 free" + step);
         core.set_flag(Pipe::MTE1, Pipe::M, 0, "L0 full" + step);
         core.wait_flag(Pipe::MTE1, Pipe::M, 0, "wait L0 full" + step);
-        core.mmad(c_l0, dense(N, M), a_l0, dense(KT, M), b_l0, dense(N, KT), /*accumulate=*/s > 0,
-                  "Mmad" + step);
+        core.mmad_fractal(c_l0, 0, a_l0, 0, b_l0, 0, M, N, KT, /*accumulate=*/s > 0, "Mmad" + step);
         core.set_flag(Pipe::M, Pipe::MTE1, 0, "L0 free" + step);
     }
     core.set_flag(Pipe::M, Pipe::FIX, 0, "C done");
     core.wait_flag(Pipe::M, Pipe::FIX, 0, "wait C done");
-    core.fixpipe(c_gm, dense(N, M), c_l0, dense(N, M), "Fixpipe C");
+    core.fixpipe_nz2nd(c_gm, 0, c_l0, 0, FixpipeNz2Nd{N, M, M, N}, "Fixpipe C");
     core.wait_flag(Pipe::MTE1, Pipe::MTE2, 0, "drain L1 free");
     core.wait_flag(Pipe::M, Pipe::MTE1, 0, "drain L0 free");
     machine.run_core(0);
@@ -765,9 +772,7 @@ TEST(AscendErrors, MisalignedL0Offset) {
     EXPECT_TRUE(contains(e, "DataCopy 'LoadData half' (MTE1) on AIC 0")) << e;
     EXPECT_TRUE(contains(e, "'a_l0a' (L0A) starts at byte 32")) << e;
     core.data_copy(l0a, line(256, 256), l1, line(0, 256), "LoadData aligned"); // byte 512
-    e = error_of([&] {
-        core.mmad(l0c, dense(16, 16), l0a, box2(8, 16, 1, 16, 16), l0b, dense(16, 16), false, "mm");
-    });
+    e = error_of([&] { core.mmad_fractal(l0c, 0, l0a, 8, l0b, 0, 16, 16, 16, false, "mm"); });
     EXPECT_TRUE(contains(e, "Mmad 'mm' (M)")) << e;
     EXPECT_TRUE(contains(e, "'a_l0a'")) << e;
 }
@@ -792,13 +797,14 @@ TEST(AscendErrors, PathsTypesShapesAndOwnership) {
     EXPECT_TRUE(contains(e, "'ub1' is UB of AIV 1")) << e;
     e = error_of([&] { core.data_copy(ub, line(1000, 256), gm, line(0, 256), "out"); });
     EXPECT_TRUE(contains(e, "every element of a box must lie inside its buffer")) << e;
-    e = error_of([&] { cube.fixpipe(gm16, line(0, 16), l0a, line(0, 16), "f"); });
+    e = error_of([&] { cube.fixpipe_nz2nd(gm16, 0, l0a, 0, FixpipeNz2Nd{16, 1, 16, 16}, "f"); });
     EXPECT_TRUE(contains(e, "fixpipe reads f32 from L0C")) << e;
+    e = error_of([&] { cube.data_copy(gm, line(0, 16), l0c, line(0, 16), "plain"); });
+    EXPECT_TRUE(contains(e, "only Fixpipe reads L0C")) << e;
     e = error_of([&] { core.vector_op("v", 1, {{gm, line(0, 4), true}}, nullptr); });
     EXPECT_TRUE(contains(e, "UB only")) << e;
-    e = error_of(
-        [&] { cube.mmad(l0c, dense(16, 16), l0c, dense(16, 16), l0a, dense(16, 16), false, "m"); });
-    EXPECT_TRUE(contains(e, "the cube takes it from L0A")) << e;
+    e = error_of([&] { cube.mmad_fractal(l0c, 0, l0c, 0, l0a, 0, 16, 16, 16, false, "m"); });
+    EXPECT_TRUE(contains(e, "a from L0A")) << e;
     machine.run_core(v0);
     e = error_of([&] { core.data_copy(ub, line(0, 256), gm, line(0, 256), "late"); });
     EXPECT_TRUE(contains(e, "already ran")) << e;

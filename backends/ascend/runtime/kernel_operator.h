@@ -39,18 +39,13 @@
  *     AscendC::Mmad(L0C, L0A, L0B, MmadParams)           fields by name; cmatrixInitVal
  *     AscendC::Fixpipe<T, float, CFG_ROW_MAJOR>(GM, L0C, FixpipeParamsV220)  Nz -> ND, quantPre
  *         F322BF16 (bf16) or NoQuant (f32), reluEn
- *     AscendC::LoadData(dst, src, StridedBox)            L1 -> L0A/L0B (MTE1), row-major (Tandem's,
- *                                                        until its emitter writes the above)
- *     tandem_ascend::Mmad(c, a, b, MmadShape, MmadStrides)  row-major operands (likewise)
- *     AscendC::Fixpipe(dst, src, StridedBox)             L0C -> GM/L1 (FIX), row-major (likewise)
  *     AscendC::SetFlag<HardEvent::SRC_DST>(id), WaitFlag<HardEvent::SRC_DST>(id)
  *     AscendC::PipeBarrier<PIPE_X>()
  *     AscendC::ToFloat(bfloat16_t), ToBfloat16(float)
- * Tandem's additions (namespace tandem_ascend), for what AscendC says with fractal layouts and
- * vector instructions:
+ * Tandem's additions (namespace tandem_ascend), for what AscendC says with vector instructions
+ * and DataCopyPad (the vector path, still to move to the real API):
  *     StridedBox({{extent, dst_stride, src_stride}, ...})  an affine box in elements, innermost
  *                                                         first (any rank, any strides)
- *     MmadStrides{c_n, c_m, a_k, a_m, b_n, b_k}          c(n, m) (+)= a(k, m) * b(n, k)
  *     VectorOp(label, flops, {Read(t, lo, n), Write(t, lo, n)...}, [=] { element loops })
  *         one op on the V pipe touching those regions; the loops run when the model executes it
  *         (so they must capture by value)
@@ -194,10 +189,6 @@ struct StridedBox {
     std::vector<BoxDim> dims;
 };
 
-/** Strides (elements) of the Mmad operands c(n, m), a(k, m), b(n, k). */
-struct MmadStrides {
-    int64_t c_n, c_m, a_k, a_m, b_n, b_k;
-};
 
 /** A region a vector op reads or writes: elements [lo, lo + extent) of a tensor. */
 struct Region {
@@ -214,11 +205,7 @@ inline void copy(const char *call, int dst, int64_t dst_offset, int src, int64_t
         d.dims.push_back({x.extent, x.dst_stride});
         s.dims.push_back({x.extent, x.src_stride});
     }
-    std::string text = c.machine.name(src) + " -> " + c.machine.name(dst);
-    if (std::string(call) == "Fixpipe")
-        c.machine.core(c.core).fixpipe(dst, d, src, s, "Fixpipe " + text);
-    else
-        c.machine.core(c.core).data_copy(dst, d, src, s, text);
+    c.machine.core(c.core).data_copy(dst, d, src, s, c.machine.name(src) + " -> " + c.machine.name(dst));
 }
 
 } // namespace tandem_ascend
@@ -589,25 +576,6 @@ void DataCopy(const LocalTensor<T> &dst, const LocalTensor<T> &src,
     tandem_ascend::copy("DataCopy", dst.buffer_, dst.offset_, src.buffer_, src.offset_, box.dims);
 }
 
-/** L1 -> L0A/L0B on MTE1. */
-template <typename T>
-void LoadData(const LocalTensor<T> &dst, const LocalTensor<T> &src,
-              const tandem_ascend::StridedBox &box) {
-    tandem_ascend::copy("LoadData", dst.buffer_, dst.offset_, src.buffer_, src.offset_, box.dims);
-}
-
-/** L0C (f32) -> GM or L1 on FIX, converting to the destination's type. */
-template <typename T>
-void Fixpipe(const GlobalTensor<T> &dst, const LocalTensor<float> &src,
-             const tandem_ascend::StridedBox &box) {
-    tandem_ascend::copy("Fixpipe", dst.buffer_, dst.offset_, src.buffer_, src.offset_, box.dims);
-}
-template <typename T>
-void Fixpipe(const LocalTensor<T> &dst, const LocalTensor<float> &src,
-             const tandem_ascend::StridedBox &box) {
-    tandem_ascend::copy("Fixpipe", dst.buffer_, dst.offset_, src.buffer_, src.offset_, box.dims);
-}
-
 // --- The real cube instructions, on fractal data (sim/Ascend.h gives the layouts) ------------
 
 /** ND (row-major) GM -> Nz L1 (MTE2). Fields and order as AscendC's; ndNum 1 (0: no copy). */
@@ -756,26 +724,6 @@ void Fixpipe(const GlobalTensor<T> &dst, const LocalTensor<U> &src, const Fixpip
 } // namespace AscendC
 
 namespace tandem_ascend {
-
-/** Tandem's own Mmad (row-major operands, before the emitter moves to the real instructions). */
-struct MmadShape {
-    int64_t m, n, k;
-    bool cmatrixInitVal;
-};
-
-/** c(n, m) (+)= sum_k a(k, m) * b(n, k) on the cube (M), row-major operands. */
-template <typename T>
-void Mmad(const AscendC::LocalTensor<float> &c, const AscendC::LocalTensor<T> &a, const AscendC::LocalTensor<T> &b,
-          const MmadShape &p, const MmadStrides &s) {
-    tandem_ascend::CoreContext &ctx = tandem_ascend::current("Mmad");
-    using tandem::sim::Box;
-    tandem_ascend::Machine &m = ctx.machine;
-    m.core(ctx.core).mmad(c.buffer_, Box{c.offset_, {{p.n, s.c_n}, {p.m, s.c_m}}}, a.buffer_,
-                          Box{a.offset_, {{p.k, s.a_k}, {p.m, s.a_m}}}, b.buffer_,
-                          Box{b.offset_, {{p.n, s.b_n}, {p.k, s.b_k}}}, !p.cmatrixInitVal,
-                          m.name(c.buffer_) + " += " + m.name(a.buffer_) + " * " +
-                              m.name(b.buffer_));
-}
 
 template <typename T> Region Read(const AscendC::LocalTensor<T> &t, int64_t lo, int64_t extent) {
     return {t.buffer_, t.offset_ + lo, extent, false};

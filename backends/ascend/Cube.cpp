@@ -1,0 +1,212 @@
+// The cube's real AscendC instructions for the IR's copies and MMAs (Cube.h).
+#include "Cube.h"
+
+namespace tandem::ascend_backend {
+
+using namespace Halide::Internal;
+using Halide::Expr;
+using sim::ascend::Mem;
+
+namespace {
+
+Expr up(const Expr &x, int64_t to) {
+    return simplify((x + int(to - 1)) / int(to) * int(to));
+}
+
+const SramBuffer &buffer(const Kernel &k, const std::string &name) {
+    const SramBuffer *b = k.buffer(name);
+    internal_assert(b) << "ascend cube: no on-chip buffer " << name << "\n";
+    return *b;
+}
+
+Mem mem_of(const Kernel &k, const std::string &name) {
+    const SramBuffer *b = k.buffer(name);
+    return b ? b->ascend_mem : Mem::GM;
+}
+
+/** A version's start and the offset inside it. */
+struct InVersion {
+    Expr base, logical;
+};
+InVersion split(const Expr &offset, int64_t slot_elements) {
+    Expr s = int(slot_elements);
+    return {simplify(offset / s * s), simplify(offset % s)};
+}
+
+/** C0: the elements of a 32-byte fractal row. */
+int c0_of(const SramBuffer &b) {
+    return 32 / b.type.bytes();
+}
+
+std::string text(const ir::CopyOp &c) {
+    std::ostringstream os;
+    os << c.src << " -> " << c.dst << " (" << c.dims.size() << " dims:";
+    for (const ir::CopyDim &d : c.dims) os << " {" << d.extent << ", " << d.dst_stride << ", " << d.src_stride << "}";
+    return os.str() + ")";
+}
+
+/** The version an L1 tile copy starts, checking that it covers the tile from its first element
+ * (the tile's layout is set by the copy's rows: Halide packs each tile by its own extents). */
+Expr tile_start(const SramBuffer &l1, const Expr &offset, const ir::CopyOp &c) {
+    InVersion v = split(offset, l1.slot_elements);
+    internal_assert(is_const_zero(v.logical)) << "ascend cube: the copy " << text(c) << " starts "
+                                              << v.logical << " elements into its L1 tile\n";
+    return v.base;
+}
+
+/** GM row-major rows -> the L1 tile's Nz: column blocks of the tile's rows rounded up to 16. A
+ * tile one element wide or high (Halide may give it one dimension, and then which side is which
+ * is lost; its GM elements may be strided) is laid out as one column: n rows of one element. */
+CubeCall nd2nz(const Kernel &k, const ir::CopyOp &c) {
+    const SramBuffer &l1 = buffer(k, c.dst);
+    internal_assert(!c.dims.empty() && c.dims.size() <= 2)
+        << "ascend cube: the copy " << text(c) << " is not rows of a tile\n";
+    CubeCall call;
+    call.kind = CubeCall::Kind::Nd2Nz;
+    call.dst = c.dst;
+    call.src = c.src;
+    call.dst_offset = tile_start(l1, c.dst_offset, c);
+    call.src_offset = c.src_offset;
+    const ir::CopyDim *line = nullptr; // the elements of a one-wide tile
+    if (c.dims.size() == 1) line = &c.dims[0];
+    else if (is_const_one(c.dims[1].extent)) line = &c.dims[0];
+    else if (is_const_one(c.dims[0].extent)) line = &c.dims[1];
+    if (line) {
+        call.n_value = line->extent;
+        call.d_value = 1;
+        call.src_d_value = line->src_stride;
+    } else {
+        internal_assert(is_const_one(c.dims[0].dst_stride) && is_const_one(c.dims[0].src_stride))
+            << "ascend cube: the copy " << text(c) << " is not whole rows of a row-major tile\n";
+        call.d_value = c.dims[0].extent;
+        call.n_value = c.dims[1].extent;
+        call.src_d_value = c.dims[1].src_stride;
+    }
+    call.dst_nz_c0_stride = up(call.n_value, 16);
+    return call;
+}
+
+/** L1 Nz -> L0A Zz (A is m x k) or L0B Zn (B is k x n). The IR's L0 copy is dense: dims[0] the
+ * inner side (A: k, B: n), dims[1] the outer (A: m, B: k), each with its stride in the row-major
+ * L1 tile: the side with stride 1 is the tile's columns, the other its rows. */
+CubeCall load_data(const Kernel &k, const ir::CopyOp &c, bool a_operand) {
+    const SramBuffer &l1 = buffer(k, c.src);
+    internal_assert(c.dims.size() == 2) << "ascend cube: the operand load " << text(c) << " is not two-dimensional\n";
+    const int c0 = c0_of(l1);
+    const ir::CopyDim &inner = c.dims[0], &outer = c.dims[1];
+    // Which side are the tile's rows: a side the read takes one element of says nothing (Halide
+    // drops its stride), so the other is the rows - of a tile one element wide (nd2nz lays such
+    // tiles out as one column, its stride 1) or of a wider tile read a column at a time. With
+    // both sides wider, the side with stride 1 is the columns.
+    bool rows_outer = true;
+    if (is_const_one(outer.extent) && !is_const_one(inner.extent)) rows_outer = false;
+    else if (!is_const_one(inner.extent) && !is_const_one(outer.extent)) {
+        rows_outer = is_const_one(inner.src_stride);
+        internal_assert(rows_outer || is_const_one(outer.src_stride))
+            << "ascend cube: the operand load " << text(c) << " reads neither the rows nor the columns of its L1 tile\n";
+    }
+    const Expr &rows = rows_outer ? outer.extent : inner.extent;
+    const Expr pitch = simplify(max(rows_outer ? outer.src_stride : inner.src_stride, 1));
+    // Fractals per column block of the tile's Nz (the read covers the tile's rows).
+    const Expr blocks = simplify(up(rows, 16) / 16);
+    // The read may start inside the tile (a resident operand read a K slice at a time), at a
+    // whole fractal: any row block of a one-column tile, any column block of another.
+    InVersion v = split(c.src_offset, l1.slot_elements);
+    Expr col0 = simplify(v.logical % pitch), row0 = simplify(v.logical / pitch);
+    // The first fractal it reads.
+    Expr corner = simplify(col0 / c0 * blocks + row0 / 16);
+    Expr i = Variable::make(Halide::Int(32), cube_index());
+    CubeCall call;
+    call.kind = CubeCall::Kind::LoadData;
+    call.dst = c.dst;
+    call.src = c.src;
+    call.src_offset = v.base;
+    call.check = simplify(select(pitch == 1, row0 % 16 == 0, row0 == 0 && col0 % c0 == 0));
+    if (a_operand) {
+        // A (m x k) into Zz: a call per 16-row strip i of m, its k blocks in a row.
+        Expr kp = up(inner.extent, c0);
+        call.count = simplify((outer.extent + 15) / 16);
+        call.dst_offset = simplify(c.dst_offset + i * kp * 16);
+        call.repeat_times = simplify(kp / c0);
+        if (rows_outer) { // L1 rows are m: strip i is row block i, k runs over column blocks
+            call.start_index = simplify(corner + i);
+            call.src_stride = blocks;
+        } else { // L1 rows are k (A stored transposed): each fractal transposed
+            call.start_index = simplify(corner + i * blocks);
+            call.src_stride = 1;
+            call.transpose = true;
+        }
+    } else {
+        // B (k x n) into Zn: a call per C0-deep block i of k, its n blocks in a row.
+        Expr np = up(inner.extent, 16);
+        call.count = simplify((outer.extent + (c0 - 1)) / c0);
+        call.dst_offset = simplify(c.dst_offset + i * np * c0);
+        call.repeat_times = simplify(np / 16);
+        if (!rows_outer) { // L1 rows are n (attention's K): its Nz is Zn already, block by block
+            call.start_index = simplify(corner + i * blocks);
+            call.src_stride = 1;
+        } else { // L1 rows are k: each fractal transposed
+            call.start_index = simplify(corner + i);
+            call.src_stride = blocks;
+            call.transpose = true;
+        }
+    }
+    return call;
+}
+
+CubeCall fixpipe(const Kernel &k, const ir::CopyOp &c) {
+    const SramBuffer &l0c = buffer(k, c.src);
+    internal_assert(!c.dims.empty() && c.dims.size() <= 2 && is_const_one(c.dims[0].dst_stride) &&
+                    is_const_one(c.dims[0].src_stride))
+        << "ascend cube: the accumulator store " << text(c) << " is not whole rows\n";
+    CubeCall call;
+    call.kind = CubeCall::Kind::Fixpipe;
+    call.dst = c.dst;
+    call.src = c.src;
+    call.dst_offset = c.dst_offset;
+    call.src_offset = split(c.src_offset, l0c.slot_elements).base; // the tile's accumulator
+    call.n_size = c.dims[0].extent;
+    call.m_size = c.dims.size() == 2 ? c.dims[1].extent : Expr(1);
+    call.fix_src_stride = up(call.m_size, 16); // the Mmad's Nz: column blocks of m rounded to 16
+    call.dst_stride = c.dims.size() == 2 ? c.dims[1].dst_stride : c.dims[0].extent;
+    return call;
+}
+
+} // namespace
+
+const std::string &cube_index() {
+    static const std::string name = "cube_call";
+    return name;
+}
+
+bool is_cube_copy(const Kernel &k, const ir::CopyOp &c) {
+    Mem src = mem_of(k, c.src), dst = mem_of(k, c.dst);
+    return (src == Mem::GM && dst == Mem::L1) || (src == Mem::L1 && (dst == Mem::L0A || dst == Mem::L0B)) ||
+           src == Mem::L0C;
+}
+
+CubeCall cube_copy(const Kernel &k, const ir::CopyOp &c) {
+    Mem src = mem_of(k, c.src), dst = mem_of(k, c.dst);
+    if (src == Mem::GM && dst == Mem::L1) return nd2nz(k, c);
+    if (src == Mem::L1 && (dst == Mem::L0A || dst == Mem::L0B)) return load_data(k, c, dst == Mem::L0A);
+    internal_assert(src == Mem::L0C && dst == Mem::GM) << "ascend cube: no instruction copies " << text(c) << "\n";
+    return fixpipe(k, c);
+}
+
+CubeCall cube_mma(const Kernel &k, const ir::MmaOp &m) {
+    CubeCall call;
+    call.kind = CubeCall::Kind::Mmad;
+    call.dst = m.acc;
+    call.src = m.a;
+    call.src2 = m.b;
+    call.dst_offset = split(m.acc_offset, buffer(k, m.acc).slot_elements).base;
+    call.src_offset = m.a_offset;
+    call.src2_offset = m.b_offset;
+    call.m = m.m;
+    call.n = m.n;
+    call.k = m.k;
+    call.accumulate = m.accumulate.defined() ? m.accumulate : Halide::Expr(true);
+    return call;
+}
+
+} // namespace tandem::ascend_backend
