@@ -10,7 +10,7 @@
 // K in steps of 128; M, N and K multiples of 128 (a hand-written kernel's usual contract). The
 // shape comes in a tiling struct in GM, as AscendC kernels take it.
 
-#include "HandwrittenGemm.h"
+#include "Handwritten.h"
 
 namespace {
 

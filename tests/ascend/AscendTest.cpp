@@ -15,6 +15,8 @@
 #include <cmath>
 #include <cstring>
 #include <iostream>
+#include <map>
+#include <set>
 #include <sstream>
 
 using namespace tandem;
@@ -155,6 +157,84 @@ TEST(AscendMutants, OneMutantPerFlagPair) {
         EXPECT_GT(entry.second, 0) << name;
         EXPECT_EQ(size_t(entry.second), ascend_backend::flag_pairs(k).size()) << name;
     }
+}
+
+} // namespace
+
+namespace {
+
+// Every AscendC name the emitter can produce, with its public reference (the AscendC headers and
+// docs in mirror-cann/asc-devkit, as docs/ascendc_api_facts.md cites them); and the calls that
+// are still Tandem's own, not AscendC (the vector path's element loops: issue 12's next step).
+// An emitted name in neither list fails: a new call comes with its reference.
+const std::map<std::string, std::string> &ascendc_references() {
+    static const std::map<std::string, std::string> refs = {
+        {"AscendC::DataCopy", "include/basic_api/kernel_operator_data_copy_intf.h; docs: DataCopy"},
+        {"AscendC::DataCopyParams", "include/basic_api/kernel_struct_data_copy.h"},
+        {"AscendC::Nd2NzParams", "include/basic_api/kernel_struct_data_copy.h; docs: DataCopy (GMToL1 ND2NZ)"},
+        {"AscendC::LoadData", "include/basic_api/kernel_operator_mm_intf.h; docs: LoadData_2D"},
+        {"AscendC::LoadData2DParams", "include/basic_api/kernel_struct_mm.h"},
+        {"AscendC::Mmad", "include/basic_api/kernel_operator_mm_intf.h; docs: Mmad"},
+        {"AscendC::MmadParams", "include/basic_api/kernel_struct_mm.h"},
+        {"AscendC::Fixpipe", "docs: Fixpipe (L0C to GM)"},
+        {"AscendC::FixpipeParamsV220", "include/basic_api/kernel_struct_fixpipe.h"},
+        {"AscendC::CFG_ROW_MAJOR", "include/basic_api/kernel_struct_fixpipe.h (FixpipeConfig)"},
+        {"AscendC::F322BF16", "docs: Fixpipe, QuantMode_t"},
+        {"AscendC::NoQuant", "docs: Fixpipe, QuantMode_t"},
+        {"AscendC::SetFlag", "include/basic_api/kernel_operator_block_sync_intf.h"},
+        {"AscendC::WaitFlag", "include/basic_api/kernel_operator_block_sync_intf.h"},
+        {"AscendC::HardEvent", "impl/basic_api/kernel_event.h"},
+        {"AscendC::GetBlockIdx", "include/basic_api/kernel_operator_sys_var_intf.h; docs: GetBlockIdx"},
+        {"AscendC::GlobalTensor", "include/basic_api/kernel_tensor.h"},
+        {"AscendC::LocalTensor", "include/basic_api/kernel_tensor.h"},
+        {"AscendC::TBuf", "include/basic_api/kernel_tpipe.h"},
+        {"AscendC::TPipe", "include/basic_api/kernel_tpipe.h; impl/basic_api/kernel_tpipe_impl.h (Destroy)"},
+        {"AscendC::TPosition", "include/basic_api/kernel_tpipe.h"},
+        {"KERNEL_TASK_TYPE_DEFAULT", "impl/basic_api/utils/kernel_utils_macros.h; docs: Kernel-Tiling"},
+        {"KERNEL_TYPE_AIV_ONLY", "impl/basic_api/utils/kernel_utils_macros.h (KernelMetaType)"},
+        {"KERNEL_TYPE_AIC_ONLY", "impl/basic_api/utils/kernel_utils_macros.h (KernelMetaType)"},
+    };
+    return refs;
+}
+
+const std::set<std::string> &tandem_own_calls() {
+    static const std::set<std::string> own = {"tandem_ascend::VectorOp", "tandem_ascend::Read",
+                                              "tandem_ascend::Write", "tandem_ascend::StridedBox",
+                                              "tandem_ascend::floor_div", "tandem_ascend::floor_mod"};
+    return own;
+}
+
+TEST(AscendApi, EveryEmittedCallIsRealAscendCWithItsReferenceOrListedAsTandems) {
+    std::set<std::string> seen;
+    for (const EmittedKernel &e : ascend_test::emitted_kernels()) {
+        const std::string code = ascend_backend::emit_ascendc(compile(e), e.name);
+        for (const char *prefix : {"AscendC::", "tandem_ascend::", "KERNEL_"}) {
+            for (size_t at = code.find(prefix); at != std::string::npos; at = code.find(prefix, at + 1)) {
+                if (at > 0 && (std::isalnum(static_cast<unsigned char>(code[at - 1])) || code[at - 1] == '_' ||
+                               code[at - 1] == ':'))
+                    continue; // inside a longer name
+                size_t end = at + std::string(prefix).size();
+                while (end < code.size() && (std::isalnum(static_cast<unsigned char>(code[end])) || code[end] == '_'))
+                    end++;
+                seen.insert(code.substr(at, end - at));
+            }
+        }
+    }
+    std::vector<std::string> real, own;
+    for (const std::string &name : seen) {
+        if (ascendc_references().count(name)) real.push_back(name);
+        else if (tandem_own_calls().count(name)) own.push_back(name);
+        else ADD_FAILURE() << name << " is emitted but has no public AscendC reference here";
+    }
+    std::cout << "emitted AscendC (" << real.size() << "):";
+    for (const std::string &n : real) std::cout << " " << n;
+    std::cout << "\nstill Tandem's own (" << own.size() << "):";
+    for (const std::string &n : own) std::cout << " " << n;
+    std::cout << "\n";
+    // The cube path is AscendC's own: none of its calls is Tandem's.
+    for (const char *cube : {"AscendC::Nd2NzParams", "AscendC::LoadData2DParams", "AscendC::MmadParams",
+                             "AscendC::FixpipeParamsV220", "KERNEL_TYPE_AIV_ONLY", "KERNEL_TYPE_AIC_ONLY"})
+        EXPECT_TRUE(seen.count(cube)) << cube << " is not emitted by any test kernel";
 }
 
 } // namespace
