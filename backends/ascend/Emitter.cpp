@@ -507,6 +507,8 @@ private:
                << arg(simplify(f.event)) << ");\n";
         } else if (ir::as_mma(s, &m)) {
             cube(cube_mma(kernel, m));
+        } else if (ir::as_pipe_barrier(s, &counter)) {
+            os << line() << "AscendC::PipeBarrier<PIPE_" << counter << ">();\n";
         } else if (ir::as_advance(s, &counter)) {
             os << line() << c_name(counter) << " += 1;\n";
         } else {

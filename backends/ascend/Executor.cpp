@@ -107,6 +107,8 @@ private:
             core.set_flag(pipe_named(f.src), pipe_named(f.dst), int(value(f.event)));
         } else if (ir::as_wait_flag(s, &f)) {
             core.wait_flag(pipe_named(f.src), pipe_named(f.dst), int(value(f.event)));
+        } else if (ir::as_pipe_barrier(s, &counter)) {
+            core.pipe_barrier(pipe_named(counter));
         } else if (ir::as_advance(s, &counter)) {
             eval.vars[counter] += 1;
         } else {

@@ -47,7 +47,10 @@
 // - Happens-before: one vector clock per pipe (S included). A SetFlag carries its pipe's clock
 //   (and ticks it); the matching WaitFlag joins it. Dispatch joins S's clock into the op, so ops
 //   after a wait on S or a PIPE_ALL are ordered after what S joined. PIPE_ALL joins every pipe
-//   into S (and ticks them). Ops of one pipe are ordered with each other.
+//   into S (and ticks them). Ops of one pipe are ordered with each other, except V's: its
+//   pipeline overlaps them, so a V op is ordered after an earlier one only by a
+//   PipeBarrier<PIPE_V>, a PIPE_ALL, or a flag V set after it (clock entry V_DONE: how many V
+//   ops are known complete).
 // - Busy ("MTE2", "MTE1", "M", "FIX", "V", "MTE3", summed over cores) counts data and compute
 //   ops only, not flags, waits or barriers; bound_cycles is the max over cores of the busiest.
 // - Memories: add_local places a buffer at the next multiple of alignment(mem) of its core's
@@ -165,6 +168,8 @@ bool has_memory(CoreKind k, Mem m) {
 namespace {
 
 constexpr int kPipes = 7; // S .. MTE3: the pipes that queue ops (ALL is not one)
+constexpr int kVDone = kPipes; // the clock entry counting V ops known complete
+constexpr int kAgents = kPipes + 1;
 constexpr int kMems = 6;
 constexpr int kMaxCores = 4096;
 constexpr int kMaxEventIds = 64;
@@ -929,7 +934,7 @@ class Machine::Impl::CoreRun {
 public:
     CoreRun(Impl &impl, int core, Core::State &state)
         : impl_(impl), core_(core), state_(state), program_(state.program),
-          dispatched_(program_.size(), -1), dispatch_clock_(program_.size() * size_t(kPipes), 0),
+          dispatched_(program_.size(), -1), dispatch_clock_(program_.size() * size_t(kAgents), 0),
           fires_(size_t(kPipes * kPipes * impl.params.event_ids)) {
         for (size_t i = 0; i < program_.size(); ++i) {
             queue_[0].push_back(int(i)); // S walks every op
@@ -937,7 +942,7 @@ public:
                 queue_[size_t(program_[i].pipe)].push_back(int(i));
             }
         }
-        clocks_.reset(kPipes);
+        clocks_.reset(kAgents); // the pipes, and V_DONE: how many V ops are known complete
     }
 
     /** The pipe that starts the core's next op, and when; false when none can. */
@@ -1019,13 +1024,13 @@ public:
             Cycles end = start + impl_.params.scalar_issue_cycles;
             free_[0] = end;
             dispatched_[size_t(index)] = end;
-            std::copy(clocks_.clock(0), clocks_.clock(0) + kPipes,
-                      dispatch_clock_.begin() + ptrdiff_t(index) * kPipes);
+            std::copy(clocks_.clock(0), clocks_.clock(0) + kAgents,
+                      dispatch_clock_.begin() + ptrdiff_t(index) * kAgents);
             impl_.trace.add(op.label, "dispatch", core_, track_of(Pipe::S), start, end - start);
             return;
         }
         if (p != 0) {
-            clocks_.join(p, dispatch_clock_.data() + ptrdiff_t(index) * kPipes);
+            clocks_.join(p, dispatch_clock_.data() + ptrdiff_t(index) * kAgents);
             idle_from = std::max(idle_from, dispatched_[size_t(index)]);
         }
         Impl::Buffer *dst = op.dst >= 0 ? &impl_.buffers[size_t(op.dst)] : nullptr;
@@ -1069,8 +1074,11 @@ public:
             }
             break;
         case OpKind::Vector:
+            // V's ops overlap in its pipeline: each is its own epoch of V_DONE, ordered after an
+            // earlier one only by a PipeBarrier<PIPE_V>, a PIPE_ALL or a flag a V set after it.
+            ++v_issued_;
             for (const Access &x : op.accesses) {
-                access(x.buffer, x.box, x.write, p, name);
+                access(x.buffer, x.box, x.write, p, name, kVDone, v_issued_);
             }
             if (numerics && op.compute) {
                 op.compute();
@@ -1079,7 +1087,11 @@ public:
         case OpKind::SetFlag: {
             std::vector<Fire> &fires =
                 fires_[size_t(impl_.flag_key(op.flag_src, op.flag_dst, op.event))];
-            fires.push_back(Fire{end, clocks_.copy(p)});
+            Fire fire{end, clocks_.copy(p)};
+            if (Pipe(p) == Pipe::V) {
+                fire.clock[size_t(kVDone)] = v_issued_; // it fires once V's earlier ops are done
+            }
+            fires.push_back(std::move(fire));
             clocks_.tick(p); // later ops of p are not ordered by this set
             break;
         }
@@ -1096,7 +1108,10 @@ public:
                     clocks_.join(0, clocks_.clock(q));
                     clocks_.tick(q);
                 }
+                clocks_.clock(0)[kVDone] = v_issued_;
                 trace_start = idle_from;
+            } else if (op.barrier == Pipe::V) {
+                clocks_.clock(p)[kVDone] = v_issued_; // V's later ops wait for its earlier ones
             }
             break;
         }
@@ -1112,14 +1127,24 @@ public:
 
 private:
 
-    void access(int buffer, const Box &box, bool write, int pipe, uint64_t op) {
+    /** An access by pipe `pipe`, recorded as agent `agent`'s `epoch` (default: the pipe's). */
+    void access(int buffer, const Box &box, bool write, int pipe, uint64_t op, int agent = -1,
+                int64_t epoch = 0) {
         ElementSet elements = detail::element_set(box);
         if (elements.empty) {
             return;
         }
         const int64_t *clock = clocks_.clock(pipe);
-        detail::check_access(
-            state_.history_of(buffer), AccessRecord{elements, pipe, clock[pipe], op, write}, clock,
+        if (agent < 0) {
+            agent = pipe;
+            epoch = clock[pipe];
+        }
+        // An op's own accesses (an in-place vector op reads what it writes) are one instruction.
+        detail::check_access_ordered(
+            state_.history_of(buffer), AccessRecord{elements, agent, epoch, op, write},
+            [&](const AccessRecord &earlier) {
+                return earlier.epoch <= clock[earlier.agent] || (earlier.agent == agent && earlier.epoch == epoch);
+            },
             [&](const AccessRecord &earlier) { impl_.add_race(earlier.op, op, buffer); },
             [](const AccessRecord &) {});
         if (write) {
@@ -1192,7 +1217,8 @@ private:
     std::vector<Cycles> dispatched_;       // per op: when S dispatched it (-1: not yet)
     std::vector<int64_t> dispatch_clock_;  // per op: S's clock when it was dispatched
     std::vector<std::vector<Fire>> fires_; // per flag key: the sets that fired, in order
-    detail::VectorClocks clocks_;          // agent = pipe index
+    detail::VectorClocks clocks_;          // agent = pipe index, then kVDone
+    int64_t v_issued_ = 0;                 // V ops started so far
 };
 
 void Machine::Impl::run_core(int core) {

@@ -6,7 +6,8 @@
  * dispatches ops in program order to in-order pipes (MTE2, MTE1, M, FIX, V, MTE3, S), joined only
  * by flags: SetFlag<SRC_DST>(id) is queued on the SRC pipe and fires when the ops queued before it
  * on SRC are done; WaitFlag<SRC_DST>(id) is queued on the DST pipe and holds every later op of DST
- * until the matching set has fired. PipeBarrier<P> orders pipe P with itself; PIPE_ALL drains all.
+ * until the matching set has fired. PipeBarrier<P> orders pipe P with itself (the V pipe's ops
+ * overlap otherwise: dependent vector instructions need one between them); PIPE_ALL drains all.
  *
  * The scalar stream never waits on data, so a core's program is recorded first (the calls below
  * append to it); the cores that ended are simulated together at finish(): discrete events over

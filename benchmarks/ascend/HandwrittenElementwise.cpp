@@ -45,6 +45,7 @@ extern "C" __global__ __aicore__ void handwritten_elementwise(GM_ADDR a, GM_ADDR
         AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(side);
         AscendC::WaitFlag<AscendC::HardEvent::MTE2_V>(side);
         AscendC::WaitFlag<AscendC::HardEvent::MTE3_V>(side);
+        AscendC::PipeBarrier<PIPE_V>(); // the last tile's Add has read tmp
         AscendC::Mul(out_ub[at], a_ub[at], b_ub[at], tile);
         AscendC::Maxs(tmp, c_ub[at], 0.0f, tile);
         AscendC::PipeBarrier<PIPE_V>();

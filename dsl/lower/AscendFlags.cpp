@@ -464,12 +464,26 @@ private:
     }
 };
 
+/** The V pipe's instructions are not ordered with each other (its pipeline overlaps them): a
+ * PipeBarrier<PIPE_V> before each vector op orders it after every earlier one, whatever they
+ * touch (4 cycles each; a dependence test could drop the ones between independent ops). */
+class VectorBarriers : public IRMutator {
+    using IRMutator::visit;
+    Stmt visit(const LetStmt *op) override {
+        ir::VectorOp v;
+        Stmt body;
+        if (ir::as_vector_op(Stmt(op), &v, &body)) return Block::make(ir::make_pipe_barrier("V"), Stmt(op));
+        return IRMutator::visit(op);
+    }
+};
+
 } // namespace
 
 Stmt insert_flags(const Stmt &s, CompileContext &ctx, const std::vector<SramBuffer> &buffers) {
     Flags flags(ctx, buffers);
-    Stmt result = flags.run(s);
-    ctx.notes.push_back("ascend: every op on its pipe, joined by SetFlag/WaitFlag (pre-armed reverse flags)");
+    Stmt result = VectorBarriers().mutate(flags.run(s));
+    ctx.notes.push_back("ascend: every op on its pipe, joined by SetFlag/WaitFlag (pre-armed reverse flags); "
+                        "PipeBarrier<PIPE_V> before each vector op");
     return result;
 }
 

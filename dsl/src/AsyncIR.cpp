@@ -22,6 +22,7 @@ const char *const wait_flag_name = "tandem_wait_flag";
 const char *const expect_name = "tandem_expect";
 const char *const fence_name = "tandem_fence_proxy_async";
 const char *const advance_name = "tandem_advance";
+const char *const pipe_barrier_name = "tandem_pipe_barrier";
 const char *const sync_name = "tandem_sync";
 const char *const mma_wait_name = "tandem_mma_wait";
 const char *const setmaxnreg_name = "tandem_setmaxnreg";
@@ -194,6 +195,15 @@ static bool as_flag(const Call *c, FlagOp *op) {
 }
 bool as_set_flag(const Stmt &s, FlagOp *op) { return as_flag(as_call(s, set_flag_name), op); }
 bool as_wait_flag(const Stmt &s, FlagOp *op) { return as_flag(as_call(s, wait_flag_name), op); }
+
+Stmt make_pipe_barrier(const std::string &pipe) { return make_call(pipe_barrier_name, {pipe}); }
+
+bool as_pipe_barrier(const Stmt &s, std::string *pipe) {
+    const Call *c = as_call(s, pipe_barrier_name);
+    if (!c) return false;
+    *pipe = str(c->args[0]);
+    return true;
+}
 
 Stmt make_arrive(const ArriveOp &op) { return make_call(arrive_name, {op.barrier, op.slot}); }
 

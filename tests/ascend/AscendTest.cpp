@@ -183,6 +183,7 @@ const std::map<std::string, std::string> &ascendc_references() {
         {"AscendC::NoQuant", "docs: Fixpipe, QuantMode_t"},
         {"AscendC::SetFlag", "include/basic_api/kernel_operator_block_sync_intf.h"},
         {"AscendC::WaitFlag", "include/basic_api/kernel_operator_block_sync_intf.h"},
+        {"AscendC::PipeBarrier", "include/basic_api/kernel_operator_block_sync_intf.h; docs: PipeBarrier(ISASI)"},
         {"AscendC::HardEvent", "impl/basic_api/kernel_event.h"},
         {"AscendC::GetBlockIdx", "include/basic_api/kernel_operator_sys_var_intf.h; docs: GetBlockIdx"},
         {"AscendC::GlobalTensor", "include/basic_api/kernel_tensor.h"},

@@ -161,7 +161,9 @@ TEST(AscendRuntime, HandwrittenElementwiseIsExact) {
     tandem_ascend::run(machine, handwritten_elementwise, {a, b, c, out, tiling}, AscendC::KernelMode::AIV_MODE);
     tandem::sim::Report r = machine.finish();
     EXPECT_FALSE(r.deadlock) << r.deadlock_message;
-    EXPECT_EQ(r.race_count, 0) << (r.races.empty() ? "" : r.races.front().str());
+    std::string races;
+    for (const auto &race : r.races) races += race.str() + "\n";
+    EXPECT_EQ(r.race_count, 0) << races;
     const auto *av = static_cast<const float *>(machine.data(a)), *bv = static_cast<const float *>(machine.data(b));
     const auto *cv = static_cast<const float *>(machine.data(c)), *ov = static_cast<const float *>(machine.data(out));
     for (int32_t i = 0; i < n; i++) {

@@ -606,6 +606,36 @@ TEST(AscendRaces, PipeAllMakesARacyProgramRaceFree) {
     }
 }
 
+// The vector unit overlaps its instructions: a V op that reads what the previous one wrote races
+// with it unless a PipeBarrier<PIPE_V> (or a PIPE_ALL) stands between them; other pipes keep
+// their order.
+TEST(AscendRaces, DependentVectorOpsNeedAPipeBarrier) {
+    for (int between : {0, 1, 2}) { // nothing, PipeBarrier<PIPE_V>, PipeBarrier<PIPE_ALL>
+        Machine machine(cores(1), false);
+        const int v0 = aiv(machine, 0);
+        int x = machine.add_gm("x", DType::F32, 1024);
+        int ub = machine.add_local(v0, "ub", Mem::UB, DType::F32, 1024);
+        int tmp = machine.add_local(v0, "tmp", Mem::UB, DType::F32, 1024);
+        Core &core = machine.core(v0);
+        core.vector_op("Mul", 4096, {{ub, line(0, 1024), false}, {tmp, line(0, 1024), true}}, nullptr);
+        if (between == 1) core.pipe_barrier(Pipe::V);
+        if (between == 2) core.pipe_barrier(Pipe::ALL);
+        core.vector_op("Adds", 4096, {{tmp, line(0, 1024), false}, {ub, line(0, 1024), true}}, nullptr);
+        core.set_flag(Pipe::V, Pipe::MTE3, 0);
+        core.wait_flag(Pipe::V, Pipe::MTE3, 0);
+        core.data_copy(x, line(0, 1024), ub, line(0, 1024), "store"); // ordered by the flag
+        machine.run_core(v0);
+        Report r = machine.finish();
+        if (between == 0) {
+            ASSERT_EQ(r.race_count, 2) << races_text(r); // tmp (read after write), ub (write after read)
+            EXPECT_TRUE(contains(races_text(r), "vector 'Mul' (V, AIV 0)")) << races_text(r);
+            EXPECT_TRUE(contains(races_text(r), "vector 'Adds' (V, AIV 0)")) << races_text(r);
+        } else {
+            EXPECT_TRUE(r.races.empty()) << between << ": " << races_text(r);
+        }
+    }
+}
+
 TEST(AscendRaces, PipeAllOrdersOnlyWhatCameBeforeIt) {
     Machine machine(cores(1), false);
     const int v0 = aiv(machine, 0);

@@ -35,6 +35,8 @@
  *                                      accumulator stay in use until such a wait retires it
  * Ascend adds, between pipes ("MTE2", "MTE1", "M", "FIX", "V", "MTE3"):
  *   tandem_set_flag(src, dst, event)   SetFlag<SRC_DST>(event), queued on src
+ *   tandem_pipe_barrier(pipe)          PipeBarrier<PIPE_X>: the pipe's later ops wait for its
+ *                                      earlier ones (Ascend's V: its ops are not ordered otherwise)
  *   tandem_wait_flag(src, dst, event)  WaitFlag<SRC_DST>(event), queued on dst
  *
  * Hopper reads tandem_wait(barrier, slot) on an mbarrier with the waiter's own phase bit per version
@@ -118,6 +120,8 @@ Stmt make_set_flag(const FlagOp &op);
 Stmt make_wait_flag(const FlagOp &op);
 bool as_set_flag(const Stmt &s, FlagOp *op);
 bool as_wait_flag(const Stmt &s, FlagOp *op);
+Stmt make_pipe_barrier(const std::string &pipe);
+bool as_pipe_barrier(const Stmt &s, std::string *pipe);
 Stmt make_arrive(const ArriveOp &op);
 /** arrive.expect_tx: the barrier version completes once `bytes` more bytes have landed. */
 Stmt make_expect(const ArriveOp &op, const Expr &bytes);
