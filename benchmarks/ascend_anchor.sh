@@ -44,9 +44,9 @@ doc = {"what": "Ascend model: Tandem's generated gemm vs the hand-written Ascend
        "note": "gemm: both kernels issue the same real cube instructions (Nd2Nz, LoadData2D per 16-row strip / "
                "K block, Mmad, Fixpipe) with the same flags; both are MTE1-bound: each LoadData2D costs "
                "copy_fixed (30 cycles, a Tandem assumption) and a 128x128x128 step takes 16 of them. "
-               "elementwise: both HBM-bound (48 AIV at 32 B/cycle each > 865 B/cycle of HBM); Tandem still "
-               "runs its vector work as one V op per tile (its real vector instructions are next), the "
-               "hand-written kernel as Mul, Maxs, Muls, Add with PipeBarrier<PIPE_V>.",
+               "elementwise: both HBM-bound (48 AIV at 32 B/cycle each > 865 B/cycle of HBM) and both run "
+               "Mul, Maxs, Muls, Add with PipeBarrier<PIPE_V> between dependent ones (Tandem keeps the "
+               "intermediate in the a tile it has read; the hand-written kernel in a tmp buffer).",
        "machine": {"host": platform.node(), "cores": os.cpu_count(),
                    "note": "cycles are simulated AI-core cycles; host speed does not change them"},
        "date": datetime.datetime.utcnow().isoformat() + "Z", "command": "benchmarks/ascend_anchor.sh",

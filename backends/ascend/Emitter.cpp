@@ -491,6 +491,7 @@ private:
         ir::CopyOp c;
         ir::FlagOp f;
         ir::MmaOp m;
+        ir::VectorInstruction vi;
         std::string counter;
         bool set = false;
         if (ir::as_copy(s, &c)) {
@@ -509,6 +510,11 @@ private:
             cube(cube_mma(kernel, m));
         } else if (ir::as_pipe_barrier(s, &counter)) {
             os << line() << "AscendC::PipeBarrier<PIPE_" << counter << ">();\n";
+        } else if (ir::as_vector_instruction(s, &vi)) {
+            os << line() << "AscendC::" << vi.op << "(" << at(vi.dst, vi.dst_offset);
+            for (const auto &[buffer, offset] : vi.srcs) os << ", " << at(buffer, offset);
+            if (vi.scalar.defined()) os << ", " << arg(vi.scalar);
+            os << ", " << arg(vi.count) << ");\n";
         } else if (ir::as_advance(s, &counter)) {
             os << line() << c_name(counter) << " += 1;\n";
         } else {
@@ -626,6 +632,8 @@ private:
     }
 
     void vector_op(const ir::VectorOp &v, const Stmt &body) {
+        if (ir::is_vector_instructions(body))
+            return sequence(body); // AscendC's instructions (AscendVector.h)
         os << line() << "tandem_ascend::VectorOp(\"" << v.label << "\", " << arg(v.flops)
            << ", {\n";
         for (const ir::Region &r : v.regions) {

@@ -90,6 +90,7 @@ private:
         ir::CopyOp c;
         ir::FlagOp f;
         ir::MmaOp m;
+        ir::VectorInstruction vi;
         std::string counter;
         if (ir::as_copy(s, &c) && is_cube_copy(kernel, c)) {
             cube(cube_copy(kernel, c));
@@ -107,6 +108,11 @@ private:
             core.set_flag(pipe_named(f.src), pipe_named(f.dst), int(value(f.event)));
         } else if (ir::as_wait_flag(s, &f)) {
             core.wait_flag(pipe_named(f.src), pipe_named(f.dst), int(value(f.event)));
+        } else if (ir::as_vector_instruction(s, &vi)) {
+            std::vector<std::pair<int, int64_t>> srcs;
+            for (const auto &[buffer, offset] : vi.srcs) srcs.push_back({id(buffer), value(offset)});
+            core.vector_instruction(vi.op, id(vi.dst), value(vi.dst_offset), srcs,
+                                    vi.scalar.defined() ? float(eval.scalar(vi.scalar)) : 0.0f, value(vi.count));
         } else if (ir::as_pipe_barrier(s, &counter)) {
             core.pipe_barrier(pipe_named(counter));
         } else if (ir::as_advance(s, &counter)) {
@@ -168,6 +174,7 @@ private:
     }
 
     void vector_op(const ir::VectorOp &v, const Stmt &body) {
+        if (ir::is_vector_instructions(body)) return exec(body); // AscendC's instructions, one by one
         std::vector<sim::Access> accesses;
         for (const ir::Region &r : v.regions) {
             accesses.push_back({id(r.buffer), sim::Box{value(r.lo), {{value(r.extent), 1}}}, r.write});

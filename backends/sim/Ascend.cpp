@@ -76,6 +76,7 @@
 #include <cstddef>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <unordered_set>
 
 namespace tandem::sim::ascend {
@@ -816,6 +817,73 @@ struct Machine::Impl {
         state.program.push_back(std::move(op));
     }
 
+    void vector_instruction(int core, const std::string &name, int dst, int64_t dst_offset,
+                            const std::vector<std::pair<int, int64_t>> &srcs, float scalar, int64_t count) {
+        struct Shape {
+            size_t sources;
+            double weight; // cost units per element byte
+        };
+        static const std::map<std::string, Shape> shapes = {
+            {"Add", {2, 1}},  {"Sub", {2, 1}},  {"Mul", {2, 1}},  {"Div", {2, 2}},       {"Max", {2, 1}},
+            {"Min", {2, 1}},  {"Adds", {1, 1}}, {"Muls", {1, 1}}, {"Maxs", {1, 1}},      {"Mins", {1, 1}},
+            {"Exp", {1, 2}},  {"Ln", {1, 2}},   {"Sqrt", {1, 2}}, {"Abs", {1, 1}},       {"Relu", {1, 1}},
+            {"Duplicate", {0, 1}}};
+        std::string what = "vector " + name;
+        auto shape = shapes.find(name);
+        if (shape == shapes.end()) {
+            fail(what, core, "no such vector instruction in the model");
+        }
+        if (srcs.size() != shape->second.sources || count < 0) {
+            fail(what, core,
+                 "takes " + std::to_string(shape->second.sources) + " source tensors and a count >= 0");
+        }
+        std::vector<Access> accesses;
+        std::vector<const float *> in;
+        for (const auto &[buffer, offset] : srcs) {
+            accesses.push_back({buffer, Box{offset, {{count, 1}}}, false});
+        }
+        accesses.push_back({dst, Box{dst_offset, {{count, 1}}}, true});
+        for (const Access &a : accesses) {
+            const Buffer &b = checked_buffer(what, core, a.write ? "destination" : "source", a.buffer, a.box);
+            if (b.mem != Mem::UB || b.type != DType::F32) {
+                fail(what, core, "'" + b.name + "' is " + dtype_name(b.type) + " in " + mem_name(b.mem) +
+                                     "; the vector instructions here take f32 UB tensors");
+            }
+            if (!a.write) in.push_back(reinterpret_cast<const float *>(b.data.get()) + a.box.offset);
+        }
+        float *out = buffers[size_t(dst)].data ? reinterpret_cast<float *>(buffers[size_t(dst)].data.get()) + dst_offset
+                                               : nullptr;
+        const int64_t work = int64_t(std::ceil(double(count) * 4 * shape->second.weight));
+        std::function<void()> compute;
+        if (numerics) {
+            static const std::vector<std::string> order = {"Add", "Adds", "Sub", "Mul", "Muls", "Div",
+                                                           "Max", "Maxs", "Min", "Mins", "Exp", "Ln",
+                                                           "Sqrt", "Abs", "Relu", "Duplicate"};
+            const int code = int(std::find(order.begin(), order.end(), name) - order.begin());
+            compute = [code, in, out, scalar, count] {
+                for (int64_t i = 0; i < count; ++i) {
+                    const float a = in.empty() ? 0.0f : in[0][i], b = in.size() > 1 ? in[1][i] : scalar;
+                    float r = scalar; // Duplicate
+                    switch (code) {
+                    case 0: case 1: r = a + b; break;
+                    case 2: r = a - b; break;
+                    case 3: case 4: r = a * b; break;
+                    case 5: r = a / b; break;
+                    case 6: case 7: r = std::max(a, b); break;
+                    case 8: case 9: r = std::min(a, b); break;
+                    case 10: r = std::exp(a); break;
+                    case 11: r = std::log(a); break;
+                    case 12: r = std::sqrt(a); break;
+                    case 13: r = std::abs(a); break;
+                    case 14: r = std::max(a, 0.0f); break;
+                    }
+                    out[i] = r;
+                }
+            };
+        }
+        vector_op(core, name + " " + buffers[size_t(dst)].name, work, accesses, compute);
+    }
+
     void vector_op(int core, const std::string &label, int64_t work,
                    const std::vector<Access> &accesses, const std::function<void()> &compute) {
         std::string what = "vector '" + label + "' (V)";
@@ -1296,6 +1364,11 @@ void Core::mmad_fractal(int c, int64_t c_offset, int a, int64_t a_offset, int b,
 void Core::fixpipe_nz2nd(int dst, int64_t dst_offset, int src, int64_t src_offset, const FixpipeNz2Nd &p,
                          const std::string &label) {
     machine_->impl_->fixpipe_nz2nd(id_, dst, dst_offset, src, src_offset, p, label);
+}
+
+void Core::vector_instruction(const std::string &op, int dst, int64_t dst_offset,
+                              const std::vector<std::pair<int, int64_t>> &srcs, float scalar, int64_t count) {
+    machine_->impl_->vector_instruction(id_, op, dst, dst_offset, srcs, scalar, count);
 }
 
 void Core::vector_op(const std::string &label, int64_t work, const std::vector<Access> &accesses,

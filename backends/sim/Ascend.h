@@ -176,6 +176,12 @@ public:
                       int64_t m, int64_t n, int64_t k, bool accumulate, const std::string &label);
     void fixpipe_nz2nd(int dst, int64_t dst_offset, int src, int64_t src_offset,
                        const FixpipeNz2Nd &p, const std::string &label);
+    /** One of AscendC's vector instructions in count form on f32 UB tensors: Add, Sub, Mul,
+     * Div, Max, Min (two sources), Adds, Muls, Maxs, Mins (a source and `scalar`), Duplicate
+     * (`scalar`), Exp, Ln, Sqrt, Abs, Relu (a source); `count` elements from each offset. Costs
+     * the lane bytes (vector_cycles), Div, Exp, Ln and Sqrt twice (32 f32 per cycle). */
+    void vector_instruction(const std::string &op, int dst, int64_t dst_offset,
+                            const std::vector<std::pair<int, int64_t>> &srcs, float scalar, int64_t count);
     /** A vector op on V over UB regions doing `work` bytes of lane work (vector_cycles);
      * `compute` applies the numerics when the op executes, during run_core: it must capture what
      * it needs by value. */

@@ -4,6 +4,7 @@
 
 #include "AscendCube.h"
 #include "AscendFlags.h"
+#include "AscendVector.h"
 #include "EngineSync.h"
 #include "FirstMma.h"
 #include "MmaInFlight.h"
@@ -38,9 +39,9 @@ std::vector<TargetLowering> all_targets() {
          },
          [](const SramBuffer &b) { return std::string(b.in_registers ? "registers" : "smem"); }},
         {"ascend", stage_cube_operands,
-         // The pipes overlap by themselves; flags join them.
+         // The vector ops as AscendC's instructions; the pipes overlap by themselves, flags join them.
          [](const Stmt &s, CompileContext &ctx, const std::vector<SramBuffer> &buffers) {
-             return insert_flags(s, ctx, buffers);
+             return insert_flags(select_vector_instructions(s), ctx, buffers);
          },
          [](const SramBuffer &b) { return std::string(sim::ascend::mem_name(b.ascend_mem)); }},
     };

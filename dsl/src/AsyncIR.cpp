@@ -23,6 +23,7 @@ const char *const expect_name = "tandem_expect";
 const char *const fence_name = "tandem_fence_proxy_async";
 const char *const advance_name = "tandem_advance";
 const char *const pipe_barrier_name = "tandem_pipe_barrier";
+const char *const vector_instruction_name = "tandem_vector";
 const char *const sync_name = "tandem_sync";
 const char *const mma_wait_name = "tandem_mma_wait";
 const char *const setmaxnreg_name = "tandem_setmaxnreg";
@@ -197,6 +198,37 @@ bool as_set_flag(const Stmt &s, FlagOp *op) { return as_flag(as_call(s, set_flag
 bool as_wait_flag(const Stmt &s, FlagOp *op) { return as_flag(as_call(s, wait_flag_name), op); }
 
 Stmt make_pipe_barrier(const std::string &pipe) { return make_call(pipe_barrier_name, {pipe}); }
+
+Stmt make_vector_instruction(const VectorInstruction &op) {
+    std::vector<Expr> args = {op.op, op.dst, op.dst_offset, op.count, int(op.scalar.defined()),
+                              op.scalar.defined() ? op.scalar : Expr(0.0f)};
+    for (const auto &[buffer, offset] : op.srcs) {
+        args.push_back(buffer);
+        args.push_back(offset);
+    }
+    return make_call(vector_instruction_name, args);
+}
+
+bool is_vector_instructions(const Stmt &body) {
+    Stmt first = body;
+    while (const Block *b = first.as<Block>()) first = b->first;
+    VectorInstruction v;
+    std::string pipe;
+    return as_vector_instruction(first, &v) || as_pipe_barrier(first, &pipe);
+}
+
+bool as_vector_instruction(const Stmt &s, VectorInstruction *op) {
+    const Call *c = as_call(s, vector_instruction_name);
+    if (!c) return false;
+    op->op = str(c->args[0]);
+    op->dst = str(c->args[1]);
+    op->dst_offset = c->args[2];
+    op->count = c->args[3];
+    op->scalar = int_arg(c->args[4]) ? c->args[5] : Expr();
+    op->srcs.clear();
+    for (size_t i = 6; i + 1 < c->args.size(); i += 2) op->srcs.push_back({str(c->args[i]), c->args[i + 1]});
+    return true;
+}
 
 bool as_pipe_barrier(const Stmt &s, std::string *pipe) {
     const Call *c = as_call(s, pipe_barrier_name);

@@ -581,10 +581,8 @@ void DataCopy(const LocalTensor<T> &dst, const LocalTensor<T> &src,
 }
 
 // --- The real vector instructions (count form: the first `count` elements, on V) -------------
-// Costs: vector_fixed + the lane bytes at vector_bytes_per_cycle (a 256-byte repeat: 64 f32 per
-// cycle); Div, Sqrt, Exp, Ln at 32 elements per cycle (the AscendC docs' throughput table, as the
-// machine's vector_div_sqrt and vector_transcendental say); ReduceSum two passes (an assumption).
-// f32 only (the element type Tandem's vector kernels compute in).
+// Their semantics and costs are the model's (Core::vector_instruction); ReduceSum costs two
+// passes (an assumption). f32 only (the element type Tandem's vector kernels compute in).
 
 namespace detail {
 
@@ -592,81 +590,59 @@ template <typename T> struct Lanes {
     static_assert(std::is_same_v<T, float>, "Tandem's runtime has the f32 vector instructions");
 };
 
-/** One V-pipe instruction over `count` elements: reads `srcs`, writes `dst`, applies `f` to each
- * element when the model runs it (with `weight` cost units per element byte). */
-template <typename T, typename F>
+/** One of the model's vector instructions (sim/Ascend.h: its semantics and cost). */
+template <typename T>
 void vector_instruction(const char *name, const LocalTensor<T> &dst, std::initializer_list<const LocalTensor<T> *> srcs,
-                        int32_t count, double weight, F f) {
+                        float scalar, int32_t count) {
     Lanes<T>{};
     tandem_ascend::CoreContext &c = tandem_ascend::current(name);
-    if (count < 0)
-        throw tandem::sim::SimError(std::string("AscendC::") + name + ": negative count");
-    std::vector<tandem::sim::Access> accesses;
+    std::vector<std::pair<int, int64_t>> sources;
     for (const LocalTensor<T> *s : srcs)
-        accesses.push_back({s->buffer_, tandem::sim::Box{s->offset_, {{count, 1}}}, false});
-    accesses.push_back({dst.buffer_, tandem::sim::Box{dst.offset_, {{count, 1}}}, true});
-    const int64_t work = int64_t(std::ceil(double(count) * sizeof(T) * weight));
-    c.machine.core(c.core).vector_op(std::string(name) + " " + c.machine.name(dst.buffer_), work, accesses,
-                                     [f, count] {
-                                         for (int32_t i = 0; i < count; i++)
-                                             f(i);
-                                     });
+        sources.push_back({s->buffer_, s->offset_});
+    c.machine.core(c.core).vector_instruction(name, dst.buffer_, dst.offset_, sources, scalar, count);
 }
 
 } // namespace detail
 
-// Each element map runs when the model executes the instruction (the tensors' data then exist).
-#define TANDEM_ASCEND_BINARY(NAME, SLOW, EXPR)                                                       \
+#define TANDEM_ASCEND_BINARY(NAME)                                                                   \
     template <typename T>                                                                             \
     void NAME(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1,    \
               const int32_t &count) {                                                                 \
-        detail::vector_instruction(#NAME, dst, {&src0, &src1}, count, SLOW ? 2.0 : 1.0,              \
-                                   [dst, src0, src1](int32_t i) {                                     \
-                                       const T a = src0.GetValue(i), b = src1.GetValue(i);            \
-                                       dst.SetValue(i, (EXPR));                                       \
-                                   });                                                                \
+        detail::vector_instruction(#NAME, dst, {&src0, &src1}, 0.0f, count);                         \
     }
-TANDEM_ASCEND_BINARY(Add, false, a + b)
-TANDEM_ASCEND_BINARY(Sub, false, a - b)
-TANDEM_ASCEND_BINARY(Mul, false, a * b)
-TANDEM_ASCEND_BINARY(Div, true, a / b)
-TANDEM_ASCEND_BINARY(Max, false, std::max(a, b))
-TANDEM_ASCEND_BINARY(Min, false, std::min(a, b))
+TANDEM_ASCEND_BINARY(Add)
+TANDEM_ASCEND_BINARY(Sub)
+TANDEM_ASCEND_BINARY(Mul)
+TANDEM_ASCEND_BINARY(Div)
+TANDEM_ASCEND_BINARY(Max)
+TANDEM_ASCEND_BINARY(Min)
 #undef TANDEM_ASCEND_BINARY
 
-#define TANDEM_ASCEND_SCALAR(NAME, EXPR)                                                             \
+#define TANDEM_ASCEND_SCALAR(NAME)                                                                   \
     template <typename T, bool isSetMask = true>                                                      \
     void NAME(const LocalTensor<T> &dst, const LocalTensor<T> &src, const T &scalarValue,            \
               const int32_t &count) {                                                                 \
-        detail::vector_instruction(#NAME, dst, {&src}, count, 1.0, [dst, src, v = scalarValue](int32_t i) { \
-            const T a = src.GetValue(i);                                                              \
-            dst.SetValue(i, (EXPR));                                                                  \
-        });                                                                                           \
+        detail::vector_instruction(#NAME, dst, {&src}, scalarValue, count);                          \
     }
-TANDEM_ASCEND_SCALAR(Adds, a + v)
-TANDEM_ASCEND_SCALAR(Muls, a * v)
-TANDEM_ASCEND_SCALAR(Maxs, std::max(a, v))
-TANDEM_ASCEND_SCALAR(Mins, std::min(a, v))
+TANDEM_ASCEND_SCALAR(Adds)
+TANDEM_ASCEND_SCALAR(Muls)
+TANDEM_ASCEND_SCALAR(Maxs)
+TANDEM_ASCEND_SCALAR(Mins)
 #undef TANDEM_ASCEND_SCALAR
 
-#define TANDEM_ASCEND_UNARY(NAME, SLOW, EXPR)                                                        \
-    template <typename T>                                                                             \
-    void NAME(const LocalTensor<T> &dst, const LocalTensor<T> &src, const int32_t &count) {          \
-        detail::vector_instruction(#NAME, dst, {&src}, count, SLOW ? 2.0 : 1.0, [dst, src](int32_t i) { \
-            const T a = src.GetValue(i);                                                              \
-            dst.SetValue(i, (EXPR));                                                                  \
-        });                                                                                           \
+#define TANDEM_ASCEND_UNARY(NAME)                                                                    \
+    template <typename T> void NAME(const LocalTensor<T> &dst, const LocalTensor<T> &src, const int32_t &count) { \
+        detail::vector_instruction(#NAME, dst, {&src}, 0.0f, count);                                 \
     }
-TANDEM_ASCEND_UNARY(Exp, true, std::exp(a))
-TANDEM_ASCEND_UNARY(Ln, true, std::log(a))
-TANDEM_ASCEND_UNARY(Sqrt, true, std::sqrt(a))
-TANDEM_ASCEND_UNARY(Abs, false, std::abs(a))
-TANDEM_ASCEND_UNARY(Relu, false, std::max(a, T(0)))
+TANDEM_ASCEND_UNARY(Exp)
+TANDEM_ASCEND_UNARY(Ln)
+TANDEM_ASCEND_UNARY(Sqrt)
+TANDEM_ASCEND_UNARY(Abs)
+TANDEM_ASCEND_UNARY(Relu)
 #undef TANDEM_ASCEND_UNARY
 
 template <typename T> void Duplicate(const LocalTensor<T> &dst, const T &scalarValue, const int32_t &count) {
-    detail::vector_instruction("Duplicate", dst, {}, count, 1.0,
-                               [dst, v = scalarValue](int32_t i) { dst.SetValue(i, v); });
+    detail::vector_instruction("Duplicate", dst, {}, scalarValue, count);
 }
 
 /** dst[0] = the sum of src[0, count) (the count form does not use sharedTmpBuffer on the 910B). */

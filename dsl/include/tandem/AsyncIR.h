@@ -35,6 +35,8 @@
  *                                      accumulator stay in use until such a wait retires it
  * Ascend adds, between pipes ("MTE2", "MTE1", "M", "FIX", "V", "MTE3"):
  *   tandem_set_flag(src, dst, event)   SetFlag<SRC_DST>(event), queued on src
+ *   tandem_vector(op, dst, dst_offset, count, scalar?, src, src_offset, ...)
+ *                                      one real vector instruction (Ascend; VectorInstruction)
  *   tandem_pipe_barrier(pipe)          PipeBarrier<PIPE_X>: the pipe's later ops wait for its
  *                                      earlier ones (Ascend's V: its ops are not ordered otherwise)
  *   tandem_wait_flag(src, dst, event)  WaitFlag<SRC_DST>(event), queued on dst
@@ -105,6 +107,16 @@ struct VectorOp {
     std::vector<Region> regions;
 };
 
+/** One real vector instruction of the Ascend V pipe (AscendC's count form): `op` is its AscendC
+ * name (Add, Sub, Mul, Div, Max, Min on two tensors; Adds, Muls, Maxs, Mins on a tensor and
+ * `scalar`; Duplicate of `scalar`), over `count` elements from each tensor's offset. */
+struct VectorInstruction {
+    std::string op, dst;
+    Expr dst_offset, count;
+    std::vector<std::pair<std::string, Expr>> srcs; // buffer, offset
+    Expr scalar;                                    // undefined when it takes none
+};
+
 struct FlagOp {
     std::string src, dst; // pipe names
     Expr event;
@@ -121,6 +133,10 @@ Stmt make_wait_flag(const FlagOp &op);
 bool as_set_flag(const Stmt &s, FlagOp *op);
 bool as_wait_flag(const Stmt &s, FlagOp *op);
 Stmt make_pipe_barrier(const std::string &pipe);
+Stmt make_vector_instruction(const VectorInstruction &op);
+bool as_vector_instruction(const Stmt &s, VectorInstruction *op);
+/** Whether a vector op's body is real instructions (AscendVector.h) rather than element loops. */
+bool is_vector_instructions(const Stmt &body);
 bool as_pipe_barrier(const Stmt &s, std::string *pipe);
 Stmt make_arrive(const ArriveOp &op);
 /** arrive.expect_tx: the barrier version completes once `bytes` more bytes have landed. */
