@@ -39,8 +39,9 @@
 // - HBM: one queue shared by every core at hbm_bytes_per_cycle, served in the machine's time
 //   order. A read's missed bytes take their turn in it (the read ends no earlier than its turn
 //   plus copy_fixed); a write to GM (MTE3, Fixpipe) books its bytes as write-back without waiting
-//   (it lands in L2), delaying the reads behind it. Not modelled: an aggregate L2 limit, a line
-//   still in flight counting as an L2 hit.
+//   (it lands in L2), delaying the reads behind it. L2 likewise: one queue at
+//   l2_bytes_per_cycle for every GM read (hits and misses) and write. Not modelled: a line still
+//   in flight counting as an L2 hit.
 // - Flags: the k-th WaitFlag of (src, dst, id) matches the k-th SetFlag of it. Setting it while
 //   an earlier set of it is not consumed by a wait recorded before is "set twice without a
 //   wait". A wait recorded before its set is legal (the set may come from another pipe).
@@ -431,7 +432,7 @@ struct Machine::Impl {
     Impl(const AscendParams &p, bool numerics_on, bool trace_on)
         : params(p), numerics(numerics_on), trace(trace_on),
           used(size_t(p.cube_cores + p.vector_cores), std::array<int64_t, kMems>{}),
-          l2(p.l2_line, p.l2_bytes) {}
+          l2_lines(p.l2_line, p.l2_bytes) {}
 
     AscendParams params;
     bool numerics;
@@ -445,9 +446,19 @@ struct Machine::Impl {
     bool deadlock = false;
     std::string deadlock_message;
     std::vector<int> ended;           // cores whose program ended, not simulated yet
-    detail::L2Lines l2;
-    double hbm_free = 0;  // when HBM's queue is next free (cycles)
-    double hbm_bytes = 0; // bytes it served (reads that missed L2, write-backs)
+    detail::L2Lines l2_lines;
+    /** A bandwidth shared by every core: one queue served in the machine's time order. */
+    struct Shared {
+        double rate, free = 0, bytes = 0;
+        /** Books `n` bytes from `start`; returns when they are through. */
+        double book(Cycles start, int64_t n) {
+            free = std::max(free, double(start)) + double(n) / rate;
+            bytes += double(n);
+            return free;
+        }
+    };
+    Shared hbm{params.hbm_bytes_per_cycle}; // reads that missed L2, write-backs
+    Shared l2{params.l2_bytes_per_cycle};   // every GM read and write
 
     CoreKind kind(int core) const { return core < params.cube_cores ? CoreKind::AIC : CoreKind::AIV; }
     /** "AIC 3", "AIV 0": the core's kind and its index among them (GetBlockIdx). */
@@ -456,23 +467,16 @@ struct Machine::Impl {
                std::to_string(kind(core) == CoreKind::AIC ? core : core - params.cube_cores);
     }
 
-    /** Books `bytes` on HBM from `start`; returns when they are through. */
-    double hbm(Cycles start, int64_t bytes) {
-        hbm_free = std::max(hbm_free, double(start)) + double(bytes) / params.hbm_bytes_per_cycle;
-        hbm_bytes += double(bytes);
-        return hbm_free;
-    }
-
     /** The cost of a GM read started at `start` (in the machine's time order): lines read before
      * by any core are in L2; the others come from HBM, in their turn, and are then in L2 while it
      * has room. */
     Cycles gm_read_cost(const Op &op, const Buffer &from, const Buffer &to, Cycles start) {
-        detail::L2Lines::Split split = l2.read(op.src, op.src_box, bytes_of(from.type));
+        detail::L2Lines::Split split = l2_lines.read(op.src, op.src_box, bytes_of(from.type));
         Cycles own = params.gm_read_cycles(to.mem, split.miss, split.hit);
-        if (split.miss == 0) {
-            return own;
+        double through = l2.book(start, split.miss + split.hit);
+        if (split.miss > 0) {
+            through = std::max(through, hbm.book(start, split.miss));
         }
-        double through = hbm(start, split.miss);
         return std::max(own, Cycles(std::ceil(through)) - start + params.copy_fixed);
     }
 
@@ -1107,8 +1111,10 @@ public:
         if (op.kind == OpKind::DataCopy && src->mem == Mem::GM && op.src_box.elements() > 0) {
             cost = impl_.gm_read_cost(op, *src, *dst, start);
         }
-        if (dst && dst->mem == Mem::GM) {
-            impl_.hbm(start, op.dst_box.elements() * bytes_of(dst->type)); // write-back
+        if (dst && dst->mem == Mem::GM) { // into L2, written back to HBM: neither waited for
+            const int64_t bytes = op.dst_box.elements() * bytes_of(dst->type);
+            impl_.l2.book(start, bytes);
+            impl_.hbm.book(start, bytes);
         }
         Cycles end = start + cost;
         uint64_t name = OpName{op.kind, Pipe(p), core_, op.label}.pack();
@@ -1402,7 +1408,8 @@ Machine::Machine(const AscendParams &params, bool numerics, bool trace)
     require(params.cube_cores >= 1 && params.vector_cores >= 1 &&
                 params.cube_cores + params.vector_cores <= kMaxCores,
             "cube_cores and vector_cores must be at least 1, and at most 4096 together");
-    require(params.hbm_bytes_per_cycle > 0, "hbm_bytes_per_cycle must be positive");
+    require(params.hbm_bytes_per_cycle > 0 && params.l2_bytes_per_cycle > 0,
+            "hbm_bytes_per_cycle and l2_bytes_per_cycle must be positive");
     require(params.l1_bytes >= 0 && params.l0a_bytes >= 0 && params.l0b_bytes >= 0 &&
                 params.l0c_bytes >= 0 && params.ub_bytes >= 0,
             "capacities must not be negative");
@@ -1562,9 +1569,11 @@ Report Machine::finish() {
     for (Pipe p : kWorkPipes) {
         report.busy.push_back({pipe_name(p), busy[size_t(p)]});
     }
-    Cycles hbm = Cycles(std::ceil(impl_->hbm_bytes / params_.hbm_bytes_per_cycle));
+    Cycles hbm = Cycles(std::ceil(impl_->hbm.bytes / params_.hbm_bytes_per_cycle));
+    Cycles l2 = Cycles(std::ceil(impl_->l2.bytes / params_.l2_bytes_per_cycle));
     report.busy.push_back({"HBM", hbm});
-    report.bound_cycles = std::max(report.bound_cycles, hbm);
+    report.busy.push_back({"L2", l2});
+    report.bound_cycles = std::max({report.bound_cycles, hbm, l2});
     impl_->races.report(report, impl_->deadlock, impl_->deadlock_message);
     return report;
 }

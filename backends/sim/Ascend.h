@@ -65,6 +65,8 @@ struct AscendParams {
            l2_read = 110;
     // HBM, shared by every core: reads that miss L2 and the write-back of every GM write.
     double hbm_bytes_per_cycle = 865;
+    // L2, shared by every core: every GM read (hit or miss) and write passes through it.
+    double l2_bytes_per_cycle = 3784;
     // The L2 shared by the cores: 192 MB on the 910B (Huawei's public figure); allocation per line
     // on the first read, no eviction: once full, new lines are read from HBM every time.
     int64_t l2_bytes = int64_t(192) << 20;
@@ -99,6 +101,7 @@ struct AscendParams {
         f("ub_to_gm", ub_to_gm);
         f("l2_read", l2_read);
         f("hbm_bytes_per_cycle", hbm_bytes_per_cycle);
+        f("l2_bytes_per_cycle", l2_bytes_per_cycle);
         f("l2_bytes", l2_bytes);
         f("l2_line", l2_line);
         f("copy_fixed", copy_fixed);

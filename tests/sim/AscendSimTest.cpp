@@ -883,6 +883,25 @@ TEST(AscendErrors, EachKindHasItsOwnMemoriesAndPipes) {
     EXPECT_TRUE(has_memory(CoreKind::AIV, Mem::GM) && has_memory(CoreKind::AIC, Mem::GM));
 }
 
+// L2 is one queue for the chip too: with l2_bytes_per_cycle = 32 two vector cores reading 2048 B
+// at cycle 1 take turns through it (the second read hits nothing faster than L2 serves it).
+TEST(AscendHbm, EveryCoreSharesL2) {
+    AscendParams p = cores(2);
+    p.l2_bytes_per_cycle = 32;
+    Machine machine(p, false);
+    int x = machine.add_gm("x", DType::F32, 1024);
+    for (int i = 0; i < 2; ++i) {
+        const int c = aiv(machine, i);
+        int ub = machine.add_local(c, "ub", Mem::UB, DType::F32, 512);
+        machine.core(c).data_copy(ub, line(0, 512), x, line(i * 512, 512), "load");
+        machine.run_core(c);
+    }
+    Report r = machine.finish();
+    EXPECT_EQ(r.core_cycles[size_t(aiv(machine, 0))], 1 + 30 + 64);
+    EXPECT_EQ(r.core_cycles[size_t(aiv(machine, 1))], 1 + 64 + 64 + 30);
+    EXPECT_EQ(busy(r, "L2"), 128);
+}
+
 // HBM is one queue for the chip: with hbm_bytes_per_cycle = 32 two vector cores reading 2048 B
 // each at cycle 1 take turns (64 cycles each), and a write books its bytes without waiting.
 TEST(AscendHbm, EveryCoreSharesHbm) {
