@@ -40,8 +40,8 @@
 //   order. A read's missed bytes take their turn in it (the read ends no earlier than its turn
 //   plus copy_fixed); a write to GM (MTE3, Fixpipe) books its bytes as write-back without waiting
 //   (it lands in L2), delaying the reads behind it. L2 likewise: one queue at
-//   l2_bytes_per_cycle for every GM read (hits and misses) and write. Not modelled: a line still
-//   in flight counting as an L2 hit.
+//   l2_bytes_per_cycle for every GM read (hits and misses) and write. A line a read missed is in
+//   L2 only when that read ends: a read that hits it earlier waits for it (then its L2 time).
 // - Flags: the k-th WaitFlag of (src, dst, id) matches the k-th SetFlag of it. Setting it while
 //   an earlier set of it is not consumed by a wait recorded before is "set twice without a
 //   wait". A wait recorded before its set is legal (the set may come from another pipe).
@@ -477,7 +477,15 @@ struct Machine::Impl {
         if (split.miss > 0) {
             through = std::max(through, hbm.book(start, split.miss));
         }
-        return std::max(own, Cycles(std::ceil(through)) - start + params.copy_fixed);
+        Cycles cost = std::max(own, Cycles(std::ceil(through)) - start + params.copy_fixed);
+        // A line another read brought in but not yet arrived: this read waits for it, then
+        // takes its bytes from L2.
+        if (split.ready > double(start)) {
+            cost = std::max(cost, Cycles(std::ceil(split.ready)) - start +
+                                      Cycles(std::ceil(double(split.hit) / params.l2_read)));
+        }
+        l2_lines.arrived(double(start + cost));
+        return cost;
     }
 
     int flag_key(Pipe src, Pipe dst, int event) const {

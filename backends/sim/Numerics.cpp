@@ -133,17 +133,27 @@ void copy_strided(std::byte *dst, int64_t dst_stride, const std::byte *src, int6
 
 } // namespace
 
+void L2Lines::arrived(double when) {
+    for (uint64_t key : missed_) ready_[key] = when;
+    missed_.clear();
+}
+
 L2Lines::Split L2Lines::read(int buffer, const Box &box, int element_bytes) {
     Split split;
+    missed_.clear();
     std::vector<uint64_t> used; // lines of this read, touched after it (a read does not hit itself)
     auto run = [&](int64_t first, int64_t bytes) { // a contiguous run of bytes
         for (int64_t at = first; at < first + bytes;) {
             int64_t index = at / line_, next = std::min((index + 1) * line_, first + bytes);
             uint64_t key = (uint64_t(buffer) << 40) | uint64_t(index);
-            if (lines_.count(key))
+            if (lines_.count(key)) {
                 split.hit += next - at;
-            else
+                auto ready = ready_.find(key);
+                if (ready != ready_.end()) split.ready = std::max(split.ready, ready->second);
+            } else {
                 split.miss += next - at;
+                missed_.push_back(key);
+            }
             used.push_back(key);
             at = next;
         }
@@ -183,6 +193,7 @@ void L2Lines::touch(uint64_t key) {
     lines_[key] = recent_.begin();
     if (lines_.size() > capacity_) {
         lines_.erase(recent_.back());
+        ready_.erase(recent_.back());
         recent_.pop_back();
     }
 }

@@ -75,11 +75,17 @@ public:
         : line_(line_bytes), capacity_(size_t(capacity_bytes / line_bytes)) {}
     struct Split {
         int64_t miss = 0, hit = 0; // bytes from HBM, bytes from L2
+        double ready = 0;          // when the last of its hit lines arrives (in flight until then)
     };
     /** Splits the bytes of a read of `box` (of a global buffer) and brings its missed lines in. */
     Split read(int buffer, const Box &box, int element_bytes);
+    /** The lines the last read missed arrive at `when`: a read before that hits a line in flight
+     * (Split::ready). A model that never calls it has every line there at once. */
+    void arrived(double when);
 
 private:
+    std::unordered_map<uint64_t, double> ready_; // lines in flight or arrived: when they arrive
+    std::vector<uint64_t> missed_;               // the lines the last read missed
     int64_t line_;
     size_t capacity_;
     std::list<uint64_t> recent_; // (buffer, line) pairs, most recently used first

@@ -176,6 +176,23 @@ TEST(AscendL2, HitsFollowTimeOrderAcrossCores) {
     EXPECT_EQ(busy(r, "MTE2"), (30 + 64) + (30 + 19)); // ceil(2048 / 110) = 19
 }
 
+// A line still on its way from HBM is not there yet: AIV 0 misses A at cycle 1 (its read ends at
+// 95); AIV 1 reads A at cycle 1 too, after it in the machine's order, and waits for the lines to
+// arrive, then takes them from L2 (ceil(2048 / 110) = 19 cycles).
+TEST(AscendL2, ALineInFlightIsNotAHitYet) {
+    Machine machine(cores(2), false);
+    const int v0 = aiv(machine, 0), v1 = aiv(machine, 1);
+    int a_gm = machine.add_gm("A", DType::BF16, 32 * 32);
+    for (int c : {v0, v1}) {
+        int ub = machine.add_local(c, "ub", Mem::UB, DType::BF16, 32 * 32);
+        machine.core(c).data_copy(ub, dense(32, 32), a_gm, dense(32, 32), "read A");
+        machine.run_core(c);
+    }
+    Report r = machine.finish();
+    EXPECT_EQ(r.core_cycles[size_t(v0)], 1 + 30 + 64);
+    EXPECT_EQ(r.core_cycles[size_t(v1)], 95 + 19);
+}
+
 TEST(AscendL2, AFullL2StopsAllocating) {
     AscendParams p = cores(1);
     p.l2_bytes = 512; // one line
