@@ -123,6 +123,8 @@ public:
         return into;
     }
 
+    void fill(const Operand &dst, const Expr &value) { emit("Duplicate", dst, {}, value); }
+
     /** A tile for an intermediate result: a private input tile the op has finished reading. */
     Operand temp(int) {
         for (auto &[name, tile] : tiles) {
@@ -261,7 +263,8 @@ private:
         if (!select.coefficients(store->index, &dst.offset)) return op;
         dst.buffer = store->name;
         select.count_reads(store->value);
-        select.gen(store->value, dst, 0);
+        Operand value = select.gen(store->value, dst, 0);
+        if (select.ok && value.scalar) select.fill(dst, value.value); // a constant tile: Duplicate
         if (!select.ok || select.instructions.empty()) return op;
         // A barrier before each instruction that touches what an earlier one of the op wrote, or
         // writes what one read: the V pipe overlaps its instructions otherwise.
