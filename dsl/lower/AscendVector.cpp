@@ -13,7 +13,6 @@ using Halide::Expr;
 
 namespace {
 
-
 struct Loop {
     std::string var;
     Expr min, extent;
@@ -42,8 +41,8 @@ public:
         if (const Load *l = e.as<Load>()) {
             Expr base;
             if (coefficients(l->index, &base)) {
-                auto [it, fresh] = tiles.insert({l->name, {base, 0}});
-                if (!fresh && !can_prove(it->second.base == base)) it->second.reads = -1000; // two regions
+                auto [it, fresh] = tiles.insert({l->name, Tile{base}});
+                if (!fresh && !can_prove(it->second.base == base)) it->second.one_region = false;
                 it->second.reads++;
             }
             return;
@@ -69,7 +68,7 @@ public:
         return true;
     }
 
-    Operand gen(const Expr &e, const Operand &into, int next_temp) {
+    Operand gen(const Expr &e, const Operand &into) {
         if (!ok) return {};
         if (const Load *l = e.as<Load>()) {
             Operand t;
@@ -97,11 +96,11 @@ public:
         const bool leaf_a = a.as<Load>() || a.as<FloatImm>(), leaf_b = b.as<Load>() || b.as<FloatImm>();
         Operand x, y;
         if (leaf_a || !leaf_b) {
-            x = gen(a, into, next_temp);
-            y = leaf_b ? gen(b, into, next_temp) : gen(b, temp(next_temp), next_temp + 1);
+            x = gen(a, into);
+            y = leaf_b ? gen(b, into) : gen(b, temp());
         } else { // only b needs instructions: compute it into `into`, then combine with the leaf a
-            y = gen(b, into, next_temp);
-            x = gen(a, into, next_temp);
+            y = gen(b, into);
+            x = gen(a, into);
         }
         if (!ok) return {};
         if (x.scalar && y.scalar) return fail();
@@ -116,7 +115,7 @@ public:
             emit("Muls", into, {y}, Expr(-1.0f));
             emit("Adds", into, {into}, x.value);
         } else { // Div with a scalar side: the scalar as a tile, then Div (the same rounding)
-            Operand c = temp(next_temp); // free: the scalar side took none
+            Operand c = temp();
             emit("Duplicate", c, {}, (x.scalar ? x : y).value);
             emit("Div", into, {x.scalar ? c : x, y.scalar ? c : y});
         }
@@ -126,9 +125,9 @@ public:
     void fill(const Operand &dst, const Expr &value) { emit("Duplicate", dst, {}, value); }
 
     /** A tile for an intermediate result: a private input tile the op has finished reading. */
-    Operand temp(int) {
+    Operand temp() {
         for (auto &[name, tile] : tiles) {
-            if (tile.reads == 0 && !tile.holds && private_tiles.count(name)) {
+            if (tile.reads == 0 && tile.one_region && !tile.holds && private_tiles.count(name)) {
                 tile.holds = true;
                 Operand t;
                 t.buffer = name;
@@ -142,8 +141,9 @@ public:
 private:
     struct Tile {
         Expr base;
-        int reads = 0;     // reads of it the instructions have not made yet
-        bool holds = false; // it holds an intermediate result
+        int reads = 0;          // reads of it the instructions have not made yet
+        bool one_region = true; // every read at `base`
+        bool holds = false;     // it holds an intermediate result
     };
     const std::vector<Loop> &loops;
     Expr count;
@@ -263,7 +263,7 @@ private:
         if (!select.coefficients(store->index, &dst.offset)) return op;
         dst.buffer = store->name;
         select.count_reads(store->value);
-        Operand value = select.gen(store->value, dst, 0);
+        Operand value = select.gen(store->value, dst);
         if (select.ok && value.scalar) select.fill(dst, value.value); // a constant tile: Duplicate
         if (!select.ok || select.instructions.empty()) return op;
         // A barrier before each instruction that touches what an earlier one of the op wrote, or
