@@ -629,6 +629,14 @@ struct Machine::Impl {
         if (p.n_value < 0 || p.d_value < 0 || p.dst_nz_c0_stride < 0 || p.dst_nz_n_stride < 1) {
             fail(what, core, "nValue, dValue and the strides must not be negative (dstNzNStride >= 1)");
         }
+        // Nd2NzParams' fields are 16 bits; nValue at most 16384 (the AscendC docs).
+        if (p.n_value > 16384 || p.d_value > 65535 || p.src_d_value > 65535 || p.dst_nz_c0_stride > 65535 ||
+            p.dst_nz_n_stride > 65535) {
+            fail(what, core, "nValue " + std::to_string(p.n_value) + ", dValue " + std::to_string(p.d_value) +
+                                 ", srcDValue " + std::to_string(p.src_d_value) + ", dstNzC0Stride " +
+                                 std::to_string(p.dst_nz_c0_stride) +
+                                 ": Nd2NzParams holds 16-bit fields (nValue at most 16384)");
+        }
         const int64_t c0 = dst >= 0 && size_t(dst) < buffers.size() ? c0_of(buffers[size_t(dst)].type) : 1;
         const int64_t blocks = ceil_div(p.d_value, c0);
         Box dst_box{dst_offset, {{c0, 1}, {p.n_value, p.dst_nz_n_stride * c0}, {blocks, p.dst_nz_c0_stride * c0}}};
@@ -677,9 +685,10 @@ struct Machine::Impl {
                       const LoadData2D &p, const std::string &label) {
         std::string what = "LoadData '" + label + "' (MTE1)";
         recording(what, core);
-        if (p.repeat_times < 0 || p.repeat_times > 255 || p.start_index < 0 || p.src_stride < 0 || p.dst_gap < 0) {
-            fail(what, core, "repeatTimes must be in 0..255 (one 512-byte fractal each) and the "
-                             "indices, strides and gaps not negative");
+        if (p.repeat_times < 0 || p.repeat_times > 255 || p.start_index < 0 || p.start_index > 65535 ||
+            p.src_stride < 0 || p.src_stride > 65535 || p.dst_gap < 0 || p.dst_gap > 65535) {
+            fail(what, core, "repeatTimes must be in 0..255 (one 512-byte fractal each) and startIndex, "
+                             "srcStride and dstGap in 0..65535 (LoadData2DParams' field widths)");
         }
         const DType type = dst >= 0 && size_t(dst) < buffers.size() ? buffers[size_t(dst)].type : DType::BF16;
         const int64_t fractal = 512 / bytes_of(type);
@@ -778,8 +787,10 @@ struct Machine::Impl {
                        const FixpipeNz2Nd &p, const std::string &label) {
         std::string what = "Fixpipe '" + label + "' (FIX)";
         Core::State &state = recording(what, core);
-        if (p.n_size < 0 || p.m_size < 0 || p.src_stride < 0 || p.dst_stride < 0) {
-            fail(what, core, "nSize, mSize and the strides must not be negative");
+        if (p.n_size < 0 || p.m_size < 0 || p.src_stride < 0 || p.dst_stride < 0 || p.n_size > 65535 ||
+            p.m_size > 65535 || p.src_stride > 65535 || p.dst_stride > 0xffffffffLL) {
+            fail(what, core, "nSize, mSize and srcStride must be in 0..65535 and dstStride in 32 bits "
+                             "(FixpipeParamsV220's field widths)");
         }
         if (p.src_stride < p.m_size && p.n_size > 16) {
             fail(what, core, "srcStride " + std::to_string(p.src_stride) + " is less than mSize " +
