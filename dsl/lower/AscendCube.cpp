@@ -85,12 +85,13 @@ private:
 
 class Cube : public IRMutator {
 public:
-    explicit Cube(CompileContext &ctx) : ctx(ctx) {}
+    Cube(CompileContext &ctx, const std::set<std::string> &cube_operands) : ctx(ctx), cube_operands(cube_operands) {}
     std::map<std::string, std::pair<Halide::Type, int64_t>> l0_buffers; // name -> (type, elements)
 
 private:
     using IRMutator::visit;
     CompileContext &ctx;
+    const std::set<std::string> &cube_operands;
     LoopScope loops;
 
     Stmt visit(const For *op) override {
@@ -127,6 +128,16 @@ private:
     }
 
     Stmt visit(const Evaluate *op) override {
+        ir::CopyOp c;
+        if (ir::as_copy(op, &c) && c.dims.size() == 2 && cube_operands.count(c.dst)) {
+            // GM -> L1 is an Nd2Nz: its source row pitch (srcDValue) is a 16-bit field.
+            const int64_t pitch = constant_upper_bound(c.dims[1].src_stride, loops);
+            if (pitch > 65535) {
+                throw Error("Func '" + c.dst.substr(0, c.dst.find('$')) + "', directive async_copy(): on ascend the cube's "
+                            "tiles come into L1 by Nd2Nz, whose source row pitch is 16 bits, but " + c.src +
+                            "'s rows are " + std::to_string(pitch) + " elements apart (at most 65535)");
+            }
+        }
         ir::MmaOp m;
         if (!ir::as_mma(op, &m)) return op;
         Halide::Type a_type = Halide::BFloat(16), b_type = Halide::BFloat(16);
@@ -166,7 +177,7 @@ private:
 Stmt stage_cube_operands(const Stmt &s, CompileContext &ctx) {
     CubeBuffers buffers;
     s.accept(&buffers);
-    Cube cube(ctx);
+    Cube cube(ctx, buffers.operands);
     Stmt result = cube.mutate(ColumnCopies(buffers).mutate(PadFractal(buffers).mutate(overwrite_first_mma(s, ctx))));
     for (const auto &[name, buffer] : cube.l0_buffers) {
         result = Allocate::make(name, buffer.first, Halide::MemoryType::Auto, {Expr(int(buffer.second))}, const_true(), result);

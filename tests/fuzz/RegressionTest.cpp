@@ -138,6 +138,23 @@ TEST(FuzzUserErrors, AscendKStepOffTheFractals) {
     }
 }
 
+// Nd2Nz's source row pitch is a 16-bit field: a K of 70000 is a user error naming the tile.
+TEST(FuzzUserErrors, AscendRowPitchPastNd2NzsField) {
+    const App &a = find_app("gemm");
+    Params p;
+    p.set("M", "128");
+    p.set("N", "128");
+    p.set("K", "70000");
+    try {
+        compile_app(a, with_defaults(a, p, "ascend"), "ws_pingpong", Target::parse("ascend"));
+        ADD_FAILURE() << "compiled";
+    } catch (const Error &e) {
+        const std::string m = e.what();
+        EXPECT_NE(m.find("directive async_copy()"), std::string::npos) << m;
+        EXPECT_NE(m.find("70000 elements apart"), std::string::npos) << m;
+    }
+}
+
 std::string name(const testing::TestParamInfo<Case> &info) {
     std::string n;
     for (char c : info.param.text) n += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
