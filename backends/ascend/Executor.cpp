@@ -209,8 +209,10 @@ void execute(const Kernel &kernel, sim::ascend::Machine &machine, const std::map
         // kernel's pipe.Destroy() waits for them and drains every pipe.
         sim::ascend::Core &core = machine.core(c);
         if (kind == sim::ascend::CoreKind::AIC) {
-            for (int event = 0; event < 3; event++) core.set_flag(Pipe::M, Pipe::MTE1, event, "TPipe");
-            for (int event = 0; event < 3; event++) core.wait_flag(Pipe::M, Pipe::MTE1, event, "TPipe::Destroy");
+            for (int event = 0; event < sim::ascend::kTPipeReservedEvents; event++)
+                core.set_flag(Pipe::M, Pipe::MTE1, event, "TPipe");
+            for (int event = 0; event < sim::ascend::kTPipeReservedEvents; event++)
+                core.wait_flag(Pipe::M, Pipe::MTE1, event, "TPipe::Destroy");
         }
         core.pipe_barrier(Pipe::ALL);
         Stream stream(kernel, machine, c, block, buffers);

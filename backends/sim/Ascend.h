@@ -43,6 +43,10 @@ namespace tandem::sim::ascend {
 enum class Pipe : uint8_t { S, MTE2, MTE1, M, FIX, V, MTE3, ALL };
 const char *pipe_name(Pipe p);
 
+/** AscendC's TPipe reserves and sets M_MTE1 events 0 .. 2 on a cube core (its Destroy() waits for
+ * them): the runtime's TPipe and the executor's kernel prologue both do so. */
+constexpr int kTPipeReservedEvents = 3;
+
 /** AIC: a cube core (AscendC's AIC); AIV: a vector core. */
 enum class CoreKind : uint8_t { AIC, AIV };
 const char *core_kind_name(CoreKind k);

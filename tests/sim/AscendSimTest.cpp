@@ -902,11 +902,8 @@ TEST(AscendErrors, EachKindHasItsOwnMemoriesAndPipes) {
     EXPECT_TRUE(has_memory(CoreKind::AIV, Mem::GM) && has_memory(CoreKind::AIC, Mem::GM));
 }
 
-// L2 is one queue for the chip too: with l2_bytes_per_cycle = 32 two vector cores reading 2048 B
-// at cycle 1 take turns through it (the second read hits nothing faster than L2 serves it).
-TEST(AscendHbm, EveryCoreSharesL2) {
-    AscendParams p = cores(2);
-    p.l2_bytes_per_cycle = 32;
+/** Two vector cores each reading 2048 B of x at cycle 1 on machine `p`. */
+Report two_concurrent_reads(const AscendParams &p, int64_t *first, int64_t *second) {
     Machine machine(p, false);
     int x = machine.add_gm("x", DType::F32, 1024);
     for (int i = 0; i < 2; ++i) {
@@ -916,29 +913,25 @@ TEST(AscendHbm, EveryCoreSharesL2) {
         machine.run_core(c);
     }
     Report r = machine.finish();
-    EXPECT_EQ(r.core_cycles[size_t(aiv(machine, 0))], 1 + 30 + 64);
-    EXPECT_EQ(r.core_cycles[size_t(aiv(machine, 1))], 1 + 64 + 64 + 30);
-    EXPECT_EQ(busy(r, "L2"), 128);
+    *first = r.core_cycles[size_t(aiv(machine, 0))];
+    *second = r.core_cycles[size_t(aiv(machine, 1))];
+    return r;
 }
 
-// HBM is one queue for the chip: with hbm_bytes_per_cycle = 32 two vector cores reading 2048 B
-// each at cycle 1 take turns (64 cycles each), and a write books its bytes without waiting.
-TEST(AscendHbm, EveryCoreSharesHbm) {
+// HBM and L2 are each one queue for the chip: at 32 B/cycle two vector cores reading 2048 B at
+// cycle 1 take turns (64 cycles each); a write books its bytes without waiting.
+TEST(AscendHbm, EveryCoreSharesHbmAndL2) {
+    for (const char *shared : {"HBM", "L2"}) {
+        AscendParams p = cores(2);
+        (std::string(shared) == "HBM" ? p.hbm_bytes_per_cycle : p.l2_bytes_per_cycle) = 32;
+        int64_t first = 0, second = 0;
+        Report r = two_concurrent_reads(p, &first, &second);
+        EXPECT_EQ(first, 1 + 30 + 64) << shared;
+        EXPECT_EQ(second, 1 + 64 + 64 + 30) << shared; // behind the first in the queue
+        EXPECT_EQ(busy(r, shared), 128) << shared;
+    }
     AscendParams p = cores(2);
     p.hbm_bytes_per_cycle = 32;
-    Machine machine(p, false);
-    int x = machine.add_gm("x", DType::F32, 2048);
-    int y = machine.add_gm("y", DType::F32, 512);
-    for (int i = 0; i < 2; ++i) {
-        const int c = aiv(machine, i);
-        int ub = machine.add_local(c, "ub", Mem::UB, DType::F32, 512);
-        machine.core(c).data_copy(ub, line(0, 512), x, line(i * 512, 512), "load");
-        machine.run_core(c);
-    }
-    Report r = machine.finish();
-    EXPECT_EQ(r.core_cycles[size_t(aiv(machine, 0))], 1 + 30 + 64);
-    EXPECT_EQ(r.core_cycles[size_t(aiv(machine, 1))], 1 + 64 + 64 + 30); // behind core 0 in HBM
-    EXPECT_EQ(busy(r, "HBM"), 128);
 
     // A store books HBM (write-back) but ends at its own rate; the read behind it waits.
     Machine second(p, false);
@@ -956,7 +949,6 @@ TEST(AscendHbm, EveryCoreSharesHbm) {
     Report s = second.finish();
     EXPECT_EQ(s.core_cycles[size_t(v0)], 1 + 30 + 32);
     EXPECT_EQ(s.core_cycles[size_t(v1)], 65 + 64 + 30);
-    (void)y;
 }
 
 // ---------------------------------------------------------------------------------------------

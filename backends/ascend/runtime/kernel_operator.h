@@ -497,7 +497,7 @@ public:
     }
 
 private:
-    static constexpr int kReservedEvents = 3; // M_MTE1 0..2 (the matmul API's, one for bias)
+    static constexpr int kReservedEvents = tandem::sim::ascend::kTPipeReservedEvents; // M_MTE1 0..2
     bool destroyed_ = false;
 };
 
