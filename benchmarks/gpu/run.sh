@@ -76,6 +76,36 @@ configs+=(
     "bench|rmsnorm_rb2_4096x16384|rmsnorm|double_buffered|4096 16384|hopper|RB=2"
     "bench|rmsnorm_double_buffered_8192x8192|rmsnorm|double_buffered|8192 8192|hopper"
 )
+# Session 22: what limits rmsnorm at D = 8192, misaligned GEMM shapes, and GEMM 4096^3.
+configs+=(
+    "rms|rmsnorm_8192x8192|rmsnorm|double_buffered|8192 8192|hopper"
+    "rms|rmsnorm_8192x8192_td4096|rmsnorm|double_buffered|8192 8192|hopper|TD=4096"
+    "rms|rmsnorm_8192x8192_td2048|rmsnorm|double_buffered|8192 8192|hopper|TD=2048"
+    "rms|rmsnorm_8192x8192_td4096_s3|rmsnorm|double_buffered|8192 8192|hopper|TD=4096 stages=3"
+    "rms|rmsnorm_8192x8192_single|rmsnorm|single_buffered|8192 8192|hopper"
+    "rms|rmsnorm_4096x16384|rmsnorm|double_buffered|4096 16384|hopper"
+    "rms|rmsnorm_16384x4096|rmsnorm|double_buffered|16384 4096|hopper"
+    "rms|rmsnorm_16384x4096_td4096|rmsnorm|double_buffered|16384 4096|hopper|TD=4096"
+    "rms|rmsnorm_2048x32768|rmsnorm|double_buffered|2048 32768|hopper"
+    "rms|rmsnorm_1024x65536|rmsnorm|double_buffered|1024 65536|hopper"
+    "align|gemm_coop_3000x5000x2000|gemm|ws_cooperative|3000 5000 2000|hopper|TN=256 group=8"
+    "align|gemm_coop_3072x5000x2000|gemm|ws_cooperative|3072 5000 2000|hopper|TN=256 group=8"
+    "align|gemm_coop_3000x5120x2000|gemm|ws_cooperative|3000 5120 2000|hopper|TN=256 group=8"
+    "align|gemm_coop_3000x5000x2048|gemm|ws_cooperative|3000 5000 2048|hopper|TN=256 group=8"
+    "align|gemm_coop_3072x5120x2048|gemm|ws_cooperative|3072 5120 2048|hopper|TN=256 group=8"
+    "align|gemm_coop_4000x4000x4000|gemm|ws_cooperative|4000 4000 4000|hopper|TN=256 group=8"
+    "g4096|gemm_coop_4096|gemm|ws_cooperative|4096 4096 4096|hopper|TN=256 group=8"
+    "g4096|gemm_coop_4096_s2|gemm|ws_cooperative|4096 4096 4096|hopper|TN=256 group=8 stages=2"
+    "g4096|gemm_coop_4096_g4|gemm|ws_cooperative|4096 4096 4096|hopper|TN=256 group=4"
+    "g4096|gemm_coop_4096_g16|gemm|ws_cooperative|4096 4096 4096|hopper|TN=256 group=16"
+    "g4096|gemm_coop_4096_tm256|gemm|ws_cooperative|4096 4096 4096|hopper|TM=256 TN=128 group=8"
+    "g4096|gemm_pingpong_4096_s3|gemm|ws_pingpong|4096 4096 4096|hopper|stages=3"
+    "g4096|gemm_pingpong_4096|gemm|ws_pingpong|4096 4096 4096|hopper"
+    "g4096|gemm_coop_4096_again|gemm|ws_cooperative|4096 4096 4096|hopper|TN=256 group=8"
+    "g4096|gemm_coop_8192|gemm|ws_cooperative|8192 8192 8192|hopper|TN=256 group=8"
+)
+# TANDEM_GPU_SETS (default "smoke bench"): the sets emitted, built and run.
+sets="${TANDEM_GPU_SETS:-smoke bench}"
 
 emit() {
     rm -rf "$kernels"
@@ -86,6 +116,7 @@ emit() {
     local failed=0
     for config in "${configs[@]}"; do
         IFS='|' read -r set name app schedule sizes target more <<< "$config"
+        [[ " $sets " == *" $set "* ]] || continue
         read -r a b c <<< "$sizes"
         case "$app" in
             gemm) params=(--param M=$a --param N=$b --param K=$c) ;;
@@ -161,7 +192,7 @@ gpu() {
             run_one "$bin/harness_debug" "$name" check 30
         done
         echo "## benchmark set"
-        awk '$1 == "bench" {print $2}' "$kernels/sets.txt" | while read -r name; do
+        awk '$1 != "smoke" {print $2}' "$kernels/sets.txt" | while read -r name; do
             run_one "$bin/harness" "$name" bench 120
         done
         echo "## SASS: HGMMA count, local loads/stores (LDL/STL) per kernel function"
