@@ -28,6 +28,9 @@ public:
     GeneratorParam<int> RB{"RB", 16, 0, 1 << 16};  // rows per tile; 0: 2 (4 where 2 rows are not 16-byte multiples)
     GeneratorParam<int> TD{"TD", 0, 0, 1 << 24};   // row chunk; 0: whole rows where they fit (row_chunk)
     GeneratorParam<int> stages{"stages", 2, 1, 16};
+    // Hopper, double_buffered: a persistent grid of this many CTAs per SM, each looping over row
+    // tiles with its ring (0: a CTA per tile).
+    GeneratorParam<int> ctas_per_sm{"ctas_per_sm", 0, 0, 32};
     GeneratorParam<std::string> pipelining{"schedule", "double_buffered", {"double_buffered", "single_buffered", "sync"}};
     Input<Buffer<float, 2>> in{"in"};
     Input<Buffer<float, 1>> w{"w"};
@@ -53,29 +56,41 @@ public:
         // a multiple of 16 bytes (a TMA store of a tile in the middle of out must be); small tiles
         // let several CTAs share an SM (measured on an H100: 0.90 of the copy bandwidth with one
         // row per tile, 0.60 with two, at D = 4096).
-        const int rb = std::min<int>(RB > 0 ? int(RB) : d % 4 == 0 ? 1 : (2 * d) % 4 == 0 ? 2 : 4, R);
+        const bool hopper = get_target().arch == Target::Arch::Hopper;
         const int versions = schedule == "double_buffered" ? int(stages) : 1;
-        // Hopper runs a CTA per tile (no ping_pong): whole rows are loaded once per CTA, so their
-        // tiles need one version, and the GPU overlaps CTAs instead (several fit on an SM when
-        // each takes less shared memory: measured 0.32 of the copy bandwidth with two versions
-        // and rows in two passes, benchmarks/results/gpu_hopper_notes.md).
-        const bool cta_per_tile = get_target().arch == Target::Arch::Hopper;
+        // Hopper, double_buffered: persistent CTAs (ctas_per_sm) that stage w once and loop over
+        // row tiles through a ring. Otherwise a CTA per tile: whole rows are loaded once per CTA,
+        // so their tiles need one version, and the GPU overlaps CTAs instead.
+        const int ctas = hopper && schedule == "double_buffered" ? int(ctas_per_sm) : 0;
+        const bool cta_per_tile = hopper && ctas == 0;
         const int row_versions = cta_per_tile ? 1 : versions;
-        // Whole rows where a CTA's tiles (in and out, RB rows each, and the weights) take at most
-        // half the shared memory, so that two CTAs share an SM; else chunks (two passes over in).
+        const int rb = std::min<int>(RB > 0 ? int(RB) : ctas > 0 ? std::max(1, 4096 / d) * (d % 4 == 0 ? 1 : 4)
+                                                      : d % 4 == 0 ? 1 : (2 * d) % 4 == 0 ? 2 : 4,
+                                     R);
+        // Whole rows where a CTA's tiles (in and out, RB rows and the ring's versions each, and the
+        // weights) fit its share of the shared memory (a CTA per tile: half, so that two CTAs
+        // share an SM); else chunks (two passes over in).
+        const int64_t share = ctas > 0 ? get_target().vector_memory_bytes() / ctas - 4096 : get_target().vector_memory_bytes() / 2;
         const bool whole_rows_fit =
-            cta_per_tile && TD == 0 && 4 * int64_t(d) * (2 * rb + 1) <= get_target().vector_memory_bytes() / 2;
+            hopper && TD == 0 && 4 * int64_t(d) * (2 * int64_t(rb) * row_versions + 1) <= share;
         const int td = whole_rows_fit ? d : std::min(row_chunk(TD, d, rb, row_versions, get_target()), d);
         Var ro("ro"), ri("ri");
         Func in_tile, w_tile;
         if (td == d) {
             // Whole rows on chip: one read of each row.
             out.split(row, ro, ri, rb, TailStrategy::GuardWithIf).map_to_cores(ro);
+            if (ctas > 0) out.persistent(ctas);
             in_tile = Func::staged(in);
             w_tile = Func::staged(w);
             in_tile.compute_at(out, ro);
             sum_sq.compute_at(out, ro);
-            w_tile.compute_root(); // every core stages the weights once
+            if (cta_per_tile) {
+                // A CTA per tile loads w once anyway: with its tile, both loads in flight at once.
+                w_tile.compute_at(out, ro);
+                if (schedule != "sync") w_tile.async_copy();
+            } else {
+                w_tile.compute_root(); // every core stages the weights once
+            }
         } else {
             // Rows longer than the on-chip memory: chunks of TD values. The first pass sums the
             // squares chunk by chunk; the second reads each chunk again and writes it out.
@@ -85,6 +100,7 @@ public:
                 .split(x, xo, xi, td, TailStrategy::GuardWithIf)
                 .reorder(xi, ri, xo, ro)
                 .map_to_cores(ro);
+            if (ctas > 0) out.persistent(ctas);
             sum_sq.compute_at(out, ro);
             sum_sq.update().split(k_x, ko, ki, td, TailStrategy::GuardWithIf).reorder(ki, row, ko);
             Func in_sum = Func::staged(in, sum_sq);
@@ -137,7 +153,7 @@ const App &rmsnorm_app() {
         [](const Params &p) { return 1e-5 + 4e-7 * std::sqrt(double(p.get_int("D"))); },
         {{"D", "TD", 200000}, {"R", "RB", 300}},
         {{"RB", {"0", "1", "2", "3", "4", "8", "16"}}, {"TD", {"0", "0", "1", "7", "64", "1000", "4096"}},
-         {"stages", {"1", "2", "3"}}},
+         {"stages", {"1", "2", "3"}}, {"ctas_per_sm", {"0", "0", "1", "2", "3"}}},
         4e5,
         {},
     };

@@ -362,6 +362,16 @@ private:
     std::vector<Loop> nest_loops; // the element nest being emitted (for tile index rewriting)
     std::string fragment;         // inside an accumulator epilogue: the current fragment register
     std::string fragment_buffer;
+    /** Accumulator epilogues into a column-block ring (Tile::ring_blocks), emitted with the store
+     * that follows them, one column block at a time; `column_block` is set while one is. */
+    struct Epilogue {
+        ir::VectorOp op;
+        Stmt nest;
+        std::string acc;
+    };
+    std::map<std::string, Epilogue> deferred;
+    bool column_block = false;
+    int loop_depth = 0; // loops of the control stream around the statement being emitted
     std::vector<std::set<std::string>> scopes{{}};
 
     std::string line() const { return std::string(4 * indent, ' '); }
@@ -430,6 +440,7 @@ private:
             sync();
         }
         bool before = synced;
+        loop_depth++;
         std::string v = c_name(f->name);
         open("for (int " + v + " = " + expr(f->min) + ", " + v + "_end = " + v + " + " +
              expr(f->extent) + "; " + v + " < " + v + "_end; " + v + "++) {");
@@ -438,6 +449,7 @@ private:
         stmt(f->body);
         flush();
         close();
+        loop_depth--;
         synced = pure && before;
     }
 
@@ -600,9 +612,21 @@ private:
                     store_empty = store_empty || w.barrier == ir::empty_barrier(b);
                 internal_assert(store_empty) << "hopper emitter: wait on " << w.barrier
                                              << ", neither an mbarrier nor a TMA store's\n";
+                // Versions by tile parity, inside the tile loop: the stores of the other versions
+                // (one bulk group each, or one per column block) may still be reading theirs.
+                // Ping-pong consumers store only their own version; the drain waits for all.
+                const std::string source = w.barrier.substr(0, w.barrier.rfind('.'));
+                const Tile &t = plan.tiles.at(source);
+                const bool by_consumer = kernel.warpgroups > 2 && kernel.consumer_warpgroups == 1;
+                const int64_t groups = t.ring_blocks ? t.layout[0] * t.buffer->type.bytes() / swizzle_bytes : 1;
+                const int64_t pending = loop_depth > 0 && !by_consumer ? (t.buffer->slots - 1) * groups : 0;
                 os << line() << "// " << w.barrier
                    << ": the TMA stores out of the tile finished reading it\n";
-                os << line() << "if (elected) hopper::bulk_wait_group_read_0();\n";
+                if (pending > 0)
+                    os << line() << "if (elected) hopper::bulk_wait_group_read<" << pending
+                       << ">(); // the stores of the other versions may still read theirs\n";
+                else
+                    os << line() << "if (elected) hopper::bulk_wait_group_read_0();\n";
                 pending_sync = true;
                 synced = false;
             }
@@ -730,11 +754,32 @@ private:
         if (map.blocks > 1)
             boxes += " x " + std::to_string(map.blocks) +
                      (map.swizzle ? " column blocks" : " side by side");
+        const bool ring_store = !load && deferred.count(buffer);
+        const int ring = plan.tiles.at(buffer).ring_blocks;
         if (load) {
             if (compute_role && !synced)
                 sync();
             os << line() << "// TMA load " << arg << " -> " << buffer << " (box " << boxes
                << "), completes on " << c.barrier << "\n";
+        } else if (ring_store) {
+            // The epilogue and the store one column block at a time, through the ring's blocks.
+            const Epilogue e = deferred.at(buffer);
+            deferred.erase(buffer);
+            flush();
+            os << line() << "// epilogue and TMA store of " << buffer << " -> " << arg << " one column block (box "
+               << list(map.box) << ") at a time, through a ring of " << ring << " column blocks\n";
+            os << line() << "#pragma unroll\n";
+            open("for (int column_block = 0; column_block < " + std::to_string(map.blocks) + "; column_block++) {");
+            open("if (column_block >= " + std::to_string(ring) + ") {");
+            os << line() << "// the store " << ring << " blocks back finished reading this block's slot\n";
+            os << line() << "if (elected) hopper::bulk_wait_group_read<" << ring - 1 << ">();\n";
+            sync();
+            close();
+            column_block = true;
+            epilogue(e.op, e.nest, e.acc);
+            column_block = false;
+            os << line() << "hopper::fence_proxy_async_shared(); // this thread's smem writes, before the TMA store reads them\n";
+            sync();
         } else {
             flush();
             if (!synced)
@@ -793,7 +838,10 @@ private:
             smem += " + row * " + std::to_string(map.row_bytes);
         }
         const int full_blocks = map.last_box ? map.blocks - 1 : map.blocks;
-        if (full_blocks > 4) {
+        if (ring_store) {
+            issue(smem + " + (column_block % " + std::to_string(ring) + ") * " + std::to_string(map.block_bytes),
+                  coordinates("column_block * " + std::to_string(map.box[0])), map.name);
+        } else if (full_blocks > 4) {
             open("for (int block = 0; block < " + std::to_string(full_blocks) + "; block++) {");
             issue(smem + " + block * " + std::to_string(map.block_bytes),
                   coordinates("block * " + std::to_string(map.box[0])), map.name);
@@ -804,7 +852,7 @@ private:
                       coordinates(block > 0 ? std::to_string(block * map.box[0]) : ""), map.name);
             }
         }
-        if (map.last_box) {
+        if (map.last_box && !ring_store) {
             issue(smem + " + " + std::to_string(full_blocks * map.block_bytes),
                   coordinates(std::to_string(full_blocks * map.box[0])), map.last_name);
         }
@@ -813,6 +861,8 @@ private:
         if (!load)
             os << line() << "hopper::bulk_commit_group();\n";
         close();
+        if (ring_store)
+            close(); // the column blocks
     }
 
     /** Fragment blocks of 64 rows each thread holds: all of the tile's, or with cooperative
@@ -907,6 +957,16 @@ private:
      * size, or rows padded to 16 bytes) are rewritten to the full-tile layout: the loop var
      * stepping by 1 is dim 0, the other one steps by the full row. */
     std::string tile_index(const Tile &t, const Expr &index) {
+        std::string i = gpu_index(t, index);
+        if (!column_block || !t.ring_blocks)
+            return i;
+        // The element's column block lies in the ring's slot column_block % ring_blocks.
+        const int64_t block = swizzle_bytes / t.buffer->type.bytes() * t.layout[1];
+        return i + " - (column_block / " + std::to_string(t.ring_blocks) + ") * " +
+               std::to_string(t.ring_blocks * block);
+    }
+
+    std::string gpu_index(const Tile &t, const Expr &index) {
         if (!t.dynamic_layout && !t.rebased() && !t.swizzled_store)
             return expr(index);
         const std::string &name = t.buffer->name;
@@ -1102,6 +1162,25 @@ private:
                << "_extent = " << expr(l.extent) << ";\n";
             total += (total.empty() ? "" : " * ") + n + "_extent";
         }
+        // Loads the nest's loops do not move, of buffers it does not write (a row's scalar), are
+        // read once into registers: the compiler cannot prove shared memory unaliased.
+        Stmt code = body;
+        std::set<std::string> written;
+        for (const Store *st : collect<Store>(body))
+            written.insert(st->name);
+        int scalars = 0;
+        for (const Load *l : collect<Load>(body)) {
+            bool invariant = !written.count(l->name);
+            for (const Loop &loop : loops)
+                invariant = invariant && !expr_uses_var(l->index, loop.name);
+            if (!invariant || !contains_load(code, l))
+                continue;
+            const std::string name = internal_prefix + "scalar" + std::to_string(scalars++);
+            nest_loops = loops;
+            os << line() << "const auto " << c_name(name) << " = " << expr(l) << "; // invariant in the nest\n";
+            nest_loops.clear();
+            code = substitute(Expr(l), Variable::make(l->type, name), code);
+        }
         open("for (int element = " + role_thread() + "; element < " + total +
              "; element += " + std::to_string(role_threads()) + ") {");
         std::string divisor;
@@ -1114,10 +1193,19 @@ private:
             divisor += (divisor.empty() ? "" : " * ") + n + "_extent";
         }
         nest_loops = loops;
-        element(body);
+        element(code);
         nest_loops.clear();
         close();
         close();
+    }
+
+    /** Whether `s` still contains `load` (an earlier substitution may have taken it). */
+    static bool contains_load(const Stmt &s, const Load *load) {
+        for (const Load *l : collect<Load>(s)) {
+            if (l == load || equal(Expr(l), Expr(load)))
+                return true;
+        }
+        return false;
     }
 
     /** store[i] = store[i] op f(k) over the innermost loop k: per-thread partials over k, a
@@ -1171,6 +1259,54 @@ private:
         std::string type = CudaExpr::type_name(t);
         Expr partial = Variable::make(t, internal_prefix + "partial"),
              total = Variable::make(t, internal_prefix + "total");
+        Expr x = Variable::make(t, internal_prefix + "x"),
+             y = Variable::make(t, internal_prefix + "y");
+        const std::string op = "[](" + type + " x, " + type + " y) { return " + expr(combine(x, y)) + "; }";
+        Stmt update = Store::make(st->name, combine(self_load, total), st->index, st->param,
+                                  st->predicate, st->alignment);
+        // Four rows or more (the loops outside k): a warp per row, shuffles only, no barrier.
+        Expr rows = 1;
+        for (size_t i = 0; i + 1 < loops.size(); i++)
+            rows = rows * loops[i].extent;
+        if (loops.size() > 1 && constant_upper_bound(simplify(rows)) >= warpgroup_threads / 32 && !cooperative_role) {
+            os << line() << "// vector op " << v.label << ": a reduction over " << k.name
+               << " for each of the rows around it: a warp per row, partials strided over its lanes, "
+                  "then a shuffle reduction\n";
+            open("{");
+            std::string total_rows;
+            for (size_t i = 0; i + 1 < loops.size(); i++) {
+                std::string n = c_name(loops[i].name);
+                os << line() << "const int " << n << "_min = " << expr(loops[i].min) << ", " << n
+                   << "_extent = " << expr(loops[i].extent) << ";\n";
+                total_rows += (total_rows.empty() ? "" : " * ") + n + "_extent";
+            }
+            open("for (int row = thread_in_warpgroup / 32; row < " + total_rows + "; row += " +
+                 std::to_string(warpgroup_threads / 32) + ") {");
+            std::string divisor;
+            for (size_t i = loops.size() - 1; i-- > 0;) {
+                std::string n = c_name(loops[i].name);
+                std::string e = divisor.empty() ? "row" : "row / (" + divisor + ")";
+                if (i > 0)
+                    e += " % " + n + "_extent";
+                os << line() << "const int " << n << " = " << n << "_min + " << e << ";\n";
+                divisor += (divisor.empty() ? "" : " * ") + n + "_extent";
+            }
+            nest_loops = loops;
+            std::string n = c_name(k.name);
+            os << line() << type << " partial = " << expr(identity) << ";\n";
+            open("for (int " + n + " = " + expr(k.min) + " + thread_in_warpgroup % 32, " + n + "_end = " +
+                 expr(k.min) + " + " + expr(k.extent) + "; " + n + " < " + n + "_end; " + n + " += 32) {");
+            os << line() << "partial = " << expr(combine(partial, rest)) << ";\n";
+            close();
+            os << line() << "const " << type << " total = hopper::warp_reduce(partial, " << op << ");\n";
+            open("if (thread_in_warpgroup % 32 == 0) {");
+            store(update.as<Store>());
+            close();
+            close();
+            close();
+            nest_loops.clear();
+            return true;
+        }
         os << line() << "// vector op " << v.label << ": a reduction over " << k.name
            << "; partials strided over the warpgroup's threads, then a shuffle reduction\n";
         nest_loops = loops;
@@ -1187,16 +1323,11 @@ private:
              n + " += " + std::to_string(warpgroup_threads) + ") {");
         os << line() << "partial = " << expr(combine(partial, rest)) << ";\n";
         close();
-        Expr x = Variable::make(t, internal_prefix + "x"),
-             y = Variable::make(t, internal_prefix + "y");
         os << line() << "const " << type
            << " total = hopper::warpgroup_reduce(partial, reduction_scratch[warpgroup], "
               "warpgroup,\n"
-           << line() << "    [](" << type << " x, " << type << " y) { return "
-           << expr(combine(x, y)) << "; });\n";
+           << line() << "    " << op << ");\n";
         open("if (elected) {");
-        Stmt update = Store::make(st->name, combine(self_load, total), st->index, st->param,
-                                  st->predicate, st->alignment);
         store(update.as<Store>());
         close();
         close();
@@ -1224,6 +1355,24 @@ private:
         os << line() << "for (int i = 0; i < " << a.n / 2 << "; i++) " << c_name(acc)
            << "[block][i] = 0.0f;\n";
         close();
+    }
+
+    /** The fragment registers an epilogue walks, "first; i < end": all a.n / 2 of a 64-row block,
+     * or in a column block (`column_block`) the W / 2 of its W columns (register i holds column
+     * 8 * (i / 4) + ...: each 8 columns are 4 registers). */
+    std::string registers(const Accumulator &a, const Stmt &body) const {
+        if (!column_block)
+            return "0; i < " + std::to_string(a.n / 2);
+        int64_t width = 0;
+        for (const Store *st : collect<Store>(body)) {
+            auto t = plan.tiles.find(st->name);
+            if (t != plan.tiles.end() && t->second.ring_blocks)
+                width = swizzle_bytes / t->second.buffer->type.bytes();
+        }
+        internal_assert(width > 0) << "hopper emitter: a column block epilogue without its ring\n";
+        const std::string per = std::to_string(width / 2);
+        return per + " * column_block; i < " + per + " * column_block + " + per + " && i < " +
+               std::to_string(a.n / 2);
     }
 
     /** The element nest reading the accumulator, run by each thread over the (row, col) of its own
@@ -1279,6 +1428,13 @@ private:
         if (rows < 0 || cols < 0 || rows > a.m || cols > a.n)
             fail("the nest is larger than the MMA tile");
 
+        for (const Store *st : collect<Store>(body)) {
+            auto t = plan.tiles.find(st->name);
+            if (t != plan.tiles.end() && t->second.ring_blocks && !column_block) {
+                deferred[st->name] = {v, nest, acc}; // emitted with its store, block by block
+                return;
+            }
+        }
         const std::string row_name = row >= 0 ? loops[row].name : internal_prefix + "row_in_tile",
                           col_name = col >= 0 ? loops[col].name : internal_prefix + "col_in_tile";
         std::string r = c_name(row_name), c = c_name(col_name);
@@ -1310,7 +1466,7 @@ private:
             fragment = c_name(acc) + "[" + block + "][i]";
             std::string index = tile_index(tile, pair->index),
                         target = c_name(pair->name) + "[" + index + "]";
-            open("for (int i = 0; i < " + std::to_string(a.n / 2) + "; i += 2) {");
+            open("for (int i = " + registers(a, body) + "; i += 2) {");
             os << line() << "const int " << r
                << " = 64 * m64 + hopper::fragment_row(i, thread_in_warpgroup);\n";
             os << line() << "const int " << c
@@ -1328,7 +1484,7 @@ private:
             close();
             close();
         } else {
-            open("for (int i = 0; i < " + std::to_string(a.n / 2) + "; i++) {");
+            open("for (int i = " + registers(a, body) + "; i++) {");
             os << line() << "const int " << r
                << " = 64 * m64 + hopper::fragment_row(i, thread_in_warpgroup);\n";
             os << line() << "const int " << c

@@ -375,7 +375,8 @@ void execute(const Kernel &kernel, sim::hopper::Machine &machine, const std::map
             for (const SramBuffer &buf : kernel.buffers) {
                 sim::DType t = dtype_of(buf.type);
                 if (!buf.in_registers) {
-                    cta.shared[buf.name] = b.add_smem(buf.name, t, buf.elements());
+                    cta.shared[buf.name] = b.add_smem(buf.name, t, buf.elements(),
+                                                      buf.chip_slot_bytes ? buf.slots * buf.chip_slot_bytes : -1);
                     continue;
                 }
                 // Accumulators: one copy per warpgroup that computes (not the producer).

@@ -165,8 +165,10 @@ public:
             check_edges(c);
         for (const VectorInfo &v : vector_ops)
             check_vector_op(v);
-        for (auto &[name, tile] : plan.tiles)
+        for (auto &[name, tile] : plan.tiles) {
             swizzle_store(name, tile);
+            column_block_ring(name, tile);
+        }
         make_maps();
         for (auto &[name, tile] : plan.tiles) {
             if (tile.threads())
@@ -908,6 +910,28 @@ private:
         tile.swizzled_store = true;
     }
 
+    /** A swizzled store source of more than two column blocks, written only by accumulator
+     * epilogues, each stored by one copy (one per role or loop copy): a ring of two column
+     * blocks (Tile::ring_blocks). */
+    void column_block_ring(const std::string &name, Tile &tile) {
+        if (!tile.swizzled_store || tile.layout[0] * tile.buffer->type.bytes() <= 2 * swizzle_bytes)
+            return;
+        int epilogues = 0, writers = 0, stores = 0;
+        for (const VectorInfo &v : vector_ops) {
+            bool writes = false, reads_accumulator = false;
+            for (const ir::Region &r : v.op.regions) {
+                writes = writes || (r.write && r.buffer == name);
+                reads_accumulator = reads_accumulator || (!r.write && plan.accumulators.count(r.buffer));
+            }
+            writers += writes;
+            epilogues += writes && reads_accumulator;
+        }
+        for (const CopyInfo &c : copies)
+            stores += c.buffer == name && !c.load;
+        if (writers > 0 && epilogues == writers && stores == writers)
+            tile.ring_blocks = 2;
+    }
+
     void operand_map(TensorMap &m, const CopyInfo &c, const Tile &tile) {
         for (const KernelArg::Dim &d : operand_view(kernel.arg(c.arg), tile)) {
             m.extents.push_back(d.extent);
@@ -943,6 +967,8 @@ private:
                     box *= e;
                 slot = round_up(std::max(slot, box), align);
             }
+            if (tile.ring_blocks)
+                slot = tile.ring_blocks * swizzle_bytes * tile.layout[1];
             tile.offset_bytes = round_up(end, align);
             tile.slot_bytes = slot;
             end = tile.offset_bytes + slot * b.slots;

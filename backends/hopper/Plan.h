@@ -87,6 +87,11 @@ struct Tile {
      * boxes, SWIZZLE_128B), not row-major: the rows a warp's fragment stores touch at once fall
      * in different banks (row-major rows of 256 or 512 bytes put 8 of them in the same banks). */
     bool swizzled_store = false;
+    /** > 0: a swizzled store source that an accumulator epilogue writes, held as a ring of this
+     * many column blocks (not the whole tile): the emitter writes and stores the tile one column
+     * block at a time, so the operand ring gets the shared memory the rest of the tile would take
+     * (4 stages of a 128x256x64 bf16 tile instead of 3). The model holds the whole tile. */
+    int ring_blocks = 0;
 
     /** The GPU layout is the plan's `layout` (a TMA or wgmma tile), not the Stmt's. */
     bool tma() const { return !data.empty(); }

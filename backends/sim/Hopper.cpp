@@ -410,13 +410,13 @@ public:
 
     // --- builder -----------------------------------------------------------------------------
 
-    int add_smem(const std::string &name, DType type, int64_t elements) override {
+    int add_smem(const std::string &name, DType type, int64_t elements, int64_t charged_bytes) override {
         std::string what = "add_smem '" + name + "'";
         check_building(what);
         if (elements < 0) {
             build_error(what + ": negative element count " + std::to_string(elements));
         }
-        take_smem(name, "buffer", elements * bytes_of(type));
+        take_smem(name, "buffer", charged_bytes >= 0 ? charged_bytes : elements * bytes_of(type));
         return add_local(name, type, Memory::Shared, -1, elements);
     }
 

@@ -193,8 +193,10 @@ public:
     class CtaBuilder {
     public:
         virtual ~CtaBuilder() = default;
-        /** SimError naming the buffer when the CTA's smem would exceed params().smem_bytes. */
-        virtual int add_smem(const std::string &name, DType type, int64_t elements) = 0;
+        /** SimError naming the buffer when the CTA's smem would exceed params().smem_bytes.
+         * `charged_bytes` >= 0: the buffer takes that much of the capacity, not its elements'
+         * bytes (a tile the GPU holds only part of at a time, Kernel.h's chip_slot_bytes). */
+        virtual int add_smem(const std::string &name, DType type, int64_t elements, int64_t charged_bytes = -1) = 0;
         /** A register-file buffer private to `agent` (accumulators). */
         virtual int add_registers(int agent, const std::string &name, DType type, int64_t elements) = 0;
         virtual int add_barrier(const std::string &name) = 0;

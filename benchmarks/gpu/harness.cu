@@ -1,6 +1,6 @@
 // GPU check and benchmark of Tandem's emitted Hopper kernels against cuBLAS / the copy bandwidth.
 // Built by run.sh with the kernels emitted on the development machine (kernels/*.cu plus
-// kernels/registry.inc: TANDEM_KERNEL(fn, app, schedule, M, N, K)).
+// kernels/registry.inc: TANDEM_KERNEL(fn, app, schedule, M, N, K, out_bytes)).
 //
 //   harness NAME check   one kernel: fresh random inputs (never zeros), the output poisoned (NaN)
 //                        before every launch, every element checked against the reference
@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#define TANDEM_KERNEL(fn, app, schedule, M, N, K) extern "C" cudaError_t launch_##fn(void *const *, cudaStream_t);
+#define TANDEM_KERNEL(fn, app, schedule, M, N, K, out_bytes) extern "C" cudaError_t launch_##fn(void *const *, cudaStream_t);
 #include "registry.inc"
 #undef TANDEM_KERNEL
 
@@ -36,11 +36,12 @@ namespace {
 struct Entry {
     const char *fn, *app, *schedule;
     int M, N, K; // gemm: M x N x K; elementwise: W x H; rmsnorm: D x R
+    int out_bytes; // gemm: 2 (bf16 C) or 4 (f32 C)
     cudaError_t (*launch)(void *const *, cudaStream_t);
 };
 
 const Entry entries[] = {
-#define TANDEM_KERNEL(fn, app, schedule, M, N, K) {#fn, app, schedule, M, N, K, launch_##fn},
+#define TANDEM_KERNEL(fn, app, schedule, M, N, K, out_bytes) {#fn, app, schedule, M, N, K, out_bytes, launch_##fn},
 #include "registry.inc"
 #undef TANDEM_KERNEL
 };
@@ -177,6 +178,14 @@ __global__ void rmsnorm_reference(const float *in, const float *w, float *out, i
         out[size_t(blockIdx.x) * D + x] = float(double(row[x]) * w[x] * scale);
 }
 
+/** A JSON number, or null for NaN and infinities (an unwritten, poisoned output). */
+std::string number(double v) {
+    if (!std::isfinite(v)) return "null";
+    char buffer[32];
+    std::snprintf(buffer, sizeof buffer, "%.3g", v);
+    return buffer;
+}
+
 struct Run {
     const Entry &e;
     const char *device;
@@ -206,10 +215,10 @@ struct Run {
         long col = c.first_bad == SIZE_MAX ? -1 : long(c.first_bad % width);
         std::printf("{\"name\": \"%s\", \"app\": \"%s\", \"schedule\": \"%s\", \"device\": \"%s\", \"M\": %d, "
                     "\"N\": %d, \"K\": %d, \"correct\": %s, \"mismatches\": %zu, \"first_bad\": [%ld, %ld], "
-                    "\"rel_fro\": %.3g, \"max_rel_err\": %.3g, \"launches_differing\": %d%s}\n",
+                    "\"rel_fro\": %s, \"max_rel_err\": %s, \"launches_differing\": %d%s}\n",
                     e.fn, e.app, e.schedule, device, e.M, e.N, e.K,
-                    c.correct() && differing_launches == 0 ? "true" : "false", c.mismatches, row, col, c.rel_fro,
-                    c.max_rel_err, differing_launches, timing.c_str());
+                    c.correct() && differing_launches == 0 ? "true" : "false", c.mismatches, row, col,
+                    number(c.rel_fro).c_str(), number(c.max_rel_err).c_str(), differing_launches, timing.c_str());
         std::fflush(stdout);
     }
 };
@@ -220,12 +229,14 @@ void gemm(const Entry &e, const char *device, bool bench) {
     std::mt19937 rng(std::random_device{}());
     size_t M = e.M, N = e.N, K = e.K;
     __nv_bfloat16 *A = upload(random_bf16(M * K, rng)), *B = upload(random_bf16(K * N, rng));
-    __nv_bfloat16 *C = nullptr, *C_cublas = nullptr;
+    void *C = nullptr;
+    __nv_bfloat16 *C_cublas = nullptr;
     float *ref = nullptr;
-    CHECK(cudaMalloc(&C, M * N * 2));
+    const size_t out_bytes = M * N * e.out_bytes;
+    CHECK(cudaMalloc(&C, out_bytes));
     CHECK(cudaMalloc(&C_cublas, M * N * 2));
     CHECK(cudaMalloc(&ref, M * N * 4));
-    Run run{e, device, bench, C, M * N * 2, true, {A, B, C}};
+    Run run{e, device, bench, C, out_bytes, e.out_bytes == 2, {A, B, C}};
     // Row-major C = A x B is column-major C^T = B^T x A^T.
     const float one = 1, zero = 0;
     auto cublas = [&](void *out, cudaDataType type) {
@@ -237,13 +248,13 @@ void gemm(const Entry &e, const char *device, bool bench) {
     CHECK(cudaDeviceSynchronize());
     std::vector<float> reference = to_float(bytes_of(ref, M * N * 4), false);
     std::vector<unsigned char> first = run.launch_checked();
-    Check c = check(to_float(first, true), reference, 1.0 / 128, 1e-3 * std::sqrt(double(K)));
+    Check c = check(to_float(first, run.bf16_out), reference, 1.0 / 128, 1e-3 * std::sqrt(double(K)));
     int differing = run.differing(first, 5);
     std::string timing;
     if (bench) {
         double t_tandem = median_ms([&] { e.launch(run.args.data(), 0); });
         const float fastest = last_times.front(), slowest = last_times.back();
-        differing += bytes_of(C, M * N * 2) != first;
+        differing += bytes_of(C, out_bytes) != first;
         double t_cublas = median_ms([&] { cublas(C_cublas, CUDA_R_16BF); });
         double flops = 2.0 * M * N * K;
         char buffer[256];

@@ -104,6 +104,81 @@ configs+=(
     "g4096|gemm_coop_4096_again|gemm|ws_cooperative|4096 4096 4096|hopper|TN=256 group=8"
     "g4096|gemm_coop_8192|gemm|ws_cooperative|8192 8192 8192|hopper|TN=256 group=8"
 )
+# Session 22, v9: the output staged through a ring of two column blocks (4 operand stages for
+# 128x256 tiles); rmsnorm in persistent CTAs (ctas_per_sm) with w staged once.
+configs+=(
+    "smoke2|gemm_coop_256x384x128_2sm|gemm|ws_cooperative|256 384 128|hopper:sms=2|TN=256"
+    "smoke2|gemm_coop_200x520x72_f32|gemm|ws_cooperative|200 520 72|hopper|TN=256 out=f32"
+    "smoke2|gemm_coop_1000x1096x520|gemm|ws_cooperative|1000 1096 520|hopper|TN=256"
+    "smoke2|gemm_coop_130x300x1|gemm|ws_cooperative|130 300 1|hopper|TN=256"
+    "smoke2|gemm_coop_96x255x31|gemm|ws_cooperative|96 255 31|hopper|TN=256"
+    "smoke2|rmsnorm_p1_1000x77_2sm|rmsnorm|double_buffered|1000 77|hopper:sms=2|ctas_per_sm=1"
+    "smoke2|rmsnorm_p1_512x45_2sm|rmsnorm|double_buffered|512 45|hopper:sms=2|ctas_per_sm=1"
+    "smoke2|rmsnorm_p1_2048x9_td512_2sm|rmsnorm|double_buffered|2048 9|hopper:sms=2|ctas_per_sm=1 TD=512"
+    "smoke2|rmsnorm_p1_300x13_s3_2sm|rmsnorm|double_buffered|300 13|hopper:sms=2|ctas_per_sm=1 stages=3 RB=1"
+    "smoke2|rmsnorm_p1_100x7|rmsnorm|double_buffered|100 7|hopper|ctas_per_sm=1"
+    "v9|gemm_coop4_1024|gemm|ws_cooperative|1024 1024 1024|hopper|TN=256 group=8"
+    "v9|gemm_coop4_2048|gemm|ws_cooperative|2048 2048 2048|hopper|TN=256 group=8"
+    "v9|gemm_coop4_4096|gemm|ws_cooperative|4096 4096 4096|hopper|TN=256 group=8"
+    "v9|gemm_coop4_4096_g16|gemm|ws_cooperative|4096 4096 4096|hopper|TN=256 group=16"
+    "v9|gemm_coop3_4096|gemm|ws_cooperative|4096 4096 4096|hopper|TN=256 group=8 stages=3"
+    "v9|gemm_coop4_6144|gemm|ws_cooperative|6144 6144 6144|hopper|TN=256 group=8"
+    "v9|gemm_coop4_8192|gemm|ws_cooperative|8192 8192 8192|hopper|TN=256 group=8"
+    "v9|gemm_coop4_3000x5000x2000|gemm|ws_cooperative|3000 5000 2000|hopper|TN=256 group=8"
+    "v9|gemm_coop4_3072x5120x2048|gemm|ws_cooperative|3072 5120 2048|hopper|TN=256 group=8"
+    "v9|gemm_coop4_4000|gemm|ws_cooperative|4000 4000 4000|hopper|TN=256 group=8"
+    "v9|gemm_coop4_4096_again|gemm|ws_cooperative|4096 4096 4096|hopper|TN=256 group=8"
+    "v9|gemm_coop4_8192_again|gemm|ws_cooperative|8192 8192 8192|hopper|TN=256 group=8"
+    "v9|rmsnorm_p1_1024x65536|rmsnorm|double_buffered|1024 65536|hopper|ctas_per_sm=1"
+    "v9|rmsnorm_p2_1024x65536|rmsnorm|double_buffered|1024 65536|hopper|ctas_per_sm=2"
+    "v9|rmsnorm_p1_2048x32768|rmsnorm|double_buffered|2048 32768|hopper|ctas_per_sm=1"
+    "v9|rmsnorm_p2_2048x32768|rmsnorm|double_buffered|2048 32768|hopper|ctas_per_sm=2"
+    "v9|rmsnorm_p1_4096x16384|rmsnorm|double_buffered|4096 16384|hopper|ctas_per_sm=1"
+    "v9|rmsnorm_p2_4096x16384|rmsnorm|double_buffered|4096 16384|hopper|ctas_per_sm=2"
+    "v9|rmsnorm_p1_4096x16384_s3|rmsnorm|double_buffered|4096 16384|hopper|ctas_per_sm=1 stages=3"
+    "v9|rmsnorm_p1_8192x8192|rmsnorm|double_buffered|8192 8192|hopper|ctas_per_sm=1"
+    "v9|rmsnorm_p2_8192x8192|rmsnorm|double_buffered|8192 8192|hopper|ctas_per_sm=2"
+    "v9|rmsnorm_p1_16384x4096|rmsnorm|double_buffered|16384 4096|hopper|ctas_per_sm=1"
+    "v9|rmsnorm_p2_16384x4096|rmsnorm|double_buffered|16384 4096|hopper|ctas_per_sm=2"
+    "v9|rmsnorm_8192x8192_cta|rmsnorm|double_buffered|8192 8192|hopper"
+    "v9|rmsnorm_4096x16384_cta|rmsnorm|double_buffered|4096 16384|hopper"
+)
+# v10: f32 outputs through the ring (the harness now reads f32 C), rmsnorm with w loaded with
+# its tile (a CTA per tile), a warp per row in multi-row reductions, invariant scalars hoisted.
+configs+=(
+    "smoke3|gemm_coop_200x520x72_f32b|gemm|ws_cooperative|200 520 72|hopper|TN=256 out=f32"
+    "smoke3|gemm_pingpong_256x384x136_f32_2sm|gemm|ws_pingpong|256 384 136|hopper:sms=2|out=f32"
+    "smoke3|gemm_ws_200x136x72_f32|gemm|ws|200 136 72|hopper|out=f32"
+    "smoke3|gemm_pingpong_129x144x110_f32|gemm|ws_pingpong|129 144 110|hopper|out=f32"
+    "smoke3|rmsnorm_cta_100x7|rmsnorm|double_buffered|100 7|hopper"
+    "smoke3|rmsnorm_cta_1000x77_rb8|rmsnorm|double_buffered|1000 77|hopper|RB=8"
+    "smoke3|rmsnorm_cta_4096x64_2sm|rmsnorm|double_buffered|4096 64|hopper:sms=2"
+    "smoke3|rmsnorm_p2_512x45_2sm|rmsnorm|double_buffered|512 45|hopper:sms=2|ctas_per_sm=2"
+    "smoke3|rmsnorm_single_1000x77_rb4|rmsnorm|single_buffered|1000 77|hopper|RB=4"
+    "v10|rmsnorm_cta_1024x65536|rmsnorm|double_buffered|1024 65536|hopper"
+    "v10|rmsnorm_cta_1024x65536_rb4|rmsnorm|double_buffered|1024 65536|hopper|RB=4"
+    "v10|rmsnorm_p2_1024x65536|rmsnorm|double_buffered|1024 65536|hopper|ctas_per_sm=2"
+    "v10|rmsnorm_p3_1024x65536|rmsnorm|double_buffered|1024 65536|hopper|ctas_per_sm=3"
+    "v10|rmsnorm_p4_1024x65536|rmsnorm|double_buffered|1024 65536|hopper|ctas_per_sm=4"
+    "v10|rmsnorm_cta_2048x32768|rmsnorm|double_buffered|2048 32768|hopper"
+    "v10|rmsnorm_cta_2048x32768_rb2|rmsnorm|double_buffered|2048 32768|hopper|RB=2"
+    "v10|rmsnorm_p2_2048x32768|rmsnorm|double_buffered|2048 32768|hopper|ctas_per_sm=2"
+    "v10|rmsnorm_p3_2048x32768|rmsnorm|double_buffered|2048 32768|hopper|ctas_per_sm=3"
+    "v10|rmsnorm_cta_4096x16384|rmsnorm|double_buffered|4096 16384|hopper"
+    "v10|rmsnorm_p2_4096x16384|rmsnorm|double_buffered|4096 16384|hopper|ctas_per_sm=2"
+    "v10|rmsnorm_cta_8192x8192|rmsnorm|double_buffered|8192 8192|hopper"
+    "v10|rmsnorm_p1_8192x8192|rmsnorm|double_buffered|8192 8192|hopper|ctas_per_sm=1"
+    "v10|rmsnorm_cta_16384x4096|rmsnorm|double_buffered|16384 4096|hopper"
+    "v10|rmsnorm_cta_16384x4096_td2048|rmsnorm|double_buffered|16384 4096|hopper|TD=2048"
+    "v10|rmsnorm_p1_16384x4096_td4096|rmsnorm|double_buffered|16384 4096|hopper|ctas_per_sm=1 TD=4096"
+    "v10|rmsnorm_p2_16384x4096_td2048|rmsnorm|double_buffered|16384 4096|hopper|ctas_per_sm=2 TD=2048"
+    "v10|elementwise_double_8192|elementwise|double_buffered|8192 8192|hopper"
+    "v10|elementwise_single_8192|elementwise|single_buffered|8192 8192|hopper"
+    "v10|gemm_pingpong_f32_4096|gemm|ws_pingpong|4096 4096 4096|hopper|out=f32"
+    "v10|gemm_coop_f32_4096|gemm|ws_cooperative|4096 4096 4096|hopper|TN=256 out=f32"
+    "v10|gemm_coop4b_4096|gemm|ws_cooperative|4096 4096 4096|hopper|TN=256"
+    "v10|gemm_coop4b_8192|gemm|ws_cooperative|8192 8192 8192|hopper|TN=256"
+)
 # TANDEM_GPU_SETS (default "smoke bench"): the sets emitted, built and run.
 sets="${TANDEM_GPU_SETS:-smoke bench}"
 
@@ -126,7 +201,9 @@ emit() {
         for kv in $more; do params+=(--param "$kv"); done
         if "$root/build/apps/tandem-cli" emit "$app" --target "$target" --schedule "$schedule" --what cuda \
             --name "$name" "${params[@]}" -o "$kernels" > "$kernels/$name.emit.log" 2>&1; then
-            echo "TANDEM_KERNEL($name, \"$app\", \"$schedule\", $a, $b, $c)" >> "$kernels/registry.inc"
+            local out_bytes=2
+            [[ " $more " == *" out=f32 "* ]] && out_bytes=4
+            echo "TANDEM_KERNEL($name, \"$app\", \"$schedule\", $a, $b, $c, $out_bytes)" >> "$kernels/registry.inc"
             echo "$set $name" >> "$kernels/sets.txt"
         else
             echo "not emitted: $name: $(tail -1 "$kernels/$name.emit.log")"
@@ -188,11 +265,11 @@ gpu() {
         echo "# command: benchmarks/gpu/run.sh gpu; kernels emitted at commit $(cat "$kernels/commit")"
         nvcc --version | tail -1
         echo "## smoke set (debug build: a stuck mbarrier wait traps and reports)"
-        awk '$1 == "smoke" {print $2}' "$kernels/sets.txt" | while read -r name; do
+        awk '$1 ~ /^smoke/ {print $2}' "$kernels/sets.txt" | while read -r name; do
             run_one "$bin/harness_debug" "$name" check 30
         done
         echo "## benchmark set"
-        awk '$1 != "smoke" {print $2}' "$kernels/sets.txt" | while read -r name; do
+        awk '$1 !~ /^smoke/ {print $2}' "$kernels/sets.txt" | while read -r name; do
             run_one "$bin/harness" "$name" bench 120
         done
         echo "## SASS: HGMMA count, local loads/stores (LDL/STL) per kernel function"
@@ -204,7 +281,9 @@ gpu() {
         echo "## compute-sanitizer on the smallest kernels (while time is left)"
         for name in gemm_ws_pingpong_128x128x64 gemm_ws_cooperative_256x384x128_2sm gemm_ws_pingpong_256x384x128_2sm \
                     gemm_pipelined_128x128x64 gemm_ws_128x128x64 elementwise_double_buffered_807x5 \
-                    rmsnorm_double_buffered_100x7; do
+                    rmsnorm_double_buffered_100x7 gemm_coop_256x384x128_2sm gemm_coop_200x520x72_f32 \
+                    rmsnorm_p1_1000x77_2sm rmsnorm_p1_2048x9_td512_2sm gemm_pingpong_256x384x136_f32_2sm \
+                    rmsnorm_cta_1000x77_rb8 rmsnorm_p2_512x45_2sm; do
             grep -q " $name\$" "$kernels/sets.txt" || continue
             for tool in memcheck racecheck; do
                 if [ $((SECONDS - started)) -gt "${TANDEM_GPU_DEADLINE:-420}" ]; then echo "skipped: $tool $name (deadline)"; continue; fi

@@ -130,15 +130,15 @@ Stmt map_to_cores(const Stmt &s, CompileContext &ctx) {
     }
     // The ZPU has a fixed number of cores. On Hopper a CTA per tile, or with ping_pong or
     // cooperative a persistent grid of at most one CTA per SM that loops over tiles (the producer
-    // then loads the next tile while the consumers finish this one).
+    // then loads the next tile while the consumers finish this one), or persistent(n) CTAs per SM.
     int units = ctx.vector_units_only ? ctx.target.vector_units() : ctx.target.units();
     if (ctx.target.arch == Target::Arch::Hopper) {
         int64_t tiles = 1;
         SpreadLoops probe(ctx.output + ".s0", d.cores_var, 1);
         probe.mutate(s);
         tiles = std::max<int64_t>(1, probe.largest_extent);
-        const bool persistent = d.ping_pong || d.cooperative;
-        units = int(persistent ? std::min<int64_t>(tiles, units) : tiles);
+        const bool persistent = d.ping_pong || d.cooperative || d.persistent > 0;
+        units = int(persistent ? std::min<int64_t>(tiles, int64_t(units) * std::max(1, d.persistent)) : tiles);
         ctx.one_tile_per_unit = !persistent;
     }
     ctx.grid = units;

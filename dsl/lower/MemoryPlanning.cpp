@@ -72,6 +72,61 @@ private:
     }
 };
 
+/** Hopper: the output's staging tiles an accumulator epilogue writes, with rows of more than two
+ * 128-byte column blocks (a multiple of them, 8-row swizzle atoms): the GPU holds two of their
+ * column blocks per version, a ring the epilogue writes and stores one block at a time
+ * (backends/hopper/Plan.h, Tile::ring_blocks; the model holds the whole tile). */
+class ColumnBlockStages : public IRVisitor {
+public:
+    ColumnBlockStages(const std::string &output, const std::set<std::string> &accumulators)
+        : output(output), accumulators(accumulators) {}
+    /** The bytes of a version of `b` on the GPU where it is such a ring, else 0. */
+    int64_t ring_bytes(const SramBuffer &b) const {
+        auto p = pitches.find(b.name);
+        if (p == pitches.end() || !from_accumulator.count(b.name) || p->second <= 0) return 0;
+        const int64_t pitch = p->second, row = pitch * b.type.bytes(), rows = b.slot_elements / pitch;
+        if (row > 2 * 128 && row % 128 == 0 && rows % 8 == 0 && rows * pitch == b.slot_elements) return 2 * 128 * rows;
+        return 0;
+    }
+
+private:
+    using IRVisitor::visit;
+    const std::string &output;
+    const std::set<std::string> &accumulators;
+    std::map<std::string, int64_t> pitches; // staging tile -> its row pitch in elements
+    std::set<std::string> from_accumulator;
+    void visit(const Evaluate *op) override {
+        ir::CopyOp c;
+        // The row pitch of the stage in its copies of more than one row (all the same).
+        if (ir::as_copy(op, &c) && c.dst == output && c.dims.size() == 2 && !is_const_one(simplify(c.dims[1].extent))) {
+            const IntImm *pitch = simplify(c.dims[1].src_stride).as<IntImm>();
+            auto known = pitches.find(c.src);
+            const int64_t p = pitch ? pitch->value : 0;
+            pitches[c.src] = known == pitches.end() || known->second == p ? p : 0;
+        }
+        IRVisitor::visit(op);
+    }
+    void visit(const Store *op) override {
+        bool reads = false;
+        visit_with(op->value, [&](const Load *l) { reads = reads || accumulators.count(l->name); });
+        if (reads) from_accumulator.insert(op->name);
+        IRVisitor::visit(op);
+    }
+    template <class F> static void visit_with(const Expr &e, F f) {
+        class Loads : public IRVisitor {
+        public:
+            F &f;
+            explicit Loads(F &f) : f(f) {}
+            using IRVisitor::visit;
+            void visit(const Load *l) override {
+                f(l);
+                IRVisitor::visit(l);
+            }
+        } loads(f);
+        e.accept(&loads);
+    }
+};
+
 std::string directive_that_sized(const std::string &name, int slots) {
     if (slots > 1) return "multi_buffer(" + std::to_string(slots) + ")";
     return "compute_at";
@@ -79,8 +134,22 @@ std::string directive_that_sized(const std::string &name, int slots) {
 
 /** Hopper: accumulators live in each consumer's registers, the rest in the CTA's shared memory
  * (1024-byte aligned, as 128B-swizzled TMA tiles need). */
-void plan_hopper(const HoistAllocations &hoist, const FindOperands &operands, CompileContext &ctx,
+void plan_hopper(const Stmt &s, const HoistAllocations &hoist, const FindOperands &operands, CompileContext &ctx,
                  std::vector<SramBuffer> *buffers) {
+    ColumnBlockStages stages(ctx.output, operands.accumulators);
+    s.accept(&stages);
+    // TMA stores the ring's blocks: the output's row pitches must be multiples of 16 bytes (else
+    // the threads store the whole tile).
+    bool tma_rows = true;
+    for (const KernelArg &a : ctx.args) {
+        if (a.name != ctx.output) continue;
+        int64_t stride = 1;
+        for (size_t d = 0; d + 1 < a.extents.size(); d++) {
+            stride *= a.extents[d];
+            tma_rows = tma_rows && (stride * a.type.bytes()) % 16 == 0;
+        }
+    }
+
     // Registers per thread: 65536 per SM over the CTA's warpgroups (ptxas compiles the whole kernel
     // within that cap, whatever setmaxnreg gives later), less ~40 for addresses and loop state.
     const Directives out = ctx.of(ctx.output);
@@ -106,7 +175,13 @@ void plan_hopper(const HoistAllocations &hoist, const FindOperands &operands, Co
             }
         } else {
             b.offset_bytes = smem;
-            smem += (b.bytes() + 1023) / 1024 * 1024;
+            if (tma_rows) b.chip_slot_bytes = stages.ring_bytes(b);
+            if (b.chip_slot_bytes) {
+                ctx.notes.push_back("memory: " + name + " is written and stored one column block at a time through a ring of two (" +
+                                    std::to_string(b.slots * b.chip_slot_bytes) + " of its " + std::to_string(b.bytes()) +
+                                    " bytes on the GPU; the model holds the whole tile)");
+            }
+            smem += ((b.chip_slot_bytes ? b.slots * b.chip_slot_bytes : b.bytes()) + 1023) / 1024 * 1024;
         }
         buffers->push_back(b);
     }
@@ -310,7 +385,7 @@ Stmt plan_memory(const Stmt &s, CompileContext &ctx, std::vector<SramBuffer> *bu
     result.accept(&operands);
     buffers->clear();
     if (ctx.target.arch == Target::Arch::Hopper) {
-        plan_hopper(hoist, operands, ctx, buffers);
+        plan_hopper(result, hoist, operands, ctx, buffers);
         return result;
     }
     if (ctx.target.arch == Target::Arch::Ascend) {

@@ -25,6 +25,7 @@ Directives directives_of(const Halide::Internal::Function &f) {
         else if (key == "warp_specialize") d.warp_specialize = true;
         else if (key == "ping_pong") d.ping_pong = true;
         else if (key == "cooperative") d.cooperative = true;
+        else if (key == "persistent") d.persistent = std::stoi(value);
         else if (key == "tile_mma") d.tile_mma = true;
         else if (key == "map_to_cores") d.cores_var = value;
         else if (key == "vectorize") d.vectorized = true;
@@ -154,6 +155,15 @@ Func &Func::ping_pong() {
 
 Func &Func::cooperative() {
     record(f_, "cooperative", "1");
+    return *this;
+}
+
+Func &Func::persistent(int ctas_per_sm) {
+    if (ctas_per_sm < 1 || ctas_per_sm > 32) {
+        throw Error("Func '" + f_.name() + "', directive persistent(" + std::to_string(ctas_per_sm) +
+                    "): CTAs per SM must be 1..32 (an SM runs at most 32 CTAs)");
+    }
+    record(f_, "persistent", std::to_string(ctas_per_sm));
     return *this;
 }
 

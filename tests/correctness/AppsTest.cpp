@@ -93,7 +93,7 @@ std::vector<Case> hopper_cases() {
                    std::map<std::string, std::string> params, const std::string &target = "hopper") {
         for (const std::string &s : schedules) {
             Case c{app, s, params, "", target};
-            c.name = case_name(c) + (target == "hopper" ? "" : "_sms4");
+            c.name = case_name(c) + (target == "hopper" ? "" : "_sms" + target.substr(target.find('=') + 1));
             all.push_back(c);
         }
     };
@@ -125,6 +125,16 @@ std::vector<Case> hopper_cases() {
     const std::vector<std::string> stream = {"double_buffered", "single_buffered", "sync"};
     add("elementwise", stream, {{"W", "1000"}, {"H", "333"}});
     add("rmsnorm", stream, {{"D", "1000"}, {"R", "77"}});
+    // Persistent CTAs (more tiles than CTAs): the ring runs ahead across tiles, w is staged once
+    // per CTA, the output's two versions alternate; whole rows and chunked rows, RB rows a tile.
+    for (auto params : std::vector<std::map<std::string, std::string>>{
+             {{"D", "1000"}, {"R", "77"}},
+             {{"D", "512"}, {"R", "45"}, {"RB", "0"}},
+             {{"D", "2048"}, {"R", "9"}, {"TD", "512"}},
+             {{"D", "300"}, {"R", "13"}, {"stages", "3"}, {"RB", "1"}}}) {
+        params["ctas_per_sm"] = "1";
+        add("rmsnorm", {"double_buffered"}, params, "hopper:sms=2");
+    }
     return all;
 }
 

@@ -75,6 +75,15 @@ std::vector<Case> found_by_the_fuzzer() {
         // The reference contracted a * b + x into a fused multiply-add, the kernel rounds each op:
         // where the terms cancel the one element differed (the reference is StrictFloat now).
         {"elementwise zpu single_buffered H=1 TX=128 TY=3 W=1 stages=3 seed=10640"},
+        // The output staged through a ring of two column blocks (a fourth operand stage): the
+        // stage counts and the Hopper plan must agree on which tiles get the ring (a tile of 103
+        // rows is padded on the GPU; a one-row tail copy has no row pitch; ring slots per
+        // ping-pong version).
+        {"gemm hopper ws_pingpong M=256 N=128 K=66 out=f32"},
+        {"gemm hopper ws_pingpong M=103 N=256 K=150 out=f32"},
+        {"gemm hopper ws_pingpong M=129 N=144 K=110 out=f32"},
+        {"gemm hopper ws_cooperative M=130 N=300 K=1 TN=256"},
+        {"gemm hopper ws_cooperative M=96 N=255 K=31 TN=256"},
     };
 }
 

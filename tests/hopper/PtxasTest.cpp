@@ -167,6 +167,12 @@ std::vector<Case> cases() {
                      true,
                      true});
     }
+    r.push_back({"gemm_200x520x72_ws_cooperative_tn256_f32",
+                 "gemm",
+                 "ws_cooperative",
+                 {{"M", "200"}, {"N", "520"}, {"K", "72"}, {"TN", "256"}, {"out", "f32"}},
+                 true,
+                 true});
     r.push_back({"elementwise", "elementwise", "", {}, false, false});
     r.push_back({"rmsnorm", "rmsnorm", "", {}, false, false});
     return r;
@@ -371,6 +377,30 @@ TEST(HopperShapes, ThreadCopiesAssembleWithoutSpills) {
             EXPECT_NE(entry.find("wgmma.mma_async"), std::string::npos) << c.name;
         }
     }
+}
+
+/** A 128 x 256 output tile is staged through a ring of two 128-byte column blocks (the epilogue
+ * writes and stores one block at a time), which leaves room for a fourth operand stage; the
+ * model charges the ring, not the whole tile. */
+TEST(HopperEpilogue, WideTilesStoreThroughAColumnBlockRing) {
+    for (const char *out : {"bf16", "f32"}) {
+        Case c{"ring", "gemm", "ws_cooperative", {{"M", "1000"}, {"N", "1000"}, {"K", "1000"}, {"TN", "256"}, {"out", out}}};
+        Kernel kernel = compile_case(c);
+        const std::string source = hopper_backend::emit_cuda(kernel, "ring");
+        const int blocks = std::string(out) == "bf16" ? 4 : 8;
+        EXPECT_NE(source.find("through a ring of 2 column blocks"), std::string::npos) << out;
+        EXPECT_NE(source.find("column_block < " + std::to_string(blocks) + ";"), std::string::npos) << out;
+        EXPECT_NE(source.find("hopper::bulk_wait_group_read<1>()"), std::string::npos) << out;
+        bool noted = false;
+        for (const std::string &n : kernel.notes) noted = noted || n.find("one column block at a time") != std::string::npos;
+        EXPECT_TRUE(noted) << out;
+        if (std::string(out) == "bf16") {
+            EXPECT_NE(source.find("A_im$2_in_acc$5$0 has 4 versions"), std::string::npos) << "4 operand stages";
+        }
+    }
+    // Two column blocks or fewer: the whole tile, as before.
+    Case narrow{"narrow", "gemm", "ws_pingpong", {{"M", "256"}, {"N", "256"}, {"K", "128"}}};
+    EXPECT_EQ(hopper_backend::emit_cuda(compile_case(narrow), "narrow").find("column_block"), std::string::npos);
 }
 
 TEST(HopperEmitterErrors, RejectsOtherTargets) {

@@ -76,12 +76,18 @@ template <int registers> __device__ __forceinline__ void setmaxnreg_dec() {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(registers));
 }
 
+/** `op` over the 32 lanes of a warp; every lane gets the total. */
+template <class T, class Op> __device__ __forceinline__ T warp_reduce(T value, Op op) {
+    for (int offset = 16; offset > 0; offset /= 2)
+        value = op(value, __shfl_xor_sync(0xffffffffu, value, offset));
+    return value;
+}
+
 /** Sum / max / min of one value per thread over the warpgroup; every thread gets the result.
  * `scratch` holds 4 values of shared memory owned by this warpgroup. */
 template <class T, class Op>
 __device__ __forceinline__ T warpgroup_reduce(T value, T *scratch, int warpgroup, Op op) {
-    for (int offset = 16; offset > 0; offset /= 2)
-        value = op(value, __shfl_xor_sync(0xffffffffu, value, offset));
+    value = warp_reduce(value, op);
     const int thread = threadIdx.x % threads_per_warpgroup;
     if (thread % 32 == 0)
         scratch[thread / 32] = value;
@@ -265,6 +271,12 @@ __device__ __forceinline__ void bulk_commit_group() {
 /** Waits until this thread's bulk stores have finished reading shared memory. */
 __device__ __forceinline__ void bulk_wait_group_read_0() {
     asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+}
+
+/** Waits until at most `Pending` of this thread's latest bulk store groups are still reading
+ * shared memory. */
+template <int Pending> __device__ __forceinline__ void bulk_wait_group_read() {
+    asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(Pending) : "memory");
 }
 
 /** Orders this thread's generic shared-memory writes before later async-proxy (TMA, wgmma) reads.

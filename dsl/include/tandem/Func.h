@@ -39,6 +39,7 @@ struct Directives {
     bool warp_specialize = false;
     bool ping_pong = false;
     bool cooperative = false;    // Hopper: two consumer warpgroups share each tile, by rows
+    int persistent = 0;          // Hopper: > 0 CTAs per SM in a persistent grid over the tiles
     bool tile_mma = false;       // the update stage must become one tile MMA
     std::string cores_var;       // loop var whose iterations are spread over the cores
     bool vectorized = false;     // a Halide vectorize was requested (the ZPU rejects it)
@@ -129,6 +130,12 @@ public:
      * tile's MMA blocks of 64 rows alternate between them): a tile twice as large for the same
      * registers per thread. Output Func, with warp_specialize(); not with ping_pong(). */
     Func &cooperative();
+    /** Hopper: instead of a CTA per tile, a persistent grid of at most `ctas_per_sm` CTAs per SM,
+     * each looping over tiles of the map_to_cores loop, so that multi-buffered copies run ahead
+     * into the next tile and what is staged once per CTA (compute_root) is loaded once per CTA,
+     * not per tile. ping_pong() and cooperative() imply one per SM. Output Func; the ZPU's and
+     * Ascend's cores always loop over tiles. */
+    Func &persistent(int ctas_per_sm = 1);
     /** Spread the iterations of loop `var` (the tile loop) over the cores: block-to-core mapping. */
     Func &map_to_cores(const VarOrRVar &var);
 

@@ -44,6 +44,10 @@ struct SramBuffer {
     int slots = 1;
     int64_t slot_elements = 0;
     int64_t offset_bytes = 0; // inside its scope
+    /** > 0: the bytes a version takes on the chip where they are fewer than the model's (Hopper's
+     * output staging held as a ring of two column blocks, MemoryPlanning.cpp); the model keeps
+     * the whole tile and charges this. */
+    int64_t chip_slot_bytes = 0;
     int64_t elements() const { return slots * slot_elements; }
     int64_t bytes() const { return elements() * type.bytes(); }
 };
