@@ -52,10 +52,11 @@ public:
     void schedule() override {
         const std::string schedule = pipelining;
         const int d = D;
-        // RB = 0 (auto, the hopper default): the fewest rows per tile (1, 2 or 4) whose D f32 make
-        // a multiple of 16 bytes (a TMA store of a tile in the middle of out must be); small tiles
-        // let several CTAs share an SM (measured on an H100: 0.90 of the copy bandwidth with one
-        // row per tile, 0.60 with two, at D = 4096).
+        // RB = 0 (auto, the hopper default): about 16 KB of rows per tile (4096 / D rows, at least
+        // one), times the fewest rows (1, 2 or 4) whose D f32 make a multiple of 16 bytes (a TMA
+        // store of a tile in the middle of out must be). Measured on an H100 (a CTA per tile,
+        // benchmarks/results/gpu_hopper_notes.md, v10): D = 1024 0.91 of the copy bandwidth with 4
+        // rows (0.66 with 1), D = 2048 0.90 with 2 (0.83), D = 4096 0.98 with 1.
         const bool hopper = get_target().arch == Target::Arch::Hopper;
         const int versions = schedule == "double_buffered" ? int(stages) : 1;
         // Hopper, double_buffered: persistent CTAs (ctas_per_sm) that stage w once and loop over
@@ -64,16 +65,18 @@ public:
         const int ctas = hopper && schedule == "double_buffered" ? int(ctas_per_sm) : 0;
         const bool cta_per_tile = hopper && ctas == 0;
         const int row_versions = cta_per_tile ? 1 : versions;
-        const int rb = std::min<int>(RB > 0 ? int(RB) : ctas > 0 ? std::max(1, 4096 / d) * (d % 4 == 0 ? 1 : 4)
-                                                      : d % 4 == 0 ? 1 : (2 * d) % 4 == 0 ? 2 : 4,
-                                     R);
+        const int aligned_rows = d % 4 == 0 ? 1 : (2 * d) % 4 == 0 ? 2 : 4;
+        const int rb = std::min<int>(RB > 0 ? int(RB) : std::max(1, 4096 / (d * aligned_rows)) * aligned_rows, R);
         // Whole rows where a CTA's tiles (in and out, RB rows and the ring's versions each, and the
         // weights) fit its share of the shared memory (a CTA per tile: half, so that two CTAs
         // share an SM); else chunks (two passes over in).
         const int64_t share = ctas > 0 ? get_target().vector_memory_bytes() / ctas - 4096 : get_target().vector_memory_bytes() / 2;
         const bool whole_rows_fit =
             hopper && TD == 0 && 4 * int64_t(d) * (2 * int64_t(rb) * row_versions + 1) <= share;
-        const int td = whole_rows_fit ? d : std::min(row_chunk(TD, d, rb, row_versions, get_target()), d);
+        // Chunks on Hopper: 2048 values unless given (measured at D = 16384: 0.67 of the copy
+        // bandwidth, 0.36 with the 4096 row_chunk picks).
+        const int chunk = hopper && TD == 0 ? 2048 : int(TD);
+        const int td = whole_rows_fit ? d : std::min(row_chunk(chunk, d, rb, row_versions, get_target()), d);
         Var ro("ro"), ri("ri");
         Func in_tile, w_tile;
         if (td == d) {

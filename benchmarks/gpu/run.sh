@@ -179,6 +179,37 @@ configs+=(
     "v10|gemm_coop4b_4096|gemm|ws_cooperative|4096 4096 4096|hopper|TN=256"
     "v10|gemm_coop4b_8192|gemm|ws_cooperative|8192 8192 8192|hopper|TN=256"
 )
+# v11: rmsnorm's Hopper defaults (about 16 KB of rows per tile, 2048-value chunks) across D, and
+# chunked rows at D = 8192.
+configs+=(
+    "v11|rmsnorm_1024x65536|rmsnorm|double_buffered|1024 65536|hopper"
+    "v11|rmsnorm_2048x32768|rmsnorm|double_buffered|2048 32768|hopper"
+    "v11|rmsnorm_4096x16384|rmsnorm|double_buffered|4096 16384|hopper"
+    "v11|rmsnorm_8192x8192|rmsnorm|double_buffered|8192 8192|hopper"
+    "v11|rmsnorm_8192x8192_td2048|rmsnorm|double_buffered|8192 8192|hopper|TD=2048"
+    "v11|rmsnorm_8192x8192_td1024|rmsnorm|double_buffered|8192 8192|hopper|TD=1024"
+    "v11|rmsnorm_16384x4096|rmsnorm|double_buffered|16384 4096|hopper"
+    "v11|rmsnorm_16384x4096_td1024|rmsnorm|double_buffered|16384 4096|hopper|TD=1024"
+    "v11|rmsnorm_1000x77777|rmsnorm|double_buffered|1000 77777|hopper"
+    "v11|rmsnorm_single_4096x16384|rmsnorm|single_buffered|4096 16384|hopper"
+    "v11|elementwise_double_8192b|elementwise|double_buffered|8192 8192|hopper"
+    "v11|elementwise_single_8192b|elementwise|single_buffered|8192 8192|hopper"
+    "v11|gemm_coop_1024|gemm|ws_cooperative|1024 1024 1024|hopper|TN=256"
+    "v11|gemm_coop_2048|gemm|ws_cooperative|2048 2048 2048|hopper|TN=256"
+    "v11|gemm_coop_4096_1|gemm|ws_cooperative|4096 4096 4096|hopper|TN=256"
+    "v11|gemm_coop_4096_2|gemm|ws_cooperative|4096 4096 4096|hopper|TN=256"
+    "v11|gemm_coop_6144|gemm|ws_cooperative|6144 6144 6144|hopper|TN=256"
+    "v11|gemm_coop_8192_1|gemm|ws_cooperative|8192 8192 8192|hopper|TN=256"
+    "v11|gemm_coop_8192_2|gemm|ws_cooperative|8192 8192 8192|hopper|TN=256"
+    "v11|gemm_pingpong_1024|gemm|ws_pingpong|1024 1024 1024|hopper"
+    "v11|gemm_pingpong_2048|gemm|ws_pingpong|2048 2048 2048|hopper"
+    "v11|gemm_pingpong_4096|gemm|ws_pingpong|4096 4096 4096|hopper"
+    "v11|gemm_ws_4096|gemm|ws|4096 4096 4096|hopper"
+    "v11|gemm_pipelined_4096|gemm|pipelined|4096 4096 4096|hopper"
+    "v11|gemm_coop_3000x5000x2000|gemm|ws_cooperative|3000 5000 2000|hopper|TN=256"
+    "v11|gemm_coop_1000x1096x520|gemm|ws_cooperative|1000 1096 520|hopper|TN=256"
+    "v11|gemm_pingpong_1000x1096x520|gemm|ws_pingpong|1000 1096 520|hopper"
+)
 # TANDEM_GPU_SETS (default "smoke bench"): the sets emitted, built and run.
 sets="${TANDEM_GPU_SETS:-smoke bench}"
 
