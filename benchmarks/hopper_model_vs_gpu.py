@@ -20,14 +20,22 @@ CLOCK_GHZ = 1.83  # machines/hopper.json: "Timing in SM cycles at about 1.83 GHz
 
 # GPU row name -> (app, schedule, params)
 KERNELS = {
-    "gemm_ws_pingpong_1024": ("gemm", "ws_pingpong", {"M": 1024, "N": 1024, "K": 1024}),
-    "gemm_ws_pingpong_2048": ("gemm", "ws_pingpong", {"M": 2048, "N": 2048, "K": 2048}),
-    "gemm_ws_cooperative_2048": ("gemm", "ws_cooperative", {"M": 2048, "N": 2048, "K": 2048, "TN": 256}),
-    "gemm_ws_pingpong_4096": ("gemm", "ws_pingpong", {"M": 4096, "N": 4096, "K": 4096}),
-    "gemm_ws_cooperative_4096": ("gemm", "ws_cooperative", {"M": 4096, "N": 4096, "K": 4096, "TN": 256}),
+    "gemm_pingpong_1024": ("gemm", "ws_pingpong", {"M": 1024, "N": 1024, "K": 1024}),
+    "gemm_coop_1024": ("gemm", "ws_cooperative", {"M": 1024, "N": 1024, "K": 1024, "TN": 256}),
+    "gemm_pingpong_2048": ("gemm", "ws_pingpong", {"M": 2048, "N": 2048, "K": 2048}),
+    "gemm_coop_2048": ("gemm", "ws_cooperative", {"M": 2048, "N": 2048, "K": 2048, "TN": 256}),
+    "gemm_pingpong_4096": ("gemm", "ws_pingpong", {"M": 4096, "N": 4096, "K": 4096}),
+    "gemm_coop_4096_1": ("gemm", "ws_cooperative", {"M": 4096, "N": 4096, "K": 4096, "TN": 256}),
     "gemm_ws_4096": ("gemm", "ws", {"M": 4096, "N": 4096, "K": 4096}),
     "gemm_pipelined_4096": ("gemm", "pipelined", {"M": 4096, "N": 4096, "K": 4096}),
-    "rmsnorm_double_buffered_4096x16384": ("rmsnorm", "double_buffered", {"D": 4096, "R": 16384}),
+    "gemm_coop_6144": ("gemm", "ws_cooperative", {"M": 6144, "N": 6144, "K": 6144, "TN": 256}),
+    "gemm_coop_3000x5000x2000": ("gemm", "ws_cooperative", {"M": 3000, "N": 5000, "K": 2000, "TN": 256}),
+    "gemm_pingpong_1000x1096x520": ("gemm", "ws_pingpong", {"M": 1000, "N": 1096, "K": 520}),
+    "rmsnorm_1024x65536": ("rmsnorm", "double_buffered", {"D": 1024, "R": 65536}),
+    "rmsnorm_4096x16384": ("rmsnorm", "double_buffered", {"D": 4096, "R": 16384}),
+    "rmsnorm_8192x8192": ("rmsnorm", "double_buffered", {"D": 8192, "R": 8192}),
+    "elementwise_single_8192b": ("elementwise", "single_buffered", {"W": 8192, "H": 8192}),
+    "elementwise_double_8192b": ("elementwise", "double_buffered", {"W": 8192, "H": 8192}),
 }
 
 
@@ -40,7 +48,7 @@ def model(app, schedule, params):
 
 
 def main():
-    gpu_file = pathlib.Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "benchmarks/results/gpu_hopper_v7_swizzled.json"
+    gpu_file = pathlib.Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "benchmarks/results/gpu_hopper_v11.json"
     gpu = {r["name"]: r for r in json.load(open(gpu_file)) if "tandem_ms" in r}
     rows, log = [], []
     for name, (app, schedule, params) in KERNELS.items():

@@ -12,7 +12,7 @@
 //   nothing; the agent sleeps from its time until woken ("barrier_wait" busy), then retries.
 // - The TMA unit and the tensor core of an SM serve one request at a time, in the order the
 //   requests are issued: start = max(issue, unit free). A request occupies its unit for its
-//   transfer (HopperParams::tma_cycles: HBM and L2 shared by the grid's SMs, lines read before
+//   transfer (at the SM port, within what HBM and L2 have left in time, SharedBandwidth; lines read before
 //   from L2) or compute (ceil(m n k / wgmma_macs_per_cycle))
 //   part only, and completes tma_latency or wgmma_latency later: latencies of back-to-back
 //   requests overlap, so deeper rings hide them. Busy time ("tma", "tensor", bound_cycles) is the
@@ -77,6 +77,78 @@ int64_t HopperParams::tma_cycles(int64_t miss, int64_t hit, int active) const {
     const double from_hbm = std::min(tma_bytes_per_cycle, hbm_bytes_per_cycle * share),
                  from_l2 = std::min(tma_bytes_per_cycle, l2_bytes_per_cycle * share);
     return tma_latency + int64_t(std::ceil(double(miss) / from_hbm + double(hit) / from_l2));
+}
+
+SharedBandwidth::SharedBandwidth(double bytes_per_cycle) : rate_(bytes_per_cycle) {}
+
+double SharedBandwidth::move(double start, double bytes, double port) {
+    total_ += std::max(bytes, 0.0);
+    double t = start;
+    while (bytes > 0) {
+        const size_t b = size_t(t / kBucketCycles);
+        if (used_.size() <= b)
+            used_.resize(b + 4096, 0.0);
+        const double bucket_end = double(b + 1) * kBucketCycles;
+        const double room = rate_ * kBucketCycles - used_[b];
+        const double span = bucket_end - t;
+        const double take = std::min(room, port * span);
+        if (take >= bytes) {
+            add(b, bytes);
+            return t + bytes / std::max(take / span, 1e-9); // at this bucket's rate for the transfer
+        }
+        if (take > 0) {
+            add(b, take);
+            bytes -= take;
+        }
+        t = bucket_end;
+    }
+    return t;
+}
+
+void SharedBandwidth::add(size_t bucket, double bytes) {
+    if (tree_.size() < used_.size()) { // rebuild for the new size
+        tree_.assign(used_.size(), 0.0);
+        for (size_t i = 0; i < used_.size(); ++i) {
+            tree_[i] += used_[i];
+            size_t parent = i | (i + 1);
+            if (parent < tree_.size())
+                tree_[parent] += tree_[i];
+        }
+    }
+    used_[bucket] += bytes;
+    for (size_t i = bucket; i < tree_.size(); i |= i + 1)
+        tree_[i] += bytes;
+}
+
+double SharedBandwidth::between(double from, double to) const {
+    auto prefix = [&](double t) { // the buckets before the one t lies in, and that one
+        if (t < 0)
+            return 0.0;
+        double sum = 0;
+        for (int64_t i = std::min<int64_t>(int64_t(t / kBucketCycles), int64_t(tree_.size()) - 1); i >= 0;
+             i = (i & (i + 1)) - 1)
+            sum += tree_[size_t(i)];
+        return sum;
+    };
+    return from > to ? 0.0 : prefix(to) - prefix(from - kBucketCycles);
+}
+
+TimedL2::Split TimedL2::read(int buffer, const Box &box, int element_bytes, double time) {
+    Split split;
+    detail::for_each_line(buffer, box, element_bytes, line_, [&](uint64_t key, int64_t bytes) {
+        auto it = lines_.find(key);
+        if (it == lines_.end()) {
+            split.miss += bytes;
+            lines_.emplace(key, Uses{time, time});
+            return;
+        }
+        Uses &u = it->second;
+        double since = time >= u.last ? hbm_.between(u.last, time) : time <= u.first ? hbm_.between(time, u.first) : 0;
+        (since < capacity_ ? split.hit : split.miss) += bytes;
+        u.first = std::min(u.first, time);
+        u.last = std::max(u.last, time);
+    });
+    return split;
 }
 
 int64_t HopperParams::wgmma_cycles(int64_t m, int64_t n, int64_t k) const {
@@ -295,7 +367,7 @@ struct Machine::Impl {
     class CtaRun;
 
     Impl(const HopperParams &p, bool numerics_on, bool trace_on)
-        : params(p), numerics(numerics_on), trace(trace_on), l2(p.l2_line, p.l2_bytes),
+        : params(p), numerics(numerics_on), trace(trace_on),
           active_sms(p.sms), sm_free(size_t(p.sms), 0), vector_free(size_t(p.sms), 0),
           tma_free(size_t(p.sms), 0), tensor_free(size_t(p.sms), 0), tma_busy(size_t(p.sms), 0),
           tensor_busy(size_t(p.sms), 0), sm_tracks(size_t(p.sms)) {}
@@ -303,8 +375,9 @@ struct Machine::Impl {
     HopperParams params;
     bool numerics;
     detail::TraceLog trace;
-    detail::L2Lines l2;
     int active_sms; // SMs sharing HBM and L2: min(grid, sms)
+    SharedBandwidth hbm{params.hbm_bytes_per_cycle}, l2_bandwidth{params.l2_bytes_per_cycle};
+    TimedL2 l2_lines{params.l2_line, params.l2_bytes, hbm};
     std::vector<Buffer> globals;
     CtaRun *running = nullptr;
 
@@ -556,8 +629,12 @@ public:
         int64_t bytes = boxes.elements * bytes_of(local(smem).type);
         Agent &agent = me();
         detail::L2Lines::Split traffic;
-        if (boxes.any_inside)
-            traffic = impl_.l2.read(global, boxes.global_inside, bytes_of(local(smem).type));
+        if (boxes.any_inside) {
+            TimedL2::Split lines = impl_.l2_lines.read(global, boxes.global_inside, bytes_of(local(smem).type),
+                                                       double(std::max(agent.now, impl_.tma_free[size_t(sm_)])));
+            traffic.miss = lines.miss;
+            traffic.hit = lines.hit;
+        }
         Cycles end = reserve_tma(agent.now, traffic, name);
         if (threads)
             end += thread_latencies(boxes.elements);
@@ -1332,8 +1409,14 @@ private:
      * returns when it completes. */
     Cycles reserve_tma(Cycles issue, detail::L2Lines::Split bytes, uint64_t name) {
         Cycles start = std::max(issue, impl_.tma_free[size_t(sm_)]);
-        Cycles total = params_.tma_cycles(bytes.miss, bytes.hit, impl_.active_sms);
-        Cycles transfer = total - params_.tma_latency;
+        // At the SM's port, and within what HBM (misses) and L2 (every byte) have left at that
+        // time after the transfers of the SMs' CTAs simulated before.
+        const double port = params_.tma_bytes_per_cycle, from = double(start);
+        const double all = double(bytes.miss + bytes.hit);
+        const double done = std::max({from + all / port, impl_.l2_bandwidth.move(from, all, port),
+                                      impl_.hbm.move(from, double(bytes.miss), port)});
+        Cycles transfer = Cycles(std::ceil(done - from));
+        Cycles total = transfer + params_.tma_latency;
         impl_.tma_free[size_t(sm_)] = start + transfer;
         impl_.tma_busy[size_t(sm_)] += transfer;
         OpName op = OpName::unpack(name);
@@ -1689,6 +1772,14 @@ Report Machine::finish() {
         report.cycles = std::max(report.cycles, finish);
         report.bound_cycles = std::max(
             {report.bound_cycles, impl_->tma_busy[size_t(sm)], impl_->tensor_busy[size_t(sm)]});
+    }
+    {
+        // The device's own bounds: every byte through L2, every miss and write through HBM.
+        report.bound_cycles =
+            std::max({report.bound_cycles, Cycles(std::ceil(impl_->hbm.total() / params_.hbm_bytes_per_cycle)),
+                      Cycles(std::ceil(impl_->l2_bandwidth.total() / params_.l2_bytes_per_cycle))});
+    }
+    for (int sm = 0; sm < params_.sms; ++sm) {
         tma += impl_->tma_busy[size_t(sm)];
         tensor += impl_->tensor_busy[size_t(sm)];
     }

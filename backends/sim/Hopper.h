@@ -48,6 +48,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace tandem::sim::hopper {
@@ -58,9 +59,9 @@ struct HopperParams {
     int registers_per_sm = 65536;
     // Timing, in SM cycles (H100 SXM, ~1.83 GHz; HOPPER-FACTS.md)
     int tma_latency = 600;             // issue to first byte
-    // Memory (machines/hopper.json): one HBM and one L2 shared by the SMs that run CTAs at once
-    // (min(grid, sms), set_grid); an SM moves at most tma_bytes_per_cycle itself. A read of a
-    // line some earlier read brought in comes from L2 (kept while it has room: no eviction).
+    // Memory (machines/hopper.json): one HBM and one L2 shared by the SMs in time
+    // (SharedBandwidth); an SM moves at most tma_bytes_per_cycle itself. A read of a line some
+    // earlier read brought in comes from L2 (least recently used lines leave when it is full).
     double tma_bytes_per_cycle = 64;   // one SM's port
     double hbm_bytes_per_cycle = 1600; // the device's HBM (measured copy bandwidth)
     double l2_bytes_per_cycle = 6100;  // the device's L2 (measured, machines/hopper.json)
@@ -95,10 +96,58 @@ struct HopperParams {
         f("thread_copy_batch", thread_copy_batch);
     }
     static HopperParams from(const ParamLookup &get);
-    /** A transfer of `miss` bytes from HBM and `hit` bytes from L2 while `active` SMs share
-     * them: tma_latency + the bytes at each source's share, capped by the SM's port. */
+    /** An estimate: a transfer of `miss` bytes from HBM and `hit` bytes from L2 while `active`
+     * SMs move bytes at once, each at its share of each source, capped by the SM's port (the
+     * model itself shares HBM and L2 in time, SharedBandwidth). */
     int64_t tma_cycles(int64_t miss, int64_t hit, int active) const;
     int64_t wgmma_cycles(int64_t m, int64_t n, int64_t k) const;
+};
+
+/** Bandwidth all SMs share (HBM, L2) as capacity per time bucket: a transfer takes what is left
+ * in each bucket from its start, at most `port` bytes per cycle, until its bytes have moved. CTAs
+ * simulated one after another share it in time (the first simulated takes a bucket's capacity
+ * first, the total is kept), so a line one CTA misses costs HBM time once, not 1/sms of HBM for
+ * the CTA that happened to be simulated first. */
+class SharedBandwidth {
+public:
+    static constexpr double kBucketCycles = 128;
+    explicit SharedBandwidth(double bytes_per_cycle);
+    /** Moves `bytes` from time `start`; returns when the last byte has moved. */
+    double move(double start, double bytes, double port);
+    /** The bytes moved so far. */
+    double total() const { return total_; }
+    /** The bytes moved in the buckets from time `from` to time `to`. */
+    double between(double from, double to) const;
+
+private:
+    double rate_, total_ = 0;
+    std::vector<double> used_; // bytes taken per bucket
+    std::vector<double> tree_; // Fenwick tree over used_, for between()
+    void add(size_t bucket, double bytes);
+};
+
+/** The L2 by time, not by the order CTAs are simulated in: a line a read touches is a hit when
+ * some read touched it before, at a time from which fewer than the L2's bytes came in from HBM
+ * (`hbm`: every miss and write) until this read, measured from the nearest known use (the last
+ * use when this read is later than every use so far, the first when it is earlier, none when it
+ * lies between them). The first read of a line in simulation order misses. */
+class TimedL2 {
+public:
+    TimedL2(int64_t line_bytes, int64_t capacity_bytes, const SharedBandwidth &hbm)
+        : line_(line_bytes), capacity_(double(capacity_bytes)), hbm_(hbm) {}
+    struct Split {
+        int64_t miss = 0, hit = 0; // bytes from HBM, bytes from L2
+    };
+    Split read(int buffer, const Box &box, int element_bytes, double time);
+
+private:
+    struct Uses {
+        double first, last;
+    };
+    int64_t line_;
+    double capacity_;
+    const SharedBandwidth &hbm_;
+    std::unordered_map<uint64_t, Uses> lines_;
 };
 
 /** A global tensor as TMA sees it: dims innermost first, strides in elements. */

@@ -138,29 +138,18 @@ void L2Lines::arrived(double when) {
     missed_.clear();
 }
 
-L2Lines::Split L2Lines::read(int buffer, const Box &box, int element_bytes) {
-    Split split;
-    missed_.clear();
-    std::vector<uint64_t> used; // lines of this read, touched after it (a read does not hit itself)
+void for_each_line(int buffer, const Box &box, int element_bytes, int64_t line,
+                   const std::function<void(uint64_t key, int64_t bytes)> &f) {
+    const std::vector<Dim> &dims = box.dims;
+    if (box.elements() == 0)
+        return;
     auto run = [&](int64_t first, int64_t bytes) { // a contiguous run of bytes
         for (int64_t at = first; at < first + bytes;) {
-            int64_t index = at / line_, next = std::min((index + 1) * line_, first + bytes);
-            uint64_t key = (uint64_t(buffer) << 40) | uint64_t(index);
-            if (lines_.count(key)) {
-                split.hit += next - at;
-                auto ready = ready_.find(key);
-                if (ready != ready_.end()) split.ready = std::max(split.ready, ready->second);
-            } else {
-                split.miss += next - at;
-                missed_.push_back(key);
-            }
-            used.push_back(key);
+            int64_t index = at / line, next = std::min((index + 1) * line, first + bytes);
+            f((uint64_t(buffer) << 40) | uint64_t(index), next - at);
             at = next;
         }
     };
-    const std::vector<Dim> &dims = box.dims;
-    if (box.elements() == 0)
-        return split;
     bool contiguous = !dims.empty() && dims[0].stride == 1;
     size_t outer = contiguous ? 1 : 0;
     int64_t row = contiguous ? dims[0].extent * element_bytes : element_bytes;
@@ -176,6 +165,23 @@ L2Lines::Split L2Lines::read(int buffer, const Box &box, int element_bytes) {
         if (d == dims.size())
             break;
     }
+}
+
+L2Lines::Split L2Lines::read(int buffer, const Box &box, int element_bytes) {
+    Split split;
+    missed_.clear();
+    std::vector<uint64_t> used; // lines of this read, touched after it (a read does not hit itself)
+    for_each_line(buffer, box, element_bytes, line_, [&](uint64_t key, int64_t bytes) {
+        if (lines_.count(key)) {
+            split.hit += bytes;
+            auto ready = ready_.find(key);
+            if (ready != ready_.end()) split.ready = std::max(split.ready, ready->second);
+        } else {
+            split.miss += bytes;
+            missed_.push_back(key);
+        }
+        used.push_back(key);
+    });
     for (uint64_t key : used)
         touch(key);
     return split;

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <functional>
 #include <list>
 #include <unordered_map>
 #include <unordered_set>
@@ -64,6 +65,11 @@ std::string mma_type_error(const std::string &acc, DType acc_type, const std::st
 
 /** Empty when acc {N, M}, a {K, M} and b {N, K} agree, else "shapes disagree: ...". */
 std::string mma_shape_error(const Box &acc_box, const Box &a_box, const Box &b_box);
+
+/** Calls f(key, bytes) for each `line`-byte line a read of `box` (of global buffer `buffer`)
+ * touches, in address order within each contiguous run; key = (buffer << 40) | line index. */
+void for_each_line(int buffer, const Box &box, int element_bytes, int64_t line,
+                   const std::function<void(uint64_t key, int64_t bytes)> &f);
 
 /** A shared L2 of `capacity` bytes that keeps the lines reads touched most recently (least
  * recently used lines leave first): what the Ascend and Hopper models charge GM reads with. (It
