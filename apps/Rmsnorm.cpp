@@ -31,6 +31,9 @@ public:
     // Hopper, double_buffered: a persistent grid of this many CTAs per SM, each looping over row
     // tiles with its ring (0: a CTA per tile).
     GeneratorParam<int> ctas_per_sm{"ctas_per_sm", 0, 0, 32};
+    // Hopper: warpgroups running each CTA's software pipeline (2: cooperative(), the vector ops
+    // strided over 256 threads).
+    GeneratorParam<int> warpgroups{"warpgroups", 1, 1, 2};
     GeneratorParam<std::string> pipelining{"schedule", "double_buffered", {"double_buffered", "single_buffered", "sync"}};
     Input<Buffer<float, 2>> in{"in"};
     Input<Buffer<float, 1>> w{"w"};
@@ -115,6 +118,7 @@ public:
             if (schedule != "sync") in_sum.async_copy().multi_buffer(versions);
             if (schedule != "sync") w_tile.async_copy().multi_buffer(versions);
         }
+        if (hopper && warpgroups == 2) out.cooperative();
         if (schedule == "sync") return;
         const int tile_versions = td == d ? row_versions : versions; // chunks: a loop within the tile
         in_tile.async_copy().multi_buffer(tile_versions);
@@ -156,7 +160,7 @@ const App &rmsnorm_app() {
         [](const Params &p) { return 1e-5 + 4e-7 * std::sqrt(double(p.get_int("D"))); },
         {{"D", "TD", 200000}, {"R", "RB", 300}},
         {{"RB", {"0", "1", "2", "3", "4", "8", "16"}}, {"TD", {"0", "0", "1", "7", "64", "1000", "4096"}},
-         {"stages", {"1", "2", "3"}}, {"ctas_per_sm", {"0", "0", "1", "2", "3"}}},
+         {"stages", {"1", "2", "3"}}, {"ctas_per_sm", {"0", "0", "1", "2", "3"}}, {"warpgroups", {"1", "1", "2"}}},
         4e5,
         {},
     };

@@ -316,7 +316,9 @@ public:
 
     void role_body(const Stmt &s) {
         compute_role = contains_compute(s);
-        cooperative_role = compute_role && kernel.consumer_warpgroups > 1 && kernel.warpgroups > 1;
+        // The consumer role of a cooperative warp-specialized kernel, or a cooperative kernel's
+        // one role (its software pipeline on two warpgroups).
+        cooperative_role = kernel.consumer_warpgroups > 1 && (kernel.warpgroups == 1 || compute_role);
         synced =
             true; // the kernel's __syncthreads; no thread of the role has touched shared memory yet
         pending_sync = false;
@@ -709,7 +711,7 @@ private:
         const std::string global = c_name(arg) + "_global + (" +
                                    expr(load ? c.src_offset : c.dst_offset) + ")";
         if (cooperative_role)
-            open("if (warpgroup == 1) { // one of the cooperative consumer warpgroups copies");
+            open("if (consumer == 0) { // one of the cooperative warpgroups copies");
         if (tile.kind != TileKind::Plain) {
             // A wgmma tile: swizzled, zero-filled past the copy (tile.role: copy dim -> layout dim).
             std::string extent[2] = {"1", "1"}, stride[2] = {"0", "0"};
@@ -1155,13 +1157,7 @@ private:
         os << line() << "// vector op " << v.label
            << ": elementwise, strided over the role's " << role_threads() << " threads\n";
         open("{");
-        std::string total;
-        for (const Loop &l : loops) {
-            std::string n = c_name(l.name);
-            os << line() << "const int " << n << "_min = " << expr(l.min) << ", " << n
-               << "_extent = " << expr(l.extent) << ";\n";
-            total += (total.empty() ? "" : " * ") + n + "_extent";
-        }
+        const std::string total = declare_extents(loops, loops.size());
         // Loads the nest's loops do not move, of buffers it does not write (a row's scalar), are
         // read once into registers: the compiler cannot prove shared memory unaliased.
         Stmt code = body;
@@ -1183,20 +1179,38 @@ private:
         }
         open("for (int element = " + role_thread() + "; element < " + total +
              "; element += " + std::to_string(role_threads()) + ") {");
-        std::string divisor;
-        for (size_t i = loops.size(); i-- > 0;) {
-            std::string n = c_name(loops[i].name);
-            std::string e = divisor.empty() ? "element" : "element / (" + divisor + ")";
-            if (i > 0)
-                e += " % " + n + "_extent";
-            os << line() << "const int " << n << " = " << n << "_min + " << e << ";\n";
-            divisor += (divisor.empty() ? "" : " * ") + n + "_extent";
-        }
+        unflatten(loops, loops.size(), "element");
         nest_loops = loops;
         element(code);
         nest_loops.clear();
         close();
         close();
+    }
+
+    /** Declares the min and extent of the first `count` loops; returns their extents' product. */
+    std::string declare_extents(const std::vector<Loop> &loops, size_t count) {
+        std::string total;
+        for (size_t i = 0; i < count; i++) {
+            std::string n = c_name(loops[i].name);
+            os << line() << "const int " << n << "_min = " << expr(loops[i].min) << ", " << n
+               << "_extent = " << expr(loops[i].extent) << ";\n";
+            total += (total.empty() ? "" : " * ") + n + "_extent";
+        }
+        return total;
+    }
+
+    /** Defines the vars of the first `count` loops from the flat index `flat` (the last of them
+     * innermost). */
+    void unflatten(const std::vector<Loop> &loops, size_t count, const std::string &flat) {
+        std::string divisor;
+        for (size_t i = count; i-- > 0;) {
+            std::string n = c_name(loops[i].name);
+            std::string e = divisor.empty() ? flat : flat + " / (" + divisor + ")";
+            if (i > 0)
+                e += " % " + n + "_extent";
+            os << line() << "const int " << n << " = " << n << "_min + " << e << ";\n";
+            divisor += (divisor.empty() ? "" : " * ") + n + "_extent";
+        }
     }
 
     /** Whether `s` still contains `load` (an earlier substitution may have taken it). */
@@ -1218,11 +1232,6 @@ private:
         Expr step = affine_step(st->index, k.name);
         if (!step.defined() || !is_const_zero(step))
             return false;
-        if (cooperative_role) {
-            throw Error("Func '" + kernel.args.back().name + "', directive cooperative(): vector op " + v.label +
-                        " is a reduction, which the emitter runs over one warpgroup; the cooperative consumers "
-                        "are two (use warp_specialize() without cooperative())");
-        }
         Expr rest, a, b;
         const Add *add = st->value.as<Add>();
         const Max *max = st->value.as<Max>();
@@ -1268,38 +1277,25 @@ private:
         Expr rows = 1;
         for (size_t i = 0; i + 1 < loops.size(); i++)
             rows = rows * loops[i].extent;
-        if (loops.size() > 1 && constant_upper_bound(simplify(rows)) >= warpgroup_threads / 32 && !cooperative_role) {
+        const int warps = role_threads() / 32;
+        if (loops.size() > 1 && constant_upper_bound(simplify(rows)) >= warps) {
             os << line() << "// vector op " << v.label << ": a reduction over " << k.name
                << " for each of the rows around it: a warp per row, partials strided over its lanes, "
                   "then a shuffle reduction\n";
             open("{");
-            std::string total_rows;
-            for (size_t i = 0; i + 1 < loops.size(); i++) {
-                std::string n = c_name(loops[i].name);
-                os << line() << "const int " << n << "_min = " << expr(loops[i].min) << ", " << n
-                   << "_extent = " << expr(loops[i].extent) << ";\n";
-                total_rows += (total_rows.empty() ? "" : " * ") + n + "_extent";
-            }
-            open("for (int row = thread_in_warpgroup / 32; row < " + total_rows + "; row += " +
-                 std::to_string(warpgroup_threads / 32) + ") {");
-            std::string divisor;
-            for (size_t i = loops.size() - 1; i-- > 0;) {
-                std::string n = c_name(loops[i].name);
-                std::string e = divisor.empty() ? "row" : "row / (" + divisor + ")";
-                if (i > 0)
-                    e += " % " + n + "_extent";
-                os << line() << "const int " << n << " = " << n << "_min + " << e << ";\n";
-                divisor += (divisor.empty() ? "" : " * ") + n + "_extent";
-            }
+            const std::string total_rows = declare_extents(loops, loops.size() - 1);
+            open("for (int row = " + role_thread() + " / 32; row < " + total_rows + "; row += " +
+                 std::to_string(warps) + ") {");
+            unflatten(loops, loops.size() - 1, "row");
             nest_loops = loops;
             std::string n = c_name(k.name);
             os << line() << type << " partial = " << expr(identity) << ";\n";
-            open("for (int " + n + " = " + expr(k.min) + " + thread_in_warpgroup % 32, " + n + "_end = " +
+            open("for (int " + n + " = " + expr(k.min) + " + " + role_thread() + " % 32, " + n + "_end = " +
                  expr(k.min) + " + " + expr(k.extent) + "; " + n + " < " + n + "_end; " + n + " += 32) {");
             os << line() << "partial = " << expr(combine(partial, rest)) << ";\n";
             close();
             os << line() << "const " << type << " total = hopper::warp_reduce(partial, " << op << ");\n";
-            open("if (thread_in_warpgroup % 32 == 0) {");
+            open("if (" + role_thread() + " % 32 == 0) {");
             store(update.as<Store>());
             close();
             close();
@@ -1318,15 +1314,20 @@ private:
         open("{");
         std::string n = c_name(k.name);
         os << line() << type << " partial = " << expr(identity) << ";\n";
-        open("for (int " + n + " = " + expr(k.min) + " + thread_in_warpgroup, " + n +
+        open("for (int " + n + " = " + expr(k.min) + " + " + role_thread() + ", " + n +
              "_end = " + expr(k.min) + " + " + expr(k.extent) + "; " + n + " < " + n + "_end; " +
-             n + " += " + std::to_string(warpgroup_threads) + ") {");
+             n + " += " + std::to_string(role_threads()) + ") {");
         os << line() << "partial = " << expr(combine(partial, rest)) << ";\n";
         close();
-        os << line() << "const " << type
-           << " total = hopper::warpgroup_reduce(partial, reduction_scratch[warpgroup], "
-              "warpgroup,\n"
-           << line() << "    " << op << ");\n";
+        if (cooperative_role)
+            os << line() << "const " << type << " total = hopper::consumers_reduce<" << role_threads()
+               << ">(partial, &reduction_scratch[0][0],\n"
+               << line() << "    " << op << ");\n";
+        else
+            os << line() << "const " << type
+               << " total = hopper::warpgroup_reduce(partial, reduction_scratch[warpgroup], "
+                  "warpgroup,\n"
+               << line() << "    " << op << ");\n";
         open("if (elected) {");
         store(update.as<Store>());
         close();
@@ -1575,7 +1576,8 @@ std::string emit_cuda(const Kernel &kernel, const std::string &function) {
     const Plan plan = plan_kernel(kernel);
     // Cooperative consumers: each consumer role runs on kernel.consumer_warpgroups warpgroups.
     const int sharing = kernel.warpgroups > 1 ? kernel.consumer_warpgroups : 1;
-    const int threads = warpgroup_threads * (1 + (kernel.warpgroups - 1) * sharing);
+    const int threads = kernel.warpgroups == 1 ? warpgroup_threads * kernel.consumer_warpgroups
+                                               : warpgroup_threads * (1 + (kernel.warpgroups - 1) * sharing);
     const int64_t dynamic_bytes = plan.shared_bytes + swizzle_atom_bytes;
 
     CodeGen body(kernel, plan);
@@ -1655,20 +1657,28 @@ std::string emit_cuda(const Kernel &kernel, const std::string &function) {
         os << "    __shared__ __align__(8) uint64_t " << c_name(b.name) << "[" << b.slots
            << "]; // " << arrivals(b) << " arrival(s) per phase\n";
     }
-    if (body.uses_reduction)
-        os << "    __shared__ float reduction_scratch[" << kernel.warpgroups << "][4];\n";
+    if (body.uses_reduction) // 4 per warpgroup: one per warp
+        os << "    __shared__ float reduction_scratch[" << threads / warpgroup_threads << "][4];\n";
     os << "\n    const int warpgroup = threadIdx.x / " << warpgroup_threads << ";\n"
-       << "    const int thread_in_warpgroup = threadIdx.x % " << warpgroup_threads << ";\n"
-       << (sharing > 1 ? "    const bool elected = thread_in_warpgroup == 0 && warpgroup <= 1; // issues TMA, "
-                         "expect_tx, arrive for its role\n"
-                         "    const int consumer = warpgroup - 1; // of the cooperative consumer warpgroups\n"
-                         "    const int thread_in_consumers = threadIdx.x - " +
-                             std::to_string(warpgroup_threads) + ";\n"
-                         "    (void)consumer;\n"
-                         "    (void)thread_in_consumers;\n"
-                       : "    const bool elected = thread_in_warpgroup == 0; // issues TMA, expect_tx, arrive for "
-                         "its warpgroup\n")
-       << "    (void)thread_in_warpgroup;\n"
+       << "    const int thread_in_warpgroup = threadIdx.x % " << warpgroup_threads << ";\n";
+    if (kernel.warpgroups == 1 && kernel.consumer_warpgroups > 1) // one role on two warpgroups
+        os << "    const bool elected = threadIdx.x == 0; // issues TMA, expect_tx, arrive\n"
+              "    const int consumer = warpgroup; // of the cooperative warpgroups\n"
+              "    const int thread_in_consumers = threadIdx.x;\n"
+              "    (void)consumer;\n"
+              "    (void)thread_in_consumers;\n";
+    else if (sharing > 1)
+        os << "    const bool elected = thread_in_warpgroup == 0 && warpgroup <= 1; // issues TMA, "
+              "expect_tx, arrive for its role\n"
+              "    const int consumer = warpgroup - 1; // of the cooperative consumer warpgroups\n"
+              "    const int thread_in_consumers = threadIdx.x - "
+           << warpgroup_threads << ";\n"
+              "    (void)consumer;\n"
+              "    (void)thread_in_consumers;\n";
+    else
+        os << "    const bool elected = thread_in_warpgroup == 0; // issues TMA, expect_tx, arrive for "
+              "its warpgroup\n";
+    os << "    (void)thread_in_warpgroup;\n"
        << "    if (threadIdx.x == 0) {\n";
     for (const BarrierDecl &b : kernel.barriers) {
         os << "        for (int slot = 0; slot < " << b.slots << "; slot++) hopper::mbarrier_init(&"

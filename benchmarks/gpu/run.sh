@@ -210,6 +210,28 @@ configs+=(
     "v11|gemm_coop_1000x1096x520|gemm|ws_cooperative|1000 1096 520|hopper|TN=256"
     "v11|gemm_pingpong_1000x1096x520|gemm|ws_pingpong|1000 1096 520|hopper"
 )
+# v12: rmsnorm's software pipeline on two warpgroups (warpgroups=2: cooperative() without
+# warp_specialize()); a ring store whose tail tile's stage is narrower.
+configs+=(
+    "smoke4|rmsnorm_wg2_100x7|rmsnorm|double_buffered|100 7|hopper|warpgroups=2"
+    "smoke4|rmsnorm_wg2_1000x77|rmsnorm|double_buffered|1000 77|hopper|warpgroups=2"
+    "smoke4|rmsnorm_wg2_4096x64_2sm|rmsnorm|double_buffered|4096 64|hopper:sms=2|warpgroups=2"
+    "smoke4|rmsnorm_wg2_8192x9|rmsnorm|double_buffered|8192 9|hopper|warpgroups=2"
+    "smoke4|rmsnorm_wg2_p1_1000x77_2sm|rmsnorm|double_buffered|1000 77|hopper:sms=2|warpgroups=2 ctas_per_sm=1"
+    "smoke4|rmsnorm_wg2_single_1000x77|rmsnorm|single_buffered|1000 77|hopper|warpgroups=2"
+    "smoke4|gemm_pingpong_128x320x65_f32|gemm|ws_pingpong|128 320 65|hopper|out=f32"
+    "v12|rmsnorm_wg2_1024x65536|rmsnorm|double_buffered|1024 65536|hopper|warpgroups=2"
+    "v12|rmsnorm_wg2_2048x32768|rmsnorm|double_buffered|2048 32768|hopper|warpgroups=2"
+    "v12|rmsnorm_wg2_4096x16384|rmsnorm|double_buffered|4096 16384|hopper|warpgroups=2"
+    "v12|rmsnorm_wg2_8192x8192|rmsnorm|double_buffered|8192 8192|hopper|warpgroups=2"
+    "v12|rmsnorm_wg2_16384x4096|rmsnorm|double_buffered|16384 4096|hopper|warpgroups=2"
+    "v12|rmsnorm_wg2_p1_8192x8192|rmsnorm|double_buffered|8192 8192|hopper|warpgroups=2 ctas_per_sm=1"
+    "v12|rmsnorm_wg2_p1_16384x4096|rmsnorm|double_buffered|16384 4096|hopper|warpgroups=2 ctas_per_sm=1"
+    "v12|rmsnorm_wg2_p2_4096x16384|rmsnorm|double_buffered|4096 16384|hopper|warpgroups=2 ctas_per_sm=2"
+    "v12|rmsnorm_8192x8192_wg1|rmsnorm|double_buffered|8192 8192|hopper"
+    "v12|rmsnorm_4096x16384_wg1|rmsnorm|double_buffered|4096 16384|hopper"
+    "v12|gemm_coop_4096_v12|gemm|ws_cooperative|4096 4096 4096|hopper|TN=256"
+)
 # TANDEM_GPU_SETS (default "smoke bench"): the sets emitted, built and run.
 sets="${TANDEM_GPU_SETS:-smoke bench}"
 
@@ -314,7 +336,7 @@ gpu() {
                     gemm_pipelined_128x128x64 gemm_ws_128x128x64 elementwise_double_buffered_807x5 \
                     rmsnorm_double_buffered_100x7 gemm_coop_256x384x128_2sm gemm_coop_200x520x72_f32 \
                     rmsnorm_p1_1000x77_2sm rmsnorm_p1_2048x9_td512_2sm gemm_pingpong_256x384x136_f32_2sm \
-                    rmsnorm_cta_1000x77_rb8 rmsnorm_p2_512x45_2sm; do
+                    rmsnorm_cta_1000x77_rb8 rmsnorm_p2_512x45_2sm rmsnorm_wg2_1000x77 rmsnorm_wg2_4096x64_2sm; do
             grep -q " $name\$" "$kernels/sets.txt" || continue
             for tool in memcheck racecheck; do
                 if [ $((SECONDS - started)) -gt "${TANDEM_GPU_DEADLINE:-420}" ]; then echo "skipped: $tool $name (deadline)"; continue; fi

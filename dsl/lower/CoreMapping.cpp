@@ -137,7 +137,7 @@ Stmt map_to_cores(const Stmt &s, CompileContext &ctx) {
         SpreadLoops probe(ctx.output + ".s0", d.cores_var, 1);
         probe.mutate(s);
         tiles = std::max<int64_t>(1, probe.largest_extent);
-        const bool persistent = d.ping_pong || d.cooperative || d.persistent > 0;
+        const bool persistent = d.ping_pong || (d.cooperative && d.warp_specialize) || d.persistent > 0;
         units = int(persistent ? std::min<int64_t>(tiles, int64_t(units) * std::max(1, d.persistent)) : tiles);
         ctx.one_tile_per_unit = !persistent;
     }

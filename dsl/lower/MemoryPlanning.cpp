@@ -97,33 +97,26 @@ private:
     std::set<std::string> from_accumulator;
     void visit(const Evaluate *op) override {
         ir::CopyOp c;
-        // The row pitch of the stage in its copies of more than one row (all the same).
+        // The row pitch of the stage: the full tile's, the widest of its copies of more than one
+        // row (a tail tile's copy may have its own); none if one is not a constant.
         if (ir::as_copy(op, &c) && c.dst == output && c.dims.size() == 2 && !is_const_one(simplify(c.dims[1].extent))) {
             const IntImm *pitch = simplify(c.dims[1].src_stride).as<IntImm>();
             auto known = pitches.find(c.src);
-            const int64_t p = pitch ? pitch->value : 0;
-            pitches[c.src] = known == pitches.end() || known->second == p ? p : 0;
+            const int64_t p = pitch ? pitch->value : -1;
+            pitches[c.src] = known == pitches.end() ? p : p < 0 || known->second < 0 ? -1 : std::max(known->second, p);
         }
         IRVisitor::visit(op);
     }
+    const Store *store_ = nullptr; // the store whose value is being visited
     void visit(const Store *op) override {
-        bool reads = false;
-        visit_with(op->value, [&](const Load *l) { reads = reads || accumulators.count(l->name); });
-        if (reads) from_accumulator.insert(op->name);
-        IRVisitor::visit(op);
+        store_ = op;
+        op->value.accept(this);
+        store_ = nullptr;
+        op->index.accept(this);
     }
-    template <class F> static void visit_with(const Expr &e, F f) {
-        class Loads : public IRVisitor {
-        public:
-            F &f;
-            explicit Loads(F &f) : f(f) {}
-            using IRVisitor::visit;
-            void visit(const Load *l) override {
-                f(l);
-                IRVisitor::visit(l);
-            }
-        } loads(f);
-        e.accept(&loads);
+    void visit(const Load *op) override {
+        if (store_ && accumulators.count(op->name)) from_accumulator.insert(store_->name);
+        IRVisitor::visit(op);
     }
 };
 

@@ -96,9 +96,18 @@ void validate_schedule(const Func &output, CompileContext &ctx) {
             throw Error(where(name, "cooperative()") + "consumer warpgroups that share a tile are Hopper's; " +
                         ctx.target.name() + " has none (use warp_specialize() alone)");
         }
-        if (d.cooperative && (!d.warp_specialize || d.ping_pong)) {
-            throw Error(where(name, "cooperative()") + "the two consumer warpgroups that share each tile need "
-                        "warp_specialize() and exclude ping_pong() (consumers on alternate tiles)");
+        if (d.cooperative && d.ping_pong) {
+            throw Error(where(name, "cooperative()") + "the two consumer warpgroups that share each tile "
+                        "exclude ping_pong() (consumers on alternate tiles)");
+        }
+        if (d.cooperative && !d.warp_specialize) {
+            for (const auto &[f, other] : ctx.directives) {
+                if (other.tile_mma) {
+                    throw Error(where(name, "cooperative()") + "without warp_specialize() it runs a vector kernel's "
+                                "software pipeline on two warpgroups; the tile MMA of " + f +
+                                " needs warp_specialize() (a producer and the two consumer warpgroups)");
+                }
+            }
         }
         if (d.multi_buffer > 1 && !d.async_copy) {
             throw Error(where(name, "multi_buffer(" + std::to_string(d.multi_buffer) + ")") +

@@ -337,7 +337,10 @@ Stmt specialize_warps(const Stmt &s, CompileContext &ctx, const std::vector<Sram
         DeclareBarriers d(ctx, buffers, {});
         result.accept(&d);
         ctx.barriers = d.barriers;
-        ctx.notes.push_back("hopper: one warpgroup runs the software pipeline");
+        ctx.consumer_warpgroups = out.cooperative ? 2 : 1;
+        ctx.notes.push_back(out.cooperative ? "cooperative: two warpgroups run the software pipeline, its vector ops "
+                                              "strided over their 256 threads (the model runs them as one agent)"
+                                            : "hopper: one warpgroup runs the software pipeline");
         return result;
     }
     int consumers = out.ping_pong ? 2 : 1;

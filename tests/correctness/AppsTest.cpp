@@ -135,6 +135,9 @@ std::vector<Case> hopper_cases() {
         params["ctas_per_sm"] = "1";
         add("rmsnorm", {"double_buffered"}, params, "hopper:sms=2");
     }
+    // Two warpgroups run each CTA's software pipeline (cooperative() without warp_specialize()).
+    add("rmsnorm", stream, {{"D", "1000"}, {"R", "77"}, {"warpgroups", "2"}});
+    add("rmsnorm", {"double_buffered"}, {{"D", "8192"}, {"R", "9"}, {"warpgroups", "2"}});
     return all;
 }
 

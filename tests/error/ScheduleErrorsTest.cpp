@@ -127,7 +127,7 @@ TEST(ScheduleErrors, CooperativeIsHoppersAndNeedsWarpSpecializeWithoutPingPong) 
     Gemm alone;
     alone.schedule();
     alone.C.cooperative();
-    expect_error([&] { alone.compile_for("hopper"); }, {alone.C.name(), "cooperative()", "need warp_specialize()"});
+    expect_error([&] { alone.compile_for("hopper"); }, {alone.C.name(), "cooperative()", "needs warp_specialize()"});
     Gemm both;
     both.schedule();
     both.C.warp_specialize().ping_pong().cooperative();

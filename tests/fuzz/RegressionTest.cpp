@@ -82,6 +82,7 @@ std::vector<Case> found_by_the_fuzzer() {
         {"gemm hopper ws_pingpong M=256 N=128 K=66 out=f32"},
         {"gemm hopper ws_pingpong M=103 N=256 K=150 out=f32"},
         {"gemm hopper ws_pingpong M=129 N=144 K=110 out=f32"},
+        {"gemm hopper ws_pingpong M=128 N=320 K=65 out=f32"}, // a tail tile's stage copy, 64 wide
         {"gemm hopper ws_cooperative M=130 N=300 K=1 TN=256"},
         {"gemm hopper ws_cooperative M=96 N=255 K=31 TN=256"},
     };

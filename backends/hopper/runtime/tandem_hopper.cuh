@@ -97,6 +97,22 @@ __device__ __forceinline__ T warpgroup_reduce(T value, T *scratch, int warpgroup
     return total;
 }
 
+/** Sum / max / min of one value per thread over the cooperative warpgroups (`threads` of them,
+ * consumers_sync's barrier); every thread gets the result. `scratch` holds one value per warp. */
+template <int threads, class T, class Op> __device__ __forceinline__ T consumers_reduce(T value, T *scratch, Op op) {
+    value = warp_reduce(value, op);
+    const int warp = (threadIdx.x % threads) / 32;
+    if (threadIdx.x % 32 == 0)
+        scratch[warp] = value;
+    consumers_sync<threads>();
+    T total = scratch[0];
+#pragma unroll
+    for (int w = 1; w < threads / 32; w++)
+        total = op(total, scratch[w]);
+    consumers_sync<threads>(); // scratch may be reused
+    return total;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Shared memory and mbarriers
 // ---------------------------------------------------------------------------------------------
