@@ -232,6 +232,20 @@ configs+=(
     "v12|rmsnorm_4096x16384_wg1|rmsnorm|double_buffered|4096 16384|hopper"
     "v12|gemm_coop_4096_v12|gemm|ws_cooperative|4096 4096 4096|hopper|TN=256"
 )
+# v13: rmsnorm's Hopper default is two warpgroups; D = 16384 with whole rows (one CTA per SM).
+configs+=(
+    "v13|rmsnorm_1024x65536_v13|rmsnorm|double_buffered|1024 65536|hopper"
+    "v13|rmsnorm_2048x32768_v13|rmsnorm|double_buffered|2048 32768|hopper"
+    "v13|rmsnorm_4096x16384_v13|rmsnorm|double_buffered|4096 16384|hopper"
+    "v13|rmsnorm_8192x8192_v13|rmsnorm|double_buffered|8192 8192|hopper"
+    "v13|rmsnorm_16384x4096_v13|rmsnorm|double_buffered|16384 4096|hopper"
+    "v13|rmsnorm_16384x4096_whole|rmsnorm|double_buffered|16384 4096|hopper|TD=16384"
+    "v13|rmsnorm_16384x4096_td4096|rmsnorm|double_buffered|16384 4096|hopper|TD=4096"
+    "v13|rmsnorm_16384x4096_td8192|rmsnorm|double_buffered|16384 4096|hopper|TD=8192"
+    "v13|rmsnorm_1000x77777_v13|rmsnorm|double_buffered|1000 77777|hopper"
+    "v13|rmsnorm_single_8192x8192|rmsnorm|single_buffered|8192 8192|hopper"
+    "v13|rmsnorm_sync_8192x8192|rmsnorm|sync|8192 8192|hopper"
+)
 # TANDEM_GPU_SETS (default "smoke bench"): the sets emitted, built and run.
 sets="${TANDEM_GPU_SETS:-smoke bench}"
 
