@@ -5,7 +5,7 @@ measured on an H100 and writes benchmarks/results/hopper_model_vs_gpu.{json,log}
 The model counts SM cycles; they become time at the clock the machine description states
 (1.83 GHz). `model_over_gpu` > 1: the model is slower (pessimistic) than the GPU.
 
-Usage: benchmarks/hopper_model_vs_gpu.py [GPU_RESULTS_JSON]
+Usage: benchmarks/hopper_model_vs_gpu.py [GPU_RESULTS_JSON...] (later files win for the same kernel)
 """
 import datetime
 import json
@@ -34,6 +34,8 @@ KERNELS = {
     "rmsnorm_1024x65536": ("rmsnorm", "double_buffered", {"D": 1024, "R": 65536}),
     "rmsnorm_4096x16384": ("rmsnorm", "double_buffered", {"D": 4096, "R": 16384}),
     "rmsnorm_8192x8192": ("rmsnorm", "double_buffered", {"D": 8192, "R": 8192}),
+    "rmsnorm_2048x32768": ("rmsnorm", "double_buffered", {"D": 2048, "R": 32768}),
+    "rmsnorm_16384x4096": ("rmsnorm", "double_buffered", {"D": 16384, "R": 4096}),
     "elementwise_single_8192b": ("elementwise", "single_buffered", {"W": 8192, "H": 8192}),
     "elementwise_double_8192b": ("elementwise", "double_buffered", {"W": 8192, "H": 8192}),
 }
@@ -48,8 +50,11 @@ def model(app, schedule, params):
 
 
 def main():
-    gpu_file = pathlib.Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "benchmarks/results/gpu_hopper_v11.json"
-    gpu = {r["name"]: r for r in json.load(open(gpu_file)) if "tandem_ms" in r}
+    gpu_files = [pathlib.Path(a) for a in sys.argv[1:]] or [ROOT / "benchmarks/results/gpu_hopper_v11.json",
+                                                            ROOT / "benchmarks/results/gpu_hopper_v13.json"]
+    gpu = {}
+    for f in gpu_files:  # later files' rows of the same kernel win
+        gpu.update({r["name"].removesuffix("_v13"): r for r in json.load(open(f)) if "tandem_ms" in r})
     rows, log = [], []
     for name, (app, schedule, params) in KERNELS.items():
         if name not in gpu:
@@ -66,8 +71,8 @@ def main():
                    f"model/gpu {row['model_over_gpu']}")
         print(log[-1], flush=True)
     meta = {"date": datetime.date.today().isoformat(), "machine": platform.node(),
-            "command": "benchmarks/hopper_model_vs_gpu.py " + str(gpu_file.relative_to(ROOT)),
-            "gpu_results": str(gpu_file.relative_to(ROOT)), "rows": rows}
+            "command": "benchmarks/hopper_model_vs_gpu.py " + " ".join(str(f.resolve().relative_to(ROOT)) for f in gpu_files),
+            "gpu_results": [str(f.resolve().relative_to(ROOT)) for f in gpu_files], "rows": rows}
     out = ROOT / "benchmarks/results/hopper_model_vs_gpu.json"
     out.write_text(json.dumps(meta, indent=1) + "\n")
     (ROOT / "benchmarks/results/hopper_model_vs_gpu.log").write_text(
