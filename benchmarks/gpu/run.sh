@@ -246,6 +246,24 @@ configs+=(
     "v13|rmsnorm_single_8192x8192|rmsnorm|single_buffered|8192 8192|hopper"
     "v13|rmsnorm_sync_8192x8192|rmsnorm|sync|8192 8192|hopper"
 )
+# v14: rmsnorm at D = 16384 (chunk size x ring depth), misaligned GEMM variants.
+configs+=(
+    "v14|rmsnorm_16384_td1024_s2|rmsnorm|double_buffered|16384 4096|hopper|TD=1024 stages=2"
+    "v14|rmsnorm_16384_td1024_s3|rmsnorm|double_buffered|16384 4096|hopper|TD=1024 stages=3"
+    "v14|rmsnorm_16384_td1024_s4|rmsnorm|double_buffered|16384 4096|hopper|TD=1024 stages=4"
+    "v14|rmsnorm_16384_td2048_s3|rmsnorm|double_buffered|16384 4096|hopper|TD=2048 stages=3"
+    "v14|rmsnorm_16384_td2048_s4|rmsnorm|double_buffered|16384 4096|hopper|TD=2048 stages=4"
+    "v14|rmsnorm_16384_td512_s4|rmsnorm|double_buffered|16384 4096|hopper|TD=512 stages=4"
+    "v14|rmsnorm_16384_td2048_wg1|rmsnorm|double_buffered|16384 4096|hopper|TD=2048 warpgroups=1"
+    "v14|gemm_coop_3000x5000x2000_g1|gemm|ws_cooperative|3000 5000 2000|hopper|TN=256 group=1"
+    "v14|gemm_coop_3000x5000x2000_g16|gemm|ws_cooperative|3000 5000 2000|hopper|TN=256 group=16"
+    "v14|gemm_coop_3000x5000x2000_tm256|gemm|ws_cooperative|3000 5000 2000|hopper|TM=256 TN=128"
+    "v14|gemm_pingpong_3000x5000x2000|gemm|ws_pingpong|3000 5000 2000|hopper"
+    "v14|gemm_coop_3000x5000x2000_s3|gemm|ws_cooperative|3000 5000 2000|hopper|TN=256 stages=3"
+    "v14|gemm_coop_3000x5000x2000|gemm|ws_cooperative|3000 5000 2000|hopper|TN=256"
+    "v14|gemm_coop_3000x5008x2000|gemm|ws_cooperative|3000 5008 2000|hopper|TN=256"
+    "v14|gemm_coop_3000x5056x2000|gemm|ws_cooperative|3000 5056 2000|hopper|TN=256"
+)
 # TANDEM_GPU_SETS (default "smoke bench"): the sets emitted, built and run.
 sets="${TANDEM_GPU_SETS:-smoke bench}"
 
