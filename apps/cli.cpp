@@ -1,11 +1,14 @@
-// The tandem command line: list, run, emit, demo. `./tandem <command> ...` forwards here.
+// The tandem command line: list, run, emit, fuzz, tune, demo. `./tandem <command> ...` forwards here.
 #include "App.h"
 #include "Fuzz.h"
 #include "Run.h"
+#include "Tune.h"
 #include "common/Backend.h"
 #include "tandem/AsyncIR.h"
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -20,14 +23,15 @@ using namespace tandem::apps;
 namespace {
 
 struct Args {
-    std::string command, app, target = "zpu", schedule, what = "stmt", out_dir, trace, timeline, name;
+    std::string command, app, target = "zpu", schedule, what = "stmt", out_dir, trace, timeline, name, db;
     int drop_flag = -1;
     Params params;
     bool json = false, numerics = true, verbose = false, target_given = false, emit = true;
     double seconds = 60, timeout = 120;
     int64_t runs = -1;
-    int jobs = 1;
+    int jobs = 1, budget = 64;
     uint64_t seed = 1;
+    bool resume = false;
 };
 
 /** The command line, parsed with CLI11: one subcommand per job. */
@@ -77,6 +81,19 @@ struct CommandLine {
         fuzz->add_flag("!--no-emit", a.emit, "do not emit code");
         fuzz->add_flag("--verbose", a.verbose, "a line per run");
         fuzz->add_flag("--json", a.json, "the summary as JSON");
+        CLI::App *tune = app.add_subcommand(
+            "tune", "autotune an app's schedule parameters on a target's machine model, recording every "
+                    "candidate in a tuning database");
+        tune->add_option("app", a.app, "the app (tandem list)")->required();
+        tune->add_option("--target", a.target, "zpu, hopper or ascend");
+        tune->add_option("--param", params, "a fixed parameter, key=value (repeat): the workload")->allow_extra_args(false);
+        tune->add_option("--db", a.db, "sqlite:PATH (default " + default_tuning_db() + ")");
+        tune->add_option("--budget", a.budget, "candidates to measure")->check(CLI::PositiveNumber);
+        tune->add_option("--seconds", a.seconds, "stop after this long as well");
+        tune->add_option("--seed", a.seed, "the search's seed (deterministic)");
+        tune->add_flag("--resume", a.resume, "continue a stopped run: its records count toward the budget");
+        tune->add_flag("!--no-numerics", a.numerics, "timing and hazards only");
+        tune->add_flag("--json", a.json, "one JSON object");
     }
 
     void parse(int argc, char **argv) {
@@ -201,6 +218,65 @@ int fuzz(const Args &a) {
     return s.failures ? 1 : 0;
 }
 
+nlohmann::json record_json(const TuningRecord &r) {
+    return {{"params", r.candidate}, {"status", r.status}, {"cycles", r.cycles},
+            {"roofline_fraction", r.roofline_fraction}, {"device", r.device}, {"date", r.date}, {"message", r.message}};
+}
+
+int tune(const Args &a) {
+    TuneOptions o;
+    o.app = a.app;
+    o.target = a.target;
+    o.fixed = a.params;
+    o.db = a.db.empty() ? default_tuning_db() : a.db;
+    o.budget = a.budget;
+    o.seconds = a.seconds == 60 ? 0 : a.seconds; // 60 is Args' default for fuzz: no limit unless given
+    o.seed = a.seed;
+    o.resume = a.resume;
+    o.numerics = a.numerics;
+    const bool terminal = !a.json && isatty(STDOUT_FILENO);
+    TuneResult r = apps::tune(o, [&](const TuneProgress &p) {
+        if (a.json) return;
+        const double rate = p.seconds > 0 ? p.done / p.seconds : 0;
+        const std::string best = p.best ? std::to_string((long long)p.best->cycles) + " cycles (roofline " +
+                                              std::to_string(p.best->roofline_fraction).substr(0, 5) + ")"
+                                        : "none yet";
+        if (terminal) {
+            const int width = 30, filled = p.total ? width * p.done / p.total : width;
+            std::printf("\r[%s%s] %d/%d  best %s  %.1f/s  %.0f s left ", std::string(size_t(filled), '#').c_str(),
+                        std::string(size_t(width - filled), '.').c_str(), p.done, p.total, best.c_str(), rate,
+                        rate > 0 ? (p.total - p.done) / rate : 0.0);
+        } else {
+            std::printf("%d/%d %s %s %s  best %s\n", p.done, p.total, candidate_key(p.last->candidate).c_str(),
+                        p.last->status.c_str(), p.last->status == "ok" ? std::to_string((long long)p.last->cycles).c_str() : "",
+                        best.c_str());
+        }
+        std::fflush(stdout);
+    });
+    if (terminal) std::printf("\n");
+    if (a.json) {
+        nlohmann::json j = {{"workload", {{"generator", r.workload.generator}, {"target", r.workload.target},
+                                          {"compiler", r.workload.compiler}, {"fixed", r.workload.fixed}}},
+                            {"db", o.db}, {"measured", r.measured}, {"reused", r.reused}, {"space", r.space}};
+        if (r.best) j["best"] = record_json(*r.best);
+        if (r.defaults) j["defaults"] = record_json(*r.defaults);
+        if (r.best && r.defaults && r.defaults->status == "ok") j["speedup_over_defaults"] = r.defaults->cycles / r.best->cycles;
+        std::cout << j.dump(1) << "\n";
+    } else {
+        std::printf("tune %s on %s: %d measured, %d from the database (%s), a space of %d\n", a.app.c_str(),
+                    a.target.c_str(), r.measured, r.reused, o.db.c_str(), r.space);
+        if (r.defaults)
+            std::printf("  defaults: %s %s %.0f cycles\n", candidate_key(r.defaults->candidate).c_str(),
+                        r.defaults->status.c_str(), r.defaults->cycles);
+        if (r.best)
+            std::printf("  best:     %s %.0f cycles, roofline fraction %.3f\n", candidate_key(r.best->candidate).c_str(),
+                        r.best->cycles, r.best->roofline_fraction);
+        else
+            std::printf("  no candidate ran correctly\n");
+    }
+    return r.best ? 0 : 1;
+}
+
 void demo() {
     const App &gemm = find_app("gemm");
     std::cout << "Tandem demo: bf16 GEMM 2048 x 2048 x 2048 on the simulated ZPU (16 cores).\n"
@@ -286,6 +362,8 @@ int main(int argc, char **argv) {
             emit(a);
         } else if (a.command == "fuzz") {
             return fuzz(a);
+        } else if (a.command == "tune") {
+            return tune(a);
         } else if (a.command == "demo") {
             demo();
         } else {

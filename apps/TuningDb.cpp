@@ -1,0 +1,181 @@
+#include "TuningDb.h"
+
+#include "tandem/Error.h"
+
+#include <SQLiteCpp/SQLiteCpp.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+
+namespace tandem::apps {
+
+namespace {
+
+std::string to_json(const std::map<std::string, std::string> &m) {
+    return nlohmann::json(m).dump();
+}
+
+std::map<std::string, std::string> from_json(const std::string &text) {
+    return nlohmann::json::parse(text).get<std::map<std::string, std::string>>();
+}
+
+/** sqlite:PATH. Tables: workload (one row per TuningWorkload::key) and record (one row per
+ * measured candidate of a workload). */
+class SqliteDb final : public TuningDb {
+public:
+    explicit SqliteDb(const std::string &path) : db_(open_file(path)) {
+        try {
+            db_.exec("PRAGMA journal_mode=WAL");
+            db_.exec("PRAGMA synchronous=NORMAL");
+            db_.setBusyTimeout(10000);
+            db_.exec("CREATE TABLE IF NOT EXISTS workload (id INTEGER PRIMARY KEY, key TEXT UNIQUE NOT NULL, "
+                     "generator TEXT, target TEXT, compiler TEXT, fixed TEXT)");
+            db_.exec("CREATE TABLE IF NOT EXISTS record (workload INTEGER NOT NULL REFERENCES workload(id), "
+                     "candidate TEXT NOT NULL, params TEXT, status TEXT, cycles REAL, roofline_fraction REAL, "
+                     "device TEXT, date TEXT, seed INTEGER, message TEXT, added INTEGER, "
+                     "PRIMARY KEY (workload, candidate))");
+        } catch (const SQLite::Exception &e) {
+            throw Error("tuning database sqlite:" + path + ": " + e.what());
+        }
+    }
+
+    bool has(const TuningWorkload &w, const std::string &candidate) override {
+        return guard([&] {
+            SQLite::Statement q(db_, "SELECT 1 FROM record WHERE workload = ? AND candidate = ?");
+            q.bind(1, workload_id(w));
+            q.bind(2, candidate);
+            return q.executeStep();
+        });
+    }
+
+    void add(const TuningWorkload &w, const TuningRecord &r) override {
+        guard([&] {
+            const int64_t id = workload_id(w);
+            SQLite::Transaction t(db_);
+            SQLite::Statement q(db_, "INSERT OR REPLACE INTO record VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                                     "(SELECT COALESCE(MAX(added), 0) + 1 FROM record WHERE workload = ?))");
+            q.bind(1, id);
+            q.bind(2, candidate_key(r.candidate));
+            q.bind(3, to_json(r.candidate));
+            q.bind(4, r.status);
+            q.bind(5, r.cycles);
+            q.bind(6, r.roofline_fraction);
+            q.bind(7, r.device);
+            q.bind(8, r.date);
+            q.bind(9, int64_t(r.seed));
+            q.bind(10, r.message);
+            q.bind(11, id);
+            q.exec();
+            t.commit();
+            return 0;
+        });
+    }
+
+    std::vector<TuningRecord> records(const TuningWorkload &w) override {
+        return guard([&] {
+            std::vector<TuningRecord> out;
+            SQLite::Statement q(db_, "SELECT params, status, cycles, roofline_fraction, device, date, seed, message "
+                                     "FROM record WHERE workload = ? ORDER BY added");
+            q.bind(1, workload_id(w));
+            while (q.executeStep()) {
+                TuningRecord r;
+                r.candidate = from_json(q.getColumn(0).getString());
+                r.status = q.getColumn(1).getString();
+                r.cycles = q.getColumn(2).getDouble();
+                r.roofline_fraction = q.getColumn(3).getDouble();
+                r.device = q.getColumn(4).getString();
+                r.date = q.getColumn(5).getString();
+                r.seed = (unsigned long long)q.getColumn(6).getInt64();
+                r.message = q.getColumn(7).getString();
+                out.push_back(std::move(r));
+            }
+            return out;
+        });
+    }
+
+private:
+    SQLite::Database db_;
+    std::string path_;
+
+    static SQLite::Database open_file(const std::string &path) {
+        namespace fs = std::filesystem;
+        if (path.empty()) throw Error("tuning database sqlite:: give a file path (sqlite:PATH)");
+        std::error_code ec;
+        const fs::path dir = fs::path(path).parent_path();
+        if (!dir.empty()) fs::create_directories(dir, ec);
+        if (ec) throw Error("tuning database sqlite:" + path + ": cannot create " + dir.string() + ": " + ec.message());
+        try {
+            SQLite::Database db(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+            // A file that is not a database fails here, not at the first query.
+            db.exec("SELECT count(*) FROM sqlite_master");
+            return db;
+        } catch (const SQLite::Exception &e) {
+            throw Error("tuning database sqlite:" + path + ": " + e.what());
+        }
+    }
+
+    template <class F> auto guard(F f) -> decltype(f()) {
+        try {
+            return f();
+        } catch (const SQLite::Exception &e) {
+            throw Error(std::string("tuning database: ") + e.what());
+        }
+    }
+
+    int64_t workload_id(const TuningWorkload &w) {
+        const std::string key = w.key();
+        SQLite::Statement find(db_, "SELECT id FROM workload WHERE key = ?");
+        find.bind(1, key);
+        if (find.executeStep()) return find.getColumn(0).getInt64();
+        SQLite::Statement add(db_, "INSERT OR IGNORE INTO workload (key, generator, target, compiler, fixed) "
+                                   "VALUES (?, ?, ?, ?, ?)");
+        add.bind(1, key);
+        add.bind(2, w.generator);
+        add.bind(3, w.target);
+        add.bind(4, w.compiler);
+        add.bind(5, to_json(w.fixed));
+        add.exec();
+        SQLite::Statement again(db_, "SELECT id FROM workload WHERE key = ?");
+        again.bind(1, key);
+        again.executeStep();
+        return again.getColumn(0).getInt64();
+    }
+};
+
+} // namespace
+
+std::string TuningWorkload::key() const {
+    return generator + " " + target + " " + compiler + " " + candidate_key(fixed);
+}
+
+std::string candidate_key(const std::map<std::string, std::string> &candidate) {
+    std::string key;
+    for (const auto &[k, v] : candidate) key += (key.empty() ? "" : ",") + k + "=" + v;
+    return key;
+}
+
+std::string default_tuning_db() {
+    const char *xdg = std::getenv("XDG_CACHE_HOME"), *home = std::getenv("HOME");
+    std::string base = xdg && *xdg ? xdg : std::string(home ? home : ".") + "/.cache";
+    return "sqlite:" + base + "/tandem/tuning.db";
+}
+
+std::unique_ptr<TuningDb> TuningDb::open(const std::string &uri) {
+    if (uri.rfind("sqlite:", 0) == 0) return std::make_unique<SqliteDb>(uri.substr(7));
+    if (uri.rfind("postgresql://", 0) == 0 || uri.rfind("postgres://", 0) == 0) {
+        throw Error("tuning database " + uri + ": the PostgreSQL backend is not built yet (issue 13); use sqlite:PATH");
+    }
+    throw Error("tuning database '" + uri + "': unknown kind; give sqlite:PATH (the default is " +
+                default_tuning_db() + ")");
+}
+
+std::optional<TuningRecord> TuningDb::best(const TuningWorkload &w) {
+    std::optional<TuningRecord> best;
+    for (TuningRecord &r : records(w)) {
+        if (r.status == "ok" && (!best || r.cycles < best->cycles)) best = std::move(r);
+    }
+    return best;
+}
+
+} // namespace tandem::apps
