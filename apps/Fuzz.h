@@ -70,6 +70,10 @@ struct FuzzSummary {
 
 /** Draws and runs cases in child processes, `jobs` at a time, calling `report` on each result
  * (in completion order). */
+/** JIT-compiles Halide's runtime for the reference target once, before fork(), so that each child
+ * process inherits it (the fuzzer's and the tuner's isolated runs). */
+void warm_up_reference_jit();
+
 FuzzSummary fuzz(const FuzzOptions &options, const std::function<void(const FuzzResult &)> &report);
 
 } // namespace tandem::apps

@@ -1,13 +1,23 @@
 #include "Tune.h"
 
+#include "Fuzz.h"
 #include "Run.h"
 #include "tandem/Error.h"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <chrono>
+#include <csignal>
+#include <cstring>
 #include <ctime>
+#include <fcntl.h>
 #include <random>
 #include <set>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
 
 #ifndef TANDEM_COMPILER_VERSION
 #define TANDEM_COMPILER_VERSION "unknown"
@@ -96,6 +106,67 @@ TuningRecord measure(const App &app, const TuneOptions &o, const Candidate &c) {
     return r;
 }
 
+/** measure() in a child process: a candidate that runs past `timeout_seconds`, or past the memory
+ * limit, or crashes, is a record (timeout / crash) and the tuner goes on. */
+TuningRecord measure_isolated(const App &app, const TuneOptions &o, const Candidate &c) {
+    int fds[2];
+    if (pipe(fds) != 0) throw Error(std::string("tune: pipe failed: ") + std::strerror(errno));
+    const pid_t pid = fork();
+    if (pid < 0) throw Error(std::string("tune: fork failed: ") + std::strerror(errno));
+    if (pid == 0) {
+        close(fds[0]);
+        const int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        dup2(null, 2);
+        const rlim_t bytes = rlim_t(o.memory_gb * (1ull << 30));
+        const rlimit limit{bytes, bytes};
+        setrlimit(RLIMIT_AS, &limit);
+        const TuningRecord r = measure(app, o, c);
+        const std::string text = nlohmann::json({{"status", r.status}, {"cycles", r.cycles},
+                                                 {"roofline_fraction", r.roofline_fraction}, {"device", r.device},
+                                                 {"message", r.message}})
+                                     .dump();
+        const ssize_t written = write(fds[1], text.data(), text.size());
+        _exit(written == ssize_t(text.size()) ? 0 : 1);
+    }
+    close(fds[1]);
+    TuningRecord r;
+    r.candidate = c;
+    r.seed = o.seed;
+    r.date = now_utc();
+    const auto start = std::chrono::steady_clock::now();
+    int status = 0;
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+        if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > o.timeout_seconds) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            close(fds[0]);
+            r.status = "timeout";
+            r.message = "no result after " + std::to_string(int(o.timeout_seconds)) + " s";
+            return r;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    std::string text;
+    char buffer[4096];
+    ssize_t n;
+    while ((n = read(fds[0], buffer, sizeof buffer)) > 0) text.append(buffer, size_t(n));
+    close(fds[0]);
+    if (WIFSIGNALED(status) || text.empty()) {
+        r.status = "crash";
+        r.message = WIFSIGNALED(status) ? std::string("killed by signal ") + strsignal(WTERMSIG(status))
+                                        : "exited with status " + std::to_string(WEXITSTATUS(status)) + " and no result";
+        return r;
+    }
+    const nlohmann::json j = nlohmann::json::parse(text);
+    r.status = j.at("status");
+    r.cycles = j.at("cycles");
+    r.roofline_fraction = j.at("roofline_fraction");
+    r.device = j.at("device");
+    r.message = j.at("message");
+    return r;
+}
+
 } // namespace
 
 TuningWorkload tuning_workload(const TuneOptions &o) {
@@ -120,6 +191,7 @@ TuneResult tune(const TuneOptions &o, const std::function<void(const TuneProgres
     const App &app = find_app(o.app);
     if (o.budget < 1) throw Error("tune: --budget must be at least 1");
     std::unique_ptr<TuningDb> db = TuningDb::open(o.db.empty() ? default_tuning_db() : o.db);
+    if (o.isolate) warm_up_reference_jit(); // once, before the children fork
     TuneResult result;
     result.workload = tuning_workload(o);
     const auto space = search_space(app, o);
@@ -185,7 +257,7 @@ TuneResult tune(const TuneOptions &o, const std::function<void(const TuneProgres
             result.reused++;
             if (!o.resume) total++;
         } else {
-            r = measure(app, o, c);
+            r = o.isolate ? measure_isolated(app, o, c) : measure(app, o, c);
             db->add(result.workload, r);
             result.measured++;
             total++;

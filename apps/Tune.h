@@ -5,8 +5,8 @@
  * Schedule autotuning on the machine models: the search space is an app's schedules and its
  * schedule parameters' choices (App::choices, less the algorithm's variants and what the user
  * fixed); each candidate is compiled, run on the target's model (numerics against the Halide
- * reference unless turned off; races and deadlocks always) and recorded in a TuningDb before the
- * next one starts. The search is deterministic for a seed: the defaults first, then random
+ * reference unless turned off; races and deadlocks always), in a child process with a time and
+ * memory limit, and recorded in a TuningDb before the next one starts. The search is deterministic for a seed: the defaults first, then random
  * candidates, then mutations of the best so far. Candidates already in the database are not
  * measured again, so a killed tuner resumes where it stopped.
  */
@@ -27,6 +27,10 @@ struct TuneOptions {
     unsigned long long seed = 1;
     bool resume = false;
     bool numerics = true;
+    /** Each candidate in its own process, killed after timeout_seconds, its address space limited
+     * to memory_gb (a pathological tiling of a large problem must not take the machine). */
+    bool isolate = true;
+    double timeout_seconds = 120, memory_gb = 6;
 };
 
 struct TuneProgress {

@@ -5,6 +5,7 @@
 #include <SQLiteCpp/SQLiteCpp.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 
@@ -94,9 +95,21 @@ public:
         });
     }
 
+    std::vector<TuningWorkload> workloads() override {
+        return guard([&] {
+            std::vector<TuningWorkload> out;
+            SQLite::Statement q(db_, "SELECT generator, target, compiler, fixed FROM workload w WHERE EXISTS "
+                                     "(SELECT 1 FROM record r WHERE r.workload = w.id) ORDER BY id");
+            while (q.executeStep()) {
+                out.push_back({q.getColumn(0).getString(), q.getColumn(1).getString(), q.getColumn(2).getString(),
+                               from_json(q.getColumn(3).getString())});
+            }
+            return out;
+        });
+    }
+
 private:
     SQLite::Database db_;
-    std::string path_;
 
     static SQLite::Database open_file(const std::string &path) {
         namespace fs = std::filesystem;
@@ -168,6 +181,65 @@ std::unique_ptr<TuningDb> TuningDb::open(const std::string &uri) {
     }
     throw Error("tuning database '" + uri + "': unknown kind; give sqlite:PATH (the default is " +
                 default_tuning_db() + ")");
+}
+
+std::vector<TuningRecord> TuningDb::top(const TuningWorkload &w, size_t k) {
+    std::vector<TuningRecord> ok;
+    for (TuningRecord &r : records(w)) {
+        if (r.status == "ok") ok.push_back(std::move(r));
+    }
+    std::stable_sort(ok.begin(), ok.end(), [](const TuningRecord &a, const TuningRecord &b) { return a.cycles < b.cycles; });
+    if (ok.size() > k) ok.resize(k);
+    return ok;
+}
+
+std::string TuningDb::export_json() {
+    nlohmann::json all = nlohmann::json::array();
+    for (const TuningWorkload &w : workloads()) {
+        nlohmann::json records = nlohmann::json::array();
+        for (const TuningRecord &r : this->records(w)) {
+            records.push_back({{"candidate", r.candidate}, {"status", r.status}, {"cycles", r.cycles},
+                               {"roofline_fraction", r.roofline_fraction}, {"device", r.device}, {"date", r.date},
+                               {"message", r.message}, {"seed", r.seed}});
+        }
+        all.push_back({{"generator", w.generator}, {"target", w.target}, {"compiler", w.compiler},
+                       {"fixed", w.fixed}, {"records", records}});
+    }
+    return nlohmann::json({{"workloads", all}}).dump(1);
+}
+
+int TuningDb::import_json(const std::string &text) {
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception &e) {
+        throw Error(std::string("tuning import: not JSON: ") + e.what());
+    }
+    if (!j.contains("workloads") || !j["workloads"].is_array())
+        throw Error("tuning import: expected {\"workloads\": [...]} (what `tandem tune export` writes)");
+    int n = 0;
+    try {
+        for (const auto &jw : j["workloads"]) {
+            TuningWorkload w{jw.at("generator"), jw.at("target"), jw.at("compiler"),
+                             jw.at("fixed").get<std::map<std::string, std::string>>()};
+            for (const auto &jr : jw.at("records")) {
+                TuningRecord r;
+                r.candidate = jr.at("candidate").get<std::map<std::string, std::string>>();
+                r.status = jr.at("status");
+                r.cycles = jr.value("cycles", 0.0);
+                r.roofline_fraction = jr.value("roofline_fraction", 0.0);
+                r.device = jr.value("device", "");
+                r.date = jr.value("date", "");
+                r.message = jr.value("message", "");
+                r.seed = jr.value("seed", 0ull);
+                add(w, r);
+                n++;
+            }
+        }
+    } catch (const nlohmann::json::exception &e) {
+        throw Error(std::string("tuning import: a workload or record lacks a field: ") + e.what());
+    }
+    return n;
 }
 
 std::optional<TuningRecord> TuningDb::best(const TuningWorkload &w) {

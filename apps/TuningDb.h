@@ -24,7 +24,7 @@ struct TuningWorkload {
     std::string key() const;
 };
 
-/** One measured candidate. status: ok, user_error, wrong, race, deadlock or crash. */
+/** One measured candidate. status: ok, user_error, wrong, race, deadlock, timeout or crash. */
 struct TuningRecord {
     std::map<std::string, std::string> candidate; // the tunable parameters, schedule included
     std::string status;
@@ -51,8 +51,16 @@ public:
     virtual void add(const TuningWorkload &w, const TuningRecord &r) = 0;
     /** Every record of the workload, in the order they were added. */
     virtual std::vector<TuningRecord> records(const TuningWorkload &w) = 0;
+    /** Every workload with a record. */
+    virtual std::vector<TuningWorkload> workloads() = 0;
     /** The fastest ok record, if any. */
     std::optional<TuningRecord> best(const TuningWorkload &w);
+    /** The `k` fastest ok records, fastest first. */
+    std::vector<TuningRecord> top(const TuningWorkload &w, size_t k);
+    /** Every workload and its records as JSON text ({"workloads": [{..., "records": [...]}]}). */
+    std::string export_json();
+    /** Adds the records of an export (a record already there is replaced); returns how many. */
+    int import_json(const std::string &text);
 };
 
 } // namespace tandem::apps

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <cstdlib>
 #include <iostream>
+#include <sstream>
 
 using namespace tandem;
 using namespace tandem::apps;
@@ -29,7 +30,7 @@ struct Args {
     bool json = false, numerics = true, verbose = false, target_given = false, emit = true;
     double seconds = 60, timeout = 120;
     int64_t runs = -1;
-    int jobs = 1, budget = 64;
+    int jobs = 1, budget = 64, top = 1;
     uint64_t seed = 1;
     bool resume = false;
 };
@@ -84,21 +85,35 @@ struct CommandLine {
         CLI::App *tune = app.add_subcommand(
             "tune", "autotune an app's schedule parameters on a target's machine model, recording every "
                     "candidate in a tuning database");
-        tune->add_option("app", a.app, "the app (tandem list)")->required();
-        tune->add_option("--target", a.target, "zpu, hopper or ascend");
-        tune->add_option("--param", params, "a fixed parameter, key=value (repeat): the workload")->allow_extra_args(false);
-        tune->add_option("--db", a.db, "sqlite:PATH (default " + default_tuning_db() + ")");
+        tune->add_option("app", a.app, "the app (tandem list)");
+        CLI::App *best = tune->add_subcommand("best", "the best recorded candidates of a workload (no measuring)");
+        best->add_option("app", a.app, "the app")->required();
+        best->add_option("--top", a.top, "how many, fastest first")->check(CLI::PositiveNumber);
+        CLI::App *exported = tune->add_subcommand("export", "every workload and record of the database as JSON");
+        exported->add_option("-o", a.out_dir, "the file (default: standard output)");
+        CLI::App *imported = tune->add_subcommand("import", "add the records of an export to the database");
+        imported->add_option("file", a.out_dir, "what `tandem tune export` wrote")->required();
+        for (CLI::App *c : {tune, best}) {
+            c->add_option("--target", a.target, "zpu, hopper or ascend");
+            c->add_option("--param", params, "a fixed parameter, key=value (repeat): the workload")->allow_extra_args(false);
+            c->add_flag("!--no-numerics", a.numerics, "timing and hazards only (records made without numerics)");
+            c->add_flag("--json", a.json, "one JSON object");
+        }
+        for (CLI::App *c : {tune, best, exported, imported})
+            c->add_option("--db", a.db, "sqlite:PATH (default " + default_tuning_db() + ")");
         tune->add_option("--budget", a.budget, "candidates to measure")->check(CLI::PositiveNumber);
         tune->add_option("--seconds", a.seconds, "stop after this long as well");
         tune->add_option("--seed", a.seed, "the search's seed (deterministic)");
         tune->add_flag("--resume", a.resume, "continue a stopped run: its records count toward the budget");
-        tune->add_flag("!--no-numerics", a.numerics, "timing and hazards only");
-        tune->add_flag("--json", a.json, "one JSON object");
+        tune->add_option("--timeout", a.timeout, "seconds a candidate may take (then it is recorded as a timeout)");
     }
 
     void parse(int argc, char **argv) {
         app.parse(argc, argv);
-        a.command = app.get_subcommands().front()->get_name();
+        CLI::App *command = app.get_subcommands().front();
+        a.command = command->get_name();
+        if (!command->get_subcommands().empty()) a.command += " " + command->get_subcommands().front()->get_name();
+        if (a.command == "tune" && a.app.empty()) throw Error("tune: name the app to tune (tandem list), or best, export, import");
         for (const std::string &kv : params) {
             auto eq = kv.find('=');
             if (eq == std::string::npos) throw Error("--param takes key=value, got '" + kv + "'");
@@ -234,6 +249,7 @@ int tune(const Args &a) {
     o.seed = a.seed;
     o.resume = a.resume;
     o.numerics = a.numerics;
+    o.timeout_seconds = a.timeout;
     const bool terminal = !a.json && isatty(STDOUT_FILENO);
     TuneResult r = apps::tune(o, [&](const TuneProgress &p) {
         if (a.json) return;
@@ -275,6 +291,45 @@ int tune(const Args &a) {
             std::printf("  no candidate ran correctly\n");
     }
     return r.best ? 0 : 1;
+}
+
+int tune_database(const Args &a) {
+    std::unique_ptr<TuningDb> db = TuningDb::open(a.db.empty() ? default_tuning_db() : a.db);
+    if (a.command == "tune export") {
+        const std::string text = db->export_json();
+        if (a.out_dir.empty()) {
+            std::cout << text << "\n";
+        } else {
+            std::ofstream(a.out_dir) << text << "\n";
+        }
+        return 0;
+    }
+    if (a.command == "tune import") {
+        std::ifstream in(a.out_dir);
+        if (!in) throw Error("tune import: cannot read " + a.out_dir);
+        std::stringstream text;
+        text << in.rdbuf();
+        std::printf("imported %d records\n", db->import_json(text.str()));
+        return 0;
+    }
+    TuneOptions o;
+    o.app = a.app;
+    o.target = a.target;
+    o.fixed = a.params;
+    o.numerics = a.numerics;
+    const TuningWorkload w = tuning_workload(o);
+    const std::vector<TuningRecord> top = db->top(w, size_t(a.top));
+    if (a.json) {
+        nlohmann::json rows = nlohmann::json::array();
+        for (const TuningRecord &r : top) rows.push_back(record_json(r));
+        std::cout << nlohmann::json({{"workload", w.key()}, {"best", rows}}).dump(1) << "\n";
+    } else if (top.empty()) {
+        std::printf("no ok record for %s\n", w.key().c_str());
+    } else {
+        for (const TuningRecord &r : top)
+            std::printf("%.0f cycles  roofline %.3f  %s\n", r.cycles, r.roofline_fraction, candidate_key(r.candidate).c_str());
+    }
+    return top.empty() ? 1 : 0;
 }
 
 void demo() {
@@ -364,6 +419,8 @@ int main(int argc, char **argv) {
             return fuzz(a);
         } else if (a.command == "tune") {
             return tune(a);
+        } else if (a.command.rfind("tune ", 0) == 0) {
+            return tune_database(a);
         } else if (a.command == "demo") {
             demo();
         } else {

@@ -474,8 +474,8 @@ struct Machine::Impl {
         detail::L2Lines::Split split = l2_lines.read(op.src, op.src_box, bytes_of(from.type));
         Cycles own = params.gm_read_cycles(to.mem, split.miss, split.hit);
         double through = l2.book(start, split.miss + split.hit);
-        if (split.miss > 0) {
-            through = std::max(through, hbm.book(start, split.miss));
+        if (split.fill > 0) {
+            through = std::max(through, hbm.book(start, split.fill)); // whole lines come from HBM
         }
         Cycles cost = std::max(own, Cycles(std::ceil(through)) - start + params.copy_fixed);
         // A line another read brought in but not yet arrived: this read waits for it, then

@@ -178,7 +178,10 @@ L2Lines::Split L2Lines::read(int buffer, const Box &box, int element_bytes) {
             if (ready != ready_.end()) split.ready = std::max(split.ready, ready->second);
         } else {
             split.miss += bytes;
-            missed_.push_back(key);
+            if (std::find(missed_.begin(), missed_.end(), key) == missed_.end()) {
+                split.fill += line_;
+                missed_.push_back(key);
+            }
         }
         used.push_back(key);
     });

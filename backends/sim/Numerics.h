@@ -80,7 +80,9 @@ public:
     L2Lines(int64_t line_bytes, int64_t capacity_bytes)
         : line_(line_bytes), capacity_(size_t(capacity_bytes / line_bytes)) {}
     struct Split {
-        int64_t miss = 0, hit = 0; // bytes from HBM, bytes from L2
+        int64_t miss = 0, hit = 0; // the read's bytes in lines it missed, in lines L2 had
+        int64_t fill = 0;          // HBM bytes the misses bring in: whole lines (a later read of
+                                   // the rest of a line hits because this one fetched it)
         double ready = 0;          // when the last of its hit lines arrives (in flight until then)
     };
     /** Splits the bytes of a read of `box` (of a global buffer) and brings its missed lines in. */

@@ -874,6 +874,19 @@ TEST(HopperTiming, L2KeepsTheMostRecentlyUsedLines) {
     EXPECT_EQ(l2.read(1, lines(3, 1), 1).miss, 128); // another buffer's line 3
 }
 
+TEST(HopperTiming, AMissFillsTheWholeLineFromHbm) {
+    // 32 bytes of a 128-byte line: HBM brings the line (fill 128); the next 32 bytes hit.
+    sim::detail::L2Lines l2(128, 1 << 20);
+    auto part = l2.read(0, Box{0, {{32, 1}}}, 1);
+    EXPECT_EQ(part.miss, 32);
+    EXPECT_EQ(part.fill, 128);
+    auto rest = l2.read(0, Box{32, {{32, 1}}}, 1);
+    EXPECT_EQ(rest.hit, 32);
+    EXPECT_EQ(rest.fill, 0);
+    // A read of rows of 16 bytes 256 bytes apart: one line per row, each filled once.
+    EXPECT_EQ(l2.read(1, Box{0, {{16, 1}, {4, 256}}}, 1).fill, 4 * 128);
+}
+
 TEST(HopperTiming, CostFormulas) {
     HopperParams p;
     // One SM alone: its port (64 B/cycle) limits; 132 SMs: each gets 1/132 of HBM (1600 B/cycle)

@@ -82,6 +82,51 @@ TEST(TuningDb, BadDatabasesAreClearErrors) {
     EXPECT_NE(message("sqlite:" + (dir / "file" / "t.db").string()).find("cannot create"), std::string::npos);
 }
 
+TEST(TuningDb, TopExportAndImport) {
+    fs::path dir = temp_dir("export");
+    auto a = TuningDb::open("sqlite:" + (dir / "a.db").string());
+    TuningWorkload w{"gemm", "zpu", "test", {{"M", "8"}}}, v{"rmsnorm", "ascend", "test", {{"D", "7"}}};
+    for (int i = 0; i < 5; i++) a->add(w, {{{"TM", std::to_string(16 * (i + 1))}}, "ok", double(100 - 10 * i), 0.1, "", "", "", 2});
+    a->add(w, {{{"TM", "999"}}, "race", 0, 0, "", "", "a race", 2});
+    a->add(v, {{{"RB", "4"}}, "ok", 55, 0.9, "", "", "", 3});
+    std::vector<TuningRecord> top = a->top(w, 2);
+    ASSERT_EQ(top.size(), 2u);
+    EXPECT_EQ(top[0].cycles, 60);
+    EXPECT_EQ(top[1].cycles, 70);
+    auto b = TuningDb::open("sqlite:" + (dir / "b.db").string());
+    EXPECT_EQ(b->import_json(a->export_json()), 7);
+    EXPECT_EQ(b->records(w).size(), 6u);
+    EXPECT_EQ(b->records(v).size(), 1u);
+    EXPECT_EQ(b->records(w)[5].message, "a race");
+    EXPECT_EQ(b->workloads().size(), 2u);
+    EXPECT_THROW(b->import_json("{\"no\": 1}"), Error);
+    EXPECT_THROW(b->import_json("not json"), Error);
+}
+
+/** The command line: tune, then best, export and import through tandem-cli. */
+TEST(Tune, CommandLine) {
+    fs::path dir = temp_dir("cli");
+    const std::string cli = TANDEM_CLI, db = "sqlite:" + (dir / "t.db").string(), shape =
+        " --param M=96 --param N=80 --param K=64";
+    auto run = [&](const std::string &args, const std::string &out) {
+        return std::system((cli + " " + args + " > " + (dir / out).string() + " 2>&1").c_str());
+    };
+    EXPECT_EQ(run("tune gemm --target zpu" + shape + " --db " + db + " --budget 4 --json", "tune.json"), 0);
+    EXPECT_EQ(run("tune best gemm --target zpu" + shape + " --db " + db + " --top 3 --json", "best.json"), 0);
+    std::ifstream best(dir / "best.json");
+    std::string text((std::istreambuf_iterator<char>(best)), {});
+    EXPECT_NE(text.find("\"cycles\""), std::string::npos) << text;
+    EXPECT_EQ(run("tune export --db " + db + " -o " + (dir / "export.json").string(), "export.out"), 0);
+    EXPECT_EQ(run("tune import " + (dir / "export.json").string() + " --db sqlite:" + (dir / "copy.db").string(),
+                  "import.out"),
+              0);
+    std::ifstream imported(dir / "import.out");
+    std::string line((std::istreambuf_iterator<char>(imported)), {});
+    EXPECT_NE(line.find("imported 4 records"), std::string::npos) << line;
+    EXPECT_NE(run("tune best gemm --target zpu --param M=3 --db " + db, "none.out"), 0); // no record: status 1
+    EXPECT_NE(run("tune --db " + db, "noapp.out"), 0);
+}
+
 TEST(Tune, FindsAtLeastTheDefaultsAndRepeatsForASeed) {
     fs::path dir = temp_dir("seed");
     TuneResult first = tune(small_gemm(dir / "a.db", 12));
@@ -98,7 +143,7 @@ TEST(Tune, FindsAtLeastTheDefaultsAndRepeatsForASeed) {
     std::set<std::string> seen;
     for (const TuningRecord &r : db->records(first.workload)) {
         EXPECT_TRUE(seen.insert(candidate_key(r.candidate)).second);
-        EXPECT_TRUE(std::set<std::string>({"ok", "user_error", "wrong", "race", "deadlock", "crash"}).count(r.status))
+        EXPECT_TRUE(std::set<std::string>({"ok", "user_error", "wrong", "race", "deadlock", "timeout", "crash"}).count(r.status))
             << r.status;
     }
     EXPECT_EQ(seen.size(), 12u);
