@@ -135,16 +135,21 @@ double SharedBandwidth::between(double from, double to) const {
 
 TimedL2::Split TimedL2::read(int buffer, const Box &box, int element_bytes, double time) {
     Split split;
-    detail::for_each_line(buffer, box, element_bytes, line_, [&](uint64_t key, int64_t bytes) {
+    uint64_t previous = ~uint64_t(0);
+    // Every line (sector) a read touches moves whole: a row that straddles sectors costs more than
+    // its bytes.
+    detail::for_each_line(buffer, box, element_bytes, line_, [&](uint64_t key, int64_t) {
+        if (key == previous) return; // the next run of the same line (short rows)
+        previous = key;
         auto it = lines_.find(key);
         if (it == lines_.end()) {
-            split.miss += bytes;
+            split.miss += line_;
             lines_.emplace(key, Uses{time, time});
             return;
         }
         Uses &u = it->second;
         double since = time >= u.last ? hbm_.between(u.last, time) : time <= u.first ? hbm_.between(time, u.first) : 0;
-        (since < capacity_ ? split.hit : split.miss) += bytes;
+        (since < capacity_ ? split.hit : split.miss) += line_;
         u.first = std::min(u.first, time);
         u.last = std::max(u.last, time);
     });
@@ -377,7 +382,7 @@ struct Machine::Impl {
     detail::TraceLog trace;
     int active_sms; // SMs sharing HBM and L2: min(grid, sms)
     SharedBandwidth hbm{params.hbm_bytes_per_cycle}, l2_bandwidth{params.l2_bytes_per_cycle};
-    TimedL2 l2_lines{params.l2_line, params.l2_bytes, hbm};
+    TimedL2 l2_lines{32, params.l2_bytes, hbm}; // 32-byte sectors: what a miss fills
     std::vector<Buffer> globals;
     CtaRun *running = nullptr;
 

@@ -126,7 +126,9 @@ private:
     void add(size_t bucket, double bytes);
 };
 
-/** The L2 by time, not by the order CTAs are simulated in: a line a read touches is a hit when
+/** The L2 by time, not by the order CTAs are simulated in, in lines of `line_bytes` (the model
+ * uses 32-byte sectors, what a miss fills and what moves to the SM: a row straddling sectors costs
+ * them whole). A line a read touches is a hit when
  * some read touched it before, at a time from which fewer than the L2's bytes came in from HBM
  * (`hbm`: every miss and write) until this read, measured from the nearest known use (the last
  * use when this read is later than every use so far, the first when it is earlier, none when it
