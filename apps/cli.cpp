@@ -28,7 +28,7 @@ struct Args {
     int drop_flag = -1;
     Params params;
     bool json = false, numerics = true, verbose = false, target_given = false, emit = true;
-    double seconds = 60, timeout = 120;
+    double seconds = 60, tune_seconds = 0, timeout = 120; // tune_seconds 0: no time limit
     int64_t runs = -1;
     int jobs = 1, budget = 64, top = 1;
     uint64_t seed = 1;
@@ -102,7 +102,7 @@ struct CommandLine {
         for (CLI::App *c : {tune, best, exported, imported})
             c->add_option("--db", a.db, "sqlite:PATH (default " + default_tuning_db() + ")");
         tune->add_option("--budget", a.budget, "candidates to measure")->check(CLI::PositiveNumber);
-        tune->add_option("--seconds", a.seconds, "stop after this long as well");
+        tune->add_option("--seconds", a.tune_seconds, "stop after this long as well");
         tune->add_option("--seed", a.seed, "the search's seed (deterministic)");
         tune->add_flag("--resume", a.resume, "continue a stopped run: its records count toward the budget");
         tune->add_option("--timeout", a.timeout, "seconds a candidate may take (then it is recorded as a timeout)");
@@ -245,7 +245,7 @@ int tune(const Args &a) {
     o.fixed = a.params;
     o.db = a.db.empty() ? default_tuning_db() : a.db;
     o.budget = a.budget;
-    o.seconds = a.seconds == 60 ? 0 : a.seconds; // 60 is Args' default for fuzz: no limit unless given
+    o.seconds = a.tune_seconds;
     o.seed = a.seed;
     o.resume = a.resume;
     o.numerics = a.numerics;

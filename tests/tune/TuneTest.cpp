@@ -125,6 +125,14 @@ TEST(Tune, CommandLine) {
     EXPECT_NE(line.find("imported 4 records"), std::string::npos) << line;
     EXPECT_NE(run("tune best gemm --target zpu --param M=3 --db " + db, "none.out"), 0); // no record: status 1
     EXPECT_NE(run("tune --db " + db, "noapp.out"), 0);
+    // --seconds stops a search whose budget it would not reach.
+    EXPECT_EQ(run("tune gemm --target zpu" + shape + " --db sqlite:" + (dir / "timed.db").string() +
+                      " --budget 100000 --seconds 1",
+                  "timed.out"),
+              0);
+    std::ifstream timed(dir / "timed.out");
+    std::string summary((std::istreambuf_iterator<char>(timed)), {});
+    EXPECT_EQ(summary.find("100000/100000"), std::string::npos) << summary;
 }
 
 TEST(Tune, FindsAtLeastTheDefaultsAndRepeatsForASeed) {
