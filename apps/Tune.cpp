@@ -106,65 +106,172 @@ TuningRecord measure(const App &app, const TuneOptions &o, const Candidate &c) {
     return r;
 }
 
-/** measure() in a child process: a candidate that runs past `timeout_seconds`, or past the memory
- * limit, or crashes, is a record (timeout / crash) and the tuner goes on. */
-TuningRecord measure_isolated(const App &app, const TuneOptions &o, const Candidate &c) {
+/** How a worker measures a job: the tuner's options that decide a measurement. */
+std::string spec_of(const TuneOptions &o) {
+    return nlohmann::json({{"app", o.app}, {"target", o.target}, {"params", o.fixed.values()},
+                           {"numerics", o.numerics}, {"seed", o.seed}, {"isolate", o.isolate},
+                           {"timeout", o.timeout_seconds}, {"memory_gb", o.memory_gb}})
+        .dump();
+}
+
+TuneOptions options_of(const std::string &spec) {
+    TuneOptions o;
+    try {
+        const nlohmann::json j = nlohmann::json::parse(spec);
+        o.app = j.at("app");
+        o.target = j.at("target");
+        o.fixed = Params(j.at("params").get<std::map<std::string, std::string>>());
+        o.numerics = j.at("numerics");
+        o.seed = j.at("seed");
+        o.isolate = j.at("isolate");
+        o.timeout_seconds = j.at("timeout");
+        o.memory_gb = j.at("memory_gb");
+    } catch (const nlohmann::json::exception &e) {
+        throw Error(std::string("tune: a job's measuring spec is not what this tuner writes: ") + e.what());
+    }
+    return o;
+}
+
+std::string record_json(const TuningRecord &r) {
+    return nlohmann::json({{"status", r.status}, {"cycles", r.cycles}, {"roofline_fraction", r.roofline_fraction},
+                           {"device", r.device}, {"message", r.message}})
+        .dump();
+}
+
+/** A measurement running in a child process: a candidate that runs past its timeout, or past the
+ * memory limit, or crashes, becomes a record (timeout / crash) and the worker goes on. */
+struct Child {
+    TuningJob job;
+    TuneOptions options;
+    pid_t pid = -1;
+    int fd = -1;
+    std::string out;
+    std::chrono::steady_clock::time_point start;
+};
+
+Child start_child(const TuningJob &job) {
+    Child c;
+    c.job = job;
+    c.options = options_of(job.spec);
+    c.start = std::chrono::steady_clock::now();
     int fds[2];
     if (pipe(fds) != 0) throw Error(std::string("tune: pipe failed: ") + std::strerror(errno));
-    const pid_t pid = fork();
-    if (pid < 0) throw Error(std::string("tune: fork failed: ") + std::strerror(errno));
-    if (pid == 0) {
+    c.pid = fork();
+    if (c.pid < 0) throw Error(std::string("tune: fork failed: ") + std::strerror(errno));
+    if (c.pid == 0) {
         close(fds[0]);
         const int null = open("/dev/null", O_WRONLY);
         dup2(null, 1);
         dup2(null, 2);
-        const rlim_t bytes = rlim_t(o.memory_gb * (1ull << 30));
+        const rlim_t bytes = rlim_t(c.options.memory_gb * (1ull << 30));
         const rlimit limit{bytes, bytes};
         setrlimit(RLIMIT_AS, &limit);
-        const TuningRecord r = measure(app, o, c);
-        const std::string text = nlohmann::json({{"status", r.status}, {"cycles", r.cycles},
-                                                 {"roofline_fraction", r.roofline_fraction}, {"device", r.device},
-                                                 {"message", r.message}})
-                                     .dump();
-        const ssize_t written = write(fds[1], text.data(), text.size());
-        _exit(written == ssize_t(text.size()) ? 0 : 1);
+        const std::string text = record_json(measure(find_app(c.options.app), c.options, job.candidate));
+        size_t written = 0;
+        while (written < text.size()) {
+            const ssize_t n = write(fds[1], text.data() + written, text.size() - written);
+            if (n <= 0) _exit(1);
+            written += size_t(n);
+        }
+        _exit(0);
     }
     close(fds[1]);
-    TuningRecord r;
-    r.candidate = c;
-    r.seed = o.seed;
-    r.date = now_utc();
-    const auto start = std::chrono::steady_clock::now();
-    int status = 0;
-    while (waitpid(pid, &status, WNOHANG) == 0) {
-        if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > o.timeout_seconds) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            close(fds[0]);
-            r.status = "timeout";
-            r.message = "no result after " + std::to_string(int(o.timeout_seconds)) + " s";
-            return r;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    std::string text;
+    c.fd = fds[0];
+    fcntl(c.fd, F_SETFL, fcntl(c.fd, F_GETFL) | O_NONBLOCK);
+    return c;
+}
+
+/** Whether the child has finished; then `r` is its record. */
+bool child_finished(Child &c, TuningRecord *r) {
     char buffer[4096];
     ssize_t n;
-    while ((n = read(fds[0], buffer, sizeof buffer)) > 0) text.append(buffer, size_t(n));
-    close(fds[0]);
-    if (WIFSIGNALED(status) || text.empty()) {
-        r.status = "crash";
-        r.message = WIFSIGNALED(status) ? std::string("killed by signal ") + strsignal(WTERMSIG(status))
-                                        : "exited with status " + std::to_string(WEXITSTATUS(status)) + " and no result";
-        return r;
+    while ((n = read(c.fd, buffer, sizeof buffer)) > 0) c.out.append(buffer, size_t(n));
+    int status = 0;
+    const bool exited = waitpid(c.pid, &status, WNOHANG) == c.pid;
+    const bool late = !exited && std::chrono::duration<double>(std::chrono::steady_clock::now() - c.start).count() >
+                                     c.options.timeout_seconds;
+    if (!exited && !late) return false;
+    *r = TuningRecord();
+    r->candidate = c.job.candidate;
+    r->seed = c.options.seed;
+    r->date = now_utc();
+    if (late) {
+        kill(c.pid, SIGKILL);
+        waitpid(c.pid, &status, 0);
+        r->status = "timeout";
+        r->message = "no result after " + std::to_string(int(c.options.timeout_seconds)) + " s";
+    } else {
+        while ((n = read(c.fd, buffer, sizeof buffer)) > 0) c.out.append(buffer, size_t(n));
+        if (WIFSIGNALED(status) || c.out.empty()) {
+            r->status = "crash";
+            r->message = WIFSIGNALED(status) ? std::string("killed by signal ") + strsignal(WTERMSIG(status))
+                                             : "exited with status " + std::to_string(WEXITSTATUS(status)) +
+                                                   " and no result";
+        } else {
+            const nlohmann::json j = nlohmann::json::parse(c.out);
+            r->status = j.at("status");
+            r->cycles = j.at("cycles");
+            r->roofline_fraction = j.at("roofline_fraction");
+            r->device = j.at("device");
+            r->message = j.at("message");
+        }
     }
-    const nlohmann::json j = nlohmann::json::parse(text);
-    r.status = j.at("status");
-    r.cycles = j.at("cycles");
-    r.roofline_fraction = j.at("roofline_fraction");
-    r.device = j.at("device");
-    r.message = j.at("message");
-    return r;
+    close(c.fd);
+    return true;
+}
+
+std::string worker_name() {
+    char host[256] = "host";
+    gethostname(host, sizeof host - 1);
+    return std::string(host) + ":" + std::to_string(getpid());
+}
+
+/** Claims jobs (of workload `only`, when given) and measures up to `jobs` at once, renewing its
+ * leases, until `stop(idle)` says so (idle: nothing running and nothing to claim); then waits for
+ * what it runs. `done` hears of each completed job. */
+void work(TuningDb &db, int jobs, double lease_seconds, const TuningWorkload *only,
+          const std::function<bool(bool idle)> &stop,
+          const std::function<void(const TuningJob &, const TuningRecord &)> &done) {
+    const std::string name = worker_name();
+    std::vector<Child> running;
+    auto renewed = std::chrono::steady_clock::now();
+    bool stopping = false;
+    while (true) {
+        bool nothing_to_claim = jobs == 0;
+        while (!stopping && int(running.size()) < jobs) {
+            std::optional<TuningJob> job = db.claim(name, TANDEM_COMPILER_VERSION, lease_seconds, only);
+            if (!job) {
+                nothing_to_claim = true;
+                break;
+            }
+            const TuneOptions o = options_of(job->spec);
+            if (o.isolate) {
+                running.push_back(start_child(*job));
+            } else { // in this process (tests): one at a time
+                TuningRecord r = measure(find_app(o.app), o, job->candidate);
+                db.complete(*job, r);
+                if (done) done(*job, r);
+            }
+        }
+        for (auto it = running.begin(); it != running.end();) {
+            TuningRecord r;
+            if (!child_finished(*it, &r)) {
+                ++it;
+                continue;
+            }
+            db.complete(it->job, r);
+            if (done) done(it->job, r);
+            it = running.erase(it);
+        }
+        const auto now = std::chrono::steady_clock::now();
+        if (!running.empty() && std::chrono::duration<double>(now - renewed).count() > lease_seconds / 3) {
+            db.renew(name, lease_seconds);
+            renewed = now;
+        }
+        stopping = stopping || stop(running.empty() && nothing_to_claim);
+        if (stopping && running.empty()) return;
+        std::this_thread::sleep_for(std::chrono::milliseconds(running.empty() ? 20 : 5));
+    }
 }
 
 } // namespace
@@ -190,21 +297,20 @@ TuningWorkload tuning_workload(const TuneOptions &o) {
 TuneResult tune(const TuneOptions &o, const std::function<void(const TuneProgress &)> &progress) {
     const App &app = find_app(o.app);
     if (o.budget < 1) throw Error("tune: --budget must be at least 1");
+    if (o.jobs < 0) throw Error("tune: --jobs must be at least 0");
     std::unique_ptr<TuningDb> db = TuningDb::open(o.db.empty() ? default_tuning_db() : o.db);
-    if (o.isolate) warm_up_reference_jit(); // once, before the children fork
+    if (o.isolate && o.jobs > 0) warm_up_reference_jit(); // once, before the children fork
     TuneResult result;
     result.workload = tuning_workload(o);
+    const TuningWorkload &workload = result.workload;
     const auto space = search_space(app, o);
     result.space = 1;
     for (const auto &[k, values] : space) result.space = int(std::min<int64_t>(int64_t(result.space) * int64_t(values.size()), 1 << 30));
 
     // Already measured (a previous or killed run): reused, never measured again.
     std::map<std::string, TuningRecord> known;
-    for (TuningRecord &r : db->records(result.workload)) known[candidate_key(r.candidate)] = std::move(r);
-    std::optional<TuningRecord> best;
-    auto consider = [&](const TuningRecord &r) {
-        if (r.status == "ok" && (!best || r.cycles < best->cycles)) best = r;
-    };
+    for (TuningRecord &r : db->records(workload)) known[candidate_key(r.candidate)] = std::move(r);
+    db->cancel(workload); // jobs a killed tuner left, beyond what this search may want
 
     const Params defaults = with_defaults(app, o.fixed, o.target);
     Candidate first;
@@ -212,7 +318,9 @@ TuneResult tune(const TuneOptions &o, const std::function<void(const TuneProgres
         first[k] = k == "schedule" ? schedules_for(app, o.target).front() : defaults.get(k);
     }
 
-    std::mt19937_64 rng(o.seed);
+    // --resume continues the workload's last search: the seed of its latest record.
+    const unsigned long long seed = o.resume && !known.empty() ? db->records(workload).back().seed : o.seed;
+    std::mt19937_64 rng(seed);
     auto random_candidate = [&] {
         Candidate c;
         for (const auto &[k, values] : space) c[k] = values[std::uniform_int_distribution<size_t>(0, values.size() - 1)(rng)];
@@ -237,48 +345,135 @@ TuneResult tune(const TuneOptions &o, const std::function<void(const TuneProgres
 
     const auto start = std::chrono::steady_clock::now();
     auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+    auto out_of_time = [&] { return o.seconds > 0 && elapsed() > o.seconds; };
+    std::vector<TuningRecord> results; // this search's records, in the order it proposed them
+    std::optional<TuningRecord> best;
+    auto consider = [&](const TuningRecord &r) {
+        if (r.status == "ok" && (!best || r.cycles < best->cycles)) best = r;
+    };
     std::set<std::string> visited;
-    int total = o.resume ? int(known.size()) : 0;
-    const int explore = std::max(1, o.budget / 3); // random candidates before local search
-    int proposals = 0, stale = 0;
-    while (total < o.budget && !(o.seconds > 0 && elapsed() > o.seconds)) {
-        Candidate c = proposals == 0 ? first : (proposals < explore || !best) ? random_candidate() : mutate(best->candidate);
-        proposals++;
-        const std::string key = candidate_key(c);
-        if (!visited.insert(key).second) {
-            if (++stale > 200 * int(space.size() + 1)) break; // the space is exhausted
-            continue;
+    int total = 0;
+    // Generation 0: the defaults and random candidates; then mutations. Fixed sizes (not from the
+    // budget), so a smaller budget's search is a prefix of a larger one's: a stopped run
+    // continued with a larger budget proposes what one uninterrupted run would.
+    constexpr int explore = 16, generation_size = 8;
+    TuneOptions measuring = o;
+    measuring.seed = seed;
+    const std::string spec = spec_of(measuring);
+    int stale = 0;
+    bool exhausted = false;
+    for (int generation = 0; total < o.budget && !exhausted && !out_of_time(); generation++) {
+        // The generation: every candidate counts toward the budget, measured now or recorded before.
+        struct Proposal {
+            Candidate candidate;
+            bool fresh; // not recorded when proposed
+        };
+        std::vector<Proposal> batch;
+        const int want = std::min(o.budget - total, generation == 0 ? explore : generation_size);
+        std::vector<TuningRecord> parents; // the best ok records so far, fastest first
+        for (const TuningRecord &r : results) {
+            if (r.status == "ok") parents.push_back(r);
         }
-        stale = 0;
-        auto old = known.find(key);
-        TuningRecord r;
-        if (old != known.end()) {
-            r = old->second;
-            result.reused++;
-            if (!o.resume) total++;
-        } else {
-            r = o.isolate ? measure_isolated(app, o, c) : measure(app, o, c);
-            db->add(result.workload, r);
-            result.measured++;
-            total++;
+        std::stable_sort(parents.begin(), parents.end(),
+                         [](const TuningRecord &a, const TuningRecord &b) { return a.cycles < b.cycles; });
+        if (parents.size() > 4) parents.resize(4);
+        int counted = 0, proposals = 0;
+        while (counted < want) {
+            Candidate c = generation == 0 && proposals == 0 ? first
+                          : parents.empty()                   ? random_candidate()
+                                                              : mutate(parents[size_t(proposals) % parents.size()].candidate);
+            proposals++;
+            const std::string key = candidate_key(c);
+            if (!visited.insert(key).second) {
+                if (++stale > 200 * int(space.size() + 1)) { // the space is exhausted
+                    exhausted = true;
+                    break;
+                }
+                continue;
+            }
+            stale = 0;
+            batch.push_back({c, !known.count(key)});
+            counted++;
         }
-        consider(r);
-        if (key == candidate_key(first)) result.defaults = r;
-        if (progress) {
-            TuneProgress p;
-            p.done = total;
-            p.total = o.budget;
-            p.last = &r;
-            p.best = best ? &*best : nullptr;
-            p.seconds = elapsed();
-            progress(p);
+        std::vector<Candidate> queue;
+        for (const Proposal &p : batch) {
+            if (p.fresh) queue.push_back(p.candidate);
+        }
+        db->enqueue(workload, TANDEM_COMPILER_VERSION, spec, queue);
+
+        // Measure it: this process's workers and any others sharing the database. Records are
+        // reported in the generation's order as they arrive.
+        size_t reported = 0;
+        auto report = [&] {
+            for (; reported < batch.size(); reported++) {
+                const Proposal &p = batch[reported];
+                auto r = known.find(candidate_key(p.candidate));
+                if (r == known.end()) return false;
+                total++;
+                (p.fresh ? result.measured : result.reused)++;
+                results.push_back(r->second);
+                consider(r->second);
+                if (r->first == candidate_key(first)) result.defaults = r->second;
+                if (progress) {
+                    TuneProgress tp;
+                    tp.done = total;
+                    tp.total = o.budget;
+                    tp.last = &r->second;
+                    tp.best = best ? &*best : nullptr;
+                    tp.seconds = elapsed();
+                    progress(tp);
+                }
+            }
+            return true;
+        };
+        auto refresh = [&] {
+            for (TuningRecord &r : db->records(workload)) known.emplace(candidate_key(r.candidate), std::move(r));
+            // Queued again if another tuner of the workload cancelled them at its start.
+            std::vector<Candidate> missing;
+            for (size_t i = reported; i < batch.size(); i++) {
+                if (!known.count(candidate_key(batch[i].candidate))) missing.push_back(batch[i].candidate);
+            }
+            db->enqueue(workload, TANDEM_COMPILER_VERSION, spec, missing);
+        };
+        auto last_refresh = std::chrono::steady_clock::now() - std::chrono::hours(1);
+        work(*db, o.jobs, o.lease_seconds, &workload,
+             [&](bool) {
+                 const auto now = std::chrono::steady_clock::now();
+                 if (now - last_refresh > std::chrono::milliseconds(250)) { // other workers' records
+                     refresh();
+                     last_refresh = now;
+                 }
+                 return report() || out_of_time();
+             },
+             [&](const TuningJob &, const TuningRecord &r) { known.emplace(candidate_key(r.candidate), r); });
+        report();
+        if (reported < batch.size()) { // out of time: the rest of the generation is not measured
+            db->cancel(workload);
+            break;
         }
     }
-    // With resume, the best of every record of the workload.
-    for (const auto &[key, r] : known) consider(r);
     if (!result.defaults && known.count(candidate_key(first))) result.defaults = known.at(candidate_key(first));
     result.best = best;
     return result;
+}
+
+int tune_worker(const WorkerOptions &w, const std::function<void(const TuningJob &, const TuningRecord &)> &done) {
+    if (w.jobs < 1) throw Error("tune-worker: --jobs must be at least 1");
+    std::unique_ptr<TuningDb> db = TuningDb::open(w.db.empty() ? default_tuning_db() : w.db);
+    warm_up_reference_jit(); // once, before the children fork
+    int completed = 0;
+    auto idle_since = std::chrono::steady_clock::now();
+    work(*db, w.jobs, w.lease_seconds, nullptr,
+         [&](bool idle) {
+             const auto now = std::chrono::steady_clock::now();
+             if (!idle) idle_since = now;
+             return w.idle_exit > 0 && std::chrono::duration<double>(now - idle_since).count() > w.idle_exit;
+         },
+         [&](const TuningJob &job, const TuningRecord &r) {
+             completed++;
+             if (done) done(job, r);
+         });
+    return completed;
 }
 
 } // namespace tandem::apps

@@ -6,8 +6,14 @@
  * schedule parameters' choices (App::choices, less the algorithm's variants and what the user
  * fixed); each candidate is compiled, run on the target's model (numerics against the Halide
  * reference unless turned off; races and deadlocks always), in a child process with a time and
- * memory limit, and recorded in a TuningDb before the next one starts. The search is deterministic for a seed: the defaults first, then random
- * candidates, then mutations of the best so far. Candidates already in the database are not
+ * memory limit, and recorded in a TuningDb as it finishes.
+ *
+ * The search goes in generations, each a batch of candidates queued in the database as jobs and
+ * measured by workers: the tuner's own (--jobs, child processes) and `tandem tune-worker` processes
+ * on any machine sharing a PostgreSQL database. Generation 0 is the defaults and random
+ * candidates (a third of the budget); every later one mutates the best records so far. Each
+ * generation depends only on the seed and the previous generations' records, so a seed gives the
+ * same search however many workers measure it. Candidates already in the database are not
  * measured again, so a killed tuner resumes where it stopped.
  */
 
@@ -22,19 +28,28 @@ namespace tandem::apps {
 struct TuneOptions {
     std::string app, target = "zpu", db; // db: a TuningDb URI (empty: default_tuning_db())
     Params fixed;                         // the workload: extents and any parameter not tuned
-    int budget = 64;                      // candidates to measure (with resume: in all, so far included)
+    int budget = 64;                      // candidates the search proposes (measured now or recorded before)
     double seconds = 0;                   // > 0: stop after this long as well
     unsigned long long seed = 1;
-    bool resume = false;
+    bool resume = false;                  // continue the last search of the workload: its seed
     bool numerics = true;
     /** Each candidate in its own process, killed after timeout_seconds, its address space limited
      * to memory_gb (a pathological tiling of a large problem must not take the machine). */
     bool isolate = true;
     double timeout_seconds = 120, memory_gb = 6;
+    int jobs = 1;               // candidates this process measures at once (0: only queue them)
+    double lease_seconds = 60;  // a worker's hold on a job, renewed while it measures
+};
+
+struct WorkerOptions {
+    std::string db;             // a TuningDb URI
+    int jobs = 1;               // candidates measured at once
+    double lease_seconds = 60;
+    double idle_exit = 0;       // > 0: return after this long without a job (0: run until killed)
 };
 
 struct TuneProgress {
-    int done = 0, total = 0; // measured (this run and, with resume, before)
+    int done = 0, total = 0; // candidates of the search reported so far, the budget
     const TuningRecord *last = nullptr;
     const TuningRecord *best = nullptr;
     double seconds = 0;
@@ -51,6 +66,12 @@ struct TuneResult {
 TuningWorkload tuning_workload(const TuneOptions &options);
 
 TuneResult tune(const TuneOptions &options, const std::function<void(const TuneProgress &)> &progress = {});
+
+/** One worker: claims the jobs of this compiler version queued in the database by any tuner and
+ * measures them until it has been idle for idle_exit seconds; returns how many it completed.
+ * `done` hears of each. */
+int tune_worker(const WorkerOptions &options,
+                const std::function<void(const TuningJob &, const TuningRecord &)> &done = {});
 
 } // namespace tandem::apps
 

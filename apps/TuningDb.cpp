@@ -21,8 +21,11 @@ std::map<std::string, std::string> from_json(const std::string &text) {
     return nlohmann::json::parse(text).get<std::map<std::string, std::string>>();
 }
 
-/** sqlite:PATH. Tables: workload (one row per TuningWorkload::key) and record (one row per
- * measured candidate of a workload). */
+// Seconds since the epoch, in SQLite's SQL.
+#define NOW "((julianday('now') - 2440587.5) * 86400.0)"
+
+/** sqlite:PATH. Tables: workload (one row per TuningWorkload::key), record (one row per measured
+ * candidate of a workload) and job (the queue). */
 class SqliteDb final : public TuningDb {
 public:
     explicit SqliteDb(const std::string &path) : db_(open_file(path)) {
@@ -36,6 +39,10 @@ public:
                      "candidate TEXT NOT NULL, params TEXT, status TEXT, cycles REAL, roofline_fraction REAL, "
                      "device TEXT, date TEXT, seed INTEGER, message TEXT, added INTEGER, "
                      "PRIMARY KEY (workload, candidate))");
+            db_.exec("CREATE TABLE IF NOT EXISTS job (id INTEGER PRIMARY KEY, workload INTEGER NOT NULL "
+                     "REFERENCES workload(id), candidate TEXT NOT NULL, params TEXT, version TEXT, spec TEXT, "
+                     "state TEXT NOT NULL DEFAULT 'pending', worker TEXT, lease_until REAL, "
+                     "attempts INTEGER NOT NULL DEFAULT 0, UNIQUE (workload, candidate))");
         } catch (const SQLite::Exception &e) {
             throw Error("tuning database sqlite:" + path + ": " + e.what());
         }
@@ -54,20 +61,7 @@ public:
         guard([&] {
             const int64_t id = workload_id(w);
             SQLite::Transaction t(db_);
-            SQLite::Statement q(db_, "INSERT OR REPLACE INTO record VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                                     "(SELECT COALESCE(MAX(added), 0) + 1 FROM record WHERE workload = ?))");
-            q.bind(1, id);
-            q.bind(2, candidate_key(r.candidate));
-            q.bind(3, to_json(r.candidate));
-            q.bind(4, r.status);
-            q.bind(5, r.cycles);
-            q.bind(6, r.roofline_fraction);
-            q.bind(7, r.device);
-            q.bind(8, r.date);
-            q.bind(9, int64_t(r.seed));
-            q.bind(10, r.message);
-            q.bind(11, id);
-            q.exec();
+            insert_record(id, r, "INSERT OR REPLACE");
             t.commit();
             return 0;
         });
@@ -108,8 +102,125 @@ public:
         });
     }
 
+    void enqueue(const TuningWorkload &w, const std::string &version, const std::string &spec,
+                 const std::vector<std::map<std::string, std::string>> &candidates) override {
+        guard([&] {
+            const int64_t id = workload_id(w);
+            SQLite::Transaction t(db_, SQLite::TransactionBehavior::IMMEDIATE);
+            for (const auto &c : candidates) {
+                SQLite::Statement q(db_, "INSERT OR IGNORE INTO job (workload, candidate, params, version, spec) "
+                                         "SELECT ?, ?, ?, ?, ? WHERE NOT EXISTS "
+                                         "(SELECT 1 FROM record WHERE workload = ? AND candidate = ?)");
+                q.bind(1, id);
+                q.bind(2, candidate_key(c));
+                q.bind(3, to_json(c));
+                q.bind(4, version);
+                q.bind(5, spec);
+                q.bind(6, id);
+                q.bind(7, candidate_key(c));
+                q.exec();
+            }
+            t.commit();
+            return 0;
+        });
+    }
+
+    std::optional<TuningJob> claim(const std::string &worker, const std::string &version, double lease_seconds,
+                                   const TuningWorkload *only) override {
+        return guard([&]() -> std::optional<TuningJob> {
+            const int64_t workload = only ? workload_id(*only) : -1;
+            SQLite::Transaction t(db_, SQLite::TransactionBehavior::IMMEDIATE); // one claimer at a time
+            SQLite::Statement q(db_, "SELECT j.id, j.params, j.spec, w.generator, w.target, w.compiler, w.fixed "
+                                     "FROM job j JOIN workload w ON w.id = j.workload WHERE j.version = ? AND "
+                                     "(j.state = 'pending' OR (j.state = 'leased' AND j.lease_until < " NOW ")) "
+                                     "AND (? < 0 OR j.workload = ?) ORDER BY j.id LIMIT 1");
+            q.bind(1, version);
+            q.bind(2, workload);
+            q.bind(3, workload);
+            if (!q.executeStep()) return std::nullopt;
+            TuningJob job;
+            job.id = q.getColumn(0).getInt64();
+            job.candidate = from_json(q.getColumn(1).getString());
+            job.spec = q.getColumn(2).getString();
+            job.workload = {q.getColumn(3).getString(), q.getColumn(4).getString(), q.getColumn(5).getString(),
+                            from_json(q.getColumn(6).getString())};
+            SQLite::Statement lease(db_, "UPDATE job SET state = 'leased', worker = ?, lease_until = " NOW " + ?, "
+                                         "attempts = attempts + 1 WHERE id = ?");
+            lease.bind(1, worker);
+            lease.bind(2, lease_seconds);
+            lease.bind(3, job.id);
+            lease.exec();
+            t.commit();
+            return job;
+        });
+    }
+
+    void renew(const std::string &worker, double lease_seconds) override {
+        guard([&] {
+            SQLite::Statement q(db_, "UPDATE job SET lease_until = " NOW " + ? WHERE worker = ? AND state = 'leased'");
+            q.bind(1, lease_seconds);
+            q.bind(2, worker);
+            return q.exec();
+        });
+    }
+
+    void complete(const TuningJob &job, const TuningRecord &r) override {
+        guard([&] {
+            const int64_t id = workload_id(job.workload);
+            SQLite::Transaction t(db_, SQLite::TransactionBehavior::IMMEDIATE);
+            insert_record(id, r, "INSERT OR IGNORE");
+            SQLite::Statement done(db_, "UPDATE job SET state = 'done' WHERE id = ?");
+            done.bind(1, job.id);
+            done.exec();
+            t.commit();
+            return 0;
+        });
+    }
+
+    void cancel(const TuningWorkload &w) override {
+        guard([&] {
+            SQLite::Statement q(db_, "DELETE FROM job WHERE workload = ? AND (state = 'pending' OR "
+                                     "(state = 'leased' AND lease_until < " NOW "))");
+            q.bind(1, workload_id(w));
+            return q.exec();
+        });
+    }
+
+    TuningJobCounts jobs(const TuningWorkload &w) override {
+        return guard([&] {
+            TuningJobCounts n;
+            SQLite::Statement q(db_, "SELECT state, count(*), sum(attempts) FROM job WHERE workload = ? GROUP BY state");
+            q.bind(1, workload_id(w));
+            while (q.executeStep()) {
+                const std::string state = q.getColumn(0).getString();
+                const int count = q.getColumn(1).getInt();
+                (state == "pending" ? n.pending : state == "leased" ? n.leased : n.done) += count;
+                n.attempts += q.getColumn(2).getInt();
+            }
+            return n;
+        });
+    }
+
 private:
     SQLite::Database db_;
+
+    /** Inserts a record; `verb` is INSERT OR REPLACE or INSERT OR IGNORE. */
+    void insert_record(int64_t id, const TuningRecord &r, const std::string &verb) {
+        SQLite::Statement q(db_, verb + " INTO record VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                                        "(SELECT COALESCE(MAX(added), 0) + 1 FROM record WHERE workload = ?))");
+        q.bind(1, id);
+        q.bind(2, candidate_key(r.candidate));
+        q.bind(3, to_json(r.candidate));
+        q.bind(4, r.status);
+        q.bind(5, r.cycles);
+        q.bind(6, r.roofline_fraction);
+        q.bind(7, r.device);
+        q.bind(8, r.date);
+        q.bind(9, int64_t(r.seed));
+        q.bind(10, r.message);
+        q.bind(11, id);
+        q.exec();
+    }
 
     static SQLite::Database open_file(const std::string &path) {
         namespace fs = std::filesystem;
@@ -177,9 +288,9 @@ std::string default_tuning_db() {
 std::unique_ptr<TuningDb> TuningDb::open(const std::string &uri) {
     if (uri.rfind("sqlite:", 0) == 0) return std::make_unique<SqliteDb>(uri.substr(7));
     if (uri.rfind("postgresql://", 0) == 0 || uri.rfind("postgres://", 0) == 0) {
-        throw Error("tuning database " + uri + ": the PostgreSQL backend is not built yet (issue 13); use sqlite:PATH");
+        return open_postgresql(uri);
     }
-    throw Error("tuning database '" + uri + "': unknown kind; give sqlite:PATH (the default is " +
+    throw Error("tuning database '" + uri + "': unknown kind; give sqlite:PATH or postgresql://user@host:port/database (the default is " +
                 default_tuning_db() + ")");
 }
 

@@ -2,12 +2,19 @@
 #define TANDEM_APPS_TUNINGDB_H
 
 /** \file
- * The tuning database: what each measured schedule candidate of a workload gave. One interface,
- * backends chosen by URI: `sqlite:PATH` (SQLiteCpp, WAL mode; every record committed as it is
- * added, so a killed tuner loses nothing). PostgreSQL (`postgresql://...`, shared by workers on
- * many machines) is issue 13's next step: open() says so.
+ * The tuning database: what each measured schedule candidate of a workload gave, and the queue of
+ * candidates waiting to be measured. One interface, backends chosen by URI:
+ *   sqlite:PATH                 SQLiteCpp, WAL mode (one machine; several processes may share it)
+ *   postgresql://user@host/db   libpqxx: any number of workers on any number of machines
+ * Every record is committed as it is added, so a killed tuner or worker loses nothing.
+ *
+ * The queue: a tuner enqueues a generation of candidates as jobs; workers (the tuner's own
+ * `--jobs` and `tandem tune-worker` processes) claim one job at a time with a lease they renew while
+ * they measure (PostgreSQL: FOR UPDATE SKIP LOCKED), and complete it by adding its record and
+ * marking it done in one transaction. A job whose lease ran out (its worker died) is claimed again.
  */
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
@@ -40,11 +47,26 @@ std::string candidate_key(const std::map<std::string, std::string> &candidate);
 /** sqlite:$XDG_CACHE_HOME/tandem/tuning.db (~/.cache when XDG_CACHE_HOME is unset). */
 std::string default_tuning_db();
 
+/** A queued candidate, as a worker claims it. */
+struct TuningJob {
+    int64_t id = 0;
+    TuningWorkload workload;
+    std::map<std::string, std::string> candidate;
+    std::string spec; // how to measure it: JSON written by the tuner (Tune.cpp)
+};
+
+/** The jobs of a workload by state; attempts counts every claim (a re-leased job claims twice). */
+struct TuningJobCounts {
+    int pending = 0, leased = 0, done = 0, attempts = 0;
+};
+
 class TuningDb {
 public:
     /** Opens (creating) the database at `uri`; tandem::Error naming the URI and the reason when it
      * cannot (unknown scheme, a path that cannot be created, a file that is not a database). */
     static std::unique_ptr<TuningDb> open(const std::string &uri);
+    /** The PostgreSQL backend (TuningDbPostgres.cpp); `uri` is a libpq connection URI. */
+    static std::unique_ptr<TuningDb> open_postgresql(const std::string &uri);
     virtual ~TuningDb() = default;
     virtual bool has(const TuningWorkload &w, const std::string &candidate) = 0;
     /** Adds (or replaces) the record of its candidate, durably before returning. */
@@ -53,6 +75,24 @@ public:
     virtual std::vector<TuningRecord> records(const TuningWorkload &w) = 0;
     /** Every workload with a record. */
     virtual std::vector<TuningWorkload> workloads() = 0;
+
+    /** Queues each candidate of `w` that is neither recorded nor queued, to be measured by a
+     * worker of compiler `version` following `spec`. */
+    virtual void enqueue(const TuningWorkload &w, const std::string &version, const std::string &spec,
+                         const std::vector<std::map<std::string, std::string>> &candidates) = 0;
+    /** Leases to `worker` for `lease_seconds` the oldest job of compiler `version` that is pending
+     * or whose lease ran out (of workload `only`, when given); none when there is none. */
+    virtual std::optional<TuningJob> claim(const std::string &worker, const std::string &version,
+                                           double lease_seconds, const TuningWorkload *only = nullptr) = 0;
+    /** Extends every lease `worker` holds to `lease_seconds` from now (its heartbeat). */
+    virtual void renew(const std::string &worker, double lease_seconds) = 0;
+    /** Adds the job's record and marks it done, in one transaction. A record already there (the
+     * job was re-leased from a worker thought dead, which finished after all) is kept. */
+    virtual void complete(const TuningJob &job, const TuningRecord &r) = 0;
+    /** Drops the jobs of `w` no worker holds (a tuner stopping early). */
+    virtual void cancel(const TuningWorkload &w) = 0;
+    virtual TuningJobCounts jobs(const TuningWorkload &w) = 0;
+
     /** The fastest ok record, if any. */
     std::optional<TuningRecord> best(const TuningWorkload &w);
     /** The `k` fastest ok records, fastest first. */

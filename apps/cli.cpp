@@ -29,6 +29,8 @@ struct Args {
     Params params;
     bool json = false, numerics = true, verbose = false, target_given = false, emit = true;
     double seconds = 60, tune_seconds = 0, timeout = 120; // tune_seconds 0: no time limit
+    double lease = 60, idle_exit = 0;
+    std::string device = "model";
     int64_t runs = -1;
     int jobs = 1, budget = 64, top = 1;
     uint64_t seed = 1;
@@ -99,12 +101,26 @@ struct CommandLine {
             c->add_flag("!--no-numerics", a.numerics, "timing and hazards only (records made without numerics)");
             c->add_flag("--json", a.json, "one JSON object");
         }
-        for (CLI::App *c : {tune, best, exported, imported})
-            c->add_option("--db", a.db, "sqlite:PATH (default " + default_tuning_db() + ")");
+        CLI::App *worker = app.add_subcommand(
+            "tune-worker", "measure the candidates any tuner queued in a shared tuning database (start one per "
+                           "machine, or many: see the README)");
+        for (CLI::App *c : {tune, best, exported, imported, worker})
+            c->add_option("--db", a.db, "sqlite:PATH or postgresql://user@host:port/database (default " +
+                                            default_tuning_db() + ")");
+        for (CLI::App *c : {tune, worker}) {
+            c->add_option("--lease", a.lease, "seconds a worker holds a job between heartbeats' renewals")
+                ->check(CLI::PositiveNumber);
+        }
+        tune->add_option("--jobs", a.jobs, "candidates measured at once by this process (0: only queue them for "
+                                           "tune-workers)")
+            ->check(CLI::NonNegativeNumber);
+        worker->add_option("--jobs", a.jobs, "candidates measured at once")->check(CLI::PositiveNumber);
+        worker->add_option("--idle-exit", a.idle_exit, "stop after this many seconds without a job (default: never)");
+        worker->add_option("--device", a.device, "what measures: model (the target's machine model)");
         tune->add_option("--budget", a.budget, "candidates to measure")->check(CLI::PositiveNumber);
         tune->add_option("--seconds", a.tune_seconds, "stop after this long as well");
         tune->add_option("--seed", a.seed, "the search's seed (deterministic)");
-        tune->add_flag("--resume", a.resume, "continue a stopped run: its records count toward the budget");
+        tune->add_flag("--resume", a.resume, "continue the workload's last search (its seed); what it recorded is not measured again");
         tune->add_option("--timeout", a.timeout, "seconds a candidate may take (then it is recorded as a timeout)");
     }
 
@@ -250,6 +266,8 @@ int tune(const Args &a) {
     o.resume = a.resume;
     o.numerics = a.numerics;
     o.timeout_seconds = a.timeout;
+    o.jobs = a.jobs;
+    o.lease_seconds = a.lease;
     const bool terminal = !a.json && isatty(STDOUT_FILENO);
     TuneResult r = apps::tune(o, [&](const TuneProgress &p) {
         if (a.json) return;
@@ -291,6 +309,24 @@ int tune(const Args &a) {
             std::printf("  no candidate ran correctly\n");
     }
     return r.best ? 0 : 1;
+}
+
+int tune_worker(const Args &a) {
+    if (a.device != "model")
+        throw Error("tune-worker --device " + a.device + ": only model (the machine models) measures candidates "
+                    "today; timing on a GPU is not built yet");
+    WorkerOptions o;
+    o.db = a.db.empty() ? default_tuning_db() : a.db;
+    o.jobs = a.jobs;
+    o.lease_seconds = a.lease;
+    o.idle_exit = a.idle_exit;
+    const int done = apps::tune_worker(o, [](const TuningJob &job, const TuningRecord &r) {
+        std::printf("%s %s: %s %s\n", job.workload.generator.c_str(), candidate_key(r.candidate).c_str(),
+                    r.status.c_str(), r.status == "ok" ? std::to_string((long long)r.cycles).c_str() : r.message.c_str());
+        std::fflush(stdout);
+    });
+    std::printf("tune-worker: %d job(s) measured, idle for %.0f s: done\n", done, a.idle_exit);
+    return 0;
 }
 
 int tune_database(const Args &a) {
@@ -419,6 +455,8 @@ int main(int argc, char **argv) {
             return fuzz(a);
         } else if (a.command == "tune") {
             return tune(a);
+        } else if (a.command == "tune-worker") {
+            return tune_worker(a);
         } else if (a.command.rfind("tune ", 0) == 0) {
             return tune_database(a);
         } else if (a.command == "demo") {
