@@ -1,6 +1,7 @@
 #include "App.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 namespace tandem::apps {
@@ -49,7 +50,7 @@ std::function<Built(const Params &, const std::string &, const Target &)> genera
     return [name](const Params &p, const std::string &schedule, const Target &target) {
         std::unique_ptr<GeneratorBase> g = GeneratorRegistry::create(name);
         for (const auto &[k, v] : p.values()) g->set_param(k, v);
-        if (schedule != "reference") g->set_param("schedule", schedule);
+        if (schedule != "reference" && !schedule.empty()) g->set_param("schedule", schedule);
         GeneratorBase::Pipeline built = schedule == "reference" ? g->build_reference() : g->build(target);
         // The instance owns nothing the pipeline needs: Funcs and ImageParams are shared handles.
         return Built{built.inputs, built.output};
@@ -67,11 +68,81 @@ const std::vector<App> &all_apps() {
     return apps;
 }
 
+namespace {
+
+/** The bytes of a generator's inputs and output whose extents are static: its compulsory traffic. */
+double static_bytes(const GeneratorBase::Pipeline &p) {
+    auto bytes = [](const Halide::Internal::Parameter &param, Halide::Type type, int rank) {
+        double n = type.bytes();
+        for (int d = 0; d < rank; d++) {
+            const Halide::Expr extent = param.extent_constraint(d);
+            const int64_t *e = extent.defined() ? Halide::Internal::as_const_int(extent) : nullptr;
+            if (!e) return 0.0;
+            n *= double(*e);
+        }
+        return n;
+    };
+    double total = 0;
+    for (const ImageParam &in : p.inputs) total += bytes(in.parameter(), in.type(), in.dimensions());
+    const Halide::Func out = p.output.halide();
+    total += bytes(p.output.output_buffer().parameter(), out.output_types()[0], out.dimensions());
+    return total;
+}
+
+} // namespace
+
+App generator_app(const std::string &name) {
+    std::unique_ptr<GeneratorBase> g = GeneratorRegistry::create(name);
+    App app;
+    app.name = name;
+    app.summary = "generator " + name;
+    app.defaults = generator_defaults(name);
+    bool has_schedule = false;
+    for (const GeneratorParamInfo &p : g->params()) {
+        has_schedule |= p.name == "schedule";
+        if (p.name != "schedule" && !p.tunable.empty()) app.choices[p.name] = p.tunable;
+    }
+    app.schedules = has_schedule ? generator_schedules(name) : std::vector<std::string>{"default"};
+    for (const char *target : {"hopper", "ascend"}) app.target_schedules[target] = app.schedules;
+    auto build = generator_build(name);
+    app.build = [build, has_schedule](const Params &p, const std::string &schedule, const Target &target) {
+        return build(p, has_schedule || schedule == "reference" ? schedule : "", target);
+    };
+    app.workload = [name](const Params &p) {
+        std::unique_ptr<GeneratorBase> instance = GeneratorRegistry::create(name);
+        for (const auto &[k, v] : p.values()) instance->set_param(k, v);
+        Workload w;
+        w.bytes = static_bytes(instance->build_algorithm());
+        return w;
+    };
+    app.tolerance = [name](const Params &p) {
+        std::unique_ptr<GeneratorBase> instance = GeneratorRegistry::create(name);
+        for (const auto &[k, v] : p.values()) instance->set_param(k, v);
+        const GeneratorBase::Pipeline a = instance->build_algorithm();
+        bool narrow = a.output.halide().output_types()[0].bits() < 32;
+        for (const ImageParam &in : a.inputs) narrow |= in.type().bits() < 32;
+        return narrow ? 1e-2 : 1e-3;
+    };
+    return app;
+}
+
 const App &find_app(const std::string &name) {
     std::string known;
     for (const App &a : all_apps()) {
         if (a.name == name) return a;
         known += (known.empty() ? "" : ", ") + a.name;
+    }
+    // A generator of this program (a user's, in a generator binary): an app made from it.
+    static std::map<std::string, App> generators;
+    const std::vector<std::string> names = GeneratorRegistry::names();
+    if (std::find(names.begin(), names.end(), name) != names.end()) {
+        auto it = generators.find(name);
+        if (it == generators.end()) it = generators.emplace(name, generator_app(name)).first;
+        return it->second;
+    }
+    for (const std::string &n : names) {
+        if (!std::count_if(all_apps().begin(), all_apps().end(), [&](const App &a) { return a.name == n; }))
+            known += ", " + n;
     }
     throw Error("unknown app '" + name + "' (known: " + known + ")");
 }

@@ -86,8 +86,16 @@ std::function<Built(const Params &, const std::string &, const Target &)> genera
 /** The generator's parameters as Params (for helpers shared by apps, e.g. schedule_pointwise). */
 Params params_of(const GeneratorBase &g);
 
+/** An app made from any registered generator (a user's): its parameters and their defaults, its
+ * "schedule" choices (or one schedule, "default"), the values its GeneratorParams mark Tunable as
+ * the choices, its reference_schedule() as the reference, the static bytes of its inputs and
+ * output as the workload (a memory-bound roofline), a tolerance of 1e-2 with a narrow type in or
+ * out (1e-3 otherwise). */
+App generator_app(const std::string &name);
+
 const std::vector<App> &all_apps();
-/** Throws tandem::Error listing the apps when `name` is unknown. */
+/** Tandem's app `name`, or else the app of this program's generator `name`; Error listing both
+ * when there is neither. */
 const App &find_app(const std::string &name);
 
 /** The app's defaults for `target` overridden by `given`; unknown keys are an error naming the

@@ -55,7 +55,7 @@ std::map<std::string, std::vector<std::string>> search_space(const App &app, con
         }
         if (distinct.size() > 1) space[name] = distinct;
     }
-    if (!o.fixed.has("schedule")) space["schedule"] = schedules_for(app, o.target);
+    if (!o.fixed.has("schedule") && schedules_for(app, o.target).size() > 1) space["schedule"] = schedules_for(app, o.target);
     return space;
 }
 
@@ -226,10 +226,11 @@ std::string worker_name() {
     return std::string(host) + ":" + std::to_string(getpid());
 }
 
-/** Claims jobs (of workload `only`, when given) and measures up to `jobs` at once, renewing its
+/** Claims jobs (of `generators`, and of workload `only` when given) and measures up to `jobs` at once, renewing its
  * leases, until `stop(idle)` says so (idle: nothing running and nothing to claim); then waits for
  * what it runs. `done` hears of each completed job. */
-void work(TuningDb &db, int jobs, double lease_seconds, const TuningWorkload *only,
+void work(TuningDb &db, int jobs, double lease_seconds, const std::vector<std::string> &generators,
+          const TuningWorkload *only,
           const std::function<bool(bool idle)> &stop,
           const std::function<void(const TuningJob &, const TuningRecord &)> &done) {
     const std::string name = worker_name();
@@ -239,7 +240,7 @@ void work(TuningDb &db, int jobs, double lease_seconds, const TuningWorkload *on
     while (true) {
         bool nothing_to_claim = jobs == 0;
         while (!stopping && int(running.size()) < jobs) {
-            std::optional<TuningJob> job = db.claim(name, TANDEM_COMPILER_VERSION, lease_seconds, only);
+            std::optional<TuningJob> job = db.claim(name, TANDEM_COMPILER_VERSION, lease_seconds, generators, only);
             if (!job) {
                 nothing_to_claim = true;
                 break;
@@ -436,7 +437,7 @@ TuneResult tune(const TuneOptions &o, const std::function<void(const TuneProgres
             db->enqueue(workload, TANDEM_COMPILER_VERSION, spec, missing);
         };
         auto last_refresh = std::chrono::steady_clock::now() - std::chrono::hours(1);
-        work(*db, o.jobs, o.lease_seconds, &workload,
+        work(*db, o.jobs, o.lease_seconds, {workload.generator}, &workload,
              [&](bool) {
                  const auto now = std::chrono::steady_clock::now();
                  if (now - last_refresh > std::chrono::milliseconds(250)) { // other workers' records
@@ -463,7 +464,12 @@ int tune_worker(const WorkerOptions &w, const std::function<void(const TuningJob
     warm_up_reference_jit(); // once, before the children fork
     int completed = 0;
     auto idle_since = std::chrono::steady_clock::now();
-    work(*db, w.jobs, w.lease_seconds, nullptr,
+    // The generators this program can build: Tandem's apps and its own.
+    std::vector<std::string> generators = GeneratorRegistry::names();
+    for (const App &app : all_apps()) {
+        if (std::find(generators.begin(), generators.end(), app.name) == generators.end()) generators.push_back(app.name);
+    }
+    work(*db, w.jobs, w.lease_seconds, generators, nullptr,
          [&](bool idle) {
              const auto now = std::chrono::steady_clock::now();
              if (!idle) idle_since = now;

@@ -21,6 +21,12 @@ std::map<std::string, std::string> from_json(const std::string &text) {
     return nlohmann::json::parse(text).get<std::map<std::string, std::string>>();
 }
 
+std::string placeholders(size_t n) {
+    std::string text;
+    for (size_t i = 0; i < n; i++) text += i ? ", ?" : "?";
+    return text;
+}
+
 // Seconds since the epoch, in SQLite's SQL.
 #define NOW "((julianday('now') - 2440587.5) * 86400.0)"
 
@@ -126,17 +132,20 @@ public:
     }
 
     std::optional<TuningJob> claim(const std::string &worker, const std::string &version, double lease_seconds,
-                                   const TuningWorkload *only) override {
+                                   const std::vector<std::string> &generators, const TuningWorkload *only) override {
+        if (generators.empty()) return std::nullopt;
         return guard([&]() -> std::optional<TuningJob> {
             const int64_t workload = only ? workload_id(*only) : -1;
             SQLite::Transaction t(db_, SQLite::TransactionBehavior::IMMEDIATE); // one claimer at a time
-            SQLite::Statement q(db_, "SELECT j.id, j.params, j.spec, w.generator, w.target, w.compiler, w.fixed "
+            SQLite::Statement q(db_, std::string("SELECT j.id, j.params, j.spec, w.generator, w.target, w.compiler, w.fixed "
                                      "FROM job j JOIN workload w ON w.id = j.workload WHERE j.version = ? AND "
                                      "(j.state = 'pending' OR (j.state = 'leased' AND j.lease_until < " NOW ")) "
-                                     "AND (? < 0 OR j.workload = ?) ORDER BY j.id LIMIT 1");
+                                     "AND (? < 0 OR j.workload = ?) AND w.generator IN (") +
+                                         placeholders(generators.size()) + ") ORDER BY j.id LIMIT 1");
             q.bind(1, version);
             q.bind(2, workload);
             q.bind(3, workload);
+            for (size_t i = 0; i < generators.size(); i++) q.bind(int(4 + i), generators[i]);
             if (!q.executeStep()) return std::nullopt;
             TuningJob job;
             job.id = q.getColumn(0).getInt64();

@@ -81,9 +81,11 @@ public:
     virtual void enqueue(const TuningWorkload &w, const std::string &version, const std::string &spec,
                          const std::vector<std::map<std::string, std::string>> &candidates) = 0;
     /** Leases to `worker` for `lease_seconds` the oldest job of compiler `version` that is pending
-     * or whose lease ran out (of workload `only`, when given); none when there is none. */
+     * or whose lease ran out, of one of `generators` (those the worker can build) and of workload
+     * `only` when given; none when there is none. */
     virtual std::optional<TuningJob> claim(const std::string &worker, const std::string &version,
-                                           double lease_seconds, const TuningWorkload *only = nullptr) = 0;
+                                           double lease_seconds, const std::vector<std::string> &generators,
+                                           const TuningWorkload *only = nullptr) = 0;
     /** Extends every lease `worker` holds to `lease_seconds` from now (its heartbeat). */
     virtual void renew(const std::string &worker, double lease_seconds) = 0;
     /** Adds the job's record and marks it done, in one transaction. A record already there (the

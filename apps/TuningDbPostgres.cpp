@@ -111,15 +111,19 @@ public:
     }
 
     std::optional<TuningJob> claim(const std::string &worker, const std::string &version, double lease_seconds,
-                                   const TuningWorkload *only) override {
+                                   const std::vector<std::string> &generators, const TuningWorkload *only) override {
+        if (generators.empty()) return std::nullopt;
         return guard([&]() -> std::optional<TuningJob> {
             pqxx::work t(*conn_);
             const int64_t workload = only ? workload_id(t, *only) : -1;
+            std::string names;
+            for (const std::string &g : generators) names += (names.empty() ? "" : ", ") + t.quote(g);
             const pqxx::result r = t.exec_params(
                 "UPDATE job SET state = 'leased', worker = $1, lease_until = now() + make_interval(secs => $2), "
                 "attempts = attempts + 1 WHERE id = (SELECT id FROM job WHERE version = $3 AND (state = 'pending' "
-                "OR (state = 'leased' AND lease_until < now())) AND ($4 < 0 OR workload = $4) ORDER BY id LIMIT 1 "
-                "FOR UPDATE SKIP LOCKED) RETURNING id, params, spec, workload",
+                "OR (state = 'leased' AND lease_until < now())) AND ($4 < 0 OR workload = $4) AND workload IN (SELECT id "
+                "FROM workload WHERE generator IN (" + names + ")) ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) "
+                "RETURNING id, params, spec, workload",
                 worker, lease_seconds, version, workload);
             if (r.empty()) {
                 t.commit();

@@ -17,7 +17,7 @@ set_target_properties(tandem_genmain PROPERTIES EXPORT_NAME GenMain)
 set_target_properties(tandem_apps PROPERTIES EXPORT_NAME Tandem)
 
 install(TARGETS tandem_sim tandem_dsl tandem_common tandem_zpu tandem_hopper tandem_ascend tandem_apps
-                tandem_genmain tandem_rungen tandem_runtime
+                tandem_tune tandem_genmain tandem_rungen tandem_runtime
         EXPORT TandemTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(DIRECTORY dsl/include/tandem DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})

@@ -4,7 +4,8 @@
 #   add_tandem_generator(gen SOURCES a.cpp ... [LINK_LIBRARIES ...])
 #       an executable of the generators in the sources (TANDEM_REGISTER_GENERATOR) with the
 #       generator main (-g NAME -o DIR -f FUNCTION -e code,h,library target=T key=value ...)
-#   add_tandem_library(lib FROM gen GENERATOR name [FUNCTION_NAME f] [TARGETS zpu|ascend|hopper] [PARAMS k=v ...])
+#   add_tandem_library(lib FROM gen GENERATOR name [FUNCTION_NAME f] [TARGETS zpu|ascend|hopper] [PARAMS k=v ...]
+#                      [TUNING_DB uri])
 #       a static library `lib` of generator `name` compiled at build time, its header f.h on the
 #       include path: int f(halide_buffer_t *...) with Halide's calling convention (the kernel runs
 #       on the target's machine model; f_last_cycles() gives the cycles of the last call), and
@@ -12,6 +13,10 @@
 #       hopper: the kernel compiled by nvcc for sm_90a and the launcher; the buffers' device fields
 #       are the device pointers; its runner times it with CUDA events. Without nvcc and the CUDA toolkit a configure-time
 #       message says so and the library is skipped (TANDEM_HOPPER_LIBRARIES is then OFF).
+#       TUNING_DB: the best record of the tuning database for this generator, target and PARAMS
+#       sets the tunable parameters PARAMS does not (`gen -g name --tune` records them); with no
+#       record, the defaults, and a note in the build log. A sqlite: file is a dependency: tuning
+#       again rebuilds the library.
 include_guard(GLOBAL)
 
 function(add_tandem_generator name)
@@ -24,7 +29,7 @@ function(add_tandem_generator name)
 endfunction()
 
 function(add_tandem_library lib)
-  cmake_parse_arguments(ARG "" "FROM;GENERATOR;FUNCTION_NAME" "TARGETS;PARAMS" ${ARGN})
+  cmake_parse_arguments(ARG "" "FROM;GENERATOR;FUNCTION_NAME;TUNING_DB" "TARGETS;PARAMS" ${ARGN})
   if(NOT ARG_FROM OR NOT ARG_GENERATOR)
     message(FATAL_ERROR "add_tandem_library(${lib}): FROM <generator executable> and GENERATOR <name> are required")
   endif()
@@ -66,6 +71,14 @@ function(add_tandem_library lib)
     message(FATAL_ERROR "add_tandem_library(${lib}): TARGETS ${ARG_TARGETS}: one of zpu, ascend or hopper "
                         "(one library per target)")
   endif()
+  set(tuning)
+  set(tuning_depends)
+  if(ARG_TUNING_DB)
+    set(tuning tuning_db=${ARG_TUNING_DB})
+    if(ARG_TUNING_DB MATCHES "^sqlite:(.*)$")
+      set(tuning_depends ${CMAKE_MATCH_1})
+    endif()
+  endif()
   set(generated ${outputs} ${dir}/${f}.h)
   if(ARG_TARGETS STREQUAL "hopper")
     list(APPEND generated ${dir}/${f}.cu)
@@ -73,8 +86,8 @@ function(add_tandem_library lib)
   add_custom_command(
     OUTPUT ${generated}
     COMMAND ${CMAKE_COMMAND} -E make_directory ${dir}
-    COMMAND ${ARG_FROM} -g ${ARG_GENERATOR} -o ${dir} -f ${f} -e ${emit} target=${ARG_TARGETS} ${ARG_PARAMS}
-    DEPENDS ${ARG_FROM}
+    COMMAND ${ARG_FROM} -g ${ARG_GENERATOR} -o ${dir} -f ${f} -e ${emit} target=${ARG_TARGETS} ${ARG_PARAMS} ${tuning}
+    DEPENDS ${ARG_FROM} ${tuning_depends}
     COMMENT "Generating ${f} (${ARG_GENERATOR} for the ${ARG_TARGETS})"
     VERBATIM)
   if(ARG_TARGETS STREQUAL "hopper")

@@ -1,11 +1,14 @@
 #include "GenMain.h"
 
+#include "Tune.h"
+#include "TuningDb.h"
 #include "common/Backend.h"
 #include "tandem/AsyncIR.h"
 #include "tandem/Generator.h"
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -28,6 +31,10 @@ std::string describe_generators() {
                 os << "  one of";
                 for (const std::string &c : p.choices) os << " " << c;
             }
+            if (!p.tunable.empty()) {
+                os << "  tuned over";
+                for (const std::string &c : p.tunable) os << " " << c;
+            }
             os << "\n";
         }
     }
@@ -40,6 +47,63 @@ void write_file(const std::filesystem::path &path, const std::string &text) {
     if (!out) throw Error("cannot write " + path.string());
 }
 
+/** The tunables of the best record of the workload (numerics checked, else without) in `uri`, set
+ * on `g`; a note either way. */
+void apply_best(GeneratorBase &g, const std::string &uri, const std::string &target,
+                const apps::Params &given) {
+    apps::TuneOptions o;
+    o.app = g.name();
+    o.target = target;
+    o.fixed = given;
+    std::unique_ptr<apps::TuningDb> db = apps::TuningDb::open(uri);
+    std::optional<apps::TuningRecord> best;
+    apps::TuningWorkload w;
+    for (bool numerics : {true, false}) {
+        o.numerics = numerics;
+        w = apps::tuning_workload(o);
+        if ((best = db->best(w))) break;
+    }
+    if (!best) {
+        std::cerr << "tuning: no record of " << apps::tuning_workload(o).key() << " in " << uri
+                  << ": the defaults\n";
+        return;
+    }
+    bool has_schedule = false;
+    for (const GeneratorParamInfo &p : g.params()) has_schedule |= p.name == "schedule";
+    for (const auto &[k, v] : best->candidate) {
+        if (k != "schedule" || has_schedule) g.set_param(k, v);
+    }
+    std::cerr << "tuning: " << g.name() << " for " << target << " takes " << apps::candidate_key(best->candidate)
+              << " (" << best->cycles << " cycles on " << best->device << ", " << uri << ")\n";
+}
+
+int tune_main(const std::string &name, const std::string &target, const apps::Params &given, const std::string &db,
+              int budget, int jobs, double seconds, uint64_t seed, double lease) {
+    apps::TuneOptions o;
+    o.app = name;
+    o.target = target;
+    o.fixed = given;
+    o.db = db.empty() ? apps::default_tuning_db() : db;
+    o.budget = budget;
+    o.jobs = jobs;
+    o.seconds = seconds;
+    o.seed = seed;
+    o.lease_seconds = lease;
+    const apps::TuneResult r = apps::tune(o, [](const apps::TuneProgress &p) {
+        std::cout << p.done << "/" << p.total << " " << apps::candidate_key(p.last->candidate) << " " << p.last->status;
+        if (p.last->status == "ok") std::cout << " " << p.last->cycles << " cycles";
+        std::cout << std::endl;
+    });
+    std::cout << "tune " << name << " on " << target << ": " << r.measured << " measured, " << r.reused
+              << " from the database (" << o.db << ")\n";
+    if (!r.best) {
+        std::cout << "  no candidate ran correctly\n";
+        return 1;
+    }
+    std::cout << "  best: " << apps::candidate_key(r.best->candidate) << " " << r.best->cycles << " cycles\n";
+    return 0;
+}
+
 } // namespace
 
 int generator_main(int argc, char **argv) {
@@ -47,11 +111,29 @@ int generator_main(int argc, char **argv) {
     app.set_help_flag("-h,--help", "the generators and their parameters, then the flags (also -help)");
     std::string name, dir, function, emit = "stmt,code";
     std::vector<std::string> assignments;
-    app.add_option("-g", name, "the generator to build")->required();
-    app.add_option("-o", dir, "the directory the outputs go to")->required();
+    bool tune = false, tune_worker = false;
+    std::string db;
+    int budget = 64, jobs = 1;
+    double seconds = 0, lease = 60, idle_exit = 0;
+    uint64_t seed = 1;
+    app.add_option("-g", name, "the generator to build");
+    app.add_option("-o", dir, "the directory the outputs go to");
+    app.add_flag("--tune", tune, "autotune the generator's Tunable parameters for the target and the parameters "
+                                 "given, recording each candidate in the tuning database (--db); writes nothing");
+    app.add_flag("--tune-worker", tune_worker, "measure the candidates of this program's generators that tuners "
+                                               "queued in the shared database (--db)");
+    app.add_option("--db", db, "the tuning database: sqlite:PATH or postgresql://user@host:port/database");
+    app.add_option("--budget", budget, "--tune: candidates to try")->check(CLI::PositiveNumber);
+    app.add_option("--jobs", jobs, "candidates measured at once")->check(CLI::NonNegativeNumber);
+    app.add_option("--seconds", seconds, "--tune: stop after this long as well");
+    app.add_option("--seed", seed, "--tune: the search's seed");
+    app.add_option("--lease", lease, "seconds a worker holds a job between renewals")->check(CLI::PositiveNumber);
+    app.add_option("--idle-exit", idle_exit, "--tune-worker: stop after this long without a job");
     app.add_option("-f", function, "the function and file base name (default: the generator's name)");
     app.add_option("-e", emit, "outputs, comma-separated: stmt, halide, and the target's sources (code, cuda)");
-    app.add_option("assignments", assignments, "target=T[:k=v,...] and the generator's param=value");
+    app.add_option("assignments", assignments,
+                   "target=T[:k=v,...], tuning_db=URI (the best record of the tuning database sets the tunable "
+                   "parameters not given) and the generator's param=value");
     app.footer(describe_generators());
     std::vector<std::string> args; // CLI11 wants them last to first; Halide's GenGen takes -help
     for (int i = argc - 1; i > 0; i--) args.push_back(std::string(argv[i]) == "-help" ? "--help" : argv[i]);
@@ -61,16 +143,38 @@ int generator_main(int argc, char **argv) {
         return app.exit(e);
     }
     try {
+        if (tune_worker) {
+            apps::WorkerOptions o;
+            o.db = db.empty() ? apps::default_tuning_db() : db;
+            o.jobs = std::max(1, jobs);
+            o.lease_seconds = lease;
+            o.idle_exit = idle_exit;
+            const int done = apps::tune_worker(o, [](const apps::TuningJob &job, const apps::TuningRecord &r) {
+                std::cout << job.workload.generator << " " << apps::candidate_key(r.candidate) << ": " << r.status
+                          << std::endl;
+            });
+            std::cout << "tune-worker: " << done << " job(s) measured\n";
+            return 0;
+        }
+        if (name.empty()) throw Error("-g: name the generator (--help lists them)");
+        if (dir.empty() && !tune) throw Error("-o: name the directory the outputs go to");
         std::unique_ptr<GeneratorBase> g = GeneratorRegistry::create(name);
-        std::string target_text = "zpu";
+        std::string target_text = "zpu", tuning_db;
+        apps::Params given;
         for (const std::string &a : assignments) {
             size_t eq = a.find('=');
             if (eq == std::string::npos) throw Error("'" + a + "' is not key=value (target=... or a parameter)");
-            if (a.substr(0, eq) == "target")
+            if (a.substr(0, eq) == "target") {
                 target_text = a.substr(eq + 1);
-            else
+            } else if (a.substr(0, eq) == "tuning_db") {
+                tuning_db = a.substr(eq + 1);
+            } else {
                 g->set_param(a.substr(0, eq), a.substr(eq + 1));
+                given.set(a.substr(0, eq), a.substr(eq + 1));
+            }
         }
+        if (tune) return tune_main(name, target_text, given, db, budget, jobs, seconds, seed, lease);
+        if (!tuning_db.empty()) apply_best(*g, tuning_db, target_text, given);
         Target target = Target::parse(target_text);
         if (function.empty()) function = name;
         Kernel kernel = g->compile(target, function);

@@ -6,11 +6,17 @@
  *
  *     my_gen -g NAME -o DIR [-f FUNCTION_NAME] [-e stmt,halide,code,...] target=zpu[:k=v,...] [param=value]...
  *     my_gen --help                      the generators and their parameters with defaults
+ *     my_gen -g NAME --tune [--db URI] [--budget N] [--jobs J] target=T [param=value]...
+ *                                        autotunes the Tunable parameters (Tune.h)
+ *     my_gen --tune-worker --db URI      measures what tuners of this program's generators queued
  *
  * It builds generator NAME (registered with TANDEM_REGISTER_GENERATOR) for the target with the
  * parameters given, and writes each requested output into DIR as FUNCTION_NAME.<suffix>: stmt (the
  * async Stmt), halide (Halide's lowered Stmt) and the target's own sources (zpu: code, a C++
- * kernel on the ZPU runtime; ascend: code, AscendC; hopper: cuda). Unknown flags, an unknown
+ * kernel on the ZPU runtime; ascend: code, AscendC; hopper: cuda). With tuning_db=URI the best
+ * record of the workload (the generator, the target and the parameters given) sets the tunable
+ * parameters not given, with a note on standard error; no record: the defaults, and a note
+ * saying so. Unknown flags, an unknown
  * generator, target or parameter, a value out of range: a message and exit status 1.
  */
 

@@ -25,6 +25,10 @@ TEST(Generator, ListsItsParametersWithDefaultsRangesAndChoices) {
     EXPECT_EQ(*params[0].max, 65536);
     EXPECT_EQ(params[4].kind, "float");
     EXPECT_EQ(params[5].choices, (std::vector<std::string>{"double_buffered", "sync"}));
+    // What the autotuner tries: TX's listed values, all of pipelining's choices, nothing of W.
+    EXPECT_EQ(params[2].tunable, (std::vector<std::string>{"16", "32", "64", "128"}));
+    EXPECT_EQ(params[5].tunable, params[5].choices);
+    EXPECT_TRUE(params[0].tunable.empty());
     g->set_param("W", "17");
     EXPECT_EQ(g->params()[0].value, "17");
     EXPECT_EQ(g->params()[0].default_value, "300");
@@ -108,6 +112,28 @@ TEST(Generator, AnOutputOfTheWrongTypeIsAnError) {
             << e.what();
     }
     EXPECT_THROW(g->build(Target::parse("zpu")), Error); // once per instance
+}
+
+/** A tunable value the parameter would refuse. */
+class BadTunable : public Generator<BadTunable> {
+public:
+    GeneratorParam<int> T{"T", 8, 1, 64, Tunable<int>{8, 128}};
+    Input<Buffer<float, 1>> a{"a"};
+    Output<Buffer<float, 1>> out{"out"};
+    void generate() override { out(x) = a(x); }
+    Var x{"x"};
+};
+TANDEM_REGISTER_GENERATOR(BadTunable, bad_tunable)
+
+TEST(Generator, ATunableValueOutOfRangeIsAnError) {
+    try {
+        GeneratorRegistry::create("bad_tunable");
+        FAIL() << "no error";
+    } catch (const Error &e) {
+        EXPECT_NE(std::string(e.what()).find("parameter T: tunable value 128: parameter T: 128 is outside [1, 64]"),
+                  std::string::npos)
+            << e.what();
+    }
 }
 
 TEST(Generator, MembersOutsideAGeneratorAreAnError) {

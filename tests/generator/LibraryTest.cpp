@@ -1,8 +1,12 @@
 // Generated libraries called the way a Halide user calls one: the scale_add generator built at
 // build time for the zpu and for ascend (add_tandem_library), linked as static libraries, called
-// with Halide::Runtime::Buffer. A bad buffer returns Halide's error code and writes nothing.
+// with Halide::Runtime::Buffer. A bad buffer returns Halide's error code and writes nothing. One
+// zpu library is built with the best record of a tuning run made at build time (TUNING_DB).
 #include "scale_add_ascend.h"
+#include "scale_add_tuned.h"
 #include "scale_add_zpu.h"
+
+#include <SQLiteCpp/SQLiteCpp.h>
 
 #include <HalideBuffer.h>
 #include <gtest/gtest.h>
@@ -57,7 +61,9 @@ INSTANTIATE_TEST_SUITE_P(ZpuAndAscend, Libraries,
                          ::testing::Values(Library{"zpu", scale_add_zpu, scale_add_zpu_last_cycles,
                                                    scale_add_zpu_set_error_handler},
                                            Library{"ascend", scale_add_ascend, scale_add_ascend_last_cycles,
-                                                   scale_add_ascend_set_error_handler}),
+                                                   scale_add_ascend_set_error_handler},
+                                           Library{"zpu_tuned", scale_add_tuned, scale_add_tuned_last_cycles,
+                                                   scale_add_tuned_set_error_handler}),
                          [](const ::testing::TestParamInfo<Library> &info) { return std::string(info.param.target); });
 
 TEST(Library, ArgvAndMetadataAsHalideWritesThem) {
@@ -100,6 +106,19 @@ TEST(Library, ABadBufferIsAnErrorCodeAndWritesNothing) {
     for (int y = 0; y < 5; y++)
         for (int x = 0; x < 33; x++) ASSERT_EQ(out(x, y), -7.0f); // untouched
     scale_add_zpu_set_error_handler(nullptr);
+}
+
+/** The tuned library runs the best recorded candidate: its cycles on the model are the record's. */
+TEST(Library, TheTunedLibraryIsTheBestRecord) {
+    SQLite::Database db(TANDEM_TUNING_DB, SQLite::OPEN_READONLY);
+    SQLite::Statement best(db, "SELECT min(cycles), count(*) FROM record WHERE status = 'ok'");
+    ASSERT_TRUE(best.executeStep());
+    ASSERT_GE(best.getColumn(1).getInt(), 2) << "the build-time tuning recorded too little";
+    Halide::Runtime::Buffer<float> a(33, 5), b(33, 5), out(33, 5);
+    a.fill(1.0f);
+    b.fill(2.0f);
+    ASSERT_EQ(scale_add_tuned(a, b, out), 0);
+    EXPECT_EQ(double(scale_add_tuned_last_cycles()), best.getColumn(0).getDouble());
 }
 
 } // namespace

@@ -13,10 +13,12 @@ class ScaleAdd : public Generator<ScaleAdd> {
 public:
     GeneratorParam<int> W{"W", 300, 1, 1 << 16};
     GeneratorParam<int> H{"H", 70, 1, 1 << 16};
-    GeneratorParam<int> TX{"TX", 64, 1, 1024};
-    GeneratorParam<int> TY{"TY", 8, 1, 256};
+    // The tile and the pipelining are what the autotuner may change (--tune, tuning_db=).
+    GeneratorParam<int> TX{"TX", 64, 1, 1024, Tunable<int>{16, 32, 64, 128}};
+    GeneratorParam<int> TY{"TY", 8, 1, 256, Tunable<int>{1, 2, 4, 8}};
     GeneratorParam<double> scale{"scale", 2.0};
-    GeneratorParam<std::string> pipelining{"pipelining", "double_buffered", {"double_buffered", "sync"}};
+    GeneratorParam<std::string> pipelining{"pipelining", "double_buffered", {"double_buffered", "sync"},
+                                           Tunable<std::string>{}};
     Input<Buffer<float, 2>> a{"a"}, b{"b"};
     Output<Buffer<float, 2>> out{"out"};
 

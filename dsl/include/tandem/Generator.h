@@ -37,6 +37,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -60,6 +61,20 @@ struct GeneratorParamInfo {
     std::string default_value;
     std::optional<double> min, max;   // int and float
     std::vector<std::string> choices; // a string with a fixed set of values
+    std::vector<std::string> tunable; // the values the autotuner tries (none: not tuned)
+};
+
+/** The values of a GeneratorParam worth trying, for the autotuner (`tandem tune`, the generator
+ * main's --tune): tile sizes, stage counts, a schedule. Only what schedules the algorithm is
+ * tunable; a parameter that changes what is computed (an output type, an epilogue) is not.
+ *
+ *     GeneratorParam<int> TX{"TX", 256, 1, 4096, Tunable<int>{64, 128, 256, 512}};
+ *     GeneratorParam<std::string> schedule{"schedule", "double_buffered",
+ *                                          {"double_buffered", "sync"}, Tunable<std::string>{}};
+ * (a string's empty Tunable: all its choices). */
+template <class T> struct Tunable {
+    Tunable(std::initializer_list<T> v = {}) : values(v) {}
+    std::vector<T> values;
 };
 
 class GeneratorBase;
@@ -178,6 +193,16 @@ public:
         static_assert(std::is_same_v<T, std::string>, "choices are for string parameters");
         attach(name, {}, {}, std::move(choices));
     }
+    GeneratorParam(const std::string &name, T value, T min, T max, Tunable<T> tunable) : value_(std::move(value)) {
+        static_assert(std::is_arithmetic_v<T> && !std::is_same_v<T, bool>, "a range needs a number");
+        attach(name, double(min), double(max), {}, texts(tunable.values));
+    }
+    GeneratorParam(const std::string &name, T value, std::vector<std::string> choices, Tunable<T> tunable)
+        : value_(std::move(value)) {
+        static_assert(std::is_same_v<T, std::string>, "choices are for string parameters");
+        std::vector<std::string> values = tunable.values.empty() ? choices : texts(tunable.values);
+        attach(name, {}, {}, std::move(choices), std::move(values));
+    }
 
     const T &value() const { return value_; }
     operator const T &() const { return value_; }
@@ -189,7 +214,12 @@ private:
     T value_;
 
     void attach(const std::string &name, std::optional<double> min, std::optional<double> max,
-                std::vector<std::string> choices);
+                std::vector<std::string> choices, std::vector<std::string> tunable = {});
+    static std::vector<std::string> texts(const std::vector<T> &values) {
+        std::vector<std::string> out;
+        for (const T &v : values) out.push_back(detail::to_text(v));
+        return out;
+    }
 };
 
 /** A generator input: a Halide ImageParam of element type T and rank D. */
@@ -231,7 +261,7 @@ public:
 
 template <class T>
 void GeneratorParam<T>::attach(const std::string &name, std::optional<double> min, std::optional<double> max,
-                               std::vector<std::string> choices) {
+                               std::vector<std::string> choices, std::vector<std::string> tunable) {
     detail::ParamSlot slot;
     slot.info.name = name;
     slot.info.kind = std::is_same_v<T, int>      ? "int"
@@ -242,6 +272,7 @@ void GeneratorParam<T>::attach(const std::string &name, std::optional<double> mi
     slot.info.min = min;
     slot.info.max = max;
     slot.info.choices = std::move(choices);
+    slot.info.tunable = std::move(tunable);
     slot.get = [this] { return detail::to_text(value_); };
     slot.set = [this, name, min, max, choices = slot.info.choices](const std::string &text) {
         auto bad = [&](const std::string &why) { throw Error("parameter " + name + ": " + why); };
@@ -266,7 +297,17 @@ void GeneratorParam<T>::attach(const std::string &name, std::optional<double> mi
             value_ = T(v);
         }
     };
-    detail::generator_under_construction("GeneratorParam").add_param(std::move(slot));
+    GeneratorBase &g = detail::generator_under_construction("GeneratorParam");
+    const T given = value_;
+    for (const std::string &v : slot.info.tunable) {
+        try {
+            slot.set(v); // each tunable value must be one the parameter takes
+        } catch (const Error &e) {
+            throw Error(std::string("generator parameter ") + name + ": tunable value " + v + ": " + e.what());
+        }
+    }
+    value_ = given;
+    g.add_param(std::move(slot));
 }
 
 } // namespace tandem
