@@ -3,7 +3,7 @@
 into a fresh SQLite database, then the best candidate run again with numerics against the Halide
 reference. Writes benchmarks/results/tune_table.{json,log}.
 
-Usage: benchmarks/tune_table.py [--budget N] [--seed S]
+Usage: benchmarks/tune_table.py [--budget N] [--seed S] [--jobs J]   (TANDEM_CLI: another tandem-cli)
 """
 import argparse
 import datetime
@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-CLI = str(ROOT / "build" / "apps" / "tandem-cli")
+CLI = os.environ.get("TANDEM_CLI", str(ROOT / "build" / "apps" / "tandem-cli"))
 
 # (target, app, fixed params, numerics during the search)
 WORKLOADS = [
@@ -54,13 +54,14 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--budget", type=int, default=60)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--jobs", type=int, default=2)
     a = parser.parse_args()
     rows, log = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for target, app, fixed, numerics in WORKLOADS:
             db = f"sqlite:{tmp}/{target}_{app}_{'_'.join(map(str, fixed.values()))}.db"
             args = ["tune", app, "--target", target, *params_args(fixed), "--db", db, "--budget", str(a.budget),
-                    "--seed", str(a.seed), "--timeout", "10", "--json"] + ([] if numerics else ["--no-numerics"])
+                    "--seed", str(a.seed), "--jobs", str(a.jobs), "--timeout", "10", "--json"] + ([] if numerics else ["--no-numerics"])
             t = cli(*args)
             default = cli("run", app, "--target", target, *params_args(fixed), "--json", "--no-numerics")
             best = t.get("best")
@@ -84,7 +85,7 @@ def main():
             print(line, flush=True)
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "machine": f"{platform.node()}: {os.cpu_count()} cores",
-            "command": f"benchmarks/tune_table.py --budget {a.budget} --seed {a.seed}",
+            "command": f"benchmarks/tune_table.py --budget {a.budget} --seed {a.seed} --jobs {a.jobs}",
             "commit": subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                                      text=True).stdout.strip(),
             "rows": rows}

@@ -68,11 +68,14 @@ private:
     }
 };
 
-/** Largest Allocate of `buffer`, in elements (constant bound). */
+/** Largest Allocate of `buffer`, in elements (constant bound): the pitch of its versions, rounded
+ * up to `align_bytes` (Ascend: 32, where every vector operand and DataCopy address in UB starts). */
 class SlotSize : public IRVisitor {
 public:
-    explicit SlotSize(const std::string &b) : buffer(b) {}
+    SlotSize(const std::string &b, const CompileContext &ctx)
+        : buffer(b), align_bytes(ctx.target.arch == Target::Arch::Ascend ? 32 : 1) {}
     const std::string &buffer;
+    const int align_bytes;
     int64_t elements = 0;
     int allocations = 0;
 
@@ -93,7 +96,8 @@ private:
                 throw Error("Func '" + buffer + "': its size has no constant bound (" +
                             std::to_string(allocations) + "), so its versions cannot be laid out");
             }
-            elements = std::max(elements, b);
+            const int64_t per = std::max<int64_t>(1, align_bytes / std::max(1, op->type.bytes()));
+            elements = std::max(elements, (b + per - 1) / per * per);
             allocations++;
         }
         IRVisitor::visit(op);
@@ -315,7 +319,7 @@ Stmt multi_buffer(const Stmt &s, CompileContext &ctx) {
     for (const std::string &f : ctx.funcs) {
         const Directives d = ctx.of(f);
         if (f == ctx.output || d.multi_buffer <= 1) continue;
-        SlotSize size(f);
+        SlotSize size(f, ctx);
         result.accept(&size);
         if (size.allocations == 0) {
             throw Error("Func '" + f + "', directive multi_buffer(" + std::to_string(d.multi_buffer) + "): " +
@@ -340,7 +344,7 @@ Stmt multi_buffer(const Stmt &s, CompileContext &ctx) {
     result.accept(&find);
     std::vector<Stmt> drains;
     for (const std::string &source : find.sources) {
-        SlotSize size(source);
+        SlotSize size(source, ctx);
         result.accept(&size);
         bool versioned = slots > 1 && size.allocations > 0;
         bool by_consumer = out.ping_pong && ctx.target.arch == Target::Arch::Hopper && versioned;
@@ -376,7 +380,7 @@ Stmt multi_buffer(const Stmt &s, CompileContext &ctx) {
     if (slots > 1 && lowering_of(ctx.target).accumulator_slots) {
         for (const std::string &f : ctx.funcs) {
             if (!ctx.of(f).tile_mma || find.sources.count(f)) continue;
-            SlotSize size(f);
+            SlotSize size(f, ctx);
             result.accept(&size);
             if (size.allocations == 0) continue;
             ResultSlots r(f, slots, size.elements, /*async=*/false, ctx.one_tile_per_unit, false);
@@ -395,7 +399,7 @@ Stmt multi_buffer(const Stmt &s, CompileContext &ctx) {
         result.accept(&targets);
         for (const std::string &f : targets.names) {
             if (ctx.of(f).async_copy || ctx.slots.count(f)) continue;
-            SlotSize size(f);
+            SlotSize size(f, ctx);
             result.accept(&size);
             if (size.allocations == 0) continue;
             Expr stage = Variable::make(Halide::Int(32), ir::stage_var(f));
