@@ -29,6 +29,7 @@ void put(void *data, sim::DType t, int64_t i, float v) {
     case sim::DType::BF16: static_cast<uint16_t *>(data)[i] = sim::float_to_bf16(v); break;
     case sim::DType::F32: static_cast<float *>(data)[i] = v; break;
     case sim::DType::I32: static_cast<int32_t *>(data)[i] = int32_t(v * 100); break;
+    case sim::DType::U8: static_cast<uint8_t *>(data)[i] = uint8_t(int(v * 100) & 0xff); break;
     }
 }
 
@@ -37,6 +38,7 @@ double get(const void *data, sim::DType t, int64_t i) {
     case sim::DType::BF16: return sim::bf16_to_float(static_cast<const uint16_t *>(data)[i]);
     case sim::DType::F32: return static_cast<const float *>(data)[i];
     case sim::DType::I32: return static_cast<const int32_t *>(data)[i];
+    case sim::DType::U8: return static_cast<const uint8_t *>(data)[i];
     }
     return 0;
 }

@@ -35,6 +35,8 @@ const char *element_type(sim::DType t) {
         return "float";
     case sim::DType::I32:
         return "int32_t";
+    case sim::DType::U8:
+        return "uint8_t";
     }
     return "?";
 }
@@ -511,15 +513,43 @@ private:
         } else if (ir::as_pipe_barrier(s, &counter)) {
             os << line() << "AscendC::PipeBarrier<PIPE_" << counter << ">();\n";
         } else if (ir::as_vector_instruction(s, &vi)) {
-            os << line() << "AscendC::" << vi.op << "(" << at(vi.dst, vi.dst_offset);
-            for (const auto &[buffer, offset] : vi.srcs) os << ", " << at(buffer, offset);
-            if (vi.scalar.defined()) os << ", " << arg(vi.scalar);
-            os << ", " << arg(vi.count) << ");\n";
+            vector_instruction(vi);
         } else if (ir::as_advance(s, &counter)) {
             os << line() << c_name(counter) << " += 1;\n";
         } else {
             const Evaluate *e = s.as<Evaluate>();
             internal_assert(is_const(e->value)) << "ascend emitter: unexpected op " << s << "\n";
+        }
+    }
+
+    /** One of AscendC's vector instructions with its real signature (count or repeat form). */
+    void vector_instruction(const ir::VectorInstruction &vi) {
+        static const char *cmp[] = {"LT", "GT", "EQ", "LE", "GE", "NE"};
+        os << line() << "AscendC::" << vi.op << "(" << at(vi.dst, vi.dst_offset);
+        for (const auto &[buffer, offset] : vi.srcs) os << ", " << at(buffer, offset);
+        if (vi.op == "Compare") os << ", AscendC::CMPMODE::" << cmp[vi.mode];
+        if (vi.op == "Select") os << ", AscendC::SELMODE::VSEL_TENSOR_TENSOR_MODE";
+        if (vi.scalar.defined()) os << ", " << arg(vi.scalar);
+        if (vi.count.defined()) {
+            os << ", " << arg(vi.count) << ");\n";
+            return;
+        }
+        auto stride = [&](size_t i, bool repeat) {
+            return std::to_string(repeat ? vi.strides[i].second : vi.strides[i].first);
+        };
+        if (vi.op == "Brcb") {
+            os << ", " << arg(vi.repeats) << ", AscendC::BrcbRepeatParams(" << stride(0, false) << ", "
+               << stride(0, true) << "));\n";
+            return;
+        }
+        os << ", " << arg(vi.mask) << ", " << arg(vi.repeats);
+        if (vi.srcs.size() == 2) {
+            os << ", AscendC::BinaryRepeatParams(" << stride(0, false) << ", " << stride(1, false) << ", "
+               << stride(2, false) << ", " << stride(0, true) << ", " << stride(1, true) << ", " << stride(2, true)
+               << "));\n";
+        } else {
+            os << ", AscendC::UnaryRepeatParams(" << stride(0, false) << ", " << stride(1, false) << ", "
+               << stride(0, true) << ", " << stride(1, true) << "));\n";
         }
     }
 

@@ -109,10 +109,21 @@ private:
         } else if (ir::as_wait_flag(s, &f)) {
             core.wait_flag(pipe_named(f.src), pipe_named(f.dst), int(value(f.event)));
         } else if (ir::as_vector_instruction(s, &vi)) {
-            std::vector<std::pair<int, int64_t>> srcs;
-            for (const auto &[buffer, offset] : vi.srcs) srcs.push_back({id(buffer), value(offset)});
-            core.vector_instruction(vi.op, id(vi.dst), value(vi.dst_offset), srcs,
-                                    vi.scalar.defined() ? float(eval.scalar(vi.scalar)) : 0.0f, value(vi.count));
+            sim::ascend::VectorCall v;
+            v.op = vi.op;
+            auto operand = [&](const std::string &buffer, const Expr &offset, size_t i) {
+                sim::ascend::VectorOperand o{id(buffer), value(offset)};
+                if (i < vi.strides.size()) o.block_stride = vi.strides[i].first, o.repeat_stride = vi.strides[i].second;
+                return o;
+            };
+            v.dst = operand(vi.dst, vi.dst_offset, 0);
+            for (size_t i = 0; i < vi.srcs.size(); i++) v.srcs.push_back(operand(vi.srcs[i].first, vi.srcs[i].second, i + 1));
+            v.scalar = vi.scalar.defined() ? float(eval.scalar(vi.scalar)) : 0.0f;
+            v.count = vi.count.defined() ? value(vi.count) : -1;
+            v.mask = vi.mask.defined() ? int(value(vi.mask)) : 0;
+            v.repeats = vi.repeats.defined() ? value(vi.repeats) : 0;
+            v.mode = vi.mode;
+            core.vector_instruction(v);
         } else if (ir::as_pipe_barrier(s, &counter)) {
             core.pipe_barrier(pipe_named(counter));
         } else if (ir::as_advance(s, &counter)) {

@@ -16,6 +16,7 @@ sim::DType dtype_of(const Halide::Type &t) {
     if (t.is_bfloat() && t.bits() == 16) return sim::DType::BF16;
     if (t.is_float() && t.bits() == 32) return sim::DType::F32;
     if (t.is_int() && t.bits() == 32) return sim::DType::I32;
+    if (t.is_uint() && t.bits() == 8) return sim::DType::U8; // Ascend's compare masks
     std::ostringstream os;
     os << t;
     throw Error("type " + os.str() + " is not supported on the machine models (bf16, float32 and int32 are)");
@@ -154,6 +155,7 @@ double Evaluator::load(const BufferRef &b, int64_t i) {
     case DType::BF16: return sim::bf16_to_float(static_cast<uint16_t *>(b.data)[i]);
     case DType::F32: return static_cast<float *>(b.data)[i];
     case DType::I32: return static_cast<int32_t *>(b.data)[i];
+    case DType::U8: return static_cast<uint8_t *>(b.data)[i];
     }
     return 0;
 }
@@ -164,6 +166,7 @@ void Evaluator::store(const BufferRef &b, int64_t i, double v) {
     case DType::BF16: static_cast<uint16_t *>(b.data)[i] = sim::float_to_bf16(float(v)); break;
     case DType::F32: static_cast<float *>(b.data)[i] = float(v); break;
     case DType::I32: static_cast<int32_t *>(b.data)[i] = int32_t(v); break;
+    case DType::U8: static_cast<uint8_t *>(b.data)[i] = uint8_t(v); break;
     }
 }
 

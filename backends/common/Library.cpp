@@ -33,6 +33,7 @@ const char *dtype_enum(sim::DType t) {
     case sim::DType::BF16: return "tandem::sim::DType::BF16";
     case sim::DType::F32: return "tandem::sim::DType::F32";
     case sim::DType::I32: return "tandem::sim::DType::I32";
+    case sim::DType::U8: return "tandem::sim::DType::U8";
     }
     return "?";
 }

@@ -840,71 +840,220 @@ struct Machine::Impl {
         state.program.push_back(std::move(op));
     }
 
-    void vector_instruction(int core, const std::string &name, int dst, int64_t dst_offset,
-                            const std::vector<std::pair<int, int64_t>> &srcs, float scalar, int64_t count) {
+    /** The elements of one operand a vector call touches, in lane order (count form: contiguous;
+     * repeat form: the first `mask` lanes of each repeat's eight 32-byte blocks). */
+    static std::vector<int64_t> lanes(const VectorCall &c, const VectorOperand &o, int per_block) {
+        std::vector<int64_t> at;
+        if (c.count >= 0) {
+            for (int64_t i = 0; i < c.count; ++i) at.push_back(o.offset + i);
+            return at;
+        }
+        for (int64_t r = 0; r < c.repeats; ++r) {
+            for (int j = 0; j < c.mask; ++j) {
+                at.push_back(o.offset + r * o.repeat_stride * per_block + (j / per_block) * o.block_stride * per_block +
+                             j % per_block);
+            }
+        }
+        return at;
+    }
+
+    /** The boxes one operand touches (what the hazard checker sees). */
+    static std::vector<Box> boxes(const VectorCall &c, const VectorOperand &o, int per_block) {
+        if (c.count >= 0) return {Box{o.offset, {{c.count, 1}}}};
+        const int64_t full = c.mask / per_block, part = c.mask % per_block;
+        std::vector<Box> out;
+        const Dim repeat{c.repeats, int64_t(o.repeat_stride) * per_block};
+        if (full > 0)
+            out.push_back(Box{o.offset, {{per_block, 1}, {full, int64_t(o.block_stride) * per_block}, repeat}});
+        if (part > 0)
+            out.push_back(Box{o.offset + full * o.block_stride * per_block, {{part, 1}, repeat}});
+        return out;
+    }
+
+    void vector_instruction(int core, const VectorCall &c) {
         struct Shape {
             size_t sources;
-            double weight; // cost units per element byte
+            double weight; // cost units per lane byte
         };
         static const std::map<std::string, Shape> shapes = {
-            {"Add", {2, 1}},  {"Sub", {2, 1}},  {"Mul", {2, 1}},  {"Div", {2, 2}},       {"Max", {2, 1}},
-            {"Min", {2, 1}},  {"Adds", {1, 1}}, {"Muls", {1, 1}}, {"Maxs", {1, 1}},      {"Mins", {1, 1}},
-            {"Exp", {1, 2}},  {"Ln", {1, 2}},   {"Sqrt", {1, 2}}, {"Abs", {1, 1}},       {"Relu", {1, 1}},
-            {"Duplicate", {0, 1}}};
-        std::string what = "vector " + name;
-        auto shape = shapes.find(name);
-        if (shape == shapes.end()) {
-            fail(what, core, "no such vector instruction in the model");
-        }
-        if (srcs.size() != shape->second.sources || count < 0) {
-            fail(what, core,
-                 "takes " + std::to_string(shape->second.sources) + " source tensors and a count >= 0");
-        }
-        std::vector<Access> accesses;
-        std::vector<const float *> in;
-        for (const auto &[buffer, offset] : srcs) {
-            accesses.push_back({buffer, Box{offset, {{count, 1}}}, false});
-        }
-        accesses.push_back({dst, Box{dst_offset, {{count, 1}}}, true});
-        for (const Access &a : accesses) {
-            const Buffer &b = checked_buffer(what, core, a.write ? "destination" : "source", a.buffer, a.box);
-            if (b.mem != Mem::UB || b.type != DType::F32) {
-                fail(what, core, "'" + b.name + "' is " + dtype_name(b.type) + " in " + mem_name(b.mem) +
-                                     "; the vector instructions here take f32 UB tensors");
+            {"Add", {2, 1}},  {"Sub", {2, 1}},  {"Mul", {2, 1}},  {"Div", {2, 2}},  {"Max", {2, 1}},
+            {"Min", {2, 1}},  {"Adds", {1, 1}}, {"Muls", {1, 1}}, {"Maxs", {1, 1}}, {"Mins", {1, 1}},
+            {"Exp", {1, 2}},  {"Ln", {1, 2}},   {"Sqrt", {1, 2}}, {"Abs", {1, 1}},  {"Relu", {1, 1}},
+            {"Duplicate", {0, 1}}, {"Brcb", {1, 1}}, {"ReduceSum", {2, 2}}, {"Compare", {2, 1}},
+            {"Select", {3, 1}}};
+        const std::string what = "vector " + c.op;
+        auto shape = shapes.find(c.op);
+        if (shape == shapes.end()) fail(what, core, "no such vector instruction in the model");
+        if (c.srcs.size() != shape->second.sources)
+            fail(what, core, "takes " + std::to_string(shape->second.sources) + " source tensors");
+        const bool brcb = c.op == "Brcb", reduce = c.op == "ReduceSum", compare = c.op == "Compare",
+                   select = c.op == "Select";
+        if (c.count < 0) {
+            if (reduce || compare || select) fail(what, core, "is used here in its count form only");
+            if (c.repeats < 0 || c.repeats > 255)
+                fail(what, core, "repeatTime " + std::to_string(c.repeats) + " is outside 0..255 (uint8_t)");
+            if (!brcb && (c.mask < 1 || c.mask > 64))
+                fail(what, core, "mask " + std::to_string(c.mask) + " is outside 1..64 (f32 lanes of a repeat)");
+            for (const VectorOperand *o : operands(c)) {
+                if (o->block_stride < 0 || o->repeat_stride < 0 || o->repeat_stride > (brcb ? 65535 : 255) ||
+                    o->block_stride > 65535)
+                    fail(what, core, "a stride is outside its field's range");
             }
-            if (!a.write) in.push_back(reinterpret_cast<const float *>(b.data.get()) + a.box.offset);
+            if (c.dst.block_stride == 0) fail(what, core, "dstBlkStride 0 is not allowed");
+        } else if (brcb) {
+            fail(what, core, "has no count form");
         }
-        float *out = buffers[size_t(dst)].data ? reinterpret_cast<float *>(buffers[size_t(dst)].data.get()) + dst_offset
-                                               : nullptr;
-        const int64_t work = int64_t(std::ceil(double(count) * 4 * shape->second.weight));
+        if (compare && c.count % 64 != 0)
+            fail(what, core, "count " + std::to_string(c.count) +
+                                 " is not a multiple of 64: Compare's count form compares whole 256-byte repeats");
+        if (select && c.mode != 2) fail(what, core, "only VSEL_TENSOR_TENSOR_MODE (2) is in the model");
+        if (compare && (c.mode < 0 || c.mode > 5)) fail(what, core, "CMPMODE " + std::to_string(c.mode) + " is unknown");
+
+        // Operands, their types and places.
+        std::vector<Access> accesses;
+        auto check = [&](const VectorOperand &o, bool write, bool is_mask, const char *role) -> const Buffer & {
+            if (o.buffer < 0 || size_t(o.buffer) >= buffers.size())
+                fail(what, core, std::string(role) + " buffer id " + std::to_string(o.buffer) + " does not exist");
+            const Buffer &b = buffers[size_t(o.buffer)];
+            const DType want = is_mask ? DType::U8 : DType::F32;
+            if (b.mem != Mem::UB || b.type != want)
+                fail(what, core, std::string(role) + " '" + b.name + "' is " + dtype_name(b.type) + " in " +
+                                     mem_name(b.mem) + "; it takes " + dtype_name(want) + " UB tensors");
+            const int64_t byte = o.offset * bytes_of(b.type);
+            const int64_t align = reduce && write ? 4 : 32;
+            if (byte % align != 0)
+                fail(what, core, std::string(role) + " '" + b.name + "' starts at byte " + std::to_string(byte) +
+                                     ": AscendC's vector operands start on " + std::to_string(align) +
+                                     "-byte boundaries");
+            std::vector<Box> touched;
+            if (is_mask) {
+                touched.push_back(Box{o.offset, {{(c.count + 7) / 8, 1}}});
+            } else if (brcb && write) {
+                touched.push_back(Box{o.offset, {{8, 1}, {8, int64_t(o.block_stride) * 8},
+                                                 {c.repeats, int64_t(o.repeat_stride) * 8}}});
+            } else if (brcb) {
+                touched.push_back(Box{o.offset, {{8 * c.repeats, 1}}});
+            } else if (reduce && write) {
+                touched.push_back(Box{o.offset, {{1, 1}}});
+            } else if (reduce && &o == &c.srcs[1]) {
+                // sharedTmpBuffer: the count form does not use it on the 910B
+            } else {
+                touched = boxes(c, o, 8);
+            }
+            for (const Box &box : touched) {
+                checked_buffer(what, core, role, o.buffer, box);
+                accesses.push_back({o.buffer, box, write});
+            }
+            return b;
+        };
+        check(c.dst, true, compare, "destination");
+        for (size_t i = 0; i < c.srcs.size(); ++i) check(c.srcs[i], false, select && i == 0, "source");
+
+        const int64_t lanes_done = c.count >= 0 ? c.count : c.repeats * 64; // a repeat costs all its lanes
+        const int64_t work = int64_t(std::ceil(double(lanes_done) * 4 * shape->second.weight));
         std::function<void()> compute;
         if (numerics) {
-            static const std::vector<std::string> order = {"Add", "Adds", "Sub", "Mul", "Muls", "Div",
-                                                           "Max", "Maxs", "Min", "Mins", "Exp", "Ln",
-                                                           "Sqrt", "Abs", "Relu", "Duplicate"};
-            const int code = int(std::find(order.begin(), order.end(), name) - order.begin());
-            compute = [code, in, out, scalar, count] {
-                for (int64_t i = 0; i < count; ++i) {
-                    const float a = in.empty() ? 0.0f : in[0][i], b = in.size() > 1 ? in[1][i] : scalar;
-                    float r = scalar; // Duplicate
-                    switch (code) {
-                    case 0: case 1: r = a + b; break;
-                    case 2: r = a - b; break;
-                    case 3: case 4: r = a * b; break;
-                    case 5: r = a / b; break;
-                    case 6: case 7: r = std::max(a, b); break;
-                    case 8: case 9: r = std::min(a, b); break;
-                    case 10: r = std::exp(a); break;
-                    case 11: r = std::log(a); break;
-                    case 12: r = std::sqrt(a); break;
-                    case 13: r = std::abs(a); break;
-                    case 14: r = std::max(a, 0.0f); break;
+            auto data = [&](const VectorOperand &o) { return buffers[size_t(o.buffer)].data.get(); };
+            std::byte *out = data(c.dst);
+            std::vector<const std::byte *> in;
+            for (const VectorOperand &o : c.srcs) in.push_back(data(o));
+            if (brcb) {
+                const VectorOperand d = c.dst, src = c.srcs[0];
+                const int64_t repeats = c.repeats;
+                compute = [out, in, d, src, repeats] {
+                    const float *s = reinterpret_cast<const float *>(in[0]);
+                    float *o = reinterpret_cast<float *>(out);
+                    for (int64_t r = 0; r < repeats; ++r)
+                        for (int j = 0; j < 8; ++j)
+                            for (int l = 0; l < 8; ++l)
+                                o[d.offset + r * d.repeat_stride * 8 + j * d.block_stride * 8 + l] = s[src.offset + r * 8 + j];
+                };
+            } else if (reduce) {
+                const int64_t count = c.count, dst = c.dst.offset, src = c.srcs[0].offset;
+                compute = [out, in, count, dst, src] {
+                    const float *s = reinterpret_cast<const float *>(in[0]) + src;
+                    float total = 0;
+                    for (int64_t base = 0; base < count; base += 64) { // a tree within each repeat
+                        float level[64];
+                        int n = int(std::min<int64_t>(64, count - base));
+                        for (int i = 0; i < n; ++i) level[i] = s[base + i];
+                        while (n > 1) {
+                            const int half = (n + 1) / 2;
+                            for (int i = 0; i + half < n; ++i) level[i] = level[i] + level[i + half];
+                            n = half;
+                        }
+                        total = base == 0 ? level[0] : total + level[0]; // the repeats in order
                     }
-                    out[i] = r;
-                }
-            };
+                    reinterpret_cast<float *>(out)[dst] = count > 0 ? total : 0.0f;
+                };
+            } else if (compare) {
+                const int64_t count = c.count, dst = c.dst.offset, a = c.srcs[0].offset, b = c.srcs[1].offset;
+                const int mode = c.mode;
+                compute = [out, in, count, dst, a, b, mode] {
+                    const float *x = reinterpret_cast<const float *>(in[0]) + a;
+                    const float *y = reinterpret_cast<const float *>(in[1]) + b;
+                    uint8_t *bits = reinterpret_cast<uint8_t *>(out) + dst;
+                    for (int64_t i = 0; i < count; i += 8) bits[i / 8] = 0;
+                    for (int64_t i = 0; i < count; ++i) {
+                        const bool r = mode == 0 ? x[i] < y[i] : mode == 1 ? x[i] > y[i] : mode == 2 ? x[i] == y[i]
+                                     : mode == 3 ? x[i] <= y[i] : mode == 4 ? x[i] >= y[i] : x[i] != y[i];
+                        if (r) bits[i / 8] = uint8_t(bits[i / 8] | (1u << (i % 8)));
+                    }
+                };
+            } else if (select) {
+                const int64_t count = c.count, dst = c.dst.offset, m = c.srcs[0].offset, a = c.srcs[1].offset,
+                              b = c.srcs[2].offset;
+                compute = [out, in, count, dst, m, a, b] {
+                    const uint8_t *bits = reinterpret_cast<const uint8_t *>(in[0]) + m;
+                    const float *x = reinterpret_cast<const float *>(in[1]) + a;
+                    const float *y = reinterpret_cast<const float *>(in[2]) + b;
+                    float *o = reinterpret_cast<float *>(out) + dst;
+                    for (int64_t i = 0; i < count; ++i) o[i] = (bits[i / 8] >> (i % 8)) & 1 ? x[i] : y[i];
+                };
+            } else {
+                static const std::vector<std::string> order = {"Add", "Adds", "Sub", "Mul", "Muls", "Div",
+                                                               "Max", "Maxs", "Min", "Mins", "Exp", "Ln",
+                                                               "Sqrt", "Abs", "Relu", "Duplicate"};
+                const int code = int(std::find(order.begin(), order.end(), c.op) - order.begin());
+                const std::vector<int64_t> d = lanes(c, c.dst, 8);
+                std::vector<std::vector<int64_t>> s;
+                for (const VectorOperand &o : c.srcs) s.push_back(lanes(c, o, 8));
+                const float scalar = c.scalar;
+                compute = [code, in, out, scalar, d, s] {
+                    const float *x = in.empty() ? nullptr : reinterpret_cast<const float *>(in[0]);
+                    const float *y = in.size() > 1 ? reinterpret_cast<const float *>(in[1]) : nullptr;
+                    float *o = reinterpret_cast<float *>(out);
+                    // Every lane reads before any writes: a source may be the destination.
+                    std::vector<float> result(d.size());
+                    for (size_t i = 0; i < d.size(); ++i) {
+                        const float a = x ? x[s[0][i]] : 0.0f, b = y ? y[s[1][i]] : scalar;
+                        float r = scalar; // Duplicate
+                        switch (code) {
+                        case 0: case 1: r = a + b; break;
+                        case 2: r = a - b; break;
+                        case 3: case 4: r = a * b; break;
+                        case 5: r = a / b; break;
+                        case 6: case 7: r = std::max(a, b); break;
+                        case 8: case 9: r = std::min(a, b); break;
+                        case 10: r = std::exp(a); break;
+                        case 11: r = std::log(a); break;
+                        case 12: r = std::sqrt(a); break;
+                        case 13: r = std::abs(a); break;
+                        case 14: r = std::max(a, 0.0f); break;
+                        }
+                        result[i] = r;
+                    }
+                    for (size_t i = 0; i < d.size(); ++i) o[d[i]] = result[i];
+                };
+            }
         }
-        vector_op(core, name + " " + buffers[size_t(dst)].name, work, accesses, compute);
+        vector_op(core, c.op + " " + buffers[size_t(c.dst.buffer)].name, work, accesses, compute);
+    }
+
+    static std::vector<const VectorOperand *> operands(const VectorCall &c) {
+        std::vector<const VectorOperand *> all = {&c.dst};
+        for (const VectorOperand &o : c.srcs) all.push_back(&o);
+        return all;
     }
 
     void vector_op(int core, const std::string &label, int64_t work,
@@ -1391,9 +1540,8 @@ void Core::fixpipe_nz2nd(int dst, int64_t dst_offset, int src, int64_t src_offse
     machine_->impl_->fixpipe_nz2nd(id_, dst, dst_offset, src, src_offset, p, label);
 }
 
-void Core::vector_instruction(const std::string &op, int dst, int64_t dst_offset,
-                              const std::vector<std::pair<int, int64_t>> &srcs, float scalar, int64_t count) {
-    machine_->impl_->vector_instruction(id_, op, dst, dst_offset, srcs, scalar, count);
+void Core::vector_instruction(const VectorCall &call) {
+    machine_->impl_->vector_instruction(id_, call);
 }
 
 void Core::vector_op(const std::string &label, int64_t work, const std::vector<Access> &accesses,

@@ -165,6 +165,40 @@ struct FixpipeNz2Nd {
     bool relu = false; // reluEn: max(0, x) on the way out
 };
 
+/** An operand of a vector instruction: a UB buffer and the element it starts at (its address must
+ * be 32-byte aligned); in the repeat form, the strides between its 32-byte blocks and between
+ * repeats, in blocks (AscendC's BinaryRepeatParams / UnaryRepeatParams / BrcbRepeatParams). */
+struct VectorOperand {
+    int buffer = -1;
+    int64_t offset = 0;
+    int block_stride = 1, repeat_stride = 8;
+};
+
+/** One of AscendC's vector instructions on f32 UB tensors (Compare's and Select's masks: uint8,
+ * one bit per element, element i at bit i % 8 of byte i / 8).
+ *   count form (count >= 0): the first `count` elements of each operand;
+ *   repeat form (count < 0, AscendC's high-dimensional slicing): `repeats` (at most 255) repeats of
+ *     eight 32-byte blocks per operand, of which the first `mask` elements (1..64) take part.
+ * Elementwise: Add, Sub, Mul, Div, Max, Min (two sources), Adds, Muls, Maxs, Mins (a source and
+ * `scalar`), Exp, Ln, Sqrt, Abs, Relu (a source), Duplicate (`scalar`), in either form.
+ * Brcb (repeat form, no mask): repeat r reads src[8r, 8r + 8) and fills its block j with src[8r + j].
+ * ReduceSum (count form; srcs: src, sharedTmpBuffer): dst[0] = the sum of src[0, count) - a binary
+ *   tree within each 64-element repeat, the repeats' sums added in order (dst needs 4-byte alignment).
+ * Compare (count form, count a multiple of 64; mode CMPMODE LT GT EQ LE GE NE = 0..5): the mask dst.
+ * Select (count form, mode 2 = VSEL_TENSOR_TENSOR_MODE; srcs: mask, src0, src1): src0 where the bit is 1.
+ * Costs the lane bytes (vector_cycles) - a repeat costs all 256 bytes of it - Div, Exp, Ln and Sqrt
+ * twice (32 f32 per cycle), ReduceSum two passes. */
+struct VectorCall {
+    std::string op;
+    VectorOperand dst;
+    std::vector<VectorOperand> srcs;
+    float scalar = 0;
+    int64_t count = -1;
+    int64_t repeats = 0;
+    int mask = 0;
+    int mode = 0;
+};
+
 /** One AI core's scalar stream. Calls append to the program; the core runs when it is ended. */
 class Core {
 public:
@@ -183,12 +217,8 @@ public:
                       int64_t m, int64_t n, int64_t k, bool accumulate, const std::string &label);
     void fixpipe_nz2nd(int dst, int64_t dst_offset, int src, int64_t src_offset,
                        const FixpipeNz2Nd &p, const std::string &label);
-    /** One of AscendC's vector instructions in count form on f32 UB tensors: Add, Sub, Mul,
-     * Div, Max, Min (two sources), Adds, Muls, Maxs, Mins (a source and `scalar`), Duplicate
-     * (`scalar`), Exp, Ln, Sqrt, Abs, Relu (a source); `count` elements from each offset. Costs
-     * the lane bytes (vector_cycles), Div, Exp, Ln and Sqrt twice (32 f32 per cycle). */
-    void vector_instruction(const std::string &op, int dst, int64_t dst_offset,
-                            const std::vector<std::pair<int, int64_t>> &srcs, float scalar, int64_t count);
+    /** One of AscendC's vector instructions (VectorCall). */
+    void vector_instruction(const VectorCall &call);
     /** A vector op on V over UB regions doing `work` bytes of lane work (vector_cycles);
      * `compute` applies the numerics when the op executes, during run_core: it must capture what
      * it needs by value. */

@@ -20,6 +20,8 @@ int bytes_of(DType t) {
     case DType::F32:
     case DType::I32:
         return 4;
+    case DType::U8:
+        return 1;
     }
     return 4;
 }
@@ -32,6 +34,8 @@ const char *dtype_name(DType t) {
         return "f32";
     case DType::I32:
         return "i32";
+    case DType::U8:
+        return "u8";
     }
     return "?";
 }

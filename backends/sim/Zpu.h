@@ -59,7 +59,7 @@ template <class Params> Params params_from(const ParamLookup &get) {
     return p;
 }
 
-enum class DType : uint8_t { BF16, F32, I32 };
+enum class DType : uint8_t { BF16, F32, I32, U8 };
 
 /** The compute engines of a core, which the control stream syncs on. */
 enum class Engine : uint8_t { Tensor, Vector };

@@ -28,6 +28,7 @@ const char *storage_type(sim::DType t) {
     case sim::DType::BF16: return "uint16_t";
     case sim::DType::F32: return "float";
     case sim::DType::I32: return "int32_t";
+    case sim::DType::U8: return "uint8_t";
     }
     return "?";
 }

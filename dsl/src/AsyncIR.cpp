@@ -200,8 +200,14 @@ bool as_wait_flag(const Stmt &s, FlagOp *op) { return as_flag(as_call(s, wait_fl
 Stmt make_pipe_barrier(const std::string &pipe) { return make_call(pipe_barrier_name, {pipe}); }
 
 Stmt make_vector_instruction(const VectorInstruction &op) {
-    std::vector<Expr> args = {op.op, op.dst, op.dst_offset, op.count, int(op.scalar.defined()),
-                              op.scalar.defined() ? op.scalar : Expr(0.0f)};
+    const bool repeat = !op.count.defined();
+    std::vector<Expr> args = {op.op, op.dst, op.dst_offset, repeat ? Expr(0) : op.count, int(op.scalar.defined()),
+                              op.scalar.defined() ? op.scalar : Expr(0.0f), op.mode, int(repeat),
+                              repeat ? op.mask : Expr(0), repeat ? op.repeats : Expr(0), int(op.strides.size())};
+    for (const auto &[block, rep] : op.strides) {
+        args.push_back(block);
+        args.push_back(rep);
+    }
     for (const auto &[buffer, offset] : op.srcs) {
         args.push_back(buffer);
         args.push_back(offset);
@@ -211,7 +217,10 @@ Stmt make_vector_instruction(const VectorInstruction &op) {
 
 bool is_vector_instructions(const Stmt &body) {
     Stmt first = body;
-    while (const Block *b = first.as<Block>()) first = b->first;
+    while (first.as<Block>() || first.as<For>()) {
+        if (const Block *b = first.as<Block>()) first = b->first;
+        else first = first.as<For>()->body;
+    }
     VectorInstruction v;
     std::string pipe;
     return as_vector_instruction(first, &v) || as_pipe_barrier(first, &pipe);
@@ -223,10 +232,18 @@ bool as_vector_instruction(const Stmt &s, VectorInstruction *op) {
     op->op = str(c->args[0]);
     op->dst = str(c->args[1]);
     op->dst_offset = c->args[2];
-    op->count = c->args[3];
+    const bool repeat = int_arg(c->args[7]) != 0;
+    op->count = repeat ? Expr() : c->args[3];
     op->scalar = int_arg(c->args[4]) ? c->args[5] : Expr();
+    op->mode = int(int_arg(c->args[6]));
+    op->mask = repeat ? c->args[8] : Expr();
+    op->repeats = repeat ? c->args[9] : Expr();
+    const size_t strides = size_t(int_arg(c->args[10]));
+    op->strides.clear();
+    for (size_t i = 0; i < strides; i++)
+        op->strides.push_back({int(int_arg(c->args[11 + 2 * i])), int(int_arg(c->args[12 + 2 * i]))});
     op->srcs.clear();
-    for (size_t i = 6; i + 1 < c->args.size(); i += 2) op->srcs.push_back({str(c->args[i]), c->args[i + 1]});
+    for (size_t i = 11 + 2 * strides; i + 1 < c->args.size(); i += 2) op->srcs.push_back({str(c->args[i]), c->args[i + 1]});
     return true;
 }
 

@@ -172,4 +172,102 @@ TEST(AscendRuntime, HandwrittenElementwiseIsExact) {
     }
 }
 
+// Row-wise vector work as a real rmsnorm-style kernel writes it: per-row sums (ReduceSum), a per-row
+// value broadcast to blocks (Brcb), a division by it in the repeat form (a source block stride of 0),
+// and Compare + Select; one AIV, four rows of 80 floats.
+extern "C" __global__ __aicore__ void rows_kernel(GM_ADDR x_gm, GM_ADDR out_gm, GM_ADDR sel_gm) {
+    KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+    constexpr int rows = 4, cols = 80;
+    AscendC::GlobalTensor<float> x, out, sel;
+    x.SetGlobalBuffer((__gm__ float *)x_gm, rows * cols);
+    out.SetGlobalBuffer((__gm__ float *)out_gm, rows * cols);
+    sel.SetGlobalBuffer((__gm__ float *)sel_gm, 64);
+    AscendC::TPipe pipe;
+    AscendC::TBuf<AscendC::TPosition::VECCALC> xb, sb, bb, ob, mb, tb;
+    pipe.InitBuffer(xb, rows * cols * 4);
+    pipe.InitBuffer(sb, 32);
+    pipe.InitBuffer(bb, 8 * 32);
+    pipe.InitBuffer(ob, rows * cols * 4);
+    pipe.InitBuffer(mb, 32);
+    pipe.InitBuffer(tb, 64 * 4);
+    AscendC::LocalTensor<float> xl = xb.Get<float>(), sums = sb.Get<float>(), blocks = bb.Get<float>(),
+                                ol = ob.Get<float>();
+    AscendC::LocalTensor<uint8_t> mask = mb.Get<uint8_t>();
+    AscendC::LocalTensor<float> tl = tb.Get<float>();
+    pipe.Destroy();
+    AscendC::DataCopy(xl, x, rows * cols);
+    AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(0);
+    AscendC::WaitFlag<AscendC::HardEvent::MTE2_V>(0);
+    for (int r = 0; r < rows; r++) AscendC::ReduceSum(sums[r], xl[r * cols], tl, cols);
+    AscendC::PipeBarrier<PIPE_V>();
+    AscendC::Brcb(blocks, sums, 1, AscendC::BrcbRepeatParams(1, 8));
+    AscendC::PipeBarrier<PIPE_V>();
+    // Columns 0..63 of every row in one instruction (repeats over rows), then the last 16.
+    AscendC::Div(ol, xl, blocks, 64, rows, AscendC::BinaryRepeatParams(1, 1, 0, cols / 8, cols / 8, 1));
+    AscendC::Div(ol[64], xl[64], blocks, 16, rows, AscendC::BinaryRepeatParams(1, 1, 0, cols / 8, cols / 8, 1));
+    AscendC::PipeBarrier<PIPE_V>();
+    AscendC::Compare(mask, xl, xl[64], AscendC::CMPMODE::LT, 64);
+    AscendC::PipeBarrier<PIPE_V>();
+    AscendC::Select(tl, mask, xl, xl[64], AscendC::SELMODE::VSEL_TENSOR_TENSOR_MODE, 64);
+    AscendC::SetFlag<AscendC::HardEvent::V_MTE3>(0);
+    AscendC::WaitFlag<AscendC::HardEvent::V_MTE3>(0);
+    AscendC::DataCopy(out, ol, rows * cols);
+    AscendC::DataCopy(sel, tl, 64);
+}
+
+TEST(AscendRuntime, RowSumsBroadcastsAndSelectsAreExact) {
+    constexpr int rows = 4, cols = 80;
+    AscendParams p;
+    p.vector_cores = 1;
+    Machine machine(p, true);
+    int x = machine.add_gm("x", DType::F32, rows * cols), out = machine.add_gm("out", DType::F32, rows * cols);
+    int sel = machine.add_gm("sel", DType::F32, 64);
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> dist(0.5f, 2.0f);
+    auto *xv = static_cast<float *>(machine.data(x));
+    for (int i = 0; i < rows * cols; i++) xv[i] = dist(rng) * (i % 3 ? 1.0f : -1.0f);
+    tandem_ascend::run(machine, rows_kernel, {x, out, sel}, AscendC::KernelMode::AIV_MODE);
+    tandem::sim::Report r = machine.finish();
+    EXPECT_FALSE(r.deadlock) << r.deadlock_message;
+    EXPECT_EQ(r.race_count, 0);
+    const auto *ov = static_cast<const float *>(machine.data(out)), *sv = static_cast<const float *>(machine.data(sel));
+    for (int row = 0; row < rows; row++) {
+        // ReduceSum's order: a binary tree within each 64-element repeat, the repeats in order.
+        auto tree = [&](int from, int n) {
+            std::vector<float> v(xv + row * cols + from, xv + row * cols + from + n);
+            while (v.size() > 1) {
+                const size_t half = (v.size() + 1) / 2;
+                for (size_t i = 0; i + half < v.size(); i++) v[i] = v[i] + v[i + half];
+                v.resize(half);
+            }
+            return v[0];
+        };
+        const float sum = tree(0, 64) + tree(64, cols - 64);
+        for (int c = 0; c < cols; c++) ASSERT_EQ(ov[row * cols + c], xv[row * cols + c] / sum) << row << "," << c;
+    }
+    for (int i = 0; i < 64; i++) ASSERT_EQ(sv[i], xv[i] < xv[64 + i] ? xv[i] : xv[64 + i]) << i;
+}
+
+TEST(AscendRuntime, VectorOperandsStartOn32ByteBoundaries) {
+    AscendParams p;
+    p.vector_cores = 1;
+    Machine machine(p, true);
+    const int a = machine.add_local(machine.core_of(tandem::sim::ascend::CoreKind::AIV, 0), "a",
+                                    tandem::sim::ascend::Mem::UB, DType::F32, 256);
+    tandem::sim::ascend::VectorCall v;
+    v.op = "Adds";
+    v.dst = {a, 3};
+    v.srcs = {{a, 64}};
+    v.count = 16;
+    EXPECT_NE(error_of([&] { machine.core(machine.core_of(tandem::sim::ascend::CoreKind::AIV, 0)).vector_instruction(v); })
+                  .find("starts at byte 12: AscendC's vector operands start on 32-byte boundaries"),
+              std::string::npos);
+    v.dst = {a, 0};
+    v.op = "Compare";
+    EXPECT_NE(error_of([&] { machine.core(machine.core_of(tandem::sim::ascend::CoreKind::AIV, 0)).vector_instruction(v); })
+                  .find("takes 2 source tensors"),
+              std::string::npos);
+}
+
 } // namespace
+

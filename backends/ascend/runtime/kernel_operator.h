@@ -39,9 +39,11 @@
  *     AscendC::Mmad(L0C, L0A, L0B, MmadParams)           fields by name; cmatrixInitVal
  *     AscendC::Fixpipe<T, float, CFG_ROW_MAJOR>(GM, L0C, FixpipeParamsV220)  Nz -> ND, quantPre
  *         F322BF16 (bf16) or NoQuant (f32), reluEn
- *     The real vector instructions, count form, f32 (V): Add, Sub, Mul, Div, Max, Min (tensor,
- *     tensor), Adds, Muls, Maxs, Mins (tensor, scalar), Exp, Ln, Sqrt, Abs, Relu, Duplicate,
- *     ReduceSum (dst[0] = the sum)
+ *     The real vector instructions, f32 (V): Add, Sub, Mul, Div, Max, Min (tensor, tensor), Adds,
+ *     Muls, Maxs, Mins (tensor, scalar), Exp, Ln, Sqrt, Abs, Relu in the count form and the repeat
+ *     form (mask, repeatTime, BinaryRepeatParams / UnaryRepeatParams); Duplicate; Brcb
+ *     (BrcbRepeatParams); ReduceSum (dst[0] = the sum); Compare (CMPMODE, count) into a uint8_t
+ *     mask and Select (SELMODE::VSEL_TENSOR_TENSOR_MODE, count)
  *     AscendC::SetFlag<HardEvent::SRC_DST>(id), WaitFlag<HardEvent::SRC_DST>(id)
  *     AscendC::PipeBarrier<PIPE_X>()
  *     AscendC::ToFloat(bfloat16_t), ToBfloat16(float)
@@ -105,8 +107,10 @@ template <typename T> DType dtype() {
         return DType::BF16;
     else if constexpr (std::is_same_v<T, int32_t>)
         return DType::I32;
+    else if constexpr (std::is_same_v<T, uint8_t>)
+        return DType::U8; // compare / select masks
     else
-        static_assert(sizeof(T) == 0, "the Ascend model holds float, bfloat16_t and int32_t");
+        static_assert(sizeof(T) == 0, "the Ascend model holds float, bfloat16_t, int32_t and uint8_t");
 }
 
 /** A GM buffer of the machine as the kernel sees it: the address its GM_ADDR argument holds. */
@@ -580,9 +584,47 @@ void DataCopy(const LocalTensor<T> &dst, const LocalTensor<T> &src,
     tandem_ascend::copy("DataCopy", dst.buffer_, dst.offset_, src.buffer_, src.offset_, box.dims);
 }
 
-// --- The real vector instructions (count form: the first `count` elements, on V) -------------
-// Their semantics and costs are the model's (Core::vector_instruction); ReduceSum costs two
-// passes (an assumption). f32 only (the element type Tandem's vector kernels compute in).
+// --- The real vector instructions (on V; sim/Ascend.h VectorCall gives their semantics) ------
+// Count form: the first `count` elements. Repeat form (AscendC's high-dimensional slicing): the
+// first `mask` lanes of each of `repeatTime` repeats of eight 32-byte blocks, strided by the
+// repeat parameters. f32 (the element type Tandem's vector kernels compute in); masks uint8.
+
+struct BinaryRepeatParams {
+    BinaryRepeatParams() = default;
+    BinaryRepeatParams(const uint8_t dstBlkStrideIn, const uint8_t src0BlkStrideIn, const uint8_t src1BlkStrideIn,
+                       const uint8_t dstRepStrideIn, const uint8_t src0RepStrideIn, const uint8_t src1RepStrideIn)
+        : dstBlkStride(dstBlkStrideIn), src0BlkStride(src0BlkStrideIn), src1BlkStride(src1BlkStrideIn),
+          dstRepStride(dstRepStrideIn), src0RepStride(src0RepStrideIn), src1RepStride(src1RepStrideIn) {}
+    uint32_t blockNumber = 8;
+    uint8_t dstBlkStride = 1, src0BlkStride = 1, src1BlkStride = 1;
+    uint8_t dstRepStride = 8, src0RepStride = 8, src1RepStride = 8;
+    bool repeatStrideMode = false, strideSizeMode = false;
+};
+
+struct UnaryRepeatParams {
+    UnaryRepeatParams() = default;
+    UnaryRepeatParams(const uint16_t dstBlkStrideIn, const uint16_t srcBlkStrideIn, const uint8_t dstRepStrideIn,
+                      const uint8_t srcRepStrideIn)
+        : dstBlkStride(dstBlkStrideIn), srcBlkStride(srcBlkStrideIn), dstRepStride(dstRepStrideIn),
+          srcRepStride(srcRepStrideIn) {}
+    uint32_t blockNumber = 8;
+    uint16_t dstBlkStride = 1, srcBlkStride = 1;
+    uint8_t dstRepStride = 8, srcRepStride = 8;
+    bool repeatStrideMode = false, strideSizeMode = false, halfBlock = false;
+};
+
+struct BrcbRepeatParams {
+    BrcbRepeatParams() = default;
+    BrcbRepeatParams(const uint16_t dstBlkStrideIn, const uint16_t dstRepStrideIn)
+        : dstRepStride(dstRepStrideIn), dstBlkStride(dstBlkStrideIn) {}
+    uint32_t blockNumber = 8;
+    uint16_t dstRepStride = 8, dstBlkStride = 1;
+    uint8_t src0BlkStride = 1, src1BlkStride = 1, src0RepStride = 8, src1RepStride = 8;
+    bool repeatStrideMode = false, strideSizeMode = false;
+};
+
+enum class CMPMODE : uint8_t { LT = 0, GT, EQ, LE, GE, NE };
+enum class SELMODE : uint8_t { VSEL_CMPMASK_SPR = 0, VSEL_TENSOR_SCALAR_MODE, VSEL_TENSOR_TENSOR_MODE };
 
 namespace detail {
 
@@ -590,16 +632,35 @@ template <typename T> struct Lanes {
     static_assert(std::is_same_v<T, float>, "Tandem's runtime has the f32 vector instructions");
 };
 
-/** One of the model's vector instructions (sim/Ascend.h: its semantics and cost). */
+template <typename T> tandem::sim::ascend::VectorOperand operand(const LocalTensor<T> &t, int block = 1, int repeat = 8) {
+    return {t.buffer_, t.offset_, block, repeat};
+}
+
+inline void call(const char *name, tandem::sim::ascend::VectorCall v) {
+    tandem_ascend::CoreContext &c = tandem_ascend::current(name);
+    v.op = name;
+    c.machine.core(c.core).vector_instruction(v);
+}
+
+/** Count form. */
 template <typename T>
 void vector_instruction(const char *name, const LocalTensor<T> &dst, std::initializer_list<const LocalTensor<T> *> srcs,
                         float scalar, int32_t count) {
     Lanes<T>{};
-    tandem_ascend::CoreContext &c = tandem_ascend::current(name);
-    std::vector<std::pair<int, int64_t>> sources;
-    for (const LocalTensor<T> *s : srcs)
-        sources.push_back({s->buffer_, s->offset_});
-    c.machine.core(c.core).vector_instruction(name, dst.buffer_, dst.offset_, sources, scalar, count);
+    tandem::sim::ascend::VectorCall v;
+    v.dst = operand(dst);
+    for (const LocalTensor<T> *s : srcs) v.srcs.push_back(operand(*s));
+    v.scalar = scalar;
+    v.count = count;
+    call(name, v);
+}
+
+/** Repeat form. */
+inline void repeated(const char *name, tandem::sim::ascend::VectorCall v, uint64_t mask, uint8_t repeatTime) {
+    v.count = -1;
+    v.mask = int(mask);
+    v.repeats = repeatTime;
+    call(name, v);
 }
 
 } // namespace detail
@@ -609,6 +670,16 @@ void vector_instruction(const char *name, const LocalTensor<T> &dst, std::initia
     void NAME(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1,    \
               const int32_t &count) {                                                                 \
         detail::vector_instruction(#NAME, dst, {&src0, &src1}, 0.0f, count);                         \
+    }                                                                                                 \
+    template <typename T, bool isSetMask = true>                                                      \
+    void NAME(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1,    \
+              uint64_t mask, const uint8_t repeatTime, const BinaryRepeatParams &p) {                 \
+        detail::Lanes<T>{};                                                                           \
+        tandem::sim::ascend::VectorCall v;                                                            \
+        v.dst = detail::operand(dst, p.dstBlkStride, p.dstRepStride);                                 \
+        v.srcs = {detail::operand(src0, p.src0BlkStride, p.src0RepStride),                            \
+                  detail::operand(src1, p.src1BlkStride, p.src1RepStride)};                           \
+        detail::repeated(#NAME, v, mask, repeatTime);                                                 \
     }
 TANDEM_ASCEND_BINARY(Add)
 TANDEM_ASCEND_BINARY(Sub)
@@ -623,6 +694,16 @@ TANDEM_ASCEND_BINARY(Min)
     void NAME(const LocalTensor<T> &dst, const LocalTensor<T> &src, const T &scalarValue,            \
               const int32_t &count) {                                                                 \
         detail::vector_instruction(#NAME, dst, {&src}, scalarValue, count);                          \
+    }                                                                                                 \
+    template <typename T, bool isSetMask = true>                                                      \
+    void NAME(const LocalTensor<T> &dst, const LocalTensor<T> &src, const T &scalarValue, uint64_t mask, \
+              const uint8_t repeatTime, const UnaryRepeatParams &p) {                                 \
+        detail::Lanes<T>{};                                                                           \
+        tandem::sim::ascend::VectorCall v;                                                            \
+        v.dst = detail::operand(dst, p.dstBlkStride, p.dstRepStride);                                 \
+        v.srcs = {detail::operand(src, p.srcBlkStride, p.srcRepStride)};                              \
+        v.scalar = scalarValue;                                                                       \
+        detail::repeated(#NAME, v, mask, repeatTime);                                                 \
     }
 TANDEM_ASCEND_SCALAR(Adds)
 TANDEM_ASCEND_SCALAR(Muls)
@@ -633,6 +714,15 @@ TANDEM_ASCEND_SCALAR(Mins)
 #define TANDEM_ASCEND_UNARY(NAME)                                                                    \
     template <typename T> void NAME(const LocalTensor<T> &dst, const LocalTensor<T> &src, const int32_t &count) { \
         detail::vector_instruction(#NAME, dst, {&src}, 0.0f, count);                                 \
+    }                                                                                                 \
+    template <typename T, bool isSetMask = true>                                                      \
+    void NAME(const LocalTensor<T> &dst, const LocalTensor<T> &src, uint64_t mask, const uint8_t repeatTime, \
+              const UnaryRepeatParams &p) {                                                           \
+        detail::Lanes<T>{};                                                                           \
+        tandem::sim::ascend::VectorCall v;                                                            \
+        v.dst = detail::operand(dst, p.dstBlkStride, p.dstRepStride);                                 \
+        v.srcs = {detail::operand(src, p.srcBlkStride, p.srcRepStride)};                              \
+        detail::repeated(#NAME, v, mask, repeatTime);                                                 \
     }
 TANDEM_ASCEND_UNARY(Exp)
 TANDEM_ASCEND_UNARY(Ln)
@@ -645,22 +735,49 @@ template <typename T> void Duplicate(const LocalTensor<T> &dst, const T &scalarV
     detail::vector_instruction("Duplicate", dst, {}, scalarValue, count);
 }
 
+/** Repeat r reads src[8r, 8r + 8) and fills its eight 32-byte blocks with one of them each. */
+template <typename T>
+void Brcb(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const uint8_t repeatTime, const BrcbRepeatParams &p) {
+    detail::Lanes<T>{};
+    tandem::sim::ascend::VectorCall v;
+    v.dst = detail::operand(dst, p.dstBlkStride, p.dstRepStride);
+    v.srcs = {detail::operand(src0)};
+    detail::repeated("Brcb", v, 0, repeatTime);
+}
+
 /** dst[0] = the sum of src[0, count) (the count form does not use sharedTmpBuffer on the 910B). */
 template <typename T, bool isSetMask = true>
 void ReduceSum(const LocalTensor<T> &dst, const LocalTensor<T> &src, const LocalTensor<T> &sharedTmpBuffer,
                const int32_t count) {
+    detail::vector_instruction("ReduceSum", dst, {&src, &sharedTmpBuffer}, 0.0f, count);
+}
+
+/** One bit per element of dst (element i: bit i % 8 of byte i / 8): src0 <cmpMode> src1. */
+template <typename T, typename U>
+void Compare(const LocalTensor<U> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, CMPMODE cmpMode,
+             uint32_t count) {
     detail::Lanes<T>{};
-    (void)sharedTmpBuffer;
-    tandem_ascend::CoreContext &c = tandem_ascend::current("ReduceSum");
-    std::vector<tandem::sim::Access> accesses = {{src.buffer_, tandem::sim::Box{src.offset_, {{count, 1}}}, false},
-                                                 {dst.buffer_, tandem::sim::Box{dst.offset_, {{1, 1}}}, true}};
-    c.machine.core(c.core).vector_op("ReduceSum " + c.machine.name(dst.buffer_), int64_t(count) * 2 * sizeof(T),
-                                     accesses, [dst, src, count] {
-                                         T sum = 0;
-                                         for (int32_t i = 0; i < count; i++)
-                                             sum += src.GetValue(i);
-                                         dst.SetValue(0, sum);
-                                     });
+    static_assert(std::is_same_v<U, uint8_t>, "Tandem's runtime keeps compare masks as uint8_t");
+    tandem::sim::ascend::VectorCall v;
+    v.dst = detail::operand(dst);
+    v.srcs = {detail::operand(src0), detail::operand(src1)};
+    v.count = count;
+    v.mode = int(cmpMode);
+    detail::call("Compare", v);
+}
+
+/** dst[i] = src0[i] where bit i of selMask is 1, else src1[i]. */
+template <typename T, typename U>
+void Select(const LocalTensor<T> &dst, const LocalTensor<U> &selMask, const LocalTensor<T> &src0,
+            const LocalTensor<T> &src1, SELMODE selMode, uint32_t count) {
+    detail::Lanes<T>{};
+    static_assert(std::is_same_v<U, uint8_t>, "Tandem's runtime keeps select masks as uint8_t");
+    tandem::sim::ascend::VectorCall v;
+    v.dst = detail::operand(dst);
+    v.srcs = {detail::operand(selMask), detail::operand(src0), detail::operand(src1)};
+    v.count = count;
+    v.mode = int(selMode);
+    detail::call("Select", v);
 }
 
 // --- The real cube instructions, on fractal data (sim/Ascend.h gives the layouts) ------------

@@ -110,11 +110,18 @@ struct VectorOp {
 /** One real vector instruction of the Ascend V pipe (AscendC's count form): `op` is its AscendC
  * name (Add, Sub, Mul, Div, Max, Min on two tensors; Adds, Muls, Maxs, Mins on a tensor and
  * `scalar`; Duplicate of `scalar`), over `count` elements from each tensor's offset. */
+/** One of AscendC's vector instructions (sim/Ascend.h VectorCall: their forms and meanings). */
 struct VectorInstruction {
     std::string op, dst;
-    Expr dst_offset, count;
+    Expr dst_offset;
+    Expr count;                                     // the count form; undefined in the repeat form
     std::vector<std::pair<std::string, Expr>> srcs; // buffer, offset
     Expr scalar;                                    // undefined when it takes none
+    // The repeat form: `repeats` repeats of the first `mask` lanes; per operand (the destination,
+    // then the sources) its block and repeat strides, in 32-byte blocks.
+    Expr mask, repeats;
+    std::vector<std::pair<int, int>> strides;
+    int mode = 0; // Compare: CMPMODE (LT, GT, EQ, LE, GE, NE); Select: SELMODE
 };
 
 struct FlagOp {
