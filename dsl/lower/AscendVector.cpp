@@ -1,10 +1,12 @@
 #include "AscendVector.h"
 
 #include "Nest.h"
+#include "sim/Ascend.h"
 #include "tandem/AsyncIR.h"
 
 #include <map>
 #include <set>
+#include <sstream>
 
 namespace tandem::lower {
 
@@ -13,36 +15,74 @@ using Halide::Expr;
 
 namespace {
 
+constexpr int kLanes = 64;    // f32 elements of one repeat (256 bytes)
+constexpr int kPerBlock = 8;  // f32 elements of one 32-byte block
+const char *const kScratch = "vector_scratch", *const kMask = "vector_mask";
+
 struct Loop {
     std::string var;
     Expr min, extent;
 };
 
-/** A value of the tree: a tensor (buffer, offset) or a scalar. */
-struct Operand {
-    bool scalar = false;
-    Expr value; // scalar
-    std::string buffer;
-    Expr offset;
+/** The nest as rows x cols elements: a row-wise nest has two loops (rows outer, columns inner);
+ * any other nest is one row of all its elements, every tensor read where the store writes. */
+struct Shape {
+    std::vector<Loop> loops;
+    bool rowwise = false;
+    int64_t rows = 1, cols = 0;
 };
 
-class Select {
-public:
-    /** private_tiles: the UB tiles only this op reads (nothing else reads them before the ring
-     * takes them back), which may hold intermediate results once the op has read them. */
-    Select(const std::vector<Loop> &loops, const Expr &count, const std::set<std::string> &private_tiles)
-        : loops(loops), count(count), private_tiles(private_tiles) {}
+/** What an operand is over the nest's (row, column) elements. */
+enum class Kind {
+    Tile,   // a rows x cols tile, dense
+    Row,    // one row, the same for every row (read with a repeat stride of 0)
+    PerRow, // one value per row, `rows` of them contiguous
+    Blocks, // per-row values broadcast to a 32-byte block each (Brcb): block stride 0, one block per row
+    Scalar, // a constant
+};
 
+struct Value {
+    Kind kind = Kind::Scalar;
+    std::string buffer;
+    Expr offset, scalar;
+};
+
+/** The vector instructions' own UB room for intermediate results, beyond the tiles: f32 and, for
+ * Compare's masks, uint8. Grows per op; the kernel keeps the largest op's need. */
+struct Scratch {
+    int64_t floats = 0, mask_bytes = 0; // this op's
+    int64_t max_floats = 0, max_mask_bytes = 0;
+    int64_t free_bytes = 0;             // what UB has left
+    Expr take(int64_t n) {
+        const int64_t at = floats;
+        floats += (n + kPerBlock - 1) / kPerBlock * kPerBlock;
+        return Expr(int(at));
+    }
+    bool fits() const { return floats * 4 + (mask_bytes + 31) / 32 * 32 <= free_bytes; }
+};
+
+/** The instructions of one logical op: they touch disjoint elements of their destination, so
+ * they need no barrier among them; a group that depends on an earlier one is behind a barrier. */
+struct Group {
     std::vector<ir::VectorInstruction> instructions;
-    bool ok = true;
+};
 
-    /** Counts the reads of each tile (before gen). */
+class Selection {
+public:
+    Selection(const Shape &shape, const std::set<std::string> &private_tiles, Scratch &scratch)
+        : shape(shape), private_tiles(private_tiles), scratch(scratch) {}
+
+    std::vector<Group> groups;
+    bool ok = true;
+    bool per_row_values = false; // some operand has one value per row (the op cannot be split in chunks)
+
+    /** Counts the reads of each tile (before gen), for reusing a private tile as a temp. */
     void count_reads(const Expr &e) {
         if (const Load *l = e.as<Load>()) {
-            Expr base;
-            if (coefficients(l->index, &base)) {
-                auto [it, fresh] = tiles.insert({l->name, Tile{base}});
-                if (!fresh && !can_prove(it->second.base == base)) it->second.one_region = false;
+            Value v = classify(l);
+            if (v.kind == Kind::Tile) {
+                auto [it, fresh] = tiles.insert({l->name, Tile{v.offset}});
+                if (!fresh && !can_prove(it->second.base == v.offset)) it->second.one_region = false;
                 it->second.reads++;
             }
             return;
@@ -50,39 +90,74 @@ public:
         for (const Expr &child : children(e)) count_reads(child);
     }
 
-    /** The tensor a load reads, when it reads element i of the tile where the store writes i. */
-    bool coefficients(const Expr &index, Expr *base) const {
-        Expr expected = 1;
-        Expr rest = index;
-        for (auto it = loops.rbegin(); it != loops.rend(); ++it) {
-            Expr v = Variable::make(Halide::Int(32), it->var);
-            Expr step = simplify(substitute(it->var, v + 1, index) - index);
-            if (!can_prove(step == expected)) return false;
-            rest = substitute(it->var, it->min, rest);
-            expected = simplify(expected * it->extent);
+    /** A Load as an operand, from its index's steps along the rows and the columns. */
+    Value classify(const Load *l) const {
+        Value v;
+        if (l->type != Halide::Float(32)) return v;
+        Expr base = l->index;
+        std::vector<Expr> steps;
+        for (const Loop &loop : shape.loops) {
+            Expr x = Variable::make(Halide::Int(32), loop.var);
+            steps.push_back(simplify(substitute(loop.var, x + 1, l->index) - l->index));
+            base = substitute(loop.var, loop.min, base);
         }
-        *base = simplify(rest);
-        for (const Loop &l : loops) {
-            if (expr_uses_var(*base, l.var)) return false;
+        base = simplify(base);
+        for (const Loop &loop : shape.loops) {
+            if (expr_uses_var(base, loop.var)) return v;
         }
-        return true;
+        for (const Expr &s : steps) {
+            if (!is_const(s)) return v;
+        }
+        v.buffer = l->name;
+        v.offset = base;
+        if (!shape.rowwise) {
+            bool none = true;
+            Expr expected = 1;
+            bool dense = true;
+            for (size_t i = shape.loops.size(); i-- > 0;) {
+                dense = dense && can_prove(steps[i] == expected);
+                none = none && is_const_zero(steps[i]);
+                expected = simplify(expected * shape.loops[i].extent);
+            }
+            v.kind = dense ? Kind::Tile : none ? Kind::PerRow : Kind::Scalar;
+            if (v.kind == Kind::Scalar) v.buffer.clear();
+            return v;
+        }
+        const Expr &row = steps[0], &col = steps[1];
+        if (can_prove(col == 1) && can_prove(row == int(shape.cols))) v.kind = Kind::Tile;
+        else if (can_prove(col == 1) && is_const_zero(row)) v.kind = Kind::Row;
+        else if (is_const_zero(col) && can_prove(row == 1)) v.kind = Kind::PerRow;
+        else v.buffer.clear();
+        return v;
     }
 
-    Operand gen(const Expr &e, const Operand &into) {
+    /** The value of `e`; a tile result goes into `into` (a Tile). */
+    Value gen(const Expr &e, const Value &into) {
         if (!ok) return {};
         if (const Load *l = e.as<Load>()) {
-            Operand t;
-            if (l->type != Halide::Float(32) || !coefficients(l->index, &t.offset)) return fail();
-            t.buffer = l->name;
-            return t;
+            Value v = classify(l);
+            if (v.buffer.empty()) return fail();
+            per_row_values |= v.kind != Kind::Tile;
+            return v;
         }
         if (const FloatImm *f = e.as<FloatImm>()) {
             if (f->type != Halide::Float(32)) return fail();
-            Operand c;
-            c.scalar = true;
-            c.value = e;
+            Value c;
+            c.scalar = e;
             return c;
         }
+        if (e.type() != Halide::Float(32)) return fail();
+        if (const Call *c = e.as<Call>()) {
+            const bool abs = c->is_intrinsic(Call::abs), sqrt = c->name == "sqrt_f32";
+            if ((!abs && !sqrt) || c->args.size() != 1) return fail();
+            Value x = gen(c->args[0], into);
+            if (!ok || x.kind == Kind::Scalar || x.kind == Kind::Row) return fail();
+            Value dst = x.kind == Kind::PerRow ? per_row() : result_tile(x, into);
+            emit_count(abs ? "Abs" : "Sqrt", dst, {x}, Expr(), x.kind == Kind::PerRow ? shape.rows : elements());
+            release(x, dst);
+            return dst;
+        }
+        if (const Halide::Internal::Select *s = e.as<Halide::Internal::Select>()) return select(s, into);
         Expr a, b;
         std::string op;
         if (const Add *x = e.as<Add>()) a = x->a, b = x->b, op = "Add";
@@ -92,51 +167,93 @@ public:
         else if (const Min *x = e.as<Min>()) a = x->a, b = x->b, op = "Min";
         else if (const Max *x = e.as<Max>()) a = x->a, b = x->b, op = "Max";
         else return fail();
-        if (e.type() != Halide::Float(32)) return fail();
-        const bool leaf_a = a.as<Load>() || a.as<FloatImm>(), leaf_b = b.as<Load>() || b.as<FloatImm>();
-        Operand x, y;
+        const bool leaf_a = leaf(a), leaf_b = leaf(b);
+        Value x, y;
         if (leaf_a || !leaf_b) {
             x = gen(a, into);
-            y = leaf_b ? gen(b, into) : gen(b, temp());
+            y = gen(b, leaf_b ? into : Value());
         } else { // only b needs instructions: compute it into `into`, then combine with the leaf a
             y = gen(b, into);
             x = gen(a, into);
         }
         if (!ok) return {};
-        if (x.scalar && y.scalar) return fail();
-        if (!x.scalar && !y.scalar) {
-            emit(op, into, {x, y});
-        } else if (op == "Add" || op == "Mul" || op == "Max" || op == "Min") {
-            const Operand &t = x.scalar ? y : x, &c = x.scalar ? x : y;
-            emit(op + "s", into, {t}, c.value);
-        } else if (op == "Sub" && y.scalar) { // t - c = t + (-c), exactly
-            emit("Adds", into, {x}, simplify(-y.value));
-        } else if (op == "Sub") { // c - t = c + (-1 * t), exactly
-            emit("Muls", into, {y}, Expr(-1.0f));
-            emit("Adds", into, {into}, x.value);
-        } else { // Div with a scalar side: the scalar as a tile, then Div (the same rounding)
-            Operand c = temp();
-            emit("Duplicate", c, {}, (x.scalar ? x : y).value);
-            emit("Div", into, {x.scalar ? c : x, y.scalar ? c : y});
+        if (x.kind == Kind::Scalar && y.kind == Kind::Scalar) return fail();
+        const bool rowwise_values = (x.kind == Kind::PerRow || x.kind == Kind::Scalar) &&
+                                    (y.kind == Kind::PerRow || y.kind == Kind::Scalar);
+        Value dst = rowwise_values ? per_row() : result_tile(x.kind == Kind::Tile ? x : y, into);
+        const int64_t n = rowwise_values ? shape.rows : elements();
+        if (!rowwise_values) {
+            x = broadcast(x);
+            y = broadcast(y);
         }
-        return into;
+        combine(op, dst, x, y, n);
+        release(x, dst);
+        release(y, dst);
+        return dst;
     }
 
-    void fill(const Operand &dst, const Expr &value) { emit("Duplicate", dst, {}, value); }
+    /** A reduction over the columns into one value per row: self[r] = self[r] + sum of f. */
+    void reduce(const Value &self, const Expr &f) {
+        Value v = gen(f, Value()); // an op's result in a temp; a tile read as it is
+        if (!ok) return;
+        if (v.kind != Kind::Tile || (shape.rows > 1 && shape.cols % kPerBlock != 0)) {
+            fail();
+            return;
+        }
+        Value part = per_row();
+        Group g;
+        for (int64_t r = 0; r < shape.rows; r++) {
+            ir::VectorInstruction i;
+            i.op = "ReduceSum";
+            i.dst = part.buffer;
+            i.dst_offset = simplify(part.offset + int(r));
+            i.srcs = {{v.buffer, simplify(v.offset + int(r * shape.cols))}, {part.buffer, part.offset}};
+            i.count = int(shape.cols);
+            g.instructions.push_back(i);
+        }
+        groups.push_back(g);
+        emit_count("Add", self, {self, part}, Expr(), shape.rows);
+    }
 
-    /** A tile for an intermediate result: a private input tile the op has finished reading. */
-    Operand temp() {
+    /** dst = value, the value of the store: nothing when it is there already, a Duplicate of a
+     * constant, else a copy on V (Muls by 1: exact, -0 and NaN kept). */
+    void assign(const Value &dst, const Value &value) {
+        if (!ok || (value.buffer == dst.buffer && value.offset.defined() && equal(value.offset, dst.offset))) return;
+        if (value.kind == Kind::Scalar) return emit_count("Duplicate", dst, {}, value.scalar, elements());
+        emit("Muls", dst, {broadcast(value)}, Expr(1.0f), elements());
+    }
+
+    /** A tile for an intermediate result: a private input tile the op has finished reading, else
+     * scratch. */
+    Value temp() {
         for (auto &[name, tile] : tiles) {
             if (tile.reads == 0 && tile.one_region && !tile.holds && private_tiles.count(name)) {
                 tile.holds = true;
-                Operand t;
+                Value t;
+                t.kind = Kind::Tile;
                 t.buffer = name;
                 t.offset = tile.base;
                 return t;
             }
         }
-        return fail();
+        Value t;
+        t.kind = Kind::Tile;
+        t.buffer = kScratch;
+        if (!free_tiles.empty()) {
+            t.offset = free_tiles.back();
+            free_tiles.pop_back();
+        } else {
+            t.offset = scratch.take(elements());
+        }
+        return t;
     }
+
+    Value fail() {
+        ok = false;
+        return {};
+    }
+
+    int64_t elements() const { return shape.rows * shape.cols; }
 
 private:
     struct Tile {
@@ -145,10 +262,21 @@ private:
         bool one_region = true; // every read at `base`
         bool holds = false;     // it holds an intermediate result
     };
-    const std::vector<Loop> &loops;
-    Expr count;
+    const Shape &shape;
     const std::set<std::string> &private_tiles;
+    Scratch &scratch;
     std::map<std::string, Tile> tiles;
+    std::map<std::string, Value> broadcasts; // per-row values already in blocks, by buffer and offset
+    std::vector<Expr> free_tiles;            // scratch tiles whose value has been used
+
+    /** A scratch tile whose value its one reader has now used goes back to the pool (the barrier
+     * before the next writer of scratch orders the reuse). */
+    void release(const Value &v, const Value &dst) {
+        if (v.kind == Kind::Tile && v.buffer == kScratch && !(dst.buffer == v.buffer && equal(dst.offset, v.offset)))
+            free_tiles.push_back(v.offset);
+    }
+
+    static bool leaf(const Expr &e) { return e.as<Load>() || e.as<FloatImm>(); }
 
     static std::vector<Expr> children(const Expr &e) {
         if (const Add *x = e.as<Add>()) return {x->a, x->b};
@@ -157,28 +285,201 @@ private:
         if (const Div *x = e.as<Div>()) return {x->a, x->b};
         if (const Min *x = e.as<Min>()) return {x->a, x->b};
         if (const Max *x = e.as<Max>()) return {x->a, x->b};
+        if (const Call *c = e.as<Call>()) return c->args;
+        if (const Halide::Internal::Select *s = e.as<Halide::Internal::Select>()) return {s->condition, s->true_value, s->false_value};
+        if (const LT *x = e.as<LT>()) return {x->a, x->b};
+        if (const LE *x = e.as<LE>()) return {x->a, x->b};
+        if (const EQ *x = e.as<EQ>()) return {x->a, x->b};
+        if (const NE *x = e.as<NE>()) return {x->a, x->b};
         return {};
     }
 
-    Operand fail() {
-        ok = false;
-        return {};
+    Value per_row() {
+        Value v;
+        v.kind = Kind::PerRow;
+        v.buffer = kScratch;
+        v.offset = scratch.take(shape.rows);
+        return v;
     }
 
-    void emit(const std::string &op, const Operand &dst, const std::vector<Operand> &srcs, const Expr &scalar = Expr()) {
-        if (!ok) return;
-        ir::VectorInstruction v;
-        v.op = op;
-        v.dst = dst.buffer;
-        v.dst_offset = dst.offset;
-        v.count = count;
-        for (const Operand &s : srcs) {
-            v.srcs.push_back({s.buffer, s.offset});
-            auto tile = tiles.find(s.buffer);
-            if (tile != tiles.end() && !tile->second.holds) tile->second.reads--; // read it now
+    /** Where a tile result goes: `into` when given, else a temp. */
+    Value result_tile(const Value &, const Value &into) { return into.buffer.empty() ? temp() : into; }
+
+    /** A per-row value as an operand of a tile instruction: its rows' blocks (Brcb, into scratch). */
+    Value broadcast(const Value &v) {
+        if (v.kind != Kind::PerRow) return v;
+        std::ostringstream key;
+        key << v.buffer << "@" << v.offset;
+        auto known = broadcasts.find(key.str());
+        if (known != broadcasts.end()) return known->second;
+        Value b;
+        b.kind = Kind::Blocks;
+        b.buffer = kScratch;
+        const int64_t repeats = (shape.rows + kPerBlock - 1) / kPerBlock;
+        b.offset = scratch.take(repeats * kLanes);
+        Value src = v;
+        if (v.buffer != kScratch) { // Brcb reads eight values per repeat: copy the rows to scratch first
+            src = per_row();
+            emit_count("Muls", src, {v}, Expr(1.0f), shape.rows); // exactly (-0 and NaN kept)
         }
-        v.scalar = scalar;
-        instructions.push_back(v);
+        ir::VectorInstruction i;
+        i.op = "Brcb";
+        i.dst = b.buffer;
+        i.dst_offset = b.offset;
+        i.srcs = {{src.buffer, src.offset}};
+        i.repeats = int(repeats);
+        i.mask = 0;
+        i.strides = {{1, kPerBlock}, {1, kPerBlock}};
+        groups.push_back({{i}});
+        broadcasts[key.str()] = b;
+        return b;
+    }
+
+    /** dst = x op y (a scalar on either side), over `n` elements (tiles) or the rows (per-row). */
+    void combine(const std::string &op, const Value &dst, const Value &x, const Value &y, int64_t n) {
+        const bool xs = x.kind == Kind::Scalar, ys = y.kind == Kind::Scalar;
+        if (!xs && !ys) {
+            emit(op, dst, {x, y}, Expr(), n);
+        } else if (op == "Add" || op == "Mul" || op == "Max" || op == "Min") {
+            emit(op + "s", dst, {xs ? y : x}, (xs ? x : y).scalar, n);
+        } else if (op == "Sub" && ys) { // t - c = t + (-c), exactly
+            emit("Adds", dst, {x}, simplify(-y.scalar), n);
+        } else if (op == "Sub") { // c - t = c + (-1 * t), exactly
+            emit("Muls", dst, {y}, Expr(-1.0f), n);
+            emit("Adds", dst, {dst}, x.scalar, n);
+        } else { // Div with a scalar side: the scalar as a tile, then Div (the same rounding)
+            Value c = dst.kind == Kind::PerRow ? per_row() : temp();
+            emit_count("Duplicate", c, {}, (xs ? x : y).scalar, dst.kind == Kind::PerRow ? shape.rows : elements());
+            emit(op, dst, {xs ? c : x, ys ? c : y}, Expr(), n);
+        }
+    }
+
+    /** select(a < b, t, f) and the other comparisons: Compare into the mask, then Select. */
+    Value select(const Halide::Internal::Select *s, const Value &into) {
+        Expr a, b;
+        int mode = 0;
+        if (const LT *c = s->condition.as<LT>()) a = c->a, b = c->b, mode = 0;
+        else if (const LE *c = s->condition.as<LE>()) a = c->a, b = c->b, mode = 3;
+        else if (const EQ *c = s->condition.as<EQ>()) a = c->a, b = c->b, mode = 2;
+        else if (const NE *c = s->condition.as<NE>()) a = c->a, b = c->b, mode = 5;
+        else return fail();
+        // Compare takes whole 256-byte repeats of dense tiles.
+        if (a.type() != Halide::Float(32) || elements() % kLanes != 0) return fail();
+        // Both values and the compared ones first: a select nested in any of them uses the mask
+        // before this one's Compare writes it.
+        Value t = tile_of(gen(s->true_value, Value())), f = tile_of(gen(s->false_value, Value()));
+        Value x = tile_of(gen(a, Value())), y = tile_of(gen(b, Value()));
+        if (!ok) return {};
+        ir::VectorInstruction cmp;
+        cmp.op = "Compare";
+        cmp.dst = kMask;
+        cmp.dst_offset = 0;
+        cmp.srcs = {{x.buffer, x.offset}, {y.buffer, y.offset}};
+        cmp.count = int(elements());
+        cmp.mode = mode;
+        groups.push_back({{cmp}});
+        scratch.mask_bytes = std::max(scratch.mask_bytes, elements() / 8);
+        read(x);
+        read(y);
+        release(x, Value());
+        release(y, Value());
+        Value dst = result_tile(t, into);
+        ir::VectorInstruction sel;
+        sel.op = "Select";
+        sel.dst = dst.buffer;
+        sel.dst_offset = dst.offset;
+        sel.srcs = {{kMask, 0}, {t.buffer, t.offset}, {f.buffer, f.offset}};
+        sel.count = int(elements());
+        sel.mode = 2; // VSEL_TENSOR_TENSOR_MODE
+        read(t);
+        read(f);
+        groups.push_back({{sel}});
+        release(t, dst);
+        release(f, dst);
+        return dst;
+    }
+
+    /** A value as a dense tile (a constant: a Duplicate into a temp). */
+    Value tile_of(const Value &v) {
+        if (!ok) return {};
+        if (v.kind == Kind::Tile) return v;
+        if (v.kind != Kind::Scalar) return fail();
+        Value t = temp();
+        emit_count("Duplicate", t, {}, v.scalar, elements());
+        return t;
+    }
+
+    /** One count-form instruction. */
+    void emit_count(const std::string &op, const Value &dst, const std::vector<Value> &srcs, const Expr &scalar,
+                    int64_t n) {
+        if (!ok) return;
+        ir::VectorInstruction i;
+        i.op = op;
+        i.dst = dst.buffer;
+        i.dst_offset = dst.offset;
+        i.count = int(n);
+        for (const Value &s : srcs) read(s), i.srcs.push_back({s.buffer, s.offset});
+        i.scalar = scalar;
+        groups.push_back({{i}});
+    }
+
+    /** A tile instruction: the count form when every operand is a dense tile (or per-row values
+     * over the rows), else the repeat form over rows and columns. */
+    void emit(const std::string &op, const Value &dst, const std::vector<Value> &srcs, const Expr &scalar, int64_t n) {
+        bool dense = true;
+        for (const Value &s : srcs) dense = dense && (s.kind == Kind::Tile || s.kind == Kind::PerRow);
+        if (dense) return emit_count(op, dst, srcs, scalar, n);
+        const int64_t R = shape.rows, X = shape.cols;
+        if (R > 1 && X % kPerBlock != 0) { // a row would start inside a 32-byte block
+            fail();
+            return;
+        }
+        for (const Value &s : srcs) read(s);
+        Group g;
+        // Per operand: its block and repeat strides and where it starts for (row r, column c).
+        auto place = [&](const Value &v, bool columns, int64_t r, int64_t c) -> std::pair<std::pair<int, int>, Expr> {
+            const int row_blocks = int(X / kPerBlock);
+            switch (v.kind) {
+            case Kind::Tile: return {{1, columns ? row_blocks : kPerBlock}, simplify(v.offset + int(r * X + c))};
+            case Kind::Row: return {{1, columns ? 0 : kPerBlock}, simplify(v.offset + int(c))};
+            default: return {{0, columns ? 1 : 0}, simplify(v.offset + int(r * kPerBlock))}; // Blocks
+            }
+        };
+        auto instruction = [&](bool columns, int64_t r, int64_t c, int64_t mask, int64_t repeats) {
+            ir::VectorInstruction i;
+            i.op = op;
+            auto d = place(dst, columns, r, c);
+            i.dst = dst.buffer;
+            i.dst_offset = d.second;
+            i.strides.push_back(d.first);
+            for (const Value &s : srcs) {
+                auto p = place(s, columns, r, c);
+                i.srcs.push_back({s.buffer, p.second});
+                i.strides.push_back(p.first);
+            }
+            i.scalar = scalar;
+            i.mask = int(mask);
+            i.repeats = int(repeats);
+            g.instructions.push_back(i);
+        };
+        if (R > 1 && X / kPerBlock <= 255) { // each instruction: 64 columns of up to 255 rows
+            for (int64_t r = 0; r < R; r += 255)
+                for (int64_t c = 0; c < X; c += kLanes) instruction(true, r, c, std::min<int64_t>(kLanes, X - c), std::min<int64_t>(255, R - r));
+        } else if (X / kLanes <= 255) { // each instruction: one row's whole 64-column repeats, then its tail
+            for (int64_t r = 0; r < R; r++) {
+                if (X / kLanes > 0) instruction(false, r, 0, kLanes, X / kLanes);
+                if (X % kLanes) instruction(false, r, X / kLanes * kLanes, X % kLanes, 1);
+            }
+        } else {
+            fail();
+            return;
+        }
+        groups.push_back(g);
+    }
+
+    void read(const Value &v) {
+        auto tile = tiles.find(v.buffer);
+        if (tile != tiles.end() && !tile->second.holds) tile->second.reads--;
     }
 };
 
@@ -228,12 +529,59 @@ private:
     }
 };
 
+/** The nest's shape, or none (rows = 0) when its extents are not constants. */
+Shape shape_of(const std::vector<Loop> &loops, const Store *store) {
+    Shape s;
+    s.loops = loops;
+    std::vector<int64_t> extents;
+    for (const Loop &l : loops) {
+        const int64_t *e = as_const_int(l.extent);
+        if (!e || *e < 1) return Shape{{}, false, 0, 0};
+        extents.push_back(*e);
+    }
+    // Row-wise: two loops, the store dense over both or one value per row (a reduction).
+    if (loops.size() == 2) {
+        Expr x = Variable::make(Halide::Int(32), loops[1].var), r = Variable::make(Halide::Int(32), loops[0].var);
+        Expr col = simplify(substitute(loops[1].var, x + 1, store->index) - store->index);
+        Expr row = simplify(substitute(loops[0].var, r + 1, store->index) - store->index);
+        if ((can_prove(col == 1) && can_prove(row == int(extents[1]))) || (is_const_zero(col) && can_prove(row == 1))) {
+            s.rowwise = true;
+            s.rows = extents[0];
+            s.cols = extents[1];
+            return s;
+        }
+    }
+    s.cols = 1;
+    for (int64_t e : extents) s.cols *= e;
+    return s;
+}
+
+/** The groups of one chunk, once per chunk: every operand outside the scratch moves by the
+ * chunk's offset (the scratch and the mask are the chunk's own, reused). */
+std::vector<Group> repeat_in_chunks(const std::vector<Group> &one, int64_t parts, int64_t chunk) {
+    std::vector<Group> all;
+    for (int64_t k = 0; k < parts; k++) {
+        for (Group g : one) {
+            for (ir::VectorInstruction &i : g.instructions) {
+                auto shift = [&](const std::string &buffer, Expr &offset) {
+                    if (buffer != kScratch && buffer != kMask) offset = simplify(offset + int(k * chunk));
+                };
+                shift(i.dst, i.dst_offset);
+                for (auto &[buffer, offset] : i.srcs) shift(buffer, offset);
+            }
+            all.push_back(g);
+        }
+    }
+    return all;
+}
+
 class Instructions : public IRMutator {
 public:
-    explicit Instructions(const Readers &readers) : readers(readers) {}
+    Instructions(const Readers &readers, Scratch &scratch) : readers(readers), scratch(scratch) {}
 
 private:
     const Readers &readers;
+    Scratch &scratch;
     using IRMutator::visit;
 
     Stmt visit(const LetStmt *op) override {
@@ -247,36 +595,77 @@ private:
             s = f->body;
         }
         const Store *store = s.as<Store>();
-        if (!store || loops.empty() || store->value.type() != Halide::Float(32) || reads(store->value, store->name))
-            return op;
-        Expr count = 1;
-        for (const Loop &l : loops) count = count * l.extent;
-        count = simplify(count);
+        if (!store || store->value.type() != Halide::Float(32)) return op;
+        const Shape shape = shape_of(loops, store);
+        if (shape.rows == 0) return op;
         std::set<std::string> private_tiles;
         for (const ir::Region &r : v.regions) {
             auto n = readers.vector_reads.find(r.buffer);
             if (!r.write && n != readers.vector_reads.end() && n->second == 1 && !readers.copied.count(r.buffer))
                 private_tiles.insert(r.buffer);
         }
-        Select select(loops, count, private_tiles);
-        Operand dst;
-        if (!select.coefficients(store->index, &dst.offset)) return op;
-        dst.buffer = store->name;
-        select.count_reads(store->value);
-        Operand value = select.gen(store->value, dst);
-        if (select.ok && value.scalar) select.fill(dst, value.value); // a constant tile: Duplicate
-        if (!select.ok || select.instructions.empty()) return op;
-        // A barrier before each instruction that touches what an earlier one of the op wrote, or
-        // writes what one read: the V pipe overlaps its instructions otherwise.
+        // The store as a value of the nest: a tile, or one value per row (a reduction).
+        Expr stored = Load::make(Halide::Float(32), store->name, store->index, Halide::Buffer<>(),
+                                 Halide::Internal::Parameter(), const_true(), ModulusRemainder());
+        std::vector<Group> groups;
+        scratch.floats = 0;
+        scratch.mask_bytes = 0;
+        const Value dst = Selection(shape, private_tiles, scratch).classify(stored.as<Load>());
+        if (dst.kind == Kind::PerRow) {
+            // self[r] = self[r] + f: a sum over the columns.
+            const Add *add = store->value.as<Add>();
+            const Load *a = add ? add->a.as<Load>() : nullptr;
+            if (!add || !a || a->name != store->name || !equal(a->index, store->index) || reads(add->b, store->name))
+                return op;
+            if (!can_prove(dst.offset % kPerBlock == 0)) return op;
+            Selection select(shape, private_tiles, scratch);
+            select.count_reads(add->b);
+            select.reduce(dst, add->b);
+            if (!select.ok || !scratch.fits()) return op;
+            groups = select.groups;
+        } else if (dst.kind == Kind::Tile) {
+            if (reads(store->value, store->name)) return op;
+            // A dense map that needs more scratch than UB has left goes in chunks of its elements.
+            const int64_t n = shape.rows * shape.cols;
+            for (int64_t parts = 1; parts <= 64 && groups.empty(); parts *= 2) {
+                Shape piece = shape;
+                if (parts > 1) { // every operand a dense tile here: one flat row, in chunks
+                    if (n % (parts * kLanes) != 0) break;
+                    piece.rowwise = false;
+                    piece.rows = 1;
+                    piece.cols = n / parts;
+                }
+                scratch.floats = 0;
+                scratch.mask_bytes = 0;
+                Selection select(piece, private_tiles, scratch);
+                select.count_reads(store->value);
+                select.assign(dst, select.gen(store->value, dst));
+                if (!select.ok || select.groups.empty()) break; // it cannot be mapped at all
+                if (scratch.fits())
+                    groups = parts > 1 ? repeat_in_chunks(select.groups, parts, piece.cols) : select.groups;
+                else if (select.per_row_values)
+                    break;
+            }
+        }
+        if (groups.empty()) return op;
+        scratch.max_floats = std::max(scratch.max_floats, scratch.floats);
+        scratch.max_mask_bytes = std::max(scratch.max_mask_bytes, scratch.mask_bytes);
+        // A barrier before each group that touches what an earlier one wrote, or writes what one
+        // read: the V pipe overlaps its instructions otherwise.
         std::vector<Stmt> sequence;
         std::set<std::string> written, read;
-        for (const ir::VectorInstruction &i : select.instructions) {
-            bool depends = written.count(i.dst) || read.count(i.dst);
-            for (const auto &src : i.srcs) depends |= written.count(src.first) > 0;
+        for (const Group &g : groups) {
+            bool depends = false;
+            for (const ir::VectorInstruction &i : g.instructions) {
+                depends |= written.count(i.dst) || read.count(i.dst);
+                for (const auto &src : i.srcs) depends |= written.count(src.first) > 0;
+            }
             if (depends && !sequence.empty()) sequence.push_back(ir::make_pipe_barrier("V"));
-            sequence.push_back(ir::make_vector_instruction(i));
-            written.insert(i.dst);
-            for (const auto &src : i.srcs) read.insert(src.first);
+            for (const ir::VectorInstruction &i : g.instructions) sequence.push_back(ir::make_vector_instruction(i));
+            for (const ir::VectorInstruction &i : g.instructions) {
+                written.insert(i.dst);
+                for (const auto &src : i.srcs) read.insert(src.first);
+            }
         }
         // Its regions stay: a tile holding an intermediate result is V's until the ring's flag
         // releases it after the op, as before.
@@ -286,10 +675,36 @@ private:
 
 } // namespace
 
-Stmt select_vector_instructions(const Stmt &s) {
+Stmt select_vector_instructions(const Stmt &s, CompileContext &ctx, std::vector<SramBuffer> &buffers) {
+    const sim::ascend::AscendParams p = sim::ascend::AscendParams::from(ctx.target.lookup());
+    int64_t used = 0;
+    for (const SramBuffer &b : buffers) {
+        if (b.ascend_mem == sim::ascend::Mem::UB) used = std::max(used, (b.offset_bytes + b.bytes() + 31) / 32 * 32);
+    }
     Readers readers;
     s.accept(&readers);
-    return Instructions(readers).mutate(s);
+    Scratch scratch;
+    scratch.free_bytes = p.ub_bytes - used;
+    Stmt result = Instructions(readers, scratch).mutate(s);
+    // The instructions' intermediate results: UB beyond the tiles.
+    auto add = [&](const char *name, Halide::Type type, int64_t elements) {
+        SramBuffer b;
+        b.name = name;
+        b.ascend_mem = sim::ascend::Mem::UB;
+        b.type = type;
+        b.slot_elements = elements;
+        b.offset_bytes = used;
+        used += (b.bytes() + 31) / 32 * 32;
+        buffers.push_back(b);
+    };
+    if (scratch.max_floats > 0) add(kScratch, Halide::Float(32), scratch.max_floats);
+    if (scratch.max_mask_bytes > 0) add(kMask, Halide::UInt(8), (scratch.max_mask_bytes + 31) / 32 * 32);
+    if (scratch.max_floats > 0 || scratch.max_mask_bytes > 0) {
+        ctx.notes.push_back("ascend: UB " + std::to_string(used) + " of " + std::to_string(p.ub_bytes) +
+                            " bytes with the vector instructions' scratch (" + std::to_string(scratch.max_floats * 4) +
+                            " bytes f32, " + std::to_string(scratch.max_mask_bytes) + " bytes of compare masks)");
+    }
+    return result;
 }
 
 } // namespace tandem::lower

@@ -2,21 +2,32 @@
 #define TANDEM_LOWER_ASCEND_VECTOR_H
 
 /** \file
- * The Ascend vector path's instructions. Each vector op (VectorOps.h) whose element nest is a
- * dense f32 map over UB tiles - every tensor read at the element the store writes, through
- * +, -, *, /, min, max and constants - becomes AscendC's real instructions in count form over
- * the whole tile:
+ * The Ascend vector path's instructions. Each vector op (VectorOps.h) whose element nest it can
+ * map becomes AscendC's real vector instructions (sim/Ascend.h VectorCall), the same f32
+ * operations in the same order as the element loops (the same bits, but for ReduceSum's order):
  *
- *     for y, x: out[y*W + x] = a[..] * b[..] + max(c[..], 0) * 0.5
- *  -> Mul(out, a, b, n); Maxs(tmp, c, 0, n); PipeBarrier<V>; Muls(tmp, tmp, 0.5, n);
- *     PipeBarrier<V>; Add(out, out, tmp, n)
+ *   a dense map (every tensor read where the store writes; +, -, *, /, min, max, abs, sqrt,
+ *   constants, and select on <, <=, ==, != over whole 64-element repeats): count form over the tile
+ *     out = a * b + max(c, 0) * 0.5  ->  Mul(out, a, b, n); Maxs(t, c, 0, n); PipeBarrier<V>; ...
+ *     select(a < b, a, b * 0.5)      ->  Compare(mask, a, b, LT, n); Muls(t, b, 0.5, n); Select(...)
  *
- * (the same f32 operations in the same order as the element loops: the same bits). An
- * intermediate result lives in an input tile the op has finished reading and nothing else reads
- * (so UB needs no more room); a PipeBarrier<PIPE_V> stands before each instruction that depends
- * on an earlier one of the op. A nest it cannot map (a reduction, a broadcast along the tile, a
- * select or a cast, an op that reads what it writes, no free tile for an intermediate) keeps its
- * element loops.
+ *   a row-wise nest (rows x columns) with a row vector read by every row (w[x]) and per-row values
+ *   (s[r]): the per-row arithmetic in count form over the rows, each per-row value broadcast to a
+ *   32-byte block per row (Brcb), then the repeat form over rows and 64-column chunks with the
+ *   row vector at repeat stride 0 and the blocks at block stride 0
+ *     out[r, x] = in[r, x] * w[x] / sqrt(ss[r] * k + e)
+ *       ->  Muls(s, ss, k, R); Adds(s, s, e, R); Sqrt(s, s, R); Brcb(b, s, ...);
+ *           Mul(out, in, w, 64, R, {1, 1, 1, X/8, X/8, 0}); Div(out, out, b, 64, R, {1, 1, 0, X/8, X/8, 1})
+ *
+ *   a sum over the columns into one value per row (self[r] = self[r] + f[r, x]): f as a tile,
+ *   ReduceSum per row into scratch, then Add into self.
+ *
+ * An intermediate result lives in an input tile the op has finished reading and nothing else
+ * reads, else in the kernel's UB scratch (`vector_scratch`, f32; Compare's masks: `vector_mask`,
+ * uint8) - added to the kernel's buffers where UB has room. A PipeBarrier<PIPE_V> stands before
+ * each instruction that depends on an earlier one of the op. A nest it cannot map (another
+ * reduction, a cast, a row that does not start on a 32-byte boundary, a compare over a partial
+ * repeat, no room) keeps its element loops.
  */
 
 #include "tandem/Kernel.h"
@@ -24,8 +35,9 @@
 namespace tandem::lower {
 
 /** After memory planning (the tiles' offsets final): each vector op it can map becomes the
- * instructions. */
-Halide::Internal::Stmt select_vector_instructions(const Halide::Internal::Stmt &s);
+ * instructions; the scratch they use joins `buffers`. */
+Halide::Internal::Stmt select_vector_instructions(const Halide::Internal::Stmt &s, CompileContext &ctx,
+                                                  std::vector<SramBuffer> &buffers);
 
 } // namespace tandem::lower
 

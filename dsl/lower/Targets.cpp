@@ -26,13 +26,13 @@ std::vector<TargetLowering> all_targets() {
         {"zpu", [](const Stmt &s, CompileContext &ctx) { return overwrite_first_mma(s, ctx); },
          // One control stream: the software pipeline issues copies ahead of their use, and syncs
          // keep the asynchronous tensor and vector cores apart.
-         [](const Stmt &s, CompileContext &ctx, const std::vector<SramBuffer> &buffers) {
+         [](const Stmt &s, CompileContext &ctx, std::vector<SramBuffer> &buffers) {
              return sync_engines(software_pipeline(s, ctx, /*copies_before_compute=*/true), ctx, buffers);
          },
          [](const SramBuffer &b) { return std::string(sim::space_name(b.space)); },
          /*accumulator_slots=*/true},
         {"hopper", unchanged,
-         [](const Stmt &s, CompileContext &ctx, const std::vector<SramBuffer> &buffers) {
+         [](const Stmt &s, CompileContext &ctx, std::vector<SramBuffer> &buffers) {
              // A producer warpgroup runs ahead by itself; one warpgroup alone needs the pipeline.
              Stmt r = ctx.of(ctx.output).warp_specialize ? s : software_pipeline(s, ctx);
              return keep_mmas_in_flight(specialize_warps(r, ctx, buffers));
@@ -40,8 +40,8 @@ std::vector<TargetLowering> all_targets() {
          [](const SramBuffer &b) { return std::string(b.in_registers ? "registers" : "smem"); }},
         {"ascend", stage_cube_operands,
          // The vector ops as AscendC's instructions; the pipes overlap by themselves, flags join them.
-         [](const Stmt &s, CompileContext &ctx, const std::vector<SramBuffer> &buffers) {
-             return insert_flags(select_vector_instructions(s), ctx, buffers);
+         [](const Stmt &s, CompileContext &ctx, std::vector<SramBuffer> &buffers) {
+             return insert_flags(select_vector_instructions(s, ctx, buffers), ctx, buffers);
          },
          [](const SramBuffer &b) { return std::string(sim::ascend::mem_name(b.ascend_mem)); }},
     };

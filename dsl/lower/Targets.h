@@ -20,9 +20,9 @@ struct TargetLowering {
     std::string name;
     /** Before multi-buffering: target-specific staging (Ascend: the cube's L1 -> L0 operands). */
     std::function<Halide::Internal::Stmt(const Halide::Internal::Stmt &, CompileContext &)> stage;
-    /** After memory planning: how the engines meet (software pipeline, warp roles, flags). */
-    std::function<Halide::Internal::Stmt(const Halide::Internal::Stmt &, CompileContext &,
-                                         const std::vector<SramBuffer> &)>
+    /** After memory planning: how the engines meet (software pipeline, warp roles, flags); it may
+     * add buffers (Ascend: the vector instructions' scratch). */
+    std::function<Halide::Internal::Stmt(const Halide::Internal::Stmt &, CompileContext &, std::vector<SramBuffer> &)>
         finish;
     /** Where a buffer lives, for Kernel::stmt_text. */
     std::function<std::string(const SramBuffer &)> memory_name;

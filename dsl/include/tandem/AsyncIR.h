@@ -107,9 +107,6 @@ struct VectorOp {
     std::vector<Region> regions;
 };
 
-/** One real vector instruction of the Ascend V pipe (AscendC's count form): `op` is its AscendC
- * name (Add, Sub, Mul, Div, Max, Min on two tensors; Adds, Muls, Maxs, Mins on a tensor and
- * `scalar`; Duplicate of `scalar`), over `count` elements from each tensor's offset. */
 /** One of AscendC's vector instructions (sim/Ascend.h VectorCall: their forms and meanings). */
 struct VectorInstruction {
     std::string op, dst;
