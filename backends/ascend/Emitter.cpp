@@ -793,14 +793,14 @@ public:
                 return bin(d->a, d->b, "/");
             if (nonnegative_expr(d->a) && positive_constant(d->b))
                 return bin(d->a, d->b, "/");
-            return "tandem_ascend::floor_div(" + arg(d->a) + ", " + arg(d->b) + ")";
+            return "floor_div(" + arg(d->a) + ", " + arg(d->b) + ")";
         }
         case IRNodeType::Mod: {
             const Mod *m = e.as<Mod>();
             internal_assert(integer) << "ascend emitter: float modulo\n";
             if (nonnegative_expr(m->a) && positive_constant(m->b))
                 return bin(m->a, m->b, "%");
-            return "tandem_ascend::floor_mod(" + arg(m->a) + ", " + arg(m->b) + ")";
+            return "floor_mod(" + arg(m->a) + ", " + arg(m->b) + ")";
         }
         case IRNodeType::Min:
             return "std::min<" + value_type(t) + ">(" + arg(e.as<Min>()->a) + ", " +
@@ -931,6 +931,14 @@ std::string emit_ascendc(const Kernel &kernel, const std::string &function, int 
         os << "// MUTANT: flag pair " << drop_flag_pair << " is left out (mutation testing).\n";
     os << "#include \"kernel_operator.h\"\n\n#include <algorithm>\n#include <cmath>\n#include "
           "<cstdint>\n\n";
+    // Halide's integer division and modulo round towards negative infinity (C++'s towards zero).
+    os << "#ifndef TANDEM_FLOOR_DIV\n#define TANDEM_FLOOR_DIV\n"
+          "__aicore__ inline int64_t floor_div(int64_t a, int64_t b) {\n"
+          "    const int64_t q = a / b;\n"
+          "    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;\n}\n"
+          "__aicore__ inline int64_t floor_mod(int64_t a, int64_t b) {\n"
+          "    const int64_t r = a % b;\n"
+          "    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n}\n#endif\n\n";
 
     os << "extern \"C\" __global__ __aicore__ void " << fn << "(";
     for (size_t i = 0; i < kernel.args.size(); i++)

@@ -222,8 +222,7 @@ const std::map<std::string, std::string> &ascendc_references() {
 
 const std::set<std::string> &tandem_own_calls() {
     static const std::set<std::string> own = {"tandem_ascend::VectorOp", "tandem_ascend::Read",
-                                              "tandem_ascend::Write", "tandem_ascend::StridedBox",
-                                              "tandem_ascend::floor_div", "tandem_ascend::floor_mod"};
+                                              "tandem_ascend::Write", "tandem_ascend::StridedBox"};
     return own;
 }
 

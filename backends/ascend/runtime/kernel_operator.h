@@ -54,7 +54,6 @@
  *     VectorOp(label, flops, {Read(t, lo, n), Write(t, lo, n)...}, [=] { element loops })
  *         one op on the V pipe touching those regions; the loops run when the model executes it
  *         (so they must capture by value)
- *     floor_div, floor_mod                              Halide's integer division
  *
  * Limits (SimError naming the call): element types float, bfloat16_t, int32_t (the model's);
  * one element type per TBuf; Get<T>() in InitBuffer order (the carve-out then sits where
@@ -170,20 +169,6 @@ inline CoreContext &current(const char *call) {
     if (!c)
         throw SimError(std::string("AscendC::") + call + " called outside tandem_ascend::run");
     return *c;
-}
-
-/** Halide's integer division and modulo round towards negative infinity. */
-inline int64_t floor_div(int64_t a, int64_t b) {
-    if (b == 0)
-        return 0;
-    int64_t q = a / b;
-    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-inline int64_t floor_mod(int64_t a, int64_t b) {
-    if (b == 0)
-        return 0;
-    int64_t r = a % b;
-    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
 
 /** One dimension of a copy: extent, stride in the destination, stride in the source (elements). */
