@@ -504,14 +504,23 @@ bool reads(const Expr &e, const std::string &buffer) {
     return r.found;
 }
 
-/** How many vector ops read each buffer, and which buffers copies read. */
+/** How many vector ops read each buffer, which buffers copies read, and the loop whose every
+ * iteration refills each buffer a copy writes (its innermost loop). */
 class Readers : public IRVisitor {
 public:
     std::map<std::string, int> vector_reads;
     std::set<std::string> copied;
+    std::map<std::string, std::set<std::string>> filled_in; // buffer -> innermost loops of its copies
+    std::map<const LetStmt *, std::string> op_loop;           // vector op -> its innermost loop
 
 private:
     using IRVisitor::visit;
+    std::vector<std::string> loops{""};
+    void visit(const For *op) override {
+        loops.push_back(op->name);
+        IRVisitor::visit(op);
+        loops.pop_back();
+    }
     void visit(const LetStmt *op) override {
         ir::VectorOp v;
         Stmt body;
@@ -519,13 +528,16 @@ private:
             for (const ir::Region &r : v.regions) {
                 if (!r.write) vector_reads[r.buffer]++;
             }
+            op_loop[op] = loops.back();
             return;
         }
         IRVisitor::visit(op);
     }
     void visit(const Evaluate *op) override {
         ir::CopyOp c;
-        if (ir::as_copy(Stmt(op), &c)) copied.insert(c.src);
+        if (!ir::as_copy(Stmt(op), &c)) return;
+        copied.insert(c.src);
+        filled_in[c.dst].insert(loops.back());
     }
 };
 
@@ -598,10 +610,16 @@ private:
         if (!store || store->value.type() != Halide::Float(32)) return op;
         const Shape shape = shape_of(loops, store);
         if (shape.rows == 0) return op;
+        // A tile may hold intermediate results when only this op reads it and a copy refills it in
+        // the op's own loop (a tile loaded once for many iterations, or an accumulator, may not).
         std::set<std::string> private_tiles;
+        const auto loop = readers.op_loop.find(op);
         for (const ir::Region &r : v.regions) {
             auto n = readers.vector_reads.find(r.buffer);
-            if (!r.write && n != readers.vector_reads.end() && n->second == 1 && !readers.copied.count(r.buffer))
+            auto filled = readers.filled_in.find(r.buffer);
+            if (!r.write && n != readers.vector_reads.end() && n->second == 1 && !readers.copied.count(r.buffer) &&
+                filled != readers.filled_in.end() && loop != readers.op_loop.end() &&
+                filled->second == std::set<std::string>{loop->second})
                 private_tiles.insert(r.buffer);
         }
         // The store as a value of the nest: a tile, or one value per row (a reduction).

@@ -85,6 +85,12 @@ std::vector<Case> found_by_the_fuzzer() {
         {"gemm hopper ws_pingpong M=128 N=320 K=65 out=f32"}, // a tail tile's stage copy, 64 wide
         {"gemm hopper ws_cooperative M=130 N=300 K=1 TN=256"},
         {"gemm hopper ws_cooperative M=96 N=255 K=31 TN=256"},
+        // Ascend's vector instructions kept an intermediate in a tile the op reads again in a
+        // later iteration (an accumulator, a tile loaded once): only a tile a copy refills in the
+        // op's own loop may hold one.
+        {"rmsnorm ascend sync D=31 R=6 RB=3 TD=1"},
+        {"rmsnorm ascend single_buffered D=1 R=157 RB=1 TD=7 stages=3"},
+        {"rmsnorm ascend double_buffered D=2 R=4 RB=4 TD=1 stages=1"},
     };
 }
 
