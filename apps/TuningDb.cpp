@@ -13,14 +13,6 @@ namespace tandem::apps {
 
 namespace {
 
-std::string to_json(const std::map<std::string, std::string> &m) {
-    return nlohmann::json(m).dump();
-}
-
-std::map<std::string, std::string> from_json(const std::string &text) {
-    return nlohmann::json::parse(text).get<std::map<std::string, std::string>>();
-}
-
 std::string placeholders(size_t n) {
     std::string text;
     for (size_t i = 0; i < n; i++) text += i ? ", ?" : "?";
@@ -81,7 +73,7 @@ public:
             q.bind(1, workload_id(w));
             while (q.executeStep()) {
                 TuningRecord r;
-                r.candidate = from_json(q.getColumn(0).getString());
+                r.candidate = params_from_json(q.getColumn(0).getString());
                 r.status = q.getColumn(1).getString();
                 r.cycles = q.getColumn(2).getDouble();
                 r.roofline_fraction = q.getColumn(3).getDouble();
@@ -102,7 +94,7 @@ public:
                                      "(SELECT 1 FROM record r WHERE r.workload = w.id) ORDER BY id");
             while (q.executeStep()) {
                 out.push_back({q.getColumn(0).getString(), q.getColumn(1).getString(), q.getColumn(2).getString(),
-                               from_json(q.getColumn(3).getString())});
+                               params_from_json(q.getColumn(3).getString())});
             }
             return out;
         });
@@ -119,7 +111,7 @@ public:
                                          "(SELECT 1 FROM record WHERE workload = ? AND candidate = ?)");
                 q.bind(1, id);
                 q.bind(2, candidate_key(c));
-                q.bind(3, to_json(c));
+                q.bind(3, params_json(c));
                 q.bind(4, version);
                 q.bind(5, spec);
                 q.bind(6, id);
@@ -149,10 +141,10 @@ public:
             if (!q.executeStep()) return std::nullopt;
             TuningJob job;
             job.id = q.getColumn(0).getInt64();
-            job.candidate = from_json(q.getColumn(1).getString());
+            job.candidate = params_from_json(q.getColumn(1).getString());
             job.spec = q.getColumn(2).getString();
             job.workload = {q.getColumn(3).getString(), q.getColumn(4).getString(), q.getColumn(5).getString(),
-                            from_json(q.getColumn(6).getString())};
+                            params_from_json(q.getColumn(6).getString())};
             SQLite::Statement lease(db_, "UPDATE job SET state = 'leased', worker = ?, lease_until = " NOW " + ?, "
                                          "attempts = attempts + 1 WHERE id = ?");
             lease.bind(1, worker);
@@ -219,7 +211,7 @@ private:
                                         "(SELECT COALESCE(MAX(added), 0) + 1 FROM record WHERE workload = ?))");
         q.bind(1, id);
         q.bind(2, candidate_key(r.candidate));
-        q.bind(3, to_json(r.candidate));
+        q.bind(3, params_json(r.candidate));
         q.bind(4, r.status);
         q.bind(5, r.cycles);
         q.bind(6, r.roofline_fraction);
@@ -267,7 +259,7 @@ private:
         add.bind(2, w.generator);
         add.bind(3, w.target);
         add.bind(4, w.compiler);
-        add.bind(5, to_json(w.fixed));
+        add.bind(5, params_json(w.fixed));
         add.exec();
         SQLite::Statement again(db_, "SELECT id FROM workload WHERE key = ?");
         again.bind(1, key);
@@ -280,6 +272,14 @@ private:
 
 std::string TuningWorkload::key() const {
     return generator + " " + target + " " + compiler + " " + candidate_key(fixed);
+}
+
+std::string params_json(const std::map<std::string, std::string> &params) {
+    return nlohmann::json(params).dump();
+}
+
+std::map<std::string, std::string> params_from_json(const std::string &text) {
+    return nlohmann::json::parse(text).get<std::map<std::string, std::string>>();
 }
 
 std::string candidate_key(const std::map<std::string, std::string> &candidate) {

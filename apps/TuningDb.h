@@ -41,6 +41,11 @@ struct TuningRecord {
     unsigned long long seed = 0;
 };
 
+/** Parameters as JSON text and back: how both backends store a candidate or a workload's fixed
+ * parameters. */
+std::string params_json(const std::map<std::string, std::string> &params);
+std::map<std::string, std::string> params_from_json(const std::string &text);
+
 /** "k=v,k=v" in key order: a candidate's identity. */
 std::string candidate_key(const std::map<std::string, std::string> &candidate);
 

@@ -5,20 +5,11 @@
 
 #include "tandem/Error.h"
 
-#include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 
 namespace tandem::apps {
 
 namespace {
-
-std::string to_json(const std::map<std::string, std::string> &m) {
-    return nlohmann::json(m).dump();
-}
-
-std::map<std::string, std::string> from_json(const std::string &text) {
-    return nlohmann::json::parse(text).get<std::map<std::string, std::string>>();
-}
 
 class PostgresDb final : public TuningDb {
 public:
@@ -68,7 +59,7 @@ public:
                                                  "seed, message FROM record WHERE workload = $1 ORDER BY added",
                                                  workload_id(t, w))) {
                 TuningRecord r;
-                r.candidate = from_json(row[0].c_str());
+                r.candidate = params_from_json(row[0].c_str());
                 r.status = row[1].c_str();
                 r.cycles = row[2].as<double>();
                 r.roofline_fraction = row[3].as<double>();
@@ -88,7 +79,7 @@ public:
             std::vector<TuningWorkload> out;
             for (const auto &row : t.exec("SELECT generator, target, compiler, fixed FROM workload w WHERE EXISTS "
                                           "(SELECT 1 FROM record r WHERE r.workload = w.id) ORDER BY id")) {
-                out.push_back({row[0].c_str(), row[1].c_str(), row[2].c_str(), from_json(row[3].c_str())});
+                out.push_back({row[0].c_str(), row[1].c_str(), row[2].c_str(), params_from_json(row[3].c_str())});
             }
             return out;
         });
@@ -103,7 +94,7 @@ public:
                 t.exec_params("INSERT INTO job (workload, candidate, params, version, spec) SELECT $1, $2, $3, $4, $5 "
                               "WHERE NOT EXISTS (SELECT 1 FROM record WHERE workload = $1 AND candidate = $2) "
                               "ON CONFLICT (workload, candidate) DO NOTHING",
-                              id, candidate_key(c), to_json(c), version, spec);
+                              id, candidate_key(c), params_json(c), version, spec);
             }
             t.commit();
             return 0;
@@ -131,11 +122,11 @@ public:
             }
             TuningJob job;
             job.id = r[0][0].as<int64_t>();
-            job.candidate = from_json(r[0][1].c_str());
+            job.candidate = params_from_json(r[0][1].c_str());
             job.spec = r[0][2].c_str();
             const pqxx::row w = t.exec_params1("SELECT generator, target, compiler, fixed FROM workload WHERE id = $1",
                                                r[0][3].as<int64_t>());
-            job.workload = {w[0].c_str(), w[1].c_str(), w[2].c_str(), from_json(w[3].c_str())};
+            job.workload = {w[0].c_str(), w[1].c_str(), w[2].c_str(), params_from_json(w[3].c_str())};
             t.commit();
             return job;
         });
@@ -215,7 +206,7 @@ private:
         const std::string key = w.key();
         t.exec_params("INSERT INTO workload (key, generator, target, compiler, fixed) VALUES ($1, $2, $3, $4, $5) "
                       "ON CONFLICT (key) DO NOTHING",
-                      key, w.generator, w.target, w.compiler, to_json(w.fixed));
+                      key, w.generator, w.target, w.compiler, params_json(w.fixed));
         return t.exec_params1("SELECT id FROM workload WHERE key = $1", key)[0].as<int64_t>();
     }
 
@@ -227,7 +218,7 @@ private:
                                                 "roofline_fraction = $6, device = $7, date = $8, seed = $9, "
                                                 "message = $10"
                                               : "NOTHING"),
-                      id, candidate_key(r.candidate), to_json(r.candidate), r.status, r.cycles, r.roofline_fraction,
+                      id, candidate_key(r.candidate), params_json(r.candidate), r.status, r.cycles, r.roofline_fraction,
                       r.device, r.date, int64_t(r.seed), r.message);
     }
 };
