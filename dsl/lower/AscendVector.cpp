@@ -152,7 +152,7 @@ public:
             if ((!abs && !sqrt) || c->args.size() != 1) return fail();
             Value x = gen(c->args[0], into);
             if (!ok || x.kind == Kind::Scalar || x.kind == Kind::Row) return fail();
-            Value dst = x.kind == Kind::PerRow ? per_row() : result_tile(x, into);
+            Value dst = x.kind == Kind::PerRow ? per_row() : result_tile(into);
             emit_count(abs ? "Abs" : "Sqrt", dst, {x}, Expr(), x.kind == Kind::PerRow ? shape.rows : elements());
             release(x, dst);
             return dst;
@@ -180,7 +180,7 @@ public:
         if (x.kind == Kind::Scalar && y.kind == Kind::Scalar) return fail();
         const bool rowwise_values = (x.kind == Kind::PerRow || x.kind == Kind::Scalar) &&
                                     (y.kind == Kind::PerRow || y.kind == Kind::Scalar);
-        Value dst = rowwise_values ? per_row() : result_tile(x.kind == Kind::Tile ? x : y, into);
+        Value dst = rowwise_values ? per_row() : result_tile(into);
         const int64_t n = rowwise_values ? shape.rows : elements();
         if (!rowwise_values) {
             x = broadcast(x);
@@ -303,7 +303,7 @@ private:
     }
 
     /** Where a tile result goes: `into` when given, else a temp. */
-    Value result_tile(const Value &, const Value &into) { return into.buffer.empty() ? temp() : into; }
+    Value result_tile(const Value &into) { return into.buffer.empty() ? temp() : into; }
 
     /** A per-row value as an operand of a tile instruction: its rows' blocks (Brcb, into scratch). */
     Value broadcast(const Value &v) {
@@ -383,7 +383,7 @@ private:
         read(y);
         release(x, Value());
         release(y, Value());
-        Value dst = result_tile(t, into);
+        Value dst = result_tile(into);
         ir::VectorInstruction sel;
         sel.op = "Select";
         sel.dst = dst.buffer;
