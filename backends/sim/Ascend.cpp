@@ -175,6 +175,8 @@ constexpr int kAgents = kPipes + 1;
 constexpr int kMems = 6;
 constexpr int kMaxCores = 4096;
 constexpr int kMaxEventIds = 64;
+constexpr int kCrossFlags = 16;       // cross-core flag ids per core (a larger id keeps its low 4 bits)
+constexpr int kCrossCounterMax = 15;  // a cross-core flag's counter: 0 .. 15
 constexpr Pipe kWorkPipes[] = {Pipe::MTE2, Pipe::MTE1, Pipe::M, Pipe::FIX, Pipe::V, Pipe::MTE3};
 
 /** A data path: which pipe moves src -> dst and at which rate (bytes per cycle). */
@@ -298,7 +300,9 @@ enum class OpKind : uint8_t {
     Vector,
     SetFlag,
     WaitFlag,
-    Barrier
+    Barrier,
+    CrossSet, // CrossCoreSetFlag<2, pipe>(flag): queued on its pipe
+    CrossWait // CrossCoreWaitFlag(flag): on S, holds back every later op of the core
 };
 
 const char *op_kind_name(OpKind k) {
@@ -319,6 +323,10 @@ const char *op_kind_name(OpKind k) {
         return "WaitFlag";
     case OpKind::Barrier:
         return "PipeBarrier";
+    case OpKind::CrossSet:
+        return "CrossCoreSetFlag";
+    case OpKind::CrossWait:
+        return "CrossCoreWaitFlag";
     }
     return "?";
 }
@@ -390,6 +398,12 @@ std::string barrier_text(Pipe p) {
     return std::string("PipeBarrier<PIPE_") + pipe_name(p) + ">";
 }
 
+/** A set that fired: when, and the clock it releases to its waits. */
+struct Fire {
+    Cycles time;
+    std::vector<int64_t> clock;
+};
+
 bool is_queue_pipe(Pipe p) {
     return p != Pipe::ALL && int(p) < kPipes;
 }
@@ -402,6 +416,7 @@ bool is_queue_pipe(Pipe p) {
 
 struct Core::State {
     std::vector<Op> program;
+    std::array<int64_t, kCrossFlags> cross_sets{}, cross_waits{}; // per cross-core flag id, recorded so far
     std::vector<int64_t> sets, waits; // per flag key, recorded so far
     std::vector<uint32_t> last_set;   // per flag key: label of its latest set
     bool ran = false;
@@ -445,6 +460,7 @@ struct Machine::Impl {
     detail::MatrixMultiplier multiplier;
     bool deadlock = false;
     std::string deadlock_message;
+    bool mix = false; // KERNEL_TYPE_MIX_AIC_1_2: cross-core flags join each AIC with its two AIVs
     std::vector<int> ended;           // cores whose program ended, not simulated yet
     detail::L2Lines l2_lines;
     /** A bandwidth shared by every core: one queue served in the machine's time order. */
@@ -1143,7 +1159,86 @@ struct Machine::Impl {
         state.program.push_back(std::move(op));
     }
 
+    /** CrossCoreSetFlag<2, pipe>(flag) / CrossCoreWaitFlag(flag) of a mix kernel (mode 2: an AIC
+     * and its two AIVs). */
+    void cross_flag(int core, bool set, Pipe pipe, int flag, const std::string &label) {
+        std::string text = set ? std::string("CrossCoreSetFlag<2, PIPE_") + pipe_name(pipe) + ">(" + std::to_string(flag) + ")"
+                               : "CrossCoreWaitFlag(" + std::to_string(flag) + ")";
+        std::string what = text + (label.empty() ? "" : " '" + label + "'");
+        Core::State &state = recording(what, core);
+        if (!mix) {
+            fail(what, core,
+                 "cross-core flags need a mix kernel (KERNEL_TYPE_MIX_AIC_1_2: an AIC and its two AIVs); "
+                 "this launch is AIC-only or AIV-only");
+        }
+        if (set && (pipe == Pipe::S || pipe == Pipe::ALL)) {
+            fail(what, core, "a cross-core set is queued on PIPE_V, M, MTE1, MTE2, MTE3 or FIX, not PIPE_S or PIPE_ALL");
+        }
+        if (set) {
+            check_pipe(what, core, pipe);
+        }
+        Op op;
+        op.kind = set ? OpKind::CrossSet : OpKind::CrossWait;
+        op.pipe = set ? pipe : Pipe::S; // a wait stalls the issue of every later instruction
+        op.label = labels.id(label.empty() ? text : label);
+        op.cost = params.flag_cycles;
+        op.event = flag & (kCrossFlags - 1); // the hardware keeps the id's low 4 bits
+        op.ordinal = (set ? state.cross_sets : state.cross_waits)[size_t(op.event)]++;
+        state.program.push_back(std::move(op));
+    }
+
     // --- simulation --------------------------------------------------------------------------
+
+    /** Mix groups: AIC i with AIV 2i and 2i + 1 (mode 2 of the cross-core flags). */
+    int aic_of(int aiv) const { return (aiv - params.cube_cores) / 2; }
+    int aiv_of(int aic, int sub) const { return params.cube_cores + 2 * aic + sub; }
+    std::string cross_rule(int core) const {
+        return kind(core) == CoreKind::AIC
+                   ? "an AIC's counter moves when both its AIVs (" + core_text(aiv_of(core, 0)) + ", " +
+                         core_text(aiv_of(core, 1)) + ") have set the flag"
+                   : "an AIV's counter moves when its AIC (" + core_text(aic_of(core)) + ") sets the flag";
+    }
+    /** Per (core, flag): the increments of its counter that happened (a wait passes the n-th). */
+    std::map<std::pair<int, int>, std::vector<Fire>> cross_counter;
+    std::map<std::pair<int, int>, int64_t> cross_consumed;
+    std::map<std::pair<int, int>, std::vector<Fire>> aiv_sets; // per (AIV, flag): its sets, for its AIC
+
+    const std::vector<Fire> &cross_passes(int core, int flag) { return cross_counter[{core, flag}]; }
+    const Fire &cross_pass(int core, int flag, int64_t ordinal) {
+        ++cross_consumed[{core, flag}];
+        return cross_counter[{core, flag}][size_t(ordinal)];
+    }
+    void count_up(int core, int flag, Fire fire) {
+        std::vector<Fire> &counter = cross_counter[{core, flag}];
+        counter.push_back(std::move(fire));
+        int64_t pending = int64_t(counter.size()) - cross_consumed[{core, flag}];
+        if (pending > kCrossCounterMax && !cross_overflow) {
+            cross_overflow = true;
+            deadlock = true;
+            deadlock_message += std::string(deadlock_message.empty() ? "" : "\n") + "cross-core flag " +
+                                std::to_string(flag) + " of " + core_text(core) + " is set " + std::to_string(pending) +
+                                " times without a wait: its counter holds at most 15 (the hardware hangs)";
+        }
+    }
+    bool cross_overflow = false;
+    /** A cross-core set fired on `core`: an AIC's reaches both its AIVs; an AIV's reaches its AIC
+     * once the other AIV has set the flag as often. */
+    void cross_set(int core, int flag, Fire fire) {
+        if (kind(core) == CoreKind::AIC) {
+            count_up(aiv_of(core, 0), flag, fire);
+            count_up(aiv_of(core, 1), flag, std::move(fire));
+            return;
+        }
+        const int aic = aic_of(core);
+        aiv_sets[{core, flag}].push_back(std::move(fire));
+        const std::vector<Fire> &a = aiv_sets[{aiv_of(aic, 0), flag}], &b = aiv_sets[{aiv_of(aic, 1), flag}];
+        const size_t next = cross_counter[{aic, flag}].size();
+        if (a.size() > next && b.size() > next) {
+            Fire both{std::max(a[next].time, b[next].time), a[next].clock};
+            for (size_t i = 0; i < both.clock.size(); ++i) both.clock[i] = std::max(both.clock[i], b[next].clock[i]);
+            count_up(aic, flag, std::move(both));
+        }
+    }
 
     class CoreRun;
     void run_core(int core);
@@ -1172,17 +1267,19 @@ struct Machine::Impl {
 /** Discrete-event simulation of one core's recorded program over its pipes' queues. */
 class Machine::Impl::CoreRun {
 public:
-    CoreRun(Impl &impl, int core, Core::State &state)
-        : impl_(impl), core_(core), state_(state), program_(state.program),
-          dispatched_(program_.size(), -1), dispatch_clock_(program_.size() * size_t(kAgents), 0),
-          fires_(size_t(kPipes * kPipes * impl.params.event_ids)) {
+    /** `clocks`: the clock domain the core shares with the cores it synchronises with (its mix
+     * group: the AIC and its two AIVs), its agents from `base`; `gm`: the state whose histories
+     * hold the domain's GM accesses. */
+    CoreRun(Impl &impl, int core, Core::State &state, detail::VectorClocks &clocks, int base, Core::State &gm)
+        : impl_(impl), core_(core), state_(state), gm_state_(gm), program_(state.program),
+          dispatched_(program_.size(), -1), dispatch_clock_(program_.size() * size_t(clocks.agents()), 0),
+          fires_(size_t(kPipes * kPipes * impl.params.event_ids)), clocks_(clocks), base_(base) {
         for (size_t i = 0; i < program_.size(); ++i) {
             queue_[0].push_back(int(i)); // S walks every op
             if (program_[i].pipe != Pipe::S) {
                 queue_[size_t(program_[i].pipe)].push_back(int(i));
             }
         }
-        clocks_.reset(kAgents); // the pipes, and V_DONE: how many V ops are known complete
     }
 
     /** The pipe that starts the core's next op, and when; false when none can. */
@@ -1241,6 +1338,13 @@ private:
             }
             at = std::max(at, fires[size_t(op.ordinal)].time);
         }
+        if (op.kind == OpKind::CrossWait) {
+            const std::vector<Fire> &passes = impl_.cross_passes(core_, op.event);
+            if (int64_t(passes.size()) <= op.ordinal) {
+                return false;
+            }
+            at = std::max(at, passes[size_t(op.ordinal)].time);
+        }
         if (op.kind == OpKind::Barrier && op.barrier == Pipe::ALL) {
             for (int q = 1; q < kPipes; ++q) {
                 if (!done(q) && head(q) < index) {
@@ -1264,13 +1368,12 @@ public:
             Cycles end = start + impl_.params.scalar_issue_cycles;
             free_[0] = end;
             dispatched_[size_t(index)] = end;
-            std::copy(clocks_.clock(0), clocks_.clock(0) + kAgents,
-                      dispatch_clock_.begin() + ptrdiff_t(index) * kAgents);
+            std::copy(clock(0), clock(0) + agents(), dispatch_clock_.begin() + ptrdiff_t(index) * agents());
             impl_.trace.add(op.label, "dispatch", core_, track_of(Pipe::S), start, end - start);
             return;
         }
         if (p != 0) {
-            clocks_.join(p, dispatch_clock_.data() + ptrdiff_t(index) * kAgents);
+            clocks_.join(base_ + p, dispatch_clock_.data() + ptrdiff_t(index) * agents());
             idle_from = std::max(idle_from, dispatched_[size_t(index)]);
         }
         Impl::Buffer *dst = op.dst >= 0 ? &impl_.buffers[size_t(op.dst)] : nullptr;
@@ -1320,7 +1423,7 @@ public:
             // earlier one only by a PipeBarrier<PIPE_V>, a PIPE_ALL or a flag a V set after it.
             ++v_issued_;
             for (const Access &x : op.accesses) {
-                access(x.buffer, x.box, x.write, p, name, kVDone, v_issued_);
+                access(x.buffer, x.box, x.write, p, name, base_ + kVDone, v_issued_);
             }
             if (numerics && op.compute) {
                 op.compute();
@@ -1329,37 +1432,43 @@ public:
         case OpKind::SetFlag: {
             std::vector<Fire> &fires =
                 fires_[size_t(impl_.flag_key(op.flag_src, op.flag_dst, op.event))];
-            Fire fire{end, clocks_.copy(p)};
-            if (Pipe(p) == Pipe::V) {
-                fire.clock[size_t(kVDone)] = v_issued_; // it fires once V's earlier ops are done
-            }
-            fires.push_back(std::move(fire));
-            clocks_.tick(p); // later ops of p are not ordered by this set
+            fires.push_back(Fire{end, released(p)});
+            clocks_.tick(base_ + p); // later ops of p are not ordered by this set
+            break;
+        }
+        case OpKind::CrossSet:
+            impl_.cross_set(core_, op.event, Fire{end, released(p)});
+            clocks_.tick(base_ + p);
+            break;
+        case OpKind::CrossWait: {
+            const Fire &fire = impl_.cross_pass(core_, op.event, op.ordinal);
+            clocks_.join(base_ + p, fire.clock.data());
+            trace_start = idle_from;
             break;
         }
         case OpKind::WaitFlag: {
             const std::vector<Fire> &fires =
                 fires_[size_t(impl_.flag_key(op.flag_src, op.flag_dst, op.event))];
-            clocks_.join(p, fires[size_t(op.ordinal)].clock.data());
+            clocks_.join(base_ + p, fires[size_t(op.ordinal)].clock.data());
             trace_start = idle_from; // show how long the pipe waited
             break;
         }
         case OpKind::Barrier:
             if (op.barrier == Pipe::ALL) {
                 for (int q = 1; q < kPipes; ++q) {
-                    clocks_.join(0, clocks_.clock(q));
-                    clocks_.tick(q);
+                    clocks_.join(base_, clock(q));
+                    clocks_.tick(base_ + q);
                 }
-                clocks_.clock(0)[kVDone] = v_issued_;
+                clock(0)[base_ + kVDone] = v_issued_;
                 trace_start = idle_from;
             } else if (op.barrier == Pipe::V) {
-                clocks_.clock(p)[kVDone] = v_issued_; // V's later ops wait for its earlier ones
+                clock(p)[base_ + kVDone] = v_issued_; // V's later ops wait for its earlier ones
             }
             break;
         }
         free_[size_t(p)] = end;
-        bool work =
-            op.kind != OpKind::SetFlag && op.kind != OpKind::WaitFlag && op.kind != OpKind::Barrier;
+        bool work = op.kind != OpKind::SetFlag && op.kind != OpKind::WaitFlag && op.kind != OpKind::Barrier &&
+                    op.kind != OpKind::CrossSet && op.kind != OpKind::CrossWait;
         if (work) {
             state_.busy[size_t(p)] += cost;
         }
@@ -1376,14 +1485,15 @@ private:
         if (elements.empty) {
             return;
         }
-        const int64_t *clock = clocks_.clock(pipe);
+        const int64_t *clock = this->clock(pipe);
         if (agent < 0) {
-            agent = pipe;
-            epoch = clock[pipe];
+            agent = base_ + pipe;
+            epoch = clock[agent];
         }
         // An op's own accesses (an in-place vector op reads what it writes) are one instruction.
         detail::check_access_ordered(
-            state_.history_of(buffer), AccessRecord{elements, agent, epoch, op, write},
+            (impl_.buffers[size_t(buffer)].mem == Mem::GM ? gm_state_ : state_).history_of(buffer),
+            AccessRecord{elements, agent, epoch, op, write},
             [&](const AccessRecord &earlier) {
                 return earlier.epoch <= clock[earlier.agent] || (earlier.agent == agent && earlier.epoch == epoch);
             },
@@ -1414,6 +1524,11 @@ private:
             } else if (op.kind == OpKind::Barrier) {
                 message += "; pipe S waits at PipeBarrier<PIPE_ALL> '" + label +
                            "' for every pipe to finish the ops recorded before it";
+            } else if (op.kind == OpKind::CrossWait) {
+                message += "; pipe S waits at CrossCoreWaitFlag(" + std::to_string(op.event) + ") '" + label +
+                           "' (wait " + std::to_string(op.ordinal + 1) + " of this flag, but only " +
+                           std::to_string(impl_.cross_passes(core_, op.event).size()) +
+                           " of its sets reached this core: " + impl_.cross_rule(core_) + ")";
             }
         }
         impl_.deadlock = true;
@@ -1444,14 +1559,20 @@ private:
         return nth;
     }
 
-    struct Fire {
-        Cycles time;
-        std::vector<int64_t> clock;
-    };
+    int64_t *clock(int p) { return clocks_.clock(base_ + p); }
+    int agents() const { return clocks_.agents(); }
+    /** What a set queued on pipe p releases: p's clock; on V, once V's earlier ops are done. */
+    std::vector<int64_t> released(int p) {
+        std::vector<int64_t> c = clocks_.copy(base_ + p);
+        if (Pipe(p) == Pipe::V) {
+            c[size_t(base_ + kVDone)] = v_issued_;
+        }
+        return c;
+    }
 
     Impl &impl_;
     int core_;
-    Core::State &state_;
+    Core::State &state_, &gm_state_;
     const std::vector<Op> &program_;
     std::array<std::vector<int>, kPipes> queue_; // op indices; S holds every op
     std::array<size_t, kPipes> next_{};
@@ -1459,7 +1580,8 @@ private:
     std::vector<Cycles> dispatched_;       // per op: when S dispatched it (-1: not yet)
     std::vector<int64_t> dispatch_clock_;  // per op: S's clock when it was dispatched
     std::vector<std::vector<Fire>> fires_; // per flag key: the sets that fired, in order
-    detail::VectorClocks clocks_;          // agent = pipe index, then kVDone
+    detail::VectorClocks &clocks_;         // the domain's; this core's agents: its pipes, then kVDone, from base_
+    int base_;
     int64_t v_issued_ = 0;                 // V ops started so far
 };
 
@@ -1476,9 +1598,20 @@ void Machine::Impl::run_core(int core) {
 void Machine::Impl::simulate() {
     // Every ended core's pipes in one time order (ties: lower core, then the core's own order),
     // so that the L2 sees the reads in the order they happen.
+    // A core's clock domain: its own, or in a mix kernel its group's (AIC i and AIV 2i, 2i + 1,
+    // joined by cross-core flags), whose GM accesses are checked online in the AIC's histories.
+    std::map<int, std::unique_ptr<detail::VectorClocks>> domains; // by group (AIC) or core
     std::vector<std::unique_ptr<CoreRun>> runs;
     for (int core : ended) {
-        runs.push_back(std::make_unique<CoreRun>(*this, core, *cores[size_t(core)]->state_));
+        const int group = mix ? (kind(core) == CoreKind::AIC ? core : aic_of(core)) : core;
+        const int base = mix ? (kind(core) == CoreKind::AIC ? 0 : 1 + (core - aiv_of(group, 0))) * kAgents : 0;
+        auto &domain = domains[group];
+        if (!domain) {
+            domain = std::make_unique<detail::VectorClocks>();
+            domain->reset(mix ? 3 * kAgents : kAgents); // per core its pipes, and V_DONE: V ops known complete
+        }
+        runs.push_back(std::make_unique<CoreRun>(*this, core, *cores[size_t(core)]->state_, *domain, base,
+                                                 *cores[size_t(group)]->state_));
     }
     ended.clear();
     for (;;) {
@@ -1559,6 +1692,14 @@ void Core::wait_flag(Pipe src, Pipe dst, int event, const std::string &label) {
 
 void Core::pipe_barrier(Pipe pipe) {
     machine_->impl_->pipe_barrier(id_, pipe);
+}
+
+void Core::cross_core_set_flag(Pipe pipe, int flag, const std::string &label) {
+    machine_->impl_->cross_flag(id_, true, pipe, flag, label);
+}
+
+void Core::cross_core_wait_flag(int flag, const std::string &label) {
+    machine_->impl_->cross_flag(id_, false, Pipe::S, flag, label);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1703,6 +1844,19 @@ int Machine::core_of(CoreKind k, int i) const {
                        " does not exist (the machine has " + std::to_string(cores_of(k)) + ")");
     }
     return k == CoreKind::AIC ? i : params_.cube_cores + i;
+}
+
+void Machine::launch_mix() {
+    if (params_.vector_cores != 2 * params_.cube_cores) {
+        throw SimError("launch_mix: a mix kernel (KERNEL_TYPE_MIX_AIC_1_2) pairs each AIC with two AIVs, but the "
+                       "machine has " + std::to_string(params_.cube_cores) + " AIC and " +
+                       std::to_string(params_.vector_cores) + " AIV");
+    }
+    impl_->mix = true;
+}
+
+bool Machine::mix() const {
+    return impl_->mix;
 }
 
 void Machine::run_core(int c) {

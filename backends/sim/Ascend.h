@@ -18,7 +18,9 @@
  *
  * The 910B is a separated architecture: cube cores (AIC: L1, L0A, L0B, L0C; pipes MTE2, MTE1, M,
  * FIX) and vector cores (AIV: UB; pipes MTE2, V, MTE3), each with its own scalar stream. They share
- * only GM: cube results reach a vector core through GM. The machine holds both kinds, numbered
+ * only GM: cube results reach a vector core through GM. A mix kernel (launch_mix) pairs AIC i with
+ * AIV 2i and 2i + 1; their cross-core flags order them, so each group is one clock domain whose GM
+ * accesses are checked as they happen (other cores' only after the run: they never synchronise). The machine holds both kinds, numbered
  * AIC 0 .. cube_cores - 1, then AIV cube_cores .. cube_cores + vector_cores - 1 (aic(i), aiv(i)).
  * GM is cached in a shared L2: the first read of a line (by any core, in time order) comes from
  * HBM, later reads from L2; HBM's bandwidth is shared by every core, reads and write-backs
@@ -227,6 +229,15 @@ public:
     void set_flag(Pipe src, Pipe dst, int event, const std::string &label = "");
     void wait_flag(Pipe src, Pipe dst, int event, const std::string &label = "");
     void pipe_barrier(Pipe pipe);
+    /** Cross-core flags of a mix kernel (Machine::launch_mix), AscendC's mode 2 between an AIC and
+     * its two AIVs. CrossCoreSetFlag<2, pipe>(flag) is queued on `pipe` (not S) and fires when
+     * its earlier ops are done: an AIC's set counts up the flag's counter on both its AIVs; an
+     * AIV's counts up its AIC's once both AIVs have set it. CrossCoreWaitFlag(flag) stalls the
+     * issue of every later op until the counter is above 0, then counts it down. 16 flag ids
+     * (the low 4 bits of `flag`); a counter holds at most 15 (more: the hardware hangs, reported
+     * as a deadlock). Source: docs/ascendc_api_facts.md section 3. */
+    void cross_core_set_flag(Pipe pipe, int flag, const std::string &label = "");
+    void cross_core_wait_flag(int flag, const std::string &label = "");
 
 private:
     friend class Machine;
@@ -265,6 +276,11 @@ public:
         return k == CoreKind::AIC ? params_.cube_cores : params_.vector_cores;
     }
     CoreKind kind(int c) const { return c < params_.cube_cores ? CoreKind::AIC : CoreKind::AIV; }
+    /** The launch is a mix kernel (KERNEL_TYPE_MIX_AIC_1_2): AIC i and AIV 2i, 2i + 1 form a group
+     * joined by cross-core flags, their accesses ordered through them (one clock domain per
+     * group); without it a cross-core flag is a SimError. Needs two AIV per AIC. */
+    void launch_mix();
+    bool mix() const;
     /** Ends core `c`'s program: nothing more may be recorded into it. Call once per core, after
      * its program is recorded; finish() simulates every ended core (numerics, timing, hazards).
      * Deadlocks are recorded in the report, not thrown. */

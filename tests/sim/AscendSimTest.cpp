@@ -700,6 +700,98 @@ TEST(AscendRaces, CrossCoreGmWrites) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Mix kernels: an AIC and its two AIVs joined by cross-core flags through a GM workspace
+// ---------------------------------------------------------------------------------------------
+
+/** One AIC and its two AIVs. */
+AscendParams one_group() {
+    AscendParams p;
+    p.cube_cores = 1;
+    p.vector_cores = 2;
+    return p;
+}
+
+/** The AIC stores a 16 x 16 accumulator to the workspace twice (Fixpipe) and tells its AIVs after
+ * the first; each AIV waits, loads it into UB and says so. `wait_before_rewrite`: the AIC waits
+ * for both AIVs before the second store; `second_aiv_sets`: AIV 1 answers too. */
+Report workspace_handoff(bool wait_before_rewrite, bool second_aiv_sets, bool numerics = false) {
+    Machine machine(one_group(), numerics);
+    machine.launch_mix();
+    int ws = machine.add_gm("workspace", DType::F32, 256);
+    int acc = machine.add_local(0, "acc", Mem::L0C, DType::F32, 256);
+    FixpipeNz2Nd fix;
+    fix.n_size = 16;
+    fix.m_size = 16;
+    fix.src_stride = 16;
+    fix.dst_stride = 16;
+    Core &aic = machine.core(0);
+    aic.fixpipe_nz2nd(ws, 0, acc, 0, fix, "store tile 0");
+    aic.cross_core_set_flag(Pipe::FIX, 0, "tile 0 stored");
+    if (wait_before_rewrite) aic.cross_core_wait_flag(1, "tile 0 read");
+    aic.fixpipe_nz2nd(ws, 0, acc, 0, fix, "store tile 1");
+    machine.run_core(0);
+    for (int sub = 0; sub < 2; ++sub) {
+        const int c = machine.core_of(CoreKind::AIV, sub);
+        int ub = machine.add_local(c, "acc_ub", Mem::UB, DType::F32, 256);
+        Core &aiv = machine.core(c);
+        aiv.cross_core_wait_flag(0, "wait tile 0");
+        aiv.data_copy(ub, line(0, 256), ws, line(0, 256), "load tile 0");
+        if (sub == 0 || second_aiv_sets) aiv.cross_core_set_flag(Pipe::MTE2, 1, "tile 0 read");
+        machine.run_core(c);
+    }
+    return machine.finish();
+}
+
+TEST(AscendMix, CrossCoreFlagsOrderTheWorkspace) {
+    Report r = workspace_handoff(true, true);
+    EXPECT_FALSE(r.deadlock) << r.deadlock_message;
+    EXPECT_TRUE(r.races.empty()) << races_text(r);
+    // The second store waits for both loads: the AIC ends after the AIVs.
+    EXPECT_GT(r.core_cycles[0], std::max(r.core_cycles[1], r.core_cycles[2]));
+}
+
+TEST(AscendMix, RewritingTheWorkspaceWithoutTheReverseFlagRaces) {
+    Report r = workspace_handoff(false, true);
+    EXPECT_FALSE(r.deadlock) << r.deadlock_message;
+    ASSERT_FALSE(r.races.empty());
+    EXPECT_EQ(r.races[0].buffer, "workspace");
+    EXPECT_TRUE(contains(r.races[0].first + r.races[0].second, "Fixpipe 'store tile 1' (FIX, AIC 0)")) << races_text(r);
+}
+
+TEST(AscendMix, TheAicCounterMovesOnlyWhenBothAivsSet) {
+    Report r = workspace_handoff(true, false);
+    ASSERT_TRUE(r.deadlock);
+    EXPECT_TRUE(contains(r.deadlock_message, "deadlock on AIC 0")) << r.deadlock_message;
+    EXPECT_TRUE(contains(r.deadlock_message, "CrossCoreWaitFlag(1) 'tile 0 read'")) << r.deadlock_message;
+    EXPECT_TRUE(contains(r.deadlock_message, "both its AIVs (AIV 0, AIV 1)")) << r.deadlock_message;
+}
+
+TEST(AscendMix, ACounterHoldsFifteen) {
+    Machine machine(one_group(), false);
+    machine.launch_mix();
+    for (int i = 0; i < 16; ++i) machine.core(0).cross_core_set_flag(Pipe::FIX, 3);
+    machine.run_core(0);
+    Report r = machine.finish();
+    ASSERT_TRUE(r.deadlock);
+    EXPECT_TRUE(contains(r.deadlock_message, "cross-core flag 3 of AIV 0 is set 16 times without a wait")) << r.deadlock_message;
+}
+
+TEST(AscendMix, CrossCoreFlagsNeedAMixLaunchAndARealPipe) {
+    Machine machine(one_group(), false);
+    try {
+        machine.core(0).cross_core_set_flag(Pipe::FIX, 0);
+        FAIL() << "a cross-core flag outside a mix kernel";
+    } catch (const SimError &e) {
+        EXPECT_TRUE(contains(e.what(), "need a mix kernel (KERNEL_TYPE_MIX_AIC_1_2")) << e.what();
+    }
+    machine.launch_mix();
+    EXPECT_THROW(machine.core(0).cross_core_set_flag(Pipe::S, 0), SimError);
+    EXPECT_THROW(machine.core(0).cross_core_set_flag(Pipe::V, 0), SimError); // V is on the AIV
+    Machine unpaired(cores(2), false);
+    EXPECT_THROW(unpaired.launch_mix(), SimError); // two AIV per AIC
+}
+
+// ---------------------------------------------------------------------------------------------
 // Deadlocks
 // ---------------------------------------------------------------------------------------------
 
