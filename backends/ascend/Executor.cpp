@@ -76,9 +76,11 @@ private:
     }
     Evaluator::CallHook hook() const {
         int c = block_index;
-        return [c](const Call *call, double *v) {
-            if (!ir::is_core_id(call)) return false;
-            *v = c;
+        bool aiv = machine.kind(core.id()) == sim::ascend::CoreKind::AIV;
+        return [c, aiv](const Call *call, double *v) {
+            if (ir::is_core_id(call)) *v = c;
+            else if (ir::is_vector_core(call)) *v = aiv;
+            else return false;
             return true;
         };
     }
@@ -92,6 +94,7 @@ private:
         ir::MmaOp m;
         ir::VectorInstruction vi;
         std::string counter;
+        Expr flag;
         if (ir::as_copy(s, &c) && is_cube_copy(kernel, c)) {
             cube(cube_copy(kernel, c));
         } else if (ir::as_copy(s, &c)) {
@@ -124,6 +127,10 @@ private:
             v.repeats = vi.repeats.defined() ? value(vi.repeats) : 0;
             v.mode = vi.mode;
             core.vector_instruction(v);
+        } else if (ir::as_cross_core_set(s, &counter, &flag)) {
+            core.cross_core_set_flag(pipe_named(counter), int(value(flag)));
+        } else if (ir::as_cross_core_wait(s, &flag)) {
+            core.cross_core_wait_flag(int(value(flag)));
         } else if (ir::as_pipe_barrier(s, &counter)) {
             core.pipe_barrier(pipe_named(counter));
         } else if (ir::as_advance(s, &counter)) {
@@ -204,31 +211,42 @@ private:
 
 void execute(const Kernel &kernel, sim::ascend::Machine &machine, const std::map<std::string, int> &arguments) {
     // An AIV-only kernel (no tile MMA) runs on the vector cores, an AIC-only one on the cube
-    // cores; GetBlockIdx() is the index among them.
-    const sim::ascend::CoreKind kind = kernel.vector_units_only ? sim::ascend::CoreKind::AIV : sim::ascend::CoreKind::AIC;
-    for (int block = 0; block < machine.cores_of(kind); block++) {
-        const int c = machine.core_of(kind, block);
-        std::unordered_map<std::string, BufferRef> buffers;
-        auto add = [&](const std::string &name, int id) {
-            buffers[name] = BufferRef{machine.data(id), machine.type(id), machine.elements(id), id};
-        };
-        for (const auto &[name, id] : arguments) add(name, id);
-        for (const SramBuffer &b : kernel.buffers) {
-            add(b.name, machine.add_local(c, b.name, b.ascend_mem, dtype_of(b.type), b.elements()));
+    // cores, a mix kernel on both (GetBlockIdx() is the index among the cores of a kind).
+    std::vector<sim::ascend::CoreKind> kinds;
+    if (kernel.mix || !kernel.vector_units_only) kinds.push_back(sim::ascend::CoreKind::AIC);
+    if (kernel.mix || kernel.vector_units_only) kinds.push_back(sim::ascend::CoreKind::AIV);
+    std::map<std::string, int> globals = arguments;
+    if (kernel.mix) {
+        machine.launch_mix();
+        for (const KernelArg &w : kernel.workspaces) // the caller's allocation (AscendC: the launch's workspace)
+            globals[w.name] = machine.add_gm(w.name, dtype_of(w.type), w.elements());
+    }
+    for (sim::ascend::CoreKind kind : kinds) {
+        for (int block = 0; block < machine.cores_of(kind); block++) {
+            const int c = machine.core_of(kind, block);
+            std::unordered_map<std::string, BufferRef> buffers;
+            auto add = [&](const std::string &name, int id) {
+                buffers[name] = BufferRef{machine.data(id), machine.type(id), machine.elements(id), id};
+            };
+            for (const auto &[name, id] : globals) add(name, id);
+            for (const SramBuffer &b : kernel.buffers) {
+                if (!sim::ascend::has_memory(kind, b.ascend_mem)) continue; // the other side's (mix)
+                add(b.name, machine.add_local(c, b.name, b.ascend_mem, dtype_of(b.type), b.elements()));
+            }
+            // The emitted kernel's prologue: AscendC's TPipe sets M_MTE1 0..2 on an AIC, and the
+            // kernel's pipe.Destroy() waits for them and drains every pipe.
+            sim::ascend::Core &core = machine.core(c);
+            if (kind == sim::ascend::CoreKind::AIC) {
+                for (int event = 0; event < sim::ascend::kTPipeReservedEvents; event++)
+                    core.set_flag(Pipe::M, Pipe::MTE1, event, "TPipe");
+                for (int event = 0; event < sim::ascend::kTPipeReservedEvents; event++)
+                    core.wait_flag(Pipe::M, Pipe::MTE1, event, "TPipe::Destroy");
+            }
+            core.pipe_barrier(Pipe::ALL);
+            Stream stream(kernel, machine, c, block, buffers);
+            stream.exec(kernel.body);
+            machine.run_core(c);
         }
-        // The emitted kernel's prologue: AscendC's TPipe sets M_MTE1 0..2 on an AIC, and the
-        // kernel's pipe.Destroy() waits for them and drains every pipe.
-        sim::ascend::Core &core = machine.core(c);
-        if (kind == sim::ascend::CoreKind::AIC) {
-            for (int event = 0; event < sim::ascend::kTPipeReservedEvents; event++)
-                core.set_flag(Pipe::M, Pipe::MTE1, event, "TPipe");
-            for (int event = 0; event < sim::ascend::kTPipeReservedEvents; event++)
-                core.wait_flag(Pipe::M, Pipe::MTE1, event, "TPipe::Destroy");
-        }
-        core.pipe_barrier(Pipe::ALL);
-        Stream stream(kernel, machine, c, block, buffers);
-        stream.exec(kernel.body);
-        machine.run_core(c);
     }
 }
 

@@ -1,4 +1,6 @@
 #include "AscendFlags.h"
+
+#include "AscendMix.h"
 #include "sim/Ascend.h"
 #include "sim/Zpu.h"
 
@@ -430,7 +432,7 @@ private:
         }
         ir::CopyOp c;
         ir::WaitOp w;
-        if (ir::as_copy(s, &c) && c.dst == ctx.output) {
+        if (ir::as_copy(s, &c) && is_store_target(ctx, c.dst)) {
             // The store: the writer (V, or the cube for an L0C accumulator) hands the tile to the store
             // pipe (MTE3, or FIX), which hands the version back once it has read it.
             auto [writer, pipe] = store_pipes(c.src);

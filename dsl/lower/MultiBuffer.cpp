@@ -1,4 +1,6 @@
 #include "MultiBuffer.h"
+
+#include "AscendMix.h"
 #include "Targets.h"
 
 #include "Nest.h"
@@ -298,17 +300,18 @@ private:
     }
 };
 
+/** The on-chip buffers stored to the output (or to a mix kernel's workspace). */
 class FindStoreSource : public IRVisitor {
 public:
-    explicit FindStoreSource(const std::string &out) : output(out) {}
-    const std::string &output;
+    explicit FindStoreSource(const CompileContext &ctx) : ctx(ctx) {}
+    const CompileContext &ctx;
     std::set<std::string> sources;
 
 private:
     using IRVisitor::visit;
     void visit(const Evaluate *op) override {
         ir::CopyOp c;
-        if (ir::as_copy(op, &c) && c.dst == output) sources.insert(c.src);
+        if (ir::as_copy(op, &c) && is_store_target(ctx, c.dst)) sources.insert(c.src);
     }
 };
 
@@ -340,13 +343,15 @@ Stmt multi_buffer(const Stmt &s, CompileContext &ctx) {
                     "async_copy() on " + ctx.output);
     }
     int slots = out.ping_pong ? 2 : std::max(1, out.multi_buffer);
-    FindStoreSource find(ctx.output);
+    FindStoreSource find(ctx);
     result.accept(&find);
     std::vector<Stmt> drains;
     for (const std::string &source : find.sources) {
         SlotSize size(source, ctx);
         result.accept(&size);
-        bool versioned = slots > 1 && size.allocations > 0;
+        // A mix kernel's vector cores each take every other tile of their cube core: the tile
+        // after is two cube tiles away, so the store out of UB keeps one version.
+        bool versioned = slots > 1 && size.allocations > 0 && !(ctx.mix && !ctx.of(source).tile_mma);
         bool by_consumer = out.ping_pong && ctx.target.arch == Target::Arch::Hopper && versioned;
         ResultSlots r(source, versioned && !by_consumer ? slots : 1, size.elements, out.async_copy,
                       ctx.one_tile_per_unit, ctx.target.arch == Target::Arch::Ascend);
@@ -410,7 +415,11 @@ Stmt multi_buffer(const Stmt &s, CompileContext &ctx) {
             ctx.notes.push_back("ping_pong: " + f + " is copied by each consumer into its own version");
         }
     }
-    for (const Stmt &d : drains) result = Block::make(result, d);
+    for (const Stmt &d : drains) {
+        ir::WaitOp w;
+        internal_assert(ir::as_wait(d, &w));
+        result = append_where_used(result, d, w.barrier.substr(0, w.barrier.size() - std::string(".empty").size()));
+    }
     return result;
 }
 

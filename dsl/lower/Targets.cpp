@@ -3,6 +3,7 @@
 #include "sim/Zpu.h"
 
 #include "AscendCube.h"
+#include "AscendMix.h"
 #include "AscendFlags.h"
 #include "AscendVector.h"
 #include "EngineSync.h"
@@ -38,10 +39,17 @@ std::vector<TargetLowering> all_targets() {
              return keep_mmas_in_flight(specialize_warps(r, ctx, buffers));
          },
          [](const SramBuffer &b) { return std::string(b.in_registers ? "registers" : "smem"); }},
-        {"ascend", stage_cube_operands,
-         // The vector ops as AscendC's instructions; the pipes overlap by themselves, flags join them.
+        {"ascend",
+         // An epilogue after a matmul makes a mix kernel: cube and vector cores meet in GM.
+         [](const Stmt &s, CompileContext &ctx) {
+             return each_side(split_mix_kernel(s, ctx), [&](const Stmt &side) { return stage_cube_operands(side, ctx); });
+         },
+         // The vector ops as AscendC's instructions; the pipes overlap by themselves, flags join
+         // them (each side of a mix kernel by itself).
          [](const Stmt &s, CompileContext &ctx, std::vector<SramBuffer> &buffers) {
-             return insert_flags(select_vector_instructions(s, ctx, buffers), ctx, buffers);
+             return each_side(s, [&](const Stmt &side) {
+                 return insert_flags(select_vector_instructions(side, ctx, buffers), ctx, buffers);
+             });
          },
          [](const SramBuffer &b) { return std::string(sim::ascend::mem_name(b.ascend_mem)); }},
     };

@@ -28,6 +28,9 @@ const char *const sync_name = "tandem_sync";
 const char *const mma_wait_name = "tandem_mma_wait";
 const char *const setmaxnreg_name = "tandem_setmaxnreg";
 const char *const warpgroup_name = "tandem_warpgroup";
+const char *const cross_set_name = "tandem_cross_core_set";
+const char *const cross_wait_name = "tandem_cross_core_wait";
+const char *const vector_core_name = "tandem_vector_core";
 
 Stmt make_call(const char *name, const std::vector<Expr> &args) {
     return Evaluate::make(Call::make(Int(32), name, args, Call::Extern));
@@ -198,6 +201,46 @@ bool as_set_flag(const Stmt &s, FlagOp *op) { return as_flag(as_call(s, set_flag
 bool as_wait_flag(const Stmt &s, FlagOp *op) { return as_flag(as_call(s, wait_flag_name), op); }
 
 Stmt make_pipe_barrier(const std::string &pipe) { return make_call(pipe_barrier_name, {pipe}); }
+
+Stmt make_cross_core_set(const std::string &pipe, const Expr &flag) { return make_call(cross_set_name, {pipe, flag}); }
+Stmt make_cross_core_wait(const Expr &flag) { return make_call(cross_wait_name, {flag}); }
+
+bool as_cross_core_set(const Stmt &s, std::string *pipe, Expr *flag) {
+    const Call *c = as_call(s, cross_set_name);
+    if (!c) return false;
+    *pipe = str(c->args[0]);
+    *flag = c->args[1];
+    return true;
+}
+
+bool as_cross_core_wait(const Stmt &s, Expr *flag) {
+    const Call *c = as_call(s, cross_wait_name);
+    if (!c) return false;
+    *flag = c->args[0];
+    return true;
+}
+
+Expr vector_core() { return Call::make(Halide::Bool(), vector_core_name, {}, Call::PureExtern); }
+
+bool is_vector_core(const Expr &e) {
+    const Call *c = e.as<Call>();
+    return c && c->name == vector_core_name;
+}
+
+Stmt make_mix(const Stmt &cube, const Stmt &vector) {
+    return Block::make(IfThenElse::make(!vector_core(), cube), IfThenElse::make(vector_core(), vector));
+}
+
+bool as_mix(const Stmt &s, Stmt *cube, Stmt *vector) {
+    const Block *b = s.as<Block>();
+    const IfThenElse *c = b ? b->first.as<IfThenElse>() : nullptr;
+    const IfThenElse *v = b ? b->rest.as<IfThenElse>() : nullptr;
+    const Not *n = c ? c->condition.as<Not>() : nullptr;
+    if (!n || !is_vector_core(n->a) || !v || !is_vector_core(v->condition)) return false;
+    *cube = c->then_case;
+    *vector = v->then_case;
+    return true;
+}
 
 Stmt make_vector_instruction(const VectorInstruction &op) {
     const bool repeat = !op.count.defined();

@@ -121,6 +121,9 @@ std::string Kernel::stmt_text() const {
         for (size_t d = 0; d < a.extents.size(); d++) os << (d ? " x " : "") << a.extents[d];
         os << "] in DRAM\n";
     }
+    for (const KernelArg &w : workspaces) {
+        os << "// workspace " << w.name << ": " << w.type << " [" << w.elements() << "] in DRAM\n";
+    }
     for (const SramBuffer &b : buffers) {
         os << "// " << lower::lowering_of(target).memory_name(b) << " " << b.name << ": " << b.type << " " << b.slots << " x "
            << b.slot_elements << " at byte " << b.offset_bytes << "\n";
@@ -186,6 +189,8 @@ Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const 
     k.notes = ctx.notes;
     k.grid = ctx.grid;
     k.vector_units_only = ctx.vector_units_only;
+    k.mix = ctx.mix;
+    k.workspaces = ctx.workspaces;
     k.warpgroups = ctx.warpgroups;
     k.consumer_warpgroups = ctx.consumer_warpgroups;
     k.barriers = ctx.barriers;

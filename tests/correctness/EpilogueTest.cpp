@@ -1,7 +1,7 @@
 // A GEMM with a fused bias + ReLU epilogue, written as a user writes it (the algorithm, then a
 // schedule with Tandem's directives), on every target and schedule: it must match the Halide
-// reference with no race and no deadlock, or (ascend) fail with a user error naming the Func and
-// the directive.
+// reference with no race and no deadlock (on ascend a mix kernel: the cube cores hand each tile to
+// the vector cores through a GM workspace).
 #include "App.h"
 #include "Run.h"
 
@@ -59,23 +59,11 @@ App app() {
 
 class BiasRelu : public testing::TestWithParam<std::tuple<std::string, std::string>> {};
 
-TEST_P(BiasRelu, MatchesReferenceOrNamesWhatIsUnsupported) {
+TEST_P(BiasRelu, MatchesReference) {
     auto [target, schedule] = GetParam();
     RunOptions o;
     o.target = target;
     o.schedule = schedule;
-    if (target == "ascend") {
-        try {
-            run(app(), o);
-            FAIL() << "expected a user error";
-        } catch (const Error &e) {
-            // Halide renames Funcs that share a name in one process (acc$2).
-            std::string what = e.what();
-            EXPECT_EQ(what.rfind("Func 'acc", 0), 0u) << what;
-            EXPECT_NE(what.find("directive tile_mma(): on ascend"), std::string::npos) << what;
-        }
-        return;
-    }
     RunResult r = run(app(), o);
     EXPECT_TRUE(r.correct) << "max_rel_err " << r.max_rel_err;
     EXPECT_EQ(r.report.race_count, 0);

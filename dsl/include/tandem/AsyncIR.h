@@ -40,6 +40,11 @@
  *   tandem_pipe_barrier(pipe)          PipeBarrier<PIPE_X>: the pipe's later ops wait for its
  *                                      earlier ones (Ascend's V: its ops are not ordered otherwise)
  *   tandem_wait_flag(src, dst, event)  WaitFlag<SRC_DST>(event), queued on dst
+ * and in a mix kernel (cube and vector cores joined through a GM workspace; AscendMix.h):
+ *   if (!tandem_vector_core()) { cube } if (tandem_vector_core()) { vector }
+ *                                      the two sides (ASCEND_IS_AIC / ASCEND_IS_AIV)
+ *   tandem_cross_core_set(pipe, flag)  CrossCoreSetFlag<2, PIPE_X>(flag), queued on pipe
+ *   tandem_cross_core_wait(flag)       CrossCoreWaitFlag(flag): stalls the core's issue
  *
  * Hopper reads tandem_wait(barrier, slot) on an mbarrier with the waiter's own phase bit per version
  * (flipped at each wait), or tandem_wait(barrier, slot, parity) with the parity computed from a
@@ -138,6 +143,16 @@ bool as_set_flag(const Stmt &s, FlagOp *op);
 bool as_wait_flag(const Stmt &s, FlagOp *op);
 Stmt make_pipe_barrier(const std::string &pipe);
 Stmt make_vector_instruction(const VectorInstruction &op);
+Stmt make_cross_core_set(const std::string &pipe, const Expr &flag);
+Stmt make_cross_core_wait(const Expr &flag);
+bool as_cross_core_set(const Stmt &s, std::string *pipe, Expr *flag);
+bool as_cross_core_wait(const Stmt &s, Expr *flag);
+/** True on a vector core of a mix kernel (AscendC's ASCEND_IS_AIV). */
+Expr vector_core();
+bool is_vector_core(const Expr &e);
+/** A mix kernel's body: the cube side, then the vector side, each guarded by the core's kind. */
+Stmt make_mix(const Stmt &cube, const Stmt &vector);
+bool as_mix(const Stmt &s, Stmt *cube, Stmt *vector);
 bool as_vector_instruction(const Stmt &s, VectorInstruction *op);
 /** Whether a vector op's body is real instructions (AscendVector.h) rather than element loops. */
 bool is_vector_instructions(const Stmt &body);

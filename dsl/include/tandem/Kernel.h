@@ -70,6 +70,8 @@ struct CompileContext {
     bool one_tile_per_unit = false;  // Hopper without ping_pong: a CTA per tile, so each tile loop
                                      // runs at most once per unit (straight-line code)
     bool vector_units_only = false;  // no tile MMA: on Ascend the kernel runs on the AIV cores
+    bool mix = false;                // Ascend: cube and vector cores joined through GM workspaces
+    std::vector<KernelArg> workspaces; // GM the kernel uses for itself (a mix kernel's handoff)
     std::vector<std::string> inputs; // input buffer names
     std::vector<KernelArg> args;     // the DRAM tensors: inputs, then the output
     std::vector<std::string> funcs;  // every Func of the pipeline
@@ -93,6 +95,11 @@ struct Kernel {
     std::vector<SramBuffer> buffers;
     int grid = 1;                  // ZPU: cores used; Hopper: CTAs launched; Ascend: AIC or AIV used
     bool vector_units_only = false; // no tile MMA: on Ascend an AIV-only kernel (else AIC-only)
+    /** Ascend: a mix kernel (KERNEL_TYPE_MIX_AIC_1_2): `grid` AICs, each with its two AIVs; the
+     * body is ir::make_mix(cube side, vector side), joined by cross-core flags through the
+     * workspaces (AscendMix.h). */
+    bool mix = false;
+    std::vector<KernelArg> workspaces; // GM of the kernel's own, allocated by its caller (f32 elements)
     int warpgroups = 1;            // Hopper: warpgroups per CTA (roles)
     int consumer_warpgroups = 1;   // Hopper: warpgroups running each consumer role; 2 with
                                    // cooperative(): the model runs the role as one agent, the GPU

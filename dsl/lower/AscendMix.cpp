@@ -1,0 +1,320 @@
+#include "AscendMix.h"
+
+#include "Nest.h"
+#include "tandem/AsyncIR.h"
+
+#include <set>
+
+namespace tandem::lower {
+
+using namespace Halide::Internal;
+
+namespace {
+
+// Cross-core flag ids: a tile stored in workspace slot s (cube -> vector), and slot s read
+// (vector -> cube). Ids 8 .. 15 are left to catlass-style barriers and SyncAll.
+constexpr int kStored = 0, kRead = 2;
+
+/** The tile_mma Funcs an epilogue reads (a Load of an accumulator: MMAs name theirs in calls). */
+class EpilogueReads : public IRVisitor {
+public:
+    explicit EpilogueReads(const CompileContext &ctx) : ctx(ctx) {}
+    std::set<std::string> accumulators, cube; // cube: the accumulators and the MMAs' operands
+
+private:
+    using IRVisitor::visit;
+    const CompileContext &ctx;
+    void visit(const Load *op) override {
+        if (ctx.of(op->name).tile_mma) accumulators.insert(op->name);
+        IRVisitor::visit(op);
+    }
+    void visit(const Evaluate *op) override {
+        ir::MmaOp m;
+        if (ir::as_mma(Stmt(op), &m)) cube.insert({m.acc, m.a, m.b});
+        IRVisitor::visit(op);
+    }
+};
+
+/** Whether a leaf statement is the cube's: an MMA, or a copy, wait or store into a cube buffer. */
+bool is_cube_op(const Stmt &s, const std::set<std::string> &cube) {
+    ir::MmaOp m;
+    ir::CopyOp c;
+    ir::WaitOp w;
+    ir::VectorOp v;
+    Stmt body;
+    if (ir::as_mma(s, &m)) return true;
+    if (ir::as_copy(s, &c)) return cube.count(c.dst) > 0;
+    if (ir::as_wait(s, &w)) {
+        for (const std::string &b : cube)
+            if (w.barrier == ir::full_barrier(b) || w.barrier == ir::empty_barrier(b)) return true;
+        return false;
+    }
+    if (ir::as_vector_op(s, &v, &body)) {
+        for (const ir::Region &r : v.regions)
+            if (r.write && cube.count(r.buffer)) return true; // the accumulator's zeroing (FirstMma drops it)
+        return false;
+    }
+    if (const Store *st = s.as<Store>()) return cube.count(st->name) > 0;
+    return false;
+}
+
+/** Keeps one side's statements: leaves for which `keep` holds, and what encloses them. */
+class Side : public IRMutator {
+public:
+    Side(const std::set<std::string> &cube, bool cube_side) : cube(cube), cube_side(cube_side) {}
+
+protected:
+    using IRMutator::visit;
+    const std::set<std::string> &cube;
+    const bool cube_side;
+
+    bool keep(const Stmt &leaf) const { return is_cube_op(leaf, cube) == cube_side; }
+
+    Stmt visit(const Evaluate *op) override {
+        if (is_const(op->value)) return op;
+        return keep(op) ? Stmt(op) : Evaluate::make(0);
+    }
+    Stmt visit(const Store *op) override { return keep(op) ? Stmt(op) : Evaluate::make(0); }
+    Stmt visit(const LetStmt *op) override {
+        ir::VectorOp v;
+        Stmt body;
+        if (ir::as_vector_op(op, &v, &body)) return keep(op) ? Stmt(op) : Evaluate::make(0);
+        Stmt b = mutate(op->body);
+        return is_no_op(b) ? b : LetStmt::make(op->name, op->value, b);
+    }
+    Stmt visit(const For *op) override {
+        Stmt b = mutate(op->body);
+        return is_no_op(b) ? b : For::make(op->name, op->min, op->extent, op->for_type, op->device_api, b);
+    }
+    Stmt visit(const IfThenElse *op) override {
+        Stmt t = mutate(op->then_case), e = op->else_case.defined() ? mutate(op->else_case) : Stmt();
+        if (e.defined() && is_no_op(e)) e = Stmt();
+        if (is_no_op(t) && !e.defined()) return t;
+        return IfThenElse::make(op->condition, t, e);
+    }
+    Stmt visit(const ProducerConsumer *op) override {
+        Stmt b = mutate(op->body);
+        return is_no_op(b) ? b : ProducerConsumer::make(op->name, op->is_producer, b);
+    }
+    Stmt visit(const Block *op) override { return block({mutate(op->first), mutate(op->rest)}); }
+    /** An allocation the side no longer uses goes. */
+    Stmt allocation(const Allocate *op, const Stmt &body) {
+        if (is_no_op(body) || !ir::touches(body, op->name)) return body;
+        return Allocate::make(op->name, op->type, op->memory_type, op->extents, op->condition, body);
+    }
+};
+
+/** What both sides share: the accumulator, its tile counter and its workspace. */
+struct Handoff {
+    std::string acc, counter, workspace;
+    int64_t slot = 0; // elements of a workspace slot (the accumulator, rounded to 32 bytes)
+    bool async = true;
+    Expr tile() const { return Variable::make(Halide::Int(32), counter); }
+    Expr parity() const { return tile() % 2; }
+    /** The workspace slot of this tile: two per AIC. */
+    Expr offset(const Expr &aic) const { return (aic * 2 + parity()) * int(slot); }
+};
+
+/** The cube side: the MMAs, then the accumulator stored to the workspace by the Fixpipe. */
+class CubeSide : public Side {
+public:
+    CubeSide(const std::set<std::string> &cube, const Handoff &h) : Side(cube, true), h(h) {}
+
+private:
+    const Handoff &h;
+    ir::MmaOp mma;
+    bool found = false;
+
+    Stmt visit(const Evaluate *op) override {
+        ir::MmaOp m;
+        if (ir::as_mma(op, &m) && m.acc == h.acc && !found) {
+            mma = m;
+            found = true;
+        }
+        return Side::visit(op);
+    }
+    Stmt visit(const Allocate *op) override {
+        if (op->name == h.acc) found = false; // a tile of its own (a partitioned tail: its own extents)
+        Stmt body = mutate(op->body);
+        if (op->name != h.acc) return allocation(op, body);
+        return block({Allocate::make(op->name, op->type, op->memory_type, op->extents, op->condition, body),
+                      ir::make_advance(h.counter)});
+    }
+    Stmt visit(const ProducerConsumer *op) override {
+        if (op->name != h.acc || op->is_producer) return Side::visit(op);
+        if (!found || !is_const_zero(simplify(mma.acc_offset))) {
+            throw Error("Func '" + h.acc.substr(0, h.acc.find('$')) + "', directive tile_mma(): on ascend an epilogue "
+                        "reads the accumulator through a GM workspace, which takes one MMA per tile at its first "
+                        "element; this tile's MMAs write parts of it");
+        }
+        // The slot is free again once both AIVs have read what the tile two before left there.
+        Stmt free = IfThenElse::make(h.tile() >= 2, ir::make_cross_core_wait(kRead + h.parity()));
+        ir::CopyOp c;
+        c.dst = h.workspace;
+        c.src = h.acc;
+        c.dst_offset = h.offset(ir::core_id());
+        c.src_offset = 0;
+        c.dims = {{mma.n, 1, 1}, {mma.m, mma.acc_stride_m, mma.acc_stride_m}};
+        c.barrier = ir::empty_barrier(h.acc);
+        c.slot = 0;
+        std::vector<Stmt> store = {free, ir::make_copy(c)};
+        if (!h.async) store.push_back(ir::make_wait({c.barrier, 0}));
+        store.push_back(ir::make_cross_core_set("FIX", kStored + h.parity()));
+        return ProducerConsumer::make(op->name, false, block(store));
+    }
+};
+
+/** Renames a buffer everywhere: loads, stores, allocations, markers and intrinsics' arguments. */
+class Rename : public IRMutator {
+public:
+    Rename(const std::string &from, const std::string &to) : from(from), to(to) {}
+
+private:
+    using IRMutator::visit;
+    const std::string &from, &to;
+    Expr visit(const StringImm *op) override { return op->value == from ? StringImm::make(to) : Expr(op); }
+    Expr visit(const Load *op) override {
+        Expr e = IRMutator::visit(op);
+        if (op->name != from) return e;
+        const Load *l = e.as<Load>();
+        return Load::make(l->type, to, l->index, l->image, l->param, l->predicate, l->alignment);
+    }
+    Stmt visit(const ProducerConsumer *op) override {
+        Stmt b = mutate(op->body);
+        return ProducerConsumer::make(op->name == from ? to : op->name, op->is_producer, b);
+    }
+};
+
+/** The vector side: per tile of its AIC, pass the stored-flag; on its turn load the tile and run
+ * the epilogue; answer either way. */
+class VectorSide : public Side {
+public:
+    VectorSide(const std::set<std::string> &cube, const Handoff &h) : Side(cube, false), h(h) {}
+
+private:
+    const Handoff &h;
+
+    std::string ub() const { return h.acc + ".ub"; }
+    Expr aic() const { return ir::core_id() / 2; }
+    Stmt read() const { return ir::make_cross_core_set("MTE2", kRead + h.parity()); }
+
+    Stmt visit(const Allocate *op) override {
+        Stmt body = mutate(op->body);
+        if (op->name != h.acc) return allocation(op, body);
+        Stmt mine = Allocate::make(ub(), op->type, Halide::MemoryType::Auto, {Expr(int(h.slot))}, const_true(),
+                                   Rename(h.acc, ub()).mutate(body));
+        return block({ir::make_cross_core_wait(kStored + h.parity()),
+                      IfThenElse::make(h.parity() == ir::core_id() % 2, mine, read()), ir::make_advance(h.counter)});
+    }
+    Stmt visit(const ProducerConsumer *op) override {
+        if (op->name != h.acc || !op->is_producer) return Side::visit(op);
+        ir::CopyOp c;
+        c.dst = ub();
+        c.src = h.workspace;
+        c.dst_offset = 0;
+        c.src_offset = h.offset(aic());
+        c.dims = {{int(h.slot), 1, 1}};
+        c.barrier = ir::full_barrier(ub());
+        c.slot = 0;
+        return block({ProducerConsumer::make(ub(), true, block({ir::make_copy(c), ir::make_wait({c.barrier, 0})})), read()});
+    }
+};
+
+/** tandem_core_id() -> tandem_core_id() / 2: on a vector core, the index of its AIC. */
+class AicIndex : public IRMutator {
+    using IRMutator::visit;
+    Expr visit(const Call *op) override {
+        if (ir::is_core_id(op)) return Expr(op) / 2;
+        return IRMutator::visit(op);
+    }
+};
+
+/** The accumulator's allocated elements (Halide's tile, a constant). */
+class AccumulatorSize : public IRVisitor {
+public:
+    explicit AccumulatorSize(const std::string &acc) : acc(acc) {}
+    int64_t elements = -1;
+    int allocations = 0;
+
+private:
+    using IRVisitor::visit;
+    const std::string &acc;
+    LoopScope loops;
+    void visit(const For *op) override {
+        push_loop(loops, op);
+        IRVisitor::visit(op);
+        loops.pop(op->name);
+    }
+    void visit(const Allocate *op) override {
+        if (op->name == acc) {
+            allocations++;
+            int64_t n = 1;
+            for (const Expr &e : op->extents) {
+                int64_t b = constant_upper_bound(e, loops);
+                n = (b < 0 || n < 0) ? -1 : n * std::max<int64_t>(b, 1);
+            }
+            elements = (elements < 0 || n < 0) ? n : std::max(elements, n);
+        }
+        IRVisitor::visit(op);
+    }
+};
+
+} // namespace
+
+bool is_store_target(const CompileContext &ctx, const std::string &name) {
+    if (name == ctx.output) return true;
+    for (const KernelArg &w : ctx.workspaces)
+        if (w.name == name) return true;
+    return false;
+}
+
+Stmt each_side(const Stmt &s, const std::function<Stmt(const Stmt &)> &f) {
+    Stmt cube, vector;
+    if (ir::as_mix(s, &cube, &vector)) return ir::make_mix(f(cube), f(vector));
+    return f(s);
+}
+
+Stmt append_where_used(const Stmt &s, const Stmt &tail, const std::string &buffer) {
+    Stmt cube, vector;
+    if (!ir::as_mix(s, &cube, &vector)) return Block::make(s, tail);
+    if (ir::touches(cube, buffer)) return ir::make_mix(Block::make(cube, tail), vector);
+    return ir::make_mix(cube, Block::make(vector, tail));
+}
+
+Stmt split_mix_kernel(const Stmt &s, CompileContext &ctx) {
+    EpilogueReads reads(ctx);
+    s.accept(&reads);
+    if (reads.accumulators.empty()) return s;
+    if (reads.accumulators.size() > 1) {
+        throw Error("Func '" + ctx.output + "', directive tile_mma(): on ascend the epilogue reads " +
+                    std::to_string(reads.accumulators.size()) + " accumulators; a mix kernel hands one "
+                    "accumulator per tile from the cube cores to the vector cores");
+    }
+    Handoff h;
+    h.acc = *reads.accumulators.begin();
+    h.counter = h.acc + ".tile";
+    h.workspace = h.acc + ".workspace";
+    h.async = ctx.of(ctx.output).async_copy;
+    AccumulatorSize size(h.acc);
+    s.accept(&size);
+    if (size.allocations == 0 || size.elements <= 0) {
+        throw Error("Func '" + h.acc.substr(0, h.acc.find('$')) + "', directive tile_mma(): on ascend an epilogue reads "
+                    "the accumulator through a GM workspace sized by its tile, but " + h.acc +
+                    " has no allocation of constant size (compute_at the output's tile loop)");
+    }
+    h.slot = (size.elements + 7) / 8 * 8; // DataCopy moves whole 32-byte blocks
+    std::set<std::string> cube = reads.cube;
+    cube.insert(h.acc);
+    Stmt cube_side = CubeSide(cube, h).mutate(s);
+    // The last two slots' reads, so that every counter ends at zero.
+    cube_side = block({cube_side, IfThenElse::make(h.tile() >= 2, ir::make_cross_core_wait(kRead + h.parity())),
+                       IfThenElse::make(h.tile() >= 1, ir::make_cross_core_wait(kRead + (h.tile() + 1) % 2))});
+    Stmt vector_side = VectorSide(cube, h).mutate(AicIndex().mutate(s));
+    ctx.mix = true;
+    ctx.workspaces.push_back({h.workspace, Halide::Float(32), {int(int64_t(ctx.grid) * 2 * h.slot)}, false});
+    ctx.notes.push_back("ascend mix kernel: " + h.acc + " goes from the cube cores to the vector cores through " +
+                        h.workspace + " (two tiles per AIC in GM); the two AIVs of an AIC take its tiles in turn");
+    return ir::make_mix(LetStmt::make(h.counter, 0, cube_side), LetStmt::make(h.counter, 0, vector_side));
+}
+
+} // namespace tandem::lower

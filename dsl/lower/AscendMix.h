@@ -1,0 +1,51 @@
+#ifndef TANDEM_LOWER_ASCEND_MIX_H
+#define TANDEM_LOWER_ASCEND_MIX_H
+
+/** \file
+ * Ascend mix kernels: a tile MMA whose accumulator feeds an epilogue beyond a cast (bias,
+ * activation, scaling: anything the vector path computes). The cube cores cannot reach UB and the
+ * vector cores cannot reach L0C, so the kernel becomes two sides that meet in GM, as AscendC's
+ * KERNEL_TYPE_MIX_AIC_1_2 kernels do (catlass's matmul_epilogue):
+ *
+ *   cube side, AIC i, each tile n it computes:     vector side, AIV 2i + sub, each tile n of AIC i:
+ *     the MMAs into acc (L0C)                        CrossCoreWaitFlag(n % 2)
+ *     if n >= 2: CrossCoreWaitFlag(2 + n % 2)        if n % 2 == sub:
+ *     Fixpipe acc -> workspace[i][n % 2]               DataCopy workspace[i][n % 2] -> acc.ub
+ *     CrossCoreSetFlag<2, PIPE_FIX>(n % 2)             CrossCoreSetFlag<2, PIPE_MTE2>(2 + n % 2)
+ *   at the end, the last two frees waited for         the epilogue on acc.ub, stored from UB
+ *                                                    else: CrossCoreSetFlag<2, PIPE_MTE2>(2 + n % 2)
+ *
+ * The two AIVs of a cube core take its tiles in turn, so each has two tiles' time for an epilogue
+ * and the cube stores tile n + 1 while an AIV works on tile n (two workspace slots per AIC). Both
+ * AIVs pass every wait, as an AIC's set counts up both their counters, and both answer, as the
+ * AIC's counter moves only once both have set (mode 2; docs/ascendc_api_facts.md section 3).
+ * The workspace keeps the accumulator's layout (Halide's pitch), so the epilogue reads acc.ub
+ * where it read acc. Kernel::workspaces holds it (f32, two slots per AIC).
+ *
+ * The body is ir::make_mix(cube side, vector side); the passes after this one see both, and
+ * Ascend's finish() joins the pipes of each side by itself.
+ */
+
+#include "tandem/Kernel.h"
+
+#include <functional>
+
+namespace tandem::lower {
+
+/** The mix kernel of a matmul with an epilogue on Ascend (else `s` unchanged). */
+Halide::Internal::Stmt split_mix_kernel(const Halide::Internal::Stmt &s, CompileContext &ctx);
+
+/** Whether `name` is a kernel's store target: its output or one of its workspaces. */
+bool is_store_target(const CompileContext &ctx, const std::string &name);
+
+/** Applies `f` to each side of a mix kernel (or to the whole body of another kernel). */
+Halide::Internal::Stmt each_side(const Halide::Internal::Stmt &s,
+                                 const std::function<Halide::Internal::Stmt(const Halide::Internal::Stmt &)> &f);
+
+/** Appends `tail` to the side of a mix kernel that touches `buffer` (to the body otherwise). */
+Halide::Internal::Stmt append_where_used(const Halide::Internal::Stmt &s, const Halide::Internal::Stmt &tail,
+                                         const std::string &buffer);
+
+} // namespace tandem::lower
+
+#endif
