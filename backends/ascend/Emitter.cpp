@@ -9,6 +9,7 @@
 
 #include <iomanip>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -172,6 +173,49 @@ public:
     std::set<std::string> feeds_l0b;
     bool uses_block_idx = false; // tandem_core_id() appears: declare block_idx = GetBlockIdx()
 
+    /** TPipe and the TBuf carve-outs at the kernel's offsets (of one kind's memories: a mix
+     * kernel's side), then pipe.Destroy(). */
+    void tpipe(std::optional<sim::ascend::CoreKind> kind) {
+        os << line() << "// on-chip buffers: TBuf carve-outs at the kernel's offsets\n"
+           << line() << "AscendC::TPipe pipe;\n";
+        std::map<Mem, int64_t> used;
+        for (const SramBuffer &b : kernel.buffers) {
+            if (kind && !sim::ascend::has_memory(*kind, b.ascend_mem))
+                continue;
+            int64_t align = sim::ascend::AscendParams::from(kernel.target.lookup()).alignment(b.ascend_mem);
+            int64_t start = (used[b.ascend_mem] + align - 1) / align * align;
+            internal_assert(start == b.offset_bytes)
+                << "ascend emitter: " << b.name << " is at byte " << b.offset_bytes << " of "
+                << sim::ascend::mem_name(b.ascend_mem)
+                << " but TPipe::InitBuffer in buffer order places it at " << start << "\n";
+            used[b.ascend_mem] = start + b.bytes();
+            std::string n = c_name(b.name);
+            const char *t = element_type(dtype_of(b.type));
+            os << line() << "AscendC::TBuf<" << position_of(b.ascend_mem, feeds_l0b.count(b.name) > 0)
+               << "> " << n << "_buf; // " << sim::ascend::mem_name(b.ascend_mem) << " [" << start
+               << ", " << start + b.bytes() << "): " << b.name << ", " << b.slots
+               << (b.slots == 1 ? " version" : " versions") << " x " << b.slot_elements << " " << t
+               << "\n"
+               << line() << "pipe.InitBuffer(" << n << "_buf, " << b.bytes() << ");\n"
+               << line() << "AscendC::LocalTensor<" << t << "> " << n << " = " << n << "_buf.Get<" << t
+               << ">();\n";
+        }
+        // TPipe reserves M_MTE1 events 0..2 on the AIC (set in its constructor); the kernel's own
+        // flags may use any id, so it gives them back first, as catlass and tilelang-ascend do.
+        os << line() << "pipe.Destroy(); // TPipe's reserved events (M_MTE1 0..2 on the AIC) waited for: every "
+              "event id is the kernel's\n\n";
+    }
+
+    /** A side of a mix kernel: its own TPipe and buffers, then its code. */
+    void side(bool aiv, const Stmt &body) {
+        os << line() << "if " << (aiv ? "ASCEND_IS_AIV" : "ASCEND_IS_AIC") << " {\n";
+        indent++;
+        tpipe(aiv ? sim::ascend::CoreKind::AIV : sim::ascend::CoreKind::AIC);
+        sequence(body);
+        indent--;
+        os << line() << "}\n";
+    }
+
     /** Emits `s` as the statements of the current C++ scope. */
     void sequence(const Stmt &s, bool top_level = false) {
         std::vector<Item> items;
@@ -180,17 +224,27 @@ public:
         emit_items(items, top_level);
     }
 
+    /** A GM tensor: an argument or a workspace. */
+    const KernelArg *global(const std::string &buffer) const {
+        if (const KernelArg *a = kernel.arg(buffer))
+            return a;
+        for (const KernelArg &w : kernel.workspaces)
+            if (w.name == buffer)
+                return &w;
+        return nullptr;
+    }
+
     Mem mem_of(const std::string &buffer) const {
         if (const SramBuffer *b = kernel.buffer(buffer))
             return b->ascend_mem;
-        internal_assert(kernel.arg(buffer)) << "ascend emitter: no buffer " << buffer << "\n";
+        internal_assert(global(buffer)) << "ascend emitter: no buffer " << buffer << "\n";
         return Mem::GM;
     }
 
     sim::DType type_of(const std::string &buffer) const {
         if (const SramBuffer *b = kernel.buffer(buffer))
             return dtype_of(b->type);
-        return dtype_of(kernel.arg(buffer)->type);
+        return dtype_of(global(buffer)->type);
     }
 
     std::string tensor(const std::string &buffer) const {
@@ -272,6 +326,11 @@ private:
             return "V";
         if (ir::as_advance(s, &counter))
             return "";
+        Expr flag;
+        if (ir::as_cross_core_set(s, &counter, &flag))
+            return counter;
+        if (ir::as_cross_core_wait(s, &flag))
+            return "S";
         if (const Evaluate *e = s.as<Evaluate>(); e && is_const(e->value))
             return "";
         return "-";
@@ -306,6 +365,12 @@ private:
             return "Mmad " + m.acc + " += " + m.a + " * " + m.b;
         if (ir::as_vector_op(item.stmt, &v, &body))
             return "vector " + v.label;
+        std::string pipe;
+        Expr flag;
+        if (ir::as_cross_core_set(item.stmt, &pipe, &flag))
+            return "tell the other side (cross-core flag)";
+        if (ir::as_cross_core_wait(item.stmt, &flag))
+            return "wait for the other side (cross-core flag)";
         return "";
     }
 
@@ -467,6 +532,11 @@ private:
         } else if (s.as<Block>() || s.as<ProducerConsumer>()) {
             sequence(s);
         } else if (const IfThenElse *i = s.as<IfThenElse>()) {
+            const Not *aic = i->condition.as<Not>();
+            if (ir::is_vector_core(i->condition) || (aic && ir::is_vector_core(aic->a))) {
+                side(ir::is_vector_core(i->condition), i->then_case); // a mix kernel's side
+                return;
+            }
             os << line() << "if (" << arg(i->condition) << ") {\n";
             nested(i->then_case);
             if (i->else_case.defined()) {
@@ -516,6 +586,10 @@ private:
             vector_instruction(vi);
         } else if (ir::as_advance(s, &counter)) {
             os << line() << c_name(counter) << " += 1;\n";
+        } else if (Expr flag; ir::as_cross_core_set(s, &counter, &flag)) {
+            os << line() << "AscendC::CrossCoreSetFlag<2, PIPE_" << counter << ">(" << arg(simplify(flag)) << ");\n";
+        } else if (ir::as_cross_core_wait(s, &flag)) {
+            os << line() << "AscendC::CrossCoreWaitFlag(" << arg(simplify(flag)) << ");\n";
         } else {
             const Evaluate *e = s.as<Evaluate>();
             internal_assert(is_const(e->value)) << "ascend emitter: unexpected op " << s << "\n";
@@ -529,6 +603,7 @@ private:
         for (const auto &[buffer, offset] : vi.srcs) os << ", " << at(buffer, offset);
         if (vi.op == "Compare") os << ", AscendC::CMPMODE::" << cmp[vi.mode];
         if (vi.op == "Select") os << ", AscendC::SELMODE::VSEL_TENSOR_TENSOR_MODE";
+        if (vi.op == "Cast") os << ", AscendC::RoundMode::CAST_RINT";
         if (vi.scalar.defined()) os << ", " << arg(vi.scalar);
         if (vi.count.defined()) {
             os << ", " << arg(vi.count) << ");\n";
@@ -943,10 +1018,13 @@ std::string emit_ascendc(const Kernel &kernel, const std::string &function, int 
     os << "extern \"C\" __global__ __aicore__ void " << fn << "(";
     for (size_t i = 0; i < kernel.args.size(); i++)
         os << (i ? ", " : "") << "GM_ADDR " << c_name(kernel.args[i].name);
+    if (!kernel.workspaces.empty())
+        os << ", GM_ADDR workspace";
     os << ") {\n";
     // The 910B's cube (AIC) and vector (AIV) cores are separate: a kernel without a cube op runs
-    // on the vector cores.
-    os << "    KERNEL_TASK_TYPE_DEFAULT(" << (kernel.vector_units_only ? "KERNEL_TYPE_AIV_ONLY" : "KERNEL_TYPE_AIC_ONLY")
+    // on the vector cores; one with an epilogue after its matmul on both (a mix kernel).
+    os << "    KERNEL_TASK_TYPE_DEFAULT("
+       << (kernel.mix ? "KERNEL_TYPE_MIX_AIC_1_2" : kernel.vector_units_only ? "KERNEL_TYPE_AIV_ONLY" : "KERNEL_TYPE_AIC_ONLY")
        << ");\n";
     os << "    // global memory: the kernel's arguments\n";
     for (const KernelArg &a : kernel.args) {
@@ -959,32 +1037,15 @@ std::string emit_ascendc(const Kernel &kernel, const std::string &function, int 
             os << (d ? " x " : "") << a.extents[d];
         os << "]\n";
     }
-    os << "    // on-chip buffers: TBuf carve-outs at the kernel's offsets\n"
-       << "    AscendC::TPipe pipe;\n";
-    std::map<Mem, int64_t> used;
-    for (const SramBuffer &b : kernel.buffers) {
-        int64_t align = sim::ascend::AscendParams::from(kernel.target.lookup()).alignment(b.ascend_mem);
-        int64_t start = (used[b.ascend_mem] + align - 1) / align * align;
-        internal_assert(start == b.offset_bytes)
-            << "ascend emitter: " << b.name << " is at byte " << b.offset_bytes << " of "
-            << sim::ascend::mem_name(b.ascend_mem)
-            << " but TPipe::InitBuffer in buffer order places it at " << start << "\n";
-        used[b.ascend_mem] = start + b.bytes();
-        std::string n = c_name(b.name);
-        const char *t = element_type(dtype_of(b.type));
-        os << "    AscendC::TBuf<" << position_of(b.ascend_mem, g.feeds_l0b.count(b.name) > 0)
-           << "> " << n << "_buf; // " << sim::ascend::mem_name(b.ascend_mem) << " [" << start
-           << ", " << start + b.bytes() << "): " << b.name << ", " << b.slots
-           << (b.slots == 1 ? " version" : " versions") << " x " << b.slot_elements << " " << t
-           << "\n"
-           << "    pipe.InitBuffer(" << n << "_buf, " << b.bytes() << ");\n"
-           << "    AscendC::LocalTensor<" << t << "> " << n << " = " << n << "_buf.Get<" << t
-           << ">();\n";
+    int64_t workspace_offset = 0; // bytes (workspace_bytes: each workspace at a multiple of 512)
+    for (const KernelArg &w : kernel.workspaces) {
+        const char *t = element_type(dtype_of(w.type));
+        os << "    AscendC::GlobalTensor<" << t << "> " << c_name(w.name) << "_gm; // the kernel's workspace\n"
+           << "    " << c_name(w.name) << "_gm.SetGlobalBuffer((__gm__ " << t << " *)(AscendC::GetUserWorkspace(workspace) + "
+           << workspace_offset << "), " << w.elements() << ");\n";
+        workspace_offset += (w.elements() * w.type.bytes() + 511) / 512 * 512;
     }
-    // TPipe reserves M_MTE1 events 0..2 on the AIC (set in its constructor); the kernel's own
-    // flags may use any id, so it gives them back first, as catlass and tilelang-ascend do.
-    os << "    pipe.Destroy(); // TPipe's reserved events (M_MTE1 0..2 on the AIC) waited for: every "
-          "event id is the kernel's\n\n";
+    if (!kernel.mix) g.tpipe(std::nullopt);
     std::string head = os.str();
     os.str("");
     g.sequence(kernel.body, true);
@@ -992,6 +1053,12 @@ std::string emit_ascendc(const Kernel &kernel, const std::string &function, int 
     if (g.uses_block_idx)
         head += "    const int64_t block_idx = AscendC::GetBlockIdx();\n";
     return head + body + "}\n";
+}
+
+int64_t workspace_bytes(const Kernel &kernel) {
+    int64_t bytes = 0;
+    for (const KernelArg &w : kernel.workspaces) bytes += (w.elements() * w.type.bytes() + 511) / 512 * 512;
+    return bytes;
 }
 
 std::string emit_library_header(const Kernel &kernel, const std::string &function) {
@@ -1015,12 +1082,15 @@ std::string emit_library(const Kernel &kernel, const std::string &function) {
             run << "        std::memcpy(m.data(ids.back()), buffers[" << i << "]->host, " << a.elements() * a.type.bytes() << ");\n";
     }
     const size_t out = kernel.args.size() - 1;
+    if (!kernel.workspaces.empty()) // the launch's workspace, the kernel's last argument
+        run << "        ids.push_back(m.add_gm(\"workspace\", tandem::sim::DType::F32, " << workspace_bytes(kernel) / 4
+            << ")); // the model types GM: the workspaces are f32\n";
     run << "        tandem_ascend::run(m, " << fn << "_kernel, ids, AscendC::KernelMode::"
-        << (kernel.vector_units_only ? "AIV_MODE" : "AIC_MODE") << ");\n"
+        << (kernel.mix ? "MIX_MODE" : kernel.vector_units_only ? "AIV_MODE" : "AIC_MODE") << ");\n"
         << "        tandem::sim::Report r = m.finish();\n"
         << "        if (r.deadlock || r.race_count)\n"
         << "            return fail(halide_error_code_generic_error, r.deadlock ? r.deadlock_message : r.races.front().str());\n"
-        << "        std::memcpy(buffers[" << out << "]->host, m.data(ids.back()), "
+        << "        std::memcpy(buffers[" << out << "]->host, m.data(ids[" << out << "]), "
         << kernel.args[out].elements() * kernel.args[out].type.bytes() << ");\n"
         << "        last_cycles = uint64_t(r.cycles);\n";
     return library::source(kernel, fn, emit_ascendc(kernel, fn + "_kernel"), helpers.str(), run.str());

@@ -11,6 +11,8 @@
  *
  *     extern "C" __global__ __aicore__ void <function>(GM_ADDR <arg>, ...);  // Kernel::args order
  *
+ * (a mix kernel takes the launch's workspace last: GM_ADDR workspace, workspace_bytes() of it).
+ *
  * How the async Stmt maps to AscendC:
  *
  *     kernel argument               GM_ADDR parameter; GlobalTensor<T> + SetGlobalBuffer
@@ -29,11 +31,16 @@
  *                                   - tandem_ascend::StridedBox({{extent, dst_stride,
  *                                     src_stride}, ...}) in elements, innermost first: Tandem's
  *                                     DataCopy overload for any affine box (not AscendC's)
- *     tandem_copy L1 -> L0A/L0B     AscendC::LoadData(dst[offset], src[offset], StridedBox)
- *     tandem_copy L0C -> GM/L1      AscendC::Fixpipe(dst[offset], src[offset], StridedBox)
- *     tandem_mma                    AscendC::Mmad(c, a, b, MmadParams{m, n, k, cmatrixInitVal},
- *                                   tandem_ascend::MmadStrides{...}) (row/column strides, since
- *                                   the model has no fractal layouts)
+ *     tandem_copy GM -> L1          AscendC::DataCopy(dst, src, Nd2NzParams) (Cube.h: the real
+ *     tandem_copy L1 -> L0A/L0B     AscendC::LoadData(dst, src, LoadData2DParams) per strip
+ *     tandem_mma                    AscendC::Mmad(c, a, b, MmadParams) cube instruction of each)
+ *     tandem_copy L0C -> GM         AscendC::Fixpipe<T, float, CFG_ROW_MAJOR>(dst, src,
+ *                                   FixpipeParamsV220)
+ *     tandem_vector(...)            the vector instruction itself (Add, Muls, ReduceSum, ...)
+ *     mix kernel sides              if ASCEND_IS_AIC { TPipe, its TBufs; code } if ASCEND_IS_AIV {..}
+ *     tandem_cross_core_set(p, f)   AscendC::CrossCoreSetFlag<2, PIPE_P>(f)
+ *     tandem_cross_core_wait(f)     AscendC::CrossCoreWaitFlag(f)
+ *     workspace                     GlobalTensor over AscendC::GetUserWorkspace(workspace)
  *     tandem_set_flag(src, dst, e)  AscendC::SetFlag<AscendC::HardEvent::SRC_DST>(e)
  *     tandem_wait_flag(src, dst, e) AscendC::WaitFlag<AscendC::HardEvent::SRC_DST>(e)
  *     let x.ring = 0 / advance      int64_t x_ring = 0; ... x_ring += 1;
@@ -73,6 +80,9 @@ std::string emit_library(const Kernel &kernel, const std::string &function = "")
 
 std::string emit_ascendc(const Kernel &kernel, const std::string &function = "",
                          int drop_flag_pair = -1);
+
+/** The bytes of the workspace a mix kernel takes as its last argument (0: none). */
+int64_t workspace_bytes(const Kernel &kernel);
 
 /** One pair of the enumeration above, as emitted text (for tests and the file header). */
 struct FlagPair {

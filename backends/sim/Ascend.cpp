@@ -896,16 +896,16 @@ struct Machine::Impl {
             {"Min", {2, 1}},  {"Adds", {1, 1}}, {"Muls", {1, 1}}, {"Maxs", {1, 1}}, {"Mins", {1, 1}},
             {"Exp", {1, 2}},  {"Ln", {1, 2}},   {"Sqrt", {1, 2}}, {"Abs", {1, 1}},  {"Relu", {1, 1}},
             {"Duplicate", {0, 1}}, {"Brcb", {1, 1}}, {"ReduceSum", {2, 2}}, {"Compare", {2, 1}},
-            {"Select", {3, 1}}};
+            {"Select", {3, 1}}, {"Cast", {1, 1}}};
         const std::string what = "vector " + c.op;
         auto shape = shapes.find(c.op);
         if (shape == shapes.end()) fail(what, core, "no such vector instruction in the model");
         if (c.srcs.size() != shape->second.sources)
             fail(what, core, "takes " + std::to_string(shape->second.sources) + " source tensors");
         const bool brcb = c.op == "Brcb", reduce = c.op == "ReduceSum", compare = c.op == "Compare",
-                   select = c.op == "Select";
+                   select = c.op == "Select", cast = c.op == "Cast";
         if (c.count < 0) {
-            if (reduce || compare || select) fail(what, core, "is used here in its count form only");
+            if (reduce || compare || select || cast) fail(what, core, "is used here in its count form only");
             if (c.repeats < 0 || c.repeats > 255)
                 fail(what, core, "repeatTime " + std::to_string(c.repeats) + " is outside 0..255 (uint8_t)");
             if (!brcb && (c.mask < 1 || c.mask > 64))
@@ -924,6 +924,7 @@ struct Machine::Impl {
                                  " is not a multiple of 64: Compare's count form compares whole 256-byte repeats");
         if (select && c.mode != 2) fail(what, core, "only VSEL_TENSOR_TENSOR_MODE (2) is in the model");
         if (compare && (c.mode < 0 || c.mode > 5)) fail(what, core, "CMPMODE " + std::to_string(c.mode) + " is unknown");
+        if (cast && c.mode != 1) fail(what, core, "only RoundMode::CAST_RINT (1) from float to bfloat16_t is in the model");
 
         // Operands, their types and places.
         std::vector<Access> accesses;
@@ -931,7 +932,7 @@ struct Machine::Impl {
             if (o.buffer < 0 || size_t(o.buffer) >= buffers.size())
                 fail(what, core, std::string(role) + " buffer id " + std::to_string(o.buffer) + " does not exist");
             const Buffer &b = buffers[size_t(o.buffer)];
-            const DType want = is_mask ? DType::U8 : DType::F32;
+            const DType want = is_mask ? DType::U8 : cast && write ? DType::BF16 : DType::F32;
             if (b.mem != Mem::UB || b.type != want)
                 fail(what, core, std::string(role) + " '" + b.name + "' is " + dtype_name(b.type) + " in " +
                                      mem_name(b.mem) + "; it takes " + dtype_name(want) + " UB tensors");
@@ -1015,6 +1016,13 @@ struct Machine::Impl {
                                      : mode == 3 ? x[i] <= y[i] : mode == 4 ? x[i] >= y[i] : x[i] != y[i];
                         if (r) bits[i / 8] = uint8_t(bits[i / 8] | (1u << (i % 8)));
                     }
+                };
+            } else if (cast) {
+                const int64_t count = c.count, dst = c.dst.offset, src = c.srcs[0].offset;
+                compute = [out, in, count, dst, src] {
+                    const float *x = reinterpret_cast<const float *>(in[0]) + src;
+                    uint16_t *o = reinterpret_cast<uint16_t *>(out) + dst;
+                    for (int64_t i = 0; i < count; ++i) o[i] = float_to_bf16(x[i]); // CAST_RINT: ties to even
                 };
             } else if (select) {
                 const int64_t count = c.count, dst = c.dst.offset, m = c.srcs[0].offset, a = c.srcs[1].offset,

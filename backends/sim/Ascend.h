@@ -188,6 +188,8 @@ struct VectorOperand {
  *   tree within each 64-element repeat, the repeats' sums added in order (dst needs 4-byte alignment).
  * Compare (count form, count a multiple of 64; mode CMPMODE LT GT EQ LE GE NE = 0..5): the mask dst.
  * Select (count form, mode 2 = VSEL_TENSOR_TENSOR_MODE; srcs: mask, src0, src1): src0 where the bit is 1.
+ * Cast (count form, mode 1 = RoundMode::CAST_RINT): a bfloat16_t dst from a float src, rounded to
+ *   nearest, ties to even (docs: Cast, Atlas A2 float -> bfloat16_t).
  * Costs the lane bytes (vector_cycles) - a repeat costs all 256 bytes of it - Div, Exp, Ln and Sqrt
  * twice (32 f32 per cycle), ReduceSum two passes. */
 struct VectorCall {

@@ -607,7 +607,12 @@ private:
             s = f->body;
         }
         const Store *store = s.as<Store>();
-        if (!store || store->value.type() != Halide::Float(32)) return op;
+        // A bfloat16 store of a float value: the value in f32, then a Cast (CAST_RINT: ties to
+        // even, as Halide's cast rounds).
+        const Cast *to_bf16 = store ? store->value.as<Cast>() : nullptr;
+        if (to_bf16 && (to_bf16->type != Halide::BFloat(16) || to_bf16->value.type() != Halide::Float(32)))
+            to_bf16 = nullptr;
+        if (!store || (store->value.type() != Halide::Float(32) && !to_bf16)) return op;
         const Shape shape = shape_of(loops, store);
         if (shape.rows == 0) return op;
         // A tile may hold intermediate results when only this op reads it and a copy refills it in
@@ -629,7 +634,30 @@ private:
         scratch.floats = 0;
         scratch.mask_bytes = 0;
         const Value dst = Selection(shape, private_tiles, scratch).classify(stored.as<Load>());
-        if (dst.kind == Kind::PerRow) {
+        if (to_bf16) {
+            // Its f32 value in a tile (scratch unless an operand tile holds it), then one Cast
+            // into the dense bfloat16 destination (32-byte aligned: 16 elements).
+            if (dst.kind != Kind::Tile || !can_prove(dst.offset % 16 == 0) || reads(to_bf16->value, store->name))
+                return op;
+            Selection select(shape, private_tiles, scratch);
+            select.count_reads(to_bf16->value);
+            Value f = select.gen(to_bf16->value, Value());
+            if (select.ok && f.kind != Kind::Tile) {
+                Value t = select.temp();
+                select.assign(t, f);
+                f = t;
+            }
+            if (!select.ok || !scratch.fits()) return op;
+            groups = select.groups;
+            ir::VectorInstruction cast;
+            cast.op = "Cast";
+            cast.dst = dst.buffer;
+            cast.dst_offset = dst.offset;
+            cast.srcs = {{f.buffer, f.offset}};
+            cast.count = int(select.elements());
+            cast.mode = 1; // RoundMode::CAST_RINT
+            groups.push_back(Group{{cast}});
+        } else if (dst.kind == Kind::PerRow) {
             // self[r] = self[r] + f: a sum over the columns.
             const Add *add = store->value.as<Add>();
             const Load *a = add ? add->a.as<Load>() : nullptr;

@@ -53,11 +53,19 @@ std::map<std::string, int> add_arguments(const Kernel &k, sim::ascend::Machine &
         [&](int id) { return m.data(id); }, numerics, 7);
 }
 
-std::vector<int> in_argument_order(const Kernel &k, const std::map<std::string, int> &ids) {
+/** The kernel's GM buffers in argument order, and a mix kernel's workspace last. */
+std::vector<int> in_argument_order(const Kernel &k, const std::map<std::string, int> &ids, sim::ascend::Machine &m) {
     std::vector<int> r;
     for (const KernelArg &a : k.args)
         r.push_back(ids.at(a.name));
+    if (int64_t bytes = ascend_backend::workspace_bytes(k))
+        r.push_back(m.add_gm("workspace", sim::DType::F32, bytes / 4)); // the model types GM: f32 workspaces
     return r;
+}
+
+/** The launch's KernelMode (EmittedKernel::launch). */
+int kind(const Kernel &k) {
+    return k.mix ? 2 : k.vector_units_only ? 1 : 0;
 }
 
 class EmittedAscend : public ::testing::TestWithParam<EmittedKernel> {};
@@ -69,7 +77,7 @@ TEST_P(EmittedAscend, MatchesExecutorBitForBitAndCycleForCycle) {
     auto ids_x = add_arguments(k, executed, true);
     auto ids_e = add_arguments(k, emitted, true);
     ascend_backend::execute(k, executed, ids_x);
-    e.launch(emitted, in_argument_order(k, ids_e), k.vector_units_only);
+    e.launch(emitted, in_argument_order(k, ids_e, emitted), kind(k));
     sim::Report rx = executed.finish(), re = emitted.finish();
 
     EXPECT_EQ(re.race_count, 0) << (re.races.empty() ? "" : re.races[0].str());
@@ -117,7 +125,7 @@ TEST_P(AscendMutant, DroppedFlagPairIsDetected) {
     auto ids = add_arguments(k, machine, false);
     std::string detected;
     try {
-        e.launch(machine, in_argument_order(k, ids), k.vector_units_only);
+        e.launch(machine, in_argument_order(k, ids, machine), kind(k));
         sim::Report r = machine.finish();
         if (r.deadlock)
             detected = "deadlock: " + r.deadlock_message;
@@ -213,9 +221,21 @@ const std::map<std::string, std::string> &ascendc_references() {
         {"AscendC::CMPMODE", "impl/basic_api/utils/kernel_utils_mode.h"},
         {"AscendC::Select", "docs: Select (VSEL_TENSOR_TENSOR_MODE: a 1 bit selects src0)"},
         {"AscendC::SELMODE", "impl/basic_api/utils/kernel_utils_mode.h"},
+        {"AscendC::Cast", "include/basic_api/kernel_operator_vec_vconv_intf.h; docs: Cast (Atlas A2: float -> bfloat16_t)"},
+        {"AscendC::RoundMode", "docs: Cast, RoundMode (CAST_RINT)"},
+        // Scalar conversions inside Tandem's own element loops (docs: 附录/接口变更说明: ToBfloat16 and
+        // ToFloat, the scalar Cast's earlier names).
+        {"AscendC::ToBfloat16", "docs: api/附录/接口变更说明 (ToBfloat16: scalar float -> bfloat16_t)"},
+        {"AscendC::ToFloat", "docs: api/附录/接口变更说明 (ToFloat: scalar -> float)"},
         {"KERNEL_TASK_TYPE_DEFAULT", "impl/basic_api/utils/kernel_utils_macros.h; docs: Kernel-Tiling"},
         {"KERNEL_TYPE_AIV_ONLY", "impl/basic_api/utils/kernel_utils_macros.h (KernelMetaType)"},
         {"KERNEL_TYPE_AIC_ONLY", "impl/basic_api/utils/kernel_utils_macros.h (KernelMetaType)"},
+        {"KERNEL_TYPE_MIX_AIC_1_2", "impl/basic_api/utils/kernel_utils_macros.h (KernelMetaType); docs: Kernel-Tiling"},
+        {"ASCEND_IS_AIC", "impl/utils/sys_macros.h"},
+        {"ASCEND_IS_AIV", "impl/utils/sys_macros.h"},
+        {"AscendC::CrossCoreSetFlag", "include/basic_api/kernel_operator_block_sync_intf.h; docs: CrossCoreSetFlag(ISASI)"},
+        {"AscendC::CrossCoreWaitFlag", "include/basic_api/kernel_operator_block_sync_intf.h; docs: CrossCoreWaitFlag(ISASI)"},
+        {"AscendC::GetUserWorkspace", "docs: GetUserWorkspace"},
     };
     return refs;
 }
@@ -230,7 +250,7 @@ TEST(AscendApi, EveryEmittedCallIsRealAscendCWithItsReferenceOrListedAsTandems) 
     std::set<std::string> seen;
     for (const EmittedKernel &e : ascend_test::emitted_kernels()) {
         const std::string code = ascend_backend::emit_ascendc(compile(e), e.name);
-        for (const char *prefix : {"AscendC::", "tandem_ascend::", "KERNEL_"}) {
+        for (const char *prefix : {"AscendC::", "tandem_ascend::", "KERNEL_", "ASCEND_IS_"}) {
             for (size_t at = code.find(prefix); at != std::string::npos; at = code.find(prefix, at + 1)) {
                 if (at > 0 && (std::isalnum(static_cast<unsigned char>(code[at - 1])) || code[at - 1] == '_' ||
                                code[at - 1] == ':'))
@@ -255,7 +275,8 @@ TEST(AscendApi, EveryEmittedCallIsRealAscendCWithItsReferenceOrListedAsTandems) 
     std::cout << "\n";
     // The cube path is AscendC's own: none of its calls is Tandem's.
     for (const char *cube : {"AscendC::Nd2NzParams", "AscendC::LoadData2DParams", "AscendC::MmadParams",
-                             "AscendC::FixpipeParamsV220", "KERNEL_TYPE_AIV_ONLY", "KERNEL_TYPE_AIC_ONLY"})
+                             "AscendC::FixpipeParamsV220", "KERNEL_TYPE_AIV_ONLY", "KERNEL_TYPE_AIC_ONLY",
+                             "KERNEL_TYPE_MIX_AIC_1_2", "AscendC::CrossCoreSetFlag", "AscendC::CrossCoreWaitFlag"})
         EXPECT_TRUE(seen.count(cube)) << cube << " is not emitted by any test kernel";
 }
 

@@ -22,9 +22,16 @@
  *
  * The AscendC subset (names and meanings as AscendC has them):
  *     GM_ADDR, __global__, __aicore__, __gm__, bfloat16_t, pipe_t (PIPE_S ... PIPE_ALL)
- *     KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY | KERNEL_TYPE_AIC_ONLY)
- *     AscendC::GetBlockIdx(), GetBlockNum()  (among the cores of the kernel's kind)
- *     AscendC::KernelMode (AIC_MODE, AIV_MODE: the host's choice, as SetKernelMode in CPU debug)
+ *     KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY | KERNEL_TYPE_AIC_ONLY | KERNEL_TYPE_MIX_AIC_1_2)
+ *     AscendC::GetBlockIdx(), GetBlockNum()  (among the cores of the kernel's kind; in a mix
+ *         kernel GetBlockNum() counts the AICs and an AIV's GetBlockIdx() is 2 * its AIC + sub)
+ *     AscendC::GetSubBlockIdx(), GetSubBlockNum(), GetTaskRatio()  (an AIV's place in its AIC)
+ *     ASCEND_IS_AIC, ASCEND_IS_AIV (`if ASCEND_IS_AIV { ... }`), AscendC::MIX / AIC / AIV
+ *     AscendC::KernelMode (AIC_MODE, AIV_MODE, MIX_MODE: the host's choice, as SetKernelMode in
+ *         CPU debug; MIX_MODE runs every AIC, then every AIV, of a KERNEL_TYPE_MIX_AIC_1_2 kernel)
+ *     AscendC::CrossCoreSetFlag<2, PIPE_X>(flag), CrossCoreWaitFlag(flag)  (mode 2: an AIC and
+ *         its two AIVs), AscendC::GetUserWorkspace(workspace) (the kernel's last GM_ADDR: the
+ *         runtime reserves no system workspace, so the user part starts at its first byte)
  *     AscendC::GlobalTensor<T>: SetGlobalBuffer(__gm__ T *, size), operator[](offset), GetSize(),
  *         GetValue(i) (tiling data)
  *     AscendC::TPipe (on an AIC it sets M_MTE1 0..2), TPipe::Destroy() (waits them, PIPE_ALL),
@@ -43,7 +50,8 @@
  *     Muls, Maxs, Mins (tensor, scalar), Exp, Ln, Sqrt, Abs, Relu in the count form and the repeat
  *     form (mask, repeatTime, BinaryRepeatParams / UnaryRepeatParams); Duplicate; Brcb
  *     (BrcbRepeatParams); ReduceSum (dst[0] = the sum); Compare (CMPMODE, count) into a uint8_t
- *     mask and Select (SELMODE::VSEL_TENSOR_TENSOR_MODE, count)
+ *     mask and Select (SELMODE::VSEL_TENSOR_TENSOR_MODE, count); Cast (RoundMode::CAST_RINT,
+ *     count) from float to bfloat16_t
  *     AscendC::SetFlag<HardEvent::SRC_DST>(id), WaitFlag<HardEvent::SRC_DST>(id)
  *     AscendC::PipeBarrier<PIPE_X>()
  *     AscendC::ToFloat(bfloat16_t), ToBfloat16(float)
@@ -81,6 +89,9 @@
 #define __global__
 #define __aicore__
 #define KERNEL_TASK_TYPE_DEFAULT(type) tandem_ascend::kernel_type(AscendC::type)
+// CPU debug's form of the core-type tests: `if ASCEND_IS_AIV { ... }`.
+#define ASCEND_IS_AIC (AscendC::core_type() == AscendC::AIC)
+#define ASCEND_IS_AIV (AscendC::core_type() == AscendC::AIV)
 #define __gm__
 using GM_ADDR = uint8_t *;
 
@@ -328,7 +339,47 @@ inline int64_t GetBlockIdx() {
 }
 inline int64_t GetBlockNum() {
     tandem_ascend::CoreContext &c = tandem_ascend::current("GetBlockNum");
+    if (c.machine.mix()) return c.machine.cores_of(tandem::sim::ascend::CoreKind::AIC); // the launch's numBlocks
     return c.machine.cores_of(c.machine.kind(c.core));
+}
+/** An AIV's index within its AIC in a mix kernel (0 or 1); 0 elsewhere. */
+inline int64_t GetSubBlockIdx() {
+    tandem_ascend::CoreContext &c = tandem_ascend::current("GetSubBlockIdx");
+    bool aiv = c.machine.kind(c.core) == tandem::sim::ascend::CoreKind::AIV;
+    return c.machine.mix() && aiv ? c.block % 2 : 0;
+}
+inline int64_t GetSubBlockNum() {
+    tandem_ascend::CoreContext &c = tandem_ascend::current("GetSubBlockNum");
+    bool aiv = c.machine.kind(c.core) == tandem::sim::ascend::CoreKind::AIV;
+    return c.machine.mix() && aiv ? 2 : 1;
+}
+inline int64_t GetTaskRatio() {
+    return GetSubBlockNum();
+}
+
+/** The kind of the running core (AscendC's g_coreType, a run-time value in CPU debug). */
+constexpr int32_t MIX = 0, AIC = 1, AIV = 2;
+inline int32_t core_type() {
+    tandem_ascend::CoreContext &c = tandem_ascend::current("ASCEND_IS_AIC / ASCEND_IS_AIV");
+    return c.machine.kind(c.core) == tandem::sim::ascend::CoreKind::AIV ? AIV : AIC;
+}
+
+/** The user's part of the launch's workspace (no system workspace here). */
+inline GM_ADDR GetUserWorkspace(GM_ADDR workspace) {
+    return workspace;
+}
+
+/** Cross-core synchronisation, mode 2 only (an AIC and its AIVs; sim/Ascend.h Core). */
+template <uint8_t modeId, pipe_t pipe> void CrossCoreSetFlag(uint16_t flagId) {
+    static_assert(modeId == 2, "Tandem's runtime has mode 2 of the cross-core flags (AIC <-> its AIVs)");
+    static_assert(pipe != PIPE_S && pipe != PIPE_ALL, "CrossCoreSetFlag takes PIPE_V, M, MTE1, MTE2, MTE3 or FIX");
+    tandem_ascend::CoreContext &c = tandem_ascend::current("CrossCoreSetFlag");
+    c.machine.core(c.core).cross_core_set_flag(detail::pipe_of(pipe), flagId);
+}
+template <uint8_t modeId = 0, pipe_t pipe = PIPE_S> void CrossCoreWaitFlag(uint16_t flagId) {
+    // On the A2 the wait's template arguments are ignored: it stalls the issue of everything after it.
+    tandem_ascend::CoreContext &c = tandem_ascend::current("CrossCoreWaitFlag");
+    c.machine.core(c.core).cross_core_wait_flag(flagId);
 }
 
 /** How the host runs a kernel (AscendC's CPU debug mode sets it with SetKernelMode): on the cube
@@ -765,6 +816,22 @@ void Select(const LocalTensor<T> &dst, const LocalTensor<U> &selMask, const Loca
     detail::call("Select", v);
 }
 
+/** RoundMode (docs: Cast): the model has CAST_RINT from float to bfloat16_t. */
+enum class RoundMode { CAST_NONE = 0, CAST_RINT, CAST_FLOOR, CAST_CEIL, CAST_ROUND, CAST_TRUNC, CAST_ODD };
+
+/** dst[i] = src[i] converted (count form; basic_api/kernel_operator_vec_vconv_intf.h). */
+template <typename T, typename U>
+void Cast(const LocalTensor<T> &dst, const LocalTensor<U> &src, const RoundMode &roundMode, const uint32_t count) {
+    static_assert(std::is_same_v<T, bfloat16_t> && std::is_same_v<U, float>,
+                  "Tandem's runtime casts float to bfloat16_t");
+    tandem::sim::ascend::VectorCall v;
+    v.dst = detail::operand(dst);
+    v.srcs = {detail::operand(src)};
+    v.count = count;
+    v.mode = int(roundMode);
+    detail::call("Cast", v);
+}
+
 // --- The real cube instructions, on fractal data (sim/Ascend.h gives the layouts) ------------
 
 /** ND (row-major) GM -> Nz L1 (MTE2). Fields and order as AscendC's; ndNum 1 (0: no copy). */
@@ -940,6 +1007,13 @@ inline void kernel_type(AscendC::KernelMetaType type) {
     CoreContext &c = current("KERNEL_TASK_TYPE_DEFAULT");
     tandem::sim::ascend::CoreKind kind = c.machine.kind(c.core);
     bool aiv = kind == tandem::sim::ascend::CoreKind::AIV;
+    if ((type == AscendC::KERNEL_TYPE_MIX_AIC_1_2) != c.machine.mix()) {
+        throw SimError(std::string("KERNEL_TASK_TYPE_DEFAULT(") +
+                       (c.machine.mix() ? (aiv ? "KERNEL_TYPE_AIV_ONLY" : "KERNEL_TYPE_AIC_ONLY") : "KERNEL_TYPE_MIX_AIC_1_2") +
+                       "): the kernel is launched " + (c.machine.mix() ? "as a mix kernel" : "on one kind of core") +
+                       "; run it with KernelMode::" +
+                       (c.machine.mix() ? (aiv ? "AIV_MODE" : "AIC_MODE") : "MIX_MODE"));
+    }
     if ((type == AscendC::KERNEL_TYPE_AIV_ONLY && !aiv) ||
         (type == AscendC::KERNEL_TYPE_AIC_ONLY && aiv)) {
         throw SimError(std::string("KERNEL_TASK_TYPE_DEFAULT(") +
@@ -971,7 +1045,8 @@ void call(void (*kernel)(Params...), const std::vector<GM_ADDR> &args, std::inde
 } // namespace detail
 
 /** Runs `kernel` once per core of `machine` that `mode` names (AIC_MODE: the cube cores,
- * AIV_MODE: the vector cores; GetBlockIdx() = the index among them), its GM_ADDR arguments
+ * AIV_MODE: the vector cores, MIX_MODE: both, launched as a mix kernel; GetBlockIdx() = the
+ * index among them), its GM_ADDR arguments
  * pointing at the GM buffers `gm_buffers` (machine buffer ids, in the kernel's parameter order);
  * each core's program is ended (machine.run_core) when its kernel returns, then its flags are checked
  * (SimError for a SetFlag left unconsumed). A SimError from a call propagates and leaves the
@@ -985,12 +1060,12 @@ void run(Machine &machine, void (*kernel)(Params...), const std::vector<int> &gm
                        " GM_ADDR arguments but " + std::to_string(gm_buffers.size()) +
                        " buffers were given");
     }
-    if (mode == AscendC::KernelMode::MIX_MODE) {
-        throw SimError("tandem_ascend::run: KernelMode::MIX_MODE is not supported yet");
-    }
-    const auto kind = mode == AscendC::KernelMode::AIV_MODE ? tandem::sim::ascend::CoreKind::AIV
-                                                            : tandem::sim::ascend::CoreKind::AIC;
-    for (int block = 0; block < machine.cores_of(kind); block++) {
+    std::vector<tandem::sim::ascend::CoreKind> kinds;
+    if (mode != AscendC::KernelMode::AIV_MODE) kinds.push_back(tandem::sim::ascend::CoreKind::AIC);
+    if (mode != AscendC::KernelMode::AIC_MODE) kinds.push_back(tandem::sim::ascend::CoreKind::AIV);
+    if (mode == AscendC::KernelMode::MIX_MODE) machine.launch_mix();
+    for (tandem::sim::ascend::CoreKind kind : kinds) {
+      for (int block = 0; block < machine.cores_of(kind); block++) {
         const int core = machine.core_of(kind, block);
         CoreContext context(machine, core, block);
         std::vector<GM_ADDR> args;
@@ -1008,6 +1083,7 @@ void run(Machine &machine, void (*kernel)(Params...), const std::vector<int> &gm
         detail::call(kernel, args, std::index_sequence_for<Params...>{});
         machine.run_core(core);
         context.check_flags_consumed();
+      }
     }
 }
 
