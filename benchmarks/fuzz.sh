@@ -5,25 +5,26 @@
 # machine, the date and the command). Exits 1 if any run failed.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-cli="$root/build/apps/tandem-cli"
+# TANDEM_CLI: a copy of the binary to fuzz (so that the tree can be rebuilt meanwhile).
+cli="${TANDEM_CLI:-$root/build/apps/tandem-cli}"
 out="$root/benchmarks/results"
 mkdir -p "$out"
-"$root/tandem" build >/dev/null
+[ -z "${TANDEM_CLI:-}" ] && "$root/tandem" build >/dev/null
+commit="$(git -C "$root" rev-parse --short HEAD)"
 args=("$@")
 [ ${#args[@]} -eq 0 ] && args=(--seconds 1200 --jobs 2 --seed 1)
 log="$out/fuzz.log"
 echo "\$ tandem-cli fuzz ${args[*]} --json" > "$log"
 status=0
 "$cli" fuzz "${args[@]}" --json >> "$log" || status=$?
-python3 - "$log" "$out/fuzz.json" "tandem-cli fuzz ${args[*]}" <<'PY'
+python3 - "$log" "$out/fuzz.json" "tandem-cli fuzz ${args[*]}" "$commit" <<'PY'
 import json, sys, datetime, platform, os, subprocess
-log, dest, command = sys.argv[1:4]
+log, dest, command, commit = sys.argv[1:5]
 summary = json.loads(open(log).read().splitlines()[-1])
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.machine())
 record = {**summary, "command": command, "machine": f"{platform.node()}: {os.cpu_count()} cores, {cpu}",
           "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "log": "fuzz.log",
-          "commit": subprocess.run(["git", "-C", os.path.dirname(dest), "rev-parse", "--short", "HEAD"],
-                                   capture_output=True, text=True).stdout.strip(),
+          "commit": commit,
           "models": {t: f"{t} v{json.load(open(os.path.join(os.path.dirname(dest), '../../machines', t + '.json')))['version']}"
                      for t in ("zpu", "hopper", "ascend")}}
 json.dump(record, open(dest, "w"), indent=2)
