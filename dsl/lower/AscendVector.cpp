@@ -180,7 +180,7 @@ public:
         if (x.kind == Kind::Scalar && y.kind == Kind::Scalar) return fail();
         const bool rowwise_values = (x.kind == Kind::PerRow || x.kind == Kind::Scalar) &&
                                     (y.kind == Kind::PerRow || y.kind == Kind::Scalar);
-        Value dst = rowwise_values ? per_row() : result_tile(into);
+        Value dst = rowwise_values ? per_row() : !into.buffer.empty() ? into : last_read(x, y);
         const int64_t n = rowwise_values ? shape.rows : elements();
         if (!rowwise_values) {
             x = broadcast(x);
@@ -304,6 +304,22 @@ private:
 
     /** Where a tile result goes: `into` when given, else a temp. */
     Value result_tile(const Value &into) { return into.buffer.empty() ? temp() : into; }
+
+    /** A tile for the result of an instruction reading x and y: in place in an operand this
+     * instruction reads for the last time (a private tile), so that it needs no other tile and
+     * no barrier against an earlier reader of another; else temp(). */
+    Value last_read(const Value &x, const Value &y) {
+        for (const Value *v : {&x, &y}) {
+            auto t = v->kind == Kind::Tile ? tiles.find(v->buffer) : tiles.end();
+            const int reads = (x.buffer == v->buffer ? 1 : 0) + (y.buffer == v->buffer ? 1 : 0);
+            if (t != tiles.end() && private_tiles.count(v->buffer) && t->second.one_region && !t->second.holds &&
+                t->second.reads == reads && equal(v->offset, t->second.base)) {
+                t->second.holds = true;
+                return *v;
+            }
+        }
+        return temp();
+    }
 
     /** A per-row value as an operand of a tile instruction: its rows' blocks (Brcb, into scratch). */
     Value broadcast(const Value &v) {
