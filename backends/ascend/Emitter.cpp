@@ -5,6 +5,7 @@
 #include "tandem/AsyncIR.h"
 #include "common/Evaluator.h"
 #include "common/Library.h"
+#include "lower/Nest.h"
 #include "sim/Ascend.h"
 
 #include <iomanip>
@@ -693,9 +694,16 @@ private:
         }
     }
 
-    void copy(const ir::CopyOp &c) {
-        if (is_cube_copy(kernel, c))
-            return cube(cube_copy(kernel, c));
+    void copy(const ir::CopyOp &box) {
+        if (is_cube_copy(kernel, box))
+            return cube(cube_copy(kernel, box));
+        ir::CopyOp c = box; // a dimension of one element says nothing: drop it
+        c.dims.clear();
+        for (const ir::CopyDim &d : box.dims)
+            if (!is_const_one(d.extent))
+                c.dims.push_back(d);
+        if (c.dims.empty())
+            c.dims.push_back({1, 1, 1});
         std::string head =
             line() + "AscendC::DataCopy(" + at(c.dst, c.dst_offset) + ", " + at(c.src, c.src_offset) + ", ";
         // The box: AscendC's own forms where they say it exactly, else Tandem's StridedBox.
@@ -728,12 +736,54 @@ private:
                 }
             }
         }
+        if (copy_pad(c))
+            return;
         std::vector<std::string> dims;
         for (const ir::CopyDim &d : c.dims) {
             dims.push_back("{" + arg(d.extent) + ", " + arg(d.dst_stride) + ", " +
                            arg(d.src_stride) + "}");
         }
         os << head << strided_box(dims) << ");\n";
+    }
+
+    /** Rows between GM and UB as DataCopyPad: each row any number of bytes, its UB rows on 32-byte
+     * blocks (AscendRows.h pads them); false when the box is not such rows. */
+    bool copy_pad(const ir::CopyOp &c) {
+        const bool to_ub = mem_of(c.dst) == Mem::UB && mem_of(c.src) == Mem::GM;
+        if (!to_ub && !(mem_of(c.dst) == Mem::GM && mem_of(c.src) == Mem::UB))
+            return false;
+        if (c.dims.empty() || c.dims.size() > 2 || !is_const_one(c.dims[0].dst_stride) ||
+            !is_const_one(c.dims[0].src_stride))
+            return false;
+        const int64_t bytes = sim::bytes_of(type_of(c.dst)), per_block = 32 / bytes;
+        const Expr ub_offset = to_ub ? c.dst_offset : c.src_offset;
+        if (!can_prove(ub_offset % int(per_block) == 0))
+            return false;
+        const Expr w = c.dims[0].extent, padded = simplify((w + int(per_block - 1)) / int(per_block) * int(per_block));
+        Expr count = 1, gm_gap = 0, ub_gap = 0;
+        if (c.dims.size() == 2) {
+            const ir::CopyDim &r = c.dims[1];
+            const Expr ub = to_ub ? r.dst_stride : r.src_stride, gm = to_ub ? r.src_stride : r.dst_stride;
+            auto at_least = [](const Expr &big, const Expr &small) {
+                const int64_t *b = as_const_int(big);
+                const int64_t bound = lower::constant_upper_bound(small);
+                return can_prove(big >= small) || (b && bound >= 0 && *b >= bound);
+            };
+            if (!can_prove(ub % int(per_block) == 0) || !at_least(ub, padded) || !at_least(gm, w))
+                return false;
+            count = r.extent;
+            gm_gap = simplify((gm - w) * int(bytes));
+            ub_gap = simplify((ub - padded) / int(per_block));
+        }
+        const std::string params = "AscendC::DataCopyExtParams(" + arg(simplify(count)) + ", " +
+                                   arg(simplify(w * int(bytes))) + ", " + arg(to_ub ? gm_gap : ub_gap) + ", " +
+                                   arg(to_ub ? ub_gap : gm_gap) + ", 0)";
+        os << line() << "AscendC::DataCopyPad(" << at(c.dst, c.dst_offset) << ", " << at(c.src, c.src_offset) << ", "
+           << params;
+        if (to_ub)
+            os << ", AscendC::DataCopyPadExtParams<" << element_type(type_of(c.dst)) << ">(false, 0, 0, 0)";
+        os << ");\n";
+        return true;
     }
 
     void vector_op(const ir::VectorOp &v, const Stmt &body) {
@@ -988,9 +1038,10 @@ std::string emit_ascendc(const Kernel &kernel, const std::string &function, int 
        << "// (backends/ascend/runtime/kernel_operator.h, the Ascend machine model). The cube path is\n"
        << "// AscendC's own: Nd2Nz into L1, LoadData2D per 16-row strip (A, Zz) or K block (B, Zn),\n"
        << "// Mmad, Fixpipe Nz -> ND. DataCopyParams(blockCount, blockLen, srcStride, dstStride) count\n"
-       << "// 32-byte blocks; tandem_ascend::StridedBox({{extent, dst_stride, src_stride}, ...}) is an\n"
-       << "// affine box in elements, innermost first; tandem_ascend::VectorOp runs its element loops\n"
-       << "// as one V-pipe op over the regions it lists (the vector path's real instructions: next).\n";
+       << "// 32-byte blocks; DataCopyPad moves rows of any byte length into UB rows padded to 32 bytes.\n"
+       << "// The vector path is AscendC's instructions; where they cannot say a box or an element nest,\n"
+       << "// Tandem's runtime has StridedBox (an affine box in elements, innermost first) and VectorOp\n"
+       << "// (element loops as one V-pipe op over the regions it lists), not AscendC.\n";
     for (const std::string &n : kernel.notes)
         os << "//   " << n << "\n";
     os << "// flag pairs: " << pairs.pairs.size()

@@ -1,5 +1,6 @@
 #include "AscendMix.h"
 
+#include "AscendRows.h"
 #include "Nest.h"
 #include "tandem/AsyncIR.h"
 
@@ -107,7 +108,8 @@ protected:
 /** What both sides share: the accumulator, its tile counter and its workspace. */
 struct Handoff {
     std::string acc, counter, workspace;
-    int64_t slot = 0; // elements of a workspace slot (the accumulator, rounded to 32 bytes)
+    int64_t slot = 0;  // elements of a workspace slot (the accumulator, rounded to 32 bytes)
+    int64_t pitch = 0; // > 0: the workspace's and acc.ub's row pitch (the widest row on 32 bytes)
     bool async = true;
     Expr tile() const { return Variable::make(Halide::Int(32), counter); }
     Expr parity() const { return tile() % 2; }
@@ -154,7 +156,7 @@ private:
         c.src = h.acc;
         c.dst_offset = h.offset(ir::core_id());
         c.src_offset = 0;
-        c.dims = {{mma.n, 1, 1}, {mma.m, mma.acc_stride_m, mma.acc_stride_m}};
+        c.dims = {{mma.n, 1, 1}, {mma.m, h.pitch > 0 ? Expr(int(h.pitch)) : mma.acc_stride_m, mma.acc_stride_m}};
         c.barrier = ir::empty_barrier(h.acc);
         c.slot = 0;
         std::vector<Stmt> store = {free, ir::make_copy(c)};
@@ -201,8 +203,11 @@ private:
     Stmt visit(const Allocate *op) override {
         Stmt body = mutate(op->body);
         if (op->name != h.acc) return allocation(op, body);
-        Stmt mine = Allocate::make(ub(), op->type, Halide::MemoryType::Auto, {Expr(int(h.slot))}, const_true(),
-                                   Rename(h.acc, ub()).mutate(body));
+        // acc.ub's rows on 32-byte blocks, one pitch for every tile (AscendRows.h): the Fixpipe
+        // wrote them so.
+        Stmt epilogue = Rename(h.acc, ub()).mutate(body);
+        if (h.pitch > 0) epilogue = repitch(epilogue, ub(), op->extents[0], Expr(int(h.pitch)));
+        Stmt mine = Allocate::make(ub(), op->type, Halide::MemoryType::Auto, {Expr(int(h.slot))}, const_true(), epilogue);
         return block({ir::make_cross_core_wait(kStored + h.parity()),
                       IfThenElse::make(h.parity() == ir::core_id() % 2, mine, read()), ir::make_advance(h.counter)});
     }
@@ -229,11 +234,13 @@ class AicIndex : public IRMutator {
     }
 };
 
-/** The accumulator's allocated elements (Halide's tile, a constant). */
+/** The accumulator's allocations (Halide's tiles): the most elements, the widest row, the most
+ * rows (constants). */
 class AccumulatorSize : public IRVisitor {
 public:
     explicit AccumulatorSize(const std::string &acc) : acc(acc) {}
-    int64_t elements = -1;
+    int64_t width = 0, rows = 0;
+    bool two_dimensional = true;
     int allocations = 0;
 
 private:
@@ -248,12 +255,14 @@ private:
     void visit(const Allocate *op) override {
         if (op->name == acc) {
             allocations++;
-            int64_t n = 1;
-            for (const Expr &e : op->extents) {
-                int64_t b = constant_upper_bound(e, loops);
-                n = (b < 0 || n < 0) ? -1 : n * std::max<int64_t>(b, 1);
+            two_dimensional = two_dimensional && op->extents.size() == 2;
+            int64_t w = constant_upper_bound(op->extents[0], loops), r = 1;
+            for (size_t d = 1; d < op->extents.size(); d++) {
+                int64_t b = constant_upper_bound(op->extents[d], loops);
+                r = (b < 0 || r < 0) ? -1 : r * std::max<int64_t>(b, 1);
             }
-            elements = (elements < 0 || n < 0) ? n : std::max(elements, n);
+            width = (w < 0 || width < 0) ? -1 : std::max(width, w);
+            rows = (r < 0 || rows < 0) ? -1 : std::max(rows, r);
         }
         IRVisitor::visit(op);
     }
@@ -297,12 +306,15 @@ Stmt split_mix_kernel(const Stmt &s, CompileContext &ctx) {
     h.async = ctx.of(ctx.output).async_copy;
     AccumulatorSize size(h.acc);
     s.accept(&size);
-    if (size.allocations == 0 || size.elements <= 0) {
+    if (size.allocations == 0 || size.width <= 0 || size.rows <= 0) {
         throw Error("Func '" + h.acc.substr(0, h.acc.find('$')) + "', directive tile_mma(): on ascend an epilogue reads "
                     "the accumulator through a GM workspace sized by its tile, but " + h.acc +
                     " has no allocation of constant size (compute_at the output's tile loop)");
     }
-    h.slot = (size.elements + 7) / 8 * 8; // DataCopy moves whole 32-byte blocks
+    // Rows on 32-byte blocks (f32: 8 elements), so that the vector side's instructions and copies
+    // see the tile as its other UB tiles (AscendRows.h); one-dimensional tiles keep theirs.
+    h.pitch = size.two_dimensional ? (size.width + 7) / 8 * 8 : 0;
+    h.slot = ((h.pitch > 0 ? h.pitch : size.width) * size.rows + 7) / 8 * 8; // whole 32-byte blocks
     std::set<std::string> cube = reads.cube;
     cube.insert(h.acc);
     Stmt cube_side = CubeSide(cube, h).mutate(s);

@@ -25,11 +25,15 @@ struct Loop {
 };
 
 /** The nest as rows x cols elements: a row-wise nest has two loops (rows outer, columns inner);
- * any other nest is one row of all its elements, every tensor read where the store writes. */
+ * any other nest is one row of all its elements, every tensor read where the store writes. The
+ * rows of a row-wise nest may be padded (AscendRows.h): `cols` is then the tiles' row pitch, and
+ * the instructions run over whole padded rows; `width` is how many columns are the nest's (a
+ * reduction sums only those; it may be known only at run time, in a tail tile). */
 struct Shape {
     std::vector<Loop> loops;
     bool rowwise = false;
     int64_t rows = 1, cols = 0;
+    Expr width;
 };
 
 /** What an operand is over the nest's (row, column) elements. */
@@ -208,7 +212,7 @@ public:
             i.dst = part.buffer;
             i.dst_offset = simplify(part.offset + int(r));
             i.srcs = {{v.buffer, simplify(v.offset + int(r * shape.cols))}, {part.buffer, part.offset}};
-            i.count = int(shape.cols);
+            i.count = shape.width; // the nest's columns, not the padding
             g.instructions.push_back(i);
         }
         groups.push_back(g);
@@ -558,29 +562,59 @@ private:
 };
 
 /** The nest's shape, or none (rows = 0) when its extents are not constants. */
+/** The row step of the first tile the value reads along the columns (a reduction's rows). */
+Expr row_pitch_read(const Expr &value, const Loop &rows, const Loop &cols) {
+    class Loads : public IRVisitor {
+    public:
+        std::vector<const Load *> all;
+
+    private:
+        using IRVisitor::visit;
+        void visit(const Load *l) override { all.push_back(l); }
+    } loads;
+    value.accept(&loads);
+    Expr x = Variable::make(Halide::Int(32), cols.var), r = Variable::make(Halide::Int(32), rows.var);
+    for (const Load *l : loads.all) {
+        if (can_prove(simplify(substitute(cols.var, x + 1, l->index) - l->index) == 1))
+            return simplify(substitute(rows.var, r + 1, l->index) - l->index);
+    }
+    return Expr();
+}
+
 Shape shape_of(const std::vector<Loop> &loops, const Store *store) {
     Shape s;
     s.loops = loops;
-    std::vector<int64_t> extents;
-    for (const Loop &l : loops) {
-        const int64_t *e = as_const_int(l.extent);
-        if (!e || *e < 1) return Shape{{}, false, 0, 0};
-        extents.push_back(*e);
-    }
-    // Row-wise: two loops, the store dense over both or one value per row (a reduction).
+    // Row-wise: two loops, a constant number of rows; the store dense over both, or one value per
+    // row (a reduction). Rows `pitch` apart, wider than any row of the nest and a multiple of 32
+    // bytes, are padded rows: the instructions cover them whole.
     if (loops.size() == 2) {
+        const int64_t *rows = as_const_int(loops[0].extent);
+        const int64_t width = constant_upper_bound(loops[1].extent);
         Expr x = Variable::make(Halide::Int(32), loops[1].var), r = Variable::make(Halide::Int(32), loops[0].var);
         Expr col = simplify(substitute(loops[1].var, x + 1, store->index) - store->index);
         Expr row = simplify(substitute(loops[0].var, r + 1, store->index) - store->index);
-        if ((can_prove(col == 1) && can_prove(row == int(extents[1]))) || (is_const_zero(col) && can_prove(row == 1))) {
+        Expr pitch = can_prove(col == 1) ? row
+                     : is_const_zero(col) && can_prove(row == 1) ? row_pitch_read(store->value, loops[0], loops[1])
+                                                                 : Expr();
+        const int64_t *p = pitch.defined() ? as_const_int(pitch) : nullptr;
+        const int64_t *exact = as_const_int(loops[1].extent);
+        if (rows && *rows >= 1 && width >= 1 && p && ((exact && *p == *exact) || (*p % kPerBlock == 0 && *p >= width))) {
             s.rowwise = true;
-            s.rows = extents[0];
-            s.cols = extents[1];
+            s.rows = *rows;
+            s.cols = *p;
+            s.width = loops[1].extent;
             return s;
         }
     }
+    std::vector<int64_t> extents;
+    for (const Loop &l : loops) {
+        const int64_t *e = as_const_int(l.extent);
+        if (!e || *e < 1) return Shape{{}, false, 0, 0, Expr()};
+        extents.push_back(*e);
+    }
     s.cols = 1;
     for (int64_t e : extents) s.cols *= e;
+    s.width = Expr(int(s.cols));
     return s;
 }
 
@@ -689,11 +723,18 @@ private:
             if (reads(store->value, store->name)) return op;
             // A dense map that needs more scratch than UB has left goes in chunks of its elements.
             const int64_t n = shape.rows * shape.cols;
-            for (int64_t parts = 1; parts <= 64 && groups.empty(); parts *= 2) {
+            // Chunks of whole (maybe padded) rows, any divisor of the rows; else of a flat tile,
+            // halving.
+            std::vector<int64_t> splits;
+            for (int64_t parts = 1; parts <= (shape.rowwise ? shape.rows : 64); parts = shape.rowwise ? parts + 1 : parts * 2)
+                if (!shape.rowwise || shape.rows % parts == 0) splits.push_back(parts);
+            for (int64_t parts : splits) {
+                if (!groups.empty()) break;
                 Shape piece = shape;
-                if (parts > 1) { // every operand a dense tile here: one flat row, in chunks
+                if (parts > 1 && shape.rowwise) {
+                    piece.rows = shape.rows / parts;
+                } else if (parts > 1) { // every operand a dense tile here: one flat row, in chunks
                     if (n % (parts * kLanes) != 0) break;
-                    piece.rowwise = false;
                     piece.rows = 1;
                     piece.cols = n / parts;
                 }
@@ -704,7 +745,7 @@ private:
                 select.assign(dst, select.gen(store->value, dst));
                 if (!select.ok || select.groups.empty()) break; // it cannot be mapped at all
                 if (scratch.fits())
-                    groups = parts > 1 ? repeat_in_chunks(select.groups, parts, piece.cols) : select.groups;
+                    groups = parts > 1 ? repeat_in_chunks(select.groups, parts, piece.rows * piece.cols) : select.groups;
                 else if (select.per_row_values)
                     break;
             }

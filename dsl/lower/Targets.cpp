@@ -4,6 +4,7 @@
 
 #include "AscendCube.h"
 #include "AscendMix.h"
+#include "AscendRows.h"
 #include "AscendFlags.h"
 #include "AscendVector.h"
 #include "EngineSync.h"
@@ -24,7 +25,7 @@ Stmt unchanged(const Stmt &s, CompileContext &) {
 
 std::vector<TargetLowering> all_targets() {
     return {
-        {"zpu", [](const Stmt &s, CompileContext &ctx) { return overwrite_first_mma(s, ctx); },
+        {"zpu", nullptr, [](const Stmt &s, CompileContext &ctx) { return overwrite_first_mma(s, ctx); },
          // One control stream: the software pipeline issues copies ahead of their use, and syncs
          // keep the asynchronous tensor and vector cores apart.
          [](const Stmt &s, CompileContext &ctx, std::vector<SramBuffer> &buffers) {
@@ -32,14 +33,14 @@ std::vector<TargetLowering> all_targets() {
          },
          [](const SramBuffer &b) { return std::string(sim::space_name(b.space)); },
          /*accumulator_slots=*/true},
-        {"hopper", unchanged,
+        {"hopper", nullptr, unchanged,
          [](const Stmt &s, CompileContext &ctx, std::vector<SramBuffer> &buffers) {
              // A producer warpgroup runs ahead by itself; one warpgroup alone needs the pipeline.
              Stmt r = ctx.of(ctx.output).warp_specialize ? s : software_pipeline(s, ctx);
              return keep_mmas_in_flight(specialize_warps(r, ctx, buffers));
          },
          [](const SramBuffer &b) { return std::string(b.in_registers ? "registers" : "smem"); }},
-        {"ascend",
+        {"ascend", pad_ub_rows,
          // An epilogue after a matmul makes a mix kernel: cube and vector cores meet in GM.
          [](const Stmt &s, CompileContext &ctx) {
              return each_side(split_mix_kernel(s, ctx), [&](const Stmt &side) { return stage_cube_operands(side, ctx); });

@@ -165,8 +165,10 @@ private:
         ir::CopyOp c;
         // The staging tile is laid out in loop order with the constant pitch of a full tile:
         // stage[sum (v - min) * stride], innermost first (a tail tile uses part of each row).
+        // On Ascend its rows start on 32-byte blocks, like every UB tile's (AscendRows.h).
         Expr stage_index = 0;
         int64_t elements = 1;
+        const int per_block = ctx.target.arch == Target::Arch::Ascend ? 32 / std::max(1, st->value.type().bytes()) : 1;
         for (auto l = nest.loops.rbegin(); l != nest.loops.rend(); ++l) {
             stage_index = stage_index + (Variable::make(Halide::Int(32), l->name) - l->min) * int(elements);
             int64_t bound = constant_upper_bound(l->extent, loops);
@@ -174,6 +176,7 @@ private:
                 throw Error(where(ctx.output, "tile") + "the extent of loop " + l->name +
                             " has no constant bound, so its staging tile cannot be sized");
             }
+            if (l == nest.loops.rbegin() && nest.loops.size() > 1) bound = (bound + per_block - 1) / per_block * per_block;
             elements *= std::max<int64_t>(bound, 1);
         }
         stage_index = simplify(stage_index);

@@ -176,11 +176,12 @@ Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const 
     k.halide_stmt = s;
     if (std::getenv("TANDEM_DUMP_HALIDE")) std::cerr << "// Halide's lowered Stmt of " << name << "\n" << s << "\n";
 
+    const lower::TargetLowering &lowering = lower::lowering_of(target);
+    if (lowering.prepare) s = lowering.prepare(s, ctx);
     s = simplify(lower::map_to_cores(s, ctx));
     s = lower::recognize_tile_copies(s, ctx);
     s = lower::recognize_tile_mma(s, ctx);
     s = lower::form_vector_ops(s, ctx);
-    const lower::TargetLowering &lowering = lower::lowering_of(target);
     s = lowering.stage(s, ctx);
     s = lower::multi_buffer(s, ctx);
     s = lower::plan_memory(s, ctx, &k.buffers);

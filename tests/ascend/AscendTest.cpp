@@ -179,6 +179,9 @@ const std::map<std::string, std::string> &ascendc_references() {
     static const std::map<std::string, std::string> refs = {
         {"AscendC::DataCopy", "include/basic_api/kernel_operator_data_copy_intf.h; docs: DataCopy"},
         {"AscendC::DataCopyParams", "include/basic_api/kernel_struct_data_copy.h"},
+        {"AscendC::DataCopyPad", "docs: GMToUB / UBToGM non-aligned copies (DataCopyPad), Atlas A2 prototypes"},
+        {"AscendC::DataCopyExtParams", "include/basic_api/kernel_struct_data_copy.h (blockLen and GM strides in bytes)"},
+        {"AscendC::DataCopyPadExtParams", "include/basic_api/kernel_struct_data_copy.h"},
         {"AscendC::Nd2NzParams", "include/basic_api/kernel_struct_data_copy.h; docs: DataCopy (GMToL1 ND2NZ)"},
         {"AscendC::LoadData", "include/basic_api/kernel_operator_mm_intf.h; docs: LoadData_2D"},
         {"AscendC::LoadData2DParams", "include/basic_api/kernel_struct_mm.h"},

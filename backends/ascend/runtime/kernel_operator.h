@@ -38,6 +38,8 @@
  *     TPipe::InitBuffer(TBuf<pos> &, bytes); TBuf<pos>::Get<T>() -> LocalTensor<T>
  *     AscendC::LocalTensor<T>: operator[](offset), GetValue(i), SetValue(i, v), GetSize()
  *     AscendC::DataCopy(dst, src, count | DataCopyParams | tandem_ascend::StridedBox)
+ *     AscendC::DataCopyPad(UB, GM, DataCopyExtParams, DataCopyPadExtParams<T>), DataCopyPad(GM, UB,
+ *         DataCopyExtParams): rows of any byte length, padded to 32 bytes in UB
  *         GM -> UB/L1 (MTE2), UB -> GM/L1 (MTE3), L1 -> UB (MTE1); DataCopyParams(blockCount,
  *         blockLen, srcStride, dstStride) in 32-byte blocks (strides are the gaps between rows)
  *     The real cube instructions on fractal data (layouts: sim/Ascend.h):
@@ -618,6 +620,62 @@ template <typename T>
 void DataCopy(const LocalTensor<T> &dst, const LocalTensor<T> &src,
               const tandem_ascend::StridedBox &box) {
     tandem_ascend::copy("DataCopy", dst.buffer_, dst.offset_, src.buffer_, src.offset_, box.dims);
+}
+
+/** DataCopyPad's rows (docs: GMToUB/UBToGM non-aligned copies, DataCopyPad): blockCount rows of
+ * blockLen bytes; on the GM side rows srcStride (GM -> UB) or dstStride (UB -> GM) bytes apart
+ * end to start, on the UB side each row padded up to 32 bytes, then dstStride / srcStride more
+ * 32-byte blocks. */
+struct DataCopyExtParams {
+    DataCopyExtParams() = default;
+    DataCopyExtParams(const uint16_t count, const uint32_t len, const uint32_t srcStrideIn, const uint32_t dstStrideIn,
+                      const uint32_t rsvIn)
+        : blockCount(count), blockLen(len), srcStride(srcStrideIn), dstStride(dstStrideIn), rsv(rsvIn) {}
+    uint16_t blockCount = 1;
+    uint32_t blockLen = 0, srcStride = 0, dstStride = 0, rsv = 0;
+};
+
+/** GM -> UB padding (docs: DataCopyPadExtParams): the pad's contents are not modelled (the UB
+ * bytes past a row keep what they held); Tandem's kernels never store them. */
+template <typename T> struct DataCopyPadExtParams {
+    DataCopyPadExtParams() = default;
+    DataCopyPadExtParams(const bool isPadValue, const uint8_t leftPadValue, const uint8_t rightPadValue, T padValue)
+        : isPad(isPadValue), leftPadding(leftPadValue), rightPadding(rightPadValue), paddingValue(padValue) {}
+    bool isPad = false;
+    uint8_t leftPadding = 0, rightPadding = 0;
+    T paddingValue{};
+};
+
+namespace detail {
+/** The rows of a DataCopyPad in elements: (extent, dst stride, src stride). `to_ub`: GM -> UB. */
+template <typename T> std::vector<tandem_ascend::BoxDim> padded_rows(const DataCopyExtParams &p, bool to_ub) {
+    const int64_t size = int64_t(sizeof(T)), per_block = 32 / size;
+    const int64_t gm_gap = to_ub ? p.srcStride : p.dstStride, ub_gap = to_ub ? p.dstStride : p.srcStride;
+    if (p.blockLen % size != 0 || gm_gap % size != 0 || p.blockLen > 2097151 || p.blockCount > 4095)
+        throw tandem::sim::SimError("DataCopyPad: blockLen " + std::to_string(p.blockLen) + " and the GM stride " +
+                       std::to_string(gm_gap) + " must be whole elements (blockLen at most 2097151 bytes, "
+                       "blockCount at most 4095)");
+    const int64_t row = p.blockLen / size;
+    const int64_t gm = row + gm_gap / size, ub = (row + per_block - 1) / per_block * per_block + ub_gap * per_block;
+    if (p.blockCount <= 1) return {{row, 1, 1}};
+    return {{row, 1, 1}, {p.blockCount, to_ub ? ub : gm, to_ub ? gm : ub}};
+}
+template <typename T> void check_ub_start(const LocalTensor<T> &t) {
+    if (int64_t(t.offset_) * int64_t(sizeof(T)) % 32 != 0)
+        throw tandem::sim::SimError("DataCopyPad: the UB tensor starts at element " + std::to_string(t.offset_) +
+                       ", not on a 32-byte block");
+}
+} // namespace detail
+
+template <typename T>
+void DataCopyPad(const LocalTensor<T> &dst, const GlobalTensor<T> &src, const DataCopyExtParams &p,
+                 const DataCopyPadExtParams<T> &) {
+    detail::check_ub_start(dst);
+    tandem_ascend::copy("DataCopyPad", dst.buffer_, dst.offset_, src.buffer_, src.offset_, detail::padded_rows<T>(p, true));
+}
+template <typename T> void DataCopyPad(const GlobalTensor<T> &dst, const LocalTensor<T> &src, const DataCopyExtParams &p) {
+    detail::check_ub_start(src);
+    tandem_ascend::copy("DataCopyPad", dst.buffer_, dst.offset_, src.buffer_, src.offset_, detail::padded_rows<T>(p, false));
 }
 
 // --- The real vector instructions (on V; sim/Ascend.h VectorCall gives their semantics) ------

@@ -1,0 +1,33 @@
+#ifndef TANDEM_LOWER_ASCEND_ROWS_H
+#define TANDEM_LOWER_ASCEND_ROWS_H
+
+/** \file
+ * UB rows on 32-byte blocks. Ascend's vector instructions and its DataCopyPad start every UB row
+ * on a 32-byte block, but Halide packs each tile by its own extents: a tail tile 88 columns wide
+ * has rows 88 elements apart, a row of 77 floats ends inside a block. This pass (on Halide's
+ * Stmt, before the shared passes) gives every tile that lives in UB one constant row pitch: its
+ * widest row rounded up to 32 bytes, the same for a tail as for a full tile.
+ *
+ *     allocate x[f32 * w * 16]   x[w * y + i] = ...   ->   allocate x[f32 * 80 * 16]   x[80 * y + i] = ...
+ *     (w <= 77)
+ *
+ * A copy then moves rows into padded UB rows (DataCopyPad), and a vector instruction may run
+ * over whole padded rows, one count for the tile: what it computes in the padding is never
+ * stored. One-dimensional tiles are rounded up to whole blocks. The cube's tiles (an MMA's
+ * operands and accumulator) keep Halide's layout: Nd2Nz and Fixpipe take any row length.
+ */
+
+#include "tandem/Kernel.h"
+
+namespace tandem::lower {
+
+Halide::Internal::Stmt pad_ub_rows(const Halide::Internal::Stmt &s, CompileContext &ctx);
+
+/** `s` with `buffer`'s rows `pitch` elements apart instead of `width` (its loads and stores:
+ * every product by `width` in their indices). */
+Halide::Internal::Stmt repitch(const Halide::Internal::Stmt &s, const std::string &buffer, const Halide::Expr &width,
+                               const Halide::Expr &pitch);
+
+} // namespace tandem::lower
+
+#endif
