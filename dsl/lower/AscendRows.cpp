@@ -59,7 +59,11 @@ private:
         }
     };
 
-    Expr index(const Expr &e) { return simplify(Index(width, pitch).mutate(e)); }
+    /** Rows one element wide: Halide's index is the row itself (no product by the width). */
+    Expr index(const Expr &e) {
+        if (is_const_one(width)) return simplify(e * pitch);
+        return simplify(Index(width, pitch).mutate(e));
+    }
     Expr visit(const Load *op) override {
         Expr e = IRMutator::visit(op);
         if (op->name != buffer) return e;

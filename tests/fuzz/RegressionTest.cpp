@@ -91,6 +91,11 @@ std::vector<Case> found_by_the_fuzzer() {
         {"rmsnorm ascend sync D=31 R=6 RB=3 TD=1"},
         {"rmsnorm ascend single_buffered D=1 R=157 RB=1 TD=7 stages=3"},
         {"rmsnorm ascend double_buffered D=2 R=4 RB=4 TD=1 stages=1"},
+        // Ascend's padded UB rows: a tile one element wide has no product by its width in
+        // Halide's index (the mix kernel's acc.ub at N = 1, a one-column tail tile).
+        {"gemm ascend pipelined K=1 M=64 N=1 TK=32 TM=64 TN=48 epilogue=bias_relu group=2 out=f32 stages=5"},
+        {"gemm ascend ws_pingpong K=15 M=37 N=17 TK=16 TM=256 TN=16 epilogue=bias_relu group=1 out=bf16 stages=5"},
+        {"gemm ascend ws_pingpong K=83 M=320 N=1 TK=32 TM=256 TN=48 epilogue=bias_relu group=2 out=bf16 stages=5"},
     };
 }
 
