@@ -56,21 +56,13 @@ private:
 
 /** Sizes the cube's buffers for their fractal layouts: each tile's rows and columns rounded up to
  * 16 (a 1 x 72 tile of A takes 16 x 80 in L1's Nz; backends/ascend/Cube.h). */
-class PadFractal : public IRMutator {
+class PadFractal : public LoopScopedMutator {
 public:
     explicit PadFractal(const CubeBuffers &cube) : cube(cube) {}
 
 private:
     using IRMutator::visit;
     const CubeBuffers &cube;
-    LoopScope loops;
-
-    Stmt visit(const For *op) override {
-        push_loop(loops, op);
-        Stmt s = IRMutator::visit(op);
-        loops.pop(op->name);
-        return s;
-    }
     Stmt visit(const Allocate *op) override {
         if (!cube.operands.count(op->name) && !cube.accumulators.count(op->name)) return IRMutator::visit(op);
         // The extents are the tile's columns, then its rows.
@@ -83,7 +75,7 @@ private:
     }
 };
 
-class Cube : public IRMutator {
+class Cube : public LoopScopedMutator {
 public:
     Cube(CompileContext &ctx, const std::set<std::string> &cube_operands) : ctx(ctx), cube_operands(cube_operands) {}
     std::map<std::string, std::pair<Halide::Type, int64_t>> l0_buffers; // name -> (type, elements)
@@ -92,14 +84,6 @@ private:
     using IRMutator::visit;
     CompileContext &ctx;
     const std::set<std::string> &cube_operands;
-    LoopScope loops;
-
-    Stmt visit(const For *op) override {
-        push_loop(loops, op);
-        Stmt s = IRMutator::visit(op);
-        loops.pop(op->name);
-        return s;
-    }
 
     Stmt load_data(const std::string &operand, const Halide::Type &type, const Expr &offset,
                    const std::vector<std::pair<Expr, Expr>> &dims /* extent, L1 stride; innermost first */) {

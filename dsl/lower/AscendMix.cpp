@@ -236,7 +236,7 @@ class AicIndex : public IRMutator {
 
 /** The accumulator's allocations (Halide's tiles): the most elements, the widest row, the most
  * rows (constants). */
-class AccumulatorSize : public IRVisitor {
+class AccumulatorSize : public LoopScopedVisitor {
 public:
     explicit AccumulatorSize(const std::string &acc) : acc(acc) {}
     int64_t width = 0, rows = 0;
@@ -246,12 +246,6 @@ public:
 private:
     using IRVisitor::visit;
     const std::string &acc;
-    LoopScope loops;
-    void visit(const For *op) override {
-        push_loop(loops, op);
-        IRVisitor::visit(op);
-        loops.pop(op->name);
-    }
     void visit(const Allocate *op) override {
         if (op->name == acc) {
             allocations++;

@@ -78,7 +78,7 @@ private:
     }
 };
 
-class PadRows : public IRMutator {
+class PadRows : public LoopScopedMutator {
 public:
     PadRows(const CompileContext &ctx, const std::set<std::string> &cube) : ctx(ctx), cube(cube) {}
     int padded = 0;
@@ -87,14 +87,6 @@ private:
     using IRMutator::visit;
     const CompileContext &ctx;
     const std::set<std::string> &cube;
-    LoopScope loops;
-
-    Stmt visit(const For *op) override {
-        push_loop(loops, op);
-        Stmt s = IRMutator::visit(op);
-        loops.pop(op->name);
-        return s;
-    }
 
     Stmt visit(const Allocate *op) override {
         Stmt body = mutate(op->body);

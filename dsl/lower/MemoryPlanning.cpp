@@ -15,20 +15,13 @@ using namespace Halide::Internal;
 
 namespace {
 
-class HoistAllocations : public IRMutator {
+class HoistAllocations : public LoopScopedMutator {
 public:
     std::map<std::string, SramBuffer> found;
     std::vector<std::string> order;
 
 private:
     using IRMutator::visit;
-    LoopScope loops;
-    Stmt visit(const For *op) override {
-        push_loop(loops, op);
-        Stmt s = IRMutator::visit(op);
-        loops.pop(op->name);
-        return s;
-    }
     Stmt visit(const Allocate *op) override {
         Expr n = 1;
         for (const Expr &e : op->extents) n = n * e;

@@ -72,7 +72,7 @@ private:
 
 /** Largest Allocate of `buffer`, in elements (constant bound): the pitch of its versions, rounded
  * up to `align_bytes` (Ascend: 32, where every vector operand and DataCopy address in UB starts). */
-class SlotSize : public IRVisitor {
+class SlotSize : public LoopScopedVisitor {
 public:
     SlotSize(const std::string &b, const CompileContext &ctx)
         : buffer(b), align_bytes(ctx.target.arch == Target::Arch::Ascend ? 32 : 1) {}
@@ -83,12 +83,6 @@ public:
 
 private:
     using IRVisitor::visit;
-    LoopScope loops;
-    void visit(const For *op) override {
-        push_loop(loops, op);
-        IRVisitor::visit(op);
-        loops.pop(op->name);
-    }
     void visit(const Allocate *op) override {
         if (op->name == buffer) {
             Expr n = 1;

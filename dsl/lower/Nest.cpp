@@ -63,6 +63,19 @@ void push_loop(LoopScope &scope, const For *loop) {
     scope.push(loop->name, Interval(simplify(lo.min), simplify(hi.max)));
 }
 
+void LoopScopedVisitor::visit(const For *op) {
+    push_loop(loops, op);
+    IRVisitor::visit(op);
+    loops.pop(op->name);
+}
+
+Stmt LoopScopedMutator::visit(const For *op) {
+    push_loop(loops, op);
+    Stmt s = IRMutator::visit(op);
+    loops.pop(op->name);
+    return s;
+}
+
 int64_t constant_upper_bound(const Expr &e, const LoopScope &scope) {
     LoopScope with_core;
     with_core.set_containing_scope(&scope);

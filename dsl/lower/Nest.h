@@ -44,6 +44,21 @@ Expr trip_count(const std::vector<Loop> &loops);
 using LoopScope = Halide::Internal::Scope<Halide::Internal::Interval>;
 void push_loop(LoopScope &scope, const Halide::Internal::For *loop);
 
+/** Visitor and mutator bases that keep `loops`: the intervals of the loops around what they
+ * visit (for constant_upper_bound). */
+class LoopScopedVisitor : public Halide::Internal::IRVisitor {
+protected:
+    using Halide::Internal::IRVisitor::visit;
+    LoopScope loops;
+    void visit(const Halide::Internal::For *op) override;
+};
+class LoopScopedMutator : public Halide::Internal::IRMutator {
+protected:
+    using Halide::Internal::IRMutator::visit;
+    LoopScope loops;
+    Stmt visit(const Halide::Internal::For *op) override;
+};
+
 /** A constant upper bound of `e` given the enclosing loops (the core id is in [0, 2^16)), or -1
  * if none can be found. */
 int64_t constant_upper_bound(const Expr &e, const LoopScope &scope = LoopScope::empty_scope());
