@@ -78,6 +78,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <unordered_set>
 
 namespace tandem::sim::ascend {
@@ -1610,6 +1611,7 @@ void Machine::Impl::simulate() {
     // joined by cross-core flags), whose GM accesses are checked online in the AIC's histories.
     std::map<int, std::unique_ptr<detail::VectorClocks>> domains; // by group (AIC) or core
     std::vector<std::unique_ptr<CoreRun>> runs;
+    std::vector<int> groups; // per run: its clock domain
     for (int core : ended) {
         const int group = mix ? (kind(core) == CoreKind::AIC ? core : aic_of(core)) : core;
         const int base = mix ? (kind(core) == CoreKind::AIC ? 0 : 1 + (core - aiv_of(group, 0))) * kAgents : 0;
@@ -1620,25 +1622,44 @@ void Machine::Impl::simulate() {
         }
         runs.push_back(std::make_unique<CoreRun>(*this, core, *cores[size_t(core)]->state_, *domain, base,
                                                  *cores[size_t(group)]->state_));
+        groups.push_back(group);
     }
     ended.clear();
+    // A run's next op depends only on its own state and, through cross-core flags, on its clock
+    // domain's: it is recomputed only after a step in that domain.
+    struct Next {
+        bool known = false, any = false;
+        int pipe = 0;
+        Cycles at = 0;
+    };
+    std::vector<Next> next(runs.size());
+    std::vector<size_t> live(runs.size()); // runs that may still have work, in core order
+    std::iota(live.begin(), live.end(), size_t(0));
     for (;;) {
-        CoreRun *best = nullptr;
-        int best_pipe = 0;
-        Cycles best_at = 0;
-        for (const auto &run : runs) {
-            int pipe = 0;
-            Cycles at = 0;
-            if (run->next(pipe, at) && (!best || at < best_at)) {
-                best = run.get();
-                best_pipe = pipe;
-                best_at = at;
+        int best = -1;
+        for (size_t i : live) {
+            Next &n = next[i];
+            if (!n.known) {
+                n.any = runs[i]->next(n.pipe, n.at);
+                n.known = true;
+            }
+            if (n.any && (best < 0 || n.at < next[size_t(best)].at)) {
+                best = int(i);
             }
         }
-        if (!best) {
+        if (!mix) { // outside a mix kernel nothing else can unblock a run that has no next op
+            live.erase(std::remove_if(live.begin(), live.end(), [&](size_t i) { return !next[i].any; }),
+                       live.end());
+        }
+        if (best < 0) {
             break;
         }
-        best->step(best_pipe, best_at);
+        runs[size_t(best)]->step(next[size_t(best)].pipe, next[size_t(best)].at);
+        for (size_t i = 0; i < runs.size(); ++i) {
+            if (groups[i] == groups[size_t(best)]) {
+                next[i].known = false;
+            }
+        }
     }
     for (const auto &run : runs) {
         run->end();

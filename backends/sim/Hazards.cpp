@@ -4,6 +4,8 @@
 
 #include "sim/Numerics.h"
 
+#include <numeric>
+
 namespace tandem::sim {
 
 std::string Race::str() const {
@@ -53,6 +55,10 @@ ElementSet element_set(const Box &box) {
     set.hi = offset + span;
     if (!set.exact) {
         return set;
+    }
+    set.period = 0;
+    for (int i = 0; i < count; ++i) {
+        set.period = std::gcd(set.period, sorted[i].stride);
     }
     for (int i = 0; i < count; ++i) {
         const Dim &dim = sorted[i];

@@ -10,7 +10,7 @@
  * - VectorClocks: one clock per agent (a control stream, a DMA channel, a warpgroup, a TMA
  *   lane...). An access records its agent and that agent's own epoch; a later access is ordered
  *   after it when the later agent's clock has reached that epoch.
- * - BufferHistory: the accesses of one buffer, reads and writes kept apart and sorted by hull.
+ * - BufferHistory: the accesses of one buffer, reads and writes kept apart, in size classes sorted by hull.
  *   check_access reports every earlier conflicting access that is not ordered before a new one,
  *   and prunes an earlier access that is ordered before a new access covering its elements (a
  *   write, or a read when both read): a race against it is still found against the new one.
@@ -27,6 +27,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <numeric>
 #include <set>
 #include <string>
 #include <tuple>
@@ -46,6 +47,9 @@ struct ElementSet {
     int rank = 0;
     bool empty = false;
     bool exact = true; // false: too many dims, only the hull is known
+    // Every element is congruent to offset modulo the period: the gcd of the strides, 0 for one
+    // element, 1 when unknown (not exact).
+    int64_t period = 1;
     std::array<Dim, kMaxRank> dims;
 };
 
@@ -65,16 +69,78 @@ struct AccessRecord {
     uint8_t proxy = 0; // the model's memory proxy (Hopper: generic or async); 0 in the ZPU
 };
 
-/** Records of one kind (reads or writes) ordered by hull start, so that a check visits only the
- * records whose hull can meet the new access: starts in [lo - longest hull, hi]. */
+/** Records of one kind (reads or writes) in groups of one hull bit width and one period, each
+ * ordered by (offset modulo the period, hull start). A check visits in each group only the
+ * records whose hull can meet the new access (starts in [lo - longest hull of the group, hi]) and
+ * whose residue can: two sets of periods p and q meet only if their offsets agree modulo
+ * gcd(p, q). One long hull (a whole-row read) does not widen the window of the short ones, and the
+ * columns of a matrix (one residue each) are not visited by the accesses of other columns. */
 struct RecordList {
-    std::multimap<int64_t, AccessRecord> by_lo;
-    int64_t longest = 0; // longest hull (hi - lo) ever inserted
+    using Key = std::pair<int64_t, int64_t>; // (offset modulo the period, hull start)
+    struct Group {
+        int width;      // bit width of (hi - lo) of its records
+        int64_t period; // their period
+        int64_t longest = 0; // longest hull (hi - lo) ever inserted into it
+        std::multimap<Key, AccessRecord> records;
+    };
+    std::vector<Group> groups; // few in practice
 
-    bool empty() const { return by_lo.empty(); }
+    static int64_t residue(int64_t offset, int64_t period) {
+        return period == 0 ? 0 : ((offset % period) + period) % period;
+    }
+
+    bool empty() const {
+        return std::all_of(groups.begin(), groups.end(),
+                           [](const Group &g) { return g.records.empty(); });
+    }
     void insert(const AccessRecord &record) {
-        longest = std::max(longest, record.elements.hi - record.elements.lo);
-        by_lo.emplace(record.elements.lo, record);
+        const ElementSet &e = record.elements;
+        int64_t length = e.hi - e.lo;
+        int width = length <= 0 ? 0 : 64 - __builtin_clzll(uint64_t(length));
+        auto it = std::find_if(groups.begin(), groups.end(), [&](const Group &g) {
+            return g.width == width && g.period == e.period;
+        });
+        if (it == groups.end()) {
+            it = groups.insert(groups.end(), Group{width, e.period, 0, {}});
+        }
+        it->longest = std::max(it->longest, length);
+        it->records.emplace(Key{residue(e.offset, e.period), e.lo}, record);
+    }
+    /** Calls visit(group, iterator), which returns the next iterator (it may erase), for every
+     * record whose hull and residue can meet `e`. */
+    template <class Visit> void for_each_candidate(const ElementSet &e, Visit &&visit) {
+        for (Group &g : groups) {
+            // Residues of the group that can meet e: congruent to e's offset modulo `step` (a
+            // group of single elements keeps them all under residue 0).
+            int64_t step = g.period == 0 ? 0 : std::gcd(e.period, g.period);
+            int64_t first = step == 0 ? 0 : residue(e.offset, step);
+            int64_t r = first;
+            while (r < std::max<int64_t>(g.period, 1)) {
+                auto it = g.records.lower_bound(Key{r, e.lo - g.longest});
+                if (it == g.records.end()) {
+                    break;
+                }
+                if (it->first.first != r) { // no record of residue r: jump to the next present
+                    int64_t next = it->first.first;
+                    r = next + residue(first - next, step);
+                    continue;
+                }
+                while (it != g.records.end() && it->first.first == r && it->first.second <= e.hi) {
+                    it = visit(g, it);
+                }
+                if (step == 0) {
+                    break;
+                }
+                r += step;
+            }
+        }
+    }
+    template <class F> void for_each(F &&f) const {
+        for (const Group &g : groups) {
+            for (const auto &entry : g.records) {
+                f(entry.second);
+            }
+        }
     }
 };
 
@@ -134,8 +200,7 @@ void check_access_ordered(BufferHistory &history, const AccessRecord &access, Or
                           OnRace &&on_race, OnOrdered &&on_ordered) {
     const ElementSet &elements = access.elements;
     auto check = [&](RecordList &list, bool prune) {
-        auto it = list.by_lo.lower_bound(elements.lo - list.longest);
-        while (it != list.by_lo.end() && it->first <= elements.hi) {
+        list.for_each_candidate(elements, [&](RecordList::Group &group, auto it) {
             const AccessRecord &earlier = it->second;
             if (earlier.elements.hi >= elements.lo) {
                 bool before = ordered(earlier);
@@ -147,12 +212,11 @@ void check_access_ordered(BufferHistory &history, const AccessRecord &access, Or
                     on_ordered(earlier);
                 }
                 if (prune && before && covers(elements, earlier.elements)) {
-                    it = list.by_lo.erase(it);
-                    continue;
+                    return group.records.erase(it);
                 }
             }
-            ++it;
-        }
+            return std::next(it);
+        });
     };
     check(history.writes, access.write);
     check(history.reads, true);
@@ -215,9 +279,7 @@ void cross_run_races(const std::vector<RunHistory> &runs, OnRace &&on_race) {
         const BufferHistory &h = *run.history;
         runs_touching += !h.reads.empty() || !h.writes.empty();
         for (const RecordList *list : {&h.reads, &h.writes}) {
-            for (const auto &entry : list->by_lo) {
-                items.push_back({&entry.second, run.run});
-            }
+            list->for_each([&](const AccessRecord &record) { items.push_back({&record, run.run}); });
         }
     }
     if (runs_touching < 2) {
