@@ -169,13 +169,29 @@ std::set<std::string> calls_in(const Halide::Expr &e) {
 
 } // namespace
 
+void set_shape(Halide::OutputImageParam tensor, const std::vector<int> &extents, const std::string &shapes,
+               const std::vector<bool> &fixed) {
+    if (shapes != "static" && shapes != "runtime") {
+        throw Error("shapes must be static or runtime, not '" + shapes + "'");
+    }
+    for (size_t d = 0; d < extents.size(); d++) {
+        Halide::Internal::Dimension dim = tensor.dim(int(d));
+        if (shapes == "static" || (d < fixed.size() && fixed[d])) dim.set_bounds(0, extents[d]);
+        else dim.set_min(0).set_estimate(0, extents[d]);
+        if (d > 0) dim.set_stride(tensor.dim(int(d) - 1).stride() * tensor.dim(int(d) - 1).extent());
+    }
+}
+
 void schedule_pointwise(Func &out, const std::vector<ImageParam> &inputs, const Params &p,
                         const std::string &schedule, const std::string &app) {
     if (schedule != "sync" && schedule != "double_buffered" && schedule != "single_buffered") {
         throw Error(app + ": unknown schedule '" + schedule + "' (known: double_buffered, single_buffered, sync)");
     }
-    // Tiles larger than the tensor shrink to it (Halide's bounds need a tile within the tensor).
-    const int TX = std::min(p.get_int("TX"), p.get_int("W")), TY = std::min(p.get_int("TY"), p.get_int("H"));
+    // Tiles larger than a static tensor shrink to it (Halide's bounds need a tile within the
+    // tensor); with runtime shapes they stay, their tails guarded.
+    const bool runtime = p.has("shapes") && p.get("shapes") == "runtime";
+    const int TX = runtime ? p.get_int("TX") : std::min(p.get_int("TX"), p.get_int("W"));
+    const int TY = runtime ? p.get_int("TY") : std::min(p.get_int("TY"), p.get_int("H"));
     std::vector<Var> args = out.halide().args();
     Var xo("xo"), yo("yo"), xi("xi"), yi("yi"), t("t");
     out.tile(args[0], args[1], xo, yo, xi, yi, TX, TY, TailStrategy::GuardWithIf).fuse(xo, yo, t).map_to_cores(t);

@@ -104,6 +104,12 @@ Params with_defaults(const App &app, const Params &given, const std::string &tar
 /** The schedules of the app on `target` (the first is the default); Error if it has none. */
 const std::vector<std::string> &schedules_for(const App &app, const std::string &target);
 
+/** Gives a tensor of the app a dense shape starting at 0 (dims[0] innermost): with `shapes`
+ * "static" the extents are set (set_bounds), with "runtime" they are the buffer's at each call
+ * and `extents` are only estimates, but for the dims `fixed` marks (e.g. attention's head size). */
+void set_shape(Halide::OutputImageParam tensor, const std::vector<int> &extents, const std::string &shapes,
+               const std::vector<bool> &fixed = {});
+
 /** The schedule of a pointwise Func out(x, y) over W x H (parameters W, H, TX, TY, stages):
  * TX x TY tiles spread over the cores, each input its simplified definition reads staged per tile;
  * "double_buffered" / "single_buffered" copy the tiles and store the output asynchronously with

@@ -18,6 +18,9 @@ public:
     GeneratorParam<int> TM{"TM", 128, 1, 4096};
     GeneratorParam<int> TN{"TN", 128, 1, 4096};
     GeneratorParam<int> TD{"TD", 0, 0, 4096}; // the MMA's K step; 0: up to 128
+    // runtime: Lq and Lk are estimates, the kernel takes any; the head size D stays static (Q's
+    // row block is resident on chip).
+    GeneratorParam<std::string> shapes{"shapes", "static", {"static", "runtime"}};
     GeneratorParam<std::string> pipelining{"schedule", "resident", {"resident"}};
     Input<Buffer<bfloat16_t, 2>> Q{"Q"}, K{"K"};
     Output<Buffer<float, 2>> S{"S"};
@@ -27,17 +30,15 @@ public:
         acc(j, i) = 0.0f;
         acc(j, i) += Halide::cast<float>(Q(d, i)) * Halide::cast<float>(K(d, j));
         S(j, i) = acc(j, i);
-        Q.dim(0).set_bounds(0, D);
-        Q.dim(1).set_bounds(0, Lq).set_stride(D);
-        K.dim(0).set_bounds(0, D);
-        K.dim(1).set_bounds(0, Lk).set_stride(D);
-        S.output_buffer().dim(0).set_bounds(0, Lk);
-        S.output_buffer().dim(1).set_bounds(0, Lq).set_stride(Lk);
+        set_shape(Q, {D, Lq}, shapes, {true, false});
+        set_shape(K, {D, Lk}, shapes, {true, false});
+        set_shape(S.output_buffer(), {Lk, Lq}, shapes);
         d_x = d.x;
     }
 
     void schedule() override {
-        const int tm = std::min<int>(TM, Lq), tn = std::min<int>(TN, Lk);
+        const bool runtime = shapes.value() == "runtime"; // tiles stay, their tails guarded
+        const int tm = runtime ? int(TM) : std::min<int>(TM, Lq), tn = runtime ? int(TN) : std::min<int>(TN, Lk);
         Var io("io"), jo("jo"), ii("ii"), ji("ji");
         RVar dk("dk"), di("di");
         S.split(i, io, ii, tm, TailStrategy::GuardWithIf)

@@ -14,18 +14,15 @@ public:
     GeneratorParam<int> TX{"TX", 1024, 1, 1 << 16};
     GeneratorParam<int> TY{"TY", 32, 1, 1 << 16};
     GeneratorParam<int> stages{"stages", 2, 1, 16};
+    GeneratorParam<std::string> shapes{"shapes", "static", {"static", "runtime"}};
     GeneratorParam<std::string> pipelining{"schedule", "double_buffered", {"double_buffered", "single_buffered", "sync"}};
     Input<Buffer<float, 2>> a{"a"}, b{"b"}, c{"c"};
     Output<Buffer<float, 2>> out{"out"};
 
     void generate() override {
         out(x, y) = a(x, y) * b(x, y) + Halide::max(c(x, y), 0.0f) * 0.5f;
-        for (ImageParam *in : {&a, &b, &c}) {
-            in->dim(0).set_bounds(0, W);
-            in->dim(1).set_bounds(0, H).set_stride(W);
-        }
-        out.output_buffer().dim(0).set_bounds(0, W);
-        out.output_buffer().dim(1).set_bounds(0, H).set_stride(W);
+        for (ImageParam *in : {&a, &b, &c}) set_shape(*in, {W, H}, shapes);
+        set_shape(out.output_buffer(), {W, H}, shapes);
     }
 
     void schedule() override { schedule_pointwise(out, {a, b, c}, params_of(*this), pipelining, "elementwise"); }

@@ -54,6 +54,8 @@ public:
     GeneratorParam<int> group{"group", 1, 1, 1 << 16};
     GeneratorParam<std::string> out{"out", "bf16", {"bf16", "f32"}};
     GeneratorParam<std::string> epilogue{"epilogue", "none", {"none", "bias_relu"}};
+    // runtime: M, N and K are estimates, the kernel takes any (tiles stay TM x TN x TK, tails guarded).
+    GeneratorParam<std::string> shapes{"shapes", "static", {"static", "runtime"}};
     GeneratorParam<std::string> pipelining{"schedule", "ws_pingpong",
                                            {"ws_pingpong", "ws_cooperative", "ws", "pipelined", "sync"}};
     Input<Buffer<bfloat16_t, 2>> A{"A"}, B{"B"};
@@ -61,32 +63,34 @@ public:
     Output<Buffer<void, 2>> C{"C"};       // bf16 or f32 (parameter out)
 
     void generate() override {
-        RDom r(0, K, "r");
+        const bool runtime = shapes.value() == "runtime";
+        RDom r(0, runtime ? A.dim(0).extent() : Halide::Expr(int(K)), "r");
         acc(j, i) = 0.0f;
         acc(j, i) += Halide::cast<float>(A(r, i)) * Halide::cast<float>(B(j, r));
         Halide::Expr result = acc(j, i);
         if (epilogue.value() == "bias_relu") result = Halide::max(result + bias(j), 0.0f);
         C(j, i) = Halide::cast(out.value() == "bf16" ? Halide::BFloat(16) : Halide::Float(32), result);
-        bias.dim(0).set_bounds(0, N);
-        A.dim(0).set_bounds(0, K);
-        A.dim(1).set_bounds(0, M).set_stride(K);
-        B.dim(0).set_bounds(0, N);
-        B.dim(1).set_bounds(0, K).set_stride(N);
-        C.output_buffer().dim(0).set_bounds(0, N);
-        C.output_buffer().dim(1).set_bounds(0, M).set_stride(N);
+        set_shape(bias, {N}, shapes);
+        set_shape(A, {K, M}, shapes);
+        set_shape(B, {N, K}, shapes);
+        set_shape(C.output_buffer(), {N, M}, shapes);
         r_k = r.x;
     }
 
     void schedule() override {
         const Target &target = get_target();
         const std::string schedule = pipelining;
-        // Tiles larger than the matrices shrink to them (Halide's bounds need a tile within the matrix).
-        const int tm = std::min<int>(TM, M), tn = std::min<int>(TN, N), tk = std::min<int>(TK, K);
+        // Tiles larger than static matrices shrink to them (Halide's bounds need a tile within the
+        // matrix); with runtime shapes they stay, their tails guarded.
+        const bool runtime = shapes.value() == "runtime";
+        const int tm = runtime ? int(TM) : std::min<int>(TM, M), tn = runtime ? int(TN) : std::min<int>(TN, N),
+                  tk = runtime ? int(TK) : std::min<int>(TK, K);
         const int n_stages = stages > 0 ? int(stages) : fitting_stages(N, tm, tn, tk, out, epilogue, schedule, target);
         Var jo("jo"), io("io"), ji("ji"), ii("ii"), t("t"), iog("iog"), iob("iob"), t_in_group("t_in_group");
         RVar ko("ko"), ki("ki");
         C.tile(j, i, jo, io, ji, ii, tn, tm, TailStrategy::GuardWithIf);
-        const int row_tiles = (int(M) + tm - 1) / tm;
+        // Groups need the number of tile rows: row-major with runtime shapes.
+        const int row_tiles = runtime ? 1 : (int(M) + tm - 1) / tm;
         int rows_per_group = std::min<int>(group, row_tiles);
         while (row_tiles % rows_per_group != 0) rows_per_group--;
         if (rows_per_group > 1 && rows_per_group < row_tiles) {

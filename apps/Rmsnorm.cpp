@@ -35,21 +35,24 @@ public:
     // strided over 256 threads; the Hopper default: measured on an H100, D = 8192 0.94 of the copy
     // bandwidth with 2, 0.81 with 1; D = 2048 0.99 and 0.89; gpu_hopper_notes.md v12).
     GeneratorParam<int> warpgroups{"warpgroups", 1, 1, 2};
+    // runtime: D and R are estimates, the kernel takes any (rows always in chunks of TD, or of
+    // the chunk the estimate D would get).
+    GeneratorParam<std::string> shapes{"shapes", "static", {"static", "runtime"}};
     GeneratorParam<std::string> pipelining{"schedule", "double_buffered", {"double_buffered", "single_buffered", "sync"}};
     Input<Buffer<float, 2>> in{"in"};
     Input<Buffer<float, 1>> w{"w"};
     Output<Buffer<float, 2>> out{"out"};
 
     void generate() override {
-        RDom k(0, D, "k");
+        const bool runtime = shapes.value() == "runtime";
+        Halide::Expr d = runtime ? in.dim(0).extent() : Halide::Expr(int(D));
+        RDom k(0, d, "k");
         sum_sq(row) = 0.0f;
         sum_sq(row) += in(k, row) * in(k, row);
-        out(x, row) = in(x, row) * w(x) / Halide::sqrt(sum_sq(row) / float(D.value()) + 1e-5f);
-        in.dim(0).set_bounds(0, D);
-        in.dim(1).set_bounds(0, R).set_stride(D);
-        w.dim(0).set_bounds(0, D);
-        out.output_buffer().dim(0).set_bounds(0, D);
-        out.output_buffer().dim(1).set_bounds(0, R).set_stride(D);
+        out(x, row) = in(x, row) * w(x) / Halide::sqrt(sum_sq(row) / Halide::cast<float>(d) + 1e-5f);
+        set_shape(in, {D, R}, shapes);
+        set_shape(w, {D}, shapes);
+        set_shape(out.output_buffer(), {D, R}, shapes);
         k_x = k.x;
     }
 
@@ -70,7 +73,9 @@ public:
         const bool cta_per_tile = hopper && ctas == 0;
         const int row_versions = cta_per_tile ? 1 : versions;
         const int aligned_rows = d % 4 == 0 ? 1 : (2 * d) % 4 == 0 ? 2 : 4;
-        const int rb = std::min<int>(RB > 0 ? int(RB) : std::max(1, 4096 / (d * aligned_rows)) * aligned_rows, R);
+        const bool runtime = shapes.value() == "runtime";
+        const int rb_wanted = RB > 0 ? int(RB) : std::max(1, 4096 / (d * aligned_rows)) * aligned_rows;
+        const int rb = runtime ? rb_wanted : std::min<int>(rb_wanted, R);
         // Whole rows where a CTA's tiles (in and out, RB rows and the ring's versions each, and the
         // weights) fit its share of the shared memory (a CTA per tile: half, so that two CTAs
         // share an SM); else chunks (two passes over in).
@@ -83,7 +88,7 @@ public:
         const int td = whole_rows_fit ? d : std::min(row_chunk(chunk, d, rb, row_versions, get_target()), d);
         Var ro("ro"), ri("ri");
         Func in_tile, w_tile;
-        if (td == d) {
+        if (td == d && !runtime) {
             // Whole rows on chip: one read of each row.
             out.split(row, ro, ri, rb, TailStrategy::GuardWithIf).map_to_cores(ro);
             if (ctas > 0) out.persistent(ctas);
@@ -121,7 +126,7 @@ public:
         }
         if (hopper && warpgroups == 2) out.cooperative();
         if (schedule == "sync") return;
-        const int tile_versions = td == d ? row_versions : versions; // chunks: a loop within the tile
+        const int tile_versions = td == d && !runtime ? row_versions : versions; // chunks: a loop within the tile
         in_tile.async_copy().multi_buffer(tile_versions);
         out.async_copy().multi_buffer(tile_versions);
     }

@@ -21,7 +21,17 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-std::vector<int> extents_of(const KernelArg &a) { return a.extents; }
+/** The extents of an input or output of a built app: its static extents, or else its estimates. */
+std::vector<int> extents_of(const Halide::Internal::Parameter &p) {
+    std::vector<int> extents;
+    for (int d = 0; d < p.dimensions(); d++) {
+        Halide::Expr e = p.extent_constraint(d).defined() ? p.extent_constraint(d) : p.extent_constraint_estimate(d);
+        const Halide::Internal::IntImm *i = e.defined() ? e.as<Halide::Internal::IntImm>() : nullptr;
+        if (!i) throw Error(p.name() + ": dimension " + std::to_string(d) + " has neither an extent nor an estimate");
+        extents.push_back(int(i->value));
+    }
+    return extents;
+}
 
 /** Writes value v of element i into raw storage of sim type t. */
 void put(void *data, sim::DType t, int64_t i, float v) {
@@ -57,34 +67,44 @@ double roofline_cycles(const Workload &w, const Target &target) {
     return backend_of(target).roofline(w.macs, w.vector_flops, w.bytes, target);
 }
 
+std::vector<std::vector<int>> static_extents(const Kernel &kernel) {
+    std::vector<std::vector<int>> extents;
+    for (const KernelArg &a : kernel.args) extents.push_back(a.extents);
+    return extents;
+}
+
 std::map<std::string, int> add_arguments(const Kernel &kernel, sim::Machine &machine, uint64_t seed,
                                          std::vector<Halide::Buffer<>> *inputs) {
     return add_arguments(
-        kernel, [&](const std::string &n, sim::DType t, int64_t e) { return machine.add_dram(n, t, e); },
+        kernel, static_extents(kernel),
+        [&](const std::string &n, sim::DType t, int64_t e) { return machine.add_dram(n, t, e); },
         [&](int id) { return machine.data(id); }, machine.numerics(), seed, inputs);
 }
 
-std::map<std::string, int> add_arguments(const Kernel &kernel,
+std::map<std::string, int> add_arguments(const Kernel &kernel, const std::vector<std::vector<int>> &extents,
                                          const std::function<int(const std::string &, sim::DType, int64_t)> &add,
                                          const std::function<void *(int)> &data_of, bool numerics, uint64_t seed,
                                          std::vector<Halide::Buffer<>> *inputs) {
     std::map<std::string, int> ids;
     std::mt19937_64 rng(seed);
     std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-    for (const KernelArg &a : kernel.args) {
+    for (size_t arg = 0; arg < kernel.args.size(); arg++) {
+        const KernelArg &a = kernel.args[arg];
         sim::DType t = dtype_of(a.type);
-        int id = add(a.name, t, a.elements());
+        int64_t elements = 1;
+        for (int e : extents[arg]) elements *= e;
+        int id = add(a.name, t, elements);
         ids[a.name] = id;
         if (!numerics) continue;
         void *data = data_of(id);
         if (a.output) {
-            for (int64_t i = 0; i < a.elements(); i++) put(data, t, i, NAN);
+            for (int64_t i = 0; i < elements; i++) put(data, t, i, NAN);
             continue;
         }
-        for (int64_t i = 0; i < a.elements(); i++) put(data, t, i, uniform(rng));
+        for (int64_t i = 0; i < elements; i++) put(data, t, i, uniform(rng));
         if (inputs) {
-            Halide::Buffer<> buf(a.type, extents_of(a));
-            std::memcpy(buf.data(), data, a.elements() * sim::bytes_of(t));
+            Halide::Buffer<> buf(a.type, extents[arg]);
+            std::memcpy(buf.data(), data, elements * sim::bytes_of(t));
             inputs->push_back(buf);
         }
     }
@@ -108,18 +128,35 @@ Halide::Target reference_target() {
 }
 
 RunResult run(const App &app, const RunOptions &options) {
+    Target target = Target::parse(options.target);
+    const Params params = with_defaults(app, options.params, options.target);
+    const std::string schedule = options.schedule.empty() ? schedules_for(app, options.target).front() : options.schedule;
+    auto t0 = std::chrono::steady_clock::now();
+    Kernel kernel = compile_app(app, params, schedule, target);
+    const double compile_ms = ms_since(t0);
+    RunResult r = run_kernel(app, kernel, params, schedule, options);
+    r.compile_ms = compile_ms;
+    return r;
+}
+
+RunResult run_kernel(const App &app, const Kernel &kernel, const Params &params, const std::string &schedule,
+                     const RunOptions &options, Built *reference) {
     RunResult r;
     r.app = app.name;
     Target target = Target::parse(options.target);
-    r.params = with_defaults(app, options.params, options.target);
-    r.schedule = options.schedule.empty() ? schedules_for(app, options.target).front() : options.schedule;
+    r.params = params;
+    r.schedule = schedule;
     r.target = target.name();
     r.model = target.name() + " v" + std::to_string(target.machine.version());
+    r.kernel = kernel;
 
-    auto t0 = std::chrono::steady_clock::now();
-    r.kernel = compile_app(app, r.params, r.schedule, target);
-    const Kernel &kernel = r.kernel;
-    r.compile_ms = ms_since(t0);
+    // The problem at `params`: the reference's inputs and output have its extents (static, or the
+    // estimates of a runtime shape), which the kernel takes at this call.
+    Built ref = app.build(r.params, "reference", target);
+    std::vector<std::vector<int>> extents;
+    for (const ImageParam &in : ref.inputs) extents.push_back(extents_of(in.parameter()));
+    extents.push_back(extents_of(ref.output.output_buffer().parameter()));
+    const Shapes shapes = kernel.bind_shapes(extents);
 
     std::vector<Halide::Buffer<>> reference_inputs;
     std::map<std::string, int> ids;
@@ -127,11 +164,11 @@ RunResult run(const App &app, const RunOptions &options) {
     // The target's machine model runs the kernel; its report and output buffer are what we keep.
     std::unique_ptr<Model> model =
         backend_of(target).model(target, options.numerics, !options.trace.empty() || !options.timeline.empty());
-    t0 = std::chrono::steady_clock::now();
+    auto t0 = std::chrono::steady_clock::now();
     ids = add_arguments(
-        kernel, [&](const std::string &n, sim::DType t, int64_t e) { return model->add_global(n, t, e); },
+        kernel, extents, [&](const std::string &n, sim::DType t, int64_t e) { return model->add_global(n, t, e); },
         [&](int id) { return model->data(id); }, options.numerics, options.seed, &reference_inputs);
-    model->execute(kernel, ids);
+    model->execute(kernel, ids, shapes);
     r.report = model->finish();
     if (!options.trace.empty()) model->write_trace(options.trace);
     if (!options.timeline.empty()) model->write_trace(options.timeline);
@@ -141,17 +178,17 @@ RunResult run(const App &app, const RunOptions &options) {
 
     if (options.numerics) {
         t0 = std::chrono::steady_clock::now();
-        Built ref = app.build(r.params, "reference", target);
-        for (size_t i = 0; i < ref.inputs.size(); i++) ref.inputs[i].set(reference_inputs[i]);
+        Built &checker = reference ? *reference : ref;
+        for (size_t i = 0; i < checker.inputs.size(); i++) checker.inputs[i].set(reference_inputs[i]);
         const KernelArg &out = kernel.args.back();
-        Halide::Buffer<> expected(out.type, extents_of(out));
-        ref.output.halide().realize(expected, reference_target());
+        Halide::Buffer<> expected(out.type, extents.back());
+        checker.output.halide().realize(expected, reference_target());
         r.reference_ms = ms_since(t0);
         sim::DType t = dtype_of(out.type);
         const void *got = data_of(ids[out.name]);
         double max_ref = 0, max_err = 0;
         bool finite = true;
-        for (int64_t i = 0; i < out.elements(); i++) {
+        for (int64_t i = 0; i < int64_t(expected.number_of_elements()); i++) {
             double want = get(expected.data(), t, i), have = get(got, t, i);
             if (!std::isfinite(have)) finite = false;
             max_ref = std::max(max_ref, std::fabs(want));

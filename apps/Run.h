@@ -48,8 +48,9 @@ struct RunResult {
  * with NaN so that an element the kernel never writes cannot pass. Returns buffer ids by name. */
 std::map<std::string, int> add_arguments(const Kernel &kernel, sim::Machine &machine, uint64_t seed,
                                          std::vector<Halide::Buffer<>> *inputs = nullptr);
-/** The same for any machine model: `add` makes a global buffer, `data` gives its storage. */
-std::map<std::string, int> add_arguments(const Kernel &kernel,
+/** The same for any machine model, with the arguments' extents at this call (their static
+ * extents, or any for a runtime shape): `add` makes a global buffer, `data` gives its storage. */
+std::map<std::string, int> add_arguments(const Kernel &kernel, const std::vector<std::vector<int>> &extents,
                                          const std::function<int(const std::string &, sim::DType, int64_t)> &add,
                                          const std::function<void *(int)> &data, bool numerics, uint64_t seed,
                                          std::vector<Halide::Buffer<>> *inputs = nullptr);
@@ -57,7 +58,16 @@ std::map<std::string, int> add_arguments(const Kernel &kernel,
 /** Builds the app with the schedule and compiles it. */
 Kernel compile_app(const App &app, const Params &params, const std::string &schedule, const Target &target);
 
+/** Compiles the app and runs it (options.params over the app's defaults). */
 RunResult run(const App &app, const RunOptions &options);
+/** Runs a kernel of the app at the problem of `params` (every parameter given): the parameters it
+ * was compiled with, but for the extents of a runtime-shape kernel (shapes=runtime), which may be
+ * any. `reference`: the app's reference built once with runtime shapes, so that its JIT compiles
+ * once for many calls (else one is built at `params`). compile_ms is left 0. */
+RunResult run_kernel(const App &app, const Kernel &kernel, const Params &params, const std::string &schedule,
+                     const RunOptions &options, Built *reference = nullptr);
+/** The static extents of the kernel's arguments. */
+std::vector<std::vector<int>> static_extents(const Kernel &kernel);
 
 /** The target the Halide reference is JIT-compiled for: the host, minus features Halide 14
  * detects wrongly. */

@@ -26,9 +26,11 @@ Pipe pipe_named(const std::string &name) {
 class Stream {
 public:
     Stream(const Kernel &kernel, sim::ascend::Machine &machine, int core, int block,
-           std::unordered_map<std::string, BufferRef> buffers)
+           std::unordered_map<std::string, BufferRef> buffers, const Shapes &shapes)
         : kernel(kernel), machine(machine), core(machine.core(core)), block_index(block),
-          buffers(std::make_shared<std::unordered_map<std::string, BufferRef>>(std::move(buffers))), eval(lookup(), hook()) {}
+          buffers(std::make_shared<std::unordered_map<std::string, BufferRef>>(std::move(buffers))), eval(lookup(), hook()) {
+        for (const auto &[name, value] : shapes) eval.vars[name] = double(value);
+    }
 
     void exec(const Stmt &s) {
         if (const For *f = s.as<For>()) {
@@ -209,7 +211,8 @@ private:
 
 } // namespace
 
-void execute(const Kernel &kernel, sim::ascend::Machine &machine, const std::map<std::string, int> &arguments) {
+void execute(const Kernel &kernel, sim::ascend::Machine &machine, const std::map<std::string, int> &arguments,
+             const Shapes &shapes) {
     // An AIV-only kernel (no tile MMA) runs on the vector cores, an AIC-only one on the cube
     // cores, a mix kernel on both (GetBlockIdx() is the index among the cores of a kind).
     std::vector<sim::ascend::CoreKind> kinds;
@@ -243,7 +246,7 @@ void execute(const Kernel &kernel, sim::ascend::Machine &machine, const std::map
                     core.wait_flag(Pipe::M, Pipe::MTE1, event, "TPipe::Destroy");
             }
             core.pipe_barrier(Pipe::ALL);
-            Stream stream(kernel, machine, c, block, buffers);
+            Stream stream(kernel, machine, c, block, buffers, shapes);
             stream.exec(kernel.body);
             machine.run_core(c);
         }

@@ -28,8 +28,10 @@ public:
     virtual int add_global(const std::string &name, sim::DType type, int64_t elements) = 0;
     /** The tensor's elements (nullptr without numerics). */
     virtual void *data(int id) = 0;
-    /** Runs `kernel` with its arguments bound to global tensors by name. */
-    virtual void execute(const Kernel &kernel, const std::map<std::string, int> &arguments) = 0;
+    /** Runs `kernel` with its arguments bound to global tensors by name, and its runtime extents
+     * to `shapes` (Kernel::bind_shapes; empty for static shapes). */
+    virtual void execute(const Kernel &kernel, const std::map<std::string, int> &arguments,
+                         const Shapes &shapes) = 0;
     virtual sim::Report finish() = 0;
     /** A Chrome trace (.json) or the timeline picture (.svg) of the run. */
     virtual void write_trace(const std::string &path) const = 0;
@@ -65,15 +67,15 @@ template <class Machine>
 class ModelOf : public Model {
 public:
     using Add = std::function<int(Machine &, const std::string &, sim::DType, int64_t)>;
-    using Execute = std::function<void(const Kernel &, Machine &, const std::map<std::string, int> &)>;
+    using Execute = std::function<void(const Kernel &, Machine &, const std::map<std::string, int> &, const Shapes &)>;
     ModelOf(std::unique_ptr<Machine> m, Add add, Execute execute)
         : machine(std::move(m)), add(std::move(add)), run(std::move(execute)) {}
     int add_global(const std::string &name, sim::DType type, int64_t elements) override {
         return add(*machine, name, type, elements);
     }
     void *data(int id) override { return machine->data(id); }
-    void execute(const Kernel &kernel, const std::map<std::string, int> &arguments) override {
-        run(kernel, *machine, arguments);
+    void execute(const Kernel &kernel, const std::map<std::string, int> &arguments, const Shapes &shapes) override {
+        run(kernel, *machine, arguments, shapes);
     }
     sim::Report finish() override { return machine->finish(); }
     void write_trace(const std::string &path) const override { machine->write_trace(path); }

@@ -17,7 +17,9 @@ TargetBackend backend() {
         return std::make_unique<ModelOf<Machine>>(
             std::make_unique<Machine>(sim::hopper::HopperParams::from(t.lookup()), numerics, trace),
             [](Machine &m, const std::string &n, sim::DType d, int64_t e) { return m.add_global(n, d, e); },
-            [](const Kernel &k, Machine &m, const std::map<std::string, int> &ids) { execute(k, m, ids); });
+            [](const Kernel &k, Machine &m, const std::map<std::string, int> &ids, const Shapes &shapes) {
+                execute(k, m, ids, shapes);
+            });
     };
     b.roofline = [](double macs, double vector_ops, double bytes, const Target &t) {
         const sim::hopper::HopperParams h = sim::hopper::HopperParams::from(t.lookup());

@@ -355,7 +355,8 @@ private:
 
 } // namespace
 
-void execute(const Kernel &kernel, sim::hopper::Machine &machine, const std::map<std::string, int> &arguments) {
+void execute(const Kernel &kernel, sim::hopper::Machine &machine, const std::map<std::string, int> &arguments,
+             const Shapes &shapes) {
     std::vector<Instr> code;
     compile(kernel.body, code);
     std::set<std::string> thread_tiles;

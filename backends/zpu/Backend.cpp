@@ -15,7 +15,9 @@ TargetBackend backend() {
         return std::make_unique<ModelOf<sim::Machine>>(
             std::make_unique<sim::Machine>(sim::ZpuParams::from(t.lookup()), numerics, trace),
             [](sim::Machine &m, const std::string &n, sim::DType d, int64_t e) { return m.add_dram(n, d, e); },
-            [](const Kernel &k, sim::Machine &m, const std::map<std::string, int> &ids) { execute(k, m, ids); });
+            [](const Kernel &k, sim::Machine &m, const std::map<std::string, int> &ids, const Shapes &shapes) {
+                execute(k, m, ids, shapes);
+            });
     };
     b.roofline = [](double macs, double vector_ops, double bytes, const Target &t) {
         const sim::ZpuParams z = sim::ZpuParams::from(t.lookup());

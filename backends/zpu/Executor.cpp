@@ -17,13 +17,14 @@ namespace {
 
 class Interpreter {
 public:
-    Interpreter(zpu::Context &ctx, const Kernel &kernel)
+    Interpreter(zpu::Context &ctx, const Kernel &kernel, const Shapes &shapes)
         : ctx(ctx), kernel(kernel), evaluator([this](const std::string &n) -> const BufferRef & { return buffer(n); },
                                               [this](const Call *c, double *v) {
                                                   if (!ir::is_core_id(c)) return false;
                                                   *v = this->ctx.core.id();
                                                   return true;
                                               }) {
+        for (const auto &[name, value] : shapes) vars[name] = double(value);
         std::map<std::string, int> all = ctx.buffers;
         for (size_t i = 0; i < kernel.args.size(); i++) all[kernel.args[i].name] = zpu::argument(ctx, i);
         for (const auto &[name, id] : all) {
@@ -143,7 +144,8 @@ std::vector<zpu::BufferDecl> buffer_decls(const Kernel &kernel) {
 
 } // namespace
 
-void execute(const Kernel &kernel, sim::Machine &machine, const std::map<std::string, int> &arguments) {
+void execute(const Kernel &kernel, sim::Machine &machine, const std::map<std::string, int> &arguments,
+             const Shapes &shapes) {
     std::vector<int> positional;
     for (const KernelArg &a : kernel.args) {
         auto it = arguments.find(a.name);
@@ -151,7 +153,7 @@ void execute(const Kernel &kernel, sim::Machine &machine, const std::map<std::st
         positional.push_back(it->second);
     }
     zpu::run_on_all_cores(machine, positional, buffer_decls(kernel), [&](zpu::Context &ctx) {
-        Interpreter interpreter(ctx, kernel);
+        Interpreter interpreter(ctx, kernel, shapes);
         interpreter.exec(kernel.body);
     });
 }

@@ -21,7 +21,8 @@
 namespace tandem::zpu_backend {
 
 /** `arguments` maps each kernel argument name to its DRAM buffer id in `machine`. */
-void execute(const Kernel &kernel, sim::Machine &machine, const std::map<std::string, int> &arguments);
+void execute(const Kernel &kernel, sim::Machine &machine, const std::map<std::string, int> &arguments,
+             const Shapes &shapes = {});
 
 
 } // namespace tandem::zpu_backend

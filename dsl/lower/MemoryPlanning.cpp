@@ -23,10 +23,10 @@ public:
 private:
     using IRMutator::visit;
     Stmt visit(const Allocate *op) override {
-        Expr n = 1;
-        for (const Expr &e : op->extents) n = n * e;
-        int64_t elements = constant_upper_bound(n, loops);
+        int64_t elements = allocation_bound(op, loops);
         if (elements < 0) {
+            Expr n = 1;
+            for (const Expr &e : op->extents) n = n * e;
             std::ostringstream size;
             size << n;
             throw Error("Func '" + op->name + "': its on-chip size (" + size.str() + ") has no constant bound; give the " +

@@ -85,9 +85,7 @@ private:
     using IRVisitor::visit;
     void visit(const Allocate *op) override {
         if (op->name == buffer) {
-            Expr n = 1;
-            for (const Expr &e : op->extents) n = n * e;
-            int64_t b = constant_upper_bound(n, loops);
+            int64_t b = allocation_bound(op, loops);
             if (b < 0) {
                 throw Error("Func '" + buffer + "': its size has no constant bound (" +
                             std::to_string(allocations) + "), so its versions cannot be laid out");

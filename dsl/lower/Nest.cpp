@@ -85,6 +85,19 @@ int64_t constant_upper_bound(const Expr &e, const LoopScope &scope) {
     return i ? i->value : -1;
 }
 
+int64_t allocation_bound(const Allocate *op, const LoopScope &scope) {
+    Expr product = 1;
+    for (const Expr &e : op->extents) product = product * e;
+    if (int64_t b = constant_upper_bound(product, scope); b >= 0) return b;
+    int64_t elements = 1;
+    for (const Expr &e : op->extents) {
+        const int64_t b = constant_upper_bound(e, scope);
+        if (b < 0) return -1;
+        elements *= b;
+    }
+    return elements;
+}
+
 bool provably_zero(const Expr &e) { return is_const_zero(simplify(e)); }
 
 namespace {

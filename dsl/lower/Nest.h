@@ -63,6 +63,11 @@ protected:
  * if none can be found. */
 int64_t constant_upper_bound(const Expr &e, const LoopScope &scope = LoopScope::empty_scope());
 
+/** A constant upper bound of the elements of an allocation: of their product or else the product
+ * of its extents' bounds (an extent is never negative: a tile of a runtime shape is
+ * min(tile, rest), at most the tile, where the product's bound is unknown), or -1. */
+int64_t allocation_bound(const Halide::Internal::Allocate *op, const LoopScope &scope = LoopScope::empty_scope());
+
 bool provably_zero(const Expr &e);
 
 /** `e` with tandem_core_id() replaced by a variable, for bounds and modulus analysis. */

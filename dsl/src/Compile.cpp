@@ -13,6 +13,7 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <set>
 #include <sstream>
 
 namespace tandem {
@@ -22,9 +23,15 @@ using namespace Halide::Internal;
 namespace {
 
 /** Drops what Halide's lowering adds around the pipeline for a host target: buffer argument
- * checks and the lets that unpack halide_buffer_t fields. Static shapes make them constants. */
+ * checks and the lets that unpack halide_buffer_t fields. Static shapes make them constants; the
+ * extents of a runtime shape stay free variables ("A.extent.1"), the kernel's scalar arguments
+ * (KernelArg::runtime); strides must be constrained (dense), which Halide substitutes. */
 class StripHostWrapper : public IRMutator {
+public:
+    explicit StripHostWrapper(std::set<std::string> runtime) : runtime(std::move(runtime)) {}
+
 private:
+    std::set<std::string> runtime; // the names of the runtime extents
     using IRMutator::visit;
     Stmt visit(const AssertStmt *op) override { return Evaluate::make(0); }
     Stmt visit(const LetStmt *op) override {
@@ -33,11 +40,11 @@ private:
         if (c && c->name.rfind("_halide_buffer_", 0) == 0) {
             Stmt body = mutate(op->body);
             // The host pointer's name is the buffer's name in Load/Store; every other field must be
-            // a constant by now.
-            if (c->name != "_halide_buffer_get_host" && stmt_uses_var(body, op->name)) {
-                throw Error("the kernel's shapes must be static: " + op->name +
-                            " is used after lowering; set_bounds (and set_stride) on every dimension of "
-                            "every input and of the output");
+            // a constant by now, or a runtime extent.
+            if (c->name != "_halide_buffer_get_host" && !runtime.count(op->name) && stmt_uses_var(body, op->name)) {
+                throw Error("the kernel's shapes must start at 0 and be dense: " + op->name +
+                            " is used after lowering; set_min(0) (or set_bounds) on every dimension of "
+                            "every input and of the output, and set_stride to the dense stride");
             }
             return body;
         }
@@ -60,18 +67,23 @@ private:
     Expr visit(const Let *op) override { return mutate(substitute(op->name, op->value, op->body)); }
 };
 
-std::vector<int> static_extents(const Halide::Internal::Parameter &p, const std::string &name) {
-    std::vector<int> extents;
+/** The argument's shape: every dim starts at 0; an extent without a constraint is a runtime
+ * extent (its estimate, if any, is kept as the extent). */
+KernelArg shape_of(const Halide::Internal::Parameter &p, const std::string &name, Halide::Type type, bool output) {
+    KernelArg a{name, type, {}, output, {}};
     for (int d = 0; d < p.dimensions(); d++) {
         const IntImm *min = p.min_constraint(d).defined() ? p.min_constraint(d).as<IntImm>() : nullptr;
         const IntImm *ext = p.extent_constraint(d).defined() ? p.extent_constraint(d).as<IntImm>() : nullptr;
-        if (!min || !ext || min->value != 0) {
+        if (!min || min->value != 0 || (p.extent_constraint(d).defined() && !ext)) {
             throw Error("buffer '" + name + "': dimension " + std::to_string(d) +
-                        " needs static bounds starting at 0 (dim(d).set_bounds(0, extent))");
+                        " must start at 0 (dim(d).set_min(0), or set_bounds(0, extent) for a static extent)");
         }
-        extents.push_back(int(ext->value));
+        const IntImm *estimate = p.extent_constraint_estimate(d).defined()
+                                     ? p.extent_constraint_estimate(d).as<IntImm>() : nullptr;
+        a.extents.push_back(ext ? int(ext->value) : estimate ? int(estimate->value) : 0);
+        a.runtime.push_back(ext == nullptr);
     }
-    return extents;
+    return a;
 }
 
 } // namespace
@@ -87,6 +99,10 @@ int64_t KernelArg::elements() const {
     for (int e : extents) n *= e;
     return n;
 }
+
+bool KernelArg::has_runtime_shape() const { return std::count(runtime.begin(), runtime.end(), true) > 0; }
+
+std::string KernelArg::extent_name(int d) const { return name + ".extent." + std::to_string(d); }
 
 std::vector<KernelArg::Dim> KernelArg::copy_view() const {
     std::vector<Dim> view;
@@ -133,6 +149,36 @@ std::string Kernel::stmt_text() const {
     return os.str();
 }
 
+bool Kernel::has_runtime_shapes() const {
+    return std::any_of(args.begin(), args.end(), [](const KernelArg &a) { return a.has_runtime_shape(); });
+}
+
+Shapes Kernel::bind_shapes(const std::vector<std::vector<int>> &extents) const {
+    if (extents.size() != args.size()) {
+        throw Error("kernel " + name + " takes " + std::to_string(args.size()) + " arguments, given " +
+                    std::to_string(extents.size()) + " shapes");
+    }
+    Shapes values;
+    for (size_t i = 0; i < args.size(); i++) {
+        const KernelArg &a = args[i];
+        if (extents[i].size() != a.extents.size()) {
+            throw Error("kernel " + name + ": argument " + a.name + " has " + std::to_string(a.extents.size()) +
+                        " dimensions, given " + std::to_string(extents[i].size()));
+        }
+        for (size_t d = 0; d < a.extents.size(); d++) {
+            const int e = extents[i][d];
+            const bool runtime = d < a.runtime.size() && a.runtime[d];
+            if (e < 1 || (!runtime && e != a.extents[d])) {
+                throw Error("kernel " + name + ": argument " + a.name + " dimension " + std::to_string(d) +
+                            " has extent " + std::to_string(e) + "; the kernel takes " +
+                            (runtime ? std::string("an extent of at least 1") : std::to_string(a.extents[d])));
+            }
+            if (runtime) values[a.extent_name(int(d))] = e;
+        }
+    }
+    return values;
+}
+
 Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const Target &target,
                const std::string &name) {
     CompileContext ctx;
@@ -145,12 +191,20 @@ Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const 
     Kernel k;
     k.name = name;
     k.target = target;
-    for (const ImageParam &p : inputs) {
-        k.args.push_back({p.name(), p.type(), static_extents(p.parameter(), p.name()), false});
-    }
-    k.args.push_back({ctx.output, output.halide().output_types()[0],
-                      static_extents(output.output_buffer().parameter(), ctx.output), true});
+    for (const ImageParam &p : inputs) k.args.push_back(shape_of(p.parameter(), p.name(), p.type(), false));
+    k.args.push_back(shape_of(output.output_buffer().parameter(), ctx.output, output.halide().output_types()[0], true));
     ctx.args = k.args;
+    if (k.has_runtime_shapes() && target.arch == Target::Arch::Hopper) {
+        throw Error("Func '" + ctx.output + "': runtime shapes (an input or output without set_bounds) are not "
+                    "supported on hopper yet: its tensor maps and grid are built from static extents; "
+                    "set_bounds on every dimension");
+    }
+    std::set<std::string> runtime;
+    for (const KernelArg &a : k.args) {
+        for (size_t d = 0; d < a.extents.size(); d++) {
+            if (a.runtime[d]) runtime.insert(a.extent_name(int(d)));
+        }
+    }
 
     std::vector<Halide::Argument> args(inputs.begin(), inputs.end());
     Halide::Target host = Halide::get_host_target()
@@ -170,7 +224,7 @@ Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const 
         if (f.name == name) s = f.body;
     }
     internal_assert(s.defined()) << "Halide produced no function " << name << "\n";
-    s = StripHostWrapper().mutate(s);
+    s = StripHostWrapper(runtime).mutate(s);
     s = simplify(InlineLets().mutate(simplify(s)));
     s = InlineLets().mutate(s);
     k.halide_stmt = s;

@@ -49,7 +49,7 @@ Kernel compile(const EmittedKernel &e) {
 
 std::map<std::string, int> add_arguments(const Kernel &k, sim::ascend::Machine &m, bool numerics) {
     return apps::add_arguments(
-        k, [&](const std::string &n, sim::DType t, int64_t e) { return m.add_gm(n, t, e); },
+        k, apps::static_extents(k), [&](const std::string &n, sim::DType t, int64_t e) { return m.add_gm(n, t, e); },
         [&](int id) { return m.data(id); }, numerics, 7);
 }
 

@@ -240,13 +240,26 @@ TEST(ScheduleErrors, VectorCodeReadingDram) {
     expect_error([&] { compile(out, {a}, Target::parse("zpu"), "k"); }, {out.name(), "reads a in DRAM", "stage a"});
 }
 
-TEST(ScheduleErrors, ShapesMustBeStatic) {
+TEST(ScheduleErrors, ShapesMustStartAtZero) {
     ImageParam a(Halide::Float(32), 1, "a");
     Var x("x");
     Func out("out");
     out(x) = a(x) * 2.0f;
     out.output_buffer().dim(0).set_bounds(0, 64);
-    expect_error([&] { compile(out, {a}, Target::parse("zpu"), "k"); }, {"'a'", "static bounds"});
+    expect_error([&] { compile(out, {a}, Target::parse("zpu"), "k"); }, {"'a'", "must start at 0", "set_min(0)"});
+}
+
+TEST(ScheduleErrors, RuntimeShapesMustBeDense) {
+    // Runtime extents, but the row stride of a left free: a.stride.1 stays in the kernel.
+    ImageParam a(Halide::Float(32), 2, "a");
+    Var x("x"), y("y");
+    Func out("out");
+    out(x, y) = a(x, y) * 2.0f;
+    a.dim(0).set_min(0);
+    a.dim(1).set_min(0);
+    out.output_buffer().dim(0).set_min(0);
+    out.output_buffer().dim(1).set_min(0).set_stride(out.output_buffer().dim(0).extent());
+    expect_error([&] { compile(out, {a}, Target::parse("zpu"), "k"); }, {"a.stride.1", "dense stride"});
 }
 
 } // namespace

@@ -61,9 +61,9 @@ double max_error(const std::string &target_text, const std::map<std::string, std
     Kernel kernel = g->compile(target);
     std::unique_ptr<Model> model = backend_of(target).model(target, true, false);
     std::map<std::string, int> ids = apps::add_arguments(
-        kernel, [&](const std::string &n, sim::DType t, int64_t e) { return model->add_global(n, t, e); },
+        kernel, apps::static_extents(kernel), [&](const std::string &n, sim::DType t, int64_t e) { return model->add_global(n, t, e); },
         [&](int id) { return model->data(id); }, true, 7);
-    model->execute(kernel, ids);
+    model->execute(kernel, ids, {});
     sim::Report report = model->finish();
     EXPECT_EQ(report.race_count, 0) << (report.races.empty() ? "" : report.races[0].str());
     EXPECT_FALSE(report.deadlock) << report.deadlock_message;

@@ -193,7 +193,7 @@ std::string detect_once(const Subject &subject, const Kernel &kernel) {
         if (kernel.target.arch == Target::Arch::Hopper) {
             hopper = std::make_unique<sim::hopper::Machine>(sim::hopper::HopperParams::from(kernel.target.lookup()), true);
             ids = apps::add_arguments(
-                kernel,
+                kernel, apps::static_extents(kernel),
                 [&](const std::string &n, sim::DType t, int64_t e) {
                     return hopper->add_global(n, t, e);
                 },

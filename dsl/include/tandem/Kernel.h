@@ -17,13 +17,24 @@
 
 namespace tandem {
 
-/** A kernel argument in DRAM: static shape, dims[0] innermost (stride 1). */
+/** The values of a kernel's runtime extents at one call, by the names its Stmt reads
+ * ("A.extent.1"); empty for a kernel of static shapes. */
+using Shapes = std::map<std::string, int64_t>;
+
+/** A kernel argument in DRAM: dense, dims[0] innermost (stride 1), every dim starting at 0. A
+ * dim is static or known only at run time (`runtime`): the kernel's Stmt then reads its extent as
+ * the variable extent_name(d), bound at each call (Kernel::bind_shapes), and `extents` holds the
+ * estimate (0 when none was given). Strides are dense (set_stride), in terms of the extents. */
 struct KernelArg {
     std::string name;
     Halide::Type type;
     std::vector<int> extents;
     bool output = false;
+    std::vector<bool> runtime; // per dim; empty: all static
+    /** The elements at `extents` (the static shape, or the estimates). */
     int64_t elements() const;
+    bool has_runtime_shape() const;
+    std::string extent_name(int d) const; // "A.extent.1"
 
     /** One dim of the view bulk copies take of the tensor (extent and stride in elements). */
     struct Dim {
@@ -113,6 +124,13 @@ struct Kernel {
     const KernelArg *arg(const std::string &name) const;
     /** The async Stmt with the buffer table and the notes, for `emit --what stmt`. */
     std::string stmt_text() const;
+
+    /** Whether an argument has a runtime extent. */
+    bool has_runtime_shapes() const;
+    /** The values of the runtime extents (by the names the Stmt reads) for arguments
+     * of the given extents (one list per argument, in order); Error naming the argument and the
+     * dim when a static extent differs or an extent is below 1. */
+    Shapes bind_shapes(const std::vector<std::vector<int>> &extents) const;
 };
 
 /** Compile `output` (and every Func it calls) for `target`. Throws tandem::Error on a bad schedule:
