@@ -78,6 +78,9 @@ const char *outcome_name(Outcome o) {
 std::string FuzzCase::command() const {
     std::string s = "./tandem run " + app + " --target " + target + " --schedule " + schedule;
     for (const auto &[k, v] : params.values()) s += " --param " + k + "=" + v;
+    if (!at.empty()) {
+        for (const auto &[k, v] : at.front().values()) s += " --at " + k + "=" + v;
+    }
     return s + " --seed " + std::to_string(index + 1);
 }
 
@@ -90,12 +93,17 @@ FuzzCase draw_case(const FuzzOptions &options, uint64_t index) {
     std::vector<std::pair<const App *, std::string>> pairs;
     for (const App &app : all_apps()) {
         if (!options.app.empty() && app.name != options.app) continue;
+        if (options.runtime_shapes && !app.defaults.count("shapes")) continue;
         for (const char *t : targets) {
             if (!options.target.empty() && options.target != t) continue;
+            if (options.runtime_shapes && t == std::string("hopper")) continue; // refuses runtime shapes (yet)
             if (t == std::string("zpu") || app.target_schedules.count(t)) pairs.push_back({&app, t});
         }
     }
-    if (pairs.empty()) throw Error("fuzz: no app has a schedule for the given --app and --target");
+    if (pairs.empty()) {
+        throw Error(options.runtime_shapes ? "fuzz --runtime-shapes: no app takes shapes=runtime on the given --app and --target"
+                                           : "fuzz: no app has a schedule for the given --app and --target");
+    }
     FuzzCase c;
     c.index = index;
     c.emit = options.emit;
@@ -110,33 +118,48 @@ FuzzCase draw_case(const FuzzOptions &options, uint64_t index) {
         if (c.defaults && std::find(app->variants.begin(), app->variants.end(), key) == app->variants.end()) continue;
         c.params.set(key, values[pick(values.size())]);
     }
+    if (options.runtime_shapes) c.params.set("shapes", "runtime");
     Params all = with_defaults(*app, c.params, target);
-    std::vector<int> extents;
-    for (const Extent &e : app->extents) {
-        int tile = e.tile.empty() ? 0 : all.get_int(e.tile);
-        extents.push_back(draw_extent(rng, tile, e.max));
-    }
-    // Keep the problem small enough for the models (elements, and tiles: each is a few ops):
-    // cut the largest extent, or the one with the most tiles, until it fits.
     auto tile_of = [&](size_t i) {
         const std::string &t = app->extents[i].tile;
         return t.empty() ? 0 : all.get_int(t);
     };
-    auto tiles = [&](size_t i) { return tile_of(i) > 0 ? (extents[i] + tile_of(i) - 1) / tile_of(i) : 1; };
-    auto cut = [&](int &e) { e = std::max(1, int(std::uniform_int_distribution<int>(e / 4, e / 2)(rng))); };
-    while (true) {
-        double problem = 1, all_tiles = 1;
-        size_t most_tiles = 0;
-        for (size_t i = 0; i < extents.size(); i++) {
-            problem *= extents[i];
-            all_tiles *= tiles(i);
-            if (tiles(i) > tiles(most_tiles)) most_tiles = i;
+    // A fixed extent of a runtime-shape kernel (attention's head size D) is drawn once.
+    auto fixed = [&](size_t i) { return options.runtime_shapes && app->extents[i].tile.empty(); };
+    auto draw_extents = [&](const std::vector<int> *estimates) {
+        std::vector<int> extents;
+        for (size_t i = 0; i < app->extents.size(); i++) {
+            extents.push_back(estimates && fixed(i) ? (*estimates)[i] : draw_extent(rng, tile_of(i), app->extents[i].max));
         }
-        if (problem > app->max_problem) cut(*std::max_element(extents.begin(), extents.end()));
-        else if (all_tiles > max_tiles) cut(extents[most_tiles]);
-        else break;
-    }
+        // Keep the problem small enough for the models (elements, and tiles: each is a few ops):
+        // cut the largest extent, or the one with the most tiles, until it fits.
+        auto tiles = [&](size_t i) { return tile_of(i) > 0 ? (extents[i] + tile_of(i) - 1) / tile_of(i) : 1; };
+        auto cut = [&](int &e) { e = std::max(1, int(std::uniform_int_distribution<int>(e / 4, e / 2)(rng))); };
+        while (true) {
+            double problem = 1, all_tiles = 1;
+            size_t most_tiles = 0, largest = 0;
+            for (size_t i = 0; i < extents.size(); i++) {
+                problem *= extents[i];
+                all_tiles *= tiles(i);
+                if (tiles(i) > tiles(most_tiles)) most_tiles = i;
+                if (extents[i] > extents[largest] && !(estimates && fixed(i))) largest = i;
+            }
+            if (problem > app->max_problem && extents[largest] > 1) cut(extents[largest]);
+            else if (all_tiles > max_tiles) cut(extents[most_tiles]);
+            else break;
+        }
+        return extents;
+    };
+    const std::vector<int> extents = draw_extents(nullptr);
     for (size_t i = 0; i < extents.size(); i++) c.params.set(app->extents[i].name, std::to_string(extents[i]));
+    for (int s = 0; options.runtime_shapes && s < options.shapes_per_case; s++) {
+        Params shape;
+        const std::vector<int> at = draw_extents(&extents);
+        for (size_t i = 0; i < at.size(); i++) {
+            if (!fixed(i)) shape.set(app->extents[i].name, std::to_string(at[i]));
+        }
+        c.at.push_back(shape);
+    }
     return c;
 }
 
@@ -144,13 +167,32 @@ FuzzResult run_case(const FuzzCase &c) {
     FuzzResult r;
     r.c = c;
     auto t0 = std::chrono::steady_clock::now();
+    std::string where; // runtime shapes: the shape a failure is at (the command shows the first)
     try {
         RunOptions o;
         o.params = c.params;
         o.schedule = c.schedule;
         o.target = c.target;
         o.seed = c.index + 1;
-        RunResult run_result = run(find_app(c.app), o);
+        const App &app = find_app(c.app);
+        RunResult run_result;
+        if (c.at.empty()) {
+            run_result = run(app, o);
+        } else {
+            // One kernel at every shape; the first shape it fails at is the case's.
+            const Params compiled = with_defaults(app, c.params, c.target);
+            const Kernel kernel = compile_app(app, compiled, c.schedule, Target::parse(c.target));
+            Built reference = app.build(compiled, "reference", Target::parse(c.target));
+            for (const Params &shape : c.at) {
+                Params call = compiled;
+                for (const auto &[k, v] : shape.values()) call.set(k, v);
+                where = "at";
+                for (const auto &[k, v] : shape.values()) where += " " + k + "=" + v;
+                where += ": ";
+                run_result = run_kernel(app, kernel, call, c.schedule, o, &reference);
+                if (run_result.report.deadlock || run_result.report.race_count || !run_result.correct) break;
+            }
+        }
         const sim::Report &report = run_result.report;
         if (report.deadlock) {
             r.outcome = Outcome::Deadlock;
@@ -175,6 +217,7 @@ FuzzResult run_case(const FuzzCase &c) {
         r.outcome = Outcome::InternalError;
         r.message = e.what();
     }
+    if (r.outcome != Outcome::Ok) r.message = where + r.message;
     r.message = first_line(r.message);
     r.seconds = seconds_since(t0);
     return r;

@@ -31,6 +31,9 @@ struct FuzzCase {
     Params params;         // the drawn ones (the app's defaults fill the rest)
     bool defaults = false; // only the shape (and output type) drawn: a user error is a failure
     bool emit = true;      // emit the kernel's code too (an emitter's refusal is a user error)
+    /** Runtime-shape mode: the kernel is compiled once with shapes=runtime (params: the estimates)
+     * and run at each of these extents. */
+    std::vector<Params> at;
     /** The `./tandem run ...` line that reproduces the case. */
     std::string command() const;
 };
@@ -51,6 +54,8 @@ struct FuzzOptions {
     double timeout = 120;  // seconds before a case is a timeout
     std::string target, app; // empty: all
     bool emit = true;        // false: the machine model only
+    bool runtime_shapes = false; // each case: one kernel with shapes=runtime, run at shapes_per_case shapes
+    int shapes_per_case = 4;
 };
 
 /** The case number `index` of the fuzz run with `options` (app, target and mode filtered). */

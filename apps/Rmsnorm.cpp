@@ -85,7 +85,9 @@ public:
         // Chunks on Hopper: 2048 values unless given (measured at D = 16384: 0.67 of the copy
         // bandwidth, 0.36 with the 4096 row_chunk picks).
         const int chunk = hopper && TD == 0 ? 2048 : int(TD);
-        const int td = whole_rows_fit ? d : std::min(row_chunk(chunk, d, rb, row_versions, get_target()), d);
+        // Runtime shapes: rows of any length, so chunks as long as fit (not the estimate's rows).
+        const int td = runtime ? row_chunk(chunk, 1 << 24, rb, versions, get_target())
+                       : whole_rows_fit ? d : std::min(row_chunk(chunk, d, rb, row_versions, get_target()), d);
         Var ro("ro"), ri("ri");
         Func in_tile, w_tile;
         if (td == d && !runtime) {

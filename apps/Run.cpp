@@ -134,7 +134,12 @@ RunResult run(const App &app, const RunOptions &options) {
     auto t0 = std::chrono::steady_clock::now();
     Kernel kernel = compile_app(app, params, schedule, target);
     const double compile_ms = ms_since(t0);
-    RunResult r = run_kernel(app, kernel, params, schedule, options);
+    Params call = params;
+    for (const auto &[k, v] : options.at.values()) {
+        if (!params.has(k)) throw Error("--at: app " + app.name + " has no parameter '" + k + "'");
+        call.set(k, v);
+    }
+    RunResult r = run_kernel(app, kernel, call, schedule, options);
     r.compile_ms = compile_ms;
     return r;
 }

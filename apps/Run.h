@@ -17,6 +17,7 @@ namespace tandem::apps {
 
 struct RunOptions {
     Params params;            // given by the user; the app's defaults fill the rest
+    Params at;                // a runtime-shape kernel runs at these extents (else at the params')
     std::string schedule;     // empty = the app's default
     std::string target = "zpu";
     bool numerics = true;     // false: timing and hazards only (no data, no reference)

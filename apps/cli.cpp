@@ -26,7 +26,8 @@ namespace {
 struct Args {
     std::string command, app, target = "zpu", schedule, what = "stmt", out_dir, trace, timeline, name, db;
     int drop_flag = -1;
-    Params params;
+    Params params, at;
+    bool runtime_shapes = false;
     bool json = false, numerics = true, verbose = false, target_given = false, emit = true;
     double seconds = 60, tune_seconds = 0, timeout = 120; // tune_seconds 0: no time limit
     double lease = 60, idle_exit = 0;
@@ -41,7 +42,7 @@ struct Args {
 struct CommandLine {
     CLI::App app{"Tandem: asynchronous data movement for Hopper, the ZPU and Ascend, on their machine models"};
     Args a;
-    std::vector<std::string> params;
+    std::vector<std::string> params, at;
 
     CommandLine() {
         app.require_subcommand(1);
@@ -56,6 +57,9 @@ struct CommandLine {
             c->add_option("--param", params, "a parameter, key=value (repeat)")->allow_extra_args(false);
             c->add_option("--schedule", a.schedule, "the schedule (default: the app's first for the target)");
         }
+        run->add_option("--at", at, "a runtime-shape kernel (--param shapes=runtime): run it at this extent, "
+                                    "key=value (repeat), instead of the one it was compiled for")
+            ->allow_extra_args(false);
         run->add_flag("--json", a.json, "one JSON object");
         run->add_option("--trace", a.trace, "a Chrome/Perfetto trace (.json) or a timeline picture (.svg)");
         run->add_option("--timeline", a.timeline, "an SVG picture of the overlap")
@@ -84,6 +88,8 @@ struct CommandLine {
         fuzz->add_flag("!--no-emit", a.emit, "do not emit code");
         fuzz->add_flag("--verbose", a.verbose, "a line per run");
         fuzz->add_flag("--json", a.json, "the summary as JSON");
+        fuzz->add_flag("--runtime-shapes", a.runtime_shapes,
+                       "each run compiles one kernel with shapes=runtime and runs it at several shapes");
         CLI::App *tune = app.add_subcommand(
             "tune", "autotune an app's schedule parameters on a target's machine model, recording every "
                     "candidate in a tuning database");
@@ -130,10 +136,12 @@ struct CommandLine {
         a.command = command->get_name();
         if (!command->get_subcommands().empty()) a.command += " " + command->get_subcommands().front()->get_name();
         if (a.command == "tune" && a.app.empty()) throw Error("tune: name the app to tune (tandem list), or best, export, import");
-        for (const std::string &kv : params) {
-            auto eq = kv.find('=');
-            if (eq == std::string::npos) throw Error("--param takes key=value, got '" + kv + "'");
-            a.params.set(kv.substr(0, eq), kv.substr(eq + 1));
+        for (const auto &[given, into, option] : {std::tuple(&params, &a.params, "--param"), std::tuple(&at, &a.at, "--at")}) {
+            for (const std::string &kv : *given) {
+                auto eq = kv.find('=');
+                if (eq == std::string::npos) throw Error(std::string(option) + " takes key=value, got '" + kv + "'");
+                into->set(kv.substr(0, eq), kv.substr(eq + 1));
+            }
         }
     }
 };
@@ -227,6 +235,7 @@ int fuzz(const Args &a) {
     o.jobs = a.jobs;
     o.timeout = a.timeout;
     o.emit = a.emit;
+    o.runtime_shapes = a.runtime_shapes;
     o.app = a.app;
     if (a.target_given) o.target = a.target;
     FuzzSummary s = apps::fuzz(o, [&](const FuzzResult &r) {
@@ -437,6 +446,7 @@ int main(int argc, char **argv) {
         } else if (a.command == "run") {
             RunOptions o;
             o.params = a.params;
+            o.at = a.at;
             o.schedule = a.schedule;
             o.target = a.target;
             o.numerics = a.numerics;
