@@ -1009,7 +1009,17 @@ std::vector<FlagPair> flag_pairs(const Kernel &kernel) {
     return r;
 }
 
+/** The AscendC kernel takes its extents from its compile-time shape; a runtime-shape kernel (which
+ * would take them as tiling data) is refused with the reason. */
+static void refuse_runtime_shapes(const Kernel &kernel) {
+    if (kernel.has_runtime_shapes()) {
+        throw Error("kernel " + kernel.name + ": the AscendC emitter does not take runtime shapes yet (the extents "
+                    "would be the kernel's tiling arguments); it runs on the ascend model, or set_bounds for AscendC");
+    }
+}
+
 std::string emit_ascendc(const Kernel &kernel, const std::string &function, int drop_flag_pair) {
+    refuse_runtime_shapes(kernel);
     internal_assert(kernel.target.arch == Target::Arch::Ascend)
         << "emit_ascendc: kernel " << kernel.name << " is not for ascend\n";
     std::string fn = function.empty() ? c_name(kernel.name) : function;
@@ -1117,6 +1127,7 @@ std::string emit_library_header(const Kernel &kernel, const std::string &functio
 }
 
 std::string emit_library(const Kernel &kernel, const std::string &function) {
+    refuse_runtime_shapes(kernel);
     const std::string fn = function.empty() ? c_name(kernel.name) : function;
     sim::ascend::AscendParams params = sim::ascend::AscendParams::from(kernel.target.lookup());
     std::ostringstream helpers, run;

@@ -290,6 +290,10 @@ std::string emit_cpp(const Kernel &kernel, const std::string &function) {
         const KernelArg &a = kernel.args[i];
         os << "    const int " << c_name(a.name) << " = zpu::argument(ctx, " << i << "); // " << (a.output ? "output" : "input")
            << " " << a.type << "\n";
+        for (size_t d = 0; d < a.runtime.size(); d++) {
+            if (a.runtime[d])
+                os << "    const int64_t " << c_name(a.extent_name(int(d))) << " = zpu::extent(ctx, " << i << ", " << d << ");\n";
+        }
     }
     os << "    // on-chip buffers\n";
     for (const SramBuffer &b : kernel.buffers) {
@@ -331,20 +335,22 @@ std::string emit_library(const Kernel &kernel, const std::string &function) {
     for (int a = 0; a < 4; a++)
         for (int b = 0; b < 4; b++) helpers << "    p.route[" << a << "][" << b << "] = " << params.route[size_t(a)][size_t(b)] << ";\n";
     helpers << "    return p;\n}\n";
+    // Sizes from the buffers: the static extents (checked), or any of a runtime shape.
     run << "        tandem::sim::Machine m(machine(), /*numerics=*/true);\n"
-        << "        std::vector<int> ids;\n";
+        << "        std::vector<int> ids;\n        std::vector<std::vector<int64_t>> shape;\n";
     for (size_t i = 0; i < kernel.args.size(); i++) {
         const KernelArg &a = kernel.args[i];
-        run << "        ids.push_back(m.add_dram(\"" << a.name << "\", " << dtype_enum(dtype_of(a.type)) << ", " << a.elements() << "));\n";
+        run << "        ids.push_back(m.add_dram(\"" << a.name << "\", " << dtype_enum(dtype_of(a.type)) << ", elements(buffers[" << i << "])));\n"
+            << "        shape.push_back(extents(buffers[" << i << "]));\n";
         if (!a.output)
-            run << "        std::memcpy(m.data(ids.back()), buffers[" << i << "]->host, " << a.elements() * a.type.bytes() << ");\n";
+            run << "        std::memcpy(m.data(ids.back()), buffers[" << i << "]->host, elements(buffers[" << i << "]) * " << a.type.bytes() << ");\n";
     }
     const size_t out = kernel.args.size() - 1;
-    run << "        zpu::run_on_all_cores(m, ids, " << fn << "_buffers(), [](zpu::Context &ctx) { " << fn << "(ctx); });\n"
+    run << "        zpu::run_on_all_cores(m, ids, " << fn << "_buffers(), [](zpu::Context &ctx) { " << fn << "(ctx); }, shape);\n"
         << "        tandem::sim::Report r = m.finish();\n"
         << "        if (r.deadlock || r.race_count)\n"
         << "            return fail(halide_error_code_generic_error, r.deadlock ? r.deadlock_message : r.races.front().str());\n"
-        << "        std::memcpy(buffers[" << out << "]->host, m.data(ids.back()), " << kernel.args[out].elements() * kernel.args[out].type.bytes() << ");\n"
+        << "        std::memcpy(buffers[" << out << "]->host, m.data(ids.back()), elements(buffers[" << out << "]) * " << kernel.args[out].type.bytes() << ");\n"
         << "        last_cycles = uint64_t(r.cycles);\n";
     return library::source(kernel, fn, includes.str(), helpers.str(), run.str());
 }

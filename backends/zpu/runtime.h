@@ -35,6 +35,7 @@ struct Context {
     tandem::sim::Core &core;
     std::vector<int> arguments;         // DRAM buffers, in the kernel's argument order
     std::map<std::string, int> buffers; // this core's on-chip buffers, by name
+    std::vector<std::vector<int64_t>> extents; // each argument's extents at this call (runtime shapes)
 };
 
 /** A box dimension of a transfer: extent, stride in the destination, stride in the source. */
@@ -69,6 +70,15 @@ inline int argument(Context &ctx, size_t index) {
                                     std::to_string(ctx.arguments.size()) + " were given");
     }
     return ctx.arguments[index];
+}
+
+/** Extent `dim` of argument `index` at this call (a kernel compiled with runtime shapes reads it). */
+inline int64_t extent(Context &ctx, size_t index, size_t dim) {
+    if (index >= ctx.extents.size() || dim >= ctx.extents[index].size()) {
+        throw tandem::sim::SimError("zpu: the kernel reads extent " + std::to_string(dim) + " of argument " +
+                                    std::to_string(index) + ", which the call did not give");
+    }
+    return ctx.extents[index][dim];
 }
 
 template<typename T>
@@ -131,13 +141,15 @@ inline int64_t floor_mod(int64_t a, int64_t b) {
     return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
 
-/** Creates the kernel's on-chip buffers on every core and runs `kernel` once per core. A core
- * whose control stream deadlocks stops; the machine records it. */
+/** Creates the kernel's on-chip buffers on every core and runs `kernel` once per core, with the
+ * arguments' extents at this call (a runtime-shape kernel reads them). A core whose control stream
+ * deadlocks stops; the machine records it. */
 template<typename Kernel>
 void run_on_all_cores(tandem::sim::Machine &machine, const std::vector<int> &arguments,
-                      const std::vector<BufferDecl> &buffers, Kernel &&kernel) {
+                      const std::vector<BufferDecl> &buffers, Kernel &&kernel,
+                      const std::vector<std::vector<int64_t>> &extents = {}) {
     for (int c = 0; c < machine.num_cores(); c++) {
-        Context ctx{machine, machine.core(c), arguments, {}};
+        Context ctx{machine, machine.core(c), arguments, {}, extents};
         for (const BufferDecl &b : buffers) ctx.buffers[b.name] = machine.add_sram(c, b.name, b.space, b.type, b.elements);
         try {
             kernel(ctx);

@@ -18,7 +18,7 @@ TEST(Generator, ListsItsParametersWithDefaultsRangesAndChoices) {
     std::unique_ptr<GeneratorBase> g = GeneratorRegistry::create("scale_add");
     EXPECT_EQ(g->name(), "scale_add");
     std::vector<GeneratorParamInfo> params = g->params();
-    ASSERT_EQ(params.size(), 6u);
+    ASSERT_EQ(params.size(), 7u);
     EXPECT_EQ(params[0].name, "W");
     EXPECT_EQ(params[0].kind, "int");
     EXPECT_EQ(params[0].default_value, "300");
@@ -48,7 +48,7 @@ TEST(Generator, BadParametersAreErrorsNamingTheGeneratorAndTheParameter) {
     EXPECT_NE(message("W", "12x").find("'12x' is not a number"), std::string::npos);
     EXPECT_NE(message("TX", "2.5").find("not an integer"), std::string::npos);
     EXPECT_NE(message("pipelining", "triple").find("'triple' is not one of double_buffered, sync"), std::string::npos);
-    EXPECT_NE(message("depth", "3").find("has no parameter 'depth' (known: W, H, TX, TY, scale, pipelining)"),
+    EXPECT_NE(message("depth", "3").find("has no parameter 'depth' (known: W, H, TX, TY, scale, pipelining, runtime_shapes)"),
               std::string::npos);
     EXPECT_THROW(GeneratorRegistry::create("no_such_generator"), Error);
 }

@@ -19,6 +19,9 @@ public:
     GeneratorParam<double> scale{"scale", 2.0};
     GeneratorParam<std::string> pipelining{"pipelining", "double_buffered", {"double_buffered", "sync"},
                                            Tunable<std::string>{}};
+    // runtime: W and H are estimates; the kernel takes any extents (no set_bounds, only min 0 and
+    // dense strides), as Halide generators do by default.
+    GeneratorParam<bool> runtime_shapes{"runtime_shapes", false};
     Input<Buffer<float, 2>> a{"a"}, b{"b"};
     Output<Buffer<float, 2>> out{"out"};
 
@@ -26,16 +29,19 @@ public:
 
     void generate() override {
         out(x, y) = a(x, y) * Halide::cast<float>(Expr(scale.value())) + b(x, y);
-        for (Input<Buffer<float, 2>> *in : {&a, &b}) {
-            in->dim(0).set_bounds(0, W);
-            in->dim(1).set_bounds(0, H).set_stride(W);
+        for (Halide::OutputImageParam p : {Halide::OutputImageParam(a), Halide::OutputImageParam(b), out.output_buffer()}) {
+            if (runtime_shapes) {
+                p.dim(0).set_min(0).set_estimate(0, W);
+                p.dim(1).set_min(0).set_estimate(0, H).set_stride(p.dim(0).extent());
+            } else {
+                p.dim(0).set_bounds(0, W);
+                p.dim(1).set_bounds(0, H).set_stride(W);
+            }
         }
-        out.output_buffer().dim(0).set_bounds(0, W);
-        out.output_buffer().dim(1).set_bounds(0, H).set_stride(W);
     }
 
     void schedule() override {
-        const int tx = std::min<int>(TX, W), ty = std::min<int>(TY, H);
+        const int tx = runtime_shapes ? int(TX) : std::min<int>(TX, W), ty = runtime_shapes ? int(TY) : std::min<int>(TY, H);
         out.tile(x, y, xo, yo, xi, yi, tx, ty, TailStrategy::GuardWithIf).fuse(xo, yo, t).map_to_cores(t);
         for (Input<Buffer<float, 2>> *in : {&a, &b}) {
             Func staged = Func::staged(*in, out);
