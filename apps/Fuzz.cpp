@@ -230,6 +230,7 @@ std::string FuzzSummary::json(uint64_t seed) const {
     }
     nlohmann::ordered_json j;
     j["fuzz"] = {{"runs", runs}, {"failures", failures}, {"seed", seed}, {"seconds", int64_t(seconds)}, {"by_target", by}};
+    if (shapes_per_run) j["fuzz"]["shapes_per_run"] = shapes_per_run;
     return j.dump();
 }
 
@@ -285,6 +286,7 @@ void warm_up_reference_jit() {
 FuzzSummary fuzz(const FuzzOptions &options, const std::function<void(const FuzzResult &)> &report) {
     warm_up_reference_jit();
     FuzzSummary summary;
+    if (options.runtime_shapes) summary.shapes_per_run = options.shapes_per_case;
     auto t0 = std::chrono::steady_clock::now();
     std::vector<Child> running;
     uint64_t next = 0;

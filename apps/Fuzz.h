@@ -67,9 +67,11 @@ FuzzResult run_case(const FuzzCase &c);
 
 struct FuzzSummary {
     int64_t runs = 0, failures = 0;
+    int shapes_per_run = 0; // runtime-shape mode: the shapes each run's kernel ran at
     double seconds = 0;
     std::map<std::string, std::map<std::string, int64_t>> by_target; // target -> outcome -> count
-    /** {"fuzz": {"runs", "failures", "seed", "seconds", "by_target": {...}}} */
+    /** {"fuzz": {"runs", "failures", "seed", "seconds", "by_target": {...}}}, and "shapes_per_run" in
+     * runtime-shape mode */
     std::string json(uint64_t seed) const;
 };
 

@@ -89,12 +89,14 @@ public:
         Var jo("jo"), io("io"), ji("ji"), ii("ii"), t("t"), iog("iog"), iob("iob"), t_in_group("t_in_group");
         RVar ko("ko"), ki("ki");
         C.tile(j, i, jo, io, ji, ii, tn, tm, TailStrategy::GuardWithIf);
-        // Groups need the number of tile rows: row-major with runtime shapes.
-        const int row_tiles = runtime ? 1 : (int(M) + tm - 1) / tm;
+        // With runtime shapes the number of tile rows is unknown: groups of `group` rows, the last
+        // one guarded (its missing rows are empty tiles).
+        const int row_tiles = runtime ? 1 << 30 : (int(M) + tm - 1) / tm;
         int rows_per_group = std::min<int>(group, row_tiles);
-        while (row_tiles % rows_per_group != 0) rows_per_group--;
+        while (!runtime && row_tiles % rows_per_group != 0) rows_per_group--;
         if (rows_per_group > 1 && rows_per_group < row_tiles) {
-            C.split(io, iog, iob, rows_per_group).reorder(ji, ii, iob, jo, iog)
+            C.split(io, iog, iob, rows_per_group, runtime ? TailStrategy::GuardWithIf : TailStrategy::Auto)
+                .reorder(ji, ii, iob, jo, iog)
                 .fuse(iob, jo, t_in_group).fuse(t_in_group, iog, t);
         } else {
             C.fuse(jo, io, t);

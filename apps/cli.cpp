@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -205,7 +206,9 @@ void emit(const Args &a) {
     if (a.out_dir.empty()) throw Error("emit needs -o dir");
     Params params = with_defaults(app, a.params, a.target);
     std::string schedule = a.schedule.empty() ? schedules_for(app, a.target).front() : a.schedule;
+    auto t0 = std::chrono::steady_clock::now();
     Kernel k = compile_app(app, params, schedule, Target::parse(a.target));
+    const double compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     std::filesystem::create_directories(a.out_dir);
     std::filesystem::path dir(a.out_dir);
     std::string base = a.name.empty() ? app.name : a.name;
@@ -220,7 +223,11 @@ void emit(const Args &a) {
         known += ", " + source.what + (source.what == "cuda" ? ", ptx" : "");
         if (source.what != want) continue;
         std::filesystem::path file = dir / (base + source.suffix);
-        write_file(file, source.emit(k, base, EmitOptions{a.drop_flag}));
+        t0 = std::chrono::steady_clock::now();
+        const std::string text = source.emit(k, base, EmitOptions{a.drop_flag});
+        const double emit_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        write_file(file, text);
+        std::printf("  compile %.1f ms (Halide lowering + Tandem's passes), emit %.1f ms\n", compile_ms, emit_ms);
         if (a.what == "ptx") ptx(file, dir / (base + ".ptx"));
         return;
     }

@@ -75,7 +75,7 @@ std::vector<Case> cases() {
     std::vector<Case> all;
     for (const std::string target : {"zpu", "ascend"}) {
         all.push_back({"gemm", target,
-                       {{"M", "64"}, {"N", "64"}, {"K", "64"}, {"TM", "32"}, {"TN", "32"}, {"TK", "32"}},
+                       {{"M", "64"}, {"N", "64"}, {"K", "64"}, {"TM", "32"}, {"TN", "32"}, {"TK", "32"}, {"group", "3"}},
                        {"M", "N", "K"}, {"TM", "TN", "TK"}});
         all.push_back({"elementwise", target, {{"W", "100"}, {"H", "20"}, {"TX", "64"}, {"TY", "8"}},
                        {"W", "H"}, {"TX", "TY"}});
