@@ -743,6 +743,8 @@ private:
             dims.push_back("{" + arg(d.extent) + ", " + arg(d.dst_stride) + ", " +
                            arg(d.src_stride) + "}");
         }
+        fallback("the copy " + c.dst + " <- " + c.src + " is Tandem's StridedBox (" + std::to_string(c.dims.size()) +
+                 " dims, " + sim::ascend::mem_name(mem_of(c.src)) + " -> " + sim::ascend::mem_name(mem_of(c.dst)) + ")");
         os << head << strided_box(dims) << ");\n";
     }
 
@@ -786,9 +788,18 @@ private:
         return true;
     }
 
+    /** Where the kernel leaves AscendC's own API for Tandem's runtime (StridedBox, VectorOp):
+     * TANDEM_ASCEND_FALLBACKS=error makes it an Error naming the op (to measure how often). */
+    static void fallback(const std::string &what) {
+        const char *mode = std::getenv("TANDEM_ASCEND_FALLBACKS");
+        if (mode && std::string(mode) == "error")
+            throw Error("ascend emitter fallback: " + what);
+    }
+
     void vector_op(const ir::VectorOp &v, const Stmt &body) {
         if (ir::is_vector_instructions(body))
             return sequence(body); // AscendC's instructions (AscendVector.h)
+        fallback("the vector op " + v.label + " is Tandem's VectorOp (an element nest AscendVector does not map)");
         os << line() << "tandem_ascend::VectorOp(\"" << v.label << "\", " << arg(v.flops)
            << ", {\n";
         for (const ir::Region &r : v.regions) {
