@@ -2,9 +2,8 @@
 # Runtime shapes (issue 14): what one kernel for every shape costs.
 # - cycles: gemm 2048^3 with its default schedule and tiles, compiled with static shapes and with
 #   shapes=runtime, on the zpu and ascend models (simulated cycles, so the host does not matter);
-# - compile time: each app (default schedule) with shapes=runtime, `tandem-cli emit --what code`
-#   (Halide lowering + Tandem's passes, then the emitter; zpu only: the AscendC emitter does not take
-#   runtime shapes yet), median of 5 runs, and the run's compile_ms on ascend.
+# - compile time: each app (default schedule) with shapes=runtime, `tandem-cli emit --what code` on
+#   zpu (C++) and ascend (AscendC): Halide lowering + Tandem's passes, then the emitter, median of 5.
 # Writes results/runtime_shapes.json and the raw log results/runtime_shapes.log.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -25,32 +24,28 @@ trap 'rm -rf "$tmp"' EXIT
         done
     done
     for app in gemm elementwise rmsnorm attention_scores; do
-        for i in 1 2 3 4 5; do
-            cmd="emit $app --target zpu --param shapes=runtime --what code -o $tmp"
-            echo "\$ tandem-cli $cmd" >> "$log"
-            line="$("$cli" $cmd | tee -a "$log" | grep 'compile ')"
-            echo "emit zpu $app $line"
-            cmd="run $app --target ascend --param shapes=runtime --no-numerics --json"
-            echo "\$ tandem-cli $cmd" >> "$log"
-            echo "compile ascend $app $("$cli" $cmd | tee -a "$log")"
+        for target in zpu ascend; do
+            for i in 1 2 3 4 5; do
+                cmd="emit $app --target $target --param shapes=runtime --what code -o $tmp"
+                echo "\$ tandem-cli $cmd" >> "$log"
+                line="$("$cli" $cmd | tee -a "$log" | grep 'compile ')"
+                echo "emit $target $app $line"
+            done
         done
     done
 } > "$tmp/lines"
 python3 - "$tmp/lines" "$out/runtime_shapes.json" <<'PY'
 import json, sys, re, statistics, datetime, platform, os
-cycles, emits, ascend = {}, {}, {}
+cycles, emits = {}, {}
 for line in open(sys.argv[1]):
     kind, rest = line.split(" ", 1)
     if kind == "cycles":
         r = json.loads(rest)
         cycles[(r["target"], r["params"]["shapes"])] = r
     elif kind == "emit":
-        _, app, text = rest.split(" ", 2)
+        target, app, text = rest.split(" ", 2)
         m = re.search(r"compile ([\d.]+) ms .* emit ([\d.]+) ms", text)
-        emits.setdefault(app, []).append((float(m.group(1)), float(m.group(2))))
-    elif kind == "compile":
-        _, app, text = rest.split(" ", 2)
-        ascend.setdefault(app, []).append(json.loads(text)["compile_ms"])
+        emits.setdefault((target, app), []).append((float(m.group(1)), float(m.group(2))))
 rows = []
 for target in ("zpu", "ascend"):
     s, r = cycles[(target, "static")], cycles[(target, "runtime")]
@@ -59,13 +54,10 @@ for target in ("zpu", "ascend"):
                      ratio_runtime_over_static=round(r["cycles"] / s["cycles"], 4),
                      races=r["races"], deadlock=r["deadlock"]))
 compile_rows = []
-for app, samples in emits.items():
-    compile_rows.append(dict(app=app, target="zpu", compile_ms_median=statistics.median(c for c, _ in samples),
+for (target, app), samples in emits.items():
+    compile_rows.append(dict(app=app, target=target, compile_ms_median=statistics.median(c for c, _ in samples),
                              emit_ms_median=statistics.median(e for _, e in samples),
                              total_ms_median=statistics.median(c + e for c, e in samples)))
-for app, samples in ascend.items():
-    compile_rows.append(dict(app=app, target="ascend", compile_ms_median=statistics.median(samples),
-                             emit_ms_median=None, note="the AscendC emitter refuses runtime shapes (not yet)"))
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.machine())
 doc = {"what": "runtime shapes: gemm 2048^3 cycles with static vs runtime extents (same schedule and tiles, default "
                "parameters per target), and the compile time of runtime-shape kernels",

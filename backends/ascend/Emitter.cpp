@@ -1020,17 +1020,17 @@ std::vector<FlagPair> flag_pairs(const Kernel &kernel) {
     return r;
 }
 
-/** The AscendC kernel takes its extents from its compile-time shape; a runtime-shape kernel (which
- * would take them as tiling data) is refused with the reason. */
-static void refuse_runtime_shapes(const Kernel &kernel) {
-    if (kernel.has_runtime_shapes()) {
-        throw Error("kernel " + kernel.name + ": the AscendC emitter does not take runtime shapes yet (the extents "
-                    "would be the kernel's tiling arguments); it runs on the ascend model, or set_bounds for AscendC");
+/** Elements of an argument: its static extents, or the product with its runtime extents' names. */
+static std::string elements_text(const KernelArg &a) {
+    if (!a.has_runtime_shape()) return std::to_string(a.elements());
+    std::string text;
+    for (size_t d = 0; d < a.extents.size(); d++) {
+        text += (d ? " * " : "") + (a.runtime[d] ? c_name(a.extent_name(int(d))) : std::to_string(a.extents[d]));
     }
+    return text;
 }
 
 std::string emit_ascendc(const Kernel &kernel, const std::string &function, int drop_flag_pair) {
-    refuse_runtime_shapes(kernel);
     internal_assert(kernel.target.arch == Target::Arch::Ascend)
         << "emit_ascendc: kernel " << kernel.name << " is not for ascend\n";
     std::string fn = function.empty() ? c_name(kernel.name) : function;
@@ -1092,21 +1092,31 @@ std::string emit_ascendc(const Kernel &kernel, const std::string &function, int 
         os << (i ? ", " : "") << "GM_ADDR " << c_name(kernel.args[i].name);
     if (!kernel.workspaces.empty())
         os << ", GM_ADDR workspace";
+    if (kernel.has_runtime_shapes())
+        os << ", GM_ADDR tiling";
     os << ") {\n";
     // The 910B's cube (AIC) and vector (AIV) cores are separate: a kernel without a cube op runs
     // on the vector cores; one with an epilogue after its matmul on both (a mix kernel).
     os << "    KERNEL_TASK_TYPE_DEFAULT("
        << (kernel.mix ? "KERNEL_TYPE_MIX_AIC_1_2" : kernel.vector_units_only ? "KERNEL_TYPE_AIV_ONLY" : "KERNEL_TYPE_AIC_ONLY")
        << ");\n";
+    if (kernel.has_runtime_shapes()) {
+        const std::vector<std::string> names = tiling_names(kernel);
+        os << "    // runtime extents: the launch's tiling data (int32, in argument and dim order)\n"
+           << "    AscendC::GlobalTensor<int32_t> tiling_gm;\n"
+           << "    tiling_gm.SetGlobalBuffer((__gm__ int32_t *)tiling, " << names.size() << ");\n";
+        for (size_t i = 0; i < names.size(); i++)
+            os << "    const int64_t " << c_name(names[i]) << " = tiling_gm.GetValue(" << i << ");\n";
+    }
     os << "    // global memory: the kernel's arguments\n";
     for (const KernelArg &a : kernel.args) {
         const char *t = element_type(dtype_of(a.type));
         os << "    AscendC::GlobalTensor<" << t << "> " << c_name(a.name) << "_gm;\n"
            << "    " << c_name(a.name) << "_gm.SetGlobalBuffer((__gm__ " << t << " *)"
-           << c_name(a.name) << ", " << a.elements() << "); // "
+           << c_name(a.name) << ", " << elements_text(a) << "); // "
            << (a.output ? "output " : "input ") << a.type << " [";
         for (size_t d = 0; d < a.extents.size(); d++)
-            os << (d ? " x " : "") << a.extents[d];
+            os << (d ? " x " : "") << (d < a.runtime.size() && a.runtime[d] ? "any" : std::to_string(a.extents[d]));
         os << "]\n";
     }
     int64_t workspace_offset = 0; // bytes (workspace_bytes: each workspace at a multiple of 512)
@@ -1127,6 +1137,24 @@ std::string emit_ascendc(const Kernel &kernel, const std::string &function, int 
     return head + body + "}\n";
 }
 
+std::vector<std::string> tiling_names(const Kernel &kernel) {
+    std::vector<std::string> names;
+    for (const KernelArg &a : kernel.args) {
+        for (size_t d = 0; d < a.runtime.size(); d++)
+            if (a.runtime[d]) names.push_back(a.extent_name(int(d)));
+    }
+    return names;
+}
+
+std::vector<int32_t> tiling(const Kernel &kernel, const std::vector<std::vector<int>> &extents) {
+    std::vector<int32_t> values;
+    for (size_t i = 0; i < kernel.args.size(); i++) {
+        for (size_t d = 0; d < kernel.args[i].runtime.size(); d++)
+            if (kernel.args[i].runtime[d]) values.push_back(int32_t(extents[i][d]));
+    }
+    return values;
+}
+
 int64_t workspace_bytes(const Kernel &kernel) {
     int64_t bytes = 0;
     for (const KernelArg &w : kernel.workspaces) bytes += (w.elements() * w.type.bytes() + 511) / 512 * 512;
@@ -1138,33 +1166,44 @@ std::string emit_library_header(const Kernel &kernel, const std::string &functio
 }
 
 std::string emit_library(const Kernel &kernel, const std::string &function) {
-    refuse_runtime_shapes(kernel);
     const std::string fn = function.empty() ? c_name(kernel.name) : function;
     sim::ascend::AscendParams params = sim::ascend::AscendParams::from(kernel.target.lookup());
     std::ostringstream helpers, run;
     helpers << "tandem::sim::ascend::AscendParams machine() {\n    tandem::sim::ascend::AscendParams p;\n";
     params.fields([&](const char *name, auto &v) { helpers << "    p." << name << " = " << v << ";\n"; });
     helpers << "    return p;\n}\n";
+    // Sizes from the buffers: the static extents (checked), or any of a runtime shape.
     run << "        tandem::sim::ascend::Machine m(machine(), /*numerics=*/true);\n"
         << "        std::vector<int> ids;\n";
     for (size_t i = 0; i < kernel.args.size(); i++) {
         const KernelArg &a = kernel.args[i];
-        run << "        ids.push_back(m.add_gm(\"" << a.name << "\", " << library::dtype_enum(dtype_of(a.type)) << ", "
-            << a.elements() << "));\n";
+        run << "        ids.push_back(m.add_gm(\"" << a.name << "\", " << library::dtype_enum(dtype_of(a.type))
+            << ", elements(buffers[" << i << "])));\n";
         if (!a.output)
-            run << "        std::memcpy(m.data(ids.back()), buffers[" << i << "]->host, " << a.elements() * a.type.bytes() << ");\n";
+            run << "        std::memcpy(m.data(ids.back()), buffers[" << i << "]->host, elements(buffers[" << i << "]) * "
+                << a.type.bytes() << ");\n";
     }
     const size_t out = kernel.args.size() - 1;
-    if (!kernel.workspaces.empty()) // the launch's workspace, the kernel's last argument
+    if (!kernel.workspaces.empty()) // the launch's workspace, after the arguments
         run << "        ids.push_back(m.add_gm(\"workspace\", tandem::sim::DType::F32, " << workspace_bytes(kernel) / 4
             << ")); // the model types GM: the workspaces are f32\n";
+    if (kernel.has_runtime_shapes()) { // the tiling data, last: each runtime extent of each buffer
+        run << "        std::vector<int32_t> tiling;\n";
+        for (size_t i = 0; i < kernel.args.size(); i++) {
+            for (size_t d = 0; d < kernel.args[i].runtime.size(); d++)
+                if (kernel.args[i].runtime[d])
+                    run << "        tiling.push_back(int32_t(buffers[" << i << "]->dim[" << d << "].extent));\n";
+        }
+        run << "        ids.push_back(m.add_gm(\"tiling\", tandem::sim::DType::I32, int64_t(tiling.size())));\n"
+            << "        std::memcpy(m.data(ids.back()), tiling.data(), tiling.size() * sizeof(int32_t));\n";
+    }
     run << "        tandem_ascend::run(m, " << fn << "_kernel, ids, AscendC::KernelMode::"
         << (kernel.mix ? "MIX_MODE" : kernel.vector_units_only ? "AIV_MODE" : "AIC_MODE") << ");\n"
         << "        tandem::sim::Report r = m.finish();\n"
         << "        if (r.deadlock || r.race_count)\n"
         << "            return fail(halide_error_code_generic_error, r.deadlock ? r.deadlock_message : r.races.front().str());\n"
-        << "        std::memcpy(buffers[" << out << "]->host, m.data(ids[" << out << "]), "
-        << kernel.args[out].elements() * kernel.args[out].type.bytes() << ");\n"
+        << "        std::memcpy(buffers[" << out << "]->host, m.data(ids[" << out << "]), elements(buffers[" << out
+        << "]) * " << kernel.args[out].type.bytes() << ");\n"
         << "        last_cycles = uint64_t(r.cycles);\n";
     return library::source(kernel, fn, emit_ascendc(kernel, fn + "_kernel"), helpers.str(), run.str());
 }

@@ -81,8 +81,12 @@ std::string emit_library(const Kernel &kernel, const std::string &function = "")
 std::string emit_ascendc(const Kernel &kernel, const std::string &function = "",
                          int drop_flag_pair = -1);
 
-/** The bytes of the workspace a mix kernel takes as its last argument (0: none). */
+/** The bytes of the workspace a mix kernel takes after its arguments (0: none). */
 int64_t workspace_bytes(const Kernel &kernel);
+/** A runtime-shape kernel's tiling data (its last GM_ADDR, int32): the runtime extents' names in
+ * argument and dim order, and their values for arguments of `extents`. */
+std::vector<std::string> tiling_names(const Kernel &kernel);
+std::vector<int32_t> tiling(const Kernel &kernel, const std::vector<std::vector<int>> &extents);
 
 /** One pair of the enumeration above, as emitted text (for tests and the file header). */
 struct FlagPair {

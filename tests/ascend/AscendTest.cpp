@@ -53,13 +53,20 @@ std::map<std::string, int> add_arguments(const Kernel &k, sim::ascend::Machine &
         [&](int id) { return m.data(id); }, numerics, 7);
 }
 
-/** The kernel's GM buffers in argument order, and a mix kernel's workspace last. */
+/** The kernel's GM buffers in argument order, then a mix kernel's workspace, then a runtime-shape
+ * kernel's tiling data (its extents: the static ones here, the estimates of a runtime shape). */
 std::vector<int> in_argument_order(const Kernel &k, const std::map<std::string, int> &ids, sim::ascend::Machine &m) {
     std::vector<int> r;
     for (const KernelArg &a : k.args)
         r.push_back(ids.at(a.name));
     if (int64_t bytes = ascend_backend::workspace_bytes(k))
         r.push_back(m.add_gm("workspace", sim::DType::F32, bytes / 4)); // the model types GM: f32 workspaces
+    if (k.has_runtime_shapes()) {
+        const std::vector<int32_t> tiling = ascend_backend::tiling(k, apps::static_extents(k));
+        r.push_back(m.add_gm("tiling", sim::DType::I32, int64_t(tiling.size())));
+        if (void *data = m.data(r.back()))
+            std::memcpy(data, tiling.data(), tiling.size() * sizeof(int32_t));
+    }
     return r;
 }
 
@@ -76,7 +83,7 @@ TEST_P(EmittedAscend, MatchesExecutorBitForBitAndCycleForCycle) {
     sim::ascend::Machine executed(sim::ascend::AscendParams::from(k.target.lookup())), emitted(sim::ascend::AscendParams::from(k.target.lookup()));
     auto ids_x = add_arguments(k, executed, true);
     auto ids_e = add_arguments(k, emitted, true);
-    ascend_backend::execute(k, executed, ids_x);
+    ascend_backend::execute(k, executed, ids_x, k.bind_shapes(apps::static_extents(k)));
     e.launch(emitted, in_argument_order(k, ids_e, emitted), kind(k));
     sim::Report rx = executed.finish(), re = emitted.finish();
 

@@ -3,6 +3,7 @@
 // with Halide::Runtime::Buffer. A bad buffer returns Halide's error code and writes nothing. One
 // zpu library is built with the best record of a tuning run made at build time (TUNING_DB).
 #include "scale_add_any.h"
+#include "scale_add_any_ascend.h"
 #include "scale_add_ascend.h"
 #include "scale_add_tuned.h"
 #include "scale_add_zpu.h"
@@ -110,13 +111,17 @@ TEST(Library, ABadBufferIsAnErrorCodeAndWritesNothing) {
 }
 
 /** A library compiled with runtime shapes takes any extents (1, primes, several tiles, taller than
- * wide), and still refuses what it cannot take without writing. */
-TEST(Library, RuntimeShapesTakeAnyExtents) {
+ * wide), and still refuses what it cannot take without writing: the zpu's and the AscendC one
+ * (its extents in the launch's tiling data). */
+class RuntimeShapeLibraries : public ::testing::TestWithParam<Library> {};
+
+TEST_P(RuntimeShapeLibraries, TakeAnyExtents) {
+    const Library &lib = GetParam();
     for (auto [w, h] : {std::pair{1, 1}, {33, 5}, {100, 7}, {17, 40}, {16, 1}, {1, 9}}) {
         Halide::Runtime::Buffer<float> a(w, h), b(w, h), out(w, h);
         for (int y = 0; y < h; y++)
             for (int x = 0; x < w; x++) a(x, y) = float(x) - 0.5f * float(y), b(x, y) = float(x * y % 7);
-        ASSERT_EQ(scale_add_any(a, b, out), 0) << w << " x " << h;
+        ASSERT_EQ(lib.call(a, b, out), 0) << w << " x " << h;
         for (int y = 0; y < h; y++)
             for (int x = 0; x < w; x++) ASSERT_EQ(out(x, y), a(x, y) * 2.0f + b(x, y)) << w << " x " << h << ": " << x << "," << y;
     }
@@ -124,20 +129,27 @@ TEST(Library, RuntimeShapesTakeAnyExtents) {
     Halide::Runtime::Buffer<float> wide(40, 5), b(33, 5), out(33, 5);
     wide.fill(1.0f);
     b.fill(0.5f);
-    ASSERT_EQ(scale_add_any(wide, b, out), 0);
+    ASSERT_EQ(lib.call(wide, b, out), 0);
     EXPECT_EQ(out(32, 4), 2.5f);
     // Too small an input, an empty one, a non-dense one: error codes, the output untouched.
-    scale_add_any_set_error_handler(remember);
+    lib.set_error_handler(remember);
     Halide::Runtime::Buffer<float> short_a(33, 4), empty(33, 0);
     out.fill(-7.0f);
-    EXPECT_NE(scale_add_any(short_a, b, out), 0);
-    EXPECT_NE(scale_add_any(empty, b, out), 0);
+    EXPECT_NE(lib.call(short_a, b, out), 0);
+    EXPECT_NE(lib.call(empty, b, out), 0);
     Halide::Runtime::Buffer<float> transposed = Halide::Runtime::Buffer<float>(5, 33).transposed(0, 1);
-    EXPECT_EQ(scale_add_any(b, b, transposed), halide_error_code_constraint_violated);
+    EXPECT_EQ(lib.call(b, b, transposed), halide_error_code_constraint_violated);
     for (int y = 0; y < 5; y++)
         for (int x = 0; x < 33; x++) ASSERT_EQ(out(x, y), -7.0f);
-    scale_add_any_set_error_handler(nullptr);
+    lib.set_error_handler(nullptr);
 }
+
+INSTANTIATE_TEST_SUITE_P(ZpuAndAscend, RuntimeShapeLibraries,
+                         ::testing::Values(Library{"zpu", scale_add_any, scale_add_any_last_cycles,
+                                                   scale_add_any_set_error_handler},
+                                           Library{"ascend", scale_add_any_ascend, scale_add_any_ascend_last_cycles,
+                                                   scale_add_any_ascend_set_error_handler}),
+                         [](const ::testing::TestParamInfo<Library> &info) { return std::string(info.param.target); });
 
 /** The tuned library runs the best recorded candidate: its cycles on the model are the record's. */
 TEST(Library, TheTunedLibraryIsTheBestRecord) {
