@@ -54,10 +54,8 @@ std::string first_line(const std::string &s) {
     return line.size() > 400 ? line.substr(0, 400) + "..." : line;
 }
 
-/** The target's first source, where it takes the kernel (runtime shapes are not every emitter's). */
 std::string emit(const Kernel &k) {
     const Source &source = backend_of(k.target).sources.front();
-    if (k.has_runtime_shapes() && !source.runtime_shapes) return "";
     return source.emit(k, "fuzz", EmitOptions{});
 }
 
@@ -98,7 +96,7 @@ FuzzCase draw_case(const FuzzOptions &options, uint64_t index) {
         if (options.runtime_shapes && !app.defaults.count("shapes")) continue;
         for (const char *t : targets) {
             if (!options.target.empty() && options.target != t) continue;
-            if (options.runtime_shapes && t == std::string("hopper")) continue; // refuses runtime shapes (yet)
+            if (options.runtime_shapes && !takes_runtime_shapes(Target::parse(t))) continue;
             if (t == std::string("zpu") || app.target_schedules.count(t)) pairs.push_back({&app, t});
         }
     }

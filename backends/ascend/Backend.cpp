@@ -30,8 +30,7 @@ TargetBackend backend() {
     };
     b.sources = {{"code", ".ascend.cpp", [](const Kernel &k, const std::string &name, const EmitOptions &o) {
                       return emit_ascendc(k, name, o.drop_flag);
-                  },
-                  /*runtime_shapes=*/true},
+                  }},
                  // The library interface (Halide's calling convention); the .lib.cpp holds the
                  // kernel too (as NAME_kernel: the AscendC entry point is extern "C" as well).
                  {"h", ".h", [](const Kernel &k, const std::string &name, const EmitOptions &) {

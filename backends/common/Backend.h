@@ -46,7 +46,6 @@ struct EmitOptions {
 struct Source {
     std::string what, suffix;
     std::function<std::string(const Kernel &, const std::string &name, const EmitOptions &)> emit;
-    bool runtime_shapes = false; // takes a kernel with runtime extents (else refuses it)
 };
 
 struct TargetBackend {

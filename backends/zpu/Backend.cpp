@@ -29,8 +29,7 @@ TargetBackend backend() {
                   [](const Kernel &k, const std::string &name, const EmitOptions &o) {
                       no_drop_flag(o, "zpu");
                       return emit_cpp(k, name);
-                  },
-                  /*runtime_shapes=*/true},
+                  }},
                  // The library interface (Halide's calling convention) over the code above.
                  {"h", ".h", [](const Kernel &k, const std::string &name, const EmitOptions &) {
                       return emit_library_header(k, name);

@@ -32,7 +32,7 @@ std::vector<TargetLowering> all_targets() {
              return sync_engines(software_pipeline(s, ctx, /*copies_before_compute=*/true), ctx, buffers);
          },
          [](const SramBuffer &b) { return std::string(sim::space_name(b.space)); },
-         /*accumulator_slots=*/true},
+         /*accumulator_slots=*/true, /*runtime_shapes=*/true},
         {"hopper", nullptr, unchanged,
          [](const Stmt &s, CompileContext &ctx, std::vector<SramBuffer> &buffers) {
              // A producer warpgroup runs ahead by itself; one warpgroup alone needs the pipeline.
@@ -52,7 +52,8 @@ std::vector<TargetLowering> all_targets() {
                  return insert_flags(select_vector_instructions(side, ctx, buffers), ctx, buffers);
              });
          },
-         [](const SramBuffer &b) { return std::string(sim::ascend::mem_name(b.ascend_mem)); }},
+         [](const SramBuffer &b) { return std::string(sim::ascend::mem_name(b.ascend_mem)); },
+         /*accumulator_slots=*/false, /*runtime_shapes=*/true},
     };
 }
 

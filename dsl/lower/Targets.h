@@ -32,6 +32,9 @@ struct TargetLowering {
      * slots), so that the next tile's MMAs overlap this tile's epilogue (ZPU: asynchronous tensor
      * and vector cores). */
     bool accumulator_slots = false;
+    /** Takes extents known only at run time (its executor, emitters and libraries read them at
+     * the call); otherwise compile() refuses such a kernel. */
+    bool runtime_shapes = false;
 };
 
 /** The lowering of `target` (Targets.cpp lists them). */

@@ -179,6 +179,8 @@ Shapes Kernel::bind_shapes(const std::vector<std::vector<int>> &extents) const {
     return values;
 }
 
+bool takes_runtime_shapes(const Target &target) { return lower::lowering_of(target).runtime_shapes; }
+
 Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const Target &target,
                const std::string &name) {
     CompileContext ctx;
@@ -194,10 +196,10 @@ Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const 
     for (const ImageParam &p : inputs) k.args.push_back(shape_of(p.parameter(), p.name(), p.type(), false));
     k.args.push_back(shape_of(output.output_buffer().parameter(), ctx.output, output.halide().output_types()[0], true));
     ctx.args = k.args;
-    if (k.has_runtime_shapes() && target.arch == Target::Arch::Hopper) {
+    if (k.has_runtime_shapes() && !takes_runtime_shapes(target)) {
         throw Error("Func '" + ctx.output + "': runtime shapes (an input or output without set_bounds) are not "
-                    "supported on hopper yet: its tensor maps and grid are built from static extents; "
-                    "set_bounds on every dimension");
+                    "supported on " + target.name() + " yet: its tensor maps and grid are built from static "
+                    "extents; set_bounds on every dimension");
     }
     std::set<std::string> runtime;
     for (const KernelArg &a : k.args) {

@@ -133,6 +133,10 @@ struct Kernel {
     Shapes bind_shapes(const std::vector<std::vector<int>> &extents) const;
 };
 
+/** Whether `target` takes kernels with runtime extents (hopper does not yet: its tensor maps and
+ * grid come from static extents). */
+bool takes_runtime_shapes(const Target &target);
+
 /** Compile `output` (and every Func it calls) for `target`. Throws tandem::Error on a bad schedule:
  * the message names the Func, the directive and the reason. */
 Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const Target &target,
