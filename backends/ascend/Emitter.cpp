@@ -754,17 +754,22 @@ private:
         const bool to_ub = mem_of(c.dst) == Mem::UB && mem_of(c.src) == Mem::GM;
         if (!to_ub && !(mem_of(c.dst) == Mem::GM && mem_of(c.src) == Mem::UB))
             return false;
-        if (c.dims.empty() || c.dims.size() > 2 || !is_const_one(c.dims[0].dst_stride) ||
-            !is_const_one(c.dims[0].src_stride))
+        // Rows of one element (a column: its one dimension steps along neither side's rows) are
+        // the box's one dimension as rows.
+        const bool column = c.dims.size() == 1 && !(is_const_one(c.dims[0].dst_stride) && is_const_one(c.dims[0].src_stride));
+        std::vector<ir::CopyDim> dims = c.dims;
+        if (column)
+            dims.insert(dims.begin(), ir::CopyDim{1, 1, 1});
+        if (dims.empty() || dims.size() > 2 || !is_const_one(dims[0].dst_stride) || !is_const_one(dims[0].src_stride))
             return false;
         const int64_t bytes = sim::bytes_of(type_of(c.dst)), per_block = 32 / bytes;
         const Expr ub_offset = to_ub ? c.dst_offset : c.src_offset;
         if (!can_prove(ub_offset % int(per_block) == 0))
             return false;
-        const Expr w = c.dims[0].extent, padded = simplify((w + int(per_block - 1)) / int(per_block) * int(per_block));
+        const Expr w = dims[0].extent, padded = simplify((w + int(per_block - 1)) / int(per_block) * int(per_block));
         Expr count = 1, gm_gap = 0, ub_gap = 0;
-        if (c.dims.size() == 2) {
-            const ir::CopyDim &r = c.dims[1];
+        if (dims.size() == 2) {
+            const ir::CopyDim &r = dims[1];
             const Expr ub = to_ub ? r.dst_stride : r.src_stride, gm = to_ub ? r.src_stride : r.dst_stride;
             auto at_least = [](const Expr &big, const Expr &small) {
                 const int64_t *b = as_const_int(big);

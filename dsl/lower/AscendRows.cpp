@@ -78,6 +78,89 @@ private:
     }
 };
 
+/** `buffer` laid out as rows `width` elements wide, each now `pitch` apart: every index i of a
+ * load or store becomes (i / width) * pitch + i % width, simplified with the loops' constant
+ * bounds (so y * 7 + x with x in [0, 7) becomes y * 8 + x). Right for any index, whatever form
+ * Halide's simplifier gave it. */
+class Refold : public IRMutator {
+public:
+    Refold(const std::string &buffer, int64_t width, int64_t pitch) : buffer(buffer), width(width), pitch(pitch) {}
+
+private:
+    using IRMutator::visit;
+    const std::string &buffer;
+    const int64_t width, pitch;
+    LoopScope loops, bounds;
+
+    Stmt visit(const For *op) override {
+        push_loop(loops, op);
+        const Interval &i = loops.get(op->name);
+        Expr lo = find_constant_bound(i.min, Direction::Lower, loops), hi = find_constant_bound(i.max, Direction::Upper, loops);
+        bounds.push(op->name, Interval(lo.defined() && lo.as<IntImm>() ? lo : Interval::neg_inf(),
+                                       hi.defined() && hi.as<IntImm>() ? hi : Interval::pos_inf()));
+        Stmt s = IRMutator::visit(op);
+        bounds.pop(op->name);
+        loops.pop(op->name);
+        return s;
+    }
+    Expr index(const Expr &i) const {
+        return simplify(i / int(width) * int(pitch) + i % int(width), true, bounds);
+    }
+    Expr visit(const Load *op) override {
+        Expr e = IRMutator::visit(op);
+        if (op->name != buffer) return e;
+        const Load *l = e.as<Load>();
+        return Load::make(l->type, l->name, index(l->index), l->image, l->param, l->predicate, l->alignment);
+    }
+    Stmt visit(const Store *op) override {
+        Stmt s = IRMutator::visit(op);
+        if (op->name != buffer) return s;
+        const Store *st = s.as<Store>();
+        return Store::make(st->name, st->value, index(st->index), st->param, st->predicate, st->alignment);
+    }
+};
+
+/** The rows of a tile Halide allocated with one extent (BoundSmallAllocations folds a small
+ * constant-size allocation's extents into their product): the smallest constant step above 1
+ * of a loop along its stores' indices - the row pitch Halide flattened it with -, or 1 for a
+ * column gathered from a tensor (a store stepping 1 along the tile where its tensor read does
+ * not), else 0 (one row). */
+class FoldedWidth : public IRVisitor {
+public:
+    FoldedWidth(const std::string &buffer, const CompileContext &ctx) : buffer(buffer), ctx(ctx) {}
+    int64_t width = 0;
+    bool column = false;
+
+private:
+    using IRVisitor::visit;
+    const std::string &buffer;
+    const CompileContext &ctx;
+    std::vector<std::string> loops;
+
+    void visit(const For *op) override {
+        loops.push_back(op->name);
+        IRVisitor::visit(op);
+        loops.pop_back();
+    }
+    void visit(const Store *op) override {
+        IRVisitor::visit(op);
+        if (op->name != buffer) return;
+        Expr value = op->value;
+        while (const Cast *c = value.as<Cast>()) value = c->value;
+        const Load *read = value.as<Load>();
+        const bool tensor = read && !ctx.functions.count(read->name);
+        for (const std::string &v : loops) {
+            Expr step = affine_step(op->index, v);
+            const int64_t *c = step.defined() ? as_const_int(step) : nullptr;
+            if (c && *c > 1) width = width == 0 ? *c : std::min(width, *c);
+            if (c && *c == 1 && tensor) {
+                Expr along = affine_step(read->index, v);
+                column |= !along.defined() || !can_prove(along == 1);
+            }
+        }
+    }
+};
+
 class PadRows : public LoopScopedMutator {
 public:
     PadRows(const CompileContext &ctx, const std::set<std::string> &cube) : ctx(ctx), cube(cube) {}
@@ -96,6 +179,7 @@ private:
         if (!ub || width <= 0 || op->extents.size() > 2 || 32 % op->type.bytes() != 0)
             return Allocate::make(op->name, op->type, op->memory_type, op->extents, op->condition, body,
                                   op->new_expr, op->free_function);
+        if (op->extents.size() == 1) return fold(op, body, width, per_block);
         const int64_t pitch = (width + per_block - 1) / per_block * per_block;
         std::vector<Expr> extents = op->extents;
         extents[0] = Expr(int(pitch));
@@ -108,6 +192,23 @@ private:
         }
         return Allocate::make(op->name, op->type, op->memory_type, extents, op->condition, body, op->new_expr,
                               op->free_function);
+    }
+
+    /** A tile of one extent (`size` elements): its rows, if it has any, padded like a 2-D one's;
+     * else rounded up to whole blocks. */
+    Stmt fold(const Allocate *op, Stmt body, int64_t size, int64_t per_block) {
+        FoldedWidth rows(op->name, ctx);
+        body.accept(&rows);
+        int64_t width = rows.width > 0 && rows.width < size ? rows.width : rows.column ? 1 : 0;
+        int64_t elements = (size + per_block - 1) / per_block * per_block;
+        if (width > 0 && width % per_block != 0) {
+            const int64_t pitch = (width + per_block - 1) / per_block * per_block;
+            elements = (size + width - 1) / width * pitch;
+            body = Refold(op->name, width, pitch).mutate(body);
+            padded++;
+        }
+        return Allocate::make(op->name, op->type, op->memory_type, {Expr(int(elements))}, op->condition, body,
+                              op->new_expr, op->free_function);
     }
 };
 

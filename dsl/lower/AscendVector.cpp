@@ -127,7 +127,8 @@ public:
             if (v.kind == Kind::Scalar) v.buffer.clear();
             return v;
         }
-        const Expr &row = steps[0], &col = steps[1];
+        // A column (one loop, rows one element wide) steps along its rows only.
+        const Expr &row = steps[0], &col = steps.size() > 1 ? steps[1] : Expr(1);
         if (can_prove(col == 1) && can_prove(row == int(shape.cols))) v.kind = Kind::Tile;
         else if (can_prove(col == 1) && is_const_zero(row)) v.kind = Kind::Row;
         else if (is_const_zero(col) && can_prove(row == 1)) v.kind = Kind::PerRow;
@@ -603,6 +604,19 @@ Shape shape_of(const std::vector<Loop> &loops, const Store *store) {
             s.rows = *rows;
             s.cols = *p;
             s.width = loops[1].extent;
+            return s;
+        }
+    }
+    // A column: one loop of constant count, the store one element per padded row.
+    if (loops.size() == 1) {
+        const int64_t *rows = as_const_int(loops[0].extent);
+        Expr step = affine_step(store->index, loops[0].var);
+        const int64_t *p = step.defined() ? as_const_int(step) : nullptr;
+        if (rows && *rows >= 1 && p && *p >= kPerBlock && *p % kPerBlock == 0) {
+            s.rowwise = true;
+            s.rows = *rows;
+            s.cols = *p;
+            s.width = 1;
             return s;
         }
     }

@@ -168,7 +168,14 @@ private:
         // On Ascend its rows start on 32-byte blocks, like every UB tile's (AscendRows.h).
         Expr stage_index = 0;
         int64_t elements = 1;
+        // One loop that does not step along the output's rows is a column: each element a row
+        // of its own block.
         const int per_block = ctx.target.arch == Target::Arch::Ascend ? 32 / std::max(1, st->value.type().bytes()) : 1;
+        const bool column = per_block > 1 && nest.loops.size() == 1 && [&] {
+            Expr step = affine_step(st->index, nest.loops.back().name);
+            return !step.defined() || !can_prove(step == 1);
+        }();
+        if (column) elements = per_block;
         for (auto l = nest.loops.rbegin(); l != nest.loops.rend(); ++l) {
             stage_index = stage_index + (Variable::make(Halide::Int(32), l->name) - l->min) * int(elements);
             int64_t bound = constant_upper_bound(l->extent, loops);
@@ -176,7 +183,8 @@ private:
                 throw Error(where(ctx.output, "tile") + "the extent of loop " + l->name +
                             " has no constant bound, so its staging tile cannot be sized");
             }
-            if (l == nest.loops.rbegin() && nest.loops.size() > 1) bound = (bound + per_block - 1) / per_block * per_block;
+            if (l == nest.loops.rbegin() && nest.loops.size() > 1 && !column)
+                bound = (bound + per_block - 1) / per_block * per_block;
             elements *= std::max<int64_t>(bound, 1);
         }
         stage_index = simplify(stage_index);
