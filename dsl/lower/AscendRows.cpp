@@ -121,26 +121,27 @@ private:
 };
 
 /** The rows of a tile Halide allocated with one extent (BoundSmallAllocations folds a small
- * constant-size allocation's extents into their product): the smallest constant step above 1
- * of a loop along its stores' indices - the row pitch Halide flattened it with -, or 1 for a
- * column gathered from a tensor (a store stepping 1 along the tile where its tensor read does
- * not), else 0 (one row). */
-class FoldedWidth : public IRVisitor {
+ * constant-size allocation's extents into their product): the row pitch Halide flattened it
+ * with, the smallest step above 1 of a loop along its stores' indices (a constant, else a tail's
+ * width, bounded by a constant); or a column gathered from a tensor (a store stepping 1 along
+ * the tile where its tensor read does not), rows of one element; else neither (one row). */
+class FoldedWidth : public LoopScopedVisitor {
 public:
     FoldedWidth(const std::string &buffer, const CompileContext &ctx) : buffer(buffer), ctx(ctx) {}
-    int64_t width = 0;
+    int64_t width = 0; // a constant width, or the bound of `tail`
+    Expr tail;
     bool column = false;
 
 private:
     using IRVisitor::visit;
     const std::string &buffer;
     const CompileContext &ctx;
-    std::vector<std::string> loops;
+    std::vector<std::string> names;
 
     void visit(const For *op) override {
-        loops.push_back(op->name);
-        IRVisitor::visit(op);
-        loops.pop_back();
+        names.push_back(op->name);
+        LoopScopedVisitor::visit(op);
+        names.pop_back();
     }
     void visit(const Store *op) override {
         IRVisitor::visit(op);
@@ -149,10 +150,13 @@ private:
         while (const Cast *c = value.as<Cast>()) value = c->value;
         const Load *read = value.as<Load>();
         const bool tensor = read && !ctx.functions.count(read->name);
-        for (const std::string &v : loops) {
+        for (const std::string &v : names) {
             Expr step = affine_step(op->index, v);
-            const int64_t *c = step.defined() ? as_const_int(step) : nullptr;
-            if (c && *c > 1) width = width == 0 ? *c : std::min(width, *c);
+            if (!step.defined()) continue;
+            const int64_t *c = as_const_int(step);
+            if (c && *c > 1 && (width == 0 || tail.defined() || *c < width)) width = *c, tail = Expr();
+            const int64_t bound = c ? 0 : constant_upper_bound(step, loops);
+            if (!c && bound > 1 && width == 0) width = bound, tail = step;
             if (c && *c == 1 && tensor) {
                 Expr along = affine_step(read->index, v);
                 column |= !along.defined() || !can_prove(along == 1);
@@ -201,10 +205,11 @@ private:
         body.accept(&rows);
         int64_t width = rows.width > 0 && rows.width < size ? rows.width : rows.column ? 1 : 0;
         int64_t elements = (size + per_block - 1) / per_block * per_block;
-        if (width > 0 && width % per_block != 0) {
+        if (width > 0 && (width % per_block != 0 || rows.tail.defined())) {
             const int64_t pitch = (width + per_block - 1) / per_block * per_block;
             elements = (size + width - 1) / width * pitch;
-            body = Refold(op->name, width, pitch).mutate(body);
+            body = rows.tail.defined() ? Repitch(op->name, rows.tail, Expr(int(pitch))).mutate(body)
+                                       : Refold(op->name, width, pitch).mutate(body);
             padded++;
         }
         return Allocate::make(op->name, op->type, op->memory_type, {Expr(int(elements))}, op->condition, body,

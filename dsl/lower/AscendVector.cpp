@@ -34,6 +34,7 @@ struct Shape {
     bool rowwise = false;
     int64_t rows = 1, cols = 0;
     Expr width;
+    Expr count; // a flat nest's elements when only a bound (cols) is constant: a tail's
 };
 
 /** What an operand is over the nest's (row, column) elements. */
@@ -127,8 +128,15 @@ public:
             if (v.kind == Kind::Scalar) v.buffer.clear();
             return v;
         }
-        // A column (one loop, rows one element wide) steps along its rows only.
-        const Expr &row = steps[0], &col = steps.size() > 1 ? steps[1] : Expr(1);
+        const Expr &row = steps[0];
+        if (steps.size() == 1) { // a column: rows one element wide, its one loop along them
+            if (can_prove(row == int(shape.cols))) v.kind = Kind::Tile;
+            else if (is_const_zero(row)) v.kind = Kind::Row;
+            else if (can_prove(row == 1)) v.kind = Kind::PerRow;
+            else v.buffer.clear();
+            return v;
+        }
+        const Expr &col = steps[1];
         if (can_prove(col == 1) && can_prove(row == int(shape.cols))) v.kind = Kind::Tile;
         else if (can_prove(col == 1) && is_const_zero(row)) v.kind = Kind::Row;
         else if (is_const_zero(col) && can_prove(row == 1)) v.kind = Kind::PerRow;
@@ -158,7 +166,7 @@ public:
             Value x = gen(c->args[0], into);
             if (!ok || x.kind == Kind::Scalar || x.kind == Kind::Row) return fail();
             Value dst = x.kind == Kind::PerRow ? per_row() : result_tile(into);
-            emit_count(abs ? "Abs" : "Sqrt", dst, {x}, Expr(), x.kind == Kind::PerRow ? shape.rows : elements());
+            emit_count(abs ? "Abs" : "Sqrt", dst, {x}, Expr(), x.kind == Kind::PerRow ? Expr(int(shape.rows)) : count());
             release(x, dst);
             return dst;
         }
@@ -186,7 +194,7 @@ public:
         const bool rowwise_values = (x.kind == Kind::PerRow || x.kind == Kind::Scalar) &&
                                     (y.kind == Kind::PerRow || y.kind == Kind::Scalar);
         Value dst = rowwise_values ? per_row() : !into.buffer.empty() ? into : last_read(x, y);
-        const int64_t n = rowwise_values ? shape.rows : elements();
+        const Expr n = rowwise_values ? Expr(int(shape.rows)) : count();
         if (!rowwise_values) {
             x = broadcast(x);
             y = broadcast(y);
@@ -217,15 +225,15 @@ public:
             g.instructions.push_back(i);
         }
         groups.push_back(g);
-        emit_count("Add", self, {self, part}, Expr(), shape.rows);
+        emit_count("Add", self, {self, part}, Expr(), int(shape.rows));
     }
 
     /** dst = value, the value of the store: nothing when it is there already, a Duplicate of a
      * constant, else a copy on V (Muls by 1: exact, -0 and NaN kept). */
     void assign(const Value &dst, const Value &value) {
         if (!ok || (value.buffer == dst.buffer && value.offset.defined() && equal(value.offset, dst.offset))) return;
-        if (value.kind == Kind::Scalar) return emit_count("Duplicate", dst, {}, value.scalar, elements());
-        emit("Muls", dst, {broadcast(value)}, Expr(1.0f), elements());
+        if (value.kind == Kind::Scalar) return emit_count("Duplicate", dst, {}, value.scalar, count());
+        emit("Muls", dst, {broadcast(value)}, Expr(1.0f), count());
     }
 
     /** A tile for an intermediate result: a private input tile the op has finished reading, else
@@ -258,7 +266,9 @@ public:
         return {};
     }
 
+    /** The elements a tile holds (a bound), and those the instructions run over. */
     int64_t elements() const { return shape.rows * shape.cols; }
+    Expr count() const { return shape.count.defined() ? shape.count : Expr(int(elements())); }
 
 private:
     struct Tile {
@@ -341,7 +351,7 @@ private:
         Value src = v;
         if (v.buffer != kScratch) { // Brcb reads eight values per repeat: copy the rows to scratch first
             src = per_row();
-            emit_count("Muls", src, {v}, Expr(1.0f), shape.rows); // exactly (-0 and NaN kept)
+            emit_count("Muls", src, {v}, Expr(1.0f), int(shape.rows)); // exactly (-0 and NaN kept)
         }
         ir::VectorInstruction i;
         i.op = "Brcb";
@@ -357,7 +367,7 @@ private:
     }
 
     /** dst = x op y (a scalar on either side), over `n` elements (tiles) or the rows (per-row). */
-    void combine(const std::string &op, const Value &dst, const Value &x, const Value &y, int64_t n) {
+    void combine(const std::string &op, const Value &dst, const Value &x, const Value &y, const Expr &n) {
         const bool xs = x.kind == Kind::Scalar, ys = y.kind == Kind::Scalar;
         if (!xs && !ys) {
             emit(op, dst, {x, y}, Expr(), n);
@@ -370,7 +380,7 @@ private:
             emit("Adds", dst, {dst}, x.scalar, n);
         } else { // Div with a scalar side: the scalar as a tile, then Div (the same rounding)
             Value c = dst.kind == Kind::PerRow ? per_row() : temp();
-            emit_count("Duplicate", c, {}, (xs ? x : y).scalar, dst.kind == Kind::PerRow ? shape.rows : elements());
+            emit_count("Duplicate", c, {}, (xs ? x : y).scalar, dst.kind == Kind::PerRow ? Expr(int(shape.rows)) : count());
             emit(op, dst, {xs ? c : x, ys ? c : y}, Expr(), n);
         }
     }
@@ -385,7 +395,7 @@ private:
         else if (const NE *c = s->condition.as<NE>()) a = c->a, b = c->b, mode = 5;
         else return fail();
         // Compare takes whole 256-byte repeats of dense tiles.
-        if (a.type() != Halide::Float(32) || elements() % kLanes != 0) return fail();
+        if (a.type() != Halide::Float(32) || elements() % kLanes != 0 || shape.count.defined()) return fail();
         // Both values and the compared ones first: a select nested in any of them uses the mask
         // before this one's Compare writes it.
         Value t = tile_of(gen(s->true_value, Value())), f = tile_of(gen(s->false_value, Value()));
@@ -426,19 +436,19 @@ private:
         if (v.kind == Kind::Tile) return v;
         if (v.kind != Kind::Scalar) return fail();
         Value t = temp();
-        emit_count("Duplicate", t, {}, v.scalar, elements());
+        emit_count("Duplicate", t, {}, v.scalar, count());
         return t;
     }
 
     /** One count-form instruction. */
     void emit_count(const std::string &op, const Value &dst, const std::vector<Value> &srcs, const Expr &scalar,
-                    int64_t n) {
+                    const Expr &n) {
         if (!ok) return;
         ir::VectorInstruction i;
         i.op = op;
         i.dst = dst.buffer;
         i.dst_offset = dst.offset;
-        i.count = int(n);
+        i.count = n;
         for (const Value &s : srcs) read(s), i.srcs.push_back({s.buffer, s.offset});
         i.scalar = scalar;
         groups.push_back({{i}});
@@ -446,12 +456,13 @@ private:
 
     /** A tile instruction: the count form when every operand is a dense tile (or per-row values
      * over the rows), else the repeat form over rows and columns. */
-    void emit(const std::string &op, const Value &dst, const std::vector<Value> &srcs, const Expr &scalar, int64_t n) {
+    void emit(const std::string &op, const Value &dst, const std::vector<Value> &srcs, const Expr &scalar, const Expr &n) {
         bool dense = true;
         for (const Value &s : srcs) dense = dense && (s.kind == Kind::Tile || s.kind == Kind::PerRow);
         if (dense) return emit_count(op, dst, srcs, scalar, n);
         const int64_t R = shape.rows, X = shape.cols;
-        if (R > 1 && X % kPerBlock != 0) { // a row would start inside a 32-byte block
+        // a row would start inside a 32-byte block, or the tile's count is known only at run time
+        if ((R > 1 && X % kPerBlock != 0) || shape.count.defined()) {
             fail();
             return;
         }
@@ -562,9 +573,8 @@ private:
     }
 };
 
-/** The nest's shape, or none (rows = 0) when its extents are not constants. */
-/** The row step of the first tile the value reads along the columns (a reduction's rows). */
-Expr row_pitch_read(const Expr &value, const Loop &rows, const Loop &cols) {
+/** The loads in an Expr, outermost first. */
+std::vector<const Load *> loads_in(const Expr &value) {
     class Loads : public IRVisitor {
     public:
         std::vector<const Load *> all;
@@ -574,14 +584,31 @@ Expr row_pitch_read(const Expr &value, const Loop &rows, const Loop &cols) {
         void visit(const Load *l) override { all.push_back(l); }
     } loads;
     value.accept(&loads);
+    return loads.all;
+}
+
+/** The row step of the first tile the value reads along the columns (a reduction's rows). */
+Expr row_pitch_read(const Expr &value, const Loop &rows, const Loop &cols) {
     Expr x = Variable::make(Halide::Int(32), cols.var), r = Variable::make(Halide::Int(32), rows.var);
-    for (const Load *l : loads.all) {
+    for (const Load *l : loads_in(value)) {
         if (can_prove(simplify(substitute(cols.var, x + 1, l->index) - l->index) == 1))
             return simplify(substitute(rows.var, r + 1, l->index) - l->index);
     }
     return Expr();
 }
 
+/** The step of the first tile the value reads at a multiple of 32 bytes along `rows` (the
+ * padded rows of a column). */
+Expr column_pitch_read(const Expr &value, const Loop &rows) {
+    for (const Load *l : loads_in(value)) {
+        Expr step = affine_step(l->index, rows.var);
+        const int64_t *p = step.defined() ? as_const_int(step) : nullptr;
+        if (p && *p >= kPerBlock && *p % kPerBlock == 0) return step;
+    }
+    return Expr();
+}
+
+/** The nest's shape, or none (rows = 0) when its extents are not constants. */
 Shape shape_of(const std::vector<Loop> &loops, const Store *store) {
     Shape s;
     s.loops = loops;
@@ -607,10 +634,12 @@ Shape shape_of(const std::vector<Loop> &loops, const Store *store) {
             return s;
         }
     }
-    // A column: one loop of constant count, the store one element per padded row.
+    // A column: one loop of constant count over padded rows one element wide; the store one
+    // element per row, or one value per row (a reduction) of a tile read so.
     if (loops.size() == 1) {
         const int64_t *rows = as_const_int(loops[0].extent);
         Expr step = affine_step(store->index, loops[0].var);
+        if (step.defined() && is_const_one(step)) step = column_pitch_read(store->value, loops[0]);
         const int64_t *p = step.defined() ? as_const_int(step) : nullptr;
         if (rows && *rows >= 1 && p && *p >= kPerBlock && *p % kPerBlock == 0) {
             s.rowwise = true;
@@ -620,10 +649,19 @@ Shape shape_of(const std::vector<Loop> &loops, const Store *store) {
             return s;
         }
     }
+    // One loop of a count known at run time (a tail): the instructions take the count, the
+    // tiles hold its bound.
+    if (loops.size() == 1 && !as_const_int(loops[0].extent)) {
+        const int64_t bound = constant_upper_bound(loops[0].extent);
+        if (bound < 1) return Shape{{}, false, 0, 0, Expr(), Expr()};
+        s.cols = bound;
+        s.count = s.width = loops[0].extent;
+        return s;
+    }
     std::vector<int64_t> extents;
     for (const Loop &l : loops) {
         const int64_t *e = as_const_int(l.extent);
-        if (!e || *e < 1) return Shape{{}, false, 0, 0, Expr()};
+        if (!e || *e < 1) return Shape{{}, false, 0, 0, Expr(), Expr()};
         extents.push_back(*e);
     }
     s.cols = 1;
@@ -718,7 +756,7 @@ private:
             cast.dst = dst.buffer;
             cast.dst_offset = dst.offset;
             cast.srcs = {{f.buffer, f.offset}};
-            cast.count = int(select.elements());
+            cast.count = select.count();
             cast.mode = 1; // RoundMode::CAST_RINT
             groups.push_back(Group{{cast}});
         } else if (dst.kind == Kind::PerRow) {
@@ -748,7 +786,7 @@ private:
                 if (parts > 1 && shape.rowwise) {
                     piece.rows = shape.rows / parts;
                 } else if (parts > 1) { // every operand a dense tile here: one flat row, in chunks
-                    if (n % (parts * kLanes) != 0) break;
+                    if (n % (parts * kLanes) != 0 || shape.count.defined()) break;
                     piece.rows = 1;
                     piece.cols = n / parts;
                 }
