@@ -394,22 +394,28 @@ private:
         else if (const EQ *c = s->condition.as<EQ>()) a = c->a, b = c->b, mode = 2;
         else if (const NE *c = s->condition.as<NE>()) a = c->a, b = c->b, mode = 5;
         else return fail();
-        // Compare takes whole 256-byte repeats of dense tiles.
-        if (a.type() != Halide::Float(32) || elements() % kLanes != 0 || shape.count.defined()) return fail();
+        if (a.type() != Halide::Float(32)) return fail();
         // Both values and the compared ones first: a select nested in any of them uses the mask
         // before this one's Compare writes it.
         Value t = tile_of(gen(s->true_value, Value())), f = tile_of(gen(s->false_value, Value()));
         Value x = tile_of(gen(a, Value())), y = tile_of(gen(b, Value()));
         if (!ok) return {};
+        // Compare takes whole 256-byte repeats: the compared values are copied into scratch that
+        // has them when the tile does not (what it compares past the tile, Select never reads).
+        const int64_t whole = (elements() + kLanes - 1) / kLanes * kLanes;
+        if (whole != elements() || shape.count.defined()) {
+            x = in_whole_repeats(x, whole);
+            y = in_whole_repeats(y, whole);
+        }
         ir::VectorInstruction cmp;
         cmp.op = "Compare";
         cmp.dst = kMask;
         cmp.dst_offset = 0;
         cmp.srcs = {{x.buffer, x.offset}, {y.buffer, y.offset}};
-        cmp.count = int(elements());
+        cmp.count = int(whole);
         cmp.mode = mode;
         groups.push_back({{cmp}});
-        scratch.mask_bytes = std::max(scratch.mask_bytes, elements() / 8);
+        scratch.mask_bytes = std::max(scratch.mask_bytes, whole / 8);
         read(x);
         read(y);
         release(x, Value());
@@ -420,7 +426,7 @@ private:
         sel.dst = dst.buffer;
         sel.dst_offset = dst.offset;
         sel.srcs = {{kMask, 0}, {t.buffer, t.offset}, {f.buffer, f.offset}};
-        sel.count = int(elements());
+        sel.count = count();
         sel.mode = 2; // VSEL_TENSOR_TENSOR_MODE
         read(t);
         read(f);
@@ -428,6 +434,17 @@ private:
         release(t, dst);
         release(f, dst);
         return dst;
+    }
+
+    /** A tile's values in scratch with room for `whole` elements (a Muls by 1: exact). */
+    Value in_whole_repeats(const Value &v, int64_t whole) {
+        Value t;
+        t.kind = Kind::Tile;
+        t.buffer = kScratch;
+        t.offset = scratch.take(whole);
+        emit_count("Muls", t, {v}, Expr(1.0f), count());
+        release(v, t);
+        return t;
     }
 
     /** A value as a dense tile (a constant: a Duplicate into a temp). */
