@@ -478,8 +478,10 @@ private:
         for (const Value &s : srcs) dense = dense && (s.kind == Kind::Tile || s.kind == Kind::PerRow);
         if (dense) return emit_count(op, dst, srcs, scalar, n);
         const int64_t R = shape.rows, X = shape.cols;
-        // a row would start inside a 32-byte block, or the tile's count is known only at run time
-        if ((R > 1 && X % kPerBlock != 0) || shape.count.defined()) {
+        // A row would start inside a 32-byte block. (A tile of a runtime count runs over its
+        // bound: the instructions' lanes past the count stay inside the tiles, and nothing past
+        // the count is stored.)
+        if (R > 1 && X % kPerBlock != 0) {
             fail();
             return;
         }
@@ -789,7 +791,11 @@ private:
             if (!select.ok || !scratch.fits()) return op;
             groups = select.groups;
         } else if (dst.kind == Kind::Tile) {
-            if (reads(store->value, store->name)) return op;
+            // An update (dst = dst + f) reads each element where it writes it, and leaves the
+            // destination alone until the last instruction.
+            const bool update = reads(store->value, store->name);
+            for (const Load *l : loads_in(store->value))
+                if (l->name == store->name && !equal(l->index, store->index)) return op;
             // A dense map that needs more scratch than UB has left goes in chunks of its elements.
             const int64_t n = shape.rows * shape.cols;
             // Chunks of whole (maybe padded) rows, any divisor of the rows; else of a flat tile,
@@ -811,7 +817,7 @@ private:
                 scratch.mask_bytes = 0;
                 Selection select(piece, private_tiles, scratch);
                 select.count_reads(store->value);
-                select.assign(dst, select.gen(store->value, dst));
+                select.assign(dst, select.gen(store->value, update ? Value() : dst));
                 if (!select.ok || select.groups.empty()) break; // it cannot be mapped at all
                 if (scratch.fits())
                     groups = parts > 1 ? repeat_in_chunks(select.groups, parts, piece.rows * piece.cols) : select.groups;
