@@ -191,10 +191,12 @@ private:
  * the epilogue; answer either way. */
 class VectorSide : public Side {
 public:
-    VectorSide(const std::set<std::string> &cube, const Handoff &h) : Side(cube, false), h(h) {}
+    VectorSide(const std::set<std::string> &cube, const Handoff &h, const CompileContext &ctx)
+        : Side(cube, false), h(h), ctx(ctx) {}
 
 private:
     const Handoff &h;
+    const CompileContext &ctx;
 
     std::string ub() const { return h.acc + ".ub"; }
     Expr aic() const { return ir::core_id() / 2; }
@@ -206,7 +208,10 @@ private:
         // acc.ub's rows on 32-byte blocks, one pitch for every tile (AscendRows.h): the Fixpipe
         // wrote them so.
         Stmt epilogue = Rename(h.acc, ub()).mutate(body);
-        if (h.pitch > 0) epilogue = repitch(epilogue, ub(), op->extents[0], Expr(int(h.pitch)));
+        if (h.pitch > 0 && op->extents.size() == 1)
+            epilogue = refold(epilogue, ub(), folded_row_width(op->body, h.acc, ctx), h.pitch);
+        else if (h.pitch > 0)
+            epilogue = repitch(epilogue, ub(), op->extents[0], Expr(int(h.pitch)));
         Stmt mine = Allocate::make(ub(), op->type, Halide::MemoryType::Auto, {Expr(int(h.slot))}, const_true(), epilogue);
         return block({ir::make_cross_core_wait(kStored + h.parity()),
                       IfThenElse::make(h.parity() == ir::core_id() % 2, mine, read()), ir::make_advance(h.counter)});
@@ -238,23 +243,26 @@ class AicIndex : public IRMutator {
  * rows (constants). */
 class AccumulatorSize : public LoopScopedVisitor {
 public:
-    explicit AccumulatorSize(const std::string &acc) : acc(acc) {}
+    AccumulatorSize(const std::string &acc, const CompileContext &ctx) : acc(acc), ctx(ctx) {}
     int64_t width = 0, rows = 0;
-    bool two_dimensional = true;
+    bool two_dimensional = true; // every allocation has rows (Halide's two extents, or folded ones)
     int allocations = 0;
 
 private:
     using IRVisitor::visit;
     const std::string &acc;
+    const CompileContext &ctx;
     void visit(const Allocate *op) override {
         if (op->name == acc) {
             allocations++;
-            two_dimensional = two_dimensional && op->extents.size() == 2;
             int64_t w = constant_upper_bound(op->extents[0], loops), r = 1;
             for (size_t d = 1; d < op->extents.size(); d++) {
                 int64_t b = constant_upper_bound(op->extents[d], loops);
                 r = (b < 0 || r < 0) ? -1 : r * std::max<int64_t>(b, 1);
             }
+            const int64_t folded = op->extents.size() == 1 && w > 0 ? folded_row_width(op->body, acc, ctx) : 0;
+            if (folded > 0) r = (w + folded - 1) / folded, w = folded;
+            two_dimensional = two_dimensional && (op->extents.size() == 2 || folded > 0);
             width = (w < 0 || width < 0) ? -1 : std::max(width, w);
             rows = (r < 0 || rows < 0) ? -1 : std::max(rows, r);
         }
@@ -298,7 +306,7 @@ Stmt split_mix_kernel(const Stmt &s, CompileContext &ctx) {
     h.counter = h.acc + ".tile";
     h.workspace = h.acc + ".workspace";
     h.async = ctx.of(ctx.output).async_copy;
-    AccumulatorSize size(h.acc);
+    AccumulatorSize size(h.acc, ctx);
     s.accept(&size);
     if (size.allocations == 0 || size.width <= 0 || size.rows <= 0) {
         throw Error("Func '" + h.acc.substr(0, h.acc.find('$')) + "', directive tile_mma(): on ascend an epilogue reads "
@@ -307,7 +315,10 @@ Stmt split_mix_kernel(const Stmt &s, CompileContext &ctx) {
     }
     // Rows on 32-byte blocks (f32: 8 elements), so that the vector side's instructions and copies
     // see the tile as its other UB tiles (AscendRows.h); one-dimensional tiles keep theirs.
-    h.pitch = size.two_dimensional ? (size.width + 7) / 8 * 8 : 0;
+    // Rows as wide as the output's staging rows (AscendRows.h), so that a cast to a narrower
+    // output type keeps the elements where they are: 16 f32 elements for a bfloat16 output.
+    const int64_t per_block = 32 / std::min(4, ctx.functions.at(ctx.output).output_types()[0].bytes());
+    h.pitch = size.two_dimensional ? (size.width + per_block - 1) / per_block * per_block : 0;
     h.slot = ((h.pitch > 0 ? h.pitch : size.width) * size.rows + 7) / 8 * 8; // whole 32-byte blocks
     std::set<std::string> cube = reads.cube;
     cube.insert(h.acc);
@@ -315,7 +326,7 @@ Stmt split_mix_kernel(const Stmt &s, CompileContext &ctx) {
     // The last two slots' reads, so that every counter ends at zero.
     cube_side = block({cube_side, IfThenElse::make(h.tile() >= 2, ir::make_cross_core_wait(kRead + h.parity())),
                        IfThenElse::make(h.tile() >= 1, ir::make_cross_core_wait(kRead + (h.tile() + 1) % 2))});
-    Stmt vector_side = VectorSide(cube, h).mutate(AicIndex().mutate(s));
+    Stmt vector_side = VectorSide(cube, h, ctx).mutate(AicIndex().mutate(s));
     ctx.mix = true;
     ctx.workspaces.push_back({h.workspace, Halide::Float(32), {int(int64_t(ctx.grid) * 2 * h.slot)}, false, {}});
     ctx.notes.push_back("ascend mix kernel: " + h.acc + " goes from the cube cores to the vector cores through " +

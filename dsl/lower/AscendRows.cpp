@@ -219,6 +219,16 @@ private:
 
 } // namespace
 
+int64_t folded_row_width(const Stmt &body, const std::string &buffer, const CompileContext &ctx) {
+    FoldedWidth rows(buffer, ctx);
+    body.accept(&rows);
+    return rows.tail.defined() ? 0 : rows.width;
+}
+
+Stmt refold(const Stmt &s, const std::string &buffer, int64_t width, int64_t pitch) {
+    return Refold(buffer, width, pitch).mutate(s);
+}
+
 Stmt repitch(const Stmt &s, const std::string &buffer, const Expr &width, const Expr &pitch) {
     return Repitch(buffer, width, pitch).mutate(s);
 }

@@ -23,6 +23,14 @@ namespace tandem::lower {
 
 Halide::Internal::Stmt pad_ub_rows(const Halide::Internal::Stmt &s, CompileContext &ctx);
 
+/** The constant row width of `buffer`, a tile Halide allocated with one extent (its extents
+ * folded into their product), from its stores in `body`; 0 when it has none. */
+int64_t folded_row_width(const Halide::Internal::Stmt &body, const std::string &buffer, const CompileContext &ctx);
+
+/** `s` with `buffer`, rows `width` elements wide, laid out `pitch` apart: each index i of its
+ * loads and stores becomes (i / width) * pitch + i % width (simplified in the loops' bounds). */
+Halide::Internal::Stmt refold(const Halide::Internal::Stmt &s, const std::string &buffer, int64_t width, int64_t pitch);
+
 /** `s` with `buffer`'s rows `pitch` elements apart instead of `width` (its loads and stores:
  * every product by `width` in their indices). */
 Halide::Internal::Stmt repitch(const Halide::Internal::Stmt &s, const std::string &buffer, const Halide::Expr &width,

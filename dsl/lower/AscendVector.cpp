@@ -513,13 +513,17 @@ private:
             i.repeats = int(repeats);
             g.instructions.push_back(i);
         };
+        // The columns up to the nest's widest row, in whole blocks: a row operand holds no more
+        // (the padding past them is never stored).
+        const int64_t widest = constant_upper_bound(shape.width);
+        const int64_t W = widest > 0 ? std::min(X, (widest + kPerBlock - 1) / kPerBlock * kPerBlock) : X;
         if (R > 1 && X / kPerBlock <= 255) { // each instruction: 64 columns of up to 255 rows
             for (int64_t r = 0; r < R; r += 255)
-                for (int64_t c = 0; c < X; c += kLanes) instruction(true, r, c, std::min<int64_t>(kLanes, X - c), std::min<int64_t>(255, R - r));
-        } else if (X / kLanes <= 255) { // each instruction: one row's whole 64-column repeats, then its tail
+                for (int64_t c = 0; c < W; c += kLanes) instruction(true, r, c, std::min<int64_t>(kLanes, W - c), std::min<int64_t>(255, R - r));
+        } else if (W / kLanes <= 255) { // each instruction: one row's whole 64-column repeats, then its tail
             for (int64_t r = 0; r < R; r++) {
-                if (X / kLanes > 0) instruction(false, r, 0, kLanes, X / kLanes);
-                if (X % kLanes) instruction(false, r, X / kLanes * kLanes, X % kLanes, 1);
+                if (W / kLanes > 0) instruction(false, r, 0, kLanes, W / kLanes);
+                if (W % kLanes) instruction(false, r, W / kLanes * kLanes, W % kLanes, 1);
             }
         } else {
             fail();
@@ -657,8 +661,10 @@ Shape shape_of(const std::vector<Loop> &loops, const Store *store) {
     // element per row, or one value per row (a reduction) of a tile read so.
     if (loops.size() == 1) {
         const int64_t *rows = as_const_int(loops[0].extent);
+        // (A cast to a narrower type: the rows are its f32 values'.)
         Expr step = affine_step(store->index, loops[0].var);
-        if (step.defined() && is_const_one(step)) step = column_pitch_read(store->value, loops[0]);
+        if ((step.defined() && is_const_one(step)) || store->value.type() != Halide::Float(32))
+            step = column_pitch_read(store->value, loops[0]);
         const int64_t *p = step.defined() ? as_const_int(step) : nullptr;
         if (rows && *rows >= 1 && p && *p >= kPerBlock && *p % kPerBlock == 0) {
             s.rowwise = true;
@@ -757,8 +763,13 @@ private:
         const Value dst = Selection(shape, private_tiles, scratch).classify(stored.as<Load>());
         if (to_bf16) {
             // Its f32 value in a tile (scratch unless an operand tile holds it), then one Cast
-            // into the dense bfloat16 destination (32-byte aligned: 16 elements).
-            if (dst.kind != Kind::Tile || !can_prove(dst.offset % 16 == 0) || reads(to_bf16->value, store->name))
+            // into the dense bfloat16 destination (32-byte aligned: 16 elements); a column's
+            // bfloat16 rows (32 bytes: 16 elements) are narrower than its f32 rows, so a Cast per row.
+            const Expr step = shape.loops.size() == 1 ? affine_step(store->index, shape.loops[0].var) : Expr();
+            const bool per_row = shape.rowwise && step.defined() && is_const(step) && !can_prove(step == int(shape.cols));
+            const Expr at = per_row ? simplify(substitute(shape.loops[0].var, shape.loops[0].min, store->index)) : dst.offset;
+            if ((!per_row && dst.kind != Kind::Tile) || (per_row && !can_prove(step % 16 == 0)) ||
+                !can_prove(at % 16 == 0) || reads(to_bf16->value, store->name))
                 return op;
             Selection select(shape, private_tiles, scratch);
             select.count_reads(to_bf16->value);
@@ -770,14 +781,18 @@ private:
             }
             if (!select.ok || !scratch.fits()) return op;
             groups = select.groups;
-            ir::VectorInstruction cast;
-            cast.op = "Cast";
-            cast.dst = dst.buffer;
-            cast.dst_offset = dst.offset;
-            cast.srcs = {{f.buffer, f.offset}};
-            cast.count = select.count();
-            cast.mode = 1; // RoundMode::CAST_RINT
-            groups.push_back(Group{{cast}});
+            Group casts;
+            for (int64_t r = 0; r < (per_row ? shape.rows : 1); r++) {
+                ir::VectorInstruction cast;
+                cast.op = "Cast";
+                cast.dst = store->name;
+                cast.dst_offset = per_row ? simplify(at + step * int(r)) : at;
+                cast.srcs = {{f.buffer, per_row ? simplify(f.offset + int(r * shape.cols)) : f.offset}};
+                cast.count = per_row ? Expr(1) : select.count();
+                cast.mode = 1; // RoundMode::CAST_RINT
+                casts.instructions.push_back(cast);
+            }
+            groups.push_back(casts);
         } else if (dst.kind == Kind::PerRow) {
             // self[r] = self[r] + f: a sum over the columns.
             const Add *add = store->value.as<Add>();
