@@ -776,7 +776,9 @@ private:
                 const int64_t bound = lower::constant_upper_bound(small);
                 return can_prove(big >= small) || (b && bound >= 0 && *b >= bound);
             };
-            if (!can_prove(ub % int(per_block) == 0) || !at_least(ub, padded) || !at_least(gm, w))
+            // A GM row stride known only at run time is a tensor's extent (runtime shapes have
+            // dense strides), at least the width of any box inside the tensor.
+            if (!can_prove(ub % int(per_block) == 0) || !at_least(ub, padded) || (is_const(gm) && !at_least(gm, w)))
                 return false;
             count = r.extent;
             gm_gap = simplify((gm - w) * int(bytes));

@@ -208,9 +208,10 @@ private:
         // acc.ub's rows on 32-byte blocks, one pitch for every tile (AscendRows.h): the Fixpipe
         // wrote them so.
         Stmt epilogue = Rename(h.acc, ub()).mutate(body);
-        if (h.pitch > 0 && op->extents.size() == 1)
-            epilogue = refold(epilogue, ub(), folded_row_width(op->body, h.acc, ctx), h.pitch);
-        else if (h.pitch > 0)
+        const int64_t folded = op->extents.size() == 1 ? folded_row_width(op->body, h.acc, ctx) : 0;
+        if (h.pitch > 0 && folded > 0)
+            epilogue = refold(epilogue, ub(), folded, h.pitch);
+        else if (h.pitch > 0 && op->extents.size() == 2)
             epilogue = repitch(epilogue, ub(), op->extents[0], Expr(int(h.pitch)));
         Stmt mine = Allocate::make(ub(), op->type, Halide::MemoryType::Auto, {Expr(int(h.slot))}, const_true(), epilogue);
         return block({ir::make_cross_core_wait(kStored + h.parity()),
@@ -260,9 +261,9 @@ private:
                 int64_t b = constant_upper_bound(op->extents[d], loops);
                 r = (b < 0 || r < 0) ? -1 : r * std::max<int64_t>(b, 1);
             }
-            const int64_t folded = op->extents.size() == 1 && w > 0 ? folded_row_width(op->body, acc, ctx) : 0;
+            const int64_t folded = op->extents.size() == 1 && w > 0 ? folded_row_width(op->body, acc, ctx) : -1;
             if (folded > 0) r = (w + folded - 1) / folded, w = folded;
-            two_dimensional = two_dimensional && (op->extents.size() == 2 || folded > 0);
+            two_dimensional = two_dimensional && (op->extents.size() == 2 || folded >= 0);
             width = (w < 0 || width < 0) ? -1 : std::max(width, w);
             rows = (r < 0 || rows < 0) ? -1 : std::max(rows, r);
         }

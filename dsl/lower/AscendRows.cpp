@@ -185,17 +185,17 @@ private:
                                   op->new_expr, op->free_function);
         if (op->extents.size() == 1) return fold(op, body, width, per_block);
         const int64_t pitch = (width + per_block - 1) / per_block * per_block;
-        std::vector<Expr> extents = op->extents;
-        extents[0] = Expr(int(pitch));
-        if (op->extents.size() == 2) {
-            const IntImm *w = op->extents[0].as<IntImm>();
-            if (w && w->value == pitch) return Allocate::make(op->name, op->type, op->memory_type, op->extents,
-                                                              op->condition, body, op->new_expr, op->free_function);
-            body = Repitch(op->name, op->extents[0], extents[0]).mutate(body);
-            padded++;
-        }
-        return Allocate::make(op->name, op->type, op->memory_type, extents, op->condition, body, op->new_expr,
-                              op->free_function);
+        const IntImm *w = op->extents[0].as<IntImm>();
+        // Rows one element wide that lie one after another in their tensor are one row.
+        FoldedWidth rows(op->name, ctx);
+        if (is_const_one(op->extents[0])) body.accept(&rows);
+        if ((w && w->value == pitch) || (is_const_one(op->extents[0]) && !rows.column))
+            return Allocate::make(op->name, op->type, op->memory_type, op->extents, op->condition, body,
+                                  op->new_expr, op->free_function);
+        body = Repitch(op->name, op->extents[0], Expr(int(pitch))).mutate(body);
+        padded++;
+        return Allocate::make(op->name, op->type, op->memory_type, {Expr(int(pitch)), op->extents[1]}, op->condition,
+                              body, op->new_expr, op->free_function);
     }
 
     /** A tile of one extent (`size` elements): its rows, if it has any, padded like a 2-D one's;
@@ -222,7 +222,7 @@ private:
 int64_t folded_row_width(const Stmt &body, const std::string &buffer, const CompileContext &ctx) {
     FoldedWidth rows(buffer, ctx);
     body.accept(&rows);
-    return rows.tail.defined() ? 0 : rows.width;
+    return rows.tail.defined() ? -1 : rows.width;
 }
 
 Stmt refold(const Stmt &s, const std::string &buffer, int64_t width, int64_t pitch) {

@@ -24,7 +24,8 @@ namespace tandem::lower {
 Halide::Internal::Stmt pad_ub_rows(const Halide::Internal::Stmt &s, CompileContext &ctx);
 
 /** The constant row width of `buffer`, a tile Halide allocated with one extent (its extents
- * folded into their product), from its stores in `body`; 0 when it has none. */
+ * folded into their product), from its stores in `body`; 0 when it is one row, -1 when its
+ * rows have a width known only at run time. */
 int64_t folded_row_width(const Halide::Internal::Stmt &body, const std::string &buffer, const CompileContext &ctx);
 
 /** `s` with `buffer`, rows `width` elements wide, laid out `pitch` apart: each index i of its

@@ -72,6 +72,20 @@ struct Group {
     std::vector<ir::VectorInstruction> instructions;
 };
 
+/** The loads in an Expr, outermost first. */
+std::vector<const Load *> loads_in(const Expr &value) {
+    class Loads : public IRVisitor {
+    public:
+        std::vector<const Load *> all;
+
+    private:
+        using IRVisitor::visit;
+        void visit(const Load *l) override { all.push_back(l); }
+    } loads;
+    value.accept(&loads);
+    return loads.all;
+}
+
 class Selection {
 public:
     Selection(const Shape &shape, const std::set<std::string> &private_tiles, Scratch &scratch)
@@ -153,8 +167,7 @@ public:
             per_row_values |= v.kind != Kind::Tile;
             return v;
         }
-        if (const FloatImm *f = e.as<FloatImm>()) {
-            if (f->type != Halide::Float(32)) return fail();
+        if (scalar(e)) {
             Value c;
             c.scalar = e;
             return c;
@@ -291,7 +304,16 @@ private:
             free_tiles.push_back(v.offset);
     }
 
-    static bool leaf(const Expr &e) { return e.as<Load>() || e.as<FloatImm>(); }
+    /** An f32 value the same for the whole nest and read from no tile (a constant, or one
+     * computed from the kernel's runtime extents): an instruction's scalar operand. */
+    bool scalar(const Expr &e) const {
+        if (e.type() != Halide::Float(32) || !loads_in(e).empty()) return false;
+        for (const Loop &l : shape.loops)
+            if (expr_uses_var(e, l.var)) return false;
+        return true;
+    }
+
+    bool leaf(const Expr &e) const { return e.as<Load>() || scalar(e); }
 
     static std::vector<Expr> children(const Expr &e) {
         if (const Add *x = e.as<Add>()) return {x->a, x->b};
@@ -596,20 +618,6 @@ private:
     }
 };
 
-/** The loads in an Expr, outermost first. */
-std::vector<const Load *> loads_in(const Expr &value) {
-    class Loads : public IRVisitor {
-    public:
-        std::vector<const Load *> all;
-
-    private:
-        using IRVisitor::visit;
-        void visit(const Load *l) override { all.push_back(l); }
-    } loads;
-    value.accept(&loads);
-    return loads.all;
-}
-
 /** The row step of the first tile the value reads along the columns (a reduction's rows). */
 Expr row_pitch_read(const Expr &value, const Loop &rows, const Loop &cols) {
     Expr x = Variable::make(Halide::Int(32), cols.var), r = Variable::make(Halide::Int(32), rows.var);
@@ -631,15 +639,25 @@ Expr column_pitch_read(const Expr &value, const Loop &rows) {
     return Expr();
 }
 
-/** The nest's shape, or none (rows = 0) when its extents are not constants. */
+/** The nest's shape, or none (rows = 0) when its extents have no constant bounds. */
 Shape shape_of(const std::vector<Loop> &loops, const Store *store) {
     Shape s;
     s.loops = loops;
-    // Row-wise: two loops, a constant number of rows; the store dense over both, or one value per
-    // row (a reduction). Rows `pitch` apart, wider than any row of the nest and a multiple of 32
-    // bytes, are padded rows: the instructions cover them whole.
+    // Row-wise: two loops, the store dense over both, or one value per row (a reduction). Rows
+    // `pitch` apart, wider than any row of the nest and a multiple of 32 bytes, are padded rows:
+    // the instructions cover them whole. A row count known only at run time (a tail) is bounded:
+    // the count form takes the count, the repeat form runs over the bound's rows (inside the
+    // tiles; nothing past the count is stored).
+    auto rowwise = [&s](const Expr &rows, int64_t pitch, const Expr &width) {
+        s.rowwise = true;
+        s.rows = constant_upper_bound(rows);
+        s.cols = pitch;
+        s.width = width;
+        if (!as_const_int(rows)) s.count = simplify(rows * int(pitch));
+        return s;
+    };
+    const int64_t rows = loops.empty() ? 0 : constant_upper_bound(loops[0].extent);
     if (loops.size() == 2) {
-        const int64_t *rows = as_const_int(loops[0].extent);
         const int64_t width = constant_upper_bound(loops[1].extent);
         Expr x = Variable::make(Halide::Int(32), loops[1].var), r = Variable::make(Halide::Int(32), loops[0].var);
         Expr col = simplify(substitute(loops[1].var, x + 1, store->index) - store->index);
@@ -649,30 +667,18 @@ Shape shape_of(const std::vector<Loop> &loops, const Store *store) {
                                                                  : Expr();
         const int64_t *p = pitch.defined() ? as_const_int(pitch) : nullptr;
         const int64_t *exact = as_const_int(loops[1].extent);
-        if (rows && *rows >= 1 && width >= 1 && p && ((exact && *p == *exact) || (*p % kPerBlock == 0 && *p >= width))) {
-            s.rowwise = true;
-            s.rows = *rows;
-            s.cols = *p;
-            s.width = loops[1].extent;
-            return s;
-        }
+        if (rows >= 1 && width >= 1 && p && ((exact && *p == *exact) || (*p % kPerBlock == 0 && *p >= width)))
+            return rowwise(loops[0].extent, *p, loops[1].extent);
     }
-    // A column: one loop of constant count over padded rows one element wide; the store one
-    // element per row, or one value per row (a reduction) of a tile read so.
+    // A column: one loop over padded rows one element wide; the store one element per row, or
+    // one value per row (a reduction) of a tile read so.
     if (loops.size() == 1) {
-        const int64_t *rows = as_const_int(loops[0].extent);
         // (A cast to a narrower type: the rows are its f32 values'.)
         Expr step = affine_step(store->index, loops[0].var);
         if ((step.defined() && is_const_one(step)) || store->value.type() != Halide::Float(32))
             step = column_pitch_read(store->value, loops[0]);
         const int64_t *p = step.defined() ? as_const_int(step) : nullptr;
-        if (rows && *rows >= 1 && p && *p >= kPerBlock && *p % kPerBlock == 0) {
-            s.rowwise = true;
-            s.rows = *rows;
-            s.cols = *p;
-            s.width = 1;
-            return s;
-        }
+        if (rows >= 1 && p && *p >= kPerBlock && *p % kPerBlock == 0) return rowwise(loops[0].extent, *p, 1);
     }
     // One loop of a count known at run time (a tail): the instructions take the count, the
     // tiles hold its bound.
