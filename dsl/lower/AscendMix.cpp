@@ -263,7 +263,9 @@ private:
             }
             const int64_t folded = op->extents.size() == 1 && w > 0 ? folded_row_width(op->body, acc, ctx) : -1;
             if (folded > 0) r = (w + folded - 1) / folded, w = folded;
-            two_dimensional = two_dimensional && (op->extents.size() == 2 || folded >= 0);
+            // (One extent with no row step may be a row or a column: the MMA's shape decides,
+            // which this does not see, so such an accumulator keeps Halide's layout.)
+            two_dimensional = two_dimensional && (op->extents.size() == 2 || folded > 0);
             width = (w < 0 || width < 0) ? -1 : std::max(width, w);
             rows = (r < 0 || rows < 0) ? -1 : std::max(rows, r);
         }

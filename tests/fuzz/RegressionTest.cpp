@@ -96,6 +96,19 @@ std::vector<Case> found_by_the_fuzzer() {
         {"gemm ascend pipelined K=1 M=64 N=1 TK=32 TM=64 TN=48 epilogue=bias_relu group=2 out=f32 stages=5"},
         {"gemm ascend ws_pingpong K=15 M=37 N=17 TK=16 TM=256 TN=16 epilogue=bias_relu group=1 out=bf16 stages=5"},
         {"gemm ascend ws_pingpong K=83 M=320 N=1 TK=32 TM=256 TN=48 epilogue=bias_relu group=2 out=bf16 stages=5"},
+        // A folded accumulator (Halide gave it one extent) with no row step is a row or a
+        // column: it keeps Halide's layout (taking it for one row made the Fixpipe's rows overlap).
+        {"gemm ascend pipelined K=193 M=32 N=33 TK=64 TM=32 TN=16 epilogue=bias_relu group=8 out=f32 stages=0"},
+        {"gemm ascend ws_pingpong K=128 M=32 N=1 TK=32 TM=32 TN=256 epilogue=bias_relu group=1 out=f32 stages=4"},
+        // Tiles Halide folds to one extent get padded rows; columns of a tensor become rows of one
+        // element; rows of a runtime count (a guarded tile-row group).
+        {"elementwise ascend sync H=2 TX=7 TY=32 W=3000 stages=4"},
+        {"elementwise ascend double_buffered H=20 TX=1 TY=8 W=30"},
+        {"elementwise ascend sync H=3 TX=7 TY=2 W=242 stages=1"},
+        {"pointwise ascend single_buffered H=15 TX=1 TY=16 W=2 expr=3 stages=3"},
+        {"rmsnorm ascend sync D=1 R=230 RB=0 TD=0 stages=1"},
+        {"gemm ascend ws_pingpong K=2 M=313 N=177 TK=512 TM=16 TN=64 epilogue=bias_relu group=2 out=bf16 stages=4"},
+        {"gemm ascend pipelined K=64 M=87 N=257 TK=32 TM=128 TN=64 epilogue=bias_relu group=1 out=bf16 stages=0"},
     };
 }
 
