@@ -35,6 +35,7 @@ struct Shape {
     int64_t rows = 1, cols = 0;
     Expr width;
     Expr count; // a flat nest's elements when only a bound (cols) is constant: a tail's
+    int64_t first_row = 0; // a chunk of a row-wise nest: its rows start here
 };
 
 /** What an operand is over the nest's (row, column) elements. */
@@ -50,6 +51,7 @@ struct Value {
     Kind kind = Kind::Scalar;
     std::string buffer;
     Expr offset, scalar;
+    int64_t pitch = 0; // a column's tile whose rows lie `pitch` apart, not the nest's (0: the nest's)
 };
 
 /** The vector instructions' own UB room for intermediate results, beyond the tiles: f32 and, for
@@ -93,7 +95,7 @@ public:
 
     std::vector<Group> groups;
     bool ok = true;
-    bool per_row_values = false; // some operand has one value per row (the op cannot be split in chunks)
+    bool per_row_values = false; // some operand is not a dense tile (a flat nest cannot go in chunks)
 
     /** Counts the reads of each tile (before gen), for reusing a private tile as a temp. */
     void count_reads(const Expr &e) {
@@ -118,7 +120,8 @@ public:
         for (const Loop &loop : shape.loops) {
             Expr x = Variable::make(Halide::Int(32), loop.var);
             steps.push_back(simplify(substitute(loop.var, x + 1, l->index) - l->index));
-            base = substitute(loop.var, loop.min, base);
+            const bool chunked = shape.rowwise && &loop == &shape.loops[0];
+            base = substitute(loop.var, chunked ? loop.min + int(shape.first_row) : loop.min, base);
         }
         base = simplify(base);
         for (const Loop &loop : shape.loops) {
@@ -144,7 +147,9 @@ public:
         }
         const Expr &row = steps[0];
         if (steps.size() == 1) { // a column: rows one element wide, its one loop along them
+            const int64_t *p = as_const_int(row);
             if (can_prove(row == int(shape.cols))) v.kind = Kind::Tile;
+            else if (p && *p >= kPerBlock && *p % kPerBlock == 0) v.kind = Kind::Tile, v.pitch = *p;
             else if (is_const_zero(row)) v.kind = Kind::Row;
             else if (can_prove(row == 1)) v.kind = Kind::PerRow;
             else v.buffer.clear();
@@ -179,7 +184,7 @@ public:
             Value x = gen(c->args[0], into);
             if (!ok || x.kind == Kind::Scalar || x.kind == Kind::Row) return fail();
             Value dst = x.kind == Kind::PerRow ? per_row() : result_tile(into);
-            emit_count(abs ? "Abs" : "Sqrt", dst, {x}, Expr(), x.kind == Kind::PerRow ? Expr(int(shape.rows)) : count());
+            emit(abs ? "Abs" : "Sqrt", dst, {x}, Expr(), x.kind == Kind::PerRow ? Expr(int(shape.rows)) : count());
             release(x, dst);
             return dst;
         }
@@ -220,7 +225,7 @@ public:
 
     /** A reduction over the columns into one value per row: self[r] = self[r] + sum of f. */
     void reduce(const Value &self, const Expr &f) {
-        Value v = gen(f, Value()); // an op's result in a temp; a tile read as it is
+        Value v = uniform(gen(f, Value())); // an op's result in a temp; a tile read as it is
         if (!ok) return;
         if (v.kind != Kind::Tile || (shape.rows > 1 && shape.cols % kPerBlock != 0)) {
             fail();
@@ -281,6 +286,7 @@ public:
 
     /** The elements a tile holds (a bound), and those the instructions run over. */
     int64_t elements() const { return shape.rows * shape.cols; }
+    int64_t rows() const { return shape.rows; }
     Expr count() const { return shape.count.defined() ? shape.count : Expr(int(elements())); }
 
 private:
@@ -464,7 +470,16 @@ private:
         t.kind = Kind::Tile;
         t.buffer = kScratch;
         t.offset = scratch.take(whole);
-        emit_count("Muls", t, {v}, Expr(1.0f), count());
+        emit("Muls", t, {v}, Expr(1.0f), count());
+        release(v, t);
+        return t;
+    }
+
+    /** A tile at the nest's row pitch: a column tile at another pitch copied into a temp. */
+    Value uniform(const Value &v) {
+        if (!ok || v.kind != Kind::Tile || v.pitch == 0) return v;
+        Value t = temp();
+        emit("Muls", t, {v}, Expr(1.0f), count());
         release(v, t);
         return t;
     }
@@ -472,7 +487,7 @@ private:
     /** A value as a dense tile (a constant: a Duplicate into a temp). */
     Value tile_of(const Value &v) {
         if (!ok) return {};
-        if (v.kind == Kind::Tile) return v;
+        if (v.kind == Kind::Tile) return uniform(v);
         if (v.kind != Kind::Scalar) return fail();
         Value t = temp();
         emit_count("Duplicate", t, {}, v.scalar, count());
@@ -496,8 +511,8 @@ private:
     /** A tile instruction: the count form when every operand is a dense tile (or per-row values
      * over the rows), else the repeat form over rows and columns. */
     void emit(const std::string &op, const Value &dst, const std::vector<Value> &srcs, const Expr &scalar, const Expr &n) {
-        bool dense = true;
-        for (const Value &s : srcs) dense = dense && (s.kind == Kind::Tile || s.kind == Kind::PerRow);
+        bool dense = dst.pitch == 0;
+        for (const Value &s : srcs) dense = dense && (s.kind == Kind::Tile || s.kind == Kind::PerRow) && s.pitch == 0;
         if (dense) return emit_count(op, dst, srcs, scalar, n);
         const int64_t R = shape.rows, X = shape.cols;
         // A row would start inside a 32-byte block. (A tile of a runtime count runs over its
@@ -507,13 +522,20 @@ private:
             fail();
             return;
         }
+        // A column tile's own pitch, in blocks, is a repeat stride (8 bits).
+        bool strides_fit = dst.pitch / kPerBlock <= 255;
+        for (const Value &s : srcs) strides_fit = strides_fit && s.pitch / kPerBlock <= 255;
+        if (!strides_fit) {
+            fail();
+            return;
+        }
         for (const Value &s : srcs) read(s);
         Group g;
         // Per operand: its block and repeat strides and where it starts for (row r, column c).
         auto place = [&](const Value &v, bool columns, int64_t r, int64_t c) -> std::pair<std::pair<int, int>, Expr> {
-            const int row_blocks = int(X / kPerBlock);
+            const int64_t P = v.pitch > 0 ? v.pitch : X;
             switch (v.kind) {
-            case Kind::Tile: return {{1, columns ? row_blocks : kPerBlock}, simplify(v.offset + int(r * X + c))};
+            case Kind::Tile: return {{1, columns ? int(P / kPerBlock) : kPerBlock}, simplify(v.offset + int(r * P + c))};
             case Kind::Row: return {{1, columns ? 0 : kPerBlock}, simplify(v.offset + int(c))};
             default: return {{0, columns ? 1 : 0}, simplify(v.offset + int(r * kPerBlock))}; // Blocks
             }
@@ -581,14 +603,13 @@ bool reads(const Expr &e, const std::string &buffer) {
     return r.found;
 }
 
-/** How many vector ops read each buffer, which buffers copies read, and the loop whose every
- * iteration refills each buffer a copy writes (its innermost loop). */
+/** The innermost loops of the vector ops that read each buffer, which buffers copies read, and
+ * the loops whose every iteration refills each buffer a copy writes (its innermost loops). */
 class Readers : public IRVisitor {
 public:
-    std::map<std::string, int> vector_reads;
+    std::map<std::string, std::multiset<std::string>> reader_loops;
     std::set<std::string> copied;
     std::map<std::string, std::set<std::string>> filled_in; // buffer -> innermost loops of its copies
-    std::map<const LetStmt *, std::string> op_loop;           // vector op -> its innermost loop
 
 private:
     using IRVisitor::visit;
@@ -603,9 +624,8 @@ private:
         Stmt body;
         if (ir::as_vector_op(Stmt(op), &v, &body)) {
             for (const ir::Region &r : v.regions) {
-                if (!r.write) vector_reads[r.buffer]++;
+                if (!r.write) reader_loops[r.buffer].insert(loops.back());
             }
-            op_loop[op] = loops.back();
             return;
         }
         IRVisitor::visit(op);
@@ -748,17 +768,21 @@ private:
         if (!store || (store->value.type() != Halide::Float(32) && !to_bf16)) return op;
         const Shape shape = shape_of(loops, store);
         if (shape.rows == 0) return op;
-        // A tile may hold intermediate results when only this op reads it and a copy refills it in
-        // the op's own loop (a tile loaded once for many iterations, or an accumulator, may not).
+        // A tile may hold intermediate results when no copy reads it and each op that reads it
+        // is the only one in its loop and has a copy refill it in that loop (so no op reads a fill
+        // another op used as scratch; a tile loaded once for many iterations, or an accumulator,
+        // may not).
         std::set<std::string> private_tiles;
-        const auto loop = readers.op_loop.find(op);
         for (const ir::Region &r : v.regions) {
-            auto n = readers.vector_reads.find(r.buffer);
+            auto in = readers.reader_loops.find(r.buffer);
             auto filled = readers.filled_in.find(r.buffer);
-            if (!r.write && n != readers.vector_reads.end() && n->second == 1 && !readers.copied.count(r.buffer) &&
-                filled != readers.filled_in.end() && loop != readers.op_loop.end() &&
-                filled->second == std::set<std::string>{loop->second})
-                private_tiles.insert(r.buffer);
+            if (r.write || in == readers.reader_loops.end() || filled == readers.filled_in.end() ||
+                readers.copied.count(r.buffer))
+                continue;
+            bool own_fill = true;
+            for (const std::string &loop : in->second)
+                own_fill = own_fill && in->second.count(loop) == 1 && filled->second.count(loop);
+            if (own_fill) private_tiles.insert(r.buffer);
         }
         // The store as a value of the nest: a tile, or one value per row (a reduction).
         Expr stored = Load::make(Halide::Float(32), store->name, store->index, Halide::Buffer<>(),
@@ -767,39 +791,7 @@ private:
         scratch.floats = 0;
         scratch.mask_bytes = 0;
         const Value dst = Selection(shape, private_tiles, scratch).classify(stored.as<Load>());
-        if (to_bf16) {
-            // Its f32 value in a tile (scratch unless an operand tile holds it), then one Cast
-            // into the dense bfloat16 destination (32-byte aligned: 16 elements); a column's
-            // bfloat16 rows (32 bytes: 16 elements) are narrower than its f32 rows, so a Cast per row.
-            const Expr step = shape.loops.size() == 1 ? affine_step(store->index, shape.loops[0].var) : Expr();
-            const bool per_row = shape.rowwise && step.defined() && is_const(step) && !can_prove(step == int(shape.cols));
-            const Expr at = per_row ? simplify(substitute(shape.loops[0].var, shape.loops[0].min, store->index)) : dst.offset;
-            if ((!per_row && dst.kind != Kind::Tile) || (per_row && !can_prove(step % 16 == 0)) ||
-                !can_prove(at % 16 == 0) || reads(to_bf16->value, store->name))
-                return op;
-            Selection select(shape, private_tiles, scratch);
-            select.count_reads(to_bf16->value);
-            Value f = select.gen(to_bf16->value, Value());
-            if (select.ok && f.kind != Kind::Tile) {
-                Value t = select.temp();
-                select.assign(t, f);
-                f = t;
-            }
-            if (!select.ok || !scratch.fits()) return op;
-            groups = select.groups;
-            Group casts;
-            for (int64_t r = 0; r < (per_row ? shape.rows : 1); r++) {
-                ir::VectorInstruction cast;
-                cast.op = "Cast";
-                cast.dst = store->name;
-                cast.dst_offset = per_row ? simplify(at + step * int(r)) : at;
-                cast.srcs = {{f.buffer, per_row ? simplify(f.offset + int(r * shape.cols)) : f.offset}};
-                cast.count = per_row ? Expr(1) : select.count();
-                cast.mode = 1; // RoundMode::CAST_RINT
-                casts.instructions.push_back(cast);
-            }
-            groups.push_back(casts);
-        } else if (dst.kind == Kind::PerRow) {
+        if (dst.kind == Kind::PerRow && !to_bf16) {
             // self[r] = self[r] + f: a sum over the columns.
             const Add *add = store->value.as<Add>();
             const Load *a = add ? add->a.as<Load>() : nullptr;
@@ -811,38 +803,91 @@ private:
             select.reduce(dst, add->b);
             if (!select.ok || !scratch.fits()) return op;
             groups = select.groups;
-        } else if (dst.kind == Kind::Tile) {
+        } else if (dst.kind == Kind::Tile || to_bf16) {
+            // A dense map into the destination tile. A bfloat16 store: its f32 value in a tile
+            // (scratch unless an operand tile holds it), then one Cast into the dense bfloat16
+            // destination (32-byte aligned: 16 elements); a column's bfloat16 rows (32 bytes: 16
+            // elements) are narrower than its f32 rows, so a Cast per row.
+            const Expr value = to_bf16 ? to_bf16->value : store->value;
+            const Expr step = shape.loops.size() == 1 ? affine_step(store->index, shape.loops[0].var) : Expr();
+            const bool per_row =
+                to_bf16 && shape.rowwise && step.defined() && is_const(step) && !can_prove(step == int(shape.cols));
+            const Expr at = per_row ? simplify(substitute(shape.loops[0].var, shape.loops[0].min, store->index)) : dst.offset;
+            if (to_bf16 && ((!per_row && dst.kind != Kind::Tile) || (per_row && !can_prove(step % 16 == 0)) ||
+                            !can_prove(at % 16 == 0) || reads(value, store->name)))
+                return op;
             // An update (dst = dst + f) reads each element where it writes it, and leaves the
             // destination alone until the last instruction.
-            const bool update = reads(store->value, store->name);
-            for (const Load *l : loads_in(store->value))
+            const bool update = reads(value, store->name);
+            for (const Load *l : loads_in(value))
                 if (l->name == store->name && !equal(l->index, store->index)) return op;
-            // A dense map that needs more scratch than UB has left goes in chunks of its elements.
+            auto map = [&](Selection &select) {
+                select.count_reads(value);
+                const Value dst = select.classify(stored.as<Load>());
+                if (!to_bf16) return select.assign(dst, select.gen(value, update ? Value() : dst));
+                Value f = select.gen(value, Value());
+                if (select.ok && (f.kind != Kind::Tile || (!per_row && f.pitch != 0))) {
+                    Value t = select.temp();
+                    select.assign(t, f);
+                    f = t;
+                }
+                if (!select.ok) return;
+                Group casts;
+                for (int64_t r = 0; r < (per_row ? select.rows() : 1); r++) {
+                    ir::VectorInstruction cast;
+                    cast.op = "Cast";
+                    cast.dst = store->name;
+                    cast.dst_offset = per_row ? simplify(at + step * int(r)) : dst.offset;
+                    const int64_t pitch = f.pitch > 0 ? f.pitch : shape.cols;
+                    cast.srcs = {{f.buffer, per_row ? simplify(f.offset + int(r * pitch)) : f.offset}};
+                    cast.count = per_row ? Expr(1) : select.count();
+                    cast.mode = 1; // RoundMode::CAST_RINT
+                    casts.instructions.push_back(cast);
+                }
+                select.groups.push_back(casts);
+            };
+            // A map that needs more scratch than UB has left goes in chunks: of whole (maybe
+            // padded) rows, any divisor of the rows, each chunk's operands where its rows are
+            // (a row the same for all, a per-row value its rows'); else of a flat tile, halving.
+            // A chunk runs over its bound (a runtime count's lanes past it stay in the tiles).
             const int64_t n = shape.rows * shape.cols;
-            // Chunks of whole (maybe padded) rows, any divisor of the rows; else of a flat tile,
-            // halving.
             std::vector<int64_t> splits;
-            for (int64_t parts = 1; parts <= (shape.rowwise ? shape.rows : 64); parts = shape.rowwise ? parts + 1 : parts * 2)
+            for (int64_t parts = 1; parts <= (per_row ? 1 : shape.rowwise ? shape.rows : 64);
+                 parts = shape.rowwise ? parts + 1 : parts * 2)
                 if (!shape.rowwise || shape.rows % parts == 0) splits.push_back(parts);
             for (int64_t parts : splits) {
                 if (!groups.empty()) break;
                 Shape piece = shape;
+                if (parts > 1) piece.count = Expr();
                 if (parts > 1 && shape.rowwise) {
                     piece.rows = shape.rows / parts;
                 } else if (parts > 1) { // every operand a dense tile here: one flat row, in chunks
-                    if (n % (parts * kLanes) != 0 || shape.count.defined()) break;
+                    if (n % (parts * kLanes) != 0) break;
                     piece.rows = 1;
                     piece.cols = n / parts;
                 }
-                scratch.floats = 0;
-                scratch.mask_bytes = 0;
-                Selection select(piece, private_tiles, scratch);
-                select.count_reads(store->value);
-                select.assign(dst, select.gen(store->value, update ? Value() : dst));
-                if (!select.ok || select.groups.empty()) break; // it cannot be mapped at all
-                if (scratch.fits())
-                    groups = parts > 1 ? repeat_in_chunks(select.groups, parts, piece.rows * piece.cols) : select.groups;
-                else if (select.per_row_values)
+                std::vector<Group> chunks;
+                bool mapped = true, fits = true, per_row_values = false;
+                int64_t floats = 0, mask_bytes = 0;
+                for (int64_t k = 0; k < (shape.rowwise ? parts : 1) && mapped; k++) {
+                    piece.first_row = k * piece.rows;
+                    scratch.floats = 0;
+                    scratch.mask_bytes = 0;
+                    Selection select(piece, private_tiles, scratch);
+                    map(select);
+                    mapped = select.ok && !select.groups.empty();
+                    fits = fits && scratch.fits();
+                    per_row_values |= select.per_row_values;
+                    floats = std::max(floats, scratch.floats);
+                    mask_bytes = std::max(mask_bytes, scratch.mask_bytes);
+                    chunks.insert(chunks.end(), select.groups.begin(), select.groups.end());
+                }
+                scratch.floats = floats;
+                scratch.mask_bytes = mask_bytes;
+                if (!mapped) break; // it cannot be mapped at all
+                if (fits)
+                    groups = parts > 1 && !shape.rowwise ? repeat_in_chunks(chunks, parts, piece.rows * piece.cols) : chunks;
+                else if (per_row_values && !shape.rowwise)
                     break;
             }
         }
