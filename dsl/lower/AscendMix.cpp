@@ -208,7 +208,7 @@ private:
         // acc.ub's rows on 32-byte blocks, one pitch for every tile (AscendRows.h): the Fixpipe
         // wrote them so.
         Stmt epilogue = Rename(h.acc, ub()).mutate(body);
-        const int64_t folded = op->extents.size() == 1 ? folded_row_width(op->body, h.acc, ctx) : 0;
+        const int64_t folded = op->extents.size() == 1 ? folded_row_width(op->body, h.acc, ctx) : 0; // 0: one row
         if (h.pitch > 0 && folded > 0)
             epilogue = refold(epilogue, ub(), folded, h.pitch);
         else if (h.pitch > 0 && op->extents.size() == 2)
@@ -242,6 +242,45 @@ class AicIndex : public IRMutator {
 
 /** The accumulator's allocations (Halide's tiles): the most elements, the widest row, the most
  * rows (constants). */
+/** Whether an accumulator Halide allocated with one extent, whose stores step 1 along one loop,
+ * is one row: that loop runs along the Func's first dimension (its columns). Loop names are
+ * Halide's: <func>.s<stage>.<dimension>[.<split>...]. */
+bool one_row(const Allocate *op, const Halide::Internal::Function &acc) {
+    class UnitSteps : public IRVisitor {
+    public:
+        explicit UnitSteps(const std::string &acc) : acc(acc) {}
+        std::set<std::string> loops;
+
+    private:
+        using IRVisitor::visit;
+        const std::string &acc;
+        std::vector<std::string> around;
+        void visit(const For *f) override {
+            around.push_back(f->name);
+            IRVisitor::visit(f);
+            around.pop_back();
+        }
+        void visit(const Store *st) override {
+            IRVisitor::visit(st);
+            if (st->name != acc) return;
+            for (const std::string &l : around) {
+                Expr step = affine_step(st->index, l);
+                if (step.defined() && is_const_one(step)) loops.insert(l);
+            }
+        }
+    } steps(op->name);
+    op->body.accept(&steps);
+    const std::string columns = acc.args().empty() ? "" : acc.args()[0];
+    bool row = !steps.loops.empty();
+    for (const std::string &l : steps.loops) {
+        const size_t stage = l.find(".s", op->name.size());
+        const size_t dim = stage == std::string::npos ? stage : l.find('.', stage + 2);
+        row = row && dim != std::string::npos && l.compare(dim + 1, columns.size(), columns) == 0 &&
+              (l.size() == dim + 1 + columns.size() || l[dim + 1 + columns.size()] == '.');
+    }
+    return row;
+}
+
 class AccumulatorSize : public LoopScopedVisitor {
 public:
     AccumulatorSize(const std::string &acc, const CompileContext &ctx) : acc(acc), ctx(ctx) {}
@@ -261,7 +300,8 @@ private:
                 int64_t b = constant_upper_bound(op->extents[d], loops);
                 r = (b < 0 || r < 0) ? -1 : r * std::max<int64_t>(b, 1);
             }
-            const int64_t folded = op->extents.size() == 1 && w > 0 ? folded_row_width(op->body, acc, ctx) : -1;
+            int64_t folded = op->extents.size() == 1 && w > 0 ? folded_row_width(op->body, acc, ctx) : -1;
+            if (folded == 0 && one_row(op, ctx.functions.at(acc))) folded = w;
             if (folded > 0) r = (w + folded - 1) / folded, w = folded;
             // (One extent with no row step may be a row or a column: the MMA's shape decides,
             // which this does not see, so such an accumulator keeps Halide's layout.)
@@ -321,7 +361,8 @@ Stmt split_mix_kernel(const Stmt &s, CompileContext &ctx) {
     // Rows as wide as the output's staging rows (AscendRows.h), so that a cast to a narrower
     // output type keeps the elements where they are: 16 f32 elements for a bfloat16 output.
     const int64_t per_block = 32 / std::min(4, ctx.functions.at(ctx.output).output_types()[0].bytes());
-    h.pitch = size.two_dimensional ? (size.width + per_block - 1) / per_block * per_block : 0;
+    // (A one-column accumulator stays contiguous: per-row values to the vector instructions.)
+    h.pitch = size.two_dimensional && size.width > 1 ? (size.width + per_block - 1) / per_block * per_block : 0;
     h.slot = ((h.pitch > 0 ? h.pitch : size.width) * size.rows + 7) / 8 * 8; // whole 32-byte blocks
     std::set<std::string> cube = reads.cube;
     cube.insert(h.acc);

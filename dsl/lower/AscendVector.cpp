@@ -156,7 +156,10 @@ public:
             return v;
         }
         const Expr &col = steps[1];
+        const int64_t *p = as_const_int(row), widest = constant_upper_bound(shape.width);
         if (can_prove(col == 1) && can_prove(row == int(shape.cols))) v.kind = Kind::Tile;
+        else if (can_prove(col == 1) && p && *p % kPerBlock == 0 && widest > 0 && *p >= widest)
+            v.kind = Kind::Tile, v.pitch = *p; // padded rows at a pitch of its own (another tile's tail)
         else if (can_prove(col == 1) && is_const_zero(row)) v.kind = Kind::Row;
         else if (is_const_zero(col) && can_prove(row == 1)) v.kind = Kind::PerRow;
         else v.buffer.clear();
@@ -693,10 +696,13 @@ Shape shape_of(const std::vector<Loop> &loops, const Store *store) {
     // A column: one loop over padded rows one element wide; the store one element per row, or
     // one value per row (a reduction) of a tile read so.
     if (loops.size() == 1) {
-        // (A cast to a narrower type: the rows are its f32 values'.)
-        Expr step = affine_step(store->index, loops[0].var);
-        if ((step.defined() && is_const_one(step)) || store->value.type() != Halide::Float(32))
-            step = column_pitch_read(store->value, loops[0]);
+        // (A cast to a narrower type: the rows are its f32 values', a block each where it reads
+        // no tile so.)
+        const Expr stored = affine_step(store->index, loops[0].var);
+        const bool narrowing = store->value.type() != Halide::Float(32);
+        Expr step = stored;
+        if ((step.defined() && is_const_one(step)) || narrowing) step = column_pitch_read(store->value, loops[0]);
+        if (!step.defined() && narrowing && stored.defined() && !is_const_one(stored)) step = kPerBlock;
         const int64_t *p = step.defined() ? as_const_int(step) : nullptr;
         if (rows >= 1 && p && *p >= kPerBlock && *p % kPerBlock == 0) return rowwise(loops[0].extent, *p, 1);
     }
