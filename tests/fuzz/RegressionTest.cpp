@@ -109,6 +109,14 @@ std::vector<Case> found_by_the_fuzzer() {
         {"rmsnorm ascend sync D=1 R=230 RB=0 TD=0 stages=1"},
         {"gemm ascend ws_pingpong K=2 M=313 N=177 TK=512 TM=16 TN=64 epilogue=bias_relu group=2 out=bf16 stages=4"},
         {"gemm ascend pipelined K=64 M=87 N=257 TK=32 TM=128 TN=64 epilogue=bias_relu group=1 out=bf16 stages=0"},
+        // Tiles at pitches of their own (a tail's staging beside a full tile's accumulator), a
+        // one-column accumulator, a one-row folded one, a bfloat16 column.
+        {"gemm ascend pipelined K=2 M=2 N=87 TK=32 TM=16 TN=48 epilogue=bias_relu group=1 out=f32 stages=3"},
+        {"gemm ascend ws_pingpong K=2 M=127 N=33 TK=16 TM=256 TN=32 epilogue=bias_relu group=8 out=f32 stages=2"},
+        {"gemm ascend ws_pingpong K=1 M=33 N=7 TK=16 TM=16 TN=256 epilogue=bias_relu group=3 out=f32 stages=2"},
+        {"gemm ascend pipelined K=63 M=32 N=33 TK=32 TM=32 TN=32 epilogue=bias_relu group=2 out=bf16 stages=4"},
+        {"gemm ascend ws_pingpong K=129 M=320 N=1 TK=128 TM=128 TN=256 epilogue=bias_relu group=8 out=bf16 stages=4"},
+        {"gemm ascend pipelined K=32 M=272 N=320 TK=32 TM=128 TN=128 epilogue=bias_relu group=2 out=bf16 stages=3"},
     };
 }
 
