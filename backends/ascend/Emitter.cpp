@@ -545,8 +545,6 @@ private:
                 nested(i->else_case);
             }
             os << line() << "}\n";
-        } else if (const Store *st = s.as<Store>()) {
-            store(st);
         } else if (s.as<Evaluate>()) {
             intrinsic(s);
         } else {
@@ -636,13 +634,6 @@ private:
         return tensor(buffer) + "[" + arg(offset) + "]";
     }
 
-    static std::string strided_box(const std::vector<std::string> &dims) {
-        std::string r = "tandem_ascend::StridedBox({";
-        for (size_t d = 0; d < dims.size(); d++)
-            r += (d ? ", " : "") + dims[d];
-        return r + "})";
-    }
-
     /** The real cube instruction (Cube.h), as the executor records it. */
     void cube(const CubeCall &c) {
         switch (c.kind) {
@@ -706,7 +697,7 @@ private:
             c.dims.push_back({1, 1, 1});
         std::string head =
             line() + "AscendC::DataCopy(" + at(c.dst, c.dst_offset) + ", " + at(c.src, c.src_offset) + ", ";
-        // The box: AscendC's own forms where they say it exactly, else Tandem's StridedBox.
+        // The box: AscendC's own forms where they say it exactly.
         {
             int64_t bytes = sim::bytes_of(type_of(c.dst));
             std::vector<int64_t> v;
@@ -738,14 +729,11 @@ private:
         }
         if (copy_pad(c))
             return;
-        std::vector<std::string> dims;
-        for (const ir::CopyDim &d : c.dims) {
-            dims.push_back("{" + arg(d.extent) + ", " + arg(d.dst_stride) + ", " +
-                           arg(d.src_stride) + "}");
-        }
-        fallback("the copy " + c.dst + " <- " + c.src + " is Tandem's StridedBox (" + std::to_string(c.dims.size()) +
-                 " dims, " + sim::ascend::mem_name(mem_of(c.src)) + " -> " + sim::ascend::mem_name(mem_of(c.dst)) + ")");
-        os << head << strided_box(dims) << ");\n";
+        throw Error("Func '" + c.dst.substr(0, c.dst.find('$')) + "', directive async_copy(): on ascend the copy " + c.dst +
+                    " <- " + c.src + " (" + std::to_string(c.dims.size()) + " dims, " +
+                    sim::ascend::mem_name(mem_of(c.src)) + " -> " + sim::ascend::mem_name(mem_of(c.dst)) +
+                    ") has no AscendC form: DataCopy moves whole 32-byte blocks, DataCopyPad rows of any length "
+                    "into UB rows on 32-byte blocks");
     }
 
     /** Rows between GM and UB as DataCopyPad: each row any number of bytes, its UB rows on 32-byte
@@ -795,36 +783,10 @@ private:
         return true;
     }
 
-    /** Where the kernel leaves AscendC's own API for Tandem's runtime (StridedBox, VectorOp):
-     * TANDEM_ASCEND_FALLBACKS=error makes it an Error naming the op (to measure how often). */
-    static void fallback(const std::string &what) {
-        const char *mode = std::getenv("TANDEM_ASCEND_FALLBACKS");
-        if (mode && std::string(mode) == "error")
-            throw Error("ascend emitter fallback: " + what);
-    }
-
     void vector_op(const ir::VectorOp &v, const Stmt &body) {
-        if (ir::is_vector_instructions(body))
-            return sequence(body); // AscendC's instructions (AscendVector.h)
-        fallback("the vector op " + v.label + " is Tandem's VectorOp (an element nest AscendVector does not map)");
-        os << line() << "tandem_ascend::VectorOp(\"" << v.label << "\", " << arg(v.flops)
-           << ", {\n";
-        for (const ir::Region &r : v.regions) {
-            os << line() << "    " << (r.write ? "tandem_ascend::Write(" : "tandem_ascend::Read(")
-               << tensor(r.buffer) << ", " << arg(r.lo) << ", " << arg(r.extent) << "),\n";
-        }
-        os << line() << "}, [=] {\n";
-        nested(body);
-        os << line() << "});\n";
-    }
-
-    // ---- element statements (inside vector ops) ----
-
-    void store(const Store *st) {
-        std::string v = arg(st->value);
-        if (st->value.type().is_bfloat())
-            v = "AscendC::ToBfloat16(" + v + ")";
-        os << line() << tensor(st->name) << ".SetValue(" << arg(st->index) << ", " << v << ");\n";
+        internal_assert(ir::is_vector_instructions(body))
+            << "ascend emitter: the vector op " << v.label << " has no AscendC instructions (AscendVector.h)\n";
+        sequence(body);
     }
 
     // ---- expressions ----
@@ -1067,9 +1029,8 @@ std::string emit_ascendc(const Kernel &kernel, const std::string &function, int 
        << "// AscendC's own: Nd2Nz into L1, LoadData2D per 16-row strip (A, Zz) or K block (B, Zn),\n"
        << "// Mmad, Fixpipe Nz -> ND. DataCopyParams(blockCount, blockLen, srcStride, dstStride) count\n"
        << "// 32-byte blocks; DataCopyPad moves rows of any byte length into UB rows padded to 32 bytes.\n"
-       << "// The vector path is AscendC's instructions; where they cannot say a box or an element nest,\n"
-       << "// Tandem's runtime has StridedBox (an affine box in elements, innermost first) and VectorOp\n"
-       << "// (element loops as one V-pipe op over the regions it lists), not AscendC.\n";
+       << "// The vector path is AscendC's instructions (count and repeat forms, PipeBarrier<PIPE_V>\n"
+       << "// between dependent ones).\n";
     for (const std::string &n : kernel.notes)
         os << "//   " << n << "\n";
     os << "// flag pairs: " << pairs.pairs.size()

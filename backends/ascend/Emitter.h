@@ -27,10 +27,10 @@
  *                                   - a count (one dimension, contiguous, whole 32 B blocks),
  *                                   - DataCopyParams{blockCount, blockLen, srcStride, dstStride}
  *                                     in 32 B blocks (two dimensions, rows contiguous, constant
- *                                     extents and strides in whole blocks), or otherwise
- *                                   - tandem_ascend::StridedBox({{extent, dst_stride,
- *                                     src_stride}, ...}) in elements, innermost first: Tandem's
- *                                     DataCopy overload for any affine box (not AscendC's)
+ *                                     extents and strides in whole blocks), or
+ *                                   - AscendC::DataCopyPad(dst, src, DataCopyExtParams) rows of
+ *                                     any byte length into UB rows on 32 B blocks (a column:
+ *                                     rows of one element); any other box is a user error
  *     tandem_copy GM -> L1          AscendC::DataCopy(dst, src, Nd2NzParams) (Cube.h: the real
  *     tandem_copy L1 -> L0A/L0B     AscendC::LoadData(dst, src, LoadData2DParams) per strip
  *     tandem_mma                    AscendC::Mmad(c, a, b, MmadParams) cube instruction of each)
@@ -44,10 +44,8 @@
  *     tandem_set_flag(src, dst, e)  AscendC::SetFlag<AscendC::HardEvent::SRC_DST>(e)
  *     tandem_wait_flag(src, dst, e) AscendC::WaitFlag<AscendC::HardEvent::SRC_DST>(e)
  *     let x.ring = 0 / advance      int64_t x_ring = 0; ... x_ring += 1;
- *     vector op + element nest      tandem_ascend::VectorOp(label, flops, {Read/Write(tensor, lo,
- *                                   extent)...}, [=] { plain loops over LocalTensor GetValue /
- *                                   SetValue }): one V-pipe op the runtime times as a whole; the
- *                                   loops run when the model executes the op
+ *     vector op                     its AscendC instructions (AscendVector.h chose them; a nest
+ *                                   without them is a user error at compile time)
  *
  * Flag pairs (mutation testing): `drop_flag_pair` = N >= 0 leaves out the N-th pair of flag
  * statements. The flag statements are enumerated in program-text order (pre-order, the order they

@@ -759,6 +759,17 @@ private:
         ir::VectorOp v;
         Stmt body;
         if (!ir::as_vector_op(Stmt(op), &v, &body)) return IRMutator::visit(op);
+        Stmt mapped = instructions(op, v, body);
+        if (mapped.defined()) return mapped;
+        throw Error("Func '" + v.label.substr(0, v.label.find('$')) + "', directive compute_at(): on ascend its element "
+                    "nest " + v.label + " has no AscendC vector instructions. AscendVector maps f32 maps over tiles, "
+                    "padded rows and columns (+, -, *, /, min, max, abs, sqrt, selects, row sums, casts to "
+                    "bfloat16) whose temporaries fit in the " + std::to_string(scratch.free_bytes) +
+                    " bytes of UB the tiles leave; smaller tiles or fewer stages leave more");
+    }
+
+    /** The op with its AscendC instructions, or none. */
+    Stmt instructions(const LetStmt *op, const ir::VectorOp &v, const Stmt &body) {
         std::vector<Loop> loops;
         Stmt s = body;
         while (const For *f = s.as<For>()) {
@@ -771,9 +782,9 @@ private:
         const Cast *to_bf16 = store ? store->value.as<Cast>() : nullptr;
         if (to_bf16 && (to_bf16->type != Halide::BFloat(16) || to_bf16->value.type() != Halide::Float(32)))
             to_bf16 = nullptr;
-        if (!store || (store->value.type() != Halide::Float(32) && !to_bf16)) return op;
+        if (!store || (store->value.type() != Halide::Float(32) && !to_bf16)) return Stmt();
         const Shape shape = shape_of(loops, store);
-        if (shape.rows == 0) return op;
+        if (shape.rows == 0) return Stmt();
         // A tile may hold intermediate results when no copy reads it and each op that reads it
         // is the only one in its loop and has a copy refill it in that loop (so no op reads a fill
         // another op used as scratch; a tile loaded once for many iterations, or an accumulator,
@@ -797,19 +808,16 @@ private:
         scratch.floats = 0;
         scratch.mask_bytes = 0;
         const Value dst = Selection(shape, private_tiles, scratch).classify(stored.as<Load>());
-        if (dst.kind == Kind::PerRow && !to_bf16) {
-            // self[r] = self[r] + f: a sum over the columns.
-            const Add *add = store->value.as<Add>();
+        // self[r] = self[r] + f: a sum over the columns.
+        const bool reduction = dst.kind == Kind::PerRow && !to_bf16;
+        const Add *add = reduction ? store->value.as<Add>() : nullptr;
+        if (reduction) {
             const Load *a = add ? add->a.as<Load>() : nullptr;
             if (!add || !a || a->name != store->name || !equal(a->index, store->index) || reads(add->b, store->name))
-                return op;
-            if (!can_prove(dst.offset % kPerBlock == 0)) return op;
-            Selection select(shape, private_tiles, scratch);
-            select.count_reads(add->b);
-            select.reduce(dst, add->b);
-            if (!select.ok || !scratch.fits()) return op;
-            groups = select.groups;
-        } else if (dst.kind == Kind::Tile || to_bf16) {
+                return Stmt();
+            if (!can_prove(dst.offset % kPerBlock == 0)) return Stmt();
+        }
+        if (reduction || dst.kind == Kind::Tile || to_bf16) {
             // A dense map into the destination tile. A bfloat16 store: its f32 value in a tile
             // (scratch unless an operand tile holds it), then one Cast into the dense bfloat16
             // destination (32-byte aligned: 16 elements); a column's bfloat16 rows (32 bytes: 16
@@ -821,15 +829,19 @@ private:
             const Expr at = per_row ? simplify(substitute(shape.loops[0].var, shape.loops[0].min, store->index)) : dst.offset;
             if (to_bf16 && ((!per_row && dst.kind != Kind::Tile) || (per_row && !can_prove(step % 16 == 0)) ||
                             !can_prove(at % 16 == 0) || reads(value, store->name)))
-                return op;
+                return Stmt();
             // An update (dst = dst + f) reads each element where it writes it, and leaves the
             // destination alone until the last instruction.
             const bool update = reads(value, store->name);
             for (const Load *l : loads_in(value))
-                if (l->name == store->name && !equal(l->index, store->index)) return op;
+                if (l->name == store->name && !equal(l->index, store->index)) return Stmt();
             auto map = [&](Selection &select) {
-                select.count_reads(value);
                 const Value dst = select.classify(stored.as<Load>());
+                if (reduction) {
+                    select.count_reads(add->b);
+                    return select.reduce(dst, add->b);
+                }
+                select.count_reads(value);
                 if (!to_bf16) return select.assign(dst, select.gen(value, update ? Value() : dst));
                 Value f = select.gen(value, Value());
                 if (select.ok && (f.kind != Kind::Tile || (!per_row && f.pitch != 0))) {
@@ -860,7 +872,9 @@ private:
             std::vector<int64_t> splits;
             for (int64_t parts = 1; parts <= (per_row ? 1 : shape.rowwise ? shape.rows : 64);
                  parts = shape.rowwise ? parts + 1 : parts * 2)
-                if (!shape.rowwise || shape.rows % parts == 0) splits.push_back(parts);
+                // (a chunk's per-row values start on a 32-byte block: whole blocks of rows)
+                if (!shape.rowwise || (shape.rows % parts == 0 && (parts == 1 || shape.rows / parts % kPerBlock == 0)))
+                    splits.push_back(parts);
             for (int64_t parts : splits) {
                 if (!groups.empty()) break;
                 Shape piece = shape;
@@ -897,7 +911,7 @@ private:
                     break;
             }
         }
-        if (groups.empty()) return op;
+        if (groups.empty()) return Stmt();
         scratch.max_floats = std::max(scratch.max_floats, scratch.floats);
         scratch.max_mask_bytes = std::max(scratch.max_mask_bytes, scratch.mask_bytes);
         // A barrier before each group that touches what an earlier one wrote, or writes what one

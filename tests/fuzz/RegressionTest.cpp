@@ -180,6 +180,27 @@ TEST(FuzzUserErrors, AscendKStepOffTheFractals) {
     }
 }
 
+// A vector op whose temporaries do not fit the UB its tiles leave has no AscendC instructions: a
+// user error naming the Func (fuzz seed 80 drew it; chunks of rows whose per-row values did not
+// start on a 32-byte block had been an internal error first).
+TEST(FuzzUserErrors, AscendVectorOpWithoutRoomForItsTemporaries) {
+    const App &a = find_app("rmsnorm");
+    Params p;
+    for (const char *kv : {"D=1999", "R=31", "RB=16", "TD=1000", "stages=2"}) {
+        const std::string s = kv;
+        p.set(s.substr(0, s.find('=')), s.substr(s.find('=') + 1));
+    }
+    try {
+        compile_app(a, with_defaults(a, p, "ascend"), "sync", Target::parse("ascend"));
+        ADD_FAILURE() << "compiled";
+    } catch (const Error &e) {
+        const std::string m = e.what();
+        EXPECT_NE(m.find("Func 'sum_sq'"), std::string::npos) << m;
+        EXPECT_NE(m.find("has no AscendC vector instructions"), std::string::npos) << m;
+        EXPECT_NE(m.find("bytes of UB the tiles leave"), std::string::npos) << m;
+    }
+}
+
 // Nd2Nz's source row pitch is a 16-bit field: a K of 70000 is a user error naming the tile.
 TEST(FuzzUserErrors, AscendRowPitchPastNd2NzsField) {
     const App &a = find_app("gemm");

@@ -37,7 +37,7 @@
  *     AscendC::TPipe (on an AIC it sets M_MTE1 0..2), TPipe::Destroy() (waits them, PIPE_ALL),
  *     TPipe::InitBuffer(TBuf<pos> &, bytes); TBuf<pos>::Get<T>() -> LocalTensor<T>
  *     AscendC::LocalTensor<T>: operator[](offset), GetValue(i), SetValue(i, v), GetSize()
- *     AscendC::DataCopy(dst, src, count | DataCopyParams | tandem_ascend::StridedBox)
+ *     AscendC::DataCopy(dst, src, count | DataCopyParams)
  *     AscendC::DataCopyPad(UB, GM, DataCopyExtParams, DataCopyPadExtParams<T>), DataCopyPad(GM, UB,
  *         DataCopyExtParams): rows of any byte length, padded to 32 bytes in UB
  *         GM -> UB/L1 (MTE2), UB -> GM/L1 (MTE3), L1 -> UB (MTE1); DataCopyParams(blockCount,
@@ -57,13 +57,6 @@
  *     AscendC::SetFlag<HardEvent::SRC_DST>(id), WaitFlag<HardEvent::SRC_DST>(id)
  *     AscendC::PipeBarrier<PIPE_X>()
  *     AscendC::ToFloat(bfloat16_t), ToBfloat16(float)
- * Tandem's additions (namespace tandem_ascend), for what AscendC says with vector instructions
- * and DataCopyPad (the vector path, still to move to the real API):
- *     StridedBox({{extent, dst_stride, src_stride}, ...})  an affine box in elements, innermost
- *                                                         first (any rank, any strides)
- *     VectorOp(label, flops, {Read(t, lo, n), Write(t, lo, n)...}, [=] { element loops })
- *         one op on the V pipe touching those regions; the loops run when the model executes it
- *         (so they must capture by value)
  *
  * Limits (SimError naming the call): element types float, bfloat16_t, int32_t (the model's);
  * one element type per TBuf; Get<T>() in InitBuffer order (the carve-out then sits where
@@ -189,19 +182,6 @@ struct BoxDim {
     int64_t extent, dst_stride, src_stride;
 };
 
-/** An affine box in elements, innermost dimension first. */
-struct StridedBox {
-    StridedBox(std::initializer_list<BoxDim> d) : dims(d) {}
-    std::vector<BoxDim> dims;
-};
-
-
-/** A region a vector op reads or writes: elements [lo, lo + extent) of a tensor. */
-struct Region {
-    int buffer;
-    int64_t lo, extent;
-    bool write;
-};
 
 inline void copy(const char *call, int dst, int64_t dst_offset, int src, int64_t src_offset,
                  const std::vector<BoxDim> &dims) {
@@ -605,21 +585,6 @@ template <typename T>
 void DataCopy(const LocalTensor<T> &dst, const LocalTensor<T> &src, const DataCopyParams &p) {
     tandem_ascend::copy("DataCopy", dst.buffer_, dst.offset_, src.buffer_, src.offset_,
                         detail::rows<T>(p));
-}
-template <typename T>
-void DataCopy(const LocalTensor<T> &dst, const GlobalTensor<T> &src,
-              const tandem_ascend::StridedBox &box) {
-    tandem_ascend::copy("DataCopy", dst.buffer_, dst.offset_, src.buffer_, src.offset_, box.dims);
-}
-template <typename T>
-void DataCopy(const GlobalTensor<T> &dst, const LocalTensor<T> &src,
-              const tandem_ascend::StridedBox &box) {
-    tandem_ascend::copy("DataCopy", dst.buffer_, dst.offset_, src.buffer_, src.offset_, box.dims);
-}
-template <typename T>
-void DataCopy(const LocalTensor<T> &dst, const LocalTensor<T> &src,
-              const tandem_ascend::StridedBox &box) {
-    tandem_ascend::copy("DataCopy", dst.buffer_, dst.offset_, src.buffer_, src.offset_, box.dims);
 }
 
 /** DataCopyPad's rows (docs: GMToUB/UBToGM non-aligned copies, DataCopyPad): blockCount rows of
@@ -1038,26 +1003,6 @@ void Fixpipe(const GlobalTensor<T> &dst, const LocalTensor<U> &src, const Fixpip
 } // namespace AscendC
 
 namespace tandem_ascend {
-
-template <typename T> Region Read(const AscendC::LocalTensor<T> &t, int64_t lo, int64_t extent) {
-    return {t.buffer_, t.offset_ + lo, extent, false};
-}
-
-template <typename T> Region Write(const AscendC::LocalTensor<T> &t, int64_t lo, int64_t extent) {
-    return {t.buffer_, t.offset_ + lo, extent, true};
-}
-
-/** One vector op on V over `regions`; `compute` runs when the model executes it. */
-template <typename F>
-void VectorOp(const std::string &label, int64_t flops, std::initializer_list<Region> regions,
-              F &&compute) {
-    CoreContext &c = current("VectorOp");
-    std::vector<tandem::sim::Access> accesses;
-    for (const Region &r : regions)
-        accesses.push_back({r.buffer, tandem::sim::Box{r.lo, {{r.extent, 1}}}, r.write});
-    c.machine.core(c.core).vector_op(label, flops, accesses,
-                                     std::function<void()>(std::forward<F>(compute)));
-}
 
 /** KERNEL_TASK_TYPE_DEFAULT: the kernel states the cores it runs on; running it on the other
  * kind is a SimError. */
