@@ -96,6 +96,7 @@ public:
     std::vector<Group> groups;
     bool ok = true;
     bool per_row_values = false; // some operand is not a dense tile (a flat nest cannot go in chunks)
+    bool per_row_operands = false; // some operand has a value per row (a chunk's start on a block)
 
     /** Counts the reads of each tile (before gen), for reusing a private tile as a temp. */
     void count_reads(const Expr &e) {
@@ -173,6 +174,7 @@ public:
             Value v = classify(l);
             if (v.buffer.empty()) return fail();
             per_row_values |= v.kind != Kind::Tile;
+            per_row_operands |= v.kind == Kind::PerRow;
             return v;
         }
         if (scalar(e)) {
@@ -872,9 +874,7 @@ private:
             std::vector<int64_t> splits;
             for (int64_t parts = 1; parts <= (per_row ? 1 : shape.rowwise ? shape.rows : 64);
                  parts = shape.rowwise ? parts + 1 : parts * 2)
-                // (a chunk's per-row values start on a 32-byte block: whole blocks of rows)
-                if (!shape.rowwise || (shape.rows % parts == 0 && (parts == 1 || shape.rows / parts % kPerBlock == 0)))
-                    splits.push_back(parts);
+                if (!shape.rowwise || shape.rows % parts == 0) splits.push_back(parts);
             for (int64_t parts : splits) {
                 if (!groups.empty()) break;
                 Shape piece = shape;
@@ -896,7 +896,9 @@ private:
                     Selection select(piece, private_tiles, scratch);
                     map(select);
                     mapped = select.ok && !select.groups.empty();
-                    fits = fits && scratch.fits();
+                    // (a chunk's per-row values start on a 32-byte block: whole blocks of rows)
+                    const bool aligned = piece.first_row % kPerBlock == 0 || (!select.per_row_operands && !reduction);
+                    fits = fits && scratch.fits() && aligned;
                     per_row_values |= select.per_row_values;
                     floats = std::max(floats, scratch.floats);
                     mask_bytes = std::max(mask_bytes, scratch.mask_bytes);

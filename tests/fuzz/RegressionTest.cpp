@@ -117,6 +117,9 @@ std::vector<Case> found_by_the_fuzzer() {
         {"gemm ascend pipelined K=63 M=32 N=33 TK=32 TM=32 TN=32 epilogue=bias_relu group=2 out=bf16 stages=4"},
         {"gemm ascend ws_pingpong K=129 M=320 N=1 TK=128 TM=128 TN=256 epilogue=bias_relu group=8 out=bf16 stages=4"},
         {"gemm ascend pipelined K=32 M=272 N=320 TK=32 TM=128 TN=128 epilogue=bias_relu group=2 out=bf16 stages=3"},
+        // Chunks of rows not whole 32-byte blocks, where no operand has a value per row.
+        {"pointwise ascend double_buffered H=15 W=1023 expr=15"},
+        {"pointwise ascend double_buffered H=63 W=256 expr=13"},
     };
 }
 
