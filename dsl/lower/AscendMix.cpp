@@ -245,34 +245,12 @@ class AicIndex : public IRMutator {
 /** Whether an accumulator Halide allocated with one extent, whose stores step 1 along one loop,
  * is one row: that loop runs along the Func's first dimension (its columns). Loop names are
  * Halide's: <func>.s<stage>.<dimension>[.<split>...]. */
-bool one_row(const Allocate *op, const Halide::Internal::Function &acc) {
-    class UnitSteps : public IRVisitor {
-    public:
-        explicit UnitSteps(const std::string &acc) : acc(acc) {}
-        std::set<std::string> loops;
-
-    private:
-        using IRVisitor::visit;
-        const std::string &acc;
-        std::vector<std::string> around;
-        void visit(const For *f) override {
-            around.push_back(f->name);
-            IRVisitor::visit(f);
-            around.pop_back();
-        }
-        void visit(const Store *st) override {
-            IRVisitor::visit(st);
-            if (st->name != acc) return;
-            for (const std::string &l : around) {
-                Expr step = affine_step(st->index, l);
-                if (step.defined() && is_const_one(step)) loops.insert(l);
-            }
-        }
-    } steps(op->name);
-    op->body.accept(&steps);
+bool one_row(const Allocate *op, const CompileContext &ctx) {
+    const std::set<std::string> loops = unit_step_loops(op->body, op->name, ctx);
+    const Halide::Internal::Function &acc = ctx.functions.at(op->name);
     const std::string columns = acc.args().empty() ? "" : acc.args()[0];
-    bool row = !steps.loops.empty();
-    for (const std::string &l : steps.loops) {
+    bool row = !loops.empty();
+    for (const std::string &l : loops) {
         const size_t stage = l.find(".s", op->name.size());
         const size_t dim = stage == std::string::npos ? stage : l.find('.', stage + 2);
         row = row && dim != std::string::npos && l.compare(dim + 1, columns.size(), columns) == 0 &&
@@ -301,7 +279,7 @@ private:
                 r = (b < 0 || r < 0) ? -1 : r * std::max<int64_t>(b, 1);
             }
             int64_t folded = op->extents.size() == 1 && w > 0 ? folded_row_width(op->body, acc, ctx) : -1;
-            if (folded == 0 && one_row(op, ctx.functions.at(acc))) folded = w;
+            if (folded == 0 && one_row(op, ctx)) folded = w;
             if (folded > 0) r = (w + folded - 1) / folded, w = folded;
             // (One extent with no row step may be a row or a column: the MMA's shape decides,
             // which this does not see, so such an accumulator keeps Halide's layout.)

@@ -34,14 +34,36 @@ private:
     }
 };
 
-class Repitch : public IRMutator {
+/** A buffer's loads and stores at new indices: index(i) for each index i. */
+class Reindex : public IRMutator {
 public:
-    Repitch(const std::string &buffer, const Expr &width, const Expr &pitch)
-        : buffer(buffer), width(width), pitch(pitch) {}
+    explicit Reindex(const std::string &buffer) : buffer(buffer) {}
 
-private:
+protected:
     using IRMutator::visit;
     const std::string &buffer;
+    virtual Expr index(const Expr &i) const = 0;
+
+    Expr visit(const Load *op) override {
+        Expr e = IRMutator::visit(op);
+        if (op->name != buffer) return e;
+        const Load *l = e.as<Load>();
+        return Load::make(l->type, l->name, index(l->index), l->image, l->param, l->predicate, l->alignment);
+    }
+    Stmt visit(const Store *op) override {
+        Stmt s = IRMutator::visit(op);
+        if (op->name != buffer) return s;
+        const Store *st = s.as<Store>();
+        return Store::make(st->name, st->value, index(st->index), st->param, st->predicate, st->alignment);
+    }
+};
+
+class Repitch : public Reindex {
+public:
+    Repitch(const std::string &buffer, const Expr &width, const Expr &pitch)
+        : Reindex(buffer), width(width), pitch(pitch) {}
+
+private:
     const Expr &width, &pitch;
 
     /** Replaces `width` as a factor of a product. */
@@ -60,21 +82,9 @@ private:
     };
 
     /** Rows one element wide: Halide's index is the row itself (no product by the width). */
-    Expr index(const Expr &e) {
+    Expr index(const Expr &e) const override {
         if (is_const_one(width)) return simplify(e * pitch);
         return simplify(Index(width, pitch).mutate(e));
-    }
-    Expr visit(const Load *op) override {
-        Expr e = IRMutator::visit(op);
-        if (op->name != buffer) return e;
-        const Load *l = e.as<Load>();
-        return Load::make(l->type, l->name, index(l->index), l->image, l->param, l->predicate, l->alignment);
-    }
-    Stmt visit(const Store *op) override {
-        Stmt s = IRMutator::visit(op);
-        if (op->name != buffer) return s;
-        const Store *st = s.as<Store>();
-        return Store::make(st->name, st->value, index(st->index), st->param, st->predicate, st->alignment);
     }
 };
 
@@ -82,13 +92,12 @@ private:
  * load or store becomes (i / width) * pitch + i % width, simplified with the loops' constant
  * bounds (so y * 7 + x with x in [0, 7) becomes y * 8 + x). Right for any index, whatever form
  * Halide's simplifier gave it. */
-class Refold : public IRMutator {
+class Refold : public Reindex {
 public:
-    Refold(const std::string &buffer, int64_t width, int64_t pitch) : buffer(buffer), width(width), pitch(pitch) {}
+    Refold(const std::string &buffer, int64_t width, int64_t pitch) : Reindex(buffer), width(width), pitch(pitch) {}
 
 private:
-    using IRMutator::visit;
-    const std::string &buffer;
+    using Reindex::visit;
     const int64_t width, pitch;
     LoopScope loops, bounds;
 
@@ -103,20 +112,8 @@ private:
         loops.pop(op->name);
         return s;
     }
-    Expr index(const Expr &i) const {
+    Expr index(const Expr &i) const override {
         return simplify(i / int(width) * int(pitch) + i % int(width), true, bounds);
-    }
-    Expr visit(const Load *op) override {
-        Expr e = IRMutator::visit(op);
-        if (op->name != buffer) return e;
-        const Load *l = e.as<Load>();
-        return Load::make(l->type, l->name, index(l->index), l->image, l->param, l->predicate, l->alignment);
-    }
-    Stmt visit(const Store *op) override {
-        Stmt s = IRMutator::visit(op);
-        if (op->name != buffer) return s;
-        const Store *st = s.as<Store>();
-        return Store::make(st->name, st->value, index(st->index), st->param, st->predicate, st->alignment);
     }
 };
 
@@ -131,6 +128,7 @@ public:
     int64_t width = 0; // a constant width, or the bound of `tail`
     Expr tail;
     bool column = false;
+    std::set<std::string> unit_loops; // the loops a store steps 1 along
 
 private:
     using IRVisitor::visit;
@@ -157,6 +155,7 @@ private:
             if (c && *c > 1 && (width == 0 || tail.defined() || *c < width)) width = *c, tail = Expr();
             const int64_t bound = c ? 0 : constant_upper_bound(step, loops);
             if (!c && bound > 1 && width == 0) width = bound, tail = step;
+            if (c && *c == 1) unit_loops.insert(v);
             if (c && *c == 1 && tensor) {
                 Expr along = affine_step(read->index, v);
                 column |= !along.defined() || !can_prove(along == 1);
@@ -223,6 +222,12 @@ int64_t folded_row_width(const Stmt &body, const std::string &buffer, const Comp
     FoldedWidth rows(buffer, ctx);
     body.accept(&rows);
     return rows.tail.defined() ? -1 : rows.width;
+}
+
+std::set<std::string> unit_step_loops(const Stmt &body, const std::string &buffer, const CompileContext &ctx) {
+    FoldedWidth rows(buffer, ctx);
+    body.accept(&rows);
+    return rows.unit_loops;
 }
 
 Stmt refold(const Stmt &s, const std::string &buffer, int64_t width, int64_t pitch) {

@@ -19,6 +19,8 @@
 
 #include "tandem/Kernel.h"
 
+#include <set>
+
 namespace tandem::lower {
 
 Halide::Internal::Stmt pad_ub_rows(const Halide::Internal::Stmt &s, CompileContext &ctx);
@@ -27,6 +29,10 @@ Halide::Internal::Stmt pad_ub_rows(const Halide::Internal::Stmt &s, CompileConte
  * folded into their product), from its stores in `body`; 0 when it is one row, -1 when its
  * rows have a width known only at run time. */
 int64_t folded_row_width(const Halide::Internal::Stmt &body, const std::string &buffer, const CompileContext &ctx);
+
+/** The loops along which a store into `buffer` in `body` steps 1. */
+std::set<std::string> unit_step_loops(const Halide::Internal::Stmt &body, const std::string &buffer,
+                                      const CompileContext &ctx);
 
 /** `s` with `buffer`, rows `width` elements wide, laid out `pitch` apart: each index i of its
  * loads and stores becomes (i / width) * pitch + i % width (simplified in the loops' bounds). */
