@@ -608,17 +608,37 @@ bool reads(const Expr &e, const std::string &buffer) {
     return r.found;
 }
 
-/** The innermost loops of the vector ops that read each buffer, which buffers copies read, and
- * the loops whose every iteration refills each buffer a copy writes (its innermost loops). */
+/** Which tiles each vector op may use as scratch: per buffer, the copies into it and the vector
+ * ops' reads and writes of it in program order, each with its innermost loop. */
 class Readers : public IRVisitor {
 public:
-    std::map<std::string, std::multiset<std::string>> reader_loops;
-    std::set<std::string> copied;
-    std::map<std::string, std::set<std::string>> filled_in; // buffer -> innermost loops of its copies
+    /** A tile op `op` reads may hold its intermediate results when no copy reads the tile, a copy
+     * filled it just before the op in the op's own loop, and the next access to it (in program
+     * order) is a copy refilling it: then no other op reads the fill the op clobbers (a tile
+     * loaded once for many iterations, or an accumulator, may not). */
+    bool scratch_for(const std::string &buffer, const LetStmt *op) const {
+        auto all = events.find(buffer);
+        if (copied.count(buffer) || all == events.end()) return false;
+        const std::vector<Event> &e = all->second;
+        for (size_t i = 0; i < e.size(); i++) {
+            if (e[i].op != op || e[i].kind != Event::Read) continue;
+            return i > 0 && e[i - 1].kind == Event::Fill && e[i - 1].loop == e[i].loop &&
+                   (i + 1 == e.size() || e[i + 1].kind == Event::Fill);
+        }
+        return false;
+    }
 
 private:
-    using IRVisitor::visit;
+    struct Event {
+        enum Kind { Fill, Read, Write } kind;
+        std::string loop;
+        const LetStmt *op = nullptr;
+    };
+    std::map<std::string, std::vector<Event>> events;
+    std::set<std::string> copied;
     std::vector<std::string> loops{""};
+
+    using IRVisitor::visit;
     void visit(const For *op) override {
         loops.push_back(op->name);
         IRVisitor::visit(op);
@@ -628,9 +648,10 @@ private:
         ir::VectorOp v;
         Stmt body;
         if (ir::as_vector_op(Stmt(op), &v, &body)) {
-            for (const ir::Region &r : v.regions) {
-                if (!r.write) reader_loops[r.buffer].insert(loops.back());
-            }
+            for (const ir::Region &r : v.regions)
+                if (!r.write) events[r.buffer].push_back({Event::Read, loops.back(), op});
+            for (const ir::Region &r : v.regions)
+                if (r.write) events[r.buffer].push_back({Event::Write, loops.back(), op});
             return;
         }
         IRVisitor::visit(op);
@@ -639,7 +660,7 @@ private:
         ir::CopyOp c;
         if (!ir::as_copy(Stmt(op), &c)) return;
         copied.insert(c.src);
-        filled_in[c.dst].insert(loops.back());
+        events[c.dst].push_back({Event::Fill, loops.back(), nullptr});
     }
 };
 
@@ -787,22 +808,9 @@ private:
         if (!store || (store->value.type() != Halide::Float(32) && !to_bf16)) return Stmt();
         const Shape shape = shape_of(loops, store);
         if (shape.rows == 0) return Stmt();
-        // A tile may hold intermediate results when no copy reads it and each op that reads it
-        // is the only one in its loop and has a copy refill it in that loop (so no op reads a fill
-        // another op used as scratch; a tile loaded once for many iterations, or an accumulator,
-        // may not).
         std::set<std::string> private_tiles;
-        for (const ir::Region &r : v.regions) {
-            auto in = readers.reader_loops.find(r.buffer);
-            auto filled = readers.filled_in.find(r.buffer);
-            if (r.write || in == readers.reader_loops.end() || filled == readers.filled_in.end() ||
-                readers.copied.count(r.buffer))
-                continue;
-            bool own_fill = true;
-            for (const std::string &loop : in->second)
-                own_fill = own_fill && in->second.count(loop) == 1 && filled->second.count(loop);
-            if (own_fill) private_tiles.insert(r.buffer);
-        }
+        for (const ir::Region &r : v.regions)
+            if (!r.write && readers.scratch_for(r.buffer, op)) private_tiles.insert(r.buffer);
         // The store as a value of the nest: a tile, or one value per row (a reduction).
         Expr stored = Load::make(Halide::Float(32), store->name, store->index, Halide::Buffer<>(),
                                  Halide::Internal::Parameter(), const_true(), ModulusRemainder());
