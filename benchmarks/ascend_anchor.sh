@@ -6,11 +6,7 @@
 # against Tandem's elementwise (double_buffered, 4096-element tiles) at 2048 x 2048; and Tandem's
 # gemm over a small sweep of its schedule params (tile-order group, K step): the best is a row.
 # Writes results/ascend_anchor.json and the raw log results/ascend_anchor.log.
-set -euo pipefail
-root="$(cd "$(dirname "$0")/.." && pwd)"
-out="$root/benchmarks/results"
-mkdir -p "$out"
-"$root/tandem" build >/dev/null
+source "$(dirname "$0")/setup.sh"
 cmake --build "$root/build" --target ascend_anchor >/dev/null
 log="$out/ascend_anchor.log"
 : > "$log"

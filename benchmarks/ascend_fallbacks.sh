@@ -5,11 +5,7 @@
 # measured the same with TANDEM_ASCEND_FALLBACKS=error while Tandem's StridedBox and VectorOp
 # still existed (counted under by_kind as before). ./benchmarks/ascend_fallbacks.sh [seconds]
 # [seed] writes results/ascend_fallbacks.json and the raw log results/ascend_fallbacks.log.
-set -euo pipefail
-root="$(cd "$(dirname "$0")/.." && pwd)"
-out="$root/benchmarks/results"
-mkdir -p "$out"
-"$root/tandem" build >/dev/null
+source "$(dirname "$0")/setup.sh"
 seconds=${1:-300}
 seed=${2:-80}
 log="$out/ascend_fallbacks.log"

@@ -5,12 +5,8 @@
 # cube_bound_utilisation = the same over bound_cycles (the busiest pipe of the busiest core: the
 # model's bound for this tiling); efficiency = bound_cycles / cycles = their ratio.
 # Writes results/ascend_figures.json and the raw log results/ascend_figures.log.
-set -euo pipefail
-root="$(cd "$(dirname "$0")/.." && pwd)"
+source "$(dirname "$0")/setup.sh"
 cli="$root/build/apps/tandem-cli"
-out="$root/benchmarks/results"
-mkdir -p "$out"
-"$root/tandem" build >/dev/null
 log="$out/ascend_figures.log"
 : > "$log"
 run() {

@@ -4,11 +4,7 @@
 # kernel: the AICs hand each tile to their AIVs through a GM workspace; the AIVs add the bias,
 # apply the ReLU, cast to bf16 and store). Writes results/ascend_mix.json and the raw log
 # results/ascend_mix.log.
-set -euo pipefail
-root="$(cd "$(dirname "$0")/.." && pwd)"
-out="$root/benchmarks/results"
-mkdir -p "$out"
-"$root/tandem" build >/dev/null
+source "$(dirname "$0")/setup.sh"
 log="$out/ascend_mix.log"
 : > "$log"
 size=${1:-2048}

@@ -3,12 +3,8 @@
 # machine model, no numerics), plus the acceptance run at 2048^3 with numerics for stages 1 and 2
 # (2: the most that fit in RSRAM next to two accumulator and two staging versions).
 # Writes results/zpu_gemm_efficiency.json and the raw log results/zpu_gemm_efficiency.log.
-set -euo pipefail
-root="$(cd "$(dirname "$0")/.." && pwd)"
+source "$(dirname "$0")/setup.sh"
 cli="$root/build/apps/tandem-cli"
-out="$root/benchmarks/results"
-mkdir -p "$out"
-"$root/tandem" build >/dev/null
 log="$out/zpu_gemm_efficiency.log"
 : > "$log"
 run() {

@@ -5,11 +5,7 @@
 # - compile time: each app (default schedule) with shapes=runtime, `tandem-cli emit --what code` on
 #   zpu (C++) and ascend (AscendC): Halide lowering + Tandem's passes, then the emitter, median of 5.
 # Writes results/runtime_shapes.json and the raw log results/runtime_shapes.log.
-set -euo pipefail
-root="$(cd "$(dirname "$0")/.." && pwd)"
-out="$root/benchmarks/results"
-mkdir -p "$out"
-"$root/tandem" build >/dev/null
+source "$(dirname "$0")/setup.sh"
 cli="$root/build/apps/tandem-cli"
 log="$out/runtime_shapes.log"
 : > "$log"

@@ -4,11 +4,7 @@
 # and, when given, of another build's tandem-cli (the baseline), same case, same machine, median
 # of 3. ./benchmarks/sim_speed.sh [baseline-tandem-cli] writes results/sim_speed.json and the raw
 # log results/sim_speed.log.
-set -euo pipefail
-root="$(cd "$(dirname "$0")/.." && pwd)"
-out="$root/benchmarks/results"
-mkdir -p "$out"
-"$root/tandem" build >/dev/null
+source "$(dirname "$0")/setup.sh"
 baseline="${1:-}"
 log="$out/sim_speed.log"
 : > "$log"

@@ -4,11 +4,8 @@
 # core (why 0.7 of the roofline is out of reach on the model: DMA alone keeps a core busier than
 # 0.7 allows), and the default Ascend rmsnorm 4096 x 1024 on the real vector instructions.
 # Writes results/tune_bounds.json and the raw log results/tune_bounds.log.
-set -euo pipefail
-root="$(cd "$(dirname "$0")/.." && pwd)"
+source "$(dirname "$0")/setup.sh"
 cli="$root/build/apps/tandem-cli"
-out="$root/benchmarks/results"
-"$root/tandem" build >/dev/null
 log="$out/tune_bounds.log"
 : > "$log"
 run() {
