@@ -163,62 +163,44 @@ TEST_P(FuzzRegression, MatchesReferenceWithoutHazards) {
     EXPECT_FALSE(r.report.deadlock) << r.report.deadlock_message;
 }
 
-// The cube reads L1 in 16 x 16 fractals: a resident Q read 100 columns at a time is a user error
-// naming the Func, the directive and the reason (the fuzzer drew it; it had read the wrong data).
-TEST(FuzzUserErrors, AscendKStepOffTheFractals) {
-    const App &a = find_app("attention_scores");
+/** Compiling `app` on ascend at `params` with `schedule` is a user error whose message holds each
+ * of `parts`. */
+void expect_ascend_user_error(const char *app, std::initializer_list<const char *> params, const char *schedule,
+                              std::initializer_list<const char *> parts) {
+    const App &a = find_app(app);
     Params p;
-    for (const char *kv : {"D=212", "Lk=61", "Lq=33", "TD=100", "TM=32", "TN=64"}) {
+    for (const char *kv : params) {
         const std::string s = kv;
         p.set(s.substr(0, s.find('=')), s.substr(s.find('=') + 1));
     }
     try {
-        compile_app(a, with_defaults(a, p, "ascend"), "resident", Target::parse("ascend"));
-        ADD_FAILURE() << "compiled";
+        compile_app(a, with_defaults(a, p, "ascend"), schedule, Target::parse("ascend"));
+        ADD_FAILURE() << app << " compiled";
     } catch (const Error &e) {
         const std::string m = e.what();
-        EXPECT_NE(m.find("Func 'acc', directive tile_mma()"), std::string::npos) << m;
-        EXPECT_NE(m.find("16 x 16 fractals"), std::string::npos) << m;
-        EXPECT_NE(m.find("multiple of 16"), std::string::npos) << m;
+        for (const char *part : parts) EXPECT_NE(m.find(part), std::string::npos) << m;
     }
+}
+
+// The cube reads L1 in 16 x 16 fractals: a resident Q read 100 columns at a time is a user error
+// naming the Func, the directive and the reason (the fuzzer drew it; it had read the wrong data).
+TEST(FuzzUserErrors, AscendKStepOffTheFractals) {
+    expect_ascend_user_error("attention_scores", {"D=212", "Lk=61", "Lq=33", "TD=100", "TM=32", "TN=64"}, "resident",
+                             {"Func 'acc', directive tile_mma()", "16 x 16 fractals", "multiple of 16"});
 }
 
 // A vector op whose temporaries do not fit the UB its tiles leave has no AscendC instructions: a
 // user error naming the Func (fuzz seed 80 drew it; chunks of rows whose per-row values did not
 // start on a 32-byte block had been an internal error first).
 TEST(FuzzUserErrors, AscendVectorOpWithoutRoomForItsTemporaries) {
-    const App &a = find_app("rmsnorm");
-    Params p;
-    for (const char *kv : {"D=1999", "R=31", "RB=16", "TD=1000", "stages=2"}) {
-        const std::string s = kv;
-        p.set(s.substr(0, s.find('=')), s.substr(s.find('=') + 1));
-    }
-    try {
-        compile_app(a, with_defaults(a, p, "ascend"), "sync", Target::parse("ascend"));
-        ADD_FAILURE() << "compiled";
-    } catch (const Error &e) {
-        const std::string m = e.what();
-        EXPECT_NE(m.find("Func 'out'"), std::string::npos) << m;
-        EXPECT_NE(m.find("has no AscendC vector instructions"), std::string::npos) << m;
-        EXPECT_NE(m.find("bytes of UB the tiles leave"), std::string::npos) << m;
-    }
+    expect_ascend_user_error("rmsnorm", {"D=1999", "R=31", "RB=16", "TD=1000", "stages=2"}, "sync",
+                             {"Func 'out'", "has no AscendC vector instructions", "bytes of UB the tiles leave"});
 }
 
 // Nd2Nz's source row pitch is a 16-bit field: a K of 70000 is a user error naming the tile.
 TEST(FuzzUserErrors, AscendRowPitchPastNd2NzsField) {
-    const App &a = find_app("gemm");
-    Params p;
-    p.set("M", "128");
-    p.set("N", "128");
-    p.set("K", "70000");
-    try {
-        compile_app(a, with_defaults(a, p, "ascend"), "ws_pingpong", Target::parse("ascend"));
-        ADD_FAILURE() << "compiled";
-    } catch (const Error &e) {
-        const std::string m = e.what();
-        EXPECT_NE(m.find("directive async_copy()"), std::string::npos) << m;
-        EXPECT_NE(m.find("70000 elements apart"), std::string::npos) << m;
-    }
+    expect_ascend_user_error("gemm", {"M=128", "N=128", "K=70000"}, "ws_pingpong",
+                             {"directive async_copy()", "70000 elements apart"});
 }
 
 std::string name(const testing::TestParamInfo<Case> &info) {
