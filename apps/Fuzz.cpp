@@ -154,7 +154,12 @@ FuzzCase draw_case(const FuzzOptions &options, uint64_t index) {
     for (size_t i = 0; i < extents.size(); i++) c.params.set(app->extents[i].name, std::to_string(extents[i]));
     for (int s = 0; options.runtime_shapes && s < options.shapes_per_case; s++) {
         Params shape;
-        const std::vector<int> at = draw_extents(&extents);
+        std::vector<int> at = draw_extents(&extents);
+        // Hopper takes rows of a multiple of 16 bytes at the call (TMA strides; others are refused,
+        // ShapeError): mostly multiples of 8, so that most shapes run.
+        for (size_t i = 0; target == "hopper" && i < at.size(); i++) {
+            if (!fixed(i) && pick(4) != 0) at[i] = (at[i] + 7) / 8 * 8;
+        }
         for (size_t i = 0; i < at.size(); i++) {
             if (!fixed(i)) shape.set(app->extents[i].name, std::to_string(at[i]));
         }
@@ -183,13 +188,21 @@ FuzzResult run_case(const FuzzCase &c) {
             const Params compiled = with_defaults(app, c.params, c.target);
             const Kernel kernel = compile_app(app, compiled, c.schedule, Target::parse(c.target));
             Built reference = app.build(compiled, "reference", Target::parse(c.target));
+            run_result.correct = true; // every shape refused: nothing ran wrong
+            run_result.kernel = kernel;
             for (const Params &shape : c.at) {
                 Params call = compiled;
                 for (const auto &[k, v] : shape.values()) call.set(k, v);
                 where = "at";
                 for (const auto &[k, v] : shape.values()) where += " " + k + "=" + v;
                 where += ": ";
-                run_result = run_kernel(app, kernel, call, c.schedule, o, &reference);
+                try {
+                    run_result = run_kernel(app, kernel, call, c.schedule, o, &reference);
+                } catch (const ShapeError &) { // a stride the target cannot take: a clear refusal
+                    r.refused++;
+                    where.clear();
+                    continue;
+                }
                 if (run_result.report.deadlock || run_result.report.race_count || !run_result.correct) break;
             }
         }
@@ -254,7 +267,7 @@ Child spawn(const FuzzCase &c) {
         dup2(null, 1);
         dup2(null, 2);
         FuzzResult r = run_case(c);
-        std::string line = std::to_string(int(r.outcome)) + "\t" + r.message;
+        std::string line = std::to_string(int(r.outcome)) + "\t" + std::to_string(r.refused) + "\t" + r.message;
         ssize_t written = write(fds[1], line.data(), line.size());
         _exit(written == ssize_t(line.size()) ? 0 : 1);
     }
@@ -324,7 +337,9 @@ FuzzSummary fuzz(const FuzzOptions &options, const std::function<void(const Fuzz
                     r.message = "exited with status " + std::to_string(WEXITSTATUS(status)) + " and no result";
                 } else {
                     r.outcome = Outcome(std::stoi(line.substr(0, tab)));
-                    r.message = line.substr(tab + 1);
+                    const auto second = line.find('\t', tab + 1);
+                    r.refused = std::stoi(line.substr(tab + 1, second - tab - 1));
+                    r.message = line.substr(second + 1);
                 }
             }
             close(child.fd);
@@ -335,6 +350,7 @@ FuzzSummary fuzz(const FuzzOptions &options, const std::function<void(const Fuzz
             counts["runs"]++;
             counts[r.c.defaults ? "runs_at_defaults" : "runs_at_random"]++;
             counts[outcome_name(r.outcome)]++;
+            if (r.refused) counts["shapes_refused"] += r.refused;
             if (r.failure()) {
                 summary.failures++;
                 counts["failures"]++;

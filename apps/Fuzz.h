@@ -42,6 +42,7 @@ struct FuzzResult {
     FuzzCase c;
     Outcome outcome = Outcome::Ok;
     std::string message;
+    int refused = 0; // runtime-shape mode: shapes the kernel refused at the call (ShapeError)
     double seconds = 0;
     bool failure() const { return outcome != Outcome::Ok && !(outcome == Outcome::UserError && !c.defaults); }
 };

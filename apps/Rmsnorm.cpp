@@ -72,9 +72,10 @@ public:
         const int ctas = hopper && schedule == "double_buffered" ? int(ctas_per_sm) : 0;
         const bool cta_per_tile = hopper && ctas == 0;
         const int row_versions = cta_per_tile ? 1 : versions;
-        const int aligned_rows = d % 4 == 0 ? 1 : (2 * d) % 4 == 0 ? 2 : 4;
         const bool runtime = shapes.value() == "runtime";
-        const int rb_wanted = RB > 0 ? int(RB) : std::max(1, 4096 / (d * aligned_rows)) * aligned_rows;
+        const int aligned_rows = d % 4 == 0 ? 1 : (2 * d) % 4 == 0 ? 2 : 4;
+        // Runtime shapes: rows of any length, in chunks (below): 2 rows of chunks by default.
+        const int rb_wanted = RB > 0 ? int(RB) : runtime ? 2 : std::max(1, 4096 / (d * aligned_rows)) * aligned_rows;
         const int rb = runtime ? rb_wanted : std::min<int>(rb_wanted, R);
         // Whole rows where a CTA's tiles (in and out, RB rows and the ring's versions each, and the
         // weights) fit its share of the shared memory (a CTA per tile: half, so that two CTAs

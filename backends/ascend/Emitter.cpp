@@ -1069,7 +1069,7 @@ std::string emit_ascendc(const Kernel &kernel, const std::string &function, int 
        << (kernel.mix ? "KERNEL_TYPE_MIX_AIC_1_2" : kernel.vector_units_only ? "KERNEL_TYPE_AIV_ONLY" : "KERNEL_TYPE_AIC_ONLY")
        << ");\n";
     if (kernel.has_runtime_shapes()) {
-        const std::vector<std::string> names = tiling_names(kernel);
+        const std::vector<std::string> names = kernel.runtime_extent_names();
         os << "    // runtime extents: the launch's tiling data (int32, in argument and dim order)\n"
            << "    AscendC::GlobalTensor<int32_t> tiling_gm;\n"
            << "    tiling_gm.SetGlobalBuffer((__gm__ int32_t *)tiling, " << names.size() << ");\n";
@@ -1103,15 +1103,6 @@ std::string emit_ascendc(const Kernel &kernel, const std::string &function, int 
     if (g.uses_block_idx)
         head += "    const int64_t block_idx = AscendC::GetBlockIdx();\n";
     return head + body + "}\n";
-}
-
-std::vector<std::string> tiling_names(const Kernel &kernel) {
-    std::vector<std::string> names;
-    for (const KernelArg &a : kernel.args) {
-        for (size_t d = 0; d < a.runtime.size(); d++)
-            if (a.runtime[d]) names.push_back(a.extent_name(int(d)));
-    }
-    return names;
 }
 
 std::vector<int32_t> tiling(const Kernel &kernel, const std::vector<std::vector<int>> &extents) {

@@ -81,9 +81,8 @@ std::string emit_ascendc(const Kernel &kernel, const std::string &function = "",
 
 /** The bytes of the workspace a mix kernel takes after its arguments (0: none). */
 int64_t workspace_bytes(const Kernel &kernel);
-/** A runtime-shape kernel's tiling data (its last GM_ADDR, int32): the runtime extents' names in
- * argument and dim order, and their values for arguments of `extents`. */
-std::vector<std::string> tiling_names(const Kernel &kernel);
+/** A runtime-shape kernel's tiling data (its last GM_ADDR, int32): the values of the runtime
+ * extents (Kernel::runtime_extent_names) for arguments of `extents`. */
 std::vector<int32_t> tiling(const Kernel &kernel, const std::vector<std::vector<int>> &extents);
 
 /** One pair of the enumeration above, as emitted text (for tests and the file header). */

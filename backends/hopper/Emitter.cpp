@@ -798,8 +798,8 @@ private:
             for (const TailCheck &t : checks->second) {
                 os << line() << "hopper::check_tail(" << expr(c.dims[t.dim].extent) << ", "
                    << t.reach << ", offset"
-                   << (t.view_stride > 1 ? " / " + std::to_string(t.view_stride) : "") << " % "
-                   << t.view_extent << ", " << t.view_extent << ");\n";
+                   << (is_const_one(t.view_stride) ? "" : " / " + expr(t.view_stride)) << " % "
+                   << expr(t.view_extent) << ", " << expr(t.view_extent) << ");\n";
             }
         }
         std::string smem = address(buffer, load ? c.dst_offset : c.src_offset);
@@ -808,13 +808,13 @@ private:
             std::string coords;
             for (size_t d = 0; d < map.extents.size(); d++) {
                 std::string coordinate = "offset";
-                if (map.extents[d] == 1) {
+                if (is_const_one(map.extents[d])) {
                     coordinate = "0";
                 } else {
-                    if (map.strides[d] > 1)
-                        coordinate += " / " + std::to_string(map.strides[d]);
+                    if (!is_const_one(map.strides[d]))
+                        coordinate += " / " + expr(map.strides[d]);
                     if (d + 1 < map.extents.size())
-                        coordinate += " % " + std::to_string(map.extents[d]);
+                        coordinate += " % " + expr(map.extents[d]);
                 }
                 if (d == 0 && !block.empty())
                     coordinate = "(" + coordinate + ") + " + block;
@@ -1617,6 +1617,11 @@ std::string emit_cuda(const Kernel &kernel, const std::string &function) {
                          "_global");
         launch.push_back("static_cast<" + t + " *>(args[" + std::to_string(i) + "])");
     }
+    const std::vector<std::string> runtime_extents = kernel.runtime_extent_names();
+    for (const std::string &name : runtime_extents) {
+        params.push_back("const int " + c_name(name));
+        launch.push_back(c_name(name));
+    }
     for (size_t i = 0; i < params.size(); i++)
         os << (i ? ",\n    " : "\n    ") << params[i];
     os << ") {\n";
@@ -1714,31 +1719,55 @@ std::string emit_cuda(const Kernel &kernel, const std::string &function) {
         os << (i ? "," : "") << " " << a.name << " (" << (a.output ? "output" : "input") << ", "
            << type_text(a.type) << " [";
         for (size_t d = 0; d < a.extents.size(); d++)
-            os << (d ? " x " : "") << a.extents[d];
+            os << (d ? " x " : "") << (a.has_runtime_shape() && a.runtime[d] ? "any" : std::to_string(a.extents[d]));
         os << "])";
     }
-    os << ". */\n"
-       << "extern \"C\" cudaError_t launch_" << fn << "(void *const *args, cudaStream_t stream) {\n"
+    os << ".";
+    if (!runtime_extents.empty()) {
+        os << "\n * extents: the runtime extents, in argument and dim order:";
+        for (const std::string &name : runtime_extents)
+            os << " " << name;
+        os << ".";
+    }
+    os << " */\n"
+       << "extern \"C\" cudaError_t launch_" << fn << "(void *const *args, "
+       << (runtime_extents.empty() ? "" : "const int *extents, ") << "cudaStream_t stream) {\n"
        << "    if (args == nullptr) return cudaErrorInvalidValue;\n"
        << "    for (int i = 0; i < " << kernel.args.size() << "; i++) {\n"
        << "        cudaError_t status = hopper::check_argument(args[i]);\n"
        << "        if (status != cudaSuccess) return status;\n"
        << "    }\n";
+    CudaExpr launch_expr;
+    auto exprs = [&](const std::vector<Expr> &v) {
+        std::string s = "{";
+        for (size_t i = 0; i < v.size(); i++)
+            s += (i ? ", " : "") + std::string("cuuint64_t(") + launch_expr(v[i]) + ")";
+        return s + "}";
+    };
+    if (!runtime_extents.empty()) {
+        os << "    if (extents == nullptr) return cudaErrorInvalidValue;\n";
+        for (size_t i = 0; i < runtime_extents.size(); i++) {
+            os << "    const int " << c_name(runtime_extents[i]) << " = extents[" << i << "];\n"
+               << "    if (" << c_name(runtime_extents[i]) << " < 1) return cudaErrorInvalidValue;\n";
+        }
+        for (const LaunchCheck &check : plan.launch_checks)
+            os << "    if (!(" << launch_expr(check.holds) << ")) return cudaErrorInvalidValue; // " << check.why << "\n";
+    }
     for (const TensorMap &m : plan.maps) {
         int arg_index = 0;
         for (size_t i = 0; i < kernel.args.size(); i++) {
             if (kernel.args[i].name == m.arg)
                 arg_index = int(i);
         }
-        const std::vector<int64_t> &strides = m.byte_strides;
+        const std::vector<Expr> &strides = m.byte_strides;
         auto encode = [&](const std::string &name, const std::vector<int64_t> &box,
                           const std::string &comment) {
             os << "    CUtensorMap " << name << ";\n"
                << "    { // " << comment << "\n"
                << "        const cuuint64_t extents[" << m.extents.size()
-               << "] = " << list(m.extents) << ";\n"
+               << "] = " << exprs(m.extents) << ";\n"
                << "        const cuuint64_t strides[" << std::max<size_t>(strides.size(), 1)
-               << "] = " << (strides.empty() ? "{0}" : list(strides)) << "; // bytes, dims 1..\n"
+               << "] = " << (strides.empty() ? "{0}" : exprs(strides)) << "; // bytes, dims 1..\n"
                << "        const cuuint32_t box[" << box.size() << "] = " << list(box) << ";\n"
                << "        cudaError_t status = hopper::encode_tensor_map(&" << name << ", "
                << tensor_map_type(m.type) << ", " << m.extents.size() << ", args[" << arg_index
@@ -1768,12 +1797,18 @@ std::string emit_cuda(const Kernel &kernel, const std::string &function) {
                        ": the rest of the tile");
         }
     }
+    std::string grid = std::to_string(kernel.grid);
+    if (kernel.tiles.defined()) {
+        os << "    const int grid = hopper::min_of<int>(" << kernel.grid << ", hopper::max_of<int>(1, "
+           << launch_expr(kernel.tiles) << ")); // CTAs: the persistent grid, or one per tile where fewer\n";
+        grid = "grid";
+    }
     os << "    const int shared_bytes = " << dynamic_bytes
        << "; // the carve-out plus 1024 B to align its base\n"
        << "    cudaError_t status = cudaFuncSetAttribute(" << fn
        << ", cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes);\n"
        << "    if (status != cudaSuccess) return status;\n"
-       << "    " << fn << "<<<" << kernel.grid << ", " << threads << ", shared_bytes, stream>>>(";
+       << "    " << fn << "<<<" << grid << ", " << threads << ", shared_bytes, stream>>>(";
     for (size_t i = 0; i < launch.size(); i++)
         os << (i ? ", " : "") << launch[i];
     os << ");\n"
@@ -1786,12 +1821,27 @@ std::string emit_library(const Kernel &kernel, const std::string &function) {
     const std::string fn = function.empty() ? c_name(kernel.name) : function;
     std::ostringstream includes, run;
     includes << "#include <cuda_runtime.h>\n\n"
-             << "extern \"C\" cudaError_t launch_" << fn << "(void *const *args, cudaStream_t stream);\n";
+             << "extern \"C\" cudaError_t launch_" << fn << "(void *const *args, "
+             << (kernel.has_runtime_shapes() ? "const int *extents, " : "") << "cudaStream_t stream);\n";
     run << "        void *args[] = {";
     for (size_t i = 0; i < kernel.args.size(); i++)
         run << (i ? ", " : "") << "reinterpret_cast<void *>(buffers[" << i << "]->device)";
-    run << "};\n"
-        << "        cudaError_t status = launch_" << fn << "(args, 0);\n"
+    run << "};\n";
+    if (kernel.has_runtime_shapes()) { // each runtime extent of each buffer, in order
+        run << "        const int extents[] = {";
+        const char *sep = "";
+        for (size_t i = 0; i < kernel.args.size(); i++) {
+            for (size_t d = 0; d < kernel.args[i].runtime.size(); d++) {
+                if (kernel.args[i].runtime[d]) {
+                    run << sep << "buffers[" << i << "]->dim[" << d << "].extent";
+                    sep = ", ";
+                }
+            }
+        }
+        run << "};\n";
+    }
+    run << "        cudaError_t status = launch_" << fn << "(args, " << (kernel.has_runtime_shapes() ? "extents, " : "")
+        << "0);\n"
         << "        if (status == cudaSuccess) status = cudaDeviceSynchronize();\n"
         << "        if (status != cudaSuccess) return fail(halide_error_code_generic_error, cudaGetErrorString(status));\n"
         << "        last_cycles = 0; // no model on the GPU\n";

@@ -69,6 +69,7 @@ void compile(const Stmt &s, std::vector<Instr> &code) {
 /** What a CTA's agents share: buffer ids, barrier ids, the kernel. */
 struct Cta {
     const Kernel &kernel;
+    const Shapes &shapes; // the call's runtime extents
     sim::hopper::Machine &machine;
     int index;
     std::unordered_map<std::string, int> shared;                        // args and smem by name
@@ -91,6 +92,7 @@ public:
         for (const BarrierDecl &b : cta.kernel.barriers) {
             for (int s = 0; s < b.slots; s++) phase[{b.name, s}] = b.initial_phase;
         }
+        for (const auto &[name, value] : cta.shapes) eval.vars[name] = double(value);
     }
 
     Step step(AgentOps &ops) override {
@@ -194,10 +196,11 @@ private:
         sim::hopper::TensorView v;
         v.buffer = id(arg);
         coords->clear();
-        for (const KernelArg::Dim &d : a->copy_view()) {
-            v.extents.push_back(d.extent);
-            v.strides.push_back(d.stride);
-            coords->push_back((offset / d.stride) % d.extent);
+        for (const KernelArg::Dim &d : a->copy_view(cta.shapes)) {
+            const int64_t extent = *as_const_int(d.extent), stride = *as_const_int(d.stride);
+            v.extents.push_back(extent);
+            v.strides.push_back(stride);
+            coords->push_back((offset / stride) % extent);
         }
         return v;
     }
@@ -360,12 +363,26 @@ void execute(const Kernel &kernel, sim::hopper::Machine &machine, const std::map
     std::vector<Instr> code;
     compile(kernel.body, code);
     std::set<std::string> thread_tiles;
-    for (const auto &[name, tile] : plan_kernel(kernel).tiles) {
+    const Plan plan = plan_kernel(kernel);
+    for (const auto &[name, tile] : plan.tiles) {
         if (tile.threads()) thread_tiles.insert(name);
     }
-    machine.set_grid(kernel.grid);
-    for (int index = 0; index < kernel.grid; index++) {
-        Cta cta{kernel, machine, index, {}, {}, {}, thread_tiles};
+    std::map<std::string, Expr> extents;
+    for (const auto &[name, value] : shapes) extents[name] = Expr(int(value));
+    for (const LaunchCheck &check : plan.launch_checks) {
+        if (!is_const_one(simplify(substitute(extents, check.holds)))) {
+            std::ostringstream value;
+            value << simplify(substitute(extents, check.value));
+            throw ShapeError("hopper: " + kernel.name + " cannot run at these extents: " + check.why + " (" + value.str() +
+                        " bytes here)");
+        }
+    }
+    int grid = kernel.grid;
+    if (kernel.tiles.defined()) // the call's tile count, where it is smaller than the grid
+        grid = int(std::clamp<int64_t>(*as_const_int(simplify(substitute(extents, kernel.tiles))), 1, grid));
+    machine.set_grid(grid);
+    for (int index = 0; index < grid; index++) {
+        Cta cta{kernel, shapes, machine, index, {}, {}, {}, thread_tiles};
         for (const auto &[name, id] : arguments) cta.shared[name] = id;
         machine.run_cta(index, [&](sim::hopper::Machine::CtaBuilder &b, int) {
             std::vector<int> agents;

@@ -116,6 +116,12 @@ struct CopyInfo {
     }
 };
 
+std::string text(const Expr &e) {
+    std::ostringstream os;
+    os << e;
+    return os.str();
+}
+
 std::string copy_text(const CopyInfo &c) {
     return "the copy " + c.op.src + " -> " + c.op.dst;
 }
@@ -260,8 +266,7 @@ private:
                 plan.store_sources.insert(info.buffer);
             std::vector<KernelArg::Dim> view = kernel.arg(info.arg)->copy_view();
             for (size_t d = 0; d < c.dims.size() && d < view.size(); d++) {
-                Expr coordinate = info.global_offset() / Halide::Expr(int(view[d].stride)) %
-                                  Halide::Expr(int(view[d].extent));
+                Expr coordinate = info.global_offset() / view[d].stride % view[d].extent;
                 Expr end = simplify(bounded(coordinate + c.dims[d].extent));
                 Expr bound = find_constant_bound(end, Direction::Lower, scope);
                 const IntImm *i = bound.defined() ? bound.as<IntImm>() : nullptr;
@@ -392,10 +397,31 @@ private:
     }
 
     /** Why a tensor map cannot take a global stride (not a multiple of 16 bytes). */
-    std::string stride_reason(const CopyInfo &c, size_t d, int64_t stride_bytes) {
-        return c.arg + " has a global stride of " + std::to_string(stride_bytes) + " bytes in dim " +
+    std::string stride_reason(const CopyInfo &c, size_t d, const Expr &stride_bytes) {
+        return c.arg + " has a global stride of " + text(stride_bytes) + " bytes in dim " +
                std::to_string(d) + " (" + type_text(kernel.arg(c.arg)->type) +
                "); TMA needs multiples of 16 bytes";
+    }
+
+    /** Whether TMA can take the global stride of view dim `d` of the copy's tensor: a constant
+     * multiple of 16 bytes, or one known only at run time, which the call checks (LaunchCheck). */
+    bool tma_stride(const CopyInfo &c, const KernelArg::Dim &dim, size_t d, std::string *why) {
+        const Expr bytes = simplify(dim.stride * kernel.arg(c.arg)->type.bytes());
+        if (is_const_one(dim.extent))
+            return true;
+        if (is_const(bytes)) {
+            if (proven(bytes % 16 == 0))
+                return true;
+            *why = stride_reason(c, d, bytes);
+            return false;
+        }
+        std::string reason = stride_reason(c, d, bytes);
+        for (const LaunchCheck &l : plan.launch_checks) {
+            if (l.why == reason)
+                return true;
+        }
+        plan.launch_checks.push_back({simplify(bytes % 16 == 0 || dim.extent == 1), bytes, reason});
+        return true;
     }
 
     /** The copies of `tile` become thread copies; a plain tile keeps the Stmt's layout. */
@@ -425,7 +451,8 @@ private:
     std::vector<KernelArg::Dim> operand_view(const KernelArg *arg, const Tile &tile) const {
         if (tile.data.size() == 2)
             return arg->copy_view();
-        return {{arg->extents[0], 1}, {arg->extents[1], arg->extents[0]}};
+        return {{arg->extents[0], 1}, {arg->extents[1], arg->extents[0]}}; // both static: a
+                                                                           // runtime dim stays in the view
     }
 
     /** An MMA operand whose tensor has a global stride TMA cannot take is copied by threads. */
@@ -436,8 +463,9 @@ private:
         const KernelArg *arg = kernel.arg(c.arg);
         std::vector<KernelArg::Dim> view = operand_view(arg, tile);
         for (size_t d = 1; d < view.size(); d++) {
-            if (view[d].extent > 1 && (view[d].stride * arg->type.bytes()) % 16 != 0)
-                to_threads(tile, stride_reason(c, d, view[d].stride * arg->type.bytes()));
+            std::string why;
+            if (!tma_stride(c, view[d], d, &why))
+                to_threads(tile, why);
         }
     }
 
@@ -460,7 +488,8 @@ private:
             t.role = {0, 1};
         } else if (t.data.size() == 1 && arg->extents.size() == 2) {
             // copy_view keeps the tensor dims above extent 1: the copied dim is the other one.
-            t.role = {arg->extents[0] > 1 ? size_t(0) : size_t(1)};
+            const bool dim0 = arg->extents[0] > 1 || (!arg->runtime.empty() && arg->runtime[0]);
+            t.role = {dim0 ? size_t(0) : size_t(1)};
         } else {
             throw Error("hopper: MMA operand " + t.buffer->name +
                         " must be loaded by a 2-D TMA copy of a 2-D tensor (it has " +
@@ -537,8 +566,15 @@ private:
     /** A box wider than 256 elements with more than one row: the argument's dim 0 viewed as
      * {chunk, extent / chunk} so that one box covers the tile and lands in the same row-major
      * order; 0 with `why` set where no chunk divides both. */
-    int64_t chunk_for(const CopyInfo &c, int64_t inner, int64_t global, std::string *why) {
+    int64_t chunk_for(const CopyInfo &c, int64_t inner, const Expr &global_extent, std::string *why) {
         const int64_t bytes = kernel.arg(c.arg)->type.bytes();
+        const int64_t global = is_const(global_extent) ? *as_const_int(global_extent) : 0;
+        if (!global) {
+            *why = "its TMA box is " + std::to_string(inner) +
+                   " elements wide (a box dim is at most 256) and " + c.arg +
+                   "'s dim 0 is known only at run time, so it cannot be split into chunks";
+            return 0;
+        }
         int64_t chunk = 0;
         for (int64_t n = max_box; n >= 1 && !chunk; n--) {
             if (inner % n == 0 && global % n == 0 && (n * bytes) % 16 == 0 && inner / n <= max_box)
@@ -589,10 +625,8 @@ private:
         for (const CopyInfo *c : mine) {
             std::vector<KernelArg::Dim> view = kernel.arg(c->arg)->copy_view();
             for (size_t d = 1; d < view.size(); d++) {
-                if ((view[d].stride * bytes) % 16 != 0) {
-                    *why = stride_reason(*c, d, view[d].stride * bytes);
+                if (!tma_stride(*c, view[d], d, why))
                     return false;
-                }
             }
         }
         TileView v;
@@ -653,26 +687,30 @@ private:
         std::vector<const CopyInfo *> mine = copies_of(name);
         std::vector<KernelArg::Dim> first = kernel.arg(mine[0]->arg)->copy_view();
         int64_t below = 1; // elements of a whole row (dims 0..j-1)
+        for (size_t d = 0; d <= j; d++) {
+            if (!is_const(first[d].extent))
+                return false; // whole rows of a runtime extent: no constant box
+        }
         for (size_t d = 0; d < j; d++) {
-            if (tile.data[d] != first[d].extent)
+            if (tile.data[d] != *as_const_int(first[d].extent))
                 return false;
-            below *= first[d].extent;
+            below *= *as_const_int(first[d].extent);
         }
         for (const CopyInfo *c : mine) {
             std::vector<KernelArg::Dim> view = kernel.arg(c->arg)->copy_view();
             for (size_t d = 0; d <= j; d++) {
-                if (view[d].extent != first[d].extent)
+                if (!proven(view[d].extent == first[d].extent))
                     return false;
             }
             for (size_t d = 0; d < j; d++) {
-                if (!proven(c->op.dims[d].extent == Halide::Expr(int(view[d].extent))))
+                if (!proven(c->op.dims[d].extent == view[d].extent))
                     return false;
             }
             ModulusRemainder mr = modulus_remainder(simplify(bounded(c->global_offset())));
             if (mr.modulus % below != 0 || mr.remainder % below != 0)
                 return false;
             for (size_t d = j + 1; d < view.size(); d++) {
-                if ((view[d].stride * bytes) % 16 != 0)
+                if (!proven(view[d].stride * Expr(int(bytes)) % 16 == 0))
                     return false;
             }
         }
@@ -699,7 +737,7 @@ private:
                 for (const CopyInfo *c : mine) {
                     if (v.chunk.count(c->arg))
                         continue;
-                    int64_t chunk = chunk_for(*c, inner, below * first[j].extent, &why);
+                    int64_t chunk = chunk_for(*c, inner, simplify(Expr(int(below)) * first[j].extent), &why);
                     if (!chunk)
                         return false;
                     v.chunk[c->arg] = chunk;
@@ -725,12 +763,10 @@ private:
             return; // threads follow the copy's own strides
         std::vector<KernelArg::Dim> view = arg->copy_view();
         for (size_t d = 0; d < c.op.dims.size(); d++) {
-            int64_t arg_stride = view[d].stride;
-            if (!proven(c.global_stride(d) == Halide::Expr(int(arg_stride))) &&
-                !proven(c.op.dims[d].extent == 1)) {
+            if (!proven(c.global_stride(d) == view[d].stride) && !proven(c.op.dims[d].extent == 1)) {
                 throw Error("hopper: " + copy_text(c) + " dim " + std::to_string(d) +
                             " does not step through " + c.arg + " with its stride " +
-                            std::to_string(arg_stride) + "; TMA boxes follow the tensor's dims");
+                            text(view[d].stride) + "; TMA boxes follow the tensor's dims");
             }
         }
         if (tile.kind != TileKind::Plain)
@@ -762,7 +798,7 @@ private:
                 continue;
             bool along_k = (tile.kind == TileKind::MmaA && tile.role[d] == 0) ||
                            (tile.kind == TileKind::MmaB && tile.role[d] == 1);
-            if ((c.load && !along_k) || c.min_end[d] >= view[d].extent)
+            if ((c.load && !along_k) || (is_const(view[d].extent) && c.min_end[d] >= *as_const_int(view[d].extent)))
                 continue;
             if (reach > tile.data[d]) {
                 return to_threads(tile, "its box would reach " + std::to_string(reach) +
@@ -834,10 +870,12 @@ private:
                     << " elements in dim " << d << "\n";
             }
             for (size_t d = 1; d < m.extents.size(); d++) {
-                int64_t stride = m.strides[d] * m.type.bytes();
-                if (m.extents[d] == 1)
-                    stride = round_up(std::max<int64_t>(stride, 16), 16);
-                internal_assert(stride % 16 == 0)
+                Expr stride = simplify(m.strides[d] * m.type.bytes());
+                if (is_const_one(m.extents[d]))
+                    stride = Expr(int(round_up(std::max<int64_t>(*as_const_int(stride), 16), 16)));
+                else if (!is_const(m.extents[d])) // a runtime extent of 1: still a legal stride
+                    stride = select(m.extents[d] == 1, (stride + 15) / 16 * 16, stride);
+                internal_assert(!is_const(stride) || proven(stride % 16 == 0))
                     << "hopper emitter: tensor map " << m.name << " has a global stride of "
                     << stride << " bytes\n";
                 m.byte_strides.push_back(stride);
@@ -849,9 +887,9 @@ private:
     void plain_map(TensorMap &m, const CopyInfo &c, const Tile &tile) {
         const TileView &v = views.at(c.buffer);
         std::vector<KernelArg::Dim> view = kernel.arg(c.arg)->copy_view();
-        int64_t merged = 1;
+        Expr merged = 1;
         for (size_t d = 0; d <= v.merged; d++)
-            merged *= view[d].extent;
+            merged = simplify(merged * view[d].extent);
         m.extents = {merged};
         m.strides = {1};
         for (size_t d = v.merged + 1; d < view.size(); d++) {
@@ -884,9 +922,9 @@ private:
         auto chunk = v.chunk.find(c.arg);
         if (chunk != v.chunk.end()) {
             m.chunk = chunk->second;
-            m.extents.insert(m.extents.begin(), m.chunk);
-            m.extents[1] = merged / m.chunk;
-            m.strides.insert(m.strides.begin() + 1, m.chunk);
+            m.extents.insert(m.extents.begin(), Expr(int(m.chunk)));
+            m.extents[1] = simplify(merged / Expr(int(m.chunk)));
+            m.strides.insert(m.strides.begin() + 1, Expr(int(m.chunk)));
             m.box.insert(m.box.begin(), m.chunk);
             m.box[1] = v.box[0] / m.chunk;
         }

@@ -107,8 +107,10 @@ struct TensorMap {
     std::string name, arg, buffer;
     bool load = true;
     Halide::Type type;
-    std::vector<int64_t> extents, strides, box; // of the view, innermost first; strides in elements
-    std::vector<int64_t> byte_strides;          // of dims 1..: the map's global strides (a dim of
+    std::vector<Halide::Expr> extents, strides; // of the view, innermost first; strides in
+                                                // elements (in terms of runtime extents)
+    std::vector<int64_t> box;
+    std::vector<Halide::Expr> byte_strides;     // of dims 1..: the map's global strides (a dim of
                                                 // extent 1 is never stepped: any legal stride)
     std::string view;                           // how the view relates to the tensor, for comments
     int64_t chunk = 0;                          // > 0: the argument's dim 0 is split into chunks
@@ -140,7 +142,16 @@ struct Accumulator {
  * tensor's edge where the copy's own extent is shorter (the planner could not prove it). */
 struct TailCheck {
     size_t dim;
-    int64_t reach, view_extent, view_stride;
+    int64_t reach;
+    Halide::Expr view_extent, view_stride;
+};
+
+/** What a kernel with runtime extents needs of them that only a call can check (a global stride
+ * TMA can take): the launcher returns an error and the model refuses the call where `holds` is
+ * false at the call's extents. */
+struct LaunchCheck {
+    Halide::Expr holds, value; // value: the stride in bytes
+    std::string why;
 };
 
 struct Plan {
@@ -154,6 +165,7 @@ struct Plan {
     std::set<std::string> thread_args;   // arguments thread copies read or write: the kernel
                                          // takes their pointers
     std::map<const Halide::Internal::IRNode *, std::vector<TailCheck>> tail_checks; // per copy
+    std::vector<LaunchCheck> launch_checks;
     int64_t shared_bytes = 0; // dynamic shared memory (plus 1024 B of alignment slack)
 
     const TensorMap &map(const std::string &arg, const std::string &buffer, bool load) const {

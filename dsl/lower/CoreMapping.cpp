@@ -5,6 +5,7 @@
 #include "tandem/AsyncIR.h"
 
 #include <algorithm>
+#include <limits>
 #include <sstream>
 
 namespace tandem::lower {
@@ -18,6 +19,7 @@ public:
     SpreadLoops(const std::string &stage, const std::string &var, int cores) : stage(stage), var(var), cores(cores) {}
     int mapped = 0;
     int64_t largest_extent = 0;
+    Halide::Expr tiles; // the largest extent of the loops mapped (symbolic with runtime extents)
 
 private:
     using IRMutator::visit;
@@ -40,6 +42,7 @@ private:
         mapped++;
         const IntImm *e = op->extent.as<IntImm>();
         largest_extent = std::max<int64_t>(largest_extent, e ? e->value : 0);
+        tiles = tiles.defined() ? Max::make(tiles, op->extent) : op->extent;
         std::string local = core_loop_name(op->name);
         Expr core = ir::core_id();
         Expr trips = (op->extent - core + (cores - 1)) / cores;
@@ -137,7 +140,14 @@ Stmt map_to_cores(const Stmt &s, CompileContext &ctx) {
         SpreadLoops probe(ctx.output + ".s0", d.cores_var, 1);
         probe.mutate(s);
         tiles = std::max<int64_t>(1, probe.largest_extent);
-        const bool persistent = d.ping_pong || (d.cooperative && d.warp_specialize) || d.persistent > 0;
+        // A tile count known only at run time: a persistent grid, launched as the smaller of
+        // the grid and the call's tile count (the CTAs past it would find no tile).
+        const bool runtime = probe.mapped && !is_const(simplify(probe.tiles));
+        const bool persistent = d.ping_pong || (d.cooperative && d.warp_specialize) || d.persistent > 0 || runtime;
+        if (runtime) {
+            tiles = std::numeric_limits<int>::max();
+            ctx.tiles = simplify(probe.tiles);
+        }
         units = int(persistent ? std::min<int64_t>(tiles, int64_t(units) * std::max(1, d.persistent)) : tiles);
         ctx.one_tile_per_unit = !persistent;
     }

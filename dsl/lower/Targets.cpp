@@ -39,7 +39,8 @@ std::vector<TargetLowering> all_targets() {
              Stmt r = ctx.of(ctx.output).warp_specialize ? s : software_pipeline(s, ctx);
              return keep_mmas_in_flight(specialize_warps(r, ctx, buffers));
          },
-         [](const SramBuffer &b) { return std::string(b.in_registers ? "registers" : "smem"); }},
+         [](const SramBuffer &b) { return std::string(b.in_registers ? "registers" : "smem"); },
+         /*accumulator_slots=*/false, /*runtime_shapes=*/true},
         {"ascend", pad_ub_rows,
          // An epilogue after a matmul makes a mix kernel: cube and vector cores meet in GM.
          [](const Stmt &s, CompileContext &ctx) {

@@ -40,10 +40,10 @@ void conform_to_tensor(ir::CopyOp *op, const KernelArg *arg, bool global_is_src)
     std::vector<ir::CopyDim> dims(view.size());
     std::vector<bool> matched(view.size(), false);
     for (const ir::CopyDim &dim : op->dims) {
-        const IntImm *stride = simplify(global_is_src ? dim.src_stride : dim.dst_stride).as<IntImm>();
+        const Expr stride = global_is_src ? dim.src_stride : dim.dst_stride;
         size_t d = 0;
-        while (stride && d < view.size() && (matched[d] || view[d].stride != stride->value)) d++;
-        if (stride && d < view.size()) {
+        while (d < view.size() && (matched[d] || !can_prove(stride == view[d].stride))) d++;
+        if (d < view.size()) {
             dims[d] = dim;
             matched[d] = true;
         } else if (!is_const_one(simplify(dim.extent))) {
@@ -57,7 +57,7 @@ void conform_to_tensor(ir::CopyOp *op, const KernelArg *arg, bool global_is_src)
             continue;
         }
         Expr on_chip = on_chip_next.defined() ? on_chip_next : Expr(1);
-        Expr global = Expr(int(view[d].stride));
+        Expr global = view[d].stride;
         dims[d] = {1, global_is_src ? on_chip : global, global_is_src ? global : on_chip};
     }
     op->dims = dims;

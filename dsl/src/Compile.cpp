@@ -106,12 +106,26 @@ std::string KernelArg::extent_name(int d) const { return name + ".extent." + std
 
 std::vector<KernelArg::Dim> KernelArg::copy_view() const {
     std::vector<Dim> view;
-    int64_t stride = 1;
-    for (int e : extents) {
-        if (e > 1) view.push_back({e, stride});
-        stride *= e;
+    Expr stride = 1;
+    for (size_t d = 0; d < extents.size(); d++) {
+        const bool symbolic = d < runtime.size() && runtime[d];
+        Expr e = symbolic ? Variable::make(Halide::Int(32), extent_name(int(d))) : Expr(extents[d]);
+        if (symbolic || extents[d] > 1) view.push_back({e, stride});
+        stride = simplify(stride * e);
     }
     if (view.empty()) view.push_back({1, 1});
+    return view;
+}
+
+std::vector<KernelArg::Dim> KernelArg::copy_view(const Shapes &shapes) const {
+    std::map<std::string, Expr> values;
+    for (const auto &[name, value] : shapes) values[name] = Expr(int(value));
+    std::vector<Dim> view = copy_view();
+    for (Dim &d : view) {
+        d.extent = simplify(substitute(values, d.extent));
+        d.stride = simplify(substitute(values, d.stride));
+        internal_assert(is_const(d.extent) && is_const(d.stride)) << "copy view of " << name << " without its extents\n";
+    }
     return view;
 }
 
@@ -147,6 +161,15 @@ std::string Kernel::stmt_text() const {
     for (const std::string &n : notes) os << "// " << n << "\n";
     os << body;
     return os.str();
+}
+
+std::vector<std::string> Kernel::runtime_extent_names() const {
+    std::vector<std::string> names;
+    for (const KernelArg &a : args) {
+        for (size_t d = 0; d < a.runtime.size(); d++)
+            if (a.runtime[d]) names.push_back(a.extent_name(int(d)));
+    }
+    return names;
 }
 
 bool Kernel::has_runtime_shapes() const {
@@ -245,6 +268,7 @@ Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const 
     k.body = s;
     k.notes = ctx.notes;
     k.grid = ctx.grid;
+    k.tiles = ctx.tiles;
     k.vector_units_only = ctx.vector_units_only;
     k.mix = ctx.mix;
     k.workspaces = ctx.workspaces;

@@ -1,12 +1,15 @@
 // One kernel for every shape (issue 14): each app compiled once per target and schedule with
 // shapes=runtime, then run on the machine model at 20 shapes (1 in every dimension, tails of one
 // element, primes, tile +- 1, several tiles) and checked against the Halide reference of the same
-// algorithm, with no race and no deadlock.
+// algorithm, with no race and no deadlock. On Hopper the call needs rows of a multiple of 16 bytes
+// (TMA's global strides): the extents that set a row stride are drawn as multiples of 8 there, and
+// a call at another is refused with a ShapeError (HopperRefusesAStrideTmaCannotTake).
 #include "Run.h"
 
 #include <gtest/gtest.h>
 
 #include <random>
+#include <set>
 
 namespace tandem::apps {
 namespace {
@@ -16,6 +19,7 @@ struct Case {
     std::map<std::string, std::string> params; // compiled with these (the extents are estimates)
     std::vector<std::string> extents;         // the runtime extents, each split by the tile in `tiles`
     std::vector<std::string> tiles;
+    std::set<std::string> strides; // extents that set a row stride (hopper: multiples of 8)
 };
 
 std::string name_of(const testing::TestParamInfo<Case> &info) { return info.param.app + "_" + info.param.target; }
@@ -25,14 +29,16 @@ std::string name_of(const testing::TestParamInfo<Case> &info) { return info.para
 std::vector<std::map<std::string, int>> shapes_for(const Case &c, const Params &p) {
     std::mt19937 rng(14);
     std::vector<std::map<std::string, int>> shapes(1);
-    for (const std::string &e : c.extents) shapes[0][e] = 1;
+    for (const std::string &e : c.extents) shapes[0][e] = c.target == "hopper" && c.strides.count(e) ? 8 : 1;
     while (shapes.size() < 20) {
         std::map<std::string, int> shape;
         for (size_t i = 0; i < c.extents.size(); i++) {
             const int tile = p.get_int(c.tiles[i]);
             const std::vector<int> picks = {1, 2, 7, 13, std::max(1, tile - 1), tile, tile + 1,
                                             1 + int(rng() % unsigned(3 * tile + 5))};
-            shape[c.extents[i]] = picks[rng() % picks.size()];
+            int e = picks[rng() % picks.size()];
+            if (c.target == "hopper" && c.strides.count(c.extents[i])) e = (e + 7) / 8 * 8;
+            shape[c.extents[i]] = e;
         }
         shapes.push_back(shape);
     }
@@ -73,18 +79,20 @@ TEST_P(RuntimeShapes, OneKernelEveryShape) {
 
 std::vector<Case> cases() {
     std::vector<Case> all;
-    for (const std::string target : {"zpu", "ascend"}) {
+    for (const std::string target : {"zpu", "ascend", "hopper"}) {
+        const std::string t = target == "hopper" ? "64" : "32"; // wgmma: 64-row tiles
         all.push_back({"gemm", target,
-                       {{"M", "64"}, {"N", "64"}, {"K", "64"}, {"TM", "32"}, {"TN", "32"}, {"TK", "32"}, {"group", "3"}},
-                       {"M", "N", "K"}, {"TM", "TN", "TK"}});
+                       {{"M", "64"}, {"N", "64"}, {"K", "64"}, {"TM", t}, {"TN", t}, {"TK", t}, {"group", "3"}},
+                       {"M", "N", "K"}, {"TM", "TN", "TK"}, {"N", "K"}});
         all.push_back({"elementwise", target, {{"W", "100"}, {"H", "20"}, {"TX", "64"}, {"TY", "8"}},
-                       {"W", "H"}, {"TX", "TY"}});
+                       {"W", "H"}, {"TX", "TY"}, {"W"}});
         // Rows in chunks of TD (at the estimate D = 200 whole rows would fit).
         all.push_back({"rmsnorm", target, {{"D", "200"}, {"R", "16"}, {"RB", "2"}, {"TD", "64"}},
-                       {"D", "R"}, {"TD", "RB"}});
-        all.push_back({"attention_scores", target,
-                       {{"Lq", "64"}, {"Lk", "64"}, {"D", "64"}, {"TM", "32"}, {"TN", "32"}},
-                       {"Lq", "Lk"}, {"TM", "TN"}});
+                       {"D", "R"}, {"TD", "RB"}, {"D"}});
+        if (target != "hopper") // no hopper schedule (K-major B operands)
+            all.push_back({"attention_scores", target,
+                           {{"Lq", "64"}, {"Lk", "64"}, {"D", "64"}, {"TM", "32"}, {"TN", "32"}},
+                           {"Lq", "Lk"}, {"TM", "TN"}, {}});
     }
     return all;
 }
@@ -106,15 +114,27 @@ TEST(RuntimeShapes, StaticExtentMustMatch) {
     EXPECT_THROW(kernel.bind_shapes({{32, 0}, {32, 40}, {40, 0}}), Error); // an extent of 0
 }
 
-TEST(RuntimeShapes, HopperRefusesWithAReason) {
-    const App &app = find_app("elementwise");
-    const Params p = with_defaults(app, Params({{"shapes", "runtime"}, {"W", "64"}, {"H", "8"}}), "hopper");
+TEST(RuntimeShapes, HopperRefusesAStrideTmaCannotTake) {
+    // K = 71 bf16 makes rows of A of 142 bytes: TMA cannot step them; the call is refused, naming
+    // the argument, the stride and the rule, before anything runs.
+    const App &app = find_app("gemm");
+    const Params p = with_defaults(app, Params({{"shapes", "runtime"}, {"M", "128"}, {"N", "128"}, {"K", "64"}}), "hopper");
+    const Kernel kernel = compile_app(app, p, "ws_pingpong", Target::parse("hopper"));
+    Params at = p;
+    at.set("K", "71");
+    RunOptions options;
+    options.target = "hopper";
     try {
-        compile_app(app, p, "double_buffered", Target::parse("hopper"));
-        FAIL() << "hopper compiled a runtime-shape kernel";
-    } catch (const Error &e) {
-        EXPECT_NE(std::string(e.what()).find("runtime shapes"), std::string::npos) << e.what();
+        run_kernel(app, kernel, at, "ws_pingpong", options, nullptr);
+        FAIL() << "a row of 142 bytes was taken by TMA";
+    } catch (const ShapeError &e) {
+        EXPECT_NE(std::string(e.what()).find("A has a global stride of (A.extent.0*2) bytes in dim 1 (bfloat16); TMA "
+                                             "needs multiples of 16 bytes (142 bytes here)"),
+                  std::string::npos)
+            << e.what();
     }
+    at.set("K", "72");
+    EXPECT_TRUE(run_kernel(app, kernel, at, "ws_pingpong", options, nullptr).correct);
 }
 
 } // namespace

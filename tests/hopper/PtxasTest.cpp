@@ -233,6 +233,13 @@ std::vector<Case> padded_cases() {
          {{"D", "1021"}, {"R", "8"}, {"RB", "4"}},
          false,
          false},
+        // Runtime shapes: tensor maps encoded at launch from the extents, grid from the tile count.
+        {"gemm_runtime_ws_pingpong", "gemm", "ws_pingpong", {{"shapes", "runtime"}}, true, true},
+        {"gemm_runtime_ws_cooperative_tn256", "gemm", "ws_cooperative", {{"shapes", "runtime"}, {"TN", "256"}}, true, true},
+        {"gemm_runtime_ws", "gemm", "ws", {{"shapes", "runtime"}}, true, true},
+        {"gemm_runtime_pipelined", "gemm", "pipelined", {{"shapes", "runtime"}}, true, false},
+        {"elementwise_runtime", "elementwise", "", {{"shapes", "runtime"}}, false, false},
+        {"rmsnorm_runtime", "rmsnorm", "", {{"shapes", "runtime"}}, false, false},
     };
 }
 

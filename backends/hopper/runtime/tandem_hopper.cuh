@@ -41,10 +41,10 @@ template <class T> __host__ __device__ __forceinline__ T floor_mod(T a, T b) {
 }
 
 /** std::min / std::max semantics (the first operand when they compare equal). */
-template <class T> __device__ __forceinline__ T min_of(T a, T b) {
+template <class T> __host__ __device__ __forceinline__ T min_of(T a, T b) {
     return b < a ? b : a;
 }
-template <class T> __device__ __forceinline__ T max_of(T a, T b) {
+template <class T> __host__ __device__ __forceinline__ T max_of(T a, T b) {
     return a < b ? b : a;
 }
 

@@ -10,6 +10,12 @@ struct Error : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+/** A call of a runtime-shape kernel at extents it cannot take (on Hopper: a global stride TMA
+ * cannot move), refused before anything runs. */
+struct ShapeError : Error {
+    using Error::Error;
+};
+
 } // namespace tandem
 
 #endif

@@ -36,13 +36,17 @@ struct KernelArg {
     bool has_runtime_shape() const;
     std::string extent_name(int d) const; // "A.extent.1"
 
-    /** One dim of the view bulk copies take of the tensor (extent and stride in elements). */
+    /** One dim of the view bulk copies take of the tensor (extent and stride in elements):
+     * constants, or in terms of the runtime extents (the variables extent_name(d)). */
     struct Dim {
-        int64_t extent, stride;
+        Halide::Expr extent, stride;
     };
-    /** The tensor without its dims of extent 1 (at least one dim is kept): such a dim has the
-     * stride of the next one, so it only makes a box ambiguous (and a TMA stride illegal). */
+    /** The tensor without its static dims of extent 1 (at least one dim is kept): such a dim has
+     * the stride of the next one, so it only makes a box ambiguous (and a TMA stride illegal). A
+     * runtime dim is always kept. */
     std::vector<Dim> copy_view() const;
+    /** The copy view at one call's extents (every extent and stride a constant). */
+    std::vector<Dim> copy_view(const Shapes &shapes) const;
 };
 
 /** An on-chip buffer placed by memory planning: `slots` versions of `slot_elements` each. */
@@ -78,6 +82,7 @@ struct CompileContext {
     std::string output;              // name of the output Func
     const Func *output_func = nullptr;
     int grid = 1;                    // units the tile loop runs on (ZPU cores, Hopper CTAs)
+    Halide::Expr tiles;              // Hopper, runtime extents: the call's tile count (Kernel::tiles)
     bool one_tile_per_unit = false;  // Hopper without ping_pong: a CTA per tile, so each tile loop
                                      // runs at most once per unit (straight-line code)
     bool vector_units_only = false;  // no tile MMA: on Ascend the kernel runs on the AIV cores
@@ -105,6 +110,10 @@ struct Kernel {
     std::vector<KernelArg> args; // inputs first, then the output
     std::vector<SramBuffer> buffers;
     int grid = 1;                  // ZPU: cores used; Hopper: CTAs launched; Ascend: AIC or AIV used
+    /** Hopper with a tile count known only at run time: that count, in terms of the runtime
+     * extents (the grid is then persistent and a launch takes min(grid, tiles) CTAs); undefined
+     * otherwise. */
+    Halide::Expr tiles;
     bool vector_units_only = false; // no tile MMA: on Ascend an AIV-only kernel (else AIC-only)
     /** Ascend: a mix kernel (KERNEL_TYPE_MIX_AIC_1_2): `grid` AICs, each with its two AIVs; the
      * body is ir::make_mix(cube side, vector side), joined by cross-core flags through the
@@ -127,14 +136,16 @@ struct Kernel {
 
     /** Whether an argument has a runtime extent. */
     bool has_runtime_shapes() const;
+    /** The names of the runtime extents (KernelArg::extent_name) in argument and dim order: the
+     * order in which launchers and libraries pass their values. */
+    std::vector<std::string> runtime_extent_names() const;
     /** The values of the runtime extents (by the names the Stmt reads) for arguments
      * of the given extents (one list per argument, in order); Error naming the argument and the
      * dim when a static extent differs or an extent is below 1. */
     Shapes bind_shapes(const std::vector<std::vector<int>> &extents) const;
 };
 
-/** Whether `target` takes kernels with runtime extents (hopper does not yet: its tensor maps and
- * grid come from static extents). */
+/** Whether `target` takes kernels with runtime extents (TargetLowering::runtime_shapes). */
 bool takes_runtime_shapes(const Target &target);
 
 /** Compile `output` (and every Func it calls) for `target`. Throws tandem::Error on a bad schedule:
