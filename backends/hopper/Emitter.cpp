@@ -1750,7 +1750,9 @@ std::string emit_cuda(const Kernel &kernel, const std::string &function) {
             os << "    const int " << c_name(runtime_extents[i]) << " = extents[" << i << "];\n"
                << "    if (" << c_name(runtime_extents[i]) << " < 1) return cudaErrorInvalidValue;\n";
         }
-        for (const LaunchCheck &check : plan.launch_checks)
+        std::vector<CallCheck> checks = kernel.call_checks;
+        checks.insert(checks.end(), plan.launch_checks.begin(), plan.launch_checks.end());
+        for (const CallCheck &check : checks)
             os << "    if (!(" << launch_expr(check.holds) << ")) return cudaErrorInvalidValue; // " << check.why << "\n";
     }
     for (const TensorMap &m : plan.maps) {

@@ -367,16 +367,9 @@ void execute(const Kernel &kernel, sim::hopper::Machine &machine, const std::map
     for (const auto &[name, tile] : plan.tiles) {
         if (tile.threads()) thread_tiles.insert(name);
     }
+    check_call(plan.launch_checks, shapes, kernel.name);
     std::map<std::string, Expr> extents;
     for (const auto &[name, value] : shapes) extents[name] = Expr(int(value));
-    for (const LaunchCheck &check : plan.launch_checks) {
-        if (!is_const_one(simplify(substitute(extents, check.holds)))) {
-            std::ostringstream value;
-            value << simplify(substitute(extents, check.value));
-            throw ShapeError("hopper: " + kernel.name + " cannot run at these extents: " + check.why + " (" + value.str() +
-                        " bytes here)");
-        }
-    }
     int grid = kernel.grid;
     if (kernel.tiles.defined()) // the call's tile count, where it is smaller than the grid
         grid = int(std::clamp<int64_t>(*as_const_int(simplify(substitute(extents, kernel.tiles))), 1, grid));

@@ -404,7 +404,7 @@ private:
     }
 
     /** Whether TMA can take the global stride of view dim `d` of the copy's tensor: a constant
-     * multiple of 16 bytes, or one known only at run time, which the call checks (LaunchCheck). */
+     * multiple of 16 bytes, or one known only at run time, which the call checks (Plan::launch_checks). */
     bool tma_stride(const CopyInfo &c, const KernelArg::Dim &dim, size_t d, std::string *why) {
         const Expr bytes = simplify(dim.stride * kernel.arg(c.arg)->type.bytes());
         if (is_const_one(dim.extent))
@@ -416,11 +416,11 @@ private:
             return false;
         }
         std::string reason = stride_reason(c, d, bytes);
-        for (const LaunchCheck &l : plan.launch_checks) {
+        for (const CallCheck &l : plan.launch_checks) {
             if (l.why == reason)
                 return true;
         }
-        plan.launch_checks.push_back({simplify(bytes % 16 == 0 || dim.extent == 1), bytes, reason});
+        plan.launch_checks.push_back({simplify(bytes % 16 == 0 || dim.extent == 1), reason});
         return true;
     }
 

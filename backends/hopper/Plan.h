@@ -146,13 +146,7 @@ struct TailCheck {
     Halide::Expr view_extent, view_stride;
 };
 
-/** What a kernel with runtime extents needs of them that only a call can check (a global stride
- * TMA can take): the launcher returns an error and the model refuses the call where `holds` is
- * false at the call's extents. */
-struct LaunchCheck {
-    Halide::Expr holds, value; // value: the stride in bytes
-    std::string why;
-};
+
 
 struct Plan {
     std::map<std::string, Tile> tiles;
@@ -165,7 +159,9 @@ struct Plan {
     std::set<std::string> thread_args;   // arguments thread copies read or write: the kernel
                                          // takes their pointers
     std::map<const Halide::Internal::IRNode *, std::vector<TailCheck>> tail_checks; // per copy
-    std::vector<LaunchCheck> launch_checks;
+    /** What a kernel with runtime extents needs of them that only a call can check (a global
+     * stride TMA can take): the launcher returns an error and the model refuses the call. */
+    std::vector<CallCheck> launch_checks;
     int64_t shared_bytes = 0; // dynamic shared memory (plus 1024 B of alignment slack)
 
     const TensorMap &map(const std::string &arg, const std::string &buffer, bool load) const {

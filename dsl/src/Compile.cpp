@@ -5,6 +5,7 @@
 #include "../lower/CoreMapping.h"
 #include "../lower/MemoryPlanning.h"
 #include "../lower/MultiBuffer.h"
+#include "../lower/RequiredRegions.h"
 #include "../lower/Targets.h"
 #include "../lower/TileCopy.h"
 #include "../lower/TileMma.h"
@@ -13,6 +14,7 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -199,7 +201,22 @@ Shapes Kernel::bind_shapes(const std::vector<std::vector<int>> &extents) const {
             if (runtime) values[a.extent_name(int(d))] = e;
         }
     }
+    check_call(call_checks, values, name);
     return values;
+}
+
+void check_call(const std::vector<CallCheck> &checks, const Shapes &shapes, const std::string &kernel) {
+    std::map<std::string, Expr> values;
+    for (const auto &[n, v] : shapes) values[n] = Expr(int(v));
+    for (const CallCheck &check : checks) {
+        if (is_const_one(simplify(substitute(values, check.holds)))) continue;
+        std::string at;
+        for (const auto &[n, v] : shapes) {
+            if (expr_uses_var(check.holds, n))
+                at += (at.empty() ? "" : ", ") + std::regex_replace(n, std::regex("\\$[0-9]+"), "") + " = " + std::to_string(v);
+        }
+        throw ShapeError("kernel " + kernel + " cannot run at these extents: " + check.why + " (here " + at + ")");
+    }
 }
 
 bool takes_runtime_shapes(const Target &target) { return lower::lowering_of(target).runtime_shapes; }
@@ -221,9 +238,9 @@ Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const 
     ctx.args = k.args;
     if (k.has_runtime_shapes() && !takes_runtime_shapes(target)) {
         throw Error("Func '" + ctx.output + "': runtime shapes (an input or output without set_bounds) are not "
-                    "supported on " + target.name() + " yet: its tensor maps and grid are built from static "
-                    "extents; set_bounds on every dimension");
+                    "supported on " + target.name() + "; set_bounds on every dimension");
     }
+    k.call_checks = lower::required_regions(ctx);
     std::set<std::string> runtime;
     for (const KernelArg &a : k.args) {
         for (size_t d = 0; d < a.extents.size(); d++) {

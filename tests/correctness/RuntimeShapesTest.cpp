@@ -114,6 +114,29 @@ TEST(RuntimeShapes, StaticExtentMustMatch) {
     EXPECT_THROW(kernel.bind_shapes({{32, 0}, {32, 40}, {40, 0}}), Error); // an extent of 0
 }
 
+TEST(RuntimeShapes, InputsMustCoverWhatTheAlgorithmReads) {
+    // gemm reads B(j, r) for r below A's extent 0 (K): a B of fewer rows is refused at the call,
+    // on every target, naming the argument, the region and the extents (RequiredRegions.h).
+    const App &app = find_app("gemm");
+    for (const std::string target : {"zpu", "ascend", "hopper"}) {
+        SCOPED_TRACE(target);
+        const Params p = with_defaults(app, Params({{"shapes", "runtime"}, {"M", "64"}, {"N", "64"}, {"K", "64"}}), target);
+        const Kernel kernel = compile_app(app, p, schedules_for(app, target).front(), Target::parse(target));
+        EXPECT_NO_THROW(kernel.bind_shapes({{64, 32}, {48, 64}, {48, 32}}));
+        EXPECT_NO_THROW(kernel.bind_shapes({{64, 32}, {56, 72}, {48, 32}})); // larger inputs: fine
+        try {
+            kernel.bind_shapes({{64, 32}, {48, 40}, {48, 32}});
+            FAIL() << "a B of 40 rows was taken for K = 64";
+        } catch (const ShapeError &e) {
+            EXPECT_NE(std::string(e.what()).find("B dimension 1 is read at [0, (A.extent.0 + -1)]; its extent must be at "
+                                                 "least A.extent.0 (here A.extent.0 = 64, B.extent.1 = 40)"),
+                      std::string::npos)
+                << e.what();
+        }
+        EXPECT_THROW(kernel.bind_shapes({{64, 30}, {48, 64}, {48, 32}}), ShapeError); // A short of C's rows
+    }
+}
+
 TEST(RuntimeShapes, HopperRefusesAStrideTmaCannotTake) {
     // K = 71 bf16 makes rows of A of 142 bytes: TMA cannot step them; the call is refused, naming
     // the argument, the stride and the rule, before anything runs.
@@ -129,7 +152,7 @@ TEST(RuntimeShapes, HopperRefusesAStrideTmaCannotTake) {
         FAIL() << "a row of 142 bytes was taken by TMA";
     } catch (const ShapeError &e) {
         EXPECT_NE(std::string(e.what()).find("A has a global stride of (A.extent.0*2) bytes in dim 1 (bfloat16); TMA "
-                                             "needs multiples of 16 bytes (142 bytes here)"),
+                                             "needs multiples of 16 bytes (here A.extent.0 = 71, A.extent.1 = 128)"),
                   std::string::npos)
             << e.what();
     }

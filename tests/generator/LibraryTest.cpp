@@ -131,11 +131,16 @@ TEST_P(RuntimeShapeLibraries, TakeAnyExtents) {
     b.fill(0.5f);
     ASSERT_EQ(lib.call(wide, b, out), 0);
     EXPECT_EQ(out(32, 4), 2.5f);
-    // Too small an input, an empty one, a non-dense one: error codes, the output untouched.
+    // Too small an input (the region the algorithm reads: RequiredRegions.h), an empty one, a
+    // non-dense one: error codes, the output untouched.
     lib.set_error_handler(remember);
     Halide::Runtime::Buffer<float> short_a(33, 4), empty(33, 0);
     out.fill(-7.0f);
-    EXPECT_NE(lib.call(short_a, b, out), 0);
+    EXPECT_EQ(lib.call(short_a, b, out), halide_error_code_constraint_violated);
+    EXPECT_NE(last_error.find("a dimension 1 is read at [0, (out.extent.1 + -1)]; its extent must be at least "
+                              "out.extent.1 (here a.extent.1 = 4, out.extent.1 = 5)"),
+              std::string::npos)
+        << last_error;
     EXPECT_NE(lib.call(empty, b, out), 0);
     Halide::Runtime::Buffer<float> transposed = Halide::Runtime::Buffer<float>(5, 33).transposed(0, 1);
     EXPECT_EQ(lib.call(b, b, transposed), halide_error_code_constraint_violated);

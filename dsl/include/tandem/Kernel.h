@@ -21,6 +21,18 @@ namespace tandem {
  * ("A.extent.1"); empty for a kernel of static shapes. */
 using Shapes = std::map<std::string, int64_t>;
 
+/** A condition on the runtime extents (KernelArg::extent_name variables) that a call must meet,
+ * and why: an input at least as large as the algorithm reads (RequiredRegions.h), a stride the
+ * hardware can take (the Hopper plan). */
+struct CallCheck {
+    Halide::Expr holds;
+    std::string why;
+};
+
+/** Throws ShapeError naming `kernel`, the first check that fails at `shapes` and the extents it
+ * reads. */
+void check_call(const std::vector<CallCheck> &checks, const Shapes &shapes, const std::string &kernel);
+
 /** A kernel argument in DRAM: dense, dims[0] innermost (stride 1), every dim starting at 0. A
  * dim is static or known only at run time (`runtime`): the kernel's Stmt then reads its extent as
  * the variable extent_name(d), bound at each call (Kernel::bind_shapes), and `extents` holds the
@@ -125,6 +137,8 @@ struct Kernel {
                                    // cooperative(): the model runs the role as one agent, the GPU
                                    // as two warpgroups on alternate 64-row MMA blocks of the tile
     std::vector<BarrierDecl> barriers;
+    /** What a call's extents must meet (runtime shapes; none for static ones). */
+    std::vector<CallCheck> call_checks;
     Halide::Internal::Stmt halide_stmt; // after Halide's lowering, before Tandem's passes
     Halide::Internal::Stmt body;        // the async Stmt
     std::vector<std::string> notes;

@@ -1,0 +1,27 @@
+#ifndef TANDEM_LOWER_REQUIRED_REGIONS_H
+#define TANDEM_LOWER_REQUIRED_REGIONS_H
+
+/** \file
+ * What a call must pass: the region of each input the algorithm reads, from Halide's bounds of
+ * the pure algorithm (not the schedule, whose tiles round regions up), as conditions on the
+ * runtime extents. For gemm, C(j, i) = sum_r A(r, i) * B(j, r) with r over A's dim 0:
+ *
+ *     B.extent.1 >= A.extent.0,  A.extent.1 >= C.extent.1,  B.extent.0 >= C.extent.0
+ *
+ * A kernel with static shapes has none left (its constant extents decide them at compile time:
+ * a static input too small for the output is a user error here). The models check them at each
+ * call (Kernel::bind_shapes), the libraries before they touch a buffer, the Hopper launcher
+ * before it encodes a tensor map (TMA would zero-fill a short input instead of failing).
+ *
+ * Limits: a read whose index the bounds cannot bound (data-dependent) is not checked.
+ */
+
+#include "tandem/Kernel.h"
+
+namespace tandem::lower {
+
+std::vector<CallCheck> required_regions(const CompileContext &ctx);
+
+} // namespace tandem::lower
+
+#endif
