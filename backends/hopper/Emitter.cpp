@@ -311,6 +311,7 @@ public:
     /** The role runs on the cooperative consumer warpgroups (Kernel::consumer_warpgroups > 1):
      * its barriers, element loops and elected thread span them all. */
     bool cooperative_role = false;
+    bool lone_producer = false; // a producer role walked by its elected thread alone
     int role_threads() const { return cooperative_role ? warpgroup_threads * kernel.consumer_warpgroups : warpgroup_threads; }
     std::string role_thread() const { return cooperative_role ? "thread_in_consumers" : "thread_in_warpgroup"; }
 
@@ -322,7 +323,28 @@ public:
         synced =
             true; // the kernel's __syncthreads; no thread of the role has touched shared memory yet
         pending_sync = false;
+        // A producer that only issues TMA loads is walked by its elected thread alone: the others
+        // give up their registers (setmaxnreg is warpgroup-wide) and leave, so no thread spins
+        // on the empty barriers a lap behind. A role with thread copies needs all its threads.
+        lone_producer = kernel.warpgroups > 1 && !compute_role && contains_tma_load(s, kernel);
+        bool setmaxnreg = false;
+        for_each_op(s, [&](const Stmt &op) {
+            ir::CopyOp c;
+            int registers = 0;
+            bool increase = false;
+            if (ir::as_copy(op, &c) && plan.tiles.count(kernel.arg(c.src) ? c.dst : c.src) &&
+                plan.tiles.at(kernel.arg(c.src) ? c.dst : c.src).threads())
+                lone_producer = false;
+            setmaxnreg = setmaxnreg || ir::as_setmaxnreg(op, &registers, &increase);
+        });
+        if (lone_producer && !setmaxnreg)
+            leave_unless_elected();
         stmt(s);
+        lone_producer = false;
+    }
+
+    void leave_unless_elected() {
+        os << line() << "if (!elected) return; // the producer's elected thread walks its loop alone\n";
     }
 
     void stmt(const Stmt &s) {
@@ -662,6 +684,8 @@ private:
         } else if (ir::as_setmaxnreg(s, &registers, &increase)) {
             os << line() << "hopper::setmaxnreg_" << (increase ? "inc" : "dec") << "<" << registers
                << ">();\n";
+            if (lone_producer && !increase)
+                leave_unless_elected();
         } else {
             const Evaluate *e = s.as<Evaluate>();
             internal_assert(e && is_const(e->value))

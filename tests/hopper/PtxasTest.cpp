@@ -402,7 +402,9 @@ TEST(HopperEpilogue, WideTilesStoreThroughAColumnBlockRing) {
         for (const std::string &n : kernel.notes) noted = noted || n.find("one column block at a time") != std::string::npos;
         EXPECT_TRUE(noted) << out;
         if (std::string(out) == "bf16") {
-            EXPECT_NE(source.find("A_im$2_in_acc$5$0 has 4 versions"), std::string::npos) << "4 operand stages";
+            // Halide numbers reused names per process ($N): match any.
+            EXPECT_TRUE(std::regex_search(source, std::regex("A_im\\$\\d+_in_acc\\$\\d+\\$0 has 4 versions")))
+                << "4 operand stages";
         }
     }
     // Two column blocks or fewer: the whole tile, as before.
