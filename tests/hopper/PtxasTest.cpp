@@ -63,6 +63,42 @@ std::string read(const fs::path &p) {
     return s.str();
 }
 
+/** The registers per thread a kernel's setmaxnreg roles need the launch to allocate (the emitted
+ * "setmaxnreg floor" comment; 0 without setmaxnreg). */
+int register_floor(const std::string &source) {
+    std::smatch m;
+    return std::regex_search(source, m, std::regex("setmaxnreg floor: (\\d+) registers")) ? std::stoi(m[1]) : 0;
+}
+
+/** ptxas -v's register count of each entry function (by its mangled name). */
+std::map<std::string, int> used_registers(const std::string &ptxas_output) {
+    std::map<std::string, int> used;
+    std::string entry;
+    std::smatch m;
+    std::istringstream lines(ptxas_output);
+    for (std::string line; std::getline(lines, line);) {
+        if (std::regex_search(line, m, std::regex("Compiling entry function '([^']+)'")))
+            entry = m[1];
+        else if (std::regex_search(line, m, std::regex("Used (\\d+) registers")) && !entry.empty())
+            used[entry] = std::stoi(m[1]);
+    }
+    return used;
+}
+
+/** A kernel whose ptxas count is below its setmaxnreg floor would hang on setmaxnreg.inc: the
+ * build must refuse it (issue 15). */
+void expect_floor_met(const std::string &ptxas_output, const std::string &name, int floor) {
+    if (floor == 0)
+        return;
+    for (const auto &[entry, used] : used_registers(ptxas_output)) {
+        if (entry.find(std::to_string(name.size()) + name) != std::string::npos) {
+            EXPECT_GE(used, floor) << name << ": ptxas allocates " << used << " registers per thread, setmaxnreg needs " << floor;
+            return;
+        }
+    }
+    ADD_FAILURE() << "no ptxas register count for " << name;
+}
+
 struct Case {
     std::string name, app, schedule; // empty schedule: the app's default on hopper
     std::map<std::string, std::string> params;
@@ -118,6 +154,10 @@ TEST_P(Ptxas, AssemblesWithoutSpills) {
     if (std::regex_search(assemble.output, m, std::regex("Used (\\d+) registers"))) {
         RecordProperty("registers", m[1].str());
         std::cout << "[ ptxas    ] " << c.name << ": " << m[1] << " registers, 0 spills\n";
+    }
+    expect_floor_met(assemble.output, c.name, register_floor(source));
+    if (c.warp_specialized) {
+        EXPECT_GT(register_floor(source), 0) << "no setmaxnreg floor in " << c.name;
     }
     EXPECT_EQ(assemble.output.find("C7508"), std::string::npos) << "ptxas ignored setmaxnreg:\n"
                                                                 << assemble.output;
@@ -256,7 +296,7 @@ std::string entry_ptx(const std::string &ptx, const std::string &name) {
 /** Assembles the kernels of one translation unit (one nvcc run keeps the test fast) and checks
  * that ptxas compiled `kernels` kernels without spills and kept setmaxnreg; `text` gets the PTX. */
 void assemble_translation_unit(const std::string &all, const std::string &tag, size_t kernels,
-                               std::string *text) {
+                               std::string *text, std::string *ptxas_output = nullptr) {
     const std::string nvcc = find_nvcc();
     fs::path dir = fs::temp_directory_path() / ("tandem_hopper_" + tag + "_" + std::to_string(::getpid()));
     fs::create_directories(dir);
@@ -281,24 +321,30 @@ void assemble_translation_unit(const std::string &all, const std::string &tag, s
     EXPECT_EQ(assemble.output.find("C7508"), std::string::npos) << "ptxas ignored setmaxnreg:\n"
                                                                 << assemble.output;
     *text = read(ptx);
+    if (ptxas_output)
+        *ptxas_output = assemble.output;
     fs::remove_all(dir);
 }
 
 TEST(HopperShapes, PaddedKernelsAssembleWithoutSpills) {
     const std::string nvcc = find_nvcc();
     std::string all;
+    std::map<std::string, int> floors;
     for (const Case &c : padded_cases()) {
         std::string source;
         ASSERT_NO_THROW(source = hopper_backend::emit_cuda(compile_case(c), c.name)) << c.name;
+        floors[c.name] = register_floor(source);
         all += source + "\n";
     }
     if (nvcc.empty())
         GTEST_SKIP() << "nvcc not found (/usr/local/cuda/bin/nvcc or PATH): the emitted CUDA is "
                         "not assembled";
-    std::string text;
-    assemble_translation_unit(all, "shapes", padded_cases().size(), &text);
+    std::string text, ptxas_output;
+    assemble_translation_unit(all, "shapes", padded_cases().size(), &text, &ptxas_output);
     if (HasFatalFailure())
         return;
+    for (const auto &[name, floor] : floors)
+        expect_floor_met(ptxas_output, name, floor);
     for (const Case &c : padded_cases()) {
         std::string entry = entry_ptx(text, c.name);
         ASSERT_FALSE(entry.empty()) << "no .entry for " << c.name;
