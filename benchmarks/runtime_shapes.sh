@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runtime shapes (issue 14): what one kernel for every shape costs.
 # - cycles: gemm 2048^3 with its default schedule and tiles, compiled with static shapes and with
-#   shapes=runtime, on the zpu and ascend models (simulated cycles, so the host does not matter);
-# - compile time: each app (default schedule) with shapes=runtime, `tandem-cli emit --what code` on
-#   zpu (C++) and ascend (AscendC): Halide lowering + Tandem's passes, then the emitter, median of 5.
+#   shapes=runtime, on the zpu, ascend and hopper models (simulated cycles: the host does not matter);
+# - compile time: each app (default schedule) with shapes=runtime, `tandem-cli emit` of zpu C++,
+#   AscendC and CUDA (hopper: no attention_scores schedule): Halide lowering + Tandem's passes, then
+#   the emitter, median of 5.
 # Writes results/runtime_shapes.json and the raw log results/runtime_shapes.log.
 source "$(dirname "$0")/setup.sh"
 cli="$root/build/apps/tandem-cli"
@@ -12,7 +13,7 @@ log="$out/runtime_shapes.log"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 {
-    for target in zpu ascend; do
+    for target in zpu ascend hopper; do
         for shapes in static runtime; do
             cmd="run gemm --target $target --param M=2048 --param N=2048 --param K=2048 --param shapes=$shapes --no-numerics --json"
             echo "\$ tandem-cli $cmd" >> "$log"
@@ -20,9 +21,12 @@ trap 'rm -rf "$tmp"' EXIT
         done
     done
     for app in gemm elementwise rmsnorm attention_scores; do
-        for target in zpu ascend; do
+        for target in zpu ascend hopper; do
+            [ "$app/$target" = attention_scores/hopper ] && continue
+            what=code
+            [ "$target" = hopper ] && what=cuda
             for i in 1 2 3 4 5; do
-                cmd="emit $app --target $target --param shapes=runtime --what code -o $tmp"
+                cmd="emit $app --target $target --param shapes=runtime --what $what -o $tmp"
                 echo "\$ tandem-cli $cmd" >> "$log"
                 line="$("$cli" $cmd | tee -a "$log" | grep 'compile ')"
                 echo "emit $target $app $line"
@@ -43,7 +47,7 @@ for line in open(sys.argv[1]):
         m = re.search(r"compile ([\d.]+) ms .* emit ([\d.]+) ms", text)
         emits.setdefault((target, app), []).append((float(m.group(1)), float(m.group(2))))
 rows = []
-for target in ("zpu", "ascend"):
+for target in ("zpu", "ascend", "hopper"):
     s, r = cycles[(target, "static")], cycles[(target, "runtime")]
     rows.append(dict(app="gemm", target=target, M=2048, N=2048, K=2048, schedule=s["schedule"],
                      static_cycles=s["cycles"], runtime_cycles=r["cycles"],
@@ -57,11 +61,12 @@ for (target, app), samples in emits.items():
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.machine())
 doc = {"what": "runtime shapes: gemm 2048^3 cycles with static vs runtime extents (same schedule and tiles, default "
                "parameters per target), and the compile time of runtime-shape kernels",
-       "models": {t: cycles[(t, "static")]["model"] for t in ("zpu", "ascend")},
+       "models": {t: cycles[(t, "static")]["model"] for t in ("zpu", "ascend", "hopper")},
        "note": "zpu: with a runtime K Halide partitions the K loop into a steady loop and a tail loop (it cannot "
                "know K % TK), so Tandem's software pipeline cannot flatten (tile, k) and the producer runs ahead "
                "within a tile's K loop only; ascend: the runtime kernel walks tiles row-major (group=2 needs the "
-               "number of tile rows at compile time).",
+               "number of tile rows at compile time); hopper: the runtime kernel is persistent (a grid of at most one CTA "
+               "per SM, launched as min(grid, the call's tile count)) and its tile-row groups guard the last group.",
        "rows": rows, "compile": compile_rows,
        "machine": f"{platform.node()}: {os.cpu_count()} cores, {cpu}",
        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
