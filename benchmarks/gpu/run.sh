@@ -5,7 +5,11 @@
 #   benchmarks/gpu/run.sh emit    emits the CUDA of the smoke set and the benchmark set into
 #                                 benchmarks/gpu/kernels/ (git-ignored: carry it)
 #   benchmarks/gpu/run.sh build   builds kernels/bin/harness (timed) and kernels/bin/harness_debug
-#                                 (a spin limit in every mbarrier wait that reports and traps)
+#                                 (a spin limit in every mbarrier wait that reports and traps);
+#                                 fails on a kernel nvcc cannot build or whose ptxas register
+#                                 count is below its setmaxnreg floor (setmaxnreg.inc would block)
+#   benchmarks/gpu/run.sh dry     emit, then build: everything the GPU run needs, checked here
+#                                 (the test gpu_dry_run runs it on the smoke set)
 #   benchmarks/gpu/run.sh gpu     on the GPU machine (builds first if needed): the smoke set with
 #                                 the debug build, each kernel its own process under `timeout`;
 #                                 compute-sanitizer memcheck and racecheck on the smallest; the
@@ -15,7 +19,10 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-kernels="$here/kernels"
+# TANDEM_CLI: the tandem-cli that emits (default build/apps/tandem-cli); TANDEM_GPU_KERNELS: where
+# the kernels go (default benchmarks/gpu/kernels).
+cli="${TANDEM_CLI:-$root/build/apps/tandem-cli}"
+kernels="${TANDEM_GPU_KERNELS:-$here/kernels}"
 export PATH=/usr/local/cuda/bin:$PATH
 
 # set | name | app | schedule | sizes (M N K for gemm; W H for elementwise; D R for rmsnorm) | target
@@ -284,7 +291,7 @@ emit() {
             rmsnorm) params=(--param D=$a --param R=$b); c=0 ;;
         esac
         for kv in $more; do params+=(--param "$kv"); done
-        if "$root/build/apps/tandem-cli" emit "$app" --target "$target" --schedule "$schedule" --what cuda \
+        if "$cli" emit "$app" --target "$target" --schedule "$schedule" --what cuda \
             --name "$name" "${params[@]}" -o "$kernels" > "$kernels/$name.emit.log" 2>&1; then
             local out_bytes=2
             [[ " $more " == *" out=f32 "* ]] && out_bytes=4
@@ -296,6 +303,7 @@ emit() {
         fi
     done
     echo "emitted $(wc -l < "$kernels/sets.txt") kernels into $kernels ($failed not emitted)"
+    [ "$failed" -eq 0 ]
 }
 
 build() {
@@ -312,11 +320,27 @@ build() {
         nvcc ${flags[*]} -Xptxas -v -c '$kernels/{}.cu' -o '$bin/release/{}.o' > '$bin/release/{}.ptxas.log' 2>&1 &&
         nvcc ${flags[*]} -DTANDEM_HOPPER_SPIN_LIMIT=4000000000LL -c '$kernels/{}.cu' -o '$bin/debug/{}.o' 2>&1 ||
         echo 'build failed: {}'"
+    local failed=0 name floor used
+    for cu in "$kernels"/*.cu; do
+        name=$(basename "$cu" .cu)
+        if [ ! -f "$bin/release/$name.o" ] || [ ! -f "$bin/debug/$name.o" ]; then
+            echo "build failed: $name"; sed -n 1,20p "$bin/release/$name.ptxas.log"; failed=$((failed + 1)); continue
+        fi
+        # setmaxnreg.inc blocks until the CTA's pool holds what the roles ask: the launch must
+        # allocate at least the floor the emitter wrote.
+        floor=$(sed -n 's|^// setmaxnreg floor: \([0-9]*\) registers.*|\1|p' "$cu")
+        used=$(sed -n 's|.*Used \([0-9]*\) registers.*|\1|p' "$bin/release/$name.ptxas.log" | head -1)
+        if [ -n "$floor" ] && [ "${used:-0}" -lt "$floor" ]; then
+            echo "refused: $name: ptxas allocates ${used:-?} registers per thread, its setmaxnreg roles need $floor"
+            failed=$((failed + 1))
+        fi
+    done
     nvcc "${flags[@]}" -c "$here/harness.cu" -o "$bin/harness.o"
     nvcc "${flags[@]}" "$bin/harness.o" "$bin"/release/*.o -lcublas -o "$bin/harness"
     nvcc "${flags[@]}" "$bin/harness.o" "$bin"/debug/*.o -lcublas -o "$bin/harness_debug"
     cat "$bin"/release/*.ptxas.log > "$bin/ptxas.log"
-    echo "built $bin/harness and $bin/harness_debug ($(grep -c 'Used' "$bin/ptxas.log") kernel functions)"
+    echo "built $bin/harness and $bin/harness_debug ($(grep -c 'Used' "$bin/ptxas.log") kernel functions, $failed failed)"
+    [ "$failed" -eq 0 ]
 }
 
 # Runs one kernel as its own process; a hang, trap or crash becomes a row naming it.
@@ -395,6 +419,7 @@ EOF
 case "${1:-}" in
     emit) emit ;;
     build) build ;;
+    dry) emit && build ;;
     gpu) gpu ;;
-    *) echo "usage: $0 emit|build|gpu" >&2; exit 2 ;;
+    *) echo "usage: $0 emit|build|dry|gpu" >&2; exit 2 ;;
 esac
