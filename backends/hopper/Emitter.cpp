@@ -299,6 +299,8 @@ public:
         expr.target_call = [](const Call *c) -> std::string {
             if (ir::is_core_id(c))
                 return "int(blockIdx.x)";
+            if (ir::is_grid_size(c))
+                return "int(gridDim.x)";
             if (ir::is_warpgroup(c))
                 return "warpgroup";
             return "";
@@ -1832,9 +1834,17 @@ std::string emit_cuda(const Kernel &kernel, const std::string &function) {
         }
     }
     std::string grid = std::to_string(kernel.grid);
-    if (kernel.tiles.defined()) {
-        os << "    const int grid = hopper::min_of<int>(" << kernel.grid << ", hopper::max_of<int>(1, "
-           << launch_expr(kernel.tiles) << ")); // CTAs: the persistent grid, or one per tile where fewer\n";
+    if (kernel.ctas_per_sm) {
+        os << "    static int sms = 0; // the GPU's SM count: the persistent grid is sized from it\n"
+           << "    if (sms == 0) {\n"
+           << "        int device = 0;\n"
+           << "        cudaError_t status = cudaGetDevice(&device);\n"
+           << "        if (status == cudaSuccess) status = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);\n"
+           << "        if (status != cudaSuccess) return status;\n"
+           << "    }\n"
+           << "    const int grid = hopper::min_of<int>(sms * " << kernel.ctas_per_sm << ", hopper::max_of<int>(1, "
+           << launch_expr(kernel.tiles) << ")); // " << kernel.ctas_per_sm
+           << " CTA(s) per SM looping over the tiles, or one per tile where fewer\n";
         grid = "grid";
     }
     if (register_floor) {

@@ -70,6 +70,7 @@ void compile(const Stmt &s, std::vector<Instr> &code) {
 struct Cta {
     const Kernel &kernel;
     const Shapes &shapes; // the call's runtime extents
+    int grid;             // CTAs launched
     sim::hopper::Machine &machine;
     int index;
     std::unordered_map<std::string, int> shared;                        // args and smem by name
@@ -85,6 +86,7 @@ public:
           eval([this](const std::string &n) -> const BufferRef & { return buffer(n); },
                [this](const Call *c, double *v) {
                    if (ir::is_core_id(c)) *v = this->cta.index;
+                   else if (ir::is_grid_size(c)) *v = this->cta.grid;
                    else if (ir::is_warpgroup(c)) *v = this->agent;
                    else return false;
                    return true;
@@ -370,12 +372,16 @@ void execute(const Kernel &kernel, sim::hopper::Machine &machine, const std::map
     check_call(plan.launch_checks, shapes, kernel.name);
     std::map<std::string, Expr> extents;
     for (const auto &[name, value] : shapes) extents[name] = Expr(int(value));
+    // A persistent grid is sized at launch as on the GPU: this machine's SMs, or the call's tile
+    // count where it is smaller (the kernel strides by tandem_grid_size()).
     int grid = kernel.grid;
-    if (kernel.tiles.defined()) // the call's tile count, where it is smaller than the grid
-        grid = int(std::clamp<int64_t>(*as_const_int(simplify(substitute(extents, kernel.tiles))), 1, grid));
+    if (kernel.ctas_per_sm) {
+        const int64_t tiles = *as_const_int(simplify(substitute(extents, kernel.tiles)));
+        grid = int(std::clamp<int64_t>(tiles, 1, int64_t(machine.params().sms) * kernel.ctas_per_sm));
+    }
     machine.set_grid(grid);
     for (int index = 0; index < grid; index++) {
-        Cta cta{kernel, shapes, machine, index, {}, {}, {}, thread_tiles};
+        Cta cta{kernel, shapes, grid, machine, index, {}, {}, {}, thread_tiles};
         for (const auto &[name, id] : arguments) cta.shared[name] = id;
         machine.run_cta(index, [&](sim::hopper::Machine::CtaBuilder &b, int) {
             std::vector<int> agents;

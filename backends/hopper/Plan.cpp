@@ -84,14 +84,17 @@ int64_t round_up(int64_t n, int64_t m) {
     return (n + m - 1) / m * m;
 }
 
-/** tandem_core_id() as a variable the planner bounds by the grid. */
+/** tandem_core_id() and tandem_grid_size() as variables the planner bounds by the grid. */
 const std::string core_var = "tandem.internal.core_id";
+const std::string grid_var = "tandem.internal.grid_size";
 
 class CoreIdAsVar : public IRMutator {
     using IRMutator::visit;
     Expr visit(const Call *op) override {
         if (ir::is_core_id(op))
             return Variable::make(Halide::Int(32), core_var);
+        if (ir::is_grid_size(op))
+            return Variable::make(Halide::Int(32), grid_var);
         return IRMutator::visit(op);
     }
 };
@@ -115,12 +118,6 @@ struct CopyInfo {
         return load ? op.dims[d].dst_stride : op.dims[d].src_stride;
     }
 };
-
-std::string text(const Expr &e) {
-    std::ostringstream os;
-    os << e;
-    return os.str();
-}
 
 std::string copy_text(const CopyInfo &c) {
     return "the copy " + c.op.src + " -> " + c.op.dst;
@@ -153,7 +150,10 @@ public:
             if (ir::as_advance(s, &counter))
                 plan.counters.insert(counter);
         });
-        scope.push(core_var, Interval(0, std::max(kernel.grid - 1, 0)));
+        // A grid sized at launch (from the GPU's SM count) is bounded by the tiles it covers only.
+        const int most = kernel.ctas_per_sm ? 1 << 16 : std::max(kernel.grid, 1);
+        scope.push(core_var, Interval(0, most - 1));
+        scope.push(grid_var, Interval(1, most));
         walk(kernel.body);
         for (CopyInfo &c : copies)
             place_box(c);
@@ -398,7 +398,7 @@ private:
 
     /** Why a tensor map cannot take a global stride (not a multiple of 16 bytes). */
     std::string stride_reason(const CopyInfo &c, size_t d, const Expr &stride_bytes) {
-        return c.arg + " has a global stride of " + text(stride_bytes) + " bytes in dim " +
+        return user_text(c.arg) + " has a global stride of " + user_text(stride_bytes) + " bytes in dim " +
                std::to_string(d) + " (" + type_text(kernel.arg(c.arg)->type) +
                "); TMA needs multiples of 16 bytes";
     }
@@ -766,7 +766,7 @@ private:
             if (!proven(c.global_stride(d) == view[d].stride) && !proven(c.op.dims[d].extent == 1)) {
                 throw Error("hopper: " + copy_text(c) + " dim " + std::to_string(d) +
                             " does not step through " + c.arg + " with its stride " +
-                            text(view[d].stride) + "; TMA boxes follow the tensor's dims");
+                            user_text(view[d].stride) + "; TMA boxes follow the tensor's dims");
             }
         }
         if (tile.kind != TileKind::Plain)

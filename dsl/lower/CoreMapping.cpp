@@ -16,7 +16,8 @@ namespace {
 
 class SpreadLoops : public IRMutator {
 public:
-    SpreadLoops(const std::string &stage, const std::string &var, int cores) : stage(stage), var(var), cores(cores) {}
+    SpreadLoops(const std::string &stage, const std::string &var, Halide::Expr cores)
+        : stage(stage), var(var), cores(std::move(cores)) {}
     int mapped = 0;
     int64_t largest_extent = 0;
     Halide::Expr tiles; // the largest extent of the loops mapped (symbolic with runtime extents)
@@ -24,7 +25,7 @@ public:
 private:
     using IRMutator::visit;
     const std::string stage, var;
-    const int cores;
+    const Halide::Expr cores; // a constant, or Hopper's grid_size() for a grid sized at launch
 
     /** Halide names loops stage.var with the vars a var was split or fused from in front
      * ("C.s0.j.jo.t") and ".rebased" behind a partitioned tail: match the var's component. */
@@ -86,7 +87,7 @@ private:
 /** Output writes outside the mapped loops (the straight-line tail Halide's loop partitioning
  * leaves after a tile loop) run on one core only; the rest (e.g. staging compute_root inputs)
  * runs on every core, since each core has its own SRAM. */
-Stmt guard_tails(const Stmt &s, const std::string &output, int core) {
+Stmt guard_tails(const Stmt &s, const std::string &output, const Expr &core) {
     WritesBuffer w(output);
     s.accept(&w);
     if (!w.found) return s;
@@ -144,20 +145,26 @@ Stmt map_to_cores(const Stmt &s, CompileContext &ctx) {
         // the grid and the call's tile count (the CTAs past it would find no tile).
         const bool runtime = probe.mapped && !is_const(simplify(probe.tiles));
         const bool persistent = d.ping_pong || (d.cooperative && d.warp_specialize) || d.persistent > 0 || runtime;
-        if (runtime) {
-            tiles = std::numeric_limits<int>::max();
-            ctx.tiles = simplify(probe.tiles);
-        }
+        if (runtime) tiles = std::numeric_limits<int>::max();
         units = int(persistent ? std::min<int64_t>(tiles, int64_t(units) * std::max(1, d.persistent)) : tiles);
         ctx.one_tile_per_unit = !persistent;
+        if (persistent && probe.mapped) {
+            // The grid is sized at launch from the GPU's SM count (min(SMs x per SM, tiles)): the
+            // tile loop strides by grid_size(); the model launches `units` (its SMs).
+            ctx.ctas_per_sm = std::max(1, d.persistent);
+            ctx.tiles = simplify(probe.tiles);
+        }
     }
     ctx.grid = units;
-    SpreadLoops spread(ctx.output + ".s0", d.cores_var, units);
+    const Expr stride = ctx.ctas_per_sm ? ir::grid_size() : Expr(units);
+    SpreadLoops spread(ctx.output + ".s0", d.cores_var, stride);
     Stmt result = spread.mutate(s);
     if (spread.mapped == 0 && ctx.output_func && is_loop_var_of_output(*ctx.output_func, d.cores_var)) {
         ctx.notes.push_back("map_to_cores: the loop over " + d.cores_var + " has one iteration (Halide removed it); "
                             "the kernel runs on core 0 only");
         ctx.grid = 1;
+        ctx.ctas_per_sm = 0;
+        ctx.tiles = Expr();
         return IfThenElse::make(ir::core_id() == 0, s);
     }
     if (spread.mapped == 0) {
@@ -168,7 +175,7 @@ Stmt map_to_cores(const Stmt &s, CompileContext &ctx) {
     ctx.notes.push_back("map_to_cores: loop " + d.cores_var + " of " + ctx.output + " spread over " +
                         std::to_string(units) + (ctx.target.arch == Target::Arch::Hopper ? " CTAs (" : " cores (") +
                         std::to_string(spread.mapped) + " loop(s) after Halide's partitioning)");
-    return guard_tails(result, ctx.output, units - 1);
+    return guard_tails(result, ctx.output, simplify(stride - 1));
 }
 
 } // namespace tandem::lower

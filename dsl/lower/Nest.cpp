@@ -41,11 +41,13 @@ Expr trip_count(const std::vector<Loop> &loops) {
 namespace {
 
 const char *const core_var = "tandem.core_id.bounded";
+const char *const grid_var = "tandem.grid_size.bounded";
 
 class CoreIdAsVar : public IRMutator {
     using IRMutator::visit;
     Expr visit(const Call *op) override {
         if (ir::is_core_id(op)) return Variable::make(Halide::Int(32), core_var);
+        if (ir::is_grid_size(op)) return Variable::make(Halide::Int(32), grid_var);
         return IRMutator::visit(op);
     }
 };
@@ -59,6 +61,7 @@ void push_loop(LoopScope &scope, const For *loop) {
     LoopScope with_core;
     with_core.set_containing_scope(&scope);
     with_core.push(core_var, Interval(0, (1 << 16) - 1));
+    with_core.push(grid_var, Interval(1, 1 << 16));
     Interval lo = bounds_of_expr_in_scope(min, with_core), hi = bounds_of_expr_in_scope(last, with_core);
     scope.push(loop->name, Interval(simplify(lo.min), simplify(hi.max)));
 }
@@ -80,6 +83,7 @@ int64_t constant_upper_bound(const Expr &e, const LoopScope &scope) {
     LoopScope with_core;
     with_core.set_containing_scope(&scope);
     with_core.push(core_var, Interval(0, (1 << 16) - 1));
+    with_core.push(grid_var, Interval(1, 1 << 16));
     Expr b = find_constant_bound(simplify(CoreIdAsVar().mutate(e)), Direction::Upper, with_core);
     const IntImm *i = b.defined() ? b.as<IntImm>() : nullptr;
     return i ? i->value : -1;

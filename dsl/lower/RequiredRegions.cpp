@@ -1,7 +1,6 @@
 #include "RequiredRegions.h"
 
 #include <functional>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -24,13 +23,6 @@ private:
         IRVisitor::visit(c);
     }
 };
-
-/** An expression as a user reads it: names without the "$N" Halide appends to a reused name. */
-std::string text(const Expr &e) {
-    std::ostringstream os;
-    os << e;
-    return std::regex_replace(os.str(), std::regex("\\$[0-9]+"), "");
-}
 
 Expr extent_of(const KernelArg &a, size_t d) {
     if (d < a.runtime.size() && a.runtime[d]) return Variable::make(Halide::Int(32), a.extent_name(int(d)));
@@ -103,8 +95,9 @@ std::vector<CallCheck> required_regions(const CompileContext &ctx) {
             const Expr max = simplify(substitute(statics, read.max)), min = simplify(substitute(statics, read.min));
             const Expr holds = simplify(substitute(statics, max < extent_of(a, d) && min >= 0));
             if (is_const_one(holds)) continue;
-            const std::string why = a.name.substr(0, a.name.find('$')) + " dimension " + std::to_string(d) + " is read at [" + text(min) + ", " +
-                                    text(max) + "]; its extent must be at least " + text(simplify(max + 1));
+            const std::string why = user_text(a.name) + " dimension " + std::to_string(d) + " is read at [" +
+                                    user_text(min) + ", " + user_text(max) + "]; its extent must be at least " +
+                                    user_text(simplify(max + 1));
             if (is_const_zero(holds))
                 throw Error("Func '" + ctx.output + "': " + why + " (it is " + std::to_string(a.extents[d]) + ")");
             checks.push_back({holds, why});

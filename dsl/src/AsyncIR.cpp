@@ -15,6 +15,7 @@ const char *const wait_name = "tandem_wait";
 const char *const mma_name = "tandem_mma";
 const char *const vector_op_name = "tandem_vector_op";
 const char *const core_id_name = "tandem_core_id";
+const char *const grid_size_name = "tandem_grid_size";
 const char *const vector_op_prefix = "tandem.vector_op.";
 const char *const arrive_name = "tandem_arrive";
 const char *const set_flag_name = "tandem_set_flag";
@@ -187,6 +188,13 @@ Expr core_id() { return Call::make(Int(32), core_id_name, {}, Call::PureExtern);
 bool is_core_id(const Expr &e) {
     const Call *c = e.as<Call>();
     return c && c->name == core_id_name;
+}
+
+Expr grid_size() { return Call::make(Int(32), grid_size_name, {}, Call::PureExtern); }
+
+bool is_grid_size(const Expr &e) {
+    const Call *c = e.as<Call>();
+    return c && c->name == grid_size_name;
 }
 
 Stmt make_set_flag(const FlagOp &op) { return make_call(set_flag_name, {op.src, op.dst, op.event}); }

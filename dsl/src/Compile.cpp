@@ -205,6 +205,14 @@ Shapes Kernel::bind_shapes(const std::vector<std::vector<int>> &extents) const {
     return values;
 }
 
+std::string user_text(const std::string &text) { return std::regex_replace(text, std::regex("\\$[0-9]+"), ""); }
+
+std::string user_text(const Expr &e) {
+    std::ostringstream os;
+    os << e;
+    return user_text(os.str());
+}
+
 void check_call(const std::vector<CallCheck> &checks, const Shapes &shapes, const std::string &kernel) {
     std::map<std::string, Expr> values;
     for (const auto &[n, v] : shapes) values[n] = Expr(int(v));
@@ -213,7 +221,7 @@ void check_call(const std::vector<CallCheck> &checks, const Shapes &shapes, cons
         std::string at;
         for (const auto &[n, v] : shapes) {
             if (expr_uses_var(check.holds, n))
-                at += (at.empty() ? "" : ", ") + std::regex_replace(n, std::regex("\\$[0-9]+"), "") + " = " + std::to_string(v);
+                at += (at.empty() ? "" : ", ") + user_text(n) + " = " + std::to_string(v);
         }
         throw ShapeError("kernel " + kernel + " cannot run at these extents: " + check.why + " (here " + at + ")");
     }
@@ -286,6 +294,7 @@ Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const 
     k.notes = ctx.notes;
     k.grid = ctx.grid;
     k.tiles = ctx.tiles;
+    k.ctas_per_sm = ctx.ctas_per_sm;
     k.vector_units_only = ctx.vector_units_only;
     k.mix = ctx.mix;
     k.workspaces = ctx.workspaces;

@@ -245,4 +245,35 @@ TEST(RandomSizes, GemmOnEveryTargetAndSchedule) {
     }
 }
 
+// A persistent Hopper grid is sized at launch from the GPU's SM count (the tile loop strides by
+// tandem_grid_size()): a kernel compiled for 132 SMs runs right on a GPU with fewer, here models of
+// 1, 3 and 7 SMs, and with fewer tiles than SMs.
+TEST(PersistentGrid, SizedAtLaunchFromTheSmCount) {
+    struct Persistent {
+        const char *app, *schedule;
+        std::map<std::string, std::string> params;
+    };
+    const std::vector<Persistent> kernels = {
+        {"gemm", "ws_pingpong", {{"M", "640"}, {"N", "384"}, {"K", "320"}}},
+        {"gemm", "ws_cooperative", {{"M", "1000"}, {"N", "1096"}, {"K", "200"}, {"TN", "256"}}},
+        {"gemm", "ws_pingpong", {{"M", "700"}, {"N", "304"}, {"K", "96"}, {"shapes", "runtime"}}},
+        {"rmsnorm", "double_buffered", {{"D", "1000"}, {"R", "77"}, {"RB", "4"}, {"ctas_per_sm", "2"}}},
+    };
+    for (const Persistent &k : kernels) {
+        const App &app = find_app(k.app);
+        const Params p = with_defaults(app, Params(k.params), "hopper");
+        const Kernel kernel = compile_app(app, p, k.schedule, Target::parse("hopper"));
+        ASSERT_GT(kernel.ctas_per_sm, 0) << k.app << " " << k.schedule;
+        for (const char *target : {"hopper:sms=1", "hopper:sms=3", "hopper:sms=7", "hopper"}) {
+            SCOPED_TRACE(std::string(k.app) + " " + k.schedule + " on " + target);
+            RunOptions o;
+            o.target = target;
+            RunResult r = run_kernel(app, kernel, p, k.schedule, o);
+            EXPECT_TRUE(r.correct) << r.max_rel_err;
+            EXPECT_EQ(r.report.race_count, 0);
+            EXPECT_FALSE(r.report.deadlock) << r.report.deadlock_message;
+        }
+    }
+}
+
 } // namespace

@@ -17,6 +17,8 @@
  *       the element nest below runs on the vector core; the value lists what it touches.
  *   tandem_core_id()
  *       the index of the core running the control stream (Hopper: the CTA).
+ *   tandem_grid_size()
+ *       Hopper's persistent grid: the CTAs launched (gridDim.x, from the GPU's SM count).
  *
  * ZPU adds:
  *   tandem_sync(engine)                block until every op issued to "tensor" or "vector" is done
@@ -169,6 +171,9 @@ Stmt make_wait(const WaitOp &op);
 Stmt make_mma(const MmaOp &op);
 Stmt make_vector_op(const VectorOp &op, const Stmt &body);
 Expr core_id();
+/** The number of units the tile loop is spread over, known at launch (Hopper's persistent grid:
+ * gridDim.x, sized from the GPU's SM count). */
+Expr grid_size();
 
 /** Decoders: return false when the node is not that intrinsic. */
 bool as_copy(const Stmt &s, CopyOp *op);
@@ -177,6 +182,7 @@ bool as_mma(const Stmt &s, MmaOp *op);
 /** For `let tandem.vector_op.* = ...` returns the op and sets *body to the nest. */
 bool as_vector_op(const Stmt &s, VectorOp *op, Stmt *body);
 bool is_core_id(const Expr &e);
+bool is_grid_size(const Expr &e);
 bool as_arrive(const Stmt &s, ArriveOp *op);
 bool is_fence_proxy_async(const Stmt &s);
 /** The counter name of a tandem_advance, or false. */

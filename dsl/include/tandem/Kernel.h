@@ -29,6 +29,10 @@ struct CallCheck {
     std::string why;
 };
 
+/** Text as a user reads it: names without the "$N" Halide appends to a name taken before. */
+std::string user_text(const std::string &text);
+std::string user_text(const Halide::Expr &e);
+
 /** Throws ShapeError naming `kernel`, the first check that fails at `shapes` and the extents it
  * reads. */
 void check_call(const std::vector<CallCheck> &checks, const Shapes &shapes, const std::string &kernel);
@@ -94,7 +98,8 @@ struct CompileContext {
     std::string output;              // name of the output Func
     const Func *output_func = nullptr;
     int grid = 1;                    // units the tile loop runs on (ZPU cores, Hopper CTAs)
-    Halide::Expr tiles;              // Hopper, runtime extents: the call's tile count (Kernel::tiles)
+    Halide::Expr tiles;              // Hopper, persistent: the tile count (Kernel::tiles)
+    int ctas_per_sm = 0;             // Hopper, persistent: the grid is sized at launch (Kernel)
     bool one_tile_per_unit = false;  // Hopper without ping_pong: a CTA per tile, so each tile loop
                                      // runs at most once per unit (straight-line code)
     bool vector_units_only = false;  // no tile MMA: on Ascend the kernel runs on the AIV cores
@@ -122,10 +127,12 @@ struct Kernel {
     std::vector<KernelArg> args; // inputs first, then the output
     std::vector<SramBuffer> buffers;
     int grid = 1;                  // ZPU: cores used; Hopper: CTAs launched; Ascend: AIC or AIV used
-    /** Hopper with a tile count known only at run time: that count, in terms of the runtime
-     * extents (the grid is then persistent and a launch takes min(grid, tiles) CTAs); undefined
-     * otherwise. */
+    /** Hopper, persistent (ctas_per_sm > 0): the tile loop strides by tandem_grid_size(), and a
+     * launch takes min(SMs x ctas_per_sm, tiles) CTAs, `tiles` a constant or in terms of the
+     * runtime extents (a tile count known only at run time makes the grid persistent); `grid` is
+     * that count on the machine description's SMs (what the model launches). */
     Halide::Expr tiles;
+    int ctas_per_sm = 0;
     bool vector_units_only = false; // no tile MMA: on Ascend an AIV-only kernel (else AIC-only)
     /** Ascend: a mix kernel (KERNEL_TYPE_MIX_AIC_1_2): `grid` AICs, each with its two AIVs; the
      * body is ir::make_mix(cube side, vector side), joined by cross-core flags through the
