@@ -1633,29 +1633,31 @@ std::string emit_cuda(const Kernel &kernel, const std::string &function) {
 
     // ---- the kernel ----
     os << "__global__ void __launch_bounds__(" << threads << ", 1) " << fn << "(";
-    std::vector<std::string> params, launch;
+    // The kernel's parameters, each a member of the prepared launch (type, name) that
+    // prepare_<fn> sets from `value` (a tensor map it encoded, a pointer, a runtime extent).
+    struct Member {
+        std::string param, type, name, value;
+    };
+    std::vector<Member> members;
     for (const TensorMap &m : plan.maps) {
-        params.push_back("const __grid_constant__ CUtensorMap " + m.name);
-        launch.push_back(m.name);
-        if (m.last_box) {
-            params.push_back("const __grid_constant__ CUtensorMap " + m.last_name);
-            launch.push_back(m.last_name);
-        }
+        members.push_back({"const __grid_constant__ CUtensorMap " + m.name, "CUtensorMap", m.name, m.name});
+        if (m.last_box)
+            members.push_back({"const __grid_constant__ CUtensorMap " + m.last_name, "CUtensorMap", m.last_name, m.last_name});
     }
     for (size_t i = 0; i < kernel.args.size(); i++) {
         const KernelArg &a = kernel.args[i];
         if (!plan.thread_args.count(a.name))
             continue;
-        const std::string t = storage_type(a.type);
-        params.push_back((a.output ? "" : "const ") + t + " *__restrict__ " + c_name(a.name) +
-                         "_global");
-        launch.push_back("static_cast<" + t + " *>(args[" + std::to_string(i) + "])");
+        const std::string t = storage_type(a.type), name = c_name(a.name) + "_global";
+        members.push_back({(a.output ? "" : "const ") + t + " *__restrict__ " + name, t + " *", name,
+                           "static_cast<" + t + " *>(args[" + std::to_string(i) + "])"});
     }
     const std::vector<std::string> runtime_extents = kernel.runtime_extent_names();
-    for (const std::string &name : runtime_extents) {
-        params.push_back("const int " + c_name(name));
-        launch.push_back(c_name(name));
-    }
+    for (const std::string &name : runtime_extents)
+        members.push_back({"const int " + c_name(name), "int", c_name(name), c_name(name)});
+    std::vector<std::string> params;
+    for (const Member &m : members)
+        params.push_back(m.param);
     for (size_t i = 0; i < params.size(); i++)
         os << (i ? ",\n    " : "\n    ") << params[i];
     os << ") {\n";
@@ -1763,9 +1765,20 @@ std::string emit_cuda(const Kernel &kernel, const std::string &function) {
             os << " " << name;
         os << ".";
     }
-    os << " */\n"
-       << "extern \"C\" cudaError_t launch_" << fn << "(void *const *args, "
-       << (runtime_extents.empty() ? "" : "const int *extents, ") << "cudaStream_t stream) {\n"
+    const std::string extents_param = runtime_extents.empty() ? "" : "const int *extents, ";
+    const std::string state = "Launch_" + fn;
+    os << "\n * prepare_" << fn << " checks the arguments, encodes the tensor maps and sizes the grid, once;\n"
+       << " * launch_prepared_" << fn << " only launches (what to time); release_" << fn
+       << " frees what prepare made;\n"
+       << " * launch_" << fn << " does all three. */\n"
+       << "struct " << state << " {\n";
+    for (const Member &m : members)
+        os << "    " << m.type << " " << m.name << ";\n";
+    os << "    int grid;\n"
+       << "};\n\n"
+       << "extern \"C\" cudaError_t prepare_" << fn << "(void *const *args, " << extents_param << "void **prepared) {\n"
+       << "    if (prepared == nullptr) return cudaErrorInvalidValue;\n"
+       << "    *prepared = nullptr;\n"
        << "    if (args == nullptr) return cudaErrorInvalidValue;\n"
        << "    for (int i = 0; i < " << kernel.args.size() << "; i++) {\n"
        << "        cudaError_t status = hopper::check_argument(args[i]);\n"
@@ -1842,9 +1855,10 @@ std::string emit_cuda(const Kernel &kernel, const std::string &function) {
            << "        if (status == cudaSuccess) status = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);\n"
            << "        if (status != cudaSuccess) return status;\n"
            << "    }\n"
-           << "    const int grid = hopper::min_of<int>(sms * " << kernel.ctas_per_sm << ", hopper::max_of<int>(1, "
-           << launch_expr(kernel.tiles) << ")); // " << kernel.ctas_per_sm
-           << " CTA(s) per SM looping over the tiles, or one per tile where fewer\n";
+           << "    // " << kernel.ctas_per_sm << " CTA(s) per SM (at most the " << kernel.target.units()
+           << " SMs of the machine description) looping over the tiles, or one per tile where fewer\n"
+           << "    const int grid = hopper::min_of<int>(hopper::min_of<int>(sms, " << kernel.target.units() << ") * "
+           << kernel.ctas_per_sm << ", hopper::max_of<int>(1, " << launch_expr(kernel.tiles) << "));\n";
         grid = "grid";
     }
     if (register_floor) {
@@ -1857,16 +1871,35 @@ std::string emit_cuda(const Kernel &kernel, const std::string &function) {
            << "    }\n"
            << "    if (registers < " << register_floor << ") return cudaErrorLaunchOutOfResources;\n";
     }
-    os << "    const int shared_bytes = " << dynamic_bytes
-       << "; // the carve-out plus 1024 B to align its base\n"
-       << "    cudaError_t status = cudaFuncSetAttribute(" << fn
-       << ", cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes);\n"
+    os << "    cudaError_t status = cudaFuncSetAttribute(" << fn
+       << ", cudaFuncAttributeMaxDynamicSharedMemorySize, " << dynamic_bytes
+       << "); // the carve-out plus 1024 B to align its base\n"
        << "    if (status != cudaSuccess) return status;\n"
-       << "    " << fn << "<<<" << grid << ", " << threads << ", shared_bytes, stream>>>(";
-    for (size_t i = 0; i < launch.size(); i++)
-        os << (i ? ", " : "") << launch[i];
+       << "    " << state << " *launch = new (std::nothrow) " << state << ";\n"
+       << "    if (launch == nullptr) return cudaErrorMemoryAllocation;\n";
+    for (const Member &m : members)
+        os << "    launch->" << m.name << " = " << m.value << ";\n";
+    os << "    launch->grid = " << grid << ";\n"
+       << "    *prepared = launch;\n"
+       << "    return cudaSuccess;\n"
+       << "}\n\n"
+       << "extern \"C\" cudaError_t launch_prepared_" << fn << "(const void *prepared, cudaStream_t stream) {\n"
+       << "    if (prepared == nullptr) return cudaErrorInvalidValue;\n"
+       << "    const " << state << " &launch = *static_cast<const " << state << " *>(prepared);\n"
+       << "    " << fn << "<<<launch.grid, " << threads << ", " << dynamic_bytes << ", stream>>>(";
+    for (size_t i = 0; i < members.size(); i++)
+        os << (i ? ", " : "") << "launch." << members[i].name;
     os << ");\n"
        << "    return cudaGetLastError();\n"
+       << "}\n\n"
+       << "extern \"C\" void release_" << fn << "(void *prepared) { delete static_cast<" << state << " *>(prepared); }\n\n"
+       << "extern \"C\" cudaError_t launch_" << fn << "(void *const *args, " << extents_param << "cudaStream_t stream) {\n"
+       << "    void *prepared = nullptr;\n"
+       << "    cudaError_t status = prepare_" << fn << "(args, " << (runtime_extents.empty() ? "" : "extents, ")
+       << "&prepared);\n"
+       << "    if (status == cudaSuccess) status = launch_prepared_" << fn << "(prepared, stream);\n"
+       << "    release_" << fn << "(prepared);\n"
+       << "    return status;\n"
        << "}\n";
     return os.str();
 }

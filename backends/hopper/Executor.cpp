@@ -372,12 +372,14 @@ void execute(const Kernel &kernel, sim::hopper::Machine &machine, const std::map
     check_call(plan.launch_checks, shapes, kernel.name);
     std::map<std::string, Expr> extents;
     for (const auto &[name, value] : shapes) extents[name] = Expr(int(value));
-    // A persistent grid is sized at launch as on the GPU: this machine's SMs, or the call's tile
-    // count where it is smaller (the kernel strides by tandem_grid_size()).
+    // A persistent grid is sized at launch as on the GPU: this machine's SMs (at most the machine
+    // description's it was compiled for), or the call's tile count where it is smaller (the kernel
+    // strides by tandem_grid_size()).
     int grid = kernel.grid;
     if (kernel.ctas_per_sm) {
         const int64_t tiles = *as_const_int(simplify(substitute(extents, kernel.tiles)));
-        grid = int(std::clamp<int64_t>(tiles, 1, int64_t(machine.params().sms) * kernel.ctas_per_sm));
+        const int64_t sms = std::min<int64_t>(machine.params().sms, kernel.target.units());
+        grid = int(std::clamp<int64_t>(tiles, 1, sms * kernel.ctas_per_sm));
     }
     machine.set_grid(grid);
     for (int index = 0; index < grid; index++) {

@@ -8,8 +8,10 @@
 //                        then 5 more launches compared bit for bit with the first (a race shows
 //                        as a difference)
 //   harness NAME bench   the same check, then CUDA-event timing (5 warm-up launches, median of
-//                        25) of the kernel and of the reference (cuBLAS bf16 / a device-to-device
-//                        copy) in the same process, and a bitwise comparison after the timing
+//                        25) of the kernel's prepared launch (tensor maps encoded once, before:
+//                        prepare_NAME / launch_prepared_NAME) and of the reference (cuBLAS bf16 / a
+//                        device-to-device copy) in the same process; the output of every timed
+//                        launch is compared bit for bit with the first (outside the timed events)
 //   harness --list       the kernel names
 // One JSON row on stdout per run; run.sh runs each kernel as its own process under `timeout`,
 // so a hang or a trap costs one kernel.
@@ -23,11 +25,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
-#define TANDEM_KERNEL(fn, app, schedule, M, N, K, out_bytes) extern "C" cudaError_t launch_##fn(void *const *, cudaStream_t);
+#define TANDEM_KERNEL(fn, app, schedule, M, N, K, out_bytes)                                        \
+    extern "C" cudaError_t launch_##fn(void *const *, cudaStream_t);                                \
+    extern "C" cudaError_t prepare_##fn(void *const *, void **);                                    \
+    extern "C" cudaError_t launch_prepared_##fn(const void *, cudaStream_t);                        \
+    extern "C" void release_##fn(void *);
 #include "registry.inc"
 #undef TANDEM_KERNEL
 
@@ -38,10 +45,14 @@ struct Entry {
     int M, N, K; // gemm: M x N x K; elementwise: W x H; rmsnorm: D x R
     int out_bytes; // gemm: 2 (bf16 C) or 4 (f32 C)
     cudaError_t (*launch)(void *const *, cudaStream_t);
+    cudaError_t (*prepare)(void *const *, void **);
+    cudaError_t (*launch_prepared)(const void *, cudaStream_t);
+    void (*release)(void *);
 };
 
 const Entry entries[] = {
-#define TANDEM_KERNEL(fn, app, schedule, M, N, K, out_bytes) {#fn, app, schedule, M, N, K, out_bytes, launch_##fn},
+#define TANDEM_KERNEL(fn, app, schedule, M, N, K, out_bytes)                                        \
+    {#fn, app, schedule, M, N, K, out_bytes, launch_##fn, prepare_##fn, launch_prepared_##fn, release_##fn},
 #include "registry.inc"
 #undef TANDEM_KERNEL
 };
@@ -67,7 +78,9 @@ const Entry entries[] = {
 /** Times of the last median_ms call, sorted (for the spread). */
 std::vector<float> last_times;
 
-template <typename F> double median_ms(F &&run, int warmup = 5, int reps = 25) {
+/** The median of `reps` timed calls of `run` (each between two events), after `warmup` untimed
+ * ones; `after` runs after each timed call, outside its events (a bitwise check). */
+template <typename F> double median_ms(F &&run, const std::function<void()> &after = nullptr, int warmup = 5, int reps = 25) {
     cudaEvent_t a, b;
     CHECK(cudaEventCreate(&a));
     CHECK(cudaEventCreate(&b));
@@ -81,6 +94,7 @@ template <typename F> double median_ms(F &&run, int warmup = 5, int reps = 25) {
         float ms = 0;
         CHECK(cudaEventElapsedTime(&ms, a, b));
         t.push_back(ms);
+        if (after) after();
     }
     CHECK(cudaGetLastError());
     cudaEventDestroy(a);
@@ -194,6 +208,18 @@ struct Run {
     size_t out_bytes;
     bool bf16_out;
     std::vector<void *> args;
+    void *prepared = nullptr; // the tensor maps encoded once, for the timed launches
+
+    /** Times the prepared launch; every timed launch's output must equal `first` bit for bit
+     * (counted in *differing). */
+    double time_kernel(const std::vector<unsigned char> &first, int *differing) {
+        CHECK(e.prepare(args.data(), &prepared));
+        double ms = median_ms([&] { CHECK(e.launch_prepared(prepared, 0)); },
+                              [&] { *differing += bytes_of(out, out_bytes) != first; });
+        e.release(prepared);
+        prepared = nullptr;
+        return ms;
+    }
 
     /** Launch with the output poisoned first (0xFF bytes: NaN in f32 and bf16). */
     std::vector<unsigned char> launch_checked() {
@@ -252,10 +278,9 @@ void gemm(const Entry &e, const char *device, bool bench) {
     int differing = run.differing(first, 5);
     std::string timing;
     if (bench) {
-        double t_tandem = median_ms([&] { e.launch(run.args.data(), 0); });
+        double t_tandem = run.time_kernel(first, &differing);
         const float fastest = last_times.front(), slowest = last_times.back();
-        differing += bytes_of(C, out_bytes) != first;
-        double t_cublas = median_ms([&] { cublas(C_cublas, CUDA_R_16BF); });
+        double t_cublas = median_ms([&] { CUBLAS_CHECK(cublas(C_cublas, CUDA_R_16BF)); });
         double flops = 2.0 * M * N * K;
         char buffer[256];
         std::snprintf(buffer, sizeof buffer,
@@ -266,8 +291,8 @@ void gemm(const Entry &e, const char *device, bool bench) {
         timing = buffer;
     }
     run.print(c, int(N), differing, timing);
-    cudaFree(A), cudaFree(B), cudaFree(C), cudaFree(C_cublas), cudaFree(ref);
-    cublasDestroy(handle);
+    for (void *p : {(void *)A, (void *)B, C, (void *)C_cublas, (void *)ref}) CHECK(cudaFree(p));
+    CUBLAS_CHECK(cublasDestroy(handle));
 }
 
 void streaming(const Entry &e, const char *device, bool bench) {
@@ -291,9 +316,8 @@ void streaming(const Entry &e, const char *device, bool bench) {
     int differing = run.differing(first, 5);
     std::string timing;
     if (bench) {
-        double t = median_ms([&] { e.launch(run.args.data(), 0); });
-        differing += bytes_of(out, n * 4) != first;
-        double t_copy = median_ms([&] { cudaMemcpyAsync(ref, a, n * 4, cudaMemcpyDeviceToDevice); });
+        double t = run.time_kernel(first, &differing);
+        double t_copy = median_ms([&] { CHECK(cudaMemcpyAsync(ref, a, n * 4, cudaMemcpyDeviceToDevice)); });
         // Bytes each must move: inputs read once, output written once (a copy: read + write).
         double bytes = rms ? 8.0 * n : 16.0 * n, copy_bw = 8.0 * n / t_copy / 1e6, bw = bytes / t / 1e6;
         char buffer[256];
@@ -304,7 +328,7 @@ void streaming(const Entry &e, const char *device, bool bench) {
         timing = buffer;
     }
     run.print(chk, e.M, differing, timing);
-    cudaFree(a), cudaFree(b), cudaFree(c), cudaFree(out), cudaFree(ref);
+    for (float *p : {a, b, c, out, ref}) CHECK(cudaFree(p));
 }
 
 } // namespace
@@ -336,7 +360,7 @@ int main(int argc, char **argv) {
             CHECK(cudaMemsetAsync(x, 1, 256 << 20));
             CHECK(cudaDeviceSynchronize());
         }
-        cudaFree(x);
+        CHECK(cudaFree(x));
     }
     if (std::string(entry->app) == "gemm") gemm(*entry, prop.name, bench);
     else streaming(*entry, prop.name, bench);

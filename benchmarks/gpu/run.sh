@@ -39,6 +39,7 @@ for s in pipelined ws ws_pingpong ws_cooperative; do
         "smoke|gemm_${s}_96x127x31|gemm|$s|96 127 31|hopper|$more"
         "smoke|gemm_${s}_130x70x1|gemm|$s|130 70 1|hopper|$more"
         "smoke|gemm_${s}_1000x1096x520|gemm|$s|1000 1096 520|hopper|$more"
+        "smoke|gemm_${s}_384x640x192|gemm|$s|384 640 192|hopper|$more"
     )
 done
 configs+=("smoke|gemm_ws_cooperative_tm256_300x200x136|gemm|ws_cooperative|300 200 136|hopper|TM=256 TN=128")
@@ -369,17 +370,20 @@ gpu() {
     mkdir -p "$results"
     # The log is written where it comes back even if the call is cut off ($OUT on the device tool).
     local log="${OUT:-$results}/gpu_hopper.log" started=$SECONDS
+    # Each row is appended as its kernel finishes (what a cut-off call still brings back).
+    local rows="${OUT:-$results}/gpu_hopper.rows.jsonl"
+    : > "$rows"
     {
         echo "# $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader)"
         echo "# command: benchmarks/gpu/run.sh gpu; kernels emitted at commit $(cat "$kernels/commit")"
         nvcc --version | tail -1
         echo "## smoke set (debug build: a stuck mbarrier wait traps and reports)"
         awk '$1 ~ /^smoke/ {print $2}' "$kernels/sets.txt" | while read -r name; do
-            run_one "$bin/harness_debug" "$name" check 30
+            run_one "$bin/harness_debug" "$name" check 30 | tee -a "$rows"
         done
         echo "## benchmark set"
         awk '$1 !~ /^smoke/ {print $2}' "$kernels/sets.txt" | while read -r name; do
-            run_one "$bin/harness" "$name" bench 120
+            run_one "$bin/harness" "$name" bench 120 | tee -a "$rows"
         done
         echo "## SASS: HGMMA count, local loads/stores (LDL/STL) per kernel function"
         cuobjdump -sass "$bin/harness" | awk '

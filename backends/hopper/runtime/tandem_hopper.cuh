@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <new> // std::nothrow: the prepared launches
 
 namespace hopper {
 

@@ -128,7 +128,8 @@ struct Kernel {
     std::vector<SramBuffer> buffers;
     int grid = 1;                  // ZPU: cores used; Hopper: CTAs launched; Ascend: AIC or AIV used
     /** Hopper, persistent (ctas_per_sm > 0): the tile loop strides by tandem_grid_size(), and a
-     * launch takes min(SMs x ctas_per_sm, tiles) CTAs, `tiles` a constant or in terms of the
+     * launch takes min(SMs x ctas_per_sm, tiles) CTAs (SMs: the GPU's, at most the machine
+     * description's), `tiles` a constant or in terms of the
      * runtime extents (a tile count known only at run time makes the grid persistent); `grid` is
      * that count on the machine description's SMs (what the model launches). */
     Halide::Expr tiles;
