@@ -14,6 +14,9 @@ public:
     GeneratorParam<int> TX{"TX", 1024, 1, 1 << 16};
     GeneratorParam<int> TY{"TY", 32, 1, 1 << 16};
     GeneratorParam<int> stages{"stages", 2, 1, 16};
+    // Hopper, double_buffered: a persistent grid of this many CTAs per SM, each looping over tiles
+    // through its ring (0: a CTA per tile, the GPU overlapping CTAs instead).
+    GeneratorParam<int> ctas_per_sm{"ctas_per_sm", 0, 0, 32};
     GeneratorParam<std::string> shapes{"shapes", "static", {"static", "runtime"}};
     GeneratorParam<std::string> pipelining{"schedule", "double_buffered", {"double_buffered", "single_buffered", "sync"}};
     Input<Buffer<float, 2>> a{"a"}, b{"b"}, c{"c"};
@@ -25,7 +28,11 @@ public:
         set_shape(out.output_buffer(), {W, H}, shapes);
     }
 
-    void schedule() override { schedule_pointwise(out, {a, b, c}, params_of(*this), pipelining, "elementwise"); }
+    void schedule() override {
+        schedule_pointwise(out, {a, b, c}, params_of(*this), pipelining, "elementwise");
+        if (get_target().arch == Target::Arch::Hopper && ctas_per_sm > 0 && pipelining.value() == "double_buffered")
+            out.persistent(ctas_per_sm);
+    }
 
     void reference_schedule() override {
         Var yo("yo"), yi("yi");
@@ -57,7 +64,8 @@ const App &elementwise_app() {
         {{"W", "TX", 3000}, {"H", "TY", 600}},
         {{"TX", {"1", "2", "7", "32", "64", "128", "256", "1024"}},
          {"TY", {"1", "2", "3", "8", "16", "32"}},
-         {"stages", {"1", "2", "3", "4"}}},
+         {"stages", {"1", "2", "3", "4"}},
+         {"ctas_per_sm", {"0", "1", "2"}}},
         4e5,
         {},
     };

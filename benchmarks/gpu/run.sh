@@ -271,6 +271,15 @@ configs+=(
     "v14|gemm_coop_3000x5000x2000|gemm|ws_cooperative|3000 5000 2000|hopper|TN=256"
     "v14|gemm_coop_3000x5008x2000|gemm|ws_cooperative|3000 5008 2000|hopper|TN=256"
     "v14|gemm_coop_3000x5056x2000|gemm|ws_cooperative|3000 5056 2000|hopper|TN=256"
+    # Session 27: persistent elementwise (the ring across tiles), the lone producer thread and the
+    # grid sized from the SM count (every persistent gemm above), runtime-shape kernels.
+    "v15|elementwise_8192_cta|elementwise|double_buffered|8192 8192|hopper"
+    "v15|elementwise_8192_p1|elementwise|double_buffered|8192 8192|hopper|ctas_per_sm=1"
+    "v15|elementwise_8192_p2|elementwise|double_buffered|8192 8192|hopper|ctas_per_sm=2"
+    "v15|elementwise_8192_p2_s4|elementwise|double_buffered|8192 8192|hopper|ctas_per_sm=2 stages=4"
+    "v15|gemm_coop_4096|gemm|ws_cooperative|4096 4096 4096|hopper|TN=256"
+    "v15|gemm_coop_8192|gemm|ws_cooperative|8192 8192 8192|hopper|TN=256"
+    "v15|gemm_pingpong_4096|gemm|ws_pingpong|4096 4096 4096|hopper"
 )
 # TANDEM_GPU_SETS (default "smoke bench"): the sets emitted, built and run.
 sets="${TANDEM_GPU_SETS:-smoke bench}"

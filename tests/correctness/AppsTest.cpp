@@ -124,6 +124,9 @@ std::vector<Case> hopper_cases() {
         "hopper:sms=4"); // groups of 2 tile rows (the largest divisor of 8 up to 3)
     const std::vector<std::string> stream = {"double_buffered", "single_buffered", "sync"};
     add("elementwise", stream, {{"W", "1000"}, {"H", "333"}});
+    // Persistent CTAs looping over the tiles through their ring (more tiles than CTAs).
+    add("elementwise", {"double_buffered"}, {{"W", "1000"}, {"H", "333"}, {"ctas_per_sm", "1"}}, "hopper:sms=4");
+    add("elementwise", {"double_buffered"}, {{"W", "777"}, {"H", "61"}, {"ctas_per_sm", "2"}, {"stages", "3"}}, "hopper:sms=3");
     add("rmsnorm", stream, {{"D", "1000"}, {"R", "77"}});
     // Persistent CTAs (more tiles than CTAs): the ring runs ahead across tiles, w is staged once
     // per CTA, the output's two versions alternate; whole rows and chunked rows, RB rows a tile.
