@@ -276,7 +276,7 @@ configs+=(
     "v15|elementwise_8192_cta|elementwise|double_buffered|8192 8192|hopper"
     "v15|elementwise_8192_p1|elementwise|double_buffered|8192 8192|hopper|ctas_per_sm=1"
     "v15|elementwise_8192_p2|elementwise|double_buffered|8192 8192|hopper|ctas_per_sm=2"
-    "v15|elementwise_8192_p2_s4|elementwise|double_buffered|8192 8192|hopper|ctas_per_sm=2 stages=4"
+    "v15|elementwise_8192_p1_s3|elementwise|double_buffered|8192 8192|hopper|ctas_per_sm=1 stages=3"
     "v15|gemm_coop_4096|gemm|ws_cooperative|4096 4096 4096|hopper|TN=256"
     "v15|gemm_coop_8192|gemm|ws_cooperative|8192 8192 8192|hopper|TN=256"
     "v15|gemm_pingpong_4096|gemm|ws_pingpong|4096 4096 4096|hopper"
