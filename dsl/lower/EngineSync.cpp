@@ -60,6 +60,36 @@ bool same(const Running &a, const Running &b) {
     return true;
 }
 
+/** Does `e` depend on a runtime extent ("A.extent.0"): a size the compiler only bounds? */
+bool is_runtime_size(const Expr &e) {
+    class Finds : public IRVisitor {
+        using IRVisitor::visit;
+        void visit(const Variable *v) override { found = found || v->name.find(".extent.") != std::string::npos; }
+
+    public:
+        bool found = false;
+    } finds;
+    e.accept(&finds);
+    return finds.found;
+}
+
+/** min(size, c) of a runtime size and a side bounded by a positive constant (a tail tile's extent
+ * or pitch) as max(min(size, c), 0): an op runs only where its tile's sizes are positive. */
+class NonNegativeSizes : public IRMutator {
+    using IRMutator::visit;
+    Expr visit(const Min *op) override {
+        Expr a = mutate(op->a), b = mutate(op->b);
+        Expr m = Min::make(a, b);
+        if (!is_runtime_size(m)) return m;
+        for (const Expr &side : {a, b}) {
+            Expr bound = find_constant_bound(side, Direction::Upper);
+            const int64_t *c = bound.defined() ? as_const_int(bound) : nullptr;
+            if (c && *c > 0) return Max::make(m, 0);
+        }
+        return m;
+    }
+};
+
 /** Is every use of a variable in `e` under a Mod by a constant (no division)? Then `e` is periodic
  * in each variable with period lcm(moduli): collects the variables and the period. */
 bool periodic(const Expr &e, bool under_mod, std::set<std::string> &vars, int64_t &period) {
@@ -276,12 +306,17 @@ private:
         Touch t{buffer, simplify(substitute(lets, offset)), Expr(), write, 0, "", "", ""};
         Expr hi = t.lo;
         for (const auto &[extent, stride] : dims) {
-            Expr s = simplify(substitute(lets, stride));
+            Expr s = simplify(substitute(lets, stride)), e = simplify(substitute(lets, extent));
             if (!can_prove(s >= 0)) {
-                t.lo = Expr();
-                break;
+                // A pitch known only at run time (min(rest, tile)): an op runs only where its
+                // tile's extents and pitches are positive, so the hull takes them as at least 0.
+                if (!is_runtime_size(s)) {
+                    t.lo = Expr();
+                    break;
+                }
+                s = Max::make(s, 0);
             }
-            hi = hi + (simplify(substitute(lets, extent)) - 1) * s;
+            hi = hi + Max::make(e - 1, 0) * s;
         }
         if (t.lo.defined()) t.hi = simplify(hi);
         touches.push_back(t);
@@ -292,10 +327,36 @@ private:
         if (can_prove(a.hi < b.lo) || can_prove(b.hi < a.lo)) return true;
         const SramBuffer *buffer = sram.at(a.buffer);
         if (buffer->slots <= 1) return false;
-        Expr size = Expr(int(buffer->slot_elements));
-        Expr va = simplify(a.lo / size), vb = simplify(b.lo / size);
-        return equal(va, simplify(a.hi / size)) && equal(vb, simplify(b.hi / size)) &&
-               different_versions(va, vb, buffer->slots);
+        const int64_t size = buffer->slot_elements;
+        Expr va = version(a, size), vb = version(b, size);
+        return va.defined() && vb.defined() && different_versions(va, vb, buffer->slots);
+    }
+
+    /** The version a touch lies in: lo / size where hi / size is the same, else the terms of lo
+     * that are multiples of the version size, v, where the rest of lo provably lies in one version
+     * (a runtime tail's hull, min(rest, tile) extents and pitches, is beyond the simplifier's
+     * bounds: memory planning sizes each version for the largest tile, so a touch starting in
+     * version v stays in it; the models' race detection checks what this assumes). */
+    static Expr version(const Touch &t, int64_t size) {
+        Expr v = simplify(t.lo / Expr(int(size)));
+        if (equal(v, simplify(t.hi / Expr(int(size))))) return v;
+        std::vector<Expr> terms = {t.lo};
+        Expr versions = 0;
+        for (size_t i = 0; i < terms.size(); i++) {
+            if (const Add *a = terms[i].as<Add>()) {
+                terms.push_back(a->a);
+                terms.push_back(a->b);
+                continue;
+            }
+            const Mul *m = terms[i].as<Mul>();
+            const int64_t *c = m ? as_const_int(m->b) : nullptr, *k = as_const_int(terms[i]);
+            if (c && *c % size == 0) versions = versions + m->a * Expr(int(*c / size));
+            if (k && *k >= size) versions = versions + Expr(int(*k / size)); // whole versions of a constant
+        }
+        v = simplify(versions);
+        const Expr rest = simplify(NonNegativeSizes().mutate(simplify(t.lo - v * Expr(int(size)))));
+        if (!can_prove(rest < Expr(int(size)))) return Expr(); // at or after the version's start by the same argument
+        return v;
     }
 
     bool conflict(const std::vector<Touch> &running, const std::vector<Touch> &touches) const {
