@@ -6,6 +6,7 @@
 #include <array>
 #include <numeric>
 #include <set>
+#include <tuple>
 
 namespace tandem::lower {
 
@@ -324,12 +325,14 @@ private:
 
     bool disjoint(const Touch &a, const Touch &b) const {
         if (!a.lo.defined() || !b.lo.defined()) return false;
-        if (can_prove(a.hi < b.lo) || can_prove(b.hi < a.lo)) return true;
+        // Different versions first: remembered per touch, where the hulls' proofs are not.
         const SramBuffer *buffer = sram.at(a.buffer);
-        if (buffer->slots <= 1) return false;
-        const int64_t size = buffer->slot_elements;
-        Expr va = version(a, size), vb = version(b, size);
-        return va.defined() && vb.defined() && different_versions(va, vb, buffer->slots);
+        if (buffer->slots > 1) {
+            const int64_t size = buffer->slot_elements;
+            Expr va = version(a, size), vb = version(b, size);
+            if (va.defined() && vb.defined() && different_versions(va, vb, buffer->slots)) return true;
+        }
+        return can_prove(a.hi < b.lo) || can_prove(b.hi < a.lo);
     }
 
     /** The version a touch lies in: lo / size where hi / size is the same, else the terms of lo
@@ -337,7 +340,23 @@ private:
      * (a runtime tail's hull, min(rest, tile) extents and pitches, is beyond the simplifier's
      * bounds: memory planning sizes each version for the largest tile, so a touch starting in
      * version v stays in it; the models' race detection checks what this assumes). */
-    static Expr version(const Touch &t, int64_t size) {
+    Expr version(const Touch &t, int64_t size) const {
+        // The proofs below are costly on a runtime tail's hull, and the same touches are compared
+        // many times: remembered per (lo, hi), which the entry keeps alive.
+        const auto key = std::make_tuple(t.lo.get(), t.hi.get(), size);
+        auto known = versions.find(key);
+        if (known != versions.end()) return known->second.v;
+        Expr v = prove_version(t, size);
+        versions[key] = {t.lo, t.hi, v};
+        return v;
+    }
+
+    struct KnownVersion {
+        Expr lo, hi, v;
+    };
+    mutable std::map<std::tuple<const IRNode *, const IRNode *, int64_t>, KnownVersion> versions;
+
+    static Expr prove_version(const Touch &t, int64_t size) {
         Expr v = simplify(t.lo / Expr(int(size)));
         if (equal(v, simplify(t.hi / Expr(int(size))))) return v;
         std::vector<Expr> terms = {t.lo};
