@@ -420,7 +420,7 @@ private:
             if (l.why == reason)
                 return true;
         }
-        plan.launch_checks.push_back({simplify(bytes % 16 == 0 || dim.extent == 1), reason});
+        plan.launch_checks.push_back({simplify(bytes % 16 == 0 || dim.extent == 1), reason, /*target_limit=*/true});
         return true;
     }
 

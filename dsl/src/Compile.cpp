@@ -223,7 +223,8 @@ void check_call(const std::vector<CallCheck> &checks, const Shapes &shapes, cons
             if (expr_uses_var(check.holds, n))
                 at += (at.empty() ? "" : ", ") + user_text(n) + " = " + std::to_string(v);
         }
-        throw ShapeError("kernel " + kernel + " cannot run at these extents: " + check.why + " (here " + at + ")");
+        throw ShapeError("kernel " + kernel + " cannot run at these extents: " + check.why + " (here " + at + ")",
+                         check.target_limit);
     }
 }
 

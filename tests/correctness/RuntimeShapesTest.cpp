@@ -128,6 +128,7 @@ TEST(RuntimeShapes, InputsMustCoverWhatTheAlgorithmReads) {
             kernel.bind_shapes({{64, 32}, {48, 40}, {48, 32}});
             FAIL() << "a B of 40 rows was taken for K = 64";
         } catch (const ShapeError &e) {
+            EXPECT_FALSE(e.target_limit);
             EXPECT_NE(std::string(e.what()).find("B dimension 1 is read at [0, (A.extent.0 + -1)]; its extent must be at "
                                                  "least A.extent.0 (here A.extent.0 = 64, B.extent.1 = 40)"),
                       std::string::npos)
@@ -151,6 +152,7 @@ TEST(RuntimeShapes, HopperRefusesAStrideTmaCannotTake) {
         run_kernel(app, kernel, at, "ws_pingpong", options, nullptr);
         FAIL() << "a row of 142 bytes was taken by TMA";
     } catch (const ShapeError &e) {
+        EXPECT_TRUE(e.target_limit);
         EXPECT_NE(std::string(e.what()).find("A has a global stride of (A.extent.0*2) bytes in dim 1 (bfloat16); TMA "
                                              "needs multiples of 16 bytes (here A.extent.0 = 71, A.extent.1 = 128)"),
                   std::string::npos)

@@ -10,10 +10,12 @@ struct Error : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
-/** A call of a runtime-shape kernel at extents it cannot take (on Hopper: a global stride TMA
- * cannot move), refused before anything runs. */
+/** A call of a runtime-shape kernel at extents it cannot take, refused before anything runs:
+ * `target_limit`, extents the hardware cannot take (on Hopper: a global stride TMA cannot move);
+ * otherwise buffers that disagree with what the algorithm reads. */
 struct ShapeError : Error {
-    using Error::Error;
+    ShapeError(const std::string &message, bool target_limit) : Error(message), target_limit(target_limit) {}
+    bool target_limit;
 };
 
 } // namespace tandem

@@ -27,6 +27,7 @@ using Shapes = std::map<std::string, int64_t>;
 struct CallCheck {
     Halide::Expr holds;
     std::string why;
+    bool target_limit = false; // the hardware's limit (ShapeError::target_limit), not the algorithm's
 };
 
 /** Text as a user reads it: names without the "$N" Halide appends to a name taken before. */
