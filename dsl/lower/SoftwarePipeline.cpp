@@ -105,7 +105,14 @@ private:
     bool run_ahead;
     CompileContext &ctx;
     std::vector<const For *> stack;
+    std::vector<size_t> guards; // the depth of `stack` at each enclosing IfThenElse
     std::vector<std::string> synchronous;
+
+    void visit(const IfThenElse *op) override {
+        guards.push_back(stack.size());
+        IRVisitor::visit(op);
+        guards.pop_back();
+    }
 
     void visit(const For *op) override {
         stack.push_back(op);
@@ -164,6 +171,15 @@ private:
     }
 
     bool can_flatten(size_t root, const Plan &plan) {
+        for (size_t depth : guards) {
+            if (depth > root) {
+                // A guarded tile (e.g. the grouped tile order's padding) may not run: a copy run
+                // ahead into it would read outside the tensor, and its ring steps would not match.
+                ctx.notes.push_back("warp_specialize: a guard inside " + stack[root]->name + " skips some of its "
+                                    "iterations; the producer runs ahead inside " + stack.back()->name + " only");
+                return false;
+            }
+        }
         for (size_t i = root; i < stack.size(); i++) {
             for (size_t j = root; j < stack.size(); j++) {
                 if (expr_uses_var(stack[i]->extent, stack[j]->name) || expr_uses_var(stack[i]->min, stack[j]->name)) {

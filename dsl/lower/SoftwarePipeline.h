@@ -21,8 +21,9 @@
  * With warp_specialize() on the output, the producer runs ahead across the tile loop: the
  * iteration space is the flattened (tile, ..., ko) nest, so the next tile's first copies overlap
  * the current tile's last MMAs. It falls back to L alone (and says so in the notes) when an extent
- * of the nest depends on another loop of it, or F is used in the nest outside L (Halide's loop
- * partitioning can leave a straight-line tail that reuses F).
+ * of the nest depends on another loop of it, a guard inside the nest skips some of its iterations
+ * (the grouped tile order's padding tiles), or F is used in the nest outside L (what Halide's loop
+ * partitioning leaves where RejoinTails cannot prove the tail general).
  *
  * With copies_before_compute (the ZPU, whose tensor and vector cores run asynchronously), the
  * run-ahead copies go right before the iteration's first compute op instead of at its start: the

@@ -5,6 +5,7 @@
 #include "../lower/CoreMapping.h"
 #include "../lower/MemoryPlanning.h"
 #include "../lower/MultiBuffer.h"
+#include "../lower/RejoinTails.h"
 #include "../lower/RequiredRegions.h"
 #include "../lower/Targets.h"
 #include "../lower/TileCopy.h"
@@ -282,6 +283,8 @@ Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const 
     if (std::getenv("TANDEM_DUMP_HALIDE")) std::cerr << "// Halide's lowered Stmt of " << name << "\n" << s << "\n";
 
     const lower::TargetLowering &lowering = lower::lowering_of(target);
+    s = lower::rejoin_tails(s, runtime);
+    if (std::getenv("TANDEM_DUMP_REJOINED")) std::cerr << "// after rejoin_tails\n" << s << "\n";
     if (lowering.prepare) s = lowering.prepare(s, ctx);
     s = simplify(lower::map_to_cores(s, ctx));
     s = lower::recognize_tile_copies(s, ctx);

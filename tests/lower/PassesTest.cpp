@@ -7,6 +7,7 @@
 #include "lower/EngineSync.h"
 #include "lower/MemoryPlanning.h"
 #include "lower/MultiBuffer.h"
+#include "lower/RejoinTails.h"
 #include "lower/SoftwarePipeline.h"
 #include "lower/TileCopy.h"
 #include "lower/TileMma.h"
@@ -386,6 +387,46 @@ Stmt pipelined(int trips, int versions, CompileContext &ctx, const std::string &
     return lower::software_pipeline(loop(ko, trips, Block::make(produce, use)), ctx);
 }
 
+
+/** Halide's partition of `for (ko, 0, ceil(K / 32)) for (ki, 0, min(K - 32 ko, 32)) out[32 ko + ki] = v`
+ * with a runtime K: the main loop (ki runs 32; its store writes `main_value`) and the rebased tail. */
+Stmt partitioned(const Expr &main_value) {
+    const Expr K = var("K.extent.0"), main_count = max(K / 32, 0), first = main_count + var("ko.rebased");
+    Stmt main = loop("ko", main_count, loop("ki", 32, store("out", main_value, var("ko") * 32 + var("ki"))));
+    Stmt tail = loop("ko.rebased", max((K + 31) / 32 - main_count, 0),
+                     loop("ki", min(K - first * 32, 32), store("out", Expr(1.0f), first * 32 + var("ki"))));
+    return Block::make(main, tail);
+}
+
+TEST(RejoinTails, AMainLoopAndItsTailBecomeOneLoop) {
+    Stmt s = lower::rejoin_tails(partitioned(1.0f), {"K.extent.0"});
+    const For *ko = s.as<For>();
+    ASSERT_TRUE(ko) << s;
+    EXPECT_EQ(ko->name, "ko");
+    const Expr K = var("K.extent.0");
+    EXPECT_TRUE(can_prove(ko->extent == (K + 31) / 32)) << ko->extent;
+    const For *ki = ko->body.as<For>();
+    ASSERT_TRUE(ki) << s;
+    EXPECT_TRUE(can_prove(ki->extent == min(K - var("ko") * 32, 32))) << "the tail's general body: " << ki->extent;
+    // The joined loop runs as many iterations as the pair, at every K.
+    const Stmt pair = partitioned(1.0f);
+    const For *main = pair.as<Block>()->first.as<For>(), *tail = pair.as<Block>()->rest.as<For>();
+    for (int k : {1, 31, 32, 33, 64, 95}) {
+        EXPECT_EQ(constant(substitute("K.extent.0", k, ko->extent)),
+                  constant(substitute("K.extent.0", k, main->extent + tail->extent)));
+    }
+}
+
+TEST(RejoinTails, ABodyThatIsNotTheTailsStaysSplit) {
+    // The main loop stores 2, the tail 1: nothing proves the main body general, so the pair stays.
+    Stmt s = lower::rejoin_tails(partitioned(2.0f), {"K.extent.0"});
+    const Block *b = s.as<Block>();
+    ASSERT_TRUE(b) << s;
+    EXPECT_EQ(b->first.as<For>()->name, "ko");
+    EXPECT_EQ(b->rest.as<For>()->name, "ko.rebased");
+    // With static shapes nothing is joined.
+    EXPECT_TRUE(lower::rejoin_tails(partitioned(1.0f), {}).as<Block>());
+}
 
 TEST(SoftwarePipeline, CorrectForAnyTripCountAndVersionCount) {
     for (int versions : {1, 2, 3, 4}) {
