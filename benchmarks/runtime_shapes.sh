@@ -62,9 +62,9 @@ cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.start
 doc = {"what": "runtime shapes: gemm 2048^3 cycles with static vs runtime extents (same schedule and tiles, default "
                "parameters per target), and the compile time of runtime-shape kernels",
        "models": {t: cycles[(t, "static")]["model"] for t in ("zpu", "ascend", "hopper")},
-       "note": "zpu: with a runtime K Halide partitions the K loop into a steady loop and a tail loop (it cannot "
-               "know K % TK), so Tandem's software pipeline cannot flatten (tile, k) and the producer runs ahead "
-               "within a tile's K loop only; ascend: the runtime kernel walks tiles row-major (group=2 needs the "
+       "note": "zpu: with a runtime K Halide partitions the K loop into a main loop and a tail loop (it cannot "
+               "know K % TK); RejoinTails joins them again where the main loop's body is proven the tail's, so the "
+               "software pipeline flattens (tile, k) as with static shapes (before it: 1.036x); ascend: the runtime kernel walks tiles row-major (group=2 needs the "
                "number of tile rows at compile time); hopper: the runtime kernel is persistent (a grid of at most one CTA "
                "per SM, launched as min(grid, the call's tile count)) and its tile-row groups guard the last group.",
        "rows": rows, "compile": compile_rows,
