@@ -1,6 +1,7 @@
 #include "Tune.h"
 
 #include "Fuzz.h"
+#include "GpuTiming.h"
 #include "Run.h"
 #include "tandem/Error.h"
 
@@ -66,6 +67,27 @@ std::string now_utc() {
     return text;
 }
 
+/** A candidate correct on the model, timed on the GPU: its time, or why it has none. */
+void time_on_the_gpu(const App &app, const RunOptions &run_options, const TuneOptions &o, TuningRecord *r) {
+    const Params params = with_defaults(app, run_options.params, o.target);
+    const std::string schedule =
+        run_options.schedule.empty() ? schedules_for(app, o.target).front() : run_options.schedule;
+    const GpuTiming t = time_on_gpu(app, params, schedule, o.timeout_seconds);
+    if (!t.failure.empty()) {
+        r->status = t.failure.rfind("timed out", 0) == 0 ? "timeout" : "crash";
+        r->message = "on the GPU: " + t.failure;
+    } else if (!t.correct) {
+        r->status = "wrong";
+        r->message = "on the GPU (" + t.device + "): max relative error " + std::to_string(t.max_rel_err) +
+                     " or launches that differ";
+    } else {
+        r->message = "timed on the GPU; the model (" + r->device + ") ran it correctly; the reference (cuBLAS or "
+                     "a copy) took " + std::to_string(t.reference_ms) + " ms";
+        r->time_ms = t.time_ms;
+        r->device = t.device;
+    }
+}
+
 /** Compiles and runs one candidate on the model; every outcome is a record. */
 TuningRecord measure(const App &app, const TuneOptions &o, const Candidate &c) {
     TuningRecord r;
@@ -95,6 +117,7 @@ TuningRecord measure(const App &app, const TuneOptions &o, const Candidate &c) {
             r.status = "ok";
             r.cycles = double(result.report.cycles);
             r.roofline_fraction = result.roofline_fraction();
+            if (o.device == "gpu") time_on_the_gpu(app, run_options, o, &r);
         }
     } catch (const Error &e) {
         r.status = "user_error";
@@ -108,7 +131,7 @@ TuningRecord measure(const App &app, const TuneOptions &o, const Candidate &c) {
 
 /** How a worker measures a job: the tuner's options that decide a measurement. */
 std::string spec_of(const TuneOptions &o) {
-    return nlohmann::json({{"app", o.app}, {"target", o.target}, {"params", o.fixed.values()},
+    return nlohmann::json({{"app", o.app}, {"target", o.target}, {"params", o.fixed.values()}, {"device", o.device},
                            {"numerics", o.numerics}, {"seed", o.seed}, {"isolate", o.isolate},
                            {"timeout", o.timeout_seconds}, {"memory_gb", o.memory_gb}})
         .dump();
@@ -121,6 +144,7 @@ TuneOptions options_of(const std::string &spec) {
         o.app = j.at("app");
         o.target = j.at("target");
         o.fixed = Params(j.at("params").get<std::map<std::string, std::string>>());
+        o.device = j.value("device", "model");
         o.numerics = j.at("numerics");
         o.seed = j.at("seed");
         o.isolate = j.at("isolate");
@@ -134,7 +158,7 @@ TuneOptions options_of(const std::string &spec) {
 
 std::string record_json(const TuningRecord &r) {
     return nlohmann::json({{"status", r.status}, {"cycles", r.cycles}, {"roofline_fraction", r.roofline_fraction},
-                           {"device", r.device}, {"message", r.message}})
+                           {"time_ms", r.time_ms}, {"device", r.device}, {"message", r.message}})
         .dump();
 }
 
@@ -163,8 +187,10 @@ Child start_child(const TuningJob &job) {
         const int null = open("/dev/null", O_WRONLY);
         dup2(null, 1);
         dup2(null, 2);
+        // The soft limit: GPU timing lifts it for nvcc and the harness (their address space is not
+        // the candidate's compile).
         const rlim_t bytes = rlim_t(c.options.memory_gb * (1ull << 30));
-        const rlimit limit{bytes, bytes};
+        const rlimit limit{bytes, RLIM_INFINITY};
         setrlimit(RLIMIT_AS, &limit);
         const std::string text = record_json(measure(find_app(c.options.app), c.options, job.candidate));
         size_t written = 0;
@@ -212,6 +238,7 @@ bool child_finished(Child &c, TuningRecord *r) {
             r->status = j.at("status");
             r->cycles = j.at("cycles");
             r->roofline_fraction = j.at("roofline_fraction");
+            r->time_ms = j.at("time_ms");
             r->device = j.at("device");
             r->message = j.at("message");
         }
@@ -230,7 +257,7 @@ std::string worker_name() {
  * leases, until `stop(idle)` says so (idle: nothing running and nothing to claim); then waits for
  * what it runs. `done` hears of each completed job. */
 void work(TuningDb &db, int jobs, double lease_seconds, const std::vector<std::string> &generators,
-          const TuningWorkload *only,
+          const std::string &device, const TuningWorkload *only,
           const std::function<bool(bool idle)> &stop,
           const std::function<void(const TuningJob &, const TuningRecord &)> &done) {
     const std::string name = worker_name();
@@ -240,7 +267,8 @@ void work(TuningDb &db, int jobs, double lease_seconds, const std::vector<std::s
     while (true) {
         bool nothing_to_claim = jobs == 0;
         while (!stopping && int(running.size()) < jobs) {
-            std::optional<TuningJob> job = db.claim(name, TANDEM_COMPILER_VERSION, lease_seconds, generators, only);
+            std::optional<TuningJob> job =
+                db.claim(name, TANDEM_COMPILER_VERSION, lease_seconds, generators, device, only);
             if (!job) {
                 nothing_to_claim = true;
                 break;
@@ -277,11 +305,14 @@ void work(TuningDb &db, int jobs, double lease_seconds, const std::vector<std::s
 
 } // namespace
 
+std::string compiler_version() { return TANDEM_COMPILER_VERSION; }
+
 TuningWorkload tuning_workload(const TuneOptions &o) {
     const App &app = find_app(o.app);
     TuningWorkload w;
     w.generator = app.name;
     w.target = o.target;
+    w.device = o.device;
     const Target target = Target::parse(o.target);
     w.compiler = std::string("tandem ") + TANDEM_COMPILER_VERSION + ", " + target.name() + " v" +
                  std::to_string(target.machine.version()) + (o.numerics ? "" : ", no numerics");
@@ -299,6 +330,15 @@ TuneResult tune(const TuneOptions &o, const std::function<void(const TuneProgres
     const App &app = find_app(o.app);
     if (o.budget < 1) throw Error("tune: --budget must be at least 1");
     if (o.jobs < 0) throw Error("tune: --jobs must be at least 0");
+    if (o.device != "model" && o.device != "gpu") throw Error("tune: --device is model or gpu, not '" + o.device + "'");
+    if (o.device == "gpu" && o.target != "hopper") {
+        throw Error("tune: --device gpu times Hopper kernels on a GPU; target " + o.target + " is timed on its model");
+    }
+    if (o.device == "gpu" && !gpu_harness_times(app)) {
+        throw Error("tune: --device gpu: the GPU harness checks and times gemm, elementwise and rmsnorm; " + app.name +
+                    " is timed on the model only");
+    }
+    if (o.device == "gpu" && o.jobs > 0) require_gpu(); // (--jobs 0 only queues them for GPU workers)
     std::unique_ptr<TuningDb> db = TuningDb::open(o.db.empty() ? default_tuning_db() : o.db);
     if (o.isolate && o.jobs > 0) warm_up_reference_jit(); // once, before the children fork
     TuneResult result;
@@ -350,7 +390,7 @@ TuneResult tune(const TuneOptions &o, const std::function<void(const TuneProgres
     std::vector<TuningRecord> results; // this search's records, in the order it proposed them
     std::optional<TuningRecord> best;
     auto consider = [&](const TuningRecord &r) {
-        if (r.status == "ok" && (!best || r.cycles < best->cycles)) best = r;
+        if (r.status == "ok" && (!best || r.cost() < best->cost())) best = r;
     };
     std::set<std::string> visited;
     int total = 0;
@@ -376,7 +416,7 @@ TuneResult tune(const TuneOptions &o, const std::function<void(const TuneProgres
             if (r.status == "ok") parents.push_back(r);
         }
         std::stable_sort(parents.begin(), parents.end(),
-                         [](const TuningRecord &a, const TuningRecord &b) { return a.cycles < b.cycles; });
+                         [](const TuningRecord &a, const TuningRecord &b) { return a.cost() < b.cost(); });
         if (parents.size() > 4) parents.resize(4);
         int counted = 0, proposals = 0;
         while (counted < want) {
@@ -437,7 +477,7 @@ TuneResult tune(const TuneOptions &o, const std::function<void(const TuneProgres
             db->enqueue(workload, TANDEM_COMPILER_VERSION, spec, missing);
         };
         auto last_refresh = std::chrono::steady_clock::now() - std::chrono::hours(1);
-        work(*db, o.jobs, o.lease_seconds, {workload.generator}, &workload,
+        work(*db, o.jobs, o.lease_seconds, {workload.generator}, o.device, &workload,
              [&](bool) {
                  const auto now = std::chrono::steady_clock::now();
                  if (now - last_refresh > std::chrono::milliseconds(250)) { // other workers' records
@@ -460,6 +500,9 @@ TuneResult tune(const TuneOptions &o, const std::function<void(const TuneProgres
 
 int tune_worker(const WorkerOptions &w, const std::function<void(const TuningJob &, const TuningRecord &)> &done) {
     if (w.jobs < 1) throw Error("tune-worker: --jobs must be at least 1");
+    if (w.device != "model" && w.device != "gpu") {
+        throw Error("tune-worker: --device is model or gpu, not '" + w.device + "'");
+    }
     std::unique_ptr<TuningDb> db = TuningDb::open(w.db.empty() ? default_tuning_db() : w.db);
     warm_up_reference_jit(); // once, before the children fork
     int completed = 0;
@@ -469,7 +512,8 @@ int tune_worker(const WorkerOptions &w, const std::function<void(const TuningJob
     for (const App &app : all_apps()) {
         if (std::find(generators.begin(), generators.end(), app.name) == generators.end()) generators.push_back(app.name);
     }
-    work(*db, w.jobs, w.lease_seconds, generators, nullptr,
+    if (w.device == "gpu") require_gpu();
+    work(*db, w.jobs, w.lease_seconds, generators, w.device, nullptr,
          [&](bool idle) {
              const auto now = std::chrono::steady_clock::now();
              if (!idle) idle_since = now;

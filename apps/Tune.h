@@ -15,6 +15,11 @@
  * generation depends only on the seed and the previous generations' records, so a seed gives the
  * same search however many workers measure it. Candidates already in the database are not
  * measured again, so a killed tuner resumes where it stopped.
+ *
+ * On Hopper, `device = "gpu"` also times each candidate that is correct on the model on this
+ * machine's GPU (GpuTiming.h: built with nvcc, checked and timed by the GPU harness) and ranks by
+ * that time; its records are a workload of their own (TuningWorkload::device), measured by the
+ * tuner's own jobs or by `tandem tune-worker --device gpu` on machines with a GPU.
  */
 
 #include "App.h"
@@ -27,6 +32,7 @@ namespace tandem::apps {
 
 struct TuneOptions {
     std::string app, target = "zpu", db; // db: a TuningDb URI (empty: default_tuning_db())
+    std::string device = "model";         // "gpu" (hopper): also timed on this machine's GPU
     Params fixed;                         // the workload: extents and any parameter not tuned
     int budget = 64;                      // candidates the search proposes (measured now or recorded before)
     double seconds = 0;                   // > 0: stop after this long as well
@@ -43,6 +49,7 @@ struct TuneOptions {
 
 struct WorkerOptions {
     std::string db;             // a TuningDb URI
+    std::string device = "model"; // the jobs it takes: timed on the model, or on this machine's GPU
     int jobs = 1;               // candidates measured at once
     double lease_seconds = 60;
     double idle_exit = 0;       // > 0: return after this long without a job (0: run until killed)
@@ -61,6 +68,9 @@ struct TuneResult {
     int measured = 0, reused = 0;               // candidates run now, records already there
     int space = 0;                              // candidates in the search space
 };
+
+/** The compiler version that keys jobs and workloads (the source's git commit at configure time). */
+std::string compiler_version();
 
 /** The workload `options` tunes (its fixed parameters with the app's defaults filled in). */
 TuningWorkload tuning_workload(const TuneOptions &options);

@@ -28,9 +28,9 @@ class SqliteDb final : public TuningDb {
 public:
     explicit SqliteDb(const std::string &path) : db_(open_file(path)) {
         try {
-            db_.exec("PRAGMA journal_mode=WAL");
+            // Set once, by the first to open it (asking again while another writes can be refused).
+            if (db_.execAndGet("PRAGMA journal_mode").getString() != "wal") db_.exec("PRAGMA journal_mode=WAL");
             db_.exec("PRAGMA synchronous=NORMAL");
-            db_.setBusyTimeout(10000);
             db_.exec("CREATE TABLE IF NOT EXISTS workload (id INTEGER PRIMARY KEY, key TEXT UNIQUE NOT NULL, "
                      "generator TEXT, target TEXT, compiler TEXT, fixed TEXT)");
             db_.exec("CREATE TABLE IF NOT EXISTS record (workload INTEGER NOT NULL REFERENCES workload(id), "
@@ -41,6 +41,9 @@ public:
                      "REFERENCES workload(id), candidate TEXT NOT NULL, params TEXT, version TEXT, spec TEXT, "
                      "state TEXT NOT NULL DEFAULT 'pending', worker TEXT, lease_until REAL, "
                      "attempts INTEGER NOT NULL DEFAULT 0, UNIQUE (workload, candidate))");
+            // Added with GPU timing; a database from before gets them.
+            add_column("workload", "device", "TEXT NOT NULL DEFAULT 'model'");
+            add_column("record", "time_ms", "REAL NOT NULL DEFAULT 0");
         } catch (const SQLite::Exception &e) {
             throw Error("tuning database sqlite:" + path + ": " + e.what());
         }
@@ -68,8 +71,8 @@ public:
     std::vector<TuningRecord> records(const TuningWorkload &w) override {
         return guard([&] {
             std::vector<TuningRecord> out;
-            SQLite::Statement q(db_, "SELECT params, status, cycles, roofline_fraction, device, date, seed, message "
-                                     "FROM record WHERE workload = ? ORDER BY added");
+            SQLite::Statement q(db_, "SELECT params, status, cycles, roofline_fraction, device, date, seed, message, "
+                                     "time_ms FROM record WHERE workload = ? ORDER BY added");
             q.bind(1, workload_id(w));
             while (q.executeStep()) {
                 TuningRecord r;
@@ -81,6 +84,7 @@ public:
                 r.date = q.getColumn(5).getString();
                 r.seed = (unsigned long long)q.getColumn(6).getInt64();
                 r.message = q.getColumn(7).getString();
+                r.time_ms = q.getColumn(8).getDouble();
                 out.push_back(std::move(r));
             }
             return out;
@@ -90,11 +94,11 @@ public:
     std::vector<TuningWorkload> workloads() override {
         return guard([&] {
             std::vector<TuningWorkload> out;
-            SQLite::Statement q(db_, "SELECT generator, target, compiler, fixed FROM workload w WHERE EXISTS "
+            SQLite::Statement q(db_, "SELECT generator, target, compiler, fixed, device FROM workload w WHERE EXISTS "
                                      "(SELECT 1 FROM record r WHERE r.workload = w.id) ORDER BY id");
             while (q.executeStep()) {
                 out.push_back({q.getColumn(0).getString(), q.getColumn(1).getString(), q.getColumn(2).getString(),
-                               params_from_json(q.getColumn(3).getString())});
+                               params_from_json(q.getColumn(3).getString()), q.getColumn(4).getString()});
             }
             return out;
         });
@@ -124,27 +128,29 @@ public:
     }
 
     std::optional<TuningJob> claim(const std::string &worker, const std::string &version, double lease_seconds,
-                                   const std::vector<std::string> &generators, const TuningWorkload *only) override {
+                                   const std::vector<std::string> &generators, const std::string &device,
+                                   const TuningWorkload *only) override {
         if (generators.empty()) return std::nullopt;
         return guard([&]() -> std::optional<TuningJob> {
             const int64_t workload = only ? workload_id(*only) : -1;
             SQLite::Transaction t(db_, SQLite::TransactionBehavior::IMMEDIATE); // one claimer at a time
-            SQLite::Statement q(db_, std::string("SELECT j.id, j.params, j.spec, w.generator, w.target, w.compiler, w.fixed "
-                                     "FROM job j JOIN workload w ON w.id = j.workload WHERE j.version = ? AND "
+            SQLite::Statement q(db_, std::string("SELECT j.id, j.params, j.spec, w.generator, w.target, w.compiler, w.fixed, "
+                                     "w.device FROM job j JOIN workload w ON w.id = j.workload WHERE j.version = ? AND "
                                      "(j.state = 'pending' OR (j.state = 'leased' AND j.lease_until < " NOW ")) "
-                                     "AND (? < 0 OR j.workload = ?) AND w.generator IN (") +
+                                     "AND (? < 0 OR j.workload = ?) AND w.device = ? AND w.generator IN (") +
                                          placeholders(generators.size()) + ") ORDER BY j.id LIMIT 1");
             q.bind(1, version);
             q.bind(2, workload);
             q.bind(3, workload);
-            for (size_t i = 0; i < generators.size(); i++) q.bind(int(4 + i), generators[i]);
+            q.bind(4, device);
+            for (size_t i = 0; i < generators.size(); i++) q.bind(int(5 + i), generators[i]);
             if (!q.executeStep()) return std::nullopt;
             TuningJob job;
             job.id = q.getColumn(0).getInt64();
             job.candidate = params_from_json(q.getColumn(1).getString());
             job.spec = q.getColumn(2).getString();
             job.workload = {q.getColumn(3).getString(), q.getColumn(4).getString(), q.getColumn(5).getString(),
-                            params_from_json(q.getColumn(6).getString())};
+                            params_from_json(q.getColumn(6).getString()), q.getColumn(7).getString()};
             SQLite::Statement lease(db_, "UPDATE job SET state = 'leased', worker = ?, lease_until = " NOW " + ?, "
                                          "attempts = attempts + 1 WHERE id = ?");
             lease.bind(1, worker);
@@ -207,8 +213,10 @@ private:
 
     /** Inserts a record; `verb` is INSERT OR REPLACE or INSERT OR IGNORE. */
     void insert_record(int64_t id, const TuningRecord &r, const std::string &verb) {
-        SQLite::Statement q(db_, verb + " INTO record VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                                        "(SELECT COALESCE(MAX(added), 0) + 1 FROM record WHERE workload = ?))");
+        SQLite::Statement q(db_, verb + " INTO record (workload, candidate, params, status, cycles, "
+                                        "roofline_fraction, device, date, seed, message, added, time_ms) VALUES "
+                                        "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                                        "(SELECT COALESCE(MAX(added), 0) + 1 FROM record WHERE workload = ?), ?)");
         q.bind(1, id);
         q.bind(2, candidate_key(r.candidate));
         q.bind(3, params_json(r.candidate));
@@ -220,7 +228,22 @@ private:
         q.bind(9, int64_t(r.seed));
         q.bind(10, r.message);
         q.bind(11, id);
+        q.bind(12, r.time_ms);
         q.exec();
+    }
+
+    bool has_column(const std::string &table, const std::string &column) {
+        SQLite::Statement q(db_, "SELECT 1 FROM pragma_table_info(?) WHERE name = ?");
+        q.bind(1, table);
+        q.bind(2, column);
+        return q.executeStep();
+    }
+
+    void add_column(const std::string &table, const std::string &column, const std::string &type) {
+        if (has_column(table, column)) return;
+        SQLite::Transaction t(db_, SQLite::TransactionBehavior::IMMEDIATE);
+        if (!has_column(table, column)) db_.exec("ALTER TABLE " + table + " ADD COLUMN " + column + " " + type);
+        t.commit();
     }
 
     static SQLite::Database open_file(const std::string &path) {
@@ -232,6 +255,8 @@ private:
         if (ec) throw Error("tuning database sqlite:" + path + ": cannot create " + dir.string() + ": " + ec.message());
         try {
             SQLite::Database db(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+            // Processes opening a new database together wait for each other.
+            db.setBusyTimeout(10000);
             // A file that is not a database fails here, not at the first query.
             db.exec("SELECT count(*) FROM sqlite_master");
             return db;
@@ -253,13 +278,14 @@ private:
         SQLite::Statement find(db_, "SELECT id FROM workload WHERE key = ?");
         find.bind(1, key);
         if (find.executeStep()) return find.getColumn(0).getInt64();
-        SQLite::Statement add(db_, "INSERT OR IGNORE INTO workload (key, generator, target, compiler, fixed) "
-                                   "VALUES (?, ?, ?, ?, ?)");
+        SQLite::Statement add(db_, "INSERT OR IGNORE INTO workload (key, generator, target, compiler, fixed, device) "
+                                   "VALUES (?, ?, ?, ?, ?, ?)");
         add.bind(1, key);
         add.bind(2, w.generator);
         add.bind(3, w.target);
         add.bind(4, w.compiler);
         add.bind(5, params_json(w.fixed));
+        add.bind(6, w.device);
         add.exec();
         SQLite::Statement again(db_, "SELECT id FROM workload WHERE key = ?");
         again.bind(1, key);
@@ -271,7 +297,9 @@ private:
 } // namespace
 
 std::string TuningWorkload::key() const {
-    return generator + " " + target + " " + compiler + " " + candidate_key(fixed);
+    // Model workloads keep the key they had before GPU timing.
+    return generator + " " + target + " " + compiler + " " + candidate_key(fixed) +
+           (device == "model" ? "" : " timed on " + device);
 }
 
 std::string params_json(const std::map<std::string, std::string> &params) {
@@ -308,7 +336,7 @@ std::vector<TuningRecord> TuningDb::top(const TuningWorkload &w, size_t k) {
     for (TuningRecord &r : records(w)) {
         if (r.status == "ok") ok.push_back(std::move(r));
     }
-    std::stable_sort(ok.begin(), ok.end(), [](const TuningRecord &a, const TuningRecord &b) { return a.cycles < b.cycles; });
+    std::stable_sort(ok.begin(), ok.end(), [](const TuningRecord &a, const TuningRecord &b) { return a.cost() < b.cost(); });
     if (ok.size() > k) ok.resize(k);
     return ok;
 }
@@ -319,11 +347,11 @@ std::string TuningDb::export_json() {
         nlohmann::json records = nlohmann::json::array();
         for (const TuningRecord &r : this->records(w)) {
             records.push_back({{"candidate", r.candidate}, {"status", r.status}, {"cycles", r.cycles},
-                               {"roofline_fraction", r.roofline_fraction}, {"device", r.device}, {"date", r.date},
-                               {"message", r.message}, {"seed", r.seed}});
+                               {"roofline_fraction", r.roofline_fraction}, {"time_ms", r.time_ms},
+                               {"device", r.device}, {"date", r.date}, {"message", r.message}, {"seed", r.seed}});
         }
         all.push_back({{"generator", w.generator}, {"target", w.target}, {"compiler", w.compiler},
-                       {"fixed", w.fixed}, {"records", records}});
+                       {"fixed", w.fixed}, {"timed_on", w.device}, {"records", records}});
     }
     return nlohmann::json({{"workloads", all}}).dump(1);
 }
@@ -341,13 +369,14 @@ int TuningDb::import_json(const std::string &text) {
     try {
         for (const auto &jw : j["workloads"]) {
             TuningWorkload w{jw.at("generator"), jw.at("target"), jw.at("compiler"),
-                             jw.at("fixed").get<std::map<std::string, std::string>>()};
+                             jw.at("fixed").get<std::map<std::string, std::string>>(), jw.value("timed_on", "model")};
             for (const auto &jr : jw.at("records")) {
                 TuningRecord r;
                 r.candidate = jr.at("candidate").get<std::map<std::string, std::string>>();
                 r.status = jr.at("status");
                 r.cycles = jr.value("cycles", 0.0);
                 r.roofline_fraction = jr.value("roofline_fraction", 0.0);
+                r.time_ms = jr.value("time_ms", 0.0);
                 r.device = jr.value("device", "");
                 r.date = jr.value("date", "");
                 r.message = jr.value("message", "");
@@ -365,7 +394,7 @@ int TuningDb::import_json(const std::string &text) {
 std::optional<TuningRecord> TuningDb::best(const TuningWorkload &w) {
     std::optional<TuningRecord> best;
     for (TuningRecord &r : records(w)) {
-        if (r.status == "ok" && (!best || r.cycles < best->cycles)) best = std::move(r);
+        if (r.status == "ok" && (!best || r.cost() < best->cost())) best = std::move(r);
     }
     return best;
 }

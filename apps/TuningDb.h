@@ -23,10 +23,12 @@
 
 namespace tandem::apps {
 
-/** What is tuned: a generator at fixed (non-tuned) parameters for a target, by a compiler. */
+/** What is tuned: a generator at fixed (non-tuned) parameters for a target, by a compiler, timed
+ * on the target's machine model ("model") or on a GPU ("gpu": Hopper kernels, TuneOptions::device). */
 struct TuningWorkload {
     std::string generator, target, compiler;
     std::map<std::string, std::string> fixed;
+    std::string device = "model";
     /** One line naming all of it (the database's key). */
     std::string key() const;
 };
@@ -37,8 +39,11 @@ struct TuningRecord {
     std::string status;
     double cycles = 0;            // on the target's machine model (ok only)
     double roofline_fraction = 0; // the problem's roofline over cycles
-    std::string device, date, message;
+    std::string device, date, message; // device: the model's name, or the GPU's
     unsigned long long seed = 0;
+    double time_ms = 0; // a GPU workload: the median time of a launch on the GPU (ok only)
+    /** What the search minimises: the GPU time where there is one, else the model's cycles. */
+    double cost() const { return time_ms > 0 ? time_ms : cycles; }
 };
 
 /** Parameters as JSON text and back: how both backends store a candidate or a workload's fixed
@@ -86,11 +91,12 @@ public:
     virtual void enqueue(const TuningWorkload &w, const std::string &version, const std::string &spec,
                          const std::vector<std::map<std::string, std::string>> &candidates) = 0;
     /** Leases to `worker` for `lease_seconds` the oldest job of compiler `version` that is pending
-     * or whose lease ran out, of one of `generators` (those the worker can build) and of workload
-     * `only` when given; none when there is none. */
+     * or whose lease ran out, of one of `generators` (those the worker can build), of a workload
+     * timed on `device` (TuningWorkload::device) and of workload `only` when given; none when there
+     * is none. */
     virtual std::optional<TuningJob> claim(const std::string &worker, const std::string &version,
                                            double lease_seconds, const std::vector<std::string> &generators,
-                                           const TuningWorkload *only = nullptr) = 0;
+                                           const std::string &device, const TuningWorkload *only = nullptr) = 0;
     /** Extends every lease `worker` holds to `lease_seconds` from now (its heartbeat). */
     virtual void renew(const std::string &worker, double lease_seconds) = 0;
     /** Adds the job's record and marks it done, in one transaction. A record already there (the

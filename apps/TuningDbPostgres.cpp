@@ -28,6 +28,9 @@ public:
                    "REFERENCES workload(id), candidate TEXT NOT NULL, params TEXT, version TEXT, spec TEXT, "
                    "state TEXT NOT NULL DEFAULT 'pending', worker TEXT, lease_until TIMESTAMPTZ, "
                    "attempts INTEGER NOT NULL DEFAULT 0, UNIQUE (workload, candidate))");
+            // Added with GPU timing; a database from before gets them.
+            t.exec("ALTER TABLE workload ADD COLUMN IF NOT EXISTS device TEXT NOT NULL DEFAULT 'model'");
+            t.exec("ALTER TABLE record ADD COLUMN IF NOT EXISTS time_ms DOUBLE PRECISION NOT NULL DEFAULT 0");
             t.commit();
             return 0;
         });
@@ -56,7 +59,7 @@ public:
             pqxx::work t(*conn_);
             std::vector<TuningRecord> out;
             for (const auto &row : t.exec_params("SELECT params, status, cycles, roofline_fraction, device, date, "
-                                                 "seed, message FROM record WHERE workload = $1 ORDER BY added",
+                                                 "seed, message, time_ms FROM record WHERE workload = $1 ORDER BY added",
                                                  workload_id(t, w))) {
                 TuningRecord r;
                 r.candidate = params_from_json(row[0].c_str());
@@ -67,6 +70,7 @@ public:
                 r.date = row[5].c_str();
                 r.seed = (unsigned long long)row[6].as<int64_t>();
                 r.message = row[7].c_str();
+                r.time_ms = row[8].as<double>();
                 out.push_back(std::move(r));
             }
             return out;
@@ -77,9 +81,10 @@ public:
         return guard([&] {
             pqxx::work t(*conn_);
             std::vector<TuningWorkload> out;
-            for (const auto &row : t.exec("SELECT generator, target, compiler, fixed FROM workload w WHERE EXISTS "
-                                          "(SELECT 1 FROM record r WHERE r.workload = w.id) ORDER BY id")) {
-                out.push_back({row[0].c_str(), row[1].c_str(), row[2].c_str(), params_from_json(row[3].c_str())});
+            for (const auto &row : t.exec("SELECT generator, target, compiler, fixed, device FROM workload w WHERE "
+                                          "EXISTS (SELECT 1 FROM record r WHERE r.workload = w.id) ORDER BY id")) {
+                out.push_back({row[0].c_str(), row[1].c_str(), row[2].c_str(), params_from_json(row[3].c_str()),
+                               row[4].c_str()});
             }
             return out;
         });
@@ -102,7 +107,8 @@ public:
     }
 
     std::optional<TuningJob> claim(const std::string &worker, const std::string &version, double lease_seconds,
-                                   const std::vector<std::string> &generators, const TuningWorkload *only) override {
+                                   const std::vector<std::string> &generators, const std::string &device,
+                                   const TuningWorkload *only) override {
         if (generators.empty()) return std::nullopt;
         return guard([&]() -> std::optional<TuningJob> {
             pqxx::work t(*conn_);
@@ -113,9 +119,9 @@ public:
                 "UPDATE job SET state = 'leased', worker = $1, lease_until = now() + make_interval(secs => $2), "
                 "attempts = attempts + 1 WHERE id = (SELECT id FROM job WHERE version = $3 AND (state = 'pending' "
                 "OR (state = 'leased' AND lease_until < now())) AND ($4 < 0 OR workload = $4) AND workload IN (SELECT id "
-                "FROM workload WHERE generator IN (" + names + ")) ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) "
-                "RETURNING id, params, spec, workload",
-                worker, lease_seconds, version, workload);
+                "FROM workload WHERE device = $5 AND generator IN (" + names + ")) ORDER BY id LIMIT 1 FOR UPDATE "
+                "SKIP LOCKED) RETURNING id, params, spec, workload",
+                worker, lease_seconds, version, workload, device);
             if (r.empty()) {
                 t.commit();
                 return std::nullopt;
@@ -124,9 +130,10 @@ public:
             job.id = r[0][0].as<int64_t>();
             job.candidate = params_from_json(r[0][1].c_str());
             job.spec = r[0][2].c_str();
-            const pqxx::row w = t.exec_params1("SELECT generator, target, compiler, fixed FROM workload WHERE id = $1",
+            const pqxx::row w = t.exec_params1("SELECT generator, target, compiler, fixed, device FROM workload "
+                                               "WHERE id = $1",
                                                r[0][3].as<int64_t>());
-            job.workload = {w[0].c_str(), w[1].c_str(), w[2].c_str(), params_from_json(w[3].c_str())};
+            job.workload = {w[0].c_str(), w[1].c_str(), w[2].c_str(), params_from_json(w[3].c_str()), w[4].c_str()};
             t.commit();
             return job;
         });
@@ -204,22 +211,22 @@ private:
 
     static int64_t workload_id(pqxx::work &t, const TuningWorkload &w) {
         const std::string key = w.key();
-        t.exec_params("INSERT INTO workload (key, generator, target, compiler, fixed) VALUES ($1, $2, $3, $4, $5) "
-                      "ON CONFLICT (key) DO NOTHING",
-                      key, w.generator, w.target, w.compiler, params_json(w.fixed));
+        t.exec_params("INSERT INTO workload (key, generator, target, compiler, fixed, device) VALUES ($1, $2, $3, $4, "
+                      "$5, $6) ON CONFLICT (key) DO NOTHING",
+                      key, w.generator, w.target, w.compiler, params_json(w.fixed), w.device);
         return t.exec_params1("SELECT id FROM workload WHERE key = $1", key)[0].as<int64_t>();
     }
 
     static void insert_record(pqxx::work &t, int64_t id, const TuningRecord &r, bool replace) {
         t.exec_params("INSERT INTO record (workload, candidate, params, status, cycles, roofline_fraction, device, "
-                      "date, seed, message) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT "
+                      "date, seed, message, time_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT "
                       "(workload, candidate) DO " +
                           std::string(replace ? "UPDATE SET params = $3, status = $4, cycles = $5, "
                                                 "roofline_fraction = $6, device = $7, date = $8, seed = $9, "
-                                                "message = $10"
+                                                "message = $10, time_ms = $11"
                                               : "NOTHING"),
                       id, candidate_key(r.candidate), params_json(r.candidate), r.status, r.cycles, r.roofline_fraction,
-                      r.device, r.date, int64_t(r.seed), r.message);
+                      r.device, r.date, int64_t(r.seed), r.message, r.time_ms);
     }
 };
 

@@ -92,8 +92,8 @@ struct CommandLine {
         fuzz->add_flag("--runtime-shapes", a.runtime_shapes,
                        "each run compiles one kernel with shapes=runtime and runs it at several shapes");
         CLI::App *tune = app.add_subcommand(
-            "tune", "autotune an app's schedule parameters on a target's machine model, recording every "
-                    "candidate in a tuning database");
+            "tune", "autotune an app's schedule parameters on a target's machine model (hopper: or its GPU), "
+                    "recording every candidate in a tuning database");
         tune->add_option("app", a.app, "the app (tandem list)");
         CLI::App *best = tune->add_subcommand("best", "the best recorded candidates of a workload (no measuring)");
         best->add_option("app", a.app, "the app")->required();
@@ -123,7 +123,10 @@ struct CommandLine {
             ->check(CLI::NonNegativeNumber);
         worker->add_option("--jobs", a.jobs, "candidates measured at once")->check(CLI::PositiveNumber);
         worker->add_option("--idle-exit", a.idle_exit, "stop after this many seconds without a job (default: never)");
-        worker->add_option("--device", a.device, "what measures: model (the target's machine model)");
+        for (CLI::App *c : {tune, best, worker}) {
+            c->add_option("--device", a.device, "what times the candidates: model (the target's machine model) or gpu "
+                                                "(hopper: this machine's GPU, after the model checked them)");
+        }
         tune->add_option("--budget", a.budget, "candidates to measure")->check(CLI::PositiveNumber);
         tune->add_option("--seconds", a.tune_seconds, "stop after this long as well");
         tune->add_option("--seed", a.seed, "the search's seed (deterministic)");
@@ -267,7 +270,19 @@ int fuzz(const Args &a) {
 
 nlohmann::json record_json(const TuningRecord &r) {
     return {{"params", r.candidate}, {"status", r.status}, {"cycles", r.cycles},
-            {"roofline_fraction", r.roofline_fraction}, {"device", r.device}, {"date", r.date}, {"message", r.message}};
+            {"roofline_fraction", r.roofline_fraction}, {"time_ms", r.time_ms}, {"device", r.device}, {"date", r.date},
+            {"message", r.message}};
+}
+
+/** A record's measurement: its GPU time where it has one, its model cycles. */
+std::string cost_text(const TuningRecord &r) {
+    char text[160];
+    if (r.time_ms > 0) {
+        std::snprintf(text, sizeof text, "%.4f ms on %s (model: %.0f cycles)", r.time_ms, r.device.c_str(), r.cycles);
+    } else {
+        std::snprintf(text, sizeof text, "%.0f cycles, roofline fraction %.3f", r.cycles, r.roofline_fraction);
+    }
+    return text;
 }
 
 int tune(const Args &a) {
@@ -284,13 +299,12 @@ int tune(const Args &a) {
     o.timeout_seconds = a.timeout;
     o.jobs = a.jobs;
     o.lease_seconds = a.lease;
+    o.device = a.device;
     const bool terminal = !a.json && isatty(STDOUT_FILENO);
     TuneResult r = apps::tune(o, [&](const TuneProgress &p) {
         if (a.json) return;
         const double rate = p.seconds > 0 ? p.done / p.seconds : 0;
-        const std::string best = p.best ? std::to_string((long long)p.best->cycles) + " cycles (roofline " +
-                                              std::to_string(p.best->roofline_fraction).substr(0, 5) + ")"
-                                        : "none yet";
+        const std::string best = !p.best ? "none yet" : cost_text(*p.best);
         if (terminal) {
             const int width = 30, filled = p.total ? width * p.done / p.total : width;
             std::printf("\r[%s%s] %d/%d  best %s  %.1f/s  %.0f s left ", std::string(size_t(filled), '#').c_str(),
@@ -298,7 +312,7 @@ int tune(const Args &a) {
                         rate > 0 ? (p.total - p.done) / rate : 0.0);
         } else {
             std::printf("%d/%d %s %s %s  best %s\n", p.done, p.total, candidate_key(p.last->candidate).c_str(),
-                        p.last->status.c_str(), p.last->status == "ok" ? std::to_string((long long)p.last->cycles).c_str() : "",
+                        p.last->status.c_str(), p.last->status == "ok" ? cost_text(*p.last).c_str() : "",
                         best.c_str());
         }
         std::fflush(stdout);
@@ -306,21 +320,21 @@ int tune(const Args &a) {
     if (terminal) std::printf("\n");
     if (a.json) {
         nlohmann::json j = {{"workload", {{"generator", r.workload.generator}, {"target", r.workload.target},
-                                          {"compiler", r.workload.compiler}, {"fixed", r.workload.fixed}}},
+                                          {"compiler", r.workload.compiler}, {"fixed", r.workload.fixed},
+                                          {"timed_on", r.workload.device}}},
                             {"db", o.db}, {"measured", r.measured}, {"reused", r.reused}, {"space", r.space}};
         if (r.best) j["best"] = record_json(*r.best);
         if (r.defaults) j["defaults"] = record_json(*r.defaults);
-        if (r.best && r.defaults && r.defaults->status == "ok") j["speedup_over_defaults"] = r.defaults->cycles / r.best->cycles;
+        if (r.best && r.defaults && r.defaults->status == "ok") j["speedup_over_defaults"] = r.defaults->cost() / r.best->cost();
         std::cout << j.dump(1) << "\n";
     } else {
         std::printf("tune %s on %s: %d measured, %d from the database (%s), a space of %d\n", a.app.c_str(),
                     a.target.c_str(), r.measured, r.reused, o.db.c_str(), r.space);
         if (r.defaults)
-            std::printf("  defaults: %s %s %.0f cycles\n", candidate_key(r.defaults->candidate).c_str(),
-                        r.defaults->status.c_str(), r.defaults->cycles);
+            std::printf("  defaults: %s %s %s\n", candidate_key(r.defaults->candidate).c_str(),
+                        r.defaults->status.c_str(), cost_text(*r.defaults).c_str());
         if (r.best)
-            std::printf("  best:     %s %.0f cycles, roofline fraction %.3f\n", candidate_key(r.best->candidate).c_str(),
-                        r.best->cycles, r.best->roofline_fraction);
+            std::printf("  best:     %s %s\n", candidate_key(r.best->candidate).c_str(), cost_text(*r.best).c_str());
         else
             std::printf("  no candidate ran correctly\n");
     }
@@ -328,17 +342,15 @@ int tune(const Args &a) {
 }
 
 int tune_worker(const Args &a) {
-    if (a.device != "model")
-        throw Error("tune-worker --device " + a.device + ": only model (the machine models) measures candidates "
-                    "today; timing on a GPU is not built yet");
     WorkerOptions o;
+    o.device = a.device;
     o.db = a.db.empty() ? default_tuning_db() : a.db;
     o.jobs = a.jobs;
     o.lease_seconds = a.lease;
     o.idle_exit = a.idle_exit;
     const int done = apps::tune_worker(o, [](const TuningJob &job, const TuningRecord &r) {
         std::printf("%s %s: %s %s\n", job.workload.generator.c_str(), candidate_key(r.candidate).c_str(),
-                    r.status.c_str(), r.status == "ok" ? std::to_string((long long)r.cycles).c_str() : r.message.c_str());
+                    r.status.c_str(), r.status == "ok" ? cost_text(r).c_str() : r.message.c_str());
         std::fflush(stdout);
     });
     std::printf("tune-worker: %d job(s) measured, idle for %.0f s: done\n", done, a.idle_exit);
@@ -369,6 +381,7 @@ int tune_database(const Args &a) {
     o.target = a.target;
     o.fixed = a.params;
     o.numerics = a.numerics;
+    o.device = a.device;
     const TuningWorkload w = tuning_workload(o);
     const std::vector<TuningRecord> top = db->top(w, size_t(a.top));
     if (a.json) {
@@ -379,7 +392,7 @@ int tune_database(const Args &a) {
         std::printf("no ok record for %s\n", w.key().c_str());
     } else {
         for (const TuningRecord &r : top)
-            std::printf("%.0f cycles  roofline %.3f  %s\n", r.cycles, r.roofline_fraction, candidate_key(r.candidate).c_str());
+            std::printf("%s  %s\n", cost_text(r).c_str(), candidate_key(r.candidate).c_str());
     }
     return top.empty() ? 1 : 0;
 }

@@ -47,8 +47,8 @@ void write_file(const std::filesystem::path &path, const std::string &text) {
     if (!out) throw Error("cannot write " + path.string());
 }
 
-/** The tunables of the best record of the workload (numerics checked, else without) in `uri`, set
- * on `g`; a note either way. */
+/** The tunables of the best record of the workload in `uri` (timed on a GPU first, then on the
+ * model; numerics checked, else without), set on `g`; a note either way. */
 void apply_best(GeneratorBase &g, const std::string &uri, const std::string &target,
                 const apps::Params &given) {
     apps::TuneOptions o;
@@ -58,10 +58,14 @@ void apply_best(GeneratorBase &g, const std::string &uri, const std::string &tar
     std::unique_ptr<apps::TuningDb> db = apps::TuningDb::open(uri);
     std::optional<apps::TuningRecord> best;
     apps::TuningWorkload w;
-    for (bool numerics : {true, false}) {
-        o.numerics = numerics;
-        w = apps::tuning_workload(o);
-        if ((best = db->best(w))) break;
+    for (const std::string device : {"gpu", "model"}) {
+        for (bool numerics : {true, false}) {
+            o.device = device;
+            o.numerics = numerics;
+            w = apps::tuning_workload(o);
+            if ((best = db->best(w))) break;
+        }
+        if (best) break;
     }
     if (!best) {
         std::cerr << "tuning: no record of " << apps::tuning_workload(o).key() << " in " << uri
@@ -74,7 +78,8 @@ void apply_best(GeneratorBase &g, const std::string &uri, const std::string &tar
         if (k != "schedule" || has_schedule) g.set_param(k, v);
     }
     std::cerr << "tuning: " << g.name() << " for " << target << " takes " << apps::candidate_key(best->candidate)
-              << " (" << best->cycles << " cycles on " << best->device << ", " << uri << ")\n";
+              << " (" << (best->time_ms > 0 ? std::to_string(best->time_ms) + " ms" : std::to_string(best->cycles) + " cycles")
+              << " on " << best->device << ", " << uri << ")\n";
 }
 
 int tune_main(const std::string &name, const std::string &target, const apps::Params &given, const std::string &db,

@@ -1,9 +1,12 @@
 // The autotuner and its SQLite tuning database: records survive a killed tuner, --resume measures
 // nothing twice, a seed makes the search repeatable, bad databases are clear errors.
+#include "GpuTiming.h"
+#include "Run.h"
 #include "Tune.h"
 #include "TuningDb.h"
 #include "tandem/Error.h"
 
+#include <SQLiteCpp/SQLiteCpp.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -101,6 +104,130 @@ TEST(TuningDb, TopExportAndImport) {
     EXPECT_EQ(b->workloads().size(), 2u);
     EXPECT_THROW(b->import_json("{\"no\": 1}"), Error);
     EXPECT_THROW(b->import_json("not json"), Error);
+}
+
+TEST(TuningDb, GpuTimesAreAWorkloadOfTheirOwnRankedByTime) {
+    fs::path dir = temp_dir("gpu");
+    auto db = TuningDb::open("sqlite:" + (dir / "t.db").string());
+    TuningWorkload model{"gemm", "hopper", "test", {{"M", "8"}}}, gpu = model;
+    gpu.device = "gpu";
+    EXPECT_NE(model.key(), gpu.key());
+    db->add(model, {{{"TN", "128"}}, "ok", 100, 0.5, "hopper v6", "now", "", 1});
+    // On the GPU the candidate with more model cycles is the faster one: the time decides.
+    db->add(gpu, {{{"TN", "128"}}, "ok", 100, 0.5, "NVIDIA H100", "now", "", 1, 0.30});
+    db->add(gpu, {{{"TN", "256"}}, "ok", 120, 0.4, "NVIDIA H100", "now", "", 1, 0.25});
+    EXPECT_EQ(db->records(model).size(), 1u);
+    ASSERT_EQ(db->records(gpu).size(), 2u);
+    EXPECT_EQ(db->records(gpu)[1].time_ms, 0.25);
+    ASSERT_TRUE(db->best(gpu));
+    EXPECT_EQ(db->best(gpu)->candidate.at("TN"), "256");
+    EXPECT_EQ(db->top(gpu, 2)[1].candidate.at("TN"), "128");
+    // Export and import keep the device and the times.
+    auto copy = TuningDb::open("sqlite:" + (dir / "copy.db").string());
+    EXPECT_EQ(copy->import_json(db->export_json()), 3);
+    ASSERT_EQ(copy->records(gpu).size(), 2u);
+    EXPECT_EQ(copy->records(gpu)[1].time_ms, 0.25);
+    EXPECT_EQ(copy->workloads().size(), 2u);
+}
+
+TEST(TuningDb, ADatabaseFromBeforeGpuTimingOpensWithItsRecords) {
+    fs::path dir = temp_dir("old");
+    const fs::path file = dir / "old.db";
+    {
+        // The schema before the workload's device and the record's time_ms.
+        SQLite::Database old(file.string(), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+        old.exec("CREATE TABLE workload (id INTEGER PRIMARY KEY, key TEXT UNIQUE NOT NULL, generator TEXT, "
+                 "target TEXT, compiler TEXT, fixed TEXT)");
+        old.exec("CREATE TABLE record (workload INTEGER NOT NULL REFERENCES workload(id), candidate TEXT NOT NULL, "
+                 "params TEXT, status TEXT, cycles REAL, roofline_fraction REAL, device TEXT, date TEXT, "
+                 "seed INTEGER, message TEXT, added INTEGER, PRIMARY KEY (workload, candidate))");
+        old.exec("INSERT INTO workload VALUES (1, 'gemm zpu test M=8', 'gemm', 'zpu', 'test', '{\"M\":\"8\"}')");
+        old.exec("INSERT INTO record VALUES (1, 'TM=16', '{\"TM\":\"16\"}', 'ok', 90, 0.5, 'zpu v4', 'then', 1, '', 1)");
+    }
+    auto db = TuningDb::open("sqlite:" + file.string());
+    const TuningWorkload w{"gemm", "zpu", "test", {{"M", "8"}}};
+    ASSERT_EQ(db->records(w).size(), 1u);
+    EXPECT_EQ(db->records(w)[0].cycles, 90);
+    EXPECT_EQ(db->records(w)[0].time_ms, 0);
+    db->add(w, {{{"TM", "32"}}, "ok", 80, 0.6, "zpu v4", "now", "", 1});
+    EXPECT_EQ(db->best(w)->candidate.at("TM"), "32");
+}
+
+TEST(Tune, GpuTimingIsForHopperKernelsTheHarnessKnowsOnAMachineWithAGpu) {
+    fs::path dir = temp_dir("gpu_errors");
+    TuneOptions o = small_gemm(dir / "t.db", 2);
+    o.device = "gpu";
+    try {
+        tune(o);
+        FAIL() << "a zpu workload was timed on a GPU";
+    } catch (const Error &e) {
+        EXPECT_NE(std::string(e.what()).find("--device gpu times Hopper kernels"), std::string::npos) << e.what();
+    }
+    o.target = "hopper";
+    o.app = "attention_scores";
+    o.fixed = Params();
+    EXPECT_THROW(tune(o), Error);
+    o.device = "tpu";
+    EXPECT_THROW(tune(o), Error);
+    if (std::system("nvidia-smi -L > /dev/null 2>&1") == 0) return; // the GPU case runs where there is one
+    o = small_gemm(dir / "t.db", 2);
+    o.target = "hopper";
+    o.device = "gpu";
+    try {
+        tune(o);
+        FAIL() << "timed on a GPU this machine does not have";
+    } catch (const Error &e) {
+        const std::string what = e.what();
+        EXPECT_TRUE(what.find("no GPU") != std::string::npos || what.find("nvcc") != std::string::npos) << what;
+    }
+    WorkerOptions w;
+    w.db = o.db;
+    w.device = "gpu";
+    EXPECT_THROW(tune_worker(w), Error);
+}
+
+TEST(Tune, GpuJobsWaitForGpuWorkers) {
+    // A tuner with --jobs 0 only queues: a GPU workload's jobs are claimed by GPU workers only.
+    fs::path dir = temp_dir("gpu_queue");
+    TuneOptions o = small_gemm(dir / "t.db", 4);
+    o.target = "hopper";
+    o.device = "gpu";
+    o.jobs = 0;
+    o.seconds = 3;
+    const TuningWorkload w = tuning_workload(o);
+    std::thread tuner([&] { tune(o); });
+    std::optional<TuningJob> job;
+    try {
+        auto db = TuningDb::open(o.db);
+        for (int i = 0; i < 200 && db->jobs(w).pending == 0; i++) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        EXPECT_GT(db->jobs(w).pending, 0);
+        EXPECT_FALSE(db->claim("model-worker", compiler_version(), 60, {"gemm"}, "model"));
+        job = db->claim("gpu-worker", compiler_version(), 60, {"gemm"}, "gpu");
+    } catch (const std::exception &e) {
+        ADD_FAILURE() << e.what();
+    }
+    tuner.join();
+    ASSERT_TRUE(job);
+    EXPECT_EQ(job->workload.device, "gpu");
+    EXPECT_EQ(job->workload.key(), w.key());
+    EXPECT_NE(job->spec.find("\"device\":\"gpu\""), std::string::npos) << job->spec;
+}
+
+TEST(Tune, GpuHarnessOfACandidateBuilds) {
+    // What a GPU worker builds for each candidate: the kernel's CUDA with the harness, by nvcc.
+    if (std::system("/usr/local/cuda/bin/nvcc --version > /dev/null 2>&1") != 0 &&
+        std::system("nvcc --version > /dev/null 2>&1") != 0) {
+        GTEST_SKIP() << "no nvcc here: the GPU harness build is not checked";
+    }
+    fs::path dir = temp_dir("gpu_build");
+    const App &app = find_app("gemm");
+    const Params p = with_defaults(app, Params({{"M", "200"}, {"N", "136"}, {"K", "72"}}), "hopper");
+    write_gpu_harness_sources(app, p, "ws_cooperative", dir.string(), "candidate");
+    const std::string command = gpu_harness_build_command(dir.string(), "candidate") + " > " +
+                                (dir / "build.log").string() + " 2>&1";
+    EXPECT_EQ(std::system(command.c_str()), 0) << command;
+    EXPECT_TRUE(fs::exists(dir / "harness"));
+    fs::remove_all(dir);
 }
 
 /** The command line: tune, then best, export and import through tandem-cli. */
