@@ -1,6 +1,8 @@
 // GPU check and benchmark of Tandem's emitted Hopper kernels against cuBLAS / the copy bandwidth.
 // Built by run.sh with the kernels emitted on the development machine (kernels/*.cu plus
-// kernels/registry.inc: TANDEM_KERNEL(fn, app, schedule, M, N, K, out_bytes)).
+// kernels/registry.inc: TANDEM_KERNEL(fn, app, schedule, M, N, K, out_bytes) for a kernel of static
+// shapes, TANDEM_KERNEL_ANY(fn, app, schedule, M, N, K, out_bytes, count) for a runtime-shape one,
+// run at M x N x K: its launcher takes `count` extents, each tensor's dims in argument order).
 //
 //   harness NAME check   one kernel: fresh random inputs (never zeros), the output poisoned (NaN)
 //                        before every launch, every element checked against the reference
@@ -35,8 +37,14 @@
     extern "C" cudaError_t prepare_##fn(void *const *, void **);                                    \
     extern "C" cudaError_t launch_prepared_##fn(const void *, cudaStream_t);                        \
     extern "C" void release_##fn(void *);
+#define TANDEM_KERNEL_ANY(fn, app, schedule, M, N, K, out_bytes, count)                             \
+    extern "C" cudaError_t launch_##fn(void *const *, const int *, cudaStream_t);                   \
+    extern "C" cudaError_t prepare_##fn(void *const *, const int *, void **);                       \
+    extern "C" cudaError_t launch_prepared_##fn(const void *, cudaStream_t);                        \
+    extern "C" void release_##fn(void *);
 #include "registry.inc"
 #undef TANDEM_KERNEL
+#undef TANDEM_KERNEL_ANY
 
 namespace {
 
@@ -44,18 +52,44 @@ struct Entry {
     const char *fn, *app, *schedule;
     int M, N, K; // gemm: M x N x K; elementwise: W x H; rmsnorm: D x R
     int out_bytes; // gemm: 2 (bf16 C) or 4 (f32 C)
+    int runtime_extents; // 0: static shapes; else the count the launcher takes
     cudaError_t (*launch)(void *const *, cudaStream_t);
     cudaError_t (*prepare)(void *const *, void **);
+    cudaError_t (*launch_any)(void *const *, const int *, cudaStream_t);
+    cudaError_t (*prepare_any)(void *const *, const int *, void **);
     cudaError_t (*launch_prepared)(const void *, cudaStream_t);
     void (*release)(void *);
 };
 
 const Entry entries[] = {
 #define TANDEM_KERNEL(fn, app, schedule, M, N, K, out_bytes)                                        \
-    {#fn, app, schedule, M, N, K, out_bytes, launch_##fn, prepare_##fn, launch_prepared_##fn, release_##fn},
+    {#fn, app, schedule, M, N, K, out_bytes, 0, launch_##fn, prepare_##fn, nullptr, nullptr,        \
+     launch_prepared_##fn, release_##fn},
+#define TANDEM_KERNEL_ANY(fn, app, schedule, M, N, K, out_bytes, count)                             \
+    {#fn, app, schedule, M, N, K, out_bytes, count, nullptr, nullptr, launch_##fn, prepare_##fn,    \
+     launch_prepared_##fn, release_##fn},
 #include "registry.inc"
 #undef TANDEM_KERNEL
+#undef TANDEM_KERNEL_ANY
 };
+
+/** The runtime extents of a runtime-shape kernel's call, each tensor's dims (innermost first) in
+ * argument order: gemm A (K, M), B (N, K), C (N, M); elementwise a, b, c, out (W, H); rmsnorm in
+ * (D, R), w (D), out (D, R). Exits when the kernel takes another count. */
+std::vector<int> extents_of(const Entry &e) {
+    if (e.runtime_extents == 0) return {};
+    std::vector<int> v;
+    const std::string app = e.app;
+    if (app == "gemm") v = {e.K, e.M, e.N, e.K, e.N, e.M};
+    else if (app == "elementwise") v = {e.M, e.N, e.M, e.N, e.M, e.N, e.M, e.N};
+    else v = {e.M, e.N, e.M, e.M, e.N};
+    if (int(v.size()) != e.runtime_extents) {
+        std::fprintf(stderr, "%s takes %d runtime extents; the harness knows %zu for %s\n", e.fn, e.runtime_extents,
+                     v.size(), e.app);
+        std::exit(2);
+    }
+    return v;
+}
 
 #define CHECK(x)                                                                                   \
     do {                                                                                           \
@@ -209,11 +243,19 @@ struct Run {
     bool bf16_out;
     std::vector<void *> args;
     void *prepared = nullptr; // the tensor maps encoded once, for the timed launches
+    std::vector<int> extents = extents_of(e); // a runtime-shape kernel's call
+
+    cudaError_t launch(cudaStream_t stream) {
+        return e.runtime_extents ? e.launch_any(args.data(), extents.data(), stream) : e.launch(args.data(), stream);
+    }
+    cudaError_t prepare(void **out) {
+        return e.runtime_extents ? e.prepare_any(args.data(), extents.data(), out) : e.prepare(args.data(), out);
+    }
 
     /** Times the prepared launch; every timed launch's output must equal `first` bit for bit
      * (counted in *differing). */
     double time_kernel(const std::vector<unsigned char> &first, int *differing) {
-        CHECK(e.prepare(args.data(), &prepared));
+        CHECK(prepare(&prepared));
         double ms = median_ms([&] { CHECK(e.launch_prepared(prepared, 0)); },
                               [&] { *differing += bytes_of(out, out_bytes) != first; });
         e.release(prepared);
@@ -224,7 +266,7 @@ struct Run {
     /** Launch with the output poisoned first (0xFF bytes: NaN in f32 and bf16). */
     std::vector<unsigned char> launch_checked() {
         CHECK(cudaMemset(out, 0xFF, out_bytes));
-        CHECK(e.launch(args.data(), 0));
+        CHECK(launch(0));
         CHECK(cudaDeviceSynchronize());
         return bytes_of(out, out_bytes);
     }
@@ -241,10 +283,11 @@ struct Run {
         long col = c.first_bad == SIZE_MAX ? -1 : long(c.first_bad % width);
         std::printf("{\"name\": \"%s\", \"app\": \"%s\", \"schedule\": \"%s\", \"device\": \"%s\", \"M\": %d, "
                     "\"N\": %d, \"K\": %d, \"correct\": %s, \"mismatches\": %zu, \"first_bad\": [%ld, %ld], "
-                    "\"rel_fro\": %s, \"max_rel_err\": %s, \"launches_differing\": %d%s}\n",
+                    "\"rel_fro\": %s, \"max_rel_err\": %s, \"launches_differing\": %d, \"runtime_shapes\": %s%s}\n",
                     e.fn, e.app, e.schedule, device, e.M, e.N, e.K,
                     c.correct() && differing_launches == 0 ? "true" : "false", c.mismatches, row, col,
-                    number(c.rel_fro).c_str(), number(c.max_rel_err).c_str(), differing_launches, timing.c_str());
+                    number(c.rel_fro).c_str(), number(c.max_rel_err).c_str(), differing_launches,
+                    e.runtime_extents ? "true" : "false", timing.c_str());
         std::fflush(stdout);
     }
 };

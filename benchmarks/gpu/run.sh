@@ -43,6 +43,15 @@ for s in pipelined ws ws_pingpong ws_cooperative; do
     )
 done
 configs+=("smoke|gemm_ws_cooperative_tm256_300x200x136|gemm|ws_cooperative|300 200 136|hopper|TM=256 TN=128")
+# Runtime shapes (issue 14): one kernel compiled at the default extents, run at these (rows of a
+# multiple of 16 bytes: what TMA takes; another is refused at the call).
+configs+=(
+    "smoke|gemm_any_ws_cooperative_200x136x72|gemm|ws_cooperative|200 136 72|hopper|shapes=runtime TN=256"
+    "smoke|gemm_any_ws_pingpong_1000x1096x520|gemm|ws_pingpong|1000 1096 520|hopper|shapes=runtime"
+    "smoke|gemm_any_ws_1x256x512|gemm|ws|1 256 512|hopper|shapes=runtime"
+    "smoke|elementwise_any_808x5|elementwise|double_buffered|808 5|hopper|shapes=runtime"
+    "smoke|rmsnorm_any_104x7|rmsnorm|double_buffered|104 7|hopper|shapes=runtime"
+)
 for s in double_buffered single_buffered sync; do
     configs+=(
         "smoke|elementwise_${s}_807x5|elementwise|$s|807 5|hopper"
@@ -300,12 +309,23 @@ emit() {
             elementwise) params=(--param W=$a --param H=$b); c=0 ;;
             rmsnorm) params=(--param D=$a --param R=$b); c=0 ;;
         esac
+        # A runtime-shape kernel is compiled at the app's default extents (estimates) and run at
+        # `sizes`.
+        local runtime=0
+        [[ " $more " == *" shapes=runtime "* ]] && runtime=1 && params=()
         for kv in $more; do params+=(--param "$kv"); done
         if "$cli" emit "$app" --target "$target" --schedule "$schedule" --what cuda \
             --name "$name" "${params[@]}" -o "$kernels" > "$kernels/$name.emit.log" 2>&1; then
             local out_bytes=2
             [[ " $more " == *" out=f32 "* ]] && out_bytes=4
-            echo "TANDEM_KERNEL($name, \"$app\", \"$schedule\", $a, $b, $c, $out_bytes)" >> "$kernels/registry.inc"
+            if [ $runtime = 1 ]; then
+                local count
+                count=$(sed -n 's|^ \* extents: the runtime extents, in argument and dim order: \(.*\)\.$|\1|p' \
+                    "$kernels/$name.cu" | wc -w)
+                echo "TANDEM_KERNEL_ANY($name, \"$app\", \"$schedule\", $a, $b, $c, $out_bytes, $count)" >> "$kernels/registry.inc"
+            else
+                echo "TANDEM_KERNEL($name, \"$app\", \"$schedule\", $a, $b, $c, $out_bytes)" >> "$kernels/registry.inc"
+            fi
             echo "$set $name" >> "$kernels/sets.txt"
         else
             echo "not emitted: $name: $(tail -1 "$kernels/$name.emit.log")"
