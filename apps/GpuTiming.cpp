@@ -60,7 +60,7 @@ std::string tail(const std::string &text, size_t chars = 600) {
 } // namespace
 
 bool gpu_harness_times(const App &app) {
-    return app.name == "gemm" || app.name == "elementwise" || app.name == "rmsnorm";
+    return app.name == "gemm" || app.name == "attention_scores" || app.name == "elementwise" || app.name == "rmsnorm";
 }
 
 void require_gpu() {
@@ -85,12 +85,13 @@ void write_gpu_harness_sources(const App &app, const Params &params, const std::
         if (s.what == "cuda") cuda = s.emit(kernel, name, EmitOptions{});
     }
     if (cuda.empty()) throw Error("tune --device gpu: the hopper backend emits no CUDA");
-    // The harness's extents: gemm M N K; elementwise W H; rmsnorm D R.
+    // The harness's extents: gemm M N K; attention_scores Lq Lk D; elementwise W H; rmsnorm D R.
     std::string a, b, c = "0";
     if (app.name == "gemm") a = params.get("M"), b = params.get("N"), c = params.get("K");
+    else if (app.name == "attention_scores") a = params.get("Lq"), b = params.get("Lk"), c = params.get("D");
     else if (app.name == "elementwise") a = params.get("W"), b = params.get("H");
     else a = params.get("D"), b = params.get("R");
-    const int out_bytes = params.has("out") && params.get("out") == "f32" ? 4 : 2;
+    const int out_bytes = (params.has("out") && params.get("out") == "f32") || app.name == "attention_scores" ? 4 : 2;
     std::ofstream(fs::path(dir) / (name + ".cu")) << cuda;
     std::ofstream(fs::path(dir) / "registry.inc") << "TANDEM_KERNEL(" << name << ", \"" << app.name << "\", \""
                                                   << schedule << "\", " << a << ", " << b << ", " << c << ", "

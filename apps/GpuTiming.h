@@ -9,7 +9,7 @@
  * launches), and run in its own process under a time limit; builds run in parallel, timings one
  * at a time per machine (a lock file), so several jobs or workers never share the GPU while timed.
  *
- * Limits: the apps the harness knows (gemm, elementwise, rmsnorm); static shapes; nvcc from
+ * Limits: the apps the harness knows (gemm, attention_scores, elementwise, rmsnorm); static shapes; nvcc from
  * TANDEM_NVCC, /usr/local/cuda/bin or PATH; a GPU of compute capability 9.0 (sm_90a).
  */
 

@@ -335,7 +335,7 @@ TuneResult tune(const TuneOptions &o, const std::function<void(const TuneProgres
         throw Error("tune: --device gpu times Hopper kernels on a GPU; target " + o.target + " is timed on its model");
     }
     if (o.device == "gpu" && !gpu_harness_times(app)) {
-        throw Error("tune: --device gpu: the GPU harness checks and times gemm, elementwise and rmsnorm; " + app.name +
+        throw Error("tune: --device gpu: the GPU harness checks and times gemm, attention_scores, elementwise and rmsnorm; " + app.name +
                     " is timed on the model only");
     }
     if (o.device == "gpu" && o.jobs > 0) require_gpu(); // (--jobs 0 only queues them for GPU workers)

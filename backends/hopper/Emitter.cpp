@@ -945,11 +945,19 @@ private:
         os << line() << "const uint32_t b_tile = " << address(m.b, m.b_offset) << ";\n";
         os << line() << "#pragma unroll\n";
         open("for (int k16 = 0; k16 < " + std::to_string(acc.k / 16) + "; k16++) {");
-        os << line() << "// B, N-major: 16 k-rows of 128 B per step; LBO = " << b_block_bytes
-           << " B between 64-column blocks, SBO = 1024 B per 8 k-rows\n";
-        os << line()
-           << "const uint64_t b_descriptor = hopper::matrix_descriptor_128B(b_tile + k16 * "
-           << 16 * swizzle_bytes << ", " << b_block_bytes << ", 1024);\n";
+        if (acc.b_k_major) {
+            os << line() << "// B, K-major: " << acc.n << " rows of 128 B per wgmma, SBO = 1024 B per 8 rows; "
+               << "k16 = 32 B inside a 64-wide block\n";
+            os << line()
+               << "const uint64_t b_descriptor = hopper::matrix_descriptor_128B(b_tile + (k16 / 4) * "
+               << swizzle_bytes * acc.n << " + (k16 % 4) * 32, 16, 1024);\n";
+        } else {
+            os << line() << "// B, N-major: 16 k-rows of 128 B per step; LBO = " << b_block_bytes
+               << " B between 64-column blocks, SBO = 1024 B per 8 k-rows\n";
+            os << line()
+               << "const uint64_t b_descriptor = hopper::matrix_descriptor_128B(b_tile + k16 * "
+               << 16 * swizzle_bytes << ", " << b_block_bytes << ", 1024);\n";
+        }
         const std::string block = open_blocks(acc);
         os << line()
            << "// A, K-major: 64 rows of 128 B per wgmma, SBO = 1024 B per 8 rows; k16 = 32 B "
@@ -958,7 +966,8 @@ private:
            << "const uint64_t a_descriptor = hopper::matrix_descriptor_128B(a_tile + (k16 / 4) * "
            << a_blocks_bytes << " + m64 * " << 64 * swizzle_bytes
            << " + (k16 % 4) * 32, 16, 1024);\n";
-        os << line() << "hopper::wgmma_bf16<" << acc.n << ">(" << c_name(m.acc)
+        os << line() << "hopper::wgmma_bf16<" << acc.n << (acc.b_k_major ? ", hopper::KMajorB" : "") << ">("
+           << c_name(m.acc)
            << "[" << block << "], a_descriptor, b_descriptor);\n";
         close_blocks(acc);
         close();
@@ -1673,7 +1682,7 @@ std::string emit_cuda(const Kernel &kernel, const std::string &function) {
         if (tile.kind == TileKind::MmaA)
             os << ", wgmma A tile " << list(tile.layout) << ", 128B swizzle";
         else if (tile.kind == TileKind::MmaB)
-            os << ", wgmma B tile " << list(tile.layout) << ", 128B swizzle";
+            os << ", wgmma B tile " << list(tile.layout) << (tile.k_major ? " (K-major)" : "") << ", 128B swizzle";
         else if (tile.tma())
             os << ", TMA tile " << list(tile.layout) << (tile.swizzled_store ? ", 128B-swizzled column blocks" : "");
         if (tile.threads())

@@ -68,14 +68,15 @@
  * wider than 256 elements are split: side by side along one row (the last one through its own
  * tensor map), as chunks of the tensor's dim 0, or a row of boxes per tile row.
  *
- * MMA operand layout: A (K-major, a(k, m)) and B (N-major, b(n, k)) tiles are loaded in column
- * blocks of 64 bf16 (128 bytes, the 128B swizzle span): a {64, rows} box per block, blocks
- * rows x 128 bytes apart. A's descriptor steps 32 bytes per k16 inside a block (K-major, SBO =
- * 1024 = 8 rows); B uses wgmma's transpose flag (MN-major, LBO = distance between its 64-column
- * blocks, SBO = 1024 = 8 k-rows) and steps 16 rows = 2048 bytes per k16.
+ * MMA operand layout: A (K-major, a(k, m)) and B (N-major, b(n, k), or K-major: attention's K)
+ * tiles are loaded in column blocks of 64 bf16 (128 bytes, the 128B swizzle span): a {64, rows}
+ * box per block, blocks rows x 128 bytes apart. A's descriptor (and a K-major B's, tnspB 0) steps
+ * 32 bytes per k16 inside a block (K-major, SBO = 1024 = 8 rows); an N-major B uses wgmma's
+ * transpose flag (tnspB 1, LBO = distance between its 64-column blocks, SBO = 1024 = 8 k-rows)
+ * and steps 16 rows = 2048 bytes per k16.
  *
  * Limits (tandem::Error naming the Func, the directive or the buffer, and the rule): MMAs are
- * bf16 x bf16 -> f32 with A K-major and B N-major, from 2-D tensors; N <= 256 and at most 128 f32
+ * bf16 x bf16 -> f32 with A K-major and B N-major or K-major, from 2-D tensors; N <= 256 and at most 128 f32
  * accumulators per thread after padding; MMA operand tiles are only written by copies; copies
  * do not convert types; an element nest over an accumulator is a zeroing
  * or a per-element epilogue of one or two loops; dynamic-layout tiles are at most 2-D; mbarriers

@@ -299,9 +299,12 @@ private:
         if (!proven(m.a_stride_k == 1))
             throw Error("hopper: MMA operand " + m.a +
                         " must be K-major (a(k, m) with k innermost)");
-        if (!proven(m.b_stride_n == 1))
+        // B is N-major (b(n, k) with n innermost: a GEMM's K x N rows) or K-major (k innermost:
+        // attention's K rows); a B of one column or one k-row is either (decided by the rest).
+        const bool b_k_major = proven(m.b_stride_k == 1) && !proven(m.k == 1);
+        if (!b_k_major && !proven(m.b_stride_n == 1))
             throw Error("hopper: MMA operand " + m.b +
-                        " must be N-major (b(n, k) with n innermost)");
+                        " must be N-major (b(n, k) with n innermost) or K-major (k innermost)");
         if (!proven(m.acc_stride_n == 1) || !is_const_zero(simplify(m.acc_offset))) {
             throw Error("hopper: the accumulator " + m.acc +
                         " must be a dense tile with n innermost at offset 0");
@@ -319,6 +322,10 @@ private:
             throw Error("hopper: the accumulator " + m.acc +
                         " takes MMAs from different operand tiles");
         }
+        if (!info.b.empty() && info.b_k_major != b_k_major && !proven(m.n == 1) && !proven(m.k == 1))
+            throw Error("hopper: the MMAs into " + m.acc + " read " + m.b + " both N-major and K-major");
+        if (info.b.empty() || !proven(m.n == 1))
+            info.b_k_major = b_k_major;
         info.a = m.a;
         info.b = m.b;
         // The row stride of a 1-column MMA (a tail of one column) says nothing about the layout.
@@ -471,7 +478,8 @@ private:
 
     // ---- MMA operand tiles ----
 
-    /** Sets the roles of an operand tile's copy dims ({K, M} for A, {N, K} for B) and returns the
+    /** Sets the roles of an operand tile's copy dims ({K, M} for A, {N, K} or {K, N} for B: the
+     * tensor's dim order) and returns the
      * largest extent along each role. A 1-D copy (the tensor's other dim has extent 1: M = 1, or
      * K = 1 for B) gets the unit dim back: the wgmma tile is always 2-D. */
     std::vector<int64_t> operand_roles(Tile &t) {
@@ -504,19 +512,22 @@ private:
         if (acc.a.empty())
             return;
         Tile &a = plan.tiles.at(acc.a), &b = plan.tiles.at(acc.b);
+        a.k_major = true;
+        b.k_major = acc.b_k_major;
         std::vector<int64_t> ra = operand_roles(a), rb = operand_roles(b);
-        if (ra[0] != rb[1]) {
+        const int64_t b_k = rb[b.k_major ? 0 : 1], b_n = rb[b.k_major ? 1 : 0];
+        if (ra[0] != b_k) {
             throw Error("hopper: MMA operands " + acc.a + " (K = " + std::to_string(ra[0]) +
-                        ") and " + acc.b + " (K = " + std::to_string(rb[1]) +
+                        ") and " + acc.b + " (K = " + std::to_string(b_k) +
                         ") disagree on the K tile");
         }
         // wgmma tiles: K and N in 64-column blocks of the 128B swizzle, M in 64-row wgmmas.
         const int64_t block = swizzle_bytes / 2; // bf16 elements per 128-byte row
         acc.k = round_up(ra[0], block);
         acc.m = round_up(ra[1], 64);
-        acc.n = round_up(rb[0], block);
+        acc.n = round_up(b_n, block);
         a.layout = {acc.k, acc.m};
-        b.layout = {acc.n, acc.k};
+        b.layout = b.k_major ? std::vector<int64_t>{acc.k, acc.n} : std::vector<int64_t>{acc.n, acc.k};
         for (Tile *t : {&a, &b}) {
             t->reach.clear();
             for (size_t d = 0; d < t->data.size(); d++)
@@ -796,8 +807,8 @@ private:
             const int64_t reach = tile.reach[d];
             if (proven(c.op.dims[d].extent == Halide::Expr(int(reach))))
                 continue;
-            bool along_k = (tile.kind == TileKind::MmaA && tile.role[d] == 0) ||
-                           (tile.kind == TileKind::MmaB && tile.role[d] == 1);
+            // K is layout dim 0 of a K-major operand (A, a K-major B), dim 1 of an N-major B.
+            bool along_k = tile.kind != TileKind::Plain && tile.role[d] == (tile.k_major ? 0u : 1u);
             if ((c.load && !along_k) || (is_const(view[d].extent) && c.min_end[d] >= *as_const_int(view[d].extent)))
                 continue;
             if (reach > tile.data[d]) {

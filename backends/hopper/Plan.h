@@ -68,11 +68,13 @@ enum class TileKind { Plain, MmaA, MmaB };
  *    hardware's granularity; what lies past a copy's own extent must lie past the tensor's edge
  *    wherever it matters: in stores and along K of MMA operands).
  * `layout` is the tile on the GPU: row-major extents (plain tiles; the Stmt's element nests are
- * rewritten to it when `dynamic_layout`), or the operand dims {K, M} (A) / {N, K} (B) of a wgmma
- * tile in 128B-swizzled column blocks of 64 bf16. `role` maps each copy dim to a layout dim. */
+ * rewritten to it when `dynamic_layout`), or the operand dims {K, M} (A), {N, K} (an N-major B) or
+ * {K, N} (a K-major B) of a wgmma tile in 128B-swizzled column blocks of 64 bf16. `role` maps
+ * each copy dim to a layout dim. */
 struct Tile {
     const SramBuffer *buffer = nullptr;
     TileKind kind = TileKind::Plain;
+    bool k_major = false; // a wgmma operand with K innermost: A always, B when its K steps by 1
     std::vector<int64_t> data, reach, layout;
     std::vector<size_t> role;
     bool dynamic_layout = false; // the Stmt's pitches differ from the layout's (tail-sized rows,
@@ -134,6 +136,7 @@ struct TensorMap {
 struct Accumulator {
     const SramBuffer *buffer = nullptr;
     std::string a, b;
+    bool b_k_major = false;      // B's K steps by 1 (b(n, k) with k innermost: tnspB 0)
     int64_t m = 0, n = 0, k = 0; // the full (padded) MMA tile
     Halide::Expr stride_m;       // elements between rows of the accumulator in the Stmt
 };

@@ -74,13 +74,15 @@ const Entry entries[] = {
 };
 
 /** The runtime extents of a runtime-shape kernel's call, each tensor's dims (innermost first) in
- * argument order: gemm A (K, M), B (N, K), C (N, M); elementwise a, b, c, out (W, H); rmsnorm in
- * (D, R), w (D), out (D, R). Exits when the kernel takes another count. */
+ * argument order: gemm A (K, M), B (N, K), C (N, M); attention_scores Q's, K's and S's runtime
+ * dims (Lq; Lk; Lk, Lq: D is static); elementwise a, b, c, out (W, H); rmsnorm in (D, R), w (D),
+ * out (D, R). Exits when the kernel takes another count. */
 std::vector<int> extents_of(const Entry &e) {
     if (e.runtime_extents == 0) return {};
     std::vector<int> v;
     const std::string app = e.app;
     if (app == "gemm") v = {e.K, e.M, e.N, e.K, e.N, e.M};
+    else if (app == "attention_scores") v = {e.M, e.N, e.N, e.M}; // Q, K, S's rows (D is static)
     else if (app == "elementwise") v = {e.M, e.N, e.M, e.N, e.M, e.N, e.M, e.N};
     else v = {e.M, e.N, e.M, e.M, e.N};
     if (int(v.size()) != e.runtime_extents) {
@@ -306,12 +308,14 @@ void gemm(const Entry &e, const char *device, bool bench) {
     CHECK(cudaMalloc(&C_cublas, M * N * 2));
     CHECK(cudaMalloc(&ref, M * N * 4));
     Run run{e, device, bench, C, out_bytes, e.out_bytes == 2, {A, B, C}};
-    // Row-major C = A x B is column-major C^T = B^T x A^T.
+    // Row-major C = A x B is column-major C^T = B^T x A^T. attention_scores: B is K, N rows of K
+    // (S = Q K^T), so column-major it is taken transposed.
+    const bool k_major_b = std::string(e.app) == "attention_scores";
     const float one = 1, zero = 0;
     auto cublas = [&](void *out, cudaDataType type) {
-        return cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, int(N), int(M), int(K), &one, B, CUDA_R_16BF, int(N),
-                            A, CUDA_R_16BF, int(K), &zero, out, type, int(N), CUBLAS_COMPUTE_32F,
-                            CUBLAS_GEMM_DEFAULT);
+        return cublasGemmEx(handle, k_major_b ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, int(N), int(M), int(K), &one,
+                            B, CUDA_R_16BF, int(k_major_b ? K : N), A, CUDA_R_16BF, int(K), &zero, out, type, int(N),
+                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     };
     CUBLAS_CHECK(cublas(ref, CUDA_R_32F));
     CHECK(cudaDeviceSynchronize());
@@ -405,7 +409,8 @@ int main(int argc, char **argv) {
         }
         CHECK(cudaFree(x));
     }
-    if (std::string(entry->app) == "gemm") gemm(*entry, prop.name, bench);
+    const std::string app = entry->app;
+    if (app == "gemm" || app == "attention_scores") gemm(*entry, prop.name, bench);
     else streaming(*entry, prop.name, bench);
     return 0;
 }

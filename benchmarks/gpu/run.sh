@@ -25,7 +25,8 @@ cli="${TANDEM_CLI:-$root/build/apps/tandem-cli}"
 kernels="${TANDEM_GPU_KERNELS:-$here/kernels}"
 export PATH=/usr/local/cuda/bin:$PATH
 
-# set | name | app | schedule | sizes (M N K for gemm; W H for elementwise; D R for rmsnorm) | target
+# set | name | app | schedule | sizes (M N K for gemm; Lq Lk D for attention_scores; W H for
+#   elementwise; D R for rmsnorm) | target
 #   | more params (key=value ...)
 configs=()
 for s in pipelined ws ws_pingpong ws_cooperative; do
@@ -43,6 +44,13 @@ for s in pipelined ws ws_pingpong ws_cooperative; do
     )
 done
 configs+=("smoke|gemm_ws_cooperative_tm256_300x200x136|gemm|ws_cooperative|300 200 136|hopper|TM=256 TN=128")
+# Attention scores S = Q K^T (K a K-major wgmma B operand: tnspB 0), against cuBLAS.
+configs+=(
+    "smoke|attention_256x256x128|attention_scores|ws_pingpong|256 256 128|hopper"
+    "smoke|attention_200x136x72|attention_scores|ws_pingpong|200 136 72|hopper"
+    "smoke|attention_300x520x128_2sm|attention_scores|ws_pingpong|300 520 128|hopper:sms=2|TN=64 stages=2"
+    "bench|attention_4096x4096x128|attention_scores|ws_pingpong|4096 4096 128|hopper"
+)
 # Runtime shapes (issue 14): one kernel compiled at the default extents, run at these (rows of a
 # multiple of 16 bytes: what TMA takes; another is refused at the call).
 configs+=(
@@ -51,6 +59,7 @@ configs+=(
     "smoke|gemm_any_ws_1x256x512|gemm|ws|1 256 512|hopper|shapes=runtime"
     "smoke|elementwise_any_808x5|elementwise|double_buffered|808 5|hopper|shapes=runtime"
     "smoke|rmsnorm_any_104x7|rmsnorm|double_buffered|104 7|hopper|shapes=runtime"
+    "smoke|attention_any_200x136x128|attention_scores|ws_pingpong|200 136 128|hopper|shapes=runtime"
 )
 for s in double_buffered single_buffered sync; do
     configs+=(
@@ -306,6 +315,7 @@ emit() {
         read -r a b c <<< "$sizes"
         case "$app" in
             gemm) params=(--param M=$a --param N=$b --param K=$c) ;;
+            attention_scores) params=(--param Lq=$a --param Lk=$b --param D=$c) ;;
             elementwise) params=(--param W=$a --param H=$b); c=0 ;;
             rmsnorm) params=(--param D=$a --param R=$b); c=0 ;;
         esac
@@ -317,7 +327,7 @@ emit() {
         if "$cli" emit "$app" --target "$target" --schedule "$schedule" --what cuda \
             --name "$name" "${params[@]}" -o "$kernels" > "$kernels/$name.emit.log" 2>&1; then
             local out_bytes=2
-            [[ " $more " == *" out=f32 "* ]] && out_bytes=4
+            [[ " $more " == *" out=f32 "* || $app == attention_scores ]] && out_bytes=4
             if [ $runtime = 1 ]; then
                 local count
                 count=$(sed -n 's|^ \* extents: the runtime extents, in argument and dim order: \(.*\)\.$|\1|p' \

@@ -141,6 +141,13 @@ std::vector<Case> hopper_cases() {
     // Two warpgroups run each CTA's software pipeline (cooperative() without warp_specialize()).
     add("rmsnorm", stream, {{"D", "1000"}, {"R", "77"}, {"warpgroups", "2"}});
     add("rmsnorm", {"double_buffered"}, {{"D", "8192"}, {"R", "9"}, {"warpgroups", "2"}});
+    // Attention scores: K is a K-major wgmma B operand (d innermost); tails in both tile dims and
+    // in D, one tile, more tiles than SMs.
+    add("attention_scores", {"ws_pingpong"}, {{"Lq", "256"}, {"Lk", "256"}, {"D", "128"}});
+    add("attention_scores", {"ws_pingpong"}, {{"Lq", "200"}, {"Lk", "136"}, {"D", "72"}});
+    add("attention_scores", {"ws_pingpong"}, {{"Lq", "1"}, {"Lk", "8"}, {"D", "64"}});
+    add("attention_scores", {"ws_pingpong"}, {{"Lq", "300"}, {"Lk", "520"}, {"D", "128"}, {"TN", "64"}, {"stages", "2"}},
+        "hopper:sms=3");
     return all;
 }
 

@@ -95,10 +95,14 @@ std::vector<Case> cases() {
         // Rows in chunks of TD (at the estimate D = 200 whole rows would fit).
         all.push_back({"rmsnorm", target, {{"D", "200"}, {"R", "16"}, {"RB", "2"}, {"TD", "64"}},
                        {"D", "R"}, {"TD", "RB"}, {"D"}});
-        if (target != "hopper") // no hopper schedule (K-major B operands)
+        if (target != "hopper") {
             all.push_back({"attention_scores", target,
                            {{"Lq", "64"}, {"Lk", "64"}, {"D", "64"}, {"TM", "32"}, {"TN", "32"}},
                            {"Lq", "Lk"}, {"TM", "TN"}, {}});
+        } else { // wgmma tiles: 64 rows; S's rows (f32) in multiples of 16 bytes
+            all.push_back({"attention_scores", target, {{"Lq", "64"}, {"Lk", "64"}, {"D", "64"}, {"TM", "64"}, {"TN", "64"}},
+                           {"Lq", "Lk"}, {"TM", "TN"}, {"Lk"}});
+        }
     }
     return all;
 }

@@ -173,6 +173,9 @@ TEST_P(Ptxas, AssemblesWithoutSpills) {
         << "no mbarrier wait in " << c.name;
     if (c.mma) {
         EXPECT_NE(text.find("wgmma.mma_async"), std::string::npos) << "no wgmma in " << c.name;
+        // tnspB: gemm's B is N-major (1), attention's K is K-major (0).
+        const std::string tnsp_b = c.app == "attention_scores" ? "accumulate, 1, 1, 0, 0;" : "accumulate, 1, 1, 0, 1;";
+        EXPECT_NE(text.find(tnsp_b), std::string::npos) << "wgmma without " << tnsp_b << " in " << c.name;
     }
     if (c.warp_specialized) {
         EXPECT_NE(text.find("setmaxnreg"), std::string::npos) << "no setmaxnreg in " << c.name;
@@ -213,6 +216,9 @@ std::vector<Case> cases() {
                  {{"M", "200"}, {"N", "520"}, {"K", "72"}, {"TN", "256"}, {"out", "f32"}},
                  true,
                  true});
+    // K-major B (attention's K rows): wgmma with tnspB 0.
+    r.push_back({"attention_scores_256x200x128", "attention_scores", "ws_pingpong",
+                 {{"Lq", "256"}, {"Lk", "200"}, {"D", "128"}}, true, true});
     r.push_back({"elementwise", "elementwise", "", {}, false, false});
     r.push_back({"rmsnorm", "rmsnorm", "", {}, false, false});
     return r;
