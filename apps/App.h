@@ -123,6 +123,12 @@ const App &rmsnorm_app();
 const App &attention_scores_app();
 const App &pointwise_app();
 
+/** The most operand stages (up to 4 on Hopper, 3 elsewhere) of a tiled MMA with TM x TN x TK
+ * tiles of an N-column output that fit on chip with the output staging, the accumulator and a
+ * bias tile (App.cpp says how). */
+int fitting_stages(int N, int TM, int TN, int TK, const std::string &out, const std::string &epilogue,
+                   const std::string &schedule, const Target &target);
+
 } // namespace tandem::apps
 
 #endif

@@ -19,7 +19,7 @@ public:
     GeneratorParam<int> TM{"TM", 128, 1, 4096};
     GeneratorParam<int> TN{"TN", 128, 1, 4096};
     GeneratorParam<int> TD{"TD", 0, 0, 4096}; // the MMA's K step; 0: up to 128 (Hopper: 64)
-    GeneratorParam<int> stages{"stages", 4, 1, 8}; // Hopper: the Q and K ring's depth
+    GeneratorParam<int> stages{"stages", 0, 0, 8}; // Hopper: the Q and K ring's depth (0: the most that fit)
     // runtime: Lq and Lk are estimates, the kernel takes any; the head size D stays static (Q's
     // row block is resident on chip).
     GeneratorParam<std::string> shapes{"shapes", "static", {"static", "runtime"}};
@@ -68,10 +68,12 @@ public:
         S.tile(j, i, jo, io, ji, ii, tn, tm, TailStrategy::GuardWithIf).fuse(jo, io, t).map_to_cores(t);
         acc.compute_at(S, t);
         const int td = std::min<int>(TD > 0 ? int(TD) : 64, D);
+        const int n_stages =
+            stages > 0 ? int(stages) : fitting_stages(Lk, tm, tn, td, "f32", "none", "ws_pingpong", get_target());
         acc.update().split(d_x, dk, di, td, TailStrategy::GuardWithIf).reorder(j, i, di, dk).tile_mma();
         Func Q_tile = Func::staged(Q, acc), K_tile = Func::staged(K, acc);
-        Q_tile.compute_at(acc, dk).async_copy().multi_buffer(stages);
-        K_tile.compute_at(acc, dk).async_copy().multi_buffer(stages);
+        Q_tile.compute_at(acc, dk).async_copy().multi_buffer(n_stages);
+        K_tile.compute_at(acc, dk).async_copy().multi_buffer(n_stages);
         S.async_copy().warp_specialize().ping_pong();
     }
 

@@ -8,37 +8,6 @@ namespace tandem::apps {
 
 namespace {
 
-/** stages = 0 (auto): the most stages (up to 4 on Hopper, 3 elsewhere) that fit on chip with the
- * output staging and the accumulator (two versions each with ping-pong) and the bias tile. Hopper:
- * the operand ring and the output staging (two 128-byte column blocks of it where rows are
- * longer) share the CTA's shared memory, tiles rounded up to wgmma's 64. ZPU: A's versions, the accumulator and the staging share RSRAM (A goes through RSRAM
- * on its way to ASRAM), B's versions fill WSRAM. Ascend: 3. */
-int fitting_stages(int N, int TM, int TN, int TK, const std::string &out, const std::string &epilogue,
-                   const std::string &schedule, const Target &target) {
-    const int64_t out_bytes = out == "bf16" ? 2 : 4, versions = schedule == "ws_pingpong" ? 2 : 1;
-    const int64_t bias = epilogue == "bias_relu" ? 2 * 4 * int64_t(TN) : 0;
-    if (target.arch == Target::Arch::Hopper) {
-        auto up = [](int64_t v) { return (v + 63) / 64 * 64; };
-        const int64_t per_stage = (up(TM) * up(TK) + up(TK) * up(TN)) * 2;
-        // Rows of more than two 128-byte column blocks are staged through a ring of two of them
-        // where TMA stores C (rows of C a multiple of 16 bytes, whole 8-row swizzle atoms).
-        const int64_t row = up(TN) * out_bytes;
-        const bool ring = TN * out_bytes > 256 && (TN * out_bytes) % 128 == 0 && TM % 8 == 0 && (N * out_bytes) % 16 == 0;
-        const int64_t staged_row = ring ? 256 : row;
-        const int64_t staging = versions * up(TM) * staged_row;
-        const int64_t free = target.machine.integer("smem_bytes") - staging - bias - 2048; // barriers, alignment
-        return int(std::clamp<int64_t>(free / per_stage, 1, 4));
-    }
-    if (target.arch == Target::Arch::ZPU) {
-        const int64_t tile = int64_t(TM) * TN;
-        const int64_t rsram = target.machine.integer("rsram_bytes") - versions * tile * (4 + out_bytes) - bias;
-        const int64_t by_a = rsram / (int64_t(TM) * TK * 2);
-        const int64_t by_b = target.machine.integer("wsram_bytes") / (int64_t(TK) * TN * 2);
-        return int(std::clamp<int64_t>(std::min(by_a, by_b), 1, 3));
-    }
-    return 3;
-}
-
 class Gemm : public Generator<Gemm> {
 public:
     GeneratorParam<int> M{"M", 2048, 1, 1 << 20};

@@ -322,10 +322,13 @@ private:
             throw Error("hopper: the accumulator " + m.acc +
                         " takes MMAs from different operand tiles");
         }
-        if (!info.b.empty() && info.b_k_major != b_k_major && !proven(m.n == 1) && !proven(m.k == 1))
-            throw Error("hopper: the MMAs into " + m.acc + " read " + m.b + " both N-major and K-major");
-        if (info.b.empty() || !proven(m.n == 1))
-            info.b_k_major = b_k_major;
+        // A tail MMA of one column or one k-row says nothing about B's layout.
+        if (!proven(m.n == 1) && !proven(m.k == 1)) {
+            auto [known, first] = b_layouts.emplace(m.acc, b_k_major);
+            if (!first && known->second != b_k_major)
+                throw Error("hopper: the MMAs into " + m.acc + " read " + m.b + " both N-major and K-major");
+        }
+        info.b_k_major = b_layouts.count(m.acc) ? b_layouts.at(m.acc) : b_k_major;
         info.a = m.a;
         info.b = m.b;
         // The row stride of a 1-column MMA (a tail of one column) says nothing about the layout.
@@ -333,6 +336,8 @@ private:
             info.stride_m = m.acc_stride_m;
         mmas.push_back(m);
     }
+
+    std::map<std::string, bool> b_layouts; // accumulator -> its B is K-major (from MMAs that tell)
 
     std::vector<const CopyInfo *> copies_of(const std::string &buffer) const {
         std::vector<const CopyInfo *> r;
@@ -512,9 +517,15 @@ private:
         if (acc.a.empty())
             return;
         Tile &a = plan.tiles.at(acc.a), &b = plan.tiles.at(acc.b);
+        std::vector<int64_t> ra = operand_roles(a), rb = operand_roles(b);
+        // A 1-D copy of B (K = 1 or N = 1): its strides cannot tell its layout, but the copied dim
+        // is N when K = 1 and K otherwise, so B is K-major when K is the tensor's dim 0.
+        if (b.data.size() == 1) {
+            const bool copied_k = ra[0] > 1;
+            acc.b_k_major = copied_k == (b.role[0] == 0);
+        }
         a.k_major = true;
         b.k_major = acc.b_k_major;
-        std::vector<int64_t> ra = operand_roles(a), rb = operand_roles(b);
         const int64_t b_k = rb[b.k_major ? 0 : 1], b_n = rb[b.k_major ? 1 : 0];
         if (ra[0] != b_k) {
             throw Error("hopper: MMA operands " + acc.a + " (K = " + std::to_string(ra[0]) +

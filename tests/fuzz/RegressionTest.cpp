@@ -55,6 +55,13 @@ std::vector<Case> found_by_the_fuzzer() {
         {"gemm ascend ws_pingpong M=70 N=1 K=96 TM=64 TN=64 TK=64"},
         {"gemm ascend ws_pingpong M=1 N=136 K=72"},
         {"gemm ascend pipelined M=17 N=3 K=5"},
+        // attention_scores on Hopper (session 28): K as a K-major B whose copies are 1-D (D = 1,
+        // Lk = 1: the strides cannot tell the layout), a D tail of one column, and defaults whose
+        // four stages did not fit beside the f32 staging.
+        {"attention_scores hopper ws_pingpong Lq=212 Lk=266 D=1"},
+        {"attention_scores hopper ws_pingpong Lq=1 Lk=1 D=193"},
+        {"attention_scores hopper ws_pingpong Lq=300 Lk=128 D=65"},
+        {"attention_scores hopper ws_pingpong Lq=127 Lk=129 D=36"},
         // out = one input (a copy): its tile was stored straight back out of the input's ring.
         {"pointwise zpu single_buffered W=1021 H=337 TX=128 TY=3 expr=7 stages=3"},
         {"pointwise ascend double_buffered W=1 H=65 expr=16"},
