@@ -248,7 +248,7 @@ Params with_defaults(const App &app, const Params &given, const std::string &tar
  * longer) share the CTA's shared memory, tiles rounded up to wgmma's 64. ZPU: A's versions, the accumulator and the staging share RSRAM (A goes through RSRAM
  * on its way to ASRAM), B's versions fill WSRAM. Ascend: 3. */
 int fitting_stages(int N, int TM, int TN, int TK, const std::string &out, const std::string &epilogue,
-                   const std::string &schedule, const Target &target) {
+                   const std::string &schedule, const Target &target, bool runtime_shapes) {
     const int64_t out_bytes = out == "bf16" ? 2 : 4, versions = schedule == "ws_pingpong" ? 2 : 1;
     const int64_t bias = epilogue == "bias_relu" ? 2 * 4 * int64_t(TN) : 0;
     if (target.arch == Target::Arch::Hopper) {
@@ -257,7 +257,10 @@ int fitting_stages(int N, int TM, int TN, int TK, const std::string &out, const 
         // Rows of more than two 128-byte column blocks are staged through a ring of two of them
         // where TMA stores C (rows of C a multiple of 16 bytes, whole 8-row swizzle atoms).
         const int64_t row = up(TN) * out_bytes;
-        const bool ring = TN * out_bytes > 256 && (TN * out_bytes) % 128 == 0 && TM % 8 == 0 && (N * out_bytes) % 16 == 0;
+        // With runtime shapes the kernel's thread-copy variant (for rows TMA cannot step) stages the
+        // whole tile: the stages fit both variants.
+        const bool ring = !runtime_shapes && TN * out_bytes > 256 && (TN * out_bytes) % 128 == 0 && TM % 8 == 0 &&
+                          (N * out_bytes) % 16 == 0;
         const int64_t staged_row = ring ? 256 : row;
         const int64_t staging = versions * up(TM) * staged_row;
         const int64_t free = target.machine.integer("smem_bytes") - staging - bias - 2048; // barriers, alignment

@@ -125,9 +125,9 @@ const App &pointwise_app();
 
 /** The most operand stages (up to 4 on Hopper, 3 elsewhere) of a tiled MMA with TM x TN x TK
  * tiles of an N-column output that fit on chip with the output staging, the accumulator and a
- * bias tile (App.cpp says how). */
+ * bias tile (App.cpp says how); with runtime shapes, in both of the Hopper kernel's variants. */
 int fitting_stages(int N, int TM, int TN, int TK, const std::string &out, const std::string &epilogue,
-                   const std::string &schedule, const Target &target);
+                   const std::string &schedule, const Target &target, bool runtime_shapes);
 
 } // namespace tandem::apps
 

@@ -69,7 +69,8 @@ public:
         acc.compute_at(S, t);
         const int td = std::min<int>(TD > 0 ? int(TD) : 64, D);
         const int n_stages =
-            stages > 0 ? int(stages) : fitting_stages(Lk, tm, tn, td, "f32", "none", "ws_pingpong", get_target());
+            stages > 0 ? int(stages) : fitting_stages(Lk, tm, tn, td, "f32", "none", "ws_pingpong", get_target(),
+                                                       shapes.value() == "runtime");
         acc.update().split(d_x, dk, di, td, TailStrategy::GuardWithIf).reorder(j, i, di, dk).tile_mma();
         Func Q_tile = Func::staged(Q, acc), K_tile = Func::staged(K, acc);
         Q_tile.compute_at(acc, dk).async_copy().multi_buffer(n_stages);

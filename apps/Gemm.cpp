@@ -54,7 +54,7 @@ public:
         const bool runtime = shapes.value() == "runtime";
         const int tm = runtime ? int(TM) : std::min<int>(TM, M), tn = runtime ? int(TN) : std::min<int>(TN, N),
                   tk = runtime ? int(TK) : std::min<int>(TK, K);
-        const int n_stages = stages > 0 ? int(stages) : fitting_stages(N, tm, tn, tk, out, epilogue, schedule, target);
+        const int n_stages = stages > 0 ? int(stages) : fitting_stages(N, tm, tn, tk, out, epilogue, schedule, target, runtime);
         Var jo("jo"), io("io"), ji("ji"), ii("ii"), t("t"), iog("iog"), iob("iob"), t_in_group("t_in_group");
         RVar ko("ko"), ki("ki");
         C.tile(j, i, jo, io, ji, ii, tn, tm, TailStrategy::GuardWithIf);

@@ -365,11 +365,21 @@ void execute(const Kernel &kernel, sim::hopper::Machine &machine, const std::map
     std::vector<Instr> code;
     compile(kernel.body, code);
     std::set<std::string> thread_tiles;
-    const Plan plan = plan_kernel(kernel);
+    // A stride TMA cannot take at this call: the variant whose threads copy those tiles.
+    Plan plan = plan_kernel(kernel);
+    try {
+        check_call(plan.launch_checks, shapes, kernel.name);
+    } catch (const ShapeError &e) {
+        if (!e.target_limit) throw;
+        try {
+            plan = plan_kernel(kernel, StridePolicy::Threads);
+        } catch (const Error &) {
+            throw e; // no thread-copy variant (its tiles do not fit): the call is refused
+        }
+    }
     for (const auto &[name, tile] : plan.tiles) {
         if (tile.threads()) thread_tiles.insert(name);
     }
-    check_call(plan.launch_checks, shapes, kernel.name);
     std::map<std::string, Expr> extents;
     for (const auto &[name, value] : shapes) extents[name] = Expr(int(value));
     // A persistent grid is sized at launch as on the GPU: this machine's SMs (at most the machine

@@ -136,7 +136,7 @@ struct TileView {
 
 class Planner {
 public:
-    explicit Planner(const Kernel &k) : kernel(k) {}
+    Planner(const Kernel &k, StridePolicy strides) : kernel(k), strides(strides) {}
 
     Plan run() {
         for (const SramBuffer &b : kernel.buffers) {
@@ -202,6 +202,7 @@ private:
     };
 
     const Kernel &kernel;
+    StridePolicy strides;
     Plan plan;
     std::vector<CopyInfo> copies;
     std::vector<ir::MmaOp> mmas;
@@ -428,6 +429,10 @@ private:
             return false;
         }
         std::string reason = stride_reason(c, d, bytes);
+        if (strides == StridePolicy::Threads) {
+            *why = reason + " at some calls (this variant takes any)";
+            return false;
+        }
         for (const CallCheck &l : plan.launch_checks) {
             if (l.why == reason)
                 return true;
@@ -1058,8 +1063,8 @@ Expr version_of(const Tile &tile, const Expr &offset, Expr *within) {
     return version;
 }
 
-Plan plan_kernel(const Kernel &kernel) {
-    return Planner(kernel).run();
+Plan plan_kernel(const Kernel &kernel, StridePolicy strides) {
+    return Planner(kernel, strides).run();
 }
 
 } // namespace tandem::hopper_backend

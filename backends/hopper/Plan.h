@@ -163,7 +163,7 @@ struct Plan {
                                          // takes their pointers
     std::map<const Halide::Internal::IRNode *, std::vector<TailCheck>> tail_checks; // per copy
     /** What a kernel with runtime extents needs of them that only a call can check (a global
-     * stride TMA can take): the launcher returns an error and the model refuses the call. */
+     * stride TMA can take): where they fail, the call runs the StridePolicy::Threads plan. */
     std::vector<CallCheck> launch_checks;
     int64_t shared_bytes = 0; // dynamic shared memory (plus 1024 B of alignment slack)
 
@@ -182,8 +182,14 @@ struct Plan {
  * part in the GPU layout where the tile is not `dynamic_layout`). */
 Halide::Expr version_of(const Tile &tile, const Halide::Expr &offset, Halide::Expr *within);
 
+/** How a copy takes a global stride known only at run time (a runtime extent's rows): `Tma`
+ * assumes TMA can, and the call checks it (Plan::launch_checks); `Threads` copies those tiles by
+ * threads, which take any stride. A kernel whose Tma plan has launch checks is emitted and run
+ * in both variants, the call choosing (Emitter.h). */
+enum class StridePolicy { Tma, Threads };
+
 /** The plan of `kernel`; throws tandem::Error where the GPU cannot run it. */
-Plan plan_kernel(const Kernel &kernel);
+Plan plan_kernel(const Kernel &kernel, StridePolicy strides = StridePolicy::Tma);
 
 } // namespace tandem::hopper_backend
 

@@ -51,8 +51,8 @@ configs+=(
     "smoke|attention_300x520x128_2sm|attention_scores|ws_pingpong|300 520 128|hopper:sms=2|TN=64 stages=2"
     "bench|attention_4096x4096x128|attention_scores|ws_pingpong|4096 4096 128|hopper"
 )
-# Runtime shapes (issue 14): one kernel compiled at the default extents, run at these (rows of a
-# multiple of 16 bytes: what TMA takes; another is refused at the call).
+# Runtime shapes (issue 14): one kernel compiled at the default extents, run at these; rows of a
+# multiple of 16 bytes run its TMA variant, others (the *_odd ones) its thread-copy variant.
 configs+=(
     "smoke|gemm_any_ws_cooperative_200x136x72|gemm|ws_cooperative|200 136 72|hopper|shapes=runtime TN=256"
     "smoke|gemm_any_ws_pingpong_1000x1096x520|gemm|ws_pingpong|1000 1096 520|hopper|shapes=runtime"
@@ -60,6 +60,11 @@ configs+=(
     "smoke|elementwise_any_808x5|elementwise|double_buffered|808 5|hopper|shapes=runtime"
     "smoke|rmsnorm_any_104x7|rmsnorm|double_buffered|104 7|hopper|shapes=runtime"
     "smoke|attention_any_200x136x128|attention_scores|ws_pingpong|200 136 128|hopper|shapes=runtime"
+    "smoke|gemm_any_ws_cooperative_odd_201x137x71|gemm|ws_cooperative|201 137 71|hopper|shapes=runtime TN=256"
+    "smoke|gemm_any_ws_pingpong_odd_1000x1097x519|gemm|ws_pingpong|1000 1097 519|hopper|shapes=runtime"
+    "smoke|elementwise_any_odd_807x5|elementwise|double_buffered|807 5|hopper|shapes=runtime"
+    "smoke|rmsnorm_any_odd_101x7|rmsnorm|double_buffered|101 7|hopper|shapes=runtime"
+    "smoke|attention_any_odd_200x137x128|attention_scores|ws_pingpong|200 137 128|hopper|shapes=runtime"
 )
 for s in double_buffered single_buffered sync; do
     configs+=(
@@ -331,7 +336,7 @@ emit() {
             if [ $runtime = 1 ]; then
                 local count
                 count=$(sed -n 's|^ \* extents: the runtime extents, in argument and dim order: \(.*\)\.$|\1|p' \
-                    "$kernels/$name.cu" | wc -w)
+                    "$kernels/$name.cu" | head -1 | wc -w)
                 echo "TANDEM_KERNEL_ANY($name, \"$app\", \"$schedule\", $a, $b, $c, $out_bytes, $count)" >> "$kernels/registry.inc"
             else
                 echo "TANDEM_KERNEL($name, \"$app\", \"$schedule\", $a, $b, $c, $out_bytes)" >> "$kernels/registry.inc"
