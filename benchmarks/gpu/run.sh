@@ -303,6 +303,15 @@ configs+=(
     "v15|gemm_coop_4096|gemm|ws_cooperative|4096 4096 4096|hopper|TN=256"
     "v15|gemm_coop_8192|gemm|ws_cooperative|8192 8192 8192|hopper|TN=256"
     "v15|gemm_pingpong_4096|gemm|ws_pingpong|4096 4096 4096|hopper"
+    # Session 28: attention scores (K-major B) against cuBLAS; runtime-shape kernels against the
+    # static one, aligned (TMA variant) and with odd rows (thread-copy variant).
+    "v16|attention_4096x4096x128_v16|attention_scores|ws_pingpong|4096 4096 128|hopper"
+    "v16|attention_8192x8192x128|attention_scores|ws_pingpong|8192 8192 128|hopper"
+    "v16|attention_8192x8192x64|attention_scores|ws_pingpong|8192 8192 64|hopper"
+    "v16|gemm_coop_4096_v16|gemm|ws_cooperative|4096 4096 4096|hopper|TN=256"
+    "v16|gemm_any_coop_4096|gemm|ws_cooperative|4096 4096 4096|hopper|shapes=runtime TN=256"
+    "v16|gemm_any_coop_odd_4096x4096x4095|gemm|ws_cooperative|4096 4096 4095|hopper|shapes=runtime TN=256"
+    "v16|gemm_any_pingpong_2048|gemm|ws_pingpong|2048 2048 2048|hopper|shapes=runtime"
 )
 # TANDEM_GPU_SETS (default "smoke bench"): the sets emitted, built and run.
 sets="${TANDEM_GPU_SETS:-smoke bench}"
