@@ -153,6 +153,27 @@ bool is_core_loop(const std::string &n) { return n.size() > 8 && n.compare(n.siz
 
 Stmt remove_no_ops(const Stmt &s) { return RemoveNoOps().mutate(s); }
 
+Stmt drop_guards_every_call_passes(const Stmt &s, const std::vector<std::string> &at_least_one) {
+    if (at_least_one.empty()) return s;
+    class Drop : public IRMutator {
+    public:
+        explicit Drop(const std::vector<std::string> &names) {
+            for (const std::string &n : names) scope.push(n, Interval(1, Interval::pos_inf()));
+        }
+
+    private:
+        using IRMutator::visit;
+        Scope<Interval> scope;
+        Stmt visit(const IfThenElse *op) override {
+            const Expr condition = simplify(op->condition, true, scope);
+            if (is_const_one(condition)) return mutate(op->then_case);
+            if (is_const_zero(condition)) return op->else_case.defined() ? mutate(op->else_case) : Evaluate::make(0);
+            return IRMutator::visit(op);
+        }
+    };
+    return Drop(at_least_one).mutate(s);
+}
+
 Expr int_var(const std::string &name) { return Variable::make(Halide::Int(32), name); }
 
 std::vector<Stmt> flatten(const Stmt &s) {

@@ -87,6 +87,12 @@ Stmt block(const std::vector<Stmt> &parts);
 /** Drops no-op statements (Evaluate of a constant) from blocks. */
 Stmt remove_no_ops(const Stmt &s);
 
+/** Drops the guards every call passes: an if whose condition holds (or fails) whenever each of
+ * `at_least_one` (the runtime extents, >= 1 at every call) is at least 1 becomes its then (or
+ * else) branch. A guard left in the code it only costs a branch, but a guard around a wgmma
+ * wait makes ptxas serialise the warpgroup's MMAs (it cannot tell the branch is uniform). */
+Stmt drop_guards_every_call_passes(const Stmt &s, const std::vector<std::string> &at_least_one);
+
 /** Prepends `before` to the first statement of `s` in program order that touches `buffer` (only
  * writes if `writes_only`). Descends through blocks, producer/consumer markers and lets; loops,
  * ifs and ops count as one statement - except, with `into_branches`, an if whose then-branch alone

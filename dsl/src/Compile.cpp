@@ -5,6 +5,7 @@
 #include "../lower/CoreMapping.h"
 #include "../lower/MemoryPlanning.h"
 #include "../lower/MultiBuffer.h"
+#include "../lower/Nest.h"
 #include "../lower/RejoinTails.h"
 #include "../lower/RequiredRegions.h"
 #include "../lower/Targets.h"
@@ -294,6 +295,7 @@ Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const 
     s = lower::multi_buffer(s, ctx);
     s = lower::plan_memory(s, ctx, &k.buffers);
     s = lowering.finish(s, ctx, k.buffers);
+    s = lower::drop_guards_every_call_passes(s, std::vector<std::string>(runtime.begin(), runtime.end()));
     k.body = s;
     k.notes = ctx.notes;
     k.grid = ctx.grid;

@@ -124,17 +124,6 @@ Kernel compile_case(const Case &c) {
 
 class Ptxas : public ::testing::TestWithParam<Case> {};
 
-/** `text` without its lines that contain `name`. */
-std::string without_lines_naming(const std::string &text, const std::string &name) {
-    std::istringstream in(text);
-    std::string out;
-    for (std::string line; std::getline(in, line);) {
-        if (line.find(name) == std::string::npos)
-            out += line + "\n";
-    }
-    return out;
-}
-
 TEST_P(Ptxas, AssemblesWithoutSpills) {
     const Case &c = GetParam();
     const std::string nvcc = find_nvcc();
@@ -177,13 +166,10 @@ TEST_P(Ptxas, AssemblesWithoutSpills) {
     }
     EXPECT_EQ(assemble.output.find("C7508"), std::string::npos) << "ptxas ignored setmaxnreg:\n"
                                                                 << assemble.output;
-    // A runtime-shape kernel's thread-copy variant (odd strides) is a fallback: its threads'
-    // copies make ptxas serialise wgmma there; the TMA variant must stay clean.
-    const std::string tma_output = without_lines_naming(assemble.output, c.name + "_threads");
-    EXPECT_EQ(tma_output.find("is injected"), std::string::npos)
+    EXPECT_EQ(assemble.output.find("is injected"), std::string::npos)
         << "ptxas serialised wgmma around accumulator registers:\n"
         << assemble.output;
-    EXPECT_EQ(tma_output.find("are serialized"), std::string::npos)
+    EXPECT_EQ(assemble.output.find("are serialized"), std::string::npos)
         << "ptxas serialised the wgmma pipeline:\n"
         << assemble.output;
 
@@ -381,6 +367,10 @@ TEST(HopperShapes, PaddedKernelsAssembleWithoutSpills) {
         return;
     for (const auto &[name, floor] : floors)
         expect_floor_met(ptxas_output, name, floor);
+    // Runtime shapes: a guard every call passes (a loop count of at least one) around a wgmma
+    // wait made ptxas serialise the MMAs (C7517, C7518); such guards are dropped.
+    EXPECT_EQ(ptxas_output.find("is injected"), std::string::npos) << ptxas_output;
+    EXPECT_EQ(ptxas_output.find("are serialized"), std::string::npos) << ptxas_output;
     for (const Case &c : padded_cases()) {
         for (const std::string &name : entries[c.name]) {
             std::string entry = entry_ptx(text, name);
