@@ -26,11 +26,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string nvcc() {
-    if (const char *env = std::getenv("TANDEM_NVCC")) return env;
-    return fs::exists("/usr/local/cuda/bin/nvcc") ? "/usr/local/cuda/bin/nvcc" : "nvcc";
-}
-
 /** Runs `command` through the shell, without the tuner's limit on the address space (nvcc and
  * the CUDA runtime map far more than they use); its exit status, and its output in *out. */
 int shell(const std::string &command, std::string *out) {
@@ -59,13 +54,18 @@ std::string tail(const std::string &text, size_t chars = 600) {
 
 } // namespace
 
+std::string nvcc_path() {
+    if (const char *env = std::getenv("TANDEM_NVCC")) return env;
+    return fs::exists("/usr/local/cuda/bin/nvcc") ? "/usr/local/cuda/bin/nvcc" : "nvcc";
+}
+
 bool gpu_harness_times(const App &app) {
     return app.name == "gemm" || app.name == "attention_scores" || app.name == "elementwise" || app.name == "rmsnorm";
 }
 
 void require_gpu() {
     std::string out;
-    if (shell(quoted(nvcc()) + " --version", &out) != 0) {
+    if (shell(quoted(nvcc_path()) + " --version", &out) != 0) {
         throw Error("--device gpu: nvcc is not here (TANDEM_NVCC, /usr/local/cuda/bin or PATH): " + tail(out, 200));
     }
     out.clear();
@@ -100,7 +100,7 @@ void write_gpu_harness_sources(const App &app, const Params &params, const std::
 
 std::string gpu_harness_build_command(const std::string &dir, const std::string &name) {
     const std::string source = TANDEM_SOURCE_DIR;
-    return quoted(nvcc()) + " -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I" +
+    return quoted(nvcc_path()) + " -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I" +
            quoted(source + "/backends/hopper/runtime") + " -I" + quoted(dir) + " " +
            quoted(source + "/benchmarks/gpu/harness.cu") + " " + quoted(dir + "/" + name + ".cu") + " -lcublas -o " +
            quoted(dir + "/harness");

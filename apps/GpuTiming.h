@@ -28,6 +28,9 @@ struct GpuTiming {
     std::string failure; // set when nothing was measured: the build or the run failed (why)
 };
 
+/** nvcc: TANDEM_NVCC, else /usr/local/cuda/bin/nvcc, else the one on PATH. */
+std::string nvcc_path();
+
 /** Whether the harness checks and times `app`'s kernels. */
 bool gpu_harness_times(const App &app);
 

@@ -1,6 +1,7 @@
 // The tandem command line: list, run, emit, fuzz, tune, demo. `./tandem <command> ...` forwards here.
 #include "App.h"
 #include "Fuzz.h"
+#include "GpuTiming.h"
 #include "Run.h"
 #include "Tune.h"
 #include "common/Backend.h"
@@ -189,8 +190,7 @@ void write_file(const std::filesystem::path &path, const std::string &text) {
 
 /** PTX of an emitted CUDA file through nvcc (ptxas checks it for sm_90a as it goes). */
 void ptx(const std::filesystem::path &cu, const std::filesystem::path &out) {
-    const char *env = std::getenv("TANDEM_NVCC");
-    std::string nvcc = env ? env : std::filesystem::exists("/usr/local/cuda/bin/nvcc") ? "/usr/local/cuda/bin/nvcc" : "nvcc";
+    const std::string nvcc = nvcc_path();
     std::string runtime = std::string(TANDEM_SOURCE_DIR) + "/backends/hopper/runtime";
     std::string flags = " -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I" + runtime + " ";
     std::filesystem::path cubin = out;

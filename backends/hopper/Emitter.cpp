@@ -1615,6 +1615,20 @@ struct Variant {
     int64_t register_floor = 0;
 };
 
+/** launch_<fn>: prepare, launch and release in one call. */
+std::string launch_in_one(const std::string &fn, bool extents) {
+    std::ostringstream os;
+    os << "extern \"C\" cudaError_t launch_" << fn << "(void *const *args, " << (extents ? "const int *extents, " : "")
+       << "cudaStream_t stream) {\n"
+       << "    void *prepared = nullptr;\n"
+       << "    cudaError_t status = prepare_" << fn << "(args, " << (extents ? "extents, " : "") << "&prepared);\n"
+       << "    if (status == cudaSuccess) status = launch_prepared_" << fn << "(prepared, stream);\n"
+       << "    release_" << fn << "(prepared);\n"
+       << "    return status;\n"
+       << "}\n";
+    return os.str();
+}
+
 Variant emit_variant(const Kernel &kernel, const std::string &fn, const Plan &plan) {
     // Cooperative consumers: each consumer role runs on kernel.consumer_warpgroups warpgroups.
     const int sharing = kernel.warpgroups > 1 ? kernel.consumer_warpgroups : 1;
@@ -1910,14 +1924,7 @@ Variant emit_variant(const Kernel &kernel, const std::string &fn, const Plan &pl
        << "    return cudaGetLastError();\n"
        << "}\n\n"
        << "extern \"C\" void release_" << fn << "(void *prepared) { delete static_cast<" << state << " *>(prepared); }\n\n"
-       << "extern \"C\" cudaError_t launch_" << fn << "(void *const *args, " << extents_param << "cudaStream_t stream) {\n"
-       << "    void *prepared = nullptr;\n"
-       << "    cudaError_t status = prepare_" << fn << "(args, " << (runtime_extents.empty() ? "" : "extents, ")
-       << "&prepared);\n"
-       << "    if (status == cudaSuccess) status = launch_prepared_" << fn << "(prepared, stream);\n"
-       << "    release_" << fn << "(prepared);\n"
-       << "    return status;\n"
-       << "}\n";
+       << launch_in_one(fn, !runtime_extents.empty());
     variant.code = os.str();
     return variant;
 }
@@ -1972,13 +1979,7 @@ std::string dispatcher(const Kernel &kernel, const std::string &fn, const std::v
        << "(dispatch->prepared);\n"
        << "    delete dispatch;\n"
        << "}\n\n"
-       << "extern \"C\" cudaError_t launch_" << fn << "(void *const *args, const int *extents, cudaStream_t stream) {\n"
-       << "    void *prepared = nullptr;\n"
-       << "    cudaError_t status = prepare_" << fn << "(args, extents, &prepared);\n"
-       << "    if (status == cudaSuccess) status = launch_prepared_" << fn << "(prepared, stream);\n"
-       << "    release_" << fn << "(prepared);\n"
-       << "    return status;\n"
-       << "}\n";
+       << launch_in_one(fn, true);
     return os.str();
 }
 
