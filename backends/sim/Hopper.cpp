@@ -258,6 +258,7 @@ enum RaceKind : int64_t {
     kBarrierInit = 2,
     kLostLoad = 3,
     kUnretiredStore = 4,
+    kRemoteArrival = 5,
     kRaceKinds = 8 // room for the kinds in the dedup key
 };
 
@@ -280,7 +281,7 @@ struct Group {
     int buffer = -1;
 };
 
-enum class WaitKind : uint8_t { None, Mbarrier, NamedBarrier, BulkRead };
+enum class WaitKind : uint8_t { None, Mbarrier, NamedBarrier, BulkRead, ClusterSync };
 
 struct Agent {
     std::string name;
@@ -301,6 +302,7 @@ struct Agent {
     std::deque<Group> store_groups;
     std::vector<int64_t> fence_epochs; // own epochs at which it ran fence_proxy_async
     std::array<bool, kNamedBarriers> released{};
+    bool cluster_released = false;
     int max_registers = 0; // setmaxnreg; 0 until set
     int track = 0;
 };
@@ -336,7 +338,9 @@ struct NamedBarrier {
 };
 
 struct Load {
-    int agent, barrier;
+    std::string issuer; // the issuing agent, for messages ("agent 'producer' of CTA 3")
+    bool remote;        // multicast by another CTA of the cluster
+    int barrier;
     int64_t bytes;
     int smem, global;
     Box smem_full, smem_inside, global_inside;
@@ -370,6 +374,7 @@ struct TmaBoxes {
 
 struct Machine::Impl {
     class CtaRun;
+    struct Cluster;
 
     Impl(const HopperParams &p, bool numerics_on, bool trace_on)
         : params(p), numerics(numerics_on), trace(trace_on),
@@ -472,7 +477,7 @@ struct Machine::Impl {
         }
     }
 
-    void run_cta(int cta, const CtaFactory &make_cta);
+    void run_cluster(int first_cta, int ctas, const CtaFactory &make_cta);
     /** A global buffer, or smem or registers of the running CTA; SimError otherwise. */
     Buffer &buffer(int id);
 };
@@ -481,10 +486,25 @@ struct Machine::Impl {
 // One CTA: its builder, its agents' ops and the scheduler
 // ---------------------------------------------------------------------------------------------
 
+/** What the CTAs of one cluster share: one space of vector clocks (each CTA's from its base), the
+ * time of the step or event being processed, and the state of cluster_sync. */
+struct Machine::Impl::Cluster {
+    std::vector<CtaRun *> ctas; // by rank
+    detail::VectorClocks clocks;
+    Cycles time = 0;
+    struct Arrival {
+        int rank, agent;
+    };
+    std::vector<Arrival> sync_arrived;
+    std::vector<int64_t> sync_clock;
+    Cycles sync_latest = 0;
+};
+
 class Machine::Impl::CtaRun final : public AgentOps, public Machine::CtaBuilder {
 public:
-    CtaRun(Impl &impl, int cta, int sm, Cycles start)
-        : impl_(impl), params_(impl.params), cta_(cta), sm_(sm), start_(start), end_(start) {}
+    CtaRun(Impl &impl, Cluster &cluster, int rank, int cta, int sm, Cycles start)
+        : impl_(impl), params_(impl.params), cluster_(cluster), rank_(rank), cta_(cta), sm_(sm),
+          start_(start), end_(start), clocks_(cluster.clocks), time_(cluster.time) {}
 
     // --- builder -----------------------------------------------------------------------------
 
@@ -615,6 +635,70 @@ public:
         land(OpKind::TmaLoad, smem, view.buffer, boxes, barrier, label);
     }
 
+    void tma_load_multicast(int smem, int64_t smem_offset, const TensorView &view,
+                            const std::vector<int64_t> &coords, const std::vector<int64_t> &box,
+                            int barrier, uint32_t cta_mask, const std::string &label) override {
+        const char *op = "tma_load_multicast";
+        begin_op(op, &label);
+        if (cta_mask == 0 || (cta_mask >> cluster_size()) != 0) {
+            fail(op, label,
+                 "CTA mask " + std::to_string(cta_mask) + " must name ranks of the cluster (" +
+                     std::to_string(cluster_size()) + " CTAs), at least one");
+        }
+        TmaBoxes boxes = tma_boxes(op, label, smem, smem_offset, view, coords, box);
+        land(OpKind::TmaLoad, smem, view.buffer, boxes, barrier, label, cta_mask);
+    }
+
+    void mbarrier_arrive_remote(int barrier, int rank) override {
+        const char *op = "mbarrier_arrive_remote";
+        if (rank < 0 || rank >= cluster_size()) {
+            fail(op, "rank " + std::to_string(rank) + " is not in the cluster (" +
+                         std::to_string(cluster_size()) + " CTAs)");
+        }
+        CtaRun *to = cluster_.ctas[size_t(rank)];
+        arrive(op, barrier, 0, to == this ? nullptr : to);
+    }
+
+    int cluster_rank() const override { return rank_; }
+    int cluster_size() const override { return int(cluster_.ctas.size()); }
+
+    bool cluster_sync() override {
+        const char *op = "cluster_sync";
+        begin_op(op);
+        Agent &agent = me();
+        if (agent.cluster_released) {
+            agent.cluster_released = false;
+            agent.now += params_.issue_cycles;
+            return true;
+        }
+        cluster_.sync_arrived.push_back({rank_, current_});
+        clocks_.join_into(cluster_.sync_clock, clocks_.clock(wg(current_)));
+        clocks_.tick(wg(current_));
+        cluster_.sync_latest = std::max(cluster_.sync_latest, agent.now);
+        size_t expected = 0;
+        for (const CtaRun *cta : cluster_.ctas) {
+            expected += cta->agents_.size();
+        }
+        if (cluster_.sync_arrived.size() < expected) {
+            block(WaitKind::ClusterSync, 0, -1);
+            return false;
+        }
+        Cycles release = cluster_.sync_latest + params_.barrier_latency;
+        for (const Cluster::Arrival &a : cluster_.sync_arrived) {
+            CtaRun &cta = *cluster_.ctas[size_t(a.rank)];
+            clocks_.join(cta.wg(a.agent), cluster_.sync_clock.data());
+            cta.agents_[size_t(a.agent)].cluster_released = true;
+            if (&cta != this || a.agent != current_) {
+                cta.wake(a.agent, release);
+            }
+        }
+        cluster_.sync_arrived.clear();
+        cluster_.sync_clock.clear();
+        cluster_.sync_latest = 0;
+        block(WaitKind::ClusterSync, 0, release);
+        return false;
+    }
+
     void thread_load(int smem, const Box &smem_box, int global, const Box &global_box,
                      int barrier, const std::string &label) override {
         const char *op = "thread_load";
@@ -624,13 +708,30 @@ public:
     }
 
     /** A TMA or thread load: the data lands when the transfer ends and completes its bytes on
-     * the barrier; a thread load keeps its agent busy until then. */
+     * the barrier; a thread load keeps its agent busy until then. `multicast` > 0: the CTAs of
+     * the cluster it lands in (a mask of ranks), the same smem buffer and barrier in each. */
     void land(OpKind kind, int smem, int global, const TmaBoxes &boxes, int barrier,
-              const std::string &label) {
+              const std::string &label, uint32_t multicast = 0) {
         const char *op = op_kind_name(kind);
         const bool threads = kind == OpKind::ThreadLoad;
         uint64_t name = op_name(kind, label);
-        Barrier &bar = used_barrier(op, barrier, nullptr, &name);
+        std::vector<CtaRun *> into;
+        for (size_t r = 0; r < cluster_.ctas.size(); ++r) {
+            if (multicast ? (multicast >> r & 1) != 0 : cluster_.ctas[r] == this) {
+                into.push_back(cluster_.ctas[r]);
+            }
+        }
+        for (CtaRun *cta : into) {
+            used_barrier(op, barrier, nullptr, &name, cta == this ? nullptr : cta);
+            const Buffer *peer = cta->local_buffer(smem);
+            const Buffer &own = local(smem);
+            if (!peer || peer->memory != Memory::Shared || peer->name != own.name ||
+                peer->elements != own.elements || peer->type != own.type) {
+                fail(op, label, "smem '" + own.name + "' is not the same buffer in CTA " +
+                                    std::to_string(cta->cta_) +
+                                    "; a multicast lands at the same smem of every CTA");
+            }
+        }
         int64_t bytes = boxes.elements * bytes_of(local(smem).type);
         Agent &agent = me();
         detail::L2Lines::Split traffic;
@@ -644,22 +745,47 @@ public:
         if (threads)
             end += thread_latencies(boxes.elements);
 
-        int lane = lane_of(barrier);
-        clocks_.join(lane, clocks_.clock(wg(current_)));
+        // Each CTA's TMA lane of the barrier is ordered after the issue.
+        for (CtaRun *cta : into) {
+            clocks_.join(cta->lane_of(barrier), clocks_.clock(wg(current_)));
+        }
         clocks_.tick(wg(current_));
         if (boxes.any_inside) {
-            access(global, boxes.global_inside, false, lane, name, kAsyncProxy);
+            access(global, boxes.global_inside, false, into.front()->lane_of(barrier), name, kAsyncProxy);
         }
-        access(smem, boxes.smem_full, true, lane, name, kAsyncProxy);
+        const std::string issuer = "agent '" + agents_[size_t(current_)].name + "' of CTA " + std::to_string(cta_);
+        for (CtaRun *cta : into) {
+            Cycles at = end;
+            if (cta != this) {
+                // The L2 read it once; the receiving SM takes the bytes through its own port.
+                Cycles &port = impl_.tma_free[size_t(cta->sm_)];
+                Cycles start = std::max(agent.now, port);
+                Cycles transfer = Cycles(std::ceil(double(traffic.miss + traffic.hit) / params_.tma_bytes_per_cycle));
+                port = start + transfer;
+                impl_.tma_busy[size_t(cta->sm_)] += transfer;
+                at = std::max(end, start + transfer + params_.tma_latency);
+            }
+            cta->receive(Load{issuer, cta != this, barrier, bytes, smem, global, boxes.smem_full,
+                              boxes.smem_inside, boxes.global_inside, boxes.any_inside, boxes.clipped,
+                              uint32_t(name >> 32), {}, op},
+                         name, at);
+        }
+        agent.now = threads ? end : agent.now + params_.issue_cycles;
+    }
+
+    /** A load landing in this CTA at `at` (issued here, or multicast by a peer). */
+    void receive(Load load, uint64_t name, Cycles at) {
+        int lane = lane_of(load.barrier);
+        access(load.smem, load.smem_full, true, lane, name, kAsyncProxy);
+        Barrier &bar = barriers_[size_t(load.barrier)];
         bar.last_load_epoch = clocks_.epoch(lane);
         bar.last_load_op = name;
-        bar.last_load_buffer = smem;
-        loads_.push_back(Load{current_, barrier, bytes, smem, global, boxes.smem_full,
-                              boxes.smem_inside, boxes.global_inside, boxes.any_inside,
-                              boxes.clipped, uint32_t(name >> 32), clocks_.copy(lane), op});
+        bar.last_load_buffer = load.smem;
+        load.clock = clocks_.copy(lane);
+        loads_.push_back(std::move(load));
         clocks_.tick(lane);
-        events_.push(Event{end, next_event_++, loads_.size() - 1});
-        agent.now = threads ? end : agent.now + params_.issue_cycles;
+        events_.push(Event{at, next_event_++, loads_.size() - 1});
+        end_ = std::max(end_, at);
     }
 
     /** The memory latencies a thread copy waits beyond its first: one per batch of loads. */
@@ -1013,32 +1139,45 @@ public:
             names.push_back(agents_[a].label);
         }
         impl_.cta_agents[cta_] = names;
-        clocks_.reset(3 * int(agents_.size()) + int(barriers_.size()));
     }
 
-    void run() {
-        for (;;) {
-            int next = -1;
-            Cycles best = std::numeric_limits<Cycles>::max();
-            for (size_t a = 0; a < agents_.size(); ++a) {
-                if (agents_[a].state == Agent::State::Ready && agents_[a].now < best) {
-                    best = agents_[a].now;
-                    next = int(a);
-                }
+    /** Its clocks in the cluster's: per agent three, per mbarrier its TMA lane (from `base`). */
+    int clock_count() const { return 3 * int(agents_.size()) + int(barriers_.size()); }
+    void set_clock_base(int base) { base_ = base; }
+
+    /** The ready agent with the earliest time (-1: none) and that time. */
+    int next_agent(Cycles *time) const {
+        int next = -1;
+        *time = std::numeric_limits<Cycles>::max();
+        for (size_t a = 0; a < agents_.size(); ++a) {
+            if (agents_[a].state == Agent::State::Ready && agents_[a].now < *time) {
+                *time = agents_[a].now;
+                next = int(a);
             }
-            if (!events_.empty() && events_.top().time <= best) {
-                Event event = events_.top();
-                events_.pop();
-                time_ = event.time;
-                complete_load(event.time, event.load);
-                continue;
-            }
-            if (next < 0) {
-                break;
-            }
-            time_ = best;
-            step(next);
         }
+        return next;
+    }
+    /** When the next TMA load lands (false: none in flight). */
+    bool next_event(Cycles *time) const {
+        if (events_.empty()) {
+            return false;
+        }
+        *time = events_.top().time;
+        return true;
+    }
+    void run_event() {
+        Event event = events_.top();
+        events_.pop();
+        time_ = event.time;
+        complete_load(event.time, event.load);
+    }
+    void run_agent(int index) {
+        time_ = agents_[size_t(index)].now;
+        step(index);
+    }
+
+    /** After the cluster's event loop: the CTA's end, then a deadlock or the checks at exit. */
+    void finish_run() {
         for (const Agent &agent : agents_) {
             end_ = std::max(end_,
                             agent.state == Agent::State::Blocked ? agent.blocked_since : agent.now);
@@ -1057,6 +1196,7 @@ public:
         } else {
             check_loads_were_waited();
             check_stores_were_retired();
+            check_remote_arrivals();
         }
     }
 
@@ -1081,10 +1221,10 @@ public:
 private:
     // Clock indices: per agent a its warpgroup, its tensor-core (wgmma) and bulk-store clocks;
     // then one TMA lane per mbarrier.
-    static int wg(int agent) { return 3 * agent; }
-    static int tensor_of(int agent) { return 3 * agent + 1; }
-    static int store_of(int agent) { return 3 * agent + 2; }
-    int lane_of(int barrier) const { return 3 * int(agents_.size()) + barrier; }
+    int wg(int agent) const { return base_ + 3 * agent; }
+    int tensor_of(int agent) const { return base_ + 3 * agent + 1; }
+    int store_of(int agent) const { return base_ + 3 * agent + 2; }
+    int lane_of(int barrier) const { return base_ + 3 * int(agents_.size()) + barrier; }
 
     Agent &me() { return agents_[size_t(current_)]; }
 
@@ -1229,7 +1369,7 @@ private:
 
     /** Did the generic writer of `write` fence after it, in time for the reader (`clock`)? */
     bool fenced(const AccessRecord &write, const int64_t *clock) const {
-        const std::vector<int64_t> &fences = agents_[size_t(write.agent / 3)].fence_epochs;
+        const std::vector<int64_t> &fences = agents_[size_t((write.agent - base_) / 3)].fence_epochs;
         auto it = std::lower_bound(fences.begin(), fences.end(), write.epoch);
         return it != fences.end() && *it <= clock[write.agent];
     }
@@ -1240,19 +1380,23 @@ private:
 
     // --- barriers ----------------------------------------------------------------------------
 
-    Barrier &barrier_of(const char *op, int barrier) {
-        if (barrier < 0 || size_t(barrier) >= barriers_.size()) {
-            fail(op, "mbarrier " + std::to_string(barrier) + " does not exist (the CTA has " +
-                         std::to_string(barriers_.size()) + " mbarriers)");
+    /** Mbarrier `barrier` of `owner` (default: this CTA; another CTA of the cluster for a
+     * remote arrival or a multicast load). */
+    Barrier &barrier_of(const char *op, int barrier, CtaRun *owner = nullptr) {
+        CtaRun &to = owner ? *owner : *this;
+        if (barrier < 0 || size_t(barrier) >= to.barriers_.size()) {
+            fail(op, "mbarrier " + std::to_string(barrier) + " does not exist (CTA " +
+                         std::to_string(to.cta_) + " has " + std::to_string(to.barriers_.size()) +
+                         " mbarriers)");
         }
-        return barriers_[size_t(barrier)];
+        return to.barriers_[size_t(barrier)];
     }
 
     /** An initialised barrier; its init must happen before this use (else a race). `use` names
      * the use in that race ("arrive", "wait"), or `use_op` is the op itself. */
     Barrier &used_barrier(const char *op, int barrier, const char *use,
-                          const uint64_t *use_op = nullptr) {
-        Barrier &bar = barrier_of(op, barrier);
+                          const uint64_t *use_op = nullptr, CtaRun *owner = nullptr) {
+        Barrier &bar = barrier_of(op, barrier, owner);
         if (!bar.initialised) {
             fail(op, "mbarrier '" + bar.name +
                          "' is not initialised; mbarrier_init it (and sync the CTA) first");
@@ -1262,15 +1406,17 @@ private:
             impl_.add_race(bar.init_op, name, -1 - int64_t(barrier), kBarrierInit,
                            "mbarrier " + bar.name,
                            "the mbarrier is used before its mbarrier_init is ordered before the "
-                           "use; initialise, then sync the CTA (a named barrier of all agents) "
-                           "before other agents use it");
+                           "use; initialise, then sync the CTA (a named barrier of all agents; "
+                           "in a cluster, cluster_sync) before other agents use it");
         }
         return bar;
     }
 
-    void arrive(const char *op, int barrier, int64_t bytes) {
+    /** An arrival on `barrier` of `owner` (default: this CTA). */
+    void arrive(const char *op, int barrier, int64_t bytes, CtaRun *owner = nullptr) {
         begin_op(op);
-        Barrier &bar = used_barrier(op, barrier, "arrive");
+        CtaRun &to = owner ? *owner : *this;
+        Barrier &bar = used_barrier(op, barrier, "arrive", nullptr, owner);
         if (bytes < 0 || bytes > kMaxTxBytes) {
             fail(op, "mbarrier '" + bar.name + "': expect_tx of " + std::to_string(bytes) +
                          " bytes; it must be in [0, " + std::to_string(kMaxTxBytes) + "]");
@@ -1288,15 +1434,44 @@ private:
                          " tx bytes in one phase; at most " + std::to_string(kMaxTxBytes));
         }
         Agent &agent = me();
+        if (&to != this) {
+            to.remote_arrivals_.push_back(
+                {wg(current_), clocks_.epoch(wg(current_)),
+                 op_name(OpKind::Mbarrier, "arrive " + bar.name + " of CTA " + std::to_string(to.cta_)),
+                 barrier});
+        }
         clocks_.join_into(bar.clock, clocks_.clock(wg(current_)));
         clocks_.tick(wg(current_));
         bar.tx += bytes;
         --bar.pending;
         bar.phase_latest = std::max(bar.phase_latest, agent.now);
         if (bar.pending == 0 && bar.tx == 0) {
-            complete_phase(bar, bar.phase_latest);
+            to.complete_phase(bar, bar.phase_latest);
         }
         agent.now += params_.issue_cycles;
+    }
+
+    /** Remote arrivals on this CTA's mbarriers must happen before it exits (its smem, barriers
+     * included, goes to the SM's next CTA): its agents' clocks at exit must include them. */
+    void check_remote_arrivals() {
+        if (remote_arrivals_.empty()) {
+            return;
+        }
+        std::vector<int64_t> exit;
+        for (size_t a = 0; a < agents_.size(); ++a) {
+            clocks_.join_into(exit, clocks_.clock(wg(int(a))));
+        }
+        uint64_t exit_op = OpName{OpKind::Exit, -1, cta_, 0}.pack();
+        for (const RemoteArrival &r : remote_arrivals_) {
+            if (exit[size_t(r.clock)] >= r.epoch) {
+                continue;
+            }
+            impl_.add_race(r.op, exit_op, -1 - int64_t(r.barrier), kRemoteArrival,
+                           "mbarrier " + barriers_[size_t(r.barrier)].name,
+                           "a remote arrival (another CTA of the cluster) on this CTA's mbarrier is "
+                           "not ordered before the CTA exits: wait for the phase it completes (the "
+                           "producer's tail over its ring) or cluster_sync before exit");
+        }
     }
 
     void complete_phase(Barrier &bar, Cycles time) {
@@ -1448,9 +1623,9 @@ private:
         }
         Barrier &bar = barriers_[size_t(load.barrier)];
         clocks_.join_into(bar.clock, load.clock.data());
-        if (load.bytes > bar.tx) {
-            throw SimError("CTA " + std::to_string(cta_) + ", agent '" +
-                           agents_[size_t(load.agent)].name + "': " + load.op + " '" +
+        // A peer's multicast may land before this CTA's own expect_tx (its arrival still pending).
+        if (load.bytes > bar.tx && !(load.remote && bar.pending > 0)) {
+            throw SimError("CTA " + std::to_string(cta_) + ", " + load.issuer + ": " + load.op + " '" +
                            impl_.labels.text(load.label) + "' completes " +
                            std::to_string(load.bytes) + " tx bytes on mbarrier '" + bar.name +
                            "', whose phase " + std::to_string(bar.completions) + " expects only " +
@@ -1540,6 +1715,9 @@ private:
                    std::to_string(bar.pending) + " of " + std::to_string(bar.count) +
                    " arrivals and " + std::to_string(bar.tx) + " tx bytes pending";
         }
+        case WaitKind::ClusterSync:
+            return "the cluster barrier has " + std::to_string(cluster_.sync_arrived.size()) +
+                   " arrivals";
         case WaitKind::NamedBarrier: {
             const NamedBarrier &nb = named_[size_t(agent.wait_id)];
             return "named barrier " + std::to_string(agent.wait_id) + " has " +
@@ -1622,9 +1800,11 @@ private:
 
     Impl &impl_;
     const HopperParams &params_;
+    Cluster &cluster_;
+    int rank_; // in the cluster
     int cta_, sm_;
     Cycles start_, end_;
-    Cycles time_ = 0; // when the step or event being processed happens
+    int base_ = 0; // this CTA's first index in the cluster's clocks
     bool building_ = true;
     int64_t smem_used_ = 0, registers_used_ = 0;
 
@@ -1633,7 +1813,15 @@ private:
     std::array<NamedBarrier, kNamedBarriers> named_;
     std::vector<Buffer> locals_;
     std::vector<BufferHistory> local_history_, global_history_;
-    detail::VectorClocks clocks_;
+    detail::VectorClocks &clocks_; // the cluster's
+    Cycles &time_;                 // the cluster's: when the step or event being processed happens
+    struct RemoteArrival {
+        int clock;     // the arriving agent's clock index
+        int64_t epoch; // its epoch at the arrival
+        uint64_t op;
+        int barrier;
+    };
+    std::vector<RemoteArrival> remote_arrivals_; // by other CTAs' agents, on this CTA's mbarriers
     std::vector<Load> loads_;
     std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
     int64_t next_event_ = 0;
@@ -1644,36 +1832,89 @@ private:
     Cycles wake_at_ = -1;
 };
 
-void Machine::Impl::run_cta(int cta, const CtaFactory &make_cta) {
-    if (cta < 0 || cta >= kMaxCtas) {
-        throw SimError("run_cta: CTA index " + std::to_string(cta) + " must be in [0, " +
-                       std::to_string(kMaxCtas) + ")");
+void Machine::Impl::run_cluster(int first, int ctas, const CtaFactory &make_cta) {
+    if (ctas < 1 || ctas > params.sms) {
+        throw SimError("run_cluster " + std::to_string(first) + ": a cluster of " + std::to_string(ctas) +
+                       " CTAs runs on as many SMs at once; the machine has " + std::to_string(params.sms));
+    }
+    if (first < 0 || first > kMaxCtas - ctas) {
+        throw SimError("run_cta: CTA index " + std::to_string(first) + " must be in [0, " +
+                       std::to_string(kMaxCtas - ctas + 1) + ")");
     }
     if (running) {
-        throw SimError("run_cta " + std::to_string(cta) + ": called while CTA " +
+        throw SimError("run_cta " + std::to_string(first) + ": called while CTA " +
                        std::to_string(running->cta()) + " runs; CTAs run one after another");
     }
-    if (size_t(cta) >= cta_ran.size()) {
-        cta_ran.resize(size_t(cta) + 1, false);
+    if (size_t(first + ctas) > cta_ran.size()) {
+        cta_ran.resize(size_t(first + ctas), false);
     }
-    if (cta_ran[size_t(cta)]) {
-        throw SimError("run_cta: CTA " + std::to_string(cta) + " already ran");
+    for (int cta = first; cta < first + ctas; ++cta) {
+        if (cta_ran[size_t(cta)]) {
+            throw SimError("run_cta: CTA " + std::to_string(cta) + " already ran");
+        }
     }
     if (!make_cta) {
-        throw SimError("run_cta " + std::to_string(cta) + ": the CTA factory is empty");
+        throw SimError("run_cta " + std::to_string(first) + ": the CTA factory is empty");
     }
-    cta_ran[size_t(cta)] = true;
-    int sm = cta % params.sms;
-    CtaRun run(*this, cta, sm, sm_free[size_t(sm)]);
+    // The cluster starts when all its SMs are free.
+    Cycles start = 0;
+    for (int cta = first; cta < first + ctas; ++cta) {
+        cta_ran[size_t(cta)] = true;
+        start = std::max(start, sm_free[size_t(cta % params.sms)]);
+    }
+    Cluster cluster;
+    std::vector<std::unique_ptr<CtaRun>> runs;
+    for (int rank = 0; rank < ctas; ++rank) {
+        runs.push_back(std::make_unique<CtaRun>(*this, cluster, rank, first + rank, (first + rank) % params.sms, start));
+        cluster.ctas.push_back(runs.back().get());
+    }
     struct Running {
         CtaRun *&slot;
         ~Running() { slot = nullptr; }
     } guard{running};
-    running = &run;
-    run.start(make_cta(run, cta));
-    run.run();
-    sm_free[size_t(sm)] = run.end();
-    finished.push_back(CtaGlobals{cta, run.take_global_histories()});
+    int clocks = 0;
+    for (auto &run : runs) {
+        running = run.get();
+        run->start(make_cta(*run, run->cta()));
+        run->set_clock_base(clocks);
+        clocks += run->clock_count();
+    }
+    cluster.clocks.reset(clocks);
+    // One event loop: the earliest TMA completion, else the ready agent with the earliest time.
+    for (;;) {
+        CtaRun *agent_cta = nullptr, *event_cta = nullptr;
+        int agent = -1;
+        Cycles best = std::numeric_limits<Cycles>::max(), event = best;
+        for (auto &run : runs) {
+            Cycles t;
+            int a = run->next_agent(&t);
+            if (a >= 0 && t < best) {
+                best = t;
+                agent = a;
+                agent_cta = run.get();
+            }
+            if (run->next_event(&t) && t < event) {
+                event = t;
+                event_cta = run.get();
+            }
+        }
+        if (event_cta && event <= best) {
+            running = event_cta;
+            event_cta->run_event();
+            continue;
+        }
+        if (!agent_cta) {
+            break;
+        }
+        running = agent_cta;
+        agent_cta->run_agent(agent);
+    }
+    for (auto &run : runs) {
+        running = run.get();
+        run->finish_run();
+        sm_free[size_t(run->cta() % params.sms)] = run->end();
+        finished.push_back(CtaGlobals{run->cta(), run->take_global_histories()});
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1764,7 +2005,11 @@ void Machine::set_grid(int ctas) {
 }
 
 void Machine::run_cta(int cta, const CtaFactory &make_cta) {
-    impl_->run_cta(cta, make_cta);
+    impl_->run_cluster(cta, 1, make_cta);
+}
+
+void Machine::run_cluster(int first_cta, int ctas, const CtaFactory &make_cta) {
+    impl_->run_cluster(first_cta, ctas, make_cta);
 }
 
 Report Machine::finish() {

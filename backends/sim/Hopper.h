@@ -14,6 +14,16 @@
  * CTAs run independently; CTA i runs on SM i % sms after the CTAs before it on that SM (waves).
  * Global memory is shared: accesses of different CTAs are checked against each other at finish().
  *
+ * A cluster (run_cluster) is CTAs that run at once, on SMs of their own, in one event loop: each
+ * may arrive on another's mbarriers (mbarrier_arrive_remote: mapa + arrive.shared::cluster), a TMA
+ * load may be multicast into every CTA of a mask (the same smem buffer and mbarrier ids in each:
+ * the CTAs are built alike), and cluster_sync is barrier.cluster over all their agents. Smem,
+ * register and mbarrier ids are per CTA. A multicast load may complete its bytes on a peer's
+ * barrier before that CTA's own arrive.expect_tx (the tx count goes negative while an arrival
+ * is still pending, as PTX allows). A remote arrival into a CTA must happen before that CTA exits
+ * (its producer waits for the phase the arrival completes, or a cluster_sync), else it is a race
+ * with the exit.
+ *
  * Semantics modelled (HOPPER-FACTS.md):
  *  - mbarrier: init count; arrive; arrive.expect_tx adds expected bytes; a TMA load completes
  *    its bytes at its end time; a phase completes when the pending arrival count reaches 0 and
@@ -175,6 +185,20 @@ public:
 
     virtual void tma_load(int smem, int64_t smem_offset, const TensorView &view, const std::vector<int64_t> &coords,
                           const std::vector<int64_t> &box, int barrier, const std::string &label) = 0;
+    /** A TMA load multicast to the CTAs of the cluster in `cta_mask` (bit r: rank r): the box
+     * lands at the same smem offset of each, completing its bytes on each one's `barrier`.
+     * The L2 reads it once; each receiving SM takes its bytes through its own port. */
+    virtual void tma_load_multicast(int smem, int64_t smem_offset, const TensorView &view,
+                                    const std::vector<int64_t> &coords, const std::vector<int64_t> &box,
+                                    int barrier, uint32_t cta_mask, const std::string &label) = 0;
+    /** Arrive on mbarrier `barrier` of the CTA of cluster rank `rank` (this CTA's own included). */
+    virtual void mbarrier_arrive_remote(int barrier, int rank) = 0;
+    /** This CTA's rank in its cluster, and the cluster's CTA count (1 outside clusters). */
+    virtual int cluster_rank() const = 0;
+    virtual int cluster_size() const = 0;
+    /** barrier.cluster arrive + wait by every agent of every CTA of the cluster (release /
+     * acquire); false blocks until all have arrived. */
+    virtual bool cluster_sync() = 0;
     virtual void tma_store(const TensorView &view, const std::vector<int64_t> &coords, const std::vector<int64_t> &box,
                            int smem, int64_t smem_offset, const std::string &label) = 0;
     /** A copy by the agent's own threads (ld.global / st.shared, fence.proxy.async, then one
@@ -256,6 +280,9 @@ public:
     using CtaFactory =
         std::function<std::vector<std::unique_ptr<AgentProgram>>(CtaBuilder &builder, int cta)>;
     void run_cta(int cta, const CtaFactory &make_cta);
+    /** Runs CTAs first_cta .. first_cta + ctas - 1 as one cluster (rank = index - first_cta),
+     * together: `make_cta` is called for each. SimError when the machine has fewer SMs. */
+    void run_cluster(int first_cta, int ctas, const CtaFactory &make_cta);
     /** The kernel's grid: min(ctas, sms) SMs share HBM and L2 (default: every SM). */
     void set_grid(int ctas);
 

@@ -854,6 +854,93 @@ TEST(HopperRaces, CrossCtaGlobalStores) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Clusters: a multicast TMA load, remote arrivals, cluster_sync
+// ---------------------------------------------------------------------------------------------
+
+/** Two CTAs of a cluster: rank 0 multicasts a 64-float row into both; each CTA waits for it on
+ * its own full barrier and sums it; rank 1 then arrives on rank 0's `done` barrier, which rank 0
+ * waits for before it exits (unless `wait_done` is false). `multicast` false: rank 0 loads only
+ * into itself (rank 1 never gets its bytes). */
+Report cluster_of_two(bool multicast, bool wait_done, std::vector<float> *sums) {
+    HopperParams p;
+    p.sms = 4;
+    Machine m(p);
+    int in = m.add_global("in", DType::F32, 64);
+    float *data = static_cast<float *>(m.data(in));
+    for (int i = 0; i < 64; ++i) data[i] = float(i);
+    sums->assign(2, -1);
+    m.run_cluster(0, 2, [&](Machine::CtaBuilder &b, int cta) {
+        int agent = b.add_agent("worker");
+        int tile = b.add_smem("tile", DType::F32, 64);
+        int full = b.add_barrier("full"), done = b.add_barrier("done");
+        auto s = std::make_unique<Script>();
+        s->init(full, 1).init(done, 1);
+        s->op("cluster_sync", [](AgentOps &o) { return o.cluster_sync(); });
+        s->expect_tx(full, 256);
+        if (cta == 0) {
+            s->call("load", [=, &m](AgentOps &o) {
+                TensorView v{in, {64}, {1}};
+                if (multicast) o.tma_load_multicast(tile, 0, v, {0}, {64}, full, 3, "row");
+                else o.tma_load(tile, 0, v, {0}, {64}, full, "row");
+            });
+        }
+        s->wait(full, 0, "full");
+        s->call("sum", [=, &m](AgentOps &o) {
+            o.vector_op("sum", 64, {Access{tile, Box{0, {{64, 1}}}, false}}, [=, &m] {
+                const float *t = static_cast<const float *>(m.data(tile));
+                float total = 0;
+                for (int i = 0; i < 64; ++i) total += t[i];
+                (*sums)[size_t(cta)] = total;
+            });
+        });
+        if (cta == 1) s->call("arrive done of rank 0", [=](AgentOps &o) { o.mbarrier_arrive_remote(done, 0); });
+        if (cta == 0 && wait_done) s->wait(done, 0, "done");
+        (void)agent;
+        return programs(std::move(s));
+    });
+    return m.finish();
+}
+
+TEST(HopperCluster, MulticastLandsInEveryCtaOfTheMask) {
+    std::vector<float> sums;
+    Report r = cluster_of_two(true, true, &sums);
+    EXPECT_FALSE(r.deadlock) << r.deadlock_message;
+    EXPECT_EQ(r.race_count, 0) << all_races(r);
+    EXPECT_EQ(sums[0], 2016.f);
+    EXPECT_EQ(sums[1], 2016.f);
+}
+
+TEST(HopperCluster, APeerWithoutItsBytesDeadlocksNamingItsBarrier) {
+    std::vector<float> sums;
+    Report r = cluster_of_two(false, true, &sums);
+    ASSERT_TRUE(r.deadlock);
+    EXPECT_TRUE(contains(r.deadlock_message, "deadlock in CTA 1")) << r.deadlock_message;
+    EXPECT_TRUE(contains(r.deadlock_message, "wait full parity 0")) << r.deadlock_message;
+    EXPECT_TRUE(contains(r.deadlock_message, "256 tx bytes pending")) << r.deadlock_message;
+}
+
+TEST(HopperCluster, ARemoteArrivalAfterThePeerExitedRaces) {
+    std::vector<float> sums;
+    Report r = cluster_of_two(true, false, &sums);
+    EXPECT_FALSE(r.deadlock);
+    ASSERT_EQ(r.race_count, 1) << all_races(r);
+    EXPECT_TRUE(contains(r.races[0].reason, "remote arrival")) << all_races(r);
+    EXPECT_TRUE(has_race(r, "arrive done of CTA 0", "exit of CTA 0")) << all_races(r);
+}
+
+TEST(HopperCluster, NeedsAsManySms) {
+    HopperParams p;
+    p.sms = 1;
+    Machine m(p);
+    try {
+        m.run_cluster(0, 2, [](Machine::CtaBuilder &, int) { return Programs{}; });
+        FAIL() << "no error";
+    } catch (const SimError &e) {
+        EXPECT_TRUE(contains(e.what(), "a cluster of 2 CTAs runs on as many SMs at once; the machine has 1")) << e.what();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Timing
 // ---------------------------------------------------------------------------------------------
 
