@@ -753,7 +753,7 @@ public:
         if (boxes.any_inside) {
             access(global, boxes.global_inside, false, into.front()->lane_of(barrier), name, kAsyncProxy);
         }
-        const std::string issuer = "agent '" + agents_[size_t(current_)].name + "' of CTA " + std::to_string(cta_);
+        const std::string issuer = "agent '" + agents_[size_t(current_)].name + "'";
         for (CtaRun *cta : into) {
             Cycles at = end;
             if (cta != this) {
@@ -765,7 +765,7 @@ public:
                 impl_.tma_busy[size_t(cta->sm_)] += transfer;
                 at = std::max(end, start + transfer + params_.tma_latency);
             }
-            cta->receive(Load{issuer, cta != this, barrier, bytes, smem, global, boxes.smem_full,
+            cta->receive(Load{cta == this ? issuer : issuer + " of CTA " + std::to_string(cta_), cta != this, barrier, bytes, smem, global, boxes.smem_full,
                               boxes.smem_inside, boxes.global_inside, boxes.any_inside, boxes.clipped,
                               uint32_t(name >> 32), {}, op},
                          name, at);
