@@ -21,6 +21,13 @@ public:
     // that the tiles running at once share B's column panels in L2. The group is the largest
     // divisor of the number of tile rows not above `group`: groups without holes.
     GeneratorParam<int> group{"group", 1, 1, 1 << 16};
+    // Hopper thread-block clusters of two CTAs on neighbouring tiles: cluster_m = 2 pairs tile rows
+    // (they share B's tile, multicast), cluster_n = 2 tile columns (they share A's). Pairs follow
+    // the tile order: cluster_m walks tile rows innermost (groups of an even number of rows),
+    // cluster_n tile columns (row-major); where the count of tiles along the pair is odd, pairs
+    // straddle and nothing is multicast (the kernel stays correct).
+    GeneratorParam<int> cluster_m{"cluster_m", 1, 1, 2};
+    GeneratorParam<int> cluster_n{"cluster_n", 1, 1, 2};
     GeneratorParam<std::string> out{"out", "bf16", {"bf16", "f32"}};
     GeneratorParam<std::string> epilogue{"epilogue", "none", {"none", "bias_relu"}};
     // runtime: M, N and K are estimates, the kernel takes any (tiles stay TM x TN x TK, tails guarded).
@@ -60,10 +67,20 @@ public:
         C.tile(j, i, jo, io, ji, ii, tn, tm, TailStrategy::GuardWithIf);
         // With runtime shapes the number of tile rows is unknown: groups of `group` rows, the last
         // one guarded (its missing rows are empty tiles).
+        if (cluster_m > 1 && cluster_n > 1) {
+            throw Error("gemm: cluster_m = " + std::to_string(int(cluster_m)) + " and cluster_n = " +
+                        std::to_string(int(cluster_n)) + ": clusters pair tiles along one dim (2x1 or 1x2)");
+        }
         const int row_tiles = runtime ? 1 << 30 : (int(M) + tm - 1) / tm;
-        int rows_per_group = std::min<int>(group, row_tiles);
-        while (!runtime && row_tiles % rows_per_group != 0) rows_per_group--;
-        if (rows_per_group > 1 && rows_per_group < row_tiles) {
+        // cluster_m pairs neighbouring tile rows: groups of an even number of rows, walked rows
+        // innermost; cluster_n pairs neighbouring tile columns: row-major.
+        int rows_per_group = cluster_n > 1 ? 1 : std::min<int>(std::max<int>(group, cluster_m), row_tiles);
+        if (runtime) rows_per_group = (rows_per_group + cluster_m - 1) / cluster_m * cluster_m;
+        while (!runtime && rows_per_group > 1 && (row_tiles % rows_per_group != 0 || rows_per_group % cluster_m != 0))
+            rows_per_group--;
+        if (cluster_m > 1 && !runtime && rows_per_group == row_tiles) {
+            C.fuse(io, jo, t); // one group of every row: column by column
+        } else if (rows_per_group > 1 && rows_per_group < row_tiles) {
             C.split(io, iog, iob, rows_per_group, runtime ? TailStrategy::GuardWithIf : TailStrategy::Auto)
                 .reorder(ji, ii, iob, jo, iog)
                 .fuse(iob, jo, t_in_group).fuse(t_in_group, iog, t);
@@ -71,6 +88,7 @@ public:
             C.fuse(jo, io, t);
         }
         C.map_to_cores(t);
+        if (cluster_m * cluster_n > 1) C.cluster(cluster_m * cluster_n);
         acc.compute_at(C, t);
         acc.update().split(r_k, ko, ki, tk, TailStrategy::GuardWithIf).reorder(j, i, ki, ko).tile_mma();
         Func A_tile = Func::staged(A, acc), B_tile = Func::staged(B, acc);
@@ -132,6 +150,8 @@ const App &gemm_app() {
          {"TK", {"16", "32", "64", "128", "256", "512"}},
          {"stages", {"0", "1", "2", "3", "4", "5"}},
          {"group", {"1", "1", "2", "3", "8"}},
+         {"cluster_m", {"1", "1", "2"}},
+         {"cluster_n", {"1", "1", "2"}},
          {"out", {"bf16", "f32"}},
          {"epilogue", {"none", "bias_relu"}}},
         4e6,

@@ -85,9 +85,11 @@ public:
         : cta(cta), code(code), agent(agent),
           eval([this](const std::string &n) -> const BufferRef & { return buffer(n); },
                [this](const Call *c, double *v) {
+                   Expr tile, last;
                    if (ir::is_core_id(c)) *v = this->cta.index;
                    else if (ir::is_grid_size(c)) *v = this->cta.grid;
                    else if (ir::is_warpgroup(c)) *v = this->agent;
+                   else if (ir::as_cluster_tile(c, &tile, &last)) *v = std::min(eval.scalar(tile), eval.scalar(last));
                    else return false;
                    return true;
                }) {
@@ -107,8 +109,12 @@ public:
                 }
                 initialised = true;
             }
-            waiting = "the CTA-wide barrier after mbarrier initialisation";
-            if (!ops.named_barrier_sync(0, cta.kernel.warpgroups)) return Step::Blocked;
+            // In a cluster, the peers' barriers must be initialised before any arrival or
+            // multicast reaches them: a cluster-wide barrier.
+            waiting = cta.kernel.cluster > 1 ? "the cluster barrier after mbarrier initialisation"
+                                             : "the CTA-wide barrier after mbarrier initialisation";
+            if (!(cta.kernel.cluster > 1 ? ops.cluster_sync() : ops.named_barrier_sync(0, cta.kernel.warpgroups)))
+                return Step::Blocked;
             started = true;
             return Step::Progress;
         }
@@ -312,9 +318,18 @@ private:
             } else {
                 auto in = view(c.src, value(c.src_offset), &coords);
                 int64_t slot = value(c.slot);
-                for (const TmaBox &b : boxes(c, in, coords, value(c.dst_offset), true)) {
-                    ops.tma_load(id(c.dst), b.smem, in, b.coords, b.extents, barrier(c.barrier, slot),
-                                 c.src + " -> " + c.dst + " (version " + std::to_string(slot) + ")");
+                const std::string label = c.src + " -> " + c.dst + " (version " + std::to_string(slot) + ")";
+                std::vector<TmaBox> all = boxes(c, in, coords, value(c.dst_offset), true);
+                for (size_t i = 0; i < all.size(); i++) {
+                    const TmaBox &b = all[i];
+                    if (c.multicast > 1) {
+                        // The boxes dealt over the cluster's CTAs, each multicast to all of them.
+                        if (int(i % size_t(c.multicast)) != ops.cluster_rank()) continue;
+                        ops.tma_load_multicast(id(c.dst), b.smem, in, b.coords, b.extents, barrier(c.barrier, slot),
+                                               (1u << c.multicast) - 1, label);
+                    } else {
+                        ops.tma_load(id(c.dst), b.smem, in, b.coords, b.extents, barrier(c.barrier, slot), label);
+                    }
                 }
             }
         } else if (ir::as_wait(s, &w)) {
@@ -330,6 +345,8 @@ private:
                 waiting = "bulk stores out of " + w.barrier;
                 if (!ops.bulk_wait_group_read(0)) return false;
             }
+        } else if (ir::as_arrive(s, &a) && a.cluster > 1) {
+            for (int rank = 0; rank < a.cluster; rank++) ops.mbarrier_arrive_remote(barrier(a.barrier, value(a.slot)), rank);
         } else if (ir::as_arrive(s, &a)) {
             ops.mbarrier_arrive(barrier(a.barrier, value(a.slot)));
         } else if (ir::as_mma(s, &m)) {
@@ -390,12 +407,21 @@ void execute(const Kernel &kernel, sim::hopper::Machine &machine, const std::map
         const int64_t tiles = *as_const_int(simplify(substitute(extents, kernel.tiles)));
         const int64_t sms = std::min<int64_t>(machine.params().sms, kernel.target.units());
         grid = int(std::clamp<int64_t>(tiles, 1, sms * kernel.ctas_per_sm));
+        // Whole clusters (as many as the SMs hold at once, at least one).
+        const int c = kernel.cluster;
+        grid = int(std::max<int64_t>(c, std::min<int64_t>((grid + c - 1) / c * c, sms * kernel.ctas_per_sm / c * c)));
     }
     machine.set_grid(grid);
+    // The CTAs of a cluster run together; each its own agents and buffers.
+    std::vector<Cta> ctas;
+    ctas.reserve(size_t(grid));
     for (int index = 0; index < grid; index++) {
-        Cta cta{kernel, shapes, grid, machine, index, {}, {}, {}, thread_tiles};
-        for (const auto &[name, id] : arguments) cta.shared[name] = id;
-        machine.run_cta(index, [&](sim::hopper::Machine::CtaBuilder &b, int) {
+        ctas.push_back(Cta{kernel, shapes, grid, machine, index, {}, {}, {}, thread_tiles});
+        for (const auto &[name, id] : arguments) ctas.back().shared[name] = id;
+    }
+    for (int first = 0; first < grid; first += kernel.cluster) {
+        machine.run_cluster(first, kernel.cluster, [&](sim::hopper::Machine::CtaBuilder &b, int index) {
+            Cta &cta = ctas[size_t(index)];
             std::vector<int> agents;
             for (int a = 0; a < kernel.warpgroups; a++) {
                 agents.push_back(b.add_agent(kernel.warpgroups == 1 ? "warpgroup" : a == 0 ? "producer" : "consumer " + std::to_string(a - 1)));

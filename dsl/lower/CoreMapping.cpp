@@ -16,16 +16,37 @@ namespace {
 
 class SpreadLoops : public IRMutator {
 public:
-    SpreadLoops(const std::string &stage, const std::string &var, Halide::Expr cores)
-        : stage(stage), var(var), cores(std::move(cores)) {}
+    SpreadLoops(const std::string &stage, const std::string &var, Halide::Expr cores, int cluster = 1)
+        : stage(stage), var(var), cores(std::move(cores)), cluster(cluster) {}
     int mapped = 0;
     int64_t largest_extent = 0;
     Halide::Expr tiles; // the largest extent of the loops mapped (symbolic with runtime extents)
+    std::map<std::string, Expr> owns_tile; // clusters: per mapped loop, whether the CTA has a tile
+
+    /** The loop `local` over a mapped loop's `extent` iterations from `min` (a tile loop or the
+     * straight-line tail of one). Core c runs iterations c, c + cores, ...; in a cluster every CTA
+     * runs as many as its cluster's first (rank 0), those past the last iteration on the last. */
+    Stmt spread(const std::string &name, const Expr &min, const Expr &extent, ForType type, Halide::DeviceAPI api,
+                const Stmt &body, const std::string &var_name) {
+        std::string local = core_loop_name(name);
+        Expr core = ir::core_id(), first = cluster > 1 ? core - core % cluster : core;
+        Expr trips = (extent - first + (cores - 1)) / cores;
+        Expr raw = core + Variable::make(Halide::Int(32), local) * cores;
+        if (cluster > 1) owns_tile[local] = raw < extent;
+        // The clamp promise keeps the original range visible to bounds inference (sizes of
+        // buffers that depend on the tile index stay boundable).
+        Expr iteration = Call::make(Halide::Int(32), Call::promise_clamped,
+                                    {min + (cluster > 1 ? ir::cluster_tile(raw, extent - 1) : raw), min,
+                                     min + extent - 1},
+                                    Call::PureIntrinsic);
+        return For::make(local, 0, trips, type, api, var_name.empty() ? body : substitute(var_name, iteration, body));
+    }
 
 private:
     using IRMutator::visit;
     const std::string stage, var;
     const Halide::Expr cores; // a constant, or Hopper's grid_size() for a grid sized at launch
+    const int cluster;
 
     /** Halide names loops stage.var with the vars a var was split or fused from in front
      * ("C.s0.j.jo.t") and ".rebased" behind a partitioned tail: match the var's component. */
@@ -44,17 +65,7 @@ private:
         const IntImm *e = op->extent.as<IntImm>();
         largest_extent = std::max<int64_t>(largest_extent, e ? e->value : 0);
         tiles = tiles.defined() ? Max::make(tiles, op->extent) : op->extent;
-        std::string local = core_loop_name(op->name);
-        Expr core = ir::core_id();
-        Expr trips = (op->extent - core + (cores - 1)) / cores;
-        // The clamp promise keeps the original range visible to bounds inference (sizes of
-        // buffers that depend on the tile index stay boundable).
-        Expr iteration = Call::make(Halide::Int(32), Call::promise_clamped,
-                                    {op->min + core + Variable::make(Halide::Int(32), local) * cores, op->min,
-                                     op->min + op->extent - 1},
-                                    Call::PureIntrinsic);
-        Stmt body = substitute(op->name, iteration, op->body);
-        return For::make(local, 0, trips, op->for_type, op->device_api, body);
+        return spread(op->name, op->min, op->extent, op->for_type, op->device_api, op->body, op->name);
     }
 };
 
@@ -85,26 +96,33 @@ private:
 };
 
 /** Output writes outside the mapped loops (the straight-line tail Halide's loop partitioning
- * leaves after a tile loop) run on one core only; the rest (e.g. staging compute_root inputs)
- * runs on every core, since each core has its own SRAM. */
-Stmt guard_tails(const Stmt &s, const std::string &output, const Expr &core) {
+ * leaves after a tile loop) run on one core only (in a cluster: on the first cluster, as a mapped
+ * loop of one iteration, so that its CTAs meet on their rings); the rest (e.g. staging
+ * compute_root inputs) runs on every core, since each core has its own SRAM. */
+Stmt guard_tails(const Stmt &s, const std::string &output, const Expr &core, SpreadLoops &spread, int &tails) {
     WritesBuffer w(output);
     s.accept(&w);
     if (!w.found) return s;
     HasMappedLoop m;
     s.accept(&m);
-    if (!m.found) return IfThenElse::make(ir::core_id() == core, s);
+    if (!m.found && spread.owns_tile.empty()) return IfThenElse::make(ir::core_id() == core, s);
+    if (!m.found) {
+        return spread.spread(output + ".s0.tail" + std::to_string(tails++), 0, 1, ForType::Serial, Halide::DeviceAPI::None, s, "");
+    }
     if (const Block *b = s.as<Block>()) {
-        return Block::make(guard_tails(b->first, output, core), guard_tails(b->rest, output, core));
+        return Block::make(guard_tails(b->first, output, core, spread, tails),
+                           guard_tails(b->rest, output, core, spread, tails));
     }
     if (const ProducerConsumer *pc = s.as<ProducerConsumer>()) {
-        return ProducerConsumer::make(pc->name, pc->is_producer, guard_tails(pc->body, output, core));
+        return ProducerConsumer::make(pc->name, pc->is_producer, guard_tails(pc->body, output, core, spread, tails));
     }
     if (const Allocate *a = s.as<Allocate>()) {
         return Allocate::make(a->name, a->type, a->memory_type, a->extents, a->condition,
-                              guard_tails(a->body, output, core));
+                              guard_tails(a->body, output, core, spread, tails));
     }
-    if (const LetStmt *l = s.as<LetStmt>()) return LetStmt::make(l->name, l->value, guard_tails(l->body, output, core));
+    if (const LetStmt *l = s.as<LetStmt>()) {
+        return LetStmt::make(l->name, l->value, guard_tails(l->body, output, core, spread, tails));
+    }
     return s;
 }
 
@@ -147,6 +165,11 @@ Stmt map_to_cores(const Stmt &s, CompileContext &ctx) {
         const bool persistent = d.ping_pong || (d.cooperative && d.warp_specialize) || d.persistent > 0 || runtime;
         if (runtime) tiles = std::numeric_limits<int>::max();
         units = int(persistent ? std::min<int64_t>(tiles, int64_t(units) * std::max(1, d.persistent)) : tiles);
+        if (d.cluster > 1) {
+            // Whole clusters: the last one's CTAs past the tile count run without a tile of their own.
+            ctx.cluster = d.cluster;
+            units = (units + d.cluster - 1) / d.cluster * d.cluster;
+        }
         ctx.one_tile_per_unit = !persistent;
         if (persistent && probe.mapped) {
             // The grid is sized at launch from the GPU's SM count (min(SMs x per SM, tiles)): the
@@ -157,13 +180,14 @@ Stmt map_to_cores(const Stmt &s, CompileContext &ctx) {
     }
     ctx.grid = units;
     const Expr stride = ctx.ctas_per_sm ? ir::grid_size() : Expr(units);
-    SpreadLoops spread(ctx.output + ".s0", d.cores_var, stride);
+    SpreadLoops spread(ctx.output + ".s0", d.cores_var, stride, ctx.cluster);
     Stmt result = spread.mutate(s);
     if (spread.mapped == 0 && ctx.output_func && is_loop_var_of_output(*ctx.output_func, d.cores_var)) {
         ctx.notes.push_back("map_to_cores: the loop over " + d.cores_var + " has one iteration (Halide removed it); "
                             "the kernel runs on core 0 only");
         ctx.grid = 1;
         ctx.ctas_per_sm = 0;
+        ctx.cluster = 1;
         ctx.tiles = Expr();
         return IfThenElse::make(ir::core_id() == 0, s);
     }
@@ -175,7 +199,14 @@ Stmt map_to_cores(const Stmt &s, CompileContext &ctx) {
     ctx.notes.push_back("map_to_cores: loop " + d.cores_var + " of " + ctx.output + " spread over " +
                         std::to_string(units) + (ctx.target.arch == Target::Arch::Hopper ? " CTAs (" : " cores (") +
                         std::to_string(spread.mapped) + " loop(s) after Halide's partitioning)");
-    return guard_tails(result, ctx.output, simplify(stride - 1));
+    int tails = 0;
+    result = guard_tails(result, ctx.output, simplify(stride - 1), spread, tails);
+    ctx.cluster_owns_tile = spread.owns_tile;
+    if (ctx.cluster > 1) {
+        ctx.notes.push_back("cluster: " + std::to_string(ctx.cluster) + " consecutive iterations of " + d.cores_var +
+                            " per thread-block cluster (CTAs past the last tile run the last one and store nothing)");
+    }
+    return result;
 }
 
 } // namespace tandem::lower

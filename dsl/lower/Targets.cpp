@@ -7,6 +7,7 @@
 #include "AscendRows.h"
 #include "AscendFlags.h"
 #include "AscendVector.h"
+#include "Cluster.h"
 #include "EngineSync.h"
 #include "FirstMma.h"
 #include "MmaInFlight.h"
@@ -37,7 +38,7 @@ std::vector<TargetLowering> all_targets() {
          [](const Stmt &s, CompileContext &ctx, std::vector<SramBuffer> &buffers) {
              // A producer warpgroup runs ahead by itself; one warpgroup alone needs the pipeline.
              Stmt r = ctx.of(ctx.output).warp_specialize ? s : software_pipeline(s, ctx);
-             return keep_mmas_in_flight(specialize_warps(r, ctx, buffers));
+             return multicast_in_clusters(keep_mmas_in_flight(specialize_warps(r, ctx, buffers)), ctx);
          },
          [](const SramBuffer &b) { return std::string(b.in_registers ? "registers" : "smem"); },
          /*accumulator_slots=*/false, /*runtime_shapes=*/true},

@@ -92,6 +92,19 @@ void validate_schedule(const Func &output, CompileContext &ctx) {
                             "can be spread over the cores; set it on " + ctx.output);
             }
         }
+        if (d.cluster > 1 && !is_output) {
+            throw Error(where(name, "cluster(" + std::to_string(d.cluster) + ")") + "it groups the tiles of the "
+                        "kernel's tile loop; set it on the output Func " + ctx.output);
+        }
+        if (d.cluster > 1 && ctx.target.arch != Target::Arch::Hopper) {
+            throw Error(where(name, "cluster(" + std::to_string(d.cluster) + ")") + "thread-block clusters are "
+                        "Hopper's; " + ctx.target.name() + " has none");
+        }
+        if (d.cluster > 1 && !d.warp_specialize) {
+            throw Error(where(name, "cluster(" + std::to_string(d.cluster) + ")") + "the CTAs of a cluster write "
+                        "each other's shared memory, which only the producer / consumer rings' empty barriers "
+                        "make safe; add warp_specialize() on " + name);
+        }
         if (d.cooperative && ctx.target.arch != Target::Arch::Hopper) {
             throw Error(where(name, "cooperative()") + "consumer warpgroups that share a tile are Hopper's; " +
                         ctx.target.name() + " has none (use warp_specialize() alone)");

@@ -16,6 +16,7 @@ const char *const mma_name = "tandem_mma";
 const char *const vector_op_name = "tandem_vector_op";
 const char *const core_id_name = "tandem_core_id";
 const char *const grid_size_name = "tandem_grid_size";
+const char *const cluster_tile_name = "tandem_cluster_tile";
 const char *const vector_op_prefix = "tandem.vector_op.";
 const char *const arrive_name = "tandem_arrive";
 const char *const set_flag_name = "tandem_set_flag";
@@ -99,6 +100,7 @@ Stmt make_copy(const CopyOp &op) {
     }
     args.push_back(op.barrier);
     args.push_back(op.slot);
+    if (op.multicast > 1) args.push_back(op.multicast);
     return make_call(copy_name, args);
 }
 
@@ -116,6 +118,7 @@ bool as_copy(const Stmt &s, CopyOp *op) {
     }
     op->barrier = str(c->args[5 + 3 * dims]);
     op->slot = c->args[6 + 3 * dims];
+    op->multicast = c->args.size() > size_t(7 + 3 * dims) ? int_arg(c->args[7 + 3 * dims]) : 0;
     return true;
 }
 
@@ -191,6 +194,18 @@ bool is_core_id(const Expr &e) {
 }
 
 Expr grid_size() { return Call::make(Int(32), grid_size_name, {}, Call::PureExtern); }
+
+Expr cluster_tile(const Expr &tile, const Expr &last) {
+    return Call::make(Int(32), cluster_tile_name, {tile, last}, Call::PureExtern);
+}
+
+bool as_cluster_tile(const Expr &e, Expr *tile, Expr *last) {
+    const Call *c = e.as<Call>();
+    if (!c || c->name != cluster_tile_name) return false;
+    *tile = c->args[0];
+    *last = c->args[1];
+    return true;
+}
 
 bool is_grid_size(const Expr &e) {
     const Call *c = e.as<Call>();
@@ -305,13 +320,17 @@ bool as_pipe_barrier(const Stmt &s, std::string *pipe) {
     return true;
 }
 
-Stmt make_arrive(const ArriveOp &op) { return make_call(arrive_name, {op.barrier, op.slot}); }
+Stmt make_arrive(const ArriveOp &op) {
+    if (op.cluster > 1) return make_call(arrive_name, {op.barrier, op.slot, op.cluster});
+    return make_call(arrive_name, {op.barrier, op.slot});
+}
 
 bool as_arrive(const Stmt &s, ArriveOp *op) {
     const Call *c = as_call(s, arrive_name);
     if (!c) return false;
     op->barrier = str(c->args[0]);
     op->slot = c->args[1];
+    op->cluster = c->args.size() > 2 ? int_arg(c->args[2]) : 0;
     return true;
 }
 

@@ -301,6 +301,7 @@ Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const 
     k.grid = ctx.grid;
     k.tiles = ctx.tiles;
     k.ctas_per_sm = ctx.ctas_per_sm;
+    k.cluster = ctx.cluster;
     k.vector_units_only = ctx.vector_units_only;
     k.mix = ctx.mix;
     k.workspaces = ctx.workspaces;

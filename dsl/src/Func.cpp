@@ -26,6 +26,7 @@ Directives directives_of(const Halide::Internal::Function &f) {
         else if (key == "ping_pong") d.ping_pong = true;
         else if (key == "cooperative") d.cooperative = true;
         else if (key == "persistent") d.persistent = std::stoi(value);
+        else if (key == "cluster") d.cluster = std::stoi(value);
         else if (key == "tile_mma") d.tile_mma = true;
         else if (key == "map_to_cores") d.cores_var = value;
         else if (key == "vectorize") d.vectorized = true;
@@ -164,6 +165,15 @@ Func &Func::persistent(int ctas_per_sm) {
                     "): CTAs per SM must be 1..32 (an SM runs at most 32 CTAs)");
     }
     record(f_, "persistent", std::to_string(ctas_per_sm));
+    return *this;
+}
+
+Func &Func::cluster(int ctas) {
+    if (ctas < 1 || ctas > 8) {
+        throw Error("Func '" + f_.name() + "', directive cluster(" + std::to_string(ctas) +
+                    "): a cluster has 1 to 8 CTAs (the portable cluster size on sm_90)");
+    }
+    record(f_, "cluster", std::to_string(ctas));
     return *this;
 }
 

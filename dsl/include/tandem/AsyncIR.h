@@ -19,6 +19,9 @@
  *       the index of the core running the control stream (Hopper: the CTA).
  *   tandem_grid_size()
  *       Hopper's persistent grid: the CTAs launched (gridDim.x, from the GPU's SM count).
+ *   tandem_cluster_tile(t, last)
+ *       Hopper clusters: min(t, last), the tile a CTA runs; t > last for a CTA of the last
+ *       cluster that has no tile of its own (it runs the pipeline on `last`, storing nothing).
  *
  * ZPU adds:
  *   tandem_sync(engine)                block until every op issued to "tensor" or "vector" is done
@@ -31,6 +34,10 @@
  *   tandem_fence_proxy_async()         order generic smem writes before async-proxy reads
  *   tandem_advance(counter)            counter += 1 (a ring position, one per role)
  *   tandem_setmaxnreg(registers, inc)  re-balance registers between roles
+ *   tandem_copy(..., barrier, slot, n)  Hopper clusters: the same box for the n CTAs of the
+ *                                      cluster, loaded once (its TMA boxes dealt over them, each
+ *                                      multicast to all n), completing bytes on each one's barrier
+ *   tandem_arrive(barrier, slot, n)    arrive on the barrier of each of the n CTAs of the cluster
  *   tandem_mma_wait(acc, pending)      wait until at most `pending` of this warpgroup's MMA groups
  *                                      are in flight (wgmma.wait_group): on Hopper a tandem_mma
  *                                      is issued and committed as one group, and its operands and
@@ -85,6 +92,7 @@ struct CopyOp {
     std::vector<CopyDim> dims; // innermost first
     std::string barrier;
     Expr slot;
+    int multicast = 0; // > 1: Hopper, the CTAs of the cluster it is multicast to
 };
 
 struct WaitOp {
@@ -136,6 +144,7 @@ struct FlagOp {
 struct ArriveOp {
     std::string barrier;
     Expr slot;
+    int cluster = 0; // > 1: on the barrier of each CTA of the cluster (Hopper)
 };
 
 Stmt make_copy(const CopyOp &op);
@@ -174,6 +183,11 @@ Expr core_id();
 /** The number of units the tile loop is spread over, known at launch (Hopper's persistent grid:
  * gridDim.x, sized from the GPU's SM count). */
 Expr grid_size();
+
+/** Hopper clusters: min(tile, last) (tandem_cluster_tile), kept opaque so that passes can tell the
+ * clamp of a tile-less CTA from the tile's own arithmetic. */
+Expr cluster_tile(const Expr &tile, const Expr &last);
+bool as_cluster_tile(const Expr &e, Expr *tile, Expr *last);
 
 /** Decoders: return false when the node is not that intrinsic. */
 bool as_copy(const Stmt &s, CopyOp *op);

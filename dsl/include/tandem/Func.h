@@ -40,6 +40,7 @@ struct Directives {
     bool ping_pong = false;
     bool cooperative = false;    // Hopper: two consumer warpgroups share each tile, by rows
     int persistent = 0;          // Hopper: > 0 CTAs per SM in a persistent grid over the tiles
+    int cluster = 0;             // Hopper: > 1 consecutive tiles per thread-block cluster (multicast)
     bool tile_mma = false;       // the update stage must become one tile MMA
     std::string cores_var;       // loop var whose iterations are spread over the cores
     bool vectorized = false;     // a Halide vectorize was requested (the ZPU rejects it)
@@ -136,6 +137,14 @@ public:
      * not per tile. ping_pong() and cooperative() imply one per SM. Output Func; the ZPU's and
      * Ascend's cores always loop over tiles. */
     Func &persistent(int ctas_per_sm = 1);
+    /** Hopper: `ctas` consecutive iterations of the map_to_cores loop run on the CTAs of one
+     * thread-block cluster (ctas = 2: a 2x1 or 1x2 cluster, by the tile order). Every staged copy
+     * whose box the compiler proves the same for all of them is loaded once per cluster and
+     * multicast (TMA .multicast::cluster) into each CTA's shared memory; the consumers then release
+     * a version on the mbarriers of every CTA of the cluster. Output Func, with warp_specialize().
+     * A tile count that is not a multiple of `ctas` leaves CTAs with no tile of their own in the
+     * last cluster: they run the pipeline on the cluster's last tile and store nothing. */
+    Func &cluster(int ctas);
     /** Spread the iterations of loop `var` (the tile loop) over the cores: block-to-core mapping. */
     Func &map_to_cores(const VarOrRVar &var);
 

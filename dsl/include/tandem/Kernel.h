@@ -101,6 +101,10 @@ struct CompileContext {
     int grid = 1;                    // units the tile loop runs on (ZPU cores, Hopper CTAs)
     Halide::Expr tiles;              // Hopper, persistent: the tile count (Kernel::tiles)
     int ctas_per_sm = 0;             // Hopper, persistent: the grid is sized at launch (Kernel)
+    int cluster = 1;                 // Hopper: CTAs per thread-block cluster (Kernel::cluster)
+    /** Hopper clusters: per mapped tile loop (its name), whether the CTA has a tile of its own in
+     * the iteration (the tile-less CTAs of the last cluster store nothing). */
+    std::map<std::string, Halide::Expr> cluster_owns_tile;
     bool one_tile_per_unit = false;  // Hopper without ping_pong: a CTA per tile, so each tile loop
                                      // runs at most once per unit (straight-line code)
     bool vector_units_only = false;  // no tile MMA: on Ascend the kernel runs on the AIV cores
@@ -135,6 +139,9 @@ struct Kernel {
      * that count on the machine description's SMs (what the model launches). */
     Halide::Expr tiles;
     int ctas_per_sm = 0;
+    /** Hopper: CTAs per thread-block cluster (1: none), consecutive in the grid (rank = CTA index
+     * % cluster); `grid` is a multiple of it, and so is a persistent launch. */
+    int cluster = 1;
     bool vector_units_only = false; // no tile MMA: on Ascend an AIV-only kernel (else AIC-only)
     /** Ascend: a mix kernel (KERNEL_TYPE_MIX_AIC_1_2): `grid` AICs, each with its two AIVs; the
      * body is ir::make_mix(cube side, vector side), joined by cross-core flags through the

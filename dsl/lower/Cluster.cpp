@@ -1,0 +1,196 @@
+#include "Cluster.h"
+
+#include "Nest.h"
+
+#include "tandem/AsyncIR.h"
+
+#include <map>
+#include <set>
+
+namespace tandem::lower {
+
+using namespace Halide::Internal;
+
+namespace {
+
+/** An argument of a copy as rank `rank` of a cluster of `ctas` computes it: the tile unclamped,
+ * the core id ctas * w + rank, the grid ctas * g. */
+class AsRank : public IRMutator {
+public:
+    AsRank(int ctas, int rank) : ctas(ctas), rank(rank) {}
+
+private:
+    using IRMutator::visit;
+    const int ctas, rank;
+    Expr visit(const Call *op) override {
+        Expr tile, last;
+        if (ir::as_cluster_tile(op, &tile, &last)) return mutate(tile);
+        if (ir::is_core_id(op)) return int_var("tandem.cluster.first") * ctas + rank;
+        if (ir::is_grid_size(op)) return int_var("tandem.cluster.grid") * ctas;
+        if (op->is_intrinsic(Call::promise_clamped) || op->is_intrinsic(Call::unsafe_promise_clamped)) {
+            return mutate(op->args[0]);
+        }
+        return IRMutator::visit(op);
+    }
+};
+
+std::vector<Expr> copy_args(const ir::CopyOp &c) {
+    std::vector<Expr> args = {c.dst_offset, c.src_offset, c.slot};
+    for (const ir::CopyDim &d : c.dims) {
+        args.push_back(d.extent);
+        args.push_back(d.dst_stride);
+        args.push_back(d.src_stride);
+    }
+    return args;
+}
+
+/** Every expression the same for each rank of the cluster. */
+bool same_for_cluster(const std::vector<Expr> &exprs, int ctas) {
+    for (const Expr &e : exprs) {
+        Expr first = simplify(AsRank(ctas, 0).mutate(e));
+        for (int rank = 1; rank < ctas; rank++) {
+            if (!can_prove(simplify(AsRank(ctas, rank).mutate(e)) == first)) return false;
+        }
+    }
+    return true;
+}
+
+/** Marks the shared copies, guards the output copies of tile-less CTAs. */
+class Multicast : public IRMutator {
+public:
+    Multicast(const CompileContext &ctx) : ctx(ctx) {}
+    std::set<std::string> multicast_barriers; // full barriers multicast copies complete on
+    std::map<std::string, bool> loops;         // tile loops with copies into smem: any shared?
+
+private:
+    using IRMutator::visit;
+    const CompileContext &ctx;
+    std::string loop; // the enclosing tile loop
+
+    std::vector<Expr> control; // the bounds and conditions between the tile loop and the op
+
+    Stmt visit(const For *op) override {
+        if (!is_core_loop(op->name)) {
+            if (loop.empty()) return IRMutator::visit(op);
+            control.push_back(op->min);
+            control.push_back(op->extent);
+            Stmt result = IRMutator::visit(op);
+            control.resize(control.size() - 2);
+            return result;
+        }
+        std::string outer = loop;
+        std::vector<Expr> outer_control = std::move(control);
+        loop = op->name;
+        control.clear();
+        Stmt result = IRMutator::visit(op);
+        loop = outer;
+        control = std::move(outer_control);
+        return result;
+    }
+
+    Stmt visit(const IfThenElse *op) override {
+        if (loop.empty()) return IRMutator::visit(op);
+        control.push_back(op->condition);
+        Stmt then_case = mutate(op->then_case);
+        Stmt else_case = op->else_case.defined() ? mutate(op->else_case) : Stmt();
+        control.pop_back();
+        return IfThenElse::make(op->condition, then_case, else_case);
+    }
+
+    Stmt visit(const LetStmt *op) override {
+        if (loop.empty()) return IRMutator::visit(op);
+        control.push_back(op->value); // conservatively: a let the op may read
+        Stmt body = mutate(op->body);
+        control.pop_back();
+        return LetStmt::make(op->name, op->value, body);
+    }
+
+    Stmt visit(const Evaluate *op) override {
+        ir::CopyOp c;
+        if (!ir::as_copy(op, &c) || loop.empty()) return op;
+        if (c.dst == ctx.output) {
+            auto owns = ctx.cluster_owns_tile.find(loop);
+            internal_assert(owns != ctx.cluster_owns_tile.end()) << "cluster: no tile ownership for loop " << loop << "\n";
+            return IfThenElse::make(owns->second, op);
+        }
+        bool &shared = loops[loop];
+        // The copy, and whether it runs at all, the same on every rank.
+        if (!ctx.cluster_owns_tile.count(loop) || !same_for_cluster(copy_args(c), ctx.cluster) ||
+            !same_for_cluster(control, ctx.cluster))
+            return op;
+        c.multicast = ctx.cluster;
+        multicast_barriers.insert(c.barrier);
+        shared = true;
+        return ir::make_copy(c);
+    }
+};
+
+/** Consumers release the versions of multicast rings on every CTA of the cluster. */
+class ClusterArrivals : public IRMutator {
+public:
+    ClusterArrivals(const std::set<std::string> &empty, int ctas) : empty(empty), ctas(ctas) {}
+
+private:
+    using IRMutator::visit;
+    const std::set<std::string> &empty;
+    const int ctas;
+    Stmt visit(const Evaluate *op) override {
+        ir::ArriveOp a;
+        if (!ir::as_arrive(op, &a) || !empty.count(a.barrier)) return op;
+        a.cluster = ctas;
+        return ir::make_arrive(a);
+    }
+};
+
+/** The producer's tail: one more wait on each version's empty barrier of each multicast ring. */
+Stmt producer_tail(const std::string &ring, int versions) {
+    const std::string counter = ring + ".ring";
+    Expr position = int_var(counter);
+    Stmt wait = ir::make_wait({ir::empty_barrier(ring), position % versions, 1 - (position / versions) % 2});
+    return For::make(ring + ".cluster_tail", 0, versions, ForType::Serial, Halide::DeviceAPI::None,
+                     Block::make(wait, ir::make_advance(counter)));
+}
+
+Stmt append_to_producer(const Stmt &s, const Stmt &tail) {
+    const IfThenElse *roles = s.as<IfThenElse>();
+    internal_assert(roles && equal(roles->condition, ir::warpgroup() == 0)) << "cluster: no producer role\n" << s;
+    std::function<Stmt(const Stmt &)> inside = [&](const Stmt &body) -> Stmt {
+        if (const LetStmt *l = body.as<LetStmt>()) return LetStmt::make(l->name, l->value, inside(l->body));
+        return Block::make(body, tail);
+    };
+    return IfThenElse::make(roles->condition, inside(roles->then_case), roles->else_case);
+}
+
+} // namespace
+
+Stmt multicast_in_clusters(const Stmt &s, CompileContext &ctx) {
+    if (ctx.cluster <= 1) return s;
+    Multicast m(ctx);
+    Stmt result = m.mutate(s);
+    for (const auto &[loop, shared] : m.loops) {
+        if (shared) continue;
+        ctx.notes.push_back("cluster: no copy in " + loop + " is the same for the " + std::to_string(ctx.cluster) +
+                            " CTAs of a cluster; nothing is multicast there");
+    }
+    std::set<std::string> empty;
+    std::vector<Stmt> tails;
+    for (const std::string &full : m.multicast_barriers) {
+        const std::string ring = full.substr(0, full.size() - std::string(".full").size());
+        for (BarrierDecl &b : ctx.barriers) {
+            if (b.name != ir::empty_barrier(ring)) continue;
+            b.arrivals *= ctx.cluster;
+            empty.insert(b.name);
+            tails.push_back(producer_tail(ring, b.slots));
+        }
+        ctx.notes.push_back("cluster: copies completing on " + full + " are multicast to the " +
+                            std::to_string(ctx.cluster) + " CTAs of a cluster; their versions are released on every CTA's " +
+                            ir::empty_barrier(ring));
+    }
+    internal_assert(empty.size() == m.multicast_barriers.size())
+        << "cluster: a multicast copy completes on a barrier of no producer / consumer ring\n";
+    if (empty.empty()) return result;
+    result = ClusterArrivals(empty, ctx.cluster).mutate(result);
+    return append_to_producer(result, block(tails));
+}
+
+} // namespace tandem::lower

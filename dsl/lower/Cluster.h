@@ -1,0 +1,37 @@
+#ifndef TANDEM_LOWER_CLUSTER_H
+#define TANDEM_LOWER_CLUSTER_H
+
+/** \file
+ * Hopper thread-block clusters: TMA multicast of what the CTAs of a cluster share.
+ *
+ * With cluster(n) on the output Func, CoreMapping gives n consecutive iterations of the tile
+ * loop to the n CTAs of a cluster (rank = tandem_core_id() % n, the tile
+ * tandem_cluster_tile(raw, last)). This pass, on the warp-specialised Stmt:
+ *
+ *  - proves, for each copy into shared memory inside a tile loop, that every argument (the box's
+ *    offset, extents, strides, its version) is the same for the n ranks: with the core id
+ *    written n * w + r for each r < n and the grid size n * g, the simplifier shows each argument
+ *    equal to rank 0's. Such a copy becomes a multicast (tandem_copy(..., n)): on the GPU its TMA
+ *    boxes are dealt over the ranks, each multicast into all n CTAs. (A tile-less CTA of the last
+ *    cluster runs tile `last`, which lies in its cluster's group of n tiles, so it shares the same
+ *    boxes.)
+ *  - makes the consumers release a version of a ring that receives multicasts on every CTA of the
+ *    cluster (tandem_arrive(empty, slot, n); the barrier counts n times the arrivals), so that no
+ *    producer refills a version any CTA still reads;
+ *  - appends a tail to the producer: it waits for the empty barrier of each version once more, so
+ *    that the peers' last arrivals on this CTA's barriers happen before it exits;
+ *  - stores only the tiles a CTA owns: a tile-less CTA's output copies are skipped.
+ *
+ * Loops where no copy is shared keep local copies (a note says so): the cluster is then only a
+ * launch shape, still correct.
+ */
+
+#include "tandem/Kernel.h"
+
+namespace tandem::lower {
+
+Halide::Internal::Stmt multicast_in_clusters(const Halide::Internal::Stmt &s, CompileContext &ctx);
+
+} // namespace tandem::lower
+
+#endif
