@@ -297,7 +297,10 @@ class CodeGen {
 public:
     CodeGen(const Kernel &k, const Plan &p) : kernel(k), plan(p) {
         expr.load = [this](const Load *l) { return load(l); };
-        expr.target_call = [](const Call *c) -> std::string {
+        expr.target_call = [this](const Call *c) -> std::string {
+            Expr tile, last;
+            if (ir::as_cluster_tile(c, &tile, &last)) // a tile-less CTA of the last cluster: the last tile
+                return "hopper::min_of<int>(" + expr(tile) + ", " + expr(last) + ")";
             if (ir::is_core_id(c))
                 return "int(blockIdx.x)";
             if (ir::is_grid_size(c))
@@ -663,15 +666,14 @@ private:
             // warpgroup): no barrier across them.
             flush();
             os << line() << "hopper::warpgroup_sync(warpgroup);\n";
-            os << line() << "if (thread_in_warpgroup == 0) hopper::mbarrier_arrive("
-               << barrier(a.barrier, a.slot) << "); // arrive on " << a.barrier
-               << " for this warpgroup\n";
+            os << line() << "if (thread_in_warpgroup == 0) " << arrive(a) << " // arrive on " << a.barrier
+               << (a.cluster > 1 ? " of every CTA of the cluster" : "") << " for this warpgroup\n";
         } else if (ir::as_arrive(s, &a)) {
             flush();
             if (!synced)
                 sync();
-            os << line() << "if (elected) hopper::mbarrier_arrive(" << barrier(a.barrier, a.slot)
-               << "); // arrive on " << a.barrier << " for the warpgroup\n";
+            os << line() << "if (elected) " << arrive(a) << " // arrive on " << a.barrier
+               << (a.cluster > 1 ? " of every CTA of the cluster" : "") << " for the warpgroup\n";
         } else if (ir::as_mma(s, &m)) {
             mma(m);
         } else if (std::string acc; ir::as_mma_wait(s, &acc, &pending)) {
@@ -791,7 +793,9 @@ private:
             if (compute_role && !synced)
                 sync();
             os << line() << "// TMA load " << arg << " -> " << buffer << " (box " << boxes
-               << "), completes on " << c.barrier << "\n";
+               << "), completes on " << c.barrier
+               << (c.multicast > 1 ? " of each CTA of the cluster: the boxes dealt over the ranks, each multicast to all" : "")
+               << "\n";
         } else if (ring_store) {
             // The epilogue and the store one column block at a time, through the ring's blocks.
             const Epilogue e = deferred.at(buffer);
@@ -819,6 +823,8 @@ private:
                << "), in this thread's bulk group\n";
         }
         open("if (elected) {");
+        if (load && c.multicast > 1)
+            os << line() << "int box = 0; // this rank issues boxes rank, rank + " << c.multicast << ", ...\n";
         os << line() << "const int offset = " << expr(load ? c.src_offset : c.dst_offset)
            << "; // element of " << arg << "\n";
         // Tail tiles: the box is full size and the part past the tile must lie past the edge.
@@ -855,7 +861,11 @@ private:
         };
         auto issue = [&](const std::string &destination, const std::string &coords,
                          const std::string &tensor_map) {
-            if (load) {
+            if (load && c.multicast > 1) {
+                os << line() << "if (box++ % " << c.multicast << " == int(hopper::cluster_rank())) hopper::tma_load_multicast("
+                   << destination << ", &" << tensor_map << ", " << barrier(c.barrier, c.slot) << ", 0x"
+                   << std::hex << ((1 << c.multicast) - 1) << std::dec << coords << ");\n";
+            } else if (load) {
                 os << line() << "hopper::tma_load(" << destination << ", &" << tensor_map << ", "
                    << barrier(c.barrier, c.slot) << coords << ");\n";
             } else {
@@ -894,6 +904,14 @@ private:
         close();
         if (ring_store)
             close(); // the column blocks
+    }
+
+    /** An arrival by one thread: on this CTA's barrier, or on each CTA's of the cluster. */
+    std::string arrive(const ir::ArriveOp &a) {
+        if (a.cluster > 1)
+            return "for (uint32_t rank = 0; rank < " + std::to_string(a.cluster) +
+                   "; rank++) hopper::mbarrier_arrive_cluster(" + barrier(a.barrier, a.slot) + ", rank);";
+        return "hopper::mbarrier_arrive(" + barrier(a.barrier, a.slot) + ");";
     }
 
     /** Fragment blocks of 64 rows each thread holds: all of the tile's, or with cooperative
@@ -1663,7 +1681,8 @@ Variant emit_variant(const Kernel &kernel, const std::string &fn, const Plan &pl
     std::ostringstream os;
 
     // ---- the kernel ----
-    os << "__global__ void __launch_bounds__(" << threads << ", 1) " << fn << "(";
+    os << "__global__ void " << (kernel.cluster > 1 ? "__cluster_dims__(" + std::to_string(kernel.cluster) + ", 1, 1) " : "")
+       << "__launch_bounds__(" << threads << ", 1) " << fn << "(";
     // The kernel's parameters, each a member of the prepared launch (type, name) that
     // prepare_<fn> sets from `value` (a tensor map it encoded, a pointer, a runtime extent).
     struct Member {
@@ -1758,7 +1777,8 @@ Variant emit_variant(const Kernel &kernel, const std::string &fn, const Plan &pl
     }
     os << "        hopper::fence_mbarrier_init();\n"
        << "    }\n"
-       << "    __syncthreads();\n";
+       << (kernel.cluster > 1 ? "    hopper::cluster_sync(); // the peers' barriers are initialised before any arrival or multicast\n"
+                              : "    __syncthreads();\n");
     if (!plan.phase_bits.empty())
         os << "    // the parity each thread waits for next, one bit per version (flipped after "
               "each wait)\n";
@@ -1905,8 +1925,25 @@ Variant emit_variant(const Kernel &kernel, const std::string &fn, const Plan &pl
     os << "    cudaError_t status = cudaFuncSetAttribute(" << fn
        << ", cudaFuncAttributeMaxDynamicSharedMemorySize, " << dynamic_bytes
        << "); // the carve-out plus 1024 B to align its base\n"
-       << "    if (status != cudaSuccess) return status;\n"
-       << "    " << state << " *launch = new (std::nothrow) " << state << ";\n"
+       << "    if (status != cudaSuccess) return status;\n";
+    if (kernel.cluster > 1 && kernel.ctas_per_sm) {
+        // Whole clusters, as many as the GPU holds at once (its GPCs may not hold SMs / cluster).
+        const std::string c = std::to_string(kernel.cluster);
+        os << "    static int clusters = 0; // of " << c << " CTAs, resident at once\n"
+           << "    if (clusters == 0) {\n"
+           << "        cudaLaunchConfig_t config = {};\n"
+           << "        config.gridDim = dim3(" << c << ", 1, 1);\n"
+           << "        config.blockDim = dim3(" << threads << ", 1, 1);\n"
+           << "        config.dynamicSmemBytes = " << dynamic_bytes << ";\n"
+           << "        status = cudaOccupancyMaxActiveClusters(&clusters, (void *)" << fn << ", &config);\n"
+           << "        if (status != cudaSuccess) return status;\n"
+           << "        if (clusters < 1) return cudaErrorLaunchOutOfResources;\n"
+           << "    }\n"
+           << "    const int cluster_grid = hopper::min_of<int>(clusters * " << c << ", (grid + " << kernel.cluster - 1
+           << ") / " << c << " * " << c << ");\n";
+        grid = "cluster_grid";
+    }
+    os << "    " << state << " *launch = new (std::nothrow) " << state << ";\n"
        << "    if (launch == nullptr) return cudaErrorMemoryAllocation;\n";
     for (const Member &m : members)
         os << "    launch->" << m.name << " = " << m.value << ";\n";

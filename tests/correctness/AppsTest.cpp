@@ -2,6 +2,7 @@
 // the Halide CPU JIT of the same algorithm, with no race and no deadlock.
 #include "App.h"
 #include "Run.h"
+#include "tandem/AsyncIR.h"
 
 #include <gtest/gtest.h>
 
@@ -148,6 +149,19 @@ std::vector<Case> hopper_cases() {
     add("attention_scores", {"ws_pingpong"}, {{"Lq", "1"}, {"Lk", "8"}, {"D", "64"}});
     add("attention_scores", {"ws_pingpong"}, {{"Lq", "300"}, {"Lk", "520"}, {"D", "128"}, {"TN", "64"}, {"stages", "2"}},
         "hopper:sms=3");
+    // 2x1 and 1x2 clusters: the operand the pair shares multicast (B for cluster_m, A for
+    // cluster_n); tails, one tile, pairs with a tile-less CTA (an odd tile count: the cluster
+    // tail), more tiles than SMs, runtime shapes (nothing multicast there: each CTA its own).
+    for (const char *pair : {"cluster_m", "cluster_n"}) {
+        add("gemm", {"ws_cooperative"}, {{"M", "512"}, {"N", "512"}, {"K", "256"}, {"TN", "256"}, {pair, "2"}});
+        add("gemm", {"ws_pingpong", "ws"}, {{"M", "200"}, {"N", "136"}, {"K", "72"}, {pair, "2"}});
+        add("gemm", {"ws_pingpong"}, {{"M", "100"}, {"N", "100"}, {"K", "100"}, {pair, "2"}});
+        add("gemm", {"ws_cooperative", "ws_pingpong"}, {{"M", "1024"}, {"N", "768"}, {"K", "128"}, {pair, "2"}},
+            "hopper:sms=4");
+        add("gemm", {"ws_cooperative"}, {{"shapes", "runtime"}, {"M", "300"}, {"N", "200"}, {"K", "72"}, {pair, "2"}});
+    }
+    add("gemm", {"ws_cooperative", "ws"}, {{"M", "384"}, {"N", "100"}, {"K", "128"}, {"cluster_m", "2"}});
+    add("gemm", {"ws_pingpong"}, {{"M", "130"}, {"N", "390"}, {"K", "70"}, {"cluster_n", "2"}});
     return all;
 }
 
@@ -287,3 +301,35 @@ TEST(PersistentGrid, SizedAtLaunchFromTheSmCount) {
 }
 
 } // namespace
+
+namespace {
+
+/** The copies of a kernel multicast to a cluster, and its output copies only some CTAs make. */
+struct ClusterCopies : Halide::Internal::IRVisitor {
+    int multicast = 0;
+    using IRVisitor::visit;
+    void visit(const Halide::Internal::Call *op) override {
+        ir::CopyOp c;
+        if (ir::as_copy(Halide::Internal::Evaluate::make(op), &c) && c.multicast == 2) multicast++;
+        IRVisitor::visit(op);
+    }
+};
+
+int multicast_copies(const std::map<std::string, std::string> &params) {
+    const App &app = find_app("gemm");
+    Kernel k = compile_app(app, with_defaults(app, Params(params), "hopper"), "ws_cooperative", Target::parse("hopper"));
+    EXPECT_EQ(k.cluster, 2);
+    ClusterCopies v;
+    k.body.accept(&v);
+    return v.multicast;
+}
+
+} // namespace
+
+// What a 2x1 (1x2) cluster shares: B's (A's) tile, one copy per loop Halide's partitioning left;
+// nothing where the pairs straddle tile rows (columns) and the copies differ.
+TEST(Clusters, TheSharedOperandIsMulticast) {
+    EXPECT_EQ(multicast_copies({{"M", "1024"}, {"N", "1024"}, {"K", "256"}, {"TN", "256"}, {"cluster_m", "2"}}), 1);
+    EXPECT_EQ(multicast_copies({{"M", "1024"}, {"N", "1024"}, {"K", "256"}, {"TN", "256"}, {"cluster_n", "2"}}), 1);
+    EXPECT_EQ(multicast_copies({{"M", "384"}, {"N", "768"}, {"K", "128"}, {"TN", "256"}, {"cluster_m", "2"}}), 0);
+}

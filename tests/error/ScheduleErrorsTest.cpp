@@ -139,6 +139,28 @@ TEST(ScheduleErrors, CooperativeIsHoppersAndNeedsWarpSpecializeWithoutPingPong) 
     expect_error([&] { inner.compile_for("hopper"); }, {inner.A_tile.name(), "cooperative()", "output Func"});
 }
 
+TEST(ScheduleErrors, ClustersAreHoppersAndNeedWarpSpecializeOnTheOutput) {
+    Gemm zpu;
+    zpu.schedule();
+    zpu.C.warp_specialize().cluster(2);
+    expect_error([&] { zpu.compile_for("zpu"); }, {zpu.C.name(), "cluster(2)", "zpu has none"});
+    Gemm alone;
+    alone.schedule();
+    alone.C.cluster(2);
+    expect_error([&] { alone.compile_for("hopper"); }, {alone.C.name(), "cluster(2)", "add warp_specialize()"});
+    Gemm inner;
+    inner.schedule();
+    inner.C.warp_specialize();
+    inner.B_tile.cluster(2);
+    expect_error([&] { inner.compile_for("hopper"); }, {inner.B_tile.name(), "cluster(2)", "output Func"});
+    Gemm big;
+    expect_error([&] { big.C.cluster(9); }, {big.C.name(), "cluster(9)", "1 to 8 CTAs"});
+    Gemm good;
+    good.schedule();
+    good.C.warp_specialize().cluster(2);
+    EXPECT_EQ(good.compile_for("hopper").cluster, 2);
+}
+
 TEST(ScheduleErrors, HopperRingsNeedOneVersionCount) {
     Gemm g;
     g.schedule(64, 64, 2);

@@ -108,6 +108,7 @@ struct Case {
     std::string name, app, schedule; // empty schedule: the app's default on hopper
     std::map<std::string, std::string> params;
     bool mma = false, warp_specialized = false;
+    bool multicast = false; // a cluster: multicast TMA loads, remote arrivals, cluster barrier
 };
 
 std::ostream &operator<<(std::ostream &os, const Case &c) {
@@ -185,6 +186,16 @@ TEST_P(Ptxas, AssemblesWithoutSpills) {
     if (c.warp_specialized) {
         EXPECT_NE(text.find("setmaxnreg"), std::string::npos) << "no setmaxnreg in " << c.name;
     }
+    if (c.multicast) {
+        EXPECT_NE(text.find(".multicast::cluster"), std::string::npos) << "no multicast TMA load in " << c.name;
+        EXPECT_NE(text.find("mapa.shared::cluster"), std::string::npos) << "no remote mbarrier in " << c.name;
+        EXPECT_NE(text.find("mbarrier.arrive.release.cluster.shared::cluster"), std::string::npos)
+            << "no remote arrival in " << c.name;
+        EXPECT_NE(text.find("barrier.cluster.wait"), std::string::npos) << "no cluster barrier in " << c.name;
+        EXPECT_NE(text.find(".reqntid") == std::string::npos ? text.find(".explicitcluster") : text.find(".reqnctapercluster"),
+                  std::string::npos)
+            << "no cluster shape in " << c.name;
+    }
     fs::remove(cu);
     fs::remove(ptx);
     fs::remove(cubin);
@@ -228,6 +239,13 @@ std::vector<Case> cases() {
     // K-major B (attention's K rows): wgmma with tnspB 0.
     r.push_back({"attention_scores_256x200x128", "attention_scores", "ws_pingpong",
                  {{"Lq", "256"}, {"Lk", "200"}, {"D", "128"}}, true, true});
+    // 2x1 and 1x2 clusters: B or A multicast; a cluster tail (an odd tile count per row).
+    r.push_back({"gemm_1024_ws_cooperative_tn256_cluster_m2", "gemm", "ws_cooperative",
+                 {{"M", "1024"}, {"N", "1024"}, {"K", "256"}, {"TN", "256"}, {"cluster_m", "2"}}, true, true, true});
+    r.push_back({"gemm_512_ws_pingpong_cluster_n2", "gemm", "ws_pingpong",
+                 {{"M", "512"}, {"N", "512"}, {"K", "128"}, {"cluster_n", "2"}}, true, true, true});
+    r.push_back({"gemm_384x768x128_ws_cluster_n2", "gemm", "ws",
+                 {{"M", "384"}, {"N", "768"}, {"K", "128"}, {"cluster_n", "2"}}, true, true, true});
     r.push_back({"elementwise", "elementwise", "", {}, false, false});
     r.push_back({"rmsnorm", "rmsnorm", "", {}, false, false});
     return r;

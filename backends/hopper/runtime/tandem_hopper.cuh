@@ -152,6 +152,35 @@ __device__ __forceinline__ void mbarrier_arrive(uint64_t *barrier) {
                  : "memory");
 }
 
+// ---------------------------------------------------------------------------------------------
+// Thread-block clusters (Kernel::cluster CTAs, rank = blockIdx.x % cluster)
+// ---------------------------------------------------------------------------------------------
+
+__device__ __forceinline__ uint32_t cluster_rank() {
+    uint32_t rank;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+    return rank;
+}
+
+/** Arrive on the mbarrier at the same shared address in the CTA of cluster rank `rank` (its own
+ * included): mapa, then a release at cluster scope. */
+__device__ __forceinline__ void mbarrier_arrive_cluster(uint64_t *barrier, uint32_t rank) {
+    asm volatile("{\n"
+                 ".reg .b32 remote;\n"
+                 "mapa.shared::cluster.u32 remote, %0, %1;\n"
+                 "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n"
+                 "}\n" ::"r"(shared_address(barrier)),
+                 "r"(rank)
+                 : "memory");
+}
+
+/** Every thread of every CTA of the cluster: the barriers initialised before any peer uses them. */
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n"
+                 "barrier.cluster.wait.acquire.aligned;" ::
+                     : "memory");
+}
+
 /** Blocks until the phase of `barrier` with parity `parity` has completed.
  * A debug build (-DTANDEM_HOPPER_SPIN_LIMIT=cycles) traps after waiting that many SM cycles and
  * prints where: a hang becomes a report naming the block, thread, barrier and parity. */
@@ -229,6 +258,38 @@ __device__ __forceinline__ void tma_load(uint32_t destination, const CUtensorMap
                  "l"(map), "r"(shared_address(barrier)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4)
                  : "memory");
 }
+
+/** A box multicast into the CTAs of the cluster in `mask` (bit r: rank r), at the same shared
+ * address in each, completing its bytes on each one's `barrier`. */
+#define TANDEM_TMA_MULTICAST(DIMS, COORDS, ...)                                                      \
+    asm volatile("cp.async.bulk.tensor." DIMS ".shared::cluster.global.mbarrier::complete_tx::bytes" \
+                 ".multicast::cluster [%0], [%1, {" COORDS "}], [%2], %3;" ::"r"(destination),      \
+                 "l"(map), "r"(shared_address(barrier)), "h"(mask), __VA_ARGS__                    \
+                 : "memory")
+__device__ __forceinline__ void tma_load_multicast(uint32_t destination, const CUtensorMap *map,
+                                                   uint64_t *barrier, uint16_t mask, int c0) {
+    TANDEM_TMA_MULTICAST("1d", "%4", "r"(c0));
+}
+__device__ __forceinline__ void tma_load_multicast(uint32_t destination, const CUtensorMap *map,
+                                                   uint64_t *barrier, uint16_t mask, int c0, int c1) {
+    TANDEM_TMA_MULTICAST("2d", "%4, %5", "r"(c0), "r"(c1));
+}
+__device__ __forceinline__ void tma_load_multicast(uint32_t destination, const CUtensorMap *map,
+                                                   uint64_t *barrier, uint16_t mask, int c0, int c1,
+                                                   int c2) {
+    TANDEM_TMA_MULTICAST("3d", "%4, %5, %6", "r"(c0), "r"(c1), "r"(c2));
+}
+__device__ __forceinline__ void tma_load_multicast(uint32_t destination, const CUtensorMap *map,
+                                                   uint64_t *barrier, uint16_t mask, int c0, int c1,
+                                                   int c2, int c3) {
+    TANDEM_TMA_MULTICAST("4d", "%4, %5, %6, %7", "r"(c0), "r"(c1), "r"(c2), "r"(c3));
+}
+__device__ __forceinline__ void tma_load_multicast(uint32_t destination, const CUtensorMap *map,
+                                                   uint64_t *barrier, uint16_t mask, int c0, int c1,
+                                                   int c2, int c3, int c4) {
+    TANDEM_TMA_MULTICAST("5d", "%4, %5, %6, %7, %8", "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4));
+}
+#undef TANDEM_TMA_MULTICAST
 
 /** The element (row, col) of a tile of `Rows` rows held as column blocks of 128 bytes with the
  * 128B swizzle (each block a {128 bytes, Rows} TMA box, SWIZZLE_128B): the 16-byte chunk of a row
