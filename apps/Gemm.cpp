@@ -21,7 +21,8 @@ public:
     // that the tiles running at once share B's column panels in L2. The group is the largest
     // divisor of the number of tile rows not above `group`: groups without holes.
     GeneratorParam<int> group{"group", 1, 1, 1 << 16};
-    // Hopper thread-block clusters of two CTAs on neighbouring tiles: cluster_m = 2 pairs tile rows
+    // Hopper thread-block clusters of two CTAs on neighbouring tiles (warp-specialised schedules;
+    // other targets and schedules ignore them): cluster_m = 2 pairs tile rows
     // (they share B's tile, multicast), cluster_n = 2 tile columns (they share A's). Pairs follow
     // the tile order: cluster_m walks tile rows innermost (groups of an even number of rows),
     // cluster_n tile columns (row-major); where the count of tiles along the pair is odd, pairs
@@ -67,9 +68,13 @@ public:
         C.tile(j, i, jo, io, ji, ii, tn, tm, TailStrategy::GuardWithIf);
         // With runtime shapes the number of tile rows is unknown: groups of `group` rows, the last
         // one guarded (its missing rows are empty tiles).
+        // Clusters are Hopper's, for the warp-specialised schedules (their rings' empty barriers
+        // make one CTA writing another's shared memory safe); elsewhere the parameters do nothing.
+        const bool clusters = target.arch == Target::Arch::Hopper && schedule.rfind("ws", 0) == 0;
+        const int cluster_m = clusters ? int(this->cluster_m) : 1, cluster_n = clusters ? int(this->cluster_n) : 1;
         if (cluster_m > 1 && cluster_n > 1) {
-            throw Error("gemm: cluster_m = " + std::to_string(int(cluster_m)) + " and cluster_n = " +
-                        std::to_string(int(cluster_n)) + ": clusters pair tiles along one dim (2x1 or 1x2)");
+            throw Error("gemm: cluster_m = " + std::to_string(cluster_m) + " and cluster_n = " +
+                        std::to_string(cluster_n) + ": clusters pair tiles along one dim (2x1 or 1x2)");
         }
         const int row_tiles = runtime ? 1 << 30 : (int(M) + tm - 1) / tm;
         // cluster_m pairs neighbouring tile rows: groups of an even number of rows, walked rows

@@ -741,7 +741,14 @@ public:
             traffic.miss = lines.miss;
             traffic.hit = lines.hit;
         }
-        Cycles end = reserve_tma(agent.now, traffic, name);
+        // A multicast streams into every receiving SM at once: it starts when all their ports
+        // are free, and occupies each for the transfer (the L2 reads the bytes once).
+        Cycles issue = agent.now;
+        for (CtaRun *cta : into) {
+            issue = std::max(issue, impl_.tma_free[size_t(cta->sm_)]);
+        }
+        const Cycles start = std::max(issue, impl_.tma_free[size_t(sm_)]);
+        Cycles end = reserve_tma(issue, traffic, name);
         if (threads)
             end += thread_latencies(boxes.elements);
 
@@ -754,21 +761,17 @@ public:
             access(global, boxes.global_inside, false, into.front()->lane_of(barrier), name, kAsyncProxy);
         }
         const std::string issuer = "agent '" + agents_[size_t(current_)].name + "'";
+        const Cycles transfer_end = impl_.tma_free[size_t(sm_)];
         for (CtaRun *cta : into) {
-            Cycles at = end;
             if (cta != this) {
-                // The L2 read it once; the receiving SM takes the bytes through its own port.
                 Cycles &port = impl_.tma_free[size_t(cta->sm_)];
-                Cycles start = std::max(agent.now, port);
-                Cycles transfer = Cycles(std::ceil(double(traffic.miss + traffic.hit) / params_.tma_bytes_per_cycle));
-                port = start + transfer;
-                impl_.tma_busy[size_t(cta->sm_)] += transfer;
-                at = std::max(end, start + transfer + params_.tma_latency);
+                impl_.tma_busy[size_t(cta->sm_)] += transfer_end - start;
+                port = transfer_end;
             }
             cta->receive(Load{cta == this ? issuer : issuer + " of CTA " + std::to_string(cta_), cta != this, barrier, bytes, smem, global, boxes.smem_full,
                               boxes.smem_inside, boxes.global_inside, boxes.any_inside, boxes.clipped,
                               uint32_t(name >> 32), {}, op},
-                         name, at);
+                         name, end);
         }
         agent.now = threads ? end : agent.now + params_.issue_cycles;
     }

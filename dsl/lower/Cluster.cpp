@@ -13,8 +13,9 @@ using namespace Halide::Internal;
 
 namespace {
 
-/** An argument of a copy as rank `rank` of a cluster of `ctas` computes it: the tile unclamped,
- * the core id ctas * w + rank, the grid ctas * g. */
+/** An argument of a copy as rank `rank` of a cluster of `ctas` computes it: its tile
+ * ctas * q + rank (the group q of tiles the cluster runs), the core id ctas * w + rank, the grid
+ * ctas * g. */
 class AsRank : public IRMutator {
 public:
     AsRank(int ctas, int rank) : ctas(ctas), rank(rank) {}
@@ -24,7 +25,7 @@ private:
     const int ctas, rank;
     Expr visit(const Call *op) override {
         Expr tile, last;
-        if (ir::as_cluster_tile(op, &tile, &last)) return mutate(tile);
+        if (ir::as_cluster_tile(op, &tile, &last)) return int_var("tandem.cluster.group") * ctas + rank;
         if (ir::is_core_id(op)) return int_var("tandem.cluster.first") * ctas + rank;
         if (ir::is_grid_size(op)) return int_var("tandem.cluster.grid") * ctas;
         if (op->is_intrinsic(Call::promise_clamped) || op->is_intrinsic(Call::unsafe_promise_clamped)) {
@@ -33,6 +34,42 @@ private:
         return IRMutator::visit(op);
     }
 };
+
+/** (ctas * x + rank) % (ctas * m) = ctas * (x % m) + rank and (ctas * x + rank) / (ctas * m) =
+ * x / m, for 0 <= rank < ctas (Euclidean division): the tile order's arithmetic (a tile row, a
+ * column, a group) with the rank taken out, which the simplifier does not do by itself. */
+class TakeOutRank : public IRMutator {
+public:
+    TakeOutRank(int ctas, int rank) : ctas(ctas), rank(rank) {}
+
+private:
+    using IRMutator::visit;
+    const int ctas, rank;
+    /** x with a == ctas * x + rank, or undefined. */
+    Expr group_of(const Expr &a) const {
+        Expr rest = simplify(a - rank);
+        if (!can_prove(rest % ctas == 0)) return Expr();
+        return simplify(rest / ctas);
+    }
+    template <class Op> Expr rewrite(const Op *op, bool mod) {
+        Expr a = mutate(op->a), b = mutate(op->b);
+        const IntImm *m = b.as<IntImm>();
+        if (m && m->value > 0 && m->value % ctas == 0) {
+            Expr x = group_of(a);
+            if (x.defined()) {
+                Expr inner = int(m->value / ctas);
+                return mod ? simplify((x % inner) * ctas + rank) : simplify(x / inner);
+            }
+        }
+        return Op::make(a, b);
+    }
+    Expr visit(const Mod *op) override { return rewrite(op, true); }
+    Expr visit(const Div *op) override { return rewrite(op, false); }
+};
+
+Expr as_rank(const Expr &e, int ctas, int rank) {
+    return simplify(TakeOutRank(ctas, rank).mutate(simplify(AsRank(ctas, rank).mutate(e))));
+}
 
 std::vector<Expr> copy_args(const ir::CopyOp &c) {
     std::vector<Expr> args = {c.dst_offset, c.src_offset, c.slot};
@@ -47,9 +84,9 @@ std::vector<Expr> copy_args(const ir::CopyOp &c) {
 /** Every expression the same for each rank of the cluster. */
 bool same_for_cluster(const std::vector<Expr> &exprs, int ctas) {
     for (const Expr &e : exprs) {
-        Expr first = simplify(AsRank(ctas, 0).mutate(e));
+        Expr first = as_rank(e, ctas, 0);
         for (int rank = 1; rank < ctas; rank++) {
-            if (!can_prove(simplify(AsRank(ctas, rank).mutate(e)) == first)) return false;
+            if (!can_prove(as_rank(e, ctas, rank) == first)) return false;
         }
     }
     return true;
@@ -68,6 +105,14 @@ private:
     std::string loop; // the enclosing tile loop
 
     std::vector<Expr> control; // the bounds and conditions between the tile loop and the op
+
+    bool in_ring(const std::string &full) const {
+        const std::string ring = full.substr(0, full.size() - std::string(".full").size());
+        for (const BarrierDecl &b : ctx.barriers) {
+            if (b.name == ir::empty_barrier(ring)) return true;
+        }
+        return false;
+    }
 
     Stmt visit(const For *op) override {
         if (!is_core_loop(op->name)) {
@@ -114,8 +159,9 @@ private:
             return IfThenElse::make(owns->second, op);
         }
         bool &shared = loops[loop];
-        // The copy, and whether it runs at all, the same on every rank.
-        if (!ctx.cluster_owns_tile.count(loop) || !same_for_cluster(copy_args(c), ctx.cluster) ||
+        // A version of a ring (its empty barrier keeps a peer from refilling what a CTA still
+        // reads), the copy, and whether it runs at all, the same on every rank.
+        if (!ctx.cluster_owns_tile.count(loop) || !in_ring(c.barrier) || !same_for_cluster(copy_args(c), ctx.cluster) ||
             !same_for_cluster(control, ctx.cluster))
             return op;
         c.multicast = ctx.cluster;
