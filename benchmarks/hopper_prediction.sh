@@ -5,7 +5,10 @@
 #   row-major: group=1) on today's emitter (one wgmma group in flight and the lone producer are
 #   not switchable off: the old wait_group 0 and 128 spinning producer threads are gone);
 # - new: ws_pingpong at its defaults (grouped tile order, 8 tile rows) and ws_cooperative with
-#   128x256 tiles (two consumer warpgroups on one tile, the output staged through a ring).
+#   128x256 tiles (two consumer warpgroups on one tile, the output staged through a ring);
+# - cluster: the new ones in 2x1 clusters (cluster_m=2: B's tile multicast to the two CTAs of a
+#   pair of tile rows) and ws_cooperative in 1x2 clusters (cluster_n=2, row-major: A multicast);
+#   speedup_over_unclustered compares them with the new row of the same schedule.
 # The model counts SM cycles (hopper model version in the rows), so the host does not matter.
 # Writes results/hopper_prediction.json and the raw log results/hopper_prediction.log.
 source "$(dirname "$0")/setup.sh"
@@ -15,7 +18,9 @@ log="$out/hopper_prediction.log"
 tmp="$(mktemp)"
 trap 'rm -f "$tmp"' EXIT
 for size in 4096 8192; do
-    for config in "old|ws_pingpong|--param group=1" "new|ws_pingpong|" "new|ws_cooperative|--param TN=256"; do
+    for config in "old|ws_pingpong|--param group=1" "new|ws_pingpong|" "new|ws_cooperative|--param TN=256" \
+                  "cluster|ws_pingpong|--param cluster_m=2" "cluster|ws_cooperative|--param TN=256 --param cluster_m=2" \
+                  "cluster|ws_cooperative|--param TN=256 --param group=1 --param cluster_n=2"; do
         IFS='|' read -r kind schedule more <<< "$config"
         cmd="run gemm --target hopper --schedule $schedule --param M=$size --param N=$size --param K=$size $more --no-numerics --json"
         echo "\$ tandem-cli $cmd" >> "$log"
@@ -36,13 +41,18 @@ for line in open(sys.argv[1]):
     rows.append(row)
 for row in rows:
     row["predicted_speedup_over_old"] = round(old[str(row["M"])] / row["cycles"], 3)
+    if row["kind"] == "cluster":
+        base = next(r for r in rows if r["kind"] == "new" and r["schedule"] == row["schedule"] and r["M"] == row["M"])
+        row["predicted_speedup_over_unclustered"] = round(base["cycles"] / row["cycles"], 3)
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.machine())
-doc = {"what": "Hopper model: predicted time of the GEMM built for speed (new) over the first design's tiles and "
-               "order (old: ws_pingpong 128x128x64, row-major tiles) at 4096^3 and 8192^3; speedup = old cycles / cycles",
+doc = {"what": "Hopper model: predicted time of the GEMM built for speed (new; cluster: in 2x1 / 1x2 clusters with "
+               "TMA multicast) over the first design's tiles and order (old: ws_pingpong 128x128x64, row-major "
+               "tiles) at 4096^3 and 8192^3; speedup = old cycles / cycles",
        "rows": rows, "machine": f"{platform.node()}: {os.cpu_count()} cores, {cpu}",
        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
        "command": "benchmarks/hopper_prediction.sh", "log": "hopper_prediction.log"}
 json.dump(doc, open(sys.argv[2], "w"), indent=2)
 for row in rows:
-    print(row["kind"], row["schedule"], row["M"], row["cycles"], row["roofline_fraction"], row["predicted_speedup_over_old"])
+    print(row["kind"], row["schedule"], row["M"], row["cycles"], row["roofline_fraction"], row["predicted_speedup_over_old"],
+          row.get("predicted_speedup_over_unclustered", ""))
 PY

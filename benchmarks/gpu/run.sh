@@ -44,6 +44,14 @@ for s in pipelined ws ws_pingpong ws_cooperative; do
     )
 done
 configs+=("smoke|gemm_ws_cooperative_tm256_300x200x136|gemm|ws_cooperative|300 200 136|hopper|TM=256 TN=128")
+# Clusters (multicast of B / A; a tile-less CTA in the last cluster: 384x100, 130x390).
+configs+=(
+    "smoke|gemm_coop_cm2_512x512x256|gemm|ws_cooperative|512 512 256|hopper|TN=256 cluster_m=2"
+    "smoke|gemm_pingpong_cn2_200x136x72|gemm|ws_pingpong|200 136 72|hopper|cluster_n=2"
+    "smoke|gemm_coop_cm2_384x100x128|gemm|ws_cooperative|384 100 128|hopper|cluster_m=2"
+    "smoke|gemm_ws_cn2_130x390x70|gemm|ws|130 390 70|hopper|cluster_n=2"
+    "smoke|gemm_coop_cm2_1024x768x128_4sm|gemm|ws_cooperative|1024 768 128|hopper:sms=4|cluster_m=2"
+)
 # Attention scores S = Q K^T (K a K-major wgmma B operand: tnspB 0), against cuBLAS.
 configs+=(
     "smoke|attention_256x256x128|attention_scores|ws_pingpong|256 256 128|hopper"
@@ -312,6 +320,16 @@ configs+=(
     "v16|gemm_any_coop_4096|gemm|ws_cooperative|4096 4096 4096|hopper|shapes=runtime TN=256"
     "v16|gemm_any_coop_odd_4096x4096x4095|gemm|ws_cooperative|4096 4096 4095|hopper|shapes=runtime TN=256"
     "v16|gemm_any_pingpong_2048|gemm|ws_pingpong|2048 2048 2048|hopper|shapes=runtime"
+    # Session 29: 2x1 / 1x2 clusters with TMA multicast (B or A), against the same schedule
+    # without (gemm_coop_4096_v16 above and the two below); the model predicts 1.36x / 1.32x at
+    # 4096^3 (hopper_prediction.json).
+    "v17|gemm_coop_4096_v17|gemm|ws_cooperative|4096 4096 4096|hopper|TN=256"
+    "v17|gemm_coop_4096_cm2|gemm|ws_cooperative|4096 4096 4096|hopper|TN=256 cluster_m=2"
+    "v17|gemm_coop_4096_cn2|gemm|ws_cooperative|4096 4096 4096|hopper|TN=256 group=1 cluster_n=2"
+    "v17|gemm_coop_8192_v17|gemm|ws_cooperative|8192 8192 8192|hopper|TN=256"
+    "v17|gemm_coop_8192_cm2|gemm|ws_cooperative|8192 8192 8192|hopper|TN=256 cluster_m=2"
+    "v17|gemm_pingpong_4096_cm2|gemm|ws_pingpong|4096 4096 4096|hopper|cluster_m=2"
+    "v17|gemm_coop_2048_cm2|gemm|ws_cooperative|2048 2048 2048|hopper|TN=256 cluster_m=2"
 )
 # TANDEM_GPU_SETS (default "smoke bench"): the sets emitted, built and run.
 sets="${TANDEM_GPU_SETS:-smoke bench}"
