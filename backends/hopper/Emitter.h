@@ -36,6 +36,16 @@
  *     tandem_wait on a store's      elected thread: cp.async.bulk.wait_group.read 0, then the
  *       empty barrier               warpgroup barrier before the tile is rewritten
  *     tandem_arrive                 warpgroup barrier, elected thread: mbarrier.arrive
+ *     tandem_arrive(b, slot, n)     the same on each of the n CTAs of the cluster: mapa, then
+ *                                   mbarrier.arrive.release.cluster.shared::cluster
+ *     tandem_copy(..., n)           a cluster's shared box: each CTA's elected thread issues the
+ *                                   TMA boxes i with i % n == %cluster_ctarank, each
+ *                                   cp.async.bulk.tensor ... .multicast::cluster to all n CTAs
+ *     Kernel::cluster = n > 1       __cluster_dims__(n, 1, 1); barrier.cluster (arrive.release,
+ *                                   wait.acquire) after mbarrier init instead of __syncthreads;
+ *                                   a persistent grid of whole clusters, at most as many as the
+ *                                   GPU holds at once (cudaOccupancyMaxActiveClusters)
+ *     tandem_cluster_tile(t, last)  min(t, last)
  *     tandem_mma                    wgmma.fence, m64nNk16 wgmmas, commit_group, wait_group 0
  *     tandem_fence_proxy_async      fence.proxy.async.shared::cta (every thread)
  *     tandem_advance                an int counter += 1
