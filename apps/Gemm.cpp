@@ -78,15 +78,20 @@ public:
         }
         const int row_tiles = runtime ? 1 << 30 : (int(M) + tm - 1) / tm;
         // cluster_m pairs neighbouring tile rows: groups of an even number of rows, walked rows
-        // innermost; cluster_n pairs neighbouring tile columns: row-major.
+        // innermost (the last group short, its missing rows guarded, where the rows are odd);
+        // cluster_n pairs neighbouring tile columns: row-major.
         int rows_per_group = cluster_n > 1 ? 1 : std::min<int>(std::max<int>(group, cluster_m), row_tiles);
-        if (runtime) rows_per_group = (rows_per_group + cluster_m - 1) / cluster_m * cluster_m;
-        while (!runtime && rows_per_group > 1 && (row_tiles % rows_per_group != 0 || rows_per_group % cluster_m != 0))
-            rows_per_group--;
-        if (cluster_m > 1 && !runtime && rows_per_group == row_tiles) {
+        bool guarded = runtime;
+        if (cluster_m > 1) {
+            rows_per_group = (rows_per_group + 1) / 2 * 2;
+            while (!runtime && rows_per_group > 2 && row_tiles % rows_per_group != 0) rows_per_group -= 2;
+            guarded = guarded || row_tiles % rows_per_group != 0;
+        }
+        while (!guarded && rows_per_group > 1 && row_tiles % rows_per_group != 0) rows_per_group--;
+        if (cluster_m > 1 && !guarded && rows_per_group == row_tiles) {
             C.fuse(io, jo, t); // one group of every row: column by column
-        } else if (rows_per_group > 1 && rows_per_group < row_tiles) {
-            C.split(io, iog, iob, rows_per_group, runtime ? TailStrategy::GuardWithIf : TailStrategy::Auto)
+        } else if (rows_per_group > 1 && (rows_per_group < row_tiles || guarded)) {
+            C.split(io, iog, iob, rows_per_group, guarded ? TailStrategy::GuardWithIf : TailStrategy::Auto)
                 .reorder(ji, ii, iob, jo, iog)
                 .fuse(iob, jo, t_in_group).fuse(t_in_group, iog, t);
         } else {

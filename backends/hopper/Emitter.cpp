@@ -298,9 +298,9 @@ public:
     CodeGen(const Kernel &k, const Plan &p) : kernel(k), plan(p) {
         expr.load = [this](const Load *l) { return load(l); };
         expr.target_call = [this](const Call *c) -> std::string {
-            Expr tile, last;
-            if (ir::as_cluster_tile(c, &tile, &last)) // a tile-less CTA of the last cluster: the last tile
-                return "hopper::min_of<int>(" + expr(tile) + ", " + expr(last) + ")";
+            Expr owns, tile, first;
+            if (ir::as_cluster_tile(c, &owns, &tile, &first)) // a tile-less CTA runs its cluster's first tile
+                return "((" + expr(owns) + ") ? (" + expr(tile) + ") : (" + expr(first) + "))";
             if (ir::is_core_id(c))
                 return "int(blockIdx.x)";
             if (ir::is_grid_size(c))

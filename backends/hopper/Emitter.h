@@ -45,7 +45,7 @@
  *                                   wait.acquire) after mbarrier init instead of __syncthreads;
  *                                   a persistent grid of whole clusters, at most as many as the
  *                                   GPU holds at once (cudaOccupancyMaxActiveClusters)
- *     tandem_cluster_tile(t, last)  min(t, last)
+ *     tandem_cluster_tile(o, t, f)  o ? t : f
  *     tandem_mma                    wgmma.fence, m64nNk16 wgmmas, commit_group, wait_group 0
  *     tandem_fence_proxy_async      fence.proxy.async.shared::cta (every thread)
  *     tandem_advance                an int counter += 1

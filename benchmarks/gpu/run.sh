@@ -44,11 +44,13 @@ for s in pipelined ws ws_pingpong ws_cooperative; do
     )
 done
 configs+=("smoke|gemm_ws_cooperative_tm256_300x200x136|gemm|ws_cooperative|300 200 136|hopper|TM=256 TN=128")
-# Clusters (multicast of B / A; a tile-less CTA in the last cluster: 384x100, 130x390).
+# Clusters (multicast of B / A; a tile-less CTA in the last cluster: 384x100 (B thread-copied,
+# so local), 384x512 (B multicast), 130x390).
 configs+=(
     "smoke|gemm_coop_cm2_512x512x256|gemm|ws_cooperative|512 512 256|hopper|TN=256 cluster_m=2"
     "smoke|gemm_pingpong_cn2_200x136x72|gemm|ws_pingpong|200 136 72|hopper|cluster_n=2"
     "smoke|gemm_coop_cm2_384x100x128|gemm|ws_cooperative|384 100 128|hopper|cluster_m=2"
+    "smoke|gemm_pingpong_cm2_384x512x128|gemm|ws_pingpong|384 512 128|hopper|cluster_m=2"
     "smoke|gemm_ws_cn2_130x390x70|gemm|ws|130 390 70|hopper|cluster_n=2"
     "smoke|gemm_coop_cm2_1024x768x128_4sm|gemm|ws_cooperative|1024 768 128|hopper:sms=4|cluster_m=2"
 )

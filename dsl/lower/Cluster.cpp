@@ -24,8 +24,8 @@ private:
     using IRMutator::visit;
     const int ctas, rank;
     Expr visit(const Call *op) override {
-        Expr tile, last;
-        if (ir::as_cluster_tile(op, &tile, &last)) return int_var("tandem.cluster.group") * ctas + rank;
+        Expr owns, tile, first;
+        if (ir::as_cluster_tile(op, &owns, &tile, &first)) return int_var("tandem.cluster.group") * ctas + rank;
         if (ir::is_core_id(op)) return int_var("tandem.cluster.first") * ctas + rank;
         if (ir::is_grid_size(op)) return int_var("tandem.cluster.grid") * ctas;
         if (op->is_intrinsic(Call::promise_clamped) || op->is_intrinsic(Call::unsafe_promise_clamped)) {
@@ -35,30 +35,26 @@ private:
     }
 };
 
-/** (ctas * x + rank) % (ctas * m) = ctas * (x % m) + rank and (ctas * x + rank) / (ctas * m) =
- * x / m, for 0 <= rank < ctas (Euclidean division): the tile order's arithmetic (a tile row, a
+/** (ctas * x + r) % (ctas * m) = ctas * (x % m) + r and (ctas * x + r) / (ctas * m) = x / m, for
+ * 0 <= r < ctas and m != 0 (Euclidean division): the tile order's arithmetic (a tile row, a
  * column, a group) with the rank taken out, which the simplifier does not do by itself. */
 class TakeOutRank : public IRMutator {
 public:
-    TakeOutRank(int ctas, int rank) : ctas(ctas), rank(rank) {}
+    TakeOutRank(int ctas, const std::map<std::string, Expr> &at_least_one) : ctas(ctas), at_least_one(at_least_one) {}
 
 private:
     using IRMutator::visit;
-    const int ctas, rank;
-    /** x with a == ctas * x + rank, or undefined. */
-    Expr group_of(const Expr &a) const {
-        Expr rest = simplify(a - rank);
-        if (!can_prove(rest % ctas == 0)) return Expr();
-        return simplify(rest / ctas);
-    }
+    const int ctas;
+    const std::map<std::string, Expr> &at_least_one; // runtime extent -> max(extent, 1)
     template <class Op> Expr rewrite(const Op *op, bool mod) {
         Expr a = mutate(op->a), b = mutate(op->b);
-        const IntImm *m = b.as<IntImm>();
-        if (m && m->value > 0 && m->value % ctas == 0) {
-            Expr x = group_of(a);
-            if (x.defined()) {
-                Expr inner = int(m->value / ctas);
-                return mod ? simplify((x % inner) * ctas + rank) : simplify(x / inner);
+        // A divisor n m with m != 0 at every call (a runtime extent is at least 1).
+        if (can_prove(b % ctas == 0) && can_prove(substitute(at_least_one, b) > 0)) {
+            for (int r = 0; r < ctas; r++) {
+                Expr rest = simplify(a - r);
+                if (!can_prove(rest % ctas == 0)) continue;
+                Expr x = simplify(rest / ctas), m = simplify(b / ctas);
+                return mod ? simplify((x % m) * ctas + r) : simplify(x / m);
             }
         }
         return Op::make(a, b);
@@ -67,8 +63,18 @@ private:
     Expr visit(const Div *op) override { return rewrite(op, false); }
 };
 
-Expr as_rank(const Expr &e, int ctas, int rank) {
-    return simplify(TakeOutRank(ctas, rank).mutate(simplify(AsRank(ctas, rank).mutate(e))));
+std::map<std::string, Expr> at_least_one(const CompileContext &ctx) {
+    std::map<std::string, Expr> out;
+    for (const KernelArg &a : ctx.args) {
+        for (size_t d = 0; d < a.extents.size(); d++) {
+            if (d < a.runtime.size() && a.runtime[d]) out[a.extent_name(int(d))] = max(int_var(a.extent_name(int(d))), 1);
+        }
+    }
+    return out;
+}
+
+Expr as_rank(const Expr &e, int ctas, int rank, const std::map<std::string, Expr> &extents) {
+    return simplify(TakeOutRank(ctas, extents).mutate(simplify(AsRank(ctas, rank).mutate(e))));
 }
 
 std::vector<Expr> copy_args(const ir::CopyOp &c) {
@@ -82,11 +88,11 @@ std::vector<Expr> copy_args(const ir::CopyOp &c) {
 }
 
 /** Every expression the same for each rank of the cluster. */
-bool same_for_cluster(const std::vector<Expr> &exprs, int ctas) {
+bool same_for_cluster(const std::vector<Expr> &exprs, int ctas, const std::map<std::string, Expr> &extents) {
     for (const Expr &e : exprs) {
-        Expr first = as_rank(e, ctas, 0);
+        Expr first = as_rank(e, ctas, 0, extents);
         for (int rank = 1; rank < ctas; rank++) {
-            if (!can_prove(as_rank(e, ctas, rank) == first)) return false;
+            if (!can_prove(as_rank(e, ctas, rank, extents) == first)) return false;
         }
     }
     return true;
@@ -95,13 +101,14 @@ bool same_for_cluster(const std::vector<Expr> &exprs, int ctas) {
 /** Marks the shared copies, guards the output copies of tile-less CTAs. */
 class Multicast : public IRMutator {
 public:
-    Multicast(const CompileContext &ctx) : ctx(ctx) {}
+    Multicast(const CompileContext &ctx) : ctx(ctx), extents(at_least_one(ctx)) {}
     std::set<std::string> multicast_barriers; // full barriers multicast copies complete on
     std::map<std::string, bool> loops;         // tile loops with copies into smem: any shared?
 
 private:
     using IRMutator::visit;
     const CompileContext &ctx;
+    const std::map<std::string, Expr> extents;
     std::string loop; // the enclosing tile loop
 
     std::vector<Expr> control; // the bounds and conditions between the tile loop and the op
@@ -161,8 +168,8 @@ private:
         bool &shared = loops[loop];
         // A version of a ring (its empty barrier keeps a peer from refilling what a CTA still
         // reads), the copy, and whether it runs at all, the same on every rank.
-        if (!ctx.cluster_owns_tile.count(loop) || !in_ring(c.barrier) || !same_for_cluster(copy_args(c), ctx.cluster) ||
-            !same_for_cluster(control, ctx.cluster))
+        if (!ctx.cluster_owns_tile.count(loop) || !in_ring(c.barrier) ||
+            !same_for_cluster(copy_args(c), ctx.cluster, extents) || !same_for_cluster(control, ctx.cluster, extents))
             return op;
         c.multicast = ctx.cluster;
         multicast_barriers.insert(c.barrier);
@@ -209,6 +216,42 @@ Stmt append_to_producer(const Stmt &s, const Stmt &tail) {
 
 } // namespace
 
+namespace {
+
+/** `e` as lhs <= rhs (integers), if it is a comparison of that kind. */
+bool as_at_most(const Expr &e, Expr *lhs, Expr *rhs) {
+    if (const LE *op = e.as<LE>()) { *lhs = op->a; *rhs = op->b; return true; }
+    if (const LT *op = e.as<LT>()) { *lhs = op->a + 1; *rhs = op->b; return true; }
+    if (const GE *op = e.as<GE>()) { *lhs = op->b; *rhs = op->a; return true; }
+    if (const GT *op = e.as<GT>()) { *lhs = op->b + 1; *rhs = op->a; return true; }
+    return false;
+}
+
+/** a implies b: the simplifier's proof, or for comparisons x <= y and u <= v whose differences
+ * are ordered (u - v <= x - y), conjunction by conjunction. */
+bool implies(const Expr &a, const Expr &b) {
+    if (can_prove(!a || b)) return true;
+    Expr x, y, u, v;
+    if (a.type().is_bool() && as_at_most(a, &x, &y) && as_at_most(b, &u, &v) && x.type().is_int())
+        return can_prove(u - v <= x - y);
+    const And *aa = a.as<And>(), *ba = b.as<And>();
+    return aa && ba && implies(aa->a, ba->a) && implies(aa->b, ba->b);
+}
+
+} // namespace
+
+bool holds_for_first_rank(const Expr &cond, const std::string &var, const Expr &min, int ctas, const CompileContext &ctx) {
+    const std::map<std::string, Expr> extents = at_least_one(ctx);
+    auto at = [&](int rank) {
+        return as_rank(substitute(var, min + int_var("tandem.cluster.group") * ctas + rank, cond), ctas, rank, extents);
+    };
+    const Expr first = at(0);
+    for (int rank = 1; rank < ctas; rank++) {
+        if (!implies(at(rank), first)) return false;
+    }
+    return true;
+}
+
 Stmt multicast_in_clusters(const Stmt &s, CompileContext &ctx) {
     if (ctx.cluster <= 1) return s;
     Multicast m(ctx);
@@ -229,8 +272,8 @@ Stmt multicast_in_clusters(const Stmt &s, CompileContext &ctx) {
             tails.push_back(producer_tail(ring, b.slots));
         }
         ctx.notes.push_back("cluster: copies completing on " + full + " are multicast to the " +
-                            std::to_string(ctx.cluster) + " CTAs of a cluster; their versions are released on every CTA's " +
-                            ir::empty_barrier(ring));
+                            std::to_string(ctx.cluster) + " CTAs of a cluster (where TMA moves them: a tile threads "
+                            "copy stays local); their versions are released on every CTA's " + ir::empty_barrier(ring));
     }
     internal_assert(empty.size() == m.multicast_barriers.size())
         << "cluster: a multicast copy completes on a barrier of no producer / consumer ring\n";

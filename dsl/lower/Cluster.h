@@ -6,7 +6,10 @@
  *
  * With cluster(n) on the output Func, CoreMapping gives n consecutive iterations of the tile
  * loop to the n CTAs of a cluster (rank = tandem_core_id() % n, the tile
- * tandem_cluster_tile(raw, last)). This pass, on the warp-specialised Stmt:
+ * tandem_cluster_tile(owns, raw, first): a CTA without a tile of its own runs its cluster's first
+ * CTA's; a guard around the whole tile (a group of tile rows the shape leaves short) that holds
+ * for a rank only where it holds for rank 0 becomes part of `owns`). This pass, on the
+ * warp-specialised Stmt:
  *
  *  - proves, for each copy into shared memory inside a tile loop, that every argument (the box's
  *    offset, extents, strides, its version) is the same for the n ranks: with the core id
@@ -14,7 +17,9 @@
  *    equal to rank 0's. Such a copy becomes a multicast (tandem_copy(..., n)): on the GPU its TMA
  *    boxes are dealt over the ranks, each multicast into all n CTAs. (A tile-less CTA of the last
  *    cluster runs tile `last`, which lies in its cluster's group of n tiles, so it shares the same
- *    boxes.)
+ *    boxes.) Division and modulus of the tile order by multiples of n (constants, or runtime
+ *    tile counts, >= 1 at every call) are taken apart first: (n x + r) / (n m) = x / m and
+ *    (n x + r) % (n m) = n (x % m) + r.
  *  - makes the consumers release a version of a ring that receives multicasts on every CTA of the
  *    cluster (tandem_arrive(empty, slot, n); the barrier counts n times the arrivals), so that no
  *    producer refills a version any CTA still reads;
@@ -31,6 +36,11 @@
 namespace tandem::lower {
 
 Halide::Internal::Stmt multicast_in_clusters(const Halide::Internal::Stmt &s, CompileContext &ctx);
+
+/** Whether `cond`, a condition on the tile `var` (iterations from `min`), holds for rank 0 of a
+ * cluster of `ctas` wherever it holds for another rank of the same cluster. */
+bool holds_for_first_rank(const Halide::Expr &cond, const std::string &var, const Halide::Expr &min, int ctas,
+                          const CompileContext &ctx);
 
 } // namespace tandem::lower
 

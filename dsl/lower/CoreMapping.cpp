@@ -1,5 +1,6 @@
 #include "CoreMapping.h"
 
+#include "Cluster.h"
 #include "Nest.h"
 
 #include "tandem/AsyncIR.h"
@@ -16,8 +17,9 @@ namespace {
 
 class SpreadLoops : public IRMutator {
 public:
-    SpreadLoops(const std::string &stage, const std::string &var, Halide::Expr cores, int cluster = 1)
-        : stage(stage), var(var), cores(std::move(cores)), cluster(cluster) {}
+    SpreadLoops(const std::string &stage, const std::string &var, Halide::Expr cores, const CompileContext &ctx,
+                int cluster = 1)
+        : stage(stage), var(var), cores(std::move(cores)), ctx(ctx), cluster(cluster) {}
     int mapped = 0;
     int64_t largest_extent = 0;
     Halide::Expr tiles; // the largest extent of the loops mapped (symbolic with runtime extents)
@@ -25,27 +27,47 @@ public:
 
     /** The loop `local` over a mapped loop's `extent` iterations from `min` (a tile loop or the
      * straight-line tail of one). Core c runs iterations c, c + cores, ...; in a cluster every CTA
-     * runs as many as its cluster's first (rank 0), those past the last iteration on the last. */
+     * runs as many as its cluster's first (rank 0), and one without a tile of its own (past the
+     * last iteration, or failing a guard around the whole tile that rank 0 passes) runs rank 0's,
+     * storing nothing. */
     Stmt spread(const std::string &name, const Expr &min, const Expr &extent, ForType type, Halide::DeviceAPI api,
                 const Stmt &body, const std::string &var_name) {
         std::string local = core_loop_name(name);
         Expr core = ir::core_id(), first = cluster > 1 ? core - core % cluster : core;
         Expr trips = (extent - first + (cores - 1)) / cores;
-        Expr raw = core + Variable::make(Halide::Int(32), local) * cores;
-        if (cluster > 1) owns_tile[local] = raw < extent;
+        Expr k = Variable::make(Halide::Int(32), local);
+        Expr raw = core + k * cores, first_raw = first + k * cores;
+        Stmt inner = body;
+        Expr guard, tile = raw;
+        if (cluster > 1) {
+            // A guard around the whole tile (a short last group of tile rows) that holds for rank
+            // 0 wherever it holds for another rank: the cluster runs the tile when it holds for
+            // rank 0, and a rank it fails for has no tile of its own.
+            const IfThenElse *g = body.as<IfThenElse>();
+            if (g && !g->else_case.defined() && !var_name.empty() && expr_uses_var(g->condition, var_name) &&
+                holds_for_first_rank(g->condition, var_name, min, cluster, ctx)) {
+                guard = g->condition;
+                inner = g->then_case;
+            }
+            Expr owns = raw < extent;
+            if (guard.defined()) owns = owns && substitute(var_name, min + raw, guard);
+            owns_tile[local] = owns;
+            tile = ir::cluster_tile(owns, raw, first_raw);
+        }
         // The clamp promise keeps the original range visible to bounds inference (sizes of
         // buffers that depend on the tile index stay boundable).
-        Expr iteration = Call::make(Halide::Int(32), Call::promise_clamped,
-                                    {min + (cluster > 1 ? ir::cluster_tile(raw, extent - 1) : raw), min,
-                                     min + extent - 1},
+        Expr iteration = Call::make(Halide::Int(32), Call::promise_clamped, {min + tile, min, min + extent - 1},
                                     Call::PureIntrinsic);
-        return For::make(local, 0, trips, type, api, var_name.empty() ? body : substitute(var_name, iteration, body));
+        Stmt result = var_name.empty() ? inner : substitute(var_name, iteration, inner);
+        if (guard.defined()) result = IfThenElse::make(substitute(var_name, min + first_raw, guard), result);
+        return For::make(local, 0, trips, type, api, result);
     }
 
 private:
     using IRMutator::visit;
     const std::string stage, var;
     const Halide::Expr cores; // a constant, or Hopper's grid_size() for a grid sized at launch
+    const CompileContext &ctx;
     const int cluster;
 
     /** Halide names loops stage.var with the vars a var was split or fused from in front
@@ -156,7 +178,7 @@ Stmt map_to_cores(const Stmt &s, CompileContext &ctx) {
     int units = ctx.vector_units_only ? ctx.target.vector_units() : ctx.target.units();
     if (ctx.target.arch == Target::Arch::Hopper) {
         int64_t tiles = 1;
-        SpreadLoops probe(ctx.output + ".s0", d.cores_var, 1);
+        SpreadLoops probe(ctx.output + ".s0", d.cores_var, 1, ctx);
         probe.mutate(s);
         tiles = std::max<int64_t>(1, probe.largest_extent);
         // A tile count known only at run time: a persistent grid, launched as the smaller of
@@ -180,7 +202,7 @@ Stmt map_to_cores(const Stmt &s, CompileContext &ctx) {
     }
     ctx.grid = units;
     const Expr stride = ctx.ctas_per_sm ? ir::grid_size() : Expr(units);
-    SpreadLoops spread(ctx.output + ".s0", d.cores_var, stride, ctx.cluster);
+    SpreadLoops spread(ctx.output + ".s0", d.cores_var, stride, ctx, ctx.cluster);
     Stmt result = spread.mutate(s);
     if (spread.mapped == 0 && ctx.output_func && is_loop_var_of_output(*ctx.output_func, d.cores_var)) {
         ctx.notes.push_back("map_to_cores: the loop over " + d.cores_var + " has one iteration (Halide removed it); "

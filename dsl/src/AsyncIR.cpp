@@ -195,15 +195,16 @@ bool is_core_id(const Expr &e) {
 
 Expr grid_size() { return Call::make(Int(32), grid_size_name, {}, Call::PureExtern); }
 
-Expr cluster_tile(const Expr &tile, const Expr &last) {
-    return Call::make(Int(32), cluster_tile_name, {tile, last}, Call::PureExtern);
+Expr cluster_tile(const Expr &owns, const Expr &tile, const Expr &fallback) {
+    return Call::make(Int(32), cluster_tile_name, {owns, tile, fallback}, Call::PureExtern);
 }
 
-bool as_cluster_tile(const Expr &e, Expr *tile, Expr *last) {
+bool as_cluster_tile(const Expr &e, Expr *owns, Expr *tile, Expr *fallback) {
     const Call *c = e.as<Call>();
     if (!c || c->name != cluster_tile_name) return false;
-    *tile = c->args[0];
-    *last = c->args[1];
+    *owns = c->args[0];
+    *tile = c->args[1];
+    *fallback = c->args[2];
     return true;
 }
 

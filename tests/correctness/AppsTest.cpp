@@ -150,8 +150,8 @@ std::vector<Case> hopper_cases() {
     add("attention_scores", {"ws_pingpong"}, {{"Lq", "300"}, {"Lk", "520"}, {"D", "128"}, {"TN", "64"}, {"stages", "2"}},
         "hopper:sms=3");
     // 2x1 and 1x2 clusters: the operand the pair shares multicast (B for cluster_m, A for
-    // cluster_n); tails, one tile, pairs with a tile-less CTA (an odd tile count: the cluster
-    // tail), more tiles than SMs, runtime shapes (nothing multicast there: each CTA its own).
+    // cluster_n); tails, one tile, pairs with a tile-less CTA (an odd tile count, an odd number of
+    // tile rows: the cluster tails), more tiles than SMs, runtime shapes.
     for (const char *pair : {"cluster_m", "cluster_n"}) {
         add("gemm", {"ws_cooperative"}, {{"M", "512"}, {"N", "512"}, {"K", "256"}, {"TN", "256"}, {pair, "2"}});
         add("gemm", {"ws_pingpong", "ws"}, {{"M", "200"}, {"N", "136"}, {"K", "72"}, {pair, "2"}});
@@ -159,6 +159,7 @@ std::vector<Case> hopper_cases() {
         add("gemm", {"ws_cooperative", "ws_pingpong"}, {{"M", "1024"}, {"N", "768"}, {"K", "128"}, {pair, "2"}},
             "hopper:sms=4");
         add("gemm", {"ws_cooperative"}, {{"shapes", "runtime"}, {"M", "300"}, {"N", "200"}, {"K", "72"}, {pair, "2"}});
+        add("gemm", {"ws_pingpong"}, {{"M", "384"}, {"N", "512"}, {"K", "128"}, {pair, "2"}}); // 3 tile rows
     }
     add("gemm", {"ws_cooperative", "ws"}, {{"M", "384"}, {"N", "100"}, {"K", "128"}, {"cluster_m", "2"}});
     add("gemm", {"ws_pingpong"}, {{"M", "130"}, {"N", "390"}, {"K", "70"}, {"cluster_n", "2"}});
@@ -327,9 +328,13 @@ int multicast_copies(const std::map<std::string, std::string> &params) {
 } // namespace
 
 // What a 2x1 (1x2) cluster shares: B's (A's) tile, one copy per loop Halide's partitioning left;
-// nothing where the pairs straddle tile rows (columns) and the copies differ.
+// with an odd number of tile rows too (a short last group: its missing rows' CTAs have no tile of
+// their own), and with runtime shapes; nothing where the pairs straddle tile rows (an odd number of
+// tile columns with cluster_n) and the copies differ.
 TEST(Clusters, TheSharedOperandIsMulticast) {
     EXPECT_EQ(multicast_copies({{"M", "1024"}, {"N", "1024"}, {"K", "256"}, {"TN", "256"}, {"cluster_m", "2"}}), 1);
     EXPECT_EQ(multicast_copies({{"M", "1024"}, {"N", "1024"}, {"K", "256"}, {"TN", "256"}, {"cluster_n", "2"}}), 1);
-    EXPECT_EQ(multicast_copies({{"M", "384"}, {"N", "768"}, {"K", "128"}, {"TN", "256"}, {"cluster_m", "2"}}), 0);
+    EXPECT_EQ(multicast_copies({{"M", "384"}, {"N", "768"}, {"K", "128"}, {"TN", "256"}, {"cluster_m", "2"}}), 1);
+    EXPECT_EQ(multicast_copies({{"shapes", "runtime"}, {"TN", "256"}, {"cluster_m", "2"}}), 1);
+    EXPECT_EQ(multicast_copies({{"M", "384"}, {"N", "768"}, {"K", "128"}, {"TN", "256"}, {"cluster_n", "2"}}), 0);
 }

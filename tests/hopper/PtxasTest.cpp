@@ -246,6 +246,11 @@ std::vector<Case> cases() {
                  {{"M", "512"}, {"N", "512"}, {"K", "128"}, {"cluster_n", "2"}}, true, true, true});
     r.push_back({"gemm_384x768x128_ws_cluster_n2", "gemm", "ws",
                  {{"M", "384"}, {"N", "768"}, {"K", "128"}, {"cluster_n", "2"}}, true, true, true});
+    r.push_back({"gemm_runtime_ws_cooperative_tn256_cluster_m2", "gemm", "ws_cooperative",
+                 {{"shapes", "runtime"}, {"TN", "256"}, {"cluster_m", "2"}}, true, true, true});
+    // Three tile rows: the last pair's second CTA has no tile of its own (a guarded short group).
+    r.push_back({"gemm_384x512x128_ws_pingpong_cluster_m2", "gemm", "ws_pingpong",
+                 {{"M", "384"}, {"N", "512"}, {"K", "128"}, {"cluster_m", "2"}}, true, true, true});
     r.push_back({"elementwise", "elementwise", "", {}, false, false});
     r.push_back({"rmsnorm", "rmsnorm", "", {}, false, false});
     return r;

@@ -19,9 +19,10 @@
  *       the index of the core running the control stream (Hopper: the CTA).
  *   tandem_grid_size()
  *       Hopper's persistent grid: the CTAs launched (gridDim.x, from the GPU's SM count).
- *   tandem_cluster_tile(t, last)
- *       Hopper clusters: min(t, last), the tile a CTA runs; t > last for a CTA of the last
- *       cluster that has no tile of its own (it runs the pipeline on `last`, storing nothing).
+ *   tandem_cluster_tile(owns, t, first)
+ *       Hopper clusters: the tile a CTA runs, owns ? t : first; a CTA without a tile of its own
+ *       (past the tile count, or a guarded tile of the last group) runs its cluster's first
+ *       CTA's tile `first`, storing nothing.
  *
  * ZPU adds:
  *   tandem_sync(engine)                block until every op issued to "tensor" or "vector" is done
@@ -184,10 +185,10 @@ Expr core_id();
  * gridDim.x, sized from the GPU's SM count). */
 Expr grid_size();
 
-/** Hopper clusters: min(tile, last) (tandem_cluster_tile), kept opaque so that passes can tell the
- * clamp of a tile-less CTA from the tile's own arithmetic. */
-Expr cluster_tile(const Expr &tile, const Expr &last);
-bool as_cluster_tile(const Expr &e, Expr *tile, Expr *last);
+/** Hopper clusters: owns ? tile : fallback (tandem_cluster_tile), kept opaque so that passes can
+ * tell a tile-less CTA's choice from the tile's own arithmetic. */
+Expr cluster_tile(const Expr &owns, const Expr &tile, const Expr &fallback);
+bool as_cluster_tile(const Expr &e, Expr *owns, Expr *tile, Expr *fallback);
 
 /** Decoders: return false when the node is not that intrinsic. */
 bool as_copy(const Stmt &s, CopyOp *op);
