@@ -226,7 +226,7 @@ Stmt map_to_cores(const Stmt &s, CompileContext &ctx) {
     ctx.cluster_owns_tile = spread.owns_tile;
     if (ctx.cluster > 1) {
         ctx.notes.push_back("cluster: " + std::to_string(ctx.cluster) + " consecutive iterations of " + d.cores_var +
-                            " per thread-block cluster (CTAs past the last tile run the last one and store nothing)");
+                            " per thread-block cluster (a CTA without a tile of its own runs rank 0's and stores nothing)");
     }
     return result;
 }
