@@ -25,8 +25,8 @@ public:
     // other targets and schedules ignore them): cluster_m = 2 pairs tile rows
     // (they share B's tile, multicast), cluster_n = 2 tile columns (they share A's). Pairs follow
     // the tile order: cluster_m walks tile rows innermost (groups of an even number of rows),
-    // cluster_n tile columns (row-major); where the count of tiles along the pair is odd, pairs
-    // straddle and nothing is multicast (the kernel stays correct).
+    // cluster_n tile columns (row-major); an odd count of tiles along the pair leaves the last
+    // pair's second CTA without a tile of its own.
     GeneratorParam<int> cluster_m{"cluster_m", 1, 1, 2};
     GeneratorParam<int> cluster_n{"cluster_n", 1, 1, 2};
     GeneratorParam<std::string> out{"out", "bf16", {"bf16", "f32"}};
@@ -66,8 +66,6 @@ public:
         Var jo("jo"), io("io"), ji("ji"), ii("ii"), t("t"), iog("iog"), iob("iob"), t_in_group("t_in_group");
         RVar ko("ko"), ki("ki");
         C.tile(j, i, jo, io, ji, ii, tn, tm, TailStrategy::GuardWithIf);
-        // With runtime shapes the number of tile rows is unknown: groups of `group` rows, the last
-        // one guarded (its missing rows are empty tiles).
         // Clusters are Hopper's, for the warp-specialised schedules (their rings' empty barriers
         // make one CTA writing another's shared memory safe); elsewhere the parameters do nothing.
         const bool clusters = target.arch == Target::Arch::Hopper && schedule.rfind("ws", 0) == 0;
@@ -77,9 +75,11 @@ public:
                         std::to_string(cluster_n) + ": clusters pair tiles along one dim (2x1 or 1x2)");
         }
         const int row_tiles = runtime ? 1 << 30 : (int(M) + tm - 1) / tm;
-        // cluster_m pairs neighbouring tile rows: groups of an even number of rows, walked rows
-        // innermost (the last group short, its missing rows guarded, where the rows are odd);
-        // cluster_n pairs neighbouring tile columns: row-major.
+        // Groups of `group` tile rows (with runtime shapes the last one guarded: its missing rows
+        // are empty tiles). cluster_m pairs neighbouring tile rows: groups of an even number of
+        // rows, walked rows innermost (the last group short, its missing rows guarded, where the
+        // rows are odd); cluster_n pairs neighbouring tile columns: row-major (pairs of columns,
+        // the last one short, where the columns are odd).
         int rows_per_group = cluster_n > 1 ? 1 : std::min<int>(std::max<int>(group, cluster_m), row_tiles);
         bool guarded = runtime;
         if (cluster_m > 1) {
@@ -88,8 +88,16 @@ public:
             guarded = guarded || row_tiles % rows_per_group != 0;
         }
         while (!guarded && rows_per_group > 1 && row_tiles % rows_per_group != 0) rows_per_group--;
+        const int col_tiles = runtime ? 1 << 30 : (int(N) + tn - 1) / tn;
         if (cluster_m > 1 && !guarded && rows_per_group == row_tiles) {
             C.fuse(io, jo, t); // one group of every row: column by column
+        } else if (cluster_n > 1 && (runtime || col_tiles % 2 != 0)) {
+            // Row-major in pairs of tile columns, the last pair short (guarded) in odd rows.
+            Var jop("jop"), jor("jor"), jt("jt");
+            C.split(jo, jop, jor, 2, TailStrategy::GuardWithIf)
+                .reorder(ji, ii, jor, jop, io)
+                .fuse(jor, jop, jt)
+                .fuse(jt, io, t);
         } else if (rows_per_group > 1 && (rows_per_group < row_tiles || guarded)) {
             C.split(io, iog, iob, rows_per_group, guarded ? TailStrategy::GuardWithIf : TailStrategy::Auto)
                 .reorder(ji, ii, iob, jo, iog)

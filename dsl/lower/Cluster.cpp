@@ -4,6 +4,7 @@
 
 #include "tandem/AsyncIR.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -98,6 +99,46 @@ bool same_for_cluster(const std::vector<Expr> &exprs, int ctas, const std::map<s
     return true;
 }
 
+/** `e` as lhs <= rhs (integers), if it is a comparison of that kind. */
+bool as_at_most(const Expr &e, Expr *lhs, Expr *rhs) {
+    if (const LE *op = e.as<LE>()) { *lhs = op->a; *rhs = op->b; return true; }
+    if (const LT *op = e.as<LT>()) { *lhs = op->a + 1; *rhs = op->b; return true; }
+    if (const GE *op = e.as<GE>()) { *lhs = op->b; *rhs = op->a; return true; }
+    if (const GT *op = e.as<GT>()) { *lhs = op->b + 1; *rhs = op->a; return true; }
+    return false;
+}
+
+/** a implies b: the simplifier's proof, or for comparisons x <= y and u <= v whose differences
+ * are ordered (u - v <= x - y), conjunction by conjunction. */
+bool implies(const Expr &a, const Expr &b) {
+    if (can_prove(!a || b)) return true;
+    if (const And *both = a.as<And>()) {
+        if (implies(both->a, b) || implies(both->b, b)) return true;
+    }
+    Expr x, y, u, v;
+    if (a.type().is_bool() && as_at_most(a, &x, &y) && as_at_most(b, &u, &v) && x.type().is_int())
+        return can_prove(u - v <= x - y);
+    const And *aa = a.as<And>(), *ba = b.as<And>();
+    return aa && ba && implies(aa->a, ba->a) && implies(aa->b, ba->b);
+}
+
+/** The tandem_cluster_tile calls of an expression (each CTA's tile), replaced by their tile or
+ * their fallback (rank 0's). */
+class ClusterTiles : public IRMutator {
+public:
+    enum Use { Own, First } use = Own;
+    std::vector<Expr> owns; // of each call, distinct
+
+private:
+    using IRMutator::visit;
+    Expr visit(const Call *op) override {
+        Expr own, tile, first;
+        if (!ir::as_cluster_tile(op, &own, &tile, &first)) return IRMutator::visit(op);
+        if (std::none_of(owns.begin(), owns.end(), [&](const Expr &o) { return equal(o, own); })) owns.push_back(own);
+        return use == Own ? tile : first;
+    }
+};
+
 /** Marks the shared copies, guards the output copies of tile-less CTAs. */
 class Multicast : public IRMutator {
 public:
@@ -142,11 +183,28 @@ private:
 
     Stmt visit(const IfThenElse *op) override {
         if (loop.empty()) return IRMutator::visit(op);
-        control.push_back(op->condition);
+        Expr condition = on_first_rank(op->condition);
+        control.push_back(condition);
         Stmt then_case = mutate(op->then_case);
         Stmt else_case = op->else_case.defined() ? mutate(op->else_case) : Stmt();
         control.pop_back();
-        return IfThenElse::make(op->condition, then_case, else_case);
+        return IfThenElse::make(condition, then_case, else_case);
+    }
+
+    /** A condition on the CTA's tile as rank 0's tile gives it, where that is the same on every
+     * rank: a CTA that owns its tile passes it there (owns => c(tile)), and c holds for rank 0's
+     * tile wherever it holds for another rank's (CoreMapping's guard of a short tile group). */
+    Expr on_first_rank(const Expr &c) {
+        ClusterTiles own, first;
+        first.use = ClusterTiles::First;
+        Expr at_own = own.mutate(c), at_first = first.mutate(c);
+        if (own.owns.size() != 1) return c;
+        for (int rank = 0; rank < ctx.cluster; rank++) {
+            if (!implies(as_rank(own.owns[0], ctx.cluster, rank, extents), as_rank(at_own, ctx.cluster, rank, extents)) ||
+                !implies(as_rank(at_own, ctx.cluster, rank, extents), as_rank(at_first, ctx.cluster, rank, extents)))
+                return c;
+        }
+        return at_first;
     }
 
     Stmt visit(const LetStmt *op) override {
@@ -212,30 +270,6 @@ Stmt append_to_producer(const Stmt &s, const Stmt &tail) {
         return Block::make(body, tail);
     };
     return IfThenElse::make(roles->condition, inside(roles->then_case), roles->else_case);
-}
-
-} // namespace
-
-namespace {
-
-/** `e` as lhs <= rhs (integers), if it is a comparison of that kind. */
-bool as_at_most(const Expr &e, Expr *lhs, Expr *rhs) {
-    if (const LE *op = e.as<LE>()) { *lhs = op->a; *rhs = op->b; return true; }
-    if (const LT *op = e.as<LT>()) { *lhs = op->a + 1; *rhs = op->b; return true; }
-    if (const GE *op = e.as<GE>()) { *lhs = op->b; *rhs = op->a; return true; }
-    if (const GT *op = e.as<GT>()) { *lhs = op->b + 1; *rhs = op->a; return true; }
-    return false;
-}
-
-/** a implies b: the simplifier's proof, or for comparisons x <= y and u <= v whose differences
- * are ordered (u - v <= x - y), conjunction by conjunction. */
-bool implies(const Expr &a, const Expr &b) {
-    if (can_prove(!a || b)) return true;
-    Expr x, y, u, v;
-    if (a.type().is_bool() && as_at_most(a, &x, &y) && as_at_most(b, &u, &v) && x.type().is_int())
-        return can_prove(u - v <= x - y);
-    const And *aa = a.as<And>(), *ba = b.as<And>();
-    return aa && ba && implies(aa->a, ba->a) && implies(aa->b, ba->b);
 }
 
 } // namespace

@@ -37,17 +37,15 @@ public:
         Expr trips = (extent - first + (cores - 1)) / cores;
         Expr k = Variable::make(Halide::Int(32), local);
         Expr raw = core + k * cores, first_raw = first + k * cores;
-        Stmt inner = body;
         Expr guard, tile = raw;
         if (cluster > 1) {
             // A guard around the whole tile (a short last group of tile rows) that holds for rank
-            // 0 wherever it holds for another rank: the cluster runs the tile when it holds for
-            // rank 0, and a rank it fails for has no tile of its own.
+            // 0 wherever it holds for another rank: a rank it fails for has no tile of its own
+            // (the guard stays, on the tile run; Cluster.h evaluates it on rank 0's).
             const IfThenElse *g = body.as<IfThenElse>();
             if (g && !g->else_case.defined() && !var_name.empty() && expr_uses_var(g->condition, var_name) &&
                 holds_for_first_rank(g->condition, var_name, min, cluster, ctx)) {
                 guard = g->condition;
-                inner = g->then_case;
             }
             Expr owns = raw < extent;
             if (guard.defined()) owns = owns && substitute(var_name, min + raw, guard);
@@ -58,9 +56,7 @@ public:
         // buffers that depend on the tile index stay boundable).
         Expr iteration = Call::make(Halide::Int(32), Call::promise_clamped, {min + tile, min, min + extent - 1},
                                     Call::PureIntrinsic);
-        Stmt result = var_name.empty() ? inner : substitute(var_name, iteration, inner);
-        if (guard.defined()) result = IfThenElse::make(substitute(var_name, min + first_raw, guard), result);
-        return For::make(local, 0, trips, type, api, result);
+        return For::make(local, 0, trips, type, api, var_name.empty() ? body : substitute(var_name, iteration, body));
     }
 
 private:

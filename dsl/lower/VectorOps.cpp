@@ -207,7 +207,11 @@ private:
         for (const std::string &b : sum.order) {
             const auto &t = sum.touched[b];
             if (t.write) op.label += (op.label.empty() ? "" : ", ") + b;
-            op.regions.push_back({b, simplify(t.range.min), simplify(t.range.max - t.range.min + 1), t.write});
+            // Bounds over every tile the nest may run in include tiles it never runs in (a
+            // guarded tile past the edge has a negative width, which is also its row pitch); no
+            // run touches an on-chip buffer below element 0.
+            Expr lo = simplify(max(t.range.min, 0));
+            op.regions.push_back({b, lo, simplify(t.range.max - lo + 1), t.write});
         }
         // Each distinct constant is materialised once per op (the ZPU's public cost model).
         op.flops = simplify(sum.flops + int(std::ceil(double(sum.constants.size()) * sum.weights.constant)));

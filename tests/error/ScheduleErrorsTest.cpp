@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 using namespace tandem;
 
 namespace {
@@ -159,6 +161,14 @@ TEST(ScheduleErrors, ClustersAreHoppersAndNeedWarpSpecializeOnTheOutput) {
     good.schedule();
     good.C.warp_specialize().cluster(2);
     EXPECT_EQ(good.compile_for("hopper").cluster, 2);
+    // Row-major tiles, three to a row: pairs straddle rows and share no copy. A launch shape only.
+    Gemm straddling(128, 192, 128);
+    straddling.schedule();
+    straddling.C.warp_specialize().cluster(2);
+    Kernel k = straddling.compile_for("hopper");
+    EXPECT_EQ(k.cluster, 2);
+    EXPECT_TRUE(std::any_of(k.notes.begin(), k.notes.end(),
+                            [](const std::string &n) { return n.find("nothing is multicast") != std::string::npos; }));
 }
 
 TEST(ScheduleErrors, HopperRingsNeedOneVersionCount) {

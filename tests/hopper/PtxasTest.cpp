@@ -248,6 +248,9 @@ std::vector<Case> cases() {
                  {{"M", "384"}, {"N", "768"}, {"K", "128"}, {"cluster_n", "2"}}, true, true, true});
     r.push_back({"gemm_runtime_ws_cooperative_tn256_cluster_m2", "gemm", "ws_cooperative",
                  {{"shapes", "runtime"}, {"TN", "256"}, {"cluster_m", "2"}}, true, true, true});
+    // Nine tile columns: pairs of columns, the last one short (guarded).
+    r.push_back({"gemm_1000x1096x520_ws_cooperative_cluster_n2", "gemm", "ws_cooperative",
+                 {{"M", "1000"}, {"N", "1096"}, {"K", "520"}, {"cluster_n", "2"}}, true, true, true});
     // Three tile rows: the last pair's second CTA has no tile of its own (a guarded short group).
     r.push_back({"gemm_384x512x128_ws_pingpong_cluster_m2", "gemm", "ws_pingpong",
                  {{"M", "384"}, {"N", "512"}, {"K", "128"}, {"cluster_m", "2"}}, true, true, true});
