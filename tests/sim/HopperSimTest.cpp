@@ -1,7 +1,7 @@
 // Self-tests of the Hopper machine model (backends/sim/Hopper.h): a warp-specialised GEMM ring
 // (TMA producer, wgmma consumer, full/empty mbarriers, TMA store epilogue) against a naive GEMM,
 // the deadlock and race detectors on broken versions of it, named barriers, user errors,
-// cross-CTA races, exact timing and the trace file.
+// cross-CTA races, clusters (multicast, remote arrivals), exact timing and the trace file.
 
 #include "sim/Hopper.h"
 #include "sim/Numerics.h"

@@ -142,8 +142,8 @@ public:
      * whose box the compiler proves the same for all of them is loaded once per cluster and
      * multicast (TMA .multicast::cluster) into each CTA's shared memory; the consumers then release
      * a version on the mbarriers of every CTA of the cluster. Output Func, with warp_specialize().
-     * A tile count that is not a multiple of `ctas` leaves CTAs with no tile of their own in the
-     * last cluster: they run the pipeline on the cluster's last tile and store nothing. */
+     * A CTA with no tile of its own (past the tile count, or a guarded tile of a short last group)
+     * runs its cluster's rank 0 tile through the pipeline and stores nothing. */
     Func &cluster(int ctas);
     /** Spread the iterations of loop `var` (the tile loop) over the cores: block-to-core mapping. */
     Func &map_to_cores(const VarOrRVar &var);
