@@ -106,6 +106,11 @@ public:
                 shifted.slot = shift(a.slot, n);
                 candidate(K::ShiftSlot, "slot+1 " + text(s), ir::make_arrive(shifted));
             }
+            if (a.cluster > 1) {
+                ir::ArriveOp local = a;
+                local.cluster = 0;
+                candidate(K::Weaken, "local " + text(s), ir::make_arrive(local));
+            }
         } else if (ir::is_fence_proxy_async(s)) {
             op_name = "tandem_fence_proxy_async";
             candidate(K::Delete, "delete " + text(s), Evaluate::make(0));

@@ -9,6 +9,7 @@
  *            tandem_advance (a ring or turn counter), tandem_sync (a ZPU engine sync) and
  *            tandem_mma_wait (a Hopper wgmma.wait_group)
  *   pending  each tandem_mma_wait(acc, n) -> n + 1: one more MMA group left in flight
+ *   local    each cluster arrival tandem_arrive(b, s, n) -> an arrival on its own CTA's only
  *   parity   each explicit wait parity p -> 1 - p (Hopper rings)
  *   slot     each version index of a buffer with several: slot -> (slot + 1) % slots, in the
  *            barrier slot of a tandem_copy, tandem_wait, tandem_arrive or tandem_expect, where the

@@ -83,6 +83,21 @@ std::vector<KernelCase> kernel_cases() {
     add("zpu", "elementwise", stream_schedules, "3066x42", stream_ragged);
     add("hopper:sms=4", "gemm", hopper_gemm_schedules, "256x256x256", hopper_gemm);
     add("hopper:sms=4", "gemm", hopper_gemm_schedules, "136x1032x240", hopper_gemm_ragged);
+    // Clusters of two (B multicast, remote releases, the producer's tail; the second with a short
+    // last group of tile rows: tile-less CTAs). Not `ws` on the ragged one: a CTA per tile, where 3
+    // mutants of the last K step (its wgmma wait deleted or weakened before a release nothing
+    // refills, the consumer's last ring advance) change nothing - equivalent, not classified here.
+    std::map<std::string, std::string> clustered = hopper_gemm, clustered_ragged = hopper_gemm_ragged;
+    clustered["cluster_m"] = clustered_ragged["cluster_m"] = "2";
+    add("hopper:sms=4", "gemm", {"ws_pingpong", "ws"}, "256x256x256_cluster_m2", clustered);
+    add("hopper:sms=4", "gemm", {"ws_pingpong"}, "136x1032x240_cluster_m2", clustered_ragged);
+    // TK = 64: TMA moves the tiles, so B's boxes are multicast (TK = 32 tiles are thread-copied).
+    // 5 tiles of 7 K steps per CTA: the ring ends at an odd position (at an even one a tail wait
+    // shifted by a version only reorders the same two waits) that is no multiple of twice the
+    // versions (a dropped advance would not show), and each consumer has two tiles or more.
+    add("hopper:sms=4", "gemm", {"ws_pingpong"}, "128x640x448_tk64_cluster_m2",
+        {{"M", "128"}, {"N", "640"}, {"K", "448"}, {"TM", "64"}, {"TN", "64"}, {"TK", "64"}, {"stages", "2"},
+         {"cluster_m", "2"}});
     add("hopper:sms=4", "elementwise", stream_schedules, "256x192", stream);
     add("hopper:sms=4", "elementwise", stream_schedules, "3066x42", stream_ragged);
     return all;
