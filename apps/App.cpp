@@ -11,7 +11,8 @@ int Params::get_int(const std::string &key) const {
     try {
         size_t used = 0;
         int r = std::stoi(v, &used);
-        if (used != v.size()) throw std::invalid_argument(v);
+        if (used != v.size())
+            throw std::invalid_argument(v);
         return r;
     } catch (const std::exception &) {
         throw Error("parameter " + key + " needs an integer, got '" + v + "'");
@@ -20,14 +21,16 @@ int Params::get_int(const std::string &key) const {
 
 std::string Params::get(const std::string &key) const {
     auto it = values_.find(key);
-    if (it == values_.end()) throw Error("parameter " + key + " is missing");
+    if (it == values_.end())
+        throw Error("parameter " + key + " is missing");
     return it->second;
 }
 
 std::map<std::string, std::string> generator_defaults(const std::string &name) {
     std::map<std::string, std::string> defaults;
     for (const GeneratorParamInfo &p : GeneratorRegistry::create(name)->params()) {
-        if (p.name != "schedule") defaults[p.name] = p.default_value;
+        if (p.name != "schedule")
+            defaults[p.name] = p.default_value;
     }
     return defaults;
 }
@@ -38,7 +41,8 @@ std::vector<std::string> generator_schedules(const std::string &name) {
             // The default first.
             std::vector<std::string> all = {p.default_value};
             for (const std::string &c : p.choices) {
-                if (c != p.default_value) all.push_back(c);
+                if (c != p.default_value)
+                    all.push_back(c);
             }
             return all;
         }
@@ -46,12 +50,16 @@ std::vector<std::string> generator_schedules(const std::string &name) {
     throw Error("generator " + name + " has no parameter 'schedule'");
 }
 
-std::function<Built(const Params &, const std::string &, const Target &)> generator_build(const std::string &name) {
+std::function<Built(const Params &, const std::string &, const Target &)>
+generator_build(const std::string &name) {
     return [name](const Params &p, const std::string &schedule, const Target &target) {
         std::unique_ptr<GeneratorBase> g = GeneratorRegistry::create(name);
-        for (const auto &[k, v] : p.values()) g->set_param(k, v);
-        if (schedule != "reference" && !schedule.empty()) g->set_param("schedule", schedule);
-        GeneratorBase::Pipeline built = schedule == "reference" ? g->build_reference() : g->build(target);
+        for (const auto &[k, v] : p.values())
+            g->set_param(k, v);
+        if (schedule != "reference" && !schedule.empty())
+            g->set_param("schedule", schedule);
+        GeneratorBase::Pipeline built =
+            schedule == "reference" ? g->build_reference() : g->build(target);
         // The instance owns nothing the pipeline needs: Funcs and ImageParams are shared handles.
         return Built{built.inputs, built.output};
     };
@@ -59,31 +67,36 @@ std::function<Built(const Params &, const std::string &, const Target &)> genera
 
 Params params_of(const GeneratorBase &g) {
     Params p;
-    for (const GeneratorParamInfo &info : g.params()) p.set(info.name, info.value);
+    for (const GeneratorParamInfo &info : g.params())
+        p.set(info.name, info.value);
     return p;
 }
 
 const std::vector<App> &all_apps() {
-    static const std::vector<App> apps = {gemm_app(), elementwise_app(), rmsnorm_app(), attention_scores_app(), pointwise_app()};
+    static const std::vector<App> apps = {gemm_app(), elementwise_app(), rmsnorm_app(),
+                                          attention_scores_app(), pointwise_app()};
     return apps;
 }
 
 namespace {
 
-/** The bytes of a generator's inputs and output whose extents are static: its compulsory traffic. */
+/** The bytes of a generator's inputs and output whose extents are static: its compulsory traffic.
+ */
 double static_bytes(const GeneratorBase::Pipeline &p) {
     auto bytes = [](const Halide::Internal::Parameter &param, Halide::Type type, int rank) {
         double n = type.bytes();
         for (int d = 0; d < rank; d++) {
             const Halide::Expr extent = param.extent_constraint(d);
             const int64_t *e = extent.defined() ? Halide::Internal::as_const_int(extent) : nullptr;
-            if (!e) return 0.0;
+            if (!e)
+                return 0.0;
             n *= double(*e);
         }
         return n;
     };
     double total = 0;
-    for (const ImageParam &in : p.inputs) total += bytes(in.parameter(), in.type(), in.dimensions());
+    for (const ImageParam &in : p.inputs)
+        total += bytes(in.parameter(), in.type(), in.dimensions());
     const Halide::Func out = p.output.halide();
     total += bytes(p.output.output_buffer().parameter(), out.output_types()[0], out.dimensions());
     return total;
@@ -100,27 +113,33 @@ App generator_app(const std::string &name) {
     bool has_schedule = false;
     for (const GeneratorParamInfo &p : g->params()) {
         has_schedule |= p.name == "schedule";
-        if (p.name != "schedule" && !p.tunable.empty()) app.choices[p.name] = p.tunable;
+        if (p.name != "schedule" && !p.tunable.empty())
+            app.choices[p.name] = p.tunable;
     }
     app.schedules = has_schedule ? generator_schedules(name) : std::vector<std::string>{"default"};
-    for (const char *target : {"hopper", "ascend"}) app.target_schedules[target] = app.schedules;
+    for (const char *target : {"hopper", "ascend"})
+        app.target_schedules[target] = app.schedules;
     auto build = generator_build(name);
-    app.build = [build, has_schedule](const Params &p, const std::string &schedule, const Target &target) {
+    app.build = [build, has_schedule](const Params &p, const std::string &schedule,
+                                      const Target &target) {
         return build(p, has_schedule || schedule == "reference" ? schedule : "", target);
     };
     app.workload = [name](const Params &p) {
         std::unique_ptr<GeneratorBase> instance = GeneratorRegistry::create(name);
-        for (const auto &[k, v] : p.values()) instance->set_param(k, v);
+        for (const auto &[k, v] : p.values())
+            instance->set_param(k, v);
         Workload w;
         w.bytes = static_bytes(instance->build_algorithm());
         return w;
     };
     app.tolerance = [name](const Params &p) {
         std::unique_ptr<GeneratorBase> instance = GeneratorRegistry::create(name);
-        for (const auto &[k, v] : p.values()) instance->set_param(k, v);
+        for (const auto &[k, v] : p.values())
+            instance->set_param(k, v);
         const GeneratorBase::Pipeline a = instance->build_algorithm();
         bool narrow = a.output.halide().output_types()[0].bits() < 32;
-        for (const ImageParam &in : a.inputs) narrow |= in.type().bits() < 32;
+        for (const ImageParam &in : a.inputs)
+            narrow |= in.type().bits() < 32;
         return narrow ? 1e-2 : 1e-3;
     };
     return app;
@@ -129,7 +148,8 @@ App generator_app(const std::string &name) {
 const App &find_app(const std::string &name) {
     std::string known;
     for (const App &a : all_apps()) {
-        if (a.name == name) return a;
+        if (a.name == name)
+            return a;
         known += (known.empty() ? "" : ", ") + a.name;
     }
     // A generator of this program (a user's, in a generator binary): an app made from it.
@@ -137,11 +157,13 @@ const App &find_app(const std::string &name) {
     const std::vector<std::string> names = GeneratorRegistry::names();
     if (std::find(names.begin(), names.end(), name) != names.end()) {
         auto it = generators.find(name);
-        if (it == generators.end()) it = generators.emplace(name, generator_app(name)).first;
+        if (it == generators.end())
+            it = generators.emplace(name, generator_app(name)).first;
         return it->second;
     }
     for (const std::string &n : names) {
-        if (!std::count_if(all_apps().begin(), all_apps().end(), [&](const App &a) { return a.name == n; }))
+        if (!std::count_if(all_apps().begin(), all_apps().end(),
+                           [&](const App &a) { return a.name == n; }))
             known += ", " + n;
     }
     throw Error("unknown app '" + name + "' (known: " + known + ")");
@@ -157,7 +179,8 @@ std::set<std::string> calls_in(const Halide::Expr &e) {
         using IRVisitor::visit;
         void visit(const Halide::Internal::Call *op) override {
             // An ImageParam is called through the Func that wraps it (a Halide call of its name).
-            if (op->call_type == Halide::Internal::Call::Image || op->call_type == Halide::Internal::Call::Halide) {
+            if (op->call_type == Halide::Internal::Call::Image ||
+                op->call_type == Halide::Internal::Call::Halide) {
                 names.insert(op->name);
             }
             IRVisitor::visit(op);
@@ -169,23 +192,27 @@ std::set<std::string> calls_in(const Halide::Expr &e) {
 
 } // namespace
 
-void set_shape(Halide::OutputImageParam tensor, const std::vector<int> &extents, const std::string &shapes,
-               const std::vector<bool> &fixed) {
+void set_shape(Halide::OutputImageParam tensor, const std::vector<int> &extents,
+               const std::string &shapes, const std::vector<bool> &fixed) {
     if (shapes != "static" && shapes != "runtime") {
         throw Error("shapes must be static or runtime, not '" + shapes + "'");
     }
     for (size_t d = 0; d < extents.size(); d++) {
         Halide::Internal::Dimension dim = tensor.dim(int(d));
-        if (shapes == "static" || (d < fixed.size() && fixed[d])) dim.set_bounds(0, extents[d]);
-        else dim.set_min(0).set_estimate(0, extents[d]);
-        if (d > 0) dim.set_stride(tensor.dim(int(d) - 1).stride() * tensor.dim(int(d) - 1).extent());
+        if (shapes == "static" || (d < fixed.size() && fixed[d]))
+            dim.set_bounds(0, extents[d]);
+        else
+            dim.set_min(0).set_estimate(0, extents[d]);
+        if (d > 0)
+            dim.set_stride(tensor.dim(int(d) - 1).stride() * tensor.dim(int(d) - 1).extent());
     }
 }
 
 void schedule_pointwise(Func &out, const std::vector<ImageParam> &inputs, const Params &p,
                         const std::string &schedule, const std::string &app) {
     if (schedule != "sync" && schedule != "double_buffered" && schedule != "single_buffered") {
-        throw Error(app + ": unknown schedule '" + schedule + "' (known: double_buffered, single_buffered, sync)");
+        throw Error(app + ": unknown schedule '" + schedule +
+                    "' (known: double_buffered, single_buffered, sync)");
     }
     // Tiles larger than a static tensor shrink to it (Halide's bounds need a tile within the
     // tensor); with runtime shapes they stay, their tails guarded.
@@ -194,34 +221,43 @@ void schedule_pointwise(Func &out, const std::vector<ImageParam> &inputs, const 
     const int TY = runtime ? p.get_int("TY") : std::min(p.get_int("TY"), p.get_int("H"));
     std::vector<Var> args = out.halide().args();
     Var xo("xo"), yo("yo"), xi("xi"), yi("yi"), t("t");
-    out.tile(args[0], args[1], xo, yo, xi, yi, TX, TY, TailStrategy::GuardWithIf).fuse(xo, yo, t).map_to_cores(t);
+    out.tile(args[0], args[1], xo, yo, xi, yi, TX, TY, TailStrategy::GuardWithIf)
+        .fuse(xo, yo, t)
+        .map_to_cores(t);
     // An input the definition does not read (after simplification: x - y - x reads no y) has
     // nothing to stage.
     std::set<std::string> read = calls_in(Halide::Internal::simplify(out.halide().value()));
     std::vector<Func> tiles;
     for (const ImageParam &in : inputs) {
-        if (!read.count(Halide::Func(in).name())) continue;
+        if (!read.count(Halide::Func(in).name()))
+            continue;
         Func tile = Func::staged(in, out);
         tile.compute_at(out, t);
         tiles.push_back(tile);
     }
-    if (schedule == "sync") return;
+    if (schedule == "sync")
+        return;
     int versions = schedule == "double_buffered" ? p.get_int("stages") : 1;
-    for (Func &tile : tiles) tile.async_copy().multi_buffer(versions);
+    for (Func &tile : tiles)
+        tile.async_copy().multi_buffer(versions);
     out.async_copy().multi_buffer(versions);
 }
 
 namespace {
 
-std::string arch_of(const std::string &target) { return target.substr(0, target.find(':')); }
+std::string arch_of(const std::string &target) {
+    return target.substr(0, target.find(':'));
+}
 
 } // namespace
 
 const std::vector<std::string> &schedules_for(const App &app, const std::string &target) {
     std::string arch = arch_of(target);
     auto it = app.target_schedules.find(arch);
-    if (it == app.target_schedules.end() && arch == "zpu") return app.schedules; // the generator's choices
-    if (it == app.target_schedules.end()) throw Error("app " + app.name + " has no " + arch + " schedule yet");
+    if (it == app.target_schedules.end() && arch == "zpu")
+        return app.schedules; // the generator's choices
+    if (it == app.target_schedules.end())
+        throw Error("app " + app.name + " has no " + arch + " schedule yet");
     return it->second;
 }
 
@@ -229,12 +265,14 @@ Params with_defaults(const App &app, const Params &given, const std::string &tar
     Params p(app.defaults);
     auto it = app.target_defaults.find(arch_of(target));
     if (it != app.target_defaults.end()) {
-        for (const auto &[k, v] : it->second) p.set(k, v);
+        for (const auto &[k, v] : it->second)
+            p.set(k, v);
     }
     for (const auto &[k, v] : given.values()) {
         if (!app.defaults.count(k)) {
             std::string known;
-            for (const auto &[dk, dv] : app.defaults) known += (known.empty() ? "" : ", ") + dk;
+            for (const auto &[dk, dv] : app.defaults)
+                known += (known.empty() ? "" : ", ") + dk;
             throw Error("app " + app.name + " has no parameter '" + k + "' (known: " + known + ")");
         }
         p.set(k, v);
@@ -242,13 +280,15 @@ Params with_defaults(const App &app, const Params &given, const std::string &tar
     return p;
 }
 
-/** stages = 0 (auto) of a tiled MMA (gemm, attention_scores): the most stages (up to 4 on Hopper, 3 elsewhere) that fit on chip with the
- * output staging and the accumulator (two versions each with ping-pong) and the bias tile. Hopper:
- * the operand ring and the output staging (two 128-byte column blocks of it where rows are
- * longer) share the CTA's shared memory, tiles rounded up to wgmma's 64. ZPU: A's versions, the accumulator and the staging share RSRAM (A goes through RSRAM
+/** stages = 0 (auto) of a tiled MMA (gemm, attention_scores): the most stages (up to 4 on Hopper, 3
+ * elsewhere) that fit on chip with the output staging and the accumulator (two versions each with
+ * ping-pong) and the bias tile. Hopper: the operand ring and the output staging (two 128-byte
+ * column blocks of it where rows are longer) share the CTA's shared memory, tiles rounded up to
+ * wgmma's 64. ZPU: A's versions, the accumulator and the staging share RSRAM (A goes through RSRAM
  * on its way to ASRAM), B's versions fill WSRAM. Ascend: 3. */
-int fitting_stages(int N, int TM, int TN, int TK, const std::string &out, const std::string &epilogue,
-                   const std::string &schedule, const Target &target, bool runtime_shapes) {
+int fitting_stages(int N, int TM, int TN, int TK, const std::string &out,
+                   const std::string &epilogue, const std::string &schedule, const Target &target,
+                   bool runtime_shapes) {
     const int64_t out_bytes = out == "bf16" ? 2 : 4, versions = schedule == "ws_pingpong" ? 2 : 1;
     const int64_t bias = epilogue == "bias_relu" ? 2 * 4 * int64_t(TN) : 0;
     if (target.arch == Target::Arch::Hopper) {
@@ -257,18 +297,20 @@ int fitting_stages(int N, int TM, int TN, int TK, const std::string &out, const 
         // Rows of more than two 128-byte column blocks are staged through a ring of two of them
         // where TMA stores C (rows of C a multiple of 16 bytes, whole 8-row swizzle atoms).
         const int64_t row = up(TN) * out_bytes;
-        // With runtime shapes the kernel's thread-copy variant (for rows TMA cannot step) stages the
-        // whole tile: the stages fit both variants.
-        const bool ring = !runtime_shapes && TN * out_bytes > 256 && (TN * out_bytes) % 128 == 0 && TM % 8 == 0 &&
-                          (N * out_bytes) % 16 == 0;
+        // With runtime shapes the kernel's thread-copy variant (for rows TMA cannot step) stages
+        // the whole tile: the stages fit both variants.
+        const bool ring = !runtime_shapes && TN * out_bytes > 256 && (TN * out_bytes) % 128 == 0 &&
+                          TM % 8 == 0 && (N * out_bytes) % 16 == 0;
         const int64_t staged_row = ring ? 256 : row;
         const int64_t staging = versions * up(TM) * staged_row;
-        const int64_t free = target.machine.integer("smem_bytes") - staging - bias - 2048; // barriers, alignment
+        const int64_t free =
+            target.machine.integer("smem_bytes") - staging - bias - 2048; // barriers, alignment
         return int(std::clamp<int64_t>(free / per_stage, 1, 4));
     }
     if (target.arch == Target::Arch::ZPU) {
         const int64_t tile = int64_t(TM) * TN;
-        const int64_t rsram = target.machine.integer("rsram_bytes") - versions * tile * (4 + out_bytes) - bias;
+        const int64_t rsram =
+            target.machine.integer("rsram_bytes") - versions * tile * (4 + out_bytes) - bias;
         const int64_t by_a = rsram / (int64_t(TM) * TK * 2);
         const int64_t by_b = target.machine.integer("wsram_bytes") / (int64_t(TK) * TN * 2);
         return int(std::clamp<int64_t>(std::min(by_a, by_b), 1, 3));

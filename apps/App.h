@@ -39,9 +39,9 @@ struct Built {
 
 /** What the problem itself costs, whatever the schedule (for the roofline). */
 struct Workload {
-    double macs = 0;          // tensor-core multiply-accumulates
-    double vector_flops = 0;  // element work that has to happen on the vector core
-    double bytes = 0;         // compulsory DRAM traffic: inputs read once, output written once
+    double macs = 0;         // tensor-core multiply-accumulates
+    double vector_flops = 0; // element work that has to happen on the vector core
+    double bytes = 0;        // compulsory DRAM traffic: inputs read once, output written once
 };
 
 /** An extent of the problem and the tile parameter that splits it ("" if none). */
@@ -82,7 +82,8 @@ std::map<std::string, std::string> generator_defaults(const std::string &name);
 std::vector<std::string> generator_schedules(const std::string &name);
 /** App::build for a generator: a fresh instance, the parameters and the schedule set, built for
  * the target ("reference": the algorithm with its reference_schedule()). */
-std::function<Built(const Params &, const std::string &, const Target &)> generator_build(const std::string &name);
+std::function<Built(const Params &, const std::string &, const Target &)>
+generator_build(const std::string &name);
 /** The generator's parameters as Params (for helpers shared by apps, e.g. schedule_pointwise). */
 Params params_of(const GeneratorBase &g);
 
@@ -107,8 +108,8 @@ const std::vector<std::string> &schedules_for(const App &app, const std::string 
 /** Gives a tensor of the app a dense shape starting at 0 (dims[0] innermost): with `shapes`
  * "static" the extents are set (set_bounds), with "runtime" they are the buffer's at each call
  * and `extents` are only estimates, but for the dims `fixed` marks (e.g. attention's head size). */
-void set_shape(Halide::OutputImageParam tensor, const std::vector<int> &extents, const std::string &shapes,
-               const std::vector<bool> &fixed = {});
+void set_shape(Halide::OutputImageParam tensor, const std::vector<int> &extents,
+               const std::string &shapes, const std::vector<bool> &fixed = {});
 
 /** The schedule of a pointwise Func out(x, y) over W x H (parameters W, H, TX, TY, stages):
  * TX x TY tiles spread over the cores, each input its simplified definition reads staged per tile;
@@ -126,8 +127,9 @@ const App &pointwise_app();
 /** The most operand stages (up to 4 on Hopper, 3 elsewhere) of a tiled MMA with TM x TN x TK
  * tiles of an N-column output that fit on chip with the output staging, the accumulator and a
  * bias tile (App.cpp says how); with runtime shapes, in both of the Hopper kernel's variants. */
-int fitting_stages(int N, int TM, int TN, int TK, const std::string &out, const std::string &epilogue,
-                   const std::string &schedule, const Target &target, bool runtime_shapes);
+int fitting_stages(int N, int TM, int TN, int TK, const std::string &out,
+                   const std::string &epilogue, const std::string &schedule, const Target &target,
+                   bool runtime_shapes);
 
 } // namespace tandem::apps
 

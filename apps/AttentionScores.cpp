@@ -19,7 +19,8 @@ public:
     GeneratorParam<int> TM{"TM", 128, 1, 4096};
     GeneratorParam<int> TN{"TN", 128, 1, 4096};
     GeneratorParam<int> TD{"TD", 0, 0, 4096}; // the MMA's K step; 0: up to 128 (Hopper: 64)
-    GeneratorParam<int> stages{"stages", 0, 0, 8}; // Hopper: the Q and K ring's depth (0: the most that fit)
+    GeneratorParam<int> stages{"stages", 0, 0,
+                               8}; // Hopper: the Q and K ring's depth (0: the most that fit)
     // runtime: Lq and Lk are estimates, the kernel takes any; the head size D stays static (Q's
     // row block is resident on chip).
     GeneratorParam<std::string> shapes{"shapes", "static", {"static", "runtime"}};
@@ -40,8 +41,10 @@ public:
 
     void schedule() override {
         const bool runtime = shapes.value() == "runtime"; // tiles stay, their tails guarded
-        const int tm = runtime ? int(TM) : std::min<int>(TM, Lq), tn = runtime ? int(TN) : std::min<int>(TN, Lk);
-        if (pipelining.value() == "ws_pingpong") return warp_specialized(tm, tn);
+        const int tm = runtime ? int(TM) : std::min<int>(TM, Lq),
+                  tn = runtime ? int(TN) : std::min<int>(TN, Lk);
+        if (pipelining.value() == "ws_pingpong")
+            return warp_specialized(tm, tn);
         Var io("io"), jo("jo"), ii("ii"), ji("ji");
         RVar dk("dk"), di("di");
         S.split(i, io, ii, tm, TailStrategy::GuardWithIf)
@@ -54,9 +57,12 @@ public:
         // The MMA's K step: TD columns of Q and K at a time (default: up to 128, which keeps a
         // 128-row operand pair double-buffered in a 64 KB L0A/L0B).
         const int td = std::min<int>(TD > 0 ? int(TD) : 128, D);
-        acc.update().split(d_x, dk, di, td, TailStrategy::GuardWithIf).reorder(j, i, di, dk).tile_mma();
+        acc.update()
+            .split(d_x, dk, di, td, TailStrategy::GuardWithIf)
+            .reorder(j, i, di, dk)
+            .tile_mma();
         Func Q_tile = Func::staged(Q, acc), K_tile = Func::staged(K, acc);
-        Q_tile.compute_at(S, io);                               // resident for the row block
+        Q_tile.compute_at(S, io);                                // resident for the row block
         K_tile.compute_at(acc, dk).async_copy().multi_buffer(2); // streamed
     }
 
@@ -65,13 +71,19 @@ public:
     void warp_specialized(int tm, int tn) {
         Var jo("jo"), io("io"), ji("ji"), ii("ii"), t("t");
         RVar dk("dk"), di("di");
-        S.tile(j, i, jo, io, ji, ii, tn, tm, TailStrategy::GuardWithIf).fuse(jo, io, t).map_to_cores(t);
+        S.tile(j, i, jo, io, ji, ii, tn, tm, TailStrategy::GuardWithIf)
+            .fuse(jo, io, t)
+            .map_to_cores(t);
         acc.compute_at(S, t);
         const int td = std::min<int>(TD > 0 ? int(TD) : 64, D);
-        const int n_stages =
-            stages > 0 ? int(stages) : fitting_stages(Lk, tm, tn, td, "f32", "none", "ws_pingpong", get_target(),
-                                                       shapes.value() == "runtime");
-        acc.update().split(d_x, dk, di, td, TailStrategy::GuardWithIf).reorder(j, i, di, dk).tile_mma();
+        const int n_stages = stages > 0
+                                 ? int(stages)
+                                 : fitting_stages(Lk, tm, tn, td, "f32", "none", "ws_pingpong",
+                                                  get_target(), shapes.value() == "runtime");
+        acc.update()
+            .split(d_x, dk, di, td, TailStrategy::GuardWithIf)
+            .reorder(j, i, di, dk)
+            .tile_mma();
         Func Q_tile = Func::staged(Q, acc), K_tile = Func::staged(K, acc);
         Q_tile.compute_at(acc, dk).async_copy().multi_buffer(n_stages);
         K_tile.compute_at(acc, dk).async_copy().multi_buffer(n_stages);
@@ -109,7 +121,8 @@ const App &attention_scores_app() {
         },
         [](const Params &) { return 1e-3; },
         {{"Lq", "TM", 300}, {"Lk", "TN", 300}, {"D", "", 256}},
-        {{"TM", {"16", "32", "64", "128", "256"}}, {"TN", {"16", "32", "64", "128", "256"}},
+        {{"TM", {"16", "32", "64", "128", "256"}},
+         {"TN", {"16", "32", "64", "128", "256"}},
          {"TD", {"0", "16", "32", "64", "100"}}},
         4e6,
         {},

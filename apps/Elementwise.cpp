@@ -18,25 +18,31 @@ public:
     // through its ring (0: a CTA per tile, the GPU overlapping CTAs instead).
     GeneratorParam<int> ctas_per_sm{"ctas_per_sm", 0, 0, 32};
     GeneratorParam<std::string> shapes{"shapes", "static", {"static", "runtime"}};
-    GeneratorParam<std::string> pipelining{"schedule", "double_buffered", {"double_buffered", "single_buffered", "sync"}};
+    GeneratorParam<std::string> pipelining{
+        "schedule", "double_buffered", {"double_buffered", "single_buffered", "sync"}};
     Input<Buffer<float, 2>> a{"a"}, b{"b"}, c{"c"};
     Output<Buffer<float, 2>> out{"out"};
 
     void generate() override {
         out(x, y) = a(x, y) * b(x, y) + Halide::max(c(x, y), 0.0f) * 0.5f;
-        for (ImageParam *in : {&a, &b, &c}) set_shape(*in, {W, H}, shapes);
+        for (ImageParam *in : {&a, &b, &c})
+            set_shape(*in, {W, H}, shapes);
         set_shape(out.output_buffer(), {W, H}, shapes);
     }
 
     void schedule() override {
         schedule_pointwise(out, {a, b, c}, params_of(*this), pipelining, "elementwise");
-        if (get_target().arch == Target::Arch::Hopper && ctas_per_sm > 0 && pipelining.value() == "double_buffered")
+        if (get_target().arch == Target::Arch::Hopper && ctas_per_sm > 0 &&
+            pipelining.value() == "double_buffered")
             out.persistent(ctas_per_sm);
     }
 
     void reference_schedule() override {
         Var yo("yo"), yi("yi");
-        out.halide().split(y, yo, yi, 16, TailStrategy::GuardWithIf).parallel(yo).vectorize(x, 8, TailStrategy::GuardWithIf);
+        out.halide()
+            .split(y, yo, yi, 16, TailStrategy::GuardWithIf)
+            .parallel(yo)
+            .vectorize(x, 8, TailStrategy::GuardWithIf);
     }
 
 private:
@@ -54,7 +60,8 @@ const App &elementwise_app() {
         generator_defaults("elementwise"),
         generator_schedules("elementwise"),
         {{"hopper", {{"TX", "256"}, {"TY", "16"}}}, {"ascend", {{"TX", "256"}, {"TY", "16"}}}},
-        {{"hopper", generator_schedules("elementwise")}, {"ascend", generator_schedules("elementwise")}},
+        {{"hopper", generator_schedules("elementwise")},
+         {"ascend", generator_schedules("elementwise")}},
         generator_build("elementwise"),
         [](const Params &p) {
             double n = double(p.get_int("W")) * p.get_int("H");

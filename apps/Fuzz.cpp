@@ -35,16 +35,34 @@ int draw_extent(std::mt19937_64 &rng, int tile, int max) {
     auto pick = [&](int n) { return int(std::uniform_int_distribution<int>(0, n - 1)(rng)); };
     int v = 1;
     switch (pick(tile > 1 ? 10 : 5)) {
-    case 0: v = 1; break;
-    case 1: v = 2; break;
-    case 2: v = primes[pick(int(std::size(primes)))]; break;
+    case 0:
+        v = 1;
+        break;
+    case 1:
+        v = 2;
+        break;
+    case 2:
+        v = primes[pick(int(std::size(primes)))];
+        break;
     case 3:
-    case 4: v = 1 + pick(max); break;
-    case 5: v = tile - 1; break;
-    case 6: v = tile; break;
-    case 7: v = tile + 1; break;
-    case 8: v = tile * (2 + pick(3)); break;
-    default: v = tile * (2 + pick(3)) + (pick(2) ? 1 : -1); break;
+    case 4:
+        v = 1 + pick(max);
+        break;
+    case 5:
+        v = tile - 1;
+        break;
+    case 6:
+        v = tile;
+        break;
+    case 7:
+        v = tile + 1;
+        break;
+    case 8:
+        v = tile * (2 + pick(3));
+        break;
+    default:
+        v = tile * (2 + pick(3)) + (pick(2) ? 1 : -1);
+        break;
     }
     return std::clamp(v, 1, max);
 }
@@ -63,46 +81,66 @@ std::string emit(const Kernel &k) {
 
 const char *outcome_name(Outcome o) {
     switch (o) {
-    case Outcome::Ok: return "ok";
-    case Outcome::UserError: return "user_error";
-    case Outcome::Wrong: return "wrong";
-    case Outcome::Race: return "race";
-    case Outcome::Deadlock: return "deadlock";
-    case Outcome::InternalError: return "internal_error";
-    case Outcome::Crash: return "crash";
-    case Outcome::Timeout: return "timeout";
+    case Outcome::Ok:
+        return "ok";
+    case Outcome::UserError:
+        return "user_error";
+    case Outcome::Wrong:
+        return "wrong";
+    case Outcome::Race:
+        return "race";
+    case Outcome::Deadlock:
+        return "deadlock";
+    case Outcome::InternalError:
+        return "internal_error";
+    case Outcome::Crash:
+        return "crash";
+    case Outcome::Timeout:
+        return "timeout";
     }
     return "?";
 }
 
 std::string FuzzCase::command() const {
     std::string s = "./tandem run " + app + " --target " + target + " --schedule " + schedule;
-    for (const auto &[k, v] : params.values()) s += " --param " + k + "=" + v;
+    for (const auto &[k, v] : params.values())
+        s += " --param " + k + "=" + v;
     if (!at.empty()) {
-        for (const auto &[k, v] : at.front().values()) s += " --at " + k + "=" + v;
+        for (const auto &[k, v] : at.front().values())
+            s += " --at " + k + "=" + v;
     }
     return s + " --seed " + std::to_string(index + 1);
 }
 
 FuzzCase draw_case(const FuzzOptions &options, uint64_t index) {
     // One generator per case: the case does not depend on which cases ran before it.
-    std::seed_seq seq{uint32_t(options.seed), uint32_t(options.seed >> 32), uint32_t(index), uint32_t(index >> 32)};
+    std::seed_seq seq{uint32_t(options.seed), uint32_t(options.seed >> 32), uint32_t(index),
+                      uint32_t(index >> 32)};
     std::mt19937_64 rng(seq);
-    auto pick = [&](size_t n) { return size_t(std::uniform_int_distribution<size_t>(0, n - 1)(rng)); };
+    auto pick = [&](size_t n) {
+        return size_t(std::uniform_int_distribution<size_t>(0, n - 1)(rng));
+    };
 
     std::vector<std::pair<const App *, std::string>> pairs;
     for (const App &app : all_apps()) {
-        if (!options.app.empty() && app.name != options.app) continue;
-        if (options.runtime_shapes && !app.defaults.count("shapes")) continue;
+        if (!options.app.empty() && app.name != options.app)
+            continue;
+        if (options.runtime_shapes && !app.defaults.count("shapes"))
+            continue;
         for (const char *t : targets) {
-            if (!options.target.empty() && options.target != t) continue;
-            if (options.runtime_shapes && !takes_runtime_shapes(Target::parse(t))) continue;
-            if (t == std::string("zpu") || app.target_schedules.count(t)) pairs.push_back({&app, t});
+            if (!options.target.empty() && options.target != t)
+                continue;
+            if (options.runtime_shapes && !takes_runtime_shapes(Target::parse(t)))
+                continue;
+            if (t == std::string("zpu") || app.target_schedules.count(t))
+                pairs.push_back({&app, t});
         }
     }
     if (pairs.empty()) {
-        throw Error(options.runtime_shapes ? "fuzz --runtime-shapes: no app takes shapes=runtime on the given --app and --target"
-                                           : "fuzz: no app has a schedule for the given --app and --target");
+        throw Error(options.runtime_shapes
+                        ? "fuzz --runtime-shapes: no app takes shapes=runtime on the given --app "
+                          "and --target"
+                        : "fuzz: no app has a schedule for the given --app and --target");
     }
     FuzzCase c;
     c.index = index;
@@ -115,10 +153,13 @@ FuzzCase draw_case(const FuzzOptions &options, uint64_t index) {
     c.defaults = pick(2) == 0;
     for (const auto &[key, values] : app->choices) {
         // Defaults mode keeps the schedule's parameters and draws the algorithm's variants.
-        if (c.defaults && std::find(app->variants.begin(), app->variants.end(), key) == app->variants.end()) continue;
+        if (c.defaults &&
+            std::find(app->variants.begin(), app->variants.end(), key) == app->variants.end())
+            continue;
         c.params.set(key, values[pick(values.size())]);
     }
-    if (options.runtime_shapes) c.params.set("shapes", "runtime");
+    if (options.runtime_shapes)
+        c.params.set("shapes", "runtime");
     Params all = with_defaults(*app, c.params, target);
     auto tile_of = [&](size_t i) {
         const std::string &t = app->extents[i].tile;
@@ -129,39 +170,53 @@ FuzzCase draw_case(const FuzzOptions &options, uint64_t index) {
     auto draw_extents = [&](const std::vector<int> *estimates) {
         std::vector<int> extents;
         for (size_t i = 0; i < app->extents.size(); i++) {
-            extents.push_back(estimates && fixed(i) ? (*estimates)[i] : draw_extent(rng, tile_of(i), app->extents[i].max));
+            extents.push_back(estimates && fixed(i)
+                                  ? (*estimates)[i]
+                                  : draw_extent(rng, tile_of(i), app->extents[i].max));
         }
         // Keep the problem small enough for the models (elements, and tiles: each is a few ops):
         // cut the largest extent, or the one with the most tiles, until it fits.
-        auto tiles = [&](size_t i) { return tile_of(i) > 0 ? (extents[i] + tile_of(i) - 1) / tile_of(i) : 1; };
-        auto cut = [&](int &e) { e = std::max(1, int(std::uniform_int_distribution<int>(e / 4, e / 2)(rng))); };
+        auto tiles = [&](size_t i) {
+            return tile_of(i) > 0 ? (extents[i] + tile_of(i) - 1) / tile_of(i) : 1;
+        };
+        auto cut = [&](int &e) {
+            e = std::max(1, int(std::uniform_int_distribution<int>(e / 4, e / 2)(rng)));
+        };
         while (true) {
             double problem = 1, all_tiles = 1;
             size_t most_tiles = 0, largest = 0;
             for (size_t i = 0; i < extents.size(); i++) {
                 problem *= extents[i];
                 all_tiles *= tiles(i);
-                if (tiles(i) > tiles(most_tiles)) most_tiles = i;
-                if (extents[i] > extents[largest] && !(estimates && fixed(i))) largest = i;
+                if (tiles(i) > tiles(most_tiles))
+                    most_tiles = i;
+                if (extents[i] > extents[largest] && !(estimates && fixed(i)))
+                    largest = i;
             }
-            if (problem > app->max_problem && extents[largest] > 1) cut(extents[largest]);
-            else if (all_tiles > max_tiles) cut(extents[most_tiles]);
-            else break;
+            if (problem > app->max_problem && extents[largest] > 1)
+                cut(extents[largest]);
+            else if (all_tiles > max_tiles)
+                cut(extents[most_tiles]);
+            else
+                break;
         }
         return extents;
     };
     const std::vector<int> extents = draw_extents(nullptr);
-    for (size_t i = 0; i < extents.size(); i++) c.params.set(app->extents[i].name, std::to_string(extents[i]));
+    for (size_t i = 0; i < extents.size(); i++)
+        c.params.set(app->extents[i].name, std::to_string(extents[i]));
     for (int s = 0; options.runtime_shapes && s < options.shapes_per_case; s++) {
         Params shape;
         std::vector<int> at = draw_extents(&extents);
         // Hopper takes rows of a multiple of 16 bytes at the call (TMA strides; others are refused,
         // ShapeError): mostly multiples of 8, so that most shapes run.
         for (size_t i = 0; target == "hopper" && i < at.size(); i++) {
-            if (!fixed(i) && pick(4) != 0) at[i] = (at[i] + 7) / 8 * 8;
+            if (!fixed(i) && pick(4) != 0)
+                at[i] = (at[i] + 7) / 8 * 8;
         }
         for (size_t i = 0; i < at.size(); i++) {
-            if (!fixed(i)) shape.set(app->extents[i].name, std::to_string(at[i]));
+            if (!fixed(i))
+                shape.set(app->extents[i].name, std::to_string(at[i]));
         }
         c.at.push_back(shape);
     }
@@ -192,21 +247,26 @@ FuzzResult run_case(const FuzzCase &c) {
             run_result.kernel = kernel;
             for (const Params &shape : c.at) {
                 Params call = compiled;
-                for (const auto &[k, v] : shape.values()) call.set(k, v);
+                for (const auto &[k, v] : shape.values())
+                    call.set(k, v);
                 where = "at";
-                for (const auto &[k, v] : shape.values()) where += " " + k + "=" + v;
+                for (const auto &[k, v] : shape.values())
+                    where += " " + k + "=" + v;
                 where += ": ";
                 try {
                     run_result = run_kernel(app, kernel, call, c.schedule, o, &reference);
                 } catch (const ShapeError &e) {
                     // A stride the target cannot take is a clear refusal; the shapes drawn here are
                     // consistent, so an input the algorithm reads past is the checks' own bug.
-                    if (!e.target_limit) throw Error(e.what());
+                    if (!e.target_limit)
+                        throw Error(e.what());
                     r.refused++;
                     where.clear();
                     continue;
                 }
-                if (run_result.report.deadlock || run_result.report.race_count || !run_result.correct) break;
+                if (run_result.report.deadlock || run_result.report.race_count ||
+                    !run_result.correct)
+                    break;
             }
         }
         const sim::Report &report = run_result.report;
@@ -233,7 +293,8 @@ FuzzResult run_case(const FuzzCase &c) {
         r.outcome = Outcome::InternalError;
         r.message = e.what();
     }
-    if (r.outcome != Outcome::Ok) r.message = where + r.message;
+    if (r.outcome != Outcome::Ok)
+        r.message = where + r.message;
     r.message = first_line(r.message);
     r.seconds = seconds_since(t0);
     return r;
@@ -242,11 +303,17 @@ FuzzResult run_case(const FuzzCase &c) {
 std::string FuzzSummary::json(uint64_t seed) const {
     nlohmann::ordered_json by = nlohmann::ordered_json::object();
     for (const auto &[target, counts] : by_target) {
-        for (const auto &[k, n] : counts) by[target][k] = n;
+        for (const auto &[k, n] : counts)
+            by[target][k] = n;
     }
     nlohmann::ordered_json j;
-    j["fuzz"] = {{"runs", runs}, {"failures", failures}, {"seed", seed}, {"seconds", int64_t(seconds)}, {"by_target", by}};
-    if (shapes_per_run) j["fuzz"]["shapes_per_run"] = shapes_per_run;
+    j["fuzz"] = {{"runs", runs},
+                 {"failures", failures},
+                 {"seed", seed},
+                 {"seconds", int64_t(seconds)},
+                 {"by_target", by}};
+    if (shapes_per_run)
+        j["fuzz"]["shapes_per_run"] = shapes_per_run;
     return j.dump();
 }
 
@@ -261,16 +328,19 @@ struct Child {
 
 Child spawn(const FuzzCase &c) {
     int fds[2];
-    if (pipe(fds) != 0) throw Error(std::string("fuzz: pipe failed: ") + std::strerror(errno));
+    if (pipe(fds) != 0)
+        throw Error(std::string("fuzz: pipe failed: ") + std::strerror(errno));
     pid_t pid = fork();
-    if (pid < 0) throw Error(std::string("fuzz: fork failed: ") + std::strerror(errno));
+    if (pid < 0)
+        throw Error(std::string("fuzz: fork failed: ") + std::strerror(errno));
     if (pid == 0) {
         close(fds[0]);
         int null = open("/dev/null", O_WRONLY);
         dup2(null, 1);
         dup2(null, 2);
         FuzzResult r = run_case(c);
-        std::string line = std::to_string(int(r.outcome)) + "\t" + std::to_string(r.refused) + "\t" + r.message;
+        std::string line =
+            std::to_string(int(r.outcome)) + "\t" + std::to_string(r.refused) + "\t" + r.message;
         ssize_t written = write(fds[1], line.data(), line.size());
         _exit(written == ssize_t(line.size()) ? 0 : 1);
     }
@@ -282,7 +352,8 @@ std::string read_all(int fd) {
     std::string s;
     char buf[4096];
     ssize_t n;
-    while ((n = read(fd, buf, sizeof buf)) > 0) s.append(buf, size_t(n));
+    while ((n = read(fd, buf, sizeof buf)) > 0)
+        s.append(buf, size_t(n));
     return s;
 }
 
@@ -299,19 +370,24 @@ void warm_up_reference_jit() {
     f.realize(out, reference_target());
 }
 
-FuzzSummary fuzz(const FuzzOptions &options, const std::function<void(const FuzzResult &)> &report) {
+FuzzSummary fuzz(const FuzzOptions &options,
+                 const std::function<void(const FuzzResult &)> &report) {
     warm_up_reference_jit();
     FuzzSummary summary;
-    if (options.runtime_shapes) summary.shapes_per_run = options.shapes_per_case;
+    if (options.runtime_shapes)
+        summary.shapes_per_run = options.shapes_per_case;
     auto t0 = std::chrono::steady_clock::now();
     std::vector<Child> running;
     uint64_t next = 0;
     auto more = [&] {
-        return options.runs >= 0 ? int64_t(next) < options.runs : seconds_since(t0) < options.seconds;
+        return options.runs >= 0 ? int64_t(next) < options.runs
+                                 : seconds_since(t0) < options.seconds;
     };
     while (true) {
-        while (int(running.size()) < std::max(1, options.jobs) && more()) running.push_back(spawn(draw_case(options, next++)));
-        if (running.empty()) break;
+        while (int(running.size()) < std::max(1, options.jobs) && more())
+            running.push_back(spawn(draw_case(options, next++)));
+        if (running.empty())
+            break;
         bool any = false;
         for (size_t i = 0; i < running.size();) {
             Child &child = running[i];
@@ -337,7 +413,8 @@ FuzzSummary fuzz(const FuzzOptions &options, const std::function<void(const Fuzz
                     r.message = std::string("killed by signal ") + strsignal(WTERMSIG(status));
                 } else if (tab == std::string::npos) {
                     r.outcome = Outcome::Crash;
-                    r.message = "exited with status " + std::to_string(WEXITSTATUS(status)) + " and no result";
+                    r.message = "exited with status " + std::to_string(WEXITSTATUS(status)) +
+                                " and no result";
                 } else {
                     r.outcome = Outcome(std::stoi(line.substr(0, tab)));
                     const auto second = line.find('\t', tab + 1);
@@ -353,7 +430,8 @@ FuzzSummary fuzz(const FuzzOptions &options, const std::function<void(const Fuzz
             counts["runs"]++;
             counts[r.c.defaults ? "runs_at_defaults" : "runs_at_random"]++;
             counts[outcome_name(r.outcome)]++;
-            if (r.refused) counts["shapes_refused"] += r.refused;
+            if (r.refused)
+                counts["shapes_refused"] += r.refused;
             if (r.failure()) {
                 summary.failures++;
                 counts["failures"]++;
@@ -361,7 +439,8 @@ FuzzSummary fuzz(const FuzzOptions &options, const std::function<void(const Fuzz
             }
             report(r);
         }
-        if (!any) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        if (!any)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     summary.seconds = seconds_since(t0);
     return summary;

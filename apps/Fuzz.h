@@ -44,18 +44,21 @@ struct FuzzResult {
     std::string message;
     int refused = 0; // runtime-shape mode: shapes the kernel refused at the call (ShapeError)
     double seconds = 0;
-    bool failure() const { return outcome != Outcome::Ok && !(outcome == Outcome::UserError && !c.defaults); }
+    bool failure() const {
+        return outcome != Outcome::Ok && !(outcome == Outcome::UserError && !c.defaults);
+    }
 };
 
 struct FuzzOptions {
     uint64_t seed = 1;
-    double seconds = 60;   // stop drawing after this long ...
-    int64_t runs = -1;     // ... or after this many cases (>= 0 wins over seconds)
-    int jobs = 1;          // cases in flight at once (child processes)
-    double timeout = 120;  // seconds before a case is a timeout
+    double seconds = 60;     // stop drawing after this long ...
+    int64_t runs = -1;       // ... or after this many cases (>= 0 wins over seconds)
+    int jobs = 1;            // cases in flight at once (child processes)
+    double timeout = 120;    // seconds before a case is a timeout
     std::string target, app; // empty: all
     bool emit = true;        // false: the machine model only
-    bool runtime_shapes = false; // each case: one kernel with shapes=runtime, run at shapes_per_case shapes
+    bool runtime_shapes =
+        false; // each case: one kernel with shapes=runtime, run at shapes_per_case shapes
     int shapes_per_case = 4;
 };
 
@@ -71,8 +74,8 @@ struct FuzzSummary {
     int shapes_per_run = 0; // runtime-shape mode: the shapes each run's kernel ran at
     double seconds = 0;
     std::map<std::string, std::map<std::string, int64_t>> by_target; // target -> outcome -> count
-    /** {"fuzz": {"runs", "failures", "seed", "seconds", "by_target": {...}}}, and "shapes_per_run" in
-     * runtime-shape mode */
+    /** {"fuzz": {"runs", "failures", "seed", "seconds", "by_target": {...}}}, and "shapes_per_run"
+     * in runtime-shape mode */
     std::string json(uint64_t seed) const;
 };
 

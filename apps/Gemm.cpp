@@ -31,10 +31,11 @@ public:
     GeneratorParam<int> cluster_n{"cluster_n", 1, 1, 2};
     GeneratorParam<std::string> out{"out", "bf16", {"bf16", "f32"}};
     GeneratorParam<std::string> epilogue{"epilogue", "none", {"none", "bias_relu"}};
-    // runtime: M, N and K are estimates, the kernel takes any (tiles stay TM x TN x TK, tails guarded).
+    // runtime: M, N and K are estimates, the kernel takes any (tiles stay TM x TN x TK, tails
+    // guarded).
     GeneratorParam<std::string> shapes{"shapes", "static", {"static", "runtime"}};
-    GeneratorParam<std::string> pipelining{"schedule", "ws_pingpong",
-                                           {"ws_pingpong", "ws_cooperative", "ws", "pipelined", "sync"}};
+    GeneratorParam<std::string> pipelining{
+        "schedule", "ws_pingpong", {"ws_pingpong", "ws_cooperative", "ws", "pipelined", "sync"}};
     Input<Buffer<bfloat16_t, 2>> A{"A"}, B{"B"};
     Input<Buffer<float, 1>> bias{"bias"}; // read with epilogue bias_relu only
     Output<Buffer<void, 2>> C{"C"};       // bf16 or f32 (parameter out)
@@ -45,8 +46,10 @@ public:
         acc(j, i) = 0.0f;
         acc(j, i) += Halide::cast<float>(A(r, i)) * Halide::cast<float>(B(j, r));
         Halide::Expr result = acc(j, i);
-        if (epilogue.value() == "bias_relu") result = Halide::max(result + bias(j), 0.0f);
-        C(j, i) = Halide::cast(out.value() == "bf16" ? Halide::BFloat(16) : Halide::Float(32), result);
+        if (epilogue.value() == "bias_relu")
+            result = Halide::max(result + bias(j), 0.0f);
+        C(j, i) =
+            Halide::cast(out.value() == "bf16" ? Halide::BFloat(16) : Halide::Float(32), result);
         set_shape(bias, {N}, shapes);
         set_shape(A, {K, M}, shapes);
         set_shape(B, {N, K}, shapes);
@@ -60,19 +63,25 @@ public:
         // Tiles larger than static matrices shrink to them (Halide's bounds need a tile within the
         // matrix); with runtime shapes they stay, their tails guarded.
         const bool runtime = shapes.value() == "runtime";
-        const int tm = runtime ? int(TM) : std::min<int>(TM, M), tn = runtime ? int(TN) : std::min<int>(TN, N),
+        const int tm = runtime ? int(TM) : std::min<int>(TM, M),
+                  tn = runtime ? int(TN) : std::min<int>(TN, N),
                   tk = runtime ? int(TK) : std::min<int>(TK, K);
-        const int n_stages = stages > 0 ? int(stages) : fitting_stages(N, tm, tn, tk, out, epilogue, schedule, target, runtime);
-        Var jo("jo"), io("io"), ji("ji"), ii("ii"), t("t"), iog("iog"), iob("iob"), t_in_group("t_in_group");
+        const int n_stages =
+            stages > 0 ? int(stages)
+                       : fitting_stages(N, tm, tn, tk, out, epilogue, schedule, target, runtime);
+        Var jo("jo"), io("io"), ji("ji"), ii("ii"), t("t"), iog("iog"), iob("iob"),
+            t_in_group("t_in_group");
         RVar ko("ko"), ki("ki");
         C.tile(j, i, jo, io, ji, ii, tn, tm, TailStrategy::GuardWithIf);
         // Clusters are Hopper's, for the warp-specialised schedules (their rings' empty barriers
         // make one CTA writing another's shared memory safe); elsewhere the parameters do nothing.
         const bool clusters = target.arch == Target::Arch::Hopper && schedule.rfind("ws", 0) == 0;
-        const int cluster_m = clusters ? int(this->cluster_m) : 1, cluster_n = clusters ? int(this->cluster_n) : 1;
+        const int cluster_m = clusters ? int(this->cluster_m) : 1,
+                  cluster_n = clusters ? int(this->cluster_n) : 1;
         if (cluster_m > 1 && cluster_n > 1) {
-            throw Error("gemm: cluster_m = " + std::to_string(cluster_m) + " and cluster_n = " +
-                        std::to_string(cluster_n) + ": clusters pair tiles along one dim (2x1 or 1x2)");
+            throw Error("gemm: cluster_m = " + std::to_string(cluster_m) +
+                        " and cluster_n = " + std::to_string(cluster_n) +
+                        ": clusters pair tiles along one dim (2x1 or 1x2)");
         }
         const int row_tiles = runtime ? 1 << 30 : (int(M) + tm - 1) / tm;
         // Groups of `group` tile rows (with runtime shapes the last one guarded: its missing rows
@@ -80,14 +89,17 @@ public:
         // rows, walked rows innermost (the last group short, its missing rows guarded, where the
         // rows are odd); cluster_n pairs neighbouring tile columns: row-major (pairs of columns,
         // the last one short, where the columns are odd).
-        int rows_per_group = cluster_n > 1 ? 1 : std::min<int>(std::max<int>(group, cluster_m), row_tiles);
+        int rows_per_group =
+            cluster_n > 1 ? 1 : std::min<int>(std::max<int>(group, cluster_m), row_tiles);
         bool guarded = runtime;
         if (cluster_m > 1) {
             rows_per_group = (rows_per_group + 1) / 2 * 2;
-            while (!runtime && rows_per_group > 2 && row_tiles % rows_per_group != 0) rows_per_group -= 2;
+            while (!runtime && rows_per_group > 2 && row_tiles % rows_per_group != 0)
+                rows_per_group -= 2;
             guarded = guarded || row_tiles % rows_per_group != 0;
         }
-        while (!guarded && rows_per_group > 1 && row_tiles % rows_per_group != 0) rows_per_group--;
+        while (!guarded && rows_per_group > 1 && row_tiles % rows_per_group != 0)
+            rows_per_group--;
         const int col_tiles = runtime ? 1 << 30 : (int(N) + tn - 1) / tn;
         if (cluster_m > 1 && !guarded && rows_per_group == row_tiles) {
             C.fuse(io, jo, t); // one group of every row: column by column
@@ -99,28 +111,39 @@ public:
                 .fuse(jor, jop, jt)
                 .fuse(jt, io, t);
         } else if (rows_per_group > 1 && (rows_per_group < row_tiles || guarded)) {
-            C.split(io, iog, iob, rows_per_group, guarded ? TailStrategy::GuardWithIf : TailStrategy::Auto)
+            C.split(io, iog, iob, rows_per_group,
+                    guarded ? TailStrategy::GuardWithIf : TailStrategy::Auto)
                 .reorder(ji, ii, iob, jo, iog)
-                .fuse(iob, jo, t_in_group).fuse(t_in_group, iog, t);
+                .fuse(iob, jo, t_in_group)
+                .fuse(t_in_group, iog, t);
         } else {
             C.fuse(jo, io, t);
         }
         C.map_to_cores(t);
-        if (cluster_m * cluster_n > 1) C.cluster(cluster_m * cluster_n);
+        if (cluster_m * cluster_n > 1)
+            C.cluster(cluster_m * cluster_n);
         acc.compute_at(C, t);
-        acc.update().split(r_k, ko, ki, tk, TailStrategy::GuardWithIf).reorder(j, i, ki, ko).tile_mma();
+        acc.update()
+            .split(r_k, ko, ki, tk, TailStrategy::GuardWithIf)
+            .reorder(j, i, ki, ko)
+            .tile_mma();
         Func A_tile = Func::staged(A, acc), B_tile = Func::staged(B, acc);
         A_tile.compute_at(acc, ko);
         B_tile.compute_at(acc, ko);
-        if (epilogue.value() == "bias_relu") Func::staged(bias, C).compute_at(C, t); // the tile's TN biases
-        if (schedule == "sync") return;
+        if (epilogue.value() == "bias_relu")
+            Func::staged(bias, C).compute_at(C, t); // the tile's TN biases
+        if (schedule == "sync")
+            return;
         A_tile.async_copy().multi_buffer(n_stages);
         B_tile.async_copy().multi_buffer(n_stages);
         C.async_copy();
-        if (schedule == "pipelined") return;
+        if (schedule == "pipelined")
+            return;
         C.warp_specialize();
-        if (schedule == "ws_pingpong") C.ping_pong();
-        if (schedule == "ws_cooperative") C.cooperative();
+        if (schedule == "ws_pingpong")
+            C.ping_pong();
+        if (schedule == "ws_cooperative")
+            C.cooperative();
     }
 
     void reference_schedule() override {
@@ -150,7 +173,8 @@ const App &gemm_app() {
         {{"hopper", {{"TM", "128"}, {"TN", "128"}, {"TK", "64"}, {"stages", "0"}, {"group", "8"}}},
          // ascend: tile rows in pairs (group 2) measured best at 1024^3, 2048^3 and 4096^3 (the
          // 24 cube cores then share B's column panels in L2; results/ascend_anchor.log's sweep).
-         {"ascend", {{"TM", "128"}, {"TN", "128"}, {"TK", "128"}, {"stages", "2"}, {"group", "2"}}}},
+         {"ascend",
+          {{"TM", "128"}, {"TN", "128"}, {"TK", "128"}, {"stages", "2"}, {"group", "2"}}}},
         {{"zpu", {"ws_pingpong", "ws", "pipelined", "sync"}},
          {"hopper", {"ws_pingpong", "ws_cooperative", "ws", "pipelined"}},
          {"ascend", {"ws_pingpong", "pipelined"}}},
@@ -159,7 +183,8 @@ const App &gemm_app() {
             double M = p.get_int("M"), N = p.get_int("N"), K = p.get_int("K");
             double out_bytes = p.get("out") == "bf16" ? 2 : 4;
             bool bias = p.get("epilogue") == "bias_relu";
-            return Workload{M * N * K, (bias ? 3 : 1) * M * N, 2 * (M * K + K * N) + out_bytes * M * N + (bias ? 4 * N : 0)};
+            return Workload{M * N * K, (bias ? 3 : 1) * M * N,
+                            2 * (M * K + K * N) + out_bytes * M * N + (bias ? 4 * N : 0)};
         },
         [](const Params &p) { return p.get("out") == "bf16" ? 1e-2 : 1e-3; },
         {{"M", "TM", 320}, {"N", "TN", 320}, {"K", "TK", 320}},

@@ -9,10 +9,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -30,15 +30,19 @@ namespace {
  * the CUDA runtime map far more than they use); its exit status, and its output in *out. */
 int shell(const std::string &command, std::string *out) {
     FILE *pipe = popen(("ulimit -S -v unlimited 2>/dev/null; " + command + " 2>&1").c_str(), "r");
-    if (!pipe) return -1;
+    if (!pipe)
+        return -1;
     char buffer[4096];
     size_t n;
-    while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) out->append(buffer, n);
+    while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0)
+        out->append(buffer, n);
     const int status = pclose(pipe);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-std::string quoted(const std::string &s) { return "'" + s + "'"; }
+std::string quoted(const std::string &s) {
+    return "'" + s + "'";
+}
 
 std::string read_file(const fs::path &p) {
     std::ifstream f(p);
@@ -55,23 +59,27 @@ std::string tail(const std::string &text, size_t chars = 600) {
 } // namespace
 
 std::string nvcc_path() {
-    if (const char *env = std::getenv("TANDEM_NVCC")) return env;
+    if (const char *env = std::getenv("TANDEM_NVCC"))
+        return env;
     return fs::exists("/usr/local/cuda/bin/nvcc") ? "/usr/local/cuda/bin/nvcc" : "nvcc";
 }
 
 bool gpu_harness_times(const App &app) {
-    return app.name == "gemm" || app.name == "attention_scores" || app.name == "elementwise" || app.name == "rmsnorm";
+    return app.name == "gemm" || app.name == "attention_scores" || app.name == "elementwise" ||
+           app.name == "rmsnorm";
 }
 
 void require_gpu() {
     std::string out;
     if (shell(quoted(nvcc_path()) + " --version", &out) != 0) {
-        throw Error("--device gpu: nvcc is not here (TANDEM_NVCC, /usr/local/cuda/bin or PATH): " + tail(out, 200));
+        throw Error("--device gpu: nvcc is not here (TANDEM_NVCC, /usr/local/cuda/bin or PATH): " +
+                    tail(out, 200));
     }
     out.clear();
     if (shell("nvidia-smi -L", &out) != 0 || out.find("GPU") == std::string::npos) {
         throw Error("--device gpu: this machine has no GPU (nvidia-smi -L: " + tail(out, 200) +
-                    "); run the GPU workers where there is one (tune-worker --device gpu), or time on the model");
+                    "); run the GPU workers where there is one (tune-worker --device gpu), or time "
+                    "on the model");
     }
 }
 
@@ -79,37 +87,47 @@ void write_gpu_harness_sources(const App &app, const Params &params, const std::
                                const std::string &dir, const std::string &name) {
     const Target target = Target::parse("hopper");
     const Kernel kernel = compile_app(app, params, schedule, target);
-    if (kernel.has_runtime_shapes()) throw Error("tune --device gpu: the harness times static shapes only");
+    if (kernel.has_runtime_shapes())
+        throw Error("tune --device gpu: the harness times static shapes only");
     std::string cuda;
     for (const Source &s : backend_of(target).sources) {
-        if (s.what == "cuda") cuda = s.emit(kernel, name, EmitOptions{});
+        if (s.what == "cuda")
+            cuda = s.emit(kernel, name, EmitOptions{});
     }
-    if (cuda.empty()) throw Error("tune --device gpu: the hopper backend emits no CUDA");
+    if (cuda.empty())
+        throw Error("tune --device gpu: the hopper backend emits no CUDA");
     // The harness's extents: gemm M N K; attention_scores Lq Lk D; elementwise W H; rmsnorm D R.
     std::string a, b, c = "0";
-    if (app.name == "gemm") a = params.get("M"), b = params.get("N"), c = params.get("K");
-    else if (app.name == "attention_scores") a = params.get("Lq"), b = params.get("Lk"), c = params.get("D");
-    else if (app.name == "elementwise") a = params.get("W"), b = params.get("H");
-    else a = params.get("D"), b = params.get("R");
-    const int out_bytes = (params.has("out") && params.get("out") == "f32") || app.name == "attention_scores" ? 4 : 2;
+    if (app.name == "gemm")
+        a = params.get("M"), b = params.get("N"), c = params.get("K");
+    else if (app.name == "attention_scores")
+        a = params.get("Lq"), b = params.get("Lk"), c = params.get("D");
+    else if (app.name == "elementwise")
+        a = params.get("W"), b = params.get("H");
+    else
+        a = params.get("D"), b = params.get("R");
+    const int out_bytes =
+        (params.has("out") && params.get("out") == "f32") || app.name == "attention_scores" ? 4 : 2;
     std::ofstream(fs::path(dir) / (name + ".cu")) << cuda;
-    std::ofstream(fs::path(dir) / "registry.inc") << "TANDEM_KERNEL(" << name << ", \"" << app.name << "\", \""
-                                                  << schedule << "\", " << a << ", " << b << ", " << c << ", "
-                                                  << out_bytes << ")\n";
+    std::ofstream(fs::path(dir) / "registry.inc")
+        << "TANDEM_KERNEL(" << name << ", \"" << app.name << "\", \"" << schedule << "\", " << a
+        << ", " << b << ", " << c << ", " << out_bytes << ")\n";
 }
 
 std::string gpu_harness_build_command(const std::string &dir, const std::string &name) {
     const std::string source = TANDEM_SOURCE_DIR;
     return quoted(nvcc_path()) + " -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I" +
            quoted(source + "/backends/hopper/runtime") + " -I" + quoted(dir) + " " +
-           quoted(source + "/benchmarks/gpu/harness.cu") + " " + quoted(dir + "/" + name + ".cu") + " -lcublas -o " +
-           quoted(dir + "/harness");
+           quoted(source + "/benchmarks/gpu/harness.cu") + " " + quoted(dir + "/" + name + ".cu") +
+           " -lcublas -o " + quoted(dir + "/harness");
 }
 
-GpuTiming time_on_gpu(const App &app, const Params &params, const std::string &schedule, double timeout_seconds) {
+GpuTiming time_on_gpu(const App &app, const Params &params, const std::string &schedule,
+                      double timeout_seconds) {
     GpuTiming t;
     char pattern[] = "/tmp/tandem-gpu-XXXXXX";
-    if (!mkdtemp(pattern)) throw Error("tune --device gpu: cannot create a directory under /tmp");
+    if (!mkdtemp(pattern))
+        throw Error("tune --device gpu: cannot create a directory under /tmp");
     const std::string dir = pattern, name = "candidate";
     struct Remove {
         std::string dir;
@@ -128,17 +146,20 @@ GpuTiming time_on_gpu(const App &app, const Params &params, const std::string &s
     // One timing at a time on this machine's GPU (builds run in parallel): other tuners' and
     // workers' kernels would share its SMs and skew both times.
     const int lock = open("/tmp/tandem-gpu-timing.lock", O_RDWR | O_CREAT, 0666);
-    if (lock >= 0) flock(lock, LOCK_EX);
+    if (lock >= 0)
+        flock(lock, LOCK_EX);
     struct Unlock {
         int fd;
         ~Unlock() {
-            if (fd >= 0) close(fd); // releases the lock
+            if (fd >= 0)
+                close(fd); // releases the lock
         }
     } unlock{lock};
     const int limit = std::max(1, int(timeout_seconds));
-    const int status = shell("timeout -k 5 " + std::to_string(limit) + " " + quoted(dir + "/harness") + " " + name +
-                                 " bench 2>" + quoted(dir + "/stderr"),
-                             &out);
+    const int status =
+        shell("timeout -k 5 " + std::to_string(limit) + " " + quoted(dir + "/harness") + " " +
+                  name + " bench 2>" + quoted(dir + "/stderr"),
+              &out);
     const std::string row = out.substr(0, out.find('\n'));
     if (status != 0 || row.empty() || row[0] != '{') {
         t.failure = (status == 124 ? "timed out after " + std::to_string(limit) + " s (a hang?)"
@@ -149,12 +170,15 @@ GpuTiming time_on_gpu(const App &app, const Params &params, const std::string &s
     try {
         const nlohmann::json j = nlohmann::json::parse(row);
         t.correct = j.at("correct");
-        t.max_rel_err = j.at("max_rel_err").is_number() ? j.at("max_rel_err").get<double>() : HUGE_VAL; // null: NaN
+        t.max_rel_err = j.at("max_rel_err").is_number() ? j.at("max_rel_err").get<double>()
+                                                        : HUGE_VAL; // null: NaN
         t.device = j.at("device");
         t.time_ms = j.at("tandem_ms");
-        t.reference_ms = j.contains("cublas_ms") ? j.at("cublas_ms").get<double>() : j.value("copy_ms", 0.0);
+        t.reference_ms =
+            j.contains("cublas_ms") ? j.at("cublas_ms").get<double>() : j.value("copy_ms", 0.0);
     } catch (const nlohmann::json::exception &e) {
-        t.failure = std::string("the harness's row is not what it writes: ") + e.what() + ": " + tail(row);
+        t.failure =
+            std::string("the harness's row is not what it writes: ") + e.what() + ": " + tail(row);
     }
     return t;
 }

@@ -9,8 +9,8 @@
  * launches), and run in its own process under a time limit; builds run in parallel, timings one
  * at a time per machine (a lock file), so several jobs or workers never share the GPU while timed.
  *
- * Limits: the apps the harness knows (gemm, attention_scores, elementwise, rmsnorm); static shapes; nvcc from
- * TANDEM_NVCC, /usr/local/cuda/bin or PATH; a GPU of compute capability 9.0 (sm_90a).
+ * Limits: the apps the harness knows (gemm, attention_scores, elementwise, rmsnorm); static shapes;
+ * nvcc from TANDEM_NVCC, /usr/local/cuda/bin or PATH; a GPU of compute capability 9.0 (sm_90a).
  */
 
 #include "App.h"
@@ -40,7 +40,8 @@ void require_gpu();
 
 /** Builds and runs the kernel of `app` at `params` with `schedule` on the GPU; the run is killed
  * after timeout_seconds (then `failure` says so). */
-GpuTiming time_on_gpu(const App &app, const Params &params, const std::string &schedule, double timeout_seconds);
+GpuTiming time_on_gpu(const App &app, const Params &params, const std::string &schedule,
+                      double timeout_seconds);
 
 /** The nvcc command that builds a harness of the kernel `name` (its CUDA in `dir`, with
  * registry.inc) into dir/harness; what time_on_gpu runs (exposed for the build test). */

@@ -14,20 +14,30 @@ namespace {
 Halide::Expr random_expr(std::mt19937 &rng, const std::vector<Halide::Expr> &leaves, int depth) {
     auto pick = [&](int n) { return int(std::uniform_int_distribution<int>(0, n - 1)(rng)); };
     if (depth == 0 || pick(4) == 0) {
-        if (pick(5) == 0) return Halide::Expr(float(pick(9) - 4) * 0.5f); // -2 .. 2
+        if (pick(5) == 0)
+            return Halide::Expr(float(pick(9) - 4) * 0.5f); // -2 .. 2
         return leaves[size_t(pick(int(leaves.size())))];
     }
     Halide::Expr x = random_expr(rng, leaves, depth - 1), y = random_expr(rng, leaves, depth - 1);
     switch (pick(9)) {
-    case 0: return x + y;
-    case 1: return x - y;
-    case 2: return x * y;
-    case 3: return Halide::min(x, y);
-    case 4: return Halide::max(x, y);
-    case 5: return Halide::abs(x);
-    case 6: return Halide::select(x < y, x, y * 0.5f);
-    case 7: return Halide::sqrt(Halide::abs(x) + 1.0f);
-    default: return x * 0.25f + y;
+    case 0:
+        return x + y;
+    case 1:
+        return x - y;
+    case 2:
+        return x * y;
+    case 3:
+        return Halide::min(x, y);
+    case 4:
+        return Halide::max(x, y);
+    case 5:
+        return Halide::abs(x);
+    case 6:
+        return Halide::select(x < y, x, y * 0.5f);
+    case 7:
+        return Halide::sqrt(Halide::abs(x) + 1.0f);
+    default:
+        return x * 0.25f + y;
     }
 }
 
@@ -39,7 +49,8 @@ public:
     GeneratorParam<int> TY{"TY", 16, 1, 1 << 16};
     GeneratorParam<int> stages{"stages", 2, 1, 16};
     GeneratorParam<int> expr{"expr", 1, 0, 1 << 30}; // the seed of the expression
-    GeneratorParam<std::string> pipelining{"schedule", "double_buffered", {"double_buffered", "single_buffered", "sync"}};
+    GeneratorParam<std::string> pipelining{
+        "schedule", "double_buffered", {"double_buffered", "single_buffered", "sync"}};
     Input<Buffer<float, 2>> a{"a"}, b{"b"}, c{"c"};
     Output<Buffer<float, 2>> out{"out"};
 
@@ -54,7 +65,9 @@ public:
         out.output_buffer().dim(1).set_bounds(0, H).set_stride(W);
     }
 
-    void schedule() override { schedule_pointwise(out, {a, b, c}, params_of(*this), pipelining, "pointwise"); }
+    void schedule() override {
+        schedule_pointwise(out, {a, b, c}, params_of(*this), pipelining, "pointwise");
+    }
 
 private:
     Var x{"x"}, y{"y"};
@@ -67,11 +80,13 @@ TANDEM_REGISTER_GENERATOR(Pointwise, pointwise)
 const App &pointwise_app() {
     static const App app{
         "pointwise",
-        "a random pointwise expression out = f(a, b, c) (parameter expr: its seed) over W x H f32 tensors",
+        "a random pointwise expression out = f(a, b, c) (parameter expr: its seed) over W x H f32 "
+        "tensors",
         generator_defaults("pointwise"),
         generator_schedules("pointwise"),
         {},
-        {{"hopper", generator_schedules("pointwise")}, {"ascend", generator_schedules("pointwise")}},
+        {{"hopper", generator_schedules("pointwise")},
+         {"ascend", generator_schedules("pointwise")}},
         generator_build("pointwise"),
         [](const Params &p) {
             double n = double(p.get_int("W")) * p.get_int("H");
@@ -82,7 +97,8 @@ const App &pointwise_app() {
         {{"TX", {"1", "2", "7", "32", "64", "128", "256", "1024"}},
          {"TY", {"1", "2", "3", "8", "16", "32"}},
          {"stages", {"1", "2", "3", "4"}},
-         {"expr", {"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16"}}},
+         {"expr",
+          {"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16"}}},
         4e5,
         {"expr"},
     };

@@ -12,12 +12,17 @@ namespace {
  * output tiles, `versions` each) and the weights fit in half the target's vector memory, else the
  * largest power of two that does. */
 int row_chunk(int given, int D, int RB, int versions, const Target &target) {
-    if (given > 0) return given;
+    if (given > 0)
+        return given;
     const int64_t budget = target.vector_memory_bytes() / 2;
-    auto bytes = [&](int64_t chunk) { return 4 * chunk * (2 * int64_t(RB) * versions + versions + 1); };
-    if (bytes(D) <= budget) return D;
+    auto bytes = [&](int64_t chunk) {
+        return 4 * chunk * (2 * int64_t(RB) * versions + versions + 1);
+    };
+    if (bytes(D) <= budget)
+        return D;
     int chunk = 1 << 16;
-    while (chunk > 1 && bytes(chunk) > budget) chunk /= 2;
+    while (chunk > 1 && bytes(chunk) > budget)
+        chunk /= 2;
     return chunk;
 }
 
@@ -25,8 +30,10 @@ class Rmsnorm : public Generator<Rmsnorm> {
 public:
     GeneratorParam<int> D{"D", 4096, 1, 1 << 24};
     GeneratorParam<int> R{"R", 1024, 1, 1 << 20};
-    GeneratorParam<int> RB{"RB", 16, 0, 1 << 16};  // rows per tile; 0: 2 (4 where 2 rows are not 16-byte multiples)
-    GeneratorParam<int> TD{"TD", 0, 0, 1 << 24};   // row chunk; 0: whole rows where they fit (row_chunk)
+    GeneratorParam<int> RB{
+        "RB", 16, 0, 1 << 16}; // rows per tile; 0: 2 (4 where 2 rows are not 16-byte multiples)
+    GeneratorParam<int> TD{"TD", 0, 0,
+                           1 << 24}; // row chunk; 0: whole rows where they fit (row_chunk)
     GeneratorParam<int> stages{"stages", 2, 1, 16};
     // Hopper, double_buffered: a persistent grid of this many CTAs per SM, each looping over row
     // tiles with its ring (0: a CTA per tile).
@@ -38,7 +45,8 @@ public:
     // runtime: D and R are estimates, the kernel takes any (rows always in chunks of TD, or of
     // the chunk the estimate D would get).
     GeneratorParam<std::string> shapes{"shapes", "static", {"static", "runtime"}};
-    GeneratorParam<std::string> pipelining{"schedule", "double_buffered", {"double_buffered", "single_buffered", "sync"}};
+    GeneratorParam<std::string> pipelining{
+        "schedule", "double_buffered", {"double_buffered", "single_buffered", "sync"}};
     Input<Buffer<float, 2>> in{"in"};
     Input<Buffer<float, 1>> w{"w"};
     Output<Buffer<float, 2>> out{"out"};
@@ -49,7 +57,8 @@ public:
         RDom k(0, d, "k");
         sum_sq(row) = 0.0f;
         sum_sq(row) += in(k, row) * in(k, row);
-        out(x, row) = in(x, row) * w(x) / Halide::sqrt(sum_sq(row) / Halide::cast<float>(d) + 1e-5f);
+        out(x, row) =
+            in(x, row) * w(x) / Halide::sqrt(sum_sq(row) / Halide::cast<float>(d) + 1e-5f);
         set_shape(in, {D, R}, shapes);
         set_shape(w, {D}, shapes);
         set_shape(out.output_buffer(), {D, R}, shapes);
@@ -75,12 +84,15 @@ public:
         const bool runtime = shapes.value() == "runtime";
         const int aligned_rows = d % 4 == 0 ? 1 : (2 * d) % 4 == 0 ? 2 : 4;
         // Runtime shapes: rows of any length, in chunks (below): 2 rows of chunks by default.
-        const int rb_wanted = RB > 0 ? int(RB) : runtime ? 2 : std::max(1, 4096 / (d * aligned_rows)) * aligned_rows;
+        const int rb_wanted = RB > 0    ? int(RB)
+                              : runtime ? 2
+                                        : std::max(1, 4096 / (d * aligned_rows)) * aligned_rows;
         const int rb = runtime ? rb_wanted : std::min<int>(rb_wanted, R);
         // Whole rows where a CTA's tiles (in and out, RB rows and the ring's versions each, and the
         // weights) fit its share of the shared memory (a CTA per tile: half, so that two CTAs
         // share an SM); else chunks (two passes over in).
-        const int64_t share = ctas > 0 ? get_target().vector_memory_bytes() / ctas - 4096 : get_target().vector_memory_bytes() / 2;
+        const int64_t share = ctas > 0 ? get_target().vector_memory_bytes() / ctas - 4096
+                                       : get_target().vector_memory_bytes() / 2;
         const bool whole_rows_fit =
             hopper && TD == 0 && 4 * int64_t(d) * (2 * int64_t(rb) * row_versions + 1) <= share;
         // Chunks on Hopper: 2048 values unless given (measured at D = 16384: 0.67 of the copy
@@ -88,13 +100,16 @@ public:
         const int chunk = hopper && TD == 0 ? 2048 : int(TD);
         // Runtime shapes: rows of any length, so chunks as long as fit (not the estimate's rows).
         const int td = runtime ? row_chunk(chunk, 1 << 24, rb, versions, get_target())
-                       : whole_rows_fit ? d : std::min(row_chunk(chunk, d, rb, row_versions, get_target()), d);
+                       : whole_rows_fit
+                           ? d
+                           : std::min(row_chunk(chunk, d, rb, row_versions, get_target()), d);
         Var ro("ro"), ri("ri");
         Func in_tile, w_tile;
         if (td == d && !runtime) {
             // Whole rows on chip: one read of each row.
             out.split(row, ro, ri, rb, TailStrategy::GuardWithIf).map_to_cores(ro);
-            if (ctas > 0) out.persistent(ctas);
+            if (ctas > 0)
+                out.persistent(ctas);
             in_tile = Func::staged(in);
             w_tile = Func::staged(w);
             in_tile.compute_at(out, ro);
@@ -102,7 +117,8 @@ public:
             if (cta_per_tile) {
                 // A CTA per tile loads w once anyway: with its tile, both loads in flight at once.
                 w_tile.compute_at(out, ro);
-                if (schedule != "sync") w_tile.async_copy();
+                if (schedule != "sync")
+                    w_tile.async_copy();
             } else {
                 w_tile.compute_root(); // every core stages the weights once
             }
@@ -115,7 +131,8 @@ public:
                 .split(x, xo, xi, td, TailStrategy::GuardWithIf)
                 .reorder(xi, ri, xo, ro)
                 .map_to_cores(ro);
-            if (ctas > 0) out.persistent(ctas);
+            if (ctas > 0)
+                out.persistent(ctas);
             sum_sq.compute_at(out, ro);
             sum_sq.update().split(k_x, ko, ki, td, TailStrategy::GuardWithIf).reorder(ki, row, ko);
             Func in_sum = Func::staged(in, sum_sq);
@@ -124,19 +141,27 @@ public:
             w_tile = Func::staged(w, out);
             in_tile.compute_at(out, xo);
             w_tile.compute_at(out, xo);
-            if (schedule != "sync") in_sum.async_copy().multi_buffer(versions);
-            if (schedule != "sync") w_tile.async_copy().multi_buffer(versions);
+            if (schedule != "sync")
+                in_sum.async_copy().multi_buffer(versions);
+            if (schedule != "sync")
+                w_tile.async_copy().multi_buffer(versions);
         }
-        if (hopper && warpgroups == 2) out.cooperative();
-        if (schedule == "sync") return;
-        const int tile_versions = td == d && !runtime ? row_versions : versions; // chunks: a loop within the tile
+        if (hopper && warpgroups == 2)
+            out.cooperative();
+        if (schedule == "sync")
+            return;
+        const int tile_versions =
+            td == d && !runtime ? row_versions : versions; // chunks: a loop within the tile
         in_tile.async_copy().multi_buffer(tile_versions);
         out.async_copy().multi_buffer(tile_versions);
     }
 
     void reference_schedule() override {
         Var ro("ro"), ri("ri");
-        out.halide().split(row, ro, ri, 4, TailStrategy::GuardWithIf).parallel(ro).vectorize(x, 8, TailStrategy::GuardWithIf);
+        out.halide()
+            .split(row, ro, ri, 4, TailStrategy::GuardWithIf)
+            .parallel(ro)
+            .vectorize(x, 8, TailStrategy::GuardWithIf);
         sum_sq.halide().compute_at(out.halide(), ri);
     }
 
@@ -168,8 +193,11 @@ const App &rmsnorm_app() {
         // ulps for sums in another order than the reference's).
         [](const Params &p) { return 1e-5 + 4e-7 * std::sqrt(double(p.get_int("D"))); },
         {{"D", "TD", 200000}, {"R", "RB", 300}},
-        {{"RB", {"0", "1", "2", "3", "4", "8", "16"}}, {"TD", {"0", "0", "1", "7", "64", "1000", "4096"}},
-         {"stages", {"1", "2", "3"}}, {"ctas_per_sm", {"0", "0", "1", "2", "3"}}, {"warpgroups", {"1", "1", "2"}}},
+        {{"RB", {"0", "1", "2", "3", "4", "8", "16"}},
+         {"TD", {"0", "0", "1", "7", "64", "1000", "4096"}},
+         {"stages", {"1", "2", "3"}},
+         {"ctas_per_sm", {"0", "0", "1", "2", "3"}},
+         {"warpgroups", {"1", "1", "2"}}},
         4e5,
         {},
     };

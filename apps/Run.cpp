@@ -25,9 +25,13 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 std::vector<int> extents_of(const Halide::Internal::Parameter &p) {
     std::vector<int> extents;
     for (int d = 0; d < p.dimensions(); d++) {
-        Halide::Expr e = p.extent_constraint(d).defined() ? p.extent_constraint(d) : p.extent_constraint_estimate(d);
-        const Halide::Internal::IntImm *i = e.defined() ? e.as<Halide::Internal::IntImm>() : nullptr;
-        if (!i) throw Error(p.name() + ": dimension " + std::to_string(d) + " has neither an extent nor an estimate");
+        Halide::Expr e = p.extent_constraint(d).defined() ? p.extent_constraint(d)
+                                                          : p.extent_constraint_estimate(d);
+        const Halide::Internal::IntImm *i =
+            e.defined() ? e.as<Halide::Internal::IntImm>() : nullptr;
+        if (!i)
+            throw Error(p.name() + ": dimension " + std::to_string(d) +
+                        " has neither an extent nor an estimate");
         extents.push_back(int(i->value));
     }
     return extents;
@@ -36,26 +40,39 @@ std::vector<int> extents_of(const Halide::Internal::Parameter &p) {
 /** Writes value v of element i into raw storage of sim type t. */
 void put(void *data, sim::DType t, int64_t i, float v) {
     switch (t) {
-    case sim::DType::BF16: static_cast<uint16_t *>(data)[i] = sim::float_to_bf16(v); break;
-    case sim::DType::F32: static_cast<float *>(data)[i] = v; break;
-    case sim::DType::I32: static_cast<int32_t *>(data)[i] = int32_t(v * 100); break;
-    case sim::DType::U8: static_cast<uint8_t *>(data)[i] = uint8_t(int(v * 100) & 0xff); break;
+    case sim::DType::BF16:
+        static_cast<uint16_t *>(data)[i] = sim::float_to_bf16(v);
+        break;
+    case sim::DType::F32:
+        static_cast<float *>(data)[i] = v;
+        break;
+    case sim::DType::I32:
+        static_cast<int32_t *>(data)[i] = int32_t(v * 100);
+        break;
+    case sim::DType::U8:
+        static_cast<uint8_t *>(data)[i] = uint8_t(int(v * 100) & 0xff);
+        break;
     }
 }
 
 double get(const void *data, sim::DType t, int64_t i) {
     switch (t) {
-    case sim::DType::BF16: return sim::bf16_to_float(static_cast<const uint16_t *>(data)[i]);
-    case sim::DType::F32: return static_cast<const float *>(data)[i];
-    case sim::DType::I32: return static_cast<const int32_t *>(data)[i];
-    case sim::DType::U8: return static_cast<const uint8_t *>(data)[i];
+    case sim::DType::BF16:
+        return sim::bf16_to_float(static_cast<const uint16_t *>(data)[i]);
+    case sim::DType::F32:
+        return static_cast<const float *>(data)[i];
+    case sim::DType::I32:
+        return static_cast<const int32_t *>(data)[i];
+    case sim::DType::U8:
+        return static_cast<const uint8_t *>(data)[i];
     }
     return 0;
 }
 
 /** A figure with 6 significant digits, null when it is not finite. */
 nlohmann::ordered_json figure(double v) {
-    if (!std::isfinite(v)) return nullptr;
+    if (!std::isfinite(v))
+        return nullptr;
     char text[32];
     std::snprintf(text, sizeof text, "%.6g", v);
     return std::stod(text);
@@ -69,7 +86,8 @@ double roofline_cycles(const Workload &w, const Target &target) {
 
 std::vector<std::vector<int>> static_extents(const Kernel &kernel) {
     std::vector<std::vector<int>> extents;
-    for (const KernelArg &a : kernel.args) extents.push_back(a.extents);
+    for (const KernelArg &a : kernel.args)
+        extents.push_back(a.extents);
     return extents;
 }
 
@@ -81,10 +99,11 @@ std::map<std::string, int> add_arguments(const Kernel &kernel, sim::Machine &mac
         [&](int id) { return machine.data(id); }, machine.numerics(), seed, inputs);
 }
 
-std::map<std::string, int> add_arguments(const Kernel &kernel, const std::vector<std::vector<int>> &extents,
-                                         const std::function<int(const std::string &, sim::DType, int64_t)> &add,
-                                         const std::function<void *(int)> &data_of, bool numerics, uint64_t seed,
-                                         std::vector<Halide::Buffer<>> *inputs) {
+std::map<std::string, int>
+add_arguments(const Kernel &kernel, const std::vector<std::vector<int>> &extents,
+              const std::function<int(const std::string &, sim::DType, int64_t)> &add,
+              const std::function<void *(int)> &data_of, bool numerics, uint64_t seed,
+              std::vector<Halide::Buffer<>> *inputs) {
     std::map<std::string, int> ids;
     std::mt19937_64 rng(seed);
     std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
@@ -92,16 +111,20 @@ std::map<std::string, int> add_arguments(const Kernel &kernel, const std::vector
         const KernelArg &a = kernel.args[arg];
         sim::DType t = dtype_of(a.type);
         int64_t elements = 1;
-        for (int e : extents[arg]) elements *= e;
+        for (int e : extents[arg])
+            elements *= e;
         int id = add(a.name, t, elements);
         ids[a.name] = id;
-        if (!numerics) continue;
+        if (!numerics)
+            continue;
         void *data = data_of(id);
         if (a.output) {
-            for (int64_t i = 0; i < elements; i++) put(data, t, i, NAN);
+            for (int64_t i = 0; i < elements; i++)
+                put(data, t, i, NAN);
             continue;
         }
-        for (int64_t i = 0; i < elements; i++) put(data, t, i, uniform(rng));
+        for (int64_t i = 0; i < elements; i++)
+            put(data, t, i, uniform(rng));
         if (inputs) {
             Halide::Buffer<> buf(a.type, extents[arg]);
             std::memcpy(buf.data(), data, elements * sim::bytes_of(t));
@@ -111,7 +134,8 @@ std::map<std::string, int> add_arguments(const Kernel &kernel, const std::vector
     return ids;
 }
 
-Kernel compile_app(const App &app, const Params &params, const std::string &schedule, const Target &target) {
+Kernel compile_app(const App &app, const Params &params, const std::string &schedule,
+                   const Target &target) {
     Built built = app.build(params, schedule, target);
     return compile(built.output, built.inputs, target, app.name);
 }
@@ -130,13 +154,15 @@ Halide::Target reference_target() {
 RunResult run(const App &app, const RunOptions &options) {
     Target target = Target::parse(options.target);
     const Params params = with_defaults(app, options.params, options.target);
-    const std::string schedule = options.schedule.empty() ? schedules_for(app, options.target).front() : options.schedule;
+    const std::string schedule =
+        options.schedule.empty() ? schedules_for(app, options.target).front() : options.schedule;
     auto t0 = std::chrono::steady_clock::now();
     Kernel kernel = compile_app(app, params, schedule, target);
     const double compile_ms = ms_since(t0);
     Params call = params;
     for (const auto &[k, v] : options.at.values()) {
-        if (!params.has(k)) throw Error("--at: app " + app.name + " has no parameter '" + k + "'");
+        if (!params.has(k))
+            throw Error("--at: app " + app.name + " has no parameter '" + k + "'");
         call.set(k, v);
     }
     RunResult r = run_kernel(app, kernel, call, schedule, options);
@@ -144,8 +170,8 @@ RunResult run(const App &app, const RunOptions &options) {
     return r;
 }
 
-RunResult run_kernel(const App &app, const Kernel &kernel, const Params &params, const std::string &schedule,
-                     const RunOptions &options, Built *reference) {
+RunResult run_kernel(const App &app, const Kernel &kernel, const Params &params,
+                     const std::string &schedule, const RunOptions &options, Built *reference) {
     RunResult r;
     r.app = app.name;
     Target target = Target::parse(options.target);
@@ -159,7 +185,8 @@ RunResult run_kernel(const App &app, const Kernel &kernel, const Params &params,
     // estimates of a runtime shape), which the kernel takes at this call.
     Built ref = app.build(r.params, "reference", target);
     std::vector<std::vector<int>> extents;
-    for (const ImageParam &in : ref.inputs) extents.push_back(extents_of(in.parameter()));
+    for (const ImageParam &in : ref.inputs)
+        extents.push_back(extents_of(in.parameter()));
     extents.push_back(extents_of(ref.output.output_buffer().parameter()));
     const Shapes shapes = kernel.bind_shapes(extents);
 
@@ -167,16 +194,19 @@ RunResult run_kernel(const App &app, const Kernel &kernel, const Params &params,
     std::map<std::string, int> ids;
     std::function<const void *(int)> data_of;
     // The target's machine model runs the kernel; its report and output buffer are what we keep.
-    std::unique_ptr<Model> model =
-        backend_of(target).model(target, options.numerics, !options.trace.empty() || !options.timeline.empty());
+    std::unique_ptr<Model> model = backend_of(target).model(
+        target, options.numerics, !options.trace.empty() || !options.timeline.empty());
     auto t0 = std::chrono::steady_clock::now();
     ids = add_arguments(
-        kernel, extents, [&](const std::string &n, sim::DType t, int64_t e) { return model->add_global(n, t, e); },
+        kernel, extents,
+        [&](const std::string &n, sim::DType t, int64_t e) { return model->add_global(n, t, e); },
         [&](int id) { return model->data(id); }, options.numerics, options.seed, &reference_inputs);
     model->execute(kernel, ids, shapes);
     r.report = model->finish();
-    if (!options.trace.empty()) model->write_trace(options.trace);
-    if (!options.timeline.empty()) model->write_trace(options.timeline);
+    if (!options.trace.empty())
+        model->write_trace(options.trace);
+    if (!options.timeline.empty())
+        model->write_trace(options.timeline);
     data_of = [&](int id) { return model->data(id); };
     r.simulate_ms = ms_since(t0);
     r.roofline_cycles = roofline_cycles(app.workload(r.params), target);
@@ -184,7 +214,8 @@ RunResult run_kernel(const App &app, const Kernel &kernel, const Params &params,
     if (options.numerics) {
         t0 = std::chrono::steady_clock::now();
         Built &checker = reference ? *reference : ref;
-        for (size_t i = 0; i < checker.inputs.size(); i++) checker.inputs[i].set(reference_inputs[i]);
+        for (size_t i = 0; i < checker.inputs.size(); i++)
+            checker.inputs[i].set(reference_inputs[i]);
         const KernelArg &out = kernel.args.back();
         Halide::Buffer<> expected(out.type, extents.back());
         checker.output.halide().realize(expected, reference_target());
@@ -195,7 +226,8 @@ RunResult run_kernel(const App &app, const Kernel &kernel, const Params &params,
         bool finite = true;
         for (int64_t i = 0; i < int64_t(expected.number_of_elements()); i++) {
             double want = get(expected.data(), t, i), have = get(got, t, i);
-            if (!std::isfinite(have)) finite = false;
+            if (!std::isfinite(have))
+                finite = false;
             max_ref = std::max(max_ref, std::fabs(want));
             max_err = std::max(max_err, std::fabs(have - want));
         }
@@ -215,8 +247,10 @@ std::string RunResult::json() const {
     nlohmann::ordered_json p = nlohmann::ordered_json::object();
     for (const auto &[k, v] : params.values()) {
         bool integer = !v.empty() && v.find_first_not_of("0123456789-") == std::string::npos;
-        if (integer) p[k] = std::stoll(v);
-        else p[k] = v;
+        if (integer)
+            p[k] = std::stoll(v);
+        else
+            p[k] = v;
     }
     j["params"] = p;
     j["correct"] = checked ? nlohmann::ordered_json(correct) : nlohmann::ordered_json(nullptr);
@@ -227,13 +261,16 @@ std::string RunResult::json() const {
     j["roofline_cycles"] = figure(roofline_cycles);
     j["roofline_fraction"] = figure(roofline_fraction());
     nlohmann::ordered_json busy = nlohmann::ordered_json::object();
-    for (const sim::EngineBusy &b : report.busy) busy[b.engine] = b.busy;
+    for (const sim::EngineBusy &b : report.busy)
+        busy[b.engine] = b.busy;
     j["busy"] = busy;
     j["races"] = report.race_count;
     j["race_details"] = nlohmann::ordered_json::array();
-    for (size_t i = 0; i < report.races.size() && i < 10; i++) j["race_details"].push_back(report.races[i].str());
+    for (size_t i = 0; i < report.races.size() && i < 10; i++)
+        j["race_details"].push_back(report.races[i].str());
     j["deadlock"] = report.deadlock;
-    if (report.deadlock) j["deadlock_message"] = report.deadlock_message;
+    if (report.deadlock)
+        j["deadlock_message"] = report.deadlock_message;
     j["compile_ms"] = figure(compile_ms);
     j["simulate_ms"] = figure(simulate_ms);
     j["reference_ms"] = figure(reference_ms);

@@ -16,13 +16,13 @@
 namespace tandem::apps {
 
 struct RunOptions {
-    Params params;            // given by the user; the app's defaults fill the rest
-    Params at;                // a runtime-shape kernel runs at these extents (else at the params')
-    std::string schedule;     // empty = the app's default
+    Params params;        // given by the user; the app's defaults fill the rest
+    Params at;            // a runtime-shape kernel runs at these extents (else at the params')
+    std::string schedule; // empty = the app's default
     std::string target = "zpu";
-    bool numerics = true;     // false: timing and hazards only (no data, no reference)
-    std::string trace;        // Chrome/Perfetto trace file, if not empty
-    std::string timeline;     // SVG picture of the overlap (one lane per engine), if not empty
+    bool numerics = true; // false: timing and hazards only (no data, no reference)
+    std::string trace;    // Chrome/Perfetto trace file, if not empty
+    std::string timeline; // SVG picture of the overlap (one lane per engine), if not empty
     uint64_t seed = 1;
 };
 
@@ -30,16 +30,18 @@ struct RunResult {
     std::string app, target, schedule;
     std::string model; // the machine model and its version ("zpu v2"), Machine.h
     Params params;
-    bool checked = false;     // numerics were on and compared with the reference
+    bool checked = false; // numerics were on and compared with the reference
     bool correct = false;
-    double max_rel_err = 0;   // max |out - ref| / max |ref|
+    double max_rel_err = 0; // max |out - ref| / max |ref|
     sim::Report report;
-    Kernel kernel;            // what was compiled and run
+    Kernel kernel; // what was compiled and run
     double roofline_cycles = 0;
     double compile_ms = 0, simulate_ms = 0, reference_ms = 0;
 
     double efficiency() const { return report.efficiency(); }
-    double roofline_fraction() const { return report.cycles ? roofline_cycles / double(report.cycles) : 0; }
+    double roofline_fraction() const {
+        return report.cycles ? roofline_cycles / double(report.cycles) : 0;
+    }
     /** One JSON object with every field the CLI promises. */
     std::string json() const;
 };
@@ -51,13 +53,15 @@ std::map<std::string, int> add_arguments(const Kernel &kernel, sim::Machine &mac
                                          std::vector<Halide::Buffer<>> *inputs = nullptr);
 /** The same for any machine model, with the arguments' extents at this call (their static
  * extents, or any for a runtime shape): `add` makes a global buffer, `data` gives its storage. */
-std::map<std::string, int> add_arguments(const Kernel &kernel, const std::vector<std::vector<int>> &extents,
-                                         const std::function<int(const std::string &, sim::DType, int64_t)> &add,
-                                         const std::function<void *(int)> &data, bool numerics, uint64_t seed,
-                                         std::vector<Halide::Buffer<>> *inputs = nullptr);
+std::map<std::string, int>
+add_arguments(const Kernel &kernel, const std::vector<std::vector<int>> &extents,
+              const std::function<int(const std::string &, sim::DType, int64_t)> &add,
+              const std::function<void *(int)> &data, bool numerics, uint64_t seed,
+              std::vector<Halide::Buffer<>> *inputs = nullptr);
 
 /** Builds the app with the schedule and compiles it. */
-Kernel compile_app(const App &app, const Params &params, const std::string &schedule, const Target &target);
+Kernel compile_app(const App &app, const Params &params, const std::string &schedule,
+                   const Target &target);
 
 /** Compiles the app and runs it (options.params over the app's defaults). */
 RunResult run(const App &app, const RunOptions &options);
@@ -65,8 +69,9 @@ RunResult run(const App &app, const RunOptions &options);
  * was compiled with, but for the extents of a runtime-shape kernel (shapes=runtime), which may be
  * any. `reference`: the app's reference built once with runtime shapes, so that its JIT compiles
  * once for many calls (else one is built at `params`). compile_ms is left 0. */
-RunResult run_kernel(const App &app, const Kernel &kernel, const Params &params, const std::string &schedule,
-                     const RunOptions &options, Built *reference = nullptr);
+RunResult run_kernel(const App &app, const Kernel &kernel, const Params &params,
+                     const std::string &schedule, const RunOptions &options,
+                     Built *reference = nullptr);
 /** The static extents of the kernel's arguments. */
 std::vector<std::vector<int>> static_extents(const Kernel &kernel);
 

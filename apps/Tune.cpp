@@ -42,21 +42,26 @@ std::map<std::string, std::vector<std::string>> search_space(const App &app, con
     const Params defaults = with_defaults(app, o.fixed, o.target);
     const Workload problem = app.workload(defaults);
     for (const auto &[name, values] : app.choices) {
-        if (o.fixed.has(name) || std::count(app.variants.begin(), app.variants.end(), name)) continue;
+        if (o.fixed.has(name) || std::count(app.variants.begin(), app.variants.end(), name))
+            continue;
         bool schedule_only = true;
         for (const std::string &v : values) {
             Params p = defaults;
             p.set(name, v);
             schedule_only = schedule_only && same_problem(app.workload(p), problem);
         }
-        if (!schedule_only) continue;
+        if (!schedule_only)
+            continue;
         std::vector<std::string> distinct;
         for (const std::string &v : values) {
-            if (std::find(distinct.begin(), distinct.end(), v) == distinct.end()) distinct.push_back(v);
+            if (std::find(distinct.begin(), distinct.end(), v) == distinct.end())
+                distinct.push_back(v);
         }
-        if (distinct.size() > 1) space[name] = distinct;
+        if (distinct.size() > 1)
+            space[name] = distinct;
     }
-    if (!o.fixed.has("schedule") && schedules_for(app, o.target).size() > 1) space["schedule"] = schedules_for(app, o.target);
+    if (!o.fixed.has("schedule") && schedules_for(app, o.target).size() > 1)
+        space["schedule"] = schedules_for(app, o.target);
     return space;
 }
 
@@ -68,7 +73,8 @@ std::string now_utc() {
 }
 
 /** A candidate correct on the model, timed on the GPU: its time, or why it has none. */
-void time_on_the_gpu(const App &app, const RunOptions &run_options, const TuneOptions &o, TuningRecord *r) {
+void time_on_the_gpu(const App &app, const RunOptions &run_options, const TuneOptions &o,
+                     TuningRecord *r) {
     const Params params = with_defaults(app, run_options.params, o.target);
     const std::string schedule =
         run_options.schedule.empty() ? schedules_for(app, o.target).front() : run_options.schedule;
@@ -78,11 +84,13 @@ void time_on_the_gpu(const App &app, const RunOptions &run_options, const TuneOp
         r->message = "on the GPU: " + t.failure;
     } else if (!t.correct) {
         r->status = "wrong";
-        r->message = "on the GPU (" + t.device + "): max relative error " + std::to_string(t.max_rel_err) +
-                     " or launches that differ";
+        r->message = "on the GPU (" + t.device + "): max relative error " +
+                     std::to_string(t.max_rel_err) + " or launches that differ";
     } else {
-        r->message = "timed on the GPU; the model (" + r->device + ") ran it correctly; the reference (cuBLAS or "
-                     "a copy) took " + std::to_string(t.reference_ms) + " ms";
+        r->message = "timed on the GPU; the model (" + r->device +
+                     ") ran it correctly; the reference (cuBLAS or "
+                     "a copy) took " +
+                     std::to_string(t.reference_ms) + " ms";
         r->time_ms = t.time_ms;
         r->device = t.device;
     }
@@ -97,9 +105,12 @@ TuningRecord measure(const App &app, const TuneOptions &o, const Candidate &c) {
     RunOptions run_options;
     run_options.params = o.fixed;
     for (const auto &[k, v] : c) {
-        if (k != "schedule") run_options.params.set(k, v);
+        if (k != "schedule")
+            run_options.params.set(k, v);
     }
-    run_options.schedule = c.count("schedule") ? c.at("schedule") : o.fixed.has("schedule") ? o.fixed.get("schedule") : "";
+    run_options.schedule = c.count("schedule")       ? c.at("schedule")
+                           : o.fixed.has("schedule") ? o.fixed.get("schedule")
+                                                     : "";
     run_options.target = o.target;
     run_options.numerics = o.numerics;
     run_options.seed = o.seed;
@@ -117,7 +128,8 @@ TuningRecord measure(const App &app, const TuneOptions &o, const Candidate &c) {
             r.status = "ok";
             r.cycles = double(result.report.cycles);
             r.roofline_fraction = result.roofline_fraction();
-            if (o.device == "gpu") time_on_the_gpu(app, run_options, o, &r);
+            if (o.device == "gpu")
+                time_on_the_gpu(app, run_options, o, &r);
         }
     } catch (const Error &e) {
         r.status = "user_error";
@@ -131,9 +143,15 @@ TuningRecord measure(const App &app, const TuneOptions &o, const Candidate &c) {
 
 /** How a worker measures a job: the tuner's options that decide a measurement. */
 std::string spec_of(const TuneOptions &o) {
-    return nlohmann::json({{"app", o.app}, {"target", o.target}, {"params", o.fixed.values()}, {"device", o.device},
-                           {"numerics", o.numerics}, {"seed", o.seed}, {"isolate", o.isolate},
-                           {"timeout", o.timeout_seconds}, {"memory_gb", o.memory_gb}})
+    return nlohmann::json({{"app", o.app},
+                           {"target", o.target},
+                           {"params", o.fixed.values()},
+                           {"device", o.device},
+                           {"numerics", o.numerics},
+                           {"seed", o.seed},
+                           {"isolate", o.isolate},
+                           {"timeout", o.timeout_seconds},
+                           {"memory_gb", o.memory_gb}})
         .dump();
 }
 
@@ -151,14 +169,19 @@ TuneOptions options_of(const std::string &spec) {
         o.timeout_seconds = j.at("timeout");
         o.memory_gb = j.at("memory_gb");
     } catch (const nlohmann::json::exception &e) {
-        throw Error(std::string("tune: a job's measuring spec is not what this tuner writes: ") + e.what());
+        throw Error(std::string("tune: a job's measuring spec is not what this tuner writes: ") +
+                    e.what());
     }
     return o;
 }
 
 std::string record_json(const TuningRecord &r) {
-    return nlohmann::json({{"status", r.status}, {"cycles", r.cycles}, {"roofline_fraction", r.roofline_fraction},
-                           {"time_ms", r.time_ms}, {"device", r.device}, {"message", r.message}})
+    return nlohmann::json({{"status", r.status},
+                           {"cycles", r.cycles},
+                           {"roofline_fraction", r.roofline_fraction},
+                           {"time_ms", r.time_ms},
+                           {"device", r.device},
+                           {"message", r.message}})
         .dump();
 }
 
@@ -179,9 +202,11 @@ Child start_child(const TuningJob &job) {
     c.options = options_of(job.spec);
     c.start = std::chrono::steady_clock::now();
     int fds[2];
-    if (pipe(fds) != 0) throw Error(std::string("tune: pipe failed: ") + std::strerror(errno));
+    if (pipe(fds) != 0)
+        throw Error(std::string("tune: pipe failed: ") + std::strerror(errno));
     c.pid = fork();
-    if (c.pid < 0) throw Error(std::string("tune: fork failed: ") + std::strerror(errno));
+    if (c.pid < 0)
+        throw Error(std::string("tune: fork failed: ") + std::strerror(errno));
     if (c.pid == 0) {
         close(fds[0]);
         const int null = open("/dev/null", O_WRONLY);
@@ -192,11 +217,13 @@ Child start_child(const TuningJob &job) {
         const rlim_t bytes = rlim_t(c.options.memory_gb * (1ull << 30));
         const rlimit limit{bytes, RLIM_INFINITY};
         setrlimit(RLIMIT_AS, &limit);
-        const std::string text = record_json(measure(find_app(c.options.app), c.options, job.candidate));
+        const std::string text =
+            record_json(measure(find_app(c.options.app), c.options, job.candidate));
         size_t written = 0;
         while (written < text.size()) {
             const ssize_t n = write(fds[1], text.data() + written, text.size() - written);
-            if (n <= 0) _exit(1);
+            if (n <= 0)
+                _exit(1);
             written += size_t(n);
         }
         _exit(0);
@@ -211,12 +238,16 @@ Child start_child(const TuningJob &job) {
 bool child_finished(Child &c, TuningRecord *r) {
     char buffer[4096];
     ssize_t n;
-    while ((n = read(c.fd, buffer, sizeof buffer)) > 0) c.out.append(buffer, size_t(n));
+    while ((n = read(c.fd, buffer, sizeof buffer)) > 0)
+        c.out.append(buffer, size_t(n));
     int status = 0;
     const bool exited = waitpid(c.pid, &status, WNOHANG) == c.pid;
-    const bool late = !exited && std::chrono::duration<double>(std::chrono::steady_clock::now() - c.start).count() >
-                                     c.options.timeout_seconds;
-    if (!exited && !late) return false;
+    const bool late =
+        !exited &&
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - c.start).count() >
+            c.options.timeout_seconds;
+    if (!exited && !late)
+        return false;
     *r = TuningRecord();
     r->candidate = c.job.candidate;
     r->seed = c.options.seed;
@@ -227,12 +258,14 @@ bool child_finished(Child &c, TuningRecord *r) {
         r->status = "timeout";
         r->message = "no result after " + std::to_string(int(c.options.timeout_seconds)) + " s";
     } else {
-        while ((n = read(c.fd, buffer, sizeof buffer)) > 0) c.out.append(buffer, size_t(n));
+        while ((n = read(c.fd, buffer, sizeof buffer)) > 0)
+            c.out.append(buffer, size_t(n));
         if (WIFSIGNALED(status) || c.out.empty()) {
             r->status = "crash";
-            r->message = WIFSIGNALED(status) ? std::string("killed by signal ") + strsignal(WTERMSIG(status))
-                                             : "exited with status " + std::to_string(WEXITSTATUS(status)) +
-                                                   " and no result";
+            r->message = WIFSIGNALED(status)
+                             ? std::string("killed by signal ") + strsignal(WTERMSIG(status))
+                             : "exited with status " + std::to_string(WEXITSTATUS(status)) +
+                                   " and no result";
         } else {
             const nlohmann::json j = nlohmann::json::parse(c.out);
             r->status = j.at("status");
@@ -253,9 +286,9 @@ std::string worker_name() {
     return std::string(host) + ":" + std::to_string(getpid());
 }
 
-/** Claims jobs (of `generators`, and of workload `only` when given) and measures up to `jobs` at once, renewing its
- * leases, until `stop(idle)` says so (idle: nothing running and nothing to claim); then waits for
- * what it runs. `done` hears of each completed job. */
+/** Claims jobs (of `generators`, and of workload `only` when given) and measures up to `jobs` at
+ * once, renewing its leases, until `stop(idle)` says so (idle: nothing running and nothing to
+ * claim); then waits for what it runs. `done` hears of each completed job. */
 void work(TuningDb &db, int jobs, double lease_seconds, const std::vector<std::string> &generators,
           const std::string &device, const TuningWorkload *only,
           const std::function<bool(bool idle)> &stop,
@@ -279,7 +312,8 @@ void work(TuningDb &db, int jobs, double lease_seconds, const std::vector<std::s
             } else { // in this process (tests): one at a time
                 TuningRecord r = measure(find_app(o.app), o, job->candidate);
                 db.complete(*job, r);
-                if (done) done(*job, r);
+                if (done)
+                    done(*job, r);
             }
         }
         for (auto it = running.begin(); it != running.end();) {
@@ -289,23 +323,28 @@ void work(TuningDb &db, int jobs, double lease_seconds, const std::vector<std::s
                 continue;
             }
             db.complete(it->job, r);
-            if (done) done(it->job, r);
+            if (done)
+                done(it->job, r);
             it = running.erase(it);
         }
         const auto now = std::chrono::steady_clock::now();
-        if (!running.empty() && std::chrono::duration<double>(now - renewed).count() > lease_seconds / 3) {
+        if (!running.empty() &&
+            std::chrono::duration<double>(now - renewed).count() > lease_seconds / 3) {
             db.renew(name, lease_seconds);
             renewed = now;
         }
         stopping = stopping || stop(running.empty() && nothing_to_claim);
-        if (stopping && running.empty()) return;
+        if (stopping && running.empty())
+            return;
         std::this_thread::sleep_for(std::chrono::milliseconds(running.empty() ? 20 : 5));
     }
 }
 
 } // namespace
 
-std::string compiler_version() { return TANDEM_COMPILER_VERSION; }
+std::string compiler_version() {
+    return TANDEM_COMPILER_VERSION;
+}
 
 TuningWorkload tuning_workload(const TuneOptions &o) {
     const App &app = find_app(o.app);
@@ -320,37 +359,49 @@ TuningWorkload tuning_workload(const TuneOptions &o) {
     Params all = with_defaults(app, o.fixed, o.target);
     const auto space = search_space(app, o);
     for (const auto &[k, v] : all.values()) {
-        if (!space.count(k)) w.fixed[k] = v;
+        if (!space.count(k))
+            w.fixed[k] = v;
     }
-    if (o.fixed.has("schedule")) w.fixed["schedule"] = o.fixed.get("schedule");
+    if (o.fixed.has("schedule"))
+        w.fixed["schedule"] = o.fixed.get("schedule");
     return w;
 }
 
 TuneResult tune(const TuneOptions &o, const std::function<void(const TuneProgress &)> &progress) {
     const App &app = find_app(o.app);
-    if (o.budget < 1) throw Error("tune: --budget must be at least 1");
-    if (o.jobs < 0) throw Error("tune: --jobs must be at least 0");
-    if (o.device != "model" && o.device != "gpu") throw Error("tune: --device is model or gpu, not '" + o.device + "'");
+    if (o.budget < 1)
+        throw Error("tune: --budget must be at least 1");
+    if (o.jobs < 0)
+        throw Error("tune: --jobs must be at least 0");
+    if (o.device != "model" && o.device != "gpu")
+        throw Error("tune: --device is model or gpu, not '" + o.device + "'");
     if (o.device == "gpu" && o.target != "hopper") {
-        throw Error("tune: --device gpu times Hopper kernels on a GPU; target " + o.target + " is timed on its model");
+        throw Error("tune: --device gpu times Hopper kernels on a GPU; target " + o.target +
+                    " is timed on its model");
     }
     if (o.device == "gpu" && !gpu_harness_times(app)) {
-        throw Error("tune: --device gpu: the GPU harness checks and times gemm, attention_scores, elementwise and rmsnorm; " + app.name +
-                    " is timed on the model only");
+        throw Error("tune: --device gpu: the GPU harness checks and times gemm, attention_scores, "
+                    "elementwise and rmsnorm; " +
+                    app.name + " is timed on the model only");
     }
-    if (o.device == "gpu" && o.jobs > 0) require_gpu(); // (--jobs 0 only queues them for GPU workers)
+    if (o.device == "gpu" && o.jobs > 0)
+        require_gpu(); // (--jobs 0 only queues them for GPU workers)
     std::unique_ptr<TuningDb> db = TuningDb::open(o.db.empty() ? default_tuning_db() : o.db);
-    if (o.isolate && o.jobs > 0) warm_up_reference_jit(); // once, before the children fork
+    if (o.isolate && o.jobs > 0)
+        warm_up_reference_jit(); // once, before the children fork
     TuneResult result;
     result.workload = tuning_workload(o);
     const TuningWorkload &workload = result.workload;
     const auto space = search_space(app, o);
     result.space = 1;
-    for (const auto &[k, values] : space) result.space = int(std::min<int64_t>(int64_t(result.space) * int64_t(values.size()), 1 << 30));
+    for (const auto &[k, values] : space)
+        result.space =
+            int(std::min<int64_t>(int64_t(result.space) * int64_t(values.size()), 1 << 30));
 
     // Already measured (a previous or killed run): reused, never measured again.
     std::map<std::string, TuningRecord> known;
-    for (TuningRecord &r : db->records(workload)) known[candidate_key(r.candidate)] = std::move(r);
+    for (TuningRecord &r : db->records(workload))
+        known[candidate_key(r.candidate)] = std::move(r);
     db->cancel(workload); // jobs a killed tuner left, beyond what this search may want
 
     const Params defaults = with_defaults(app, o.fixed, o.target);
@@ -360,11 +411,13 @@ TuneResult tune(const TuneOptions &o, const std::function<void(const TuneProgres
     }
 
     // --resume continues the workload's last search: the seed of its latest record.
-    const unsigned long long seed = o.resume && !known.empty() ? db->records(workload).back().seed : o.seed;
+    const unsigned long long seed =
+        o.resume && !known.empty() ? db->records(workload).back().seed : o.seed;
     std::mt19937_64 rng(seed);
     auto random_candidate = [&] {
         Candidate c;
-        for (const auto &[k, values] : space) c[k] = values[std::uniform_int_distribution<size_t>(0, values.size() - 1)(rng)];
+        for (const auto &[k, values] : space)
+            c[k] = values[std::uniform_int_distribution<size_t>(0, values.size() - 1)(rng)];
         return c;
     };
     auto mutate = [&](Candidate c) {
@@ -373,24 +426,29 @@ TuneResult tune(const TuneOptions &o, const std::function<void(const TuneProgres
             auto it = space.begin();
             std::advance(it, std::uniform_int_distribution<size_t>(0, space.size() - 1)(rng));
             const auto &values = it->second;
-            size_t at = size_t(std::find(values.begin(), values.end(), c[it->first]) - values.begin());
+            size_t at =
+                size_t(std::find(values.begin(), values.end(), c[it->first]) - values.begin());
             // A neighbouring value (choices are listed in order) or, one time in three, any.
             size_t next = std::uniform_int_distribution<int>(0, 2)(rng) == 0 || at >= values.size()
                               ? std::uniform_int_distribution<size_t>(0, values.size() - 1)(rng)
-                              : std::uniform_int_distribution<int>(0, 1)(rng) ? std::min(at + 1, values.size() - 1)
-                                                                              : (at > 0 ? at - 1 : 0);
+                          : std::uniform_int_distribution<int>(0, 1)(rng)
+                              ? std::min(at + 1, values.size() - 1)
+                              : (at > 0 ? at - 1 : 0);
             c[it->first] = values[next];
         }
         return c;
     };
 
     const auto start = std::chrono::steady_clock::now();
-    auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+    auto elapsed = [&] {
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    };
     auto out_of_time = [&] { return o.seconds > 0 && elapsed() > o.seconds; };
     std::vector<TuningRecord> results; // this search's records, in the order it proposed them
     std::optional<TuningRecord> best;
     auto consider = [&](const TuningRecord &r) {
-        if (r.status == "ok" && (!best || r.cost() < best->cost())) best = r;
+        if (r.status == "ok" && (!best || r.cost() < best->cost()))
+            best = r;
     };
     std::set<std::string> visited;
     int total = 0;
@@ -404,7 +462,8 @@ TuneResult tune(const TuneOptions &o, const std::function<void(const TuneProgres
     int stale = 0;
     bool exhausted = false;
     for (int generation = 0; total < o.budget && !exhausted && !out_of_time(); generation++) {
-        // The generation: every candidate counts toward the budget, measured now or recorded before.
+        // The generation: every candidate counts toward the budget, measured now or recorded
+        // before.
         struct Proposal {
             Candidate candidate;
             bool fresh; // not recorded when proposed
@@ -413,16 +472,20 @@ TuneResult tune(const TuneOptions &o, const std::function<void(const TuneProgres
         const int want = std::min(o.budget - total, generation == 0 ? explore : generation_size);
         std::vector<TuningRecord> parents; // the best ok records so far, fastest first
         for (const TuningRecord &r : results) {
-            if (r.status == "ok") parents.push_back(r);
+            if (r.status == "ok")
+                parents.push_back(r);
         }
-        std::stable_sort(parents.begin(), parents.end(),
-                         [](const TuningRecord &a, const TuningRecord &b) { return a.cost() < b.cost(); });
-        if (parents.size() > 4) parents.resize(4);
+        std::stable_sort(
+            parents.begin(), parents.end(),
+            [](const TuningRecord &a, const TuningRecord &b) { return a.cost() < b.cost(); });
+        if (parents.size() > 4)
+            parents.resize(4);
         int counted = 0, proposals = 0;
         while (counted < want) {
             Candidate c = generation == 0 && proposals == 0 ? first
-                          : parents.empty()                   ? random_candidate()
-                                                              : mutate(parents[size_t(proposals) % parents.size()].candidate);
+                          : parents.empty()
+                              ? random_candidate()
+                              : mutate(parents[size_t(proposals) % parents.size()].candidate);
             proposals++;
             const std::string key = candidate_key(c);
             if (!visited.insert(key).second) {
@@ -438,7 +501,8 @@ TuneResult tune(const TuneOptions &o, const std::function<void(const TuneProgres
         }
         std::vector<Candidate> queue;
         for (const Proposal &p : batch) {
-            if (p.fresh) queue.push_back(p.candidate);
+            if (p.fresh)
+                queue.push_back(p.candidate);
         }
         db->enqueue(workload, TANDEM_COMPILER_VERSION, spec, queue);
 
@@ -449,12 +513,14 @@ TuneResult tune(const TuneOptions &o, const std::function<void(const TuneProgres
             for (; reported < batch.size(); reported++) {
                 const Proposal &p = batch[reported];
                 auto r = known.find(candidate_key(p.candidate));
-                if (r == known.end()) return false;
+                if (r == known.end())
+                    return false;
                 total++;
                 (p.fresh ? result.measured : result.reused)++;
                 results.push_back(r->second);
                 consider(r->second);
-                if (r->first == candidate_key(first)) result.defaults = r->second;
+                if (r->first == candidate_key(first))
+                    result.defaults = r->second;
                 if (progress) {
                     TuneProgress tp;
                     tp.done = total;
@@ -468,38 +534,46 @@ TuneResult tune(const TuneOptions &o, const std::function<void(const TuneProgres
             return true;
         };
         auto refresh = [&] {
-            for (TuningRecord &r : db->records(workload)) known.emplace(candidate_key(r.candidate), std::move(r));
+            for (TuningRecord &r : db->records(workload))
+                known.emplace(candidate_key(r.candidate), std::move(r));
             // Queued again if another tuner of the workload cancelled them at its start.
             std::vector<Candidate> missing;
             for (size_t i = reported; i < batch.size(); i++) {
-                if (!known.count(candidate_key(batch[i].candidate))) missing.push_back(batch[i].candidate);
+                if (!known.count(candidate_key(batch[i].candidate)))
+                    missing.push_back(batch[i].candidate);
             }
             db->enqueue(workload, TANDEM_COMPILER_VERSION, spec, missing);
         };
         auto last_refresh = std::chrono::steady_clock::now() - std::chrono::hours(1);
-        work(*db, o.jobs, o.lease_seconds, {workload.generator}, o.device, &workload,
-             [&](bool) {
-                 const auto now = std::chrono::steady_clock::now();
-                 if (now - last_refresh > std::chrono::milliseconds(250)) { // other workers' records
-                     refresh();
-                     last_refresh = now;
-                 }
-                 return report() || out_of_time();
-             },
-             [&](const TuningJob &, const TuningRecord &r) { known.emplace(candidate_key(r.candidate), r); });
+        work(
+            *db, o.jobs, o.lease_seconds, {workload.generator}, o.device, &workload,
+            [&](bool) {
+                const auto now = std::chrono::steady_clock::now();
+                if (now - last_refresh > std::chrono::milliseconds(250)) { // other workers' records
+                    refresh();
+                    last_refresh = now;
+                }
+                return report() || out_of_time();
+            },
+            [&](const TuningJob &, const TuningRecord &r) {
+                known.emplace(candidate_key(r.candidate), r);
+            });
         report();
         if (reported < batch.size()) { // out of time: the rest of the generation is not measured
             db->cancel(workload);
             break;
         }
     }
-    if (!result.defaults && known.count(candidate_key(first))) result.defaults = known.at(candidate_key(first));
+    if (!result.defaults && known.count(candidate_key(first)))
+        result.defaults = known.at(candidate_key(first));
     result.best = best;
     return result;
 }
 
-int tune_worker(const WorkerOptions &w, const std::function<void(const TuningJob &, const TuningRecord &)> &done) {
-    if (w.jobs < 1) throw Error("tune-worker: --jobs must be at least 1");
+int tune_worker(const WorkerOptions &w,
+                const std::function<void(const TuningJob &, const TuningRecord &)> &done) {
+    if (w.jobs < 1)
+        throw Error("tune-worker: --jobs must be at least 1");
     if (w.device != "model" && w.device != "gpu") {
         throw Error("tune-worker: --device is model or gpu, not '" + w.device + "'");
     }
@@ -510,19 +584,25 @@ int tune_worker(const WorkerOptions &w, const std::function<void(const TuningJob
     // The generators this program can build: Tandem's apps and its own.
     std::vector<std::string> generators = GeneratorRegistry::names();
     for (const App &app : all_apps()) {
-        if (std::find(generators.begin(), generators.end(), app.name) == generators.end()) generators.push_back(app.name);
+        if (std::find(generators.begin(), generators.end(), app.name) == generators.end())
+            generators.push_back(app.name);
     }
-    if (w.device == "gpu") require_gpu();
-    work(*db, w.jobs, w.lease_seconds, generators, w.device, nullptr,
-         [&](bool idle) {
-             const auto now = std::chrono::steady_clock::now();
-             if (!idle) idle_since = now;
-             return w.idle_exit > 0 && std::chrono::duration<double>(now - idle_since).count() > w.idle_exit;
-         },
-         [&](const TuningJob &job, const TuningRecord &r) {
-             completed++;
-             if (done) done(job, r);
-         });
+    if (w.device == "gpu")
+        require_gpu();
+    work(
+        *db, w.jobs, w.lease_seconds, generators, w.device, nullptr,
+        [&](bool idle) {
+            const auto now = std::chrono::steady_clock::now();
+            if (!idle)
+                idle_since = now;
+            return w.idle_exit > 0 &&
+                   std::chrono::duration<double>(now - idle_since).count() > w.idle_exit;
+        },
+        [&](const TuningJob &job, const TuningRecord &r) {
+            completed++;
+            if (done)
+                done(job, r);
+        });
     return completed;
 }
 

@@ -32,27 +32,27 @@ namespace tandem::apps {
 
 struct TuneOptions {
     std::string app, target = "zpu", db; // db: a TuningDb URI (empty: default_tuning_db())
-    std::string device = "model";         // "gpu" (hopper): also timed on this machine's GPU
-    Params fixed;                         // the workload: extents and any parameter not tuned
-    int budget = 64;                      // candidates the search proposes (measured now or recorded before)
-    double seconds = 0;                   // > 0: stop after this long as well
+    std::string device = "model";        // "gpu" (hopper): also timed on this machine's GPU
+    Params fixed;                        // the workload: extents and any parameter not tuned
+    int budget = 64;    // candidates the search proposes (measured now or recorded before)
+    double seconds = 0; // > 0: stop after this long as well
     unsigned long long seed = 1;
-    bool resume = false;                  // continue the last search of the workload: its seed
+    bool resume = false; // continue the last search of the workload: its seed
     bool numerics = true;
     /** Each candidate in its own process, killed after timeout_seconds, its address space limited
      * to memory_gb (a pathological tiling of a large problem must not take the machine). */
     bool isolate = true;
     double timeout_seconds = 120, memory_gb = 6;
-    int jobs = 1;               // candidates this process measures at once (0: only queue them)
-    double lease_seconds = 60;  // a worker's hold on a job, renewed while it measures
+    int jobs = 1;              // candidates this process measures at once (0: only queue them)
+    double lease_seconds = 60; // a worker's hold on a job, renewed while it measures
 };
 
 struct WorkerOptions {
-    std::string db;             // a TuningDb URI
+    std::string db;               // a TuningDb URI
     std::string device = "model"; // the jobs it takes: timed on the model, or on this machine's GPU
-    int jobs = 1;               // candidates measured at once
+    int jobs = 1;                 // candidates measured at once
     double lease_seconds = 60;
-    double idle_exit = 0;       // > 0: return after this long without a job (0: run until killed)
+    double idle_exit = 0; // > 0: return after this long without a job (0: run until killed)
 };
 
 struct TuneProgress {
@@ -69,13 +69,15 @@ struct TuneResult {
     int space = 0;                              // candidates in the search space
 };
 
-/** The compiler version that keys jobs and workloads (the source's git commit at configure time). */
+/** The compiler version that keys jobs and workloads (the source's git commit at configure time).
+ */
 std::string compiler_version();
 
 /** The workload `options` tunes (its fixed parameters with the app's defaults filled in). */
 TuningWorkload tuning_workload(const TuneOptions &options);
 
-TuneResult tune(const TuneOptions &options, const std::function<void(const TuneProgress &)> &progress = {});
+TuneResult tune(const TuneOptions &options,
+                const std::function<void(const TuneProgress &)> &progress = {});
 
 /** One worker: claims the jobs of this compiler version queued in the database by any tuner and
  * measures them until it has been idle for idle_exit seconds; returns how many it completed.

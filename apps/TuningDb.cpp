@@ -15,7 +15,8 @@ namespace {
 
 std::string placeholders(size_t n) {
     std::string text;
-    for (size_t i = 0; i < n; i++) text += i ? ", ?" : "?";
+    for (size_t i = 0; i < n; i++)
+        text += i ? ", ?" : "?";
     return text;
 }
 
@@ -29,18 +30,24 @@ public:
     explicit SqliteDb(const std::string &path) : db_(open_file(path)) {
         try {
             // Set once, by the first to open it (asking again while another writes can be refused).
-            if (db_.execAndGet("PRAGMA journal_mode").getString() != "wal") db_.exec("PRAGMA journal_mode=WAL");
+            if (db_.execAndGet("PRAGMA journal_mode").getString() != "wal")
+                db_.exec("PRAGMA journal_mode=WAL");
             db_.exec("PRAGMA synchronous=NORMAL");
-            db_.exec("CREATE TABLE IF NOT EXISTS workload (id INTEGER PRIMARY KEY, key TEXT UNIQUE NOT NULL, "
+            db_.exec("CREATE TABLE IF NOT EXISTS workload (id INTEGER PRIMARY KEY, key TEXT UNIQUE "
+                     "NOT NULL, "
                      "generator TEXT, target TEXT, compiler TEXT, fixed TEXT)");
-            db_.exec("CREATE TABLE IF NOT EXISTS record (workload INTEGER NOT NULL REFERENCES workload(id), "
-                     "candidate TEXT NOT NULL, params TEXT, status TEXT, cycles REAL, roofline_fraction REAL, "
+            db_.exec("CREATE TABLE IF NOT EXISTS record (workload INTEGER NOT NULL REFERENCES "
+                     "workload(id), "
+                     "candidate TEXT NOT NULL, params TEXT, status TEXT, cycles REAL, "
+                     "roofline_fraction REAL, "
                      "device TEXT, date TEXT, seed INTEGER, message TEXT, added INTEGER, "
                      "PRIMARY KEY (workload, candidate))");
-            db_.exec("CREATE TABLE IF NOT EXISTS job (id INTEGER PRIMARY KEY, workload INTEGER NOT NULL "
-                     "REFERENCES workload(id), candidate TEXT NOT NULL, params TEXT, version TEXT, spec TEXT, "
-                     "state TEXT NOT NULL DEFAULT 'pending', worker TEXT, lease_until REAL, "
-                     "attempts INTEGER NOT NULL DEFAULT 0, UNIQUE (workload, candidate))");
+            db_.exec(
+                "CREATE TABLE IF NOT EXISTS job (id INTEGER PRIMARY KEY, workload INTEGER NOT NULL "
+                "REFERENCES workload(id), candidate TEXT NOT NULL, params TEXT, version TEXT, spec "
+                "TEXT, "
+                "state TEXT NOT NULL DEFAULT 'pending', worker TEXT, lease_until REAL, "
+                "attempts INTEGER NOT NULL DEFAULT 0, UNIQUE (workload, candidate))");
             // Added with GPU timing; a database from before gets them.
             add_column("workload", "device", "TEXT NOT NULL DEFAULT 'model'");
             add_column("record", "time_ms", "REAL NOT NULL DEFAULT 0");
@@ -71,8 +78,10 @@ public:
     std::vector<TuningRecord> records(const TuningWorkload &w) override {
         return guard([&] {
             std::vector<TuningRecord> out;
-            SQLite::Statement q(db_, "SELECT params, status, cycles, roofline_fraction, device, date, seed, message, "
-                                     "time_ms FROM record WHERE workload = ? ORDER BY added");
+            SQLite::Statement q(
+                db_,
+                "SELECT params, status, cycles, roofline_fraction, device, date, seed, message, "
+                "time_ms FROM record WHERE workload = ? ORDER BY added");
             q.bind(1, workload_id(w));
             while (q.executeStep()) {
                 TuningRecord r;
@@ -94,11 +103,15 @@ public:
     std::vector<TuningWorkload> workloads() override {
         return guard([&] {
             std::vector<TuningWorkload> out;
-            SQLite::Statement q(db_, "SELECT generator, target, compiler, fixed, device FROM workload w WHERE EXISTS "
-                                     "(SELECT 1 FROM record r WHERE r.workload = w.id) ORDER BY id");
+            SQLite::Statement q(
+                db_,
+                "SELECT generator, target, compiler, fixed, device FROM workload w WHERE EXISTS "
+                "(SELECT 1 FROM record r WHERE r.workload = w.id) ORDER BY id");
             while (q.executeStep()) {
-                out.push_back({q.getColumn(0).getString(), q.getColumn(1).getString(), q.getColumn(2).getString(),
-                               params_from_json(q.getColumn(3).getString()), q.getColumn(4).getString()});
+                out.push_back({q.getColumn(0).getString(), q.getColumn(1).getString(),
+                               q.getColumn(2).getString(),
+                               params_from_json(q.getColumn(3).getString()),
+                               q.getColumn(4).getString()});
             }
             return out;
         });
@@ -110,9 +123,10 @@ public:
             const int64_t id = workload_id(w);
             SQLite::Transaction t(db_, SQLite::TransactionBehavior::IMMEDIATE);
             for (const auto &c : candidates) {
-                SQLite::Statement q(db_, "INSERT OR IGNORE INTO job (workload, candidate, params, version, spec) "
-                                         "SELECT ?, ?, ?, ?, ? WHERE NOT EXISTS "
-                                         "(SELECT 1 FROM record WHERE workload = ? AND candidate = ?)");
+                SQLite::Statement q(
+                    db_, "INSERT OR IGNORE INTO job (workload, candidate, params, version, spec) "
+                         "SELECT ?, ?, ?, ?, ? WHERE NOT EXISTS "
+                         "(SELECT 1 FROM record WHERE workload = ? AND candidate = ?)");
                 q.bind(1, id);
                 q.bind(2, candidate_key(c));
                 q.bind(3, params_json(c));
@@ -127,32 +141,42 @@ public:
         });
     }
 
-    std::optional<TuningJob> claim(const std::string &worker, const std::string &version, double lease_seconds,
-                                   const std::vector<std::string> &generators, const std::string &device,
-                                   const TuningWorkload *only) override {
-        if (generators.empty()) return std::nullopt;
+    std::optional<TuningJob> claim(const std::string &worker, const std::string &version,
+                                   double lease_seconds, const std::vector<std::string> &generators,
+                                   const std::string &device, const TuningWorkload *only) override {
+        if (generators.empty())
+            return std::nullopt;
         return guard([&]() -> std::optional<TuningJob> {
             const int64_t workload = only ? workload_id(*only) : -1;
-            SQLite::Transaction t(db_, SQLite::TransactionBehavior::IMMEDIATE); // one claimer at a time
-            SQLite::Statement q(db_, std::string("SELECT j.id, j.params, j.spec, w.generator, w.target, w.compiler, w.fixed, "
-                                     "w.device FROM job j JOIN workload w ON w.id = j.workload WHERE j.version = ? AND "
-                                     "(j.state = 'pending' OR (j.state = 'leased' AND j.lease_until < " NOW ")) "
-                                     "AND (? < 0 OR j.workload = ?) AND w.device = ? AND w.generator IN (") +
-                                         placeholders(generators.size()) + ") ORDER BY j.id LIMIT 1");
+            SQLite::Transaction t(db_,
+                                  SQLite::TransactionBehavior::IMMEDIATE); // one claimer at a time
+            SQLite::Statement q(
+                db_,
+                std::string(
+                    "SELECT j.id, j.params, j.spec, w.generator, w.target, w.compiler, w.fixed, "
+                    "w.device FROM job j JOIN workload w ON w.id = j.workload WHERE j.version = ? "
+                    "AND "
+                    "(j.state = 'pending' OR (j.state = 'leased' AND j.lease_until < " NOW ")) "
+                    "AND (? < 0 OR j.workload = ?) AND w.device = ? AND w.generator IN (") +
+                    placeholders(generators.size()) + ") ORDER BY j.id LIMIT 1");
             q.bind(1, version);
             q.bind(2, workload);
             q.bind(3, workload);
             q.bind(4, device);
-            for (size_t i = 0; i < generators.size(); i++) q.bind(int(5 + i), generators[i]);
-            if (!q.executeStep()) return std::nullopt;
+            for (size_t i = 0; i < generators.size(); i++)
+                q.bind(int(5 + i), generators[i]);
+            if (!q.executeStep())
+                return std::nullopt;
             TuningJob job;
             job.id = q.getColumn(0).getInt64();
             job.candidate = params_from_json(q.getColumn(1).getString());
             job.spec = q.getColumn(2).getString();
-            job.workload = {q.getColumn(3).getString(), q.getColumn(4).getString(), q.getColumn(5).getString(),
-                            params_from_json(q.getColumn(6).getString()), q.getColumn(7).getString()};
-            SQLite::Statement lease(db_, "UPDATE job SET state = 'leased', worker = ?, lease_until = " NOW " + ?, "
-                                         "attempts = attempts + 1 WHERE id = ?");
+            job.workload = {
+                q.getColumn(3).getString(), q.getColumn(4).getString(), q.getColumn(5).getString(),
+                params_from_json(q.getColumn(6).getString()), q.getColumn(7).getString()};
+            SQLite::Statement lease(
+                db_, "UPDATE job SET state = 'leased', worker = ?, lease_until = " NOW " + ?, "
+                     "attempts = attempts + 1 WHERE id = ?");
             lease.bind(1, worker);
             lease.bind(2, lease_seconds);
             lease.bind(3, job.id);
@@ -164,7 +188,8 @@ public:
 
     void renew(const std::string &worker, double lease_seconds) override {
         guard([&] {
-            SQLite::Statement q(db_, "UPDATE job SET lease_until = " NOW " + ? WHERE worker = ? AND state = 'leased'");
+            SQLite::Statement q(db_, "UPDATE job SET lease_until = " NOW
+                                     " + ? WHERE worker = ? AND state = 'leased'");
             q.bind(1, lease_seconds);
             q.bind(2, worker);
             return q.exec();
@@ -196,7 +221,9 @@ public:
     TuningJobCounts jobs(const TuningWorkload &w) override {
         return guard([&] {
             TuningJobCounts n;
-            SQLite::Statement q(db_, "SELECT state, count(*), sum(attempts) FROM job WHERE workload = ? GROUP BY state");
+            SQLite::Statement q(
+                db_,
+                "SELECT state, count(*), sum(attempts) FROM job WHERE workload = ? GROUP BY state");
             q.bind(1, workload_id(w));
             while (q.executeStep()) {
                 const std::string state = q.getColumn(0).getString();
@@ -213,10 +240,11 @@ private:
 
     /** Inserts a record; `verb` is INSERT OR REPLACE or INSERT OR IGNORE. */
     void insert_record(int64_t id, const TuningRecord &r, const std::string &verb) {
-        SQLite::Statement q(db_, verb + " INTO record (workload, candidate, params, status, cycles, "
-                                        "roofline_fraction, device, date, seed, message, added, time_ms) VALUES "
-                                        "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                                        "(SELECT COALESCE(MAX(added), 0) + 1 FROM record WHERE workload = ?), ?)");
+        SQLite::Statement q(
+            db_, verb + " INTO record (workload, candidate, params, status, cycles, "
+                        "roofline_fraction, device, date, seed, message, added, time_ms) VALUES "
+                        "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                        "(SELECT COALESCE(MAX(added), 0) + 1 FROM record WHERE workload = ?), ?)");
         q.bind(1, id);
         q.bind(2, candidate_key(r.candidate));
         q.bind(3, params_json(r.candidate));
@@ -240,19 +268,25 @@ private:
     }
 
     void add_column(const std::string &table, const std::string &column, const std::string &type) {
-        if (has_column(table, column)) return;
+        if (has_column(table, column))
+            return;
         SQLite::Transaction t(db_, SQLite::TransactionBehavior::IMMEDIATE);
-        if (!has_column(table, column)) db_.exec("ALTER TABLE " + table + " ADD COLUMN " + column + " " + type);
+        if (!has_column(table, column))
+            db_.exec("ALTER TABLE " + table + " ADD COLUMN " + column + " " + type);
         t.commit();
     }
 
     static SQLite::Database open_file(const std::string &path) {
         namespace fs = std::filesystem;
-        if (path.empty()) throw Error("tuning database sqlite:: give a file path (sqlite:PATH)");
+        if (path.empty())
+            throw Error("tuning database sqlite:: give a file path (sqlite:PATH)");
         std::error_code ec;
         const fs::path dir = fs::path(path).parent_path();
-        if (!dir.empty()) fs::create_directories(dir, ec);
-        if (ec) throw Error("tuning database sqlite:" + path + ": cannot create " + dir.string() + ": " + ec.message());
+        if (!dir.empty())
+            fs::create_directories(dir, ec);
+        if (ec)
+            throw Error("tuning database sqlite:" + path + ": cannot create " + dir.string() +
+                        ": " + ec.message());
         try {
             SQLite::Database db(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
             // Processes opening a new database together wait for each other.
@@ -277,9 +311,11 @@ private:
         const std::string key = w.key();
         SQLite::Statement find(db_, "SELECT id FROM workload WHERE key = ?");
         find.bind(1, key);
-        if (find.executeStep()) return find.getColumn(0).getInt64();
-        SQLite::Statement add(db_, "INSERT OR IGNORE INTO workload (key, generator, target, compiler, fixed, device) "
-                                   "VALUES (?, ?, ?, ?, ?, ?)");
+        if (find.executeStep())
+            return find.getColumn(0).getInt64();
+        SQLite::Statement add(
+            db_, "INSERT OR IGNORE INTO workload (key, generator, target, compiler, fixed, device) "
+                 "VALUES (?, ?, ?, ?, ?, ?)");
         add.bind(1, key);
         add.bind(2, w.generator);
         add.bind(3, w.target);
@@ -312,7 +348,8 @@ std::map<std::string, std::string> params_from_json(const std::string &text) {
 
 std::string candidate_key(const std::map<std::string, std::string> &candidate) {
     std::string key;
-    for (const auto &[k, v] : candidate) key += (key.empty() ? "" : ",") + k + "=" + v;
+    for (const auto &[k, v] : candidate)
+        key += (key.empty() ? "" : ",") + k + "=" + v;
     return key;
 }
 
@@ -323,21 +360,28 @@ std::string default_tuning_db() {
 }
 
 std::unique_ptr<TuningDb> TuningDb::open(const std::string &uri) {
-    if (uri.rfind("sqlite:", 0) == 0) return std::make_unique<SqliteDb>(uri.substr(7));
+    if (uri.rfind("sqlite:", 0) == 0)
+        return std::make_unique<SqliteDb>(uri.substr(7));
     if (uri.rfind("postgresql://", 0) == 0 || uri.rfind("postgres://", 0) == 0) {
         return open_postgresql(uri);
     }
-    throw Error("tuning database '" + uri + "': unknown kind; give sqlite:PATH or postgresql://user@host:port/database (the default is " +
+    throw Error("tuning database '" + uri +
+                "': unknown kind; give sqlite:PATH or postgresql://user@host:port/database (the "
+                "default is " +
                 default_tuning_db() + ")");
 }
 
 std::vector<TuningRecord> TuningDb::top(const TuningWorkload &w, size_t k) {
     std::vector<TuningRecord> ok;
     for (TuningRecord &r : records(w)) {
-        if (r.status == "ok") ok.push_back(std::move(r));
+        if (r.status == "ok")
+            ok.push_back(std::move(r));
     }
-    std::stable_sort(ok.begin(), ok.end(), [](const TuningRecord &a, const TuningRecord &b) { return a.cost() < b.cost(); });
-    if (ok.size() > k) ok.resize(k);
+    std::stable_sort(ok.begin(), ok.end(), [](const TuningRecord &a, const TuningRecord &b) {
+        return a.cost() < b.cost();
+    });
+    if (ok.size() > k)
+        ok.resize(k);
     return ok;
 }
 
@@ -346,12 +390,22 @@ std::string TuningDb::export_json() {
     for (const TuningWorkload &w : workloads()) {
         nlohmann::json records = nlohmann::json::array();
         for (const TuningRecord &r : this->records(w)) {
-            records.push_back({{"candidate", r.candidate}, {"status", r.status}, {"cycles", r.cycles},
-                               {"roofline_fraction", r.roofline_fraction}, {"time_ms", r.time_ms},
-                               {"device", r.device}, {"date", r.date}, {"message", r.message}, {"seed", r.seed}});
+            records.push_back({{"candidate", r.candidate},
+                               {"status", r.status},
+                               {"cycles", r.cycles},
+                               {"roofline_fraction", r.roofline_fraction},
+                               {"time_ms", r.time_ms},
+                               {"device", r.device},
+                               {"date", r.date},
+                               {"message", r.message},
+                               {"seed", r.seed}});
         }
-        all.push_back({{"generator", w.generator}, {"target", w.target}, {"compiler", w.compiler},
-                       {"fixed", w.fixed}, {"timed_on", w.device}, {"records", records}});
+        all.push_back({{"generator", w.generator},
+                       {"target", w.target},
+                       {"compiler", w.compiler},
+                       {"fixed", w.fixed},
+                       {"timed_on", w.device},
+                       {"records", records}});
     }
     return nlohmann::json({{"workloads", all}}).dump(1);
 }
@@ -364,12 +418,14 @@ int TuningDb::import_json(const std::string &text) {
         throw Error(std::string("tuning import: not JSON: ") + e.what());
     }
     if (!j.contains("workloads") || !j["workloads"].is_array())
-        throw Error("tuning import: expected {\"workloads\": [...]} (what `tandem tune export` writes)");
+        throw Error(
+            "tuning import: expected {\"workloads\": [...]} (what `tandem tune export` writes)");
     int n = 0;
     try {
         for (const auto &jw : j["workloads"]) {
             TuningWorkload w{jw.at("generator"), jw.at("target"), jw.at("compiler"),
-                             jw.at("fixed").get<std::map<std::string, std::string>>(), jw.value("timed_on", "model")};
+                             jw.at("fixed").get<std::map<std::string, std::string>>(),
+                             jw.value("timed_on", "model")};
             for (const auto &jr : jw.at("records")) {
                 TuningRecord r;
                 r.candidate = jr.at("candidate").get<std::map<std::string, std::string>>();
@@ -394,7 +450,8 @@ int TuningDb::import_json(const std::string &text) {
 std::optional<TuningRecord> TuningDb::best(const TuningWorkload &w) {
     std::optional<TuningRecord> best;
     for (TuningRecord &r : records(w)) {
-        if (r.status == "ok" && (!best || r.cost() < best->cost())) best = std::move(r);
+        if (r.status == "ok" && (!best || r.cost() < best->cost()))
+            best = std::move(r);
     }
     return best;
 }

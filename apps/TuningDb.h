@@ -9,8 +9,8 @@
  * Every record is committed as it is added, so a killed tuner or worker loses nothing.
  *
  * The queue: a tuner enqueues a generation of candidates as jobs; workers (the tuner's own
- * `--jobs` and `tandem tune-worker` processes) claim one job at a time with a lease they renew while
- * they measure (PostgreSQL: FOR UPDATE SKIP LOCKED), and complete it by adding its record and
+ * `--jobs` and `tandem tune-worker` processes) claim one job at a time with a lease they renew
+ * while they measure (PostgreSQL: FOR UPDATE SKIP LOCKED), and complete it by adding its record and
  * marking it done in one transaction. A job whose lease ran out (its worker died) is claimed again.
  */
 
@@ -24,7 +24,8 @@
 namespace tandem::apps {
 
 /** What is tuned: a generator at fixed (non-tuned) parameters for a target, by a compiler, timed
- * on the target's machine model ("model") or on a GPU ("gpu": Hopper kernels, TuneOptions::device). */
+ * on the target's machine model ("model") or on a GPU ("gpu": Hopper kernels, TuneOptions::device).
+ */
 struct TuningWorkload {
     std::string generator, target, compiler;
     std::map<std::string, std::string> fixed;
@@ -37,8 +38,8 @@ struct TuningWorkload {
 struct TuningRecord {
     std::map<std::string, std::string> candidate; // the tunable parameters, schedule included
     std::string status;
-    double cycles = 0;            // on the target's machine model (ok only)
-    double roofline_fraction = 0; // the problem's roofline over cycles
+    double cycles = 0;                 // on the target's machine model (ok only)
+    double roofline_fraction = 0;      // the problem's roofline over cycles
     std::string device, date, message; // device: the model's name, or the GPU's
     unsigned long long seed = 0;
     double time_ms = 0; // a GPU workload: the median time of a launch on the GPU (ok only)
@@ -88,15 +89,18 @@ public:
 
     /** Queues each candidate of `w` that is neither recorded nor queued, to be measured by a
      * worker of compiler `version` following `spec`. */
-    virtual void enqueue(const TuningWorkload &w, const std::string &version, const std::string &spec,
+    virtual void enqueue(const TuningWorkload &w, const std::string &version,
+                         const std::string &spec,
                          const std::vector<std::map<std::string, std::string>> &candidates) = 0;
     /** Leases to `worker` for `lease_seconds` the oldest job of compiler `version` that is pending
      * or whose lease ran out, of one of `generators` (those the worker can build), of a workload
      * timed on `device` (TuningWorkload::device) and of workload `only` when given; none when there
      * is none. */
     virtual std::optional<TuningJob> claim(const std::string &worker, const std::string &version,
-                                           double lease_seconds, const std::vector<std::string> &generators,
-                                           const std::string &device, const TuningWorkload *only = nullptr) = 0;
+                                           double lease_seconds,
+                                           const std::vector<std::string> &generators,
+                                           const std::string &device,
+                                           const TuningWorkload *only = nullptr) = 0;
     /** Extends every lease `worker` holds to `lease_seconds` from now (its heartbeat). */
     virtual void renew(const std::string &worker, double lease_seconds) = 0;
     /** Adds the job's record and marks it done, in one transaction. A record already there (the

@@ -1,4 +1,5 @@
-// The tandem command line: list, run, emit, fuzz, tune, demo. `./tandem <command> ...` forwards here.
+// The tandem command line: list, run, emit, fuzz, tune, demo. `./tandem <command> ...` forwards
+// here.
 #include "App.h"
 #include "Fuzz.h"
 #include "GpuTiming.h"
@@ -14,9 +15,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <cstdlib>
 #include <iostream>
 #include <sstream>
 
@@ -26,7 +27,8 @@ using namespace tandem::apps;
 namespace {
 
 struct Args {
-    std::string command, app, target = "zpu", schedule, what = "stmt", out_dir, trace, timeline, name, db;
+    std::string command, app, target = "zpu", schedule, what = "stmt", out_dir, trace, timeline,
+                              name, db;
     int drop_flag = -1;
     Params params, at;
     bool runtime_shapes = false;
@@ -42,109 +44,147 @@ struct Args {
 
 /** The command line, parsed with CLI11: one subcommand per job. */
 struct CommandLine {
-    CLI::App app{"Tandem: asynchronous data movement for Hopper, the ZPU and Ascend, on their machine models"};
+    CLI::App app{"Tandem: asynchronous data movement for Hopper, the ZPU and Ascend, on their "
+                 "machine models"};
     Args a;
     std::vector<std::string> params, at;
 
     CommandLine() {
         app.require_subcommand(1);
         app.add_subcommand("list", "the apps, their parameters and schedules");
-        app.add_subcommand("demo", "bf16 GEMM 2048^3 on the simulated ZPU: stages, numerics, a timeline");
+        app.add_subcommand("demo",
+                           "bf16 GEMM 2048^3 on the simulated ZPU: stages, numerics, a timeline");
         app.add_subcommand("help", "this text");
-        CLI::App *run = app.add_subcommand("run", "run an app on a target's machine model against the Halide reference");
-        CLI::App *emit = app.add_subcommand("emit", "write a kernel's async Stmt, Halide Stmt or target code");
+        CLI::App *run = app.add_subcommand(
+            "run", "run an app on a target's machine model against the Halide reference");
+        CLI::App *emit =
+            app.add_subcommand("emit", "write a kernel's async Stmt, Halide Stmt or target code");
         for (CLI::App *c : {run, emit}) {
             c->add_option("app", a.app, "the app (tandem list)")->required();
-            c->add_option("--target", a.target, "zpu, hopper or ascend, with overrides: zpu:cores=4,file=m.json");
-            c->add_option("--param", params, "a parameter, key=value (repeat)")->allow_extra_args(false);
-            c->add_option("--schedule", a.schedule, "the schedule (default: the app's first for the target)");
+            c->add_option("--target", a.target,
+                          "zpu, hopper or ascend, with overrides: zpu:cores=4,file=m.json");
+            c->add_option("--param", params, "a parameter, key=value (repeat)")
+                ->allow_extra_args(false);
+            c->add_option("--schedule", a.schedule,
+                          "the schedule (default: the app's first for the target)");
         }
-        run->add_option("--at", at, "a runtime-shape kernel (--param shapes=runtime): run it at this extent, "
-                                    "key=value (repeat), instead of the one it was compiled for")
+        run->add_option("--at", at,
+                        "a runtime-shape kernel (--param shapes=runtime): run it at this extent, "
+                        "key=value (repeat), instead of the one it was compiled for")
             ->allow_extra_args(false);
         run->add_flag("--json", a.json, "one JSON object");
-        run->add_option("--trace", a.trace, "a Chrome/Perfetto trace (.json) or a timeline picture (.svg)");
+        run->add_option("--trace", a.trace,
+                        "a Chrome/Perfetto trace (.json) or a timeline picture (.svg)");
         run->add_option("--timeline", a.timeline, "an SVG picture of the overlap")
             ->check([](const std::string &f) {
                 return f.size() >= 5 && f.compare(f.size() - 4, 4, ".svg") == 0
                            ? std::string()
-                           : std::string("--timeline writes an SVG picture: give a file name ending in .svg");
+                           : std::string("--timeline writes an SVG picture: give a file name "
+                                         "ending in .svg");
             });
         run->add_flag("!--no-numerics", a.numerics, "timing and hazards only");
         run->add_option("--seed", a.seed, "the inputs' random seed");
-        emit->add_option("--what", a.what, "stmt, halide, or the target's code: code (zpu, ascend), cuda, ptx (hopper)");
+        emit->add_option(
+            "--what", a.what,
+            "stmt, halide, or the target's code: code (zpu, ascend), cuda, ptx (hopper)");
         emit->add_option("-o", a.out_dir, "the output directory")->required();
-        emit->add_option("--name", a.name, "file base name and C++ function name (default: the app)");
-        emit->add_option("--drop-flag", a.drop_flag, "ascend code: leave out flag pair N (mutation tests)")
+        emit->add_option("--name", a.name,
+                         "file base name and C++ function name (default: the app)");
+        emit->add_option("--drop-flag", a.drop_flag,
+                         "ascend code: leave out flag pair N (mutation tests)")
             ->check(CLI::NonNegativeNumber);
-        CLI::App *fuzz = app.add_subcommand(
-            "fuzz", "random shapes and schedules: one line per failure with the command that reproduces it, "
-                    "then a summary; exit status 1 if any run failed");
+        CLI::App *fuzz =
+            app.add_subcommand("fuzz", "random shapes and schedules: one line per failure with the "
+                                       "command that reproduces it, "
+                                       "then a summary; exit status 1 if any run failed");
         CLI::Option *seconds = fuzz->add_option("--seconds", a.seconds, "how long");
-        fuzz->add_option("--runs", a.runs, "how many runs (instead of --seconds)")->excludes(seconds);
+        fuzz->add_option("--runs", a.runs, "how many runs (instead of --seconds)")
+            ->excludes(seconds);
         fuzz->add_option("--seed", a.seed);
         fuzz->add_option("--jobs", a.jobs, "runs at once")->check(CLI::PositiveNumber);
-        fuzz->add_option("--target", a.target, "only this target")->each([this](const std::string &) { a.target_given = true; });
+        fuzz->add_option("--target", a.target, "only this target")
+            ->each([this](const std::string &) { a.target_given = true; });
         fuzz->add_option("--app", a.app, "only this app");
         fuzz->add_option("--timeout", a.timeout, "seconds before a run counts as hung");
         fuzz->add_flag("!--no-emit", a.emit, "do not emit code");
         fuzz->add_flag("--verbose", a.verbose, "a line per run");
         fuzz->add_flag("--json", a.json, "the summary as JSON");
-        fuzz->add_flag("--runtime-shapes", a.runtime_shapes,
-                       "each run compiles one kernel with shapes=runtime and runs it at several shapes");
-        CLI::App *tune = app.add_subcommand(
-            "tune", "autotune an app's schedule parameters on a target's machine model (hopper: or its GPU), "
-                    "recording every candidate in a tuning database");
+        fuzz->add_flag(
+            "--runtime-shapes", a.runtime_shapes,
+            "each run compiles one kernel with shapes=runtime and runs it at several shapes");
+        CLI::App *tune =
+            app.add_subcommand("tune", "autotune an app's schedule parameters on a target's "
+                                       "machine model (hopper: or its GPU), "
+                                       "recording every candidate in a tuning database");
         tune->add_option("app", a.app, "the app (tandem list)");
-        CLI::App *best = tune->add_subcommand("best", "the best recorded candidates of a workload (no measuring)");
+        CLI::App *best = tune->add_subcommand(
+            "best", "the best recorded candidates of a workload (no measuring)");
         best->add_option("app", a.app, "the app")->required();
         best->add_option("--top", a.top, "how many, fastest first")->check(CLI::PositiveNumber);
-        CLI::App *exported = tune->add_subcommand("export", "every workload and record of the database as JSON");
+        CLI::App *exported =
+            tune->add_subcommand("export", "every workload and record of the database as JSON");
         exported->add_option("-o", a.out_dir, "the file (default: standard output)");
-        CLI::App *imported = tune->add_subcommand("import", "add the records of an export to the database");
+        CLI::App *imported =
+            tune->add_subcommand("import", "add the records of an export to the database");
         imported->add_option("file", a.out_dir, "what `tandem tune export` wrote")->required();
         for (CLI::App *c : {tune, best}) {
             c->add_option("--target", a.target, "zpu, hopper or ascend");
-            c->add_option("--param", params, "a fixed parameter, key=value (repeat): the workload")->allow_extra_args(false);
-            c->add_flag("!--no-numerics", a.numerics, "timing and hazards only (records made without numerics)");
+            c->add_option("--param", params, "a fixed parameter, key=value (repeat): the workload")
+                ->allow_extra_args(false);
+            c->add_flag("!--no-numerics", a.numerics,
+                        "timing and hazards only (records made without numerics)");
             c->add_flag("--json", a.json, "one JSON object");
         }
         CLI::App *worker = app.add_subcommand(
-            "tune-worker", "measure the candidates any tuner queued in a shared tuning database (start one per "
-                           "machine, or many: see the README)");
+            "tune-worker",
+            "measure the candidates any tuner queued in a shared tuning database (start one per "
+            "machine, or many: see the README)");
         for (CLI::App *c : {tune, best, exported, imported, worker})
-            c->add_option("--db", a.db, "sqlite:PATH or postgresql://user@host:port/database (default " +
-                                            default_tuning_db() + ")");
+            c->add_option("--db", a.db,
+                          "sqlite:PATH or postgresql://user@host:port/database (default " +
+                              default_tuning_db() + ")");
         for (CLI::App *c : {tune, worker}) {
-            c->add_option("--lease", a.lease, "seconds a worker holds a job between heartbeats' renewals")
+            c->add_option("--lease", a.lease,
+                          "seconds a worker holds a job between heartbeats' renewals")
                 ->check(CLI::PositiveNumber);
         }
-        tune->add_option("--jobs", a.jobs, "candidates measured at once by this process (0: only queue them for "
-                                           "tune-workers)")
+        tune->add_option("--jobs", a.jobs,
+                         "candidates measured at once by this process (0: only queue them for "
+                         "tune-workers)")
             ->check(CLI::NonNegativeNumber);
-        worker->add_option("--jobs", a.jobs, "candidates measured at once")->check(CLI::PositiveNumber);
-        worker->add_option("--idle-exit", a.idle_exit, "stop after this many seconds without a job (default: never)");
+        worker->add_option("--jobs", a.jobs, "candidates measured at once")
+            ->check(CLI::PositiveNumber);
+        worker->add_option("--idle-exit", a.idle_exit,
+                           "stop after this many seconds without a job (default: never)");
         for (CLI::App *c : {tune, best, worker}) {
-            c->add_option("--device", a.device, "what times the candidates: model (the target's machine model) or gpu "
-                                                "(hopper: this machine's GPU, after the model checked them)");
+            c->add_option("--device", a.device,
+                          "what times the candidates: model (the target's machine model) or gpu "
+                          "(hopper: this machine's GPU, after the model checked them)");
         }
         tune->add_option("--budget", a.budget, "candidates to measure")->check(CLI::PositiveNumber);
         tune->add_option("--seconds", a.tune_seconds, "stop after this long as well");
         tune->add_option("--seed", a.seed, "the search's seed (deterministic)");
-        tune->add_flag("--resume", a.resume, "continue the workload's last search (its seed); what it recorded is not measured again");
-        tune->add_option("--timeout", a.timeout, "seconds a candidate may take (then it is recorded as a timeout)");
+        tune->add_flag("--resume", a.resume,
+                       "continue the workload's last search (its seed); what it recorded is not "
+                       "measured again");
+        tune->add_option("--timeout", a.timeout,
+                         "seconds a candidate may take (then it is recorded as a timeout)");
     }
 
     void parse(int argc, char **argv) {
         app.parse(argc, argv);
         CLI::App *command = app.get_subcommands().front();
         a.command = command->get_name();
-        if (!command->get_subcommands().empty()) a.command += " " + command->get_subcommands().front()->get_name();
-        if (a.command == "tune" && a.app.empty()) throw Error("tune: name the app to tune (tandem list), or best, export, import");
-        for (const auto &[given, into, option] : {std::tuple(&params, &a.params, "--param"), std::tuple(&at, &a.at, "--at")}) {
+        if (!command->get_subcommands().empty())
+            a.command += " " + command->get_subcommands().front()->get_name();
+        if (a.command == "tune" && a.app.empty())
+            throw Error("tune: name the app to tune (tandem list), or best, export, import");
+        for (const auto &[given, into, option] :
+             {std::tuple(&params, &a.params, "--param"), std::tuple(&at, &a.at, "--at")}) {
             for (const std::string &kv : *given) {
                 auto eq = kv.find('=');
-                if (eq == std::string::npos) throw Error(std::string(option) + " takes key=value, got '" + kv + "'");
+                if (eq == std::string::npos)
+                    throw Error(std::string(option) + " takes key=value, got '" + kv + "'");
                 into->set(kv.substr(0, eq), kv.substr(eq + 1));
             }
         }
@@ -154,36 +194,47 @@ struct CommandLine {
 void list() {
     for (const App &app : all_apps()) {
         std::cout << app.name << ": " << app.summary << "\n  params:";
-        for (const auto &[k, v] : app.defaults) std::cout << " " << k << "=" << v;
+        for (const auto &[k, v] : app.defaults)
+            std::cout << " " << k << "=" << v;
         std::cout << "\n";
         for (const char *target : {"zpu", "hopper", "ascend"}) {
-            if (target != std::string("zpu") && !app.target_schedules.count(target)) continue;
+            if (target != std::string("zpu") && !app.target_schedules.count(target))
+                continue;
             const std::vector<std::string> &schedules = schedules_for(app, target);
             std::cout << "  " << target << " schedules:";
-            for (const std::string &s : schedules) std::cout << " " << s;
+            for (const std::string &s : schedules)
+                std::cout << " " << s;
             std::cout << " (default " << schedules.front() << ")\n";
         }
     }
-    std::cout << "targets: zpu; hopper (the Hopper machine model, and CUDA for sm_90a); ascend (the Ascend model, "
+    std::cout << "targets: zpu; hopper (the Hopper machine model, and CUDA for sm_90a); ascend "
+                 "(the Ascend model, "
                  "and AscendC)\n";
 }
 
 void print_human(const RunResult &r) {
     std::printf("%s on %s, schedule %s\n", r.app.c_str(), r.target.c_str(), r.schedule.c_str());
-    if (r.checked) std::printf("  correct: %s (max_rel_err %.3g)\n", r.correct ? "yes" : "NO", r.max_rel_err);
+    if (r.checked)
+        std::printf("  correct: %s (max_rel_err %.3g)\n", r.correct ? "yes" : "NO", r.max_rel_err);
     std::printf("  cycles %lld, bound %lld, efficiency %.3f, roofline %.0f (fraction %.3f)\n",
-                (long long)r.report.cycles, (long long)r.report.bound_cycles, r.efficiency(), r.roofline_cycles,
-                r.roofline_fraction());
-    for (const sim::EngineBusy &b : r.report.busy) std::printf("  busy %-14s %lld\n", b.engine.c_str(), (long long)b.busy);
-    std::printf("  races %lld, deadlock %s\n", (long long)r.report.race_count, r.report.deadlock ? "YES" : "no");
-    for (const sim::Race &race : r.report.races) std::printf("    %s\n", race.str().c_str());
-    if (r.report.deadlock) std::printf("    %s\n", r.report.deadlock_message.c_str());
-    std::printf("  compile %.0f ms, simulate %.0f ms, reference %.0f ms\n", r.compile_ms, r.simulate_ms, r.reference_ms);
+                (long long)r.report.cycles, (long long)r.report.bound_cycles, r.efficiency(),
+                r.roofline_cycles, r.roofline_fraction());
+    for (const sim::EngineBusy &b : r.report.busy)
+        std::printf("  busy %-14s %lld\n", b.engine.c_str(), (long long)b.busy);
+    std::printf("  races %lld, deadlock %s\n", (long long)r.report.race_count,
+                r.report.deadlock ? "YES" : "no");
+    for (const sim::Race &race : r.report.races)
+        std::printf("    %s\n", race.str().c_str());
+    if (r.report.deadlock)
+        std::printf("    %s\n", r.report.deadlock_message.c_str());
+    std::printf("  compile %.0f ms, simulate %.0f ms, reference %.0f ms\n", r.compile_ms,
+                r.simulate_ms, r.reference_ms);
 }
 
 void write_file(const std::filesystem::path &path, const std::string &text) {
     std::ofstream f(path);
-    if (!f) throw Error("cannot write " + path.string());
+    if (!f)
+        throw Error("cannot write " + path.string());
     f << text;
     std::cout << "wrote " << path.string() << "\n";
 }
@@ -196,45 +247,58 @@ void ptx(const std::filesystem::path &cu, const std::filesystem::path &out) {
     std::filesystem::path cubin = out;
     cubin.replace_extension(".cubin");
     // The PTX, then ptxas on it for sm_90a (registers, spills).
-    for (const std::string &cmd : {nvcc + flags + "--ptx " + cu.string() + " -o " + out.string() + " 2>&1",
-                                   nvcc + flags + "-Xptxas -v -cubin " + cu.string() + " -o " + cubin.string() + " 2>&1"}) {
+    for (const std::string &cmd :
+         {nvcc + flags + "--ptx " + cu.string() + " -o " + out.string() + " 2>&1",
+          nvcc + flags + "-Xptxas -v -cubin " + cu.string() + " -o " + cubin.string() + " 2>&1"}) {
         std::cout << "$ " << cmd << "\n" << std::flush;
-        if (std::system(cmd.c_str()) != 0) throw Error("nvcc failed on " + cu.string() + " (is nvcc installed?)");
+        if (std::system(cmd.c_str()) != 0)
+            throw Error("nvcc failed on " + cu.string() + " (is nvcc installed?)");
     }
     std::cout << "wrote " << out.string() << " and " << cubin.string() << "\n";
 }
 
 void emit(const Args &a) {
     const App &app = find_app(a.app);
-    if (a.out_dir.empty()) throw Error("emit needs -o dir");
+    if (a.out_dir.empty())
+        throw Error("emit needs -o dir");
     Params params = with_defaults(app, a.params, a.target);
     std::string schedule = a.schedule.empty() ? schedules_for(app, a.target).front() : a.schedule;
     auto t0 = std::chrono::steady_clock::now();
     Kernel k = compile_app(app, params, schedule, Target::parse(a.target));
-    const double compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const double compile_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     std::filesystem::create_directories(a.out_dir);
     std::filesystem::path dir(a.out_dir);
     std::string base = a.name.empty() ? app.name : a.name;
-    if (a.drop_flag >= 0 && a.what != "code") throw Error("--drop-flag is for --what code on target ascend");
-    if (a.what == "stmt") return write_file(dir / (base + ".stmt"), k.stmt_text());
-    if (a.what == "halide") return write_file(dir / (base + ".halide.stmt"), ir::to_string(k.halide_stmt));
+    if (a.drop_flag >= 0 && a.what != "code")
+        throw Error("--drop-flag is for --what code on target ascend");
+    if (a.what == "stmt")
+        return write_file(dir / (base + ".stmt"), k.stmt_text());
+    if (a.what == "halide")
+        return write_file(dir / (base + ".halide.stmt"), ir::to_string(k.halide_stmt));
     // The target's sources; ptx is its CUDA through nvcc.
     const TargetBackend &backend = backend_of(k.target);
     const std::string want = a.what == "ptx" ? "cuda" : a.what;
     std::string known = "stmt, halide";
     for (const Source &source : backend.sources) {
         known += ", " + source.what + (source.what == "cuda" ? ", ptx" : "");
-        if (source.what != want) continue;
+        if (source.what != want)
+            continue;
         std::filesystem::path file = dir / (base + source.suffix);
         t0 = std::chrono::steady_clock::now();
         const std::string text = source.emit(k, base, EmitOptions{a.drop_flag});
-        const double emit_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        const double emit_ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count();
         write_file(file, text);
-        std::printf("  compile %.1f ms (Halide lowering + Tandem's passes), emit %.1f ms\n", compile_ms, emit_ms);
-        if (a.what == "ptx") ptx(file, dir / (base + ".ptx"));
+        std::printf("  compile %.1f ms (Halide lowering + Tandem's passes), emit %.1f ms\n",
+                    compile_ms, emit_ms);
+        if (a.what == "ptx")
+            ptx(file, dir / (base + ".ptx"));
         return;
     }
-    throw Error("--what for target " + k.target.name() + " is one of " + known + "; got '" + a.what + "'");
+    throw Error("--what for target " + k.target.name() + " is one of " + known + "; got '" +
+                a.what + "'");
 }
 
 int fuzz(const Args &a) {
@@ -247,21 +311,25 @@ int fuzz(const Args &a) {
     o.emit = a.emit;
     o.runtime_shapes = a.runtime_shapes;
     o.app = a.app;
-    if (a.target_given) o.target = a.target;
+    if (a.target_given)
+        o.target = a.target;
     FuzzSummary s = apps::fuzz(o, [&](const FuzzResult &r) {
-        if (!r.failure() && !a.verbose) return;
-        std::printf("%s %s (%s, %.1f s) %s  # %s\n", r.failure() ? "FAIL" : "pass", outcome_name(r.outcome),
-                    r.c.defaults ? "defaults" : "random", r.seconds, r.c.command().c_str(), r.message.c_str());
+        if (!r.failure() && !a.verbose)
+            return;
+        std::printf("%s %s (%s, %.1f s) %s  # %s\n", r.failure() ? "FAIL" : "pass",
+                    outcome_name(r.outcome), r.c.defaults ? "defaults" : "random", r.seconds,
+                    r.c.command().c_str(), r.message.c_str());
         std::fflush(stdout);
     });
     if (a.json) {
         std::cout << s.json(a.seed) << "\n";
     } else {
-        std::printf("fuzz: %lld runs in %.0f s (seed %llu), %lld failures\n", (long long)s.runs, s.seconds,
-                    (unsigned long long)a.seed, (long long)s.failures);
+        std::printf("fuzz: %lld runs in %.0f s (seed %llu), %lld failures\n", (long long)s.runs,
+                    s.seconds, (unsigned long long)a.seed, (long long)s.failures);
         for (const auto &[target, counts] : s.by_target) {
             std::printf("  %-7s", target.c_str());
-            for (const auto &[k, n] : counts) std::printf(" %s %lld", k.c_str(), (long long)n);
+            for (const auto &[k, n] : counts)
+                std::printf(" %s %lld", k.c_str(), (long long)n);
             std::printf("\n");
         }
     }
@@ -269,18 +337,21 @@ int fuzz(const Args &a) {
 }
 
 nlohmann::json record_json(const TuningRecord &r) {
-    return {{"params", r.candidate}, {"status", r.status}, {"cycles", r.cycles},
-            {"roofline_fraction", r.roofline_fraction}, {"time_ms", r.time_ms}, {"device", r.device}, {"date", r.date},
-            {"message", r.message}};
+    return {{"params", r.candidate}, {"status", r.status},
+            {"cycles", r.cycles},    {"roofline_fraction", r.roofline_fraction},
+            {"time_ms", r.time_ms},  {"device", r.device},
+            {"date", r.date},        {"message", r.message}};
 }
 
 /** A record's measurement: its GPU time where it has one, its model cycles. */
 std::string cost_text(const TuningRecord &r) {
     char text[160];
     if (r.time_ms > 0) {
-        std::snprintf(text, sizeof text, "%.4f ms on %s (model: %.0f cycles)", r.time_ms, r.device.c_str(), r.cycles);
+        std::snprintf(text, sizeof text, "%.4f ms on %s (model: %.0f cycles)", r.time_ms,
+                      r.device.c_str(), r.cycles);
     } else {
-        std::snprintf(text, sizeof text, "%.0f cycles, roofline fraction %.3f", r.cycles, r.roofline_fraction);
+        std::snprintf(text, sizeof text, "%.0f cycles, roofline fraction %.3f", r.cycles,
+                      r.roofline_fraction);
     }
     return text;
 }
@@ -302,39 +373,52 @@ int tune(const Args &a) {
     o.device = a.device;
     const bool terminal = !a.json && isatty(STDOUT_FILENO);
     TuneResult r = apps::tune(o, [&](const TuneProgress &p) {
-        if (a.json) return;
+        if (a.json)
+            return;
         const double rate = p.seconds > 0 ? p.done / p.seconds : 0;
         const std::string best = !p.best ? "none yet" : cost_text(*p.best);
         if (terminal) {
             const int width = 30, filled = p.total ? width * p.done / p.total : width;
-            std::printf("\r[%s%s] %d/%d  best %s  %.1f/s  %.0f s left ", std::string(size_t(filled), '#').c_str(),
-                        std::string(size_t(width - filled), '.').c_str(), p.done, p.total, best.c_str(), rate,
-                        rate > 0 ? (p.total - p.done) / rate : 0.0);
+            std::printf("\r[%s%s] %d/%d  best %s  %.1f/s  %.0f s left ",
+                        std::string(size_t(filled), '#').c_str(),
+                        std::string(size_t(width - filled), '.').c_str(), p.done, p.total,
+                        best.c_str(), rate, rate > 0 ? (p.total - p.done) / rate : 0.0);
         } else {
-            std::printf("%d/%d %s %s %s  best %s\n", p.done, p.total, candidate_key(p.last->candidate).c_str(),
-                        p.last->status.c_str(), p.last->status == "ok" ? cost_text(*p.last).c_str() : "",
-                        best.c_str());
+            std::printf("%d/%d %s %s %s  best %s\n", p.done, p.total,
+                        candidate_key(p.last->candidate).c_str(), p.last->status.c_str(),
+                        p.last->status == "ok" ? cost_text(*p.last).c_str() : "", best.c_str());
         }
         std::fflush(stdout);
     });
-    if (terminal) std::printf("\n");
+    if (terminal)
+        std::printf("\n");
     if (a.json) {
-        nlohmann::json j = {{"workload", {{"generator", r.workload.generator}, {"target", r.workload.target},
-                                          {"compiler", r.workload.compiler}, {"fixed", r.workload.fixed},
-                                          {"timed_on", r.workload.device}}},
-                            {"db", o.db}, {"measured", r.measured}, {"reused", r.reused}, {"space", r.space}};
-        if (r.best) j["best"] = record_json(*r.best);
-        if (r.defaults) j["defaults"] = record_json(*r.defaults);
-        if (r.best && r.defaults && r.defaults->status == "ok") j["speedup_over_defaults"] = r.defaults->cost() / r.best->cost();
+        nlohmann::json j = {{"workload",
+                             {{"generator", r.workload.generator},
+                              {"target", r.workload.target},
+                              {"compiler", r.workload.compiler},
+                              {"fixed", r.workload.fixed},
+                              {"timed_on", r.workload.device}}},
+                            {"db", o.db},
+                            {"measured", r.measured},
+                            {"reused", r.reused},
+                            {"space", r.space}};
+        if (r.best)
+            j["best"] = record_json(*r.best);
+        if (r.defaults)
+            j["defaults"] = record_json(*r.defaults);
+        if (r.best && r.defaults && r.defaults->status == "ok")
+            j["speedup_over_defaults"] = r.defaults->cost() / r.best->cost();
         std::cout << j.dump(1) << "\n";
     } else {
-        std::printf("tune %s on %s: %d measured, %d from the database (%s), a space of %d\n", a.app.c_str(),
-                    a.target.c_str(), r.measured, r.reused, o.db.c_str(), r.space);
+        std::printf("tune %s on %s: %d measured, %d from the database (%s), a space of %d\n",
+                    a.app.c_str(), a.target.c_str(), r.measured, r.reused, o.db.c_str(), r.space);
         if (r.defaults)
             std::printf("  defaults: %s %s %s\n", candidate_key(r.defaults->candidate).c_str(),
                         r.defaults->status.c_str(), cost_text(*r.defaults).c_str());
         if (r.best)
-            std::printf("  best:     %s %s\n", candidate_key(r.best->candidate).c_str(), cost_text(*r.best).c_str());
+            std::printf("  best:     %s %s\n", candidate_key(r.best->candidate).c_str(),
+                        cost_text(*r.best).c_str());
         else
             std::printf("  no candidate ran correctly\n");
     }
@@ -349,8 +433,9 @@ int tune_worker(const Args &a) {
     o.lease_seconds = a.lease;
     o.idle_exit = a.idle_exit;
     const int done = apps::tune_worker(o, [](const TuningJob &job, const TuningRecord &r) {
-        std::printf("%s %s: %s %s\n", job.workload.generator.c_str(), candidate_key(r.candidate).c_str(),
-                    r.status.c_str(), r.status == "ok" ? cost_text(r).c_str() : r.message.c_str());
+        std::printf("%s %s: %s %s\n", job.workload.generator.c_str(),
+                    candidate_key(r.candidate).c_str(), r.status.c_str(),
+                    r.status == "ok" ? cost_text(r).c_str() : r.message.c_str());
         std::fflush(stdout);
     });
     std::printf("tune-worker: %d job(s) measured, idle for %.0f s: done\n", done, a.idle_exit);
@@ -370,7 +455,8 @@ int tune_database(const Args &a) {
     }
     if (a.command == "tune import") {
         std::ifstream in(a.out_dir);
-        if (!in) throw Error("tune import: cannot read " + a.out_dir);
+        if (!in)
+            throw Error("tune import: cannot read " + a.out_dir);
         std::stringstream text;
         text << in.rdbuf();
         std::printf("imported %d records\n", db->import_json(text.str()));
@@ -386,7 +472,8 @@ int tune_database(const Args &a) {
     const std::vector<TuningRecord> top = db->top(w, size_t(a.top));
     if (a.json) {
         nlohmann::json rows = nlohmann::json::array();
-        for (const TuningRecord &r : top) rows.push_back(record_json(r));
+        for (const TuningRecord &r : top)
+            rows.push_back(record_json(r));
         std::cout << nlohmann::json({{"workload", w.key()}, {"best", rows}}).dump(1) << "\n";
     } else if (top.empty()) {
         std::printf("no ok record for %s\n", w.key().c_str());
@@ -400,7 +487,8 @@ int tune_database(const Args &a) {
 void demo() {
     const App &gemm = find_app("gemm");
     std::cout << "Tandem demo: bf16 GEMM 2048 x 2048 x 2048 on the simulated ZPU (16 cores).\n"
-              << "The same algorithm, scheduled with async_copy().multi_buffer(stages) on the A and B tiles,\n"
+              << "The same algorithm, scheduled with async_copy().multi_buffer(stages) on the A "
+                 "and B tiles,\n"
               << "warp_specialize() and ping_pong() on C: stages = 1 has nothing to overlap.\n\n";
     std::printf("%-8s %12s %12s %11s %9s\n", "stages", "cycles", "bound", "efficiency", "roofline");
     RunResult best;
@@ -420,7 +508,8 @@ void demo() {
         std::printf("%-8d %12lld %12lld %11.3f %9.3f\n", stages, (long long)r.report.cycles,
                     (long long)r.report.bound_cycles, r.efficiency(), r.roofline_fraction());
         timing.push_back(r);
-        if (stages == 1 || r.report.cycles < best.report.cycles) best = r, best_stages = stages;
+        if (stages == 1 || r.report.cycles < best.report.cycles)
+            best = r, best_stages = stages;
     }
     std::printf("\nChecking numerics against Halide's CPU JIT (stages 1 and %d)...\n", best_stages);
     std::filesystem::create_directories("out");
@@ -432,19 +521,23 @@ void demo() {
             o.timeline = "out/demo_gemm.timeline.svg";
         }
         RunResult r = run(gemm, o);
-        std::printf("  stages %d: correct %s (max_rel_err %.2g), races %lld, deadlock %s, compile %.0f ms\n", stages,
-                    r.correct ? "yes" : "NO", r.max_rel_err, (long long)r.report.race_count,
+        std::printf("  stages %d: correct %s (max_rel_err %.2g), races %lld, deadlock %s, compile "
+                    "%.0f ms\n",
+                    stages, r.correct ? "yes" : "NO", r.max_rel_err, (long long)r.report.race_count,
                     r.report.deadlock ? "yes" : "no", r.compile_ms);
     }
     double speedup = double(timing[0].report.cycles) / double(best.report.cycles);
-    std::printf("\nPipelining speedup: %.2fx (stages 1: %lld cycles -> stages %d: %lld cycles).\n", speedup,
-                (long long)timing[0].report.cycles, best_stages, (long long)best.report.cycles);
-    std::printf("With %d stages the DRAM loads hide behind the tensor core: efficiency %.3f of the schedule's bound,\n"
-                "%.3f of the problem's roofline. Trace (one track per engine, open in ui.perfetto.dev)\n"
-                "and a picture of the overlap:\n"
-                "  out/demo_gemm.trace.json\n"
-                "  out/demo_gemm.timeline.svg\n",
-                best_stages, best.efficiency(), best.roofline_fraction());
+    std::printf("\nPipelining speedup: %.2fx (stages 1: %lld cycles -> stages %d: %lld cycles).\n",
+                speedup, (long long)timing[0].report.cycles, best_stages,
+                (long long)best.report.cycles);
+    std::printf(
+        "With %d stages the DRAM loads hide behind the tensor core: efficiency %.3f of the "
+        "schedule's bound,\n"
+        "%.3f of the problem's roofline. Trace (one track per engine, open in ui.perfetto.dev)\n"
+        "and a picture of the overlap:\n"
+        "  out/demo_gemm.trace.json\n"
+        "  out/demo_gemm.timeline.svg\n",
+        best_stages, best.efficiency(), best.roofline_fraction());
 }
 
 } // namespace
@@ -474,10 +567,14 @@ int main(int argc, char **argv) {
             o.timeline = a.timeline;
             o.seed = a.seed;
             RunResult r = run(find_app(a.app), o);
-            if (a.json) std::cout << r.json() << "\n";
-            else print_human(r);
-            if (!a.trace.empty() && !a.json) std::cout << "  trace: " << a.trace << "\n";
-            if (!a.timeline.empty() && !a.json) std::cout << "  timeline: " << a.timeline << "\n";
+            if (a.json)
+                std::cout << r.json() << "\n";
+            else
+                print_human(r);
+            if (!a.trace.empty() && !a.json)
+                std::cout << "  trace: " << a.trace << "\n";
+            if (!a.timeline.empty() && !a.json)
+                std::cout << "  timeline: " << a.timeline << "\n";
             return (r.checked && !r.correct) || r.report.race_count || r.report.deadlock ? 1 : 0;
         } else if (a.command == "emit") {
             emit(a);
@@ -492,7 +589,8 @@ int main(int argc, char **argv) {
         } else if (a.command == "demo") {
             demo();
         } else {
-            std::cout << CommandLine().app.help(); // the whole command line, not the help subcommand
+            std::cout
+                << CommandLine().app.help(); // the whole command line, not the help subcommand
         }
     } catch (const tandem::Error &e) {
         std::cerr << "error: " << e.what() << "\n";

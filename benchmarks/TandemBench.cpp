@@ -14,7 +14,8 @@ namespace {
 
 Params gemm_params(int n, int stages = 0) { // 0: the most stages that fit
     Params p;
-    for (const char *k : {"M", "N", "K"}) p.set(k, std::to_string(n));
+    for (const char *k : {"M", "N", "K"})
+        p.set(k, std::to_string(n));
     p.set("stages", std::to_string(stages));
     return p;
 }
@@ -41,8 +42,8 @@ void BM_CompileRmsnorm(benchmark::State &state) {
 BENCHMARK(BM_CompileRmsnorm)->Unit(benchmark::kMillisecond);
 
 /** Simulation only (the kernel is compiled once, outside the timed loop). */
-void simulate(benchmark::State &state, const App &app, const Params &given, const std::string &schedule,
-              bool numerics) {
+void simulate(benchmark::State &state, const App &app, const Params &given,
+              const std::string &schedule, bool numerics) {
     Params p = with_defaults(app, given);
     Kernel k = compile_app(app, p, schedule, Target::parse("zpu"));
     int64_t cycles = 0;

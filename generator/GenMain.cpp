@@ -26,14 +26,18 @@ std::string describe_generators() {
         os << "  " << name << "\n";
         for (const GeneratorParamInfo &p : g->params()) {
             os << "    " << p.name << " (" << p.kind << ") = " << p.default_value;
-            if (p.min || p.max) os << "  in [" << (p.min ? std::to_string(*p.min) : "") << ", " << (p.max ? std::to_string(*p.max) : "") << "]";
+            if (p.min || p.max)
+                os << "  in [" << (p.min ? std::to_string(*p.min) : "") << ", "
+                   << (p.max ? std::to_string(*p.max) : "") << "]";
             if (!p.choices.empty()) {
                 os << "  one of";
-                for (const std::string &c : p.choices) os << " " << c;
+                for (const std::string &c : p.choices)
+                    os << " " << c;
             }
             if (!p.tunable.empty()) {
                 os << "  tuned over";
-                for (const std::string &c : p.tunable) os << " " << c;
+                for (const std::string &c : p.tunable)
+                    os << " " << c;
             }
             os << "\n";
         }
@@ -44,7 +48,8 @@ std::string describe_generators() {
 void write_file(const std::filesystem::path &path, const std::string &text) {
     std::ofstream out(path);
     out << text;
-    if (!out) throw Error("cannot write " + path.string());
+    if (!out)
+        throw Error("cannot write " + path.string());
 }
 
 /** The tunables of the best record of the workload in `uri` (timed on a GPU first, then on the
@@ -63,9 +68,11 @@ void apply_best(GeneratorBase &g, const std::string &uri, const std::string &tar
             o.device = device;
             o.numerics = numerics;
             w = apps::tuning_workload(o);
-            if ((best = db->best(w))) break;
+            if ((best = db->best(w)))
+                break;
         }
-        if (best) break;
+        if (best)
+            break;
     }
     if (!best) {
         std::cerr << "tuning: no record of " << apps::tuning_workload(o).key() << " in " << uri
@@ -73,17 +80,22 @@ void apply_best(GeneratorBase &g, const std::string &uri, const std::string &tar
         return;
     }
     bool has_schedule = false;
-    for (const GeneratorParamInfo &p : g.params()) has_schedule |= p.name == "schedule";
+    for (const GeneratorParamInfo &p : g.params())
+        has_schedule |= p.name == "schedule";
     for (const auto &[k, v] : best->candidate) {
-        if (k != "schedule" || has_schedule) g.set_param(k, v);
+        if (k != "schedule" || has_schedule)
+            g.set_param(k, v);
     }
-    std::cerr << "tuning: " << g.name() << " for " << target << " takes " << apps::candidate_key(best->candidate)
-              << " (" << (best->time_ms > 0 ? std::to_string(best->time_ms) + " ms" : std::to_string(best->cycles) + " cycles")
+    std::cerr << "tuning: " << g.name() << " for " << target << " takes "
+              << apps::candidate_key(best->candidate) << " ("
+              << (best->time_ms > 0 ? std::to_string(best->time_ms) + " ms"
+                                    : std::to_string(best->cycles) + " cycles")
               << " on " << best->device << ", " << uri << ")\n";
 }
 
-int tune_main(const std::string &name, const std::string &target, const apps::Params &given, const std::string &db,
-              int budget, int jobs, double seconds, uint64_t seed, double lease) {
+int tune_main(const std::string &name, const std::string &target, const apps::Params &given,
+              const std::string &db, int budget, int jobs, double seconds, uint64_t seed,
+              double lease) {
     apps::TuneOptions o;
     o.app = name;
     o.target = target;
@@ -95,25 +107,30 @@ int tune_main(const std::string &name, const std::string &target, const apps::Pa
     o.seed = seed;
     o.lease_seconds = lease;
     const apps::TuneResult r = apps::tune(o, [](const apps::TuneProgress &p) {
-        std::cout << p.done << "/" << p.total << " " << apps::candidate_key(p.last->candidate) << " " << p.last->status;
-        if (p.last->status == "ok") std::cout << " " << p.last->cycles << " cycles";
+        std::cout << p.done << "/" << p.total << " " << apps::candidate_key(p.last->candidate)
+                  << " " << p.last->status;
+        if (p.last->status == "ok")
+            std::cout << " " << p.last->cycles << " cycles";
         std::cout << std::endl;
     });
-    std::cout << "tune " << name << " on " << target << ": " << r.measured << " measured, " << r.reused
-              << " from the database (" << o.db << ")\n";
+    std::cout << "tune " << name << " on " << target << ": " << r.measured << " measured, "
+              << r.reused << " from the database (" << o.db << ")\n";
     if (!r.best) {
         std::cout << "  no candidate ran correctly\n";
         return 1;
     }
-    std::cout << "  best: " << apps::candidate_key(r.best->candidate) << " " << r.best->cycles << " cycles\n";
+    std::cout << "  best: " << apps::candidate_key(r.best->candidate) << " " << r.best->cycles
+              << " cycles\n";
     return 0;
 }
 
 } // namespace
 
 int generator_main(int argc, char **argv) {
-    CLI::App app{"Tandem generator: builds a registered generator for a target and writes its outputs"};
-    app.set_help_flag("-h,--help", "the generators and their parameters, then the flags (also -help)");
+    CLI::App app{
+        "Tandem generator: builds a registered generator for a target and writes its outputs"};
+    app.set_help_flag("-h,--help",
+                      "the generators and their parameters, then the flags (also -help)");
     std::string name, dir, function, emit = "stmt,code";
     std::vector<std::string> assignments;
     bool tune = false, tune_worker = false;
@@ -123,25 +140,33 @@ int generator_main(int argc, char **argv) {
     uint64_t seed = 1;
     app.add_option("-g", name, "the generator to build");
     app.add_option("-o", dir, "the directory the outputs go to");
-    app.add_flag("--tune", tune, "autotune the generator's Tunable parameters for the target and the parameters "
-                                 "given, recording each candidate in the tuning database (--db); writes nothing");
-    app.add_flag("--tune-worker", tune_worker, "measure the candidates of this program's generators that tuners "
-                                               "queued in the shared database (--db)");
-    app.add_option("--db", db, "the tuning database: sqlite:PATH or postgresql://user@host:port/database");
+    app.add_flag("--tune", tune,
+                 "autotune the generator's Tunable parameters for the target and the parameters "
+                 "given, recording each candidate in the tuning database (--db); writes nothing");
+    app.add_flag("--tune-worker", tune_worker,
+                 "measure the candidates of this program's generators that tuners "
+                 "queued in the shared database (--db)");
+    app.add_option("--db", db,
+                   "the tuning database: sqlite:PATH or postgresql://user@host:port/database");
     app.add_option("--budget", budget, "--tune: candidates to try")->check(CLI::PositiveNumber);
     app.add_option("--jobs", jobs, "candidates measured at once")->check(CLI::NonNegativeNumber);
     app.add_option("--seconds", seconds, "--tune: stop after this long as well");
     app.add_option("--seed", seed, "--tune: the search's seed");
-    app.add_option("--lease", lease, "seconds a worker holds a job between renewals")->check(CLI::PositiveNumber);
+    app.add_option("--lease", lease, "seconds a worker holds a job between renewals")
+        ->check(CLI::PositiveNumber);
     app.add_option("--idle-exit", idle_exit, "--tune-worker: stop after this long without a job");
-    app.add_option("-f", function, "the function and file base name (default: the generator's name)");
-    app.add_option("-e", emit, "outputs, comma-separated: stmt, halide, and the target's sources (code, cuda)");
+    app.add_option("-f", function,
+                   "the function and file base name (default: the generator's name)");
+    app.add_option("-e", emit,
+                   "outputs, comma-separated: stmt, halide, and the target's sources (code, cuda)");
     app.add_option("assignments", assignments,
-                   "target=T[:k=v,...], tuning_db=URI (the best record of the tuning database sets the tunable "
+                   "target=T[:k=v,...], tuning_db=URI (the best record of the tuning database sets "
+                   "the tunable "
                    "parameters not given) and the generator's param=value");
     app.footer(describe_generators());
     std::vector<std::string> args; // CLI11 wants them last to first; Halide's GenGen takes -help
-    for (int i = argc - 1; i > 0; i--) args.push_back(std::string(argv[i]) == "-help" ? "--help" : argv[i]);
+    for (int i = argc - 1; i > 0; i--)
+        args.push_back(std::string(argv[i]) == "-help" ? "--help" : argv[i]);
     try {
         app.parse(args);
     } catch (const CLI::ParseError &e) {
@@ -154,21 +179,25 @@ int generator_main(int argc, char **argv) {
             o.jobs = std::max(1, jobs);
             o.lease_seconds = lease;
             o.idle_exit = idle_exit;
-            const int done = apps::tune_worker(o, [](const apps::TuningJob &job, const apps::TuningRecord &r) {
-                std::cout << job.workload.generator << " " << apps::candidate_key(r.candidate) << ": " << r.status
-                          << std::endl;
-            });
+            const int done =
+                apps::tune_worker(o, [](const apps::TuningJob &job, const apps::TuningRecord &r) {
+                    std::cout << job.workload.generator << " " << apps::candidate_key(r.candidate)
+                              << ": " << r.status << std::endl;
+                });
             std::cout << "tune-worker: " << done << " job(s) measured\n";
             return 0;
         }
-        if (name.empty()) throw Error("-g: name the generator (--help lists them)");
-        if (dir.empty() && !tune) throw Error("-o: name the directory the outputs go to");
+        if (name.empty())
+            throw Error("-g: name the generator (--help lists them)");
+        if (dir.empty() && !tune)
+            throw Error("-o: name the directory the outputs go to");
         std::unique_ptr<GeneratorBase> g = GeneratorRegistry::create(name);
         std::string target_text = "zpu", tuning_db;
         apps::Params given;
         for (const std::string &a : assignments) {
             size_t eq = a.find('=');
-            if (eq == std::string::npos) throw Error("'" + a + "' is not key=value (target=... or a parameter)");
+            if (eq == std::string::npos)
+                throw Error("'" + a + "' is not key=value (target=... or a parameter)");
             if (a.substr(0, eq) == "target") {
                 target_text = a.substr(eq + 1);
             } else if (a.substr(0, eq) == "tuning_db") {
@@ -178,10 +207,13 @@ int generator_main(int argc, char **argv) {
                 given.set(a.substr(0, eq), a.substr(eq + 1));
             }
         }
-        if (tune) return tune_main(name, target_text, given, db, budget, jobs, seconds, seed, lease);
-        if (!tuning_db.empty()) apply_best(*g, tuning_db, target_text, given);
+        if (tune)
+            return tune_main(name, target_text, given, db, budget, jobs, seconds, seed, lease);
+        if (!tuning_db.empty())
+            apply_best(*g, tuning_db, target_text, given);
         Target target = Target::parse(target_text);
-        if (function.empty()) function = name;
+        if (function.empty())
+            function = name;
         Kernel kernel = g->compile(target, function);
         std::filesystem::create_directories(dir);
         const TargetBackend &backend = backend_of(target);
@@ -201,17 +233,22 @@ int generator_main(int argc, char **argv) {
             std::string known = "stmt, halide";
             for (const Source &source : backend.sources) {
                 known += ", " + source.what;
-                if (source.what != kind) continue;
-                write_file(base.string() + source.suffix, source.emit(kernel, function, EmitOptions{}));
+                if (source.what != kind)
+                    continue;
+                write_file(base.string() + source.suffix,
+                           source.emit(kernel, function, EmitOptions{}));
                 found = true;
             }
             if (!found && kind == "static_library") {
                 std::string sources;
-                for (const Source &source : backend.sources) sources += (sources.empty() ? "" : ",") + source.what;
-                throw Error("-e static_library: Tandem writes the library's sources (-e " + sources +
-                            ") and CMake compiles them: add_tandem_library (README, Writing a generator)");
+                for (const Source &source : backend.sources)
+                    sources += (sources.empty() ? "" : ",") + source.what;
+                throw Error(
+                    "-e static_library: Tandem writes the library's sources (-e " + sources +
+                    ") and CMake compiles them: add_tandem_library (README, Writing a generator)");
             }
-            if (!found) throw Error("-e " + kind + ": target " + target.name() + " emits " + known);
+            if (!found)
+                throw Error("-e " + kind + ": target " + target.name() + " emits " + known);
         }
     } catch (const Error &e) {
         std::cerr << "error: " << e.what() << "\n";

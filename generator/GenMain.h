@@ -4,9 +4,9 @@
 /** \file
  * The generator main, linked into every generator binary (Halide's GenGen):
  *
- *     my_gen -g NAME -o DIR [-f FUNCTION_NAME] [-e stmt,halide,code,...] target=zpu[:k=v,...] [param=value]...
- *     my_gen --help                      the generators and their parameters with defaults
- *     my_gen -g NAME --tune [--db URI] [--budget N] [--jobs J] target=T [param=value]...
+ *     my_gen -g NAME -o DIR [-f FUNCTION_NAME] [-e stmt,halide,code,...] target=zpu[:k=v,...]
+ * [param=value]... my_gen --help                      the generators and their parameters with
+ * defaults my_gen -g NAME --tune [--db URI] [--budget N] [--jobs J] target=T [param=value]...
  *                                        autotunes the Tunable parameters (Tune.h)
  *     my_gen --tune-worker --db URI      measures what tuners of this program's generators queued
  *

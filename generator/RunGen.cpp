@@ -15,12 +15,15 @@ namespace tandem {
 namespace {
 
 std::string type_name(const halide_type_t &t) {
-    const char *code = t.code == halide_type_float ? "float" : t.code == halide_type_bfloat ? "bfloat"
-                       : t.code == halide_type_uint ? "uint" : "int";
+    const char *code = t.code == halide_type_float    ? "float"
+                       : t.code == halide_type_bfloat ? "bfloat"
+                       : t.code == halide_type_uint   ? "uint"
+                                                      : "int";
     return code + std::to_string(t.bits);
 }
 
-/** Random values of the buffer's type: floats in [-1, 1), integers in [-8, 8) (unsigned [0, 16)). */
+/** Random values of the buffer's type: floats in [-1, 1), integers in [-8, 8) (unsigned [0, 16)).
+ */
 void fill(Halide::Runtime::Buffer<void> &b, std::mt19937 &rng) {
     std::uniform_real_distribution<float> real(-1.0f, 1.0f);
     std::uniform_int_distribution<int> integer(-8, 7);
@@ -39,7 +42,8 @@ void fill(Halide::Runtime::Buffer<void> &b, std::mt19937 &rng) {
             std::memcpy(at, &h, 2);
         } else {
             int64_t v = integer(rng);
-            if (t.code == halide_type_uint) v += 8;
+            if (t.code == halide_type_uint)
+                v += 8;
             std::memcpy(at, &v, size_t(t.bytes())); // little-endian: the low bytes
         }
     }
@@ -64,10 +68,12 @@ void describe_arguments(const halide_filter_metadata_t *m) {
     std::printf("%s for %s, %d arguments:\n", m->name, m->target, m->num_arguments);
     for (int i = 0; i < m->num_arguments; i++) {
         const halide_filter_argument_t &a = m->arguments[i];
-        std::printf("  %s: %s %s [", a.name, a.kind == halide_argument_kind_output_buffer ? "output" : "input",
+        std::printf("  %s: %s %s [", a.name,
+                    a.kind == halide_argument_kind_output_buffer ? "output" : "input",
                     type_name(a.type).c_str());
         for (int d = 0; d < a.dimensions; d++)
-            std::printf("%s%lld", d ? " x " : "", (long long)(a.buffer_estimates ? *a.buffer_estimates[2 * d + 1] : 0));
+            std::printf("%s%lld", d ? " x " : "",
+                        (long long)(a.buffer_estimates ? *a.buffer_estimates[2 * d + 1] : 0));
         std::printf("]\n");
     }
 }
@@ -78,10 +84,11 @@ void fill_random(halide_buffer_t *buffer, unsigned seed) {
     fill(b, rng);
 }
 
-int run_generated(int argc, char **argv, const halide_filter_metadata_t *m, int (*call)(void **args),
-                  uint64_t (*last_cycles)(void)) {
+int run_generated(int argc, char **argv, const halide_filter_metadata_t *m,
+                  int (*call)(void **args), uint64_t (*last_cycles)(void)) {
     RunOptions o;
-    if (int status = parse_run_options(argc, argv, m, &o); status >= 0) return status;
+    if (int status = parse_run_options(argc, argv, m, &o); status >= 0)
+        return status;
     if (o.describe) {
         describe_arguments(m);
         return 0;
@@ -92,15 +99,19 @@ int run_generated(int argc, char **argv, const halide_filter_metadata_t *m, int 
     for (int i = 0; i < m->num_arguments; i++) {
         const halide_filter_argument_t &a = m->arguments[i];
         if (a.kind == halide_argument_kind_input_scalar || !a.buffer_estimates) {
-            std::fprintf(stderr, "%s: argument %s is not a buffer with known extents\n", m->name, a.name);
+            std::fprintf(stderr, "%s: argument %s is not a buffer with known extents\n", m->name,
+                         a.name);
             return 1;
         }
         std::vector<int> extents;
-        for (int d = 0; d < a.dimensions; d++) extents.push_back(int(*a.buffer_estimates[2 * d + 1]));
+        for (int d = 0; d < a.dimensions; d++)
+            extents.push_back(int(*a.buffer_estimates[2 * d + 1]));
         buffers.emplace_back(a.type, extents);
-        if (a.kind == halide_argument_kind_input_buffer) fill(buffers.back(), rng);
+        if (a.kind == halide_argument_kind_input_buffer)
+            fill(buffers.back(), rng);
     }
-    for (auto &b : buffers) args.push_back(b.raw_buffer());
+    for (auto &b : buffers)
+        args.push_back(b.raw_buffer());
     double seconds = 0;
     for (int it = 0; it < o.iterations; it++) {
         auto start = std::chrono::steady_clock::now();
@@ -110,9 +121,10 @@ int run_generated(int argc, char **argv, const halide_filter_metadata_t *m, int 
         }
         seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
-    std::printf("%s on %s: %llu cycles on the machine model; %.3f ms of host time per call (%d call%s)\n", m->name,
-                m->target, (unsigned long long)last_cycles(), 1e3 * seconds / o.iterations, o.iterations,
-                o.iterations == 1 ? "" : "s");
+    std::printf(
+        "%s on %s: %llu cycles on the machine model; %.3f ms of host time per call (%d call%s)\n",
+        m->name, m->target, (unsigned long long)last_cycles(), 1e3 * seconds / o.iterations,
+        o.iterations, o.iterations == 1 ? "" : "s");
     return 0;
 }
 

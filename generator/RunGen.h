@@ -17,8 +17,8 @@
 
 namespace tandem {
 
-int run_generated(int argc, char **argv, const halide_filter_metadata_t *metadata, int (*call)(void **args),
-                  uint64_t (*last_cycles)(void));
+int run_generated(int argc, char **argv, const halide_filter_metadata_t *metadata,
+                  int (*call)(void **args), uint64_t (*last_cycles)(void));
 
 // The pieces, for runners of libraries whose buffers live elsewhere (RunGenGpu.h).
 struct RunOptions {
@@ -27,7 +27,8 @@ struct RunOptions {
     unsigned seed = 1;
 };
 /** Parses the runner's flags; returns -1 to go on, else the exit status (help, a bad flag). */
-int parse_run_options(int argc, char **argv, const halide_filter_metadata_t *metadata, RunOptions *options);
+int parse_run_options(int argc, char **argv, const halide_filter_metadata_t *metadata,
+                      RunOptions *options);
 /** Prints the arguments: name, kind, type and extents. */
 void describe_arguments(const halide_filter_metadata_t *metadata);
 /** Fills a host buffer with random values of its type (floats in [-1, 1), small integers). */

@@ -15,10 +15,11 @@ TargetBackend backend() {
     b.model = [](const Target &t, bool numerics, bool trace) -> std::unique_ptr<Model> {
         return std::make_unique<ModelOf<Machine>>(
             std::make_unique<Machine>(sim::ascend::AscendParams::from(t.lookup()), numerics, trace),
-            [](Machine &m, const std::string &n, sim::DType d, int64_t e) { return m.add_gm(n, d, e); },
-            [](const Kernel &k, Machine &m, const std::map<std::string, int> &ids, const Shapes &shapes) {
-                execute(k, m, ids, shapes);
-            });
+            [](Machine &m, const std::string &n, sim::DType d, int64_t e) {
+                return m.add_gm(n, d, e);
+            },
+            [](const Kernel &k, Machine &m, const std::map<std::string, int> &ids,
+               const Shapes &shapes) { execute(k, m, ids, shapes); });
     };
     b.roofline = [](double macs, double vector_ops, double bytes, const Target &t) {
         const sim::ascend::AscendParams a = sim::ascend::AscendParams::from(t.lookup());
@@ -28,17 +29,20 @@ TargetBackend backend() {
                          vector_ops * 4 / (double(a.vector_cores) * a.vector_bytes_per_cycle),
                          bytes / a.hbm_bytes_per_cycle});
     };
-    b.sources = {{"code", ".ascend.cpp", [](const Kernel &k, const std::string &name, const EmitOptions &o) {
-                      return emit_ascendc(k, name, o.drop_flag);
-                  }},
-                 // The library interface (Halide's calling convention); the .lib.cpp holds the
-                 // kernel too (as NAME_kernel: the AscendC entry point is extern "C" as well).
-                 {"h", ".h", [](const Kernel &k, const std::string &name, const EmitOptions &) {
-                      return emit_library_header(k, name);
-                  }},
-                 {"library", ".lib.cpp", [](const Kernel &k, const std::string &name, const EmitOptions &) {
-                      return emit_library(k, name);
-                  }}};
+    b.sources = {
+        {"code", ".ascend.cpp",
+         [](const Kernel &k, const std::string &name, const EmitOptions &o) {
+             return emit_ascendc(k, name, o.drop_flag);
+         }},
+        // The library interface (Halide's calling convention); the .lib.cpp holds the
+        // kernel too (as NAME_kernel: the AscendC entry point is extern "C" as well).
+        {"h", ".h",
+         [](const Kernel &k, const std::string &name, const EmitOptions &) {
+             return emit_library_header(k, name);
+         }},
+        {"library", ".lib.cpp", [](const Kernel &k, const std::string &name, const EmitOptions &) {
+             return emit_library(k, name);
+         }}};
     return b;
 }
 

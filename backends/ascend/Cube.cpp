@@ -41,7 +41,8 @@ int c0_of(const SramBuffer &b) {
 std::string text(const ir::CopyOp &c) {
     std::ostringstream os;
     os << c.src << " -> " << c.dst << " (" << c.dims.size() << " dims:";
-    for (const ir::CopyDim &d : c.dims) os << " {" << d.extent << ", " << d.dst_stride << ", " << d.src_stride << "}";
+    for (const ir::CopyDim &d : c.dims)
+        os << " {" << d.extent << ", " << d.dst_stride << ", " << d.src_stride << "}";
     return os.str() + ")";
 }
 
@@ -68,9 +69,12 @@ CubeCall nd2nz(const Kernel &k, const ir::CopyOp &c) {
     call.dst_offset = tile_start(l1, c.dst_offset, c);
     call.src_offset = c.src_offset;
     const ir::CopyDim *line = nullptr; // the elements of a one-wide tile
-    if (c.dims.size() == 1) line = &c.dims[0];
-    else if (is_const_one(c.dims[1].extent)) line = &c.dims[0];
-    else if (is_const_one(c.dims[0].extent)) line = &c.dims[1];
+    if (c.dims.size() == 1)
+        line = &c.dims[0];
+    else if (is_const_one(c.dims[1].extent))
+        line = &c.dims[0];
+    else if (is_const_one(c.dims[0].extent))
+        line = &c.dims[1];
     if (line) {
         call.n_value = line->extent;
         call.d_value = 1;
@@ -91,7 +95,8 @@ CubeCall nd2nz(const Kernel &k, const ir::CopyOp &c) {
  * L1 tile: the side with stride 1 is the tile's columns, the other its rows. */
 CubeCall load_data(const Kernel &k, const ir::CopyOp &c, bool a_operand) {
     const SramBuffer &l1 = buffer(k, c.src);
-    internal_assert(c.dims.size() == 2) << "ascend cube: the operand load " << text(c) << " is not two-dimensional\n";
+    internal_assert(c.dims.size() == 2)
+        << "ascend cube: the operand load " << text(c) << " is not two-dimensional\n";
     const int c0 = c0_of(l1);
     const ir::CopyDim &inner = c.dims[0], &outer = c.dims[1];
     // Which side are the tile's rows: a side the read takes one element of says nothing (Halide
@@ -99,11 +104,13 @@ CubeCall load_data(const Kernel &k, const ir::CopyOp &c, bool a_operand) {
     // tiles out as one column, its stride 1) or of a wider tile read a column at a time. With
     // both sides wider, the side with stride 1 is the columns.
     bool rows_outer = true;
-    if (is_const_one(outer.extent) && !is_const_one(inner.extent)) rows_outer = false;
+    if (is_const_one(outer.extent) && !is_const_one(inner.extent))
+        rows_outer = false;
     else if (!is_const_one(inner.extent) && !is_const_one(outer.extent)) {
         rows_outer = is_const_one(inner.src_stride);
         internal_assert(rows_outer || is_const_one(outer.src_stride))
-            << "ascend cube: the operand load " << text(c) << " reads neither the rows nor the columns of its L1 tile\n";
+            << "ascend cube: the operand load " << text(c)
+            << " reads neither the rows nor the columns of its L1 tile\n";
     }
     const Expr &rows = rows_outer ? outer.extent : inner.extent;
     const Expr pitch = simplify(max(rows_outer ? outer.src_stride : inner.src_stride, 1));
@@ -181,15 +188,18 @@ const std::string &cube_index() {
 
 bool is_cube_copy(const Kernel &k, const ir::CopyOp &c) {
     Mem src = mem_of(k, c.src), dst = mem_of(k, c.dst);
-    return (src == Mem::GM && dst == Mem::L1) || (src == Mem::L1 && (dst == Mem::L0A || dst == Mem::L0B)) ||
-           src == Mem::L0C;
+    return (src == Mem::GM && dst == Mem::L1) ||
+           (src == Mem::L1 && (dst == Mem::L0A || dst == Mem::L0B)) || src == Mem::L0C;
 }
 
 CubeCall cube_copy(const Kernel &k, const ir::CopyOp &c) {
     Mem src = mem_of(k, c.src), dst = mem_of(k, c.dst);
-    if (src == Mem::GM && dst == Mem::L1) return nd2nz(k, c);
-    if (src == Mem::L1 && (dst == Mem::L0A || dst == Mem::L0B)) return load_data(k, c, dst == Mem::L0A);
-    internal_assert(src == Mem::L0C && dst == Mem::GM) << "ascend cube: no instruction copies " << text(c) << "\n";
+    if (src == Mem::GM && dst == Mem::L1)
+        return nd2nz(k, c);
+    if (src == Mem::L1 && (dst == Mem::L0A || dst == Mem::L0B))
+        return load_data(k, c, dst == Mem::L0A);
+    internal_assert(src == Mem::L0C && dst == Mem::GM)
+        << "ascend cube: no instruction copies " << text(c) << "\n";
     return fixpipe(k, c);
 }
 

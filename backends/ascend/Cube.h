@@ -34,7 +34,8 @@ struct CubeCall {
     // LoadData: `count` calls; offsets and start_index may use `index`
     Halide::Expr count, start_index, repeat_times, src_stride;
     bool transpose = false;
-    Halide::Expr check; // true when the read starts at a whole fractal of its tile (the executor checks)
+    Halide::Expr
+        check; // true when the read starts at a whole fractal of its tile (the executor checks)
     // Mmad
     Halide::Expr m, n, k, accumulate;
     // Fixpipe

@@ -2,11 +2,11 @@
 
 #include "Cube.h"
 
-#include "tandem/AsyncIR.h"
 #include "common/Evaluator.h"
 #include "common/Library.h"
 #include "lower/Nest.h"
 #include "sim/Ascend.h"
+#include "tandem/AsyncIR.h"
 
 #include <iomanip>
 #include <map>
@@ -183,7 +183,8 @@ public:
         for (const SramBuffer &b : kernel.buffers) {
             if (kind && !sim::ascend::has_memory(*kind, b.ascend_mem))
                 continue;
-            int64_t align = sim::ascend::AscendParams::from(kernel.target.lookup()).alignment(b.ascend_mem);
+            int64_t align =
+                sim::ascend::AscendParams::from(kernel.target.lookup()).alignment(b.ascend_mem);
             int64_t start = (used[b.ascend_mem] + align - 1) / align * align;
             internal_assert(start == b.offset_bytes)
                 << "ascend emitter: " << b.name << " is at byte " << b.offset_bytes << " of "
@@ -192,18 +193,20 @@ public:
             used[b.ascend_mem] = start + b.bytes();
             std::string n = c_name(b.name);
             const char *t = element_type(dtype_of(b.type));
-            os << line() << "AscendC::TBuf<" << position_of(b.ascend_mem, feeds_l0b.count(b.name) > 0)
-               << "> " << n << "_buf; // " << sim::ascend::mem_name(b.ascend_mem) << " [" << start
-               << ", " << start + b.bytes() << "): " << b.name << ", " << b.slots
-               << (b.slots == 1 ? " version" : " versions") << " x " << b.slot_elements << " " << t
-               << "\n"
+            os << line() << "AscendC::TBuf<"
+               << position_of(b.ascend_mem, feeds_l0b.count(b.name) > 0) << "> " << n << "_buf; // "
+               << sim::ascend::mem_name(b.ascend_mem) << " [" << start << ", " << start + b.bytes()
+               << "): " << b.name << ", " << b.slots << (b.slots == 1 ? " version" : " versions")
+               << " x " << b.slot_elements << " " << t << "\n"
                << line() << "pipe.InitBuffer(" << n << "_buf, " << b.bytes() << ");\n"
-               << line() << "AscendC::LocalTensor<" << t << "> " << n << " = " << n << "_buf.Get<" << t
-               << ">();\n";
+               << line() << "AscendC::LocalTensor<" << t << "> " << n << " = " << n << "_buf.Get<"
+               << t << ">();\n";
         }
         // TPipe reserves M_MTE1 events 0..2 on the AIC (set in its constructor); the kernel's own
         // flags may use any id, so it gives them back first, as catlass and tilelang-ascend do.
-        os << line() << "pipe.Destroy(); // TPipe's reserved events (M_MTE1 0..2 on the AIC) waited for: every "
+        os << line()
+           << "pipe.Destroy(); // TPipe's reserved events (M_MTE1 0..2 on the AIC) waited for: "
+              "every "
               "event id is the kernel's\n\n";
     }
 
@@ -586,7 +589,8 @@ private:
         } else if (ir::as_advance(s, &counter)) {
             os << line() << c_name(counter) << " += 1;\n";
         } else if (Expr flag; ir::as_cross_core_set(s, &counter, &flag)) {
-            os << line() << "AscendC::CrossCoreSetFlag<2, PIPE_" << counter << ">(" << arg(simplify(flag)) << ");\n";
+            os << line() << "AscendC::CrossCoreSetFlag<2, PIPE_" << counter << ">("
+               << arg(simplify(flag)) << ");\n";
         } else if (ir::as_cross_core_wait(s, &flag)) {
             os << line() << "AscendC::CrossCoreWaitFlag(" << arg(simplify(flag)) << ");\n";
         } else {
@@ -599,11 +603,16 @@ private:
     void vector_instruction(const ir::VectorInstruction &vi) {
         static const char *cmp[] = {"LT", "GT", "EQ", "LE", "GE", "NE"};
         os << line() << "AscendC::" << vi.op << "(" << at(vi.dst, vi.dst_offset);
-        for (const auto &[buffer, offset] : vi.srcs) os << ", " << at(buffer, offset);
-        if (vi.op == "Compare") os << ", AscendC::CMPMODE::" << cmp[vi.mode];
-        if (vi.op == "Select") os << ", AscendC::SELMODE::VSEL_TENSOR_TENSOR_MODE";
-        if (vi.op == "Cast") os << ", AscendC::RoundMode::CAST_RINT";
-        if (vi.scalar.defined()) os << ", " << arg(vi.scalar);
+        for (const auto &[buffer, offset] : vi.srcs)
+            os << ", " << at(buffer, offset);
+        if (vi.op == "Compare")
+            os << ", AscendC::CMPMODE::" << cmp[vi.mode];
+        if (vi.op == "Select")
+            os << ", AscendC::SELMODE::VSEL_TENSOR_TENSOR_MODE";
+        if (vi.op == "Cast")
+            os << ", AscendC::RoundMode::CAST_RINT";
+        if (vi.scalar.defined())
+            os << ", " << arg(vi.scalar);
         if (vi.count.defined()) {
             os << ", " << arg(vi.count) << ");\n";
             return;
@@ -612,18 +621,18 @@ private:
             return std::to_string(repeat ? vi.strides[i].second : vi.strides[i].first);
         };
         if (vi.op == "Brcb") {
-            os << ", " << arg(vi.repeats) << ", AscendC::BrcbRepeatParams(" << stride(0, false) << ", "
-               << stride(0, true) << "));\n";
+            os << ", " << arg(vi.repeats) << ", AscendC::BrcbRepeatParams(" << stride(0, false)
+               << ", " << stride(0, true) << "));\n";
             return;
         }
         os << ", " << arg(vi.mask) << ", " << arg(vi.repeats);
         if (vi.srcs.size() == 2) {
-            os << ", AscendC::BinaryRepeatParams(" << stride(0, false) << ", " << stride(1, false) << ", "
-               << stride(2, false) << ", " << stride(0, true) << ", " << stride(1, true) << ", " << stride(2, true)
-               << "));\n";
+            os << ", AscendC::BinaryRepeatParams(" << stride(0, false) << ", " << stride(1, false)
+               << ", " << stride(2, false) << ", " << stride(0, true) << ", " << stride(1, true)
+               << ", " << stride(2, true) << "));\n";
         } else {
-            os << ", AscendC::UnaryRepeatParams(" << stride(0, false) << ", " << stride(1, false) << ", "
-               << stride(0, true) << ", " << stride(1, true) << "));\n";
+            os << ", AscendC::UnaryRepeatParams(" << stride(0, false) << ", " << stride(1, false)
+               << ", " << stride(0, true) << ", " << stride(1, true) << "));\n";
         }
     }
 
@@ -638,17 +647,20 @@ private:
     void cube(const CubeCall &c) {
         switch (c.kind) {
         case CubeCall::Kind::Nd2Nz:
-            os << line() << "AscendC::DataCopy(" << at(c.dst, c.dst_offset) << ", " << at(c.src, c.src_offset)
-               << ", AscendC::Nd2NzParams(1, " << arg(c.n_value) << ", " << arg(c.d_value) << ", 0, "
-               << arg(c.src_d_value) << ", " << arg(c.dst_nz_c0_stride) << ", 1, 0));\n";
+            os << line() << "AscendC::DataCopy(" << at(c.dst, c.dst_offset) << ", "
+               << at(c.src, c.src_offset) << ", AscendC::Nd2NzParams(1, " << arg(c.n_value) << ", "
+               << arg(c.d_value) << ", 0, " << arg(c.src_d_value) << ", " << arg(c.dst_nz_c0_stride)
+               << ", 1, 0));\n";
             break;
         case CubeCall::Kind::LoadData: {
             const std::string i = c_name(cube_index());
-            os << line() << "for (int64_t " << i << " = 0; " << i << " < " << arg(c.count) << "; " << i << "++) {\n";
+            os << line() << "for (int64_t " << i << " = 0; " << i << " < " << arg(c.count) << "; "
+               << i << "++) {\n";
             indent++;
-            os << line() << "AscendC::LoadData(" << at(c.dst, c.dst_offset) << ", " << at(c.src, c.src_offset)
-               << ", AscendC::LoadData2DParams(" << arg(c.start_index) << ", " << arg(c.repeat_times) << ", "
-               << arg(c.src_stride) << ", 0, 0, " << (c.transpose ? "true" : "false") << ", 0));\n";
+            os << line() << "AscendC::LoadData(" << at(c.dst, c.dst_offset) << ", "
+               << at(c.src, c.src_offset) << ", AscendC::LoadData2DParams(" << arg(c.start_index)
+               << ", " << arg(c.repeat_times) << ", " << arg(c.src_stride) << ", 0, 0, "
+               << (c.transpose ? "true" : "false") << ", 0));\n";
             indent--;
             os << line() << "}\n";
             break;
@@ -661,8 +673,8 @@ private:
                << line() << "mmad.n = " << arg(c.n) << ";\n"
                << line() << "mmad.k = " << arg(c.k) << ";\n"
                << line() << "mmad.cmatrixInitVal = !(" << arg(c.accumulate) << ");\n"
-               << line() << "AscendC::Mmad(" << at(c.dst, c.dst_offset) << ", " << at(c.src, c.src_offset) << ", "
-               << at(c.src2, c.src2_offset) << ", mmad);\n";
+               << line() << "AscendC::Mmad(" << at(c.dst, c.dst_offset) << ", "
+               << at(c.src, c.src_offset) << ", " << at(c.src2, c.src2_offset) << ", mmad);\n";
             indent--;
             os << line() << "}\n";
             break;
@@ -675,9 +687,11 @@ private:
                << line() << "fixpipe.mSize = " << arg(c.m_size) << ";\n"
                << line() << "fixpipe.srcStride = " << arg(c.fix_src_stride) << ";\n"
                << line() << "fixpipe.dstStride = " << arg(c.dst_stride) << ";\n"
-               << line() << "fixpipe.quantPre = AscendC::" << (bf16 ? "F322BF16" : "NoQuant") << ";\n"
-               << line() << "AscendC::Fixpipe<" << element_type(type_of(c.dst)) << ", float, AscendC::CFG_ROW_MAJOR>("
-               << at(c.dst, c.dst_offset) << ", " << at(c.src, c.src_offset) << ", fixpipe);\n";
+               << line() << "fixpipe.quantPre = AscendC::" << (bf16 ? "F322BF16" : "NoQuant")
+               << ";\n"
+               << line() << "AscendC::Fixpipe<" << element_type(type_of(c.dst))
+               << ", float, AscendC::CFG_ROW_MAJOR>(" << at(c.dst, c.dst_offset) << ", "
+               << at(c.src, c.src_offset) << ", fixpipe);\n";
             indent--;
             os << line() << "}\n";
             break;
@@ -695,8 +709,8 @@ private:
                 c.dims.push_back(d);
         if (c.dims.empty())
             c.dims.push_back({1, 1, 1});
-        std::string head =
-            line() + "AscendC::DataCopy(" + at(c.dst, c.dst_offset) + ", " + at(c.src, c.src_offset) + ", ";
+        std::string head = line() + "AscendC::DataCopy(" + at(c.dst, c.dst_offset) + ", " +
+                           at(c.src, c.src_offset) + ", ";
         // The box: AscendC's own forms where they say it exactly.
         {
             int64_t bytes = sim::bytes_of(type_of(c.dst));
@@ -729,10 +743,13 @@ private:
         }
         if (copy_pad(c))
             return;
-        throw Error("Func '" + c.dst.substr(0, c.dst.find('$')) + "', directive async_copy(): on ascend the copy " + c.dst +
-                    " <- " + c.src + " (" + std::to_string(c.dims.size()) + " dims, " +
-                    sim::ascend::mem_name(mem_of(c.src)) + " -> " + sim::ascend::mem_name(mem_of(c.dst)) +
-                    ") has no AscendC form: DataCopy moves whole 32-byte blocks, DataCopyPad rows of any length "
+        throw Error("Func '" + c.dst.substr(0, c.dst.find('$')) +
+                    "', directive async_copy(): on ascend the copy " + c.dst + " <- " + c.src +
+                    " (" + std::to_string(c.dims.size()) + " dims, " +
+                    sim::ascend::mem_name(mem_of(c.src)) + " -> " +
+                    sim::ascend::mem_name(mem_of(c.dst)) +
+                    ") has no AscendC form: DataCopy moves whole 32-byte blocks, DataCopyPad rows "
+                    "of any length "
                     "into UB rows on 32-byte blocks");
     }
 
@@ -744,21 +761,25 @@ private:
             return false;
         // Rows of one element (a column: its one dimension steps along neither side's rows) are
         // the box's one dimension as rows.
-        const bool column = c.dims.size() == 1 && !(is_const_one(c.dims[0].dst_stride) && is_const_one(c.dims[0].src_stride));
+        const bool column = c.dims.size() == 1 && !(is_const_one(c.dims[0].dst_stride) &&
+                                                    is_const_one(c.dims[0].src_stride));
         std::vector<ir::CopyDim> dims = c.dims;
         if (column)
             dims.insert(dims.begin(), ir::CopyDim{1, 1, 1});
-        if (dims.empty() || dims.size() > 2 || !is_const_one(dims[0].dst_stride) || !is_const_one(dims[0].src_stride))
+        if (dims.empty() || dims.size() > 2 || !is_const_one(dims[0].dst_stride) ||
+            !is_const_one(dims[0].src_stride))
             return false;
         const int64_t bytes = sim::bytes_of(type_of(c.dst)), per_block = 32 / bytes;
         const Expr ub_offset = to_ub ? c.dst_offset : c.src_offset;
         if (!can_prove(ub_offset % int(per_block) == 0))
             return false;
-        const Expr w = dims[0].extent, padded = simplify((w + int(per_block - 1)) / int(per_block) * int(per_block));
+        const Expr w = dims[0].extent,
+                   padded = simplify((w + int(per_block - 1)) / int(per_block) * int(per_block));
         Expr count = 1, gm_gap = 0, ub_gap = 0;
         if (dims.size() == 2) {
             const ir::CopyDim &r = dims[1];
-            const Expr ub = to_ub ? r.dst_stride : r.src_stride, gm = to_ub ? r.src_stride : r.dst_stride;
+            const Expr ub = to_ub ? r.dst_stride : r.src_stride,
+                       gm = to_ub ? r.src_stride : r.dst_stride;
             auto at_least = [](const Expr &big, const Expr &small) {
                 const int64_t *b = as_const_int(big);
                 const int64_t bound = lower::constant_upper_bound(small);
@@ -766,26 +787,30 @@ private:
             };
             // A GM row stride known only at run time is a tensor's extent (runtime shapes have
             // dense strides), at least the width of any box inside the tensor.
-            if (!can_prove(ub % int(per_block) == 0) || !at_least(ub, padded) || (is_const(gm) && !at_least(gm, w)))
+            if (!can_prove(ub % int(per_block) == 0) || !at_least(ub, padded) ||
+                (is_const(gm) && !at_least(gm, w)))
                 return false;
             count = r.extent;
             gm_gap = simplify((gm - w) * int(bytes));
             ub_gap = simplify((ub - padded) / int(per_block));
         }
         const std::string params = "AscendC::DataCopyExtParams(" + arg(simplify(count)) + ", " +
-                                   arg(simplify(w * int(bytes))) + ", " + arg(to_ub ? gm_gap : ub_gap) + ", " +
+                                   arg(simplify(w * int(bytes))) + ", " +
+                                   arg(to_ub ? gm_gap : ub_gap) + ", " +
                                    arg(to_ub ? ub_gap : gm_gap) + ", 0)";
-        os << line() << "AscendC::DataCopyPad(" << at(c.dst, c.dst_offset) << ", " << at(c.src, c.src_offset) << ", "
-           << params;
+        os << line() << "AscendC::DataCopyPad(" << at(c.dst, c.dst_offset) << ", "
+           << at(c.src, c.src_offset) << ", " << params;
         if (to_ub)
-            os << ", AscendC::DataCopyPadExtParams<" << element_type(type_of(c.dst)) << ">(false, 0, 0, 0)";
+            os << ", AscendC::DataCopyPadExtParams<" << element_type(type_of(c.dst))
+               << ">(false, 0, 0, 0)";
         os << ");\n";
         return true;
     }
 
     void vector_op(const ir::VectorOp &v, const Stmt &body) {
         internal_assert(ir::is_vector_instructions(body))
-            << "ascend emitter: the vector op " << v.label << " has no AscendC instructions (AscendVector.h)\n";
+            << "ascend emitter: the vector op " << v.label
+            << " has no AscendC instructions (AscendVector.h)\n";
         sequence(body);
     }
 
@@ -991,10 +1016,12 @@ std::vector<FlagPair> flag_pairs(const Kernel &kernel) {
 
 /** Elements of an argument: its static extents, or the product with its runtime extents' names. */
 static std::string elements_text(const KernelArg &a) {
-    if (!a.has_runtime_shape()) return std::to_string(a.elements());
+    if (!a.has_runtime_shape())
+        return std::to_string(a.elements());
     std::string text;
     for (size_t d = 0; d < a.extents.size(); d++) {
-        text += (d ? " * " : "") + (a.runtime[d] ? c_name(a.extent_name(int(d))) : std::to_string(a.extents[d]));
+        text += (d ? " * " : "") +
+                (a.runtime[d] ? c_name(a.extent_name(int(d))) : std::to_string(a.extents[d]));
     }
     return text;
 }
@@ -1022,14 +1049,22 @@ std::string emit_ascendc(const Kernel &kernel, const std::string &function, int 
     std::ostringstream &os = g.os;
     os << "// Generated by Tandem: AscendC kernel " << kernel.name
        << " for the Ascend 910B AI core.\n"
-       << "// Every op is queued on its pipe (cube cores: MTE2 GM -> L1, MTE1 L1 -> L0A/L0B, M, FIX\n"
-       << "// L0C -> GM; vector cores: MTE2 GM -> UB, V, MTE3 UB -> GM); SetFlag/WaitFlag are the only\n"
-       << "// edges between pipes. Builds against AscendC, or on the host against Tandem's CPU runtime\n"
-       << "// (backends/ascend/runtime/kernel_operator.h, the Ascend machine model). The cube path is\n"
-       << "// AscendC's own: Nd2Nz into L1, LoadData2D per 16-row strip (A, Zz) or K block (B, Zn),\n"
-       << "// Mmad, Fixpipe Nz -> ND. DataCopyParams(blockCount, blockLen, srcStride, dstStride) count\n"
-       << "// 32-byte blocks; DataCopyPad moves rows of any byte length into UB rows padded to 32 bytes.\n"
-       << "// The vector path is AscendC's instructions (count and repeat forms, PipeBarrier<PIPE_V>\n"
+       << "// Every op is queued on its pipe (cube cores: MTE2 GM -> L1, MTE1 L1 -> L0A/L0B, M, "
+          "FIX\n"
+       << "// L0C -> GM; vector cores: MTE2 GM -> UB, V, MTE3 UB -> GM); SetFlag/WaitFlag are the "
+          "only\n"
+       << "// edges between pipes. Builds against AscendC, or on the host against Tandem's CPU "
+          "runtime\n"
+       << "// (backends/ascend/runtime/kernel_operator.h, the Ascend machine model). The cube path "
+          "is\n"
+       << "// AscendC's own: Nd2Nz into L1, LoadData2D per 16-row strip (A, Zz) or K block (B, "
+          "Zn),\n"
+       << "// Mmad, Fixpipe Nz -> ND. DataCopyParams(blockCount, blockLen, srcStride, dstStride) "
+          "count\n"
+       << "// 32-byte blocks; DataCopyPad moves rows of any byte length into UB rows padded to 32 "
+          "bytes.\n"
+       << "// The vector path is AscendC's instructions (count and repeat forms, "
+          "PipeBarrier<PIPE_V>\n"
        << "// between dependent ones).\n";
     for (const std::string &n : kernel.notes)
         os << "//   " << n << "\n";
@@ -1066,15 +1101,19 @@ std::string emit_ascendc(const Kernel &kernel, const std::string &function, int 
     // The 910B's cube (AIC) and vector (AIV) cores are separate: a kernel without a cube op runs
     // on the vector cores; one with an epilogue after its matmul on both (a mix kernel).
     os << "    KERNEL_TASK_TYPE_DEFAULT("
-       << (kernel.mix ? "KERNEL_TYPE_MIX_AIC_1_2" : kernel.vector_units_only ? "KERNEL_TYPE_AIV_ONLY" : "KERNEL_TYPE_AIC_ONLY")
+       << (kernel.mix                 ? "KERNEL_TYPE_MIX_AIC_1_2"
+           : kernel.vector_units_only ? "KERNEL_TYPE_AIV_ONLY"
+                                      : "KERNEL_TYPE_AIC_ONLY")
        << ");\n";
     if (kernel.has_runtime_shapes()) {
         const std::vector<std::string> names = kernel.runtime_extent_names();
-        os << "    // runtime extents: the launch's tiling data (int32, in argument and dim order)\n"
+        os << "    // runtime extents: the launch's tiling data (int32, in argument and dim "
+              "order)\n"
            << "    AscendC::GlobalTensor<int32_t> tiling_gm;\n"
            << "    tiling_gm.SetGlobalBuffer((__gm__ int32_t *)tiling, " << names.size() << ");\n";
         for (size_t i = 0; i < names.size(); i++)
-            os << "    const int64_t " << c_name(names[i]) << " = tiling_gm.GetValue(" << i << ");\n";
+            os << "    const int64_t " << c_name(names[i]) << " = tiling_gm.GetValue(" << i
+               << ");\n";
     }
     os << "    // global memory: the kernel's arguments\n";
     for (const KernelArg &a : kernel.args) {
@@ -1084,18 +1123,22 @@ std::string emit_ascendc(const Kernel &kernel, const std::string &function, int 
            << c_name(a.name) << ", " << elements_text(a) << "); // "
            << (a.output ? "output " : "input ") << a.type << " [";
         for (size_t d = 0; d < a.extents.size(); d++)
-            os << (d ? " x " : "") << (d < a.runtime.size() && a.runtime[d] ? "any" : std::to_string(a.extents[d]));
+            os << (d ? " x " : "")
+               << (d < a.runtime.size() && a.runtime[d] ? "any" : std::to_string(a.extents[d]));
         os << "]\n";
     }
     int64_t workspace_offset = 0; // bytes (workspace_bytes: each workspace at a multiple of 512)
     for (const KernelArg &w : kernel.workspaces) {
         const char *t = element_type(dtype_of(w.type));
-        os << "    AscendC::GlobalTensor<" << t << "> " << c_name(w.name) << "_gm; // the kernel's workspace\n"
-           << "    " << c_name(w.name) << "_gm.SetGlobalBuffer((__gm__ " << t << " *)(AscendC::GetUserWorkspace(workspace) + "
-           << workspace_offset << "), " << w.elements() << ");\n";
+        os << "    AscendC::GlobalTensor<" << t << "> " << c_name(w.name)
+           << "_gm; // the kernel's workspace\n"
+           << "    " << c_name(w.name) << "_gm.SetGlobalBuffer((__gm__ " << t
+           << " *)(AscendC::GetUserWorkspace(workspace) + " << workspace_offset << "), "
+           << w.elements() << ");\n";
         workspace_offset += (w.elements() * w.type.bytes() + 511) / 512 * 512;
     }
-    if (!kernel.mix) g.tpipe(std::nullopt);
+    if (!kernel.mix)
+        g.tpipe(std::nullopt);
     std::string head = os.str();
     os.str("");
     g.sequence(kernel.body, true);
@@ -1109,62 +1152,75 @@ std::vector<int32_t> tiling(const Kernel &kernel, const std::vector<std::vector<
     std::vector<int32_t> values;
     for (size_t i = 0; i < kernel.args.size(); i++) {
         for (size_t d = 0; d < kernel.args[i].runtime.size(); d++)
-            if (kernel.args[i].runtime[d]) values.push_back(int32_t(extents[i][d]));
+            if (kernel.args[i].runtime[d])
+                values.push_back(int32_t(extents[i][d]));
     }
     return values;
 }
 
 int64_t workspace_bytes(const Kernel &kernel) {
     int64_t bytes = 0;
-    for (const KernelArg &w : kernel.workspaces) bytes += (w.elements() * w.type.bytes() + 511) / 512 * 512;
+    for (const KernelArg &w : kernel.workspaces)
+        bytes += (w.elements() * w.type.bytes() + 511) / 512 * 512;
     return bytes;
 }
 
 std::string emit_library_header(const Kernel &kernel, const std::string &function) {
-    return library::header(kernel, function.empty() ? c_name(kernel.name) : function, "the Ascend machine model");
+    return library::header(kernel, function.empty() ? c_name(kernel.name) : function,
+                           "the Ascend machine model");
 }
 
 std::string emit_library(const Kernel &kernel, const std::string &function) {
     const std::string fn = function.empty() ? c_name(kernel.name) : function;
     sim::ascend::AscendParams params = sim::ascend::AscendParams::from(kernel.target.lookup());
     std::ostringstream helpers, run;
-    helpers << "tandem::sim::ascend::AscendParams machine() {\n    tandem::sim::ascend::AscendParams p;\n";
-    params.fields([&](const char *name, auto &v) { helpers << "    p." << name << " = " << v << ";\n"; });
+    helpers << "tandem::sim::ascend::AscendParams machine() {\n    "
+               "tandem::sim::ascend::AscendParams p;\n";
+    params.fields(
+        [&](const char *name, auto &v) { helpers << "    p." << name << " = " << v << ";\n"; });
     helpers << "    return p;\n}\n";
     // Sizes from the buffers: the static extents (checked), or any of a runtime shape.
     run << "        tandem::sim::ascend::Machine m(machine(), /*numerics=*/true);\n"
         << "        std::vector<int> ids;\n";
     for (size_t i = 0; i < kernel.args.size(); i++) {
         const KernelArg &a = kernel.args[i];
-        run << "        ids.push_back(m.add_gm(\"" << a.name << "\", " << library::dtype_enum(dtype_of(a.type))
-            << ", elements(buffers[" << i << "])));\n";
+        run << "        ids.push_back(m.add_gm(\"" << a.name << "\", "
+            << library::dtype_enum(dtype_of(a.type)) << ", elements(buffers[" << i << "])));\n";
         if (!a.output)
-            run << "        std::memcpy(m.data(ids.back()), buffers[" << i << "]->host, elements(buffers[" << i << "]) * "
-                << a.type.bytes() << ");\n";
+            run << "        std::memcpy(m.data(ids.back()), buffers[" << i
+                << "]->host, elements(buffers[" << i << "]) * " << a.type.bytes() << ");\n";
     }
     const size_t out = kernel.args.size() - 1;
     if (!kernel.workspaces.empty()) // the launch's workspace, after the arguments
-        run << "        ids.push_back(m.add_gm(\"workspace\", tandem::sim::DType::F32, " << workspace_bytes(kernel) / 4
-            << ")); // the model types GM: the workspaces are f32\n";
+        run << "        ids.push_back(m.add_gm(\"workspace\", tandem::sim::DType::F32, "
+            << workspace_bytes(kernel) / 4 << ")); // the model types GM: the workspaces are f32\n";
     if (kernel.has_runtime_shapes()) { // the tiling data, last: each runtime extent of each buffer
         run << "        std::vector<int32_t> tiling;\n";
         for (size_t i = 0; i < kernel.args.size(); i++) {
             for (size_t d = 0; d < kernel.args[i].runtime.size(); d++)
                 if (kernel.args[i].runtime[d])
-                    run << "        tiling.push_back(int32_t(buffers[" << i << "]->dim[" << d << "].extent));\n";
+                    run << "        tiling.push_back(int32_t(buffers[" << i << "]->dim[" << d
+                        << "].extent));\n";
         }
-        run << "        ids.push_back(m.add_gm(\"tiling\", tandem::sim::DType::I32, int64_t(tiling.size())));\n"
-            << "        std::memcpy(m.data(ids.back()), tiling.data(), tiling.size() * sizeof(int32_t));\n";
+        run << "        ids.push_back(m.add_gm(\"tiling\", tandem::sim::DType::I32, "
+               "int64_t(tiling.size())));\n"
+            << "        std::memcpy(m.data(ids.back()), tiling.data(), tiling.size() * "
+               "sizeof(int32_t));\n";
     }
     run << "        tandem_ascend::run(m, " << fn << "_kernel, ids, AscendC::KernelMode::"
-        << (kernel.mix ? "MIX_MODE" : kernel.vector_units_only ? "AIV_MODE" : "AIC_MODE") << ");\n"
+        << (kernel.mix                 ? "MIX_MODE"
+            : kernel.vector_units_only ? "AIV_MODE"
+                                       : "AIC_MODE")
+        << ");\n"
         << "        tandem::sim::Report r = m.finish();\n"
         << "        if (r.deadlock || r.race_count)\n"
-        << "            return fail(halide_error_code_generic_error, r.deadlock ? r.deadlock_message : r.races.front().str());\n"
-        << "        std::memcpy(buffers[" << out << "]->host, m.data(ids[" << out << "]), elements(buffers[" << out
-        << "]) * " << kernel.args[out].type.bytes() << ");\n"
+        << "            return fail(halide_error_code_generic_error, r.deadlock ? "
+           "r.deadlock_message : r.races.front().str());\n"
+        << "        std::memcpy(buffers[" << out << "]->host, m.data(ids[" << out
+        << "]), elements(buffers[" << out << "]) * " << kernel.args[out].type.bytes() << ");\n"
         << "        last_cycles = uint64_t(r.cycles);\n";
-    return library::source(kernel, fn, emit_ascendc(kernel, fn + "_kernel"), helpers.str(), run.str());
+    return library::source(kernel, fn, emit_ascendc(kernel, fn + "_kernel"), helpers.str(),
+                           run.str());
 }
 
 } // namespace tandem::ascend_backend

@@ -37,8 +37,8 @@
  *     tandem_copy L0C -> GM         AscendC::Fixpipe<T, float, CFG_ROW_MAJOR>(dst, src,
  *                                   FixpipeParamsV220)
  *     tandem_vector(...)            the vector instruction itself (Add, Muls, ReduceSum, ...)
- *     mix kernel sides              if ASCEND_IS_AIC { TPipe, its TBufs; code } if ASCEND_IS_AIV {..}
- *     tandem_cross_core_set(p, f)   AscendC::CrossCoreSetFlag<2, PIPE_P>(f)
+ *     mix kernel sides              if ASCEND_IS_AIC { TPipe, its TBufs; code } if ASCEND_IS_AIV
+ * {..} tandem_cross_core_set(p, f)   AscendC::CrossCoreSetFlag<2, PIPE_P>(f)
  *     tandem_cross_core_wait(f)     AscendC::CrossCoreWaitFlag(f)
  *     workspace                     GlobalTensor over AscendC::GetUserWorkspace(workspace)
  *     tandem_set_flag(src, dst, e)  AscendC::SetFlag<AscendC::HardEvent::SRC_DST>(e)

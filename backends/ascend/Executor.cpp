@@ -2,8 +2,8 @@
 
 #include "Cube.h"
 
-#include "tandem/AsyncIR.h"
 #include "common/Evaluator.h"
+#include "tandem/AsyncIR.h"
 
 #include <memory>
 #include <unordered_map>
@@ -16,8 +16,9 @@ using sim::ascend::Pipe;
 namespace {
 
 Pipe pipe_named(const std::string &name) {
-    static const std::map<std::string, Pipe> pipes = {{"MTE2", Pipe::MTE2}, {"MTE1", Pipe::MTE1}, {"M", Pipe::M},
-                                                      {"FIX", Pipe::FIX},   {"V", Pipe::V},       {"MTE3", Pipe::MTE3}};
+    static const std::map<std::string, Pipe> pipes = {{"MTE2", Pipe::MTE2}, {"MTE1", Pipe::MTE1},
+                                                      {"M", Pipe::M},       {"FIX", Pipe::FIX},
+                                                      {"V", Pipe::V},       {"MTE3", Pipe::MTE3}};
     auto it = pipes.find(name);
     internal_assert(it != pipes.end()) << "ascend executor: no pipe " << name << "\n";
     return it->second;
@@ -28,8 +29,10 @@ public:
     Stream(const Kernel &kernel, sim::ascend::Machine &machine, int core, int block,
            std::unordered_map<std::string, BufferRef> buffers, const Shapes &shapes)
         : kernel(kernel), machine(machine), core(machine.core(core)), block_index(block),
-          buffers(std::make_shared<std::unordered_map<std::string, BufferRef>>(std::move(buffers))), eval(lookup(), hook()) {
-        for (const auto &[name, value] : shapes) eval.vars[name] = double(value);
+          buffers(std::make_shared<std::unordered_map<std::string, BufferRef>>(std::move(buffers))),
+          eval(lookup(), hook()) {
+        for (const auto &[name, value] : shapes)
+            eval.vars[name] = double(value);
     }
 
     void exec(const Stmt &s) {
@@ -42,7 +45,8 @@ public:
         } else if (const LetStmt *l = s.as<LetStmt>()) {
             ir::VectorOp v;
             Stmt body;
-            if (ir::as_vector_op(s, &v, &body)) return vector_op(v, body);
+            if (ir::as_vector_op(s, &v, &body))
+                return vector_op(v, body);
             eval.vars[l->name] = eval.scalar(l->value);
             exec(l->body);
         } else if (const Block *b = s.as<Block>()) {
@@ -51,8 +55,10 @@ public:
         } else if (const ProducerConsumer *pc = s.as<ProducerConsumer>()) {
             exec(pc->body);
         } else if (const IfThenElse *i = s.as<IfThenElse>()) {
-            if (eval.scalar(i->condition) != 0) exec(i->then_case);
-            else if (i->else_case.defined()) exec(i->else_case);
+            if (eval.scalar(i->condition) != 0)
+                exec(i->then_case);
+            else if (i->else_case.defined())
+                exec(i->else_case);
         } else if (s.as<Evaluate>()) {
             op(s);
         } else {
@@ -80,9 +86,12 @@ private:
         int c = block_index;
         bool aiv = machine.kind(core.id()) == sim::ascend::CoreKind::AIV;
         return [c, aiv](const Call *call, double *v) {
-            if (ir::is_core_id(call)) *v = c;
-            else if (ir::is_vector_core(call)) *v = aiv;
-            else return false;
+            if (ir::is_core_id(call))
+                *v = c;
+            else if (ir::is_vector_core(call))
+                *v = aiv;
+            else
+                return false;
             return true;
         };
     }
@@ -106,7 +115,8 @@ private:
                 dst.dims.push_back({e, value(d.dst_stride)});
                 src.dims.push_back({e, value(d.src_stride)});
             }
-            core.data_copy(id(c.dst), dst, id(c.src), src, c.src + " -> " + c.dst); // the vector path
+            core.data_copy(id(c.dst), dst, id(c.src), src,
+                           c.src + " -> " + c.dst); // the vector path
         } else if (ir::as_mma(s, &m)) {
             cube(cube_mma(kernel, m));
         } else if (ir::as_set_flag(s, &f)) {
@@ -118,11 +128,13 @@ private:
             v.op = vi.op;
             auto operand = [&](const std::string &buffer, const Expr &offset, size_t i) {
                 sim::ascend::VectorOperand o{id(buffer), value(offset)};
-                if (i < vi.strides.size()) o.block_stride = vi.strides[i].first, o.repeat_stride = vi.strides[i].second;
+                if (i < vi.strides.size())
+                    o.block_stride = vi.strides[i].first, o.repeat_stride = vi.strides[i].second;
                 return o;
             };
             v.dst = operand(vi.dst, vi.dst_offset, 0);
-            for (size_t i = 0; i < vi.srcs.size(); i++) v.srcs.push_back(operand(vi.srcs[i].first, vi.srcs[i].second, i + 1));
+            for (size_t i = 0; i < vi.srcs.size(); i++)
+                v.srcs.push_back(operand(vi.srcs[i].first, vi.srcs[i].second, i + 1));
             v.scalar = vi.scalar.defined() ? float(eval.scalar(vi.scalar)) : 0.0f;
             v.count = vi.count.defined() ? value(vi.count) : -1;
             v.mask = vi.mask.defined() ? int(value(vi.mask)) : 0;
@@ -155,13 +167,14 @@ private:
             p.src_d_value = v(call.src_d_value);
             p.dst_nz_c0_stride = v(call.dst_nz_c0_stride);
             if (p.n_value > 0 && p.d_value > 0) // AscendC: nothing to copy, no instruction
-                core.nd2nz(id(call.dst), v(call.dst_offset), id(call.src), v(call.src_offset), p, "Nd2Nz " + label);
+                core.nd2nz(id(call.dst), v(call.dst_offset), id(call.src), v(call.src_offset), p,
+                           "Nd2Nz " + label);
             break;
         }
         case CubeCall::Kind::LoadData: {
             const int64_t count = v(call.count);
-            internal_assert(v(call.check) != 0) << "ascend executor: " << label
-                                                << " starts inside a fractal of its L1 tile\n";
+            internal_assert(v(call.check) != 0)
+                << "ascend executor: " << label << " starts inside a fractal of its L1 tile\n";
             for (int64_t i = 0; i < count; i++) {
                 eval.vars[cube_index()] = double(i);
                 sim::ascend::LoadData2D p;
@@ -170,15 +183,16 @@ private:
                 p.src_stride = v(call.src_stride);
                 p.transpose = call.transpose;
                 if (p.repeat_times > 0)
-                    core.load_data_2d(id(call.dst), v(call.dst_offset), id(call.src), v(call.src_offset), p,
-                                      "LoadData " + label);
+                    core.load_data_2d(id(call.dst), v(call.dst_offset), id(call.src),
+                                      v(call.src_offset), p, "LoadData " + label);
             }
             eval.vars.erase(cube_index());
             break;
         }
         case CubeCall::Kind::Mmad:
-            core.mmad_fractal(id(call.dst), v(call.dst_offset), id(call.src), v(call.src_offset), id(call.src2),
-                              v(call.src2_offset), v(call.m), v(call.n), v(call.k), v(call.accumulate) != 0,
+            core.mmad_fractal(id(call.dst), v(call.dst_offset), id(call.src), v(call.src_offset),
+                              id(call.src2), v(call.src2_offset), v(call.m), v(call.n), v(call.k),
+                              v(call.accumulate) != 0,
                               call.dst + " += " + call.src + " * " + call.src2);
             break;
         case CubeCall::Kind::Fixpipe: {
@@ -187,17 +201,20 @@ private:
             p.m_size = v(call.m_size);
             p.src_stride = v(call.fix_src_stride);
             p.dst_stride = v(call.dst_stride);
-            core.fixpipe_nz2nd(id(call.dst), v(call.dst_offset), id(call.src), v(call.src_offset), p, "Fixpipe " + label);
+            core.fixpipe_nz2nd(id(call.dst), v(call.dst_offset), id(call.src), v(call.src_offset),
+                               p, "Fixpipe " + label);
             break;
         }
         }
     }
 
     void vector_op(const ir::VectorOp &v, const Stmt &body) {
-        if (ir::is_vector_instructions(body)) return exec(body); // AscendC's instructions, one by one
+        if (ir::is_vector_instructions(body))
+            return exec(body); // AscendC's instructions, one by one
         std::vector<sim::Access> accesses;
         for (const ir::Region &r : v.regions) {
-            accesses.push_back({id(r.buffer), sim::Box{value(r.lo), {{value(r.extent), 1}}}, r.write});
+            accesses.push_back(
+                {id(r.buffer), sim::Box{value(r.lo), {{value(r.extent), 1}}}, r.write});
         }
         // The model runs the numerics later: take the loop variables as they are now.
         auto run = [vars = eval.vars, body, lookup = lookup(), hook = hook()] {
@@ -211,17 +228,20 @@ private:
 
 } // namespace
 
-void execute(const Kernel &kernel, sim::ascend::Machine &machine, const std::map<std::string, int> &arguments,
-             const Shapes &shapes) {
+void execute(const Kernel &kernel, sim::ascend::Machine &machine,
+             const std::map<std::string, int> &arguments, const Shapes &shapes) {
     // An AIV-only kernel (no tile MMA) runs on the vector cores, an AIC-only one on the cube
     // cores, a mix kernel on both (GetBlockIdx() is the index among the cores of a kind).
     std::vector<sim::ascend::CoreKind> kinds;
-    if (kernel.mix || !kernel.vector_units_only) kinds.push_back(sim::ascend::CoreKind::AIC);
-    if (kernel.mix || kernel.vector_units_only) kinds.push_back(sim::ascend::CoreKind::AIV);
+    if (kernel.mix || !kernel.vector_units_only)
+        kinds.push_back(sim::ascend::CoreKind::AIC);
+    if (kernel.mix || kernel.vector_units_only)
+        kinds.push_back(sim::ascend::CoreKind::AIV);
     std::map<std::string, int> globals = arguments;
     if (kernel.mix) {
         machine.launch_mix();
-        for (const KernelArg &w : kernel.workspaces) // the caller's allocation (AscendC: the launch's workspace)
+        for (const KernelArg &w :
+             kernel.workspaces) // the caller's allocation (AscendC: the launch's workspace)
             globals[w.name] = machine.add_gm(w.name, dtype_of(w.type), w.elements());
     }
     for (sim::ascend::CoreKind kind : kinds) {
@@ -229,12 +249,16 @@ void execute(const Kernel &kernel, sim::ascend::Machine &machine, const std::map
             const int c = machine.core_of(kind, block);
             std::unordered_map<std::string, BufferRef> buffers;
             auto add = [&](const std::string &name, int id) {
-                buffers[name] = BufferRef{machine.data(id), machine.type(id), machine.elements(id), id};
+                buffers[name] =
+                    BufferRef{machine.data(id), machine.type(id), machine.elements(id), id};
             };
-            for (const auto &[name, id] : globals) add(name, id);
+            for (const auto &[name, id] : globals)
+                add(name, id);
             for (const SramBuffer &b : kernel.buffers) {
-                if (!sim::ascend::has_memory(kind, b.ascend_mem)) continue; // the other side's (mix)
-                add(b.name, machine.add_local(c, b.name, b.ascend_mem, dtype_of(b.type), b.elements()));
+                if (!sim::ascend::has_memory(kind, b.ascend_mem))
+                    continue; // the other side's (mix)
+                add(b.name,
+                    machine.add_local(c, b.name, b.ascend_mem, dtype_of(b.type), b.elements()));
             }
             // The emitted kernel's prologue: AscendC's TPipe sets M_MTE1 0..2 on an AIC, and the
             // kernel's pipe.Destroy() waits for them and drains every pipe.

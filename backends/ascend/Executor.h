@@ -18,8 +18,8 @@
 namespace tandem::ascend_backend {
 
 /** `arguments` maps each kernel argument name to its GM buffer id in `machine`. */
-void execute(const Kernel &kernel, sim::ascend::Machine &machine, const std::map<std::string, int> &arguments,
-             const Shapes &shapes = {});
+void execute(const Kernel &kernel, sim::ascend::Machine &machine,
+             const std::map<std::string, int> &arguments, const Shapes &shapes = {});
 
 } // namespace tandem::ascend_backend
 

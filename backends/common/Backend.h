@@ -63,18 +63,19 @@ struct TargetBackend {
 const TargetBackend &backend_of(const Target &target);
 
 /** A Model over a machine model class with add/data/finish/write_trace (the three models). */
-template <class Machine>
-class ModelOf : public Model {
+template <class Machine> class ModelOf : public Model {
 public:
     using Add = std::function<int(Machine &, const std::string &, sim::DType, int64_t)>;
-    using Execute = std::function<void(const Kernel &, Machine &, const std::map<std::string, int> &, const Shapes &)>;
+    using Execute = std::function<void(const Kernel &, Machine &,
+                                       const std::map<std::string, int> &, const Shapes &)>;
     ModelOf(std::unique_ptr<Machine> m, Add add, Execute execute)
         : machine(std::move(m)), add(std::move(add)), run(std::move(execute)) {}
     int add_global(const std::string &name, sim::DType type, int64_t elements) override {
         return add(*machine, name, type, elements);
     }
     void *data(int id) override { return machine->data(id); }
-    void execute(const Kernel &kernel, const std::map<std::string, int> &arguments, const Shapes &shapes) override {
+    void execute(const Kernel &kernel, const std::map<std::string, int> &arguments,
+                 const Shapes &shapes) override {
         run(kernel, *machine, arguments, shapes);
     }
     sim::Report finish() override { return machine->finish(); }

@@ -9,17 +9,22 @@
 namespace tandem {
 
 using namespace Halide::Internal;
-using sim::DType;
 using Halide::Expr;
+using sim::DType;
 
 sim::DType dtype_of(const Halide::Type &t) {
-    if (t.is_bfloat() && t.bits() == 16) return sim::DType::BF16;
-    if (t.is_float() && t.bits() == 32) return sim::DType::F32;
-    if (t.is_int() && t.bits() == 32) return sim::DType::I32;
-    if (t.is_uint() && t.bits() == 8) return sim::DType::U8; // Ascend's compare masks
+    if (t.is_bfloat() && t.bits() == 16)
+        return sim::DType::BF16;
+    if (t.is_float() && t.bits() == 32)
+        return sim::DType::F32;
+    if (t.is_int() && t.bits() == 32)
+        return sim::DType::I32;
+    if (t.is_uint() && t.bits() == 8)
+        return sim::DType::U8; // Ascend's compare masks
     std::ostringstream os;
     os << t;
-    throw Error("type " + os.str() + " is not supported on the machine models (bf16, float32 and int32 are)");
+    throw Error("type " + os.str() +
+                " is not supported on the machine models (bf16, float32 and int32 are)");
 }
 
 namespace {
@@ -37,14 +42,19 @@ int64_t floor_mod(int64_t a, int64_t b) {
 /** Rounds a value computed in double to what type `t` holds (f32 arithmetic done in double and
  * rounded once is exact for + - * / sqrt). */
 double round_to(const Halide::Type &t, double v) {
-    if (t.is_bfloat()) return sim::bf16_to_float(sim::float_to_bf16(float(v)));
-    if (t.is_float()) return t.bits() == 32 ? double(float(v)) : v;
-    if (t.is_bool()) return v != 0;
-    if (t.bits() >= 64) return v;
+    if (t.is_bfloat())
+        return sim::bf16_to_float(sim::float_to_bf16(float(v)));
+    if (t.is_float())
+        return t.bits() == 32 ? double(float(v)) : v;
+    if (t.is_bool())
+        return v != 0;
+    if (t.bits() >= 64)
+        return v;
     int64_t i = int64_t(v);
     int64_t span = int64_t(1) << t.bits();
     i &= span - 1;
-    if (t.is_int() && i >= span / 2) i -= span;
+    if (t.is_int() && i >= span / 2)
+        i -= span;
     return double(i);
 }
 
@@ -57,7 +67,8 @@ public:
 private:
     using IRVisitor::visit;
     void visit(const Load *op) override {
-        if (op->name == buffer) loads.push_back(op);
+        if (op->name == buffer)
+            loads.push_back(op);
         IRVisitor::visit(op);
     }
 };
@@ -67,7 +78,8 @@ private:
 void Evaluator::elements(const Stmt &s) {
     if (const For *f = s.as<For>()) {
         int64_t min = int64_t(scalar(f->min)), extent = int64_t(scalar(f->extent));
-        if (const Store *st = f->body.as<Store>()) return batch(f->name, min, extent, st);
+        if (const Store *st = f->body.as<Store>())
+            return batch(f->name, min, extent, st);
         for (int64_t i = min; i < min + extent; i++) {
             vars[f->name] = double(i);
             elements(f->body);
@@ -81,8 +93,10 @@ void Evaluator::elements(const Stmt &s) {
         elements(b->first);
         elements(b->rest);
     } else if (const IfThenElse *i = s.as<IfThenElse>()) {
-        if (scalar(i->condition) != 0) elements(i->then_case);
-        else if (i->else_case.defined()) elements(i->else_case);
+        if (scalar(i->condition) != 0)
+            elements(i->then_case);
+        else if (i->else_case.defined())
+            elements(i->else_case);
     } else {
         internal_error << "evaluator: unexpected statement in vector code:\n" << s << "\n";
     }
@@ -90,21 +104,24 @@ void Evaluator::elements(const Stmt &s) {
 
 Evaluator::StoreKind Evaluator::kind_of(const Store *st, const std::string &var) {
     auto it = store_kinds.find(st);
-    if (it != store_kinds.end()) return it->second;
+    if (it != store_kinds.end())
+        return it->second;
     StoreKind kind = StoreKind::Sequential;
     Expr v = Variable::make(Halide::Int(32), var);
     Expr step = simplify(substitute(var, v + 1, st->index) - st->index);
     LoadsOf self(st->name);
     st->value.accept(&self);
     bool same_index = true;
-    for (const Load *l : self.loads) same_index = same_index && equal(l->index, st->index);
+    for (const Load *l : self.loads)
+        same_index = same_index && equal(l->index, st->index);
     if (is_const(step) && !is_const_zero(step) && same_index) {
         kind = StoreKind::Elementwise;
     } else if (is_const_zero(step)) {
         const Add *add = st->value.as<Add>();
         const Load *l = add ? add->a.as<Load>() : nullptr;
         LoadsOf rest(st->name);
-        if (add) add->b.accept(&rest);
+        if (add)
+            add->b.accept(&rest);
         if (l && l->name == st->name && equal(l->index, st->index) && rest.loads.empty()) {
             kind = StoreKind::Reduction;
         }
@@ -114,7 +131,8 @@ Evaluator::StoreKind Evaluator::kind_of(const Store *st, const std::string &var)
 }
 
 void Evaluator::batch(const std::string &var, int64_t min, int64_t extent, const Store *st) {
-    if (extent <= 0) return;
+    if (extent <= 0)
+        return;
     StoreKind kind = kind_of(st, var);
     if (kind == StoreKind::Sequential) {
         for (int64_t i = min; i < min + extent; i++) {
@@ -135,7 +153,8 @@ void Evaluator::batch(const std::string &var, int64_t min, int64_t extent, const
         int64_t index = int64_t(scalar(st->index));
         const BufferRef &b = buffer(st->name);
         double acc = load(b, index);
-        for (double t : terms) acc = round_to(st->value.type(), acc + t);
+        for (double t : terms)
+            acc = round_to(st->value.type(), acc + t);
         store(b, index, acc);
     }
     lane_var.clear();
@@ -146,16 +165,21 @@ void Evaluator::store_lanes(const Store *st, int n) {
     eval(st->index, index.data(), n);
     eval(st->value, value.data(), n);
     const BufferRef &b = buffer(st->name);
-    for (int i = 0; i < n; i++) store(b, int64_t(index[i]), value[i]);
+    for (int i = 0; i < n; i++)
+        store(b, int64_t(index[i]), value[i]);
 }
 
 double Evaluator::load(const BufferRef &b, int64_t i) {
     internal_assert(i >= 0 && i < b.elements) << "evaluator: load out of bounds\n";
     switch (b.type) {
-    case DType::BF16: return sim::bf16_to_float(static_cast<uint16_t *>(b.data)[i]);
-    case DType::F32: return static_cast<float *>(b.data)[i];
-    case DType::I32: return static_cast<int32_t *>(b.data)[i];
-    case DType::U8: return static_cast<uint8_t *>(b.data)[i];
+    case DType::BF16:
+        return sim::bf16_to_float(static_cast<uint16_t *>(b.data)[i]);
+    case DType::F32:
+        return static_cast<float *>(b.data)[i];
+    case DType::I32:
+        return static_cast<int32_t *>(b.data)[i];
+    case DType::U8:
+        return static_cast<uint8_t *>(b.data)[i];
     }
     return 0;
 }
@@ -163,10 +187,18 @@ double Evaluator::load(const BufferRef &b, int64_t i) {
 void Evaluator::store(const BufferRef &b, int64_t i, double v) {
     internal_assert(i >= 0 && i < b.elements) << "evaluator: store out of bounds\n";
     switch (b.type) {
-    case DType::BF16: static_cast<uint16_t *>(b.data)[i] = sim::float_to_bf16(float(v)); break;
-    case DType::F32: static_cast<float *>(b.data)[i] = float(v); break;
-    case DType::I32: static_cast<int32_t *>(b.data)[i] = int32_t(v); break;
-    case DType::U8: static_cast<uint8_t *>(b.data)[i] = uint8_t(v); break;
+    case DType::BF16:
+        static_cast<uint16_t *>(b.data)[i] = sim::float_to_bf16(float(v));
+        break;
+    case DType::F32:
+        static_cast<float *>(b.data)[i] = float(v);
+        break;
+    case DType::I32:
+        static_cast<int32_t *>(b.data)[i] = int32_t(v);
+        break;
+    case DType::U8:
+        static_cast<uint8_t *>(b.data)[i] = uint8_t(v);
+        break;
     }
 }
 
@@ -176,25 +208,34 @@ double Evaluator::scalar(const Expr &e) {
     return r;
 }
 
-template<typename F>
-void Evaluator::binary(const Expr &a, const Expr &b, const Halide::Type &t, double *out, int n, F f) {
+template <typename F>
+void Evaluator::binary(const Expr &a, const Expr &b, const Halide::Type &t, double *out, int n,
+                       F f) {
     std::vector<double> y(n);
     eval(a, out, n);
     eval(b, y.data(), n);
-    for (int i = 0; i < n; i++) out[i] = round_to(t, f(out[i], y[i]));
+    for (int i = 0; i < n; i++)
+        out[i] = round_to(t, f(out[i], y[i]));
 }
 
 void Evaluator::eval(const Expr &e, double *out, int n) {
     const Halide::Type &t = e.type();
     bool integer = t.is_int() || t.is_uint();
     switch (e->node_type) {
-    case IRNodeType::IntImm: std::fill(out, out + n, double(e.as<IntImm>()->value)); return;
-    case IRNodeType::UIntImm: std::fill(out, out + n, double(e.as<UIntImm>()->value)); return;
-    case IRNodeType::FloatImm: std::fill(out, out + n, round_to(t, e.as<FloatImm>()->value)); return;
+    case IRNodeType::IntImm:
+        std::fill(out, out + n, double(e.as<IntImm>()->value));
+        return;
+    case IRNodeType::UIntImm:
+        std::fill(out, out + n, double(e.as<UIntImm>()->value));
+        return;
+    case IRNodeType::FloatImm:
+        std::fill(out, out + n, round_to(t, e.as<FloatImm>()->value));
+        return;
     case IRNodeType::Variable: {
         const std::string &name = e.as<Variable>()->name;
         if (name == lane_var) {
-            for (int i = 0; i < n; i++) out[i] = lane_base + i;
+            for (int i = 0; i < n; i++)
+                out[i] = lane_base + i;
             return;
         }
         auto it = vars.find(name);
@@ -202,9 +243,12 @@ void Evaluator::eval(const Expr &e, double *out, int n) {
         std::fill(out, out + n, it->second);
         return;
     }
-    case IRNodeType::Add: return binary(e.as<Add>()->a, e.as<Add>()->b, t, out, n, std::plus<double>());
-    case IRNodeType::Sub: return binary(e.as<Sub>()->a, e.as<Sub>()->b, t, out, n, std::minus<double>());
-    case IRNodeType::Mul: return binary(e.as<Mul>()->a, e.as<Mul>()->b, t, out, n, std::multiplies<double>());
+    case IRNodeType::Add:
+        return binary(e.as<Add>()->a, e.as<Add>()->b, t, out, n, std::plus<double>());
+    case IRNodeType::Sub:
+        return binary(e.as<Sub>()->a, e.as<Sub>()->b, t, out, n, std::minus<double>());
+    case IRNodeType::Mul:
+        return binary(e.as<Mul>()->a, e.as<Mul>()->b, t, out, n, std::multiplies<double>());
     case IRNodeType::Div:
         return binary(e.as<Div>()->a, e.as<Div>()->b, t, out, n, [integer](double a, double b) {
             return integer ? double(floor_div(int64_t(a), int64_t(b))) : a / b;
@@ -214,22 +258,33 @@ void Evaluator::eval(const Expr &e, double *out, int n) {
             return integer ? double(floor_mod(int64_t(a), int64_t(b))) : a - b * std::floor(a / b);
         });
     case IRNodeType::Min:
-        return binary(e.as<Min>()->a, e.as<Min>()->b, t, out, n, [](double a, double b) { return std::min(a, b); });
+        return binary(e.as<Min>()->a, e.as<Min>()->b, t, out, n,
+                      [](double a, double b) { return std::min(a, b); });
     case IRNodeType::Max:
-        return binary(e.as<Max>()->a, e.as<Max>()->b, t, out, n, [](double a, double b) { return std::max(a, b); });
-    case IRNodeType::EQ: return binary(e.as<EQ>()->a, e.as<EQ>()->b, t, out, n, std::equal_to<double>());
-    case IRNodeType::NE: return binary(e.as<NE>()->a, e.as<NE>()->b, t, out, n, std::not_equal_to<double>());
-    case IRNodeType::LT: return binary(e.as<LT>()->a, e.as<LT>()->b, t, out, n, std::less<double>());
-    case IRNodeType::LE: return binary(e.as<LE>()->a, e.as<LE>()->b, t, out, n, std::less_equal<double>());
-    case IRNodeType::GT: return binary(e.as<GT>()->a, e.as<GT>()->b, t, out, n, std::greater<double>());
-    case IRNodeType::GE: return binary(e.as<GE>()->a, e.as<GE>()->b, t, out, n, std::greater_equal<double>());
+        return binary(e.as<Max>()->a, e.as<Max>()->b, t, out, n,
+                      [](double a, double b) { return std::max(a, b); });
+    case IRNodeType::EQ:
+        return binary(e.as<EQ>()->a, e.as<EQ>()->b, t, out, n, std::equal_to<double>());
+    case IRNodeType::NE:
+        return binary(e.as<NE>()->a, e.as<NE>()->b, t, out, n, std::not_equal_to<double>());
+    case IRNodeType::LT:
+        return binary(e.as<LT>()->a, e.as<LT>()->b, t, out, n, std::less<double>());
+    case IRNodeType::LE:
+        return binary(e.as<LE>()->a, e.as<LE>()->b, t, out, n, std::less_equal<double>());
+    case IRNodeType::GT:
+        return binary(e.as<GT>()->a, e.as<GT>()->b, t, out, n, std::greater<double>());
+    case IRNodeType::GE:
+        return binary(e.as<GE>()->a, e.as<GE>()->b, t, out, n, std::greater_equal<double>());
     case IRNodeType::And:
-        return binary(e.as<And>()->a, e.as<And>()->b, t, out, n, [](double a, double b) { return a != 0 && b != 0; });
+        return binary(e.as<And>()->a, e.as<And>()->b, t, out, n,
+                      [](double a, double b) { return a != 0 && b != 0; });
     case IRNodeType::Or:
-        return binary(e.as<Or>()->a, e.as<Or>()->b, t, out, n, [](double a, double b) { return a != 0 || b != 0; });
+        return binary(e.as<Or>()->a, e.as<Or>()->b, t, out, n,
+                      [](double a, double b) { return a != 0 || b != 0; });
     case IRNodeType::Not:
         eval(e.as<Not>()->a, out, n);
-        for (int i = 0; i < n; i++) out[i] = out[i] == 0;
+        for (int i = 0; i < n; i++)
+            out[i] = out[i] == 0;
         return;
     case IRNodeType::Select: {
         const Select *s = e.as<Select>();
@@ -237,25 +292,30 @@ void Evaluator::eval(const Expr &e, double *out, int n) {
         eval(s->condition, c.data(), n);
         eval(s->true_value, out, n);
         eval(s->false_value, f.data(), n);
-        for (int i = 0; i < n; i++) out[i] = c[i] != 0 ? out[i] : f[i];
+        for (int i = 0; i < n; i++)
+            out[i] = c[i] != 0 ? out[i] : f[i];
         return;
     }
     case IRNodeType::Cast: {
         const Cast *c = e.as<Cast>();
         eval(c->value, out, n);
         bool from_float = c->value.type().is_float();
-        for (int i = 0; i < n; i++) out[i] = round_to(t, integer && from_float ? std::trunc(out[i]) : out[i]);
+        for (int i = 0; i < n; i++)
+            out[i] = round_to(t, integer && from_float ? std::trunc(out[i]) : out[i]);
         return;
     }
     case IRNodeType::Load: {
         const Load *l = e.as<Load>();
         eval(l->index, out, n);
         const BufferRef &b = buffer(l->name);
-        for (int i = 0; i < n; i++) out[i] = load(b, int64_t(out[i]));
+        for (int i = 0; i < n; i++)
+            out[i] = load(b, int64_t(out[i]));
         return;
     }
-    case IRNodeType::Call: return call(e.as<Call>(), out, n);
-    default: internal_error << "evaluator: unsupported expression " << e << "\n";
+    case IRNodeType::Call:
+        return call(e.as<Call>(), out, n);
+    default:
+        internal_error << "evaluator: unsupported expression " << e << "\n";
     }
 }
 
@@ -271,7 +331,8 @@ void Evaluator::call(const Call *c, double *out, int n) {
     }
     if (c->is_intrinsic(Call::abs)) {
         eval(c->args[0], out, n);
-        for (int i = 0; i < n; i++) out[i] = round_to(c->type, std::fabs(out[i]));
+        for (int i = 0; i < n; i++)
+            out[i] = round_to(c->type, std::fabs(out[i]));
         return;
     }
     using Fn = double (*)(double);
@@ -286,11 +347,11 @@ void Evaluator::call(const Call *c, double *out, int n) {
     auto it = unary.find(c->name);
     if (it != unary.end()) {
         eval(c->args[0], out, n);
-        for (int i = 0; i < n; i++) out[i] = round_to(c->type, it->second(out[i]));
+        for (int i = 0; i < n; i++)
+            out[i] = round_to(c->type, it->second(out[i]));
         return;
     }
     throw Error("the vector core has no instruction for " + c->name);
 }
-
 
 } // namespace tandem

@@ -37,7 +37,8 @@ public:
     /** `hook` evaluates target calls (core id, warpgroup id); it returns false for others. */
     using CallHook = std::function<bool(const Halide::Internal::Call *, double *)>;
 
-    Evaluator(Lookup buffer, CallHook hook) : buffer(std::move(buffer)), call_hook(std::move(hook)) {}
+    Evaluator(Lookup buffer, CallHook hook)
+        : buffer(std::move(buffer)), call_hook(std::move(hook)) {}
 
     std::unordered_map<std::string, double> vars;
 
@@ -54,12 +55,14 @@ private:
     double lane_base = 0;
 
     StoreKind kind_of(const Halide::Internal::Store *st, const std::string &var);
-    void batch(const std::string &var, int64_t min, int64_t extent, const Halide::Internal::Store *st);
+    void batch(const std::string &var, int64_t min, int64_t extent,
+               const Halide::Internal::Store *st);
     void store_lanes(const Halide::Internal::Store *st, int n);
     double load(const BufferRef &b, int64_t i);
     void store(const BufferRef &b, int64_t i, double v);
-    template<typename F>
-    void binary(const Halide::Expr &a, const Halide::Expr &b, const Halide::Type &t, double *out, int n, F f);
+    template <typename F>
+    void binary(const Halide::Expr &a, const Halide::Expr &b, const Halide::Type &t, double *out,
+                int n, F f);
     void eval(const Halide::Expr &e, double *out, int n);
     void call(const Halide::Internal::Call *c, double *out, int n);
 };

@@ -44,7 +44,8 @@ enum class Memory { Host, Device };
 /** The library's source: `includes` and `helpers` (code at namespace scope before NAME), then the
  * interface around `run`. */
 std::string source(const Kernel &kernel, const std::string &function, const std::string &includes,
-                   const std::string &helpers, const std::string &run, Memory memory = Memory::Host);
+                   const std::string &helpers, const std::string &run,
+                   Memory memory = Memory::Host);
 
 } // namespace tandem::library
 

@@ -16,29 +16,35 @@ TargetBackend backend() {
     b.model = [](const Target &t, bool numerics, bool trace) -> std::unique_ptr<Model> {
         return std::make_unique<ModelOf<Machine>>(
             std::make_unique<Machine>(sim::hopper::HopperParams::from(t.lookup()), numerics, trace),
-            [](Machine &m, const std::string &n, sim::DType d, int64_t e) { return m.add_global(n, d, e); },
-            [](const Kernel &k, Machine &m, const std::map<std::string, int> &ids, const Shapes &shapes) {
-                execute(k, m, ids, shapes);
-            });
+            [](Machine &m, const std::string &n, sim::DType d, int64_t e) {
+                return m.add_global(n, d, e);
+            },
+            [](const Kernel &k, Machine &m, const std::map<std::string, int> &ids,
+               const Shapes &shapes) { execute(k, m, ids, shapes); });
     };
     b.roofline = [](double macs, double vector_ops, double bytes, const Target &t) {
         const sim::hopper::HopperParams h = sim::hopper::HopperParams::from(t.lookup());
         const double sms = h.sms;
-        return std::max({macs / (sms * h.wgmma_macs_per_cycle), vector_ops / (sms * h.vector_flops_per_cycle),
+        return std::max({macs / (sms * h.wgmma_macs_per_cycle),
+                         vector_ops / (sms * h.vector_flops_per_cycle),
                          bytes / std::min(h.hbm_bytes_per_cycle, sms * h.tma_bytes_per_cycle)});
     };
-    b.sources = {{"cuda", ".cu", [](const Kernel &k, const std::string &name, const EmitOptions &o) {
-                      no_drop_flag(o, "hopper");
-                      return emit_cuda(k, name);
-                  }},
-                 // The library interface (Halide's calling convention, device pointers) over the
-                 // launcher above.
-                 {"h", ".h", [](const Kernel &k, const std::string &name, const EmitOptions &) {
-                      return library::header(k, name, "the GPU (device pointers in the buffers' device fields)");
-                  }},
-                 {"library", ".lib.cpp", [](const Kernel &k, const std::string &name, const EmitOptions &) {
-                      return emit_library(k, name);
-                  }}};
+    b.sources = {
+        {"cuda", ".cu",
+         [](const Kernel &k, const std::string &name, const EmitOptions &o) {
+             no_drop_flag(o, "hopper");
+             return emit_cuda(k, name);
+         }},
+        // The library interface (Halide's calling convention, device pointers) over the
+        // launcher above.
+        {"h", ".h",
+         [](const Kernel &k, const std::string &name, const EmitOptions &) {
+             return library::header(k, name,
+                                    "the GPU (device pointers in the buffers' device fields)");
+         }},
+        {"library", ".lib.cpp", [](const Kernel &k, const std::string &name, const EmitOptions &) {
+             return emit_library(k, name);
+         }}};
     return b;
 }
 

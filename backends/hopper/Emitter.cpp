@@ -9,8 +9,8 @@
 #include <functional>
 #include <iomanip>
 #include <map>
-#include <set>
 #include <optional>
+#include <set>
 #include <sstream>
 
 namespace tandem::hopper_backend {
@@ -299,7 +299,8 @@ public:
         expr.load = [this](const Load *l) { return load(l); };
         expr.target_call = [this](const Call *c) -> std::string {
             Expr owns, tile, first;
-            if (ir::as_cluster_tile(c, &owns, &tile, &first)) // a tile-less CTA runs its cluster's first tile
+            if (ir::as_cluster_tile(c, &owns, &tile,
+                                    &first)) // a tile-less CTA runs its cluster's first tile
                 return "((" + expr(owns) + ") ? (" + expr(tile) + ") : (" + expr(first) + "))";
             if (ir::is_core_id(c))
                 return "int(blockIdx.x)";
@@ -317,16 +318,22 @@ public:
     /** The role runs on the cooperative consumer warpgroups (Kernel::consumer_warpgroups > 1):
      * its barriers, element loops and elected thread span them all. */
     bool cooperative_role = false;
-    bool lone_producer = false; // a producer role walked by its elected thread alone
+    bool lone_producer = false;   // a producer role walked by its elected thread alone
     int64_t setmaxnreg_total = 0; // registers the roles' setmaxnreg ask for, over all their threads
-    int role_threads() const { return cooperative_role ? warpgroup_threads * kernel.consumer_warpgroups : warpgroup_threads; }
-    std::string role_thread() const { return cooperative_role ? "thread_in_consumers" : "thread_in_warpgroup"; }
+    int role_threads() const {
+        return cooperative_role ? warpgroup_threads * kernel.consumer_warpgroups
+                                : warpgroup_threads;
+    }
+    std::string role_thread() const {
+        return cooperative_role ? "thread_in_consumers" : "thread_in_warpgroup";
+    }
 
     void role_body(const Stmt &s) {
         compute_role = contains_compute(s);
         // The consumer role of a cooperative warp-specialized kernel, or a cooperative kernel's
         // one role (its software pipeline on two warpgroups).
-        cooperative_role = kernel.consumer_warpgroups > 1 && (kernel.warpgroups == 1 || compute_role);
+        cooperative_role =
+            kernel.consumer_warpgroups > 1 && (kernel.warpgroups == 1 || compute_role);
         synced =
             true; // the kernel's __syncthreads; no thread of the role has touched shared memory yet
         pending_sync = false;
@@ -351,7 +358,8 @@ public:
     }
 
     void leave_unless_elected() {
-        os << line() << "if (!elected) return; // the producer's elected thread walks its loop alone\n";
+        os << line()
+           << "if (!elected) return; // the producer's elected thread walks its loop alone\n";
     }
 
     void stmt(const Stmt &s) {
@@ -438,7 +446,8 @@ private:
 
     void sync() {
         if (cooperative_role)
-            os << line() << "hopper::consumers_sync<" << role_threads() << ">(); // the cooperative consumer warpgroups\n";
+            os << line() << "hopper::consumers_sync<" << role_threads()
+               << ">(); // the cooperative consumer warpgroups\n";
         else
             os << line() << "hopper::warpgroup_sync(warpgroup);\n";
         synced = true;
@@ -649,8 +658,10 @@ private:
                 const std::string source = w.barrier.substr(0, w.barrier.rfind('.'));
                 const Tile &t = plan.tiles.at(source);
                 const bool by_consumer = kernel.warpgroups > 2 && kernel.consumer_warpgroups == 1;
-                const int64_t groups = t.ring_blocks ? t.layout[0] * t.buffer->type.bytes() / swizzle_bytes : 1;
-                const int64_t pending = loop_depth > 0 && !by_consumer ? (t.buffer->slots - 1) * groups : 0;
+                const int64_t groups =
+                    t.ring_blocks ? t.layout[0] * t.buffer->type.bytes() / swizzle_bytes : 1;
+                const int64_t pending =
+                    loop_depth > 0 && !by_consumer ? (t.buffer->slots - 1) * groups : 0;
                 os << line() << "// " << w.barrier
                    << ": the TMA stores out of the tile finished reading it\n";
                 if (pending > 0)
@@ -666,8 +677,9 @@ private:
             // warpgroup): no barrier across them.
             flush();
             os << line() << "hopper::warpgroup_sync(warpgroup);\n";
-            os << line() << "if (thread_in_warpgroup == 0) " << arrive(a) << " // arrive on " << a.barrier
-               << (a.cluster > 1 ? " of every CTA of the cluster" : "") << " for this warpgroup\n";
+            os << line() << "if (thread_in_warpgroup == 0) " << arrive(a) << " // arrive on "
+               << a.barrier << (a.cluster > 1 ? " of every CTA of the cluster" : "")
+               << " for this warpgroup\n";
         } else if (ir::as_arrive(s, &a)) {
             flush();
             if (!synced)
@@ -690,7 +702,8 @@ private:
         } else if (ir::as_setmaxnreg(s, &registers, &increase)) {
             os << line() << "hopper::setmaxnreg_" << (increase ? "inc" : "dec") << "<" << registers
                << ">();\n";
-            setmaxnreg_total += int64_t(registers) * warpgroup_threads * (cooperative_role ? kernel.consumer_warpgroups : 1);
+            setmaxnreg_total += int64_t(registers) * warpgroup_threads *
+                                (cooperative_role ? kernel.consumer_warpgroups : 1);
             if (lone_producer && !increase)
                 leave_unless_elected();
         } else {
@@ -739,20 +752,21 @@ private:
         os << line() << "// thread copy " << c.src << " -> " << c.dst << " by the warpgroup's "
            << "threads (TMA cannot: " << tile.thread_copy << ")"
            << (load ? "; completes on " + c.barrier : "") << "\n";
-        const std::string global = c_name(arg) + "_global + (" +
-                                   expr(load ? c.src_offset : c.dst_offset) + ")";
+        const std::string global =
+            c_name(arg) + "_global + (" + expr(load ? c.src_offset : c.dst_offset) + ")";
         if (cooperative_role)
             open("if (consumer == 0) { // one of the cooperative warpgroups copies");
         if (tile.kind != TileKind::Plain) {
-            // A wgmma tile: swizzled, zero-filled past the copy (tile.role: copy dim -> layout dim).
+            // A wgmma tile: swizzled, zero-filled past the copy (tile.role: copy dim -> layout
+            // dim).
             std::string extent[2] = {"1", "1"}, stride[2] = {"0", "0"};
             for (size_t d = 0; d < c.dims.size(); d++) {
                 extent[tile.role[d]] = expr(c.dims[d].extent);
                 stride[tile.role[d]] = expr(c.dims[d].src_stride);
             }
-            os << line() << "hopper::thread_copy_swizzled(" << address(buffer, c.dst_offset)
-               << ", " << tile.layout[0] << ", " << tile.layout[1] << ", " << global << ", "
-               << extent[0] << ", " << extent[1] << ", " << stride[0] << ", " << stride[1]
+            os << line() << "hopper::thread_copy_swizzled(" << address(buffer, c.dst_offset) << ", "
+               << tile.layout[0] << ", " << tile.layout[1] << ", " << global << ", " << extent[0]
+               << ", " << extent[1] << ", " << stride[0] << ", " << stride[1]
                << ", thread_in_warpgroup);\n";
         } else {
             std::vector<std::string> extents, dst_strides, src_strides;
@@ -794,26 +808,33 @@ private:
                 sync();
             os << line() << "// TMA load " << arg << " -> " << buffer << " (box " << boxes
                << "), completes on " << c.barrier
-               << (c.multicast > 1 ? " of each CTA of the cluster: the boxes dealt over the ranks, each multicast to all" : "")
+               << (c.multicast > 1 ? " of each CTA of the cluster: the boxes dealt over the ranks, "
+                                     "each multicast to all"
+                                   : "")
                << "\n";
         } else if (ring_store) {
             // The epilogue and the store one column block at a time, through the ring's blocks.
             const Epilogue e = deferred.at(buffer);
             deferred.erase(buffer);
             flush();
-            os << line() << "// epilogue and TMA store of " << buffer << " -> " << arg << " one column block (box "
-               << list(map.box) << ") at a time, through a ring of " << ring << " column blocks\n";
+            os << line() << "// epilogue and TMA store of " << buffer << " -> " << arg
+               << " one column block (box " << list(map.box) << ") at a time, through a ring of "
+               << ring << " column blocks\n";
             os << line() << "#pragma unroll\n";
-            open("for (int column_block = 0; column_block < " + std::to_string(map.blocks) + "; column_block++) {");
+            open("for (int column_block = 0; column_block < " + std::to_string(map.blocks) +
+                 "; column_block++) {");
             open("if (column_block >= " + std::to_string(ring) + ") {");
-            os << line() << "// the store " << ring << " blocks back finished reading this block's slot\n";
+            os << line() << "// the store " << ring
+               << " blocks back finished reading this block's slot\n";
             os << line() << "if (elected) hopper::bulk_wait_group_read<" << ring - 1 << ">();\n";
             sync();
             close();
             column_block = true;
             epilogue(e.op, e.nest, e.acc);
             column_block = false;
-            os << line() << "hopper::fence_proxy_async_shared(); // this thread's smem writes, before the TMA store reads them\n";
+            os << line()
+               << "hopper::fence_proxy_async_shared(); // this thread's smem writes, before the "
+                  "TMA store reads them\n";
             sync();
         } else {
             flush();
@@ -824,7 +845,8 @@ private:
         }
         open("if (elected) {");
         if (load && c.multicast > 1)
-            os << line() << "int box = 0; // this rank issues boxes rank, rank + " << c.multicast << ", ...\n";
+            os << line() << "int box = 0; // this rank issues boxes rank, rank + " << c.multicast
+               << ", ...\n";
         os << line() << "const int offset = " << expr(load ? c.src_offset : c.dst_offset)
            << "; // element of " << arg << "\n";
         // Tail tiles: the box is full size and the part past the tile must lie past the edge.
@@ -862,8 +884,9 @@ private:
         auto issue = [&](const std::string &destination, const std::string &coords,
                          const std::string &tensor_map) {
             if (load && c.multicast > 1) {
-                os << line() << "if (box++ % " << c.multicast << " == int(hopper::cluster_rank())) hopper::tma_load_multicast("
-                   << destination << ", &" << tensor_map << ", " << barrier(c.barrier, c.slot) << ", 0x"
+                os << line() << "if (box++ % " << c.multicast
+                   << " == int(hopper::cluster_rank())) hopper::tma_load_multicast(" << destination
+                   << ", &" << tensor_map << ", " << barrier(c.barrier, c.slot) << ", 0x"
                    << std::hex << ((1 << c.multicast) - 1) << std::dec << coords << ");\n";
             } else if (load) {
                 os << line() << "hopper::tma_load(" << destination << ", &" << tensor_map << ", "
@@ -880,7 +903,8 @@ private:
         }
         const int full_blocks = map.last_box ? map.blocks - 1 : map.blocks;
         if (ring_store) {
-            issue(smem + " + (column_block % " + std::to_string(ring) + ") * " + std::to_string(map.block_bytes),
+            issue(smem + " + (column_block % " + std::to_string(ring) + ") * " +
+                      std::to_string(map.block_bytes),
                   coordinates("column_block * " + std::to_string(map.box[0])), map.name);
         } else if (full_blocks > 4) {
             open("for (int block = 0; block < " + std::to_string(full_blocks) + "; block++) {");
@@ -910,7 +934,8 @@ private:
     std::string arrive(const ir::ArriveOp &a) {
         if (a.cluster > 1)
             return "for (uint32_t rank = 0; rank < " + std::to_string(a.cluster) +
-                   "; rank++) hopper::mbarrier_arrive_cluster(" + barrier(a.barrier, a.slot) + ", rank);";
+                   "; rank++) hopper::mbarrier_arrive_cluster(" + barrier(a.barrier, a.slot) +
+                   ", rank);";
         return "hopper::mbarrier_arrive(" + barrier(a.barrier, a.slot) + ");";
     }
 
@@ -933,7 +958,8 @@ private:
         os << line() << "const int m64 = " << kernel.consumer_warpgroups
            << " * block + consumer; // this warpgroup's blocks alternate with the other's\n";
         if (a.m / 64 % kernel.consumer_warpgroups != 0)
-            open("if (m64 < " + std::to_string(a.m / 64) + ") { // the tile's last block has one owner");
+            open("if (m64 < " + std::to_string(a.m / 64) +
+                 ") { // the tile's last block has one owner");
         return "block";
     }
     void close_blocks(const Accumulator &a) {
@@ -965,10 +991,12 @@ private:
         os << line() << "#pragma unroll\n";
         open("for (int k16 = 0; k16 < " + std::to_string(acc.k / 16) + "; k16++) {");
         if (acc.b_k_major) {
-            os << line() << "// B, K-major: " << acc.n << " rows of 128 B per wgmma, SBO = 1024 B per 8 rows; "
+            os << line() << "// B, K-major: " << acc.n
+               << " rows of 128 B per wgmma, SBO = 1024 B per 8 rows; "
                << "k16 = 32 B inside a 64-wide block\n";
             os << line()
-               << "const uint64_t b_descriptor = hopper::matrix_descriptor_128B(b_tile + (k16 / 4) * "
+               << "const uint64_t b_descriptor = hopper::matrix_descriptor_128B(b_tile + (k16 / 4) "
+                  "* "
                << swizzle_bytes * acc.n << " + (k16 % 4) * 32, 16, 1024);\n";
         } else {
             os << line() << "// B, N-major: 16 k-rows of 128 B per step; LBO = " << b_block_bytes
@@ -985,9 +1013,8 @@ private:
            << "const uint64_t a_descriptor = hopper::matrix_descriptor_128B(a_tile + (k16 / 4) * "
            << a_blocks_bytes << " + m64 * " << 64 * swizzle_bytes
            << " + (k16 % 4) * 32, 16, 1024);\n";
-        os << line() << "hopper::wgmma_bf16<" << acc.n << (acc.b_k_major ? ", hopper::KMajorB" : "") << ">("
-           << c_name(m.acc)
-           << "[" << block << "], a_descriptor, b_descriptor);\n";
+        os << line() << "hopper::wgmma_bf16<" << acc.n << (acc.b_k_major ? ", hopper::KMajorB" : "")
+           << ">(" << c_name(m.acc) << "[" << block << "], a_descriptor, b_descriptor);\n";
         close_blocks(acc);
         close();
         close();
@@ -1050,7 +1077,8 @@ private:
             if (proven(step == 1) && inner.empty())
                 inner = c_name(l.name);
             else if (outer.empty())
-                outer = c_name(l.name), rows_of_tile = t.dynamic_layout || proven(step == int(t.layout[0]));
+                outer = c_name(l.name),
+                rows_of_tile = t.dynamic_layout || proven(step == int(t.layout[0]));
             else if (t.dynamic_layout || t.swizzled_store)
                 throw Error("hopper: element nest over " + name +
                             " walks it along more dims than the tile has");
@@ -1069,10 +1097,11 @@ private:
                 return linear;
             const std::string T = storage_type(t.buffer->type), rows = std::to_string(t.layout[1]);
             if (rows_of_tile && is_const_zero(within))
-                return "hopper::swizzled_128B<" + T + ", " + rows + ">(" + (outer.empty() ? "0" : outer) + ", " +
-                       (inner.empty() ? "0" : inner) + ")";
-            return "hopper::swizzled_128B<" + T + ", " + rows + ">((" + linear + ") / " + std::to_string(t.layout[0]) +
-                   ", (" + linear + ") % " + std::to_string(t.layout[0]) + ")";
+                return "hopper::swizzled_128B<" + T + ", " + rows + ">(" +
+                       (outer.empty() ? "0" : outer) + ", " + (inner.empty() ? "0" : inner) + ")";
+            return "hopper::swizzled_128B<" + T + ", " + rows + ">((" + linear + ") / " +
+                   std::to_string(t.layout[0]) + ", (" + linear + ") % " +
+                   std::to_string(t.layout[0]) + ")";
         };
         if (!t.dynamic_layout) {
             // Within a version the Stmt's layout is the GPU's.
@@ -1210,8 +1239,8 @@ private:
 
     /** The whole nest as one range of elements strided over the warpgroup's threads. */
     void parallel(const ir::VectorOp &v, const std::vector<Loop> &loops, const Stmt &body) {
-        os << line() << "// vector op " << v.label
-           << ": elementwise, strided over the role's " << role_threads() << " threads\n";
+        os << line() << "// vector op " << v.label << ": elementwise, strided over the role's "
+           << role_threads() << " threads\n";
         open("{");
         const std::string total = declare_extents(loops, loops.size());
         // Loads the nest's loops do not move, of buffers it does not write (a row's scalar), are
@@ -1229,7 +1258,8 @@ private:
                 continue;
             const std::string name = internal_prefix + "scalar" + std::to_string(scalars++);
             nest_loops = loops;
-            os << line() << "const auto " << c_name(name) << " = " << expr(l) << "; // invariant in the nest\n";
+            os << line() << "const auto " << c_name(name) << " = " << expr(l)
+               << "; // invariant in the nest\n";
             nest_loops.clear();
             code = substitute(Expr(l), Variable::make(l->type, name), code);
         }
@@ -1326,7 +1356,8 @@ private:
              total = Variable::make(t, internal_prefix + "total");
         Expr x = Variable::make(t, internal_prefix + "x"),
              y = Variable::make(t, internal_prefix + "y");
-        const std::string op = "[](" + type + " x, " + type + " y) { return " + expr(combine(x, y)) + "; }";
+        const std::string op =
+            "[](" + type + " x, " + type + " y) { return " + expr(combine(x, y)) + "; }";
         Stmt update = Store::make(st->name, combine(self_load, total), st->index, st->param,
                                   st->predicate, st->alignment);
         // Four rows or more (the loops outside k): a warp per row, shuffles only, no barrier.
@@ -1336,21 +1367,24 @@ private:
         const int warps = role_threads() / 32;
         if (loops.size() > 1 && constant_upper_bound(simplify(rows)) >= warps) {
             os << line() << "// vector op " << v.label << ": a reduction over " << k.name
-               << " for each of the rows around it: a warp per row, partials strided over its lanes, "
+               << " for each of the rows around it: a warp per row, partials strided over its "
+                  "lanes, "
                   "then a shuffle reduction\n";
             open("{");
             const std::string total_rows = declare_extents(loops, loops.size() - 1);
-            open("for (int row = " + role_thread() + " / 32; row < " + total_rows + "; row += " +
-                 std::to_string(warps) + ") {");
+            open("for (int row = " + role_thread() + " / 32; row < " + total_rows +
+                 "; row += " + std::to_string(warps) + ") {");
             unflatten(loops, loops.size() - 1, "row");
             nest_loops = loops;
             std::string n = c_name(k.name);
             os << line() << type << " partial = " << expr(identity) << ";\n";
-            open("for (int " + n + " = " + expr(k.min) + " + " + role_thread() + " % 32, " + n + "_end = " +
-                 expr(k.min) + " + " + expr(k.extent) + "; " + n + " < " + n + "_end; " + n + " += 32) {");
+            open("for (int " + n + " = " + expr(k.min) + " + " + role_thread() + " % 32, " + n +
+                 "_end = " + expr(k.min) + " + " + expr(k.extent) + "; " + n + " < " + n +
+                 "_end; " + n + " += 32) {");
             os << line() << "partial = " << expr(combine(partial, rest)) << ";\n";
             close();
-            os << line() << "const " << type << " total = hopper::warp_reduce(partial, " << op << ");\n";
+            os << line() << "const " << type << " total = hopper::warp_reduce(partial, " << op
+               << ");\n";
             open("if (" + role_thread() + " % 32 == 0) {");
             store(update.as<Store>());
             close();
@@ -1376,8 +1410,8 @@ private:
         os << line() << "partial = " << expr(combine(partial, rest)) << ";\n";
         close();
         if (cooperative_role)
-            os << line() << "const " << type << " total = hopper::consumers_reduce<" << role_threads()
-               << ">(partial, &reduction_scratch[0][0],\n"
+            os << line() << "const " << type << " total = hopper::consumers_reduce<"
+               << role_threads() << ">(partial, &reduction_scratch[0][0],\n"
                << line() << "    " << op << ");\n";
         else
             os << line() << "const " << type
@@ -1636,11 +1670,13 @@ struct Variant {
 /** launch_<fn>: prepare, launch and release in one call. */
 std::string launch_in_one(const std::string &fn, bool extents) {
     std::ostringstream os;
-    os << "extern \"C\" cudaError_t launch_" << fn << "(void *const *args, " << (extents ? "const int *extents, " : "")
-       << "cudaStream_t stream) {\n"
+    os << "extern \"C\" cudaError_t launch_" << fn << "(void *const *args, "
+       << (extents ? "const int *extents, " : "") << "cudaStream_t stream) {\n"
        << "    void *prepared = nullptr;\n"
-       << "    cudaError_t status = prepare_" << fn << "(args, " << (extents ? "extents, " : "") << "&prepared);\n"
-       << "    if (status == cudaSuccess) status = launch_prepared_" << fn << "(prepared, stream);\n"
+       << "    cudaError_t status = prepare_" << fn << "(args, " << (extents ? "extents, " : "")
+       << "&prepared);\n"
+       << "    if (status == cudaSuccess) status = launch_prepared_" << fn
+       << "(prepared, stream);\n"
        << "    release_" << fn << "(prepared);\n"
        << "    return status;\n"
        << "}\n";
@@ -1650,8 +1686,9 @@ std::string launch_in_one(const std::string &fn, bool extents) {
 Variant emit_variant(const Kernel &kernel, const std::string &fn, const Plan &plan) {
     // Cooperative consumers: each consumer role runs on kernel.consumer_warpgroups warpgroups.
     const int sharing = kernel.warpgroups > 1 ? kernel.consumer_warpgroups : 1;
-    const int threads = kernel.warpgroups == 1 ? warpgroup_threads * kernel.consumer_warpgroups
-                                               : warpgroup_threads * (1 + (kernel.warpgroups - 1) * sharing);
+    const int threads = kernel.warpgroups == 1
+                            ? warpgroup_threads * kernel.consumer_warpgroups
+                            : warpgroup_threads * (1 + (kernel.warpgroups - 1) * sharing);
     const int64_t dynamic_bytes = plan.shared_bytes + swizzle_atom_bytes;
 
     CodeGen body(kernel, plan);
@@ -1675,13 +1712,16 @@ Variant emit_variant(const Kernel &kernel, const std::string &fn, const Plan &pl
     for (const std::string &n : kernel.notes)
         notes << "//   " << n << "\n";
     if (register_floor)
-        notes << "// setmaxnreg floor: " << register_floor << " registers per thread (the roles ask for "
-              << body.setmaxnreg_total << " of the " << threads << " threads' allocation; fewer and setmaxnreg.inc blocks)\n";
+        notes << "// setmaxnreg floor: " << register_floor
+              << " registers per thread (the roles ask for " << body.setmaxnreg_total << " of the "
+              << threads << " threads' allocation; fewer and setmaxnreg.inc blocks)\n";
     variant.notes = notes.str();
     std::ostringstream os;
 
     // ---- the kernel ----
-    os << "__global__ void " << (kernel.cluster > 1 ? "__cluster_dims__(" + std::to_string(kernel.cluster) + ", 1, 1) " : "")
+    os << "__global__ void "
+       << (kernel.cluster > 1 ? "__cluster_dims__(" + std::to_string(kernel.cluster) + ", 1, 1) "
+                              : "")
        << "__launch_bounds__(" << threads << ", 1) " << fn << "(";
     // The kernel's parameters, each a member of the prepared launch (type, name) that
     // prepare_<fn> sets from `value` (a tensor map it encoded, a pointer, a runtime extent).
@@ -1690,17 +1730,19 @@ Variant emit_variant(const Kernel &kernel, const std::string &fn, const Plan &pl
     };
     std::vector<Member> members;
     for (const TensorMap &m : plan.maps) {
-        members.push_back({"const __grid_constant__ CUtensorMap " + m.name, "CUtensorMap", m.name, m.name});
+        members.push_back(
+            {"const __grid_constant__ CUtensorMap " + m.name, "CUtensorMap", m.name, m.name});
         if (m.last_box)
-            members.push_back({"const __grid_constant__ CUtensorMap " + m.last_name, "CUtensorMap", m.last_name, m.last_name});
+            members.push_back({"const __grid_constant__ CUtensorMap " + m.last_name, "CUtensorMap",
+                               m.last_name, m.last_name});
     }
     for (size_t i = 0; i < kernel.args.size(); i++) {
         const KernelArg &a = kernel.args[i];
         if (!plan.thread_args.count(a.name))
             continue;
         const std::string t = storage_type(a.type), name = c_name(a.name) + "_global";
-        members.push_back({(a.output ? "" : "const ") + t + " *__restrict__ " + name, t + " *", name,
-                           "static_cast<" + t + " *>(args[" + std::to_string(i) + "])"});
+        members.push_back({(a.output ? "" : "const ") + t + " *__restrict__ " + name, t + " *",
+                           name, "static_cast<" + t + " *>(args[" + std::to_string(i) + "])"});
     }
     const std::vector<std::string> runtime_extents = kernel.runtime_extent_names();
     for (const std::string &name : runtime_extents)
@@ -1723,9 +1765,11 @@ Variant emit_variant(const Kernel &kernel, const std::string &fn, const Plan &pl
         if (tile.kind == TileKind::MmaA)
             os << ", wgmma A tile " << list(tile.layout) << ", 128B swizzle";
         else if (tile.kind == TileKind::MmaB)
-            os << ", wgmma B tile " << list(tile.layout) << (tile.k_major ? " (K-major)" : "") << ", 128B swizzle";
+            os << ", wgmma B tile " << list(tile.layout) << (tile.k_major ? " (K-major)" : "")
+               << ", 128B swizzle";
         else if (tile.tma())
-            os << ", TMA tile " << list(tile.layout) << (tile.swizzled_store ? ", 128B-swizzled column blocks" : "");
+            os << ", TMA tile " << list(tile.layout)
+               << (tile.swizzled_store ? ", 128B-swizzled column blocks" : "");
         if (tile.threads())
             os << ", copied by threads";
         if (tile.tma() && tile.layout != tile.data)
@@ -1740,10 +1784,13 @@ Variant emit_variant(const Kernel &kernel, const std::string &fn, const Plan &pl
     if (sharing > 1) {
         for_each_op(kernel.body, [&](const Stmt &op) {
             ir::ArriveOp a;
-            if (ir::as_arrive(op, &a)) per_warpgroup.insert(a.barrier);
+            if (ir::as_arrive(op, &a))
+                per_warpgroup.insert(a.barrier);
         });
     }
-    auto arrivals = [&](const BarrierDecl &b) { return b.arrivals * (per_warpgroup.count(b.name) ? sharing : 1); };
+    auto arrivals = [&](const BarrierDecl &b) {
+        return b.arrivals * (per_warpgroup.count(b.name) ? sharing : 1);
+    };
     for (const BarrierDecl &b : kernel.barriers) {
         os << "    __shared__ __align__(8) uint64_t " << c_name(b.name) << "[" << b.slots
            << "]; // " << arrivals(b) << " arrival(s) per phase\n";
@@ -1763,11 +1810,13 @@ Variant emit_variant(const Kernel &kernel, const std::string &fn, const Plan &pl
               "expect_tx, arrive for its role\n"
               "    const int consumer = warpgroup - 1; // of the cooperative consumer warpgroups\n"
               "    const int thread_in_consumers = threadIdx.x - "
-           << warpgroup_threads << ";\n"
+           << warpgroup_threads
+           << ";\n"
               "    (void)consumer;\n"
               "    (void)thread_in_consumers;\n";
     else
-        os << "    const bool elected = thread_in_warpgroup == 0; // issues TMA, expect_tx, arrive for "
+        os << "    const bool elected = thread_in_warpgroup == 0; // issues TMA, expect_tx, arrive "
+              "for "
               "its warpgroup\n";
     os << "    (void)thread_in_warpgroup;\n"
        << "    if (threadIdx.x == 0) {\n";
@@ -1777,7 +1826,8 @@ Variant emit_variant(const Kernel &kernel, const std::string &fn, const Plan &pl
     }
     os << "        hopper::fence_mbarrier_init();\n"
        << "    }\n"
-       << (kernel.cluster > 1 ? "    hopper::cluster_sync(); // the peers' barriers are initialised before any arrival or multicast\n"
+       << (kernel.cluster > 1 ? "    hopper::cluster_sync(); // the peers' barriers are "
+                                "initialised before any arrival or multicast\n"
                               : "    __syncthreads();\n");
     if (!plan.phase_bits.empty())
         os << "    // the parity each thread waits for next, one bit per version (flipped after "
@@ -1792,9 +1842,11 @@ Variant emit_variant(const Kernel &kernel, const std::string &fn, const Plan &pl
     for (const auto &[name, acc] : plan.accumulators) {
         if (acc.a.empty())
             continue;
-        os << "    float " << c_name(name) << "[" << (acc.m / 64 + sharing - 1) / sharing << "][" << acc.n / 2 << "]; // "
-           << acc.m << " x " << acc.n << " f32 accumulator as m64n" << acc.n
-           << (sharing > 1 ? " wgmma fragments, every other 64-row block in each consumer thread's registers\n"
+        os << "    float " << c_name(name) << "[" << (acc.m / 64 + sharing - 1) / sharing << "]["
+           << acc.n / 2 << "]; // " << acc.m << " x " << acc.n << " f32 accumulator as m64n"
+           << acc.n
+           << (sharing > 1 ? " wgmma fragments, every other 64-row block in each consumer thread's "
+                             "registers\n"
                            : " wgmma fragments, in each computing thread's registers\n");
     }
     os << "\n" << body.os.str() << "}\n\n";
@@ -1806,7 +1858,8 @@ Variant emit_variant(const Kernel &kernel, const std::string &fn, const Plan &pl
         os << (i ? "," : "") << " " << a.name << " (" << (a.output ? "output" : "input") << ", "
            << type_text(a.type) << " [";
         for (size_t d = 0; d < a.extents.size(); d++)
-            os << (d ? " x " : "") << (a.has_runtime_shape() && a.runtime[d] ? "any" : std::to_string(a.extents[d]));
+            os << (d ? " x " : "")
+               << (a.has_runtime_shape() && a.runtime[d] ? "any" : std::to_string(a.extents[d]));
         os << "])";
     }
     os << ".";
@@ -1818,7 +1871,8 @@ Variant emit_variant(const Kernel &kernel, const std::string &fn, const Plan &pl
     }
     const std::string extents_param = runtime_extents.empty() ? "" : "const int *extents, ";
     const std::string state = "Launch_" + fn;
-    os << "\n * prepare_" << fn << " checks the arguments, encodes the tensor maps and sizes the grid, once;\n"
+    os << "\n * prepare_" << fn
+       << " checks the arguments, encodes the tensor maps and sizes the grid, once;\n"
        << " * launch_prepared_" << fn << " only launches (what to time); release_" << fn
        << " frees what prepare made;\n"
        << " * launch_" << fn << " does all three. */\n"
@@ -1827,7 +1881,8 @@ Variant emit_variant(const Kernel &kernel, const std::string &fn, const Plan &pl
         os << "    " << m.type << " " << m.name << ";\n";
     os << "    int grid;\n"
        << "};\n\n"
-       << "extern \"C\" cudaError_t prepare_" << fn << "(void *const *args, " << extents_param << "void **prepared) {\n"
+       << "extern \"C\" cudaError_t prepare_" << fn << "(void *const *args, " << extents_param
+       << "void **prepared) {\n"
        << "    if (prepared == nullptr) return cudaErrorInvalidValue;\n"
        << "    *prepared = nullptr;\n"
        << "    if (args == nullptr) return cudaErrorInvalidValue;\n"
@@ -1846,12 +1901,14 @@ Variant emit_variant(const Kernel &kernel, const std::string &fn, const Plan &pl
         os << "    if (extents == nullptr) return cudaErrorInvalidValue;\n";
         for (size_t i = 0; i < runtime_extents.size(); i++) {
             os << "    const int " << c_name(runtime_extents[i]) << " = extents[" << i << "];\n"
-               << "    if (" << c_name(runtime_extents[i]) << " < 1) return cudaErrorInvalidValue;\n";
+               << "    if (" << c_name(runtime_extents[i])
+               << " < 1) return cudaErrorInvalidValue;\n";
         }
         std::vector<CallCheck> checks = kernel.call_checks;
         checks.insert(checks.end(), plan.launch_checks.begin(), plan.launch_checks.end());
         for (const CallCheck &check : checks)
-            os << "    if (!(" << launch_expr(check.holds) << ")) return cudaErrorInvalidValue; // " << check.why << "\n";
+            os << "    if (!(" << launch_expr(check.holds) << ")) return cudaErrorInvalidValue; // "
+               << check.why << "\n";
     }
     for (const TensorMap &m : plan.maps) {
         int arg_index = 0;
@@ -1899,28 +1956,35 @@ Variant emit_variant(const Kernel &kernel, const std::string &fn, const Plan &pl
     }
     std::string grid = std::to_string(kernel.grid);
     if (kernel.ctas_per_sm) {
-        os << "    static int sms = 0; // the GPU's SM count: the persistent grid is sized from it\n"
+        os << "    static int sms = 0; // the GPU's SM count: the persistent grid is sized from "
+              "it\n"
            << "    if (sms == 0) {\n"
            << "        int device = 0;\n"
            << "        cudaError_t status = cudaGetDevice(&device);\n"
-           << "        if (status == cudaSuccess) status = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);\n"
+           << "        if (status == cudaSuccess) status = cudaDeviceGetAttribute(&sms, "
+              "cudaDevAttrMultiProcessorCount, device);\n"
            << "        if (status != cudaSuccess) return status;\n"
            << "    }\n"
-           << "    // " << kernel.ctas_per_sm << " CTA(s) per SM (at most the " << kernel.target.units()
-           << " SMs of the machine description) looping over the tiles, or one per tile where fewer\n"
-           << "    const int grid = hopper::min_of<int>(hopper::min_of<int>(sms, " << kernel.target.units() << ") * "
-           << kernel.ctas_per_sm << ", hopper::max_of<int>(1, " << launch_expr(kernel.tiles) << "));\n";
+           << "    // " << kernel.ctas_per_sm << " CTA(s) per SM (at most the "
+           << kernel.target.units()
+           << " SMs of the machine description) looping over the tiles, or one per tile where "
+              "fewer\n"
+           << "    const int grid = hopper::min_of<int>(hopper::min_of<int>(sms, "
+           << kernel.target.units() << ") * " << kernel.ctas_per_sm << ", hopper::max_of<int>(1, "
+           << launch_expr(kernel.tiles) << "));\n";
         grid = "grid";
     }
     if (register_floor) {
-        os << "    static int registers = 0; // ptxas's count, at least the setmaxnreg floor or the roles would block\n"
+        os << "    static int registers = 0; // ptxas's count, at least the setmaxnreg floor or "
+              "the roles would block\n"
            << "    if (registers == 0) {\n"
            << "        cudaFuncAttributes attributes;\n"
            << "        cudaError_t status = cudaFuncGetAttributes(&attributes, " << fn << ");\n"
            << "        if (status != cudaSuccess) return status;\n"
            << "        registers = attributes.numRegs;\n"
            << "    }\n"
-           << "    if (registers < " << register_floor << ") return cudaErrorLaunchOutOfResources;\n";
+           << "    if (registers < " << register_floor
+           << ") return cudaErrorLaunchOutOfResources;\n";
     }
     os << "    cudaError_t status = cudaFuncSetAttribute(" << fn
        << ", cudaFuncAttributeMaxDynamicSharedMemorySize, " << dynamic_bytes
@@ -1935,12 +1999,13 @@ Variant emit_variant(const Kernel &kernel, const std::string &fn, const Plan &pl
            << "        config.gridDim = dim3(" << c << ", 1, 1);\n"
            << "        config.blockDim = dim3(" << threads << ", 1, 1);\n"
            << "        config.dynamicSmemBytes = " << dynamic_bytes << ";\n"
-           << "        status = cudaOccupancyMaxActiveClusters(&clusters, (void *)" << fn << ", &config);\n"
+           << "        status = cudaOccupancyMaxActiveClusters(&clusters, (void *)" << fn
+           << ", &config);\n"
            << "        if (status != cudaSuccess) return status;\n"
            << "        if (clusters < 1) return cudaErrorLaunchOutOfResources;\n"
            << "    }\n"
-           << "    const int cluster_grid = hopper::min_of<int>(clusters * " << c << ", (grid + " << kernel.cluster - 1
-           << ") / " << c << " * " << c << ");\n";
+           << "    const int cluster_grid = hopper::min_of<int>(clusters * " << c << ", (grid + "
+           << kernel.cluster - 1 << ") / " << c << " * " << c << ");\n";
         grid = "cluster_grid";
     }
     os << "    " << state << " *launch = new (std::nothrow) " << state << ";\n"
@@ -1951,7 +2016,8 @@ Variant emit_variant(const Kernel &kernel, const std::string &fn, const Plan &pl
        << "    *prepared = launch;\n"
        << "    return cudaSuccess;\n"
        << "}\n\n"
-       << "extern \"C\" cudaError_t launch_prepared_" << fn << "(const void *prepared, cudaStream_t stream) {\n"
+       << "extern \"C\" cudaError_t launch_prepared_" << fn
+       << "(const void *prepared, cudaStream_t stream) {\n"
        << "    if (prepared == nullptr) return cudaErrorInvalidValue;\n"
        << "    const " << state << " &launch = *static_cast<const " << state << " *>(prepared);\n"
        << "    " << fn << "<<<launch.grid, " << threads << ", " << dynamic_bytes << ", stream>>>(";
@@ -1960,7 +2026,8 @@ Variant emit_variant(const Kernel &kernel, const std::string &fn, const Plan &pl
     os << ");\n"
        << "    return cudaGetLastError();\n"
        << "}\n\n"
-       << "extern \"C\" void release_" << fn << "(void *prepared) { delete static_cast<" << state << " *>(prepared); }\n\n"
+       << "extern \"C\" void release_" << fn << "(void *prepared) { delete static_cast<" << state
+       << " *>(prepared); }\n\n"
        << launch_in_one(fn, !runtime_extents.empty());
     variant.code = os.str();
     return variant;
@@ -1969,18 +2036,21 @@ Variant emit_variant(const Kernel &kernel, const std::string &fn, const Plan &pl
 /** The launcher `fn` over the variants `fn`_tma and `fn`_threads: the TMA one where every check
  * of the TMA plan (the global strides it needs) holds at the call, else the one whose threads
  * copy the tiles of those tensors. */
-std::string dispatcher(const Kernel &kernel, const std::string &fn, const std::vector<CallCheck> &checks) {
+std::string dispatcher(const Kernel &kernel, const std::string &fn,
+                       const std::vector<CallCheck> &checks) {
     const std::vector<std::string> runtime_extents = kernel.runtime_extent_names();
     const std::string state = "Dispatch_" + fn, tma = fn + "_tma", threads = fn + "_threads";
     CudaExpr launch_expr;
     std::ostringstream os;
-    os << "/** " << fn << ": the launchers of " << tma << " (TMA) where the call's strides take it, else of " << threads
+    os << "/** " << fn << ": the launchers of " << tma
+       << " (TMA) where the call's strides take it, else of " << threads
        << "\n * (thread copies take any stride). Same arguments and extents as theirs. */\n"
        << "struct " << state << " {\n"
        << "    bool tma;\n"
        << "    void *prepared;\n"
        << "};\n\n"
-       << "extern \"C\" cudaError_t prepare_" << fn << "(void *const *args, const int *extents, void **prepared) {\n"
+       << "extern \"C\" cudaError_t prepare_" << fn
+       << "(void *const *args, const int *extents, void **prepared) {\n"
        << "    if (prepared == nullptr) return cudaErrorInvalidValue;\n"
        << "    *prepared = nullptr;\n"
        << "    if (extents == nullptr) return cudaErrorInvalidValue;\n";
@@ -1992,8 +2062,8 @@ std::string dispatcher(const Kernel &kernel, const std::string &fn, const std::v
     for (const std::string &name : runtime_extents)
         os << "    (void)" << c_name(name) << ";\n";
     os << "    void *inner = nullptr;\n"
-       << "    const cudaError_t status = tma ? prepare_" << tma << "(args, extents, &inner) : prepare_" << threads
-       << "(args, extents, &inner);\n"
+       << "    const cudaError_t status = tma ? prepare_" << tma
+       << "(args, extents, &inner) : prepare_" << threads << "(args, extents, &inner);\n"
        << "    if (status != cudaSuccess) return status;\n"
        << "    " << state << " *dispatch = new (std::nothrow) " << state << "{tma, inner};\n"
        << "    if (dispatch == nullptr) {\n"
@@ -2003,17 +2073,19 @@ std::string dispatcher(const Kernel &kernel, const std::string &fn, const std::v
        << "    *prepared = dispatch;\n"
        << "    return cudaSuccess;\n"
        << "}\n\n"
-       << "extern \"C\" cudaError_t launch_prepared_" << fn << "(const void *prepared, cudaStream_t stream) {\n"
+       << "extern \"C\" cudaError_t launch_prepared_" << fn
+       << "(const void *prepared, cudaStream_t stream) {\n"
        << "    if (prepared == nullptr) return cudaErrorInvalidValue;\n"
        << "    const " << state << " &dispatch = *static_cast<const " << state << " *>(prepared);\n"
-       << "    return dispatch.tma ? launch_prepared_" << tma << "(dispatch.prepared, stream) : launch_prepared_"
-       << threads << "(dispatch.prepared, stream);\n"
+       << "    return dispatch.tma ? launch_prepared_" << tma
+       << "(dispatch.prepared, stream) : launch_prepared_" << threads
+       << "(dispatch.prepared, stream);\n"
        << "}\n\n"
        << "extern \"C\" void release_" << fn << "(void *prepared) {\n"
        << "    " << state << " *dispatch = static_cast<" << state << " *>(prepared);\n"
        << "    if (dispatch == nullptr) return;\n"
-       << "    if (dispatch->tma) release_" << tma << "(dispatch->prepared); else release_" << threads
-       << "(dispatch->prepared);\n"
+       << "    if (dispatch->tma) release_" << tma << "(dispatch->prepared); else release_"
+       << threads << "(dispatch->prepared);\n"
        << "    delete dispatch;\n"
        << "}\n\n"
        << launch_in_one(fn, true);
@@ -2042,14 +2114,17 @@ std::string emit_cuda(const Kernel &kernel, const std::string &function) {
     }
     if (!any_stride) {
         const Variant v = emit_variant(kernel, fn, plan);
-        return v.notes + "// No thread-copy variant (" + why_not + "): a call whose rows TMA cannot step is refused.\n" +
+        return v.notes + "// No thread-copy variant (" + why_not +
+               "): a call whose rows TMA cannot step is refused.\n" +
                "#include \"tandem_hopper.cuh\"\n\n" + v.code;
     }
-    const Variant tma = emit_variant(kernel, fn + "_tma", plan), threads = emit_variant(kernel, fn + "_threads", *any_stride);
+    const Variant tma = emit_variant(kernel, fn + "_tma", plan),
+                  threads = emit_variant(kernel, fn + "_threads", *any_stride);
     const Variant &floor = tma.register_floor >= threads.register_floor ? tma : threads;
-    return floor.notes + "// Two variants: " + fn + "_tma where the call's strides take TMA, else " + fn +
-           "_threads (thread copies); " + fn + " chooses.\n#include \"tandem_hopper.cuh\"\n\n" + tma.code + "\n" +
-           threads.code + "\n" + dispatcher(kernel, fn, plan.launch_checks);
+    return floor.notes + "// Two variants: " + fn +
+           "_tma where the call's strides take TMA, else " + fn + "_threads (thread copies); " +
+           fn + " chooses.\n#include \"tandem_hopper.cuh\"\n\n" + tma.code + "\n" + threads.code +
+           "\n" + dispatcher(kernel, fn, plan.launch_checks);
 }
 
 std::string emit_library(const Kernel &kernel, const std::string &function) {
@@ -2057,7 +2132,8 @@ std::string emit_library(const Kernel &kernel, const std::string &function) {
     std::ostringstream includes, run;
     includes << "#include <cuda_runtime.h>\n\n"
              << "extern \"C\" cudaError_t launch_" << fn << "(void *const *args, "
-             << (kernel.has_runtime_shapes() ? "const int *extents, " : "") << "cudaStream_t stream);\n";
+             << (kernel.has_runtime_shapes() ? "const int *extents, " : "")
+             << "cudaStream_t stream);\n";
     run << "        void *args[] = {";
     for (size_t i = 0; i < kernel.args.size(); i++)
         run << (i ? ", " : "") << "reinterpret_cast<void *>(buffers[" << i << "]->device)";
@@ -2075,10 +2151,11 @@ std::string emit_library(const Kernel &kernel, const std::string &function) {
         }
         run << "};\n";
     }
-    run << "        cudaError_t status = launch_" << fn << "(args, " << (kernel.has_runtime_shapes() ? "extents, " : "")
-        << "0);\n"
+    run << "        cudaError_t status = launch_" << fn << "(args, "
+        << (kernel.has_runtime_shapes() ? "extents, " : "") << "0);\n"
         << "        if (status == cudaSuccess) status = cudaDeviceSynchronize();\n"
-        << "        if (status != cudaSuccess) return fail(halide_error_code_generic_error, cudaGetErrorString(status));\n"
+        << "        if (status != cudaSuccess) return fail(halide_error_code_generic_error, "
+           "cudaGetErrorString(status));\n"
         << "        last_cycles = 0; // no model on the GPU\n";
     return library::source(kernel, fn, includes.str(), "", run.str(), library::Memory::Device);
 }

@@ -67,8 +67,8 @@
  * and along K of an MMA operand; elsewhere (loads into a plain tile, the M / N rows of an
  * operand) it only brings elements nobody reads. The planner proves the edge from the loop bounds,
  * else a runtime check traps (a tail tile), else (a padded tile in the middle of the tensor) the
- * tile is copied by threads. expect_tx counts full boxes and MMAs run on the full tile. The emitter lays out
- * shared memory itself: each version holds the full tile, 128-byte aligned (1024 for wgmma
+ * tile is copied by threads. expect_tx counts full boxes and MMAs run on the full tile. The emitter
+ * lays out shared memory itself: each version holds the full tile, 128-byte aligned (1024 for wgmma
  * tiles); smem offsets of the Stmt (version * its slot + within) are rebased to that version
  * stride, and element nests over a tile whose Stmt rows differ from the GPU's (a tail's pitch, a
  * row padded to 16 bytes) are rewritten to the full-tile layout. A tensor whose rows have a
@@ -86,11 +86,11 @@
  * and steps 16 rows = 2048 bytes per k16.
  *
  * Limits (tandem::Error naming the Func, the directive or the buffer, and the rule): MMAs are
- * bf16 x bf16 -> f32 with A K-major and B N-major or K-major, from 2-D tensors; N <= 256 and at most 128 f32
- * accumulators per thread after padding; MMA operand tiles are only written by copies; copies
- * do not convert types; an element nest over an accumulator is a zeroing
- * or a per-element epilogue of one or two loops; dynamic-layout tiles are at most 2-D; mbarriers
- * have at most 32 versions; shared memory at most 227 KB per CTA.
+ * bf16 x bf16 -> f32 with A K-major and B N-major or K-major, from 2-D tensors; N <= 256 and at
+ * most 128 f32 accumulators per thread after padding; MMA operand tiles are only written by copies;
+ * copies do not convert types; an element nest over an accumulator is a zeroing or a per-element
+ * epilogue of one or two loops; dynamic-layout tiles are at most 2-D; mbarriers have at most 32
+ * versions; shared memory at most 227 KB per CTA.
  */
 
 #include "tandem/Kernel.h"

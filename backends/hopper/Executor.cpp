@@ -1,8 +1,8 @@
 #include "Executor.h"
 #include "Plan.h"
 
-#include "tandem/AsyncIR.h"
 #include "common/Evaluator.h"
+#include "tandem/AsyncIR.h"
 
 #include <unordered_map>
 
@@ -24,7 +24,8 @@ struct Instr {
 };
 
 void compile(const Stmt &s, std::vector<Instr> &code) {
-    if (!s.defined()) return;
+    if (!s.defined())
+        return;
     if (const For *f = s.as<For>()) {
         code.push_back({Instr::ForInit, f->name, f->min, f->extent, Stmt(), -1});
         int test = int(code.size());
@@ -60,7 +61,8 @@ void compile(const Stmt &s, std::vector<Instr> &code) {
     } else if (const ProducerConsumer *pc = s.as<ProducerConsumer>()) {
         compile(pc->body, code);
     } else if (const Evaluate *e = s.as<Evaluate>()) {
-        if (!is_const(e->value)) code.push_back({Instr::Op, "", Expr(), Expr(), s, -1});
+        if (!is_const(e->value))
+            code.push_back({Instr::Op, "", Expr(), Expr(), s, -1});
     } else {
         internal_error << "hopper executor: unexpected statement\n" << s << "\n";
     }
@@ -73,9 +75,9 @@ struct Cta {
     int grid;             // CTAs launched
     sim::hopper::Machine &machine;
     int index;
-    std::unordered_map<std::string, int> shared;                        // args and smem by name
-    std::vector<std::unordered_map<std::string, int>> registers;        // per agent
-    std::map<std::pair<std::string, int64_t>, int> barriers;            // (name, version) -> id
+    std::unordered_map<std::string, int> shared;                 // args and smem by name
+    std::vector<std::unordered_map<std::string, int>> registers; // per agent
+    std::map<std::pair<std::string, int64_t>, int> barriers;     // (name, version) -> id
     std::set<std::string> thread_tiles; // copied by threads: TMA cannot (Plan.h)
 };
 
@@ -86,17 +88,24 @@ public:
           eval([this](const std::string &n) -> const BufferRef & { return buffer(n); },
                [this](const Call *c, double *v) {
                    Expr owns, tile, first;
-                   if (ir::is_core_id(c)) *v = this->cta.index;
-                   else if (ir::is_grid_size(c)) *v = this->cta.grid;
-                   else if (ir::is_warpgroup(c)) *v = this->agent;
-                   else if (ir::as_cluster_tile(c, &owns, &tile, &first)) *v = eval.scalar(eval.scalar(owns) != 0 ? tile : first);
-                   else return false;
+                   if (ir::is_core_id(c))
+                       *v = this->cta.index;
+                   else if (ir::is_grid_size(c))
+                       *v = this->cta.grid;
+                   else if (ir::is_warpgroup(c))
+                       *v = this->agent;
+                   else if (ir::as_cluster_tile(c, &owns, &tile, &first))
+                       *v = eval.scalar(eval.scalar(owns) != 0 ? tile : first);
+                   else
+                       return false;
                    return true;
                }) {
         for (const BarrierDecl &b : cta.kernel.barriers) {
-            for (int s = 0; s < b.slots; s++) phase[{b.name, s}] = b.initial_phase;
+            for (int s = 0; s < b.slots; s++)
+                phase[{b.name, s}] = b.initial_phase;
         }
-        for (const auto &[name, value] : cta.shapes) eval.vars[name] = double(value);
+        for (const auto &[name, value] : cta.shapes)
+            eval.vars[name] = double(value);
     }
 
     Step step(AgentOps &ops) override {
@@ -105,7 +114,8 @@ public:
             // prologue does before the roles branch).
             if (agent == 0 && !initialised) {
                 for (const BarrierDecl &b : cta.kernel.barriers) {
-                    for (int s = 0; s < b.slots; s++) ops.mbarrier_init(cta.barriers.at({b.name, s}), b.arrivals);
+                    for (int s = 0; s < b.slots; s++)
+                        ops.mbarrier_init(cta.barriers.at({b.name, s}), b.arrivals);
                 }
                 initialised = true;
             }
@@ -113,7 +123,8 @@ public:
             // multicast reaches them: a cluster-wide barrier.
             waiting = cta.kernel.cluster > 1 ? "the cluster barrier after mbarrier initialisation"
                                              : "the CTA-wide barrier after mbarrier initialisation";
-            if (!(cta.kernel.cluster > 1 ? ops.cluster_sync() : ops.named_barrier_sync(0, cta.kernel.warpgroups)))
+            if (!(cta.kernel.cluster > 1 ? ops.cluster_sync()
+                                         : ops.named_barrier_sync(0, cta.kernel.warpgroups)))
                 return Step::Blocked;
             started = true;
             return Step::Progress;
@@ -140,7 +151,9 @@ public:
             case Instr::IfFalse:
                 pc = eval.scalar(in.a) != 0 ? pc + 1 : size_t(in.target);
                 break;
-            case Instr::Jump: pc = size_t(in.target); break;
+            case Instr::Jump:
+                pc = size_t(in.target);
+                break;
             case Instr::Op: {
                 std::string counter;
                 if (ir::as_advance(in.op, &counter)) {
@@ -148,7 +161,8 @@ public:
                     pc++;
                     break;
                 }
-                if (!run(in.op, ops)) return Step::Blocked;
+                if (!run(in.op, ops))
+                    return Step::Blocked;
                 pc++;
                 return Step::Progress;
             }
@@ -175,16 +189,19 @@ private:
     int id(const std::string &name) {
         if (agent < int(cta.registers.size())) {
             auto r = cta.registers[agent].find(name);
-            if (r != cta.registers[agent].end()) return r->second;
+            if (r != cta.registers[agent].end())
+                return r->second;
         }
         auto it = cta.shared.find(name);
-        internal_assert(it != cta.shared.end()) << "hopper executor: no buffer " << name << " for agent " << agent << "\n";
+        internal_assert(it != cta.shared.end())
+            << "hopper executor: no buffer " << name << " for agent " << agent << "\n";
         return it->second;
     }
 
     const BufferRef &buffer(const std::string &name) {
         auto it = refs.find(name);
-        if (it != refs.end()) return it->second;
+        if (it != refs.end())
+            return it->second;
         int b = id(name);
         BufferRef r{cta.machine.data(b), cta.machine.type(b), cta.machine.elements(b), b};
         return refs[name] = r;
@@ -194,12 +211,14 @@ private:
 
     int barrier(const std::string &name, int64_t slot) {
         auto it = cta.barriers.find({name, slot});
-        internal_assert(it != cta.barriers.end()) << "hopper executor: no mbarrier " << name << "[" << slot << "]\n";
+        internal_assert(it != cta.barriers.end())
+            << "hopper executor: no mbarrier " << name << "[" << slot << "]\n";
         return it->second;
     }
 
     /** The global tensor of a kernel argument and the coordinates of element `offset` in it. */
-    sim::hopper::TensorView view(const std::string &arg, int64_t offset, std::vector<int64_t> *coords) {
+    sim::hopper::TensorView view(const std::string &arg, int64_t offset,
+                                 std::vector<int64_t> *coords) {
         const KernelArg *a = cta.kernel.arg(arg);
         sim::hopper::TensorView v;
         v.buffer = id(arg);
@@ -223,8 +242,9 @@ private:
      * tile with a tail's data): the box then covers the pitch, and TMA's out-of-bounds rules drop
      * (store) or zero (load) what lies outside the tensor. Boxes wider than 256 elements are split
      * (row by row when the innermost dim is the wide one), as TMA requires. */
-    std::vector<TmaBox> boxes(const ir::CopyOp &c, const sim::hopper::TensorView &v, const std::vector<int64_t> &origin,
-                              int64_t smem_offset, bool global_is_src) {
+    std::vector<TmaBox> boxes(const ir::CopyOp &c, const sim::hopper::TensorView &v,
+                              const std::vector<int64_t> &origin, int64_t smem_offset,
+                              bool global_is_src) {
         // Match the copy's dims to the tensor's by stride; a dim Halide dropped (extent 1) is a box
         // dim of extent 1.
         size_t rank = v.extents.size();
@@ -233,32 +253,39 @@ private:
             int64_t global_stride = value(global_is_src ? dim.src_stride : dim.dst_stride);
             int64_t e = value(dim.extent);
             size_t d = 0;
-            while (d < rank && v.strides[d] != global_stride) d++;
-            internal_assert(d < rank || e == 1)
-                << "hopper: copy of " << c.src << " -> " << c.dst << " does not follow the tensor's dims\n";
-            if (d == rank) continue;
+            while (d < rank && v.strides[d] != global_stride)
+                d++;
+            internal_assert(d < rank || e == 1) << "hopper: copy of " << c.src << " -> " << c.dst
+                                                << " does not follow the tensor's dims\n";
+            if (d == rank)
+                continue;
             full[d] = e;
             smem_stride[d] = value(global_is_src ? dim.dst_stride : dim.src_stride);
         }
         int64_t dense = 1;
         for (size_t d = 0; d < rank; d++) {
-            if (full[d] == 1 && smem_stride[d] == 0) smem_stride[d] = dense;
+            if (full[d] == 1 && smem_stride[d] == 0)
+                smem_stride[d] = dense;
             dense = smem_stride[d] * full[d];
         }
         for (size_t d = 0; d + 1 < rank; d++) {
-            if (full[d + 1] <= 1) continue;
+            if (full[d + 1] <= 1)
+                continue;
             int64_t pitch = smem_stride[d + 1] / std::max<int64_t>(smem_stride[d], 1);
             internal_assert(pitch >= full[d] && pitch * smem_stride[d] == smem_stride[d + 1])
-                << "hopper: copy of " << c.src << " -> " << c.dst << " has no row-major smem tile\n";
+                << "hopper: copy of " << c.src << " -> " << c.dst
+                << " has no row-major smem tile\n";
             full[d] = pitch;
         }
-        internal_assert(smem_stride[0] == 1 || full[0] == 1) << "hopper: smem tile of " << c.dst << " is not dense\n";
+        internal_assert(smem_stride[0] == 1 || full[0] == 1)
+            << "hopper: smem tile of " << c.dst << " is not dense\n";
         const int64_t limit = 256;
         std::vector<TmaBox> out;
         // Chunks along every dim; a chunk of an inner dim narrower than the tile is one row high.
         std::vector<int64_t> chunk(rank);
         bool inner_split = full[0] > limit;
-        for (size_t d = 0; d < rank; d++) chunk[d] = (inner_split && d > 0) ? 1 : std::min(full[d], limit);
+        for (size_t d = 0; d < rank; d++)
+            chunk[d] = (inner_split && d > 0) ? 1 : std::min(full[d], limit);
         std::vector<int64_t> at(rank, 0);
         while (true) {
             TmaBox b;
@@ -272,10 +299,12 @@ private:
             size_t d = 0;
             for (; d < rank; d++) {
                 at[d] += chunk[d];
-                if (at[d] < full[d]) break;
+                if (at[d] < full[d])
+                    break;
                 at[d] = 0;
             }
-            if (d == rank) break;
+            if (d == rank)
+                break;
         }
         return out;
     }
@@ -293,7 +322,8 @@ private:
         bool increase = false;
         if (ir::as_expect(s, &a, &bytes)) {
             ops.mbarrier_arrive_expect_tx(barrier(a.barrier, value(a.slot)), value(bytes));
-        } else if (ir::as_copy(s, &c) && (cta.thread_tiles.count(c.src) || cta.thread_tiles.count(c.dst))) {
+        } else if (ir::as_copy(s, &c) &&
+                   (cta.thread_tiles.count(c.src) || cta.thread_tiles.count(c.dst))) {
             sim::Box src{value(c.src_offset), {}}, dst{value(c.dst_offset), {}};
             for (const ir::CopyDim &d : c.dims) {
                 src.dims.push_back({value(d.extent), value(d.src_stride)});
@@ -312,23 +342,28 @@ private:
             if (c.dst == cta.kernel.args.back().name) {
                 auto out = view(c.dst, value(c.dst_offset), &coords);
                 for (const TmaBox &b : boxes(c, out, coords, value(c.src_offset), false)) {
-                    ops.tma_store(out, b.coords, b.extents, id(c.src), b.smem, c.src + " -> " + c.dst);
+                    ops.tma_store(out, b.coords, b.extents, id(c.src), b.smem,
+                                  c.src + " -> " + c.dst);
                 }
                 ops.bulk_commit_group();
             } else {
                 auto in = view(c.src, value(c.src_offset), &coords);
                 int64_t slot = value(c.slot);
-                const std::string label = c.src + " -> " + c.dst + " (version " + std::to_string(slot) + ")";
+                const std::string label =
+                    c.src + " -> " + c.dst + " (version " + std::to_string(slot) + ")";
                 std::vector<TmaBox> all = boxes(c, in, coords, value(c.dst_offset), true);
                 for (size_t i = 0; i < all.size(); i++) {
                     const TmaBox &b = all[i];
                     if (c.multicast > 1) {
                         // The boxes dealt over the cluster's CTAs, each multicast to all of them.
-                        if (int(i % size_t(c.multicast)) != ops.cluster_rank()) continue;
-                        ops.tma_load_multicast(id(c.dst), b.smem, in, b.coords, b.extents, barrier(c.barrier, slot),
-                                               (1u << c.multicast) - 1, label);
+                        if (int(i % size_t(c.multicast)) != ops.cluster_rank())
+                            continue;
+                        ops.tma_load_multicast(id(c.dst), b.smem, in, b.coords, b.extents,
+                                               barrier(c.barrier, slot), (1u << c.multicast) - 1,
+                                               label);
                     } else {
-                        ops.tma_load(id(c.dst), b.smem, in, b.coords, b.extents, barrier(c.barrier, slot), label);
+                        ops.tma_load(id(c.dst), b.smem, in, b.coords, b.extents,
+                                     barrier(c.barrier, slot), label);
                     }
                 }
             }
@@ -337,31 +372,44 @@ private:
             if (cta.barriers.count({w.barrier, slot})) {
                 int &bit = phase[{w.barrier, slot}];
                 int parity = w.parity.defined() ? int(value(w.parity)) : bit;
-                waiting = "wait " + w.barrier + "[" + std::to_string(slot) + "] parity " + std::to_string(parity);
-                if (!ops.mbarrier_try_wait_parity(barrier(w.barrier, slot), parity)) return false;
+                waiting = "wait " + w.barrier + "[" + std::to_string(slot) + "] parity " +
+                          std::to_string(parity);
+                if (!ops.mbarrier_try_wait_parity(barrier(w.barrier, slot), parity))
+                    return false;
                 bit ^= 1;
             } else {
                 // The empty barrier of a store source: the bulk stores reading it are done.
                 waiting = "bulk stores out of " + w.barrier;
-                if (!ops.bulk_wait_group_read(0)) return false;
+                if (!ops.bulk_wait_group_read(0))
+                    return false;
             }
         } else if (ir::as_arrive(s, &a) && a.cluster > 1) {
-            for (int rank = 0; rank < a.cluster; rank++) ops.mbarrier_arrive_remote(barrier(a.barrier, value(a.slot)), rank);
+            for (int rank = 0; rank < a.cluster; rank++)
+                ops.mbarrier_arrive_remote(barrier(a.barrier, value(a.slot)), rank);
         } else if (ir::as_arrive(s, &a)) {
             ops.mbarrier_arrive(barrier(a.barrier, value(a.slot)));
         } else if (ir::as_mma(s, &m)) {
             ops.wgmma_fence();
-            ops.wgmma(id(m.acc), sim::Box{value(m.acc_offset), {{value(m.n), value(m.acc_stride_n)}, {value(m.m), value(m.acc_stride_m)}}},
-                      id(m.a), sim::Box{value(m.a_offset), {{value(m.k), value(m.a_stride_k)}, {value(m.m), value(m.a_stride_m)}}},
-                      id(m.b), sim::Box{value(m.b_offset), {{value(m.n), value(m.b_stride_n)}, {value(m.k), value(m.b_stride_k)}}},
-                      m.acc + " += " + m.a + " * " + m.b);
+            ops.wgmma(
+                id(m.acc),
+                sim::Box{
+                    value(m.acc_offset),
+                    {{value(m.n), value(m.acc_stride_n)}, {value(m.m), value(m.acc_stride_m)}}},
+                id(m.a),
+                sim::Box{value(m.a_offset),
+                         {{value(m.k), value(m.a_stride_k)}, {value(m.m), value(m.a_stride_m)}}},
+                id(m.b),
+                sim::Box{value(m.b_offset),
+                         {{value(m.n), value(m.b_stride_n)}, {value(m.k), value(m.b_stride_k)}}},
+                m.acc + " += " + m.a + " * " + m.b);
             ops.wgmma_commit_group();
         } else if (std::string acc; ir::as_mma_wait(s, &acc, &pending)) {
             ops.wgmma_wait_group(pending);
         } else if (ir::as_vector_op(s, &v, &body)) {
             std::vector<sim::Access> accesses;
             for (const ir::Region &r : v.regions) {
-                accesses.push_back({id(r.buffer), sim::Box{value(r.lo), {{value(r.extent), 1}}}, r.write});
+                accesses.push_back(
+                    {id(r.buffer), sim::Box{value(r.lo), {{value(r.extent), 1}}}, r.write});
             }
             ops.vector_op(v.label, value(v.flops), accesses, [&] { eval.elements(body); });
         } else if (ir::is_fence_proxy_async(s)) {
@@ -377,8 +425,8 @@ private:
 
 } // namespace
 
-void execute(const Kernel &kernel, sim::hopper::Machine &machine, const std::map<std::string, int> &arguments,
-             const Shapes &shapes) {
+void execute(const Kernel &kernel, sim::hopper::Machine &machine,
+             const std::map<std::string, int> &arguments, const Shapes &shapes) {
     std::vector<Instr> code;
     compile(kernel.body, code);
     std::set<std::string> thread_tiles;
@@ -387,7 +435,8 @@ void execute(const Kernel &kernel, sim::hopper::Machine &machine, const std::map
     try {
         check_call(plan.launch_checks, shapes, kernel.name);
     } catch (const ShapeError &e) {
-        if (!e.target_limit) throw;
+        if (!e.target_limit)
+            throw;
         try {
             plan = plan_kernel(kernel, StridePolicy::Threads);
         } catch (const Error &) {
@@ -395,10 +444,12 @@ void execute(const Kernel &kernel, sim::hopper::Machine &machine, const std::map
         }
     }
     for (const auto &[name, tile] : plan.tiles) {
-        if (tile.threads()) thread_tiles.insert(name);
+        if (tile.threads())
+            thread_tiles.insert(name);
     }
     std::map<std::string, Expr> extents;
-    for (const auto &[name, value] : shapes) extents[name] = Expr(int(value));
+    for (const auto &[name, value] : shapes)
+        extents[name] = Expr(int(value));
     // A persistent grid is sized at launch as on the GPU: this machine's SMs (at most the machine
     // description's it was compiled for), or the call's tile count where it is smaller (the kernel
     // strides by tandem_grid_size()).
@@ -409,7 +460,8 @@ void execute(const Kernel &kernel, sim::hopper::Machine &machine, const std::map
         grid = int(std::clamp<int64_t>(tiles, 1, sms * kernel.ctas_per_sm));
         // Whole clusters (as many as the SMs hold at once, at least one).
         const int c = kernel.cluster;
-        grid = int(std::max<int64_t>(c, std::min<int64_t>((grid + c - 1) / c * c, sms * kernel.ctas_per_sm / c * c)));
+        grid = int(std::max<int64_t>(
+            c, std::min<int64_t>((grid + c - 1) / c * c, sms * kernel.ctas_per_sm / c * c)));
     }
     machine.set_grid(grid);
     // The CTAs of a cluster run together; each its own agents and buffers.
@@ -417,37 +469,45 @@ void execute(const Kernel &kernel, sim::hopper::Machine &machine, const std::map
     ctas.reserve(size_t(grid));
     for (int index = 0; index < grid; index++) {
         ctas.push_back(Cta{kernel, shapes, grid, machine, index, {}, {}, {}, thread_tiles});
-        for (const auto &[name, id] : arguments) ctas.back().shared[name] = id;
+        for (const auto &[name, id] : arguments)
+            ctas.back().shared[name] = id;
     }
     for (int first = 0; first < grid; first += kernel.cluster) {
-        machine.run_cluster(first, kernel.cluster, [&](sim::hopper::Machine::CtaBuilder &b, int index) {
-            Cta &cta = ctas[size_t(index)];
-            std::vector<int> agents;
-            for (int a = 0; a < kernel.warpgroups; a++) {
-                agents.push_back(b.add_agent(kernel.warpgroups == 1 ? "warpgroup" : a == 0 ? "producer" : "consumer " + std::to_string(a - 1)));
-            }
-            cta.registers.assign(kernel.warpgroups, {});
-            for (const SramBuffer &buf : kernel.buffers) {
-                sim::DType t = dtype_of(buf.type);
-                if (!buf.in_registers) {
-                    cta.shared[buf.name] = b.add_smem(buf.name, t, buf.elements(),
-                                                      buf.chip_slot_bytes ? buf.slots * buf.chip_slot_bytes : -1);
-                    continue;
+        machine.run_cluster(
+            first, kernel.cluster, [&](sim::hopper::Machine::CtaBuilder &b, int index) {
+                Cta &cta = ctas[size_t(index)];
+                std::vector<int> agents;
+                for (int a = 0; a < kernel.warpgroups; a++) {
+                    agents.push_back(b.add_agent(kernel.warpgroups == 1 ? "warpgroup"
+                                                 : a == 0               ? "producer"
+                                                          : "consumer " + std::to_string(a - 1)));
                 }
-                // Accumulators: one copy per warpgroup that computes (not the producer).
-                for (int a = kernel.warpgroups == 1 ? 0 : 1; a < kernel.warpgroups; a++) {
-                    cta.registers[a][buf.name] = b.add_registers(agents[a], buf.name, t, buf.elements());
+                cta.registers.assign(kernel.warpgroups, {});
+                for (const SramBuffer &buf : kernel.buffers) {
+                    sim::DType t = dtype_of(buf.type);
+                    if (!buf.in_registers) {
+                        cta.shared[buf.name] =
+                            b.add_smem(buf.name, t, buf.elements(),
+                                       buf.chip_slot_bytes ? buf.slots * buf.chip_slot_bytes : -1);
+                        continue;
+                    }
+                    // Accumulators: one copy per warpgroup that computes (not the producer).
+                    for (int a = kernel.warpgroups == 1 ? 0 : 1; a < kernel.warpgroups; a++) {
+                        cta.registers[a][buf.name] =
+                            b.add_registers(agents[a], buf.name, t, buf.elements());
+                    }
                 }
-            }
-            for (const BarrierDecl &bar : kernel.barriers) {
-                for (int s = 0; s < bar.slots; s++) {
-                    cta.barriers[{bar.name, s}] = b.add_barrier(bar.name + "[" + std::to_string(s) + "]");
+                for (const BarrierDecl &bar : kernel.barriers) {
+                    for (int s = 0; s < bar.slots; s++) {
+                        cta.barriers[{bar.name, s}] =
+                            b.add_barrier(bar.name + "[" + std::to_string(s) + "]");
+                    }
                 }
-            }
-            std::vector<std::unique_ptr<AgentProgram>> programs;
-            for (int a = 0; a < kernel.warpgroups; a++) programs.push_back(std::make_unique<Role>(cta, code, a));
-            return programs;
-        });
+                std::vector<std::unique_ptr<AgentProgram>> programs;
+                for (int a = 0; a < kernel.warpgroups; a++)
+                    programs.push_back(std::make_unique<Role>(cta, code, a));
+                return programs;
+            });
     }
 }
 

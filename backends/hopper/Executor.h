@@ -25,8 +25,8 @@
 namespace tandem::hopper_backend {
 
 /** `arguments` maps each kernel argument name to its global buffer id in `machine`. */
-void execute(const Kernel &kernel, sim::hopper::Machine &machine, const std::map<std::string, int> &arguments,
-             const Shapes &shapes = {});
+void execute(const Kernel &kernel, sim::hopper::Machine &machine,
+             const std::map<std::string, int> &arguments, const Shapes &shapes = {});
 
 } // namespace tandem::hopper_backend
 

@@ -327,7 +327,8 @@ private:
         if (!proven(m.n == 1) && !proven(m.k == 1)) {
             auto [known, first] = b_layouts.emplace(m.acc, b_k_major);
             if (!first && known->second != b_k_major)
-                throw Error("hopper: the MMAs into " + m.acc + " read " + m.b + " both N-major and K-major");
+                throw Error("hopper: the MMAs into " + m.acc + " read " + m.b +
+                            " both N-major and K-major");
         }
         info.b_k_major = b_layouts.count(m.acc) ? b_layouts.at(m.acc) : b_k_major;
         info.a = m.a;
@@ -411,13 +412,14 @@ private:
 
     /** Why a tensor map cannot take a global stride (not a multiple of 16 bytes). */
     std::string stride_reason(const CopyInfo &c, size_t d, const Expr &stride_bytes) {
-        return user_text(c.arg) + " has a global stride of " + user_text(stride_bytes) + " bytes in dim " +
-               std::to_string(d) + " (" + type_text(kernel.arg(c.arg)->type) +
+        return user_text(c.arg) + " has a global stride of " + user_text(stride_bytes) +
+               " bytes in dim " + std::to_string(d) + " (" + type_text(kernel.arg(c.arg)->type) +
                "); TMA needs multiples of 16 bytes";
     }
 
     /** Whether TMA can take the global stride of view dim `d` of the copy's tensor: a constant
-     * multiple of 16 bytes, or one known only at run time, which the call checks (Plan::launch_checks). */
+     * multiple of 16 bytes, or one known only at run time, which the call checks
+     * (Plan::launch_checks). */
     bool tma_stride(const CopyInfo &c, const KernelArg::Dim &dim, size_t d, std::string *why) {
         const Expr bytes = simplify(dim.stride * kernel.arg(c.arg)->type.bytes());
         if (is_const_one(dim.extent))
@@ -437,7 +439,8 @@ private:
             if (l.why == reason)
                 return true;
         }
-        plan.launch_checks.push_back({simplify(bytes % 16 == 0 || dim.extent == 1), reason, /*target_limit=*/true});
+        plan.launch_checks.push_back(
+            {simplify(bytes % 16 == 0 || dim.extent == 1), reason, /*target_limit=*/true});
         return true;
     }
 
@@ -468,8 +471,9 @@ private:
     std::vector<KernelArg::Dim> operand_view(const KernelArg *arg, const Tile &tile) const {
         if (tile.data.size() == 2)
             return arg->copy_view();
-        return {{arg->extents[0], 1}, {arg->extents[1], arg->extents[0]}}; // both static: a
-                                                                           // runtime dim stays in the view
+        return {{arg->extents[0], 1},
+                {arg->extents[1], arg->extents[0]}}; // both static: a
+                                                     // runtime dim stays in the view
     }
 
     /** An MMA operand whose tensor has a global stride TMA cannot take is copied by threads. */
@@ -543,7 +547,8 @@ private:
         acc.m = round_up(ra[1], 64);
         acc.n = round_up(b_n, block);
         a.layout = {acc.k, acc.m};
-        b.layout = b.k_major ? std::vector<int64_t>{acc.k, acc.n} : std::vector<int64_t>{acc.n, acc.k};
+        b.layout =
+            b.k_major ? std::vector<int64_t>{acc.k, acc.n} : std::vector<int64_t>{acc.n, acc.k};
         for (Tile *t : {&a, &b}) {
             t->reach.clear();
             for (size_t d = 0; d < t->data.size(); d++)
@@ -558,13 +563,13 @@ private:
             throw Error("hopper: MMA tile N of " + acc.buffer->name + " is " +
                         std::to_string(acc.n) + "; wgmma takes at most 256");
         // Cooperative consumers hold every other 64-row block (the last one may have none).
-        const int64_t sharing = kernel.consumer_warpgroups, blocks = (acc.m / 64 + sharing - 1) / sharing;
+        const int64_t sharing = kernel.consumer_warpgroups,
+                      blocks = (acc.m / 64 + sharing - 1) / sharing;
         if (blocks * acc.n / 2 > max_accumulators) {
             throw Error("hopper: the " + std::to_string(acc.m) + " x " + std::to_string(acc.n) +
                         " accumulator " + acc.buffer->name + " needs " +
-                        std::to_string(blocks * acc.n / 2) +
-                        " f32 registers per thread (at most " + std::to_string(max_accumulators) +
-                        "): use a smaller MMA tile");
+                        std::to_string(blocks * acc.n / 2) + " f32 registers per thread (at most " +
+                        std::to_string(max_accumulators) + "): use a smaller MMA tile");
         }
         for (const ir::MmaOp &m : mmas) {
             if (m.acc != acc.buffer->name)
@@ -593,7 +598,8 @@ private:
     /** A box wider than 256 elements with more than one row: the argument's dim 0 viewed as
      * {chunk, extent / chunk} so that one box covers the tile and lands in the same row-major
      * order; 0 with `why` set where no chunk divides both. */
-    int64_t chunk_for(const CopyInfo &c, int64_t inner, const Expr &global_extent, std::string *why) {
+    int64_t chunk_for(const CopyInfo &c, int64_t inner, const Expr &global_extent,
+                      std::string *why) {
         const int64_t bytes = kernel.arg(c.arg)->type.bytes();
         const int64_t global = is_const(global_extent) ? *as_const_int(global_extent) : 0;
         if (!global) {
@@ -764,7 +770,8 @@ private:
                 for (const CopyInfo *c : mine) {
                     if (v.chunk.count(c->arg))
                         continue;
-                    int64_t chunk = chunk_for(*c, inner, simplify(Expr(int(below)) * first[j].extent), &why);
+                    int64_t chunk =
+                        chunk_for(*c, inner, simplify(Expr(int(below)) * first[j].extent), &why);
                     if (!chunk)
                         return false;
                     v.chunk[c->arg] = chunk;
@@ -790,7 +797,8 @@ private:
             return; // threads follow the copy's own strides
         std::vector<KernelArg::Dim> view = arg->copy_view();
         for (size_t d = 0; d < c.op.dims.size(); d++) {
-            if (!proven(c.global_stride(d) == view[d].stride) && !proven(c.op.dims[d].extent == 1)) {
+            if (!proven(c.global_stride(d) == view[d].stride) &&
+                !proven(c.op.dims[d].extent == 1)) {
                 throw Error("hopper: " + copy_text(c) + " dim " + std::to_string(d) +
                             " does not step through " + c.arg + " with its stride " +
                             user_text(view[d].stride) + "; TMA boxes follow the tensor's dims");
@@ -825,7 +833,8 @@ private:
                 continue;
             // K is layout dim 0 of a K-major operand (A, a K-major B), dim 1 of an N-major B.
             bool along_k = tile.kind != TileKind::Plain && tile.role[d] == (tile.k_major ? 0u : 1u);
-            if ((c.load && !along_k) || (is_const(view[d].extent) && c.min_end[d] >= *as_const_int(view[d].extent)))
+            if ((c.load && !along_k) ||
+                (is_const(view[d].extent) && c.min_end[d] >= *as_const_int(view[d].extent)))
                 continue;
             if (reach > tile.data[d]) {
                 return to_threads(tile, "its box would reach " + std::to_string(reach) +
@@ -866,8 +875,9 @@ private:
             const KernelArg *arg = kernel.arg(c.arg);
             const Tile &tile = plan.tiles.at(c.buffer);
             if (arg->type != tile.buffer->type) {
-                throw Error("hopper: " + copy_text(c) + " converts types; copies move bytes (make " +
-                            "both " + type_text(arg->type) + ")");
+                throw Error("hopper: " + copy_text(c) +
+                            " converts types; copies move bytes (make " + "both " +
+                            type_text(arg->type) + ")");
             }
             if (tile.threads())
                 continue;
@@ -960,7 +970,8 @@ private:
     /** A 2-D tile only TMA stores read, one box wide, rows of whole 128-byte blocks and a
      * multiple of 8 rows (the swizzle atom): swizzled (Tile::swizzled_store). */
     void swizzle_store(const std::string &name, Tile &tile) {
-        if (tile.kind != TileKind::Plain || !tile.tma() || tile.threads() || !plan.store_sources.count(name))
+        if (tile.kind != TileKind::Plain || !tile.tma() || tile.threads() ||
+            !plan.store_sources.count(name))
             return;
         for (const CopyInfo *c : copies_of(name)) {
             if (c->load)
@@ -968,9 +979,11 @@ private:
         }
         const int64_t bytes = tile.buffer->type.bytes();
         auto v = views.find(name);
-        if (tile.layout.size() != 2 || (bytes != 2 && bytes != 4) || (tile.layout[0] * bytes) % swizzle_bytes != 0 ||
-            tile.layout[1] % 8 != 0 || tile.layout[1] > max_box || v == views.end() || v->second.merged ||
-            v->second.rows > 1 || v->second.last || v->second.blocks > 1 || !v->second.chunk.empty())
+        if (tile.layout.size() != 2 || (bytes != 2 && bytes != 4) ||
+            (tile.layout[0] * bytes) % swizzle_bytes != 0 || tile.layout[1] % 8 != 0 ||
+            tile.layout[1] > max_box || v == views.end() || v->second.merged ||
+            v->second.rows > 1 || v->second.last || v->second.blocks > 1 ||
+            !v->second.chunk.empty())
             return;
         tile.swizzled_store = true;
     }
@@ -986,7 +999,8 @@ private:
             bool writes = false, reads_accumulator = false;
             for (const ir::Region &r : v.op.regions) {
                 writes = writes || (r.write && r.buffer == name);
-                reads_accumulator = reads_accumulator || (!r.write && plan.accumulators.count(r.buffer));
+                reads_accumulator =
+                    reads_accumulator || (!r.write && plan.accumulators.count(r.buffer));
             }
             writers += writes;
             epilogues += writes && reads_accumulator;
@@ -1024,7 +1038,8 @@ private:
             if (it == plan.tiles.end())
                 continue;
             Tile &tile = it->second;
-            const int64_t align = tile.kind == TileKind::Plain && !tile.swizzled_store ? 128 : swizzle_atom_bytes;
+            const int64_t align =
+                tile.kind == TileKind::Plain && !tile.swizzled_store ? 128 : swizzle_atom_bytes;
             int64_t slot = b.slot_elements * b.type.bytes();
             if (tile.tma()) {
                 int64_t box = b.type.bytes();

@@ -112,14 +112,14 @@ struct TensorMap {
     std::vector<Halide::Expr> extents, strides; // of the view, innermost first; strides in
                                                 // elements (in terms of runtime extents)
     std::vector<int64_t> box;
-    std::vector<Halide::Expr> byte_strides;     // of dims 1..: the map's global strides (a dim of
-                                                // extent 1 is never stepped: any legal stride)
-    std::string view;                           // how the view relates to the tensor, for comments
-    int64_t chunk = 0;                          // > 0: the argument's dim 0 is split into chunks
-    bool swizzle = false;                       // 128B swizzle (MMA operands)
-    int blocks = 1;          // boxes per copy along dim 0 (box[0] apart in the view)
-    int64_t block_bytes = 0; // shared memory between consecutive blocks
-    int64_t last_box = 0;    // > 0: the last block is this wide, through tensor map `last_name`
+    std::vector<Halide::Expr> byte_strides; // of dims 1..: the map's global strides (a dim of
+                                            // extent 1 is never stepped: any legal stride)
+    std::string view;                       // how the view relates to the tensor, for comments
+    int64_t chunk = 0;                      // > 0: the argument's dim 0 is split into chunks
+    bool swizzle = false;                   // 128B swizzle (MMA operands)
+    int blocks = 1;                         // boxes per copy along dim 0 (box[0] apart in the view)
+    int64_t block_bytes = 0;                // shared memory between consecutive blocks
+    int64_t last_box = 0; // > 0: the last block is this wide, through tensor map `last_name`
     std::string last_name;
     int rows = 1;          // > 1: boxes of one row each, for `rows` rows of the view's dim 1
     int64_t row_bytes = 0; // shared memory between the rows
@@ -148,8 +148,6 @@ struct TailCheck {
     int64_t reach;
     Halide::Expr view_extent, view_stride;
 };
-
-
 
 struct Plan {
     std::map<std::string, Tile> tiles;

@@ -170,14 +170,14 @@ bool has_memory(CoreKind k, Mem m) {
 
 namespace {
 
-constexpr int kPipes = 7; // S .. MTE3: the pipes that queue ops (ALL is not one)
+constexpr int kPipes = 7;      // S .. MTE3: the pipes that queue ops (ALL is not one)
 constexpr int kVDone = kPipes; // the clock entry counting V ops known complete
 constexpr int kAgents = kPipes + 1;
 constexpr int kMems = 6;
 constexpr int kMaxCores = 4096;
 constexpr int kMaxEventIds = 64;
-constexpr int kCrossFlags = 16;       // cross-core flag ids per core (a larger id keeps its low 4 bits)
-constexpr int kCrossCounterMax = 15;  // a cross-core flag's counter: 0 .. 15
+constexpr int kCrossFlags = 16; // cross-core flag ids per core (a larger id keeps its low 4 bits)
+constexpr int kCrossCounterMax = 15; // a cross-core flag's counter: 0 .. 15
 constexpr Pipe kWorkPipes[] = {Pipe::MTE2, Pipe::MTE1, Pipe::M, Pipe::FIX, Pipe::V, Pipe::MTE3};
 
 /** A data path: which pipe moves src -> dst and at which rate (bytes per cycle). */
@@ -417,7 +417,8 @@ bool is_queue_pipe(Pipe p) {
 
 struct Core::State {
     std::vector<Op> program;
-    std::array<int64_t, kCrossFlags> cross_sets{}, cross_waits{}; // per cross-core flag id, recorded so far
+    std::array<int64_t, kCrossFlags> cross_sets{},
+        cross_waits{};                // per cross-core flag id, recorded so far
     std::vector<int64_t> sets, waits; // per flag key, recorded so far
     std::vector<uint32_t> last_set;   // per flag key: label of its latest set
     bool ran = false;
@@ -462,7 +463,7 @@ struct Machine::Impl {
     bool deadlock = false;
     std::string deadlock_message;
     bool mix = false; // KERNEL_TYPE_MIX_AIC_1_2: cross-core flags join each AIC with its two AIVs
-    std::vector<int> ended;           // cores whose program ended, not simulated yet
+    std::vector<int> ended; // cores whose program ended, not simulated yet
     detail::L2Lines l2_lines;
     /** A bandwidth shared by every core: one queue served in the machine's time order. */
     struct Shared {
@@ -477,7 +478,9 @@ struct Machine::Impl {
     Shared hbm{params.hbm_bytes_per_cycle}; // reads that missed L2, write-backs
     Shared l2{params.l2_bytes_per_cycle};   // every GM read and write
 
-    CoreKind kind(int core) const { return core < params.cube_cores ? CoreKind::AIC : CoreKind::AIV; }
+    CoreKind kind(int core) const {
+        return core < params.cube_cores ? CoreKind::AIC : CoreKind::AIV;
+    }
     /** "AIC 3", "AIV 0": the core's kind and its index among them (GetBlockIdx). */
     std::string core_text(int core) const {
         return std::string(core_kind_name(kind(core))) + " " +
@@ -534,7 +537,8 @@ struct Machine::Impl {
                  std::string("pipe ") + pipe_name(p) + " is on the " +
                      (kind(core) == CoreKind::AIC ? "vector cores (AIV)" : "cube cores (AIC)") +
                      "; an " + core_kind_name(kind(core)) + " has " +
-                     (kind(core) == CoreKind::AIC ? "S, MTE2, MTE1, M and FIX" : "S, MTE2, V and MTE3"));
+                     (kind(core) == CoreKind::AIC ? "S, MTE2, MTE1, M and FIX"
+                                                  : "S, MTE2, V and MTE3"));
         }
     }
 
@@ -559,9 +563,8 @@ struct Machine::Impl {
         const Buffer &b = buffers[size_t(buffer)];
         if (b.core >= 0 && b.core != core) {
             fail(what, core,
-                 std::string(role) + " buffer '" + b.name + "' is " + mem_name(b.mem) +
-                     " of " + core_text(b.core) +
-                     "; a core can only touch its own local memories and GM");
+                 std::string(role) + " buffer '" + b.name + "' is " + mem_name(b.mem) + " of " +
+                     core_text(b.core) + "; a core can only touch its own local memories and GM");
         }
         std::string outside = detail::box_outside_error(role, box, b.name, b.elements);
         if (!outside.empty()) {
@@ -644,29 +647,37 @@ struct Machine::Impl {
         std::string what = "DataCopy '" + label + "' (Nd2Nz, MTE2)";
         Core::State &state = recording(what, core);
         if (p.n_value < 0 || p.d_value < 0 || p.dst_nz_c0_stride < 0 || p.dst_nz_n_stride < 1) {
-            fail(what, core, "nValue, dValue and the strides must not be negative (dstNzNStride >= 1)");
+            fail(what, core,
+                 "nValue, dValue and the strides must not be negative (dstNzNStride >= 1)");
         }
         // Nd2NzParams' fields are 16 bits; nValue at most 16384 (the AscendC docs).
-        if (p.n_value > 16384 || p.d_value > 65535 || p.src_d_value > 65535 || p.dst_nz_c0_stride > 65535 ||
-            p.dst_nz_n_stride > 65535) {
-            fail(what, core, "nValue " + std::to_string(p.n_value) + ", dValue " + std::to_string(p.d_value) +
-                                 ", srcDValue " + std::to_string(p.src_d_value) + ", dstNzC0Stride " +
-                                 std::to_string(p.dst_nz_c0_stride) +
-                                 ": Nd2NzParams holds 16-bit fields (nValue at most 16384)");
+        if (p.n_value > 16384 || p.d_value > 65535 || p.src_d_value > 65535 ||
+            p.dst_nz_c0_stride > 65535 || p.dst_nz_n_stride > 65535) {
+            fail(what, core,
+                 "nValue " + std::to_string(p.n_value) + ", dValue " + std::to_string(p.d_value) +
+                     ", srcDValue " + std::to_string(p.src_d_value) + ", dstNzC0Stride " +
+                     std::to_string(p.dst_nz_c0_stride) +
+                     ": Nd2NzParams holds 16-bit fields (nValue at most 16384)");
         }
-        const int64_t c0 = dst >= 0 && size_t(dst) < buffers.size() ? c0_of(buffers[size_t(dst)].type) : 1;
+        const int64_t c0 =
+            dst >= 0 && size_t(dst) < buffers.size() ? c0_of(buffers[size_t(dst)].type) : 1;
         const int64_t blocks = ceil_div(p.d_value, c0);
-        Box dst_box{dst_offset, {{c0, 1}, {p.n_value, p.dst_nz_n_stride * c0}, {blocks, p.dst_nz_c0_stride * c0}}};
+        Box dst_box{
+            dst_offset,
+            {{c0, 1}, {p.n_value, p.dst_nz_n_stride * c0}, {blocks, p.dst_nz_c0_stride * c0}}};
         Box src_box{src_offset, {{p.d_value, 1}, {p.n_value, p.src_d_value}}};
         const Buffer &to = checked_buffer(what, core, "destination", dst, dst_box);
         const Buffer &from = checked_buffer(what, core, "source", src, src_box);
         if (to.mem != Mem::L1 || from.mem != Mem::GM || to.type != from.type) {
-            fail(what, core, "Nd2Nz copies GM to L1 without conversion; got " + std::string(mem_name(from.mem)) +
-                                 " " + dtype_name(from.type) + " -> " + mem_name(to.mem) + " " + dtype_name(to.type));
+            fail(what, core,
+                 "Nd2Nz copies GM to L1 without conversion; got " +
+                     std::string(mem_name(from.mem)) + " " + dtype_name(from.type) + " -> " +
+                     mem_name(to.mem) + " " + dtype_name(to.type));
         }
         if (p.dst_nz_c0_stride < p.n_value * p.dst_nz_n_stride && blocks > 1) {
-            fail(what, core, "dstNzC0Stride " + std::to_string(p.dst_nz_c0_stride) + " is less than the " +
-                                 std::to_string(p.n_value) + " rows a column block holds");
+            fail(what, core,
+                 "dstNzC0Stride " + std::to_string(p.dst_nz_c0_stride) + " is less than the " +
+                     std::to_string(p.n_value) + " rows a column block holds");
         }
         Op op;
         op.kind = OpKind::DataCopy;
@@ -685,9 +696,11 @@ struct Machine::Impl {
                 for (int64_t n = 0; n < p.n_value; ++n) {
                     for (int64_t col = 0; col < blocks * c0; ++col) {
                         std::byte *out = d + (dst_offset + (col / c0) * p.dst_nz_c0_stride * c0 +
-                                              n * p.dst_nz_n_stride * c0 + col % c0) * e;
+                                              n * p.dst_nz_n_stride * c0 + col % c0) *
+                                                 e;
                         if (col < p.d_value) {
-                            std::memcpy(out, s + (src_offset + n * p.src_d_value + col) * e, size_t(e));
+                            std::memcpy(out, s + (src_offset + n * p.src_d_value + col) * e,
+                                        size_t(e));
                         } else {
                             std::memset(out, 0, size_t(e)); // padded to 32 bytes with zeros
                         }
@@ -702,21 +715,26 @@ struct Machine::Impl {
                       const LoadData2D &p, const std::string &label) {
         std::string what = "LoadData '" + label + "' (MTE1)";
         recording(what, core);
-        if (p.repeat_times < 0 || p.repeat_times > 255 || p.start_index < 0 || p.start_index > 65535 ||
-            p.src_stride < 0 || p.src_stride > 65535 || p.dst_gap < 0 || p.dst_gap > 65535) {
-            fail(what, core, "repeatTimes must be in 0..255 (one 512-byte fractal each) and startIndex, "
-                             "srcStride and dstGap in 0..65535 (LoadData2DParams' field widths)");
+        if (p.repeat_times < 0 || p.repeat_times > 255 || p.start_index < 0 ||
+            p.start_index > 65535 || p.src_stride < 0 || p.src_stride > 65535 || p.dst_gap < 0 ||
+            p.dst_gap > 65535) {
+            fail(what, core,
+                 "repeatTimes must be in 0..255 (one 512-byte fractal each) and startIndex, "
+                 "srcStride and dstGap in 0..65535 (LoadData2DParams' field widths)");
         }
-        const DType type = dst >= 0 && size_t(dst) < buffers.size() ? buffers[size_t(dst)].type : DType::BF16;
+        const DType type =
+            dst >= 0 && size_t(dst) < buffers.size() ? buffers[size_t(dst)].type : DType::BF16;
         const int64_t fractal = 512 / bytes_of(type);
         if (p.transpose && bytes_of(type) != 2) {
-            fail(what, core, "ifTranspose transposes 16 x 16 fractals of 16-bit data; " +
-                                 std::string(dtype_name(type)) + " takes LoadDataWithTranspose");
+            fail(what, core,
+                 "ifTranspose transposes 16 x 16 fractals of 16-bit data; " +
+                     std::string(dtype_name(type)) + " takes LoadDataWithTranspose");
         }
         Box dst_box, src_box;
         const int64_t first = src_offset + p.start_index * fractal;
         if (p.transpose) {
-            dst_box = {dst_offset, {{16, 1}, {16, 16}, {p.repeat_times, (1 + p.dst_gap) * fractal}}};
+            dst_box = {dst_offset,
+                       {{16, 1}, {16, 16}, {p.repeat_times, (1 + p.dst_gap) * fractal}}};
             src_box = {first, {{16, 16}, {16, 1}, {p.repeat_times, p.src_stride * fractal}}};
         } else {
             dst_box = {dst_offset, {{fractal, 1}, {p.repeat_times, (1 + p.dst_gap) * fractal}}};
@@ -725,30 +743,38 @@ struct Machine::Impl {
         const Buffer &to = checked_buffer(what, core, "destination", dst, dst_box);
         checked_buffer(what, core, "source", src, src_box);
         if (to.mem != Mem::L0A && to.mem != Mem::L0B) {
-            fail(what, core, "LoadData2D loads L0A or L0B; '" + to.name + "' is in " + mem_name(to.mem));
+            fail(what, core,
+                 "LoadData2D loads L0A or L0B; '" + to.name + "' is in " + mem_name(to.mem));
         }
         data_copy(core, dst, dst_box, src, src_box, label);
     }
 
-    void mmad_fractal(int core, int c, int64_t c_offset, int a, int64_t a_offset, int b, int64_t b_offset,
-                      int64_t m, int64_t n, int64_t k, bool accumulate, const std::string &label) {
+    void mmad_fractal(int core, int c, int64_t c_offset, int a, int64_t a_offset, int b,
+                      int64_t b_offset, int64_t m, int64_t n, int64_t k, bool accumulate,
+                      const std::string &label) {
         std::string what = "Mmad '" + label + "' (M)";
         Core::State &state = recording(what, core);
         if (m < 0 || n < 0 || k < 0 || m > 4095 || n > 4095 || k > 4095) {
             fail(what, core, "MmadParams m, n and k must be in 0..4095");
         }
-        const DType type = a >= 0 && size_t(a) < buffers.size() ? buffers[size_t(a)].type : DType::BF16;
+        const DType type =
+            a >= 0 && size_t(a) < buffers.size() ? buffers[size_t(a)].type : DType::BF16;
         const int64_t c0 = c0_of(type);
-        const int64_t mp = ceil_div(m, 16) * 16, np = ceil_div(n, 16) * 16, kp = ceil_div(k, c0) * c0;
-        Box c_box{c_offset, {{mp * np, 1}}}, a_box{a_offset, {{mp * kp, 1}}}, b_box{b_offset, {{kp * np, 1}}};
+        const int64_t mp = ceil_div(m, 16) * 16, np = ceil_div(n, 16) * 16,
+                      kp = ceil_div(k, c0) * c0;
+        Box c_box{c_offset, {{mp * np, 1}}}, a_box{a_offset, {{mp * kp, 1}}},
+            b_box{b_offset, {{kp * np, 1}}};
         const Buffer &cb = checked_buffer(what, core, "c", c, c_box);
         const Buffer &ab = checked_buffer(what, core, "a", a, a_box);
         const Buffer &bb = checked_buffer(what, core, "b", b, b_box);
         if (cb.mem != Mem::L0C || ab.mem != Mem::L0A || bb.mem != Mem::L0B) {
-            fail(what, core, "Mmad takes c from L0C, a from L0A and b from L0B; got " +
-                                 std::string(mem_name(cb.mem)) + ", " + mem_name(ab.mem) + ", " + mem_name(bb.mem));
+            fail(what, core,
+                 "Mmad takes c from L0C, a from L0A and b from L0B; got " +
+                     std::string(mem_name(cb.mem)) + ", " + mem_name(ab.mem) + ", " +
+                     mem_name(bb.mem));
         }
-        std::string types = detail::mma_type_error(cb.name, cb.type, ab.name, ab.type, bb.name, bb.type, "Mmad");
+        std::string types =
+            detail::mma_type_error(cb.name, cb.type, ab.name, ab.type, bb.name, bb.type, "Mmad");
         if (!types.empty() || ab.type != bb.type) {
             fail(what, core, types.empty() ? "a and b must have one type" : types);
         }
@@ -772,29 +798,37 @@ struct Machine::Impl {
             const int64_t e = bytes_of(type);
             Impl *impl = this;
             op.compute = [=] {
-                // Gather the fractal operands into dense a(k, m), b(n, k), c(n, m), multiply, scatter.
+                // Gather the fractal operands into dense a(k, m), b(n, k), c(n, m), multiply,
+                // scatter.
                 std::vector<std::byte> ga(size_t(k * m * e)), gb(size_t(n * k * e));
                 std::vector<float> gc(size_t(n * m));
                 for (int64_t mi = 0; mi < m; ++mi)
                     for (int64_t ki = 0; ki < k; ++ki)
                         std::memcpy(&ga[size_t((mi * k + ki) * e)],
-                                    ad + (a_offset + (mi / 16) * kp * 16 + (ki / c0) * 16 * c0 + (mi % 16) * c0 + ki % c0) * e,
+                                    ad + (a_offset + (mi / 16) * kp * 16 + (ki / c0) * 16 * c0 +
+                                          (mi % 16) * c0 + ki % c0) *
+                                             e,
                                     size_t(e));
                 for (int64_t ki = 0; ki < k; ++ki)
                     for (int64_t ni = 0; ni < n; ++ni)
                         std::memcpy(&gb[size_t((ki * n + ni) * e)],
-                                    bd + (b_offset + (ki / c0) * np * c0 + (ni / 16) * 16 * c0 + (ni % 16) * c0 + ki % c0) * e,
+                                    bd + (b_offset + (ki / c0) * np * c0 + (ni / 16) * 16 * c0 +
+                                          (ni % 16) * c0 + ki % c0) *
+                                             e,
                                     size_t(e));
                 auto c_at = [&](int64_t mi, int64_t ni) -> float & {
                     return cd[c_offset + (ni / 16) * mp * 16 + mi * 16 + ni % 16];
                 };
                 for (int64_t mi = 0; mi < m; ++mi)
-                    for (int64_t ni = 0; ni < n; ++ni) gc[size_t(mi * n + ni)] = c_at(mi, ni);
-                impl->multiplier.multiply_add(reinterpret_cast<std::byte *>(gc.data()), Box{0, {{n, 1}, {m, n}}},
-                                              ga.data(), type, Box{0, {{k, 1}, {m, k}}}, gb.data(), type,
+                    for (int64_t ni = 0; ni < n; ++ni)
+                        gc[size_t(mi * n + ni)] = c_at(mi, ni);
+                impl->multiplier.multiply_add(reinterpret_cast<std::byte *>(gc.data()),
+                                              Box{0, {{n, 1}, {m, n}}}, ga.data(), type,
+                                              Box{0, {{k, 1}, {m, k}}}, gb.data(), type,
                                               Box{0, {{n, 1}, {k, n}}}, accumulate);
                 for (int64_t mi = 0; mi < m; ++mi)
-                    for (int64_t ni = 0; ni < n; ++ni) c_at(mi, ni) = gc[size_t(mi * n + ni)];
+                    for (int64_t ni = 0; ni < n; ++ni)
+                        c_at(mi, ni) = gc[size_t(mi * n + ni)];
             };
         }
         state.program.push_back(std::move(op));
@@ -804,26 +838,32 @@ struct Machine::Impl {
                        const FixpipeNz2Nd &p, const std::string &label) {
         std::string what = "Fixpipe '" + label + "' (FIX)";
         Core::State &state = recording(what, core);
-        if (p.n_size < 0 || p.m_size < 0 || p.src_stride < 0 || p.dst_stride < 0 || p.n_size > 65535 ||
-            p.m_size > 65535 || p.src_stride > 65535 || p.dst_stride > 0xffffffffLL) {
-            fail(what, core, "nSize, mSize and srcStride must be in 0..65535 and dstStride in 32 bits "
-                             "(FixpipeParamsV220's field widths)");
+        if (p.n_size < 0 || p.m_size < 0 || p.src_stride < 0 || p.dst_stride < 0 ||
+            p.n_size > 65535 || p.m_size > 65535 || p.src_stride > 65535 ||
+            p.dst_stride > 0xffffffffLL) {
+            fail(what, core,
+                 "nSize, mSize and srcStride must be in 0..65535 and dstStride in 32 bits "
+                 "(FixpipeParamsV220's field widths)");
         }
         if (p.src_stride < p.m_size && p.n_size > 16) {
-            fail(what, core, "srcStride " + std::to_string(p.src_stride) + " is less than mSize " +
-                                 std::to_string(p.m_size) + ": L0C column blocks would overlap");
+            fail(what, core,
+                 "srcStride " + std::to_string(p.src_stride) + " is less than mSize " +
+                     std::to_string(p.m_size) + ": L0C column blocks would overlap");
         }
-        Box src_box{src_offset, {{16, 1}, {p.m_size, 16}, {ceil_div(p.n_size, 16), p.src_stride * 16}}};
+        Box src_box{src_offset,
+                    {{16, 1}, {p.m_size, 16}, {ceil_div(p.n_size, 16), p.src_stride * 16}}};
         Box dst_box{dst_offset, {{p.n_size, 1}, {p.m_size, p.dst_stride}}};
         const Buffer &to = checked_buffer(what, core, "destination", dst, dst_box);
         const Buffer &from = checked_buffer(what, core, "source", src, src_box);
         if (from.mem != Mem::L0C || from.type != DType::F32) {
-            fail(what, core, "fixpipe reads f32 from L0C; '" + from.name + "' is " + dtype_name(from.type) + " in " +
-                                 mem_name(from.mem));
+            fail(what, core,
+                 "fixpipe reads f32 from L0C; '" + from.name + "' is " + dtype_name(from.type) +
+                     " in " + mem_name(from.mem));
         }
         if (to.mem != Mem::GM || (to.type != DType::BF16 && to.type != DType::F32)) {
-            fail(what, core, "Fixpipe (CFG_ROW_MAJOR) writes bf16 (F322BF16) or f32 (NoQuant) to GM; '" + to.name +
-                                 "' is " + dtype_name(to.type) + " in " + mem_name(to.mem));
+            fail(what, core,
+                 "Fixpipe (CFG_ROW_MAJOR) writes bf16 (F322BF16) or f32 (NoQuant) to GM; '" +
+                     to.name + "' is " + dtype_name(to.type) + " in " + mem_name(to.mem));
         }
         Op op;
         op.kind = OpKind::Fixpipe;
@@ -842,7 +882,8 @@ struct Machine::Impl {
                 for (int64_t mi = 0; mi < p.m_size; ++mi) {
                     for (int64_t ni = 0; ni < p.n_size; ++ni) {
                         float v = s[src_offset + (ni / 16) * p.src_stride * 16 + mi * 16 + ni % 16];
-                        if (p.relu) v = std::max(v, 0.0f);
+                        if (p.relu)
+                            v = std::max(v, 0.0f);
                         int64_t at = dst_offset + mi * p.dst_stride + ni;
                         if (bf16) {
                             uint16_t bits = float_to_bf16(v);
@@ -862,13 +903,14 @@ struct Machine::Impl {
     static std::vector<int64_t> lanes(const VectorCall &c, const VectorOperand &o, int per_block) {
         std::vector<int64_t> at;
         if (c.count >= 0) {
-            for (int64_t i = 0; i < c.count; ++i) at.push_back(o.offset + i);
+            for (int64_t i = 0; i < c.count; ++i)
+                at.push_back(o.offset + i);
             return at;
         }
         for (int64_t r = 0; r < c.repeats; ++r) {
             for (int j = 0; j < c.mask; ++j) {
-                at.push_back(o.offset + r * o.repeat_stride * per_block + (j / per_block) * o.block_stride * per_block +
-                             j % per_block);
+                at.push_back(o.offset + r * o.repeat_stride * per_block +
+                             (j / per_block) * o.block_stride * per_block + j % per_block);
             }
         }
         return at;
@@ -876,12 +918,14 @@ struct Machine::Impl {
 
     /** The boxes one operand touches (what the hazard checker sees). */
     static std::vector<Box> boxes(const VectorCall &c, const VectorOperand &o, int per_block) {
-        if (c.count >= 0) return {Box{o.offset, {{c.count, 1}}}};
+        if (c.count >= 0)
+            return {Box{o.offset, {{c.count, 1}}}};
         const int64_t full = c.mask / per_block, part = c.mask % per_block;
         std::vector<Box> out;
         const Dim repeat{c.repeats, int64_t(o.repeat_stride) * per_block};
         if (full > 0)
-            out.push_back(Box{o.offset, {{per_block, 1}, {full, int64_t(o.block_stride) * per_block}, repeat}});
+            out.push_back(Box{
+                o.offset, {{per_block, 1}, {full, int64_t(o.block_stride) * per_block}, repeat}});
         if (part > 0)
             out.push_back(Box{o.offset + full * o.block_stride * per_block, {{part, 1}, repeat}});
         return out;
@@ -893,62 +937,82 @@ struct Machine::Impl {
             double weight; // cost units per lane byte
         };
         static const std::map<std::string, Shape> shapes = {
-            {"Add", {2, 1}},  {"Sub", {2, 1}},  {"Mul", {2, 1}},  {"Div", {2, 2}},  {"Max", {2, 1}},
-            {"Min", {2, 1}},  {"Adds", {1, 1}}, {"Muls", {1, 1}}, {"Maxs", {1, 1}}, {"Mins", {1, 1}},
-            {"Exp", {1, 2}},  {"Ln", {1, 2}},   {"Sqrt", {1, 2}}, {"Abs", {1, 1}},  {"Relu", {1, 1}},
-            {"Duplicate", {0, 1}}, {"Brcb", {1, 1}}, {"ReduceSum", {2, 2}}, {"Compare", {2, 1}},
-            {"Select", {3, 1}}, {"Cast", {1, 1}}};
+            {"Add", {2, 1}},  {"Sub", {2, 1}},       {"Mul", {2, 1}},     {"Div", {2, 2}},
+            {"Max", {2, 1}},  {"Min", {2, 1}},       {"Adds", {1, 1}},    {"Muls", {1, 1}},
+            {"Maxs", {1, 1}}, {"Mins", {1, 1}},      {"Exp", {1, 2}},     {"Ln", {1, 2}},
+            {"Sqrt", {1, 2}}, {"Abs", {1, 1}},       {"Relu", {1, 1}},    {"Duplicate", {0, 1}},
+            {"Brcb", {1, 1}}, {"ReduceSum", {2, 2}}, {"Compare", {2, 1}}, {"Select", {3, 1}},
+            {"Cast", {1, 1}}};
         const std::string what = "vector " + c.op;
         auto shape = shapes.find(c.op);
-        if (shape == shapes.end()) fail(what, core, "no such vector instruction in the model");
+        if (shape == shapes.end())
+            fail(what, core, "no such vector instruction in the model");
         if (c.srcs.size() != shape->second.sources)
             fail(what, core, "takes " + std::to_string(shape->second.sources) + " source tensors");
         const bool brcb = c.op == "Brcb", reduce = c.op == "ReduceSum", compare = c.op == "Compare",
                    select = c.op == "Select", cast = c.op == "Cast";
         if (c.count < 0) {
-            if (reduce || compare || select || cast) fail(what, core, "is used here in its count form only");
+            if (reduce || compare || select || cast)
+                fail(what, core, "is used here in its count form only");
             if (c.repeats < 0 || c.repeats > 255)
-                fail(what, core, "repeatTime " + std::to_string(c.repeats) + " is outside 0..255 (uint8_t)");
+                fail(what, core,
+                     "repeatTime " + std::to_string(c.repeats) + " is outside 0..255 (uint8_t)");
             if (!brcb && (c.mask < 1 || c.mask > 64))
-                fail(what, core, "mask " + std::to_string(c.mask) + " is outside 1..64 (f32 lanes of a repeat)");
+                fail(what, core,
+                     "mask " + std::to_string(c.mask) +
+                         " is outside 1..64 (f32 lanes of a repeat)");
             for (const VectorOperand *o : operands(c)) {
-                if (o->block_stride < 0 || o->repeat_stride < 0 || o->repeat_stride > (brcb ? 65535 : 255) ||
-                    o->block_stride > 65535)
+                if (o->block_stride < 0 || o->repeat_stride < 0 ||
+                    o->repeat_stride > (brcb ? 65535 : 255) || o->block_stride > 65535)
                     fail(what, core, "a stride is outside its field's range");
             }
-            if (c.dst.block_stride == 0) fail(what, core, "dstBlkStride 0 is not allowed");
+            if (c.dst.block_stride == 0)
+                fail(what, core, "dstBlkStride 0 is not allowed");
         } else if (brcb) {
             fail(what, core, "has no count form");
         }
         if (compare && c.count % 64 != 0)
-            fail(what, core, "count " + std::to_string(c.count) +
-                                 " is not a multiple of 64: Compare's count form compares whole 256-byte repeats");
-        if (select && c.mode != 2) fail(what, core, "only VSEL_TENSOR_TENSOR_MODE (2) is in the model");
-        if (compare && (c.mode < 0 || c.mode > 5)) fail(what, core, "CMPMODE " + std::to_string(c.mode) + " is unknown");
-        if (cast && c.mode != 1) fail(what, core, "only RoundMode::CAST_RINT (1) from float to bfloat16_t is in the model");
+            fail(what, core,
+                 "count " + std::to_string(c.count) +
+                     " is not a multiple of 64: Compare's count form compares whole 256-byte "
+                     "repeats");
+        if (select && c.mode != 2)
+            fail(what, core, "only VSEL_TENSOR_TENSOR_MODE (2) is in the model");
+        if (compare && (c.mode < 0 || c.mode > 5))
+            fail(what, core, "CMPMODE " + std::to_string(c.mode) + " is unknown");
+        if (cast && c.mode != 1)
+            fail(what, core,
+                 "only RoundMode::CAST_RINT (1) from float to bfloat16_t is in the model");
 
         // Operands, their types and places.
         std::vector<Access> accesses;
-        auto check = [&](const VectorOperand &o, bool write, bool is_mask, const char *role) -> const Buffer & {
+        auto check = [&](const VectorOperand &o, bool write, bool is_mask,
+                         const char *role) -> const Buffer & {
             if (o.buffer < 0 || size_t(o.buffer) >= buffers.size())
-                fail(what, core, std::string(role) + " buffer id " + std::to_string(o.buffer) + " does not exist");
+                fail(what, core,
+                     std::string(role) + " buffer id " + std::to_string(o.buffer) +
+                         " does not exist");
             const Buffer &b = buffers[size_t(o.buffer)];
             const DType want = is_mask ? DType::U8 : cast && write ? DType::BF16 : DType::F32;
             if (b.mem != Mem::UB || b.type != want)
-                fail(what, core, std::string(role) + " '" + b.name + "' is " + dtype_name(b.type) + " in " +
-                                     mem_name(b.mem) + "; it takes " + dtype_name(want) + " UB tensors");
+                fail(what, core,
+                     std::string(role) + " '" + b.name + "' is " + dtype_name(b.type) + " in " +
+                         mem_name(b.mem) + "; it takes " + dtype_name(want) + " UB tensors");
             const int64_t byte = o.offset * bytes_of(b.type);
             const int64_t align = reduce && write ? 4 : 32;
             if (byte % align != 0)
-                fail(what, core, std::string(role) + " '" + b.name + "' starts at byte " + std::to_string(byte) +
-                                     ": AscendC's vector operands start on " + std::to_string(align) +
-                                     "-byte boundaries");
+                fail(what, core,
+                     std::string(role) + " '" + b.name + "' starts at byte " +
+                         std::to_string(byte) + ": AscendC's vector operands start on " +
+                         std::to_string(align) + "-byte boundaries");
             std::vector<Box> touched;
             if (is_mask) {
                 touched.push_back(Box{o.offset, {{(c.count + 7) / 8, 1}}});
             } else if (brcb && write) {
-                touched.push_back(Box{o.offset, {{8, 1}, {8, int64_t(o.block_stride) * 8},
-                                                 {c.repeats, int64_t(o.repeat_stride) * 8}}});
+                touched.push_back(Box{o.offset,
+                                      {{8, 1},
+                                       {8, int64_t(o.block_stride) * 8},
+                                       {c.repeats, int64_t(o.repeat_stride) * 8}}});
             } else if (brcb) {
                 touched.push_back(Box{o.offset, {{8 * c.repeats, 1}}});
             } else if (reduce && write) {
@@ -965,16 +1029,21 @@ struct Machine::Impl {
             return b;
         };
         check(c.dst, true, compare, "destination");
-        for (size_t i = 0; i < c.srcs.size(); ++i) check(c.srcs[i], false, select && i == 0, "source");
+        for (size_t i = 0; i < c.srcs.size(); ++i)
+            check(c.srcs[i], false, select && i == 0, "source");
 
-        const int64_t lanes_done = c.count >= 0 ? c.count : c.repeats * 64; // a repeat costs all its lanes
+        const int64_t lanes_done =
+            c.count >= 0 ? c.count : c.repeats * 64; // a repeat costs all its lanes
         const int64_t work = int64_t(std::ceil(double(lanes_done) * 4 * shape->second.weight));
         std::function<void()> compute;
         if (numerics) {
-            auto data = [&](const VectorOperand &o) { return buffers[size_t(o.buffer)].data.get(); };
+            auto data = [&](const VectorOperand &o) {
+                return buffers[size_t(o.buffer)].data.get();
+            };
             std::byte *out = data(c.dst);
             std::vector<const std::byte *> in;
-            for (const VectorOperand &o : c.srcs) in.push_back(data(o));
+            for (const VectorOperand &o : c.srcs)
+                in.push_back(data(o));
             if (brcb) {
                 const VectorOperand d = c.dst, src = c.srcs[0];
                 const int64_t repeats = c.repeats;
@@ -984,7 +1053,8 @@ struct Machine::Impl {
                     for (int64_t r = 0; r < repeats; ++r)
                         for (int j = 0; j < 8; ++j)
                             for (int l = 0; l < 8; ++l)
-                                o[d.offset + r * d.repeat_stride * 8 + j * d.block_stride * 8 + l] = s[src.offset + r * 8 + j];
+                                o[d.offset + r * d.repeat_stride * 8 + j * d.block_stride * 8 + l] =
+                                    s[src.offset + r * 8 + j];
                 };
             } else if (reduce) {
                 const int64_t count = c.count, dst = c.dst.offset, src = c.srcs[0].offset;
@@ -994,10 +1064,12 @@ struct Machine::Impl {
                     for (int64_t base = 0; base < count; base += 64) { // a tree within each repeat
                         float level[64];
                         int n = int(std::min<int64_t>(64, count - base));
-                        for (int i = 0; i < n; ++i) level[i] = s[base + i];
+                        for (int i = 0; i < n; ++i)
+                            level[i] = s[base + i];
                         while (n > 1) {
                             const int half = (n + 1) / 2;
-                            for (int i = 0; i + half < n; ++i) level[i] = level[i] + level[i + half];
+                            for (int i = 0; i + half < n; ++i)
+                                level[i] = level[i] + level[i + half];
                             n = half;
                         }
                         total = base == 0 ? level[0] : total + level[0]; // the repeats in order
@@ -1005,17 +1077,24 @@ struct Machine::Impl {
                     reinterpret_cast<float *>(out)[dst] = count > 0 ? total : 0.0f;
                 };
             } else if (compare) {
-                const int64_t count = c.count, dst = c.dst.offset, a = c.srcs[0].offset, b = c.srcs[1].offset;
+                const int64_t count = c.count, dst = c.dst.offset, a = c.srcs[0].offset,
+                              b = c.srcs[1].offset;
                 const int mode = c.mode;
                 compute = [out, in, count, dst, a, b, mode] {
                     const float *x = reinterpret_cast<const float *>(in[0]) + a;
                     const float *y = reinterpret_cast<const float *>(in[1]) + b;
                     uint8_t *bits = reinterpret_cast<uint8_t *>(out) + dst;
-                    for (int64_t i = 0; i < count; i += 8) bits[i / 8] = 0;
+                    for (int64_t i = 0; i < count; i += 8)
+                        bits[i / 8] = 0;
                     for (int64_t i = 0; i < count; ++i) {
-                        const bool r = mode == 0 ? x[i] < y[i] : mode == 1 ? x[i] > y[i] : mode == 2 ? x[i] == y[i]
-                                     : mode == 3 ? x[i] <= y[i] : mode == 4 ? x[i] >= y[i] : x[i] != y[i];
-                        if (r) bits[i / 8] = uint8_t(bits[i / 8] | (1u << (i % 8)));
+                        const bool r = mode == 0   ? x[i] < y[i]
+                                       : mode == 1 ? x[i] > y[i]
+                                       : mode == 2 ? x[i] == y[i]
+                                       : mode == 3 ? x[i] <= y[i]
+                                       : mode == 4 ? x[i] >= y[i]
+                                                   : x[i] != y[i];
+                        if (r)
+                            bits[i / 8] = uint8_t(bits[i / 8] | (1u << (i % 8)));
                     }
                 };
             } else if (cast) {
@@ -1023,30 +1102,34 @@ struct Machine::Impl {
                 compute = [out, in, count, dst, src] {
                     const float *x = reinterpret_cast<const float *>(in[0]) + src;
                     uint16_t *o = reinterpret_cast<uint16_t *>(out) + dst;
-                    for (int64_t i = 0; i < count; ++i) o[i] = float_to_bf16(x[i]); // CAST_RINT: ties to even
+                    for (int64_t i = 0; i < count; ++i)
+                        o[i] = float_to_bf16(x[i]); // CAST_RINT: ties to even
                 };
             } else if (select) {
-                const int64_t count = c.count, dst = c.dst.offset, m = c.srcs[0].offset, a = c.srcs[1].offset,
-                              b = c.srcs[2].offset;
+                const int64_t count = c.count, dst = c.dst.offset, m = c.srcs[0].offset,
+                              a = c.srcs[1].offset, b = c.srcs[2].offset;
                 compute = [out, in, count, dst, m, a, b] {
                     const uint8_t *bits = reinterpret_cast<const uint8_t *>(in[0]) + m;
                     const float *x = reinterpret_cast<const float *>(in[1]) + a;
                     const float *y = reinterpret_cast<const float *>(in[2]) + b;
                     float *o = reinterpret_cast<float *>(out) + dst;
-                    for (int64_t i = 0; i < count; ++i) o[i] = (bits[i / 8] >> (i % 8)) & 1 ? x[i] : y[i];
+                    for (int64_t i = 0; i < count; ++i)
+                        o[i] = (bits[i / 8] >> (i % 8)) & 1 ? x[i] : y[i];
                 };
             } else {
-                static const std::vector<std::string> order = {"Add", "Adds", "Sub", "Mul", "Muls", "Div",
-                                                               "Max", "Maxs", "Min", "Mins", "Exp", "Ln",
-                                                               "Sqrt", "Abs", "Relu", "Duplicate"};
+                static const std::vector<std::string> order = {
+                    "Add", "Adds", "Sub", "Mul", "Muls", "Div", "Max",  "Maxs",
+                    "Min", "Mins", "Exp", "Ln",  "Sqrt", "Abs", "Relu", "Duplicate"};
                 const int code = int(std::find(order.begin(), order.end(), c.op) - order.begin());
                 const std::vector<int64_t> d = lanes(c, c.dst, 8);
                 std::vector<std::vector<int64_t>> s;
-                for (const VectorOperand &o : c.srcs) s.push_back(lanes(c, o, 8));
+                for (const VectorOperand &o : c.srcs)
+                    s.push_back(lanes(c, o, 8));
                 const float scalar = c.scalar;
                 compute = [code, in, out, scalar, d, s] {
                     const float *x = in.empty() ? nullptr : reinterpret_cast<const float *>(in[0]);
-                    const float *y = in.size() > 1 ? reinterpret_cast<const float *>(in[1]) : nullptr;
+                    const float *y =
+                        in.size() > 1 ? reinterpret_cast<const float *>(in[1]) : nullptr;
                     float *o = reinterpret_cast<float *>(out);
                     // Every lane reads before any writes: a source may be the destination.
                     std::vector<float> result(d.size());
@@ -1054,21 +1137,48 @@ struct Machine::Impl {
                         const float a = x ? x[s[0][i]] : 0.0f, b = y ? y[s[1][i]] : scalar;
                         float r = scalar; // Duplicate
                         switch (code) {
-                        case 0: case 1: r = a + b; break;
-                        case 2: r = a - b; break;
-                        case 3: case 4: r = a * b; break;
-                        case 5: r = a / b; break;
-                        case 6: case 7: r = std::max(a, b); break;
-                        case 8: case 9: r = std::min(a, b); break;
-                        case 10: r = std::exp(a); break;
-                        case 11: r = std::log(a); break;
-                        case 12: r = std::sqrt(a); break;
-                        case 13: r = std::abs(a); break;
-                        case 14: r = std::max(a, 0.0f); break;
+                        case 0:
+                        case 1:
+                            r = a + b;
+                            break;
+                        case 2:
+                            r = a - b;
+                            break;
+                        case 3:
+                        case 4:
+                            r = a * b;
+                            break;
+                        case 5:
+                            r = a / b;
+                            break;
+                        case 6:
+                        case 7:
+                            r = std::max(a, b);
+                            break;
+                        case 8:
+                        case 9:
+                            r = std::min(a, b);
+                            break;
+                        case 10:
+                            r = std::exp(a);
+                            break;
+                        case 11:
+                            r = std::log(a);
+                            break;
+                        case 12:
+                            r = std::sqrt(a);
+                            break;
+                        case 13:
+                            r = std::abs(a);
+                            break;
+                        case 14:
+                            r = std::max(a, 0.0f);
+                            break;
                         }
                         result[i] = r;
                     }
-                    for (size_t i = 0; i < d.size(); ++i) o[d[i]] = result[i];
+                    for (size_t i = 0; i < d.size(); ++i)
+                        o[d[i]] = result[i];
                 };
             }
         }
@@ -1077,7 +1187,8 @@ struct Machine::Impl {
 
     static std::vector<const VectorOperand *> operands(const VectorCall &c) {
         std::vector<const VectorOperand *> all = {&c.dst};
-        for (const VectorOperand &o : c.srcs) all.push_back(&o);
+        for (const VectorOperand &o : c.srcs)
+            all.push_back(&o);
         return all;
     }
 
@@ -1171,17 +1282,21 @@ struct Machine::Impl {
     /** CrossCoreSetFlag<2, pipe>(flag) / CrossCoreWaitFlag(flag) of a mix kernel (mode 2: an AIC
      * and its two AIVs). */
     void cross_flag(int core, bool set, Pipe pipe, int flag, const std::string &label) {
-        std::string text = set ? std::string("CrossCoreSetFlag<2, PIPE_") + pipe_name(pipe) + ">(" + std::to_string(flag) + ")"
+        std::string text = set ? std::string("CrossCoreSetFlag<2, PIPE_") + pipe_name(pipe) + ">(" +
+                                     std::to_string(flag) + ")"
                                : "CrossCoreWaitFlag(" + std::to_string(flag) + ")";
         std::string what = text + (label.empty() ? "" : " '" + label + "'");
         Core::State &state = recording(what, core);
         if (!mix) {
             fail(what, core,
-                 "cross-core flags need a mix kernel (KERNEL_TYPE_MIX_AIC_1_2: an AIC and its two AIVs); "
+                 "cross-core flags need a mix kernel (KERNEL_TYPE_MIX_AIC_1_2: an AIC and its two "
+                 "AIVs); "
                  "this launch is AIC-only or AIV-only");
         }
         if (set && (pipe == Pipe::S || pipe == Pipe::ALL)) {
-            fail(what, core, "a cross-core set is queued on PIPE_V, M, MTE1, MTE2, MTE3 or FIX, not PIPE_S or PIPE_ALL");
+            fail(what, core,
+                 "a cross-core set is queued on PIPE_V, M, MTE1, MTE2, MTE3 or FIX, not PIPE_S or "
+                 "PIPE_ALL");
         }
         if (set) {
             check_pipe(what, core, pipe);
@@ -1203,16 +1318,20 @@ struct Machine::Impl {
     int aiv_of(int aic, int sub) const { return params.cube_cores + 2 * aic + sub; }
     std::string cross_rule(int core) const {
         return kind(core) == CoreKind::AIC
-                   ? "an AIC's counter moves when both its AIVs (" + core_text(aiv_of(core, 0)) + ", " +
-                         core_text(aiv_of(core, 1)) + ") have set the flag"
-                   : "an AIV's counter moves when its AIC (" + core_text(aic_of(core)) + ") sets the flag";
+                   ? "an AIC's counter moves when both its AIVs (" + core_text(aiv_of(core, 0)) +
+                         ", " + core_text(aiv_of(core, 1)) + ") have set the flag"
+                   : "an AIV's counter moves when its AIC (" + core_text(aic_of(core)) +
+                         ") sets the flag";
     }
     /** Per (core, flag): the increments of its counter that happened (a wait passes the n-th). */
     std::map<std::pair<int, int>, std::vector<Fire>> cross_counter;
     std::map<std::pair<int, int>, int64_t> cross_consumed;
-    std::map<std::pair<int, int>, std::vector<Fire>> aiv_sets; // per (AIV, flag): its sets, for its AIC
+    std::map<std::pair<int, int>, std::vector<Fire>>
+        aiv_sets; // per (AIV, flag): its sets, for its AIC
 
-    const std::vector<Fire> &cross_passes(int core, int flag) { return cross_counter[{core, flag}]; }
+    const std::vector<Fire> &cross_passes(int core, int flag) {
+        return cross_counter[{core, flag}];
+    }
     const Fire &cross_pass(int core, int flag, int64_t ordinal) {
         ++cross_consumed[{core, flag}];
         return cross_counter[{core, flag}][size_t(ordinal)];
@@ -1224,9 +1343,11 @@ struct Machine::Impl {
         if (pending > kCrossCounterMax && !cross_overflow) {
             cross_overflow = true;
             deadlock = true;
-            deadlock_message += std::string(deadlock_message.empty() ? "" : "\n") + "cross-core flag " +
-                                std::to_string(flag) + " of " + core_text(core) + " is set " + std::to_string(pending) +
-                                " times without a wait: its counter holds at most 15 (the hardware hangs)";
+            deadlock_message +=
+                std::string(deadlock_message.empty() ? "" : "\n") + "cross-core flag " +
+                std::to_string(flag) + " of " + core_text(core) + " is set " +
+                std::to_string(pending) +
+                " times without a wait: its counter holds at most 15 (the hardware hangs)";
         }
     }
     bool cross_overflow = false;
@@ -1240,11 +1361,13 @@ struct Machine::Impl {
         }
         const int aic = aic_of(core);
         aiv_sets[{core, flag}].push_back(std::move(fire));
-        const std::vector<Fire> &a = aiv_sets[{aiv_of(aic, 0), flag}], &b = aiv_sets[{aiv_of(aic, 1), flag}];
+        const std::vector<Fire> &a = aiv_sets[{aiv_of(aic, 0), flag}],
+                                &b = aiv_sets[{aiv_of(aic, 1), flag}];
         const size_t next = cross_counter[{aic, flag}].size();
         if (a.size() > next && b.size() > next) {
             Fire both{std::max(a[next].time, b[next].time), a[next].clock};
-            for (size_t i = 0; i < both.clock.size(); ++i) both.clock[i] = std::max(both.clock[i], b[next].clock[i]);
+            for (size_t i = 0; i < both.clock.size(); ++i)
+                both.clock[i] = std::max(both.clock[i], b[next].clock[i]);
             count_up(aic, flag, std::move(both));
         }
     }
@@ -1279,9 +1402,11 @@ public:
     /** `clocks`: the clock domain the core shares with the cores it synchronises with (its mix
      * group: the AIC and its two AIVs), its agents from `base`; `gm`: the state whose histories
      * hold the domain's GM accesses. */
-    CoreRun(Impl &impl, int core, Core::State &state, detail::VectorClocks &clocks, int base, Core::State &gm)
+    CoreRun(Impl &impl, int core, Core::State &state, detail::VectorClocks &clocks, int base,
+            Core::State &gm)
         : impl_(impl), core_(core), state_(state), gm_state_(gm), program_(state.program),
-          dispatched_(program_.size(), -1), dispatch_clock_(program_.size() * size_t(clocks.agents()), 0),
+          dispatched_(program_.size(), -1),
+          dispatch_clock_(program_.size() * size_t(clocks.agents()), 0),
           fires_(size_t(kPipes * kPipes * impl.params.event_ids)), clocks_(clocks), base_(base) {
         for (size_t i = 0; i < program_.size(); ++i) {
             queue_[0].push_back(int(i)); // S walks every op
@@ -1377,7 +1502,8 @@ public:
             Cycles end = start + impl_.params.scalar_issue_cycles;
             free_[0] = end;
             dispatched_[size_t(index)] = end;
-            std::copy(clock(0), clock(0) + agents(), dispatch_clock_.begin() + ptrdiff_t(index) * agents());
+            std::copy(clock(0), clock(0) + agents(),
+                      dispatch_clock_.begin() + ptrdiff_t(index) * agents());
             impl_.trace.add(op.label, "dispatch", core_, track_of(Pipe::S), start, end - start);
             return;
         }
@@ -1476,8 +1602,9 @@ public:
             break;
         }
         free_[size_t(p)] = end;
-        bool work = op.kind != OpKind::SetFlag && op.kind != OpKind::WaitFlag && op.kind != OpKind::Barrier &&
-                    op.kind != OpKind::CrossSet && op.kind != OpKind::CrossWait;
+        bool work = op.kind != OpKind::SetFlag && op.kind != OpKind::WaitFlag &&
+                    op.kind != OpKind::Barrier && op.kind != OpKind::CrossSet &&
+                    op.kind != OpKind::CrossWait;
         if (work) {
             state_.busy[size_t(p)] += cost;
         }
@@ -1486,7 +1613,6 @@ public:
     }
 
 private:
-
     /** An access by pipe `pipe`, recorded as agent `agent`'s `epoch` (default: the pipe's). */
     void access(int buffer, const Box &box, bool write, int pipe, uint64_t op, int agent = -1,
                 int64_t epoch = 0) {
@@ -1504,7 +1630,8 @@ private:
             (impl_.buffers[size_t(buffer)].mem == Mem::GM ? gm_state_ : state_).history_of(buffer),
             AccessRecord{elements, agent, epoch, op, write},
             [&](const AccessRecord &earlier) {
-                return earlier.epoch <= clock[earlier.agent] || (earlier.agent == agent && earlier.epoch == epoch);
+                return earlier.epoch <= clock[earlier.agent] ||
+                       (earlier.agent == agent && earlier.epoch == epoch);
             },
             [&](const AccessRecord &earlier) { impl_.add_race(earlier.op, op, buffer); },
             [](const AccessRecord &) {});
@@ -1534,8 +1661,9 @@ private:
                 message += "; pipe S waits at PipeBarrier<PIPE_ALL> '" + label +
                            "' for every pipe to finish the ops recorded before it";
             } else if (op.kind == OpKind::CrossWait) {
-                message += "; pipe S waits at CrossCoreWaitFlag(" + std::to_string(op.event) + ") '" + label +
-                           "' (wait " + std::to_string(op.ordinal + 1) + " of this flag, but only " +
+                message += "; pipe S waits at CrossCoreWaitFlag(" + std::to_string(op.event) +
+                           ") '" + label + "' (wait " + std::to_string(op.ordinal + 1) +
+                           " of this flag, but only " +
                            std::to_string(impl_.cross_passes(core_, op.event).size()) +
                            " of its sets reached this core: " + impl_.cross_rule(core_) + ")";
             }
@@ -1589,9 +1717,10 @@ private:
     std::vector<Cycles> dispatched_;       // per op: when S dispatched it (-1: not yet)
     std::vector<int64_t> dispatch_clock_;  // per op: S's clock when it was dispatched
     std::vector<std::vector<Fire>> fires_; // per flag key: the sets that fired, in order
-    detail::VectorClocks &clocks_;         // the domain's; this core's agents: its pipes, then kVDone, from base_
+    detail::VectorClocks
+        &clocks_; // the domain's; this core's agents: its pipes, then kVDone, from base_
     int base_;
-    int64_t v_issued_ = 0;                 // V ops started so far
+    int64_t v_issued_ = 0; // V ops started so far
 };
 
 void Machine::Impl::run_core(int core) {
@@ -1614,14 +1743,16 @@ void Machine::Impl::simulate() {
     std::vector<int> groups; // per run: its clock domain
     for (int core : ended) {
         const int group = mix ? (kind(core) == CoreKind::AIC ? core : aic_of(core)) : core;
-        const int base = mix ? (kind(core) == CoreKind::AIC ? 0 : 1 + (core - aiv_of(group, 0))) * kAgents : 0;
+        const int base =
+            mix ? (kind(core) == CoreKind::AIC ? 0 : 1 + (core - aiv_of(group, 0))) * kAgents : 0;
         auto &domain = domains[group];
         if (!domain) {
             domain = std::make_unique<detail::VectorClocks>();
-            domain->reset(mix ? 3 * kAgents : kAgents); // per core its pipes, and V_DONE: V ops known complete
+            domain->reset(mix ? 3 * kAgents
+                              : kAgents); // per core its pipes, and V_DONE: V ops known complete
         }
-        runs.push_back(std::make_unique<CoreRun>(*this, core, *cores[size_t(core)]->state_, *domain, base,
-                                                 *cores[size_t(group)]->state_));
+        runs.push_back(std::make_unique<CoreRun>(*this, core, *cores[size_t(core)]->state_, *domain,
+                                                 base, *cores[size_t(group)]->state_));
         groups.push_back(group);
     }
     ended.clear();
@@ -1648,8 +1779,9 @@ void Machine::Impl::simulate() {
             }
         }
         if (!mix) { // outside a mix kernel nothing else can unblock a run that has no next op
-            live.erase(std::remove_if(live.begin(), live.end(), [&](size_t i) { return !next[i].any; }),
-                       live.end());
+            live.erase(
+                std::remove_if(live.begin(), live.end(), [&](size_t i) { return !next[i].any; }),
+                live.end());
         }
         if (best < 0) {
             break;
@@ -1687,18 +1819,20 @@ void Core::nd2nz(int dst, int64_t dst_offset, int src, int64_t src_offset, const
     machine_->impl_->nd2nz(id_, dst, dst_offset, src, src_offset, p, label);
 }
 
-void Core::load_data_2d(int dst, int64_t dst_offset, int src, int64_t src_offset, const LoadData2D &p,
-                        const std::string &label) {
+void Core::load_data_2d(int dst, int64_t dst_offset, int src, int64_t src_offset,
+                        const LoadData2D &p, const std::string &label) {
     machine_->impl_->load_data_2d(id_, dst, dst_offset, src, src_offset, p, label);
 }
 
 void Core::mmad_fractal(int c, int64_t c_offset, int a, int64_t a_offset, int b, int64_t b_offset,
-                        int64_t m, int64_t n, int64_t k, bool accumulate, const std::string &label) {
-    machine_->impl_->mmad_fractal(id_, c, c_offset, a, a_offset, b, b_offset, m, n, k, accumulate, label);
+                        int64_t m, int64_t n, int64_t k, bool accumulate,
+                        const std::string &label) {
+    machine_->impl_->mmad_fractal(id_, c, c_offset, a, a_offset, b, b_offset, m, n, k, accumulate,
+                                  label);
 }
 
-void Core::fixpipe_nz2nd(int dst, int64_t dst_offset, int src, int64_t src_offset, const FixpipeNz2Nd &p,
-                         const std::string &label) {
+void Core::fixpipe_nz2nd(int dst, int64_t dst_offset, int src, int64_t src_offset,
+                         const FixpipeNz2Nd &p, const std::string &label) {
     machine_->impl_->fixpipe_nz2nd(id_, dst, dst_offset, src, src_offset, p, label);
 }
 
@@ -1795,8 +1929,8 @@ int Machine::add_local(int core, const std::string &name, Mem mem, DType type, i
     }
     if (!has_memory(kind(core), mem)) {
         throw SimError(what + ": " + mem_name(mem) + " is on the " +
-                       (mem == Mem::UB ? "vector cores (AIV)" : "cube cores (AIC)") + ", and core " +
-                       std::to_string(core) + " is " + impl_->core_text(core) +
+                       (mem == Mem::UB ? "vector cores (AIV)" : "cube cores (AIC)") +
+                       ", and core " + std::to_string(core) + " is " + impl_->core_text(core) +
                        " (the 910B's cube and vector cores share only GM)");
     }
     if (elements < 0) {
@@ -1877,8 +2011,10 @@ int Machine::core_of(CoreKind k, int i) const {
 
 void Machine::launch_mix() {
     if (params_.vector_cores != 2 * params_.cube_cores) {
-        throw SimError("launch_mix: a mix kernel (KERNEL_TYPE_MIX_AIC_1_2) pairs each AIC with two AIVs, but the "
-                       "machine has " + std::to_string(params_.cube_cores) + " AIC and " +
+        throw SimError("launch_mix: a mix kernel (KERNEL_TYPE_MIX_AIC_1_2) pairs each AIC with two "
+                       "AIVs, but the "
+                       "machine has " +
+                       std::to_string(params_.cube_cores) + " AIC and " +
                        std::to_string(params_.vector_cores) + " AIV");
     }
     impl_->mix = true;

@@ -20,11 +20,11 @@
  * FIX) and vector cores (AIV: UB; pipes MTE2, V, MTE3), each with its own scalar stream. They share
  * only GM: cube results reach a vector core through GM. A mix kernel (launch_mix) pairs AIC i with
  * AIV 2i and 2i + 1; their cross-core flags order them, so each group is one clock domain whose GM
- * accesses are checked as they happen (other cores' only after the run: they never synchronise). The machine holds both kinds, numbered
- * AIC 0 .. cube_cores - 1, then AIV cube_cores .. cube_cores + vector_cores - 1 (aic(i), aiv(i)).
- * GM is cached in a shared L2: the first read of a line (by any core, in time order) comes from
- * HBM, later reads from L2; HBM's bandwidth is shared by every core, reads and write-backs
- * together. Rates and capacities: ../../shared/NPU-FACTS.md.
+ * accesses are checked as they happen (other cores' only after the run: they never synchronise).
+ * The machine holds both kinds, numbered AIC 0 .. cube_cores - 1, then AIV cube_cores .. cube_cores
+ * + vector_cores - 1 (aic(i), aiv(i)). GM is cached in a shared L2: the first read of a line (by
+ * any core, in time order) comes from HBM, later reads from L2; HBM's bandwidth is shared by every
+ * core, reads and write-backs together. Rates and capacities: ../../shared/NPU-FACTS.md.
  *
  * Errors (SimError with the op, pipe and core): a buffer over a scope's capacity or misaligned; a
  * memory or pipe the core's kind does not have (UB on an AIC, L1 on an AIV); a copy between
@@ -59,16 +59,16 @@ bool has_memory(CoreKind k, Mem m);
 const char *mem_name(Mem m);
 
 struct AscendParams {
-    int cube_cores = 24;        // AIC
-    int vector_cores = 48;      // AIV (two per AIC on the 910B)
+    int cube_cores = 24;   // AIC
+    int vector_cores = 48; // AIV (two per AIC on the 910B)
     int64_t l1_bytes = 512 << 10, l0a_bytes = 64 << 10, l0b_bytes = 64 << 10, l0c_bytes = 128 << 10,
             ub_bytes = 192 << 10;
     int l1_align = 32, ub_align = 32, l0ab_align = 512, l0c_align = 64;
     // bytes per cycle per core (platform config, NPU-FACTS.md). GM reads that miss L2 come from HBM
     // at gm_to_l1 / gm_to_ub; reads of lines already in L2 at l2_read. Fixpipe writes land in L2
     // (l0c_to_gm = the L2 write rate).
-    double gm_to_l1 = 32, gm_to_ub = 32, l1_to_l0a = 256, l1_to_l0b = 128, l0c_to_gm = 86, ub_to_gm = 64,
-           l2_read = 110;
+    double gm_to_l1 = 32, gm_to_ub = 32, l1_to_l0a = 256, l1_to_l0b = 128, l0c_to_gm = 86,
+           ub_to_gm = 64, l2_read = 110;
     // HBM, shared by every core: reads that miss L2 and the write-back of every GM write.
     double hbm_bytes_per_cycle = 865;
     // L2, shared by every core: every GM read (hit or miss) and write passes through it.
@@ -77,13 +77,14 @@ struct AscendParams {
     // on the first read, no eviction: once full, new lines are read from HBM every time.
     int64_t l2_bytes = int64_t(192) << 20;
     int l2_line = 512;
-    int copy_fixed = 30;        // issue/latency cycles per transfer
-    int cube_fixed = 10;        // per Mmad
+    int copy_fixed = 30;              // issue/latency cycles per transfer
+    int cube_fixed = 10;              // per Mmad
     int vector_bytes_per_cycle = 256; // one repeat: 64 f32 or 128 f16 lanes
     int vector_fixed = 10;
     int event_ids = 8;
-    int scalar_issue_cycles = 1; // the scalar stream dispatches one op (any op) per this many cycles
-    int flag_cycles = 1;         // a SetFlag or WaitFlag occupies its pipe this long
+    int scalar_issue_cycles =
+        1;               // the scalar stream dispatches one op (any op) per this many cycles
+    int flag_cycles = 1; // a SetFlag or WaitFlag occupies its pipe this long
     int pipe_barrier_cycles = 4; // a PipeBarrier occupies its pipe (PIPE_ALL: the scalar stream)
 
     /** Calls f(name, field) for every field a machine description sets (its parameter name). */
@@ -140,9 +141,9 @@ class Machine;
  * bytes of elements: 16 bf16, 8 f32; a fractal is 16 rows of C0, 512 bytes; L0C fractals are
  * 16 x 16 f32). The element maps (the AscendC docs' "Nz", "Zz", "Zn"; catlass zN, zZ, nZ):
  *   L1 (Nd2Nz of a rows x cols matrix):  (c / C0) * c0_stride * C0 + r * n_stride * C0 + c % C0
- *   L0A (Zz, A is M x K, Kp = K up to C0): (m / 16) * Kp * 16 + (k / C0) * 16 * C0 + (m % 16) * C0 + k % C0
- *   L0B (Zn, B is K x N, Np = N up to 16): (k / C0) * Np * C0 + (n / 16) * 16 * C0 + (n % 16) * C0 + k % C0
- *   L0C (Nz, C is M x N, Mp = M up to 16): (n / 16) * Mp * 16 + m * 16 + n % 16
+ *   L0A (Zz, A is M x K, Kp = K up to C0): (m / 16) * Kp * 16 + (k / C0) * 16 * C0 + (m % 16) * C0
+ * + k % C0 L0B (Zn, B is K x N, Np = N up to 16): (k / C0) * Np * C0 + (n / 16) * 16 * C0 + (n %
+ * 16) * C0 + k % C0 L0C (Nz, C is M x N, Mp = M up to 16): (n / 16) * Mp * 16 + m * 16 + n % 16
  * Source: docs/ascendc_api_facts.md sections 6 and 9 (the AscendC headers and docs, catlass). */
 
 /** DataCopy(L1, GM, Nd2NzParams) with ndNum 1: n_value rows of d_value elements, src_d_value
@@ -183,15 +184,15 @@ struct VectorOperand {
  *     eight 32-byte blocks per operand, of which the first `mask` elements (1..64) take part.
  * Elementwise: Add, Sub, Mul, Div, Max, Min (two sources), Adds, Muls, Maxs, Mins (a source and
  * `scalar`), Exp, Ln, Sqrt, Abs, Relu (a source), Duplicate (`scalar`), in either form.
- * Brcb (repeat form, no mask): repeat r reads src[8r, 8r + 8) and fills its block j with src[8r + j].
- * ReduceSum (count form; srcs: src, sharedTmpBuffer): dst[0] = the sum of src[0, count) - a binary
- *   tree within each 64-element repeat, the repeats' sums added in order (dst needs 4-byte alignment).
- * Compare (count form, count a multiple of 64; mode CMPMODE LT GT EQ LE GE NE = 0..5): the mask dst.
- * Select (count form, mode 2 = VSEL_TENSOR_TENSOR_MODE; srcs: mask, src0, src1): src0 where the bit is 1.
- * Cast (count form, mode 1 = RoundMode::CAST_RINT): a bfloat16_t dst from a float src, rounded to
- *   nearest, ties to even (docs: Cast, Atlas A2 float -> bfloat16_t).
- * Costs the lane bytes (vector_cycles) - a repeat costs all 256 bytes of it - Div, Exp, Ln and Sqrt
- * twice (32 f32 per cycle), ReduceSum two passes. */
+ * Brcb (repeat form, no mask): repeat r reads src[8r, 8r + 8) and fills its block j with src[8r +
+ * j]. ReduceSum (count form; srcs: src, sharedTmpBuffer): dst[0] = the sum of src[0, count) - a
+ * binary tree within each 64-element repeat, the repeats' sums added in order (dst needs 4-byte
+ * alignment). Compare (count form, count a multiple of 64; mode CMPMODE LT GT EQ LE GE NE = 0..5):
+ * the mask dst. Select (count form, mode 2 = VSEL_TENSOR_TENSOR_MODE; srcs: mask, src0, src1): src0
+ * where the bit is 1. Cast (count form, mode 1 = RoundMode::CAST_RINT): a bfloat16_t dst from a
+ * float src, rounded to nearest, ties to even (docs: Cast, Atlas A2 float -> bfloat16_t). Costs the
+ * lane bytes (vector_cycles) - a repeat costs all 256 bytes of it - Div, Exp, Ln and Sqrt twice (32
+ * f32 per cycle), ReduceSum two passes. */
 struct VectorCall {
     std::string op;
     VectorOperand dst;
@@ -210,7 +211,8 @@ public:
 
     /** DataCopy between memories (GM->L1/UB on MTE2, L1->L0A/L0B on MTE1 (LoadData), UB->GM on
      * MTE3, L1<->UB); boxes of equal element counts and types. */
-    void data_copy(int dst, const Box &dst_box, int src, const Box &src_box, const std::string &label);
+    void data_copy(int dst, const Box &dst_box, int src, const Box &src_box,
+                   const std::string &label);
     /** The real cube instructions on fractal data (the layouts above). Offsets in elements. */
     void nd2nz(int dst, int64_t dst_offset, int src, int64_t src_offset, const Nd2Nz &p,
                const std::string &label);

@@ -10,9 +10,9 @@
  * - VectorClocks: one clock per agent (a control stream, a DMA channel, a warpgroup, a TMA
  *   lane...). An access records its agent and that agent's own epoch; a later access is ordered
  *   after it when the later agent's clock has reached that epoch.
- * - BufferHistory: the accesses of one buffer, reads and writes kept apart, in size classes sorted by hull.
- *   check_access reports every earlier conflicting access that is not ordered before a new one,
- *   and prunes an earlier access that is ordered before a new access covering its elements (a
+ * - BufferHistory: the accesses of one buffer, reads and writes kept apart, in size classes sorted
+ * by hull. check_access reports every earlier conflicting access that is not ordered before a new
+ * one, and prunes an earlier access that is ordered before a new access covering its elements (a
  *   write, or a read when both read): a race against it is still found against the new one.
  * - RaceLog: races once per (first op, second op, key), the first kMaxStoredRaces kept.
  * - cross_run_races: conflicting accesses of different runs (ZPU cores, Hopper CTAs) to one
@@ -78,8 +78,8 @@ struct AccessRecord {
 struct RecordList {
     using Key = std::pair<int64_t, int64_t>; // (offset modulo the period, hull start)
     struct Group {
-        int width;      // bit width of (hi - lo) of its records
-        int64_t period; // their period
+        int width;           // bit width of (hi - lo) of its records
+        int64_t period;      // their period
         int64_t longest = 0; // longest hull (hi - lo) ever inserted into it
         std::multimap<Key, AccessRecord> records;
     };
@@ -228,7 +228,8 @@ template <class OnRace, class OnOrdered>
 void check_access(BufferHistory &history, const AccessRecord &access, const int64_t *clock,
                   OnRace &&on_race, OnOrdered &&on_ordered) {
     check_access_ordered(
-        history, access, [clock](const AccessRecord &earlier) { return earlier.epoch <= clock[earlier.agent]; },
+        history, access,
+        [clock](const AccessRecord &earlier) { return earlier.epoch <= clock[earlier.agent]; },
         on_race, on_ordered);
 }
 
@@ -279,7 +280,9 @@ void cross_run_races(const std::vector<RunHistory> &runs, OnRace &&on_race) {
         const BufferHistory &h = *run.history;
         runs_touching += !h.reads.empty() || !h.writes.empty();
         for (const RecordList *list : {&h.reads, &h.writes}) {
-            list->for_each([&](const AccessRecord &record) { items.push_back({&record, run.run}); });
+            list->for_each([&](const AccessRecord &record) {
+                items.push_back({&record, run.run});
+            });
         }
     }
     if (runs_touching < 2) {

@@ -12,11 +12,11 @@
 //   nothing; the agent sleeps from its time until woken ("barrier_wait" busy), then retries.
 // - The TMA unit and the tensor core of an SM serve one request at a time, in the order the
 //   requests are issued: start = max(issue, unit free). A request occupies its unit for its
-//   transfer (at the SM port, within what HBM and L2 have left in time, SharedBandwidth; lines read before
-//   from L2) or compute (ceil(m n k / wgmma_macs_per_cycle))
-//   part only, and completes tma_latency or wgmma_latency later: latencies of back-to-back
-//   requests overlap, so deeper rings hide them. Busy time ("tma", "tensor", bound_cycles) is the
-//   occupancy. TMA loads and stores share the unit; a box's bytes are its full size.
+//   transfer (at the SM port, within what HBM and L2 have left in time, SharedBandwidth; lines read
+//   before from L2) or compute (ceil(m n k / wgmma_macs_per_cycle)) part only, and completes
+//   tma_latency or wgmma_latency later: latencies of back-to-back requests overlap, so deeper rings
+//   hide them. Busy time ("tma", "tensor", bound_cycles) is the occupancy. TMA loads and stores
+//   share the unit; a box's bytes are its full size.
 // - mbarrier: a phase completes at the latest of its arrivals and tx completions; waiters see it
 //   barrier_latency cycles later (try_wait checks visibility, so a phase that completed but is not
 //   visible yet blocks until it is). Named barriers release all participants barrier_latency
@@ -94,7 +94,8 @@ double SharedBandwidth::move(double start, double bytes, double port) {
         const double take = std::min(room, port * span);
         if (take >= bytes) {
             add(b, bytes);
-            return t + bytes / std::max(take / span, 1e-9); // at this bucket's rate for the transfer
+            return t +
+                   bytes / std::max(take / span, 1e-9); // at this bucket's rate for the transfer
         }
         if (take > 0) {
             add(b, take);
@@ -125,8 +126,8 @@ double SharedBandwidth::between(double from, double to) const {
         if (t < 0)
             return 0.0;
         double sum = 0;
-        for (int64_t i = std::min<int64_t>(int64_t(t / kBucketCycles), int64_t(tree_.size()) - 1); i >= 0;
-             i = (i & (i + 1)) - 1)
+        for (int64_t i = std::min<int64_t>(int64_t(t / kBucketCycles), int64_t(tree_.size()) - 1);
+             i >= 0; i = (i & (i + 1)) - 1)
             sum += tree_[size_t(i)];
         return sum;
     };
@@ -139,7 +140,8 @@ TimedL2::Split TimedL2::read(int buffer, const Box &box, int element_bytes, doub
     // Every line (sector) a read touches moves whole: a row that straddles sectors costs more than
     // its bytes.
     detail::for_each_line(buffer, box, element_bytes, line_, [&](uint64_t key, int64_t) {
-        if (key == previous) return; // the next run of the same line (short rows)
+        if (key == previous)
+            return; // the next run of the same line (short rows)
         previous = key;
         auto it = lines_.find(key);
         if (it == lines_.end()) {
@@ -148,7 +150,9 @@ TimedL2::Split TimedL2::read(int buffer, const Box &box, int element_bytes, doub
             return;
         }
         Uses &u = it->second;
-        double since = time >= u.last ? hbm_.between(u.last, time) : time <= u.first ? hbm_.between(time, u.first) : 0;
+        double since = time >= u.last    ? hbm_.between(u.last, time)
+                       : time <= u.first ? hbm_.between(time, u.first)
+                                         : 0;
         (since < capacity_ ? split.hit : split.miss) += line_;
         u.first = std::min(u.first, time);
         u.last = std::max(u.last, time);
@@ -377,10 +381,10 @@ struct Machine::Impl {
     struct Cluster;
 
     Impl(const HopperParams &p, bool numerics_on, bool trace_on)
-        : params(p), numerics(numerics_on), trace(trace_on),
-          active_sms(p.sms), sm_free(size_t(p.sms), 0), vector_free(size_t(p.sms), 0),
-          tma_free(size_t(p.sms), 0), tensor_free(size_t(p.sms), 0), tma_busy(size_t(p.sms), 0),
-          tensor_busy(size_t(p.sms), 0), sm_tracks(size_t(p.sms)) {}
+        : params(p), numerics(numerics_on), trace(trace_on), active_sms(p.sms),
+          sm_free(size_t(p.sms), 0), vector_free(size_t(p.sms), 0), tma_free(size_t(p.sms), 0),
+          tensor_free(size_t(p.sms), 0), tma_busy(size_t(p.sms), 0), tensor_busy(size_t(p.sms), 0),
+          sm_tracks(size_t(p.sms)) {}
 
     HopperParams params;
     bool numerics;
@@ -508,7 +512,8 @@ public:
 
     // --- builder -----------------------------------------------------------------------------
 
-    int add_smem(const std::string &name, DType type, int64_t elements, int64_t charged_bytes) override {
+    int add_smem(const std::string &name, DType type, int64_t elements,
+                 int64_t charged_bytes) override {
         std::string what = "add_smem '" + name + "'";
         check_building(what);
         if (elements < 0) {
@@ -699,8 +704,8 @@ public:
         return false;
     }
 
-    void thread_load(int smem, const Box &smem_box, int global, const Box &global_box,
-                     int barrier, const std::string &label) override {
+    void thread_load(int smem, const Box &smem_box, int global, const Box &global_box, int barrier,
+                     const std::string &label) override {
         const char *op = "thread_load";
         begin_op(op, &label);
         land(OpKind::ThreadLoad, smem, global,
@@ -727,17 +732,19 @@ public:
             const Buffer &own = local(smem);
             if (!peer || peer->memory != Memory::Shared || peer->name != own.name ||
                 peer->elements != own.elements || peer->type != own.type) {
-                fail(op, label, "smem '" + own.name + "' is not the same buffer in CTA " +
-                                    std::to_string(cta->cta_) +
-                                    "; a multicast lands at the same smem of every CTA");
+                fail(op, label,
+                     "smem '" + own.name + "' is not the same buffer in CTA " +
+                         std::to_string(cta->cta_) +
+                         "; a multicast lands at the same smem of every CTA");
             }
         }
         int64_t bytes = boxes.elements * bytes_of(local(smem).type);
         Agent &agent = me();
         detail::L2Lines::Split traffic;
         if (boxes.any_inside) {
-            TimedL2::Split lines = impl_.l2_lines.read(global, boxes.global_inside, bytes_of(local(smem).type),
-                                                       double(std::max(agent.now, impl_.tma_free[size_t(sm_)])));
+            TimedL2::Split lines =
+                impl_.l2_lines.read(global, boxes.global_inside, bytes_of(local(smem).type),
+                                    double(std::max(agent.now, impl_.tma_free[size_t(sm_)])));
             traffic.miss = lines.miss;
             traffic.hit = lines.hit;
         }
@@ -758,7 +765,8 @@ public:
         }
         clocks_.tick(wg(current_));
         if (boxes.any_inside) {
-            access(global, boxes.global_inside, false, into.front()->lane_of(barrier), name, kAsyncProxy);
+            access(global, boxes.global_inside, false, into.front()->lane_of(barrier), name,
+                   kAsyncProxy);
         }
         const std::string issuer = "agent '" + agents_[size_t(current_)].name + "'";
         const Cycles transfer_end = impl_.tma_free[size_t(sm_)];
@@ -768,9 +776,20 @@ public:
                 impl_.tma_busy[size_t(cta->sm_)] += transfer_end - start;
                 port = transfer_end;
             }
-            cta->receive(Load{cta == this ? issuer : issuer + " of CTA " + std::to_string(cta_), cta != this, barrier, bytes, smem, global, boxes.smem_full,
-                              boxes.smem_inside, boxes.global_inside, boxes.any_inside, boxes.clipped,
-                              uint32_t(name >> 32), {}, op},
+            cta->receive(Load{cta == this ? issuer : issuer + " of CTA " + std::to_string(cta_),
+                              cta != this,
+                              barrier,
+                              bytes,
+                              smem,
+                              global,
+                              boxes.smem_full,
+                              boxes.smem_inside,
+                              boxes.global_inside,
+                              boxes.any_inside,
+                              boxes.clipped,
+                              uint32_t(name >> 32),
+                              {},
+                              op},
                          name, end);
         }
         agent.now = threads ? end : agent.now + params_.issue_cycles;
@@ -803,18 +822,20 @@ public:
         const Buffer &shared = checked(op, label, "smem", smem, smem_box);
         const Buffer &tensor = checked(op, label, "global", global, global_box);
         if (shared.memory != Memory::Shared || tensor.memory != Memory::Global) {
-            fail(op, label, "a thread copy moves a box between global memory ('" + tensor.name +
-                                "') and smem ('" + shared.name + "')");
+            fail(op, label,
+                 "a thread copy moves a box between global memory ('" + tensor.name +
+                     "') and smem ('" + shared.name + "')");
         }
         if (shared.type != tensor.type) {
-            fail(op, label, "smem '" + shared.name + "' is " + dtype_name(shared.type) +
-                                " but '" + tensor.name + "' is " + dtype_name(tensor.type) +
-                                "; a thread copy moves elements without conversion");
+            fail(op, label,
+                 "smem '" + shared.name + "' is " + dtype_name(shared.type) + " but '" +
+                     tensor.name + "' is " + dtype_name(tensor.type) +
+                     "; a thread copy moves elements without conversion");
         }
         if (smem_box.elements() != global_box.elements()) {
-            fail(op, label, "the smem box has " + std::to_string(smem_box.elements()) +
-                                " elements but the global box " +
-                                std::to_string(global_box.elements()));
+            fail(op, label,
+                 "the smem box has " + std::to_string(smem_box.elements()) +
+                     " elements but the global box " + std::to_string(global_box.elements()));
         }
         TmaBoxes out;
         out.smem_full = out.smem_inside = smem_box;
@@ -844,8 +865,7 @@ public:
     /** A TMA or thread store, in the agent's open bulk group: its smem reads are retired by
      * bulk_wait_group_read (for threads, the warpgroup barrier the emitter places there). Threads
      * read smem through the generic proxy and keep the agent busy while they issue the stores. */
-    void drain(OpKind kind, int global, const TmaBoxes &boxes, int smem,
-               const std::string &label) {
+    void drain(OpKind kind, int global, const TmaBoxes &boxes, int smem, const std::string &label) {
         const bool threads = kind == OpKind::ThreadStore;
         const uint8_t proxy = threads ? kGenericProxy : kAsyncProxy;
         uint64_t name = op_name(kind, label);
@@ -943,8 +963,9 @@ public:
                 fail(op, label, rank);
             }
         }
-        std::string types = detail::mma_type_error(acc_buffer.name, acc_buffer.type, a_buffer.name, a_buffer.type,
-                                                   b_buffer.name, b_buffer.type, "wgmma");
+        std::string types =
+            detail::mma_type_error(acc_buffer.name, acc_buffer.type, a_buffer.name, a_buffer.type,
+                                   b_buffer.name, b_buffer.type, "wgmma");
         if (!types.empty()) {
             fail(op, label, types);
         }
@@ -1102,7 +1123,8 @@ public:
         uint64_t name = op_name(OpKind::Vector, label);
         // The SM's CUDA cores are shared by its warpgroups: vector ops of one SM take turns.
         Cycles start = std::max(agent.now, impl_.vector_free[size_t(sm_)]);
-        Cycles work = params_.issue_cycles + detail::ceil_div(flops, params_.vector_flops_per_cycle);
+        Cycles work =
+            params_.issue_cycles + detail::ceil_div(flops, params_.vector_flops_per_cycle);
         Cycles duration = (start - agent.now) + work;
         impl_.vector_free[size_t(sm_)] = start + work;
         impl_.trace.add(uint32_t(name >> 32), "vector", sm_, agent.track, start, work);
@@ -1372,7 +1394,8 @@ private:
 
     /** Did the generic writer of `write` fence after it, in time for the reader (`clock`)? */
     bool fenced(const AccessRecord &write, const int64_t *clock) const {
-        const std::vector<int64_t> &fences = agents_[size_t((write.agent - base_) / 3)].fence_epochs;
+        const std::vector<int64_t> &fences =
+            agents_[size_t((write.agent - base_) / 3)].fence_epochs;
         auto it = std::lower_bound(fences.begin(), fences.end(), write.epoch);
         return it != fences.end() && *it <= clock[write.agent];
     }
@@ -1440,7 +1463,8 @@ private:
         if (&to != this) {
             to.remote_arrivals_.push_back(
                 {wg(current_), clocks_.epoch(wg(current_)),
-                 op_name(OpKind::Mbarrier, "arrive " + bar.name + " of CTA " + std::to_string(to.cta_)),
+                 op_name(OpKind::Mbarrier,
+                         "arrive " + bar.name + " of CTA " + std::to_string(to.cta_)),
                  barrier});
         }
         clocks_.join_into(bar.clock, clocks_.clock(wg(current_)));
@@ -1469,11 +1493,12 @@ private:
             if (exit[size_t(r.clock)] >= r.epoch) {
                 continue;
             }
-            impl_.add_race(r.op, exit_op, -1 - int64_t(r.barrier), kRemoteArrival,
-                           "mbarrier " + barriers_[size_t(r.barrier)].name,
-                           "a remote arrival (another CTA of the cluster) on this CTA's mbarrier is "
-                           "not ordered before the CTA exits: wait for the phase it completes (the "
-                           "producer's tail over its ring) or cluster_sync before exit");
+            impl_.add_race(
+                r.op, exit_op, -1 - int64_t(r.barrier), kRemoteArrival,
+                "mbarrier " + barriers_[size_t(r.barrier)].name,
+                "a remote arrival (another CTA of the cluster) on this CTA's mbarrier is "
+                "not ordered before the CTA exits: wait for the phase it completes (the "
+                "producer's tail over its ring) or cluster_sync before exit");
         }
     }
 
@@ -1628,8 +1653,8 @@ private:
         clocks_.join_into(bar.clock, load.clock.data());
         // A peer's multicast may land before this CTA's own expect_tx (its arrival still pending).
         if (load.bytes > bar.tx && !(load.remote && bar.pending > 0)) {
-            throw SimError("CTA " + std::to_string(cta_) + ", " + load.issuer + ": " + load.op + " '" +
-                           impl_.labels.text(load.label) + "' completes " +
+            throw SimError("CTA " + std::to_string(cta_) + ", " + load.issuer + ": " + load.op +
+                           " '" + impl_.labels.text(load.label) + "' completes " +
                            std::to_string(load.bytes) + " tx bytes on mbarrier '" + bar.name +
                            "', whose phase " + std::to_string(bar.completions) + " expects only " +
                            std::to_string(bar.tx) +
@@ -1837,8 +1862,9 @@ private:
 
 void Machine::Impl::run_cluster(int first, int ctas, const CtaFactory &make_cta) {
     if (ctas < 1 || ctas > params.sms) {
-        throw SimError("run_cluster " + std::to_string(first) + ": a cluster of " + std::to_string(ctas) +
-                       " CTAs runs on as many SMs at once; the machine has " + std::to_string(params.sms));
+        throw SimError(
+            "run_cluster " + std::to_string(first) + ": a cluster of " + std::to_string(ctas) +
+            " CTAs runs on as many SMs at once; the machine has " + std::to_string(params.sms));
     }
     if (first < 0 || first > kMaxCtas - ctas) {
         throw SimError("run_cta: CTA index " + std::to_string(first) + " must be in [0, " +
@@ -1868,7 +1894,8 @@ void Machine::Impl::run_cluster(int first, int ctas, const CtaFactory &make_cta)
     Cluster cluster;
     std::vector<std::unique_ptr<CtaRun>> runs;
     for (int rank = 0; rank < ctas; ++rank) {
-        runs.push_back(std::make_unique<CtaRun>(*this, cluster, rank, first + rank, (first + rank) % params.sms, start));
+        runs.push_back(std::make_unique<CtaRun>(*this, cluster, rank, first + rank,
+                                                (first + rank) % params.sms, start));
         cluster.ctas.push_back(runs.back().get());
     }
     struct Running {
@@ -2029,7 +2056,8 @@ Report Machine::finish() {
     {
         // The device's own bounds: every byte through L2, every miss and write through HBM.
         report.bound_cycles =
-            std::max({report.bound_cycles, Cycles(std::ceil(impl_->hbm.total() / params_.hbm_bytes_per_cycle)),
+            std::max({report.bound_cycles,
+                      Cycles(std::ceil(impl_->hbm.total() / params_.hbm_bytes_per_cycle)),
                       Cycles(std::ceil(impl_->l2_bandwidth.total() / params_.l2_bytes_per_cycle))});
     }
     for (int sm = 0; sm < params_.sms; ++sm) {

@@ -65,10 +65,10 @@ namespace tandem::sim::hopper {
 
 struct HopperParams {
     int sms = 132;
-    int64_t smem_bytes = 232448;     // per CTA (227 KB)
+    int64_t smem_bytes = 232448; // per CTA (227 KB)
     int registers_per_sm = 65536;
     // Timing, in SM cycles (H100 SXM, ~1.83 GHz; HOPPER-FACTS.md)
-    int tma_latency = 600;             // issue to first byte
+    int tma_latency = 600; // issue to first byte
     // Memory (machines/hopper.json): one HBM and one L2 shared by the SMs in time
     // (SharedBandwidth); an SM moves at most tma_bytes_per_cycle itself. A read of a line some
     // earlier read brought in comes from L2 (least recently used lines leave when it is full).
@@ -79,9 +79,9 @@ struct HopperParams {
     int l2_line = 128;
     double wgmma_macs_per_cycle = 2048; // bf16 dense, per SM
     int wgmma_latency = 30;
-    int vector_flops_per_cycle = 128;   // per SM, shared by its warpgroups (128 FP32 lanes)
-    int barrier_latency = 20;           // arrive -> visible to a waiter
-    int issue_cycles = 1;               // any other op
+    int vector_flops_per_cycle = 128; // per SM, shared by its warpgroups (128 FP32 lanes)
+    int barrier_latency = 20;         // arrive -> visible to a waiter
+    int issue_cycles = 1;             // any other op
     // Thread copies (ld / st by a warpgroup's threads, where TMA cannot copy): each thread keeps
     // this many loads in flight, so a copy waits one memory latency (tma_latency) per batch of
     // 128 x thread_copy_batch elements, and moves its bytes at the SM's share of bandwidth.
@@ -183,14 +183,16 @@ public:
      * returns Step::Blocked and retries the same op when woken). */
     virtual bool mbarrier_try_wait_parity(int barrier, int parity) = 0;
 
-    virtual void tma_load(int smem, int64_t smem_offset, const TensorView &view, const std::vector<int64_t> &coords,
-                          const std::vector<int64_t> &box, int barrier, const std::string &label) = 0;
+    virtual void tma_load(int smem, int64_t smem_offset, const TensorView &view,
+                          const std::vector<int64_t> &coords, const std::vector<int64_t> &box,
+                          int barrier, const std::string &label) = 0;
     /** A TMA load multicast to the CTAs of the cluster in `cta_mask` (bit r: rank r): the box
      * lands at the same smem offset of each, completing its bytes on each one's `barrier`.
      * The L2 reads it once; each receiving SM takes its bytes through its own port. */
     virtual void tma_load_multicast(int smem, int64_t smem_offset, const TensorView &view,
-                                    const std::vector<int64_t> &coords, const std::vector<int64_t> &box,
-                                    int barrier, uint32_t cta_mask, const std::string &label) = 0;
+                                    const std::vector<int64_t> &coords,
+                                    const std::vector<int64_t> &box, int barrier, uint32_t cta_mask,
+                                    const std::string &label) = 0;
     /** Arrive on mbarrier `barrier` of the CTA of cluster rank `rank` (this CTA's own included). */
     virtual void mbarrier_arrive_remote(int barrier, int rank) = 0;
     /** This CTA's rank in its cluster, and the cluster's CTA count (1 outside clusters). */
@@ -199,14 +201,15 @@ public:
     /** barrier.cluster arrive + wait by every agent of every CTA of the cluster (release /
      * acquire); false blocks until all have arrived. */
     virtual bool cluster_sync() = 0;
-    virtual void tma_store(const TensorView &view, const std::vector<int64_t> &coords, const std::vector<int64_t> &box,
-                           int smem, int64_t smem_offset, const std::string &label) = 0;
+    virtual void tma_store(const TensorView &view, const std::vector<int64_t> &coords,
+                           const std::vector<int64_t> &box, int smem, int64_t smem_offset,
+                           const std::string &label) = 0;
     /** A copy by the agent's own threads (ld.global / st.shared, fence.proxy.async, then one
      * thread's mbarrier.complete_tx): what TMA cannot move, a box of any strides (the two boxes
      * have the same extents). The agent is busy until the data has landed, then the bytes
      * complete on `barrier` as a TMA load's do. */
-    virtual void thread_load(int smem, const Box &smem_box, int global, const Box &global_box, int barrier,
-                             const std::string &label) = 0;
+    virtual void thread_load(int smem, const Box &smem_box, int global, const Box &global_box,
+                             int barrier, const std::string &label) = 0;
     /** A store by the agent's own threads (ld.shared / st.global, generic proxy), in the agent's
      * bulk group like a TMA store: its smem reads retire at bulk_wait_group_read, where the
      * emitted code has the warpgroup meet. */
@@ -218,8 +221,8 @@ public:
 
     virtual void wgmma_fence() = 0;
     /** acc: a register buffer of this agent; a, b: smem. Boxes as Core::mma of the ZPU model. */
-    virtual void wgmma(int acc, const Box &acc_box, int a, const Box &a_box, int b, const Box &b_box,
-                       const std::string &label) = 0;
+    virtual void wgmma(int acc, const Box &acc_box, int a, const Box &a_box, int b,
+                       const Box &b_box, const std::string &label) = 0;
     virtual void wgmma_commit_group() = 0;
     /** Advances this agent to when at most `pending` groups are in flight (never blocks). */
     virtual void wgmma_wait_group(int pending) = 0;
@@ -228,7 +231,8 @@ public:
     /** Named barrier `id` for `agents` agents; false blocks until all have arrived. */
     virtual bool named_barrier_sync(int id, int agents) = 0;
     virtual void setmaxnreg(int registers, bool increase) = 0;
-    virtual void vector_op(const std::string &label, int64_t flops, const std::vector<Access> &accesses,
+    virtual void vector_op(const std::string &label, int64_t flops,
+                           const std::vector<Access> &accesses,
                            const std::function<void()> &compute) = 0;
 };
 
@@ -271,9 +275,11 @@ public:
         /** SimError naming the buffer when the CTA's smem would exceed params().smem_bytes.
          * `charged_bytes` >= 0: the buffer takes that much of the capacity, not its elements'
          * bytes (a tile the GPU holds only part of at a time, Kernel.h's chip_slot_bytes). */
-        virtual int add_smem(const std::string &name, DType type, int64_t elements, int64_t charged_bytes = -1) = 0;
+        virtual int add_smem(const std::string &name, DType type, int64_t elements,
+                             int64_t charged_bytes = -1) = 0;
         /** A register-file buffer private to `agent` (accumulators). */
-        virtual int add_registers(int agent, const std::string &name, DType type, int64_t elements) = 0;
+        virtual int add_registers(int agent, const std::string &name, DType type,
+                                  int64_t elements) = 0;
         virtual int add_barrier(const std::string &name) = 0;
         virtual int add_agent(const std::string &name) = 0;
     };

@@ -138,7 +138,8 @@ void copy_strided(std::byte *dst, int64_t dst_stride, const std::byte *src, int6
 } // namespace
 
 void L2Lines::arrived(double when) {
-    for (uint64_t key : missed_) ready_[key] = when;
+    for (uint64_t key : missed_)
+        ready_[key] = when;
     missed_.clear();
 }
 
@@ -179,7 +180,8 @@ L2Lines::Split L2Lines::read(int buffer, const Box &box, int element_bytes) {
         if (lines_.count(key)) {
             split.hit += bytes;
             auto ready = ready_.find(key);
-            if (ready != ready_.end()) split.ready = std::max(split.ready, ready->second);
+            if (ready != ready_.end())
+                split.ready = std::max(split.ready, ready->second);
         } else {
             split.miss += bytes;
             if (std::find(missed_.begin(), missed_.end(), key) == missed_.end()) {
@@ -396,14 +398,16 @@ std::string mma_rank_error(const char *role, const Box &box, const char *dims) {
            std::to_string(box.dims.size()) + " dims; it needs 2: " + dims;
 }
 
-std::string mma_type_error(const std::string &acc, DType acc_type, const std::string &a, DType a_type,
-                           const std::string &b, DType b_type, const char *unit) {
+std::string mma_type_error(const std::string &acc, DType acc_type, const std::string &a,
+                           DType a_type, const std::string &b, DType b_type, const char *unit) {
     if (acc_type != DType::F32) {
         return "acc '" + acc + "' is " + dtype_name(acc_type) + "; the accumulator must be f32";
     }
-    for (const auto &[name, type] : {std::pair<const std::string &, DType>{a, a_type}, {b, b_type}}) {
+    for (const auto &[name, type] :
+         {std::pair<const std::string &, DType>{a, a_type}, {b, b_type}}) {
         if (type != DType::BF16 && type != DType::F32) {
-            return "operand '" + name + "' is " + dtype_name(type) + "; " + unit + " takes bf16 or f32";
+            return "operand '" + name + "' is " + dtype_name(type) + "; " + unit +
+                   " takes bf16 or f32";
         }
     }
     return "";

@@ -14,9 +14,9 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <string>
 #include <functional>
 #include <list>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -60,8 +60,8 @@ std::string mma_rank_error(const char *role, const Box &box, const char *dims);
 
 /** Empty when the accumulator is f32 and each operand bf16 or f32, else the reason; `unit`
  * names the instruction ("mma", "wgmma"). */
-std::string mma_type_error(const std::string &acc, DType acc_type, const std::string &a, DType a_type,
-                           const std::string &b, DType b_type, const char *unit);
+std::string mma_type_error(const std::string &acc, DType acc_type, const std::string &a,
+                           DType a_type, const std::string &b, DType b_type, const char *unit);
 
 /** Empty when acc {N, M}, a {K, M} and b {N, K} agree, else "shapes disagree: ...". */
 std::string mma_shape_error(const Box &acc_box, const Box &a_box, const Box &b_box);

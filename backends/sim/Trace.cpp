@@ -93,11 +93,11 @@ namespace {
 /** Bar colours by op kind; waits and stalls are grey. */
 const char *svg_colour(const std::string &kind) {
     static const std::map<std::string, const char *> colours = {
-        {"dma", "#4c9f4c"},        {"tma_load", "#4c9f4c"},   {"thread_load", "#8fc98f"},
-        {"DataCopy", "#4c9f4c"},   {"LoadData", "#7fbf7f"},   {"tma_store", "#2e86ab"},
+        {"dma", "#4c9f4c"},          {"tma_load", "#4c9f4c"}, {"thread_load", "#8fc98f"},
+        {"DataCopy", "#4c9f4c"},     {"LoadData", "#7fbf7f"}, {"tma_store", "#2e86ab"},
         {"thread_store", "#7fb8d4"}, {"Fixpipe", "#2e86ab"},  {"mma", "#e07b24"},
-        {"wgmma", "#e07b24"},      {"Mmad", "#e07b24"},       {"vector", "#8e5ea2"},
-        {"dispatch", "#c8b560"},   {"SetFlag", "#c8b560"},    {"PipeBarrier", "#c8b560"}};
+        {"wgmma", "#e07b24"},        {"Mmad", "#e07b24"},     {"vector", "#8e5ea2"},
+        {"dispatch", "#c8b560"},     {"SetFlag", "#c8b560"},  {"PipeBarrier", "#c8b560"}};
     auto it = colours.find(kind);
     if (it != colours.end())
         return it->second;
@@ -147,10 +147,10 @@ void TraceLog::write_svg(std::ostream &out, const std::vector<TraceProcess> &pro
         << " cycles; one lane per engine or agent, bars are ops, grey is waiting</text>\n";
     for (size_t r = 0; r < lane_names.size(); ++r) {
         const int y = top + int(r) * row;
-        out << "<rect x=\"" << left << "\" y=\"" << y << "\" width=\"" << width
-            << "\" height=\"" << row - 4 << "\" fill=\"" << (r % 2 ? "#f4f4f4" : "#fafafa")
-            << "\"/>\n<text x=\"" << left - 6 << "\" y=\"" << y + row - 9
-            << "\" text-anchor=\"end\">" << lane_names[r] << "</text>\n";
+        out << "<rect x=\"" << left << "\" y=\"" << y << "\" width=\"" << width << "\" height=\""
+            << row - 4 << "\" fill=\"" << (r % 2 ? "#f4f4f4" : "#fafafa") << "\"/>\n<text x=\""
+            << left - 6 << "\" y=\"" << y + row - 9 << "\" text-anchor=\"end\">" << lane_names[r]
+            << "</text>\n";
     }
     // Bars, merged where adjacent ops of one kind fall within a pixel (a small file at any size).
     std::map<int, std::vector<const Event *>> by_lane;

@@ -77,8 +77,8 @@ ZpuParams ZpuParams::from(const ParamLookup &get) {
     ZpuParams p = params_from<ZpuParams>(get);
     for (int s = 0; s < 4; ++s) {
         for (int d = 0; d < 4; ++d) {
-            const std::string key = std::string("odma_route.") + space_name(Space(s)) + "." +
-                                    space_name(Space(d));
+            const std::string key =
+                std::string("odma_route.") + space_name(Space(s)) + "." + space_name(Space(d));
             try {
                 p.route[size_t(s)][size_t(d)] = int(get(key));
             } catch (const std::exception &) {
@@ -251,11 +251,11 @@ struct CoreRun {
     Cycles now = 0;
     std::vector<Cycles> channel_free;
     std::priority_queue<Cycles, std::vector<Cycles>, std::greater<Cycles>> in_flight_ends;
-    Knowledge known{1, {}}; // the control stream's; its own epoch is known.control
-    int64_t issued = 0;     // async ops issued so far
+    Knowledge known{1, {}};               // the control stream's; its own epoch is known.control
+    int64_t issued = 0;                   // async ops issued so far
     std::array<Cycles, 2> engine_free{};  // by Engine: when its last op ends
     std::array<int64_t, 2> engine_last{}; // by Engine: token id of its last op, 0 if none
-    bool blocked = false;   // deadlocked: its program did not end
+    bool blocked = false;                 // deadlocked: its program did not end
     Cycles tensor_busy = 0, vector_busy = 0, dma_busy = 0, control_stall = 0;
     Cycles longest_dma = 0, last_transfer_end = 0;
     std::vector<BufferHistory> history; // by buffer id
@@ -386,15 +386,17 @@ struct Machine::Impl {
     // --- happens-before ----------------------------------------------------------------------
 
     /** Checks one access against the core's history of the buffer, then records it. The access is
-     * the control stream's (async op 0) or async op `async`'s; `known` is what its agent has seen. */
+     * the control stream's (async op 0) or async op `async`'s; `known` is what its agent has seen.
+     */
     void access(CoreRun &core, int buffer, const Box &box, bool write, const Knowledge &known,
                 int64_t async, uint64_t op) {
         ElementSet elements = detail::element_set(box);
         if (elements.empty) {
             return;
         }
-        AccessRecord record = async ? AccessRecord{elements, kAsyncAgent, async, op, write}
-                                       : AccessRecord{elements, kControlAgent, known.control, op, write};
+        AccessRecord record = async
+                                  ? AccessRecord{elements, kAsyncAgent, async, op, write}
+                                  : AccessRecord{elements, kControlAgent, known.control, op, write};
         detail::check_access_ordered(
             core.history_of(buffer), record,
             [&](const AccessRecord &earlier) {
@@ -534,12 +536,13 @@ struct Machine::Impl {
         core.engine_free[e] = end;
         core.last_transfer_end = std::max(core.last_transfer_end, end);
         (engine == Engine::Tensor ? core.tensor_busy : core.vector_busy) += duration;
-        add_event(kind, label_index, core.id, engine == Engine::Tensor ? kTensorTrack : kVectorTrack,
-                  start, duration);
+        add_event(kind, label_index, core.id,
+                  engine == Engine::Tensor ? kTensorTrack : kVectorTrack, start, duration);
         uint64_t op = OpName{kind, -1, core.id, label_index}.pack();
         int dst = -1; // what it writes, for a race with the end of the program
         for (const Access &x : accesses) {
-            if (x.write) dst = x.buffer;
+            if (x.write)
+                dst = x.buffer;
         }
         AsyncOp issued{core.id, end, ++core.issued, core.known, op, dst};
         if (core.engine_last[e] != 0) {
@@ -581,8 +584,9 @@ struct Machine::Impl {
                 fail(what, core, rank);
             }
         }
-        std::string types = detail::mma_type_error(acc_buffer.name, acc_buffer.type, a_buffer.name, a_buffer.type,
-                                                   b_buffer.name, b_buffer.type, "mma");
+        std::string types =
+            detail::mma_type_error(acc_buffer.name, acc_buffer.type, a_buffer.name, a_buffer.type,
+                                   b_buffer.name, b_buffer.type, "mma");
         if (!types.empty()) {
             fail(what, core, types);
         }
@@ -598,8 +602,8 @@ struct Machine::Impl {
         issue(core, Engine::Tensor, OpKind::Mma, label_index, duration, accesses);
         if (numerics) {
             multiplier.multiply_add(acc_buffer.data.get(), acc_box, a_buffer.data.get(),
-                                    a_buffer.type, a_box, b_buffer.data.get(), b_buffer.type,
-                                    b_box, accumulate);
+                                    a_buffer.type, a_box, b_buffer.data.get(), b_buffer.type, b_box,
+                                    accumulate);
         }
     }
 

@@ -48,14 +48,15 @@ using Cycles = int64_t;
 
 /** A machine description's parameter by name (tandem::MachineDescription::number, or a map in a
  * test); it throws for a name the description lacks. The params structs below are built from one
- * with from(); their defaults are the built-in descriptions' values (machines/<target>.json), which a
- * test pins. */
+ * with from(); their defaults are the built-in descriptions' values (machines/<target>.json), which
+ * a test pins. */
 using ParamLookup = std::function<double(const std::string &)>;
 
 /** A params struct with each field its fields() names set from `get` (the rest: defaults). */
 template <class Params> Params params_from(const ParamLookup &get) {
     Params p;
-    p.fields([&](const char *name, auto &v) { v = std::remove_reference_t<decltype(v)>(get(name)); });
+    p.fields(
+        [&](const char *name, auto &v) { v = std::remove_reference_t<decltype(v)>(get(name)); });
     return p;
 }
 
@@ -76,10 +77,10 @@ const char *space_name(Space s);
 struct ZpuParams {
     int cores = 16;
     int dma_channels = 2;
-    int dma_queue_depth = 8;             // descriptors in flight per core (the in-flight limit)
-    int64_t asram_bytes = 1048576;       // left matmul operand
-    int64_t wsram_bytes = 2097152;       // right matmul operand
-    int64_t rsram_bytes = 1536000;       // results and vector data
+    int dma_queue_depth = 8;       // descriptors in flight per core (the in-flight limit)
+    int64_t asram_bytes = 1048576; // left matmul operand
+    int64_t wsram_bytes = 2097152; // right matmul operand
+    int64_t rsram_bytes = 1536000; // results and vector data
     // ODMA copy = dma_fixed + ceil(bytes / dma_bytes_per_cycle)
     int dma_fixed = 100;
     int dma_bytes_per_cycle = 1024;
@@ -132,7 +133,9 @@ struct ZpuParams {
     int64_t vector_cycles(int64_t flops) const;
     /** Asymptotic rates of one core, for rooflines. */
     double peak_macs_per_cycle() const { return 16.0 * 32 * 32; }
-    double dma_bytes_per_cycle_per_core() const { return double(dma_channels) * dma_bytes_per_cycle; }
+    double dma_bytes_per_cycle_per_core() const {
+        return double(dma_channels) * dma_bytes_per_cycle;
+    }
 };
 
 /** An affine box of elements: offset + sum_d i_d * dims[d].stride, 0 <= i_d < dims[d].extent. */
@@ -203,7 +206,8 @@ public:
 
     /** Start a transfer src_box -> dst_box (same element type and element count; boxes may have
      * different shapes only if their extents agree dim by dim). Returns its token. */
-    Token dma_start(int dst, const Box &dst_box, int src, const Box &src_box, const std::string &label);
+    Token dma_start(int dst, const Box &dst_box, int src, const Box &src_box,
+                    const std::string &label);
     /** Block the control stream until the transfer of token t is complete. */
     void dma_wait(Token t, const std::string &label);
     /** acc(n, m) += sum_k a(k, m) * b(n, k), or acc = ... when `accumulate` is false (the fork's

@@ -14,29 +14,33 @@ TargetBackend backend() {
     b.model = [](const Target &t, bool numerics, bool trace) -> std::unique_ptr<Model> {
         return std::make_unique<ModelOf<sim::Machine>>(
             std::make_unique<sim::Machine>(sim::ZpuParams::from(t.lookup()), numerics, trace),
-            [](sim::Machine &m, const std::string &n, sim::DType d, int64_t e) { return m.add_dram(n, d, e); },
-            [](const Kernel &k, sim::Machine &m, const std::map<std::string, int> &ids, const Shapes &shapes) {
-                execute(k, m, ids, shapes);
-            });
+            [](sim::Machine &m, const std::string &n, sim::DType d, int64_t e) {
+                return m.add_dram(n, d, e);
+            },
+            [](const Kernel &k, sim::Machine &m, const std::map<std::string, int> &ids,
+               const Shapes &shapes) { execute(k, m, ids, shapes); });
     };
     b.roofline = [](double macs, double vector_ops, double bytes, const Target &t) {
         const sim::ZpuParams z = sim::ZpuParams::from(t.lookup());
         const double cores = z.cores;
-        return std::max({macs / (cores * z.peak_macs_per_cycle()), vector_ops / (cores * z.vector_flops_per_cycle),
+        return std::max({macs / (cores * z.peak_macs_per_cycle()),
+                         vector_ops / (cores * z.vector_flops_per_cycle),
                          bytes / (cores * z.dma_bytes_per_cycle_per_core())});
     };
-    b.sources = {{"code", ".zpu.cpp",
-                  [](const Kernel &k, const std::string &name, const EmitOptions &o) {
-                      no_drop_flag(o, "zpu");
-                      return emit_cpp(k, name);
-                  }},
-                 // The library interface (Halide's calling convention) over the code above.
-                 {"h", ".h", [](const Kernel &k, const std::string &name, const EmitOptions &) {
-                      return emit_library_header(k, name);
-                  }},
-                 {"library", ".lib.cpp", [](const Kernel &k, const std::string &name, const EmitOptions &) {
-                      return emit_library(k, name);
-                  }}};
+    b.sources = {
+        {"code", ".zpu.cpp",
+         [](const Kernel &k, const std::string &name, const EmitOptions &o) {
+             no_drop_flag(o, "zpu");
+             return emit_cpp(k, name);
+         }},
+        // The library interface (Halide's calling convention) over the code above.
+        {"h", ".h",
+         [](const Kernel &k, const std::string &name, const EmitOptions &) {
+             return emit_library_header(k, name);
+         }},
+        {"library", ".lib.cpp", [](const Kernel &k, const std::string &name, const EmitOptions &) {
+             return emit_library(k, name);
+         }}};
     return b;
 }
 

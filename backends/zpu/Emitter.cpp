@@ -17,18 +17,25 @@ namespace {
 
 std::string c_name(const std::string &name) {
     std::string r;
-    for (char c : name) r += std::isalnum((unsigned char)c) ? c : '_';
+    for (char c : name)
+        r += std::isalnum((unsigned char)c) ? c : '_';
     return r;
 }
 
-std::string barrier_array(const std::string &barrier) { return c_name(barrier); }
+std::string barrier_array(const std::string &barrier) {
+    return c_name(barrier);
+}
 
 const char *storage_type(sim::DType t) {
     switch (t) {
-    case sim::DType::BF16: return "uint16_t";
-    case sim::DType::F32: return "float";
-    case sim::DType::I32: return "int32_t";
-    case sim::DType::U8: return "uint8_t";
+    case sim::DType::BF16:
+        return "uint16_t";
+    case sim::DType::F32:
+        return "float";
+    case sim::DType::I32:
+        return "int32_t";
+    case sim::DType::U8:
+        return "uint8_t";
     }
     return "?";
 }
@@ -37,10 +44,14 @@ using library::dtype_enum;
 
 const char *space_enum(sim::Space s) {
     switch (s) {
-    case sim::Space::DRAM: return "tandem::sim::Space::DRAM";
-    case sim::Space::ASRAM: return "tandem::sim::Space::ASRAM";
-    case sim::Space::WSRAM: return "tandem::sim::Space::WSRAM";
-    case sim::Space::RSRAM: return "tandem::sim::Space::RSRAM";
+    case sim::Space::DRAM:
+        return "tandem::sim::Space::DRAM";
+    case sim::Space::ASRAM:
+        return "tandem::sim::Space::ASRAM";
+    case sim::Space::WSRAM:
+        return "tandem::sim::Space::WSRAM";
+    case sim::Space::RSRAM:
+        return "tandem::sim::Space::RSRAM";
     }
     return "?";
 }
@@ -76,41 +87,61 @@ public:
         };
         bool integer = t.is_int() || t.is_uint();
         switch (e->node_type) {
-        case IRNodeType::IntImm: return std::to_string(e.as<IntImm>()->value);
-        case IRNodeType::UIntImm: return std::to_string(e.as<UIntImm>()->value);
+        case IRNodeType::IntImm:
+            return std::to_string(e.as<IntImm>()->value);
+        case IRNodeType::UIntImm:
+            return std::to_string(e.as<UIntImm>()->value);
         case IRNodeType::FloatImm: {
             std::ostringstream s;
             s << std::setprecision(9) << float(e.as<FloatImm>()->value);
             std::string v = s.str();
-            if (v.find_first_of(".e") == std::string::npos && v.find("inf") == std::string::npos) v += ".0";
+            if (v.find_first_of(".e") == std::string::npos && v.find("inf") == std::string::npos)
+                v += ".0";
             return t.is_bfloat() ? rounded(t, v + "f") : v + "f";
         }
-        case IRNodeType::Variable: return c_name(e.as<Variable>()->name);
-        case IRNodeType::Add: return bin(e.as<Add>()->a, e.as<Add>()->b, "+");
-        case IRNodeType::Sub: return bin(e.as<Sub>()->a, e.as<Sub>()->b, "-");
-        case IRNodeType::Mul: return bin(e.as<Mul>()->a, e.as<Mul>()->b, "*");
+        case IRNodeType::Variable:
+            return c_name(e.as<Variable>()->name);
+        case IRNodeType::Add:
+            return bin(e.as<Add>()->a, e.as<Add>()->b, "+");
+        case IRNodeType::Sub:
+            return bin(e.as<Sub>()->a, e.as<Sub>()->b, "-");
+        case IRNodeType::Mul:
+            return bin(e.as<Mul>()->a, e.as<Mul>()->b, "*");
         case IRNodeType::Div:
-            if (integer) return "zpu::floor_div(" + expr(e.as<Div>()->a) + ", " + expr(e.as<Div>()->b) + ")";
+            if (integer)
+                return "zpu::floor_div(" + expr(e.as<Div>()->a) + ", " + expr(e.as<Div>()->b) + ")";
             return bin(e.as<Div>()->a, e.as<Div>()->b, "/");
         case IRNodeType::Mod:
             internal_assert(integer) << "zpu emitter: float modulo\n";
             return "zpu::floor_mod(" + expr(e.as<Mod>()->a) + ", " + expr(e.as<Mod>()->b) + ")";
         case IRNodeType::Min:
-            return "std::min<" + value_type(t) + ">(" + expr(e.as<Min>()->a) + ", " + expr(e.as<Min>()->b) + ")";
+            return "std::min<" + value_type(t) + ">(" + expr(e.as<Min>()->a) + ", " +
+                   expr(e.as<Min>()->b) + ")";
         case IRNodeType::Max:
-            return "std::max<" + value_type(t) + ">(" + expr(e.as<Max>()->a) + ", " + expr(e.as<Max>()->b) + ")";
-        case IRNodeType::EQ: return bin(e.as<EQ>()->a, e.as<EQ>()->b, "==");
-        case IRNodeType::NE: return bin(e.as<NE>()->a, e.as<NE>()->b, "!=");
-        case IRNodeType::LT: return bin(e.as<LT>()->a, e.as<LT>()->b, "<");
-        case IRNodeType::LE: return bin(e.as<LE>()->a, e.as<LE>()->b, "<=");
-        case IRNodeType::GT: return bin(e.as<GT>()->a, e.as<GT>()->b, ">");
-        case IRNodeType::GE: return bin(e.as<GE>()->a, e.as<GE>()->b, ">=");
-        case IRNodeType::And: return bin(e.as<And>()->a, e.as<And>()->b, "&&");
-        case IRNodeType::Or: return bin(e.as<Or>()->a, e.as<Or>()->b, "||");
-        case IRNodeType::Not: return "(!" + expr(e.as<Not>()->a) + ")";
+            return "std::max<" + value_type(t) + ">(" + expr(e.as<Max>()->a) + ", " +
+                   expr(e.as<Max>()->b) + ")";
+        case IRNodeType::EQ:
+            return bin(e.as<EQ>()->a, e.as<EQ>()->b, "==");
+        case IRNodeType::NE:
+            return bin(e.as<NE>()->a, e.as<NE>()->b, "!=");
+        case IRNodeType::LT:
+            return bin(e.as<LT>()->a, e.as<LT>()->b, "<");
+        case IRNodeType::LE:
+            return bin(e.as<LE>()->a, e.as<LE>()->b, "<=");
+        case IRNodeType::GT:
+            return bin(e.as<GT>()->a, e.as<GT>()->b, ">");
+        case IRNodeType::GE:
+            return bin(e.as<GE>()->a, e.as<GE>()->b, ">=");
+        case IRNodeType::And:
+            return bin(e.as<And>()->a, e.as<And>()->b, "&&");
+        case IRNodeType::Or:
+            return bin(e.as<Or>()->a, e.as<Or>()->b, "||");
+        case IRNodeType::Not:
+            return "(!" + expr(e.as<Not>()->a) + ")";
         case IRNodeType::Select: {
             const Select *s = e.as<Select>();
-            return "(" + expr(s->condition) + " ? " + expr(s->true_value) + " : " + expr(s->false_value) + ")";
+            return "(" + expr(s->condition) + " ? " + expr(s->true_value) + " : " +
+                   expr(s->false_value) + ")";
         }
         case IRNodeType::Cast: {
             const Cast *c = e.as<Cast>();
@@ -121,8 +152,10 @@ public:
             std::string v = c_name(l->name) + "_data[" + expr(l->index) + "]";
             return l->type.is_bfloat() ? "zpu::from_bf16(" + v + ")" : v;
         }
-        case IRNodeType::Call: return call(e.as<Call>());
-        default: internal_error << "zpu emitter: unsupported expression " << e << "\n";
+        case IRNodeType::Call:
+            return call(e.as<Call>());
+        default:
+            internal_error << "zpu emitter: unsupported expression " << e << "\n";
         }
         return "";
     }
@@ -130,22 +163,27 @@ public:
     void stmt(const Stmt &s) {
         if (const For *f = s.as<For>()) {
             std::string v = c_name(f->name);
-            if (ends_with(f->name, ".prologue")) os << line() << "// prologue: start the first copies of the pipeline\n";
-            os << line() << "for (int64_t " << v << " = " << expr(f->min) << ", " << v << "_end = " << v << " + "
-               << expr(f->extent) << "; " << v << " < " << v << "_end; " << v << "++) {\n";
+            if (ends_with(f->name, ".prologue"))
+                os << line() << "// prologue: start the first copies of the pipeline\n";
+            os << line() << "for (int64_t " << v << " = " << expr(f->min) << ", " << v
+               << "_end = " << v << " + " << expr(f->extent) << "; " << v << " < " << v << "_end; "
+               << v << "++) {\n";
             nested(f->body);
             os << line() << "}\n";
         } else if (const LetStmt *l = s.as<LetStmt>()) {
             ir::VectorOp v;
             Stmt body;
-            if (ir::as_vector_op(s, &v, &body)) return vector_op(v, body);
+            if (ir::as_vector_op(s, &v, &body))
+                return vector_op(v, body);
             if (ends_with(l->name, ".iteration")) {
-                os << line() << "// steady state: issue the copy for a later iteration, wait for this one, compute\n";
+                os << line()
+                   << "// steady state: issue the copy for a later iteration, wait for this one, "
+                      "compute\n";
             }
             os << line() << "{\n";
             indent++;
-            os << line() << "const " << value_type(l->value.type()) << " " << c_name(l->name) << " = "
-               << expr(l->value) << ";\n";
+            os << line() << "const " << value_type(l->value.type()) << " " << c_name(l->name)
+               << " = " << expr(l->value) << ";\n";
             stmt(l->body);
             indent--;
             os << line() << "}\n";
@@ -153,7 +191,8 @@ public:
             stmt(b->first);
             stmt(b->rest);
         } else if (const ProducerConsumer *pc = s.as<ProducerConsumer>()) {
-            os << line() << "// " << (pc->is_producer ? "produce " : "consume ") << pc->name << "\n";
+            os << line() << "// " << (pc->is_producer ? "produce " : "consume ") << pc->name
+               << "\n";
             stmt(pc->body);
         } else if (const IfThenElse *i = s.as<IfThenElse>()) {
             os << line() << "if (" << expr(i->condition) << ") {\n";
@@ -165,7 +204,8 @@ public:
             os << line() << "}\n";
         } else if (const Store *st = s.as<Store>()) {
             std::string v = expr(st->value);
-            if (st->value.type().is_bfloat()) v = "zpu::to_bf16(" + v + ")";
+            if (st->value.type().is_bfloat())
+                v = "zpu::to_bf16(" + v + ")";
             os << line() << c_name(st->name) << "_data[" << expr(st->index) << "] = " << v << ";\n";
         } else if (s.as<Evaluate>()) {
             intrinsic(s);
@@ -188,30 +228,38 @@ private:
     }
 
     static std::string value_type(const Halide::Type &t) {
-        if (t.is_bool()) return "bool";
-        if (t.is_int() || t.is_uint()) return "int64_t";
-        if (t.is_float() && t.bits() == 64) return "double";
+        if (t.is_bool())
+            return "bool";
+        if (t.is_int() || t.is_uint())
+            return "int64_t";
+        if (t.is_float() && t.bits() == 64)
+            return "double";
         return "float"; // f32, and bf16 values held exactly in a float
     }
 
     /** The value `v` rounded to what type t holds (bf16 arithmetic rounds after each op). */
     static std::string rounded(const Halide::Type &t, const std::string &v) {
-        if (t.is_bfloat()) return "zpu::from_bf16(zpu::to_bf16(" + v + "))";
+        if (t.is_bfloat())
+            return "zpu::from_bf16(zpu::to_bf16(" + v + "))";
         return v;
     }
 
     std::string call(const Call *c) {
-        if (ir::is_core_id(c)) return "zpu::core_id(ctx)";
+        if (ir::is_core_id(c))
+            return "zpu::core_id(ctx)";
         if (c->is_intrinsic(Call::likely) || c->is_intrinsic(Call::likely_if_innermost) ||
-            c->is_intrinsic(Call::promise_clamped) || c->is_intrinsic(Call::unsafe_promise_clamped)) {
+            c->is_intrinsic(Call::promise_clamped) ||
+            c->is_intrinsic(Call::unsafe_promise_clamped)) {
             return expr(c->args[0]);
         }
-        if (c->is_intrinsic(Call::abs)) return rounded(c->type, "std::fabs(" + expr(c->args[0]) + ")");
+        if (c->is_intrinsic(Call::abs))
+            return rounded(c->type, "std::fabs(" + expr(c->args[0]) + ")");
         static const std::map<std::string, std::string> unary = {
-            {"sqrt_f32", "std::sqrt"}, {"exp_f32", "std::exp"}, {"log_f32", "std::log"},
+            {"sqrt_f32", "std::sqrt"},   {"exp_f32", "std::exp"},   {"log_f32", "std::log"},
             {"floor_f32", "std::floor"}, {"ceil_f32", "std::ceil"}, {"tanh_f32", "std::tanh"}};
         auto it = unary.find(c->name);
-        if (it != unary.end()) return it->second + "((float)" + expr(c->args[0]) + ")";
+        if (it != unary.end())
+            return it->second + "((float)" + expr(c->args[0]) + ")";
         throw Error("the zpu vector core has no instruction for " + c->name);
     }
 
@@ -222,30 +270,36 @@ private:
         std::string engine;
         if (ir::as_copy(s, &c)) {
             std::string slot = expr(c.slot);
-            os << line() << barrier_array(c.barrier) << "[" << slot << "] = zpu::dma_start(ctx, " << c_name(c.dst) << ", "
-               << expr(c.dst_offset) << ", " << c_name(c.src) << ", " << expr(c.src_offset) << ", {";
+            os << line() << barrier_array(c.barrier) << "[" << slot << "] = zpu::dma_start(ctx, "
+               << c_name(c.dst) << ", " << expr(c.dst_offset) << ", " << c_name(c.src) << ", "
+               << expr(c.src_offset) << ", {";
             for (size_t d = 0; d < c.dims.size(); d++) {
-                os << (d ? ", " : "") << "{" << expr(c.dims[d].extent) << ", " << expr(c.dims[d].dst_stride) << ", "
-                   << expr(c.dims[d].src_stride) << "}";
+                os << (d ? ", " : "") << "{" << expr(c.dims[d].extent) << ", "
+                   << expr(c.dims[d].dst_stride) << ", " << expr(c.dims[d].src_stride) << "}";
             }
-            os << "}, \"" << c.src << " -> " << c.dst << " (version \" + std::to_string(" << slot << ") + \")\");\n";
+            os << "}, \"" << c.src << " -> " << c.dst << " (version \" + std::to_string(" << slot
+               << ") + \")\");\n";
         } else if (ir::as_wait(s, &w)) {
             std::string slot = expr(w.slot);
-            os << line() << "zpu::dma_wait(ctx, " << barrier_array(w.barrier) << "[" << slot << "], \"wait " << w.barrier
-               << " version \" + std::to_string(" << slot << "));\n";
+            os << line() << "zpu::dma_wait(ctx, " << barrier_array(w.barrier) << "[" << slot
+               << "], \"wait " << w.barrier << " version \" + std::to_string(" << slot << "));\n";
         } else if (ir::as_mma(s, &m)) {
-            os << line() << "zpu::mma(ctx, " << c_name(m.acc) << ", " << expr(m.acc_offset) << ", " << expr(m.acc_stride_n)
-               << ", " << expr(m.acc_stride_m) << ", " << c_name(m.a) << ", " << expr(m.a_offset) << ", "
-               << expr(m.a_stride_k) << ", " << expr(m.a_stride_m) << ", " << c_name(m.b) << ", " << expr(m.b_offset)
-               << ", " << expr(m.b_stride_n) << ", " << expr(m.b_stride_k) << ",\n"
-               << line() << "         " << expr(m.n) << ", " << expr(m.m) << ", " << expr(m.k) << ", \"" << m.acc
-               << " += " << m.a << " * " << m.b << "\"" << (m.accumulate.defined() ? ", " + expr(m.accumulate) : "")
-               << ");\n";
+            os << line() << "zpu::mma(ctx, " << c_name(m.acc) << ", " << expr(m.acc_offset) << ", "
+               << expr(m.acc_stride_n) << ", " << expr(m.acc_stride_m) << ", " << c_name(m.a)
+               << ", " << expr(m.a_offset) << ", " << expr(m.a_stride_k) << ", "
+               << expr(m.a_stride_m) << ", " << c_name(m.b) << ", " << expr(m.b_offset) << ", "
+               << expr(m.b_stride_n) << ", " << expr(m.b_stride_k) << ",\n"
+               << line() << "         " << expr(m.n) << ", " << expr(m.m) << ", " << expr(m.k)
+               << ", \"" << m.acc << " += " << m.a << " * " << m.b << "\""
+               << (m.accumulate.defined() ? ", " + expr(m.accumulate) : "") << ");\n";
         } else if (ir::as_sync(s, &engine)) {
-            os << line() << "zpu::sync(ctx, zpu::Engine::" << (engine == "tensor" ? "Tensor" : "Vector") << ");\n";
+            os << line()
+               << "zpu::sync(ctx, zpu::Engine::" << (engine == "tensor" ? "Tensor" : "Vector")
+               << ");\n";
         } else {
             const Evaluate *e = s.as<Evaluate>();
-            internal_assert(is_const(e->value)) << "zpu emitter: unexpected call " << e->value << "\n";
+            internal_assert(is_const(e->value))
+                << "zpu emitter: unexpected call " << e->value << "\n";
         }
     }
 
@@ -254,8 +308,8 @@ private:
         os << line() << "zpu::vector_op(ctx, \"" << v.label << "\", " << expr(v.flops) << ", {";
         for (size_t i = 0; i < v.regions.size(); i++) {
             const ir::Region &r = v.regions[i];
-            os << (i ? ", " : "") << "{" << c_name(r.buffer) << ", " << expr(r.lo) << ", " << expr(r.extent) << ", "
-               << (r.write ? "true" : "false") << "}";
+            os << (i ? ", " : "") << "{" << c_name(r.buffer) << ", " << expr(r.lo) << ", "
+               << expr(r.extent) << ", " << (r.write ? "true" : "false") << "}";
         }
         os << "}, [&] {\n";
         nested(body);
@@ -270,16 +324,21 @@ std::string emit_cpp(const Kernel &kernel, const std::string &function) {
     CodeGen g(kernel);
     std::ostringstream &os = g.os;
     os << "// Generated by Tandem for the zpu: kernel " << kernel.name << ".\n"
-       << "// One control stream per core issues everything: DMA transfers (a token each), MMAs to the\n"
-       << "// tensor core and vector ops to the vector core, each engine in order; zpu::sync waits for\n"
+       << "// One control stream per core issues everything: DMA transfers (a token each), MMAs to "
+          "the\n"
+       << "// tensor core and vector ops to the vector core, each engine in order; zpu::sync waits "
+          "for\n"
        << "// an engine. Runtime API: backends/zpu/runtime.h.\n";
-    for (const std::string &n : kernel.notes) os << "//   " << n << "\n";
-    os << "#include \"zpu/runtime.h\"\n\n#include <algorithm>\n#include <cmath>\n#include <string>\n#include <vector>\n\n";
+    for (const std::string &n : kernel.notes)
+        os << "//   " << n << "\n";
+    os << "#include \"zpu/runtime.h\"\n\n#include <algorithm>\n#include <cmath>\n#include "
+          "<string>\n#include <vector>\n\n";
     os << "const std::vector<zpu::BufferDecl> &" << fn << "_buffers() {\n"
        << "    static const std::vector<zpu::BufferDecl> buffers = {\n";
     for (const SramBuffer &b : kernel.buffers) {
-        os << "        {\"" << b.name << "\", " << space_enum(b.space) << ", " << dtype_enum(dtype_of(b.type)) << ", "
-           << b.elements() << "}, // " << b.slots << " x " << b.slot_elements << "\n";
+        os << "        {\"" << b.name << "\", " << space_enum(b.space) << ", "
+           << dtype_enum(dtype_of(b.type)) << ", " << b.elements() << "}, // " << b.slots << " x "
+           << b.slot_elements << "\n";
     }
     os << "    };\n    return buffers;\n}\n\n";
     os << "void " << fn << "(zpu::Context &ctx) {\n";
@@ -288,11 +347,12 @@ std::string emit_cpp(const Kernel &kernel, const std::string &function) {
     os << "    // DRAM arguments\n";
     for (size_t i = 0; i < kernel.args.size(); i++) {
         const KernelArg &a = kernel.args[i];
-        os << "    const int " << c_name(a.name) << " = zpu::argument(ctx, " << i << "); // " << (a.output ? "output" : "input")
-           << " " << a.type << "\n";
+        os << "    const int " << c_name(a.name) << " = zpu::argument(ctx, " << i << "); // "
+           << (a.output ? "output" : "input") << " " << a.type << "\n";
         for (size_t d = 0; d < a.runtime.size(); d++) {
             if (a.runtime[d])
-                os << "    const int64_t " << c_name(a.extent_name(int(d))) << " = zpu::extent(ctx, " << i << ", " << d << ");\n";
+                os << "    const int64_t " << c_name(a.extent_name(int(d)))
+                   << " = zpu::extent(ctx, " << i << ", " << d << ");\n";
         }
     }
     os << "    // on-chip buffers\n";
@@ -300,19 +360,23 @@ std::string emit_cpp(const Kernel &kernel, const std::string &function) {
         os << "    const int " << c_name(b.name) << " = zpu::buffer(ctx, \"" << b.name << "\");\n";
     }
     for (const std::string &name : used.names) {
-        sim::DType t = kernel.buffer(name) ? dtype_of(kernel.buffer(name)->type) : dtype_of(kernel.arg(name)->type);
-        os << "    " << storage_type(t) << " *" << c_name(name) << "_data = zpu::data<" << storage_type(t) << ">(ctx, "
-           << c_name(name) << ");\n";
+        sim::DType t = kernel.buffer(name) ? dtype_of(kernel.buffer(name)->type)
+                                           : dtype_of(kernel.arg(name)->type);
+        os << "    " << storage_type(t) << " *" << c_name(name) << "_data = zpu::data<"
+           << storage_type(t) << ">(ctx, " << c_name(name) << ");\n";
     }
-    os << "    // barriers: one DMA token per version; a full barrier nothing signalled deadlocks, an\n"
+    os << "    // barriers: one DMA token per version; a full barrier nothing signalled deadlocks, "
+          "an\n"
        << "    // empty one is free (pre-armed)\n";
     for (const SramBuffer &b : kernel.buffers) {
-        os << "    zpu::Token " << barrier_array(ir::full_barrier(b.name)) << "[" << b.slots << "], "
-           << barrier_array(ir::empty_barrier(b.name)) << "[" << b.slots << "];\n"
+        os << "    zpu::Token " << barrier_array(ir::full_barrier(b.name)) << "[" << b.slots
+           << "], " << barrier_array(ir::empty_barrier(b.name)) << "[" << b.slots << "];\n"
            << "    std::fill(" << barrier_array(ir::full_barrier(b.name)) << ", "
-           << barrier_array(ir::full_barrier(b.name)) << " + " << b.slots << ", zpu::never_signalled());\n"
+           << barrier_array(ir::full_barrier(b.name)) << " + " << b.slots
+           << ", zpu::never_signalled());\n"
            << "    std::fill(" << barrier_array(ir::empty_barrier(b.name)) << ", "
-           << barrier_array(ir::empty_barrier(b.name)) << " + " << b.slots << ", zpu::no_token());\n";
+           << barrier_array(ir::empty_barrier(b.name)) << " + " << b.slots
+           << ", zpu::no_token());\n";
     }
     os << "\n";
     g.stmt(kernel.body);
@@ -321,7 +385,8 @@ std::string emit_cpp(const Kernel &kernel, const std::string &function) {
 }
 
 std::string emit_library_header(const Kernel &kernel, const std::string &function) {
-    return library::header(kernel, function.empty() ? c_name(kernel.name) : function, "the ZPU machine model");
+    return library::header(kernel, function.empty() ? c_name(kernel.name) : function,
+                           "the ZPU machine model");
 }
 
 std::string emit_library(const Kernel &kernel, const std::string &function) {
@@ -329,28 +394,37 @@ std::string emit_library(const Kernel &kernel, const std::string &function) {
     sim::ZpuParams params = sim::ZpuParams::from(kernel.target.lookup());
     std::ostringstream includes, helpers, run;
     includes << "#include \"zpu/runtime.h\"\n\n"
-             << "void " << fn << "(zpu::Context &ctx);\nconst std::vector<zpu::BufferDecl> &" << fn << "_buffers();\n";
+             << "void " << fn << "(zpu::Context &ctx);\nconst std::vector<zpu::BufferDecl> &" << fn
+             << "_buffers();\n";
     helpers << "tandem::sim::ZpuParams machine() {\n    tandem::sim::ZpuParams p;\n";
-    params.fields([&](const char *name, auto &v) { helpers << "    p." << name << " = " << v << ";\n"; });
+    params.fields(
+        [&](const char *name, auto &v) { helpers << "    p." << name << " = " << v << ";\n"; });
     for (int a = 0; a < 4; a++)
-        for (int b = 0; b < 4; b++) helpers << "    p.route[" << a << "][" << b << "] = " << params.route[size_t(a)][size_t(b)] << ";\n";
+        for (int b = 0; b < 4; b++)
+            helpers << "    p.route[" << a << "][" << b
+                    << "] = " << params.route[size_t(a)][size_t(b)] << ";\n";
     helpers << "    return p;\n}\n";
     // Sizes from the buffers: the static extents (checked), or any of a runtime shape.
     run << "        tandem::sim::Machine m(machine(), /*numerics=*/true);\n"
         << "        std::vector<int> ids;\n        std::vector<std::vector<int64_t>> shape;\n";
     for (size_t i = 0; i < kernel.args.size(); i++) {
         const KernelArg &a = kernel.args[i];
-        run << "        ids.push_back(m.add_dram(\"" << a.name << "\", " << dtype_enum(dtype_of(a.type)) << ", elements(buffers[" << i << "])));\n"
+        run << "        ids.push_back(m.add_dram(\"" << a.name << "\", "
+            << dtype_enum(dtype_of(a.type)) << ", elements(buffers[" << i << "])));\n"
             << "        shape.push_back(extents(buffers[" << i << "]));\n";
         if (!a.output)
-            run << "        std::memcpy(m.data(ids.back()), buffers[" << i << "]->host, elements(buffers[" << i << "]) * " << a.type.bytes() << ");\n";
+            run << "        std::memcpy(m.data(ids.back()), buffers[" << i
+                << "]->host, elements(buffers[" << i << "]) * " << a.type.bytes() << ");\n";
     }
     const size_t out = kernel.args.size() - 1;
-    run << "        zpu::run_on_all_cores(m, ids, " << fn << "_buffers(), [](zpu::Context &ctx) { " << fn << "(ctx); }, shape);\n"
+    run << "        zpu::run_on_all_cores(m, ids, " << fn << "_buffers(), [](zpu::Context &ctx) { "
+        << fn << "(ctx); }, shape);\n"
         << "        tandem::sim::Report r = m.finish();\n"
         << "        if (r.deadlock || r.race_count)\n"
-        << "            return fail(halide_error_code_generic_error, r.deadlock ? r.deadlock_message : r.races.front().str());\n"
-        << "        std::memcpy(buffers[" << out << "]->host, m.data(ids.back()), elements(buffers[" << out << "]) * " << kernel.args[out].type.bytes() << ");\n"
+        << "            return fail(halide_error_code_generic_error, r.deadlock ? "
+           "r.deadlock_message : r.races.front().str());\n"
+        << "        std::memcpy(buffers[" << out << "]->host, m.data(ids.back()), elements(buffers["
+        << out << "]) * " << kernel.args[out].type.bytes() << ");\n"
         << "        last_cycles = uint64_t(r.cycles);\n";
     return library::source(kernel, fn, includes.str(), helpers.str(), run.str());
 }

@@ -1,8 +1,8 @@
 #include "Executor.h"
 
+#include "common/Evaluator.h"
 #include "runtime.h"
 #include "tandem/AsyncIR.h"
-#include "common/Evaluator.h"
 
 #include <cmath>
 #include <unordered_map>
@@ -12,21 +12,24 @@ namespace tandem::zpu_backend {
 using namespace Halide::Internal;
 using sim::DType;
 
-
 namespace {
 
 class Interpreter {
 public:
     Interpreter(zpu::Context &ctx, const Kernel &kernel, const Shapes &shapes)
-        : ctx(ctx), kernel(kernel), evaluator([this](const std::string &n) -> const BufferRef & { return buffer(n); },
-                                              [this](const Call *c, double *v) {
-                                                  if (!ir::is_core_id(c)) return false;
-                                                  *v = this->ctx.core.id();
-                                                  return true;
-                                              }) {
-        for (const auto &[name, value] : shapes) vars[name] = double(value);
+        : ctx(ctx), kernel(kernel),
+          evaluator([this](const std::string &n) -> const BufferRef & { return buffer(n); },
+                    [this](const Call *c, double *v) {
+                        if (!ir::is_core_id(c))
+                            return false;
+                        *v = this->ctx.core.id();
+                        return true;
+                    }) {
+        for (const auto &[name, value] : shapes)
+            vars[name] = double(value);
         std::map<std::string, int> all = ctx.buffers;
-        for (size_t i = 0; i < kernel.args.size(); i++) all[kernel.args[i].name] = zpu::argument(ctx, i);
+        for (size_t i = 0; i < kernel.args.size(); i++)
+            all[kernel.args[i].name] = zpu::argument(ctx, i);
         for (const auto &[name, id] : all) {
             BufferRef r;
             r.id = id;
@@ -47,7 +50,8 @@ public:
         } else if (const LetStmt *l = s.as<LetStmt>()) {
             ir::VectorOp v;
             Stmt body;
-            if (ir::as_vector_op(s, &v, &body)) return vector_op(v, body);
+            if (ir::as_vector_op(s, &v, &body))
+                return vector_op(v, body);
             vars[l->name] = scalar(l->value);
             exec(l->body);
         } else if (const Block *b = s.as<Block>()) {
@@ -56,8 +60,10 @@ public:
         } else if (const ProducerConsumer *pc = s.as<ProducerConsumer>()) {
             exec(pc->body);
         } else if (const IfThenElse *i = s.as<IfThenElse>()) {
-            if (scalar(i->condition) != 0) exec(i->then_case);
-            else if (i->else_case.defined()) exec(i->else_case);
+            if (scalar(i->condition) != 0)
+                exec(i->then_case);
+            else if (i->else_case.defined())
+                exec(i->else_case);
         } else if (s.as<Evaluate>()) {
             intrinsic(s);
         } else {
@@ -96,26 +102,29 @@ private:
             }
             int64_t slot = int64_t(scalar(c.slot));
             std::string label = c.src + " -> " + c.dst + " (version " + std::to_string(slot) + ")";
-            tokens[{c.barrier, slot}] = ctx.core.dma_start(buffer(c.dst).id, dst, buffer(c.src).id, src, label);
+            tokens[{c.barrier, slot}] =
+                ctx.core.dma_start(buffer(c.dst).id, dst, buffer(c.src).id, src, label);
         } else if (ir::as_wait(s, &w)) {
             int64_t slot = int64_t(scalar(w.slot));
             auto it = tokens.find({w.barrier, slot});
-            sim::Token t = it != tokens.end() ? it->second
+            sim::Token t = it != tokens.end()            ? it->second
                            : is_empty_barrier(w.barrier) ? zpu::no_token()
                                                          : zpu::never_signalled();
             ctx.core.dma_wait(t, "wait " + w.barrier + " version " + std::to_string(slot));
         } else if (ir::as_mma(s, &m)) {
             auto v = [&](const Expr &e) { return int64_t(scalar(e)); };
-            zpu::mma(ctx, buffer(m.acc).id, v(m.acc_offset), v(m.acc_stride_n), v(m.acc_stride_m), buffer(m.a).id,
-                     v(m.a_offset), v(m.a_stride_k), v(m.a_stride_m), buffer(m.b).id, v(m.b_offset),
-                     v(m.b_stride_n), v(m.b_stride_k), v(m.n), v(m.m), v(m.k),
-                     m.acc + " += " + m.a + " * " + m.b, !m.accumulate.defined() || v(m.accumulate) != 0);
+            zpu::mma(ctx, buffer(m.acc).id, v(m.acc_offset), v(m.acc_stride_n), v(m.acc_stride_m),
+                     buffer(m.a).id, v(m.a_offset), v(m.a_stride_k), v(m.a_stride_m),
+                     buffer(m.b).id, v(m.b_offset), v(m.b_stride_n), v(m.b_stride_k), v(m.n),
+                     v(m.m), v(m.k), m.acc + " += " + m.a + " * " + m.b,
+                     !m.accumulate.defined() || v(m.accumulate) != 0);
         } else if (ir::as_sync(s, &engine)) {
             zpu::sync(ctx, engine == "tensor" ? zpu::Engine::Tensor : zpu::Engine::Vector);
 
         } else {
             const Evaluate *e = s.as<Evaluate>();
-            internal_assert(is_const(e->value)) << "zpu executor: unexpected call " << e->value << "\n";
+            internal_assert(is_const(e->value))
+                << "zpu executor: unexpected call " << e->value << "\n";
         }
     }
 
@@ -126,12 +135,13 @@ private:
     void vector_op(const ir::VectorOp &v, const Stmt &body) {
         std::vector<sim::Access> accesses;
         for (const ir::Region &r : v.regions) {
-            accesses.push_back({buffer(r.buffer).id, sim::Box{int64_t(scalar(r.lo)), {{int64_t(scalar(r.extent)), 1}}},
+            accesses.push_back({buffer(r.buffer).id,
+                                sim::Box{int64_t(scalar(r.lo)), {{int64_t(scalar(r.extent)), 1}}},
                                 r.write});
         }
-        ctx.core.vector_op(v.label, int64_t(scalar(v.flops)), accesses, [&] { evaluator.elements(body); });
+        ctx.core.vector_op(v.label, int64_t(scalar(v.flops)), accesses,
+                           [&] { evaluator.elements(body); });
     }
-
 };
 
 std::vector<zpu::BufferDecl> buffer_decls(const Kernel &kernel) {
@@ -144,12 +154,13 @@ std::vector<zpu::BufferDecl> buffer_decls(const Kernel &kernel) {
 
 } // namespace
 
-void execute(const Kernel &kernel, sim::Machine &machine, const std::map<std::string, int> &arguments,
-             const Shapes &shapes) {
+void execute(const Kernel &kernel, sim::Machine &machine,
+             const std::map<std::string, int> &arguments, const Shapes &shapes) {
     std::vector<int> positional;
     for (const KernelArg &a : kernel.args) {
         auto it = arguments.find(a.name);
-        if (it == arguments.end()) throw Error("kernel " + kernel.name + ": no buffer given for argument " + a.name);
+        if (it == arguments.end())
+            throw Error("kernel " + kernel.name + ": no buffer given for argument " + a.name);
         positional.push_back(it->second);
     }
     zpu::run_on_all_cores(machine, positional, buffer_decls(kernel), [&](zpu::Context &ctx) {

@@ -11,8 +11,8 @@
  * batch of lanes (sequentially when lanes would depend on each other, e.g. a reduction).
  */
 
-#include "sim/Zpu.h"
 #include "common/Evaluator.h"
+#include "sim/Zpu.h"
 #include "tandem/Kernel.h"
 
 #include <map>
@@ -21,9 +21,8 @@
 namespace tandem::zpu_backend {
 
 /** `arguments` maps each kernel argument name to its DRAM buffer id in `machine`. */
-void execute(const Kernel &kernel, sim::Machine &machine, const std::map<std::string, int> &arguments,
-             const Shapes &shapes = {});
-
+void execute(const Kernel &kernel, sim::Machine &machine,
+             const std::map<std::string, int> &arguments, const Shapes &shapes = {});
 
 } // namespace tandem::zpu_backend
 

@@ -7,11 +7,11 @@
  * machine model (backends/sim). No Halide here: emitted kernels compile against this header and
  * the simulator only.
  *
- *     zpu::Token t = zpu::dma_start(ctx, A_tile, dst_offset, A, src_offset, {{64, 1, 1}, {128, 64, K}}, "A -> A_tile");
- *     zpu::dma_wait(ctx, t, "A_tile.full");
- *     zpu::mma(ctx, acc, ..., A_tile, ..., B_tile, ..., n, m, k, "acc += A_tile * B_tile");
- *     zpu::sync(ctx, zpu::Engine::Tensor);   // MMAs and vector ops run asynchronously
- *     zpu::vector_op(ctx, "C_stage", flops, {{C_stage, lo, extent, true}, ...}, [&] { ...loops... });
+ *     zpu::Token t = zpu::dma_start(ctx, A_tile, dst_offset, A, src_offset, {{64, 1, 1}, {128, 64,
+ * K}}, "A -> A_tile"); zpu::dma_wait(ctx, t, "A_tile.full"); zpu::mma(ctx, acc, ..., A_tile, ...,
+ * B_tile, ..., n, m, k, "acc += A_tile * B_tile"); zpu::sync(ctx, zpu::Engine::Tensor);   // MMAs
+ * and vector ops run asynchronously zpu::vector_op(ctx, "C_stage", flops, {{C_stage, lo, extent,
+ * true}, ...}, [&] { ...loops... });
  */
 
 #include "sim/Zpu.h"
@@ -35,7 +35,8 @@ struct Context {
     tandem::sim::Core &core;
     std::vector<int> arguments;         // DRAM buffers, in the kernel's argument order
     std::map<std::string, int> buffers; // this core's on-chip buffers, by name
-    std::vector<std::vector<int64_t>> extents; // each argument's extents at this call (runtime shapes)
+    std::vector<std::vector<int64_t>>
+        extents; // each argument's extents at this call (runtime shapes)
 };
 
 /** A box dimension of a transfer: extent, stride in the destination, stride in the source. */
@@ -59,34 +60,39 @@ struct Region {
 
 inline int buffer(Context &ctx, const char *name) {
     auto it = ctx.buffers.find(name);
-    if (it == ctx.buffers.end()) throw tandem::sim::SimError(std::string("zpu: no on-chip buffer named ") + name);
+    if (it == ctx.buffers.end())
+        throw tandem::sim::SimError(std::string("zpu: no on-chip buffer named ") + name);
     return it->second;
 }
 
 /** The DRAM buffer of kernel argument `index` (inputs first, then the output). */
 inline int argument(Context &ctx, size_t index) {
     if (index >= ctx.arguments.size()) {
-        throw tandem::sim::SimError("zpu: the kernel takes argument " + std::to_string(index) + " but only " +
-                                    std::to_string(ctx.arguments.size()) + " were given");
+        throw tandem::sim::SimError("zpu: the kernel takes argument " + std::to_string(index) +
+                                    " but only " + std::to_string(ctx.arguments.size()) +
+                                    " were given");
     }
     return ctx.arguments[index];
 }
 
-/** Extent `dim` of argument `index` at this call (a kernel compiled with runtime shapes reads it). */
+/** Extent `dim` of argument `index` at this call (a kernel compiled with runtime shapes reads it).
+ */
 inline int64_t extent(Context &ctx, size_t index, size_t dim) {
     if (index >= ctx.extents.size() || dim >= ctx.extents[index].size()) {
-        throw tandem::sim::SimError("zpu: the kernel reads extent " + std::to_string(dim) + " of argument " +
-                                    std::to_string(index) + ", which the call did not give");
+        throw tandem::sim::SimError("zpu: the kernel reads extent " + std::to_string(dim) +
+                                    " of argument " + std::to_string(index) +
+                                    ", which the call did not give");
     }
     return ctx.extents[index][dim];
 }
 
-template<typename T>
-T *data(Context &ctx, int buffer) {
+template <typename T> T *data(Context &ctx, int buffer) {
     return static_cast<T *>(ctx.machine.data(buffer));
 }
 
-inline int core_id(Context &ctx) { return ctx.core.id(); }
+inline int core_id(Context &ctx) {
+    return ctx.core.id();
+}
 
 inline Token dma_start(Context &ctx, int dst, int64_t dst_offset, int src, int64_t src_offset,
                        std::initializer_list<CopyDim> dims, const std::string &label) {
@@ -98,16 +104,18 @@ inline Token dma_start(Context &ctx, int dst, int64_t dst_offset, int src, int64
     return ctx.core.dma_start(dst, d, src, s, label);
 }
 
-inline void dma_wait(Context &ctx, Token t, const std::string &label) { ctx.core.dma_wait(t, label); }
+inline void dma_wait(Context &ctx, Token t, const std::string &label) {
+    ctx.core.dma_wait(t, label);
+}
 
-inline void mma(Context &ctx, int acc, int64_t acc_offset, int64_t acc_stride_n, int64_t acc_stride_m, int a,
-                int64_t a_offset, int64_t a_stride_k, int64_t a_stride_m, int b, int64_t b_offset,
-                int64_t b_stride_n, int64_t b_stride_k, int64_t n, int64_t m, int64_t k,
-                const std::string &label, bool accumulate = true) {
+inline void mma(Context &ctx, int acc, int64_t acc_offset, int64_t acc_stride_n,
+                int64_t acc_stride_m, int a, int64_t a_offset, int64_t a_stride_k,
+                int64_t a_stride_m, int b, int64_t b_offset, int64_t b_stride_n, int64_t b_stride_k,
+                int64_t n, int64_t m, int64_t k, const std::string &label, bool accumulate = true) {
     using tandem::sim::Box;
     ctx.core.mma(acc, Box{acc_offset, {{n, acc_stride_n}, {m, acc_stride_m}}}, a,
-                 Box{a_offset, {{k, a_stride_k}, {m, a_stride_m}}}, b, Box{b_offset, {{n, b_stride_n}, {k, b_stride_k}}},
-                 label, accumulate);
+                 Box{a_offset, {{k, a_stride_k}, {m, a_stride_m}}}, b,
+                 Box{b_offset, {{n, b_stride_n}, {k, b_stride_k}}}, label, accumulate);
 }
 
 /** Block until every op issued to the engine is complete (the fork's sunmmio_sync of one unit). */
@@ -115,22 +123,31 @@ inline void sync(Context &ctx, Engine engine) {
     ctx.core.sync(engine, std::string("sync ") + tandem::sim::engine_name(engine));
 }
 
-template<typename F>
-void vector_op(Context &ctx, const std::string &label, int64_t flops, std::initializer_list<Region> regions,
-               F &&compute) {
+template <typename F>
+void vector_op(Context &ctx, const std::string &label, int64_t flops,
+               std::initializer_list<Region> regions, F &&compute) {
     std::vector<tandem::sim::Access> accesses;
-    for (const Region &r : regions) accesses.push_back({r.buffer, tandem::sim::Box{r.lo, {{r.extent, 1}}}, r.write});
+    for (const Region &r : regions)
+        accesses.push_back({r.buffer, tandem::sim::Box{r.lo, {{r.extent, 1}}}, r.write});
     ctx.core.vector_op(label, flops, accesses, compute);
 }
 
 /** The null token: waiting on it is free (a version nothing was stored from yet). */
-inline Token no_token() { return Token{0}; }
+inline Token no_token() {
+    return Token{0};
+}
 /** A token no transfer completes: waiting on it is a deadlock (a barrier nothing signals). */
-inline Token never_signalled() { return Token{-1}; }
+inline Token never_signalled() {
+    return Token{-1};
+}
 
 // ---- element helpers used by emitted vector code ----
-inline float from_bf16(uint16_t b) { return tandem::sim::bf16_to_float(b); }
-inline uint16_t to_bf16(double f) { return tandem::sim::float_to_bf16(float(f)); }
+inline float from_bf16(uint16_t b) {
+    return tandem::sim::bf16_to_float(b);
+}
+inline uint16_t to_bf16(double f) {
+    return tandem::sim::float_to_bf16(float(f));
+}
 /** Halide's integer division and modulo round towards negative infinity. */
 inline int64_t floor_div(int64_t a, int64_t b) {
     int64_t q = a / b;
@@ -144,13 +161,14 @@ inline int64_t floor_mod(int64_t a, int64_t b) {
 /** Creates the kernel's on-chip buffers on every core and runs `kernel` once per core, with the
  * arguments' extents at this call (a runtime-shape kernel reads them). A core whose control stream
  * deadlocks stops; the machine records it. */
-template<typename Kernel>
+template <typename Kernel>
 void run_on_all_cores(tandem::sim::Machine &machine, const std::vector<int> &arguments,
                       const std::vector<BufferDecl> &buffers, Kernel &&kernel,
                       const std::vector<std::vector<int64_t>> &extents = {}) {
     for (int c = 0; c < machine.num_cores(); c++) {
         Context ctx{machine, machine.core(c), arguments, {}, extents};
-        for (const BufferDecl &b : buffers) ctx.buffers[b.name] = machine.add_sram(c, b.name, b.space, b.type, b.elements);
+        for (const BufferDecl &b : buffers)
+            ctx.buffers[b.name] = machine.add_sram(c, b.name, b.space, b.type, b.elements);
         try {
             kernel(ctx);
         } catch (const tandem::sim::DeadlockError &) {

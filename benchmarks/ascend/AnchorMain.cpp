@@ -18,7 +18,8 @@ void fill(tandem::sim::ascend::Machine &machine, int buffer, std::mt19937 &rng) 
     std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
     for (int64_t i = 0; i < machine.elements(buffer); i++) {
         if (machine.type(buffer) == DType::BF16)
-            static_cast<uint16_t *>(machine.data(buffer))[i] = tandem::sim::float_to_bf16(dist(rng));
+            static_cast<uint16_t *>(machine.data(buffer))[i] =
+                tandem::sim::float_to_bf16(dist(rng));
         else
             static_cast<float *>(machine.data(buffer))[i] = dist(rng);
     }
@@ -26,11 +27,13 @@ void fill(tandem::sim::ascend::Machine &machine, int buffer, std::mt19937 &rng) 
 
 int report(const char *kernel, const std::string &shape, const tandem::sim::Report &r) {
     std::string busy;
-    for (const auto &e : r.busy) busy += (busy.empty() ? "" : ", ") + ("\"" + e.engine + "\": " + std::to_string(e.busy));
-    std::printf("{\"kernel\": \"%s\", %s, \"cycles\": %lld, \"bound_cycles\": %lld, \"busy\": {%s}, "
-                "\"races\": %d, \"deadlock\": %s}\n",
-                kernel, shape.c_str(), (long long)r.cycles, (long long)r.bound_cycles, busy.c_str(), int(r.race_count),
-                r.deadlock ? "true" : "false");
+    for (const auto &e : r.busy)
+        busy += (busy.empty() ? "" : ", ") + ("\"" + e.engine + "\": " + std::to_string(e.busy));
+    std::printf(
+        "{\"kernel\": \"%s\", %s, \"cycles\": %lld, \"bound_cycles\": %lld, \"busy\": {%s}, "
+        "\"races\": %d, \"deadlock\": %s}\n",
+        kernel, shape.c_str(), (long long)r.cycles, (long long)r.bound_cycles, busy.c_str(),
+        int(r.race_count), r.deadlock ? "true" : "false");
     return r.deadlock || r.race_count ? 1 : 0;
 }
 
@@ -39,7 +42,8 @@ int report(const char *kernel, const std::string &shape, const tandem::sim::Repo
 int main(int argc, char **argv) {
     const std::string which = argc > 1 ? argv[1] : "";
     tandem::sim::ascend::AscendParams params; // the built-in 910B description's values
-    tandem::sim::ascend::Machine machine(params, /*numerics=*/true); // the kernels read their tiling
+    tandem::sim::ascend::Machine machine(params,
+                                         /*numerics=*/true); // the kernels read their tiling
     std::mt19937 rng(1);
     if (which == "gemm" && argc == 5) {
         const int32_t M = std::atoi(argv[2]), N = std::atoi(argv[3]), K = std::atoi(argv[4]);
@@ -47,24 +51,30 @@ int main(int argc, char **argv) {
             std::fprintf(stderr, "ascend_anchor: M, N and K must be positive multiples of 128\n");
             return 2;
         }
-        int a = machine.add_gm("A", DType::BF16, int64_t(M) * K), b = machine.add_gm("B", DType::BF16, int64_t(K) * N);
-        int c = machine.add_gm("C", DType::BF16, int64_t(M) * N), tiling = machine.add_gm("tiling", DType::I32, 3);
+        int a = machine.add_gm("A", DType::BF16, int64_t(M) * K),
+            b = machine.add_gm("B", DType::BF16, int64_t(K) * N);
+        int c = machine.add_gm("C", DType::BF16, int64_t(M) * N),
+            tiling = machine.add_gm("tiling", DType::I32, 3);
         fill(machine, a, rng);
         fill(machine, b, rng);
         const int32_t shape[3] = {M, N, K};
         std::memcpy(machine.data(tiling), shape, sizeof(shape));
-        tandem_ascend::run(machine, handwritten_gemm, {a, b, c, tiling}, AscendC::KernelMode::AIC_MODE);
+        tandem_ascend::run(machine, handwritten_gemm, {a, b, c, tiling},
+                           AscendC::KernelMode::AIC_MODE);
         return report("handwritten_gemm",
-                      "\"M\": " + std::to_string(M) + ", \"N\": " + std::to_string(N) + ", \"K\": " + std::to_string(K),
+                      "\"M\": " + std::to_string(M) + ", \"N\": " + std::to_string(N) +
+                          ", \"K\": " + std::to_string(K),
                       machine.finish());
     }
     if (which == "elementwise" && argc == 4) {
         const int32_t n = std::atoi(argv[2]), tile = std::atoi(argv[3]);
         if (n <= 0 || tile <= 0 || n % tile || tile % 8) {
-            std::fprintf(stderr, "ascend_anchor: n must be a positive multiple of tile, tile of 8\n");
+            std::fprintf(stderr,
+                         "ascend_anchor: n must be a positive multiple of tile, tile of 8\n");
             return 2;
         }
-        int ins[3], out = machine.add_gm("out", DType::F32, n), tiling = machine.add_gm("tiling", DType::I32, 2);
+        int ins[3], out = machine.add_gm("out", DType::F32, n),
+                    tiling = machine.add_gm("tiling", DType::I32, 2);
         for (int &in : ins) {
             in = machine.add_gm("in", DType::F32, n);
             fill(machine, in, rng);
@@ -73,7 +83,8 @@ int main(int argc, char **argv) {
         std::memcpy(machine.data(tiling), shape, sizeof(shape));
         tandem_ascend::run(machine, handwritten_elementwise, {ins[0], ins[1], ins[2], out, tiling},
                            AscendC::KernelMode::AIV_MODE);
-        return report("handwritten_elementwise", "\"n\": " + std::to_string(n) + ", \"tile\": " + std::to_string(tile),
+        return report("handwritten_elementwise",
+                      "\"n\": " + std::to_string(n) + ", \"tile\": " + std::to_string(tile),
                       machine.finish());
     }
     std::fprintf(stderr, "usage: ascend_anchor gemm M N K | elementwise n tile\n");

@@ -5,8 +5,8 @@
 // flags. AIV-only: the tiles spread over the vector cores.
 #include "Handwritten.h"
 
-extern "C" __global__ __aicore__ void handwritten_elementwise(GM_ADDR a, GM_ADDR b, GM_ADDR c, GM_ADDR out,
-                                                              GM_ADDR tiling) {
+extern "C" __global__ __aicore__ void handwritten_elementwise(GM_ADDR a, GM_ADDR b, GM_ADDR c,
+                                                              GM_ADDR out, GM_ADDR tiling) {
     KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
     AscendC::GlobalTensor<int32_t> shape;
     shape.SetGlobalBuffer((__gm__ int32_t *)tiling, 2);
@@ -25,7 +25,8 @@ extern "C" __global__ __aicore__ void handwritten_elementwise(GM_ADDR a, GM_ADDR
     pipe.InitBuffer(c_buf, slots);
     pipe.InitBuffer(out_buf, slots);
     pipe.InitBuffer(tmp_buf, tile * sizeof(float));
-    AscendC::LocalTensor<float> a_ub = a_buf.Get<float>(), b_ub = b_buf.Get<float>(), c_ub = c_buf.Get<float>();
+    AscendC::LocalTensor<float> a_ub = a_buf.Get<float>(), b_ub = b_buf.Get<float>(),
+                                c_ub = c_buf.Get<float>();
     AscendC::LocalTensor<float> out_ub = out_buf.Get<float>(), tmp = tmp_buf.Get<float>();
     pipe.Destroy();
 

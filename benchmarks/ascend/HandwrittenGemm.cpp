@@ -19,7 +19,8 @@ constexpr int32_t kFractal = 16; // rows of a fractal; C0 = 16 bf16
 
 } // namespace
 
-extern "C" __global__ __aicore__ void handwritten_gemm(GM_ADDR a, GM_ADDR b, GM_ADDR c, GM_ADDR tiling) {
+extern "C" __global__ __aicore__ void handwritten_gemm(GM_ADDR a, GM_ADDR b, GM_ADDR c,
+                                                       GM_ADDR tiling) {
     KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIC_ONLY);
     AscendC::GlobalTensor<int32_t> shape;
     shape.SetGlobalBuffer((__gm__ int32_t *)tiling, 3);
@@ -74,10 +75,12 @@ extern "C" __global__ __aicore__ void handwritten_gemm(GM_ADDR a, GM_ADDR b, GM_
             AscendC::WaitFlag<AscendC::HardEvent::M_MTE1>(side);
             for (int32_t strip = 0; strip < kTile / kFractal; strip++)
                 AscendC::LoadData(a_l0[side * slot + strip * kTile * kFractal], a_l1[side * slot],
-                                  AscendC::LoadData2DParams(strip, kTile / kFractal, kTile / kFractal, 0, 0, false, 0));
+                                  AscendC::LoadData2DParams(strip, kTile / kFractal,
+                                                            kTile / kFractal, 0, 0, false, 0));
             for (int32_t block = 0; block < kTile / kFractal; block++)
                 AscendC::LoadData(b_l0[side * slot + block * kTile * kFractal], b_l1[side * slot],
-                                  AscendC::LoadData2DParams(block, kTile / kFractal, kTile / kFractal, 0, 0, true, 0));
+                                  AscendC::LoadData2DParams(block, kTile / kFractal,
+                                                            kTile / kFractal, 0, 0, true, 0));
             AscendC::SetFlag<AscendC::HardEvent::MTE1_MTE2>(side);
             AscendC::SetFlag<AscendC::HardEvent::MTE1_M>(side);
             // M: the first step of a tile overwrites the accumulator.
@@ -99,7 +102,8 @@ extern "C" __global__ __aicore__ void handwritten_gemm(GM_ADDR a, GM_ADDR b, GM_
         store.srcStride = kTile;
         store.dstStride = N;
         store.quantPre = AscendC::F322BF16;
-        AscendC::Fixpipe<bfloat16_t, float, AscendC::CFG_ROW_MAJOR>(c_gm[int64_t(row) * N + col], c_l0[out * slot], store);
+        AscendC::Fixpipe<bfloat16_t, float, AscendC::CFG_ROW_MAJOR>(c_gm[int64_t(row) * N + col],
+                                                                    c_l0[out * slot], store);
         AscendC::SetFlag<AscendC::HardEvent::FIX_M>(out);
     }
     for (int32_t side = 0; side < 2; side++) {

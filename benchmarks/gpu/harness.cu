@@ -32,15 +32,15 @@
 #include <string>
 #include <vector>
 
-#define TANDEM_KERNEL(fn, app, schedule, M, N, K, out_bytes)                                        \
-    extern "C" cudaError_t launch_##fn(void *const *, cudaStream_t);                                \
-    extern "C" cudaError_t prepare_##fn(void *const *, void **);                                    \
-    extern "C" cudaError_t launch_prepared_##fn(const void *, cudaStream_t);                        \
+#define TANDEM_KERNEL(fn, app, schedule, M, N, K, out_bytes)                                       \
+    extern "C" cudaError_t launch_##fn(void *const *, cudaStream_t);                               \
+    extern "C" cudaError_t prepare_##fn(void *const *, void **);                                   \
+    extern "C" cudaError_t launch_prepared_##fn(const void *, cudaStream_t);                       \
     extern "C" void release_##fn(void *);
-#define TANDEM_KERNEL_ANY(fn, app, schedule, M, N, K, out_bytes, count)                             \
-    extern "C" cudaError_t launch_##fn(void *const *, const int *, cudaStream_t);                   \
-    extern "C" cudaError_t prepare_##fn(void *const *, const int *, void **);                       \
-    extern "C" cudaError_t launch_prepared_##fn(const void *, cudaStream_t);                        \
+#define TANDEM_KERNEL_ANY(fn, app, schedule, M, N, K, out_bytes, count)                            \
+    extern "C" cudaError_t launch_##fn(void *const *, const int *, cudaStream_t);                  \
+    extern "C" cudaError_t prepare_##fn(void *const *, const int *, void **);                      \
+    extern "C" cudaError_t launch_prepared_##fn(const void *, cudaStream_t);                       \
     extern "C" void release_##fn(void *);
 #include "registry.inc"
 #undef TANDEM_KERNEL
@@ -50,8 +50,8 @@ namespace {
 
 struct Entry {
     const char *fn, *app, *schedule;
-    int M, N, K; // gemm: M x N x K; elementwise: W x H; rmsnorm: D x R
-    int out_bytes; // gemm: 2 (bf16 C) or 4 (f32 C)
+    int M, N, K;         // gemm: M x N x K; elementwise: W x H; rmsnorm: D x R
+    int out_bytes;       // gemm: 2 (bf16 C) or 4 (f32 C)
     int runtime_extents; // 0: static shapes; else the count the launcher takes
     cudaError_t (*launch)(void *const *, cudaStream_t);
     cudaError_t (*prepare)(void *const *, void **);
@@ -62,12 +62,36 @@ struct Entry {
 };
 
 const Entry entries[] = {
-#define TANDEM_KERNEL(fn, app, schedule, M, N, K, out_bytes)                                        \
-    {#fn, app, schedule, M, N, K, out_bytes, 0, launch_##fn, prepare_##fn, nullptr, nullptr,        \
-     launch_prepared_##fn, release_##fn},
-#define TANDEM_KERNEL_ANY(fn, app, schedule, M, N, K, out_bytes, count)                             \
-    {#fn, app, schedule, M, N, K, out_bytes, count, nullptr, nullptr, launch_##fn, prepare_##fn,    \
-     launch_prepared_##fn, release_##fn},
+#define TANDEM_KERNEL(fn, app, schedule, M, N, K, out_bytes)                                       \
+    {#fn,                                                                                          \
+     app,                                                                                          \
+     schedule,                                                                                     \
+     M,                                                                                            \
+     N,                                                                                            \
+     K,                                                                                            \
+     out_bytes,                                                                                    \
+     0,                                                                                            \
+     launch_##fn,                                                                                  \
+     prepare_##fn,                                                                                 \
+     nullptr,                                                                                      \
+     nullptr,                                                                                      \
+     launch_prepared_##fn,                                                                         \
+     release_##fn},
+#define TANDEM_KERNEL_ANY(fn, app, schedule, M, N, K, out_bytes, count)                            \
+    {#fn,                                                                                          \
+     app,                                                                                          \
+     schedule,                                                                                     \
+     M,                                                                                            \
+     N,                                                                                            \
+     K,                                                                                            \
+     out_bytes,                                                                                    \
+     count,                                                                                        \
+     nullptr,                                                                                      \
+     nullptr,                                                                                      \
+     launch_##fn,                                                                                  \
+     prepare_##fn,                                                                                 \
+     launch_prepared_##fn,                                                                         \
+     release_##fn},
 #include "registry.inc"
 #undef TANDEM_KERNEL
 #undef TANDEM_KERNEL_ANY
@@ -78,16 +102,21 @@ const Entry entries[] = {
  * dims (Lq; Lk; Lk, Lq: D is static); elementwise a, b, c, out (W, H); rmsnorm in (D, R), w (D),
  * out (D, R). Exits when the kernel takes another count. */
 std::vector<int> extents_of(const Entry &e) {
-    if (e.runtime_extents == 0) return {};
+    if (e.runtime_extents == 0)
+        return {};
     std::vector<int> v;
     const std::string app = e.app;
-    if (app == "gemm") v = {e.K, e.M, e.N, e.K, e.N, e.M};
-    else if (app == "attention_scores") v = {e.M, e.N, e.N, e.M}; // Q, K, S's rows (D is static)
-    else if (app == "elementwise") v = {e.M, e.N, e.M, e.N, e.M, e.N, e.M, e.N};
-    else v = {e.M, e.N, e.M, e.M, e.N};
+    if (app == "gemm")
+        v = {e.K, e.M, e.N, e.K, e.N, e.M};
+    else if (app == "attention_scores")
+        v = {e.M, e.N, e.N, e.M}; // Q, K, S's rows (D is static)
+    else if (app == "elementwise")
+        v = {e.M, e.N, e.M, e.N, e.M, e.N, e.M, e.N};
+    else
+        v = {e.M, e.N, e.M, e.M, e.N};
     if (int(v.size()) != e.runtime_extents) {
-        std::fprintf(stderr, "%s takes %d runtime extents; the harness knows %zu for %s\n", e.fn, e.runtime_extents,
-                     v.size(), e.app);
+        std::fprintf(stderr, "%s takes %d runtime extents; the harness knows %zu for %s\n", e.fn,
+                     e.runtime_extents, v.size(), e.app);
         std::exit(2);
     }
     return v;
@@ -97,7 +126,8 @@ std::vector<int> extents_of(const Entry &e) {
     do {                                                                                           \
         cudaError_t e_ = (x);                                                                      \
         if (e_ != cudaSuccess) {                                                                   \
-            std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+            std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,                        \
+                         cudaGetErrorString(e_));                                                  \
             std::exit(3);                                                                          \
         }                                                                                          \
     } while (0)
@@ -106,7 +136,8 @@ std::vector<int> extents_of(const Entry &e) {
     do {                                                                                           \
         cublasStatus_t s_ = (x);                                                                   \
         if (s_ != CUBLAS_STATUS_SUCCESS) {                                                         \
-            std::fprintf(stderr, "%s:%d: %s: cuBLAS status %d\n", __FILE__, __LINE__, #x, int(s_)); \
+            std::fprintf(stderr, "%s:%d: %s: cuBLAS status %d\n", __FILE__, __LINE__, #x,          \
+                         int(s_));                                                                 \
             std::exit(3);                                                                          \
         }                                                                                          \
     } while (0)
@@ -116,11 +147,14 @@ std::vector<float> last_times;
 
 /** The median of `reps` timed calls of `run` (each between two events), after `warmup` untimed
  * ones; `after` runs after each timed call, outside its events (a bitwise check). */
-template <typename F> double median_ms(F &&run, const std::function<void()> &after = nullptr, int warmup = 5, int reps = 25) {
+template <typename F>
+double median_ms(F &&run, const std::function<void()> &after = nullptr, int warmup = 5,
+                 int reps = 25) {
     cudaEvent_t a, b;
     CHECK(cudaEventCreate(&a));
     CHECK(cudaEventCreate(&b));
-    for (int i = 0; i < warmup; i++) run();
+    for (int i = 0; i < warmup; i++)
+        run();
     std::vector<float> t;
     for (int i = 0; i < reps; i++) {
         CHECK(cudaEventRecord(a));
@@ -130,7 +164,8 @@ template <typename F> double median_ms(F &&run, const std::function<void()> &aft
         float ms = 0;
         CHECK(cudaEventElapsedTime(&ms, a, b));
         t.push_back(ms);
-        if (after) after();
+        if (after)
+            after();
     }
     CHECK(cudaGetLastError());
     cudaEventDestroy(a);
@@ -143,14 +178,16 @@ template <typename F> double median_ms(F &&run, const std::function<void()> &aft
 std::vector<__nv_bfloat16> random_bf16(size_t n, std::mt19937 &rng) {
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
     std::vector<__nv_bfloat16> v(n);
-    for (auto &x : v) x = __float2bfloat16(u(rng));
+    for (auto &x : v)
+        x = __float2bfloat16(u(rng));
     return v;
 }
 
 std::vector<float> random_f32(size_t n, std::mt19937 &rng) {
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
     std::vector<float> v(n);
-    for (auto &x : v) x = u(rng);
+    for (auto &x : v)
+        x = u(rng);
     return v;
 }
 
@@ -172,7 +209,8 @@ std::vector<float> to_float(const std::vector<unsigned char> &raw, bool bf16) {
     std::vector<float> out(n);
     if (bf16) {
         const __nv_bfloat16 *h = reinterpret_cast<const __nv_bfloat16 *>(raw.data());
-        for (size_t i = 0; i < n; i++) out[i] = __bfloat162float(h[i]);
+        for (size_t i = 0; i < n; i++)
+            out[i] = __bfloat162float(h[i]);
     } else {
         std::memcpy(out.data(), raw.data(), n * 4);
     }
@@ -193,11 +231,14 @@ Check check(const std::vector<float> &out, const std::vector<float> &ref, double
         double d = std::fabs(double(out[i]) - ref[i]);
         bool ok = std::isfinite(out[i]) && d <= rel * std::fabs(ref[i]) + abs;
         if (!ok) {
-            if (c.first_bad == SIZE_MAX) c.first_bad = i;
+            if (c.first_bad == SIZE_MAX)
+                c.first_bad = i;
             c.mismatches++;
         }
-        if (std::isfinite(d)) max_diff = std::max(max_diff, d);
-        else max_diff = INFINITY;
+        if (std::isfinite(d))
+            max_diff = std::max(max_diff, d);
+        else
+            max_diff = INFINITY;
         max_ref = std::max(max_ref, std::fabs(double(ref[i])));
         num += d * d;
         den += double(ref[i]) * ref[i];
@@ -207,20 +248,24 @@ Check check(const std::vector<float> &out, const std::vector<float> &ref, double
     return c;
 }
 
-__global__ void elementwise_reference(const float *a, const float *b, const float *c, float *out, size_t n) {
+__global__ void elementwise_reference(const float *a, const float *b, const float *c, float *out,
+                                      size_t n) {
     size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
-    if (i < n) out[i] = __fadd_rn(__fmul_rn(a[i], b[i]), __fmul_rn(fmaxf(c[i], 0.0f), 0.5f));
+    if (i < n)
+        out[i] = __fadd_rn(__fmul_rn(a[i], b[i]), __fmul_rn(fmaxf(c[i], 0.0f), 0.5f));
 }
 
 __global__ void rmsnorm_reference(const float *in, const float *w, float *out, int D) {
     const float *row = in + size_t(blockIdx.x) * D;
     __shared__ double partial[256];
     double s = 0;
-    for (int x = threadIdx.x; x < D; x += blockDim.x) s += double(row[x]) * row[x];
+    for (int x = threadIdx.x; x < D; x += blockDim.x)
+        s += double(row[x]) * row[x];
     partial[threadIdx.x] = s;
     __syncthreads();
     for (int k = blockDim.x / 2; k > 0; k /= 2) {
-        if (threadIdx.x < k) partial[threadIdx.x] += partial[threadIdx.x + k];
+        if (threadIdx.x < k)
+            partial[threadIdx.x] += partial[threadIdx.x + k];
         __syncthreads();
     }
     double scale = 1.0 / sqrt(partial[0] / D + 1e-5);
@@ -230,7 +275,8 @@ __global__ void rmsnorm_reference(const float *in, const float *w, float *out, i
 
 /** A JSON number, or null for NaN and infinities (an unwritten, poisoned output). */
 std::string number(double v) {
-    if (!std::isfinite(v)) return "null";
+    if (!std::isfinite(v))
+        return "null";
     char buffer[32];
     std::snprintf(buffer, sizeof buffer, "%.3g", v);
     return buffer;
@@ -248,10 +294,12 @@ struct Run {
     std::vector<int> extents = extents_of(e); // a runtime-shape kernel's call
 
     cudaError_t launch(cudaStream_t stream) {
-        return e.runtime_extents ? e.launch_any(args.data(), extents.data(), stream) : e.launch(args.data(), stream);
+        return e.runtime_extents ? e.launch_any(args.data(), extents.data(), stream)
+                                 : e.launch(args.data(), stream);
     }
     cudaError_t prepare(void **out) {
-        return e.runtime_extents ? e.prepare_any(args.data(), extents.data(), out) : e.prepare(args.data(), out);
+        return e.runtime_extents ? e.prepare_any(args.data(), extents.data(), out)
+                                 : e.prepare(args.data(), out);
     }
 
     /** Times the prepared launch; every timed launch's output must equal `first` bit for bit
@@ -276,20 +324,24 @@ struct Run {
     /** Launches that differ bit for bit from the first result. */
     int differing(const std::vector<unsigned char> &first, int launches) {
         int bad = 0;
-        for (int i = 0; i < launches; i++) bad += launch_checked() != first;
+        for (int i = 0; i < launches; i++)
+            bad += launch_checked() != first;
         return bad;
     }
 
     void print(const Check &c, int width, int differing_launches, const std::string &timing) {
         long row = c.first_bad == SIZE_MAX ? -1 : long(c.first_bad / width);
         long col = c.first_bad == SIZE_MAX ? -1 : long(c.first_bad % width);
-        std::printf("{\"name\": \"%s\", \"app\": \"%s\", \"schedule\": \"%s\", \"device\": \"%s\", \"M\": %d, "
-                    "\"N\": %d, \"K\": %d, \"correct\": %s, \"mismatches\": %zu, \"first_bad\": [%ld, %ld], "
-                    "\"rel_fro\": %s, \"max_rel_err\": %s, \"launches_differing\": %d, \"runtime_shapes\": %s%s}\n",
+        std::printf("{\"name\": \"%s\", \"app\": \"%s\", \"schedule\": \"%s\", \"device\": \"%s\", "
+                    "\"M\": %d, "
+                    "\"N\": %d, \"K\": %d, \"correct\": %s, \"mismatches\": %zu, \"first_bad\": "
+                    "[%ld, %ld], "
+                    "\"rel_fro\": %s, \"max_rel_err\": %s, \"launches_differing\": %d, "
+                    "\"runtime_shapes\": %s%s}\n",
                     e.fn, e.app, e.schedule, device, e.M, e.N, e.K,
-                    c.correct() && differing_launches == 0 ? "true" : "false", c.mismatches, row, col,
-                    number(c.rel_fro).c_str(), number(c.max_rel_err).c_str(), differing_launches,
-                    e.runtime_extents ? "true" : "false", timing.c_str());
+                    c.correct() && differing_launches == 0 ? "true" : "false", c.mismatches, row,
+                    col, number(c.rel_fro).c_str(), number(c.max_rel_err).c_str(),
+                    differing_launches, e.runtime_extents ? "true" : "false", timing.c_str());
         std::fflush(stdout);
     }
 };
@@ -313,15 +365,17 @@ void gemm(const Entry &e, const char *device, bool bench) {
     const bool k_major_b = std::string(e.app) == "attention_scores";
     const float one = 1, zero = 0;
     auto cublas = [&](void *out, cudaDataType type) {
-        return cublasGemmEx(handle, k_major_b ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, int(N), int(M), int(K), &one,
-                            B, CUDA_R_16BF, int(k_major_b ? K : N), A, CUDA_R_16BF, int(K), &zero, out, type, int(N),
-                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        return cublasGemmEx(handle, k_major_b ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, int(N),
+                            int(M), int(K), &one, B, CUDA_R_16BF, int(k_major_b ? K : N), A,
+                            CUDA_R_16BF, int(K), &zero, out, type, int(N), CUBLAS_COMPUTE_32F,
+                            CUBLAS_GEMM_DEFAULT);
     };
     CUBLAS_CHECK(cublas(ref, CUDA_R_32F));
     CHECK(cudaDeviceSynchronize());
     std::vector<float> reference = to_float(bytes_of(ref, M * N * 4), false);
     std::vector<unsigned char> first = run.launch_checked();
-    Check c = check(to_float(first, run.bf16_out), reference, 1.0 / 128, 1e-3 * std::sqrt(double(K)));
+    Check c =
+        check(to_float(first, run.bf16_out), reference, 1.0 / 128, 1e-3 * std::sqrt(double(K)));
     int differing = run.differing(first, 5);
     std::string timing;
     if (bench) {
@@ -331,14 +385,16 @@ void gemm(const Entry &e, const char *device, bool bench) {
         double flops = 2.0 * M * N * K;
         char buffer[256];
         std::snprintf(buffer, sizeof buffer,
-                      ", \"tandem_ms\": %.4f, \"tandem_ms_min\": %.4f, \"tandem_ms_max\": %.4f, \"cublas_ms\": %.4f, "
+                      ", \"tandem_ms\": %.4f, \"tandem_ms_min\": %.4f, \"tandem_ms_max\": %.4f, "
+                      "\"cublas_ms\": %.4f, "
                       "\"tandem_tflops\": %.1f, \"cublas_tflops\": %.1f, \"ratio_vs_cublas\": %.3f",
-                      t_tandem, fastest, slowest, t_cublas, flops / t_tandem / 1e9, flops / t_cublas / 1e9,
-                      t_cublas / t_tandem);
+                      t_tandem, fastest, slowest, t_cublas, flops / t_tandem / 1e9,
+                      flops / t_cublas / 1e9, t_cublas / t_tandem);
         timing = buffer;
     }
     run.print(c, int(N), differing, timing);
-    for (void *p : {(void *)A, (void *)B, C, (void *)C_cublas, (void *)ref}) CHECK(cudaFree(p));
+    for (void *p : {(void *)A, (void *)B, C, (void *)C_cublas, (void *)ref})
+        CHECK(cudaFree(p));
     CUBLAS_CHECK(cublasDestroy(handle));
 }
 
@@ -351,10 +407,17 @@ void streaming(const Entry &e, const char *device, bool bench) {
     float *out = nullptr, *ref = nullptr;
     CHECK(cudaMalloc(&out, n * 4));
     CHECK(cudaMalloc(&ref, n * 4));
-    Run run{e, device, bench, out, n * 4, false,
+    Run run{e,
+            device,
+            bench,
+            out,
+            n * 4,
+            false,
             rms ? std::vector<void *>{a, b, out} : std::vector<void *>{a, b, c, out}};
-    if (rms) rmsnorm_reference<<<e.N, 256>>>(a, b, ref, e.M);
-    else elementwise_reference<<<unsigned((n + 255) / 256), 256>>>(a, b, c, ref, n);
+    if (rms)
+        rmsnorm_reference<<<e.N, 256>>>(a, b, ref, e.M);
+    else
+        elementwise_reference<<<unsigned((n + 255) / 256), 256>>>(a, b, c, ref, n);
     CHECK(cudaGetLastError());
     CHECK(cudaDeviceSynchronize());
     std::vector<float> reference = to_float(bytes_of(ref, n * 4), false);
@@ -364,25 +427,30 @@ void streaming(const Entry &e, const char *device, bool bench) {
     std::string timing;
     if (bench) {
         double t = run.time_kernel(first, &differing);
-        double t_copy = median_ms([&] { CHECK(cudaMemcpyAsync(ref, a, n * 4, cudaMemcpyDeviceToDevice)); });
+        double t_copy =
+            median_ms([&] { CHECK(cudaMemcpyAsync(ref, a, n * 4, cudaMemcpyDeviceToDevice)); });
         // Bytes each must move: inputs read once, output written once (a copy: read + write).
-        double bytes = rms ? 8.0 * n : 16.0 * n, copy_bw = 8.0 * n / t_copy / 1e6, bw = bytes / t / 1e6;
+        double bytes = rms ? 8.0 * n : 16.0 * n, copy_bw = 8.0 * n / t_copy / 1e6,
+               bw = bytes / t / 1e6;
         char buffer[256];
-        std::snprintf(buffer, sizeof buffer,
-                      ", \"tandem_ms\": %.4f, \"copy_ms\": %.4f, \"tandem_GBps\": %.1f, \"copy_GBps\": %.1f, "
-                      "\"fraction_of_copy\": %.3f",
-                      t, t_copy, bw, copy_bw, bw / copy_bw);
+        std::snprintf(
+            buffer, sizeof buffer,
+            ", \"tandem_ms\": %.4f, \"copy_ms\": %.4f, \"tandem_GBps\": %.1f, \"copy_GBps\": %.1f, "
+            "\"fraction_of_copy\": %.3f",
+            t, t_copy, bw, copy_bw, bw / copy_bw);
         timing = buffer;
     }
     run.print(chk, e.M, differing, timing);
-    for (float *p : {a, b, c, out, ref}) CHECK(cudaFree(p));
+    for (float *p : {a, b, c, out, ref})
+        CHECK(cudaFree(p));
 }
 
 } // namespace
 
 int main(int argc, char **argv) {
     if (argc == 2 && std::string(argv[1]) == "--list") {
-        for (const Entry &e : entries) std::printf("%s\n", e.fn);
+        for (const Entry &e : entries)
+            std::printf("%s\n", e.fn);
         return 0;
     }
     if (argc != 3 || (std::string(argv[2]) != "check" && std::string(argv[2]) != "bench")) {
@@ -391,7 +459,8 @@ int main(int argc, char **argv) {
     }
     const Entry *entry = nullptr;
     for (const Entry &e : entries)
-        if (std::string(e.fn) == argv[1]) entry = &e;
+        if (std::string(e.fn) == argv[1])
+            entry = &e;
     if (!entry) {
         std::fprintf(stderr, "no kernel named %s\n", argv[1]);
         return 2;
@@ -410,7 +479,9 @@ int main(int argc, char **argv) {
         CHECK(cudaFree(x));
     }
     const std::string app = entry->app;
-    if (app == "gemm" || app == "attention_scores") gemm(*entry, prop.name, bench);
-    else streaming(*entry, prop.name, bench);
+    if (app == "gemm" || app == "attention_scores")
+        gemm(*entry, prop.name, bench);
+    else
+        streaming(*entry, prop.name, bench);
     return 0;
 }

@@ -13,9 +13,13 @@ using namespace Halide::Internal;
 
 namespace {
 
-std::string l0(const std::string &operand) { return operand + ".l0"; }
+std::string l0(const std::string &operand) {
+    return operand + ".l0";
+}
 
-int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
+int64_t round16(int64_t n) {
+    return (n + 15) / 16 * 16;
+}
 
 /** The cube's buffers: the L1 operand tiles and the L0C accumulators of every tile MMA, and
  * the accumulators one column wide (Halide then stores them with one dimension, like a row). */
@@ -31,7 +35,8 @@ private:
             operands.insert(m.a);
             operands.insert(m.b);
             accumulators.insert(m.acc);
-            if (is_const_one(m.n) && !is_const_one(m.m)) columns.insert(m.acc);
+            if (is_const_one(m.n) && !is_const_one(m.m))
+                columns.insert(m.acc);
         }
     }
 };
@@ -47,8 +52,10 @@ private:
     const CubeBuffers &cube;
     Stmt visit(const Evaluate *op) override {
         ir::CopyOp c;
-        if (!ir::as_copy(Stmt(op), &c) || c.dims.size() != 1) return op;
-        if (!cube.accumulators.count(c.src) || !cube.columns.count(c.src)) return op;
+        if (!ir::as_copy(Stmt(op), &c) || c.dims.size() != 1)
+            return op;
+        if (!cube.accumulators.count(c.src) || !cube.columns.count(c.src))
+            return op;
         c.dims.insert(c.dims.begin(), ir::CopyDim{1, 1, 1});
         return ir::make_copy(c);
     }
@@ -64,20 +71,24 @@ private:
     using IRMutator::visit;
     const CubeBuffers &cube;
     Stmt visit(const Allocate *op) override {
-        if (!cube.operands.count(op->name) && !cube.accumulators.count(op->name)) return IRMutator::visit(op);
+        if (!cube.operands.count(op->name) && !cube.accumulators.count(op->name))
+            return IRMutator::visit(op);
         // The extents are the tile's columns, then its rows.
         int64_t columns = constant_upper_bound(op->extents[0], loops), rows = 1;
-        for (size_t d = 1; d < op->extents.size(); d++) rows *= constant_upper_bound(op->extents[d], loops);
-        if (columns <= 0 || rows <= 0) return IRMutator::visit(op); // memory planning says why
+        for (size_t d = 1; d < op->extents.size(); d++)
+            rows *= constant_upper_bound(op->extents[d], loops);
+        if (columns <= 0 || rows <= 0)
+            return IRMutator::visit(op); // memory planning says why
         Expr elements = Expr(int(round16(columns) * round16(rows)));
-        return Allocate::make(op->name, op->type, op->memory_type, {elements}, op->condition, mutate(op->body),
-                              op->new_expr, op->free_function);
+        return Allocate::make(op->name, op->type, op->memory_type, {elements}, op->condition,
+                              mutate(op->body), op->new_expr, op->free_function);
     }
 };
 
 class Cube : public LoopScopedMutator {
 public:
-    Cube(CompileContext &ctx, const std::set<std::string> &cube_operands) : ctx(ctx), cube_operands(cube_operands) {}
+    Cube(CompileContext &ctx, const std::set<std::string> &cube_operands)
+        : ctx(ctx), cube_operands(cube_operands) {}
     std::map<std::string, std::pair<Halide::Type, int64_t>> l0_buffers; // name -> (type, elements)
 
 private:
@@ -85,8 +96,9 @@ private:
     CompileContext &ctx;
     const std::set<std::string> &cube_operands;
 
-    Stmt load_data(const std::string &operand, const Halide::Type &type, const Expr &offset,
-                   const std::vector<std::pair<Expr, Expr>> &dims /* extent, L1 stride; innermost first */) {
+    Stmt load_data(
+        const std::string &operand, const Halide::Type &type, const Expr &offset,
+        const std::vector<std::pair<Expr, Expr>> &dims /* extent, L1 stride; innermost first */) {
         ir::CopyOp c;
         c.dst = l0(operand);
         c.src = operand;
@@ -117,27 +129,37 @@ private:
             // GM -> L1 is an Nd2Nz: its source row pitch (srcDValue) is a 16-bit field.
             const int64_t pitch = constant_upper_bound(c.dims[1].src_stride, loops);
             if (pitch > 65535) {
-                throw Error("Func '" + c.dst.substr(0, c.dst.find('$')) + "', directive async_copy(): on ascend the cube's "
-                            "tiles come into L1 by Nd2Nz, whose source row pitch is 16 bits, but " + c.src +
-                            "'s rows are " + std::to_string(pitch) + " elements apart (at most 65535)");
+                throw Error("Func '" + c.dst.substr(0, c.dst.find('$')) +
+                            "', directive async_copy(): on ascend the cube's "
+                            "tiles come into L1 by Nd2Nz, whose source row pitch is 16 bits, but " +
+                            c.src + "'s rows are " + std::to_string(pitch) +
+                            " elements apart (at most 65535)");
             }
         }
         ir::MmaOp m;
-        if (!ir::as_mma(op, &m)) return op;
+        if (!ir::as_mma(op, &m))
+            return op;
         Halide::Type a_type = Halide::BFloat(16), b_type = Halide::BFloat(16);
         for (const auto &[name, f] : ctx.functions) {
-            if (name == m.a) a_type = f.output_types()[0];
-            if (name == m.b) b_type = f.output_types()[0];
+            if (name == m.a)
+                a_type = f.output_types()[0];
+            if (name == m.b)
+                b_type = f.output_types()[0];
         }
         // The cube reads L1 in 16 x 16 fractals: a K slice of a resident operand starts on one.
-        for (const auto &[operand, offset] : {std::make_pair(m.a, m.a_offset), std::make_pair(m.b, m.b_offset)}) {
+        for (const auto &[operand, offset] :
+             {std::make_pair(m.a, m.a_offset), std::make_pair(m.b, m.b_offset)}) {
             if (!can_prove(offset % 16 == 0)) {
                 std::ostringstream at;
                 at << simplify(offset);
-                throw Error("Func '" + m.acc.substr(0, m.acc.find('$')) + "', directive tile_mma(): on ascend the cube reads its operands from L1 "
-                            "in 16 x 16 fractals, but it reads " + operand + " from element " + at.str() +
-                            " of its tile, which is not always a multiple of 16; make the reduction's split "
-                            "factor a multiple of 16");
+                throw Error(
+                    "Func '" + m.acc.substr(0, m.acc.find('$')) +
+                    "', directive tile_mma(): on ascend the cube reads its operands from L1 "
+                    "in 16 x 16 fractals, but it reads " +
+                    operand + " from element " + at.str() +
+                    " of its tile, which is not always a multiple of 16; make the reduction's "
+                    "split "
+                    "factor a multiple of 16");
             }
         }
         Stmt a = load_data(m.a, a_type, m.a_offset, {{m.k, m.a_stride_k}, {m.m, m.a_stride_m}});
@@ -162,15 +184,18 @@ Stmt stage_cube_operands(const Stmt &s, CompileContext &ctx) {
     CubeBuffers buffers;
     s.accept(&buffers);
     Cube cube(ctx, buffers.operands);
-    Stmt result = cube.mutate(ColumnCopies(buffers).mutate(PadFractal(buffers).mutate(overwrite_first_mma(s, ctx))));
+    Stmt result = cube.mutate(
+        ColumnCopies(buffers).mutate(PadFractal(buffers).mutate(overwrite_first_mma(s, ctx))));
     for (const auto &[name, buffer] : cube.l0_buffers) {
-        result = Allocate::make(name, buffer.first, Halide::MemoryType::Auto, {Expr(int(buffer.second))}, const_true(), result);
+        result = Allocate::make(name, buffer.first, Halide::MemoryType::Auto,
+                                {Expr(int(buffer.second))}, const_true(), result);
         ctx.funcs.push_back(name);
         ctx.directives[name].async_copy = true;
         ctx.directives[name].multi_buffer = 2; // ping-pong L0 slots
     }
     if (!cube.l0_buffers.empty()) {
-        ctx.notes.push_back("ascend cube: operands staged L1 -> L0A/L0B in two ping-pong slots; accumulators in L0C");
+        ctx.notes.push_back("ascend cube: operands staged L1 -> L0A/L0B in two ping-pong slots; "
+                            "accumulators in L0C");
     }
     return result;
 }

@@ -26,12 +26,14 @@ private:
     using IRVisitor::visit;
     const CompileContext &ctx;
     void visit(const Load *op) override {
-        if (ctx.of(op->name).tile_mma) accumulators.insert(op->name);
+        if (ctx.of(op->name).tile_mma)
+            accumulators.insert(op->name);
         IRVisitor::visit(op);
     }
     void visit(const Evaluate *op) override {
         ir::MmaOp m;
-        if (ir::as_mma(Stmt(op), &m)) cube.insert({m.acc, m.a, m.b});
+        if (ir::as_mma(Stmt(op), &m))
+            cube.insert({m.acc, m.a, m.b});
         IRVisitor::visit(op);
     }
 };
@@ -43,19 +45,24 @@ bool is_cube_op(const Stmt &s, const std::set<std::string> &cube) {
     ir::WaitOp w;
     ir::VectorOp v;
     Stmt body;
-    if (ir::as_mma(s, &m)) return true;
-    if (ir::as_copy(s, &c)) return cube.count(c.dst) > 0;
+    if (ir::as_mma(s, &m))
+        return true;
+    if (ir::as_copy(s, &c))
+        return cube.count(c.dst) > 0;
     if (ir::as_wait(s, &w)) {
         for (const std::string &b : cube)
-            if (w.barrier == ir::full_barrier(b) || w.barrier == ir::empty_barrier(b)) return true;
+            if (w.barrier == ir::full_barrier(b) || w.barrier == ir::empty_barrier(b))
+                return true;
         return false;
     }
     if (ir::as_vector_op(s, &v, &body)) {
         for (const ir::Region &r : v.regions)
-            if (r.write && cube.count(r.buffer)) return true; // the accumulator's zeroing (FirstMma drops it)
+            if (r.write && cube.count(r.buffer))
+                return true; // the accumulator's zeroing (FirstMma drops it)
         return false;
     }
-    if (const Store *st = s.as<Store>()) return cube.count(st->name) > 0;
+    if (const Store *st = s.as<Store>())
+        return cube.count(st->name) > 0;
     return false;
 }
 
@@ -72,25 +79,32 @@ protected:
     bool keep(const Stmt &leaf) const { return is_cube_op(leaf, cube) == cube_side; }
 
     Stmt visit(const Evaluate *op) override {
-        if (is_const(op->value)) return op;
+        if (is_const(op->value))
+            return op;
         return keep(op) ? Stmt(op) : Evaluate::make(0);
     }
     Stmt visit(const Store *op) override { return keep(op) ? Stmt(op) : Evaluate::make(0); }
     Stmt visit(const LetStmt *op) override {
         ir::VectorOp v;
         Stmt body;
-        if (ir::as_vector_op(op, &v, &body)) return keep(op) ? Stmt(op) : Evaluate::make(0);
+        if (ir::as_vector_op(op, &v, &body))
+            return keep(op) ? Stmt(op) : Evaluate::make(0);
         Stmt b = mutate(op->body);
         return is_no_op(b) ? b : LetStmt::make(op->name, op->value, b);
     }
     Stmt visit(const For *op) override {
         Stmt b = mutate(op->body);
-        return is_no_op(b) ? b : For::make(op->name, op->min, op->extent, op->for_type, op->device_api, b);
+        return is_no_op(b)
+                   ? b
+                   : For::make(op->name, op->min, op->extent, op->for_type, op->device_api, b);
     }
     Stmt visit(const IfThenElse *op) override {
-        Stmt t = mutate(op->then_case), e = op->else_case.defined() ? mutate(op->else_case) : Stmt();
-        if (e.defined() && is_no_op(e)) e = Stmt();
-        if (is_no_op(t) && !e.defined()) return t;
+        Stmt t = mutate(op->then_case),
+             e = op->else_case.defined() ? mutate(op->else_case) : Stmt();
+        if (e.defined() && is_no_op(e))
+            e = Stmt();
+        if (is_no_op(t) && !e.defined())
+            return t;
         return IfThenElse::make(op->condition, t, e);
     }
     Stmt visit(const ProducerConsumer *op) override {
@@ -100,8 +114,10 @@ protected:
     Stmt visit(const Block *op) override { return block({mutate(op->first), mutate(op->rest)}); }
     /** An allocation the side no longer uses goes. */
     Stmt allocation(const Allocate *op, const Stmt &body) {
-        if (is_no_op(body) || !ir::touches(body, op->name)) return body;
-        return Allocate::make(op->name, op->type, op->memory_type, op->extents, op->condition, body);
+        if (is_no_op(body) || !ir::touches(body, op->name))
+            return body;
+        return Allocate::make(op->name, op->type, op->memory_type, op->extents, op->condition,
+                              body);
     }
 };
 
@@ -136,17 +152,23 @@ private:
         return Side::visit(op);
     }
     Stmt visit(const Allocate *op) override {
-        if (op->name == h.acc) found = false; // a tile of its own (a partitioned tail: its own extents)
+        if (op->name == h.acc)
+            found = false; // a tile of its own (a partitioned tail: its own extents)
         Stmt body = mutate(op->body);
-        if (op->name != h.acc) return allocation(op, body);
-        return block({Allocate::make(op->name, op->type, op->memory_type, op->extents, op->condition, body),
-                      ir::make_advance(h.counter)});
+        if (op->name != h.acc)
+            return allocation(op, body);
+        return block(
+            {Allocate::make(op->name, op->type, op->memory_type, op->extents, op->condition, body),
+             ir::make_advance(h.counter)});
     }
     Stmt visit(const ProducerConsumer *op) override {
-        if (op->name != h.acc || op->is_producer) return Side::visit(op);
+        if (op->name != h.acc || op->is_producer)
+            return Side::visit(op);
         if (!found || !is_const_zero(simplify(mma.acc_offset))) {
-            throw Error("Func '" + h.acc.substr(0, h.acc.find('$')) + "', directive tile_mma(): on ascend an epilogue "
-                        "reads the accumulator through a GM workspace, which takes one MMA per tile at its first "
+            throw Error("Func '" + h.acc.substr(0, h.acc.find('$')) +
+                        "', directive tile_mma(): on ascend an epilogue "
+                        "reads the accumulator through a GM workspace, which takes one MMA per "
+                        "tile at its first "
                         "element; this tile's MMAs write parts of it");
         }
         // The slot is free again once both AIVs have read what the tile two before left there.
@@ -156,11 +178,13 @@ private:
         c.src = h.acc;
         c.dst_offset = h.offset(ir::core_id());
         c.src_offset = 0;
-        c.dims = {{mma.n, 1, 1}, {mma.m, h.pitch > 0 ? Expr(int(h.pitch)) : mma.acc_stride_m, mma.acc_stride_m}};
+        c.dims = {{mma.n, 1, 1},
+                  {mma.m, h.pitch > 0 ? Expr(int(h.pitch)) : mma.acc_stride_m, mma.acc_stride_m}};
         c.barrier = ir::empty_barrier(h.acc);
         c.slot = 0;
         std::vector<Stmt> store = {free, ir::make_copy(c)};
-        if (!h.async) store.push_back(ir::make_wait({c.barrier, 0}));
+        if (!h.async)
+            store.push_back(ir::make_wait({c.barrier, 0}));
         store.push_back(ir::make_cross_core_set("FIX", kStored + h.parity()));
         return ProducerConsumer::make(op->name, false, block(store));
     }
@@ -174,10 +198,13 @@ public:
 private:
     using IRMutator::visit;
     const std::string &from, &to;
-    Expr visit(const StringImm *op) override { return op->value == from ? StringImm::make(to) : Expr(op); }
+    Expr visit(const StringImm *op) override {
+        return op->value == from ? StringImm::make(to) : Expr(op);
+    }
     Expr visit(const Load *op) override {
         Expr e = IRMutator::visit(op);
-        if (op->name != from) return e;
+        if (op->name != from)
+            return e;
         const Load *l = e.as<Load>();
         return Load::make(l->type, to, l->index, l->image, l->param, l->predicate, l->alignment);
     }
@@ -204,21 +231,26 @@ private:
 
     Stmt visit(const Allocate *op) override {
         Stmt body = mutate(op->body);
-        if (op->name != h.acc) return allocation(op, body);
+        if (op->name != h.acc)
+            return allocation(op, body);
         // acc.ub's rows on 32-byte blocks, one pitch for every tile (AscendRows.h): the Fixpipe
         // wrote them so.
         Stmt epilogue = Rename(h.acc, ub()).mutate(body);
-        const int64_t folded = op->extents.size() == 1 ? folded_row_width(op->body, h.acc, ctx) : 0; // 0: one row
+        const int64_t folded =
+            op->extents.size() == 1 ? folded_row_width(op->body, h.acc, ctx) : 0; // 0: one row
         if (h.pitch > 0 && folded > 0)
             epilogue = refold(epilogue, ub(), folded, h.pitch);
         else if (h.pitch > 0 && op->extents.size() == 2)
             epilogue = repitch(epilogue, ub(), op->extents[0], Expr(int(h.pitch)));
-        Stmt mine = Allocate::make(ub(), op->type, Halide::MemoryType::Auto, {Expr(int(h.slot))}, const_true(), epilogue);
+        Stmt mine = Allocate::make(ub(), op->type, Halide::MemoryType::Auto, {Expr(int(h.slot))},
+                                   const_true(), epilogue);
         return block({ir::make_cross_core_wait(kStored + h.parity()),
-                      IfThenElse::make(h.parity() == ir::core_id() % 2, mine, read()), ir::make_advance(h.counter)});
+                      IfThenElse::make(h.parity() == ir::core_id() % 2, mine, read()),
+                      ir::make_advance(h.counter)});
     }
     Stmt visit(const ProducerConsumer *op) override {
-        if (op->name != h.acc || !op->is_producer) return Side::visit(op);
+        if (op->name != h.acc || !op->is_producer)
+            return Side::visit(op);
         ir::CopyOp c;
         c.dst = ub();
         c.src = h.workspace;
@@ -227,7 +259,9 @@ private:
         c.dims = {{int(h.slot), 1, 1}};
         c.barrier = ir::full_barrier(ub());
         c.slot = 0;
-        return block({ProducerConsumer::make(ub(), true, block({ir::make_copy(c), ir::make_wait({c.barrier, 0})})), read()});
+        return block({ProducerConsumer::make(
+                          ub(), true, block({ir::make_copy(c), ir::make_wait({c.barrier, 0})})),
+                      read()});
     }
 };
 
@@ -235,7 +269,8 @@ private:
 class AicIndex : public IRMutator {
     using IRMutator::visit;
     Expr visit(const Call *op) override {
-        if (ir::is_core_id(op)) return Expr(op) / 2;
+        if (ir::is_core_id(op))
+            return Expr(op) / 2;
         return IRMutator::visit(op);
     }
 };
@@ -278,9 +313,12 @@ private:
                 int64_t b = constant_upper_bound(op->extents[d], loops);
                 r = (b < 0 || r < 0) ? -1 : r * std::max<int64_t>(b, 1);
             }
-            int64_t folded = op->extents.size() == 1 && w > 0 ? folded_row_width(op->body, acc, ctx) : -1;
-            if (folded == 0 && one_row(op, ctx)) folded = w;
-            if (folded > 0) r = (w + folded - 1) / folded, w = folded;
+            int64_t folded =
+                op->extents.size() == 1 && w > 0 ? folded_row_width(op->body, acc, ctx) : -1;
+            if (folded == 0 && one_row(op, ctx))
+                folded = w;
+            if (folded > 0)
+                r = (w + folded - 1) / folded, w = folded;
             // (One extent with no row step may be a row or a column: the MMA's shape decides,
             // which this does not see, so such an accumulator keeps Halide's layout.)
             two_dimensional = two_dimensional && (op->extents.size() == 2 || folded > 0);
@@ -294,32 +332,40 @@ private:
 } // namespace
 
 bool is_store_target(const CompileContext &ctx, const std::string &name) {
-    if (name == ctx.output) return true;
+    if (name == ctx.output)
+        return true;
     for (const KernelArg &w : ctx.workspaces)
-        if (w.name == name) return true;
+        if (w.name == name)
+            return true;
     return false;
 }
 
 Stmt each_side(const Stmt &s, const std::function<Stmt(const Stmt &)> &f) {
     Stmt cube, vector;
-    if (ir::as_mix(s, &cube, &vector)) return ir::make_mix(f(cube), f(vector));
+    if (ir::as_mix(s, &cube, &vector))
+        return ir::make_mix(f(cube), f(vector));
     return f(s);
 }
 
 Stmt append_where_used(const Stmt &s, const Stmt &tail, const std::string &buffer) {
     Stmt cube, vector;
-    if (!ir::as_mix(s, &cube, &vector)) return Block::make(s, tail);
-    if (ir::touches(cube, buffer)) return ir::make_mix(Block::make(cube, tail), vector);
+    if (!ir::as_mix(s, &cube, &vector))
+        return Block::make(s, tail);
+    if (ir::touches(cube, buffer))
+        return ir::make_mix(Block::make(cube, tail), vector);
     return ir::make_mix(cube, Block::make(vector, tail));
 }
 
 Stmt split_mix_kernel(const Stmt &s, CompileContext &ctx) {
     EpilogueReads reads(ctx);
     s.accept(&reads);
-    if (reads.accumulators.empty()) return s;
+    if (reads.accumulators.empty())
+        return s;
     if (reads.accumulators.size() > 1) {
-        throw Error("Func '" + ctx.output + "', directive tile_mma(): on ascend the epilogue reads " +
-                    std::to_string(reads.accumulators.size()) + " accumulators; a mix kernel hands one "
+        throw Error("Func '" + ctx.output +
+                    "', directive tile_mma(): on ascend the epilogue reads " +
+                    std::to_string(reads.accumulators.size()) +
+                    " accumulators; a mix kernel hands one "
                     "accumulator per tile from the cube cores to the vector cores");
     }
     Handoff h;
@@ -330,30 +376,39 @@ Stmt split_mix_kernel(const Stmt &s, CompileContext &ctx) {
     AccumulatorSize size(h.acc, ctx);
     s.accept(&size);
     if (size.allocations == 0 || size.width <= 0 || size.rows <= 0) {
-        throw Error("Func '" + h.acc.substr(0, h.acc.find('$')) + "', directive tile_mma(): on ascend an epilogue reads "
-                    "the accumulator through a GM workspace sized by its tile, but " + h.acc +
+        throw Error("Func '" + h.acc.substr(0, h.acc.find('$')) +
+                    "', directive tile_mma(): on ascend an epilogue reads "
+                    "the accumulator through a GM workspace sized by its tile, but " +
+                    h.acc +
                     " has no allocation of constant size (compute_at the output's tile loop)");
     }
     // Rows on 32-byte blocks (f32: 8 elements), so that the vector side's instructions and copies
     // see the tile as its other UB tiles (AscendRows.h); one-dimensional tiles keep theirs.
     // Rows as wide as the output's staging rows (AscendRows.h), so that a cast to a narrower
     // output type keeps the elements where they are: 16 f32 elements for a bfloat16 output.
-    const int64_t per_block = 32 / std::min(4, ctx.functions.at(ctx.output).output_types()[0].bytes());
+    const int64_t per_block =
+        32 / std::min(4, ctx.functions.at(ctx.output).output_types()[0].bytes());
     // (A one-column accumulator stays contiguous: per-row values to the vector instructions.)
-    h.pitch = size.two_dimensional && size.width > 1 ? (size.width + per_block - 1) / per_block * per_block : 0;
+    h.pitch = size.two_dimensional && size.width > 1
+                  ? (size.width + per_block - 1) / per_block * per_block
+                  : 0;
     h.slot = ((h.pitch > 0 ? h.pitch : size.width) * size.rows + 7) / 8 * 8; // whole 32-byte blocks
     std::set<std::string> cube = reads.cube;
     cube.insert(h.acc);
     Stmt cube_side = CubeSide(cube, h).mutate(s);
     // The last two slots' reads, so that every counter ends at zero.
-    cube_side = block({cube_side, IfThenElse::make(h.tile() >= 2, ir::make_cross_core_wait(kRead + h.parity())),
-                       IfThenElse::make(h.tile() >= 1, ir::make_cross_core_wait(kRead + (h.tile() + 1) % 2))});
+    cube_side = block(
+        {cube_side, IfThenElse::make(h.tile() >= 2, ir::make_cross_core_wait(kRead + h.parity())),
+         IfThenElse::make(h.tile() >= 1, ir::make_cross_core_wait(kRead + (h.tile() + 1) % 2))});
     Stmt vector_side = VectorSide(cube, h, ctx).mutate(AicIndex().mutate(s));
     ctx.mix = true;
-    ctx.workspaces.push_back({h.workspace, Halide::Float(32), {int(int64_t(ctx.grid) * 2 * h.slot)}, false, {}});
-    ctx.notes.push_back("ascend mix kernel: " + h.acc + " goes from the cube cores to the vector cores through " +
-                        h.workspace + " (two tiles per AIC in GM); the two AIVs of an AIC take its tiles in turn");
-    return ir::make_mix(LetStmt::make(h.counter, 0, cube_side), LetStmt::make(h.counter, 0, vector_side));
+    ctx.workspaces.push_back(
+        {h.workspace, Halide::Float(32), {int(int64_t(ctx.grid) * 2 * h.slot)}, false, {}});
+    ctx.notes.push_back(
+        "ascend mix kernel: " + h.acc + " goes from the cube cores to the vector cores through " +
+        h.workspace + " (two tiles per AIC in GM); the two AIVs of an AIC take its tiles in turn");
+    return ir::make_mix(LetStmt::make(h.counter, 0, cube_side),
+                        LetStmt::make(h.counter, 0, vector_side));
 }
 
 } // namespace tandem::lower

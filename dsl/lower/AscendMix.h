@@ -13,7 +13,8 @@
  *     Fixpipe acc -> workspace[i][n % 2]               DataCopy workspace[i][n % 2] -> acc.ub
  *     CrossCoreSetFlag<2, PIPE_FIX>(n % 2)             CrossCoreSetFlag<2, PIPE_MTE2>(2 + n % 2)
  *   at the end, the last two frees waited for         the epilogue on acc.ub, stored from UB
- *                                                    else: CrossCoreSetFlag<2, PIPE_MTE2>(2 + n % 2)
+ *                                                    else: CrossCoreSetFlag<2, PIPE_MTE2>(2 + n %
+ * 2)
  *
  * The two AIVs of a cube core take its tiles in turn, so each has two tiles' time for an epilogue
  * and the cube stores tile n + 1 while an AIV works on tile n (two workspace slots per AIC). Both
@@ -39,11 +40,13 @@ Halide::Internal::Stmt split_mix_kernel(const Halide::Internal::Stmt &s, Compile
 bool is_store_target(const CompileContext &ctx, const std::string &name);
 
 /** Applies `f` to each side of a mix kernel (or to the whole body of another kernel). */
-Halide::Internal::Stmt each_side(const Halide::Internal::Stmt &s,
-                                 const std::function<Halide::Internal::Stmt(const Halide::Internal::Stmt &)> &f);
+Halide::Internal::Stmt
+each_side(const Halide::Internal::Stmt &s,
+          const std::function<Halide::Internal::Stmt(const Halide::Internal::Stmt &)> &f);
 
 /** Appends `tail` to the side of a mix kernel that touches `buffer` (to the body otherwise). */
-Halide::Internal::Stmt append_where_used(const Halide::Internal::Stmt &s, const Halide::Internal::Stmt &tail,
+Halide::Internal::Stmt append_where_used(const Halide::Internal::Stmt &s,
+                                         const Halide::Internal::Stmt &tail,
                                          const std::string &buffer);
 
 } // namespace tandem::lower

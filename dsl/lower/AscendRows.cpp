@@ -22,14 +22,16 @@ private:
     bool in_mma = false;
     void visit(const Store *op) override {
         const bool mma = ctx.of(op->name).tile_mma;
-        if (mma) names.insert(op->name);
+        if (mma)
+            names.insert(op->name);
         const bool outer = in_mma;
         in_mma = in_mma || mma;
         IRVisitor::visit(op);
         in_mma = outer;
     }
     void visit(const Load *op) override {
-        if (in_mma) names.insert(op->name);
+        if (in_mma)
+            names.insert(op->name);
         IRVisitor::visit(op);
     }
 };
@@ -46,15 +48,19 @@ protected:
 
     Expr visit(const Load *op) override {
         Expr e = IRMutator::visit(op);
-        if (op->name != buffer) return e;
+        if (op->name != buffer)
+            return e;
         const Load *l = e.as<Load>();
-        return Load::make(l->type, l->name, index(l->index), l->image, l->param, l->predicate, l->alignment);
+        return Load::make(l->type, l->name, index(l->index), l->image, l->param, l->predicate,
+                          l->alignment);
     }
     Stmt visit(const Store *op) override {
         Stmt s = IRMutator::visit(op);
-        if (op->name != buffer) return s;
+        if (op->name != buffer)
+            return s;
         const Store *st = s.as<Store>();
-        return Store::make(st->name, st->value, index(st->index), st->param, st->predicate, st->alignment);
+        return Store::make(st->name, st->value, index(st->index), st->param, st->predicate,
+                           st->alignment);
     }
 };
 
@@ -75,15 +81,18 @@ private:
         using IRMutator::visit;
         const Expr &width, &pitch;
         Expr visit(const Mul *op) override {
-            if (equal(op->a, width)) return Mul::make(pitch, mutate(op->b));
-            if (equal(op->b, width)) return Mul::make(mutate(op->a), pitch);
+            if (equal(op->a, width))
+                return Mul::make(pitch, mutate(op->b));
+            if (equal(op->b, width))
+                return Mul::make(mutate(op->a), pitch);
             return IRMutator::visit(op);
         }
     };
 
     /** Rows one element wide: Halide's index is the row itself (no product by the width). */
     Expr index(const Expr &e) const override {
-        if (is_const_one(width)) return simplify(e * pitch);
+        if (is_const_one(width))
+            return simplify(e * pitch);
         return simplify(Index(width, pitch).mutate(e));
     }
 };
@@ -94,7 +103,8 @@ private:
  * Halide's simplifier gave it. */
 class Refold : public Reindex {
 public:
-    Refold(const std::string &buffer, int64_t width, int64_t pitch) : Reindex(buffer), width(width), pitch(pitch) {}
+    Refold(const std::string &buffer, int64_t width, int64_t pitch)
+        : Reindex(buffer), width(width), pitch(pitch) {}
 
 private:
     using Reindex::visit;
@@ -104,7 +114,8 @@ private:
     Stmt visit(const For *op) override {
         push_loop(loops, op);
         const Interval &i = loops.get(op->name);
-        Expr lo = find_constant_bound(i.min, Direction::Lower, loops), hi = find_constant_bound(i.max, Direction::Upper, loops);
+        Expr lo = find_constant_bound(i.min, Direction::Lower, loops),
+             hi = find_constant_bound(i.max, Direction::Upper, loops);
         bounds.push(op->name, Interval(lo.defined() && lo.as<IntImm>() ? lo : Interval::neg_inf(),
                                        hi.defined() && hi.as<IntImm>() ? hi : Interval::pos_inf()));
         Stmt s = IRMutator::visit(op);
@@ -143,19 +154,25 @@ private:
     }
     void visit(const Store *op) override {
         IRVisitor::visit(op);
-        if (op->name != buffer) return;
+        if (op->name != buffer)
+            return;
         Expr value = op->value;
-        while (const Cast *c = value.as<Cast>()) value = c->value;
+        while (const Cast *c = value.as<Cast>())
+            value = c->value;
         const Load *read = value.as<Load>();
         const bool tensor = read && !ctx.functions.count(read->name);
         for (const std::string &v : names) {
             Expr step = affine_step(op->index, v);
-            if (!step.defined()) continue;
+            if (!step.defined())
+                continue;
             const int64_t *c = as_const_int(step);
-            if (c && *c > 1 && (width == 0 || tail.defined() || *c < width)) width = *c, tail = Expr();
+            if (c && *c > 1 && (width == 0 || tail.defined() || *c < width))
+                width = *c, tail = Expr();
             const int64_t bound = c ? 0 : constant_upper_bound(step, loops);
-            if (!c && bound > 1 && width == 0) width = bound, tail = step;
-            if (c && *c == 1) unit_loops.insert(v);
+            if (!c && bound > 1 && width == 0)
+                width = bound, tail = step;
+            if (c && *c == 1)
+                unit_loops.insert(v);
             if (c && *c == 1 && tensor) {
                 Expr along = affine_step(read->index, v);
                 column |= !along.defined() || !can_prove(along == 1);
@@ -177,24 +194,29 @@ private:
     Stmt visit(const Allocate *op) override {
         Stmt body = mutate(op->body);
         const int per_block = 32 / std::max(1, op->type.bytes());
-        const bool ub = ctx.functions.count(op->name) && !cube.count(op->name) && op->name != ctx.output;
-        const int64_t width = op->extents.empty() ? -1 : constant_upper_bound(op->extents[0], loops);
+        const bool ub =
+            ctx.functions.count(op->name) && !cube.count(op->name) && op->name != ctx.output;
+        const int64_t width =
+            op->extents.empty() ? -1 : constant_upper_bound(op->extents[0], loops);
         if (!ub || width <= 0 || op->extents.size() > 2 || 32 % op->type.bytes() != 0)
-            return Allocate::make(op->name, op->type, op->memory_type, op->extents, op->condition, body,
-                                  op->new_expr, op->free_function);
-        if (op->extents.size() == 1) return fold(op, body, width, per_block);
+            return Allocate::make(op->name, op->type, op->memory_type, op->extents, op->condition,
+                                  body, op->new_expr, op->free_function);
+        if (op->extents.size() == 1)
+            return fold(op, body, width, per_block);
         const int64_t pitch = (width + per_block - 1) / per_block * per_block;
         const IntImm *w = op->extents[0].as<IntImm>();
         // Rows one element wide that lie one after another in their tensor are one row.
         FoldedWidth rows(op->name, ctx);
-        if (is_const_one(op->extents[0])) body.accept(&rows);
+        if (is_const_one(op->extents[0]))
+            body.accept(&rows);
         if ((w && w->value == pitch) || (is_const_one(op->extents[0]) && !rows.column))
-            return Allocate::make(op->name, op->type, op->memory_type, op->extents, op->condition, body,
-                                  op->new_expr, op->free_function);
+            return Allocate::make(op->name, op->type, op->memory_type, op->extents, op->condition,
+                                  body, op->new_expr, op->free_function);
         body = Repitch(op->name, op->extents[0], Expr(int(pitch))).mutate(body);
         padded++;
-        return Allocate::make(op->name, op->type, op->memory_type, {Expr(int(pitch)), op->extents[1]}, op->condition,
-                              body, op->new_expr, op->free_function);
+        return Allocate::make(op->name, op->type, op->memory_type,
+                              {Expr(int(pitch)), op->extents[1]}, op->condition, body, op->new_expr,
+                              op->free_function);
     }
 
     /** A tile of one extent (`size` elements): its rows, if it has any, padded like a 2-D one's;
@@ -211,8 +233,8 @@ private:
                                        : Refold(op->name, width, pitch).mutate(body);
             padded++;
         }
-        return Allocate::make(op->name, op->type, op->memory_type, {Expr(int(elements))}, op->condition, body,
-                              op->new_expr, op->free_function);
+        return Allocate::make(op->name, op->type, op->memory_type, {Expr(int(elements))},
+                              op->condition, body, op->new_expr, op->free_function);
     }
 };
 
@@ -224,7 +246,8 @@ int64_t folded_row_width(const Stmt &body, const std::string &buffer, const Comp
     return rows.tail.defined() ? -1 : rows.width;
 }
 
-std::set<std::string> unit_step_loops(const Stmt &body, const std::string &buffer, const CompileContext &ctx) {
+std::set<std::string> unit_step_loops(const Stmt &body, const std::string &buffer,
+                                      const CompileContext &ctx) {
     FoldedWidth rows(buffer, ctx);
     body.accept(&rows);
     return rows.unit_loops;
@@ -244,8 +267,9 @@ Stmt pad_ub_rows(const Stmt &s, CompileContext &ctx) {
     PadRows pad(ctx, cube.names);
     Stmt result = pad.mutate(s);
     if (pad.padded > 0) {
-        ctx.notes.push_back("ascend rows: " + std::to_string(pad.padded) +
-                            " UB tile allocation(s) with rows padded to 32 bytes (one constant pitch per tile)");
+        ctx.notes.push_back(
+            "ascend rows: " + std::to_string(pad.padded) +
+            " UB tile allocation(s) with rows padded to 32 bytes (one constant pitch per tile)");
     }
     return result;
 }

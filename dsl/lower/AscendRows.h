@@ -8,8 +8,8 @@
  * Stmt, before the shared passes) gives every tile that lives in UB one constant row pitch: its
  * widest row rounded up to 32 bytes, the same for a tail as for a full tile.
  *
- *     allocate x[f32 * w * 16]   x[w * y + i] = ...   ->   allocate x[f32 * 80 * 16]   x[80 * y + i] = ...
- *     (w <= 77)
+ *     allocate x[f32 * w * 16]   x[w * y + i] = ...   ->   allocate x[f32 * 80 * 16]   x[80 * y +
+ * i] = ... (w <= 77)
  *
  * A copy then moves rows into padded UB rows (DataCopyPad), and a vector instruction may run
  * over whole padded rows, one count for the tile: what it computes in the padding is never
@@ -28,7 +28,8 @@ Halide::Internal::Stmt pad_ub_rows(const Halide::Internal::Stmt &s, CompileConte
 /** The constant row width of `buffer`, a tile Halide allocated with one extent (its extents
  * folded into their product), from its stores in `body`; 0 when it is one row, -1 when its
  * rows have a width known only at run time. */
-int64_t folded_row_width(const Halide::Internal::Stmt &body, const std::string &buffer, const CompileContext &ctx);
+int64_t folded_row_width(const Halide::Internal::Stmt &body, const std::string &buffer,
+                         const CompileContext &ctx);
 
 /** The loops along which a store into `buffer` in `body` steps 1. */
 std::set<std::string> unit_step_loops(const Halide::Internal::Stmt &body, const std::string &buffer,
@@ -36,12 +37,13 @@ std::set<std::string> unit_step_loops(const Halide::Internal::Stmt &body, const 
 
 /** `s` with `buffer`, rows `width` elements wide, laid out `pitch` apart: each index i of its
  * loads and stores becomes (i / width) * pitch + i % width (simplified in the loops' bounds). */
-Halide::Internal::Stmt refold(const Halide::Internal::Stmt &s, const std::string &buffer, int64_t width, int64_t pitch);
+Halide::Internal::Stmt refold(const Halide::Internal::Stmt &s, const std::string &buffer,
+                              int64_t width, int64_t pitch);
 
 /** `s` with `buffer`'s rows `pitch` elements apart instead of `width` (its loads and stores:
  * every product by `width` in their indices). */
-Halide::Internal::Stmt repitch(const Halide::Internal::Stmt &s, const std::string &buffer, const Halide::Expr &width,
-                               const Halide::Expr &pitch);
+Halide::Internal::Stmt repitch(const Halide::Internal::Stmt &s, const std::string &buffer,
+                               const Halide::Expr &width, const Halide::Expr &pitch);
 
 } // namespace tandem::lower
 

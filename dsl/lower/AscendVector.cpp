@@ -15,8 +15,8 @@ using Halide::Expr;
 
 namespace {
 
-constexpr int kLanes = 64;    // f32 elements of one repeat (256 bytes)
-constexpr int kPerBlock = 8;  // f32 elements of one 32-byte block
+constexpr int kLanes = 64;   // f32 elements of one repeat (256 bytes)
+constexpr int kPerBlock = 8; // f32 elements of one 32-byte block
 const char *const kScratch = "vector_scratch", *const kMask = "vector_mask";
 
 struct Loop {
@@ -34,7 +34,7 @@ struct Shape {
     bool rowwise = false;
     int64_t rows = 1, cols = 0;
     Expr width;
-    Expr count; // a flat nest's elements when only a bound (cols) is constant: a tail's
+    Expr count;            // a flat nest's elements when only a bound (cols) is constant: a tail's
     int64_t first_row = 0; // a chunk of a row-wise nest: its rows start here
 };
 
@@ -43,7 +43,8 @@ enum class Kind {
     Tile,   // a rows x cols tile, dense
     Row,    // one row, the same for every row (read with a repeat stride of 0)
     PerRow, // one value per row, `rows` of them contiguous
-    Blocks, // per-row values broadcast to a 32-byte block each (Brcb): block stride 0, one block per row
+    Blocks, // per-row values broadcast to a 32-byte block each (Brcb): block stride 0, one block
+            // per row
     Scalar, // a constant
 };
 
@@ -51,7 +52,8 @@ struct Value {
     Kind kind = Kind::Scalar;
     std::string buffer;
     Expr offset, scalar;
-    int64_t pitch = 0; // a column's tile whose rows lie `pitch` apart, not the nest's (0: the nest's)
+    int64_t pitch =
+        0; // a column's tile whose rows lie `pitch` apart, not the nest's (0: the nest's)
 };
 
 /** The vector instructions' own UB room for intermediate results, beyond the tiles: f32 and, for
@@ -59,7 +61,7 @@ struct Value {
 struct Scratch {
     int64_t floats = 0, mask_bytes = 0; // this op's
     int64_t max_floats = 0, max_mask_bytes = 0;
-    int64_t free_bytes = 0;             // what UB has left
+    int64_t free_bytes = 0; // what UB has left
     Expr take(int64_t n) {
         const int64_t at = floats;
         floats += (n + kPerBlock - 1) / kPerBlock * kPerBlock;
@@ -95,7 +97,8 @@ public:
 
     std::vector<Group> groups;
     bool ok = true;
-    bool per_row_values = false; // some operand is not a dense tile (a flat nest cannot go in chunks)
+    bool per_row_values =
+        false; // some operand is not a dense tile (a flat nest cannot go in chunks)
     bool per_row_operands = false; // some operand has a value per row (a chunk's start on a block)
 
     /** Counts the reads of each tile (before gen), for reusing a private tile as a temp. */
@@ -104,18 +107,21 @@ public:
             Value v = classify(l);
             if (v.kind == Kind::Tile) {
                 auto [it, fresh] = tiles.insert({l->name, Tile{v.offset}});
-                if (!fresh && !can_prove(it->second.base == v.offset)) it->second.one_region = false;
+                if (!fresh && !can_prove(it->second.base == v.offset))
+                    it->second.one_region = false;
                 it->second.reads++;
             }
             return;
         }
-        for (const Expr &child : children(e)) count_reads(child);
+        for (const Expr &child : children(e))
+            count_reads(child);
     }
 
     /** A Load as an operand, from its index's steps along the rows and the columns. */
     Value classify(const Load *l) const {
         Value v;
-        if (l->type != Halide::Float(32)) return v;
+        if (l->type != Halide::Float(32))
+            return v;
         Expr base = l->index;
         std::vector<Expr> steps;
         for (const Loop &loop : shape.loops) {
@@ -126,10 +132,12 @@ public:
         }
         base = simplify(base);
         for (const Loop &loop : shape.loops) {
-            if (expr_uses_var(base, loop.var)) return v;
+            if (expr_uses_var(base, loop.var))
+                return v;
         }
         for (const Expr &s : steps) {
-            if (!is_const(s)) return v;
+            if (!is_const(s))
+                return v;
         }
         v.buffer = l->name;
         v.offset = base;
@@ -143,36 +151,49 @@ public:
                 expected = simplify(expected * shape.loops[i].extent);
             }
             v.kind = dense ? Kind::Tile : none ? Kind::PerRow : Kind::Scalar;
-            if (v.kind == Kind::Scalar) v.buffer.clear();
+            if (v.kind == Kind::Scalar)
+                v.buffer.clear();
             return v;
         }
         const Expr &row = steps[0];
         if (steps.size() == 1) { // a column: rows one element wide, its one loop along them
             const int64_t *p = as_const_int(row);
-            if (can_prove(row == int(shape.cols))) v.kind = Kind::Tile;
-            else if (p && *p >= kPerBlock && *p % kPerBlock == 0) v.kind = Kind::Tile, v.pitch = *p;
-            else if (is_const_zero(row)) v.kind = Kind::Row;
-            else if (can_prove(row == 1)) v.kind = Kind::PerRow;
-            else v.buffer.clear();
+            if (can_prove(row == int(shape.cols)))
+                v.kind = Kind::Tile;
+            else if (p && *p >= kPerBlock && *p % kPerBlock == 0)
+                v.kind = Kind::Tile, v.pitch = *p;
+            else if (is_const_zero(row))
+                v.kind = Kind::Row;
+            else if (can_prove(row == 1))
+                v.kind = Kind::PerRow;
+            else
+                v.buffer.clear();
             return v;
         }
         const Expr &col = steps[1];
         const int64_t *p = as_const_int(row), widest = constant_upper_bound(shape.width);
-        if (can_prove(col == 1) && can_prove(row == int(shape.cols))) v.kind = Kind::Tile;
+        if (can_prove(col == 1) && can_prove(row == int(shape.cols)))
+            v.kind = Kind::Tile;
         else if (can_prove(col == 1) && p && *p % kPerBlock == 0 && widest > 0 && *p >= widest)
-            v.kind = Kind::Tile, v.pitch = *p; // padded rows at a pitch of its own (another tile's tail)
-        else if (can_prove(col == 1) && is_const_zero(row)) v.kind = Kind::Row;
-        else if (is_const_zero(col) && can_prove(row == 1)) v.kind = Kind::PerRow;
-        else v.buffer.clear();
+            v.kind = Kind::Tile,
+            v.pitch = *p; // padded rows at a pitch of its own (another tile's tail)
+        else if (can_prove(col == 1) && is_const_zero(row))
+            v.kind = Kind::Row;
+        else if (is_const_zero(col) && can_prove(row == 1))
+            v.kind = Kind::PerRow;
+        else
+            v.buffer.clear();
         return v;
     }
 
     /** The value of `e`; a tile result goes into `into` (a Tile). */
     Value gen(const Expr &e, const Value &into) {
-        if (!ok) return {};
+        if (!ok)
+            return {};
         if (const Load *l = e.as<Load>()) {
             Value v = classify(l);
-            if (v.buffer.empty()) return fail();
+            if (v.buffer.empty())
+                return fail();
             per_row_values |= v.kind != Kind::Tile;
             per_row_operands |= v.kind == Kind::PerRow;
             return v;
@@ -182,27 +203,39 @@ public:
             c.scalar = e;
             return c;
         }
-        if (e.type() != Halide::Float(32)) return fail();
+        if (e.type() != Halide::Float(32))
+            return fail();
         if (const Call *c = e.as<Call>()) {
             const bool abs = c->is_intrinsic(Call::abs), sqrt = c->name == "sqrt_f32";
-            if ((!abs && !sqrt) || c->args.size() != 1) return fail();
+            if ((!abs && !sqrt) || c->args.size() != 1)
+                return fail();
             Value x = gen(c->args[0], into);
-            if (!ok || x.kind == Kind::Scalar || x.kind == Kind::Row) return fail();
+            if (!ok || x.kind == Kind::Scalar || x.kind == Kind::Row)
+                return fail();
             Value dst = x.kind == Kind::PerRow ? per_row() : result_tile(into);
-            emit(abs ? "Abs" : "Sqrt", dst, {x}, Expr(), x.kind == Kind::PerRow ? Expr(int(shape.rows)) : count());
+            emit(abs ? "Abs" : "Sqrt", dst, {x}, Expr(),
+                 x.kind == Kind::PerRow ? Expr(int(shape.rows)) : count());
             release(x, dst);
             return dst;
         }
-        if (const Halide::Internal::Select *s = e.as<Halide::Internal::Select>()) return select(s, into);
+        if (const Halide::Internal::Select *s = e.as<Halide::Internal::Select>())
+            return select(s, into);
         Expr a, b;
         std::string op;
-        if (const Add *x = e.as<Add>()) a = x->a, b = x->b, op = "Add";
-        else if (const Sub *x = e.as<Sub>()) a = x->a, b = x->b, op = "Sub";
-        else if (const Mul *x = e.as<Mul>()) a = x->a, b = x->b, op = "Mul";
-        else if (const Div *x = e.as<Div>()) a = x->a, b = x->b, op = "Div";
-        else if (const Min *x = e.as<Min>()) a = x->a, b = x->b, op = "Min";
-        else if (const Max *x = e.as<Max>()) a = x->a, b = x->b, op = "Max";
-        else return fail();
+        if (const Add *x = e.as<Add>())
+            a = x->a, b = x->b, op = "Add";
+        else if (const Sub *x = e.as<Sub>())
+            a = x->a, b = x->b, op = "Sub";
+        else if (const Mul *x = e.as<Mul>())
+            a = x->a, b = x->b, op = "Mul";
+        else if (const Div *x = e.as<Div>())
+            a = x->a, b = x->b, op = "Div";
+        else if (const Min *x = e.as<Min>())
+            a = x->a, b = x->b, op = "Min";
+        else if (const Max *x = e.as<Max>())
+            a = x->a, b = x->b, op = "Max";
+        else
+            return fail();
         const bool leaf_a = leaf(a), leaf_b = leaf(b);
         Value x, y;
         if (leaf_a || !leaf_b) {
@@ -212,8 +245,10 @@ public:
             y = gen(b, into);
             x = gen(a, into);
         }
-        if (!ok) return {};
-        if (x.kind == Kind::Scalar && y.kind == Kind::Scalar) return fail();
+        if (!ok)
+            return {};
+        if (x.kind == Kind::Scalar && y.kind == Kind::Scalar)
+            return fail();
         const bool rowwise_values = (x.kind == Kind::PerRow || x.kind == Kind::Scalar) &&
                                     (y.kind == Kind::PerRow || y.kind == Kind::Scalar);
         Value dst = rowwise_values ? per_row() : !into.buffer.empty() ? into : last_read(x, y);
@@ -231,7 +266,8 @@ public:
     /** A reduction over the columns into one value per row: self[r] = self[r] + sum of f. */
     void reduce(const Value &self, const Expr &f) {
         Value v = uniform(gen(f, Value())); // an op's result in a temp; a tile read as it is
-        if (!ok) return;
+        if (!ok)
+            return;
         if (v.kind != Kind::Tile || (shape.rows > 1 && shape.cols % kPerBlock != 0)) {
             fail();
             return;
@@ -243,7 +279,8 @@ public:
             i.op = "ReduceSum";
             i.dst = part.buffer;
             i.dst_offset = simplify(part.offset + int(r));
-            i.srcs = {{v.buffer, simplify(v.offset + int(r * shape.cols))}, {part.buffer, part.offset}};
+            i.srcs = {{v.buffer, simplify(v.offset + int(r * shape.cols))},
+                      {part.buffer, part.offset}};
             i.count = shape.width; // the nest's columns, not the padding
             g.instructions.push_back(i);
         }
@@ -254,8 +291,11 @@ public:
     /** dst = value, the value of the store: nothing when it is there already, a Duplicate of a
      * constant, else a copy on V (Muls by 1: exact, -0 and NaN kept). */
     void assign(const Value &dst, const Value &value) {
-        if (!ok || (value.buffer == dst.buffer && value.offset.defined() && equal(value.offset, dst.offset))) return;
-        if (value.kind == Kind::Scalar) return emit_count("Duplicate", dst, {}, value.scalar, count());
+        if (!ok || (value.buffer == dst.buffer && value.offset.defined() &&
+                    equal(value.offset, dst.offset)))
+            return;
+        if (value.kind == Kind::Scalar)
+            return emit_count("Duplicate", dst, {}, value.scalar, count());
         emit("Muls", dst, {broadcast(value)}, Expr(1.0f), count());
     }
 
@@ -305,40 +345,56 @@ private:
     const std::set<std::string> &private_tiles;
     Scratch &scratch;
     std::map<std::string, Tile> tiles;
-    std::map<std::string, Value> broadcasts; // per-row values already in blocks, by buffer and offset
-    std::vector<Expr> free_tiles;            // scratch tiles whose value has been used
+    std::map<std::string, Value>
+        broadcasts;               // per-row values already in blocks, by buffer and offset
+    std::vector<Expr> free_tiles; // scratch tiles whose value has been used
 
     /** A scratch tile whose value its one reader has now used goes back to the pool (the barrier
      * before the next writer of scratch orders the reuse). */
     void release(const Value &v, const Value &dst) {
-        if (v.kind == Kind::Tile && v.buffer == kScratch && !(dst.buffer == v.buffer && equal(dst.offset, v.offset)))
+        if (v.kind == Kind::Tile && v.buffer == kScratch &&
+            !(dst.buffer == v.buffer && equal(dst.offset, v.offset)))
             free_tiles.push_back(v.offset);
     }
 
     /** An f32 value the same for the whole nest and read from no tile (a constant, or one
      * computed from the kernel's runtime extents): an instruction's scalar operand. */
     bool scalar(const Expr &e) const {
-        if (e.type() != Halide::Float(32) || !loads_in(e).empty()) return false;
+        if (e.type() != Halide::Float(32) || !loads_in(e).empty())
+            return false;
         for (const Loop &l : shape.loops)
-            if (expr_uses_var(e, l.var)) return false;
+            if (expr_uses_var(e, l.var))
+                return false;
         return true;
     }
 
     bool leaf(const Expr &e) const { return e.as<Load>() || scalar(e); }
 
     static std::vector<Expr> children(const Expr &e) {
-        if (const Add *x = e.as<Add>()) return {x->a, x->b};
-        if (const Sub *x = e.as<Sub>()) return {x->a, x->b};
-        if (const Mul *x = e.as<Mul>()) return {x->a, x->b};
-        if (const Div *x = e.as<Div>()) return {x->a, x->b};
-        if (const Min *x = e.as<Min>()) return {x->a, x->b};
-        if (const Max *x = e.as<Max>()) return {x->a, x->b};
-        if (const Call *c = e.as<Call>()) return c->args;
-        if (const Halide::Internal::Select *s = e.as<Halide::Internal::Select>()) return {s->condition, s->true_value, s->false_value};
-        if (const LT *x = e.as<LT>()) return {x->a, x->b};
-        if (const LE *x = e.as<LE>()) return {x->a, x->b};
-        if (const EQ *x = e.as<EQ>()) return {x->a, x->b};
-        if (const NE *x = e.as<NE>()) return {x->a, x->b};
+        if (const Add *x = e.as<Add>())
+            return {x->a, x->b};
+        if (const Sub *x = e.as<Sub>())
+            return {x->a, x->b};
+        if (const Mul *x = e.as<Mul>())
+            return {x->a, x->b};
+        if (const Div *x = e.as<Div>())
+            return {x->a, x->b};
+        if (const Min *x = e.as<Min>())
+            return {x->a, x->b};
+        if (const Max *x = e.as<Max>())
+            return {x->a, x->b};
+        if (const Call *c = e.as<Call>())
+            return c->args;
+        if (const Halide::Internal::Select *s = e.as<Halide::Internal::Select>())
+            return {s->condition, s->true_value, s->false_value};
+        if (const LT *x = e.as<LT>())
+            return {x->a, x->b};
+        if (const LE *x = e.as<LE>())
+            return {x->a, x->b};
+        if (const EQ *x = e.as<EQ>())
+            return {x->a, x->b};
+        if (const NE *x = e.as<NE>())
+            return {x->a, x->b};
         return {};
     }
 
@@ -360,8 +416,8 @@ private:
         for (const Value *v : {&x, &y}) {
             auto t = v->kind == Kind::Tile ? tiles.find(v->buffer) : tiles.end();
             const int reads = (x.buffer == v->buffer ? 1 : 0) + (y.buffer == v->buffer ? 1 : 0);
-            if (t != tiles.end() && private_tiles.count(v->buffer) && t->second.one_region && !t->second.holds &&
-                t->second.reads == reads && equal(v->offset, t->second.base)) {
+            if (t != tiles.end() && private_tiles.count(v->buffer) && t->second.one_region &&
+                !t->second.holds && t->second.reads == reads && equal(v->offset, t->second.base)) {
                 t->second.holds = true;
                 return *v;
             }
@@ -369,20 +425,24 @@ private:
         return temp();
     }
 
-    /** A per-row value as an operand of a tile instruction: its rows' blocks (Brcb, into scratch). */
+    /** A per-row value as an operand of a tile instruction: its rows' blocks (Brcb, into scratch).
+     */
     Value broadcast(const Value &v) {
-        if (v.kind != Kind::PerRow) return v;
+        if (v.kind != Kind::PerRow)
+            return v;
         std::ostringstream key;
         key << v.buffer << "@" << v.offset;
         auto known = broadcasts.find(key.str());
-        if (known != broadcasts.end()) return known->second;
+        if (known != broadcasts.end())
+            return known->second;
         Value b;
         b.kind = Kind::Blocks;
         b.buffer = kScratch;
         const int64_t repeats = (shape.rows + kPerBlock - 1) / kPerBlock;
         b.offset = scratch.take(repeats * kLanes);
         Value src = v;
-        if (v.buffer != kScratch) { // Brcb reads eight values per repeat: copy the rows to scratch first
+        if (v.buffer !=
+            kScratch) { // Brcb reads eight values per repeat: copy the rows to scratch first
             src = per_row();
             emit_count("Muls", src, {v}, Expr(1.0f), int(shape.rows)); // exactly (-0 and NaN kept)
         }
@@ -400,7 +460,8 @@ private:
     }
 
     /** dst = x op y (a scalar on either side), over `n` elements (tiles) or the rows (per-row). */
-    void combine(const std::string &op, const Value &dst, const Value &x, const Value &y, const Expr &n) {
+    void combine(const std::string &op, const Value &dst, const Value &x, const Value &y,
+                 const Expr &n) {
         const bool xs = x.kind == Kind::Scalar, ys = y.kind == Kind::Scalar;
         if (!xs && !ys) {
             emit(op, dst, {x, y}, Expr(), n);
@@ -413,7 +474,8 @@ private:
             emit("Adds", dst, {dst}, x.scalar, n);
         } else { // Div with a scalar side: the scalar as a tile, then Div (the same rounding)
             Value c = dst.kind == Kind::PerRow ? per_row() : temp();
-            emit_count("Duplicate", c, {}, (xs ? x : y).scalar, dst.kind == Kind::PerRow ? Expr(int(shape.rows)) : count());
+            emit_count("Duplicate", c, {}, (xs ? x : y).scalar,
+                       dst.kind == Kind::PerRow ? Expr(int(shape.rows)) : count());
             emit(op, dst, {xs ? c : x, ys ? c : y}, Expr(), n);
         }
     }
@@ -422,17 +484,24 @@ private:
     Value select(const Halide::Internal::Select *s, const Value &into) {
         Expr a, b;
         int mode = 0;
-        if (const LT *c = s->condition.as<LT>()) a = c->a, b = c->b, mode = 0;
-        else if (const LE *c = s->condition.as<LE>()) a = c->a, b = c->b, mode = 3;
-        else if (const EQ *c = s->condition.as<EQ>()) a = c->a, b = c->b, mode = 2;
-        else if (const NE *c = s->condition.as<NE>()) a = c->a, b = c->b, mode = 5;
-        else return fail();
-        if (a.type() != Halide::Float(32)) return fail();
+        if (const LT *c = s->condition.as<LT>())
+            a = c->a, b = c->b, mode = 0;
+        else if (const LE *c = s->condition.as<LE>())
+            a = c->a, b = c->b, mode = 3;
+        else if (const EQ *c = s->condition.as<EQ>())
+            a = c->a, b = c->b, mode = 2;
+        else if (const NE *c = s->condition.as<NE>())
+            a = c->a, b = c->b, mode = 5;
+        else
+            return fail();
+        if (a.type() != Halide::Float(32))
+            return fail();
         // Both values and the compared ones first: a select nested in any of them uses the mask
         // before this one's Compare writes it.
         Value t = tile_of(gen(s->true_value, Value())), f = tile_of(gen(s->false_value, Value()));
         Value x = tile_of(gen(a, Value())), y = tile_of(gen(b, Value()));
-        if (!ok) return {};
+        if (!ok)
+            return {};
         // Compare takes whole 256-byte repeats: the compared values are copied into scratch that
         // has them when the tile does not (what it compares past the tile, Select never reads).
         const int64_t whole = (elements() + kLanes - 1) / kLanes * kLanes;
@@ -482,7 +551,8 @@ private:
 
     /** A tile at the nest's row pitch: a column tile at another pitch copied into a temp. */
     Value uniform(const Value &v) {
-        if (!ok || v.kind != Kind::Tile || v.pitch == 0) return v;
+        if (!ok || v.kind != Kind::Tile || v.pitch == 0)
+            return v;
         Value t = temp();
         emit("Muls", t, {v}, Expr(1.0f), count());
         release(v, t);
@@ -491,34 +561,42 @@ private:
 
     /** A value as a dense tile (a constant: a Duplicate into a temp). */
     Value tile_of(const Value &v) {
-        if (!ok) return {};
-        if (v.kind == Kind::Tile) return uniform(v);
-        if (v.kind != Kind::Scalar) return fail();
+        if (!ok)
+            return {};
+        if (v.kind == Kind::Tile)
+            return uniform(v);
+        if (v.kind != Kind::Scalar)
+            return fail();
         Value t = temp();
         emit_count("Duplicate", t, {}, v.scalar, count());
         return t;
     }
 
     /** One count-form instruction. */
-    void emit_count(const std::string &op, const Value &dst, const std::vector<Value> &srcs, const Expr &scalar,
-                    const Expr &n) {
-        if (!ok) return;
+    void emit_count(const std::string &op, const Value &dst, const std::vector<Value> &srcs,
+                    const Expr &scalar, const Expr &n) {
+        if (!ok)
+            return;
         ir::VectorInstruction i;
         i.op = op;
         i.dst = dst.buffer;
         i.dst_offset = dst.offset;
         i.count = n;
-        for (const Value &s : srcs) read(s), i.srcs.push_back({s.buffer, s.offset});
+        for (const Value &s : srcs)
+            read(s), i.srcs.push_back({s.buffer, s.offset});
         i.scalar = scalar;
         groups.push_back({{i}});
     }
 
     /** A tile instruction: the count form when every operand is a dense tile (or per-row values
      * over the rows), else the repeat form over rows and columns. */
-    void emit(const std::string &op, const Value &dst, const std::vector<Value> &srcs, const Expr &scalar, const Expr &n) {
+    void emit(const std::string &op, const Value &dst, const std::vector<Value> &srcs,
+              const Expr &scalar, const Expr &n) {
         bool dense = dst.pitch == 0;
-        for (const Value &s : srcs) dense = dense && (s.kind == Kind::Tile || s.kind == Kind::PerRow) && s.pitch == 0;
-        if (dense) return emit_count(op, dst, srcs, scalar, n);
+        for (const Value &s : srcs)
+            dense = dense && (s.kind == Kind::Tile || s.kind == Kind::PerRow) && s.pitch == 0;
+        if (dense)
+            return emit_count(op, dst, srcs, scalar, n);
         const int64_t R = shape.rows, X = shape.cols;
         // A row would start inside a 32-byte block. (A tile of a runtime count runs over its
         // bound: the instructions' lanes past the count stay inside the tiles, and nothing past
@@ -529,20 +607,27 @@ private:
         }
         // A column tile's own pitch, in blocks, is a repeat stride (8 bits).
         bool strides_fit = dst.pitch / kPerBlock <= 255;
-        for (const Value &s : srcs) strides_fit = strides_fit && s.pitch / kPerBlock <= 255;
+        for (const Value &s : srcs)
+            strides_fit = strides_fit && s.pitch / kPerBlock <= 255;
         if (!strides_fit) {
             fail();
             return;
         }
-        for (const Value &s : srcs) read(s);
+        for (const Value &s : srcs)
+            read(s);
         Group g;
         // Per operand: its block and repeat strides and where it starts for (row r, column c).
-        auto place = [&](const Value &v, bool columns, int64_t r, int64_t c) -> std::pair<std::pair<int, int>, Expr> {
+        auto place = [&](const Value &v, bool columns, int64_t r,
+                         int64_t c) -> std::pair<std::pair<int, int>, Expr> {
             const int64_t P = v.pitch > 0 ? v.pitch : X;
             switch (v.kind) {
-            case Kind::Tile: return {{1, columns ? int(P / kPerBlock) : kPerBlock}, simplify(v.offset + int(r * P + c))};
-            case Kind::Row: return {{1, columns ? 0 : kPerBlock}, simplify(v.offset + int(c))};
-            default: return {{0, columns ? 1 : 0}, simplify(v.offset + int(r * kPerBlock))}; // Blocks
+            case Kind::Tile:
+                return {{1, columns ? int(P / kPerBlock) : kPerBlock},
+                        simplify(v.offset + int(r * P + c))};
+            case Kind::Row:
+                return {{1, columns ? 0 : kPerBlock}, simplify(v.offset + int(c))};
+            default:
+                return {{0, columns ? 1 : 0}, simplify(v.offset + int(r * kPerBlock))}; // Blocks
             }
         };
         auto instruction = [&](bool columns, int64_t r, int64_t c, int64_t mask, int64_t repeats) {
@@ -565,14 +650,20 @@ private:
         // The columns up to the nest's widest row, in whole blocks: a row operand holds no more
         // (the padding past them is never stored).
         const int64_t widest = constant_upper_bound(shape.width);
-        const int64_t W = widest > 0 ? std::min(X, (widest + kPerBlock - 1) / kPerBlock * kPerBlock) : X;
+        const int64_t W =
+            widest > 0 ? std::min(X, (widest + kPerBlock - 1) / kPerBlock * kPerBlock) : X;
         if (R > 1 && X / kPerBlock <= 255) { // each instruction: 64 columns of up to 255 rows
             for (int64_t r = 0; r < R; r += 255)
-                for (int64_t c = 0; c < W; c += kLanes) instruction(true, r, c, std::min<int64_t>(kLanes, W - c), std::min<int64_t>(255, R - r));
-        } else if (W / kLanes <= 255) { // each instruction: one row's whole 64-column repeats, then its tail
+                for (int64_t c = 0; c < W; c += kLanes)
+                    instruction(true, r, c, std::min<int64_t>(kLanes, W - c),
+                                std::min<int64_t>(255, R - r));
+        } else if (W / kLanes <=
+                   255) { // each instruction: one row's whole 64-column repeats, then its tail
             for (int64_t r = 0; r < R; r++) {
-                if (W / kLanes > 0) instruction(false, r, 0, kLanes, W / kLanes);
-                if (W % kLanes) instruction(false, r, W / kLanes * kLanes, W % kLanes, 1);
+                if (W / kLanes > 0)
+                    instruction(false, r, 0, kLanes, W / kLanes);
+                if (W % kLanes)
+                    instruction(false, r, W / kLanes * kLanes, W % kLanes, 1);
             }
         } else {
             fail();
@@ -583,7 +674,8 @@ private:
 
     void read(const Value &v) {
         auto tile = tiles.find(v.buffer);
-        if (tile != tiles.end() && !tile->second.holds) tile->second.reads--;
+        if (tile != tiles.end() && !tile->second.holds)
+            tile->second.reads--;
     }
 };
 
@@ -618,10 +710,12 @@ public:
      * loaded once for many iterations, or an accumulator, may not). */
     bool scratch_for(const std::string &buffer, const LetStmt *op) const {
         auto all = events.find(buffer);
-        if (copied.count(buffer) || all == events.end()) return false;
+        if (copied.count(buffer) || all == events.end())
+            return false;
         const std::vector<Event> &e = all->second;
         for (size_t i = 0; i < e.size(); i++) {
-            if (e[i].op != op || e[i].kind != Event::Read) continue;
+            if (e[i].op != op || e[i].kind != Event::Read)
+                continue;
             return i > 0 && e[i - 1].kind == Event::Fill && e[i - 1].loop == e[i].loop &&
                    (i + 1 == e.size() || e[i + 1].kind == Event::Fill);
         }
@@ -649,16 +743,19 @@ private:
         Stmt body;
         if (ir::as_vector_op(Stmt(op), &v, &body)) {
             for (const ir::Region &r : v.regions)
-                if (!r.write) events[r.buffer].push_back({Event::Read, loops.back(), op});
+                if (!r.write)
+                    events[r.buffer].push_back({Event::Read, loops.back(), op});
             for (const ir::Region &r : v.regions)
-                if (r.write) events[r.buffer].push_back({Event::Write, loops.back(), op});
+                if (r.write)
+                    events[r.buffer].push_back({Event::Write, loops.back(), op});
             return;
         }
         IRVisitor::visit(op);
     }
     void visit(const Evaluate *op) override {
         ir::CopyOp c;
-        if (!ir::as_copy(Stmt(op), &c)) return;
+        if (!ir::as_copy(Stmt(op), &c))
+            return;
         copied.insert(c.src);
         events[c.dst].push_back({Event::Fill, loops.back(), nullptr});
     }
@@ -666,7 +763,8 @@ private:
 
 /** The row step of the first tile the value reads along the columns (a reduction's rows). */
 Expr row_pitch_read(const Expr &value, const Loop &rows, const Loop &cols) {
-    Expr x = Variable::make(Halide::Int(32), cols.var), r = Variable::make(Halide::Int(32), rows.var);
+    Expr x = Variable::make(Halide::Int(32), cols.var),
+         r = Variable::make(Halide::Int(32), rows.var);
     for (const Load *l : loads_in(value)) {
         if (can_prove(simplify(substitute(cols.var, x + 1, l->index) - l->index) == 1))
             return simplify(substitute(rows.var, r + 1, l->index) - l->index);
@@ -680,7 +778,8 @@ Expr column_pitch_read(const Expr &value, const Loop &rows) {
     for (const Load *l : loads_in(value)) {
         Expr step = affine_step(l->index, rows.var);
         const int64_t *p = step.defined() ? as_const_int(step) : nullptr;
-        if (p && *p >= kPerBlock && *p % kPerBlock == 0) return step;
+        if (p && *p >= kPerBlock && *p % kPerBlock == 0)
+            return step;
     }
     return Expr();
 }
@@ -699,21 +798,25 @@ Shape shape_of(const std::vector<Loop> &loops, const Store *store) {
         s.rows = constant_upper_bound(rows);
         s.cols = pitch;
         s.width = width;
-        if (!as_const_int(rows)) s.count = simplify(rows * int(pitch));
+        if (!as_const_int(rows))
+            s.count = simplify(rows * int(pitch));
         return s;
     };
     const int64_t rows = loops.empty() ? 0 : constant_upper_bound(loops[0].extent);
     if (loops.size() == 2) {
         const int64_t width = constant_upper_bound(loops[1].extent);
-        Expr x = Variable::make(Halide::Int(32), loops[1].var), r = Variable::make(Halide::Int(32), loops[0].var);
+        Expr x = Variable::make(Halide::Int(32), loops[1].var),
+             r = Variable::make(Halide::Int(32), loops[0].var);
         Expr col = simplify(substitute(loops[1].var, x + 1, store->index) - store->index);
         Expr row = simplify(substitute(loops[0].var, r + 1, store->index) - store->index);
         Expr pitch = can_prove(col == 1) ? row
-                     : is_const_zero(col) && can_prove(row == 1) ? row_pitch_read(store->value, loops[0], loops[1])
-                                                                 : Expr();
+                     : is_const_zero(col) && can_prove(row == 1)
+                         ? row_pitch_read(store->value, loops[0], loops[1])
+                         : Expr();
         const int64_t *p = pitch.defined() ? as_const_int(pitch) : nullptr;
         const int64_t *exact = as_const_int(loops[1].extent);
-        if (rows >= 1 && width >= 1 && p && ((exact && *p == *exact) || (*p % kPerBlock == 0 && *p >= width)))
+        if (rows >= 1 && width >= 1 && p &&
+            ((exact && *p == *exact) || (*p % kPerBlock == 0 && *p >= width)))
             return rowwise(loops[0].extent, *p, loops[1].extent);
     }
     // A column: one loop over padded rows one element wide; the store one element per row, or
@@ -724,16 +827,20 @@ Shape shape_of(const std::vector<Loop> &loops, const Store *store) {
         const Expr stored = affine_step(store->index, loops[0].var);
         const bool narrowing = store->value.type() != Halide::Float(32);
         Expr step = stored;
-        if ((step.defined() && is_const_one(step)) || narrowing) step = column_pitch_read(store->value, loops[0]);
-        if (!step.defined() && narrowing && stored.defined() && !is_const_one(stored)) step = kPerBlock;
+        if ((step.defined() && is_const_one(step)) || narrowing)
+            step = column_pitch_read(store->value, loops[0]);
+        if (!step.defined() && narrowing && stored.defined() && !is_const_one(stored))
+            step = kPerBlock;
         const int64_t *p = step.defined() ? as_const_int(step) : nullptr;
-        if (rows >= 1 && p && *p >= kPerBlock && *p % kPerBlock == 0) return rowwise(loops[0].extent, *p, 1);
+        if (rows >= 1 && p && *p >= kPerBlock && *p % kPerBlock == 0)
+            return rowwise(loops[0].extent, *p, 1);
     }
     // One loop of a count known at run time (a tail): the instructions take the count, the
     // tiles hold its bound.
     if (loops.size() == 1 && !as_const_int(loops[0].extent)) {
         const int64_t bound = constant_upper_bound(loops[0].extent);
-        if (bound < 1) return Shape{{}, false, 0, 0, Expr(), Expr()};
+        if (bound < 1)
+            return Shape{{}, false, 0, 0, Expr(), Expr()};
         s.cols = bound;
         s.count = s.width = loops[0].extent;
         return s;
@@ -741,11 +848,13 @@ Shape shape_of(const std::vector<Loop> &loops, const Store *store) {
     std::vector<int64_t> extents;
     for (const Loop &l : loops) {
         const int64_t *e = as_const_int(l.extent);
-        if (!e || *e < 1) return Shape{{}, false, 0, 0, Expr(), Expr()};
+        if (!e || *e < 1)
+            return Shape{{}, false, 0, 0, Expr(), Expr()};
         extents.push_back(*e);
     }
     s.cols = 1;
-    for (int64_t e : extents) s.cols *= e;
+    for (int64_t e : extents)
+        s.cols *= e;
     s.width = Expr(int(s.cols));
     return s;
 }
@@ -758,10 +867,12 @@ std::vector<Group> repeat_in_chunks(const std::vector<Group> &one, int64_t parts
         for (Group g : one) {
             for (ir::VectorInstruction &i : g.instructions) {
                 auto shift = [&](const std::string &buffer, Expr &offset) {
-                    if (buffer != kScratch && buffer != kMask) offset = simplify(offset + int(k * chunk));
+                    if (buffer != kScratch && buffer != kMask)
+                        offset = simplify(offset + int(k * chunk));
                 };
                 shift(i.dst, i.dst_offset);
-                for (auto &[buffer, offset] : i.srcs) shift(buffer, offset);
+                for (auto &[buffer, offset] : i.srcs)
+                    shift(buffer, offset);
             }
             all.push_back(g);
         }
@@ -781,14 +892,21 @@ private:
     Stmt visit(const LetStmt *op) override {
         ir::VectorOp v;
         Stmt body;
-        if (!ir::as_vector_op(Stmt(op), &v, &body)) return IRMutator::visit(op);
+        if (!ir::as_vector_op(Stmt(op), &v, &body))
+            return IRMutator::visit(op);
         Stmt mapped = instructions(op, v, body);
-        if (mapped.defined()) return mapped;
-        throw Error("Func '" + v.label.substr(0, v.label.find('$')) + "', directive compute_at(): on ascend its element "
-                    "nest " + v.label + " has no AscendC vector instructions. AscendVector maps f32 maps over tiles, "
-                    "padded rows and columns (+, -, *, /, min, max, abs, sqrt, selects, row sums, casts to "
-                    "bfloat16) whose temporaries fit in the " + std::to_string(scratch.free_bytes) +
-                    " bytes of UB the tiles leave; smaller tiles or fewer stages leave more");
+        if (mapped.defined())
+            return mapped;
+        throw Error(
+            "Func '" + v.label.substr(0, v.label.find('$')) +
+            "', directive compute_at(): on ascend its element "
+            "nest " +
+            v.label +
+            " has no AscendC vector instructions. AscendVector maps f32 maps over tiles, "
+            "padded rows and columns (+, -, *, /, min, max, abs, sqrt, selects, row sums, casts to "
+            "bfloat16) whose temporaries fit in the " +
+            std::to_string(scratch.free_bytes) +
+            " bytes of UB the tiles leave; smaller tiles or fewer stages leave more");
     }
 
     /** The op with its AscendC instructions, or none. */
@@ -803,14 +921,18 @@ private:
         // A bfloat16 store of a float value: the value in f32, then a Cast (CAST_RINT: ties to
         // even, as Halide's cast rounds).
         const Cast *to_bf16 = store ? store->value.as<Cast>() : nullptr;
-        if (to_bf16 && (to_bf16->type != Halide::BFloat(16) || to_bf16->value.type() != Halide::Float(32)))
+        if (to_bf16 &&
+            (to_bf16->type != Halide::BFloat(16) || to_bf16->value.type() != Halide::Float(32)))
             to_bf16 = nullptr;
-        if (!store || (store->value.type() != Halide::Float(32) && !to_bf16)) return Stmt();
+        if (!store || (store->value.type() != Halide::Float(32) && !to_bf16))
+            return Stmt();
         const Shape shape = shape_of(loops, store);
-        if (shape.rows == 0) return Stmt();
+        if (shape.rows == 0)
+            return Stmt();
         std::set<std::string> private_tiles;
         for (const ir::Region &r : v.regions)
-            if (!r.write && readers.scratch_for(r.buffer, op)) private_tiles.insert(r.buffer);
+            if (!r.write && readers.scratch_for(r.buffer, op))
+                private_tiles.insert(r.buffer);
         // The store as a value of the nest: a tile, or one value per row (a reduction).
         Expr stored = Load::make(Halide::Float(32), store->name, store->index, Halide::Buffer<>(),
                                  Halide::Internal::Parameter(), const_true(), ModulusRemainder());
@@ -823,9 +945,11 @@ private:
         const Add *add = reduction ? store->value.as<Add>() : nullptr;
         if (reduction) {
             const Load *a = add ? add->a.as<Load>() : nullptr;
-            if (!add || !a || a->name != store->name || !equal(a->index, store->index) || reads(add->b, store->name))
+            if (!add || !a || a->name != store->name || !equal(a->index, store->index) ||
+                reads(add->b, store->name))
                 return Stmt();
-            if (!can_prove(dst.offset % kPerBlock == 0)) return Stmt();
+            if (!can_prove(dst.offset % kPerBlock == 0))
+                return Stmt();
         }
         if (reduction || dst.kind == Kind::Tile || to_bf16) {
             // A dense map into the destination tile. A bfloat16 store: its f32 value in a tile
@@ -833,18 +957,23 @@ private:
             // destination (32-byte aligned: 16 elements); a column's bfloat16 rows (32 bytes: 16
             // elements) are narrower than its f32 rows, so a Cast per row.
             const Expr value = to_bf16 ? to_bf16->value : store->value;
-            const Expr step = shape.loops.size() == 1 ? affine_step(store->index, shape.loops[0].var) : Expr();
-            const bool per_row =
-                to_bf16 && shape.rowwise && step.defined() && is_const(step) && !can_prove(step == int(shape.cols));
-            const Expr at = per_row ? simplify(substitute(shape.loops[0].var, shape.loops[0].min, store->index)) : dst.offset;
-            if (to_bf16 && ((!per_row && dst.kind != Kind::Tile) || (per_row && !can_prove(step % 16 == 0)) ||
-                            !can_prove(at % 16 == 0) || reads(value, store->name)))
+            const Expr step =
+                shape.loops.size() == 1 ? affine_step(store->index, shape.loops[0].var) : Expr();
+            const bool per_row = to_bf16 && shape.rowwise && step.defined() && is_const(step) &&
+                                 !can_prove(step == int(shape.cols));
+            const Expr at =
+                per_row ? simplify(substitute(shape.loops[0].var, shape.loops[0].min, store->index))
+                        : dst.offset;
+            if (to_bf16 &&
+                ((!per_row && dst.kind != Kind::Tile) || (per_row && !can_prove(step % 16 == 0)) ||
+                 !can_prove(at % 16 == 0) || reads(value, store->name)))
                 return Stmt();
             // An update (dst = dst + f) reads each element where it writes it, and leaves the
             // destination alone until the last instruction.
             const bool update = reads(value, store->name);
             for (const Load *l : loads_in(value))
-                if (l->name == store->name && !equal(l->index, store->index)) return Stmt();
+                if (l->name == store->name && !equal(l->index, store->index))
+                    return Stmt();
             auto map = [&](Selection &select) {
                 const Value dst = select.classify(stored.as<Load>());
                 if (reduction) {
@@ -852,14 +981,16 @@ private:
                     return select.reduce(dst, add->b);
                 }
                 select.count_reads(value);
-                if (!to_bf16) return select.assign(dst, select.gen(value, update ? Value() : dst));
+                if (!to_bf16)
+                    return select.assign(dst, select.gen(value, update ? Value() : dst));
                 Value f = select.gen(value, Value());
                 if (select.ok && (f.kind != Kind::Tile || (!per_row && f.pitch != 0))) {
                     Value t = select.temp();
                     select.assign(t, f);
                     f = t;
                 }
-                if (!select.ok) return;
+                if (!select.ok)
+                    return;
                 Group casts;
                 for (int64_t r = 0; r < (per_row ? select.rows() : 1); r++) {
                     ir::VectorInstruction cast;
@@ -867,7 +998,8 @@ private:
                     cast.dst = store->name;
                     cast.dst_offset = per_row ? simplify(at + step * int(r)) : dst.offset;
                     const int64_t pitch = f.pitch > 0 ? f.pitch : shape.cols;
-                    cast.srcs = {{f.buffer, per_row ? simplify(f.offset + int(r * pitch)) : f.offset}};
+                    cast.srcs = {
+                        {f.buffer, per_row ? simplify(f.offset + int(r * pitch)) : f.offset}};
                     cast.count = per_row ? Expr(1) : select.count();
                     cast.mode = 1; // RoundMode::CAST_RINT
                     casts.instructions.push_back(cast);
@@ -880,17 +1012,23 @@ private:
             // A chunk runs over its bound (a runtime count's lanes past it stay in the tiles).
             const int64_t n = shape.rows * shape.cols;
             std::vector<int64_t> splits;
-            for (int64_t parts = 1; parts <= (per_row ? 1 : shape.rowwise ? shape.rows : 64);
+            for (int64_t parts = 1; parts <= (per_row         ? 1
+                                              : shape.rowwise ? shape.rows
+                                                              : 64);
                  parts = shape.rowwise ? parts + 1 : parts * 2)
-                if (!shape.rowwise || shape.rows % parts == 0) splits.push_back(parts);
+                if (!shape.rowwise || shape.rows % parts == 0)
+                    splits.push_back(parts);
             for (int64_t parts : splits) {
-                if (!groups.empty()) break;
+                if (!groups.empty())
+                    break;
                 Shape piece = shape;
-                if (parts > 1) piece.count = Expr();
+                if (parts > 1)
+                    piece.count = Expr();
                 if (parts > 1 && shape.rowwise) {
                     piece.rows = shape.rows / parts;
                 } else if (parts > 1) { // every operand a dense tile here: one flat row, in chunks
-                    if (n % (parts * kLanes) != 0) break;
+                    if (n % (parts * kLanes) != 0)
+                        break;
                     piece.rows = 1;
                     piece.cols = n / parts;
                 }
@@ -905,7 +1043,8 @@ private:
                     map(select);
                     mapped = select.ok && !select.groups.empty();
                     // (a chunk's per-row values start on a 32-byte block: whole blocks of rows)
-                    const bool aligned = piece.first_row % kPerBlock == 0 || (!select.per_row_operands && !reduction);
+                    const bool aligned = piece.first_row % kPerBlock == 0 ||
+                                         (!select.per_row_operands && !reduction);
                     fits = fits && scratch.fits() && aligned;
                     per_row_values |= select.per_row_values;
                     floats = std::max(floats, scratch.floats);
@@ -914,14 +1053,18 @@ private:
                 }
                 scratch.floats = floats;
                 scratch.mask_bytes = mask_bytes;
-                if (!mapped) break; // it cannot be mapped at all
+                if (!mapped)
+                    break; // it cannot be mapped at all
                 if (fits)
-                    groups = parts > 1 && !shape.rowwise ? repeat_in_chunks(chunks, parts, piece.rows * piece.cols) : chunks;
+                    groups = parts > 1 && !shape.rowwise
+                                 ? repeat_in_chunks(chunks, parts, piece.rows * piece.cols)
+                                 : chunks;
                 else if (per_row_values && !shape.rowwise)
                     break;
             }
         }
-        if (groups.empty()) return Stmt();
+        if (groups.empty())
+            return Stmt();
         scratch.max_floats = std::max(scratch.max_floats, scratch.floats);
         scratch.max_mask_bytes = std::max(scratch.max_mask_bytes, scratch.mask_bytes);
         // A barrier before each group that touches what an earlier one wrote, or writes what one
@@ -932,13 +1075,17 @@ private:
             bool depends = false;
             for (const ir::VectorInstruction &i : g.instructions) {
                 depends |= written.count(i.dst) || read.count(i.dst);
-                for (const auto &src : i.srcs) depends |= written.count(src.first) > 0;
+                for (const auto &src : i.srcs)
+                    depends |= written.count(src.first) > 0;
             }
-            if (depends && !sequence.empty()) sequence.push_back(ir::make_pipe_barrier("V"));
-            for (const ir::VectorInstruction &i : g.instructions) sequence.push_back(ir::make_vector_instruction(i));
+            if (depends && !sequence.empty())
+                sequence.push_back(ir::make_pipe_barrier("V"));
+            for (const ir::VectorInstruction &i : g.instructions)
+                sequence.push_back(ir::make_vector_instruction(i));
             for (const ir::VectorInstruction &i : g.instructions) {
                 written.insert(i.dst);
-                for (const auto &src : i.srcs) read.insert(src.first);
+                for (const auto &src : i.srcs)
+                    read.insert(src.first);
             }
         }
         // Its regions stay: a tile holding an intermediate result is V's until the ring's flag
@@ -949,11 +1096,13 @@ private:
 
 } // namespace
 
-Stmt select_vector_instructions(const Stmt &s, CompileContext &ctx, std::vector<SramBuffer> &buffers) {
+Stmt select_vector_instructions(const Stmt &s, CompileContext &ctx,
+                                std::vector<SramBuffer> &buffers) {
     const sim::ascend::AscendParams p = sim::ascend::AscendParams::from(ctx.target.lookup());
     int64_t used = 0;
     for (const SramBuffer &b : buffers) {
-        if (b.ascend_mem == sim::ascend::Mem::UB) used = std::max(used, (b.offset_bytes + b.bytes() + 31) / 32 * 32);
+        if (b.ascend_mem == sim::ascend::Mem::UB)
+            used = std::max(used, (b.offset_bytes + b.bytes() + 31) / 32 * 32);
     }
     Readers readers;
     s.accept(&readers);
@@ -971,12 +1120,16 @@ Stmt select_vector_instructions(const Stmt &s, CompileContext &ctx, std::vector<
         used += (b.bytes() + 31) / 32 * 32;
         buffers.push_back(b);
     };
-    if (scratch.max_floats > 0) add(kScratch, Halide::Float(32), scratch.max_floats);
-    if (scratch.max_mask_bytes > 0) add(kMask, Halide::UInt(8), (scratch.max_mask_bytes + 31) / 32 * 32);
+    if (scratch.max_floats > 0)
+        add(kScratch, Halide::Float(32), scratch.max_floats);
+    if (scratch.max_mask_bytes > 0)
+        add(kMask, Halide::UInt(8), (scratch.max_mask_bytes + 31) / 32 * 32);
     if (scratch.max_floats > 0 || scratch.max_mask_bytes > 0) {
-        ctx.notes.push_back("ascend: UB " + std::to_string(used) + " of " + std::to_string(p.ub_bytes) +
-                            " bytes with the vector instructions' scratch (" + std::to_string(scratch.max_floats * 4) +
-                            " bytes f32, " + std::to_string(scratch.max_mask_bytes) + " bytes of compare masks)");
+        ctx.notes.push_back("ascend: UB " + std::to_string(used) + " of " +
+                            std::to_string(p.ub_bytes) +
+                            " bytes with the vector instructions' scratch (" +
+                            std::to_string(scratch.max_floats * 4) + " bytes f32, " +
+                            std::to_string(scratch.max_mask_bytes) + " bytes of compare masks)");
     }
     return result;
 }

@@ -9,7 +9,8 @@
  *   a dense map (every tensor read where the store writes; +, -, *, /, min, max, abs, sqrt,
  *   constants, and select on <, <=, ==, != over whole 64-element repeats): count form over the tile
  *     out = a * b + max(c, 0) * 0.5  ->  Mul(out, a, b, n); Maxs(t, c, 0, n); PipeBarrier<V>; ...
- *     select(a < b, a, b * 0.5)      ->  Compare(mask, a, b, LT, n); Muls(t, b, 0.5, n); Select(...)
+ *     select(a < b, a, b * 0.5)      ->  Compare(mask, a, b, LT, n); Muls(t, b, 0.5, n);
+ * Select(...)
  *
  *   a row-wise nest (rows x columns) with a row vector read by every row (w[x]) and per-row values
  *   (s[r]): the per-row arithmetic in count form over the rows, each per-row value broadcast to a
@@ -17,7 +18,8 @@
  *   row vector at repeat stride 0 and the blocks at block stride 0
  *     out[r, x] = in[r, x] * w[x] / sqrt(ss[r] * k + e)
  *       ->  Muls(s, ss, k, R); Adds(s, s, e, R); Sqrt(s, s, R); Brcb(b, s, ...);
- *           Mul(out, in, w, 64, R, {1, 1, 1, X/8, X/8, 0}); Div(out, out, b, 64, R, {1, 1, 0, X/8, X/8, 1})
+ *           Mul(out, in, w, 64, R, {1, 1, 1, X/8, X/8, 0}); Div(out, out, b, 64, R, {1, 1, 0, X/8,
+ * X/8, 1})
  *
  *   a sum over the columns into one value per row (self[r] = self[r] + f[r, x]): f as a tile,
  *   ReduceSum per row into scratch, then Add into self.
@@ -36,7 +38,8 @@ namespace tandem::lower {
 
 /** After memory planning (the tiles' offsets final): each vector op it can map becomes the
  * instructions; the scratch they use joins `buffers`. */
-Halide::Internal::Stmt select_vector_instructions(const Halide::Internal::Stmt &s, CompileContext &ctx,
+Halide::Internal::Stmt select_vector_instructions(const Halide::Internal::Stmt &s,
+                                                  CompileContext &ctx,
                                                   std::vector<SramBuffer> &buffers);
 
 } // namespace tandem::lower

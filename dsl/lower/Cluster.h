@@ -39,8 +39,8 @@ Halide::Internal::Stmt multicast_in_clusters(const Halide::Internal::Stmt &s, Co
 
 /** Whether `cond`, a condition on the tile `var` (iterations from `min`), holds for rank 0 of a
  * cluster of `ctas` wherever it holds for another rank of the same cluster. */
-bool holds_for_first_rank(const Halide::Expr &cond, const std::string &var, const Halide::Expr &min, int ctas,
-                          const CompileContext &ctx);
+bool holds_for_first_rank(const Halide::Expr &cond, const std::string &var, const Halide::Expr &min,
+                          int ctas, const CompileContext &ctx);
 
 } // namespace tandem::lower
 

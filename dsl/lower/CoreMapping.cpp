@@ -17,8 +17,8 @@ namespace {
 
 class SpreadLoops : public IRMutator {
 public:
-    SpreadLoops(const std::string &stage, const std::string &var, Halide::Expr cores, const CompileContext &ctx,
-                int cluster = 1)
+    SpreadLoops(const std::string &stage, const std::string &var, Halide::Expr cores,
+                const CompileContext &ctx, int cluster = 1)
         : stage(stage), var(var), cores(std::move(cores)), ctx(ctx), cluster(cluster) {}
     int mapped = 0;
     int64_t largest_extent = 0;
@@ -30,8 +30,8 @@ public:
      * runs as many as its cluster's first (rank 0), and one without a tile of its own (past the
      * last iteration, or failing a guard around the whole tile that rank 0 passes) runs rank 0's,
      * storing nothing. */
-    Stmt spread(const std::string &name, const Expr &min, const Expr &extent, ForType type, Halide::DeviceAPI api,
-                const Stmt &body, const std::string &var_name) {
+    Stmt spread(const std::string &name, const Expr &min, const Expr &extent, ForType type,
+                Halide::DeviceAPI api, const Stmt &body, const std::string &var_name) {
         std::string local = core_loop_name(name);
         Expr core = ir::core_id(), first = cluster > 1 ? core - core % cluster : core;
         Expr trips = (extent - first + (cores - 1)) / cores;
@@ -43,20 +43,23 @@ public:
             // 0 wherever it holds for another rank: a rank it fails for has no tile of its own
             // (the guard stays, on the tile run; Cluster.h evaluates it on rank 0's).
             const IfThenElse *g = body.as<IfThenElse>();
-            if (g && !g->else_case.defined() && !var_name.empty() && expr_uses_var(g->condition, var_name) &&
+            if (g && !g->else_case.defined() && !var_name.empty() &&
+                expr_uses_var(g->condition, var_name) &&
                 holds_for_first_rank(g->condition, var_name, min, cluster, ctx)) {
                 guard = g->condition;
             }
             Expr owns = raw < extent;
-            if (guard.defined()) owns = owns && substitute(var_name, min + raw, guard);
+            if (guard.defined())
+                owns = owns && substitute(var_name, min + raw, guard);
             owns_tile[local] = owns;
             tile = ir::cluster_tile(owns, raw, first_raw);
         }
         // The clamp promise keeps the original range visible to bounds inference (sizes of
         // buffers that depend on the tile index stay boundable).
-        Expr iteration = Call::make(Halide::Int(32), Call::promise_clamped, {min + tile, min, min + extent - 1},
-                                    Call::PureIntrinsic);
-        return For::make(local, 0, trips, type, api, var_name.empty() ? body : substitute(var_name, iteration, body));
+        Expr iteration = Call::make(Halide::Int(32), Call::promise_clamped,
+                                    {min + tile, min, min + extent - 1}, Call::PureIntrinsic);
+        return For::make(local, 0, trips, type, api,
+                         var_name.empty() ? body : substitute(var_name, iteration, body));
     }
 
 private:
@@ -69,21 +72,26 @@ private:
     /** Halide names loops stage.var with the vars a var was split or fused from in front
      * ("C.s0.j.jo.t") and ".rebased" behind a partitioned tail: match the var's component. */
     bool matches(const std::string &name) const {
-        if (name.rfind(stage + ".", 0) != 0) return false;
+        if (name.rfind(stage + ".", 0) != 0)
+            return false;
         std::vector<std::string> parts;
         std::stringstream ss(name.substr(stage.size() + 1));
-        for (std::string p; std::getline(ss, p, '.');) parts.push_back(p);
-        while (!parts.empty() && parts.back() == "rebased") parts.pop_back();
+        for (std::string p; std::getline(ss, p, '.');)
+            parts.push_back(p);
+        while (!parts.empty() && parts.back() == "rebased")
+            parts.pop_back();
         return !parts.empty() && parts.back() == var;
     }
 
     Stmt visit(const For *op) override {
-        if (!matches(op->name)) return IRMutator::visit(op);
+        if (!matches(op->name))
+            return IRMutator::visit(op);
         mapped++;
         const IntImm *e = op->extent.as<IntImm>();
         largest_extent = std::max<int64_t>(largest_extent, e ? e->value : 0);
         tiles = tiles.defined() ? Max::make(tiles, op->extent) : op->extent;
-        return spread(op->name, op->min, op->extent, op->for_type, op->device_api, op->body, op->name);
+        return spread(op->name, op->min, op->extent, op->for_type, op->device_api, op->body,
+                      op->name);
     }
 };
 
@@ -96,7 +104,8 @@ private:
     using IRVisitor::visit;
     const std::string &buffer;
     void visit(const Store *op) override {
-        if (op->name == buffer) found = true;
+        if (op->name == buffer)
+            found = true;
         IRVisitor::visit(op);
     }
 };
@@ -108,7 +117,8 @@ public:
 private:
     using IRVisitor::visit;
     void visit(const For *op) override {
-        if (is_core_loop(op->name)) found = true;
+        if (is_core_loop(op->name))
+            found = true;
         IRVisitor::visit(op);
     }
 };
@@ -117,22 +127,27 @@ private:
  * leaves after a tile loop) run on one core only (in a cluster: on the first cluster, as a mapped
  * loop of one iteration, so that its CTAs meet on their rings); the rest (e.g. staging
  * compute_root inputs) runs on every core, since each core has its own SRAM. */
-Stmt guard_tails(const Stmt &s, const std::string &output, const Expr &core, SpreadLoops &spread, int &tails) {
+Stmt guard_tails(const Stmt &s, const std::string &output, const Expr &core, SpreadLoops &spread,
+                 int &tails) {
     WritesBuffer w(output);
     s.accept(&w);
-    if (!w.found) return s;
+    if (!w.found)
+        return s;
     HasMappedLoop m;
     s.accept(&m);
-    if (!m.found && spread.owns_tile.empty()) return IfThenElse::make(ir::core_id() == core, s);
+    if (!m.found && spread.owns_tile.empty())
+        return IfThenElse::make(ir::core_id() == core, s);
     if (!m.found) {
-        return spread.spread(output + ".s0.tail" + std::to_string(tails++), 0, 1, ForType::Serial, Halide::DeviceAPI::None, s, "");
+        return spread.spread(output + ".s0.tail" + std::to_string(tails++), 0, 1, ForType::Serial,
+                             Halide::DeviceAPI::None, s, "");
     }
     if (const Block *b = s.as<Block>()) {
         return Block::make(guard_tails(b->first, output, core, spread, tails),
                            guard_tails(b->rest, output, core, spread, tails));
     }
     if (const ProducerConsumer *pc = s.as<ProducerConsumer>()) {
-        return ProducerConsumer::make(pc->name, pc->is_producer, guard_tails(pc->body, output, core, spread, tails));
+        return ProducerConsumer::make(pc->name, pc->is_producer,
+                                      guard_tails(pc->body, output, core, spread, tails));
     }
     if (const Allocate *a = s.as<Allocate>()) {
         return Allocate::make(a->name, a->type, a->memory_type, a->extents, a->condition,
@@ -148,7 +163,8 @@ bool is_loop_var_of_output(const Func &output, const std::string &var) {
     // Schedule dims are named like loops, with the vars they came from in front ("j.jo.t").
     for (const auto &dim : output.halide().function().definition().schedule().dims()) {
         const std::string &n = dim.var;
-        if (n == var || (n.size() > var.size() && n.compare(n.size() - var.size() - 1, var.size() + 1, "." + var) == 0)) {
+        if (n == var || (n.size() > var.size() &&
+                         n.compare(n.size() - var.size() - 1, var.size() + 1, "." + var) == 0)) {
             return true;
         }
     }
@@ -164,7 +180,8 @@ Stmt map_to_cores(const Stmt &s, CompileContext &ctx) {
     ctx.vector_units_only = std::none_of(ctx.directives.begin(), ctx.directives.end(),
                                          [](const auto &d) { return d.second.tile_mma; });
     if (d.cores_var.empty()) {
-        ctx.notes.push_back("no map_to_cores on " + ctx.output + ": the kernel runs on core 0 only");
+        ctx.notes.push_back("no map_to_cores on " + ctx.output +
+                            ": the kernel runs on core 0 only");
         ctx.grid = 1;
         return IfThenElse::make(ir::core_id() == 0, s);
     }
@@ -180,11 +197,16 @@ Stmt map_to_cores(const Stmt &s, CompileContext &ctx) {
         // A tile count known only at run time: a persistent grid, launched as the smaller of
         // the grid and the call's tile count (the CTAs past it would find no tile).
         const bool runtime = probe.mapped && !is_const(simplify(probe.tiles));
-        const bool persistent = d.ping_pong || (d.cooperative && d.warp_specialize) || d.persistent > 0 || runtime;
-        if (runtime) tiles = std::numeric_limits<int>::max();
-        units = int(persistent ? std::min<int64_t>(tiles, int64_t(units) * std::max(1, d.persistent)) : tiles);
+        const bool persistent =
+            d.ping_pong || (d.cooperative && d.warp_specialize) || d.persistent > 0 || runtime;
+        if (runtime)
+            tiles = std::numeric_limits<int>::max();
+        units =
+            int(persistent ? std::min<int64_t>(tiles, int64_t(units) * std::max(1, d.persistent))
+                           : tiles);
         if (d.cluster > 1) {
-            // Whole clusters: the last one's CTAs past the tile count run without a tile of their own.
+            // Whole clusters: the last one's CTAs past the tile count run without a tile of their
+            // own.
             ctx.cluster = d.cluster;
             units = (units + d.cluster - 1) / d.cluster * d.cluster;
         }
@@ -200,8 +222,10 @@ Stmt map_to_cores(const Stmt &s, CompileContext &ctx) {
     const Expr stride = ctx.ctas_per_sm ? ir::grid_size() : Expr(units);
     SpreadLoops spread(ctx.output + ".s0", d.cores_var, stride, ctx, ctx.cluster);
     Stmt result = spread.mutate(s);
-    if (spread.mapped == 0 && ctx.output_func && is_loop_var_of_output(*ctx.output_func, d.cores_var)) {
-        ctx.notes.push_back("map_to_cores: the loop over " + d.cores_var + " has one iteration (Halide removed it); "
+    if (spread.mapped == 0 && ctx.output_func &&
+        is_loop_var_of_output(*ctx.output_func, d.cores_var)) {
+        ctx.notes.push_back("map_to_cores: the loop over " + d.cores_var +
+                            " has one iteration (Halide removed it); "
                             "the kernel runs on core 0 only");
         ctx.grid = 1;
         ctx.ctas_per_sm = 0;
@@ -210,19 +234,22 @@ Stmt map_to_cores(const Stmt &s, CompileContext &ctx) {
         return IfThenElse::make(ir::core_id() == 0, s);
     }
     if (spread.mapped == 0) {
-        throw Error("Func '" + ctx.output + "', directive map_to_cores(" + d.cores_var + "): " +
-                    ctx.output + " has no loop over " + d.cores_var +
+        throw Error("Func '" + ctx.output + "', directive map_to_cores(" + d.cores_var +
+                    "): " + ctx.output + " has no loop over " + d.cores_var +
                     " after lowering; name a loop var of its pure stage (after split/tile/fuse)");
     }
-    ctx.notes.push_back("map_to_cores: loop " + d.cores_var + " of " + ctx.output + " spread over " +
-                        std::to_string(units) + (ctx.target.arch == Target::Arch::Hopper ? " CTAs (" : " cores (") +
+    ctx.notes.push_back("map_to_cores: loop " + d.cores_var + " of " + ctx.output +
+                        " spread over " + std::to_string(units) +
+                        (ctx.target.arch == Target::Arch::Hopper ? " CTAs (" : " cores (") +
                         std::to_string(spread.mapped) + " loop(s) after Halide's partitioning)");
     int tails = 0;
     result = guard_tails(result, ctx.output, simplify(stride - 1), spread, tails);
     ctx.cluster_owns_tile = spread.owns_tile;
     if (ctx.cluster > 1) {
-        ctx.notes.push_back("cluster: " + std::to_string(ctx.cluster) + " consecutive iterations of " + d.cores_var +
-                            " per thread-block cluster (a CTA without a tile of its own runs rank 0's and stores nothing)");
+        ctx.notes.push_back("cluster: " + std::to_string(ctx.cluster) +
+                            " consecutive iterations of " + d.cores_var +
+                            " per thread-block cluster (a CTA without a tile of its own runs rank "
+                            "0's and stores nothing)");
     }
     return result;
 }

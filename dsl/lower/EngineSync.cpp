@@ -22,15 +22,18 @@ struct Touch {
     std::string buffer;
     Expr lo, hi; // inclusive; undefined: the whole buffer
     bool write = false;
-    int carried = 0;         // back-edges crossed with lo and hi shifted to the previous iteration
+    int carried = 0;        // back-edges crossed with lo and hi shifted to the previous iteration
     std::string carried_by; // the loop whose back-edge it crossed
     std::string from_loop;  // the loop that left it running (an op inside it), once it exited
-    std::string first_of;   // a loop it was running when it started: live in its first iteration only
+    std::string first_of; // a loop it was running when it started: live in its first iteration only
 
     bool same(const Touch &o) const {
-        auto eq = [](const Expr &a, const Expr &b) { return a.defined() == b.defined() && (!a.defined() || equal(a, b)); };
-        return buffer == o.buffer && write == o.write && carried == o.carried && carried_by == o.carried_by &&
-               from_loop == o.from_loop && first_of == o.first_of && eq(lo, o.lo) && eq(hi, o.hi);
+        auto eq = [](const Expr &a, const Expr &b) {
+            return a.defined() == b.defined() && (!a.defined() || equal(a, b));
+        };
+        return buffer == o.buffer && write == o.write && carried == o.carried &&
+               carried_by == o.carried_by && from_loop == o.from_loop && first_of == o.first_of &&
+               eq(lo, o.lo) && eq(hi, o.hi);
     }
 };
 
@@ -39,23 +42,28 @@ using Running = std::array<std::vector<Touch>, kEngines>;
 
 void add(std::vector<Touch> &into, const Touch &t) {
     for (const Touch &u : into)
-        if (u.same(t)) return;
+        if (u.same(t))
+            return;
     into.push_back(t);
 }
 
 Running merge(Running a, const Running &b) {
     for (int e = 0; e < kEngines; e++)
-        for (const Touch &t : b[e]) add(a[e], t);
+        for (const Touch &t : b[e])
+            add(a[e], t);
     return a;
 }
 
 bool same(const Running &a, const Running &b) {
     for (int e = 0; e < kEngines; e++) {
-        if (a[e].size() != b[e].size()) return false;
+        if (a[e].size() != b[e].size())
+            return false;
         for (const Touch &t : a[e]) {
             bool found = false;
-            for (const Touch &u : b[e]) found = found || u.same(t);
-            if (!found) return false;
+            for (const Touch &u : b[e])
+                found = found || u.same(t);
+            if (!found)
+                return false;
         }
     }
     return true;
@@ -65,7 +73,9 @@ bool same(const Running &a, const Running &b) {
 bool is_runtime_size(const Expr &e) {
     class Finds : public IRVisitor {
         using IRVisitor::visit;
-        void visit(const Variable *v) override { found = found || v->name.find(".extent.") != std::string::npos; }
+        void visit(const Variable *v) override {
+            found = found || v->name.find(".extent.") != std::string::npos;
+        }
 
     public:
         bool found = false;
@@ -81,11 +91,13 @@ class NonNegativeSizes : public IRMutator {
     Expr visit(const Min *op) override {
         Expr a = mutate(op->a), b = mutate(op->b);
         Expr m = Min::make(a, b);
-        if (!is_runtime_size(m)) return m;
+        if (!is_runtime_size(m))
+            return m;
         for (const Expr &side : {a, b}) {
             Expr bound = find_constant_bound(side, Direction::Upper);
             const int64_t *c = bound.defined() ? as_const_int(bound) : nullptr;
-            if (c && *c > 0) return Max::make(m, 0);
+            if (c && *c > 0)
+                return Max::make(m, 0);
         }
         return m;
     }
@@ -94,20 +106,25 @@ class NonNegativeSizes : public IRMutator {
 /** Is every use of a variable in `e` under a Mod by a constant (no division)? Then `e` is periodic
  * in each variable with period lcm(moduli): collects the variables and the period. */
 bool periodic(const Expr &e, bool under_mod, std::set<std::string> &vars, int64_t &period) {
-    if (as_const_int(e)) return true;
+    if (as_const_int(e))
+        return true;
     if (const Variable *v = e.as<Variable>()) {
         vars.insert(v->name);
         return under_mod;
     }
     if (const Mod *m = e.as<Mod>()) {
         const int64_t *n = as_const_int(m->b);
-        if (!n || *n <= 0 || *n > 64) return false;
+        if (!n || *n <= 0 || *n > 64)
+            return false;
         period = std::lcm(period, *n);
         return period <= 64 && periodic(m->a, true, vars, period);
     }
-    if (const Add *a = e.as<Add>()) return periodic(a->a, under_mod, vars, period) && periodic(a->b, under_mod, vars, period);
-    if (const Sub *a = e.as<Sub>()) return periodic(a->a, under_mod, vars, period) && periodic(a->b, under_mod, vars, period);
-    if (const Mul *a = e.as<Mul>()) return periodic(a->a, under_mod, vars, period) && periodic(a->b, under_mod, vars, period);
+    if (const Add *a = e.as<Add>())
+        return periodic(a->a, under_mod, vars, period) && periodic(a->b, under_mod, vars, period);
+    if (const Sub *a = e.as<Sub>())
+        return periodic(a->a, under_mod, vars, period) && periodic(a->b, under_mod, vars, period);
+    if (const Mul *a = e.as<Mul>())
+        return periodic(a->a, under_mod, vars, period) && periodic(a->b, under_mod, vars, period);
     return false;
 }
 
@@ -117,20 +134,24 @@ bool periodic(const Expr &e, bool under_mod, std::set<std::string> &vars, int64_
  * ((ko + 1) % 2) * 2. */
 bool different_versions(const Expr &a, const Expr &b, int64_t n) {
     const int64_t *ca = as_const_int(a), *cb = as_const_int(b);
-    if (ca && cb) return *ca != *cb;
+    if (ca && cb)
+        return *ca != *cb;
     const Mod *ma = a.as<Mod>(), *mb = b.as<Mod>();
     if (ma && mb) {
         const int64_t *na = as_const_int(ma->b), *nb = as_const_int(mb->b);
         Expr difference = simplify(ma->a - mb->a);
         const int64_t *d = as_const_int(difference);
-        if (na && nb && *na == n && *nb == n && d && *d % n != 0) return true;
+        if (na && nb && *na == n && *nb == n && d && *d % n != 0)
+            return true;
     }
     std::set<std::string> vars;
     int64_t period = 1;
-    if (!periodic(a, false, vars, period) || !periodic(b, false, vars, period) || vars.size() > 2) return false;
+    if (!periodic(a, false, vars, period) || !periodic(b, false, vars, period) || vars.size() > 2)
+        return false;
     std::vector<std::string> names(vars.begin(), vars.end());
     int64_t points = 1;
-    for (size_t i = 0; i < names.size(); i++) points *= period;
+    for (size_t i = 0; i < names.size(); i++)
+        points *= period;
     for (int64_t at = 0; at < points; at++) {
         std::map<std::string, Expr> values;
         int64_t rest = at;
@@ -140,7 +161,8 @@ bool different_versions(const Expr &a, const Expr &b, int64_t n) {
         }
         Expr ea = simplify(substitute(values, a)), eb = simplify(substitute(values, b));
         const int64_t *x = as_const_int(ea), *y = as_const_int(eb);
-        if (!x || !y || *x == *y) return false;
+        if (!x || !y || *x == *y)
+            return false;
     }
     return true;
 }
@@ -148,7 +170,8 @@ bool different_versions(const Expr &a, const Expr &b, int64_t n) {
 class Sync {
 public:
     Sync(const std::vector<SramBuffer> &buffers) {
-        for (const SramBuffer &b : buffers) sram[b.name] = &b;
+        for (const SramBuffer &b : buffers)
+            sram[b.name] = &b;
     }
 
     /** Rewrites `s` (when emit) and advances `running` past it. */
@@ -158,7 +181,8 @@ public:
             Stmt rest = run(b->rest, running, emit);
             return emit ? Block::make(first, rest) : s;
         }
-        if (const For *f = s.as<For>()) return loop(f, running, emit);
+        if (const For *f = s.as<For>())
+            return loop(f, running, emit);
         if (const IfThenElse *i = s.as<IfThenElse>()) {
             // An engine a branch syncs before issuing to it is synced before the branch instead,
             // so that both paths leave it drained (a guarded run-ahead copy in a K loop).
@@ -170,7 +194,8 @@ public:
                 Stmt sync = ir::make_sync(kEngineNames[e]);
                 hoisted = hoisted.defined() ? Block::make(hoisted, sync) : sync;
                 running[e].clear();
-                if (log) log->push_back({true, e});
+                if (log)
+                    log->push_back({true, e});
             }
             Stmt branch = run_if(i, running, emit);
             return emit && hoisted.defined() ? Block::make(hoisted, branch) : branch;
@@ -181,15 +206,16 @@ public:
         }
         if (const Allocate *a = s.as<Allocate>()) {
             Stmt body = run(a->body, running, emit);
-            return emit ? Allocate::make(a->name, a->type, a->memory_type, a->extents, a->condition, body, a->new_expr,
-                                         a->free_function)
+            return emit ? Allocate::make(a->name, a->type, a->memory_type, a->extents, a->condition,
+                                         body, a->new_expr, a->free_function)
                         : s;
         }
         ir::VectorOp v;
         Stmt nest;
         if (ir::as_vector_op(s, &v, &nest)) {
             std::vector<Touch> touches;
-            for (const ir::Region &r : v.regions) touch(touches, r.buffer, r.lo, {{r.extent, Expr(1)}}, r.write);
+            for (const ir::Region &r : v.regions)
+                touch(touches, r.buffer, r.lo, {{r.extent, Expr(1)}}, r.write);
             return issue(kVector, touches, s, running);
         }
         if (const LetStmt *l = s.as<LetStmt>()) {
@@ -213,7 +239,8 @@ public:
         }
         if (ir::as_mma(s, &m)) {
             std::vector<Touch> touches;
-            touch(touches, m.acc, m.acc_offset, {{m.n, m.acc_stride_n}, {m.m, m.acc_stride_m}}, true);
+            touch(touches, m.acc, m.acc_offset, {{m.n, m.acc_stride_n}, {m.m, m.acc_stride_m}},
+                  true);
             touch(touches, m.a, m.a_offset, {{m.k, m.a_stride_k}, {m.m, m.a_stride_m}}, false);
             touch(touches, m.b, m.b_offset, {{m.n, m.b_stride_n}, {m.k, m.b_stride_k}}, false);
             return issue(kTensor, touches, s, running);
@@ -247,7 +274,8 @@ public:
         run(s, probe, false);
         log = saved;
         for (const auto &[sync, engine] : events)
-            if (engine == e) return sync;
+            if (engine == e)
+                return sync;
         return false;
     }
 
@@ -255,7 +283,8 @@ public:
     static Stmt drain(const Running &running) {
         Stmt syncs;
         for (int e = 0; e < kEngines; e++) {
-            if (running[e].empty()) continue;
+            if (running[e].empty())
+                continue;
             Stmt sync = ir::make_sync(kEngineNames[e]);
             syncs = syncs.defined() ? Block::make(syncs, sync) : sync;
         }
@@ -264,21 +293,25 @@ public:
 
 private:
     std::map<std::string, const SramBuffer *> sram;
-    std::map<std::string, Expr> lets;      // values in loop variables
-    std::map<std::string, Expr> loop_mins; // loops around the op
-    std::map<std::string, Expr> extents;   // loops that exited
+    std::map<std::string, Expr> lets;                 // values in loop variables
+    std::map<std::string, Expr> loop_mins;            // loops around the op
+    std::map<std::string, Expr> extents;              // loops that exited
     std::vector<std::pair<bool, int>> *log = nullptr; // (sync?, engine) in order, while probing
 
     template <class P> static void drop(Running &running, P &&p) {
-        for (auto &touches : running) touches.erase(std::remove_if(touches.begin(), touches.end(), p), touches.end());
+        for (auto &touches : running)
+            touches.erase(std::remove_if(touches.begin(), touches.end(), p), touches.end());
     }
 
     /** Is `condition` "extent > 0" of a loop that exited before it? */
     bool ran_once(const Expr &condition, std::string *loop) const {
         Expr extent;
-        if (const GT *g = condition.as<GT>(); g && is_const_zero(g->b)) extent = g->a;
-        if (const LT *l = condition.as<LT>(); l && is_const_zero(l->a)) extent = l->b;
-        if (!extent.defined()) return false;
+        if (const GT *g = condition.as<GT>(); g && is_const_zero(g->b))
+            extent = g->a;
+        if (const LT *l = condition.as<LT>(); l && is_const_zero(l->a))
+            extent = l->b;
+        if (!extent.defined())
+            return false;
         extent = simplify(substitute(lets, extent));
         for (const auto &[name, e] : extents) {
             if (equal(e, extent)) {
@@ -292,10 +325,13 @@ private:
     /** Is `condition` "loop > its min" for a loop around it? */
     bool later_iterations(const Expr &condition, std::string *loop) const {
         Expr var, bound;
-        if (const GT *g = condition.as<GT>()) var = g->a, bound = g->b;
-        if (const LT *l = condition.as<LT>()) var = l->b, bound = l->a;
+        if (const GT *g = condition.as<GT>())
+            var = g->a, bound = g->b;
+        if (const LT *l = condition.as<LT>())
+            var = l->b, bound = l->a;
         const Variable *v = var.defined() ? var.as<Variable>() : nullptr;
-        if (!v || !loop_mins.count(v->name) || !can_prove(bound == loop_mins.at(v->name))) return false;
+        if (!v || !loop_mins.count(v->name) || !can_prove(bound == loop_mins.at(v->name)))
+            return false;
         *loop = v->name;
         return true;
     }
@@ -303,7 +339,8 @@ private:
     /** The hull of offset + sum_d i_d * stride_d, 0 <= i_d < extent_d, if `buffer` is on chip. */
     void touch(std::vector<Touch> &touches, const std::string &buffer, const Expr &offset,
                const std::vector<std::pair<Expr, Expr>> &dims /* extent, stride */, bool write) {
-        if (!sram.count(buffer)) return; // DRAM: compute engines never touch it
+        if (!sram.count(buffer))
+            return; // DRAM: compute engines never touch it
         Touch t{buffer, simplify(substitute(lets, offset)), Expr(), write, 0, "", "", ""};
         Expr hi = t.lo;
         for (const auto &[extent, stride] : dims) {
@@ -319,18 +356,21 @@ private:
             }
             hi = hi + Max::make(e - 1, 0) * s;
         }
-        if (t.lo.defined()) t.hi = simplify(hi);
+        if (t.lo.defined())
+            t.hi = simplify(hi);
         touches.push_back(t);
     }
 
     bool disjoint(const Touch &a, const Touch &b) const {
-        if (!a.lo.defined() || !b.lo.defined()) return false;
+        if (!a.lo.defined() || !b.lo.defined())
+            return false;
         // Different versions first: remembered per touch, where the hulls' proofs are not.
         const SramBuffer *buffer = sram.at(a.buffer);
         if (buffer->slots > 1) {
             const int64_t size = buffer->slot_elements;
             Expr va = version(a, size), vb = version(b, size);
-            if (va.defined() && vb.defined() && different_versions(va, vb, buffer->slots)) return true;
+            if (va.defined() && vb.defined() && different_versions(va, vb, buffer->slots))
+                return true;
         }
         return can_prove(a.hi < b.lo) || can_prove(b.hi < a.lo);
     }
@@ -345,7 +385,8 @@ private:
         // many times: remembered per (lo, hi), which the entry keeps alive.
         const auto key = std::make_tuple(t.lo.get(), t.hi.get(), size);
         auto known = versions.find(key);
-        if (known != versions.end()) return known->second.v;
+        if (known != versions.end())
+            return known->second.v;
         Expr v = prove_version(t, size);
         versions[key] = {t.lo, t.hi, v};
         return v;
@@ -358,7 +399,8 @@ private:
 
     static Expr prove_version(const Touch &t, int64_t size) {
         Expr v = simplify(t.lo / Expr(int(size)));
-        if (equal(v, simplify(t.hi / Expr(int(size))))) return v;
+        if (equal(v, simplify(t.hi / Expr(int(size)))))
+            return v;
         std::vector<Expr> terms = {t.lo};
         Expr versions = 0;
         for (size_t i = 0; i < terms.size(); i++) {
@@ -369,43 +411,53 @@ private:
             }
             const Mul *m = terms[i].as<Mul>();
             const int64_t *c = m ? as_const_int(m->b) : nullptr, *k = as_const_int(terms[i]);
-            if (c && *c % size == 0) versions = versions + m->a * Expr(int(*c / size));
-            if (k && *k >= size) versions = versions + Expr(int(*k / size)); // whole versions of a constant
+            if (c && *c % size == 0)
+                versions = versions + m->a * Expr(int(*c / size));
+            if (k && *k >= size)
+                versions = versions + Expr(int(*k / size)); // whole versions of a constant
         }
         v = simplify(versions);
         const Expr rest = simplify(NonNegativeSizes().mutate(simplify(t.lo - v * Expr(int(size)))));
-        if (!can_prove(rest < Expr(int(size)))) return Expr(); // at or after the version's start by the same argument
+        if (!can_prove(rest < Expr(int(size))))
+            return Expr(); // at or after the version's start by the same argument
         return v;
     }
 
     bool conflict(const std::vector<Touch> &running, const std::vector<Touch> &touches) const {
         for (const Touch &r : running) {
             for (Touch t : touches) {
-                if (r.buffer != t.buffer || !(r.write || t.write)) continue;
+                if (r.buffer != t.buffer || !(r.write || t.write))
+                    continue;
                 auto first = loop_mins.find(r.first_of);
                 if (!r.first_of.empty() && first != loop_mins.end() && t.lo.defined()) {
                     // r runs only into the first iteration of that loop: compare there.
                     t.lo = simplify(substitute(r.first_of, first->second, t.lo));
                     t.hi = simplify(substitute(r.first_of, first->second, t.hi));
                 }
-                if (!disjoint(r, t)) return true;
+                if (!disjoint(r, t))
+                    return true;
             }
         }
         return false;
     }
 
-    /** An op of `engine` (or a copy issue): syncs of the other engines it conflicts with, then it. */
+    /** An op of `engine` (or a copy issue): syncs of the other engines it conflicts with, then it.
+     */
     Stmt issue(int engine, const std::vector<Touch> &touches, const Stmt &s, Running &running) {
         Stmt result = s;
         for (int e = kEngines - 1; e >= 0; e--) {
-            if (e == engine || !conflict(running[e], touches)) continue;
+            if (e == engine || !conflict(running[e], touches))
+                continue;
             result = Block::make(ir::make_sync(kEngineNames[e]), result);
             running[e].clear();
-            if (log) log->push_back({true, e});
+            if (log)
+                log->push_back({true, e});
         }
         if (engine != kDma) {
-            for (const Touch &t : touches) add(running[engine], t);
-            if (log) log->push_back({false, engine});
+            for (const Touch &t : touches)
+                add(running[engine], t);
+            if (log)
+                log->push_back({false, engine});
         }
         return result;
     }
@@ -416,8 +468,10 @@ private:
         Running carried;
         for (int e = 0; e < kEngines; e++) {
             for (Touch t : running[e]) {
-                if (t.first_of == var) t.first_of.clear(); // survived an iteration: live in any
-                bool uses = t.lo.defined() && (expr_uses_var(t.lo, var) || expr_uses_var(t.hi, var));
+                if (t.first_of == var)
+                    t.first_of.clear(); // survived an iteration: live in any
+                bool uses =
+                    t.lo.defined() && (expr_uses_var(t.lo, var) || expr_uses_var(t.hi, var));
                 if (uses && t.carried > 0) {
                     t.lo = t.hi = Expr();
                 } else if (uses) {
@@ -438,7 +492,8 @@ private:
         Running left;
         for (int e = 0; e < kEngines; e++) {
             for (Touch t : running[e]) {
-                if (t.first_of == var) t.first_of.clear();
+                if (t.first_of == var)
+                    t.first_of.clear();
                 if (t.lo.defined()) {
                     t.lo = simplify(substitute(var, last, t.lo));
                     t.hi = simplify(substitute(var, last, t.hi));
@@ -456,13 +511,15 @@ private:
         Running entry = running;
         for (auto &touches : entry)
             for (Touch &t : touches)
-                if (t.first_of.empty()) t.first_of = f->name;
+                if (t.first_of.empty())
+                    t.first_of = f->name;
         Running head = entry;
         for (;;) {
             Running end = head;
             run(f->body, end, false);
             Running next = merge(head, carry(end, f->name));
-            if (same(next, head)) break;
+            if (same(next, head))
+                break;
             head = next;
         }
         Running end = head;
@@ -476,12 +533,15 @@ private:
         for (auto &touches : running) {
             for (Touch &t : touches) {
                 bool new_here = true;
-                for (const Touch &u : before[&touches - &running[0]]) new_here = new_here && !u.same(t);
-                if (new_here) t.from_loop = f->name;
+                for (const Touch &u : before[&touches - &running[0]])
+                    new_here = new_here && !u.same(t);
+                if (new_here)
+                    t.from_loop = f->name;
             }
         }
         extents[f->name] = simplify(substitute(lets, f->extent));
-        return emit ? For::make(f->name, f->min, f->extent, f->for_type, f->device_api, body) : Stmt(f);
+        return emit ? For::make(f->name, f->min, f->extent, f->for_type, f->device_api, body)
+                    : Stmt(f);
     }
 };
 
@@ -506,7 +566,8 @@ private:
         return ir::as_copy(s, &c) && c.dst == output;
     }
 
-    /** The store reachable from `s` through blocks and producer-consumers, removed; or undefined. */
+    /** The store reachable from `s` through blocks and producer-consumers, removed; or undefined.
+     */
     Stmt take_store(const Stmt &s, Stmt *store) const {
         if (is_store(s)) {
             *store = s;
@@ -514,13 +575,15 @@ private:
         }
         if (const Block *b = s.as<Block>()) {
             Stmt first = take_store(b->first, store);
-            if (store->defined()) return Block::make(first, b->rest);
+            if (store->defined())
+                return Block::make(first, b->rest);
             Stmt rest = take_store(b->rest, store);
             return store->defined() ? Block::make(b->first, rest) : Stmt();
         }
         if (const ProducerConsumer *pc = s.as<ProducerConsumer>()) {
             Stmt body = take_store(pc->body, store);
-            return store->defined() ? ProducerConsumer::make(pc->name, pc->is_producer, body) : Stmt();
+            return store->defined() ? ProducerConsumer::make(pc->name, pc->is_producer, body)
+                                    : Stmt();
         }
         return Stmt();
     }
@@ -579,7 +642,8 @@ private:
             using IRVisitor::visit;
             void visit(const Evaluate *op) override {
                 ir::CopyOp c;
-                if (ir::as_copy(Stmt(op), &c) && c.dst == output) n++;
+                if (ir::as_copy(Stmt(op), &c) && c.dst == output)
+                    n++;
             }
         } count(output);
         s.accept(&count);
@@ -588,7 +652,8 @@ private:
 
     Stmt visit(const For *op) override {
         Stmt body = mutate(op->body);
-        if (stores_in(body, output) != 1) return For::make(op->name, op->min, op->extent, op->for_type, op->device_api, body);
+        if (stores_in(body, output) != 1)
+            return For::make(op->name, op->min, op->extent, op->for_type, op->device_api, body);
         // The body's steps (its top-level blocks); the step holding the store.
         std::vector<Stmt> steps;
         for (Stmt s = body;;) {
@@ -603,22 +668,28 @@ private:
         for (size_t i = 0; i < steps.size(); i++) {
             Stmt store;
             Stmt without = take_store(steps[i], &store);
-            if (!store.defined()) continue;
-            if (!movable(store, body)) break;
+            if (!store.defined())
+                continue;
+            if (!movable(store, body))
+                break;
             Expr var = Variable::make(Halide::Int(32), op->name);
-            Stmt previous = IfThenElse::make(var > op->min, ir::substitute(op->name, var - 1, store));
+            Stmt previous =
+                IfThenElse::make(var > op->min, ir::substitute(op->name, var - 1, store));
             // Before the first step that waits for a version of the store's source or writes it:
             // the wait must see the store of the tile before.
             ir::CopyOp c;
             ir::as_copy(store, &c);
             size_t first = 0;
-            while (first < i && !uses(steps[first], c.src)) first++;
+            while (first < i && !uses(steps[first], c.src))
+                first++;
             steps[i] = without;
             steps[first] = Block::make(previous, steps[first]);
             Stmt last = ir::substitute(op->name, op->min + op->extent - 1, store);
-            if (!is_const(op->extent) || !is_positive_const(op->extent)) last = IfThenElse::make(op->extent > 0, last);
+            if (!is_const(op->extent) || !is_positive_const(op->extent))
+                last = IfThenElse::make(op->extent > 0, last);
             deferred++;
-            return Block::make(For::make(op->name, op->min, op->extent, op->for_type, op->device_api, Block::make(steps)),
+            return Block::make(For::make(op->name, op->min, op->extent, op->for_type,
+                                         op->device_api, Block::make(steps)),
                                last);
         }
         return For::make(op->name, op->min, op->extent, op->for_type, op->device_api, body);
@@ -633,8 +704,9 @@ Stmt sync_engines(const Stmt &s, CompileContext &ctx, const std::vector<SramBuff
         DeferStores defer(ctx.output);
         result = defer.mutate(result);
         if (defer.deferred) {
-            ctx.notes.push_back("engine sync: the store of each tile is issued after the next tile's MMAs, so the "
-                                "vector core's epilogue runs under them");
+            ctx.notes.push_back(
+                "engine sync: the store of each tile is issued after the next tile's MMAs, so the "
+                "vector core's epilogue runs under them");
         }
     }
     Sync sync(buffers);

@@ -36,27 +36,31 @@ private:
             using IRVisitor::visit;
             void visit(const Evaluate *op) override {
                 ir::MmaOp m;
-                if (ir::as_mma(Stmt(op), &m)) f(m);
+                if (ir::as_mma(Stmt(op), &m))
+                    f(m);
             }
         } v(f);
         s.accept(&v);
     }
     bool uses_bound(const Expr &e) const {
         for (const std::string &v : bound)
-            if (expr_uses_var(e, v)) return true;
+            if (expr_uses_var(e, v))
+                return true;
         return false;
     }
 
     Stmt visit(const Evaluate *op) override {
         ir::MmaOp m;
-        if (!ir::as_mma(op, &m) || m.acc != acc) return op;
+        if (!ir::as_mma(op, &m) || m.acc != acc)
+            return op;
         m.accumulate = simplify(ran);
         ran = const_true();
         return ir::make_mma(m);
     }
 
     Stmt visit(const For *op) override {
-        if (!has_mma(op->body)) return op;
+        if (!has_mma(op->body))
+            return op;
         Expr before = ran;
         Expr var = Variable::make(Halide::Int(32), op->name);
         bound.push_back(op->name);
@@ -66,13 +70,15 @@ private:
         bound.pop_back();
         // After the loop: the last iteration's state, if there was one.
         Expr last = simplify(substitute(op->name, op->min + op->extent - 1, end));
-        if (uses_bound(last)) ok = false;
+        if (uses_bound(last))
+            ok = false;
         ran = simplify(before || (op->extent > 0 && last));
         return For::make(op->name, op->min, op->extent, op->for_type, op->device_api, body);
     }
 
     Stmt visit(const IfThenElse *op) override {
-        if (!has_mma(op->then_case) && (!op->else_case.defined() || !has_mma(op->else_case))) return op;
+        if (!has_mma(op->then_case) && (!op->else_case.defined() || !has_mma(op->else_case)))
+            return op;
         Expr before = ran;
         Stmt then_case = mutate(op->then_case);
         Expr after_then = ran;
@@ -86,7 +92,8 @@ private:
         bound.push_back(op->name);
         Stmt body = mutate(op->body);
         bound.pop_back();
-        if (uses_bound(ran) || expr_uses_var(ran, op->name)) ok = false;
+        if (uses_bound(ran) || expr_uses_var(ran, op->name))
+            ok = false;
         return LetStmt::make(op->name, op->value, body);
     }
 };
@@ -117,10 +124,13 @@ private:
     bool is_zeroing(const Stmt &s, std::string *acc) const {
         ir::VectorOp v;
         Stmt body;
-        if (!ir::as_vector_op(s, &v, &body)) return false;
+        if (!ir::as_vector_op(s, &v, &body))
+            return false;
         Nest nest;
-        if (!as_perfect_nest(body, &nest) || !ctx.of(nest.store->name).tile_mma) return false;
-        if (!is_const_zero(nest.store->value)) return false;
+        if (!as_perfect_nest(body, &nest) || !ctx.of(nest.store->name).tile_mma)
+            return false;
+        if (!is_const_zero(nest.store->value))
+            return false;
         *acc = nest.store->name;
         return true;
     }
@@ -132,7 +142,8 @@ Stmt overwrite_first_mma(const Stmt &s, CompileContext &ctx) {
     FirstMma first(ctx);
     Stmt result = first.mutate(s);
     for (const std::string &acc : first.accumulators) {
-        ctx.notes.push_back("first mma: the first MMA of each tile of " + acc + " overwrites it (no zeroing pass)");
+        ctx.notes.push_back("first mma: the first MMA of each tile of " + acc +
+                            " overwrites it (no zeroing pass)");
     }
     return result;
 }

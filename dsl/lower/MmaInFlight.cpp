@@ -33,19 +33,21 @@ public:
 
     bool ok = true;
     std::string acc;
-    std::vector<ir::ArriveOp> releases;        // the releases, slots in the iteration's terms
-    std::set<std::string> advanced;            // ring counters the body advances
-    Expr previous(const Expr &slot) const {    // a slot one iteration back
+    std::vector<ir::ArriveOp> releases;     // the releases, slots in the iteration's terms
+    std::set<std::string> advanced;         // ring counters the body advances
+    Expr previous(const Expr &slot) const { // a slot one iteration back
         return rings_back(substitute(var, int_var(var) - 1, slot));
     }
     Expr rings_back(const Expr &e) const {
         Expr r = e;
-        for (const std::string &ring : advanced) r = substitute(ring, int_var(ring) - 1, r);
+        for (const std::string &ring : advanced)
+            r = substitute(ring, int_var(ring) - 1, r);
         return r;
     }
 
     Stmt rewrite(const Stmt &s) {
-        if (!ok) return s;
+        if (!ok)
+            return s;
         if (const LetStmt *l = s.as<LetStmt>()) {
             lets.emplace_back(l->name, l->value);
             Stmt body = rewrite(l->body);
@@ -56,17 +58,20 @@ public:
             Stmt first = rewrite(b->first);
             return Block::make(first, rewrite(b->rest));
         }
-        if (has_mma(s)) return mma(s);
+        if (has_mma(s))
+            return mma(s);
         ir::WaitOp w;
         ir::ArriveOp a;
         std::string counter;
-        if (ir::as_wait(s, &w) && acc.empty()) return s;
+        if (ir::as_wait(s, &w) && acc.empty())
+            return s;
         if (ir::as_advance(s, &counter)) {
             ok = ok && advanced.insert(counter).second;
             return s;
         }
         if (ir::as_arrive(s, &a) && !acc.empty() && advanced.empty()) {
-            for (auto it = lets.rbegin(); it != lets.rend(); ++it) a.slot = substitute(it->first, it->second, a.slot);
+            for (auto it = lets.rbegin(); it != lets.rend(); ++it)
+                a.slot = substitute(it->first, it->second, a.slot);
             // Holding two versions at once needs a ring of two or more: (ring) % S, S >= 2.
             const Mod *mod = a.slot.as<Mod>();
             ok = ok && mod && is_const(mod->b) && !is_const(mod->b, 1) && is_positive_const(mod->b);
@@ -87,9 +92,11 @@ public:
             using IRMutator::visit;
             Stmt visit(const Evaluate *op) override {
                 ir::ArriveOp a;
-                if (!ir::as_arrive(Stmt(op), &a)) return op;
+                if (!ir::as_arrive(Stmt(op), &a))
+                    return op;
                 const ir::ArriveOp &release = self.releases.at(next++);
-                Stmt deferred = ir::make_arrive({release.barrier, simplify(self.previous(release.slot))});
+                Stmt deferred =
+                    ir::make_arrive({release.barrier, simplify(self.previous(release.slot))});
                 return IfThenElse::make(int_var(loop->name) > loop->min, deferred);
             }
             size_t next = 0;
@@ -116,7 +123,8 @@ private:
         // The MMA alone, possibly inside the consume markers of its operands.
         Stmt inner = s;
         while (const ProducerConsumer *pc = inner.as<ProducerConsumer>()) {
-            if (pc->is_producer) break;
+            if (pc->is_producer)
+                break;
             inner = pc->body;
         }
         ir::MmaOp m;
@@ -138,14 +146,16 @@ class InFlight : public IRMutator {
             Stmt rewritten = body.rewrite(op->body);
             // The slots a release names change with the loop variable and the rings the body
             // advances (once each); lets inside the body are substituted, the rest is invariant.
-            if (body.ok && !body.acc.empty() && !body.releases.empty()) return body.finish(rewritten, op);
+            if (body.ok && !body.acc.empty() && !body.releases.empty())
+                return body.finish(rewritten, op);
         }
         return IRMutator::visit(op);
     }
 
     Stmt visit(const Evaluate *op) override {
         ir::MmaOp m;
-        if (!ir::as_mma(Stmt(op), &m)) return op;
+        if (!ir::as_mma(Stmt(op), &m))
+            return op;
         return Block::make(op, ir::make_mma_wait(m.acc, 0));
     }
 };

@@ -15,7 +15,8 @@
  *       mma(acc, A[slot], B[slot])    ->     mma(acc, A[slot], B[slot]); mma_wait(acc, 1)
  *       arrive(empty, slot)                  if (ko > 0) arrive(empty, (ring - 1) % S)
  *       advance(ring) }                      advance(ring) }
- *                                          if (n > 0) { mma_wait(acc, 0); arrive(empty, (ring - 1) % S) }
+ *                                          if (n > 0) { mma_wait(acc, 0); arrive(empty, (ring - 1)
+ * % S) }
  *
  * Every other MMA is waited for at once (n = 0). The machine model checks the result: a version
  * released while an MMA may still read it is a race there.

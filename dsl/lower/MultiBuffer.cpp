@@ -27,34 +27,45 @@ private:
 
     Expr visit(const Load *op) override {
         Expr e = IRMutator::visit(op);
-        if (op->name != buffer) return e;
+        if (op->name != buffer)
+            return e;
         const Load *l = e.as<Load>();
-        return Load::make(l->type, l->name, l->index + offset, l->image, l->param, l->predicate, l->alignment);
+        return Load::make(l->type, l->name, l->index + offset, l->image, l->param, l->predicate,
+                          l->alignment);
     }
     Stmt visit(const Store *op) override {
         Stmt s = IRMutator::visit(op);
-        if (op->name != buffer) return s;
+        if (op->name != buffer)
+            return s;
         const Store *st = s.as<Store>();
-        return Store::make(st->name, st->value, st->index + offset, st->param, st->predicate, st->alignment);
+        return Store::make(st->name, st->value, st->index + offset, st->param, st->predicate,
+                           st->alignment);
     }
     Stmt visit(const Evaluate *op) override {
         ir::CopyOp c;
         ir::WaitOp w;
         ir::MmaOp m;
         if (ir::as_copy(op, &c)) {
-            if (c.dst == buffer) c.dst_offset = simplify(c.dst_offset + offset);
-            if (c.src == buffer) c.src_offset = simplify(c.src_offset + offset);
-            if (c.barrier == ir::full_barrier(buffer) || c.barrier == ir::empty_barrier(buffer)) c.slot = slot;
+            if (c.dst == buffer)
+                c.dst_offset = simplify(c.dst_offset + offset);
+            if (c.src == buffer)
+                c.src_offset = simplify(c.src_offset + offset);
+            if (c.barrier == ir::full_barrier(buffer) || c.barrier == ir::empty_barrier(buffer))
+                c.slot = slot;
             return ir::make_copy(c);
         }
         if (ir::as_wait(op, &w)) {
-            if (w.barrier == ir::full_barrier(buffer) || w.barrier == ir::empty_barrier(buffer)) w.slot = slot;
+            if (w.barrier == ir::full_barrier(buffer) || w.barrier == ir::empty_barrier(buffer))
+                w.slot = slot;
             return ir::make_wait(w);
         }
         if (ir::as_mma(op, &m)) {
-            if (m.acc == buffer) m.acc_offset = simplify(m.acc_offset + offset);
-            if (m.a == buffer) m.a_offset = simplify(m.a_offset + offset);
-            if (m.b == buffer) m.b_offset = simplify(m.b_offset + offset);
+            if (m.acc == buffer)
+                m.acc_offset = simplify(m.acc_offset + offset);
+            if (m.a == buffer)
+                m.a_offset = simplify(m.a_offset + offset);
+            if (m.b == buffer)
+                m.b_offset = simplify(m.b_offset + offset);
             return ir::make_mma(m);
         }
         return op;
@@ -62,16 +73,19 @@ private:
     Stmt visit(const LetStmt *op) override {
         ir::VectorOp v;
         Stmt body;
-        if (!ir::as_vector_op(op, &v, &body)) return IRMutator::visit(op);
+        if (!ir::as_vector_op(op, &v, &body))
+            return IRMutator::visit(op);
         for (ir::Region &r : v.regions) {
-            if (r.buffer == buffer) r.lo = simplify(r.lo + offset);
+            if (r.buffer == buffer)
+                r.lo = simplify(r.lo + offset);
         }
         return ir::make_vector_op(v, mutate(body));
     }
 };
 
 /** Largest Allocate of `buffer`, in elements (constant bound): the pitch of its versions, rounded
- * up to `align_bytes` (Ascend: 32, where every vector operand and DataCopy address in UB starts). */
+ * up to `align_bytes` (Ascend: 32, where every vector operand and DataCopy address in UB starts).
+ */
 class SlotSize : public LoopScopedVisitor {
 public:
     SlotSize(const std::string &b, const CompileContext &ctx)
@@ -109,9 +123,11 @@ private:
     Stmt visit(const Allocate *op) override {
         Stmt body = mutate(op->body);
         if (op->name != buffer) {
-            return Allocate::make(op->name, op->type, op->memory_type, op->extents, op->condition, body);
+            return Allocate::make(op->name, op->type, op->memory_type, op->extents, op->condition,
+                                  body);
         }
-        return Allocate::make(op->name, op->type, op->memory_type, {Expr(int(elements))}, op->condition, body);
+        return Allocate::make(op->name, op->type, op->memory_type, {Expr(int(elements))},
+                              op->condition, body);
     }
 };
 
@@ -125,7 +141,8 @@ private:
     using IRVisitor::visit;
     void visit(const For *op) override {} // only this level
     void visit(const Allocate *op) override {
-        if (op->name == buffer) allocations++;
+        if (op->name == buffer)
+            allocations++;
         IRVisitor::visit(op);
     }
 };
@@ -184,7 +201,8 @@ private:
             return ProducerConsumer::make(pc->name, pc->is_producer, wait_outside_loops(pc->body));
         }
         if (const Allocate *a = s.as<Allocate>()) {
-            return Allocate::make(a->name, a->type, a->memory_type, a->extents, a->condition, wait_outside_loops(a->body));
+            return Allocate::make(a->name, a->type, a->memory_type, a->extents, a->condition,
+                                  wait_outside_loops(a->body));
         }
         ir::VectorOp v;
         Stmt body;
@@ -203,10 +221,12 @@ private:
             return IfThenElse::make(i->condition, then_case, else_case);
         }
         if (const For *f = s.as<For>(); f && runs_once(f)) {
-            return For::make(f->name, f->min, f->extent, f->for_type, f->device_api, wait_outside_loops(f->body));
+            return For::make(f->name, f->min, f->extent, f->for_type, f->device_api,
+                             wait_outside_loops(f->body));
         }
         if (s.as<For>() && allocates_inside(s)) { // tile loops wait inside
-            if (ir::touches(s, source)) stored_since_wait = true;
+            if (ir::touches(s, source))
+                stored_since_wait = true;
             return s;
         }
         ir::CopyOp c;
@@ -214,7 +234,8 @@ private:
             stored_since_wait = true;
             return s;
         }
-        if (!ir::writes(s, source) || !stored_since_wait) return s;
+        if (!ir::writes(s, source) || !stored_since_wait)
+            return s;
         stored_since_wait = false;
         return Block::make(ir::make_wait({ir::empty_barrier(source), 0}), s);
     }
@@ -233,7 +254,8 @@ private:
             int found = 0;
             using IRVisitor::visit;
             void visit(const Allocate *op) override {
-                if (op->name == buffer) found++;
+                if (op->name == buffer)
+                    found++;
                 IRVisitor::visit(op);
             }
         } f(source);
@@ -244,16 +266,19 @@ private:
     bool allocates_inside(const Stmt &s) const { return allocations_inside(s) > 0; }
 
     Stmt insert_wait(const Stmt &body, const Expr &slot) {
-        if (!async) return body;
+        if (!async)
+            return body;
         // Into a guarded tile (a hole in the tile order): the store that frees the version is in
         // the same branch (Ascend counts the flags: a wait without its set deadlocks).
-        return insert_before_first_access(body, source, true, ir::make_wait({ir::empty_barrier(source), slot}),
+        return insert_before_first_access(body, source, true,
+                                          ir::make_wait({ir::empty_barrier(source), slot}),
                                           /*into_branches=*/true);
     }
 
     Stmt visit(const For *op) override {
         if (runs_once(op)) { // straight-line code: wait_outside_loops waits in it
-            return For::make(op->name, op->min, op->extent, op->for_type, op->device_api, mutate(op->body));
+            return For::make(op->name, op->min, op->extent, op->for_type, op->device_api,
+                             mutate(op->body));
         }
         Stmt body = mutate(op->body);
         int allocations = allocations_at_this_level(op->body, source);
@@ -288,7 +313,8 @@ private:
     using IRVisitor::visit;
     void visit(const Evaluate *op) override {
         ir::CopyOp c;
-        if (ir::as_copy(op, &c) && c.barrier == ir::full_barrier(c.dst)) names.insert(c.dst);
+        if (ir::as_copy(op, &c) && c.barrier == ir::full_barrier(c.dst))
+            names.insert(c.dst);
     }
 };
 
@@ -303,7 +329,8 @@ private:
     using IRVisitor::visit;
     void visit(const Evaluate *op) override {
         ir::CopyOp c;
-        if (ir::as_copy(op, &c) && is_store_target(ctx, c.dst)) sources.insert(c.src);
+        if (ir::as_copy(op, &c) && is_store_target(ctx, c.dst))
+            sources.insert(c.src);
     }
 };
 
@@ -313,26 +340,31 @@ Stmt multi_buffer(const Stmt &s, CompileContext &ctx) {
     Stmt result = s;
     for (const std::string &f : ctx.funcs) {
         const Directives d = ctx.of(f);
-        if (f == ctx.output || d.multi_buffer <= 1) continue;
+        if (f == ctx.output || d.multi_buffer <= 1)
+            continue;
         SlotSize size(f, ctx);
         result.accept(&size);
         if (size.allocations == 0) {
-            throw Error("Func '" + f + "', directive multi_buffer(" + std::to_string(d.multi_buffer) + "): " +
-                        f + " has no storage of its own (is it computed inline?)");
+            throw Error("Func '" + f + "', directive multi_buffer(" +
+                        std::to_string(d.multi_buffer) + "): " + f +
+                        " has no storage of its own (is it computed inline?)");
         }
         Expr stage = Variable::make(Halide::Int(32), ir::stage_var(f));
         result = RebaseBuffer(f, stage * Expr(int(size.elements)), stage).mutate(result);
         result = Resize(f, size.elements * d.multi_buffer).mutate(result);
         ctx.slots[f] = d.multi_buffer;
-        ctx.notes.push_back("multi_buffer: " + f + " has " + std::to_string(d.multi_buffer) + " versions of " +
-                            std::to_string(size.elements) + " elements");
+        ctx.notes.push_back("multi_buffer: " + f + " has " + std::to_string(d.multi_buffer) +
+                            " versions of " + std::to_string(size.elements) + " elements");
     }
 
     const Directives out = ctx.of(ctx.output);
     if (out.ping_pong && !out.async_copy) {
-        throw Error("Func '" + ctx.output + "', directive ping_pong(): the result slots alternate so that the "
-                    "store of one tile overlaps the work of the next, which needs an asynchronous store: add "
-                    "async_copy() on " + ctx.output);
+        throw Error("Func '" + ctx.output +
+                    "', directive ping_pong(): the result slots alternate so that the "
+                    "store of one tile overlaps the work of the next, which needs an asynchronous "
+                    "store: add "
+                    "async_copy() on " +
+                    ctx.output);
     }
     int slots = out.ping_pong ? 2 : std::max(1, out.multi_buffer);
     FindStoreSource find(ctx);
@@ -343,27 +375,30 @@ Stmt multi_buffer(const Stmt &s, CompileContext &ctx) {
         result.accept(&size);
         // A mix kernel's vector cores each take every other tile of their cube core: the tile
         // after is two cube tiles away, so the store out of UB keeps one version.
-        bool versioned = slots > 1 && size.allocations > 0 && !(ctx.mix && !ctx.of(source).tile_mma);
+        bool versioned =
+            slots > 1 && size.allocations > 0 && !(ctx.mix && !ctx.of(source).tile_mma);
         bool by_consumer = out.ping_pong && ctx.target.arch == Target::Arch::Hopper && versioned;
         ResultSlots r(source, versioned && !by_consumer ? slots : 1, size.elements, out.async_copy,
                       ctx.one_tile_per_unit, ctx.target.arch == Target::Arch::Ascend);
         result = r.at_top_level(result);
         if (by_consumer) {
-            // Hopper ping-pong: every tile a consumer stores (tails too) uses that consumer's version;
-            // WarpSpecialize binds the version variable per consumer role.
+            // Hopper ping-pong: every tile a consumer stores (tails too) uses that consumer's
+            // version; WarpSpecialize binds the version variable per consumer role.
             Expr stage = Variable::make(Halide::Int(32), ir::stage_var(source));
             result = RebaseBuffer(source, stage * Expr(int(size.elements)), stage).mutate(result);
             r.loops = std::max(r.loops, 1);
         }
         if (versioned && r.loops == 0) {
-            ctx.notes.push_back("result slots: " + source + " is not allocated inside a tile loop (one tile?), so "
+            ctx.notes.push_back("result slots: " + source +
+                                " is not allocated inside a tile loop (one tile?), so "
                                 "it keeps one version");
         }
         int used = (versioned && r.loops > 0) ? slots : 1;
         if (used > 1) {
             result = Resize(source, size.elements * used).mutate(result);
             ctx.slots[source] = used;
-            if (by_consumer) ctx.versions_by_consumer.push_back(source);
+            if (by_consumer)
+                ctx.versions_by_consumer.push_back(source);
             ctx.notes.push_back("result slots: " + source + " alternates " + std::to_string(used) +
                                 " versions by tile parity");
         }
@@ -371,22 +406,27 @@ Stmt multi_buffer(const Stmt &s, CompileContext &ctx) {
         // warpgroup: one drain, not one per version.
         int drained = ctx.target.arch == Target::Arch::Hopper ? 1 : used;
         if (out.async_copy) {
-            for (int i = 0; i < drained; i++) drains.push_back(ir::make_wait({ir::empty_barrier(source), i}));
+            for (int i = 0; i < drained; i++)
+                drains.push_back(ir::make_wait({ir::empty_barrier(source), i}));
         }
     }
     if (slots > 1 && lowering_of(ctx.target).accumulator_slots) {
         for (const std::string &f : ctx.funcs) {
-            if (!ctx.of(f).tile_mma || find.sources.count(f)) continue;
+            if (!ctx.of(f).tile_mma || find.sources.count(f))
+                continue;
             SlotSize size(f, ctx);
             result.accept(&size);
-            if (size.allocations == 0) continue;
+            if (size.allocations == 0)
+                continue;
             ResultSlots r(f, slots, size.elements, /*async=*/false, ctx.one_tile_per_unit, false);
             result = r.at_top_level(result);
-            if (r.loops == 0) continue;
+            if (r.loops == 0)
+                continue;
             result = Resize(f, size.elements * slots).mutate(result);
             ctx.slots[f] = slots;
-            ctx.notes.push_back("result slots: the accumulator " + f + " alternates " + std::to_string(slots) +
-                                " versions by tile parity (the next tile's MMAs overlap this tile's epilogue)");
+            ctx.notes.push_back(
+                "result slots: the accumulator " + f + " alternates " + std::to_string(slots) +
+                " versions by tile parity (the next tile's MMAs overlap this tile's epilogue)");
         }
     }
     if (out.ping_pong && ctx.target.arch == Target::Arch::Hopper) {
@@ -395,22 +435,26 @@ Stmt multi_buffer(const Stmt &s, CompileContext &ctx) {
         FindCopyTargets targets;
         result.accept(&targets);
         for (const std::string &f : targets.names) {
-            if (ctx.of(f).async_copy || ctx.slots.count(f)) continue;
+            if (ctx.of(f).async_copy || ctx.slots.count(f))
+                continue;
             SlotSize size(f, ctx);
             result.accept(&size);
-            if (size.allocations == 0) continue;
+            if (size.allocations == 0)
+                continue;
             Expr stage = Variable::make(Halide::Int(32), ir::stage_var(f));
             result = RebaseBuffer(f, stage * Expr(int(size.elements)), stage).mutate(result);
             result = Resize(f, size.elements * 2).mutate(result);
             ctx.slots[f] = 2;
             ctx.versions_by_consumer.push_back(f);
-            ctx.notes.push_back("ping_pong: " + f + " is copied by each consumer into its own version");
+            ctx.notes.push_back("ping_pong: " + f +
+                                " is copied by each consumer into its own version");
         }
     }
     for (const Stmt &d : drains) {
         ir::WaitOp w;
         internal_assert(ir::as_wait(d, &w));
-        result = append_where_used(result, d, w.barrier.substr(0, w.barrier.size() - std::string(".empty").size()));
+        result = append_where_used(
+            result, d, w.barrier.substr(0, w.barrier.size() - std::string(".empty").size()));
     }
     return result;
 }

@@ -66,7 +66,8 @@ int64_t constant_upper_bound(const Expr &e, const LoopScope &scope = LoopScope::
 /** A constant upper bound of the elements of an allocation: of their product or else the product
  * of its extents' bounds (an extent is never negative: a tile of a runtime shape is
  * min(tile, rest), at most the tile, where the product's bound is unknown), or -1. */
-int64_t allocation_bound(const Halide::Internal::Allocate *op, const LoopScope &scope = LoopScope::empty_scope());
+int64_t allocation_bound(const Halide::Internal::Allocate *op,
+                         const LoopScope &scope = LoopScope::empty_scope());
 
 bool provably_zero(const Expr &e);
 
@@ -98,8 +99,8 @@ Stmt drop_guards_every_call_passes(const Stmt &s, const std::vector<std::string>
  * ifs and ops count as one statement - except, with `into_branches`, an if whose then-branch alone
  * touches the buffer: `before` goes inside it (a wait that pairs with a release inside the branch
  * must not run when the branch does not). */
-Stmt insert_before_first_access(const Stmt &s, const std::string &buffer, bool writes_only, const Stmt &before,
-                                bool into_branches = false);
+Stmt insert_before_first_access(const Stmt &s, const std::string &buffer, bool writes_only,
+                                const Stmt &before, bool into_branches = false);
 
 } // namespace tandem::lower
 

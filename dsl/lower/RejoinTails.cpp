@@ -9,11 +9,13 @@ using namespace Halide::Internal;
 namespace {
 
 /** Proves two bodies of a loop the same for the main loop's iterations 0 <= loop <= last, where
- * last is the main loop's trip count minus one: the same Stmt nodes, and expressions equal there. */
+ * last is the main loop's trip count minus one: the same Stmt nodes, and expressions equal there.
+ */
 class SameBody {
 public:
     using Facts = std::vector<std::pair<std::string, Interval>>; // variable ranges
-    SameBody(const std::string &loop, const Expr &last, const std::set<std::string> &runtime_extents)
+    SameBody(const std::string &loop, const Expr &last,
+             const std::set<std::string> &runtime_extents)
         : loop(loop), last(last), runtime_extents(runtime_extents) {
         for (const std::string &e : runtime_extents) {
             from_end.emplace_back(e, Interval(1, Interval::pos_inf()));
@@ -24,12 +26,16 @@ public:
     }
 
     bool same(const Expr &a, const Expr &b) const {
-        if (!a.defined() || !b.defined()) return !a.defined() && !b.defined();
-        if (equal(a, b)) return true;
-        if (a.type() != b.type()) return false;
+        if (!a.defined() || !b.defined())
+            return !a.defined() && !b.defined();
+        if (equal(a, b))
+            return true;
+        if (a.type() != b.type())
+            return false;
         // loop = last - t with t >= 0 covers the main loop's upper end, loop >= 0 its start.
         const Expr back = last - Variable::make(Halide::Int(32), step_back);
-        if (proven(substitute(loop, back, a) == substitute(loop, back, b), from_end)) return true;
+        if (proven(substitute(loop, back, a) == substitute(loop, back, b), from_end))
+            return true;
         return proven(a == b, from_start);
     }
 
@@ -41,17 +47,21 @@ public:
         std::set<std::string> several;
         visit_divisions(goal, [&](const std::string &extent, int64_t c) {
             auto [it, fresh] = divisor.emplace(extent, c);
-            if (!fresh && it->second != c) several.insert(extent);
+            if (!fresh && it->second != c)
+                several.insert(extent);
         });
         Scope<Interval> scope;
-        for (const auto &[name, interval] : known) scope.push(name, interval);
+        for (const auto &[name, interval] : known)
+            scope.push(name, interval);
         std::map<std::string, Expr> split;
         for (const auto &[extent, c] : divisor) {
-            if (several.count(extent)) continue;
+            if (several.count(extent))
+                continue;
             const std::string q = extent + ".quotient", r = extent + ".remainder";
             scope.push(q, Interval(0, Interval::pos_inf()));
             scope.push(r, Interval(0, int(c - 1)));
-            split[extent] = Variable::make(Halide::Int(32), q) * int(c) + Variable::make(Halide::Int(32), r);
+            split[extent] =
+                Variable::make(Halide::Int(32), q) * int(c) + Variable::make(Halide::Int(32), r);
         }
         return is_const_one(simplify(simplify(substitute(split, goal), true, scope), true, scope));
     }
@@ -67,7 +77,8 @@ public:
                 const int64_t *c = as_const_int(op->b);
                 if (c && *c > 0) {
                     for (const std::string &e : extents) {
-                        if (expr_uses_var(op->a, e)) f(e, *c);
+                        if (expr_uses_var(op->a, e))
+                            f(e, *c);
                     }
                 }
                 IRVisitor::visit(op);
@@ -77,13 +88,16 @@ public:
     }
 
     bool same(const Stmt &a, const Stmt &b) const {
-        if (a.same_as(b)) return true;
-        if (!a.defined() || !b.defined() || a->node_type != b->node_type) return false;
+        if (a.same_as(b))
+            return true;
+        if (!a.defined() || !b.defined() || a->node_type != b->node_type)
+            return false;
         switch (a->node_type) {
         case IRNodeType::For: {
             const For *x = a.as<For>(), *y = b.as<For>();
-            return x->name == y->name && x->for_type == y->for_type && x->device_api == y->device_api &&
-                   same(x->min, y->min) && same(x->extent, y->extent) && same(x->body, y->body);
+            return x->name == y->name && x->for_type == y->for_type &&
+                   x->device_api == y->device_api && same(x->min, y->min) &&
+                   same(x->extent, y->extent) && same(x->body, y->body);
         }
         case IRNodeType::Block: {
             const Block *x = a.as<Block>(), *y = b.as<Block>();
@@ -96,11 +110,14 @@ public:
                 return false;
             }
             for (size_t i = 0; i < x->extents.size(); i++) {
-                if (!same(x->extents[i], y->extents[i])) return false;
+                if (!same(x->extents[i], y->extents[i]))
+                    return false;
             }
-            return same(x->condition, y->condition) && same(x->new_expr, y->new_expr) && same(x->body, y->body);
+            return same(x->condition, y->condition) && same(x->new_expr, y->new_expr) &&
+                   same(x->body, y->body);
         }
-        case IRNodeType::Free: return a.as<Free>()->name == b.as<Free>()->name;
+        case IRNodeType::Free:
+            return a.as<Free>()->name == b.as<Free>()->name;
         case IRNodeType::ProducerConsumer: {
             const ProducerConsumer *x = a.as<ProducerConsumer>(), *y = b.as<ProducerConsumer>();
             return x->name == y->name && x->is_producer == y->is_producer && same(x->body, y->body);
@@ -119,8 +136,10 @@ public:
             return same(x->condition, y->condition) && same(x->then_case, y->then_case) &&
                    same(x->else_case, y->else_case);
         }
-        case IRNodeType::Evaluate: return same(a.as<Evaluate>()->value, b.as<Evaluate>()->value);
-        default: return equal(a, b);
+        case IRNodeType::Evaluate:
+            return same(a.as<Evaluate>()->value, b.as<Evaluate>()->value);
+        default:
+            return equal(a, b);
         }
     }
 
@@ -139,14 +158,16 @@ class FreesAfterConsume : public IRMutator {
     Stmt visit(const ProducerConsumer *op) override {
         Stmt body = mutate(op->body);
         const Block *b = body.as<Block>();
-        if (op->is_producer || !b || !b->rest.as<Free>()) return ProducerConsumer::make(op->name, false, body);
+        if (op->is_producer || !b || !b->rest.as<Free>())
+            return ProducerConsumer::make(op->name, false, body);
         return Block::make(ProducerConsumer::make(op->name, false, b->first), b->rest);
     }
 };
 
 class Rejoin : public IRMutator {
 public:
-    explicit Rejoin(const std::set<std::string> &runtime_extents) : runtime_extents(runtime_extents) {}
+    explicit Rejoin(const std::set<std::string> &runtime_extents)
+        : runtime_extents(runtime_extents) {}
 
 private:
     using IRMutator::visit;
@@ -165,28 +186,34 @@ private:
      * or the main loop's body cannot be proven the tail's. */
     Stmt join(const Stmt &main, const Stmt &tail) const {
         const For *m = main.as<For>(), *t = tail.as<For>();
-        if (!m || !t || t->name != m->name + ".rebased" || !is_const_zero(m->min) || !is_const_zero(t->min) ||
-            m->for_type != t->for_type || m->device_api != t->device_api || is_const(m->extent)) {
+        if (!m || !t || t->name != m->name + ".rebased" || !is_const_zero(m->min) ||
+            !is_const_zero(t->min) || m->for_type != t->for_type ||
+            m->device_api != t->device_api || is_const(m->extent)) {
             return Stmt();
         }
         const Expr count = m->extent;
         const Max *clamped = count.as<Max>();
         const Expr unclamped = clamped && is_const_zero(clamped->b) ? clamped->a : count;
-        const Stmt general =
-            simplify(substitute(t->name, Variable::make(Halide::Int(32), m->name) - count, t->body));
+        const Stmt general = simplify(
+            substitute(t->name, Variable::make(Halide::Int(32), m->name) - count, t->body));
         if (!SameBody(m->name, unclamped - 1, runtime_extents)
                  .same(FreesAfterConsume().mutate(m->body), FreesAfterConsume().mutate(general))) {
             return Stmt();
         }
 
-        // The tail's count is max(end - count, 0) (GuardWithIf) or end - count: the joined loop ends at end.
+        // The tail's count is max(end - count, 0) (GuardWithIf) or end - count: the joined loop
+        // ends at end.
         Expr extent = count + t->extent;
         const Max *rest = t->extent.as<Max>();
-        const Sub *to_end = rest && is_const_zero(rest->b) ? rest->a.as<Sub>() : t->extent.as<Sub>();
-        if (to_end && equal(to_end->b, count)) extent = rest ? max(to_end->a, count) : to_end->a;
+        const Sub *to_end =
+            rest && is_const_zero(rest->b) ? rest->a.as<Sub>() : t->extent.as<Sub>();
+        if (to_end && equal(to_end->b, count))
+            extent = rest ? max(to_end->a, count) : to_end->a;
         Scope<Interval> extents;
-        for (const std::string &e : runtime_extents) extents.push(e, Interval(1, Interval::pos_inf()));
-        return For::make(m->name, 0, simplify(extent, true, extents), m->for_type, m->device_api, general);
+        for (const std::string &e : runtime_extents)
+            extents.push(e, Interval(1, Interval::pos_inf()));
+        return For::make(m->name, 0, simplify(extent, true, extents), m->for_type, m->device_api,
+                         general);
     }
 
     Stmt visit(const Block *op) override {
@@ -215,7 +242,8 @@ private:
 } // namespace
 
 Stmt rejoin_tails(const Stmt &s, const std::set<std::string> &runtime_extents) {
-    if (runtime_extents.empty()) return s;
+    if (runtime_extents.empty())
+        return s;
     return Rejoin(runtime_extents).mutate(s);
 }
 

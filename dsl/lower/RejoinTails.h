@@ -6,8 +6,8 @@
  * Halide split off it become one loop again, whose body is the tail's general one.
  *
  *     for (ko, 0, e1) {                                 for (ko, 0, max(c, e1)) {
- *       ... for (ki, 0, 512) ... }                 ->     ... for (ki, 0, min(K - ko*512, 512)) ... }
- *     for (ko.rebased, 0, max(c - e1, 0)) {
+ *       ... for (ki, 0, 512) ... }                 ->     ... for (ki, 0, min(K - ko*512, 512)) ...
+ * } for (ko.rebased, 0, max(c - e1, 0)) {
  *       ... for (ki, 0, min(K - (e1 + ko.rebased)*512, 512)) ... }
  *
  * Why: a split loop is two loops, so the software pipeline restarts its prologue at the seam and
@@ -32,7 +32,8 @@
 
 namespace tandem::lower {
 
-Halide::Internal::Stmt rejoin_tails(const Halide::Internal::Stmt &s, const std::set<std::string> &runtime_extents);
+Halide::Internal::Stmt rejoin_tails(const Halide::Internal::Stmt &s,
+                                    const std::set<std::string> &runtime_extents);
 
 } // namespace tandem::lower
 

@@ -19,13 +19,15 @@ public:
 private:
     using IRVisitor::visit;
     void visit(const Call *c) override {
-        if (c->call_type == Call::Halide) names.insert(c->name);
+        if (c->call_type == Call::Halide)
+            names.insert(c->name);
         IRVisitor::visit(c);
     }
 };
 
 Expr extent_of(const KernelArg &a, size_t d) {
-    if (d < a.runtime.size() && a.runtime[d]) return Variable::make(Halide::Int(32), a.extent_name(int(d)));
+    if (d < a.runtime.size() && a.runtime[d])
+        return Variable::make(Halide::Int(32), a.extent_name(int(d)));
     return Expr(a.extents[d]);
 }
 
@@ -37,42 +39,54 @@ std::vector<CallCheck> required_regions(const CompileContext &ctx) {
     std::set<std::string> seen;
     std::function<void(const std::string &)> visit = [&](const std::string &f) {
         auto it = ctx.functions.find(f);
-        if (it == ctx.functions.end() || !seen.insert(f).second) return;
+        if (it == ctx.functions.end() || !seen.insert(f).second)
+            return;
         CalledFuncs calls;
         it->second.accept(&calls);
-        for (const std::string &callee : calls.names) visit(callee);
+        for (const std::string &callee : calls.names)
+            visit(callee);
         order.push_back(f);
     };
     visit(ctx.output);
     std::map<std::string, Box> boxes;
     const KernelArg *out = nullptr;
     for (const KernelArg &a : ctx.args) {
-        if (a.output) out = &a;
+        if (a.output)
+            out = &a;
     }
-    if (!out || !ctx.functions.count(ctx.output)) return {};
+    if (!out || !ctx.functions.count(ctx.output))
+        return {};
     Box &whole = boxes[ctx.output];
-    for (size_t d = 0; d < out->extents.size(); d++) whole.push_back(Interval(0, extent_of(*out, d) - 1));
+    for (size_t d = 0; d < out->extents.size(); d++)
+        whole.push_back(Interval(0, extent_of(*out, d) - 1));
 
     for (auto f = order.rbegin(); f != order.rend(); ++f) {
         const Function &func = ctx.functions.at(*f);
         auto box = boxes.find(*f);
-        if (box == boxes.end() || func.has_extern_definition()) continue;
+        if (box == boxes.end() || func.has_extern_definition())
+            continue;
         Scope<Interval> scope;
-        for (size_t d = 0; d < func.args().size() && d < box->second.size(); d++) scope.push(func.args()[d], box->second[d]);
+        for (size_t d = 0; d < func.args().size() && d < box->second.size(); d++)
+            scope.push(func.args()[d], box->second[d]);
         std::vector<Definition> definitions = {func.definition()};
-        for (const Definition &u : func.updates()) definitions.push_back(u);
+        for (const Definition &u : func.updates())
+            definitions.push_back(u);
         for (const Definition &def : definitions) {
             Scope<Interval> inner;
             inner.set_containing_scope(&scope);
-            for (const ReductionVariable &r : def.schedule().rvars()) inner.push(r.var, Interval(r.min, r.min + r.extent - 1));
+            for (const ReductionVariable &r : def.schedule().rvars())
+                inner.push(r.var, Interval(r.min, r.min + r.extent - 1));
             std::vector<Expr> exprs = def.values();
             exprs.insert(exprs.end(), def.args().begin(), def.args().end());
             for (const Expr &e : exprs) {
                 for (const auto &[callee, b] : boxes_required(e, inner)) {
-                    if (callee == *f) continue; // an update reading its own Func
+                    if (callee == *f)
+                        continue; // an update reading its own Func
                     auto it = boxes.find(callee);
-                    if (it == boxes.end()) boxes[callee] = b;
-                    else merge_boxes(it->second, b);
+                    if (it == boxes.end())
+                        boxes[callee] = b;
+                    else
+                        merge_boxes(it->second, b);
                 }
             }
         }
@@ -82,24 +96,31 @@ std::vector<CallCheck> required_regions(const CompileContext &ctx) {
     std::map<std::string, Expr> statics;
     for (const KernelArg &a : ctx.args) {
         for (size_t d = 0; d < a.extents.size(); d++) {
-            if (d >= a.runtime.size() || !a.runtime[d]) statics[a.extent_name(int(d))] = Expr(a.extents[d]);
+            if (d >= a.runtime.size() || !a.runtime[d])
+                statics[a.extent_name(int(d))] = Expr(a.extents[d]);
         }
     }
     std::vector<CallCheck> checks;
     for (const KernelArg &a : ctx.args) {
         auto b = boxes.find(a.name);
-        if (a.output || b == boxes.end()) continue;
+        if (a.output || b == boxes.end())
+            continue;
         for (size_t d = 0; d < a.extents.size() && d < b->second.size(); d++) {
             const Interval &read = b->second[d];
-            if (!read.is_bounded()) continue;
-            const Expr max = simplify(substitute(statics, read.max)), min = simplify(substitute(statics, read.min));
+            if (!read.is_bounded())
+                continue;
+            const Expr max = simplify(substitute(statics, read.max)),
+                       min = simplify(substitute(statics, read.min));
             const Expr holds = simplify(substitute(statics, max < extent_of(a, d) && min >= 0));
-            if (is_const_one(holds)) continue;
-            const std::string why = user_text(a.name) + " dimension " + std::to_string(d) + " is read at [" +
-                                    user_text(min) + ", " + user_text(max) + "]; its extent must be at least " +
+            if (is_const_one(holds))
+                continue;
+            const std::string why = user_text(a.name) + " dimension " + std::to_string(d) +
+                                    " is read at [" + user_text(min) + ", " + user_text(max) +
+                                    "]; its extent must be at least " +
                                     user_text(simplify(max + 1));
             if (is_const_zero(holds))
-                throw Error("Func '" + ctx.output + "': " + why + " (it is " + std::to_string(a.extents[d]) + ")");
+                throw Error("Func '" + ctx.output + "': " + why + " (it is " +
+                            std::to_string(a.extents[d]) + ")");
             checks.push_back({holds, why});
         }
     }

@@ -38,7 +38,8 @@ private:
     const CompileContext &ctx;
     void visit(const For *op) override {}
     void visit(const ProducerConsumer *op) override {
-        if (op->is_producer && ctx.of(op->name).async_copy) funcs.push_back(op->name);
+        if (op->is_producer && ctx.of(op->name).async_copy)
+            funcs.push_back(op->name);
         IRVisitor::visit(op);
     }
 };
@@ -54,17 +55,21 @@ private:
     const std::string &buffer;
     const For *skip;
     void visit(const For *op) override {
-        if (op != skip) IRVisitor::visit(op);
+        if (op != skip)
+            IRVisitor::visit(op);
     }
     void visit(const Evaluate *op) override {
-        if (ir::touches(op, buffer)) found = true;
+        if (ir::touches(op, buffer))
+            found = true;
     }
     void visit(const Load *op) override {
-        if (op->name == buffer) found = true;
+        if (op->name == buffer)
+            found = true;
         IRVisitor::visit(op);
     }
     void visit(const Store *op) override {
-        if (op->name == buffer) found = true;
+        if (op->name == buffer)
+            found = true;
         IRVisitor::visit(op);
     }
 };
@@ -84,7 +89,8 @@ private:
         depth--;
     }
     void visit(const ProducerConsumer *op) override {
-        if (op->is_producer && op->name == func && depth > 0) found = true;
+        if (op->is_producer && op->name == func && depth > 0)
+            found = true;
         IRVisitor::visit(op);
     }
 };
@@ -127,18 +133,20 @@ private:
                 if (std::count(funcs.begin(), funcs.end(), f) == 0 &&
                     std::find(synchronous.begin(), synchronous.end(), f) == synchronous.end()) {
                     synchronous.push_back(f);
-                    ctx.notes.push_back("software pipeline: " + f + " is copied more than once per iteration of " +
-                                        op->name + " (partitioned by Halide), so it is copied synchronously there");
+                    ctx.notes.push_back(
+                        "software pipeline: " + f + " is copied more than once per iteration of " +
+                        op->name + " (partitioned by Halide), so it is copied synchronously there");
                 }
             } else if (produced_in_inner_loop(op, f)) {
-                ctx.notes.push_back("software pipeline: " + f + " is copied synchronously in " + op->name +
-                                    " (it is pipelined in an inner loop)");
+                ctx.notes.push_back("software pipeline: " + f + " is copied synchronously in " +
+                                    op->name + " (it is pipelined in an inner loop)");
             } else {
                 funcs.push_back(f);
             }
         }
         synchronous.clear();
-        if (!funcs.empty()) plan(op, funcs);
+        if (!funcs.empty())
+            plan(op, funcs);
         IRVisitor::visit(op);
         stack.pop_back();
     }
@@ -146,7 +154,8 @@ private:
     void plan(const For *loop, const std::vector<std::string> &funcs) {
         Plan plan;
         plan.loop = loop;
-        for (const std::string &f : funcs) plan.funcs.push_back({f, std::max(1, ctx.of(f).multi_buffer)});
+        for (const std::string &f : funcs)
+            plan.funcs.push_back({f, std::max(1, ctx.of(f).multi_buffer)});
         size_t root = stack.size() - 1;
         if (run_ahead) {
             for (size_t i = 0; i < stack.size(); i++) {
@@ -156,17 +165,20 @@ private:
                 }
             }
         }
-        if (root + 1 < stack.size() && !can_flatten(root, plan)) root = stack.size() - 1;
+        if (root + 1 < stack.size() && !can_flatten(root, plan))
+            root = stack.size() - 1;
         plan.root = stack[root];
         for (size_t i = root; i < stack.size(); i++) {
             plan.chain.push_back({stack[i]->name, stack[i]->min, stack[i]->extent});
         }
         plan.one_trip = ctx.one_tile_per_unit && plan.chain.size() == 1 && is_core_loop(loop->name);
         std::string what;
-        for (const Pipelined &f : plan.funcs) what += f.func + " (" + std::to_string(f.versions) + " versions) ";
-        ctx.notes.push_back("software pipeline: " + what + "over " +
-                            (plan.chain.size() > 1 ? "the flattened nest " + plan.root->name + " .. " : "loop ") +
-                            loop->name);
+        for (const Pipelined &f : plan.funcs)
+            what += f.func + " (" + std::to_string(f.versions) + " versions) ";
+        ctx.notes.push_back(
+            "software pipeline: " + what + "over " +
+            (plan.chain.size() > 1 ? "the flattened nest " + plan.root->name + " .. " : "loop ") +
+            loop->name);
         plans.push_back(plan);
     }
 
@@ -175,17 +187,21 @@ private:
             if (depth > root) {
                 // A guarded tile (e.g. the grouped tile order's padding) may not run: a copy run
                 // ahead into it would read outside the tensor, and its ring steps would not match.
-                ctx.notes.push_back("warp_specialize: a guard inside " + stack[root]->name + " skips some of its "
-                                    "iterations; the producer runs ahead inside " + stack.back()->name + " only");
+                ctx.notes.push_back("warp_specialize: a guard inside " + stack[root]->name +
+                                    " skips some of its "
+                                    "iterations; the producer runs ahead inside " +
+                                    stack.back()->name + " only");
                 return false;
             }
         }
         for (size_t i = root; i < stack.size(); i++) {
             for (size_t j = root; j < stack.size(); j++) {
-                if (expr_uses_var(stack[i]->extent, stack[j]->name) || expr_uses_var(stack[i]->min, stack[j]->name)) {
-                    ctx.notes.push_back("warp_specialize: the extent of " + stack[i]->name + " depends on " +
-                                        stack[j]->name + "; the producer runs ahead inside " +
-                                        stack.back()->name + " only");
+                if (expr_uses_var(stack[i]->extent, stack[j]->name) ||
+                    expr_uses_var(stack[i]->min, stack[j]->name)) {
+                    ctx.notes.push_back("warp_specialize: the extent of " + stack[i]->name +
+                                        " depends on " + stack[j]->name +
+                                        "; the producer runs ahead inside " + stack.back()->name +
+                                        " only");
                     return false;
                 }
             }
@@ -194,9 +210,10 @@ private:
             TouchesOutside t(f.func, plan.loop);
             stack[root]->body.accept(&t);
             if (t.found) {
-                ctx.notes.push_back("warp_specialize: " + f.func + " is also used outside " + plan.loop->name +
-                                    " (a partitioned tail?); the producer runs ahead inside " + plan.loop->name +
-                                    " only");
+                ctx.notes.push_back("warp_specialize: " + f.func + " is also used outside " +
+                                    plan.loop->name +
+                                    " (a partitioned tail?); the producer runs ahead inside " +
+                                    plan.loop->name + " only");
                 return false;
             }
         }
@@ -215,12 +232,15 @@ private:
     const Plan &plan;
     Stmt visit(const For *op) override { return op; }
     Stmt visit(const ProducerConsumer *op) override {
-        if (!op->is_producer) return IRMutator::visit(op);
+        if (!op->is_producer)
+            return IRMutator::visit(op);
         for (const Pipelined &f : plan.funcs) {
-            if (f.func != op->name) continue;
+            if (f.func != op->name)
+                continue;
             const Block *b = op->body.as<Block>();
             ir::CopyOp c;
-            internal_assert(b && ir::as_copy(b->first, &c)) << "producer of " << op->name << " is not a copy\n";
+            internal_assert(b && ir::as_copy(b->first, &c))
+                << "producer of " << op->name << " is not a copy\n";
             copies[f.func] = b->first;
             return Evaluate::make(0);
         }
@@ -240,7 +260,8 @@ private:
 
     static Expr total(const Plan &p) {
         Expr t = 1;
-        for (const Loop &l : p.chain) t = t * l.extent;
+        for (const Loop &l : p.chain)
+            t = t * l.extent;
         return simplify(t);
     }
 
@@ -268,38 +289,49 @@ private:
 
     Stmt prologue(const Plan &p, const std::map<std::string, Stmt> &copies) {
         int most = 1;
-        for (const Pipelined &f : p.funcs) most = std::max(most, f.versions);
-        if (most == 1) return Stmt();
+        for (const Pipelined &f : p.funcs)
+            most = std::max(most, f.versions);
+        if (most == 1)
+            return Stmt();
         std::string name = p.loop->name + ".prologue";
         Stmt body;
         for (const Pipelined &f : p.funcs) {
-            if (f.versions == 1) continue;
+            if (f.versions == 1)
+                continue;
             Stmt c = copy_at(p, f, copies.at(f.func), int_var(name));
-            if (f.versions < most) c = IfThenElse::make(int_var(name) < f.versions - 1, c);
+            if (f.versions < most)
+                c = IfThenElse::make(int_var(name) < f.versions - 1, c);
             body = body.defined() ? Block::make(body, c) : c;
         }
         Expr count = simplify(Halide::min(most - 1, total(p)));
         return For::make(name, 0, count, ForType::Serial, Halide::DeviceAPI::None, body);
     }
 
-    Stmt steady_state(const Plan &p, const Stmt &body_in, const std::map<std::string, Stmt> &copies) {
+    Stmt steady_state(const Plan &p, const Stmt &body_in,
+                      const std::map<std::string, Stmt> &copies) {
         std::string f_name = p.loop->name + ".iteration";
         Expr f = int_var(f_name);
         Stmt body = body_in;
         Stmt ahead, current; // copies for a later iteration; for this one (a single version)
         for (const Pipelined &pf : p.funcs) {
-            body = insert_before_first_access(body, pf.func, false,
-                                              ir::make_wait({ir::full_barrier(pf.func), int_var(ir::stage_var(pf.func))}));
+            body = insert_before_first_access(
+                body, pf.func, false,
+                ir::make_wait({ir::full_barrier(pf.func), int_var(ir::stage_var(pf.func))}));
             body = substitute(ir::stage_var(pf.func), f % pf.versions, body);
-            if (p.one_trip && pf.versions > 1) continue; // the prologue copied the only iteration's
+            if (p.one_trip && pf.versions > 1)
+                continue; // the prologue copied the only iteration's
             Expr g = f + (pf.versions - 1);
             Stmt c = copy_at(p, pf, copies.at(pf.func), g);
-            if (pf.versions > 1) c = IfThenElse::make(g < total(p), c);
+            if (pf.versions > 1)
+                c = IfThenElse::make(g < total(p), c);
             Stmt &into = pf.versions > 1 ? ahead : current;
             into = into.defined() ? Block::make(into, c) : c;
         }
-        if (ahead.defined()) body = copies_before_compute ? before_first_compute(body, ahead) : Block::make(ahead, body);
-        if (current.defined()) body = Block::make(current, body);
+        if (ahead.defined())
+            body = copies_before_compute ? before_first_compute(body, ahead)
+                                         : Block::make(ahead, body);
+        if (current.defined())
+            body = Block::make(current, body);
         return LetStmt::make(f_name, flat_index(p), body);
     }
 
@@ -317,8 +349,10 @@ private:
             using IRVisitor::visit;
             void visit(const Evaluate *op) override { found = found || is_compute(Stmt(op)); }
             void visit(const LetStmt *op) override {
-                if (is_compute(Stmt(op))) found = true;
-                else IRVisitor::visit(op);
+                if (is_compute(Stmt(op)))
+                    found = true;
+                else
+                    IRVisitor::visit(op);
             }
         } find;
         s.accept(&find);
@@ -330,7 +364,8 @@ private:
     static Stmt before_first_compute(const Stmt &body, const Stmt &ahead) {
         bool placed = false;
         std::function<Stmt(const Stmt &)> place = [&](const Stmt &s) -> Stmt {
-            if (placed) return s;
+            if (placed)
+                return s;
             if (const Block *b = s.as<Block>()) {
                 Stmt first = place(b->first);
                 return Block::make(first, place(b->rest));
@@ -341,7 +376,8 @@ private:
             if (const LetStmt *l = s.as<LetStmt>(); l && !is_compute(s)) {
                 return LetStmt::make(l->name, l->value, place(l->body));
             }
-            if (!holds_compute(s)) return s;
+            if (!holds_compute(s))
+                return s;
             placed = true;
             return Block::make(ahead, s);
         };
@@ -353,11 +389,13 @@ private:
         Stmt body = mutate(op->body);
         Stmt before;
         for (const Plan &p : plans) {
-            if (p.loop != op) continue;
+            if (p.loop != op)
+                continue;
             TakeCopies take(p);
             body = take.mutate(body);
             for (const Pipelined &f : p.funcs) {
-                internal_assert(take.copies.count(f.func)) << "no copy of " << f.func << " in " << op->name << "\n";
+                internal_assert(take.copies.count(f.func))
+                    << "no copy of " << f.func << " in " << op->name << "\n";
             }
             body = steady_state(p, body, take.copies);
             // The prologue goes before the root of the chain: remember it there.
@@ -367,7 +405,8 @@ private:
         auto it = prologues.find(op);
         if (it != prologues.end()) {
             for (auto pr = it->second.rbegin(); pr != it->second.rend(); ++pr) {
-                if (pr->defined()) s = Block::make(*pr, s);
+                if (pr->defined())
+                    s = Block::make(*pr, s);
             }
         }
         return s;
@@ -383,7 +422,8 @@ Stmt software_pipeline(const Stmt &s, CompileContext &ctx, bool copies_before_co
     s.accept(&find);
     Stmt result = remove_no_ops(Pipeline(find.plans, copies_before_compute).mutate(s));
     // Versions used outside every pipeline (straight-line tails) are version 0.
-    for (const auto &[buffer, slots] : ctx.slots) result = substitute(ir::stage_var(buffer), 0, result);
+    for (const auto &[buffer, slots] : ctx.slots)
+        result = substitute(ir::stage_var(buffer), 0, result);
     return result;
 }
 

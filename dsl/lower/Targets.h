@@ -6,7 +6,8 @@
  * target plug-in; the tools' half is backends/common/Backend.h). compile() runs the passes every
  * target shares and asks the entry for the rest:
  *
- *     prepare(), map_to_cores, tile copies, tile MMA, vector ops, stage(), multi_buffer, plan_memory, finish()
+ *     prepare(), map_to_cores, tile copies, tile MMA, vector ops, stage(), multi_buffer,
+ * plan_memory, finish()
  */
 
 #include "tandem/Kernel.h"
@@ -18,13 +19,15 @@ namespace tandem::lower {
 
 struct TargetLowering {
     std::string name;
-    /** On Halide's Stmt, before the shared passes (Ascend: UB rows padded to 32 bytes); may be empty. */
+    /** On Halide's Stmt, before the shared passes (Ascend: UB rows padded to 32 bytes); may be
+     * empty. */
     std::function<Halide::Internal::Stmt(const Halide::Internal::Stmt &, CompileContext &)> prepare;
     /** Before multi-buffering: target-specific staging (Ascend: the cube's L1 -> L0 operands). */
     std::function<Halide::Internal::Stmt(const Halide::Internal::Stmt &, CompileContext &)> stage;
     /** After memory planning: how the engines meet (software pipeline, warp roles, flags); it may
      * add buffers (Ascend: the vector instructions' scratch). */
-    std::function<Halide::Internal::Stmt(const Halide::Internal::Stmt &, CompileContext &, std::vector<SramBuffer> &)>
+    std::function<Halide::Internal::Stmt(const Halide::Internal::Stmt &, CompileContext &,
+                                         std::vector<SramBuffer> &)>
         finish;
     /** Where a buffer lives, for Kernel::stmt_text. */
     std::function<std::string(const SramBuffer &)> memory_name;

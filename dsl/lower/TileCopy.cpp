@@ -21,7 +21,8 @@ bool copy_box(const Nest &nest, const Expr &dst_index, const Expr &src_index, ir
     op->dims.clear();
     for (auto l = nest.loops.rbegin(); l != nest.loops.rend(); ++l) {
         Expr ds = affine_step(dst_index, l->name), ss = affine_step(src_index, l->name);
-        if (!ds.defined() || !ss.defined()) return false;
+        if (!ds.defined() || !ss.defined())
+            return false;
         op->dims.push_back({l->extent, ds, ss});
     }
     op->dst_offset = at_loop_mins(dst_index, nest.loops);
@@ -35,14 +36,16 @@ bool copy_box(const Nest &nest, const Expr &dst_index, const Expr &src_index, ir
  * matched dim), and a dim of extent 1 outside the view is dropped. A box that does not walk the
  * tensor's dims (a transposing copy) is left as it is. */
 void conform_to_tensor(ir::CopyOp *op, const KernelArg *arg, bool global_is_src) {
-    if (!arg) return;
+    if (!arg)
+        return;
     std::vector<KernelArg::Dim> view = arg->copy_view();
     std::vector<ir::CopyDim> dims(view.size());
     std::vector<bool> matched(view.size(), false);
     for (const ir::CopyDim &dim : op->dims) {
         const Expr stride = global_is_src ? dim.src_stride : dim.dst_stride;
         size_t d = 0;
-        while (d < view.size() && (matched[d] || !can_prove(stride == view[d].stride))) d++;
+        while (d < view.size() && (matched[d] || !can_prove(stride == view[d].stride)))
+            d++;
         if (d < view.size()) {
             dims[d] = dim;
             matched[d] = true;
@@ -77,7 +80,8 @@ private:
 
     const KernelArg *arg(const std::string &name) const {
         for (const KernelArg &a : ctx.args) {
-            if (a.name == name) return &a;
+            if (a.name == name)
+                return &a;
         }
         return nullptr; // a pass test that gives no tensor shapes
     }
@@ -87,29 +91,35 @@ private:
     }
 
     Stmt visit(const ProducerConsumer *op) override {
-        if (op->is_producer) produced.insert(op->name);
-        if (!op->is_producer || op->name == ctx.output) return IRMutator::visit(op);
+        if (op->is_producer)
+            produced.insert(op->name);
+        if (!op->is_producer || op->name == ctx.output)
+            return IRMutator::visit(op);
         const Directives d = ctx.of(op->name);
         Nest nest;
         const Load *load = nullptr;
-        if (as_perfect_nest(op->body, &nest)) load = nest.store->value.as<Load>();
+        if (as_perfect_nest(op->body, &nest))
+            load = nest.store->value.as<Load>();
         bool copy = load && is_input(load->name) && load->type == nest.store->value.type() &&
                     nest.store->name == op->name;
         if (!copy) {
             if (d.async_copy) {
-                throw Error(where(op->name, "async_copy()") + op->name +
-                            " is not a plain copy of an input (its definition computes or converts "
-                            "values); async_copy applies to copy stages such as A.in(consumer) - the "
-                            "DMA engine moves bytes, it does not convert types");
+                throw Error(
+                    where(op->name, "async_copy()") + op->name +
+                    " is not a plain copy of an input (its definition computes or converts "
+                    "values); async_copy applies to copy stages such as A.in(consumer) - the "
+                    "DMA engine moves bytes, it does not convert types");
             }
             return IRMutator::visit(op);
         }
-        if (loop_depth > 0) produced_in_loop.insert(op->name);
+        if (loop_depth > 0)
+            produced_in_loop.insert(op->name);
         copied_in.insert(op->name);
         ir::CopyOp c;
         if (!copy_box(nest, nest.store->index, load->index, &c)) {
             throw Error(where(op->name, d.async_copy ? "async_copy()" : "compute_at") + op->name +
-                        " does not read an affine box of " + load->name + ", so no DMA can copy it");
+                        " does not read an affine box of " + load->name +
+                        ", so no DMA can copy it");
         }
         c.dst = op->name;
         c.src = load->name;
@@ -124,7 +134,8 @@ private:
         Nest nest;
         // A loop spread over the cores is the tile loop, never part of a tile's store nest.
         bool tile_loop = is_core_loop(op->name);
-        if (!tile_loop && as_perfect_nest(op, &nest) && nest.store->name == ctx.output) return store_out(nest);
+        if (!tile_loop && as_perfect_nest(op, &nest) && nest.store->name == ctx.output)
+            return store_out(nest);
         loop_depth++;
         push_loop(loops, op);
         Stmt s = IRMutator::visit(op);
@@ -136,7 +147,8 @@ private:
 
     Stmt visit(const Store *op) override {
         Nest nest;
-        if (op->name == ctx.output && as_perfect_nest(op, &nest)) return store_out(nest);
+        if (op->name == ctx.output && as_perfect_nest(op, &nest))
+            return store_out(nest);
         return IRMutator::visit(op);
     }
 
@@ -145,11 +157,12 @@ private:
     Stmt store_out(const Nest &nest) {
         const Store *st = nest.store;
         const Load *load = st->value.as<Load>();
-        // On Hopper the accumulator is in registers and TMA stores from shared memory: always stage.
-        // On Ascend the Fixpipe stores an MMA accumulator (L0C) to GM converting its type.
+        // On Hopper the accumulator is in registers and TMA stores from shared memory: always
+        // stage. On Ascend the Fixpipe stores an MMA accumulator (L0C) to GM converting its type.
         // A tile copied in from DRAM is not stored straight back out (out = a): its versions
         // belong to the input's ring, so the store goes through a staging tile.
-        bool direct = ctx.target.arch != Target::Arch::Hopper && load && load->type == st->value.type() && !is_input(load->name) &&
+        bool direct = ctx.target.arch != Target::Arch::Hopper && load &&
+                      load->type == st->value.type() && !is_input(load->name) &&
                       load->name != ctx.output && !copied_in.count(load->name);
         if (ctx.target.arch == Target::Arch::Ascend && !direct) {
             // A cast of the accumulator is the Fixpipe's own; any other epilogue runs on the
@@ -170,14 +183,18 @@ private:
         int64_t elements = 1;
         // One loop that does not step along the output's rows is a column: each element a row
         // of its own block.
-        const int per_block = ctx.target.arch == Target::Arch::Ascend ? 32 / std::max(1, st->value.type().bytes()) : 1;
+        const int per_block = ctx.target.arch == Target::Arch::Ascend
+                                  ? 32 / std::max(1, st->value.type().bytes())
+                                  : 1;
         const bool column = per_block > 1 && nest.loops.size() == 1 && [&] {
             Expr step = affine_step(st->index, nest.loops.back().name);
             return !step.defined() || !can_prove(step == 1);
         }();
-        if (column) elements = per_block;
+        if (column)
+            elements = per_block;
         for (auto l = nest.loops.rbegin(); l != nest.loops.rend(); ++l) {
-            stage_index = stage_index + (Variable::make(Halide::Int(32), l->name) - l->min) * int(elements);
+            stage_index =
+                stage_index + (Variable::make(Halide::Int(32), l->name) - l->min) * int(elements);
             int64_t bound = constant_upper_bound(l->extent, loops);
             if (!direct && bound < 0) {
                 throw Error(where(ctx.output, "tile") + "the extent of loop " + l->name +
@@ -199,19 +216,24 @@ private:
         c.slot = 0;
         stores_out++;
         Stmt store = ir::make_copy(c);
-        if (!out.async_copy) store = Block::make(store, ir::make_wait({c.barrier, 0}));
-        if (direct) return store;
-        Stmt compute = Store::make(source, st->value, stage_index, st->param, st->predicate, st->alignment);
+        if (!out.async_copy)
+            store = Block::make(store, ir::make_wait({c.barrier, 0}));
+        if (direct)
+            return store;
+        Stmt compute =
+            Store::make(source, st->value, stage_index, st->param, st->predicate, st->alignment);
         for (auto l = nest.loops.rbegin(); l != nest.loops.rend(); ++l) {
-            compute = For::make(l->name, l->min, l->extent, ForType::Serial, Halide::DeviceAPI::None, compute);
+            compute = For::make(l->name, l->min, l->extent, ForType::Serial,
+                                Halide::DeviceAPI::None, compute);
         }
-        return Allocate::make(source, st->value.type(), Halide::MemoryType::Auto, {Expr(int(elements))},
-                              const_true(), Block::make(compute, store));
+        return Allocate::make(source, st->value.type(), Halide::MemoryType::Auto,
+                              {Expr(int(elements))}, const_true(), Block::make(compute, store));
     }
 
     bool computed_inline(const std::string &f) const {
         auto it = ctx.functions.find(f);
-        if (it == ctx.functions.end()) return false;
+        if (it == ctx.functions.end())
+            return false;
         try {
             return it->second.schedule().compute_level().is_inlined();
         } catch (const Halide::CompileError &) {
@@ -223,7 +245,8 @@ private:
 
     bool computed_at_root(const std::string &f) const {
         auto it = ctx.functions.find(f);
-        if (it == ctx.functions.end()) return false;
+        if (it == ctx.functions.end())
+            return false;
         Halide::LoopLevel level = it->second.schedule().compute_level();
         try {
             return level.is_root();
@@ -242,25 +265,30 @@ public:
     }
     void check_done() const {
         for (const std::string &f : ctx.funcs) {
-            if (f == ctx.output || !ctx.of(f).async_copy) continue;
+            if (f == ctx.output || !ctx.of(f).async_copy)
+                continue;
             if (!produced.count(f) && !read.count(f) && !computed_inline(f)) {
-                throw Error(where(f, "async_copy()") + f + " is never read (Halide found that nothing depends on "
+                throw Error(where(f, "async_copy()") + f +
+                            " is never read (Halide found that nothing depends on "
                             "it), so there is nothing to copy; remove its staging");
             }
             if (!produced.count(f)) {
-                throw Error(where(f, "async_copy()") + f + " is computed inline, so it has no storage to copy into; "
+                throw Error(where(f, "async_copy()") + f +
+                            " is computed inline, so it has no storage to copy into; "
                             "schedule it with compute_at(consumer, var)");
             }
-            // A copy outside every loop is fine if Halide removed a loop of one iteration (or left a
-            // partitioned tail); it is an error if the Func is computed at the root.
+            // A copy outside every loop is fine if Halide removed a loop of one iteration (or left
+            // a partitioned tail); it is an error if the Func is computed at the root.
             if (!produced_in_loop.count(f) && computed_at_root(f)) {
                 throw Error(where(f, "async_copy()") + f +
-                            " is computed outside every loop of its consumer, so there is nothing to overlap; "
+                            " is computed outside every loop of its consumer, so there is nothing "
+                            "to overlap; "
                             "compute it inside a loop with compute_at(consumer, var)");
             }
         }
         if (stores_out == 0) {
-            throw Error("Func '" + ctx.output + "': no store of the output was found after lowering");
+            throw Error("Func '" + ctx.output +
+                        "': no store of the output was found after lowering");
         }
     }
 };

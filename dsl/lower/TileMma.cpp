@@ -15,7 +15,8 @@ namespace {
 
 const Load *operand(const Expr &e) {
     if (const Cast *c = e.as<Cast>()) {
-        if (!c->type.is_float() || c->type.bits() != 32) return nullptr;
+        if (!c->type.is_float() || c->type.bits() != 32)
+            return nullptr;
         return c->value.as<Load>();
     }
     return e.as<Load>();
@@ -36,18 +37,21 @@ private:
     int pure_arg_of(const std::string &func, const std::string &loop) const {
         auto f = ctx.functions.find(func);
         std::string prefix = func + ".s1.";
-        if (f == ctx.functions.end() || f->second.updates().empty() || loop.rfind(prefix, 0) != 0) return -1;
+        if (f == ctx.functions.end() || f->second.updates().empty() || loop.rfind(prefix, 0) != 0)
+            return -1;
         const Definition &update = f->second.update(0);
         std::string var = loop.substr(prefix.size());
         const std::string rebased = ".rebased"; // Halide's RebaseLoopsToZero
-        if (var.size() > rebased.size() && var.compare(var.size() - rebased.size(), rebased.size(), rebased) == 0) {
+        if (var.size() > rebased.size() &&
+            var.compare(var.size() - rebased.size(), rebased.size(), rebased) == 0) {
             var.resize(var.size() - rebased.size());
         }
         for (bool changed = true; changed;) {
             changed = false;
             for (const Split &s : update.schedule().splits()) {
                 if (s.is_fuse()) {
-                    if (s.old_var == var) return -1;
+                    if (s.old_var == var)
+                        return -1;
                 } else if (s.outer == var || (s.is_split() && s.inner == var)) {
                     var = s.old_var;
                     changed = true;
@@ -56,7 +60,8 @@ private:
         }
         for (size_t i = 0; i < update.args().size(); i++) {
             const Variable *v = update.args()[i].as<Variable>();
-            if (v && v->name == var) return int(i);
+            if (v && v->name == var)
+                return int(i);
         }
         return -1;
     }
@@ -85,26 +90,30 @@ private:
         const std::string &acc = st->name;
         const Add *add = st->value.as<Add>();
         const Load *self = add ? add->a.as<Load>() : nullptr;
-        if (!self || self->name != acc) return original; // e.g. the initialisation
+        if (!self || self->name != acc)
+            return original; // e.g. the initialisation
         const Mul *mul = add->b.as<Mul>();
         const Load *x = mul ? operand(mul->a) : nullptr;
         const Load *y = mul ? operand(mul->b) : nullptr;
-        if (!x || !y) fail(acc, "the update is not acc += A * B with operands loaded from tiles");
+        if (!x || !y)
+            fail(acc, "the update is not acc += A * B with operands loaded from tiles");
         if (!st->value.type().is_float() || st->value.type().bits() != 32) {
             fail(acc, "the accumulator must be float32, it is " + type_name(st->value.type()));
         }
         for (const Load *l : {x, y}) {
             if (std::find(ctx.inputs.begin(), ctx.inputs.end(), l->name) != ctx.inputs.end()) {
-                fail(acc, "operand " + l->name + " is read from DRAM; stage it on chip with " + l->name +
-                              ".in(" + acc + ").compute_at(...)");
+                fail(acc, "operand " + l->name + " is read from DRAM; stage it on chip with " +
+                              l->name + ".in(" + acc + ").compute_at(...)");
             }
             bool f32 = l->type.is_float() && !l->type.is_bfloat() && l->type.bits() == 32;
             if (!l->type.is_bfloat() && !f32) {
-                fail(acc, "operand " + l->name + " is " + type_name(l->type) + "; the tensor core takes bf16 or f32");
+                fail(acc, "operand " + l->name + " is " + type_name(l->type) +
+                              "; the tensor core takes bf16 or f32");
             }
         }
         if (nest.loops.size() > 3 || !can_prove(self->index == st->index)) {
-            fail(acc, "expected at most three loops (m, n, k) around acc(n, m) += A(k, m) * B(n, k), found " +
+            fail(acc, "expected at most three loops (m, n, k) around acc(n, m) += A(k, m) * B(n, "
+                      "k), found " +
                           std::to_string(nest.loops.size()));
         }
         // Classify the loops by the indices they move: k moves both operands but not acc; m and n
@@ -114,7 +123,8 @@ private:
         std::vector<const Loop *> acc_loops;
         const Loop *k = nullptr;
         for (const Loop &l : nest.loops) {
-            if (!affine_step(st->index, l.name).defined() || !affine_step(x->index, l.name).defined() ||
+            if (!affine_step(st->index, l.name).defined() ||
+                !affine_step(x->index, l.name).defined() ||
                 !affine_step(y->index, l.name).defined()) {
                 fail(acc, "an index is not affine in loop " + l.name);
             }
@@ -126,15 +136,18 @@ private:
             } else if (in_acc && in_x != in_y) {
                 acc_loops.push_back(&l);
             } else {
-                fail(acc, "loop " + l.name + " is none of m (moves acc and A), n (moves acc and B) and k (moves "
-                          "A and B)");
+                fail(acc, "loop " + l.name +
+                              " is none of m (moves acc and A), n (moves acc and B) and k (moves "
+                              "A and B)");
             }
         }
         const Loop *m = nullptr, *n = nullptr;
         if (acc_loops.size() == 2) {
             // n is the one along which acc is contiguous (else the inner one).
-            bool first_contiguous = is_const_one(simplify(affine_step(st->index, acc_loops[0]->name)));
-            bool second_contiguous = is_const_one(simplify(affine_step(st->index, acc_loops[1]->name)));
+            bool first_contiguous =
+                is_const_one(simplify(affine_step(st->index, acc_loops[0]->name)));
+            bool second_contiguous =
+                is_const_one(simplify(affine_step(st->index, acc_loops[1]->name)));
             bool first_is_n = first_contiguous && !second_contiguous;
             n = first_is_n ? acc_loops[0] : acc_loops[1];
             m = first_is_n ? acc_loops[1] : acc_loops[0];
@@ -143,11 +156,12 @@ private:
         }
         // A moves with m, B with n; with neither (a 1 x 1 tile) A is the operand the other MMAs
         // into acc take as A (the product's first operand if there are none).
-        bool x_is_a = m ? !provably_zero(affine_step(x->index, m->name))
+        bool x_is_a = m   ? !provably_zero(affine_step(x->index, m->name))
                       : n ? provably_zero(affine_step(x->index, n->name))
                           : !a_operand.count(acc) || a_operand[acc] == x->name;
         const Load *a = x_is_a ? x : y, *b = x_is_a ? y : x;
-        if (m || n) a_operand[acc] = a->name;
+        if (m || n)
+            a_operand[acc] = a->name;
         if ((n && !provably_zero(affine_step(a->index, n->name))) ||
             (m && !provably_zero(affine_step(b->index, m->name)))) {
             fail(acc, "the operands do not split into A(k, m) and B(n, k)");
@@ -194,9 +208,10 @@ Stmt recognize_tile_mma(const Stmt &s, CompileContext &ctx) {
     Stmt result = r.mutate(s);
     for (const std::string &f : ctx.funcs) {
         if (ctx.of(f).tile_mma && !r.recognized.count(f)) {
-            throw Error("Func '" + f + "', directive tile_mma(): no update nest of " + f +
-                        " has the form acc(n, m) += A(k, m) * B(n, k) over three loops with A and B "
-                        "staged on chip");
+            throw Error(
+                "Func '" + f + "', directive tile_mma(): no update nest of " + f +
+                " has the form acc(n, m) += A(k, m) * B(n, k) over three loops with A and B "
+                "staged on chip");
         }
     }
     return result;

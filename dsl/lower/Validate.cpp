@@ -24,7 +24,8 @@ private:
     const Kernel &kernel;
     void check(const std::string &name) {
         if (!kernel.buffer(name) && !kernel.arg(name)) {
-            internal_error << "async Stmt of " << kernel.name << " names unknown buffer " << name << "\n";
+            internal_error << "async Stmt of " << kernel.name << " names unknown buffer " << name
+                           << "\n";
         }
     }
     void visit(const Load *op) override {
@@ -37,7 +38,8 @@ private:
     }
     void visit(const Variable *op) override {
         if (op->name.size() > 6 && op->name.compare(op->name.size() - 6, 6, ".stage") == 0) {
-            internal_error << "version variable " << op->name << " left free in " << kernel.name << "\n";
+            internal_error << "version variable " << op->name << " left free in " << kernel.name
+                           << "\n";
         }
     }
 };
@@ -51,10 +53,12 @@ std::map<std::string, Function> pipeline_functions(const Function &output) {
         Function f = todo.back();
         todo.pop_back();
         for (const auto &[name, callee] : find_transitive_calls(f)) {
-            if (all.emplace(name, callee).second) todo.push_back(callee);
+            if (all.emplace(name, callee).second)
+                todo.push_back(callee);
             for (const auto &[consumer, wrapper] : callee.schedule().wrappers()) {
                 Function w(wrapper);
-                if (all.emplace(w.name(), w).second) todo.push_back(w);
+                if (all.emplace(w.name(), w).second)
+                    todo.push_back(w);
             }
         }
     }
@@ -76,58 +80,80 @@ void validate_schedule(const Func &output, CompileContext &ctx) {
         bool is_output = name == ctx.output;
         if (!is_output) {
             if (d.warp_specialize) {
-                throw Error(where(name, "warp_specialize()") + "it applies to the kernel as a whole; set it on the "
-                            "output Func " + ctx.output);
+                throw Error(where(name, "warp_specialize()") +
+                            "it applies to the kernel as a whole; set it on the "
+                            "output Func " +
+                            ctx.output);
             }
             if (d.cooperative) {
-                throw Error(where(name, "cooperative()") + "it shares the kernel's tiles between consumer "
-                            "warpgroups; set it on the output Func " + ctx.output);
+                throw Error(where(name, "cooperative()") +
+                            "it shares the kernel's tiles between consumer "
+                            "warpgroups; set it on the output Func " +
+                            ctx.output);
             }
             if (d.ping_pong) {
-                throw Error(where(name, "ping_pong()") + "it alternates the result slots of the kernel; set it "
-                            "on the output Func " + ctx.output);
+                throw Error(where(name, "ping_pong()") +
+                            "it alternates the result slots of the kernel; set it "
+                            "on the output Func " +
+                            ctx.output);
             }
             if (!d.cores_var.empty()) {
-                throw Error(where(name, "map_to_cores(" + d.cores_var + ")") + "only the output Func's tile loop "
-                            "can be spread over the cores; set it on " + ctx.output);
+                throw Error(where(name, "map_to_cores(" + d.cores_var + ")") +
+                            "only the output Func's tile loop "
+                            "can be spread over the cores; set it on " +
+                            ctx.output);
             }
         }
         if (d.cluster > 1 && !is_output) {
-            throw Error(where(name, "cluster(" + std::to_string(d.cluster) + ")") + "it groups the tiles of the "
-                        "kernel's tile loop; set it on the output Func " + ctx.output);
+            throw Error(where(name, "cluster(" + std::to_string(d.cluster) + ")") +
+                        "it groups the tiles of the "
+                        "kernel's tile loop; set it on the output Func " +
+                        ctx.output);
         }
         if (d.cluster > 1 && ctx.target.arch != Target::Arch::Hopper) {
-            throw Error(where(name, "cluster(" + std::to_string(d.cluster) + ")") + "thread-block clusters are "
-                        "Hopper's; " + ctx.target.name() + " has none");
+            throw Error(where(name, "cluster(" + std::to_string(d.cluster) + ")") +
+                        "thread-block clusters are "
+                        "Hopper's; " +
+                        ctx.target.name() + " has none");
         }
         if (d.cluster > 1 && !d.warp_specialize) {
-            throw Error(where(name, "cluster(" + std::to_string(d.cluster) + ")") + "the CTAs of a cluster write "
-                        "each other's shared memory, which only the producer / consumer rings' empty barriers "
-                        "make safe; add warp_specialize() on " + name);
+            throw Error(where(name, "cluster(" + std::to_string(d.cluster) + ")") +
+                        "the CTAs of a cluster write "
+                        "each other's shared memory, which only the producer / consumer rings' "
+                        "empty barriers "
+                        "make safe; add warp_specialize() on " +
+                        name);
         }
         if (d.cooperative && ctx.target.arch != Target::Arch::Hopper) {
-            throw Error(where(name, "cooperative()") + "consumer warpgroups that share a tile are Hopper's; " +
-                        ctx.target.name() + " has none (use warp_specialize() alone)");
+            throw Error(where(name, "cooperative()") +
+                        "consumer warpgroups that share a tile are Hopper's; " + ctx.target.name() +
+                        " has none (use warp_specialize() alone)");
         }
         if (d.cooperative && d.ping_pong) {
-            throw Error(where(name, "cooperative()") + "the two consumer warpgroups that share each tile "
+            throw Error(where(name, "cooperative()") +
+                        "the two consumer warpgroups that share each tile "
                         "exclude ping_pong() (consumers on alternate tiles)");
         }
         if (d.cooperative && !d.warp_specialize) {
             for (const auto &[f, other] : ctx.directives) {
                 if (other.tile_mma) {
-                    throw Error(where(name, "cooperative()") + "without warp_specialize() it runs a vector kernel's "
-                                "software pipeline on two warpgroups; the tile MMA of " + f +
-                                " needs warp_specialize() (a producer and the two consumer warpgroups)");
+                    throw Error(
+                        where(name, "cooperative()") +
+                        "without warp_specialize() it runs a vector kernel's "
+                        "software pipeline on two warpgroups; the tile MMA of " +
+                        f +
+                        " needs warp_specialize() (a producer and the two consumer warpgroups)");
                 }
             }
         }
         if (d.multi_buffer > 1 && !d.async_copy) {
             throw Error(where(name, "multi_buffer(" + std::to_string(d.multi_buffer) + ")") +
-                        "versions only help when the copy is asynchronous; add async_copy() on " + name);
+                        "versions only help when the copy is asynchronous; add async_copy() on " +
+                        name);
         }
         if (d.vectorized) {
-            throw Error(where(name, "vectorize") + "the zpu's vector core works on whole tiles; drop vectorize "
+            throw Error(where(name, "vectorize") +
+                        "the zpu's vector core works on whole tiles; drop vectorize "
                         "from zpu schedules");
         }
     }

@@ -27,7 +27,8 @@ private:
         IRVisitor::visit(op);
     }
     void visit(const Call *op) override {
-        if (op->call_type == Call::Extern && op->name.rfind("tandem_", 0) == 0) element = false;
+        if (op->call_type == Call::Extern && op->name.rfind("tandem_", 0) == 0)
+            element = false;
         IRVisitor::visit(op);
     }
     void visit(const ProducerConsumer *op) override { element = false; }
@@ -47,7 +48,8 @@ bool is_element_code(const Stmt &s) {
  * operation. With vector_arith_by_bytes (Ascend: a 256-byte repeat holds 64 f32 or 128 f16
  * lanes) an operation costs the width in bytes of the elements it works on. */
 struct VectorWeights {
-    double first_load = 0, load = 0, store = 0, arith = 1, transcendental = 1, constant = 0, by_bytes = 0;
+    double first_load = 0, load = 0, store = 0, arith = 1, transcendental = 1, constant = 0,
+           by_bytes = 0;
     double div_sqrt = -1; // division and square root; the arithmetic weight unless given
 
     explicit VectorWeights(const Target &t) {
@@ -63,16 +65,19 @@ struct VectorWeights {
         get("vector_constant", &constant);
         get("vector_arith_by_bytes", &by_bytes);
         get("vector_div_sqrt", &div_sqrt);
-        if (div_sqrt < 0) div_sqrt = arith;
+        if (div_sqrt < 0)
+            div_sqrt = arith;
     }
     /** An operation on elements of type t. */
-    double of(double weight, const Type &t) const { return weight * (by_bytes != 0 ? t.bytes() : 1); }
+    double of(double weight, const Type &t) const {
+        return weight * (by_bytes != 0 ? t.bytes() : 1);
+    }
 };
 
 class CountWork : public IRVisitor {
 public:
     explicit CountWork(const VectorWeights &w) : w(w) {}
-    double per_element = 0;      // charged for every element
+    double per_element = 0;          // charged for every element
     std::set<std::string> constants; // distinct constants: materialised once per op
 
 private:
@@ -106,8 +111,8 @@ private:
         static const std::set<std::string> transcendental = {"exp_f32", "log_f32", "tanh_f32"};
         static const std::set<std::string> div_sqrt = {"sqrt_f32"};
         per_element += w.of(transcendental.count(op->name) ? w.transcendental
-                            : div_sqrt.count(op->name)    ? w.div_sqrt
-                                                          : w.arith,
+                            : div_sqrt.count(op->name)     ? w.div_sqrt
+                                                           : w.arith,
                             op->type);
         IRVisitor::visit(op);
     }
@@ -155,14 +160,18 @@ private:
         scope.pop(op->name);
     }
     void record(const std::string &name, const Expr &index, bool write) {
-        if (name == ctx.output || std::find(ctx.inputs.begin(), ctx.inputs.end(), name) != ctx.inputs.end()) {
-            throw Error("Func '" + current + "': it " + (write ? "writes " : "reads ") + name +
-                        " in DRAM from vector code; on the zpu the vector core works on chip only - "
-                        "stage " + name + " with " + name + ".in(" + current + ") computed inside a loop");
+        if (name == ctx.output ||
+            std::find(ctx.inputs.begin(), ctx.inputs.end(), name) != ctx.inputs.end()) {
+            throw Error(
+                "Func '" + current + "': it " + (write ? "writes " : "reads ") + name +
+                " in DRAM from vector code; on the zpu the vector core works on chip only - "
+                "stage " +
+                name + " with " + name + ".in(" + current + ") computed inside a loop");
         }
         Interval r = bounds_of_expr_in_scope(index, scope);
         if (!r.is_bounded()) {
-            throw Error("Func '" + current + "': the region of " + name + " it touches is unbounded");
+            throw Error("Func '" + current + "': the region of " + name +
+                        " it touches is unbounded");
         }
         auto it = touched.find(name);
         if (it == touched.end()) {
@@ -179,7 +188,8 @@ private:
         CountWork c(weights);
         op->value.accept(&c);
         Expr n = 1;
-        for (const Expr &t : trips) n = n * t;
+        for (const Expr &t : trips)
+            n = n * t;
         const double per_element = std::max(c.per_element + weights.store, 1.0);
         flops = flops + int(std::ceil(per_element)) * n;
         constants.insert(c.constants.begin(), c.constants.end());
@@ -206,7 +216,8 @@ private:
         ir::VectorOp op;
         for (const std::string &b : sum.order) {
             const auto &t = sum.touched[b];
-            if (t.write) op.label += (op.label.empty() ? "" : ", ") + b;
+            if (t.write)
+                op.label += (op.label.empty() ? "" : ", ") + b;
             // Bounds over every tile the nest may run in include tiles it never runs in (a
             // guarded tile past the edge has a negative width, which is also its row pitch); no
             // run touches an on-chip buffer below element 0.
@@ -214,23 +225,28 @@ private:
             op.regions.push_back({b, lo, simplify(t.range.max - lo + 1), t.write});
         }
         // Each distinct constant is materialised once per op (the ZPU's public cost model).
-        op.flops = simplify(sum.flops + int(std::ceil(double(sum.constants.size()) * sum.weights.constant)));
+        op.flops = simplify(sum.flops +
+                            int(std::ceil(double(sum.constants.size()) * sum.weights.constant)));
         return ir::make_vector_op(op, s);
     }
 
     Stmt visit(const For *op) override {
-        if (is_element_code(op)) return wrap(op);
+        if (is_element_code(op))
+            return wrap(op);
         return IRMutator::visit(op);
     }
     Stmt visit(const Store *op) override { return wrap(op); }
     Stmt visit(const IfThenElse *op) override {
-        if (is_element_code(op)) return wrap(op);
+        if (is_element_code(op))
+            return wrap(op);
         return IRMutator::visit(op);
     }
 };
 
 } // namespace
 
-Stmt form_vector_ops(const Stmt &s, CompileContext &ctx) { return FormVectorOps(ctx).mutate(s); }
+Stmt form_vector_ops(const Stmt &s, CompileContext &ctx) {
+    return FormVectorOps(ctx).mutate(s);
+}
 
 } // namespace tandem::lower

@@ -18,9 +18,11 @@ public:
     explicit Bytes(const std::vector<SramBuffer> &buffers) : buffers(buffers) {}
     Expr of(const ir::CopyOp &c) const {
         Expr n = 1;
-        for (const ir::CopyDim &d : c.dims) n = n * d.extent;
+        for (const ir::CopyDim &d : c.dims)
+            n = n * d.extent;
         for (const SramBuffer &b : buffers) {
-            if (b.name == c.dst) return simplify(n * b.type.bytes());
+            if (b.name == c.dst)
+                return simplify(n * b.type.bytes());
         }
         internal_error << "copy into unknown buffer " << c.dst << "\n";
         return Expr();
@@ -42,8 +44,10 @@ private:
     const std::string &output;
     Stmt visit(const Evaluate *op) override {
         ir::CopyOp c;
-        if (!ir::as_copy(op, &c)) return op;
-        if (c.dst == output) return Block::make(ir::make_fence_proxy_async(), op);
+        if (!ir::as_copy(op, &c))
+            return op;
+        if (c.dst == output)
+            return Block::make(ir::make_fence_proxy_async(), op);
         return Block::make(ir::make_expect({c.barrier, c.slot}, bytes.of(c)), op);
     }
 };
@@ -85,7 +89,8 @@ private:
 
     bool has_group(const Stmt &s) const {
         for (const std::string &f : ctx.funcs) {
-            if (f != ctx.output && ctx.of(f).async_copy && ir::touches(s, f)) return true;
+            if (f != ctx.output && ctx.of(f).async_copy && ir::touches(s, f))
+                return true;
         }
         return false;
     }
@@ -104,7 +109,8 @@ private:
         Expr parity = consumer == 0 ? 1 - my_turns % 2 : my_turns % 2; // consumer 0 goes first
         size_t last = 0;
         for (size_t i = 0; i < mine.size(); i++) {
-            if (has_ring_wait(mine[i])) last = i + 1;
+            if (has_ring_wait(mine[i]))
+                last = i + 1;
         }
         mine.insert(mine.begin() + last, ir::make_arrive({order, (consumer + 1) % consumers}));
         mine.insert(mine.begin(), ir::make_wait({order, consumer, parity}));
@@ -119,7 +125,8 @@ private:
             using IRVisitor::visit;
             void visit(const Evaluate *op) override {
                 ir::WaitOp w;
-                if (ir::as_wait(op, &w) && w.barrier.size() > 5 && w.barrier.compare(w.barrier.size() - 5, 5, ".full") == 0 &&
+                if (ir::as_wait(op, &w) && w.barrier.size() > 5 &&
+                    w.barrier.compare(w.barrier.size() - 5, 5, ".full") == 0 &&
                     w.parity.defined()) {
                     found = true;
                 }
@@ -131,7 +138,8 @@ private:
 
     bool is_async_produce(const Stmt &s, std::string *func) const {
         const ProducerConsumer *pc = s.as<ProducerConsumer>();
-        if (!pc || !pc->is_producer || pc->name == ctx.output || !ctx.of(pc->name).async_copy) return false;
+        if (!pc || !pc->is_producer || pc->name == ctx.output || !ctx.of(pc->name).async_copy)
+            return false;
         *func = pc->name;
         return true;
     }
@@ -139,7 +147,8 @@ private:
     static ir::CopyOp copy_of(const Stmt &produce) {
         const Block *b = produce.as<ProducerConsumer>()->body.as<Block>();
         ir::CopyOp c;
-        internal_assert(b && ir::as_copy(b->first, &c)) << "async producer without a copy\n" << produce;
+        internal_assert(b && ir::as_copy(b->first, &c)) << "async producer without a copy\n"
+                                                        << produce;
         return c;
     }
 
@@ -147,9 +156,11 @@ private:
         int n = std::max(1, ctx.of(g.funcs[0]).multi_buffer);
         for (const std::string &f : g.funcs) {
             if (std::max(1, ctx.of(f).multi_buffer) != n) {
-                throw Error("Func '" + f + "', directive multi_buffer(" + std::to_string(ctx.of(f).multi_buffer) +
-                            "): on Hopper the Funcs copied together (" + g.funcs[0] + ", " + f +
-                            ") share one ring of barriers, so they need the same multi_buffer count");
+                throw Error(
+                    "Func '" + f + "', directive multi_buffer(" +
+                    std::to_string(ctx.of(f).multi_buffer) +
+                    "): on Hopper the Funcs copied together (" + g.funcs[0] + ", " + f +
+                    ") share one ring of barriers, so they need the same multi_buffer count");
             }
         }
         return n;
@@ -160,7 +171,8 @@ private:
         int n = versions_of(g);
         rings[g.funcs[0]] = n;
         Stmt advance = ir::make_advance(ring);
-        if (mode == Mode::Skip) return advance;
+        if (mode == Mode::Skip)
+            return advance;
         Expr s = int_var(slot);
         // Every role walks the whole ring, so the lap (ring / n) gives the phase parity.
         Expr lap_parity = (int_var(ring) / n) % 2;
@@ -186,17 +198,19 @@ private:
             parts.push_back(ir::make_arrive({empty, s}));
         }
         Stmt body = block(parts);
-        for (const std::string &f : g.funcs) body = substitute(ir::stage_var(f), s, body);
+        for (const std::string &f : g.funcs)
+            body = substitute(ir::stage_var(f), s, body);
         return Block::make(LetStmt::make(slot, int_var(ring) % n, body), advance);
     }
 
     Stmt transform(const Stmt &s, Mode mode) {
-        if (ping_pong_consumer() && mode == Mode::Consumer && !in_turn && !s.as<For>() && !s.as<IfThenElse>() &&
-            !s.as<LetStmt>() && !contains_core_loop(s) && has_group(s)) {
+        if (ping_pong_consumer() && mode == Mode::Consumer && !in_turn && !s.as<For>() &&
+            !s.as<IfThenElse>() && !s.as<LetStmt>() && !contains_core_loop(s) && has_group(s)) {
             return turn_unit(s); // a partitioned tail outside the tile loop
         }
         std::vector<Stmt> list = flatten(s);
-        if (list.size() == 1 && !list[0].as<Block>()) return transform_one(list[0], mode);
+        if (list.size() == 1 && !list[0].as<Block>())
+            return transform_one(list[0], mode);
         std::vector<Stmt> out;
         for (size_t i = 0; i < list.size(); i++) {
             std::string f;
@@ -221,11 +235,13 @@ private:
                     break;
                 }
                 for (const std::string &func : g.funcs) {
-                    if (ir::touches(list[j], func)) last = j + 1;
+                    if (ir::touches(list[j], func))
+                        last = j + 1;
                 }
             }
             std::vector<Stmt> uses;
-            for (size_t j = k; j < last; j++) uses.push_back(transform_one(list[j], mode));
+            for (size_t j = k; j < last; j++)
+                uses.push_back(transform_one(list[j], mode));
             out.push_back(group_stmt(g, uses, mode));
             i = last - 1;
         }
@@ -240,13 +256,15 @@ private:
             } else {
                 body = transform(f->body, mode);
             }
-            if (is_no_op(body)) return Evaluate::make(0);
+            if (is_no_op(body))
+                return Evaluate::make(0);
             return For::make(f->name, f->min, f->extent, f->for_type, f->device_api, body);
         }
         if (const IfThenElse *i = s.as<IfThenElse>()) {
             Stmt then_case = transform(i->then_case, mode);
             Stmt else_case = i->else_case.defined() ? transform(i->else_case, mode) : Stmt();
-            if (is_no_op(then_case) && (!else_case.defined() || is_no_op(else_case))) return Evaluate::make(0);
+            if (is_no_op(then_case) && (!else_case.defined() || is_no_op(else_case)))
+                return Evaluate::make(0);
             return IfThenElse::make(i->condition, then_case, else_case);
         }
         ir::VectorOp v;
@@ -264,9 +282,12 @@ private:
         // rewriting its staging version, and it drains them at the end.
         if (mode == Mode::Consumer) {
             ir::CopyOp c;
-            if (!ir::as_copy(s, &c)) return s;
-            if (c.dst == ctx.output) return Block::make(ir::make_fence_proxy_async(), s);
-            return Block::make(ir::make_expect({c.barrier, c.slot}, bytes.of(c)), s); // a synchronous load
+            if (!ir::as_copy(s, &c))
+                return s;
+            if (c.dst == ctx.output)
+                return Block::make(ir::make_fence_proxy_async(), s);
+            return Block::make(ir::make_expect({c.barrier, c.slot}, bytes.of(c)),
+                               s); // a synchronous load
         }
         return Evaluate::make(0);
     }
@@ -277,7 +298,8 @@ private:
             bool found = false;
             using IRVisitor::visit;
             void visit(const For *op) override {
-                if (is_core_loop(op->name)) found = true;
+                if (is_core_loop(op->name))
+                    found = true;
                 IRVisitor::visit(op);
             }
         } f;
@@ -290,7 +312,8 @@ private:
  * TMA load (a synchronous copy waited right away). */
 class DeclareBarriers : public IRVisitor {
 public:
-    DeclareBarriers(const CompileContext &ctx, const std::vector<SramBuffer> &buffers, const std::map<std::string, int> &rings)
+    DeclareBarriers(const CompileContext &ctx, const std::vector<SramBuffer> &buffers,
+                    const std::map<std::string, int> &rings)
         : ctx(ctx), buffers(buffers), rings(rings) {}
     std::vector<BarrierDecl> barriers;
 
@@ -302,11 +325,13 @@ private:
     std::set<std::string> seen;
 
     void declare(const std::string &name, int slots, int initial_phase) {
-        if (seen.insert(name).second) barriers.push_back({name, slots, 1, initial_phase});
+        if (seen.insert(name).second)
+            barriers.push_back({name, slots, 1, initial_phase});
     }
     void visit(const Evaluate *op) override {
         ir::CopyOp c;
-        if (!ir::as_copy(op, &c) || c.dst == ctx.output) return;
+        if (!ir::as_copy(op, &c) || c.dst == ctx.output)
+            return;
         std::string base = c.barrier.substr(0, c.barrier.size() - 5); // strip ".full"
         auto ring = rings.find(base);
         if (ring != rings.end()) {
@@ -316,7 +341,8 @@ private:
         }
         int slots = 1;
         for (const SramBuffer &b : buffers) {
-            if (b.name == c.dst) slots = b.slots;
+            if (b.name == c.dst)
+                slots = b.slots;
         }
         declare(c.barrier, slots, 0);
     }
@@ -328,8 +354,10 @@ Stmt specialize_warps(const Stmt &s, CompileContext &ctx, const std::vector<Sram
     const Directives out = ctx.of(ctx.output);
     Bytes bytes(buffers);
     if (out.ping_pong && !out.warp_specialize) {
-        throw Error("Func '" + ctx.output + "', directive ping_pong(): on Hopper the two consumer warpgroups of "
-                    "ping-pong need a producer warpgroup; add warp_specialize() on " + ctx.output);
+        throw Error("Func '" + ctx.output +
+                    "', directive ping_pong(): on Hopper the two consumer warpgroups of "
+                    "ping-pong need a producer warpgroup; add warp_specialize() on " +
+                    ctx.output);
     }
     if (!out.warp_specialize) {
         ctx.warpgroups = 1;
@@ -338,19 +366,24 @@ Stmt specialize_warps(const Stmt &s, CompileContext &ctx, const std::vector<Sram
         result.accept(&d);
         ctx.barriers = d.barriers;
         ctx.consumer_warpgroups = out.cooperative ? 2 : 1;
-        ctx.notes.push_back(out.cooperative ? "cooperative: two warpgroups run the software pipeline, its vector ops "
-                                              "strided over their 256 threads (the model runs them as one agent)"
-                                            : "hopper: one warpgroup runs the software pipeline");
+        ctx.notes.push_back(
+            out.cooperative
+                ? "cooperative: two warpgroups run the software pipeline, its vector ops "
+                  "strided over their 256 threads (the model runs them as one agent)"
+                : "hopper: one warpgroup runs the software pipeline");
         return result;
     }
     int consumers = out.ping_pong ? 2 : 1;
     Roles roles(ctx, bytes);
     Stmt producer = roles.role(s, -1, consumers);
     std::vector<Stmt> consumer;
-    for (int c = 0; c < consumers; c++) consumer.push_back(roles.role(s, c, consumers));
+    for (int c = 0; c < consumers; c++)
+        consumer.push_back(roles.role(s, c, consumers));
     auto with_rings = [&](Stmt body) {
-        for (const auto &[name, versions] : roles.rings) body = LetStmt::make(name + ".ring", 0, body);
-        if (consumers > 1) body = LetStmt::make(Roles::turn, 0, body);
+        for (const auto &[name, versions] : roles.rings)
+            body = LetStmt::make(name + ".ring", 0, body);
+        if (consumers > 1)
+            body = LetStmt::make(Roles::turn, 0, body);
         return body;
     };
     // Registers: the producer gives its share to the consumers (HOPPER-FACTS.md).
@@ -358,22 +391,26 @@ Stmt specialize_warps(const Stmt &s, CompileContext &ctx, const std::vector<Sram
     Stmt chain, result;
     for (int c = consumers - 1; c >= 0; c--) {
         const int threads = 128 * (1 + consumers * (out.cooperative ? 2 : 1));
-        Stmt body = with_rings(Block::make(ir::make_setmaxnreg(threads == 384 ? 232 : 240, true), consumer[c]));
+        Stmt body = with_rings(
+            Block::make(ir::make_setmaxnreg(threads == 384 ? 232 : 240, true), consumer[c]));
         chain = chain.defined() ? IfThenElse::make(ir::warpgroup() == 1 + c, body, chain) : body;
     }
-    result = IfThenElse::make(ir::warpgroup() == 0, with_rings(Block::make(ir::make_setmaxnreg(40, false), producer)),
-                              chain);
+    result =
+        IfThenElse::make(ir::warpgroup() == 0,
+                         with_rings(Block::make(ir::make_setmaxnreg(40, false), producer)), chain);
     ctx.warpgroups = 1 + consumers;
     ctx.consumer_warpgroups = out.cooperative ? 2 : 1;
     DeclareBarriers d(ctx, buffers, roles.rings);
     result.accept(&d);
     ctx.barriers = d.barriers;
-    if (consumers > 1) ctx.barriers.push_back({Roles::order, consumers, 1, 0});
+    if (consumers > 1)
+        ctx.barriers.push_back({Roles::order, consumers, 1, 0});
     ctx.notes.push_back("warp_specialize: a producer warpgroup and " + std::to_string(consumers) +
                         " consumer warpgroup(s) joined by mbarrier rings");
     if (out.cooperative)
-        ctx.notes.push_back("cooperative: the consumer role runs on two warpgroups, each on alternate 64-row "
-                            "MMA blocks of every tile (the model runs it as one agent)");
+        ctx.notes.push_back(
+            "cooperative: the consumer role runs on two warpgroups, each on alternate 64-row "
+            "MMA blocks of every tile (the model runs it as one agent)");
     return result;
 }
 

@@ -40,15 +40,18 @@ private:
     Stmt visit(const AssertStmt *op) override { return Evaluate::make(0); }
     Stmt visit(const LetStmt *op) override {
         const Call *c = op->value.as<Call>();
-        if (const Cast *cast = op->value.as<Cast>()) c = cast->value.as<Call>();
+        if (const Cast *cast = op->value.as<Cast>())
+            c = cast->value.as<Call>();
         if (c && c->name.rfind("_halide_buffer_", 0) == 0) {
             Stmt body = mutate(op->body);
             // The host pointer's name is the buffer's name in Load/Store; every other field must be
             // a constant by now, or a runtime extent.
-            if (c->name != "_halide_buffer_get_host" && !runtime.count(op->name) && stmt_uses_var(body, op->name)) {
-                throw Error("the kernel's shapes must start at 0 and be dense: " + op->name +
-                            " is used after lowering; set_min(0) (or set_bounds) on every dimension of "
-                            "every input and of the output, and set_stride to the dense stride");
+            if (c->name != "_halide_buffer_get_host" && !runtime.count(op->name) &&
+                stmt_uses_var(body, op->name)) {
+                throw Error(
+                    "the kernel's shapes must start at 0 and be dense: " + op->name +
+                    " is used after lowering; set_min(0) (or set_bounds) on every dimension of "
+                    "every input and of the output, and set_stride to the dense stride");
             }
             return body;
         }
@@ -56,8 +59,10 @@ private:
     }
     Stmt visit(const Block *op) override {
         Stmt first = mutate(op->first), rest = mutate(op->rest);
-        if (is_no_op(first)) return rest;
-        if (is_no_op(rest)) return first;
+        if (is_no_op(first))
+            return rest;
+        if (is_no_op(rest))
+            return first;
         return Block::make(first, rest);
     }
 };
@@ -67,23 +72,30 @@ private:
 class InlineLets : public IRMutator {
 private:
     using IRMutator::visit;
-    Stmt visit(const LetStmt *op) override { return mutate(substitute(op->name, op->value, op->body)); }
+    Stmt visit(const LetStmt *op) override {
+        return mutate(substitute(op->name, op->value, op->body));
+    }
     Expr visit(const Let *op) override { return mutate(substitute(op->name, op->value, op->body)); }
 };
 
 /** The argument's shape: every dim starts at 0; an extent without a constraint is a runtime
  * extent (its estimate, if any, is kept as the extent). */
-KernelArg shape_of(const Halide::Internal::Parameter &p, const std::string &name, Halide::Type type, bool output) {
+KernelArg shape_of(const Halide::Internal::Parameter &p, const std::string &name, Halide::Type type,
+                   bool output) {
     KernelArg a{name, type, {}, output, {}};
     for (int d = 0; d < p.dimensions(); d++) {
-        const IntImm *min = p.min_constraint(d).defined() ? p.min_constraint(d).as<IntImm>() : nullptr;
-        const IntImm *ext = p.extent_constraint(d).defined() ? p.extent_constraint(d).as<IntImm>() : nullptr;
+        const IntImm *min =
+            p.min_constraint(d).defined() ? p.min_constraint(d).as<IntImm>() : nullptr;
+        const IntImm *ext =
+            p.extent_constraint(d).defined() ? p.extent_constraint(d).as<IntImm>() : nullptr;
         if (!min || min->value != 0 || (p.extent_constraint(d).defined() && !ext)) {
             throw Error("buffer '" + name + "': dimension " + std::to_string(d) +
-                        " must start at 0 (dim(d).set_min(0), or set_bounds(0, extent) for a static extent)");
+                        " must start at 0 (dim(d).set_min(0), or set_bounds(0, extent) for a "
+                        "static extent)");
         }
         const IntImm *estimate = p.extent_constraint_estimate(d).defined()
-                                     ? p.extent_constraint_estimate(d).as<IntImm>() : nullptr;
+                                     ? p.extent_constraint_estimate(d).as<IntImm>()
+                                     : nullptr;
         a.extents.push_back(ext ? int(ext->value) : estimate ? int(estimate->value) : 0);
         a.runtime.push_back(ext == nullptr);
     }
@@ -100,13 +112,18 @@ const Directives &CompileContext::of(const std::string &func) const {
 
 int64_t KernelArg::elements() const {
     int64_t n = 1;
-    for (int e : extents) n *= e;
+    for (int e : extents)
+        n *= e;
     return n;
 }
 
-bool KernelArg::has_runtime_shape() const { return std::count(runtime.begin(), runtime.end(), true) > 0; }
+bool KernelArg::has_runtime_shape() const {
+    return std::count(runtime.begin(), runtime.end(), true) > 0;
+}
 
-std::string KernelArg::extent_name(int d) const { return name + ".extent." + std::to_string(d); }
+std::string KernelArg::extent_name(int d) const {
+    return name + ".extent." + std::to_string(d);
+}
 
 std::vector<KernelArg::Dim> KernelArg::copy_view() const {
     std::vector<Dim> view;
@@ -114,35 +131,41 @@ std::vector<KernelArg::Dim> KernelArg::copy_view() const {
     for (size_t d = 0; d < extents.size(); d++) {
         const bool symbolic = d < runtime.size() && runtime[d];
         Expr e = symbolic ? Variable::make(Halide::Int(32), extent_name(int(d))) : Expr(extents[d]);
-        if (symbolic || extents[d] > 1) view.push_back({e, stride});
+        if (symbolic || extents[d] > 1)
+            view.push_back({e, stride});
         stride = simplify(stride * e);
     }
-    if (view.empty()) view.push_back({1, 1});
+    if (view.empty())
+        view.push_back({1, 1});
     return view;
 }
 
 std::vector<KernelArg::Dim> KernelArg::copy_view(const Shapes &shapes) const {
     std::map<std::string, Expr> values;
-    for (const auto &[name, value] : shapes) values[name] = Expr(int(value));
+    for (const auto &[name, value] : shapes)
+        values[name] = Expr(int(value));
     std::vector<Dim> view = copy_view();
     for (Dim &d : view) {
         d.extent = simplify(substitute(values, d.extent));
         d.stride = simplify(substitute(values, d.stride));
-        internal_assert(is_const(d.extent) && is_const(d.stride)) << "copy view of " << name << " without its extents\n";
+        internal_assert(is_const(d.extent) && is_const(d.stride))
+            << "copy view of " << name << " without its extents\n";
     }
     return view;
 }
 
 const SramBuffer *Kernel::buffer(const std::string &name) const {
     for (const SramBuffer &b : buffers) {
-        if (b.name == name) return &b;
+        if (b.name == name)
+            return &b;
     }
     return nullptr;
 }
 
 const KernelArg *Kernel::arg(const std::string &name) const {
     for (const KernelArg &a : args) {
-        if (a.name == name) return &a;
+        if (a.name == name)
+            return &a;
     }
     return nullptr;
 }
@@ -152,17 +175,19 @@ std::string Kernel::stmt_text() const {
     os << "// kernel " << name << " for " << target.name() << "\n";
     for (const KernelArg &a : args) {
         os << "// " << (a.output ? "output " : "input  ") << a.name << ": " << a.type << " [";
-        for (size_t d = 0; d < a.extents.size(); d++) os << (d ? " x " : "") << a.extents[d];
+        for (size_t d = 0; d < a.extents.size(); d++)
+            os << (d ? " x " : "") << a.extents[d];
         os << "] in DRAM\n";
     }
     for (const KernelArg &w : workspaces) {
         os << "// workspace " << w.name << ": " << w.type << " [" << w.elements() << "] in DRAM\n";
     }
     for (const SramBuffer &b : buffers) {
-        os << "// " << lower::lowering_of(target).memory_name(b) << " " << b.name << ": " << b.type << " " << b.slots << " x "
-           << b.slot_elements << " at byte " << b.offset_bytes << "\n";
+        os << "// " << lower::lowering_of(target).memory_name(b) << " " << b.name << ": " << b.type
+           << " " << b.slots << " x " << b.slot_elements << " at byte " << b.offset_bytes << "\n";
     }
-    for (const std::string &n : notes) os << "// " << n << "\n";
+    for (const std::string &n : notes)
+        os << "// " << n << "\n";
     os << body;
     return os.str();
 }
@@ -171,43 +196,51 @@ std::vector<std::string> Kernel::runtime_extent_names() const {
     std::vector<std::string> names;
     for (const KernelArg &a : args) {
         for (size_t d = 0; d < a.runtime.size(); d++)
-            if (a.runtime[d]) names.push_back(a.extent_name(int(d)));
+            if (a.runtime[d])
+                names.push_back(a.extent_name(int(d)));
     }
     return names;
 }
 
 bool Kernel::has_runtime_shapes() const {
-    return std::any_of(args.begin(), args.end(), [](const KernelArg &a) { return a.has_runtime_shape(); });
+    return std::any_of(args.begin(), args.end(),
+                       [](const KernelArg &a) { return a.has_runtime_shape(); });
 }
 
 Shapes Kernel::bind_shapes(const std::vector<std::vector<int>> &extents) const {
     if (extents.size() != args.size()) {
-        throw Error("kernel " + name + " takes " + std::to_string(args.size()) + " arguments, given " +
-                    std::to_string(extents.size()) + " shapes");
+        throw Error("kernel " + name + " takes " + std::to_string(args.size()) +
+                    " arguments, given " + std::to_string(extents.size()) + " shapes");
     }
     Shapes values;
     for (size_t i = 0; i < args.size(); i++) {
         const KernelArg &a = args[i];
         if (extents[i].size() != a.extents.size()) {
-            throw Error("kernel " + name + ": argument " + a.name + " has " + std::to_string(a.extents.size()) +
-                        " dimensions, given " + std::to_string(extents[i].size()));
+            throw Error("kernel " + name + ": argument " + a.name + " has " +
+                        std::to_string(a.extents.size()) + " dimensions, given " +
+                        std::to_string(extents[i].size()));
         }
         for (size_t d = 0; d < a.extents.size(); d++) {
             const int e = extents[i][d];
             const bool runtime = d < a.runtime.size() && a.runtime[d];
             if (e < 1 || (!runtime && e != a.extents[d])) {
-                throw Error("kernel " + name + ": argument " + a.name + " dimension " + std::to_string(d) +
-                            " has extent " + std::to_string(e) + "; the kernel takes " +
-                            (runtime ? std::string("an extent of at least 1") : std::to_string(a.extents[d])));
+                throw Error("kernel " + name + ": argument " + a.name + " dimension " +
+                            std::to_string(d) + " has extent " + std::to_string(e) +
+                            "; the kernel takes " +
+                            (runtime ? std::string("an extent of at least 1")
+                                     : std::to_string(a.extents[d])));
             }
-            if (runtime) values[a.extent_name(int(d))] = e;
+            if (runtime)
+                values[a.extent_name(int(d))] = e;
         }
     }
     check_call(call_checks, values, name);
     return values;
 }
 
-std::string user_text(const std::string &text) { return std::regex_replace(text, std::regex("\\$[0-9]+"), ""); }
+std::string user_text(const std::string &text) {
+    return std::regex_replace(text, std::regex("\\$[0-9]+"), "");
+}
 
 std::string user_text(const Expr &e) {
     std::ostringstream os;
@@ -215,22 +248,28 @@ std::string user_text(const Expr &e) {
     return user_text(os.str());
 }
 
-void check_call(const std::vector<CallCheck> &checks, const Shapes &shapes, const std::string &kernel) {
+void check_call(const std::vector<CallCheck> &checks, const Shapes &shapes,
+                const std::string &kernel) {
     std::map<std::string, Expr> values;
-    for (const auto &[n, v] : shapes) values[n] = Expr(int(v));
+    for (const auto &[n, v] : shapes)
+        values[n] = Expr(int(v));
     for (const CallCheck &check : checks) {
-        if (is_const_one(simplify(substitute(values, check.holds)))) continue;
+        if (is_const_one(simplify(substitute(values, check.holds))))
+            continue;
         std::string at;
         for (const auto &[n, v] : shapes) {
             if (expr_uses_var(check.holds, n))
                 at += (at.empty() ? "" : ", ") + user_text(n) + " = " + std::to_string(v);
         }
-        throw ShapeError("kernel " + kernel + " cannot run at these extents: " + check.why + " (here " + at + ")",
+        throw ShapeError("kernel " + kernel + " cannot run at these extents: " + check.why +
+                             " (here " + at + ")",
                          check.target_limit);
     }
 }
 
-bool takes_runtime_shapes(const Target &target) { return lower::lowering_of(target).runtime_shapes; }
+bool takes_runtime_shapes(const Target &target) {
+    return lower::lowering_of(target).runtime_shapes;
+}
 
 Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const Target &target,
                const std::string &name) {
@@ -238,24 +277,30 @@ Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const 
     ctx.target = target;
     ctx.output = output.name();
     ctx.output_func = &output;
-    for (const ImageParam &p : inputs) ctx.inputs.push_back(p.name());
+    for (const ImageParam &p : inputs)
+        ctx.inputs.push_back(p.name());
     lower::validate_schedule(output, ctx);
 
     Kernel k;
     k.name = name;
     k.target = target;
-    for (const ImageParam &p : inputs) k.args.push_back(shape_of(p.parameter(), p.name(), p.type(), false));
-    k.args.push_back(shape_of(output.output_buffer().parameter(), ctx.output, output.halide().output_types()[0], true));
+    for (const ImageParam &p : inputs)
+        k.args.push_back(shape_of(p.parameter(), p.name(), p.type(), false));
+    k.args.push_back(shape_of(output.output_buffer().parameter(), ctx.output,
+                              output.halide().output_types()[0], true));
     ctx.args = k.args;
     if (k.has_runtime_shapes() && !takes_runtime_shapes(target)) {
-        throw Error("Func '" + ctx.output + "': runtime shapes (an input or output without set_bounds) are not "
-                    "supported on " + target.name() + "; set_bounds on every dimension");
+        throw Error("Func '" + ctx.output +
+                    "': runtime shapes (an input or output without set_bounds) are not "
+                    "supported on " +
+                    target.name() + "; set_bounds on every dimension");
     }
     k.call_checks = lower::required_regions(ctx);
     std::set<std::string> runtime;
     for (const KernelArg &a : k.args) {
         for (size_t d = 0; d < a.extents.size(); d++) {
-            if (a.runtime[d]) runtime.insert(a.extent_name(int(d)));
+            if (a.runtime[d])
+                runtime.insert(a.extent_name(int(d)));
         }
     }
 
@@ -274,19 +319,23 @@ Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const 
     }();
     Stmt s;
     for (const auto &f : module.functions()) {
-        if (f.name == name) s = f.body;
+        if (f.name == name)
+            s = f.body;
     }
     internal_assert(s.defined()) << "Halide produced no function " << name << "\n";
     s = StripHostWrapper(runtime).mutate(s);
     s = simplify(InlineLets().mutate(simplify(s)));
     s = InlineLets().mutate(s);
     k.halide_stmt = s;
-    if (std::getenv("TANDEM_DUMP_HALIDE")) std::cerr << "// Halide's lowered Stmt of " << name << "\n" << s << "\n";
+    if (std::getenv("TANDEM_DUMP_HALIDE"))
+        std::cerr << "// Halide's lowered Stmt of " << name << "\n" << s << "\n";
 
     const lower::TargetLowering &lowering = lower::lowering_of(target);
     s = lower::rejoin_tails(s, runtime);
-    if (std::getenv("TANDEM_DUMP_REJOINED")) std::cerr << "// after rejoin_tails\n" << s << "\n";
-    if (lowering.prepare) s = lowering.prepare(s, ctx);
+    if (std::getenv("TANDEM_DUMP_REJOINED"))
+        std::cerr << "// after rejoin_tails\n" << s << "\n";
+    if (lowering.prepare)
+        s = lowering.prepare(s, ctx);
     s = simplify(lower::map_to_cores(s, ctx));
     s = lower::recognize_tile_copies(s, ctx);
     s = lower::recognize_tile_mma(s, ctx);
@@ -295,7 +344,8 @@ Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const 
     s = lower::multi_buffer(s, ctx);
     s = lower::plan_memory(s, ctx, &k.buffers);
     s = lowering.finish(s, ctx, k.buffers);
-    s = lower::drop_guards_every_call_passes(s, std::vector<std::string>(runtime.begin(), runtime.end()));
+    s = lower::drop_guards_every_call_passes(
+        s, std::vector<std::string>(runtime.begin(), runtime.end()));
     k.body = s;
     k.notes = ctx.notes;
     k.grid = ctx.grid;

@@ -1,7 +1,6 @@
 #include "tandem/Func.h"
 #include "tandem/Target.h"
 
-
 namespace tandem {
 
 namespace {
@@ -17,19 +16,31 @@ void record(Halide::Func &f, const std::string &directive, const std::string &va
 Directives directives_of(const Halide::Internal::Function &f) {
     Directives d;
     for (const std::string &tag : f.get_trace_tags()) {
-        if (tag.rfind(tag_prefix, 0) != 0) continue;
+        if (tag.rfind(tag_prefix, 0) != 0)
+            continue;
         auto eq = tag.find('=');
-        std::string key = tag.substr(tag_prefix.size(), eq - tag_prefix.size()), value = tag.substr(eq + 1);
-        if (key == "async_copy") d.async_copy = true;
-        else if (key == "multi_buffer") d.multi_buffer = std::stoi(value);
-        else if (key == "warp_specialize") d.warp_specialize = true;
-        else if (key == "ping_pong") d.ping_pong = true;
-        else if (key == "cooperative") d.cooperative = true;
-        else if (key == "persistent") d.persistent = std::stoi(value);
-        else if (key == "cluster") d.cluster = std::stoi(value);
-        else if (key == "tile_mma") d.tile_mma = true;
-        else if (key == "map_to_cores") d.cores_var = value;
-        else if (key == "vectorize") d.vectorized = true;
+        std::string key = tag.substr(tag_prefix.size(), eq - tag_prefix.size()),
+                    value = tag.substr(eq + 1);
+        if (key == "async_copy")
+            d.async_copy = true;
+        else if (key == "multi_buffer")
+            d.multi_buffer = std::stoi(value);
+        else if (key == "warp_specialize")
+            d.warp_specialize = true;
+        else if (key == "ping_pong")
+            d.ping_pong = true;
+        else if (key == "cooperative")
+            d.cooperative = true;
+        else if (key == "persistent")
+            d.persistent = std::stoi(value);
+        else if (key == "cluster")
+            d.cluster = std::stoi(value);
+        else if (key == "tile_mma")
+            d.tile_mma = true;
+        else if (key == "map_to_cores")
+            d.cores_var = value;
+        else if (key == "vectorize")
+            d.vectorized = true;
     }
     return d;
 }
@@ -54,8 +65,8 @@ Func::Func() : f_() {}
 Func::Func(const std::string &name) : f_(name) {}
 Func::Func(const Halide::Func &f) : f_(f) {}
 
-Func &Func::split(const VarOrRVar &old, const VarOrRVar &outer, const VarOrRVar &inner, const Expr &factor,
-                  TailStrategy tail) {
+Func &Func::split(const VarOrRVar &old, const VarOrRVar &outer, const VarOrRVar &inner,
+                  const Expr &factor, TailStrategy tail) {
     f_.split(old, outer, inner, factor, tail);
     return *this;
 }
@@ -78,14 +89,18 @@ Func &Func::reorder(const std::vector<VarOrRVar> &vars) {
 }
 
 Func &Func::compute_at(const Func &f, const VarOrRVar &var) {
-    if (var.is_rvar) f_.compute_at(f.f_, var.rvar);
-    else f_.compute_at(f.f_, var.var);
+    if (var.is_rvar)
+        f_.compute_at(f.f_, var.rvar);
+    else
+        f_.compute_at(f.f_, var.var);
     return *this;
 }
 
 Func &Func::store_at(const Func &f, const VarOrRVar &var) {
-    if (var.is_rvar) f_.store_at(f.f_, var.rvar);
-    else f_.store_at(f.f_, var.var);
+    if (var.is_rvar)
+        f_.store_at(f.f_, var.rvar);
+    else
+        f_.store_at(f.f_, var.var);
     return *this;
 }
 
@@ -115,8 +130,12 @@ Func &Func::unroll(const VarOrRVar &var) {
     return *this;
 }
 
-Func Func::in(const Func &consumer) { return Func(f_.in(consumer.f_)); }
-Func Func::in() { return Func(f_.in()); }
+Func Func::in(const Func &consumer) {
+    return Func(f_.in(consumer.f_));
+}
+Func Func::in() {
+    return Func(f_.in());
+}
 
 Func Func::staged(const ImageParam &input, const Func &consumer) {
     ImageParam p = input;
@@ -127,7 +146,9 @@ Func Func::staged(const ImageParam &input) {
     return Func(p.in());
 }
 
-Stage Func::update(int idx) { return Stage(f_.update(idx), f_); }
+Stage Func::update(int idx) {
+    return Stage(f_.update(idx), f_);
+}
 
 Func &Func::async_copy() {
     record(f_, "async_copy", "1");
@@ -161,7 +182,8 @@ Func &Func::cooperative() {
 
 Func &Func::persistent(int ctas_per_sm) {
     if (ctas_per_sm < 1 || ctas_per_sm > 32) {
-        throw Error("Func '" + f_.name() + "', directive persistent(" + std::to_string(ctas_per_sm) +
+        throw Error("Func '" + f_.name() + "', directive persistent(" +
+                    std::to_string(ctas_per_sm) +
                     "): CTAs per SM must be 1..32 (an SM runs at most 32 CTAs)");
     }
     record(f_, "persistent", std::to_string(ctas_per_sm));

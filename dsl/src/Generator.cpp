@@ -13,11 +13,13 @@ std::set<std::string> images_read(const Halide::Func &f) {
         std::set<std::string> names;
         using IRVisitor::visit;
         void visit(const Halide::Internal::Call *op) override {
-            if (op->call_type == Halide::Internal::Call::Image) names.insert(op->name);
+            if (op->call_type == Halide::Internal::Call::Image)
+                names.insert(op->name);
             IRVisitor::visit(op);
         }
     } find;
-    std::map<std::string, Halide::Internal::Function> all = Halide::Internal::find_transitive_calls(f.function());
+    std::map<std::string, Halide::Internal::Function> all =
+        Halide::Internal::find_transitive_calls(f.function());
     all.emplace(f.name(), f.function());
     for (auto &[name, function] : all) {
         function.accept(&find);
@@ -36,20 +38,26 @@ GeneratorBase *&current() {
 
 GeneratorBase &generator_under_construction(const char *what) {
     if (!current()) {
-        throw Error(std::string(what) + " outside a generator: declare it as a member of a class derived from "
-                                        "tandem::Generator");
+        throw Error(std::string(what) +
+                    " outside a generator: declare it as a member of a class derived from "
+                    "tandem::Generator");
     }
     return *current();
 }
 
-void set_generator_under_construction(GeneratorBase *g) { current() = g; }
+void set_generator_under_construction(GeneratorBase *g) {
+    current() = g;
+}
 
 } // namespace detail
 
-GeneratorBase::GeneratorBase() { detail::set_generator_under_construction(this); }
+GeneratorBase::GeneratorBase() {
+    detail::set_generator_under_construction(this);
+}
 
 GeneratorBase::~GeneratorBase() {
-    if (detail::current() == this) detail::set_generator_under_construction(nullptr);
+    if (detail::current() == this)
+        detail::set_generator_under_construction(nullptr);
 }
 
 std::vector<GeneratorParamInfo> GeneratorBase::params() const {
@@ -63,9 +71,11 @@ std::vector<GeneratorParamInfo> GeneratorBase::params() const {
 }
 
 void GeneratorBase::set_param(const std::string &name, const std::string &value) {
-    if (built_) throw Error("generator " + name_ + ": parameter " + name + " set after build()");
+    if (built_)
+        throw Error("generator " + name_ + ": parameter " + name + " set after build()");
     for (detail::ParamSlot &p : params_) {
-        if (p.info.name != name) continue;
+        if (p.info.name != name)
+            continue;
         try {
             p.set(value);
         } catch (const Error &e) {
@@ -74,18 +84,21 @@ void GeneratorBase::set_param(const std::string &name, const std::string &value)
         return;
     }
     std::string known;
-    for (const detail::ParamSlot &p : params_) known += (known.empty() ? "" : ", ") + p.info.name;
+    for (const detail::ParamSlot &p : params_)
+        known += (known.empty() ? "" : ", ") + p.info.name;
     throw Error("generator " + name_ + " has no parameter '" + name + "' (known: " + known + ")");
 }
 
 void GeneratorBase::add_param(detail::ParamSlot slot) {
     for (const detail::ParamSlot &p : params_) {
-        if (p.info.name == slot.info.name) throw Error("generator: two parameters named " + slot.info.name);
+        if (p.info.name == slot.info.name)
+            throw Error("generator: two parameters named " + slot.info.name);
     }
     params_.push_back(std::move(slot));
 }
 
-void GeneratorBase::add_input(ImageParam *input, const std::string &name, Halide::Type type, int rank) {
+void GeneratorBase::add_input(ImageParam *input, const std::string &name, Halide::Type type,
+                              int rank) {
     inputs_.push_back({input, name, type, rank});
 }
 
@@ -94,28 +107,36 @@ void GeneratorBase::add_output(Func *output, const std::string &name, Halide::Ty
 }
 
 GeneratorBase::Pipeline GeneratorBase::build_algorithm() {
-    if (built_) throw Error("generator " + name_ + ": built once already (the registry makes a fresh instance)");
+    if (built_)
+        throw Error("generator " + name_ +
+                    ": built once already (the registry makes a fresh instance)");
     built_ = true;
     if (outputs_.size() != 1) {
-        throw Error("generator " + name_ + ": needs exactly one Output, it declares " + std::to_string(outputs_.size()));
+        throw Error("generator " + name_ + ": needs exactly one Output, it declares " +
+                    std::to_string(outputs_.size()));
     }
     generate();
     Func &out = *static_cast<Func *>(outputs_[0].object);
     const Halide::Func &f = out.halide();
-    if (!f.defined()) throw Error("generator " + name_ + ": generate() did not define the output " + outputs_[0].name);
+    if (!f.defined())
+        throw Error("generator " + name_ + ": generate() did not define the output " +
+                    outputs_[0].name);
     const bool any_type = outputs_[0].type.bits() == 0;
-    if ((!any_type && f.output_types()[0] != outputs_[0].type) || f.dimensions() != outputs_[0].rank) {
+    if ((!any_type && f.output_types()[0] != outputs_[0].type) ||
+        f.dimensions() != outputs_[0].rank) {
         std::ostringstream why;
-        why << "generator " << name_ << ": the output " << outputs_[0].name << " is declared Buffer<" << outputs_[0].type << ", "
-            << outputs_[0].rank << "> but generate() defines it as " << f.output_types()[0] << " over " << f.dimensions()
-            << " dimensions";
+        why << "generator " << name_ << ": the output " << outputs_[0].name
+            << " is declared Buffer<" << outputs_[0].type << ", " << outputs_[0].rank
+            << "> but generate() defines it as " << f.output_types()[0] << " over "
+            << f.dimensions() << " dimensions";
         throw Error(why.str());
     }
     Pipeline p;
     std::set<std::string> read = images_read(f);
     for (const Io &in : inputs_) {
         const ImageParam &image = *static_cast<ImageParam *>(in.object);
-        if (read.count(image.name())) p.inputs.push_back(image);
+        if (read.count(image.name()))
+            p.inputs.push_back(image);
     }
     p.output = out;
     return p;
@@ -147,7 +168,8 @@ std::map<std::string, GeneratorRegistry::Factory> &registry() {
 } // namespace
 
 bool GeneratorRegistry::add(const std::string &name, Factory factory) {
-    if (!registry().emplace(name, std::move(factory)).second) throw Error("two generators named " + name);
+    if (!registry().emplace(name, std::move(factory)).second)
+        throw Error("two generators named " + name);
     return true;
 }
 
@@ -155,7 +177,8 @@ std::unique_ptr<GeneratorBase> GeneratorRegistry::create(const std::string &name
     auto it = registry().find(name);
     if (it == registry().end()) {
         std::string known;
-        for (const auto &[n, f] : registry()) known += (known.empty() ? "" : ", ") + n;
+        for (const auto &[n, f] : registry())
+            known += (known.empty() ? "" : ", ") + n;
         throw Error("unknown generator '" + name + "' (known: " + known + ")");
     }
     std::unique_ptr<GeneratorBase> g = it->second();
@@ -166,7 +189,8 @@ std::unique_ptr<GeneratorBase> GeneratorRegistry::create(const std::string &name
 
 std::vector<std::string> GeneratorRegistry::names() {
     std::vector<std::string> all;
-    for (const auto &[n, f] : registry()) all.push_back(n);
+    for (const auto &[n, f] : registry())
+        all.push_back(n);
     return all;
 }
 

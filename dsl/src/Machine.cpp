@@ -21,7 +21,8 @@ std::optional<double> parse_number(const std::string &text) {
     } catch (const std::exception &) {
         return std::nullopt;
     }
-    if (used != text.size() || !std::isfinite(v)) return std::nullopt;
+    if (used != text.size() || !std::isfinite(v))
+        return std::nullopt;
     return v;
 }
 
@@ -38,7 +39,8 @@ MachineDescription MachineDescription::builtin(const std::string &target) {
 double MachineDescription::number(const std::string &key) const {
     auto it = params_.find(key);
     if (it == params_.end())
-        throw Error("target " + target_ + ": the machine description has no parameter '" + key + "'");
+        throw Error("target " + target_ + ": the machine description has no parameter '" + key +
+                    "'");
     return it->second.value;
 }
 
@@ -53,8 +55,8 @@ int64_t MachineDescription::integer(const std::string &key) const {
 const std::string &MachineDescription::role(const std::string &role) const {
     auto it = roles_.find(role);
     if (it == roles_.end())
-        throw Error("target " + target_ + ": the machine description names no parameter for '" + role +
-                    "' (its \"roles\")");
+        throw Error("target " + target_ + ": the machine description names no parameter for '" +
+                    role + "' (its \"roles\")");
     return it->second;
 }
 
@@ -69,8 +71,8 @@ void MachineDescription::set(const std::string &key, const std::string &text) {
     }
     std::optional<double> number = parse_number(text);
     if (!number)
-        throw Error("target " + target_ + ": parameter '" + key + "' needs a number, got '" +
-                    text + "'");
+        throw Error("target " + target_ + ": parameter '" + key + "' needs a number, got '" + text +
+                    "'");
     const double v = *number;
     check(key, it->second, v);
     it->second.value = v;

@@ -9,7 +9,8 @@ int Target::units() const {
 }
 
 int Target::vector_units() const {
-    return machine.has_role("vector_units") ? int(machine.integer(machine.role("vector_units"))) : units();
+    return machine.has_role("vector_units") ? int(machine.integer(machine.role("vector_units")))
+                                            : units();
 }
 
 int64_t Target::vector_memory_bytes() const {
@@ -52,9 +53,12 @@ Target Target::parse(const std::string &text) {
 
 std::string Target::name() const {
     switch (arch) {
-    case Arch::ZPU: return "zpu";
-    case Arch::Hopper: return "hopper";
-    case Arch::Ascend: return "ascend";
+    case Arch::ZPU:
+        return "zpu";
+    case Arch::Hopper:
+        return "hopper";
+    case Arch::Ascend:
+        return "ascend";
     }
     return "?";
 }

@@ -16,7 +16,8 @@ public:
     Output<Buffer<float, 2>> out{"out"};
 
     void generate() override {
-        Expr a = Halide::cast<float>(Expr(alpha.value())), l = Halide::cast<float>(Expr(limit.value()));
+        Expr a = Halide::cast<float>(Expr(alpha.value())),
+             l = Halide::cast<float>(Expr(limit.value()));
         out(i, j) = Halide::clamp(a * x(i, j) + y(i, j), -l, l);
         for (Input<Buffer<float, 2>> *in : {&x, &y}) {
             in->dim(0).set_bounds(0, W);
@@ -28,7 +29,8 @@ public:
 
     void schedule() override {
         Var io("io"), jo("jo"), ii("ii"), ji("ji"), t("t");
-        out.tile(i, j, io, jo, ii, ji, std::min<int>(32, W), std::min<int>(4, H), TailStrategy::GuardWithIf)
+        out.tile(i, j, io, jo, ii, ji, std::min<int>(32, W), std::min<int>(4, H),
+                 TailStrategy::GuardWithIf)
             .fuse(io, jo, t)
             .map_to_cores(t);
         for (Input<Buffer<float, 2>> *in : {&x, &y})

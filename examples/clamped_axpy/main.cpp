@@ -16,7 +16,8 @@ int check(const char *target, int (*call)(halide_buffer_t *, halide_buffer_t *, 
     const int W = 100, H = 9;
     Halide::Runtime::Buffer<float> x(W, H), y(W, H), out(W, H);
     for (int j = 0; j < H; j++)
-        for (int i = 0; i < W; i++) x(i, j) = 0.1f * float(i - 50), y(i, j) = 0.25f * float(j - 4);
+        for (int i = 0; i < W; i++)
+            x(i, j) = 0.1f * float(i - 50), y(i, j) = 0.25f * float(j - 4);
     if (int error = call(x, y, out)) {
         std::printf("%s: the call failed: %d\n", target, error);
         return 1;
@@ -32,8 +33,10 @@ int check(const char *target, int (*call)(halide_buffer_t *, halide_buffer_t *, 
     int bad = call(x, narrow, out);
     bool untouched = true;
     out.for_each_value([&](float v) { untouched = untouched && v == -9.0f; });
-    std::printf("%s: %d wrong of %d, %llu cycles on the model; a narrow buffer: error %d, output %s\n", target,
-                wrong, W * H, (unsigned long long)last_cycles(), bad, untouched ? "untouched" : "WRITTEN");
+    std::printf(
+        "%s: %d wrong of %d, %llu cycles on the model; a narrow buffer: error %d, output %s\n",
+        target, wrong, W * H, (unsigned long long)last_cycles(), bad,
+        untouched ? "untouched" : "WRITTEN");
     return wrong == 0 && bad != 0 && untouched ? 0 : 1;
 }
 

@@ -49,18 +49,21 @@ Kernel compile(const EmittedKernel &e) {
 
 std::map<std::string, int> add_arguments(const Kernel &k, sim::ascend::Machine &m, bool numerics) {
     return apps::add_arguments(
-        k, apps::static_extents(k), [&](const std::string &n, sim::DType t, int64_t e) { return m.add_gm(n, t, e); },
+        k, apps::static_extents(k),
+        [&](const std::string &n, sim::DType t, int64_t e) { return m.add_gm(n, t, e); },
         [&](int id) { return m.data(id); }, numerics, 7);
 }
 
 /** The kernel's GM buffers in argument order, then a mix kernel's workspace, then a runtime-shape
  * kernel's tiling data (its extents: the static ones here, the estimates of a runtime shape). */
-std::vector<int> in_argument_order(const Kernel &k, const std::map<std::string, int> &ids, sim::ascend::Machine &m) {
+std::vector<int> in_argument_order(const Kernel &k, const std::map<std::string, int> &ids,
+                                   sim::ascend::Machine &m) {
     std::vector<int> r;
     for (const KernelArg &a : k.args)
         r.push_back(ids.at(a.name));
     if (int64_t bytes = ascend_backend::workspace_bytes(k))
-        r.push_back(m.add_gm("workspace", sim::DType::F32, bytes / 4)); // the model types GM: f32 workspaces
+        r.push_back(m.add_gm("workspace", sim::DType::F32,
+                             bytes / 4)); // the model types GM: f32 workspaces
     if (k.has_runtime_shapes()) {
         const std::vector<int32_t> tiling = ascend_backend::tiling(k, apps::static_extents(k));
         r.push_back(m.add_gm("tiling", sim::DType::I32, int64_t(tiling.size())));
@@ -80,7 +83,8 @@ class EmittedAscend : public ::testing::TestWithParam<EmittedKernel> {};
 TEST_P(EmittedAscend, MatchesExecutorBitForBitAndCycleForCycle) {
     const EmittedKernel &e = GetParam();
     Kernel k = compile(e);
-    sim::ascend::Machine executed(sim::ascend::AscendParams::from(k.target.lookup())), emitted(sim::ascend::AscendParams::from(k.target.lookup()));
+    sim::ascend::Machine executed(sim::ascend::AscendParams::from(k.target.lookup())),
+        emitted(sim::ascend::AscendParams::from(k.target.lookup()));
     auto ids_x = add_arguments(k, executed, true);
     auto ids_e = add_arguments(k, emitted, true);
     ascend_backend::execute(k, executed, ids_x, k.bind_shapes(apps::static_extents(k)));
@@ -145,9 +149,8 @@ TEST_P(AscendMutant, DroppedFlagPairIsDetected) {
         << e.name << " without flag pair " << e.dropped_pair << " (" << pair.set << " / "
         << pair.wait << ") runs clean: no race, no deadlock, no error";
     std::cout << "[ mutant ] " << e.name << " pair " << e.dropped_pair << " (" << pair.set << " / "
-              << pair.wait << "): "
-              << (!detected.empty() ? detected.substr(0, 240) : "NOT DETECTED")
-              << "\n";
+              << pair.wait
+              << "): " << (!detected.empty() ? detected.substr(0, 240) : "NOT DETECTED") << "\n";
 }
 
 std::string mutant_name(const ::testing::TestParamInfo<EmittedKernel> &info) {
@@ -185,10 +188,13 @@ const std::map<std::string, std::string> &ascendc_references() {
     static const std::map<std::string, std::string> refs = {
         {"AscendC::DataCopy", "include/basic_api/kernel_operator_data_copy_intf.h; docs: DataCopy"},
         {"AscendC::DataCopyParams", "include/basic_api/kernel_struct_data_copy.h"},
-        {"AscendC::DataCopyPad", "docs: GMToUB / UBToGM non-aligned copies (DataCopyPad), Atlas A2 prototypes"},
-        {"AscendC::DataCopyExtParams", "include/basic_api/kernel_struct_data_copy.h (blockLen and GM strides in bytes)"},
+        {"AscendC::DataCopyPad",
+         "docs: GMToUB / UBToGM non-aligned copies (DataCopyPad), Atlas A2 prototypes"},
+        {"AscendC::DataCopyExtParams",
+         "include/basic_api/kernel_struct_data_copy.h (blockLen and GM strides in bytes)"},
         {"AscendC::DataCopyPadExtParams", "include/basic_api/kernel_struct_data_copy.h"},
-        {"AscendC::Nd2NzParams", "include/basic_api/kernel_struct_data_copy.h; docs: DataCopy (GMToL1 ND2NZ)"},
+        {"AscendC::Nd2NzParams",
+         "include/basic_api/kernel_struct_data_copy.h; docs: DataCopy (GMToL1 ND2NZ)"},
         {"AscendC::LoadData", "include/basic_api/kernel_operator_mm_intf.h; docs: LoadData_2D"},
         {"AscendC::LoadData2DParams", "include/basic_api/kernel_struct_mm.h"},
         {"AscendC::Mmad", "include/basic_api/kernel_operator_mm_intf.h; docs: Mmad"},
@@ -200,13 +206,16 @@ const std::map<std::string, std::string> &ascendc_references() {
         {"AscendC::NoQuant", "docs: Fixpipe, QuantMode_t"},
         {"AscendC::SetFlag", "include/basic_api/kernel_operator_block_sync_intf.h"},
         {"AscendC::WaitFlag", "include/basic_api/kernel_operator_block_sync_intf.h"},
-        {"AscendC::PipeBarrier", "include/basic_api/kernel_operator_block_sync_intf.h; docs: PipeBarrier(ISASI)"},
+        {"AscendC::PipeBarrier",
+         "include/basic_api/kernel_operator_block_sync_intf.h; docs: PipeBarrier(ISASI)"},
         {"AscendC::HardEvent", "impl/basic_api/kernel_event.h"},
-        {"AscendC::GetBlockIdx", "include/basic_api/kernel_operator_sys_var_intf.h; docs: GetBlockIdx"},
+        {"AscendC::GetBlockIdx",
+         "include/basic_api/kernel_operator_sys_var_intf.h; docs: GetBlockIdx"},
         {"AscendC::GlobalTensor", "include/basic_api/kernel_tensor.h"},
         {"AscendC::LocalTensor", "include/basic_api/kernel_tensor.h"},
         {"AscendC::TBuf", "include/basic_api/kernel_tpipe.h"},
-        {"AscendC::TPipe", "include/basic_api/kernel_tpipe.h; impl/basic_api/kernel_tpipe_impl.h (Destroy)"},
+        {"AscendC::TPipe",
+         "include/basic_api/kernel_tpipe.h; impl/basic_api/kernel_tpipe_impl.h (Destroy)"},
         {"AscendC::TPosition", "include/basic_api/kernel_tpipe.h"},
         {"AscendC::Add", "include/basic_api/kernel_operator_vec_*_intf.h (count form); docs: Add"},
         {"AscendC::Sub", "include/basic_api/kernel_operator_vec_*_intf.h (count form); docs: Sub"},
@@ -214,36 +223,52 @@ const std::map<std::string, std::string> &ascendc_references() {
         {"AscendC::Div", "include/basic_api/kernel_operator_vec_*_intf.h (count form); docs: Div"},
         {"AscendC::Max", "include/basic_api/kernel_operator_vec_*_intf.h (count form); docs: Max"},
         {"AscendC::Min", "include/basic_api/kernel_operator_vec_*_intf.h (count form); docs: Min"},
-        {"AscendC::Adds", "include/basic_api/kernel_operator_vec_*_intf.h (count form); docs: Adds"},
-        {"AscendC::Muls", "include/basic_api/kernel_operator_vec_*_intf.h (count form); docs: Muls"},
-        {"AscendC::Maxs", "include/basic_api/kernel_operator_vec_*_intf.h (count form); docs: Maxs"},
-        {"AscendC::Mins", "include/basic_api/kernel_operator_vec_*_intf.h (count form); docs: Mins"},
-        {"AscendC::Duplicate", "include/basic_api/kernel_operator_vec_*_intf.h (count form); docs: Duplicate"},
-        {"AscendC::Sqrt", "include/basic_api/kernel_operator_vec_*_intf.h (count form); docs: Sqrt"},
+        {"AscendC::Adds",
+         "include/basic_api/kernel_operator_vec_*_intf.h (count form); docs: Adds"},
+        {"AscendC::Muls",
+         "include/basic_api/kernel_operator_vec_*_intf.h (count form); docs: Muls"},
+        {"AscendC::Maxs",
+         "include/basic_api/kernel_operator_vec_*_intf.h (count form); docs: Maxs"},
+        {"AscendC::Mins",
+         "include/basic_api/kernel_operator_vec_*_intf.h (count form); docs: Mins"},
+        {"AscendC::Duplicate",
+         "include/basic_api/kernel_operator_vec_*_intf.h (count form); docs: Duplicate"},
+        {"AscendC::Sqrt",
+         "include/basic_api/kernel_operator_vec_*_intf.h (count form); docs: Sqrt"},
         {"AscendC::Abs", "include/basic_api/kernel_operator_vec_*_intf.h (count form); docs: Abs"},
-        {"AscendC::BinaryRepeatParams", "include/basic_api/kernel_struct_binary.h; docs: BinaryRepeatParams, Add (tensor high-dimensional slicing)"},
-        {"AscendC::UnaryRepeatParams", "include/basic_api/kernel_struct_unary.h; docs: UnaryRepeatParams, Adds"},
+        {"AscendC::BinaryRepeatParams",
+         "include/basic_api/kernel_struct_binary.h; docs: BinaryRepeatParams, Add (tensor "
+         "high-dimensional slicing)"},
+        {"AscendC::UnaryRepeatParams",
+         "include/basic_api/kernel_struct_unary.h; docs: UnaryRepeatParams, Adds"},
         {"AscendC::Brcb", "docs: Brcb (Atlas A2: supported)"},
         {"AscendC::BrcbRepeatParams", "include/basic_api/kernel_struct_brcb.h"},
-        {"AscendC::ReduceSum", "docs: ReduceSum (count form: dst[0]; sharedTmpBuffer unused on Atlas A2)"},
+        {"AscendC::ReduceSum",
+         "docs: ReduceSum (count form: dst[0]; sharedTmpBuffer unused on Atlas A2)"},
         {"AscendC::Compare", "docs: Compare (count a multiple of 256 bytes)"},
         {"AscendC::CMPMODE", "impl/basic_api/utils/kernel_utils_mode.h"},
         {"AscendC::Select", "docs: Select (VSEL_TENSOR_TENSOR_MODE: a 1 bit selects src0)"},
         {"AscendC::SELMODE", "impl/basic_api/utils/kernel_utils_mode.h"},
-        {"AscendC::Cast", "include/basic_api/kernel_operator_vec_vconv_intf.h; docs: Cast (Atlas A2: float -> bfloat16_t)"},
+        {"AscendC::Cast", "include/basic_api/kernel_operator_vec_vconv_intf.h; docs: Cast (Atlas "
+                          "A2: float -> bfloat16_t)"},
         {"AscendC::RoundMode", "docs: Cast, RoundMode (CAST_RINT)"},
         // Scalar conversions (docs: 附录/接口变更说明: ToBfloat16 and ToFloat, the scalar Cast's
         // earlier names).
-        {"AscendC::ToBfloat16", "docs: api/附录/接口变更说明 (ToBfloat16: scalar float -> bfloat16_t)"},
+        {"AscendC::ToBfloat16",
+         "docs: api/附录/接口变更说明 (ToBfloat16: scalar float -> bfloat16_t)"},
         {"AscendC::ToFloat", "docs: api/附录/接口变更说明 (ToFloat: scalar -> float)"},
-        {"KERNEL_TASK_TYPE_DEFAULT", "impl/basic_api/utils/kernel_utils_macros.h; docs: Kernel-Tiling"},
+        {"KERNEL_TASK_TYPE_DEFAULT",
+         "impl/basic_api/utils/kernel_utils_macros.h; docs: Kernel-Tiling"},
         {"KERNEL_TYPE_AIV_ONLY", "impl/basic_api/utils/kernel_utils_macros.h (KernelMetaType)"},
         {"KERNEL_TYPE_AIC_ONLY", "impl/basic_api/utils/kernel_utils_macros.h (KernelMetaType)"},
-        {"KERNEL_TYPE_MIX_AIC_1_2", "impl/basic_api/utils/kernel_utils_macros.h (KernelMetaType); docs: Kernel-Tiling"},
+        {"KERNEL_TYPE_MIX_AIC_1_2",
+         "impl/basic_api/utils/kernel_utils_macros.h (KernelMetaType); docs: Kernel-Tiling"},
         {"ASCEND_IS_AIC", "impl/utils/sys_macros.h"},
         {"ASCEND_IS_AIV", "impl/utils/sys_macros.h"},
-        {"AscendC::CrossCoreSetFlag", "include/basic_api/kernel_operator_block_sync_intf.h; docs: CrossCoreSetFlag(ISASI)"},
-        {"AscendC::CrossCoreWaitFlag", "include/basic_api/kernel_operator_block_sync_intf.h; docs: CrossCoreWaitFlag(ISASI)"},
+        {"AscendC::CrossCoreSetFlag",
+         "include/basic_api/kernel_operator_block_sync_intf.h; docs: CrossCoreSetFlag(ISASI)"},
+        {"AscendC::CrossCoreWaitFlag",
+         "include/basic_api/kernel_operator_block_sync_intf.h; docs: CrossCoreWaitFlag(ISASI)"},
         {"AscendC::GetUserWorkspace", "docs: GetUserWorkspace"},
     };
     return refs;
@@ -254,12 +279,14 @@ TEST(AscendApi, EveryEmittedCallIsRealAscendCWithItsReference) {
     for (const EmittedKernel &e : ascend_test::emitted_kernels()) {
         const std::string code = ascend_backend::emit_ascendc(compile(e), e.name);
         for (const char *prefix : {"AscendC::", "tandem_ascend::", "KERNEL_", "ASCEND_IS_"}) {
-            for (size_t at = code.find(prefix); at != std::string::npos; at = code.find(prefix, at + 1)) {
-                if (at > 0 && (std::isalnum(static_cast<unsigned char>(code[at - 1])) || code[at - 1] == '_' ||
-                               code[at - 1] == ':'))
+            for (size_t at = code.find(prefix); at != std::string::npos;
+                 at = code.find(prefix, at + 1)) {
+                if (at > 0 && (std::isalnum(static_cast<unsigned char>(code[at - 1])) ||
+                               code[at - 1] == '_' || code[at - 1] == ':'))
                     continue; // inside a longer name
                 size_t end = at + std::string(prefix).size();
-                while (end < code.size() && (std::isalnum(static_cast<unsigned char>(code[end])) || code[end] == '_'))
+                while (end < code.size() &&
+                       (std::isalnum(static_cast<unsigned char>(code[end])) || code[end] == '_'))
                     end++;
                 seen.insert(code.substr(at, end - at));
             }
@@ -267,16 +294,20 @@ TEST(AscendApi, EveryEmittedCallIsRealAscendCWithItsReference) {
     }
     std::vector<std::string> real;
     for (const std::string &name : seen) {
-        if (ascendc_references().count(name)) real.push_back(name);
-        else ADD_FAILURE() << name << " is emitted but has no public AscendC reference here";
+        if (ascendc_references().count(name))
+            real.push_back(name);
+        else
+            ADD_FAILURE() << name << " is emitted but has no public AscendC reference here";
     }
     std::cout << "emitted AscendC (" << real.size() << "):";
-    for (const std::string &n : real) std::cout << " " << n;
+    for (const std::string &n : real)
+        std::cout << " " << n;
     std::cout << "\n";
     // The cube path is AscendC's own: none of its calls is Tandem's.
-    for (const char *cube : {"AscendC::Nd2NzParams", "AscendC::LoadData2DParams", "AscendC::MmadParams",
-                             "AscendC::FixpipeParamsV220", "KERNEL_TYPE_AIV_ONLY", "KERNEL_TYPE_AIC_ONLY",
-                             "KERNEL_TYPE_MIX_AIC_1_2", "AscendC::CrossCoreSetFlag", "AscendC::CrossCoreWaitFlag"})
+    for (const char *cube :
+         {"AscendC::Nd2NzParams", "AscendC::LoadData2DParams", "AscendC::MmadParams",
+          "AscendC::FixpipeParamsV220", "KERNEL_TYPE_AIV_ONLY", "KERNEL_TYPE_AIC_ONLY",
+          "KERNEL_TYPE_MIX_AIC_1_2", "AscendC::CrossCoreSetFlag", "AscendC::CrossCoreWaitFlag"})
         EXPECT_TRUE(seen.count(cube)) << cube << " is not emitted by any test kernel";
 }
 

@@ -91,9 +91,8 @@ TEST(AscendRuntime, AVectorKernelRunsOnEveryAivWithItsOwnBlockIndex) {
     // The kernel type must match the cores the host runs it on.
     Machine wrong(small(), false);
     int y = wrong.add_gm("x", DType::F32, 16);
-    std::string e = error_of([&] {
-        tandem_ascend::run(wrong, vector_blocks, {y}, AscendC::KernelMode::AIC_MODE);
-    });
+    std::string e = error_of(
+        [&] { tandem_ascend::run(wrong, vector_blocks, {y}, AscendC::KernelMode::AIC_MODE); });
     EXPECT_NE(e.find("KERNEL_TYPE_AIV_ONLY"), std::string::npos) << e;
     EXPECT_NE(e.find("AIV_MODE"), std::string::npos) << e;
 }
@@ -107,7 +106,8 @@ TEST(AscendRuntime, HandwrittenFractalGemmIsCorrect) {
     p.cube_cores = 4; // 6 tiles: two cores take two, so the accumulator slots alternate
     Machine machine(p, true);
     int a = machine.add_gm("A", DType::BF16, M * K), b = machine.add_gm("B", DType::BF16, K * N);
-    int c = machine.add_gm("C", DType::BF16, M * N), tiling = machine.add_gm("tiling", DType::I32, 3);
+    int c = machine.add_gm("C", DType::BF16, M * N),
+        tiling = machine.add_gm("tiling", DType::I32, 3);
     std::mt19937 rng(7);
     std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
     std::vector<float> af(size_t(M * K)), bf(size_t(K * N));
@@ -131,9 +131,12 @@ TEST(AscendRuntime, HandwrittenFractalGemmIsCorrect) {
     for (int32_t i = 0; i < M; i++) {
         for (int32_t j = 0; j < N; j++) {
             double want = 0;
-            for (int32_t k = 0; k < K; k++) want += double(af[size_t(i * K + k)]) * bf[size_t(k * N + j)];
+            for (int32_t k = 0; k < K; k++)
+                want += double(af[size_t(i * K + k)]) * bf[size_t(k * N + j)];
             double got = tandem::sim::bf16_to_float(out[i * N + j]);
-            if (std::abs(got - want) > std::ldexp(std::abs(want), -7) + 1e-3 * std::sqrt(double(K)) && bad++ < 5)
+            if (std::abs(got - want) >
+                    std::ldexp(std::abs(want), -7) + 1e-3 * std::sqrt(double(K)) &&
+                bad++ < 5)
                 ADD_FAILURE() << "C(" << i << ", " << j << ") = " << got << ", want " << want;
         }
     }
@@ -154,27 +157,32 @@ TEST(AscendRuntime, HandwrittenElementwiseIsExact) {
     std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
     for (int buffer : {a, b, c}) {
         auto *v = static_cast<float *>(machine.data(buffer));
-        for (int32_t i = 0; i < n; i++) v[i] = dist(rng);
+        for (int32_t i = 0; i < n; i++)
+            v[i] = dist(rng);
     }
     const int32_t shape[2] = {n, tile};
     std::memcpy(machine.data(tiling), shape, sizeof(shape));
-    tandem_ascend::run(machine, handwritten_elementwise, {a, b, c, out, tiling}, AscendC::KernelMode::AIV_MODE);
+    tandem_ascend::run(machine, handwritten_elementwise, {a, b, c, out, tiling},
+                       AscendC::KernelMode::AIV_MODE);
     tandem::sim::Report r = machine.finish();
     EXPECT_FALSE(r.deadlock) << r.deadlock_message;
     std::string races;
-    for (const auto &race : r.races) races += race.str() + "\n";
+    for (const auto &race : r.races)
+        races += race.str() + "\n";
     EXPECT_EQ(r.race_count, 0) << races;
-    const auto *av = static_cast<const float *>(machine.data(a)), *bv = static_cast<const float *>(machine.data(b));
-    const auto *cv = static_cast<const float *>(machine.data(c)), *ov = static_cast<const float *>(machine.data(out));
+    const auto *av = static_cast<const float *>(machine.data(a)),
+               *bv = static_cast<const float *>(machine.data(b));
+    const auto *cv = static_cast<const float *>(machine.data(c)),
+               *ov = static_cast<const float *>(machine.data(out));
     for (int32_t i = 0; i < n; i++) {
         volatile float prod = av[i] * bv[i], half = std::max(cv[i], 0.0f) * 0.5f; // no contraction
         ASSERT_EQ(ov[i], prod + half) << i;
     }
 }
 
-// Row-wise vector work as a real rmsnorm-style kernel writes it: per-row sums (ReduceSum), a per-row
-// value broadcast to blocks (Brcb), a division by it in the repeat form (a source block stride of 0),
-// and Compare + Select; one AIV, four rows of 80 floats.
+// Row-wise vector work as a real rmsnorm-style kernel writes it: per-row sums (ReduceSum), a
+// per-row value broadcast to blocks (Brcb), a division by it in the repeat form (a source block
+// stride of 0), and Compare + Select; one AIV, four rows of 80 floats.
 extern "C" __global__ __aicore__ void rows_kernel(GM_ADDR x_gm, GM_ADDR out_gm, GM_ADDR sel_gm) {
     KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
     constexpr int rows = 4, cols = 80;
@@ -190,21 +198,24 @@ extern "C" __global__ __aicore__ void rows_kernel(GM_ADDR x_gm, GM_ADDR out_gm, 
     pipe.InitBuffer(ob, rows * cols * 4);
     pipe.InitBuffer(mb, 32);
     pipe.InitBuffer(tb, 64 * 4);
-    AscendC::LocalTensor<float> xl = xb.Get<float>(), sums = sb.Get<float>(), blocks = bb.Get<float>(),
-                                ol = ob.Get<float>();
+    AscendC::LocalTensor<float> xl = xb.Get<float>(), sums = sb.Get<float>(),
+                                blocks = bb.Get<float>(), ol = ob.Get<float>();
     AscendC::LocalTensor<uint8_t> mask = mb.Get<uint8_t>();
     AscendC::LocalTensor<float> tl = tb.Get<float>();
     pipe.Destroy();
     AscendC::DataCopy(xl, x, rows * cols);
     AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(0);
     AscendC::WaitFlag<AscendC::HardEvent::MTE2_V>(0);
-    for (int r = 0; r < rows; r++) AscendC::ReduceSum(sums[r], xl[r * cols], tl, cols);
+    for (int r = 0; r < rows; r++)
+        AscendC::ReduceSum(sums[r], xl[r * cols], tl, cols);
     AscendC::PipeBarrier<PIPE_V>();
     AscendC::Brcb(blocks, sums, 1, AscendC::BrcbRepeatParams(1, 8));
     AscendC::PipeBarrier<PIPE_V>();
     // Columns 0..63 of every row in one instruction (repeats over rows), then the last 16.
-    AscendC::Div(ol, xl, blocks, 64, rows, AscendC::BinaryRepeatParams(1, 1, 0, cols / 8, cols / 8, 1));
-    AscendC::Div(ol[64], xl[64], blocks, 16, rows, AscendC::BinaryRepeatParams(1, 1, 0, cols / 8, cols / 8, 1));
+    AscendC::Div(ol, xl, blocks, 64, rows,
+                 AscendC::BinaryRepeatParams(1, 1, 0, cols / 8, cols / 8, 1));
+    AscendC::Div(ol[64], xl[64], blocks, 16, rows,
+                 AscendC::BinaryRepeatParams(1, 1, 0, cols / 8, cols / 8, 1));
     AscendC::PipeBarrier<PIPE_V>();
     AscendC::Compare(mask, xl, xl[64], AscendC::CMPMODE::LT, 64);
     AscendC::PipeBarrier<PIPE_V>();
@@ -220,32 +231,38 @@ TEST(AscendRuntime, RowSumsBroadcastsAndSelectsAreExact) {
     AscendParams p;
     p.vector_cores = 1;
     Machine machine(p, true);
-    int x = machine.add_gm("x", DType::F32, rows * cols), out = machine.add_gm("out", DType::F32, rows * cols);
+    int x = machine.add_gm("x", DType::F32, rows * cols),
+        out = machine.add_gm("out", DType::F32, rows * cols);
     int sel = machine.add_gm("sel", DType::F32, 64);
     std::mt19937 rng(5);
     std::uniform_real_distribution<float> dist(0.5f, 2.0f);
     auto *xv = static_cast<float *>(machine.data(x));
-    for (int i = 0; i < rows * cols; i++) xv[i] = dist(rng) * (i % 3 ? 1.0f : -1.0f);
+    for (int i = 0; i < rows * cols; i++)
+        xv[i] = dist(rng) * (i % 3 ? 1.0f : -1.0f);
     tandem_ascend::run(machine, rows_kernel, {x, out, sel}, AscendC::KernelMode::AIV_MODE);
     tandem::sim::Report r = machine.finish();
     EXPECT_FALSE(r.deadlock) << r.deadlock_message;
     EXPECT_EQ(r.race_count, 0);
-    const auto *ov = static_cast<const float *>(machine.data(out)), *sv = static_cast<const float *>(machine.data(sel));
+    const auto *ov = static_cast<const float *>(machine.data(out)),
+               *sv = static_cast<const float *>(machine.data(sel));
     for (int row = 0; row < rows; row++) {
         // ReduceSum's order: a binary tree within each 64-element repeat, the repeats in order.
         auto tree = [&](int from, int n) {
             std::vector<float> v(xv + row * cols + from, xv + row * cols + from + n);
             while (v.size() > 1) {
                 const size_t half = (v.size() + 1) / 2;
-                for (size_t i = 0; i + half < v.size(); i++) v[i] = v[i] + v[i + half];
+                for (size_t i = 0; i + half < v.size(); i++)
+                    v[i] = v[i] + v[i + half];
                 v.resize(half);
             }
             return v[0];
         };
         const float sum = tree(0, 64) + tree(64, cols - 64);
-        for (int c = 0; c < cols; c++) ASSERT_EQ(ov[row * cols + c], xv[row * cols + c] / sum) << row << "," << c;
+        for (int c = 0; c < cols; c++)
+            ASSERT_EQ(ov[row * cols + c], xv[row * cols + c] / sum) << row << "," << c;
     }
-    for (int i = 0; i < 64; i++) ASSERT_EQ(sv[i], xv[i] < xv[64 + i] ? xv[i] : xv[64 + i]) << i;
+    for (int i = 0; i < 64; i++)
+        ASSERT_EQ(sv[i], xv[i] < xv[64 + i] ? xv[i] : xv[64 + i]) << i;
 }
 
 TEST(AscendRuntime, VectorOperandsStartOn32ByteBoundaries) {
@@ -259,15 +276,18 @@ TEST(AscendRuntime, VectorOperandsStartOn32ByteBoundaries) {
     v.dst = {a, 3};
     v.srcs = {{a, 64}};
     v.count = 16;
-    EXPECT_NE(error_of([&] { machine.core(machine.core_of(tandem::sim::ascend::CoreKind::AIV, 0)).vector_instruction(v); })
-                  .find("starts at byte 12: AscendC's vector operands start on 32-byte boundaries"),
+    EXPECT_NE(error_of([&] {
+                  machine.core(machine.core_of(tandem::sim::ascend::CoreKind::AIV, 0))
+                      .vector_instruction(v);
+              }).find("starts at byte 12: AscendC's vector operands start on 32-byte boundaries"),
               std::string::npos);
     v.dst = {a, 0};
     v.op = "Compare";
-    EXPECT_NE(error_of([&] { machine.core(machine.core_of(tandem::sim::ascend::CoreKind::AIV, 0)).vector_instruction(v); })
-                  .find("takes 2 source tensors"),
+    EXPECT_NE(error_of([&] {
+                  machine.core(machine.core_of(tandem::sim::ascend::CoreKind::AIV, 0))
+                      .vector_instruction(v);
+              }).find("takes 2 source tensors"),
               std::string::npos);
 }
 
 } // namespace
-

@@ -20,11 +20,14 @@ struct Case {
     std::string target = "zpu";
 };
 
-std::ostream &operator<<(std::ostream &os, const Case &c) { return os << c.name; }
+std::ostream &operator<<(std::ostream &os, const Case &c) {
+    return os << c.name;
+}
 
 std::string case_name(const Case &c) {
     std::string n = c.app + "_" + c.schedule;
-    for (const auto &[k, v] : c.params) n += "_" + k + v;
+    for (const auto &[k, v] : c.params)
+        n += "_" + k + v;
     return n;
 }
 
@@ -41,23 +44,49 @@ std::vector<Case> cases() {
     const std::vector<std::string> gemm_schedules = {"ws_pingpong", "ws", "pipelined", "sync"};
     // Tile multiples, ragged edges in every dim, one K tile, fewer K tiles than stages, one tile
     // in all, K tiles not a multiple of the stage count, f32 output (stored straight from acc).
-    add("gemm", gemm_schedules, {{"M", "256"}, {"N", "256"}, {"K", "256"}, {"TM", "64"}, {"TN", "64"}, {"TK", "64"}});
-    add("gemm", gemm_schedules, {{"M", "300"}, {"N", "260"}, {"K", "200"}, {"TM", "128"}, {"TN", "128"}, {"TK", "64"}});
-    add("gemm", gemm_schedules, {{"M", "192"}, {"N", "160"}, {"K", "48"}, {"TM", "64"}, {"TN", "64"}, {"TK", "64"}});
-    add("gemm", gemm_schedules, {{"M", "128"}, {"N", "128"}, {"K", "128"}, {"TM", "64"}, {"TN", "64"}, {"TK", "64"},
-                                 {"stages", "4"}});
+    add("gemm", gemm_schedules,
+        {{"M", "256"}, {"N", "256"}, {"K", "256"}, {"TM", "64"}, {"TN", "64"}, {"TK", "64"}});
+    add("gemm", gemm_schedules,
+        {{"M", "300"}, {"N", "260"}, {"K", "200"}, {"TM", "128"}, {"TN", "128"}, {"TK", "64"}});
+    add("gemm", gemm_schedules,
+        {{"M", "192"}, {"N", "160"}, {"K", "48"}, {"TM", "64"}, {"TN", "64"}, {"TK", "64"}});
+    add("gemm", gemm_schedules,
+        {{"M", "128"},
+         {"N", "128"},
+         {"K", "128"},
+         {"TM", "64"},
+         {"TN", "64"},
+         {"TK", "64"},
+         {"stages", "4"}});
     add("gemm", gemm_schedules, {{"M", "100"}, {"N", "100"}, {"K", "100"}});
-    add("gemm", gemm_schedules, {{"M", "96"}, {"N", "80"}, {"K", "320"}, {"TM", "32"}, {"TN", "32"}, {"TK", "64"},
-                                 {"stages", "3"}, {"out", "f32"}});
-    add("gemm", {"ws_pingpong", "pipelined"}, {{"M", "1000"}, {"N", "1000"}, {"K", "1000"}, {"out", "f32"}});
+    add("gemm", gemm_schedules,
+        {{"M", "96"},
+         {"N", "80"},
+         {"K", "320"},
+         {"TM", "32"},
+         {"TN", "32"},
+         {"TK", "64"},
+         {"stages", "3"},
+         {"out", "f32"}});
+    add("gemm", {"ws_pingpong", "pipelined"},
+        {{"M", "1000"}, {"N", "1000"}, {"K", "1000"}, {"out", "f32"}});
     for (const char *stages : {"1", "2", "3", "4"}) {
-        add("gemm", {"ws_pingpong", "pipelined"}, {{"M", "512"}, {"N", "384"}, {"K", "704"}, {"TM", "128"},
-                                                   {"TN", "128"}, {"TK", "128"}, {"stages", stages}});
+        add("gemm", {"ws_pingpong", "pipelined"},
+            {{"M", "512"},
+             {"N", "384"},
+             {"K", "704"},
+             {"TM", "128"},
+             {"TN", "128"},
+             {"TK", "128"},
+             {"stages", stages}});
     }
-    const std::vector<std::string> stream_schedules = {"double_buffered", "single_buffered", "sync"};
+    const std::vector<std::string> stream_schedules = {"double_buffered", "single_buffered",
+                                                       "sync"};
     add("elementwise", stream_schedules, {{"W", "512"}, {"H", "256"}, {"TX", "256"}, {"TY", "16"}});
-    add("elementwise", stream_schedules, {{"W", "1000"}, {"H", "333"}, {"TX", "256"}, {"TY", "16"}});
-    add("elementwise", stream_schedules, {{"W", "100"}, {"H", "7"}, {"TX", "256"}, {"TY", "16"}, {"stages", "3"}});
+    add("elementwise", stream_schedules,
+        {{"W", "1000"}, {"H", "333"}, {"TX", "256"}, {"TY", "16"}});
+    add("elementwise", stream_schedules,
+        {{"W", "100"}, {"H", "7"}, {"TX", "256"}, {"TY", "16"}, {"stages", "3"}});
     add("rmsnorm", stream_schedules, {{"D", "512"}, {"R", "128"}, {"RB", "8"}});
     add("rmsnorm", stream_schedules, {{"D", "1000"}, {"R", "77"}, {"RB", "8"}});
     add("rmsnorm", stream_schedules, {{"D", "4096"}, {"R", "20"}, {"RB", "8"}, {"stages", "3"}});
@@ -83,7 +112,9 @@ TEST_P(AppCorrectness, MatchesHalideReferenceWithoutHazards) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Zpu, AppCorrectness, ::testing::ValuesIn(cases()),
-                         [](const ::testing::TestParamInfo<Case> &info) { return info.param.name; });
+                         [](const ::testing::TestParamInfo<Case> &info) {
+                             return info.param.name;
+                         });
 
 /** Hopper, on the machine model: the issue's sizes, and the pitfalls peers hit (one K tile, K
  * tiles not a multiple of 2 x stages, more tiles than SMs in the persistent loop, ragged edges,
@@ -91,10 +122,12 @@ INSTANTIATE_TEST_SUITE_P(Zpu, AppCorrectness, ::testing::ValuesIn(cases()),
 std::vector<Case> hopper_cases() {
     std::vector<Case> all;
     auto add = [&](const std::string &app, const std::vector<std::string> &schedules,
-                   std::map<std::string, std::string> params, const std::string &target = "hopper") {
+                   std::map<std::string, std::string> params,
+                   const std::string &target = "hopper") {
         for (const std::string &s : schedules) {
             Case c{app, s, params, "", target};
-            c.name = case_name(c) + (target == "hopper" ? "" : "_sms" + target.substr(target.find('=') + 1));
+            c.name = case_name(c) +
+                     (target == "hopper" ? "" : "_sms" + target.substr(target.find('=') + 1));
             all.push_back(c);
         }
     };
@@ -120,14 +153,18 @@ std::vector<Case> hopper_cases() {
         params["TN"] = "256";
         add("gemm", {"ws_cooperative"}, params);
     }
-    add("gemm", {"ws_cooperative"}, {{"M", "640"}, {"N", "768"}, {"K", "320"}, {"TN", "256"}}, "hopper:sms=4");
-    add("gemm", {"ws_cooperative", "ws_pingpong"}, {{"M", "1000"}, {"N", "1096"}, {"K", "520"}, {"group", "3"}},
+    add("gemm", {"ws_cooperative"}, {{"M", "640"}, {"N", "768"}, {"K", "320"}, {"TN", "256"}},
+        "hopper:sms=4");
+    add("gemm", {"ws_cooperative", "ws_pingpong"},
+        {{"M", "1000"}, {"N", "1096"}, {"K", "520"}, {"group", "3"}},
         "hopper:sms=4"); // groups of 2 tile rows (the largest divisor of 8 up to 3)
     const std::vector<std::string> stream = {"double_buffered", "single_buffered", "sync"};
     add("elementwise", stream, {{"W", "1000"}, {"H", "333"}});
     // Persistent CTAs looping over the tiles through their ring (more tiles than CTAs).
-    add("elementwise", {"double_buffered"}, {{"W", "1000"}, {"H", "333"}, {"ctas_per_sm", "1"}}, "hopper:sms=4");
-    add("elementwise", {"double_buffered"}, {{"W", "777"}, {"H", "61"}, {"ctas_per_sm", "2"}, {"stages", "3"}}, "hopper:sms=3");
+    add("elementwise", {"double_buffered"}, {{"W", "1000"}, {"H", "333"}, {"ctas_per_sm", "1"}},
+        "hopper:sms=4");
+    add("elementwise", {"double_buffered"},
+        {{"W", "777"}, {"H", "61"}, {"ctas_per_sm", "2"}, {"stages", "3"}}, "hopper:sms=3");
     add("rmsnorm", stream, {{"D", "1000"}, {"R", "77"}});
     // Persistent CTAs (more tiles than CTAs): the ring runs ahead across tiles, w is staged once
     // per CTA, the output's two versions alternate; whole rows and chunked rows, RB rows a tile.
@@ -147,23 +184,29 @@ std::vector<Case> hopper_cases() {
     add("attention_scores", {"ws_pingpong"}, {{"Lq", "256"}, {"Lk", "256"}, {"D", "128"}});
     add("attention_scores", {"ws_pingpong"}, {{"Lq", "200"}, {"Lk", "136"}, {"D", "72"}});
     add("attention_scores", {"ws_pingpong"}, {{"Lq", "1"}, {"Lk", "8"}, {"D", "64"}});
-    add("attention_scores", {"ws_pingpong"}, {{"Lq", "300"}, {"Lk", "520"}, {"D", "128"}, {"TN", "64"}, {"stages", "2"}},
+    add("attention_scores", {"ws_pingpong"},
+        {{"Lq", "300"}, {"Lk", "520"}, {"D", "128"}, {"TN", "64"}, {"stages", "2"}},
         "hopper:sms=3");
     // 2x1 and 1x2 clusters: the operand the pair shares multicast (B for cluster_m, A for
     // cluster_n); tails, one tile, pairs with a tile-less CTA (an odd tile count, an odd number of
     // tile rows: the cluster tails), more tiles than SMs, runtime shapes.
     for (const char *pair : {"cluster_m", "cluster_n"}) {
-        add("gemm", {"ws_cooperative"}, {{"M", "512"}, {"N", "512"}, {"K", "256"}, {"TN", "256"}, {pair, "2"}});
+        add("gemm", {"ws_cooperative"},
+            {{"M", "512"}, {"N", "512"}, {"K", "256"}, {"TN", "256"}, {pair, "2"}});
         add("gemm", {"ws_pingpong", "ws"}, {{"M", "200"}, {"N", "136"}, {"K", "72"}, {pair, "2"}});
         add("gemm", {"ws_pingpong"}, {{"M", "100"}, {"N", "100"}, {"K", "100"}, {pair, "2"}});
-        add("gemm", {"ws_cooperative", "ws_pingpong"}, {{"M", "1024"}, {"N", "768"}, {"K", "128"}, {pair, "2"}},
-            "hopper:sms=4");
-        add("gemm", {"ws_cooperative"}, {{"shapes", "runtime"}, {"M", "300"}, {"N", "200"}, {"K", "72"}, {pair, "2"}});
-        add("gemm", {"ws_pingpong"}, {{"M", "384"}, {"N", "512"}, {"K", "128"}, {pair, "2"}}); // 3 tile rows
+        add("gemm", {"ws_cooperative", "ws_pingpong"},
+            {{"M", "1024"}, {"N", "768"}, {"K", "128"}, {pair, "2"}}, "hopper:sms=4");
+        add("gemm", {"ws_cooperative"},
+            {{"shapes", "runtime"}, {"M", "300"}, {"N", "200"}, {"K", "72"}, {pair, "2"}});
+        add("gemm", {"ws_pingpong"},
+            {{"M", "384"}, {"N", "512"}, {"K", "128"}, {pair, "2"}}); // 3 tile rows
     }
-    add("gemm", {"ws_cooperative", "ws"}, {{"M", "384"}, {"N", "100"}, {"K", "128"}, {"cluster_m", "2"}});
+    add("gemm", {"ws_cooperative", "ws"},
+        {{"M", "384"}, {"N", "100"}, {"K", "128"}, {"cluster_m", "2"}});
     add("gemm", {"ws_pingpong"}, {{"M", "130"}, {"N", "390"}, {"K", "70"}, {"cluster_n", "2"}});
-    add("gemm", {"ws_cooperative", "ws"}, {{"M", "1000"}, {"N", "1096"}, {"K", "520"}, {"cluster_n", "2"}}); // 9 columns
+    add("gemm", {"ws_cooperative", "ws"},
+        {{"M", "1000"}, {"N", "1096"}, {"K", "520"}, {"cluster_n", "2"}}); // 9 columns
     return all;
 }
 
@@ -183,7 +226,8 @@ std::vector<Case> ascend_cases() {
         }
     }
     for (const auto &params : std::vector<std::map<std::string, std::string>>{
-             {{"Lq", "256"}, {"Lk", "384"}, {"D", "64"}}, {{"Lq", "200"}, {"Lk", "333"}, {"D", "80"}}}) {
+             {{"Lq", "256"}, {"Lk", "384"}, {"D", "64"}},
+             {{"Lq", "200"}, {"Lk", "333"}, {"D", "80"}}}) {
         Case c{"attention_scores", "resident", params, "", "ascend"};
         c.name = case_name(c);
         all.push_back(c);
@@ -208,10 +252,14 @@ std::vector<Case> ascend_cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ascend, AppCorrectness, ::testing::ValuesIn(ascend_cases()),
-                         [](const ::testing::TestParamInfo<Case> &info) { return info.param.name; });
+                         [](const ::testing::TestParamInfo<Case> &info) {
+                             return info.param.name;
+                         });
 
 INSTANTIATE_TEST_SUITE_P(Hopper, AppCorrectness, ::testing::ValuesIn(hopper_cases()),
-                         [](const ::testing::TestParamInfo<Case> &info) { return info.param.name; });
+                         [](const ::testing::TestParamInfo<Case> &info) {
+                             return info.param.name;
+                         });
 
 // The issue's acceptance run at 2048^3 with the default schedule (ws_pingpong, the most stages
 // that fit: 2): the DRAM loads overlap the MMAs, the vector core's epilogue of one tile runs under
@@ -261,8 +309,8 @@ TEST(RandomSizes, GemmOnEveryTargetAndSchedule) {
                 o.schedule = schedule;
                 o.target = target;
                 RunResult r = run(gemm_app(), o);
-                SCOPED_TRACE(std::string(target) + " " + schedule + " M=" + p["M"] + " N=" + p["N"] + " K=" + p["K"] +
-                             " stages=" + p["stages"]);
+                SCOPED_TRACE(std::string(target) + " " + schedule + " M=" + p["M"] +
+                             " N=" + p["N"] + " K=" + p["K"] + " stages=" + p["stages"]);
                 EXPECT_TRUE(r.correct) << r.max_rel_err;
                 EXPECT_EQ(r.report.race_count, 0);
                 EXPECT_FALSE(r.report.deadlock) << r.report.deadlock_message;
@@ -283,7 +331,9 @@ TEST(PersistentGrid, SizedAtLaunchFromTheSmCount) {
         {"gemm", "ws_pingpong", {{"M", "640"}, {"N", "384"}, {"K", "320"}}},
         {"gemm", "ws_cooperative", {{"M", "1000"}, {"N", "1096"}, {"K", "200"}, {"TN", "256"}}},
         {"gemm", "ws_pingpong", {{"M", "700"}, {"N", "304"}, {"K", "96"}, {"shapes", "runtime"}}},
-        {"rmsnorm", "double_buffered", {{"D", "1000"}, {"R", "77"}, {"RB", "4"}, {"ctas_per_sm", "2"}}},
+        {"rmsnorm",
+         "double_buffered",
+         {{"D", "1000"}, {"R", "77"}, {"RB", "4"}, {"ctas_per_sm", "2"}}},
     };
     for (const Persistent &k : kernels) {
         const App &app = find_app(k.app);
@@ -312,14 +362,16 @@ struct ClusterCopies : Halide::Internal::IRVisitor {
     using IRVisitor::visit;
     void visit(const Halide::Internal::Call *op) override {
         ir::CopyOp c;
-        if (ir::as_copy(Halide::Internal::Evaluate::make(op), &c) && c.multicast == 2) multicast++;
+        if (ir::as_copy(Halide::Internal::Evaluate::make(op), &c) && c.multicast == 2)
+            multicast++;
         IRVisitor::visit(op);
     }
 };
 
 int multicast_copies(const std::map<std::string, std::string> &params) {
     const App &app = find_app("gemm");
-    Kernel k = compile_app(app, with_defaults(app, Params(params), "hopper"), "ws_cooperative", Target::parse("hopper"));
+    Kernel k = compile_app(app, with_defaults(app, Params(params), "hopper"), "ws_cooperative",
+                           Target::parse("hopper"));
     EXPECT_EQ(k.cluster, 2);
     ClusterCopies v;
     k.body.accept(&v);
@@ -333,10 +385,18 @@ int multicast_copies(const std::map<std::string, std::string> &params) {
 // CTAs have no tile of their own), and with runtime shapes. (A tile order whose pairs share
 // nothing: ScheduleErrors.ClustersAreHoppersAndNeedWarpSpecializeOnTheOutput.)
 TEST(Clusters, TheSharedOperandIsMulticast) {
-    EXPECT_EQ(multicast_copies({{"M", "1024"}, {"N", "1024"}, {"K", "256"}, {"TN", "256"}, {"cluster_m", "2"}}), 1);
-    EXPECT_EQ(multicast_copies({{"M", "1024"}, {"N", "1024"}, {"K", "256"}, {"TN", "256"}, {"cluster_n", "2"}}), 1);
-    EXPECT_EQ(multicast_copies({{"M", "384"}, {"N", "768"}, {"K", "128"}, {"TN", "256"}, {"cluster_m", "2"}}), 1);
+    EXPECT_EQ(multicast_copies(
+                  {{"M", "1024"}, {"N", "1024"}, {"K", "256"}, {"TN", "256"}, {"cluster_m", "2"}}),
+              1);
+    EXPECT_EQ(multicast_copies(
+                  {{"M", "1024"}, {"N", "1024"}, {"K", "256"}, {"TN", "256"}, {"cluster_n", "2"}}),
+              1);
+    EXPECT_EQ(multicast_copies(
+                  {{"M", "384"}, {"N", "768"}, {"K", "128"}, {"TN", "256"}, {"cluster_m", "2"}}),
+              1);
     EXPECT_EQ(multicast_copies({{"shapes", "runtime"}, {"TN", "256"}, {"cluster_m", "2"}}), 1);
-    EXPECT_EQ(multicast_copies({{"M", "384"}, {"N", "768"}, {"K", "128"}, {"TN", "256"}, {"cluster_n", "2"}}), 1);
+    EXPECT_EQ(multicast_copies(
+                  {{"M", "384"}, {"N", "768"}, {"K", "128"}, {"TN", "256"}, {"cluster_n", "2"}}),
+              1);
     EXPECT_EQ(multicast_copies({{"shapes", "runtime"}, {"TN", "256"}, {"cluster_n", "2"}}), 1);
 }

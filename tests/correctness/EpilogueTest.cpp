@@ -1,7 +1,7 @@
-// A GEMM with a fused epilogue (bias + ReLU; or a scale and a residual tile added), written as a user writes it (the algorithm, then a
-// schedule with Tandem's directives), on every target and schedule: it must match the Halide
-// reference with no race and no deadlock (on ascend a mix kernel: the cube cores hand each tile to
-// the vector cores through a GM workspace).
+// A GEMM with a fused epilogue (bias + ReLU; or a scale and a residual tile added), written as a
+// user writes it (the algorithm, then a schedule with Tandem's directives), on every target and
+// schedule: it must match the Halide reference with no race and no deadlock (on ascend a mix
+// kernel: the cube cores hand each tile to the vector cores through a GM workspace).
 #include "App.h"
 #include "Run.h"
 
@@ -14,19 +14,21 @@ namespace {
 
 const int M = 150, N = 136, K = 200;
 
-/** epilogue "bias_relu": C = bf16(max(acc + bias(j), 0)); "scale_residual": C = f32(acc * 0.125 + R(j, i) - 1),
- * R an M x N input staged per tile. */
+/** epilogue "bias_relu": C = bf16(max(acc + bias(j), 0)); "scale_residual": C = f32(acc * 0.125 +
+ * R(j, i) - 1), R an M x N input staged per tile. */
 Built gemm_epilogue(const std::string &epilogue, const std::string &schedule) {
-    ImageParam A(Halide::BFloat(16), 2, "A"), B(Halide::BFloat(16), 2, "B"), bias(Halide::Float(32), 1, "bias"),
-        R(Halide::Float(32), 2, "R");
+    ImageParam A(Halide::BFloat(16), 2, "A"), B(Halide::BFloat(16), 2, "B"),
+        bias(Halide::Float(32), 1, "bias"), R(Halide::Float(32), 2, "R");
     const bool residual = epilogue == "scale_residual";
     Var j("j"), i("i");
     RDom r(0, K, "r");
     Func acc("acc"), C("C");
     acc(j, i) = 0.0f;
     acc(j, i) += Halide::cast<float>(A(r, i)) * Halide::cast<float>(B(j, r));
-    if (residual) C(j, i) = acc(j, i) * 0.125f + R(j, i) - 1.0f;
-    else C(j, i) = Halide::cast<Halide::bfloat16_t>(Halide::max(acc(j, i) + bias(j), 0.0f));
+    if (residual)
+        C(j, i) = acc(j, i) * 0.125f + R(j, i) - 1.0f;
+    else
+        C(j, i) = Halide::cast<Halide::bfloat16_t>(Halide::max(acc(j, i) + bias(j), 0.0f));
     A.dim(0).set_bounds(0, K);
     A.dim(1).set_bounds(0, M).set_stride(K);
     B.dim(0).set_bounds(0, N);
@@ -36,21 +38,26 @@ Built gemm_epilogue(const std::string &epilogue, const std::string &schedule) {
     R.dim(1).set_bounds(0, M).set_stride(N);
     C.output_buffer().dim(0).set_bounds(0, N);
     C.output_buffer().dim(1).set_bounds(0, M).set_stride(N);
-    const std::vector<ImageParam> inputs = residual ? std::vector<ImageParam>{A, B, R} : std::vector<ImageParam>{A, B, bias};
-    if (schedule == "reference") return {inputs, C};
+    const std::vector<ImageParam> inputs =
+        residual ? std::vector<ImageParam>{A, B, R} : std::vector<ImageParam>{A, B, bias};
+    if (schedule == "reference")
+        return {inputs, C};
 
     Var jo("jo"), io("io"), ji("ji"), ii("ii"), t("t");
     RVar ko("ko"), ki("ki");
     C.tile(j, i, jo, io, ji, ii, 64, 64, TailStrategy::GuardWithIf).fuse(jo, io, t).map_to_cores(t);
     acc.compute_at(C, t);
     acc.update().split(r.x, ko, ki, 64, TailStrategy::GuardWithIf).reorder(j, i, ki, ko).tile_mma();
-    Func A_tile = Func::staged(A, acc), B_tile = Func::staged(B, acc), in_tile = Func::staged(residual ? R : bias, C);
+    Func A_tile = Func::staged(A, acc), B_tile = Func::staged(B, acc),
+         in_tile = Func::staged(residual ? R : bias, C);
     A_tile.compute_at(acc, ko).async_copy().multi_buffer(3);
     B_tile.compute_at(acc, ko).async_copy().multi_buffer(3);
     in_tile.compute_at(C, t);
     C.async_copy();
-    if (schedule == "ws" || schedule == "ws_pingpong") C.warp_specialize();
-    if (schedule == "ws_pingpong") C.ping_pong();
+    if (schedule == "ws" || schedule == "ws_pingpong")
+        C.warp_specialize();
+    if (schedule == "ws_pingpong")
+        C.ping_pong();
     return {inputs, C};
 }
 
@@ -67,7 +74,8 @@ App app(const std::string &epilogue) {
     return a;
 }
 
-class Epilogue : public testing::TestWithParam<std::tuple<std::string, std::string, std::string>> {};
+class Epilogue : public testing::TestWithParam<std::tuple<std::string, std::string, std::string>> {
+};
 
 TEST_P(Epilogue, MatchesReference) {
     auto [epilogue, target, schedule] = GetParam();
@@ -85,7 +93,8 @@ INSTANTIATE_TEST_SUITE_P(EveryTarget, Epilogue,
                                           testing::Values("zpu", "hopper", "ascend"),
                                           testing::Values("ws_pingpong", "ws", "pipelined")),
                          [](const auto &info) {
-                             return std::get<0>(info.param) + "_" + std::get<1>(info.param) + "_" + std::get<2>(info.param);
+                             return std::get<0>(info.param) + "_" + std::get<1>(info.param) + "_" +
+                                    std::get<2>(info.param);
                          });
 
 } // namespace

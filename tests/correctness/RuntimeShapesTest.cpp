@@ -18,27 +18,38 @@ namespace {
 struct Case {
     std::string app, target;
     std::map<std::string, std::string> params; // compiled with these (the extents are estimates)
-    std::vector<std::string> extents;         // the runtime extents, each split by the tile in `tiles`
+    std::vector<std::string> extents; // the runtime extents, each split by the tile in `tiles`
     std::vector<std::string> tiles;
-    std::set<std::string> strides; // extents that set a row stride (hopper: multiples of 8 at every other shape)
+    std::set<std::string>
+        strides; // extents that set a row stride (hopper: multiples of 8 at every other shape)
 };
 
-std::string name_of(const testing::TestParamInfo<Case> &info) { return info.param.app + "_" + info.param.target; }
+std::string name_of(const testing::TestParamInfo<Case> &info) {
+    return info.param.app + "_" + info.param.target;
+}
 
 /** 20 shapes: all ones, then each extent drawn from 1, 2, a prime, tile - 1, tile, tile + 1 and
  * up to three tiles and a bit. */
 std::vector<std::map<std::string, int>> shapes_for(const Case &c, const Params &p) {
     std::mt19937 rng(14);
     std::vector<std::map<std::string, int>> shapes(1);
-    for (const std::string &e : c.extents) shapes[0][e] = c.target == "hopper" && c.strides.count(e) ? 8 : 1;
+    for (const std::string &e : c.extents)
+        shapes[0][e] = c.target == "hopper" && c.strides.count(e) ? 8 : 1;
     while (shapes.size() < 20) {
         std::map<std::string, int> shape;
         for (size_t i = 0; i < c.extents.size(); i++) {
             const int tile = p.get_int(c.tiles[i]);
-            const std::vector<int> picks = {1, 2, 7, 13, std::max(1, tile - 1), tile, tile + 1,
+            const std::vector<int> picks = {1,
+                                            2,
+                                            7,
+                                            13,
+                                            std::max(1, tile - 1),
+                                            tile,
+                                            tile + 1,
                                             1 + int(rng() % unsigned(3 * tile + 5))};
             int e = picks[rng() % picks.size()];
-            if (c.target == "hopper" && c.strides.count(c.extents[i]) && shapes.size() % 2 == 0) e = (e + 7) / 8 * 8;
+            if (c.target == "hopper" && c.strides.count(c.extents[i]) && shapes.size() % 2 == 0)
+                e = (e + 7) / 8 * 8;
             shape[c.extents[i]] = e;
         }
         shapes.push_back(shape);
@@ -78,7 +89,8 @@ TEST_P(RuntimeShapes, OneKernelEveryShape) {
                 continue;
             }
             EXPECT_TRUE(r.correct) << "max_rel_err " << r.max_rel_err;
-            EXPECT_EQ(r.report.race_count, 0) << (r.report.races.empty() ? "" : r.report.races[0].str());
+            EXPECT_EQ(r.report.race_count, 0)
+                << (r.report.races.empty() ? "" : r.report.races[0].str());
             EXPECT_FALSE(r.report.deadlock) << r.report.deadlock_message;
         }
     }
@@ -88,21 +100,45 @@ std::vector<Case> cases() {
     std::vector<Case> all;
     for (const std::string target : {"zpu", "ascend", "hopper"}) {
         const std::string t = target == "hopper" ? "64" : "32"; // wgmma: 64-row tiles
-        all.push_back({"gemm", target,
-                       {{"M", "64"}, {"N", "64"}, {"K", "64"}, {"TM", t}, {"TN", t}, {"TK", t}, {"group", "3"}},
-                       {"M", "N", "K"}, {"TM", "TN", "TK"}, {"N", "K"}});
-        all.push_back({"elementwise", target, {{"W", "100"}, {"H", "20"}, {"TX", "64"}, {"TY", "8"}},
-                       {"W", "H"}, {"TX", "TY"}, {"W"}});
+        all.push_back({"gemm",
+                       target,
+                       {{"M", "64"},
+                        {"N", "64"},
+                        {"K", "64"},
+                        {"TM", t},
+                        {"TN", t},
+                        {"TK", t},
+                        {"group", "3"}},
+                       {"M", "N", "K"},
+                       {"TM", "TN", "TK"},
+                       {"N", "K"}});
+        all.push_back({"elementwise",
+                       target,
+                       {{"W", "100"}, {"H", "20"}, {"TX", "64"}, {"TY", "8"}},
+                       {"W", "H"},
+                       {"TX", "TY"},
+                       {"W"}});
         // Rows in chunks of TD (at the estimate D = 200 whole rows would fit).
-        all.push_back({"rmsnorm", target, {{"D", "200"}, {"R", "16"}, {"RB", "2"}, {"TD", "64"}},
-                       {"D", "R"}, {"TD", "RB"}, {"D"}});
+        all.push_back({"rmsnorm",
+                       target,
+                       {{"D", "200"}, {"R", "16"}, {"RB", "2"}, {"TD", "64"}},
+                       {"D", "R"},
+                       {"TD", "RB"},
+                       {"D"}});
         if (target != "hopper") {
-            all.push_back({"attention_scores", target,
+            all.push_back({"attention_scores",
+                           target,
                            {{"Lq", "64"}, {"Lk", "64"}, {"D", "64"}, {"TM", "32"}, {"TN", "32"}},
-                           {"Lq", "Lk"}, {"TM", "TN"}, {}});
+                           {"Lq", "Lk"},
+                           {"TM", "TN"},
+                           {}});
         } else { // wgmma tiles: 64 rows; S's rows (f32) in multiples of 16 bytes
-            all.push_back({"attention_scores", target, {{"Lq", "64"}, {"Lk", "64"}, {"D", "64"}, {"TM", "64"}, {"TN", "64"}},
-                           {"Lq", "Lk"}, {"TM", "TN"}, {"Lk"}});
+            all.push_back({"attention_scores",
+                           target,
+                           {{"Lq", "64"}, {"Lk", "64"}, {"D", "64"}, {"TM", "64"}, {"TN", "64"}},
+                           {"Lq", "Lk"},
+                           {"TM", "TN"},
+                           {"Lk"}});
         }
     }
     return all;
@@ -113,14 +149,22 @@ INSTANTIATE_TEST_SUITE_P(Apps, RuntimeShapes, testing::ValuesIn(cases()), name_o
 TEST(RuntimeShapes, StaticExtentMustMatch) {
     // A static dim (attention's head size) at another extent is an error naming the argument.
     const App &app = find_app("attention_scores");
-    const Params p = with_defaults(app, Params({{"shapes", "runtime"}, {"Lq", "40"}, {"Lk", "40"}, {"D", "32"},
-                                                {"TM", "16"}, {"TN", "16"}}), "zpu");
+    const Params p = with_defaults(app,
+                                   Params({{"shapes", "runtime"},
+                                           {"Lq", "40"},
+                                           {"Lk", "40"},
+                                           {"D", "32"},
+                                           {"TM", "16"},
+                                           {"TN", "16"}}),
+                                   "zpu");
     const Kernel kernel = compile_app(app, p, "resident", Target::parse("zpu"));
     try {
         kernel.bind_shapes({{64, 40}, {32, 40}, {40, 40}});
         FAIL() << "a head size of 64 was accepted by a kernel compiled for 32";
     } catch (const Error &e) {
-        EXPECT_NE(std::string(e.what()).find("dimension 0 has extent 64; the kernel takes 32"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("dimension 0 has extent 64; the kernel takes 32"),
+                  std::string::npos)
+            << e.what();
     }
     EXPECT_THROW(kernel.bind_shapes({{32, 0}, {32, 40}, {40, 0}}), Error); // an extent of 0
 }
@@ -131,9 +175,11 @@ TEST(RuntimeShapes, ARuntimeKLoopIsOneLoopPipelinedAcrossTiles) {
     // order's padding tiles are skipped by a guard: there it runs ahead inside a tile only.
     const App &app = find_app("gemm");
     auto notes = [&](const std::string &group) {
-        const Params p = with_defaults(app, Params({{"shapes", "runtime"}, {"group", group}}), "zpu");
+        const Params p =
+            with_defaults(app, Params({{"shapes", "runtime"}, {"group", group}}), "zpu");
         std::string all;
-        for (const std::string &n : compile_app(app, p, "ws_pingpong", Target::parse("zpu")).notes) all += n + "\n";
+        for (const std::string &n : compile_app(app, p, "ws_pingpong", Target::parse("zpu")).notes)
+            all += n + "\n";
         return all;
     };
     const std::string plain = notes("1");
@@ -149,8 +195,10 @@ TEST(RuntimeShapes, InputsMustCoverWhatTheAlgorithmReads) {
     const App &app = find_app("gemm");
     for (const std::string target : {"zpu", "ascend", "hopper"}) {
         SCOPED_TRACE(target);
-        const Params p = with_defaults(app, Params({{"shapes", "runtime"}, {"M", "64"}, {"N", "64"}, {"K", "64"}}), target);
-        const Kernel kernel = compile_app(app, p, schedules_for(app, target).front(), Target::parse(target));
+        const Params p = with_defaults(
+            app, Params({{"shapes", "runtime"}, {"M", "64"}, {"N", "64"}, {"K", "64"}}), target);
+        const Kernel kernel =
+            compile_app(app, p, schedules_for(app, target).front(), Target::parse(target));
         EXPECT_NO_THROW(kernel.bind_shapes({{64, 32}, {48, 64}, {48, 32}}));
         EXPECT_NO_THROW(kernel.bind_shapes({{64, 32}, {56, 72}, {48, 32}})); // larger inputs: fine
         try {
@@ -158,12 +206,14 @@ TEST(RuntimeShapes, InputsMustCoverWhatTheAlgorithmReads) {
             FAIL() << "a B of 40 rows was taken for K = 64";
         } catch (const ShapeError &e) {
             EXPECT_FALSE(e.target_limit);
-            EXPECT_NE(std::string(e.what()).find("B dimension 1 is read at [0, (A.extent.0 + -1)]; its extent must be at "
-                                                 "least A.extent.0 (here A.extent.0 = 64, B.extent.1 = 40)"),
+            EXPECT_NE(std::string(e.what()).find(
+                          "B dimension 1 is read at [0, (A.extent.0 + -1)]; its extent must be at "
+                          "least A.extent.0 (here A.extent.0 = 64, B.extent.1 = 40)"),
                       std::string::npos)
                 << e.what();
         }
-        EXPECT_THROW(kernel.bind_shapes({{64, 30}, {48, 64}, {48, 32}}), ShapeError); // A short of C's rows
+        EXPECT_THROW(kernel.bind_shapes({{64, 30}, {48, 64}, {48, 32}}),
+                     ShapeError); // A short of C's rows
     }
 }
 
@@ -172,7 +222,8 @@ TEST(RuntimeShapes, HopperTakesAnyStride) {
     // whose threads copy A's and B's tiles; K = 72 runs the TMA variant. Both are in the CUDA, the
     // launcher choosing by the same rule.
     const App &app = find_app("gemm");
-    const Params p = with_defaults(app, Params({{"shapes", "runtime"}, {"M", "128"}, {"N", "128"}, {"K", "64"}}), "hopper");
+    const Params p = with_defaults(
+        app, Params({{"shapes", "runtime"}, {"M", "128"}, {"N", "128"}, {"K", "64"}}), "hopper");
     const Kernel kernel = compile_app(app, p, "ws_pingpong", Target::parse("hopper"));
     RunOptions options;
     options.target = "hopper";
@@ -186,7 +237,8 @@ TEST(RuntimeShapes, HopperTakesAnyStride) {
         EXPECT_EQ(r.report.race_count, 0);
     }
     const std::string cuda = hopper_backend::emit_cuda(kernel, "any");
-    for (const char *fn : {"__global__ void __launch_bounds__(384, 1) any_tma(", "__global__ void __launch_bounds__(384, 1) any_threads(",
+    for (const char *fn : {"__global__ void __launch_bounds__(384, 1) any_tma(",
+                           "__global__ void __launch_bounds__(384, 1) any_threads(",
                            "extern \"C\" cudaError_t prepare_any(", "tma = tma && ("}) {
         EXPECT_NE(cuda.find(fn), std::string::npos) << fn;
     }

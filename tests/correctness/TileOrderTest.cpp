@@ -29,7 +29,8 @@ Built gemm_with_holes(const Params &, const std::string &schedule, const Target 
     B.dim(1).set_bounds(0, K).set_stride(N);
     C.output_buffer().dim(0).set_bounds(0, N);
     C.output_buffer().dim(1).set_bounds(0, M).set_stride(N);
-    if (schedule == "reference") return {{A, B}, C};
+    if (schedule == "reference")
+        return {{A, B}, C};
 
     Var jo("jo"), io("io"), ji("ji"), ii("ii"), iog("iog"), iob("iob"), g("g"), t("t");
     RVar ko("ko"), ki("ki");
@@ -46,8 +47,10 @@ Built gemm_with_holes(const Params &, const std::string &schedule, const Target 
     A_tile.compute_at(acc, ko).async_copy().multi_buffer(2);
     B_tile.compute_at(acc, ko).async_copy().multi_buffer(2);
     C.async_copy();
-    if (schedule != "pipelined") C.warp_specialize();
-    if (schedule == "ws_pingpong") C.ping_pong();
+    if (schedule != "pipelined")
+        C.warp_specialize();
+    if (schedule == "ws_pingpong")
+        C.ping_pong();
     return {{A, B}, C};
 }
 
@@ -75,16 +78,18 @@ TEST_P(TileOrderWithHoles, MatchesReferenceWithoutHazards) {
     EXPECT_FALSE(r.report.deadlock) << r.report.deadlock_message;
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryTarget, TileOrderWithHoles,
-                         testing::Values(std::tuple{"zpu", "ws_pingpong"}, std::tuple{"zpu", "pipelined"},
-                                         std::tuple{"hopper:sms=4", "ws_pingpong"}, std::tuple{"hopper", "ws"},
-                                         std::tuple{"hopper", "pipelined"}, std::tuple{"ascend", "ws_pingpong"},
-                                         std::tuple{"ascend", "pipelined"}),
-                         [](const auto &info) {
-                             std::string n = std::string(std::get<0>(info.param)) + "_" + std::get<1>(info.param);
-                             for (char &c : n)
-                                 if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-                             return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    EveryTarget, TileOrderWithHoles,
+    testing::Values(std::tuple{"zpu", "ws_pingpong"}, std::tuple{"zpu", "pipelined"},
+                    std::tuple{"hopper:sms=4", "ws_pingpong"}, std::tuple{"hopper", "ws"},
+                    std::tuple{"hopper", "pipelined"}, std::tuple{"ascend", "ws_pingpong"},
+                    std::tuple{"ascend", "pipelined"}),
+    [](const auto &info) {
+        std::string n = std::string(std::get<0>(info.param)) + "_" + std::get<1>(info.param);
+        for (char &c : n)
+            if (!isalnum(static_cast<unsigned char>(c)))
+                c = '_';
+        return n;
+    });
 
 } // namespace

@@ -11,8 +11,8 @@
 #include <cstring>
 #include <sstream>
 
-#define TANDEM_EMITTED(name, app, schedule, params)                                                                    \
-    const std::vector<zpu::BufferDecl> &name##_buffers();                                                            \
+#define TANDEM_EMITTED(name, app, schedule, params)                                                \
+    const std::vector<zpu::BufferDecl> &name##_buffers();                                          \
     void name(zpu::Context &ctx);
 #include "registry.inc"
 #undef TANDEM_EMITTED
@@ -28,17 +28,21 @@ struct Emitted {
 };
 
 const Emitted all[] = {
-#define TANDEM_EMITTED(name, app, schedule, params) {#name, app, schedule, params, name##_buffers, name},
+#define TANDEM_EMITTED(name, app, schedule, params)                                                \
+    {#name, app, schedule, params, name##_buffers, name},
 #include "registry.inc"
 #undef TANDEM_EMITTED
 };
 
-void PrintTo(const Emitted &e, std::ostream *os) { *os << e.name << " (" << e.app << ", " << e.schedule << ")"; }
+void PrintTo(const Emitted &e, std::ostream *os) {
+    *os << e.name << " (" << e.app << ", " << e.schedule << ")";
+}
 
 apps::Params parse_params(const std::string &text) {
     apps::Params p;
     std::stringstream ss(text);
-    for (std::string kv; ss >> kv;) p.set(kv.substr(0, kv.find('=')), kv.substr(kv.find('=') + 1));
+    for (std::string kv; ss >> kv;)
+        p.set(kv.substr(0, kv.find('=')), kv.substr(kv.find('=') + 1));
     return p;
 }
 
@@ -50,7 +54,8 @@ TEST_P(EmittedKernel, MatchesExecutorBitForBitAndCycleForCycle) {
     apps::Params params = apps::with_defaults(app, parse_params(e.params));
     Kernel k = apps::compile_app(app, params, e.schedule, Target::parse("zpu"));
 
-    sim::Machine executed(sim::ZpuParams::from(k.target.lookup())), emitted(sim::ZpuParams::from(k.target.lookup()));
+    sim::Machine executed(sim::ZpuParams::from(k.target.lookup())),
+        emitted(sim::ZpuParams::from(k.target.lookup()));
     auto ids_x = apps::add_arguments(k, executed, 7);
     auto ids_e = apps::add_arguments(k, emitted, 7);
     // A runtime-shape kernel runs at its estimates: the executor binds them by name, the emitted
@@ -85,6 +90,8 @@ TEST_P(EmittedKernel, MatchesExecutorBitForBitAndCycleForCycle) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Zpu, EmittedKernel, ::testing::ValuesIn(all),
-                         [](const ::testing::TestParamInfo<Emitted> &info) { return std::string(info.param.name); });
+                         [](const ::testing::TestParamInfo<Emitted> &info) {
+                             return std::string(info.param.name);
+                         });
 
 } // namespace

@@ -35,27 +35,34 @@ struct Gemm {
 
     /** The good schedule, with tiles T x T x TK. */
     Gemm &schedule(int T = 64, int TK = 64, int stages = 2) {
-        C.tile(j, i, jo, io, ji, ii, T, T, TailStrategy::GuardWithIf).fuse(jo, io, t).map_to_cores(t);
+        C.tile(j, i, jo, io, ji, ii, T, T, TailStrategy::GuardWithIf)
+            .fuse(jo, io, t)
+            .map_to_cores(t);
         acc.compute_at(C, t);
-        acc.update().split(r.x, ko, ki, TK, TailStrategy::GuardWithIf).reorder(j, i, ki, ko).tile_mma();
+        acc.update()
+            .split(r.x, ko, ki, TK, TailStrategy::GuardWithIf)
+            .reorder(j, i, ki, ko)
+            .tile_mma();
         A_tile.compute_at(acc, ko).async_copy().multi_buffer(stages);
         B_tile.compute_at(acc, ko).async_copy().multi_buffer(stages);
         C.async_copy();
         return *this;
     }
 
-    Kernel compile_for(const std::string &target = "zpu") { return compile(C, {A, B}, Target::parse(target), "gemm"); }
+    Kernel compile_for(const std::string &target = "zpu") {
+        return compile(C, {A, B}, Target::parse(target), "gemm");
+    }
 };
 
 /** Runs `f`, expecting a tandem::Error whose message holds every fragment. */
-template<typename F>
-void expect_error(F &&f, const std::vector<std::string> &fragments) {
+template <typename F> void expect_error(F &&f, const std::vector<std::string> &fragments) {
     try {
         f();
         FAIL() << "expected an error mentioning '" << fragments.front() << "'";
     } catch (const Error &e) {
         std::string msg = e.what();
-        for (const std::string &frag : fragments) EXPECT_NE(msg.find(frag), std::string::npos) << "message: " << msg;
+        for (const std::string &frag : fragments)
+            EXPECT_NE(msg.find(frag), std::string::npos) << "message: " << msg;
     }
 }
 
@@ -67,7 +74,8 @@ TEST(ScheduleErrors, GoodScheduleCompiles) {
 
 TEST(ScheduleErrors, MultiBufferZero) {
     Gemm g;
-    expect_error([&] { g.A_tile.multi_buffer(0); }, {g.A_tile.name(), "multi_buffer(0)", "at least 1"});
+    expect_error([&] { g.A_tile.multi_buffer(0); },
+                 {g.A_tile.name(), "multi_buffer(0)", "at least 1"});
 }
 
 TEST(ScheduleErrors, AsyncCopyOutsideEveryLoop) {
@@ -79,24 +87,31 @@ TEST(ScheduleErrors, AsyncCopyOutsideEveryLoop) {
 
 TEST(ScheduleErrors, SramOverflow) {
     Gemm g(1024, 1024, 1024);
-    // 4 versions of a 256 x 1024 bf16 tile: 2 MB of RSRAM (A is staged there: no DRAM -> ASRAM route)
+    // 4 versions of a 256 x 1024 bf16 tile: 2 MB of RSRAM (A is staged there: no DRAM -> ASRAM
+    // route)
     g.schedule(256, 1024, 4);
-    expect_error([&] { g.compile_for(); }, {g.A_tile.name(), "multi_buffer(4)", "SRAM overflow", "RSRAM"});
+    expect_error([&] { g.compile_for(); },
+                 {g.A_tile.name(), "multi_buffer(4)", "SRAM overflow", "RSRAM"});
 }
 
 TEST(ScheduleErrors, SramOverflowWithSmallerTargetScope) {
     Gemm g(256, 256, 256);
     g.schedule(128, 128, 2);
     // ASRAM holds the one 128 x 128 bf16 box each MMA reads (32768 bytes).
-    expect_error([&] { compile(g.C, {g.A, g.B}, Target::parse("zpu:asram_bytes=16384"), "gemm"); },
-                 {"SRAM overflow", "ASRAM", "16384"});
+    expect_error(
+        [&] {
+            compile(g.C, {g.A, g.B}, Target::parse("zpu:asram_bytes=16384"), "gemm");
+        },
+        {"SRAM overflow", "ASRAM", "16384"});
 }
 
 TEST(ScheduleErrors, TargetsWithoutBackend) {
     Gemm g;
     g.schedule();
-    expect_error([&] { g.compile_for("ascend:cube_cores=0"); }, {"ascend", "'cube_cores' must be at least 1"});
-    expect_error([&] { g.compile_for("hopper:tensor_cores=4"); }, {"unknown parameter", "tensor_cores"});
+    expect_error([&] { g.compile_for("ascend:cube_cores=0"); },
+                 {"ascend", "'cube_cores' must be at least 1"});
+    expect_error([&] { g.compile_for("hopper:tensor_cores=4"); },
+                 {"unknown parameter", "tensor_cores"});
     expect_error([&] { g.compile_for("tpu"); }, {"unknown target", "tpu"});
     expect_error([&] { g.compile_for("zpu:dma_channels=0"); }, {"dma_channels", "at least 1"});
     expect_error([&] { g.compile_for("zpu:warp_size=32"); }, {"unknown parameter", "warp_size"});
@@ -105,7 +120,8 @@ TEST(ScheduleErrors, TargetsWithoutBackend) {
 TEST(ScheduleErrors, HopperSharedMemoryOverflow) {
     Gemm g(1024, 1024, 1024);
     g.schedule(128, 256, 4); // 4 versions of 128 x 256 bf16 A and 256 x 128 B tiles: 512 KB
-    expect_error([&] { g.compile_for("hopper"); }, {"multi_buffer(4)", "shared memory overflow", "227 KB"});
+    expect_error([&] { g.compile_for("hopper"); },
+                 {"multi_buffer(4)", "shared memory overflow", "227 KB"});
 }
 
 TEST(ScheduleErrors, HopperAccumulatorTooLargeForRegisters) {
@@ -118,7 +134,8 @@ TEST(ScheduleErrors, HopperPingPongNeedsWarpSpecialize) {
     Gemm g;
     g.schedule();
     g.C.ping_pong();
-    expect_error([&] { g.compile_for("hopper"); }, {g.C.name(), "ping_pong()", "add warp_specialize()"});
+    expect_error([&] { g.compile_for("hopper"); },
+                 {g.C.name(), "ping_pong()", "add warp_specialize()"});
 }
 
 TEST(ScheduleErrors, CooperativeIsHoppersAndNeedsWarpSpecializeWithoutPingPong) {
@@ -129,16 +146,19 @@ TEST(ScheduleErrors, CooperativeIsHoppersAndNeedsWarpSpecializeWithoutPingPong) 
     Gemm alone;
     alone.schedule();
     alone.C.cooperative();
-    expect_error([&] { alone.compile_for("hopper"); }, {alone.C.name(), "cooperative()", "needs warp_specialize()"});
+    expect_error([&] { alone.compile_for("hopper"); },
+                 {alone.C.name(), "cooperative()", "needs warp_specialize()"});
     Gemm both;
     both.schedule();
     both.C.warp_specialize().ping_pong().cooperative();
-    expect_error([&] { both.compile_for("hopper"); }, {both.C.name(), "cooperative()", "exclude ping_pong()"});
+    expect_error([&] { both.compile_for("hopper"); },
+                 {both.C.name(), "cooperative()", "exclude ping_pong()"});
     Gemm inner;
     inner.schedule();
     inner.C.warp_specialize();
     inner.A_tile.cooperative();
-    expect_error([&] { inner.compile_for("hopper"); }, {inner.A_tile.name(), "cooperative()", "output Func"});
+    expect_error([&] { inner.compile_for("hopper"); },
+                 {inner.A_tile.name(), "cooperative()", "output Func"});
 }
 
 TEST(ScheduleErrors, ClustersAreHoppersAndNeedWarpSpecializeOnTheOutput) {
@@ -149,12 +169,14 @@ TEST(ScheduleErrors, ClustersAreHoppersAndNeedWarpSpecializeOnTheOutput) {
     Gemm alone;
     alone.schedule();
     alone.C.cluster(2);
-    expect_error([&] { alone.compile_for("hopper"); }, {alone.C.name(), "cluster(2)", "add warp_specialize()"});
+    expect_error([&] { alone.compile_for("hopper"); },
+                 {alone.C.name(), "cluster(2)", "add warp_specialize()"});
     Gemm inner;
     inner.schedule();
     inner.C.warp_specialize();
     inner.B_tile.cluster(2);
-    expect_error([&] { inner.compile_for("hopper"); }, {inner.B_tile.name(), "cluster(2)", "output Func"});
+    expect_error([&] { inner.compile_for("hopper"); },
+                 {inner.B_tile.name(), "cluster(2)", "output Func"});
     Gemm big;
     expect_error([&] { big.C.cluster(9); }, {big.C.name(), "cluster(9)", "1 to 8 CTAs"});
     Gemm good;
@@ -167,8 +189,9 @@ TEST(ScheduleErrors, ClustersAreHoppersAndNeedWarpSpecializeOnTheOutput) {
     straddling.C.warp_specialize().cluster(2);
     Kernel k = straddling.compile_for("hopper");
     EXPECT_EQ(k.cluster, 2);
-    EXPECT_TRUE(std::any_of(k.notes.begin(), k.notes.end(),
-                            [](const std::string &n) { return n.find("nothing is multicast") != std::string::npos; }));
+    EXPECT_TRUE(std::any_of(k.notes.begin(), k.notes.end(), [](const std::string &n) {
+        return n.find("nothing is multicast") != std::string::npos;
+    }));
 }
 
 TEST(ScheduleErrors, HopperRingsNeedOneVersionCount) {
@@ -176,7 +199,8 @@ TEST(ScheduleErrors, HopperRingsNeedOneVersionCount) {
     g.schedule(64, 64, 2);
     g.B_tile.multi_buffer(3);
     g.C.warp_specialize();
-    expect_error([&] { g.compile_for("hopper"); }, {g.B_tile.name(), "multi_buffer(3)", "same multi_buffer count"});
+    expect_error([&] { g.compile_for("hopper"); },
+                 {g.B_tile.name(), "multi_buffer(3)", "same multi_buffer count"});
 }
 
 TEST(ScheduleErrors, VectorizeIsNotForTheZpu) {
@@ -188,38 +212,53 @@ TEST(ScheduleErrors, VectorizeIsNotForTheZpu) {
 
 TEST(ScheduleErrors, MultiBufferWithoutAsyncCopy) {
     Gemm h;
-    h.C.tile(h.j, h.i, h.jo, h.io, h.ji, h.ii, 64, 64, TailStrategy::GuardWithIf).fuse(h.jo, h.io, h.t).map_to_cores(h.t);
+    h.C.tile(h.j, h.i, h.jo, h.io, h.ji, h.ii, 64, 64, TailStrategy::GuardWithIf)
+        .fuse(h.jo, h.io, h.t)
+        .map_to_cores(h.t);
     h.acc.compute_at(h.C, h.t);
-    h.acc.update().split(h.r.x, h.ko, h.ki, 64, TailStrategy::GuardWithIf).reorder(h.j, h.i, h.ki, h.ko).tile_mma();
+    h.acc.update()
+        .split(h.r.x, h.ko, h.ki, 64, TailStrategy::GuardWithIf)
+        .reorder(h.j, h.i, h.ki, h.ko)
+        .tile_mma();
     h.A_tile.compute_at(h.acc, h.ko).multi_buffer(2);
     h.B_tile.compute_at(h.acc, h.ko);
-    expect_error([&] { h.compile_for(); }, {h.A_tile.name(), "multi_buffer(2)", "add async_copy()"});
+    expect_error([&] { h.compile_for(); },
+                 {h.A_tile.name(), "multi_buffer(2)", "add async_copy()"});
 }
 
 TEST(ScheduleErrors, PingPongNeedsAsyncStore) {
     Gemm h;
-    h.C.tile(h.j, h.i, h.jo, h.io, h.ji, h.ii, 64, 64, TailStrategy::GuardWithIf).fuse(h.jo, h.io, h.t).map_to_cores(h.t);
+    h.C.tile(h.j, h.i, h.jo, h.io, h.ji, h.ii, 64, 64, TailStrategy::GuardWithIf)
+        .fuse(h.jo, h.io, h.t)
+        .map_to_cores(h.t);
     h.acc.compute_at(h.C, h.t);
-    h.acc.update().split(h.r.x, h.ko, h.ki, 64, TailStrategy::GuardWithIf).reorder(h.j, h.i, h.ki, h.ko).tile_mma();
+    h.acc.update()
+        .split(h.r.x, h.ko, h.ki, 64, TailStrategy::GuardWithIf)
+        .reorder(h.j, h.i, h.ki, h.ko)
+        .tile_mma();
     h.A_tile.compute_at(h.acc, h.ko);
     h.B_tile.compute_at(h.acc, h.ko);
     h.C.ping_pong();
-    expect_error([&] { h.compile_for(); }, {h.C.name(), "ping_pong()", "async_copy() on " + h.C.name()});
+    expect_error([&] { h.compile_for(); },
+                 {h.C.name(), "ping_pong()", "async_copy() on " + h.C.name()});
 }
 
 TEST(ScheduleErrors, KernelDirectivesBelongToTheOutput) {
     Gemm g;
     g.schedule();
     g.acc.warp_specialize();
-    expect_error([&] { g.compile_for(); }, {g.acc.name(), "warp_specialize()", "output Func " + g.C.name()});
+    expect_error([&] { g.compile_for(); },
+                 {g.acc.name(), "warp_specialize()", "output Func " + g.C.name()});
     Gemm h;
     h.schedule();
     h.A_tile.ping_pong();
-    expect_error([&] { h.compile_for(); }, {h.A_tile.name(), "ping_pong()", "output Func " + h.C.name()});
+    expect_error([&] { h.compile_for(); },
+                 {h.A_tile.name(), "ping_pong()", "output Func " + h.C.name()});
     Gemm k;
     k.schedule();
     k.acc.map_to_cores(k.j);
-    expect_error([&] { k.compile_for(); }, {k.acc.name(), "map_to_cores(j)", "output Func's tile loop"});
+    expect_error([&] { k.compile_for(); },
+                 {k.acc.name(), "map_to_cores(j)", "output Func's tile loop"});
 }
 
 TEST(ScheduleErrors, MapToCoresNeedsALoopVar) {
@@ -227,14 +266,16 @@ TEST(ScheduleErrors, MapToCoresNeedsALoopVar) {
     g.schedule();
     Var nowhere("nowhere");
     g.C.map_to_cores(nowhere);
-    expect_error([&] { g.compile_for(); }, {g.C.name(), "map_to_cores(nowhere)", "no loop over nowhere"});
+    expect_error([&] { g.compile_for(); },
+                 {g.C.name(), "map_to_cores(nowhere)", "no loop over nowhere"});
 }
 
 TEST(ScheduleErrors, AsyncCopyOnAComputedFunc) {
     Gemm g;
     g.schedule();
     g.acc.async_copy();
-    expect_error([&] { g.compile_for(); }, {g.acc.name(), "async_copy()", "not a plain copy of an input"});
+    expect_error([&] { g.compile_for(); },
+                 {g.acc.name(), "async_copy()", "not a plain copy of an input"});
 }
 
 TEST(ScheduleErrors, AsyncCopyOnAnInlinedFunc) {
@@ -269,7 +310,8 @@ TEST(ScheduleErrors, VectorCodeReadingDram) {
     a.dim(0).set_bounds(0, 64);
     out.output_buffer().dim(0).set_bounds(0, 64);
     out.split(x, xo, xi, 16, TailStrategy::GuardWithIf).map_to_cores(xo);
-    expect_error([&] { compile(out, {a}, Target::parse("zpu"), "k"); }, {out.name(), "reads a in DRAM", "stage a"});
+    expect_error([&] { compile(out, {a}, Target::parse("zpu"), "k"); },
+                 {out.name(), "reads a in DRAM", "stage a"});
 }
 
 TEST(ScheduleErrors, ShapesMustStartAtZero) {
@@ -278,7 +320,8 @@ TEST(ScheduleErrors, ShapesMustStartAtZero) {
     Func out("out");
     out(x) = a(x) * 2.0f;
     out.output_buffer().dim(0).set_bounds(0, 64);
-    expect_error([&] { compile(out, {a}, Target::parse("zpu"), "k"); }, {"'a'", "must start at 0", "set_min(0)"});
+    expect_error([&] { compile(out, {a}, Target::parse("zpu"), "k"); },
+                 {"'a'", "must start at 0", "set_min(0)"});
 }
 
 TEST(ScheduleErrors, RuntimeShapesMustBeDense) {
@@ -291,7 +334,8 @@ TEST(ScheduleErrors, RuntimeShapesMustBeDense) {
     a.dim(1).set_min(0);
     out.output_buffer().dim(0).set_min(0);
     out.output_buffer().dim(1).set_min(0).set_stride(out.output_buffer().dim(0).extent());
-    expect_error([&] { compile(out, {a}, Target::parse("zpu"), "k"); }, {"a.stride.1", "dense stride"});
+    expect_error([&] { compile(out, {a}, Target::parse("zpu"), "k"); },
+                 {"a.stride.1", "dense stride"});
 }
 
 } // namespace

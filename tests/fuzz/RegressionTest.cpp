@@ -19,7 +19,9 @@ struct Case {
     std::string text;
 };
 
-std::ostream &operator<<(std::ostream &os, const Case &c) { return os << c.text; }
+std::ostream &operator<<(std::ostream &os, const Case &c) {
+    return os << c.text;
+}
 
 std::vector<Case> found_by_the_fuzzer() {
     return {
@@ -100,13 +102,18 @@ std::vector<Case> found_by_the_fuzzer() {
         {"rmsnorm ascend double_buffered D=2 R=4 RB=4 TD=1 stages=1"},
         // Ascend's padded UB rows: a tile one element wide has no product by its width in
         // Halide's index (the mix kernel's acc.ub at N = 1, a one-column tail tile).
-        {"gemm ascend pipelined K=1 M=64 N=1 TK=32 TM=64 TN=48 epilogue=bias_relu group=2 out=f32 stages=5"},
-        {"gemm ascend ws_pingpong K=15 M=37 N=17 TK=16 TM=256 TN=16 epilogue=bias_relu group=1 out=bf16 stages=5"},
-        {"gemm ascend ws_pingpong K=83 M=320 N=1 TK=32 TM=256 TN=48 epilogue=bias_relu group=2 out=bf16 stages=5"},
+        {"gemm ascend pipelined K=1 M=64 N=1 TK=32 TM=64 TN=48 epilogue=bias_relu group=2 out=f32 "
+         "stages=5"},
+        {"gemm ascend ws_pingpong K=15 M=37 N=17 TK=16 TM=256 TN=16 epilogue=bias_relu group=1 "
+         "out=bf16 stages=5"},
+        {"gemm ascend ws_pingpong K=83 M=320 N=1 TK=32 TM=256 TN=48 epilogue=bias_relu group=2 "
+         "out=bf16 stages=5"},
         // A folded accumulator (Halide gave it one extent) with no row step is a row or a
         // column: it keeps Halide's layout (taking it for one row made the Fixpipe's rows overlap).
-        {"gemm ascend pipelined K=193 M=32 N=33 TK=64 TM=32 TN=16 epilogue=bias_relu group=8 out=f32 stages=0"},
-        {"gemm ascend ws_pingpong K=128 M=32 N=1 TK=32 TM=32 TN=256 epilogue=bias_relu group=1 out=f32 stages=4"},
+        {"gemm ascend pipelined K=193 M=32 N=33 TK=64 TM=32 TN=16 epilogue=bias_relu group=8 "
+         "out=f32 stages=0"},
+        {"gemm ascend ws_pingpong K=128 M=32 N=1 TK=32 TM=32 TN=256 epilogue=bias_relu group=1 "
+         "out=f32 stages=4"},
         // Tiles Halide folds to one extent get padded rows; columns of a tensor become rows of one
         // element; rows of a runtime count (a guarded tile-row group).
         {"elementwise ascend sync H=2 TX=7 TY=32 W=3000 stages=4"},
@@ -114,16 +121,24 @@ std::vector<Case> found_by_the_fuzzer() {
         {"elementwise ascend sync H=3 TX=7 TY=2 W=242 stages=1"},
         {"pointwise ascend single_buffered H=15 TX=1 TY=16 W=2 expr=3 stages=3"},
         {"rmsnorm ascend sync D=1 R=230 RB=0 TD=0 stages=1"},
-        {"gemm ascend ws_pingpong K=2 M=313 N=177 TK=512 TM=16 TN=64 epilogue=bias_relu group=2 out=bf16 stages=4"},
-        {"gemm ascend pipelined K=64 M=87 N=257 TK=32 TM=128 TN=64 epilogue=bias_relu group=1 out=bf16 stages=0"},
+        {"gemm ascend ws_pingpong K=2 M=313 N=177 TK=512 TM=16 TN=64 epilogue=bias_relu group=2 "
+         "out=bf16 stages=4"},
+        {"gemm ascend pipelined K=64 M=87 N=257 TK=32 TM=128 TN=64 epilogue=bias_relu group=1 "
+         "out=bf16 stages=0"},
         // Tiles at pitches of their own (a tail's staging beside a full tile's accumulator), a
         // one-column accumulator, a one-row folded one, a bfloat16 column.
-        {"gemm ascend pipelined K=2 M=2 N=87 TK=32 TM=16 TN=48 epilogue=bias_relu group=1 out=f32 stages=3"},
-        {"gemm ascend ws_pingpong K=2 M=127 N=33 TK=16 TM=256 TN=32 epilogue=bias_relu group=8 out=f32 stages=2"},
-        {"gemm ascend ws_pingpong K=1 M=33 N=7 TK=16 TM=16 TN=256 epilogue=bias_relu group=3 out=f32 stages=2"},
-        {"gemm ascend pipelined K=63 M=32 N=33 TK=32 TM=32 TN=32 epilogue=bias_relu group=2 out=bf16 stages=4"},
-        {"gemm ascend ws_pingpong K=129 M=320 N=1 TK=128 TM=128 TN=256 epilogue=bias_relu group=8 out=bf16 stages=4"},
-        {"gemm ascend pipelined K=32 M=272 N=320 TK=32 TM=128 TN=128 epilogue=bias_relu group=2 out=bf16 stages=3"},
+        {"gemm ascend pipelined K=2 M=2 N=87 TK=32 TM=16 TN=48 epilogue=bias_relu group=1 out=f32 "
+         "stages=3"},
+        {"gemm ascend ws_pingpong K=2 M=127 N=33 TK=16 TM=256 TN=32 epilogue=bias_relu group=8 "
+         "out=f32 stages=2"},
+        {"gemm ascend ws_pingpong K=1 M=33 N=7 TK=16 TM=16 TN=256 epilogue=bias_relu group=3 "
+         "out=f32 stages=2"},
+        {"gemm ascend pipelined K=63 M=32 N=33 TK=32 TM=32 TN=32 epilogue=bias_relu group=2 "
+         "out=bf16 stages=4"},
+        {"gemm ascend ws_pingpong K=129 M=320 N=1 TK=128 TM=128 TN=256 epilogue=bias_relu group=8 "
+         "out=bf16 stages=4"},
+        {"gemm ascend pipelined K=32 M=272 N=320 TK=32 TM=128 TN=128 epilogue=bias_relu group=2 "
+         "out=bf16 stages=3"},
         // Chunks of rows not whole 32-byte blocks, where no operand has a value per row.
         {"pointwise ascend double_buffered H=15 W=1023 expr=15"},
         {"pointwise ascend double_buffered H=63 W=256 expr=13"},
@@ -139,7 +154,8 @@ std::vector<Case> degenerate_gemms() {
         for (const std::string &schedule : schedules_for(gemm_app(), target)) {
             for (const std::string &shape : shapes) {
                 // Small tiles so that 65 is a tail of one element in every dim.
-                all.push_back({"gemm " + std::string(target) + " " + schedule + " " + shape + " TM=64 TN=64 TK=64"});
+                all.push_back({"gemm " + std::string(target) + " " + schedule + " " + shape +
+                               " TM=64 TN=64 TK=64"});
             }
         }
     }
@@ -155,25 +171,29 @@ TEST_P(FuzzRegression, MatchesReferenceWithoutHazards) {
     in >> app >> o.target >> o.schedule;
     while (in >> kv) {
         const std::string key = kv.substr(0, kv.find('=')), value = kv.substr(kv.find('=') + 1);
-        if (key == "seed") o.seed = std::stoull(value); // the inputs' seed, as the fuzzer drew it
-        else o.params.set(key, value);
+        if (key == "seed")
+            o.seed = std::stoull(value); // the inputs' seed, as the fuzzer drew it
+        else
+            o.params.set(key, value);
     }
     RunResult r = run(find_app(app), o);
     if (o.target == "hopper") {
         // The GPU's code too: what TMA cannot copy, threads do (never a refusal).
         const App &a = find_app(app);
-        Kernel kernel = compile_app(a, with_defaults(a, o.params, "hopper"), o.schedule, Target::parse("hopper"));
+        Kernel kernel = compile_app(a, with_defaults(a, o.params, "hopper"), o.schedule,
+                                    Target::parse("hopper"));
         EXPECT_NO_THROW(hopper_backend::emit_cuda(kernel));
     }
     EXPECT_TRUE(r.correct) << "max_rel_err " << r.max_rel_err;
-    EXPECT_EQ(r.report.race_count, 0) << (r.report.races.empty() ? "" : r.report.races.front().str());
+    EXPECT_EQ(r.report.race_count, 0)
+        << (r.report.races.empty() ? "" : r.report.races.front().str());
     EXPECT_FALSE(r.report.deadlock) << r.report.deadlock_message;
 }
 
 /** Compiling `app` on ascend at `params` with `schedule` is a user error whose message holds each
  * of `parts`. */
-void expect_ascend_user_error(const char *app, std::initializer_list<const char *> params, const char *schedule,
-                              std::initializer_list<const char *> parts) {
+void expect_ascend_user_error(const char *app, std::initializer_list<const char *> params,
+                              const char *schedule, std::initializer_list<const char *> parts) {
     const App &a = find_app(app);
     Params p;
     for (const char *kv : params) {
@@ -185,23 +205,26 @@ void expect_ascend_user_error(const char *app, std::initializer_list<const char 
         ADD_FAILURE() << app << " compiled";
     } catch (const Error &e) {
         const std::string m = e.what();
-        for (const char *part : parts) EXPECT_NE(m.find(part), std::string::npos) << m;
+        for (const char *part : parts)
+            EXPECT_NE(m.find(part), std::string::npos) << m;
     }
 }
 
 // The cube reads L1 in 16 x 16 fractals: a resident Q read 100 columns at a time is a user error
 // naming the Func, the directive and the reason (the fuzzer drew it; it had read the wrong data).
 TEST(FuzzUserErrors, AscendKStepOffTheFractals) {
-    expect_ascend_user_error("attention_scores", {"D=212", "Lk=61", "Lq=33", "TD=100", "TM=32", "TN=64"}, "resident",
-                             {"Func 'acc', directive tile_mma()", "16 x 16 fractals", "multiple of 16"});
+    expect_ascend_user_error(
+        "attention_scores", {"D=212", "Lk=61", "Lq=33", "TD=100", "TM=32", "TN=64"}, "resident",
+        {"Func 'acc', directive tile_mma()", "16 x 16 fractals", "multiple of 16"});
 }
 
 // A vector op whose temporaries do not fit the UB its tiles leave has no AscendC instructions: a
 // user error naming the Func (fuzz seed 80 drew it; chunks of rows whose per-row values did not
 // start on a 32-byte block had been an internal error first).
 TEST(FuzzUserErrors, AscendVectorOpWithoutRoomForItsTemporaries) {
-    expect_ascend_user_error("rmsnorm", {"D=1999", "R=31", "RB=16", "TD=1000", "stages=2"}, "sync",
-                             {"Func 'out'", "has no AscendC vector instructions", "bytes of UB the tiles leave"});
+    expect_ascend_user_error(
+        "rmsnorm", {"D=1999", "R=31", "RB=16", "TD=1000", "stages=2"}, "sync",
+        {"Func 'out'", "has no AscendC vector instructions", "bytes of UB the tiles leave"});
 }
 
 // Nd2Nz's source row pitch is a 16-bit field: a K of 70000 is a user error naming the tile.
@@ -212,11 +235,13 @@ TEST(FuzzUserErrors, AscendRowPitchPastNd2NzsField) {
 
 std::string name(const testing::TestParamInfo<Case> &info) {
     std::string n;
-    for (char c : info.param.text) n += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+    for (char c : info.param.text)
+        n += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
     return n;
 }
 
 INSTANTIATE_TEST_SUITE_P(Found, FuzzRegression, testing::ValuesIn(found_by_the_fuzzer()), name);
-INSTANTIATE_TEST_SUITE_P(DegenerateGemm, FuzzRegression, testing::ValuesIn(degenerate_gemms()), name);
+INSTANTIATE_TEST_SUITE_P(DegenerateGemm, FuzzRegression, testing::ValuesIn(degenerate_gemms()),
+                         name);
 
 } // namespace

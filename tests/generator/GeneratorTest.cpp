@@ -1,9 +1,9 @@
 // The Generator API from a user's side: a generator written outside the apps (ScaleAdd.cpp), its
 // parameters set from text, built and compiled for every target, run on the target's machine model
 // and checked against a plain C++ loop; and the errors a user gets for a bad parameter or output.
+#include "tandem/Generator.h"
 #include "Run.h"
 #include "common/Backend.h"
-#include "tandem/Generator.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,6 @@
 using namespace tandem;
 
 namespace {
-
 
 TEST(Generator, ListsItsParametersWithDefaultsRangesAndChoices) {
     std::unique_ptr<GeneratorBase> g = GeneratorRegistry::create("scale_add");
@@ -44,11 +43,15 @@ TEST(Generator, BadParametersAreErrorsNamingTheGeneratorAndTheParameter) {
         }
         return std::string("no error");
     };
-    EXPECT_NE(message("W", "0").find("generator scale_add: parameter W: 0 is outside [1, 65536]"), std::string::npos);
+    EXPECT_NE(message("W", "0").find("generator scale_add: parameter W: 0 is outside [1, 65536]"),
+              std::string::npos);
     EXPECT_NE(message("W", "12x").find("'12x' is not a number"), std::string::npos);
     EXPECT_NE(message("TX", "2.5").find("not an integer"), std::string::npos);
-    EXPECT_NE(message("pipelining", "triple").find("'triple' is not one of double_buffered, sync"), std::string::npos);
-    EXPECT_NE(message("depth", "3").find("has no parameter 'depth' (known: W, H, TX, TY, scale, pipelining, runtime_shapes)"),
+    EXPECT_NE(message("pipelining", "triple").find("'triple' is not one of double_buffered, sync"),
+              std::string::npos);
+    EXPECT_NE(message("depth", "3")
+                  .find("has no parameter 'depth' (known: W, H, TX, TY, scale, pipelining, "
+                        "runtime_shapes)"),
               std::string::npos);
     EXPECT_THROW(GeneratorRegistry::create("no_such_generator"), Error);
 }
@@ -56,12 +59,14 @@ TEST(Generator, BadParametersAreErrorsNamingTheGeneratorAndTheParameter) {
 /** Runs the generator's kernel on the target's model with random inputs; max |got - want|. */
 double max_error(const std::string &target_text, const std::map<std::string, std::string> &params) {
     std::unique_ptr<GeneratorBase> g = GeneratorRegistry::create("scale_add");
-    for (const auto &[k, v] : params) g->set_param(k, v);
+    for (const auto &[k, v] : params)
+        g->set_param(k, v);
     Target target = Target::parse(target_text);
     Kernel kernel = g->compile(target);
     std::unique_ptr<Model> model = backend_of(target).model(target, true, false);
     std::map<std::string, int> ids = apps::add_arguments(
-        kernel, apps::static_extents(kernel), [&](const std::string &n, sim::DType t, int64_t e) { return model->add_global(n, t, e); },
+        kernel, apps::static_extents(kernel),
+        [&](const std::string &n, sim::DType t, int64_t e) { return model->add_global(n, t, e); },
         [&](int id) { return model->data(id); }, true, 7);
     model->execute(kernel, ids, {});
     sim::Report report = model->finish();
@@ -106,8 +111,9 @@ TEST(Generator, AnOutputOfTheWrongTypeIsAnError) {
         g->build(Target::parse("zpu"));
         FAIL() << "no error";
     } catch (const Error &e) {
-        EXPECT_NE(std::string(e.what()).find("the output out is declared Buffer<bfloat16, 1> but generate() defines "
-                                             "it as float32 over 1 dimensions"),
+        EXPECT_NE(std::string(e.what()).find(
+                      "the output out is declared Buffer<bfloat16, 1> but generate() defines "
+                      "it as float32 over 1 dimensions"),
                   std::string::npos)
             << e.what();
     }
@@ -130,7 +136,8 @@ TEST(Generator, ATunableValueOutOfRangeIsAnError) {
         GeneratorRegistry::create("bad_tunable");
         FAIL() << "no error";
     } catch (const Error &e) {
-        EXPECT_NE(std::string(e.what()).find("parameter T: tunable value 128: parameter T: 128 is outside [1, 64]"),
+        EXPECT_NE(std::string(e.what()).find(
+                      "parameter T: tunable value 128: parameter T: 128 is outside [1, 64]"),
                   std::string::npos)
             << e.what();
     }

@@ -19,7 +19,9 @@
 namespace {
 
 std::string last_error;
-void remember(const char *message) { last_error = message; }
+void remember(const char *message) {
+    last_error = message;
+}
 
 /** One target's library of the same generator. */
 struct Library {
@@ -28,7 +30,9 @@ struct Library {
     uint64_t (*last_cycles)(void);
     void (*set_error_handler)(void (*)(const char *));
 };
-std::ostream &operator<<(std::ostream &os, const Library &l) { return os << l.target; }
+std::ostream &operator<<(std::ostream &os, const Library &l) {
+    return os << l.target;
+}
 
 class Libraries : public ::testing::TestWithParam<Library> {};
 
@@ -36,10 +40,12 @@ TEST_P(Libraries, MatchLoopAndCountCycles) {
     const Library &lib = GetParam();
     Halide::Runtime::Buffer<float> a(33, 5), b(33, 5), out(33, 5);
     for (int y = 0; y < 5; y++)
-        for (int x = 0; x < 33; x++) a(x, y) = float(x) - 0.5f * float(y), b(x, y) = float(x * y % 7);
+        for (int x = 0; x < 33; x++)
+            a(x, y) = float(x) - 0.5f * float(y), b(x, y) = float(x * y % 7);
     ASSERT_EQ(lib.call(a, b, out), 0);
     for (int y = 0; y < 5; y++)
-        for (int x = 0; x < 33; x++) ASSERT_EQ(out(x, y), a(x, y) * 2.0f + b(x, y)) << x << "," << y;
+        for (int x = 0; x < 33; x++)
+            ASSERT_EQ(out(x, y), a(x, y) * 2.0f + b(x, y)) << x << "," << y;
     EXPECT_GT(lib.last_cycles(), 0u);
 }
 
@@ -55,18 +61,20 @@ TEST_P(Libraries, RejectBadBuffersWithoutWriting) {
     EXPECT_EQ(lib.call(a, ints, out), halide_error_code_bad_type);
     EXPECT_EQ(lib.call(a, b, nullptr), halide_error_code_buffer_argument_is_null);
     for (int y = 0; y < 5; y++)
-        for (int x = 0; x < 33; x++) ASSERT_EQ(out(x, y), -7.0f); // untouched
+        for (int x = 0; x < 33; x++)
+            ASSERT_EQ(out(x, y), -7.0f); // untouched
     lib.set_error_handler(nullptr);
 }
 
-INSTANTIATE_TEST_SUITE_P(ZpuAndAscend, Libraries,
-                         ::testing::Values(Library{"zpu", scale_add_zpu, scale_add_zpu_last_cycles,
-                                                   scale_add_zpu_set_error_handler},
-                                           Library{"ascend", scale_add_ascend, scale_add_ascend_last_cycles,
-                                                   scale_add_ascend_set_error_handler},
-                                           Library{"zpu_tuned", scale_add_tuned, scale_add_tuned_last_cycles,
-                                                   scale_add_tuned_set_error_handler}),
-                         [](const ::testing::TestParamInfo<Library> &info) { return std::string(info.param.target); });
+INSTANTIATE_TEST_SUITE_P(
+    ZpuAndAscend, Libraries,
+    ::testing::Values(Library{"zpu", scale_add_zpu, scale_add_zpu_last_cycles,
+                              scale_add_zpu_set_error_handler},
+                      Library{"ascend", scale_add_ascend, scale_add_ascend_last_cycles,
+                              scale_add_ascend_set_error_handler},
+                      Library{"zpu_tuned", scale_add_tuned, scale_add_tuned_last_cycles,
+                              scale_add_tuned_set_error_handler}),
+    [](const ::testing::TestParamInfo<Library> &info) { return std::string(info.param.target); });
 
 TEST(Library, ArgvAndMetadataAsHalideWritesThem) {
     Halide::Runtime::Buffer<float> a(33, 5), b(33, 5), out(33, 5);
@@ -99,14 +107,18 @@ TEST(Library, ABadBufferIsAnErrorCodeAndWritesNothing) {
     b.fill(1.0f);
     out.fill(-7.0f);
     EXPECT_EQ(scale_add_zpu(a, wide, out), halide_error_code_access_out_of_bounds);
-    EXPECT_NE(last_error.find("buffer b dimension 0 is [0, +34), the kernel takes [0, +33)"), std::string::npos) << last_error;
+    EXPECT_NE(last_error.find("buffer b dimension 0 is [0, +34), the kernel takes [0, +33)"),
+              std::string::npos)
+        << last_error;
     EXPECT_EQ(scale_add_zpu(a, b, flat), halide_error_code_bad_dimensions);
     EXPECT_EQ(scale_add_zpu(a, ints, out), halide_error_code_bad_type);
     EXPECT_EQ(scale_add_zpu(nullptr, b, out), halide_error_code_buffer_argument_is_null);
-    Halide::Runtime::Buffer<float> transposed = Halide::Runtime::Buffer<float>(5, 33).transposed(0, 1);
+    Halide::Runtime::Buffer<float> transposed =
+        Halide::Runtime::Buffer<float>(5, 33).transposed(0, 1);
     EXPECT_EQ(scale_add_zpu(a, b, transposed), halide_error_code_constraint_violated);
     for (int y = 0; y < 5; y++)
-        for (int x = 0; x < 33; x++) ASSERT_EQ(out(x, y), -7.0f); // untouched
+        for (int x = 0; x < 33; x++)
+            ASSERT_EQ(out(x, y), -7.0f); // untouched
     scale_add_zpu_set_error_handler(nullptr);
 }
 
@@ -120,10 +132,13 @@ TEST_P(RuntimeShapeLibraries, TakeAnyExtents) {
     for (auto [w, h] : {std::pair{1, 1}, {33, 5}, {100, 7}, {17, 40}, {16, 1}, {1, 9}}) {
         Halide::Runtime::Buffer<float> a(w, h), b(w, h), out(w, h);
         for (int y = 0; y < h; y++)
-            for (int x = 0; x < w; x++) a(x, y) = float(x) - 0.5f * float(y), b(x, y) = float(x * y % 7);
+            for (int x = 0; x < w; x++)
+                a(x, y) = float(x) - 0.5f * float(y), b(x, y) = float(x * y % 7);
         ASSERT_EQ(lib.call(a, b, out), 0) << w << " x " << h;
         for (int y = 0; y < h; y++)
-            for (int x = 0; x < w; x++) ASSERT_EQ(out(x, y), a(x, y) * 2.0f + b(x, y)) << w << " x " << h << ": " << x << "," << y;
+            for (int x = 0; x < w; x++)
+                ASSERT_EQ(out(x, y), a(x, y) * 2.0f + b(x, y))
+                    << w << " x " << h << ": " << x << "," << y;
     }
     // An input wider than the output is read as Halide reads it (its own row stride).
     Halide::Runtime::Buffer<float> wide(40, 5), b(33, 5), out(33, 5);
@@ -137,24 +152,28 @@ TEST_P(RuntimeShapeLibraries, TakeAnyExtents) {
     Halide::Runtime::Buffer<float> short_a(33, 4), empty(33, 0);
     out.fill(-7.0f);
     EXPECT_EQ(lib.call(short_a, b, out), halide_error_code_constraint_violated);
-    EXPECT_NE(last_error.find("a dimension 1 is read at [0, (out.extent.1 + -1)]; its extent must be at least "
-                              "out.extent.1 (here a.extent.1 = 4, out.extent.1 = 5)"),
+    EXPECT_NE(last_error.find(
+                  "a dimension 1 is read at [0, (out.extent.1 + -1)]; its extent must be at least "
+                  "out.extent.1 (here a.extent.1 = 4, out.extent.1 = 5)"),
               std::string::npos)
         << last_error;
     EXPECT_NE(lib.call(empty, b, out), 0);
-    Halide::Runtime::Buffer<float> transposed = Halide::Runtime::Buffer<float>(5, 33).transposed(0, 1);
+    Halide::Runtime::Buffer<float> transposed =
+        Halide::Runtime::Buffer<float>(5, 33).transposed(0, 1);
     EXPECT_EQ(lib.call(b, b, transposed), halide_error_code_constraint_violated);
     for (int y = 0; y < 5; y++)
-        for (int x = 0; x < 33; x++) ASSERT_EQ(out(x, y), -7.0f);
+        for (int x = 0; x < 33; x++)
+            ASSERT_EQ(out(x, y), -7.0f);
     lib.set_error_handler(nullptr);
 }
 
-INSTANTIATE_TEST_SUITE_P(ZpuAndAscend, RuntimeShapeLibraries,
-                         ::testing::Values(Library{"zpu", scale_add_any, scale_add_any_last_cycles,
-                                                   scale_add_any_set_error_handler},
-                                           Library{"ascend", scale_add_any_ascend, scale_add_any_ascend_last_cycles,
-                                                   scale_add_any_ascend_set_error_handler}),
-                         [](const ::testing::TestParamInfo<Library> &info) { return std::string(info.param.target); });
+INSTANTIATE_TEST_SUITE_P(
+    ZpuAndAscend, RuntimeShapeLibraries,
+    ::testing::Values(Library{"zpu", scale_add_any, scale_add_any_last_cycles,
+                              scale_add_any_set_error_handler},
+                      Library{"ascend", scale_add_any_ascend, scale_add_any_ascend_last_cycles,
+                              scale_add_any_ascend_set_error_handler}),
+    [](const ::testing::TestParamInfo<Library> &info) { return std::string(info.param.target); });
 
 /** The tuned library runs the best recorded candidate: its cycles on the model are the record's. */
 TEST(Library, TheTunedLibraryIsTheBestRecord) {

@@ -67,7 +67,9 @@ std::string read(const fs::path &p) {
  * "setmaxnreg floor" comment; 0 without setmaxnreg). */
 int register_floor(const std::string &source) {
     std::smatch m;
-    return std::regex_search(source, m, std::regex("setmaxnreg floor: (\\d+) registers")) ? std::stoi(m[1]) : 0;
+    return std::regex_search(source, m, std::regex("setmaxnreg floor: (\\d+) registers"))
+               ? std::stoi(m[1])
+               : 0;
 }
 
 /** ptxas -v's register count of each entry function (by its mangled name). */
@@ -97,7 +99,8 @@ void expect_floor_met(const std::string &ptxas_output, const std::string &name, 
             if (entry.find(std::to_string(fn.size()) + fn) == std::string::npos)
                 continue;
             found++;
-            EXPECT_GE(used, floor) << fn << ": ptxas allocates " << used << " registers per thread, setmaxnreg needs " << floor;
+            EXPECT_GE(used, floor) << fn << ": ptxas allocates " << used
+                                   << " registers per thread, setmaxnreg needs " << floor;
         }
     }
     if (found == 0)
@@ -180,19 +183,25 @@ TEST_P(Ptxas, AssemblesWithoutSpills) {
     if (c.mma) {
         EXPECT_NE(text.find("wgmma.mma_async"), std::string::npos) << "no wgmma in " << c.name;
         // tnspB: gemm's B is N-major (1), attention's K is K-major (0).
-        const std::string tnsp_b = c.app == "attention_scores" ? "accumulate, 1, 1, 0, 0;" : "accumulate, 1, 1, 0, 1;";
-        EXPECT_NE(text.find(tnsp_b), std::string::npos) << "wgmma without " << tnsp_b << " in " << c.name;
+        const std::string tnsp_b =
+            c.app == "attention_scores" ? "accumulate, 1, 1, 0, 0;" : "accumulate, 1, 1, 0, 1;";
+        EXPECT_NE(text.find(tnsp_b), std::string::npos)
+            << "wgmma without " << tnsp_b << " in " << c.name;
     }
     if (c.warp_specialized) {
         EXPECT_NE(text.find("setmaxnreg"), std::string::npos) << "no setmaxnreg in " << c.name;
     }
     if (c.multicast) {
-        EXPECT_NE(text.find(".multicast::cluster"), std::string::npos) << "no multicast TMA load in " << c.name;
-        EXPECT_NE(text.find("mapa.shared::cluster"), std::string::npos) << "no remote mbarrier in " << c.name;
+        EXPECT_NE(text.find(".multicast::cluster"), std::string::npos)
+            << "no multicast TMA load in " << c.name;
+        EXPECT_NE(text.find("mapa.shared::cluster"), std::string::npos)
+            << "no remote mbarrier in " << c.name;
         EXPECT_NE(text.find("mbarrier.arrive.release.cluster.shared::cluster"), std::string::npos)
             << "no remote arrival in " << c.name;
-        EXPECT_NE(text.find("barrier.cluster.wait"), std::string::npos) << "no cluster barrier in " << c.name;
-        EXPECT_NE(text.find(".reqntid") == std::string::npos ? text.find(".explicitcluster") : text.find(".reqnctapercluster"),
+        EXPECT_NE(text.find("barrier.cluster.wait"), std::string::npos)
+            << "no cluster barrier in " << c.name;
+        EXPECT_NE(text.find(".reqntid") == std::string::npos ? text.find(".explicitcluster")
+                                                             : text.find(".reqnctapercluster"),
                   std::string::npos)
             << "no cluster shape in " << c.name;
     }
@@ -233,27 +242,70 @@ std::vector<Case> cases() {
                  true,
                  true});
     // Runtime shapes: a TMA variant and a thread-copy variant in one file.
-    r.push_back({"gemm_runtime_ws_cooperative_tn256", "gemm", "ws_cooperative",
-                 {{"shapes", "runtime"}, {"TN", "256"}}, true, true});
-    r.push_back({"attention_scores_runtime", "attention_scores", "ws_pingpong", {{"shapes", "runtime"}}, true, true});
+    r.push_back({"gemm_runtime_ws_cooperative_tn256",
+                 "gemm",
+                 "ws_cooperative",
+                 {{"shapes", "runtime"}, {"TN", "256"}},
+                 true,
+                 true});
+    r.push_back({"attention_scores_runtime",
+                 "attention_scores",
+                 "ws_pingpong",
+                 {{"shapes", "runtime"}},
+                 true,
+                 true});
     // K-major B (attention's K rows): wgmma with tnspB 0.
-    r.push_back({"attention_scores_256x200x128", "attention_scores", "ws_pingpong",
-                 {{"Lq", "256"}, {"Lk", "200"}, {"D", "128"}}, true, true});
+    r.push_back({"attention_scores_256x200x128",
+                 "attention_scores",
+                 "ws_pingpong",
+                 {{"Lq", "256"}, {"Lk", "200"}, {"D", "128"}},
+                 true,
+                 true});
     // 2x1 and 1x2 clusters: B or A multicast; a cluster tail (an odd tile count per row).
-    r.push_back({"gemm_1024_ws_cooperative_tn256_cluster_m2", "gemm", "ws_cooperative",
-                 {{"M", "1024"}, {"N", "1024"}, {"K", "256"}, {"TN", "256"}, {"cluster_m", "2"}}, true, true, true});
-    r.push_back({"gemm_512_ws_pingpong_cluster_n2", "gemm", "ws_pingpong",
-                 {{"M", "512"}, {"N", "512"}, {"K", "128"}, {"cluster_n", "2"}}, true, true, true});
-    r.push_back({"gemm_384x768x128_ws_cluster_n2", "gemm", "ws",
-                 {{"M", "384"}, {"N", "768"}, {"K", "128"}, {"cluster_n", "2"}}, true, true, true});
-    r.push_back({"gemm_runtime_ws_cooperative_tn256_cluster_m2", "gemm", "ws_cooperative",
-                 {{"shapes", "runtime"}, {"TN", "256"}, {"cluster_m", "2"}}, true, true, true});
+    r.push_back({"gemm_1024_ws_cooperative_tn256_cluster_m2",
+                 "gemm",
+                 "ws_cooperative",
+                 {{"M", "1024"}, {"N", "1024"}, {"K", "256"}, {"TN", "256"}, {"cluster_m", "2"}},
+                 true,
+                 true,
+                 true});
+    r.push_back({"gemm_512_ws_pingpong_cluster_n2",
+                 "gemm",
+                 "ws_pingpong",
+                 {{"M", "512"}, {"N", "512"}, {"K", "128"}, {"cluster_n", "2"}},
+                 true,
+                 true,
+                 true});
+    r.push_back({"gemm_384x768x128_ws_cluster_n2",
+                 "gemm",
+                 "ws",
+                 {{"M", "384"}, {"N", "768"}, {"K", "128"}, {"cluster_n", "2"}},
+                 true,
+                 true,
+                 true});
+    r.push_back({"gemm_runtime_ws_cooperative_tn256_cluster_m2",
+                 "gemm",
+                 "ws_cooperative",
+                 {{"shapes", "runtime"}, {"TN", "256"}, {"cluster_m", "2"}},
+                 true,
+                 true,
+                 true});
     // Nine tile columns: pairs of columns, the last one short (guarded).
-    r.push_back({"gemm_1000x1096x520_ws_cooperative_cluster_n2", "gemm", "ws_cooperative",
-                 {{"M", "1000"}, {"N", "1096"}, {"K", "520"}, {"cluster_n", "2"}}, true, true, true});
+    r.push_back({"gemm_1000x1096x520_ws_cooperative_cluster_n2",
+                 "gemm",
+                 "ws_cooperative",
+                 {{"M", "1000"}, {"N", "1096"}, {"K", "520"}, {"cluster_n", "2"}},
+                 true,
+                 true,
+                 true});
     // Three tile rows: the last pair's second CTA has no tile of its own (a guarded short group).
-    r.push_back({"gemm_384x512x128_ws_pingpong_cluster_m2", "gemm", "ws_pingpong",
-                 {{"M", "384"}, {"N", "512"}, {"K", "128"}, {"cluster_m", "2"}}, true, true, true});
+    r.push_back({"gemm_384x512x128_ws_pingpong_cluster_m2",
+                 "gemm",
+                 "ws_pingpong",
+                 {{"M", "384"}, {"N", "512"}, {"K", "128"}, {"cluster_m", "2"}},
+                 true,
+                 true,
+                 true});
     r.push_back({"elementwise", "elementwise", "", {}, false, false});
     r.push_back({"rmsnorm", "rmsnorm", "", {}, false, false});
     return r;
@@ -301,7 +353,12 @@ std::vector<Case> padded_cases() {
          true},
         {"gemm_1x1x1_ws", "gemm", "ws", {{"M", "1"}, {"N", "1"}, {"K", "1"}}, false, true},
         // A 1x1 tail tile after a 1 x 128 one: the epilogue keeps the main tile's row stride.
-        {"gemm_m1_n129_k1_ws_pingpong", "gemm", "ws_pingpong", {{"M", "1"}, {"N", "129"}, {"K", "1"}}, false, true},
+        {"gemm_m1_n129_k1_ws_pingpong",
+         "gemm",
+         "ws_pingpong",
+         {{"M", "1"}, {"N", "129"}, {"K", "1"}},
+         false,
+         true},
         {"elementwise_w1_h288", "elementwise", "", {{"W", "1"}, {"H", "288"}}, false, false},
         {"elementwise_w2_h10", "elementwise", "", {{"W", "2"}, {"H", "10"}}, false, false},
         {"elementwise_w5_h1", "elementwise", "", {{"W", "5"}, {"H", "1"}}, false, false},
@@ -316,7 +373,12 @@ std::vector<Case> padded_cases() {
          false},
         // Runtime shapes: tensor maps encoded at launch from the extents, grid from the tile count.
         {"gemm_runtime_ws_pingpong", "gemm", "ws_pingpong", {{"shapes", "runtime"}}, true, true},
-        {"gemm_runtime_ws_cooperative_tn256", "gemm", "ws_cooperative", {{"shapes", "runtime"}, {"TN", "256"}}, true, true},
+        {"gemm_runtime_ws_cooperative_tn256",
+         "gemm",
+         "ws_cooperative",
+         {{"shapes", "runtime"}, {"TN", "256"}},
+         true,
+         true},
         {"gemm_runtime_ws", "gemm", "ws", {{"shapes", "runtime"}}, true, true},
         {"gemm_runtime_pipelined", "gemm", "pipelined", {{"shapes", "runtime"}}, true, false},
         {"elementwise_runtime", "elementwise", "", {{"shapes", "runtime"}}, false, false},
@@ -339,7 +401,8 @@ std::string entry_ptx(const std::string &ptx, const std::string &name) {
 void assemble_translation_unit(const std::string &all, const std::string &tag, size_t kernels,
                                std::string *text, std::string *ptxas_output = nullptr) {
     const std::string nvcc = find_nvcc();
-    fs::path dir = fs::temp_directory_path() / ("tandem_hopper_" + tag + "_" + std::to_string(::getpid()));
+    fs::path dir =
+        fs::temp_directory_path() / ("tandem_hopper_" + tag + "_" + std::to_string(::getpid()));
     fs::create_directories(dir);
     fs::path cu = dir / (tag + ".cu"), ptx = dir / (tag + ".ptx"), cubin = dir / (tag + ".cubin");
     std::ofstream(cu) << all;
@@ -371,7 +434,8 @@ TEST(HopperShapes, PaddedKernelsAssembleWithoutSpills) {
     const std::string nvcc = find_nvcc();
     std::string all;
     std::map<std::string, int> floors;
-    std::map<std::string, std::vector<std::string>> entries; // a runtime-shape kernel has two variants
+    std::map<std::string, std::vector<std::string>>
+        entries; // a runtime-shape kernel has two variants
     size_t kernels = 0;
     for (const Case &c : padded_cases()) {
         std::string source;
@@ -402,14 +466,18 @@ TEST(HopperShapes, PaddedKernelsAssembleWithoutSpills) {
             std::string entry = entry_ptx(text, name);
             ASSERT_FALSE(entry.empty()) << "no .entry for " << name;
             if (name == c.name || name == c.name + "_tma") {
-                EXPECT_NE(entry.find("cp.async.bulk.tensor"), std::string::npos) << "no TMA in " << name;
+                EXPECT_NE(entry.find("cp.async.bulk.tensor"), std::string::npos)
+                    << "no TMA in " << name;
             }
-            EXPECT_NE(entry.find("mbarrier.try_wait.parity"), std::string::npos) << "no mbarrier wait in " << name;
+            EXPECT_NE(entry.find("mbarrier.try_wait.parity"), std::string::npos)
+                << "no mbarrier wait in " << name;
             if (c.mma) {
-                EXPECT_NE(entry.find("wgmma.mma_async"), std::string::npos) << "no wgmma in " << name;
+                EXPECT_NE(entry.find("wgmma.mma_async"), std::string::npos)
+                    << "no wgmma in " << name;
             }
             if (c.warp_specialized) {
-                EXPECT_NE(entry.find("setmaxnreg"), std::string::npos) << "no setmaxnreg in " << name;
+                EXPECT_NE(entry.find("setmaxnreg"), std::string::npos)
+                    << "no setmaxnreg in " << name;
             }
         }
     }
@@ -440,7 +508,11 @@ std::vector<std::pair<Case, std::string>> thread_cases() {
           true,
           true},
          "A has a global stride of 4 bytes"},
-        {{"gemm_k1_pipelined", "gemm", "pipelined", {{"M", "129"}, {"N", "128"}, {"K", "1"}}, true,
+        {{"gemm_k1_pipelined",
+          "gemm",
+          "pipelined",
+          {{"M", "129"}, {"N", "128"}, {"K", "1"}},
+          true,
           false},
          "A has a global stride of 2 bytes"},
         {{"gemm_tk32_ws",
@@ -452,7 +524,11 @@ std::vector<std::pair<Case, std::string>> thread_cases() {
          "in the middle of A"},
         {{"elementwise_w807_h257", "elementwise", "", {{"W", "807"}, {"H", "257"}}, false, false},
          "a has a global stride of 3228 bytes"},
-        {{"rmsnorm_d61_r109_rb2", "rmsnorm", "", {{"D", "61"}, {"R", "109"}, {"RB", "2"}}, false,
+        {{"rmsnorm_d61_r109_rb2",
+          "rmsnorm",
+          "",
+          {{"D", "61"}, {"R", "109"}, {"RB", "2"}},
+          false,
           false},
          "in the middle of out"},
     };
@@ -492,25 +568,32 @@ TEST(HopperShapes, ThreadCopiesAssembleWithoutSpills) {
  * model charges the ring, not the whole tile. */
 TEST(HopperEpilogue, WideTilesStoreThroughAColumnBlockRing) {
     for (const char *out : {"bf16", "f32"}) {
-        Case c{"ring", "gemm", "ws_cooperative", {{"M", "1000"}, {"N", "1000"}, {"K", "1000"}, {"TN", "256"}, {"out", out}}};
+        Case c{"ring",
+               "gemm",
+               "ws_cooperative",
+               {{"M", "1000"}, {"N", "1000"}, {"K", "1000"}, {"TN", "256"}, {"out", out}}};
         Kernel kernel = compile_case(c);
         const std::string source = hopper_backend::emit_cuda(kernel, "ring");
         const int blocks = std::string(out) == "bf16" ? 4 : 8;
         EXPECT_NE(source.find("through a ring of 2 column blocks"), std::string::npos) << out;
-        EXPECT_NE(source.find("column_block < " + std::to_string(blocks) + ";"), std::string::npos) << out;
+        EXPECT_NE(source.find("column_block < " + std::to_string(blocks) + ";"), std::string::npos)
+            << out;
         EXPECT_NE(source.find("hopper::bulk_wait_group_read<1>()"), std::string::npos) << out;
         bool noted = false;
-        for (const std::string &n : kernel.notes) noted = noted || n.find("one column block at a time") != std::string::npos;
+        for (const std::string &n : kernel.notes)
+            noted = noted || n.find("one column block at a time") != std::string::npos;
         EXPECT_TRUE(noted) << out;
         if (std::string(out) == "bf16") {
             // Halide numbers reused names per process ($N): match any.
-            EXPECT_TRUE(std::regex_search(source, std::regex("A_im\\$\\d+_in_acc\\$\\d+\\$0 has 4 versions")))
+            EXPECT_TRUE(std::regex_search(
+                source, std::regex("A_im\\$\\d+_in_acc\\$\\d+\\$0 has 4 versions")))
                 << "4 operand stages";
         }
     }
     // Two column blocks or fewer: the whole tile, as before.
     Case narrow{"narrow", "gemm", "ws_pingpong", {{"M", "256"}, {"N", "256"}, {"K", "128"}}};
-    EXPECT_EQ(hopper_backend::emit_cuda(compile_case(narrow), "narrow").find("column_block"), std::string::npos);
+    EXPECT_EQ(hopper_backend::emit_cuda(compile_case(narrow), "narrow").find("column_block"),
+              std::string::npos);
 }
 
 TEST(HopperEmitterErrors, RejectsOtherTargets) {

@@ -24,9 +24,12 @@ using Halide::Expr;
 
 namespace {
 
-Expr var(const std::string &n) { return Variable::make(Halide::Int(32), n); }
+Expr var(const std::string &n) {
+    return Variable::make(Halide::Int(32), n);
+}
 Expr load(Halide::Type t, const std::string &buf, const Expr &index) {
-    return Load::make(t, buf, index, Halide::Buffer<>(), Parameter(), const_true(), ModulusRemainder());
+    return Load::make(t, buf, index, Halide::Buffer<>(), Parameter(), const_true(),
+                      ModulusRemainder());
 }
 Stmt store(const std::string &buf, const Expr &value, const Expr &index) {
     return Store::make(buf, value, index, Parameter(), const_true(), ModulusRemainder());
@@ -51,12 +54,15 @@ public:
     explicit OnCore(int c) : core(c) {}
     int core;
     using IRMutator::visit;
-    Expr visit(const Call *op) override { return ir::is_core_id(op) ? Expr(core) : IRMutator::visit(op); }
+    Expr visit(const Call *op) override {
+        return ir::is_core_id(op) ? Expr(core) : IRMutator::visit(op);
+    }
 };
 
 int64_t constant(const Expr &e) {
     Expr s = simplify(e);
-    if (const UIntImm *u = s.as<UIntImm>()) return int64_t(u->value);
+    if (const UIntImm *u = s.as<UIntImm>())
+        return int64_t(u->value);
     const IntImm *i = s.as<IntImm>();
     EXPECT_TRUE(i) << "not a constant: " << s;
     return i ? i->value : -1;
@@ -66,7 +72,8 @@ int64_t constant(const Expr &e) {
 int occurrences(const Stmt &s, const std::string &call) {
     std::string text = ir::to_string(s);
     int n = 0;
-    for (size_t at = text.find(call); at != std::string::npos; at = text.find(call, at + 1)) n++;
+    for (size_t at = text.find(call); at != std::string::npos; at = text.find(call, at + 1))
+        n++;
     return n;
 }
 
@@ -74,7 +81,9 @@ int occurrences(const Stmt &s, const std::string &call) {
 Stmt a_tile_copy() {
     Expr index = var("x") + (var("y") + var("y0")) * 64 + var("k0");
     return ProducerConsumer::make_produce(
-        "A_tile", loop("y", 8, loop("x", 16, store("A_tile", load(bf16, "A", index), var("x") + var("y") * 16))));
+        "A_tile",
+        loop("y", 8,
+             loop("x", 16, store("A_tile", load(bf16, "A", index), var("x") + var("y") * 16))));
 }
 
 // ---- CoreMapping ----
@@ -100,7 +109,8 @@ TEST(CoreMapping, SpreadsTheTileLoopRoundRobin) {
 TEST(CoreMapping, TailOfAPartitionedLoopRunsOnOneCore) {
     CompileContext ctx = context();
     ctx.directives["C"].cores_var = "t";
-    Stmt before = Block::make(loop("C.s0.t", 4, store("C", 1.0f, var("C.s0.t"))), store("C", 2.0f, 4));
+    Stmt before =
+        Block::make(loop("C.s0.t", 4, store("C", 1.0f, var("C.s0.t"))), store("C", 2.0f, 4));
     Stmt after = lower::map_to_cores(before, ctx);
     const Block *b = after.as<Block>();
     ASSERT_TRUE(b);
@@ -141,8 +151,10 @@ TEST(TileCopy, CopyNestBecomesOneBoxAndAWait) {
 TEST(TileCopy, StoreWithMathGoesThroughAStagingTile) {
     CompileContext ctx = context();
     ctx.directives["C"].async_copy = true;
-    Stmt nest = loop("i", 4, loop("j", 8, store("C", cast(bf16, load(f32, "acc", var("j") + var("i") * 8)),
-                                                 var("j") + (var("i") + var("i0")) * 100)));
+    Stmt nest = loop("i", 4,
+                     loop("j", 8,
+                          store("C", cast(bf16, load(f32, "acc", var("j") + var("i") * 8)),
+                                var("j") + (var("i") + var("i0")) * 100)));
     Stmt after = lower::recognize_tile_copies(loop("t.on_core", 2, nest), ctx);
     ASSERT_TRUE(after.as<For>()) << after;
     const Allocate *stage = after.as<For>()->body.as<Allocate>();
@@ -161,7 +173,10 @@ TEST(TileCopy, StoreWithMathGoesThroughAStagingTile) {
 
 TEST(TileCopy, PlainStoreOfAnAccumulatorIsStoredDirectly) {
     CompileContext ctx = context();
-    Stmt nest = loop("i", 4, loop("j", 8, store("C", load(f32, "acc", var("j") + var("i") * 8), var("j") + var("i") * 100)));
+    Stmt nest = loop(
+        "i", 4,
+        loop("j", 8,
+             store("C", load(f32, "acc", var("j") + var("i") * 8), var("j") + var("i") * 100)));
     Stmt after = lower::recognize_tile_copies(loop("t.on_core", 2, nest), ctx);
     ASSERT_TRUE(after.as<For>()) << after;
     const Block *b = after.as<For>()->body.as<Block>();
@@ -177,8 +192,9 @@ TEST(TileMma, MatmulNestBecomesOneOp) {
     CompileContext ctx = context();
     ctx.directives["acc"].tile_mma = true;
     Expr acc_index = var("n") + var("m") * 32;
-    Expr value = load(f32, "acc", acc_index) + cast(f32, load(bf16, "A_tile", var("k") + var("m") * 16)) *
-                                                   cast(f32, load(bf16, "B_tile", var("n") + var("k") * 32));
+    Expr value =
+        load(f32, "acc", acc_index) + cast(f32, load(bf16, "A_tile", var("k") + var("m") * 16)) *
+                                          cast(f32, load(bf16, "B_tile", var("n") + var("k") * 32));
     Stmt nest = loop("k", 16, loop("m", 8, loop("n", 32, store("acc", value, acc_index))));
     Stmt after = lower::recognize_tile_mma(nest, ctx);
     ir::MmaOp m;
@@ -198,8 +214,9 @@ TEST(TileMma, MatmulNestBecomesOneOp) {
 
 TEST(TileMma, WithoutTheDirectiveTheNestStays) {
     CompileContext ctx = context();
-    Expr value = load(f32, "acc", var("n")) + cast(f32, load(bf16, "A_tile", var("k"))) *
-                                                  cast(f32, load(bf16, "B_tile", var("n") + var("k")));
+    Expr value =
+        load(f32, "acc", var("n")) + cast(f32, load(bf16, "A_tile", var("k"))) *
+                                         cast(f32, load(bf16, "B_tile", var("n") + var("k")));
     Stmt nest = loop("k", 4, loop("n", 4, store("acc", value, var("n"))));
     EXPECT_TRUE(lower::recognize_tile_mma(nest, ctx).same_as(nest));
 }
@@ -207,8 +224,11 @@ TEST(TileMma, WithoutTheDirectiveTheNestStays) {
 // ---- VectorOps ----
 TEST(VectorOps, ElementNestBecomesAVectorOpWithWorkAndRegions) {
     CompileContext ctx = context();
-    Stmt nest = loop("i", 4, loop("j", 32, store("C_stage", cast(bf16, load(f32, "acc", var("j") + var("i") * 32) * 2.0f),
-                                                  var("j") + var("i") * 32 + 128)));
+    Stmt nest =
+        loop("i", 4,
+             loop("j", 32,
+                  store("C_stage", cast(bf16, load(f32, "acc", var("j") + var("i") * 32) * 2.0f),
+                        var("j") + var("i") * 32 + 128)));
     Stmt after = lower::form_vector_ops(nest, ctx);
     ir::VectorOp v;
     Stmt body;
@@ -237,9 +257,11 @@ TEST(MultiBuffer, VersionsOffsetEveryAccessAndTheBarrierSlot) {
     CompileContext ctx = context();
     ctx.directives["A_tile"].async_copy = true;
     ctx.directives["A_tile"].multi_buffer = 3;
-    Stmt copied = lower::recognize_tile_copies(loop("ko", 4, Block::make(a_tile_copy(), store("C", 0.0f, var("ko")))), ctx);
+    Stmt copied = lower::recognize_tile_copies(
+        loop("ko", 4, Block::make(a_tile_copy(), store("C", 0.0f, var("ko")))), ctx);
     Stmt use = loop("i", 128, store("acc", cast(f32, load(bf16, "A_tile", var("i"))), var("i")));
-    Stmt s = Allocate::make("A_tile", bf16, Halide::MemoryType::Auto, {128}, const_true(), Block::make(copied, use));
+    Stmt s = Allocate::make("A_tile", bf16, Halide::MemoryType::Auto, {128}, const_true(),
+                            Block::make(copied, use));
     Stmt after = lower::multi_buffer(s, ctx);
     const Allocate *a = after.as<Allocate>();
     ASSERT_TRUE(a);
@@ -254,13 +276,17 @@ TEST(MultiBuffer, PingPongAlternatesTheStoreSourceByTileParity) {
     CompileContext ctx = context();
     ctx.directives["C"].async_copy = true;
     ctx.directives["C"].ping_pong = true;
-    Stmt nest = loop("i", 4, loop("j", 8, store("C", cast(bf16, load(f32, "acc", var("j") + var("i") * 8)),
-                                                 var("j") + (var("i") + var("t.on_core") * 4) * 8)));
-    Stmt s = lower::form_vector_ops(lower::recognize_tile_copies(loop("t.on_core", 5, nest), ctx), ctx);
+    Stmt nest = loop("i", 4,
+                     loop("j", 8,
+                          store("C", cast(bf16, load(f32, "acc", var("j") + var("i") * 8)),
+                                var("j") + (var("i") + var("t.on_core") * 4) * 8)));
+    Stmt s =
+        lower::form_vector_ops(lower::recognize_tile_copies(loop("t.on_core", 5, nest), ctx), ctx);
     Stmt after = lower::multi_buffer(s, ctx);
     EXPECT_EQ(ctx.slots["C_stage"], 2);
     std::string text = ir::to_string(after);
-    EXPECT_NE(text.find("tandem_wait(\"C_stage.empty\", t.on_core % 2)"), std::string::npos) << text;
+    EXPECT_NE(text.find("tandem_wait(\"C_stage.empty\", t.on_core % 2)"), std::string::npos)
+        << text;
     // Drained at the end, both versions.
     EXPECT_NE(text.find("tandem_wait(\"C_stage.empty\", 1)"), std::string::npos) << text;
 }
@@ -275,17 +301,23 @@ TEST(MultiBuffer, ACtaPerTileWaitsOnlyForAStoreBeforeIt) {
     ctx.directives["C"].async_copy = true;
     ctx.directives["C"].multi_buffer = 2;
     auto tile = [](const std::string &t) {
-        return loop(t, 1, loop("i", 4, loop("j", 8, store("C", cast(bf16, load(f32, "acc", var("j") + var("i") * 8)),
-                                                       var("j") + (var("i") + var(t) * 4) * 8))));
+        return loop(t, 1,
+                    loop("i", 4,
+                         loop("j", 8,
+                              store("C", cast(bf16, load(f32, "acc", var("j") + var("i") * 8)),
+                                    var("j") + (var("i") + var(t) * 4) * 8))));
     };
     Stmt s = lower::form_vector_ops(
-        lower::recognize_tile_copies(Block::make(tile("t.on_core"), tile("t.tail.on_core")), ctx), ctx);
+        lower::recognize_tile_copies(Block::make(tile("t.on_core"), tile("t.tail.on_core")), ctx),
+        ctx);
     Stmt after = lower::multi_buffer(s, ctx);
     EXPECT_EQ(ctx.slots.count("C_stage"), 0u) << "one version";
     EXPECT_EQ(occurrences(after, "tandem_wait(\"C_stage.empty\""), 2) << after;
     const Block *b = after.as<Block>();
     ASSERT_TRUE(b) << after;
-    EXPECT_EQ(occurrences(b->first, "tandem_wait("), 0) << "the first tile has no store to wait for\n" << after;
+    EXPECT_EQ(occurrences(b->first, "tandem_wait("), 0)
+        << "the first tile has no store to wait for\n"
+        << after;
 }
 
 // ---- MemoryPlanning ----
@@ -295,7 +327,8 @@ TEST(MemoryPlanning, OperandsGoToTheirScopesAndOverflowIsAnError) {
     auto allocate = [](const std::string &n, Halide::Type t, int size, const Stmt &body) {
         return Allocate::make(n, t, Halide::MemoryType::Auto, {size}, const_true(), body);
     };
-    Stmt s = allocate("acc", f32, 64, allocate("A_tile", bf16, 64, allocate("B_tile", bf16, 64, ir::make_mma(m))));
+    Stmt s = allocate("acc", f32, 64,
+                      allocate("A_tile", bf16, 64, allocate("B_tile", bf16, 64, ir::make_mma(m))));
     std::vector<SramBuffer> buffers;
     Stmt after = lower::plan_memory(s, ctx, &buffers);
     ir::MmaOp same;
@@ -316,7 +349,8 @@ TEST(MemoryPlanning, OperandsGoToTheirScopesAndOverflowIsAnError) {
 class Protocol : public IRVisitor {
 public:
     std::map<std::string, int64_t> env;
-    std::map<int64_t, int64_t> version_holds; // version -> iteration whose data it holds (or is loading)
+    std::map<int64_t, int64_t>
+        version_holds; // version -> iteration whose data it holds (or is loading)
     std::map<int64_t, bool> landed;
     std::vector<int64_t> used;
     int outstanding = 0, most_outstanding = 0;
@@ -326,7 +360,8 @@ private:
     using IRVisitor::visit;
     int64_t eval(const Expr &e) {
         Expr s = e;
-        for (const auto &[n, v] : env) s = substitute(n, Expr(int(v)), s);
+        for (const auto &[n, v] : env)
+            s = substitute(n, Expr(int(v)), s);
         return constant(s);
     }
     void visit(const For *op) override {
@@ -343,14 +378,16 @@ private:
         env.erase(op->name);
     }
     void visit(const IfThenElse *op) override {
-        if (eval(op->condition)) op->then_case.accept(this);
+        if (eval(op->condition))
+            op->then_case.accept(this);
     }
     void visit(const Evaluate *op) override {
         ir::CopyOp c;
         ir::WaitOp w;
         if (ir::as_copy(op, &c)) {
             int64_t slot = eval(c.slot), iteration = eval(c.src_offset);
-            if (version_holds.count(slot) && version_holds[slot] >= 0 && !landed[slot]) error = "version reused while in flight";
+            if (version_holds.count(slot) && version_holds[slot] >= 0 && !landed[slot])
+                error = "version reused while in flight";
             if (version_holds.count(slot) && version_holds[slot] >= 0 &&
                 std::find(used.begin(), used.end(), version_holds[slot]) == used.end()) {
                 error = "version " + std::to_string(slot) + " overwritten before iteration " +
@@ -361,15 +398,17 @@ private:
             most_outstanding = std::max(most_outstanding, ++outstanding);
         } else if (ir::as_wait(op, &w)) {
             int64_t slot = eval(w.slot);
-            if (!landed[slot]) outstanding--;
+            if (!landed[slot])
+                outstanding--;
             landed[slot] = true;
         }
     }
     void visit(const Store *op) override {
         int64_t slot = eval(op->value.as<Load>()->index) / 1000, iteration = eval(op->index);
         if (!landed[slot] || version_holds[slot] != iteration) {
-            error = "iteration " + std::to_string(iteration) + " used version " + std::to_string(slot) +
-                    " holding iteration " + std::to_string(version_holds[slot]);
+            error = "iteration " + std::to_string(iteration) + " used version " +
+                    std::to_string(slot) + " holding iteration " +
+                    std::to_string(version_holds[slot]);
         }
         used.push_back(iteration);
     }
@@ -382,19 +421,23 @@ Stmt pipelined(int trips, int versions, CompileContext &ctx, const std::string &
     ctx.slots["F"] = versions;
     Expr stage = var("F.stage");
     ir::CopyOp c{"F", "A", stage * 1000, var(ko), {{1, 1, 1}}, "F.full", stage};
-    Stmt produce = ProducerConsumer::make_produce("F", Block::make(ir::make_copy(c), ir::make_wait({"F.full", stage})));
+    Stmt produce = ProducerConsumer::make_produce(
+        "F", Block::make(ir::make_copy(c), ir::make_wait({"F.full", stage})));
     Stmt use = store("out", load(f32, "F", stage * 1000), var(ko));
     return lower::software_pipeline(loop(ko, trips, Block::make(produce, use)), ctx);
 }
 
-
-/** Halide's partition of `for (ko, 0, ceil(K / 32)) for (ki, 0, min(K - 32 ko, 32)) out[32 ko + ki] = v`
- * with a runtime K: the main loop (ki runs 32; its store writes `main_value`) and the rebased tail. */
+/** Halide's partition of `for (ko, 0, ceil(K / 32)) for (ki, 0, min(K - 32 ko, 32)) out[32 ko + ki]
+ * = v` with a runtime K: the main loop (ki runs 32; its store writes `main_value`) and the rebased
+ * tail. */
 Stmt partitioned(const Expr &main_value) {
-    const Expr K = var("K.extent.0"), main_count = max(K / 32, 0), first = main_count + var("ko.rebased");
-    Stmt main = loop("ko", main_count, loop("ki", 32, store("out", main_value, var("ko") * 32 + var("ki"))));
-    Stmt tail = loop("ko.rebased", max((K + 31) / 32 - main_count, 0),
-                     loop("ki", min(K - first * 32, 32), store("out", Expr(1.0f), first * 32 + var("ki"))));
+    const Expr K = var("K.extent.0"), main_count = max(K / 32, 0),
+               first = main_count + var("ko.rebased");
+    Stmt main = loop("ko", main_count,
+                     loop("ki", 32, store("out", main_value, var("ko") * 32 + var("ki"))));
+    Stmt tail =
+        loop("ko.rebased", max((K + 31) / 32 - main_count, 0),
+             loop("ki", min(K - first * 32, 32), store("out", Expr(1.0f), first * 32 + var("ki"))));
     return Block::make(main, tail);
 }
 
@@ -407,7 +450,8 @@ TEST(RejoinTails, AMainLoopAndItsTailBecomeOneLoop) {
     EXPECT_TRUE(can_prove(ko->extent == (K + 31) / 32)) << ko->extent;
     const For *ki = ko->body.as<For>();
     ASSERT_TRUE(ki) << s;
-    EXPECT_TRUE(can_prove(ki->extent == min(K - var("ko") * 32, 32))) << "the tail's general body: " << ki->extent;
+    EXPECT_TRUE(can_prove(ki->extent == min(K - var("ko") * 32, 32)))
+        << "the tail's general body: " << ki->extent;
     // The joined loop runs as many iterations as the pair, at every K.
     const Stmt pair = partitioned(1.0f);
     const For *main = pair.as<Block>()->first.as<For>(), *tail = pair.as<Block>()->rest.as<For>();
@@ -435,11 +479,13 @@ TEST(SoftwarePipeline, CorrectForAnyTripCountAndVersionCount) {
             Stmt s = pipelined(trips, versions, ctx);
             Protocol p;
             s.accept(&p);
-            SCOPED_TRACE("versions " + std::to_string(versions) + ", trips " + std::to_string(trips));
+            SCOPED_TRACE("versions " + std::to_string(versions) + ", trips " +
+                         std::to_string(trips));
             EXPECT_EQ(p.error, "") << s;
             EXPECT_EQ(p.used.size(), size_t(trips));
             EXPECT_EQ(p.outstanding, 0) << "every copy is waited";
-            EXPECT_EQ(p.most_outstanding, std::min(versions, trips)) << "runs ahead by versions - 1";
+            EXPECT_EQ(p.most_outstanding, std::min(versions, trips))
+                << "runs ahead by versions - 1";
         }
     }
 }
@@ -479,8 +525,8 @@ Stmt tile_loop_with_epilogue(int acc_versions) {
     ir::MmaOp m{"acc", "A_tile", "B_tile", version, 1, 8, 0, 1, 8, 0, 1, 8, 8, 8, 8};
     ir::VectorOp epilogue{"C_stage", 64, {{"C_stage", 0, 64, true}, {"acc", version, 64, false}}};
     ir::CopyOp c{"C", "C_stage", var("t") * 64, 0, {{64, 1, 1}}, "C_stage.empty", 0};
-    Stmt body = Block::make({loop("ko", 4, ir::make_mma(m)), ir::make_vector_op(epilogue, Evaluate::make(0)),
-                             ir::make_copy(c)});
+    Stmt body = Block::make({loop("ko", 4, ir::make_mma(m)),
+                             ir::make_vector_op(epilogue, Evaluate::make(0)), ir::make_copy(c)});
     return loop("t", 5, body);
 }
 
@@ -533,28 +579,49 @@ TEST(WarpSpecialize, RolesShareARingOfBarriers) {
     auto produce = [](const std::string &f, const std::string &src) {
         Expr stage = var(f + ".stage");
         ir::CopyOp c{f, src, stage * 64, var("ko") * 64, {{64, 1, 1}}, f + ".full", stage};
-        return ProducerConsumer::make_produce(f, Block::make(ir::make_copy(c), ir::make_wait({f + ".full", stage})));
+        return ProducerConsumer::make_produce(
+            f, Block::make(ir::make_copy(c), ir::make_wait({f + ".full", stage})));
     };
-    ir::MmaOp m{"acc", "A_tile", "B_tile", 0, 1, 8, var("A_tile.stage") * 64, 1, 8, var("B_tile.stage") * 64, 1, 8, 8, 8, 8};
-    Stmt mainloop = loop("ko", 5, Block::make({produce("A_tile", "A"), produce("B_tile", "B"),
-                                                ProducerConsumer::make_consume("A_tile", ir::make_mma(m))}));
+    ir::MmaOp m{"acc",
+                "A_tile",
+                "B_tile",
+                0,
+                1,
+                8,
+                var("A_tile.stage") * 64,
+                1,
+                8,
+                var("B_tile.stage") * 64,
+                1,
+                8,
+                8,
+                8,
+                8};
+    Stmt mainloop = loop("ko", 5,
+                         Block::make({produce("A_tile", "A"), produce("B_tile", "B"),
+                                      ProducerConsumer::make_consume("A_tile", ir::make_mma(m))}));
     Stmt body = loop("t.on_core", 3, mainloop);
     std::vector<SramBuffer> buffers(2);
-    buffers[0].name = "A_tile", buffers[0].type = bf16, buffers[0].slots = 3, buffers[0].slot_elements = 64;
-    buffers[1].name = "B_tile", buffers[1].type = bf16, buffers[1].slots = 3, buffers[1].slot_elements = 64;
+    buffers[0].name = "A_tile", buffers[0].type = bf16, buffers[0].slots = 3,
+    buffers[0].slot_elements = 64;
+    buffers[1].name = "B_tile", buffers[1].type = bf16, buffers[1].slots = 3,
+    buffers[1].slot_elements = 64;
     Stmt after = lower::specialize_warps(body, ctx, buffers);
     EXPECT_EQ(ctx.warpgroups, 3);
     std::string text = ir::to_string(after);
     // One expect for both tiles of a stage (2 x 64 bf16), the producer's empty wait pre-armed.
-    EXPECT_NE(text.find("tandem_expect(\"A_tile.full\", A_tile.slot, 256)"), std::string::npos) << text;
-    EXPECT_NE(text.find("tandem_wait(\"A_tile.empty\", A_tile.slot, 1 - ((A_tile.ring/3) % 2))"), std::string::npos);
+    EXPECT_NE(text.find("tandem_expect(\"A_tile.full\", A_tile.slot, 256)"), std::string::npos)
+        << text;
+    EXPECT_NE(text.find("tandem_wait(\"A_tile.empty\", A_tile.slot, 1 - ((A_tile.ring/3) % 2))"),
+              std::string::npos);
     EXPECT_NE(text.find("tandem_setmaxnreg(40, 0)"), std::string::npos);
     EXPECT_NE(text.find("tandem_setmaxnreg(232, 1)"), std::string::npos);
     // Consumers take turns and hand the tensor cores over.
     EXPECT_NE(text.find("tandem_wait(\"tile.order\", 1"), std::string::npos) << text;
     EXPECT_NE(text.find("tandem_arrive(\"tile.order\", 0)"), std::string::npos);
     std::set<std::string> names;
-    for (const BarrierDecl &b : ctx.barriers) names.insert(b.name + "/" + std::to_string(b.slots));
+    for (const BarrierDecl &b : ctx.barriers)
+        names.insert(b.name + "/" + std::to_string(b.slots));
     EXPECT_EQ(names, (std::set<std::string>{"A_tile.full/3", "A_tile.empty/3", "tile.order/2"}));
 }
 
@@ -568,21 +635,40 @@ TEST(WarpSpecialize, AConsumerSkippingATileRunsNoWait) {
     ctx.directives["C"].async_copy = true;
     ctx.directives["C"].warp_specialize = true;
     ctx.directives["C"].ping_pong = true;
-    ir::CopyOp load{"A_tile", "A", var("A_tile.stage") * 64, var("ko") * 64, {{64, 1, 1}}, "A_tile.full",
-                    var("A_tile.stage")};
+    ir::CopyOp load{"A_tile",     "A",           var("A_tile.stage") * 64, var("ko") * 64,
+                    {{64, 1, 1}}, "A_tile.full", var("A_tile.stage")};
     Stmt produce = ProducerConsumer::make_produce(
-        "A_tile", Block::make(ir::make_copy(load), ir::make_wait({"A_tile.full", var("A_tile.stage")})));
-    ir::MmaOp m{"acc", "A_tile", "A_tile", 0, 1, 8, var("A_tile.stage") * 64, 1, 8, var("A_tile.stage") * 64,
-                1, 8, 8, 8, 8};
-    Stmt mainloop = loop("ko", 4, Block::make(produce, ProducerConsumer::make_consume("A_tile", ir::make_mma(m))));
+        "A_tile",
+        Block::make(ir::make_copy(load), ir::make_wait({"A_tile.full", var("A_tile.stage")})));
+    ir::MmaOp m{"acc",
+                "A_tile",
+                "A_tile",
+                0,
+                1,
+                8,
+                var("A_tile.stage") * 64,
+                1,
+                8,
+                var("A_tile.stage") * 64,
+                1,
+                8,
+                8,
+                8,
+                8};
+    Stmt mainloop = loop(
+        "ko", 4, Block::make(produce, ProducerConsumer::make_consume("A_tile", ir::make_mma(m))));
     ir::CopyOp store_c{"C", "C_stage", var("t.on_core") * 64, 0, {{64, 1, 1}}, "C_stage.empty", 0};
-    Stmt epilogue = Block::make({ir::make_wait({"C_stage.empty", 0}), store("C_stage", 0.0f, 0), ir::make_copy(store_c)});
+    Stmt epilogue = Block::make(
+        {ir::make_wait({"C_stage.empty", 0}), store("C_stage", 0.0f, 0), ir::make_copy(store_c)});
     std::vector<SramBuffer> buffers(2);
-    buffers[0].name = "A_tile", buffers[0].type = bf16, buffers[0].slots = 2, buffers[0].slot_elements = 64;
+    buffers[0].name = "A_tile", buffers[0].type = bf16, buffers[0].slots = 2,
+    buffers[0].slot_elements = 64;
     buffers[1].name = "C_stage", buffers[1].type = bf16, buffers[1].slot_elements = 64;
-    Stmt after = lower::specialize_warps(loop("t.on_core", 4, Block::make(mainloop, epilogue)), ctx, buffers);
-    EXPECT_EQ(occurrences(after, "tandem_wait(\"C_stage.empty\""), 2) << "one per consumer, in its own tiles\n"
-                                                                     << after;
+    Stmt after = lower::specialize_warps(loop("t.on_core", 4, Block::make(mainloop, epilogue)), ctx,
+                                         buffers);
+    EXPECT_EQ(occurrences(after, "tandem_wait(\"C_stage.empty\""), 2)
+        << "one per consumer, in its own tiles\n"
+        << after;
 }
 
 TEST(WarpSpecialize, DifferentVersionCountsInOneRingAreAnError) {
@@ -594,7 +680,8 @@ TEST(WarpSpecialize, DifferentVersionCountsInOneRingAreAnError) {
     ctx.directives["C"].warp_specialize = true;
     auto produce = [](const std::string &f) {
         ir::CopyOp c{f, "A", 0, 0, {{4, 1, 1}}, f + ".full", 0};
-        return ProducerConsumer::make_produce(f, Block::make(ir::make_copy(c), ir::make_wait({f + ".full", 0})));
+        return ProducerConsumer::make_produce(
+            f, Block::make(ir::make_copy(c), ir::make_wait({f + ".full", 0})));
     };
     std::vector<SramBuffer> buffers(2);
     buffers[0].name = "A_tile", buffers[0].type = bf16;

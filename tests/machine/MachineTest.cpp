@@ -58,7 +58,8 @@ template <class Params> std::map<std::string, double> values(Params p) {
  * every field the model reads. */
 template <class Params> void expect_defaults_are(const std::string &target) {
     const Target t = Target::parse(target);
-    const std::map<std::string, double> defaults = values(Params{}), described = values(Params::from(t.lookup()));
+    const std::map<std::string, double> defaults = values(Params{}),
+                                        described = values(Params::from(t.lookup()));
     EXPECT_GE(defaults.size(), 10u);
     for (const auto &[name, value] : defaults) {
         EXPECT_TRUE(t.machine.params().count(name)) << target << " " << name;
@@ -70,7 +71,8 @@ TEST(MachineDescription, ModelDefaultsAreTheDescriptions) {
     expect_defaults_are<sim::ZpuParams>("zpu");
     expect_defaults_are<sim::hopper::HopperParams>("hopper");
     expect_defaults_are<sim::ascend::AscendParams>("ascend");
-    EXPECT_EQ(sim::ZpuParams::from(Target::parse("zpu").lookup()).route, sim::ZpuParams::default_routes());
+    EXPECT_EQ(sim::ZpuParams::from(Target::parse("zpu").lookup()).route,
+              sim::ZpuParams::default_routes());
 }
 
 TEST(MachineDescription, TargetStringOverrides) {
@@ -81,7 +83,7 @@ TEST(MachineDescription, TargetStringOverrides) {
     EXPECT_EQ(Target::parse("hopper:sms=8").units(), 8);
     EXPECT_EQ(Target::parse("ascend:cube_cores=2").units(), 2);
     EXPECT_EQ(Target::parse("ascend:vector_cores=6").vector_units(), 6);
-    EXPECT_EQ(Target::parse("ascend").vector_units(), 48); // 910B: two AIV per AIC
+    EXPECT_EQ(Target::parse("ascend").vector_units(), 48);     // 910B: two AIV per AIC
     EXPECT_EQ(Target::parse("zpu:cores=3").vector_units(), 3); // no separate vector cores
 
     auto message = [](const std::string &text) {
@@ -120,8 +122,8 @@ TEST(MachineDescription, FileOverrides) {
 // ---- the public rules the models follow ----
 
 TEST(ZpuRules, MmaMinimumBlockCount) {
-    // SUNMMIO/Tilelang cost_model.cc: 21 + (7 fp32 | 8 bf16) + ceil(m/16) ceil(n/32) max(ceil(k/32),
-    // b) + 70, b = 1 when m <= 16 and n <= 32, else 4.
+    // SUNMMIO/Tilelang cost_model.cc: 21 + (7 fp32 | 8 bf16) + ceil(m/16) ceil(n/32)
+    // max(ceil(k/32), b) + 70, b = 1 when m <= 16 and n <= 32, else 4.
     sim::ZpuParams p;
     EXPECT_EQ(p.mma_cycles(16, 32, 32, sim::DType::F32), 21 + 7 + 1 * 1 * 1 + 70);
     EXPECT_EQ(p.mma_cycles(32, 32, 32, sim::DType::F32), 21 + 7 + 2 * 1 * 4 + 70);
@@ -146,8 +148,10 @@ struct Ops : Halide::Internal::IRVisitor {
     void visit(const Halide::Internal::Evaluate *op) override {
         ir::MmaOp m;
         ir::CopyOp c;
-        if (ir::as_mma(op, &m)) mmas.push_back(m);
-        if (ir::as_copy(op, &c)) copies.push_back(c);
+        if (ir::as_mma(op, &m))
+            mmas.push_back(m);
+        if (ir::as_copy(op, &c))
+            copies.push_back(c);
     }
 };
 
@@ -155,9 +159,11 @@ TEST(ZpuRules, AOperandsGoThroughRsramAndBf16RunsTwoPasses) {
     // No DRAM -> ASRAM route: A is loaded into RSRAM, each MMA's box hops to ASRAM; the bf16 tensor
     // core reads A from the north bank only, so 64 rows run as two passes of 32.
     const apps::App &gemm = apps::gemm_app();
-    apps::Params params = apps::with_defaults(gemm, apps::Params({{"M", "64"}, {"N", "64"}, {"K", "64"},
-                                                                  {"TM", "64"}, {"TN", "64"}, {"TK", "64"}}),
-                                              "zpu");
+    apps::Params params = apps::with_defaults(
+        gemm,
+        apps::Params(
+            {{"M", "64"}, {"N", "64"}, {"K", "64"}, {"TM", "64"}, {"TN", "64"}, {"TK", "64"}}),
+        "zpu");
     Kernel k = apps::compile_app(gemm, params, "sync", Target::parse("zpu"));
     Ops ops;
     k.body.accept(&ops);

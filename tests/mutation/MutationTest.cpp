@@ -16,10 +16,10 @@
 
 #include "App.h"
 #include "Run.h"
+#include "common/Evaluator.h"
 #include "hopper/Executor.h"
 #include "hopper/Plan.h"
 #include "tandem/AsyncIR.h"
-#include "common/Evaluator.h"
 #include "zpu/Executor.h"
 
 #include <gtest/gtest.h>
@@ -87,7 +87,8 @@ std::vector<KernelCase> kernel_cases() {
     // last group of tile rows: tile-less CTAs). Not `ws` on the ragged one: a CTA per tile, where 3
     // mutants of the last K step (its wgmma wait deleted or weakened before a release nothing
     // refills, the consumer's last ring advance) change nothing - equivalent, not classified here.
-    std::map<std::string, std::string> clustered = hopper_gemm, clustered_ragged = hopper_gemm_ragged;
+    std::map<std::string, std::string> clustered = hopper_gemm,
+                                       clustered_ragged = hopper_gemm_ragged;
     clustered["cluster_m"] = clustered_ragged["cluster_m"] = "2";
     add("hopper:sms=4", "gemm", {"ws_pingpong", "ws"}, "256x256x256_cluster_m2", clustered);
     add("hopper:sms=4", "gemm", {"ws_pingpong"}, "136x1032x240_cluster_m2", clustered_ragged);
@@ -96,7 +97,13 @@ std::vector<KernelCase> kernel_cases() {
     // shifted by a version only reorders the same two waits) that is no multiple of twice the
     // versions (a dropped advance would not show), and each consumer has two tiles or more.
     add("hopper:sms=4", "gemm", {"ws_pingpong"}, "128x640x448_tk64_cluster_m2",
-        {{"M", "128"}, {"N", "640"}, {"K", "448"}, {"TM", "64"}, {"TN", "64"}, {"TK", "64"}, {"stages", "2"},
+        {{"M", "128"},
+         {"N", "640"},
+         {"K", "448"},
+         {"TM", "64"},
+         {"TN", "64"},
+         {"TK", "64"},
+         {"stages", "2"},
          {"cluster_m", "2"}});
     add("hopper:sms=4", "elementwise", stream_schedules, "256x192", stream);
     add("hopper:sms=4", "elementwise", stream_schedules, "3066x42", stream_ragged);
@@ -206,7 +213,8 @@ std::string detect_once(const Subject &subject, const Kernel &kernel) {
     std::unique_ptr<sim::hopper::Machine> hopper;
     try {
         if (kernel.target.arch == Target::Arch::Hopper) {
-            hopper = std::make_unique<sim::hopper::Machine>(sim::hopper::HopperParams::from(kernel.target.lookup()), true);
+            hopper = std::make_unique<sim::hopper::Machine>(
+                sim::hopper::HopperParams::from(kernel.target.lookup()), true);
             ids = apps::add_arguments(
                 kernel, apps::static_extents(kernel),
                 [&](const std::string &n, sim::DType t, int64_t e) {
@@ -217,7 +225,8 @@ std::string detect_once(const Subject &subject, const Kernel &kernel) {
             report = hopper->finish();
             data_of = [&](int id) { return hopper->data(id); };
         } else {
-            zpu = std::make_unique<sim::Machine>(sim::ZpuParams::from(kernel.target.lookup()), true);
+            zpu =
+                std::make_unique<sim::Machine>(sim::ZpuParams::from(kernel.target.lookup()), true);
             ids = apps::add_arguments(kernel, *zpu, kSeed);
             zpu_backend::execute(kernel, *zpu, ids);
             report = zpu->finish();
@@ -291,9 +300,9 @@ std::string equivalent(const Kernel &kernel, const mutation::Mutant &m) {
             return "redundant: the fence before a store the threads make (generic proxy), which "
                    "the emitter drops";
     }
-    if (kernel.target.arch == Target::Arch::Hopper && m.op == "tandem_arrive" && ends_with(m.barrier, ".empty") &&
-        (m.kind == Kind::Delete || m.kind == Kind::ShiftSlot) && m.loops.size() == 1 &&
-        ends_with(m.loops.back(), ".on_core")) {
+    if (kernel.target.arch == Target::Arch::Hopper && m.op == "tandem_arrive" &&
+        ends_with(m.barrier, ".empty") && (m.kind == Kind::Delete || m.kind == Kind::ShiftSlot) &&
+        m.loops.size() == 1 && ends_with(m.loops.back(), ".on_core")) {
         // The release after a tile's K loop (the MMA kept in flight, MmaInFlight.h). Dropped or
         // misdirected, the next use of that version waits forever - a deadlock wherever there is
         // one; it survives only after the CTA's last MMA, where no later step uses the ring.

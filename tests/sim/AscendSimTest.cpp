@@ -95,7 +95,7 @@ TEST(AscendCost, FormulasFromNpuFacts) {
     EXPECT_EQ(p.mmad_cycles(32, 48, 96), 10 + 2 * 3 * 6);
     EXPECT_EQ(p.mmad_cycles(17, 1, 16), 10 + 2 * 1 * 1);
     EXPECT_EQ(p.mmad_cycles(32, 48, 96, DType::F32), 10 + 2 * 3 * 24); // 16x16x4 MACs per cycle
-    EXPECT_EQ(p.vector_cycles(1024), 10 + 4);  // 256 bytes of lanes per cycle
+    EXPECT_EQ(p.vector_cycles(1024), 10 + 4); // 256 bytes of lanes per cycle
     EXPECT_EQ(p.vector_cycles(1025), 10 + 5);
     EXPECT_EQ(p.capacity(Mem::L0A), 64 << 10);
     EXPECT_EQ(p.capacity(Mem::UB), 192 << 10);
@@ -149,7 +149,8 @@ TEST(AscendL2, SecondReadOfALineHitsL2) {
     Core &core = machine.core(0);
     core.data_copy(a_l1, dense(32, 32), a_gm, dense(32, 32), "first");
     // Rows 8..15 (1 KB, lines 2 and 3 of the first read) plus nothing new: all hits.
-    core.data_copy(a_l1, Box{1024, {{32, 1}, {16, 32}}}, a_gm, Box{256, {{32, 1}, {16, 32}}}, "again");
+    core.data_copy(a_l1, Box{1024, {{32, 1}, {16, 32}}}, a_gm, Box{256, {{32, 1}, {16, 32}}},
+                   "again");
     machine.run_core(0);
     Report r = machine.finish();
     EXPECT_EQ(busy(r, "MTE2"), (30 + 64) + (30 + 10)); // 2048 B from HBM, then 1024 B from L2
@@ -291,7 +292,8 @@ VectorKernel vector_kernel(Machine &machine, int slots) {
     k.x = machine.add_gm("x", DType::F32, kTiles * kTile);
     k.y = machine.add_gm("y", DType::F32, kTiles * kTile);
     for (int s = 0; s < slots; ++s) {
-        k.ub.push_back(machine.add_local(aiv(machine, 0), "ub" + std::to_string(s), Mem::UB, DType::F32, kTile));
+        k.ub.push_back(machine.add_local(aiv(machine, 0), "ub" + std::to_string(s), Mem::UB,
+                                         DType::F32, kTile));
     }
     auto flag = [&](bool set, Pipe src, Pipe dst, int event, const std::string &site,
                     const std::string &label) {
@@ -520,12 +522,13 @@ std::vector<float> cube_gemm(DType out_type, Report &report) {
         core.wait_flag(Pipe::MTE2, Pipe::MTE1, 0, "wait L1 full" + step);
         core.wait_flag(Pipe::M, Pipe::MTE1, 0, "wait L0 free" + step);
         for (int64_t strip = 0; strip < M / 16; ++strip) { // A: rows of fractals, Zz
-            core.load_data_2d(a_l0, strip * KT * 16, a_l1, 0, LoadData2D{strip, KT / 16, M / 16, 0, false},
-                              "LoadData A" + step);
+            core.load_data_2d(a_l0, strip * KT * 16, a_l1, 0,
+                              LoadData2D{strip, KT / 16, M / 16, 0, false}, "LoadData A" + step);
         }
-        for (int64_t block = 0; block < KT / 16; ++block) { // B: K blocks, each fractal transposed, Zn
-            core.load_data_2d(b_l0, block * N * 16, b_l1, 0, LoadData2D{block, N / 16, KT / 16, 0, true},
-                              "LoadData B" + step);
+        for (int64_t block = 0; block < KT / 16;
+             ++block) { // B: K blocks, each fractal transposed, Zn
+            core.load_data_2d(b_l0, block * N * 16, b_l1, 0,
+                              LoadData2D{block, N / 16, KT / 16, 0, true}, "LoadData B" + step);
         }
         core.set_flag(Pipe::MTE1, Pipe::MTE2, 0, "L1 free" + step);
         core.set_flag(Pipe::MTE1, Pipe::M, 0, "L0 full" + step);
@@ -634,17 +637,22 @@ TEST(AscendRaces, DependentVectorOpsNeedAPipeBarrier) {
         int ub = machine.add_local(v0, "ub", Mem::UB, DType::F32, 1024);
         int tmp = machine.add_local(v0, "tmp", Mem::UB, DType::F32, 1024);
         Core &core = machine.core(v0);
-        core.vector_op("Mul", 4096, {{ub, line(0, 1024), false}, {tmp, line(0, 1024), true}}, nullptr);
-        if (between == 1) core.pipe_barrier(Pipe::V);
-        if (between == 2) core.pipe_barrier(Pipe::ALL);
-        core.vector_op("Adds", 4096, {{tmp, line(0, 1024), false}, {ub, line(0, 1024), true}}, nullptr);
+        core.vector_op("Mul", 4096, {{ub, line(0, 1024), false}, {tmp, line(0, 1024), true}},
+                       nullptr);
+        if (between == 1)
+            core.pipe_barrier(Pipe::V);
+        if (between == 2)
+            core.pipe_barrier(Pipe::ALL);
+        core.vector_op("Adds", 4096, {{tmp, line(0, 1024), false}, {ub, line(0, 1024), true}},
+                       nullptr);
         core.set_flag(Pipe::V, Pipe::MTE3, 0);
         core.wait_flag(Pipe::V, Pipe::MTE3, 0);
         core.data_copy(x, line(0, 1024), ub, line(0, 1024), "store"); // ordered by the flag
         machine.run_core(v0);
         Report r = machine.finish();
         if (between == 0) {
-            ASSERT_EQ(r.race_count, 2) << races_text(r); // tmp (read after write), ub (write after read)
+            ASSERT_EQ(r.race_count, 2)
+                << races_text(r); // tmp (read after write), ub (write after read)
             EXPECT_TRUE(contains(races_text(r), "vector 'Mul' (V, AIV 0)")) << races_text(r);
             EXPECT_TRUE(contains(races_text(r), "vector 'Adds' (V, AIV 0)")) << races_text(r);
         } else {
@@ -727,7 +735,8 @@ Report workspace_handoff(bool wait_before_rewrite, bool second_aiv_sets, bool nu
     Core &aic = machine.core(0);
     aic.fixpipe_nz2nd(ws, 0, acc, 0, fix, "store tile 0");
     aic.cross_core_set_flag(Pipe::FIX, 0, "tile 0 stored");
-    if (wait_before_rewrite) aic.cross_core_wait_flag(1, "tile 0 read");
+    if (wait_before_rewrite)
+        aic.cross_core_wait_flag(1, "tile 0 read");
     aic.fixpipe_nz2nd(ws, 0, acc, 0, fix, "store tile 1");
     machine.run_core(0);
     for (int sub = 0; sub < 2; ++sub) {
@@ -736,7 +745,8 @@ Report workspace_handoff(bool wait_before_rewrite, bool second_aiv_sets, bool nu
         Core &aiv = machine.core(c);
         aiv.cross_core_wait_flag(0, "wait tile 0");
         aiv.data_copy(ub, line(0, 256), ws, line(0, 256), "load tile 0");
-        if (sub == 0 || second_aiv_sets) aiv.cross_core_set_flag(Pipe::MTE2, 1, "tile 0 read");
+        if (sub == 0 || second_aiv_sets)
+            aiv.cross_core_set_flag(Pipe::MTE2, 1, "tile 0 read");
         machine.run_core(c);
     }
     return machine.finish();
@@ -755,25 +765,31 @@ TEST(AscendMix, RewritingTheWorkspaceWithoutTheReverseFlagRaces) {
     EXPECT_FALSE(r.deadlock) << r.deadlock_message;
     ASSERT_FALSE(r.races.empty());
     EXPECT_EQ(r.races[0].buffer, "workspace");
-    EXPECT_TRUE(contains(r.races[0].first + r.races[0].second, "Fixpipe 'store tile 1' (FIX, AIC 0)")) << races_text(r);
+    EXPECT_TRUE(
+        contains(r.races[0].first + r.races[0].second, "Fixpipe 'store tile 1' (FIX, AIC 0)"))
+        << races_text(r);
 }
 
 TEST(AscendMix, TheAicCounterMovesOnlyWhenBothAivsSet) {
     Report r = workspace_handoff(true, false);
     ASSERT_TRUE(r.deadlock);
     EXPECT_TRUE(contains(r.deadlock_message, "deadlock on AIC 0")) << r.deadlock_message;
-    EXPECT_TRUE(contains(r.deadlock_message, "CrossCoreWaitFlag(1) 'tile 0 read'")) << r.deadlock_message;
+    EXPECT_TRUE(contains(r.deadlock_message, "CrossCoreWaitFlag(1) 'tile 0 read'"))
+        << r.deadlock_message;
     EXPECT_TRUE(contains(r.deadlock_message, "both its AIVs (AIV 0, AIV 1)")) << r.deadlock_message;
 }
 
 TEST(AscendMix, ACounterHoldsFifteen) {
     Machine machine(one_group(), false);
     machine.launch_mix();
-    for (int i = 0; i < 16; ++i) machine.core(0).cross_core_set_flag(Pipe::FIX, 3);
+    for (int i = 0; i < 16; ++i)
+        machine.core(0).cross_core_set_flag(Pipe::FIX, 3);
     machine.run_core(0);
     Report r = machine.finish();
     ASSERT_TRUE(r.deadlock);
-    EXPECT_TRUE(contains(r.deadlock_message, "cross-core flag 3 of AIV 0 is set 16 times without a wait")) << r.deadlock_message;
+    EXPECT_TRUE(
+        contains(r.deadlock_message, "cross-core flag 3 of AIV 0 is set 16 times without a wait"))
+        << r.deadlock_message;
 }
 
 TEST(AscendMix, CrossCoreFlagsNeedAMixLaunchAndARealPipe) {
@@ -877,8 +893,7 @@ TEST(AscendErrors, EventIdOutOfRange) {
     Core &core = machine.core(0);
     std::string e = error_of([&] { core.set_flag(Pipe::MTE2, Pipe::MTE1, 8); });
     EXPECT_TRUE(contains(e, "event id 8 is outside 0..7")) << e;
-    EXPECT_TRUE(
-        contains(error_of([&] { core.wait_flag(Pipe::M, Pipe::FIX, -1); }), "event id -1"));
+    EXPECT_TRUE(contains(error_of([&] { core.wait_flag(Pipe::M, Pipe::FIX, -1); }), "event id -1"));
     EXPECT_FALSE(error_of([&] { core.set_flag(Pipe::MTE2, Pipe::MTE2, 0); }).empty());
     EXPECT_FALSE(error_of([&] { core.set_flag(Pipe::ALL, Pipe::V, 0); }).empty());
 }
@@ -981,7 +996,8 @@ TEST(AscendErrors, EachKindHasItsOwnMemoriesAndPipes) {
     e = error_of([&] { cube.set_flag(Pipe::M, Pipe::MTE3, 0); });
     EXPECT_TRUE(contains(e, "pipe MTE3 is on the vector cores")) << e;
     e = error_of([&] { vector.set_flag(Pipe::MTE2, Pipe::MTE1, 0); });
-    EXPECT_TRUE(contains(e, "pipe MTE1 is on the cube cores (AIC); an AIV has S, MTE2, V and MTE3")) << e;
+    EXPECT_TRUE(contains(e, "pipe MTE1 is on the cube cores (AIC); an AIV has S, MTE2, V and MTE3"))
+        << e;
     e = error_of([&] { vector.pipe_barrier(Pipe::M); });
     EXPECT_TRUE(contains(e, "pipe M is on the cube cores")) << e;
     // What each kind has is fine.
@@ -1032,10 +1048,10 @@ TEST(AscendHbm, EveryCoreSharesHbmAndL2) {
     int ub0 = second.add_local(v0, "ub", Mem::UB, DType::F32, 512);
     int ub1 = second.add_local(v1, "ub", Mem::UB, DType::F32, 512);
     second.core(v0).data_copy(y2, line(0, 512), ub0, line(0, 512), "store"); // [1, 63): 30 + 32
-    second.core(v1).vector_op("later", 256 * 10, {}, nullptr);             // [2, 22)
+    second.core(v1).vector_op("later", 256 * 10, {}, nullptr);               // [2, 22)
     second.core(v1).set_flag(Pipe::V, Pipe::MTE2, 0);
     second.core(v1).wait_flag(Pipe::V, Pipe::MTE2, 0);
-    second.core(v1).data_copy(ub1, line(0, 512), x2, line(0, 512), "load");  // HBM free at 65
+    second.core(v1).data_copy(ub1, line(0, 512), x2, line(0, 512), "load"); // HBM free at 65
     second.run_core(v0);
     second.run_core(v1);
     Report s = second.finish();

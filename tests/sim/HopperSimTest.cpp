@@ -505,7 +505,8 @@ TEST(HopperGemm, ExitingBeforeTheStoreReadItsSmemRaces) {
     EXPECT_EQ(race.first, "tma_store 'store c' (tma, agent 'consumer', CTA 0)");
     EXPECT_EQ(race.second, "exit of CTA 0");
     EXPECT_EQ(race.buffer, "c_staging");
-    EXPECT_TRUE(contains(race.str(), "no bulk wait_group_read retired this TMA store")) << race.str();
+    EXPECT_TRUE(contains(race.str(), "no bulk wait_group_read retired this TMA store"))
+        << race.str();
     EXPECT_EQ(r.report.race_count, 4); // once per CTA
     EXPECT_TRUE(r.correct);
 }
@@ -867,7 +868,8 @@ Report cluster_of_two(bool multicast, bool wait_done, std::vector<float> *sums) 
     Machine m(p);
     int in = m.add_global("in", DType::F32, 64);
     float *data = static_cast<float *>(m.data(in));
-    for (int i = 0; i < 64; ++i) data[i] = float(i);
+    for (int i = 0; i < 64; ++i)
+        data[i] = float(i);
     sums->assign(2, -1);
     m.run_cluster(0, 2, [&](Machine::CtaBuilder &b, int cta) {
         int agent = b.add_agent("worker");
@@ -880,8 +882,10 @@ Report cluster_of_two(bool multicast, bool wait_done, std::vector<float> *sums) 
         if (cta == 0) {
             s->call("load", [=, &m](AgentOps &o) {
                 TensorView v{in, {64}, {1}};
-                if (multicast) o.tma_load_multicast(tile, 0, v, {0}, {64}, full, 3, "row");
-                else o.tma_load(tile, 0, v, {0}, {64}, full, "row");
+                if (multicast)
+                    o.tma_load_multicast(tile, 0, v, {0}, {64}, full, 3, "row");
+                else
+                    o.tma_load(tile, 0, v, {0}, {64}, full, "row");
             });
         }
         s->wait(full, 0, "full");
@@ -889,12 +893,16 @@ Report cluster_of_two(bool multicast, bool wait_done, std::vector<float> *sums) 
             o.vector_op("sum", 64, {Access{tile, Box{0, {{64, 1}}}, false}}, [=, &m] {
                 const float *t = static_cast<const float *>(m.data(tile));
                 float total = 0;
-                for (int i = 0; i < 64; ++i) total += t[i];
+                for (int i = 0; i < 64; ++i)
+                    total += t[i];
                 (*sums)[size_t(cta)] = total;
             });
         });
-        if (cta == 1) s->call("arrive done of rank 0", [=](AgentOps &o) { o.mbarrier_arrive_remote(done, 0); });
-        if (cta == 0 && wait_done) s->wait(done, 0, "done");
+        if (cta == 1)
+            s->call("arrive done of rank 0",
+                    [=](AgentOps &o) { o.mbarrier_arrive_remote(done, 0); });
+        if (cta == 0 && wait_done)
+            s->wait(done, 0, "done");
         (void)agent;
         return programs(std::move(s));
     });
@@ -936,7 +944,9 @@ TEST(HopperCluster, NeedsAsManySms) {
         m.run_cluster(0, 2, [](Machine::CtaBuilder &, int) { return Programs{}; });
         FAIL() << "no error";
     } catch (const SimError &e) {
-        EXPECT_TRUE(contains(e.what(), "a cluster of 2 CTAs runs on as many SMs at once; the machine has 1")) << e.what();
+        EXPECT_TRUE(contains(e.what(),
+                             "a cluster of 2 CTAs runs on as many SMs at once; the machine has 1"))
+            << e.what();
     }
 }
 
@@ -1012,15 +1022,15 @@ TEST(HopperTiming, L2MovesWholeSectors) {
 
 TEST(HopperTiming, L2HitsByTimeNotBySimulationOrder) {
     SharedBandwidth hbm(1000);
-    TimedL2 l2(128, 1 << 20, hbm); // 1 MB of L2
-    Box line{0, {{128, 1}}};       // one 128-byte line of buffer 0 (bytes)
-    EXPECT_EQ(l2.read(0, line, 1, 5000).miss, 128);     // first read (in simulation order)
-    EXPECT_EQ(l2.read(0, line, 1, 4000).hit, 128);      // earlier in time, nothing came in between
-    EXPECT_EQ(l2.read(0, line, 1, 6000).hit, 128);      // later, nothing came in
-    hbm.move(7000, 2 << 20, 1000);                      // 2 MB from HBM after 7000
-    EXPECT_EQ(l2.read(0, line, 1, 20000).miss, 128);    // pushed out by then
-    EXPECT_EQ(l2.read(0, line, 1, 5500).hit, 128);      // between known uses
-    EXPECT_EQ(l2.read(1, line, 1, 5500).miss, 128);     // another buffer's line
+    TimedL2 l2(128, 1 << 20, hbm);                   // 1 MB of L2
+    Box line{0, {{128, 1}}};                         // one 128-byte line of buffer 0 (bytes)
+    EXPECT_EQ(l2.read(0, line, 1, 5000).miss, 128);  // first read (in simulation order)
+    EXPECT_EQ(l2.read(0, line, 1, 4000).hit, 128);   // earlier in time, nothing came in between
+    EXPECT_EQ(l2.read(0, line, 1, 6000).hit, 128);   // later, nothing came in
+    hbm.move(7000, 2 << 20, 1000);                   // 2 MB from HBM after 7000
+    EXPECT_EQ(l2.read(0, line, 1, 20000).miss, 128); // pushed out by then
+    EXPECT_EQ(l2.read(0, line, 1, 5500).hit, 128);   // between known uses
+    EXPECT_EQ(l2.read(1, line, 1, 5500).miss, 128);  // another buffer's line
 }
 
 /** CTAs on different SMs reading distinct data at once share HBM: the kernel takes about the
@@ -1041,7 +1051,8 @@ TEST(HopperTiming, CtasShareHbmInTime) {
             script->init(bar, 1);
             for (int i = 0; i < rows / 64; ++i) {
                 script->expect_tx(bar, 256 * 64 * 2).call("load", [=](AgentOps &o) {
-                    o.tma_load(smem, 0, row_major(g, ctas * rows, 256), {0, cta * rows + i * 64}, {256, 64}, bar, "load");
+                    o.tma_load(smem, 0, row_major(g, ctas * rows, 256), {0, cta * rows + i * 64},
+                               {256, 64}, bar, "load");
                 });
                 script->wait(bar, i % 2, "full");
             }
@@ -1202,7 +1213,8 @@ TEST(HopperTiming, CtasRunInWavesPerSm) {
     ASSERT_EQ(parallel.core_cycles.size(), 4u);
     // Edge CTAs read fewer bytes (TMA zero-fills what lies outside the tensor without reading it).
     Cycles total = 0;
-    for (Cycles c : parallel.core_cycles) total += c;
+    for (Cycles c : parallel.core_cycles)
+        total += c;
     EXPECT_EQ(wave.cycles, total);
     EXPECT_EQ(busy(wave, "tensor"), busy(parallel, "tensor"));
     EXPECT_EQ(busy(wave, "tma"), busy(parallel, "tma"));

@@ -765,10 +765,12 @@ TEST(ZpuRaces, OverlapMatchesBruteForce) {
         int shared = pair.add_dram("shared", DType::F32, size);
         int tile0 = pair.add_sram(0, "t0", Space::RSRAM, DType::F32, 256);
         int tile1 = pair.add_sram(1, "t1", Space::RSRAM, DType::F32, 256);
-        pair.core(0).dma_wait(pair.core(0).dma_start(shared, x, tile0, Box{0, {{x.elements(), 1}}}, "store x"),
-                              "drain");
-        pair.core(1).dma_wait(pair.core(1).dma_start(tile1, Box{0, {{z.elements(), 1}}}, shared, z, "load z"),
-                              "drain");
+        pair.core(0).dma_wait(
+            pair.core(0).dma_start(shared, x, tile0, Box{0, {{x.elements(), 1}}}, "store x"),
+            "drain");
+        pair.core(1).dma_wait(
+            pair.core(1).dma_start(tile1, Box{0, {{z.elements(), 1}}}, shared, z, "load z"),
+            "drain");
         ASSERT_EQ(!pair.finish().races.empty(), meet(xs, zs))
             << "x " << x.str() << " z " << z.str();
     }
@@ -1253,7 +1255,8 @@ TEST(ZpuTrace, SvgTimelineDrawsLanesAndFoldsManyCores) {
     EXPECT_EQ(text.rfind("<svg", 0), 0u);
     EXPECT_TRUE(contains(text, "</svg>"));
     // The first four cores get a lane per engine they used; the other twelve are folded.
-    for (const char *lane : {">core 0 control<", ">core 0 vector<", ">core 0 dma0<", ">core 3 vector<"})
+    for (const char *lane :
+         {">core 0 control<", ">core 0 vector<", ">core 0 dma0<", ">core 3 vector<"})
         EXPECT_TRUE(contains(text, lane)) << lane;
     EXPECT_FALSE(contains(text, ">core 4 vector<"));
     EXPECT_FALSE(contains(text, ">core 0 tensor<")); // no MMA ran: no lane

@@ -29,7 +29,8 @@ namespace fs = std::filesystem;
 
 /** Runs argv (as the postgres user when we are root: the server refuses root); its exit status. */
 int run(std::vector<std::string> argv, const fs::path &log, bool as_postgres) {
-    if (as_postgres) argv.insert(argv.begin(), {"runuser", "-u", "postgres", "--"});
+    if (as_postgres)
+        argv.insert(argv.begin(), {"runuser", "-u", "postgres", "--"});
     const pid_t pid = fork();
     if (pid == 0) {
         FILE *out = std::fopen(log.c_str(), "a");
@@ -38,7 +39,8 @@ int run(std::vector<std::string> argv, const fs::path &log, bool as_postgres) {
             dup2(fileno(out), 2);
         }
         std::vector<char *> args;
-        for (std::string &a : argv) args.push_back(a.data());
+        for (std::string &a : argv)
+            args.push_back(a.data());
         args.push_back(nullptr);
         execvp(args[0], args.data());
         _exit(127);
@@ -65,13 +67,16 @@ class Server {
 public:
     Server() {
         for (const auto &version : fs::directory_iterator("/usr/lib/postgresql", ec_)) {
-            if (fs::exists(version.path() / "bin" / "initdb")) bin_ = version.path() / "bin";
+            if (fs::exists(version.path() / "bin" / "initdb"))
+                bin_ = version.path() / "bin";
         }
         if (bin_.empty()) {
-            error_ = "no PostgreSQL server under /usr/lib/postgresql (./tandem installs Debian's postgresql)";
+            error_ = "no PostgreSQL server under /usr/lib/postgresql (./tandem installs Debian's "
+                     "postgresql)";
             return;
         }
-        dir_ = fs::temp_directory_path() / ("tandem_pg_" + std::to_string(getpid()) + "_" + std::to_string(counter()++));
+        dir_ = fs::temp_directory_path() /
+               ("tandem_pg_" + std::to_string(getpid()) + "_" + std::to_string(counter()++));
         fs::remove_all(dir_);
         fs::create_directories(dir_);
         as_postgres_ = geteuid() == 0;
@@ -88,16 +93,17 @@ public:
         }
         log_ = dir_ / "server.log";
         port_ = free_port();
-        if (run({(bin_ / "initdb").string(), "-D", (dir_ / "data").string(), "-U", "tandem", "-A", "trust",
-                 "--no-sync", "-E", "UTF8"},
+        if (run({(bin_ / "initdb").string(), "-D", (dir_ / "data").string(), "-U", "tandem", "-A",
+                 "trust", "--no-sync", "-E", "UTF8"},
                 dir_ / "initdb.log", as_postgres_) != 0) {
             error_ = "initdb failed: see " + (dir_ / "initdb.log").string();
             return;
         }
-        const std::string options = "-p " + std::to_string(port_) + " -k " + dir_.string() +
-                                    " -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=50";
-        if (run({(bin_ / "pg_ctl").string(), "-D", (dir_ / "data").string(), "-l", log_.string(), "-w", "-t", "60",
-                 "-o", options, "start"},
+        const std::string options =
+            "-p " + std::to_string(port_) + " -k " + dir_.string() +
+            " -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=50";
+        if (run({(bin_ / "pg_ctl").string(), "-D", (dir_ / "data").string(), "-l", log_.string(),
+                 "-w", "-t", "60", "-o", options, "start"},
                 dir_ / "pg_ctl.log", as_postgres_) != 0) {
             error_ = "the server did not start: see " + log_.string();
             return;
@@ -107,13 +113,17 @@ public:
 
     ~Server() {
         if (started_)
-            run({(bin_ / "pg_ctl").string(), "-D", (dir_ / "data").string(), "-m", "immediate", "-w", "stop"},
+            run({(bin_ / "pg_ctl").string(), "-D", (dir_ / "data").string(), "-m", "immediate",
+                 "-w", "stop"},
                 dir_ / "pg_ctl.log", as_postgres_);
-        if (!dir_.empty()) fs::remove_all(dir_, ec_);
+        if (!dir_.empty())
+            fs::remove_all(dir_, ec_);
     }
 
     const std::string &error() const { return error_; }
-    std::string uri() const { return "postgresql://tandem@127.0.0.1:" + std::to_string(port_) + "/postgres"; }
+    std::string uri() const {
+        return "postgresql://tandem@127.0.0.1:" + std::to_string(port_) + "/postgres";
+    }
 
 private:
     static int &counter() {
@@ -132,9 +142,10 @@ pid_t start_worker(const std::string &uri, const fs::path &log, const std::strin
     const pid_t pid = fork();
     if (pid == 0) {
         FILE *out = std::fopen(log.c_str(), "w");
-        if (out) dup2(fileno(out), 1);
-        execl(TANDEM_CLI, TANDEM_CLI, "tune-worker", "--db", uri.c_str(), "--idle-exit", "4", "--lease", lease.c_str(),
-              (char *)nullptr);
+        if (out)
+            dup2(fileno(out), 1);
+        execl(TANDEM_CLI, TANDEM_CLI, "tune-worker", "--db", uri.c_str(), "--idle-exit", "4",
+              "--lease", lease.c_str(), (char *)nullptr);
         _exit(127);
     }
     return pid;
@@ -149,7 +160,8 @@ int wait_exit(pid_t pid) {
 int lines(const fs::path &file, const std::string &containing) {
     std::ifstream in(file);
     int n = 0;
-    for (std::string line; std::getline(in, line);) n += line.find(containing) != std::string::npos;
+    for (std::string line; std::getline(in, line);)
+        n += line.find(containing) != std::string::npos;
     return n;
 }
 
@@ -166,7 +178,8 @@ TuneOptions small_gemm(const std::string &db, int budget) {
 }
 
 fs::path temp_dir(const std::string &name) {
-    fs::path d = fs::temp_directory_path() / ("tandem_pgtune_" + name + "_" + std::to_string(getpid()));
+    fs::path d =
+        fs::temp_directory_path() / ("tandem_pgtune_" + name + "_" + std::to_string(getpid()));
     fs::remove_all(d);
     fs::create_directories(d);
     return d;
@@ -177,7 +190,8 @@ TEST(Postgres, ThreeWorkersMeasureEveryCandidateOnceAndAgreeWithSqlite) {
     ASSERT_EQ(server.error(), "");
     const fs::path dir = temp_dir("three");
     std::vector<pid_t> workers;
-    for (int i = 0; i < 3; i++) workers.push_back(start_worker(server.uri(), dir / ("w" + std::to_string(i)) ));
+    for (int i = 0; i < 3; i++)
+        workers.push_back(start_worker(server.uri(), dir / ("w" + std::to_string(i))));
     const int budget = 30;
     TuneResult shared = tune(small_gemm(server.uri(), budget));
     int measured_by_workers = 0;
@@ -190,7 +204,8 @@ TEST(Postgres, ThreeWorkersMeasureEveryCandidateOnceAndAgreeWithSqlite) {
     auto db = TuningDb::open(server.uri());
     const std::vector<TuningRecord> records = db->records(shared.workload);
     std::set<std::string> distinct;
-    for (const TuningRecord &r : records) distinct.insert(candidate_key(r.candidate));
+    for (const TuningRecord &r : records)
+        distinct.insert(candidate_key(r.candidate));
     EXPECT_EQ(records.size(), size_t(budget));
     EXPECT_EQ(distinct.size(), size_t(budget));
     const TuningJobCounts jobs = db->jobs(shared.workload);
@@ -222,7 +237,8 @@ TEST(Postgres, AKilledWorkersJobIsLeasedAgain) {
     TuningJobCounts seen;
     for (int i = 0; i < 600; i++) {
         seen = db->jobs(w);
-        if (seen.done >= 2 && seen.leased == 1) break;
+        if (seen.done >= 2 && seen.leased == 1)
+            break;
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     kill(doomed, SIGKILL);

@@ -1,8 +1,8 @@
 // The autotuner and its SQLite tuning database: records survive a killed tuner, --resume measures
 // nothing twice, a seed makes the search repeatable, bad databases are clear errors.
+#include "Tune.h"
 #include "GpuTiming.h"
 #include "Run.h"
-#include "Tune.h"
 #include "TuningDb.h"
 #include "tandem/Error.h"
 
@@ -25,7 +25,8 @@ using namespace tandem::apps;
 namespace fs = std::filesystem;
 
 fs::path temp_dir(const std::string &name) {
-    fs::path d = fs::temp_directory_path() / ("tandem_tune_" + name + "_" + std::to_string(::getpid()));
+    fs::path d =
+        fs::temp_directory_path() / ("tandem_tune_" + name + "_" + std::to_string(::getpid()));
     fs::remove_all(d);
     fs::create_directories(d);
     return d;
@@ -45,7 +46,8 @@ TuneOptions small_gemm(const fs::path &db, int budget) {
 TEST(TuningDb, RecordsAreKeptPerWorkloadInWalMode) {
     fs::path dir = temp_dir("db");
     auto db = TuningDb::open("sqlite:" + (dir / "sub" / "t.db").string()); // creates the directory
-    TuningWorkload w{"gemm", "zpu", "test", {{"M", "8"}}}, other{"gemm", "zpu", "test", {{"M", "9"}}};
+    TuningWorkload w{"gemm", "zpu", "test", {{"M", "8"}}},
+        other{"gemm", "zpu", "test", {{"M", "9"}}};
     TuningRecord a{{{"TM", "16"}}, "ok", 100, 0.5, "zpu v9", "now", "", 1};
     TuningRecord b{{{"TM", "32"}}, "ok", 80, 0.6, "zpu v9", "now", "", 1};
     TuningRecord c{{{"TM", "64"}}, "user_error", 0, 0, "", "now", "over capacity", 1};
@@ -80,16 +82,27 @@ TEST(TuningDb, BadDatabasesAreClearErrors) {
     EXPECT_NE(message("sqlite:").find("give a file path"), std::string::npos);
     EXPECT_NE(message("postgresql://127.0.0.1:1/t").find("cannot connect"), std::string::npos);
     std::ofstream(dir / "garbage.db") << std::string(4096, 'x');
-    EXPECT_NE(message("sqlite:" + (dir / "garbage.db").string()).find("not a database"), std::string::npos);
+    EXPECT_NE(message("sqlite:" + (dir / "garbage.db").string()).find("not a database"),
+              std::string::npos);
     std::ofstream(dir / "file") << "x";
-    EXPECT_NE(message("sqlite:" + (dir / "file" / "t.db").string()).find("cannot create"), std::string::npos);
+    EXPECT_NE(message("sqlite:" + (dir / "file" / "t.db").string()).find("cannot create"),
+              std::string::npos);
 }
 
 TEST(TuningDb, TopExportAndImport) {
     fs::path dir = temp_dir("export");
     auto a = TuningDb::open("sqlite:" + (dir / "a.db").string());
-    TuningWorkload w{"gemm", "zpu", "test", {{"M", "8"}}}, v{"rmsnorm", "ascend", "test", {{"D", "7"}}};
-    for (int i = 0; i < 5; i++) a->add(w, {{{"TM", std::to_string(16 * (i + 1))}}, "ok", double(100 - 10 * i), 0.1, "", "", "", 2});
+    TuningWorkload w{"gemm", "zpu", "test", {{"M", "8"}}},
+        v{"rmsnorm", "ascend", "test", {{"D", "7"}}};
+    for (int i = 0; i < 5; i++)
+        a->add(w, {{{"TM", std::to_string(16 * (i + 1))}},
+                   "ok",
+                   double(100 - 10 * i),
+                   0.1,
+                   "",
+                   "",
+                   "",
+                   2});
     a->add(w, {{{"TM", "999"}}, "race", 0, 0, "", "", "a race", 2});
     a->add(v, {{{"RB", "4"}}, "ok", 55, 0.9, "", "", "", 3});
     std::vector<TuningRecord> top = a->top(w, 2);
@@ -136,13 +149,18 @@ TEST(TuningDb, ADatabaseFromBeforeGpuTimingOpensWithItsRecords) {
     {
         // The schema before the workload's device and the record's time_ms.
         SQLite::Database old(file.string(), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
-        old.exec("CREATE TABLE workload (id INTEGER PRIMARY KEY, key TEXT UNIQUE NOT NULL, generator TEXT, "
+        old.exec("CREATE TABLE workload (id INTEGER PRIMARY KEY, key TEXT UNIQUE NOT NULL, "
+                 "generator TEXT, "
                  "target TEXT, compiler TEXT, fixed TEXT)");
-        old.exec("CREATE TABLE record (workload INTEGER NOT NULL REFERENCES workload(id), candidate TEXT NOT NULL, "
-                 "params TEXT, status TEXT, cycles REAL, roofline_fraction REAL, device TEXT, date TEXT, "
+        old.exec("CREATE TABLE record (workload INTEGER NOT NULL REFERENCES workload(id), "
+                 "candidate TEXT NOT NULL, "
+                 "params TEXT, status TEXT, cycles REAL, roofline_fraction REAL, device TEXT, date "
+                 "TEXT, "
                  "seed INTEGER, message TEXT, added INTEGER, PRIMARY KEY (workload, candidate))");
-        old.exec("INSERT INTO workload VALUES (1, 'gemm zpu test M=8', 'gemm', 'zpu', 'test', '{\"M\":\"8\"}')");
-        old.exec("INSERT INTO record VALUES (1, 'TM=16', '{\"TM\":\"16\"}', 'ok', 90, 0.5, 'zpu v4', 'then', 1, '', 1)");
+        old.exec("INSERT INTO workload VALUES (1, 'gemm zpu test M=8', 'gemm', 'zpu', 'test', "
+                 "'{\"M\":\"8\"}')");
+        old.exec("INSERT INTO record VALUES (1, 'TM=16', '{\"TM\":\"16\"}', 'ok', 90, 0.5, 'zpu "
+                 "v4', 'then', 1, '', 1)");
     }
     auto db = TuningDb::open("sqlite:" + file.string());
     const TuningWorkload w{"gemm", "zpu", "test", {{"M", "8"}}};
@@ -161,7 +179,9 @@ TEST(Tune, GpuTimingIsForHopperKernelsTheHarnessKnowsOnAMachineWithAGpu) {
         tune(o);
         FAIL() << "a zpu workload was timed on a GPU";
     } catch (const Error &e) {
-        EXPECT_NE(std::string(e.what()).find("--device gpu times Hopper kernels"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("--device gpu times Hopper kernels"),
+                  std::string::npos)
+            << e.what();
     }
     o.target = "hopper";
     o.app = "pointwise"; // the harness does not know it
@@ -170,11 +190,13 @@ TEST(Tune, GpuTimingIsForHopperKernelsTheHarnessKnowsOnAMachineWithAGpu) {
         tune(o);
         FAIL() << "pointwise was timed by a harness that does not check it";
     } catch (const Error &e) {
-        EXPECT_NE(std::string(e.what()).find("timed on the model only"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("timed on the model only"), std::string::npos)
+            << e.what();
     }
     o.device = "tpu";
     EXPECT_THROW(tune(o), Error);
-    if (std::system("nvidia-smi -L > /dev/null 2>&1") == 0) return; // the GPU case runs where there is one
+    if (std::system("nvidia-smi -L > /dev/null 2>&1") == 0)
+        return; // the GPU case runs where there is one
     o = small_gemm(dir / "t.db", 2);
     o.target = "hopper";
     o.device = "gpu";
@@ -183,7 +205,9 @@ TEST(Tune, GpuTimingIsForHopperKernelsTheHarnessKnowsOnAMachineWithAGpu) {
         FAIL() << "timed on a GPU this machine does not have";
     } catch (const Error &e) {
         const std::string what = e.what();
-        EXPECT_TRUE(what.find("no GPU") != std::string::npos || what.find("nvcc") != std::string::npos) << what;
+        EXPECT_TRUE(what.find("no GPU") != std::string::npos ||
+                    what.find("nvcc") != std::string::npos)
+            << what;
     }
     WorkerOptions w;
     w.db = o.db;
@@ -204,7 +228,8 @@ TEST(Tune, GpuJobsWaitForGpuWorkers) {
     std::optional<TuningJob> job;
     try {
         auto db = TuningDb::open(o.db);
-        for (int i = 0; i < 200 && db->jobs(w).pending == 0; i++) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        for (int i = 0; i < 200 && db->jobs(w).pending == 0; i++)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
         EXPECT_GT(db->jobs(w).pending, 0);
         EXPECT_FALSE(db->claim("model-worker", compiler_version(), 60, {"gemm"}, "model"));
         job = db->claim("gpu-worker", compiler_version(), 60, {"gemm"}, "gpu");
@@ -226,7 +251,8 @@ TEST(Tune, GpuHarnessOfACandidateBuilds) {
     }
     fs::path dir = temp_dir("gpu_build");
     const App &app = find_app("gemm");
-    const Params p = with_defaults(app, Params({{"M", "200"}, {"N", "136"}, {"K", "72"}}), "hopper");
+    const Params p =
+        with_defaults(app, Params({{"M", "200"}, {"N", "136"}, {"K", "72"}}), "hopper");
     write_gpu_harness_sources(app, p, "ws_cooperative", dir.string(), "candidate");
     const std::string command = gpu_harness_build_command(dir.string(), "candidate") + " > " +
                                 (dir / "build.log").string() + " 2>&1";
@@ -238,24 +264,31 @@ TEST(Tune, GpuHarnessOfACandidateBuilds) {
 /** The command line: tune, then best, export and import through tandem-cli. */
 TEST(Tune, CommandLine) {
     fs::path dir = temp_dir("cli");
-    const std::string cli = TANDEM_CLI, db = "sqlite:" + (dir / "t.db").string(), shape =
-        " --param M=96 --param N=80 --param K=64";
+    const std::string cli = TANDEM_CLI, db = "sqlite:" + (dir / "t.db").string(),
+                      shape = " --param M=96 --param N=80 --param K=64";
     auto run = [&](const std::string &args, const std::string &out) {
         return std::system((cli + " " + args + " > " + (dir / out).string() + " 2>&1").c_str());
     };
-    EXPECT_EQ(run("tune gemm --target zpu" + shape + " --db " + db + " --budget 4 --json", "tune.json"), 0);
-    EXPECT_EQ(run("tune best gemm --target zpu" + shape + " --db " + db + " --top 3 --json", "best.json"), 0);
+    EXPECT_EQ(
+        run("tune gemm --target zpu" + shape + " --db " + db + " --budget 4 --json", "tune.json"),
+        0);
+    EXPECT_EQ(
+        run("tune best gemm --target zpu" + shape + " --db " + db + " --top 3 --json", "best.json"),
+        0);
     std::ifstream best(dir / "best.json");
     std::string text((std::istreambuf_iterator<char>(best)), {});
     EXPECT_NE(text.find("\"cycles\""), std::string::npos) << text;
-    EXPECT_EQ(run("tune export --db " + db + " -o " + (dir / "export.json").string(), "export.out"), 0);
-    EXPECT_EQ(run("tune import " + (dir / "export.json").string() + " --db sqlite:" + (dir / "copy.db").string(),
+    EXPECT_EQ(run("tune export --db " + db + " -o " + (dir / "export.json").string(), "export.out"),
+              0);
+    EXPECT_EQ(run("tune import " + (dir / "export.json").string() +
+                      " --db sqlite:" + (dir / "copy.db").string(),
                   "import.out"),
               0);
     std::ifstream imported(dir / "import.out");
     std::string line((std::istreambuf_iterator<char>(imported)), {});
     EXPECT_NE(line.find("imported 4 records"), std::string::npos) << line;
-    EXPECT_NE(run("tune best gemm --target zpu --param M=3 --db " + db, "none.out"), 0); // no record: status 1
+    EXPECT_NE(run("tune best gemm --target zpu --param M=3 --db " + db, "none.out"),
+              0); // no record: status 1
     EXPECT_NE(run("tune --db " + db, "noapp.out"), 0);
     // --seconds stops a search whose budget it would not reach.
     EXPECT_EQ(run("tune gemm --target zpu" + shape + " --db sqlite:" + (dir / "timed.db").string() +
@@ -283,7 +316,9 @@ TEST(Tune, FindsAtLeastTheDefaultsAndRepeatsForASeed) {
     std::set<std::string> seen;
     for (const TuningRecord &r : db->records(first.workload)) {
         EXPECT_TRUE(seen.insert(candidate_key(r.candidate)).second);
-        EXPECT_TRUE(std::set<std::string>({"ok", "user_error", "wrong", "race", "deadlock", "timeout", "crash"}).count(r.status))
+        EXPECT_TRUE(std::set<std::string>(
+                        {"ok", "user_error", "wrong", "race", "deadlock", "timeout", "crash"})
+                        .count(r.status))
             << r.status;
     }
     EXPECT_EQ(seen.size(), 12u);
@@ -312,8 +347,9 @@ TEST(Tune, AKilledTunerResumes) {
     pid_t child = fork();
     ASSERT_GE(child, 0);
     if (child == 0) {
-        execl(TANDEM_CLI, TANDEM_CLI, "tune", "gemm", "--target", "zpu", "--param", "M=96", "--param", "N=80",
-              "--param", "K=64", "--db", db.c_str(), "--budget", "400", "--seed", "7", "--lease", "2", (char *)nullptr);
+        execl(TANDEM_CLI, TANDEM_CLI, "tune", "gemm", "--target", "zpu", "--param", "M=96",
+              "--param", "N=80", "--param", "K=64", "--db", db.c_str(), "--budget", "400", "--seed",
+              "7", "--lease", "2", (char *)nullptr);
         _exit(127);
     }
     TuneOptions o = small_gemm(dir / "t.db", 400);

@@ -22,10 +22,10 @@
  *
  * The AscendC subset (names and meanings as AscendC has them):
  *     GM_ADDR, __global__, __aicore__, __gm__, bfloat16_t, pipe_t (PIPE_S ... PIPE_ALL)
- *     KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY | KERNEL_TYPE_AIC_ONLY | KERNEL_TYPE_MIX_AIC_1_2)
- *     AscendC::GetBlockIdx(), GetBlockNum()  (among the cores of the kernel's kind; in a mix
- *         kernel GetBlockNum() counts the AICs and an AIV's GetBlockIdx() is 2 * its AIC + sub)
- *     AscendC::GetSubBlockIdx(), GetSubBlockNum(), GetTaskRatio()  (an AIV's place in its AIC)
+ *     KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY | KERNEL_TYPE_AIC_ONLY |
+ * KERNEL_TYPE_MIX_AIC_1_2) AscendC::GetBlockIdx(), GetBlockNum()  (among the cores of the kernel's
+ * kind; in a mix kernel GetBlockNum() counts the AICs and an AIV's GetBlockIdx() is 2 * its AIC +
+ * sub) AscendC::GetSubBlockIdx(), GetSubBlockNum(), GetTaskRatio()  (an AIV's place in its AIC)
  *     ASCEND_IS_AIC, ASCEND_IS_AIV (`if ASCEND_IS_AIV { ... }`), AscendC::MIX / AIC / AIV
  *     AscendC::KernelMode (AIC_MODE, AIV_MODE, MIX_MODE: the host's choice, as SetKernelMode in
  *         CPU debug; MIX_MODE runs every AIC, then every AIV, of a KERNEL_TYPE_MIX_AIC_1_2 kernel)
@@ -69,8 +69,8 @@
 #include "sim/Ascend.h"
 
 #include <algorithm>
-#include <cmath>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -115,7 +115,8 @@ template <typename T> DType dtype() {
     else if constexpr (std::is_same_v<T, uint8_t>)
         return DType::U8; // compare / select masks
     else
-        static_assert(sizeof(T) == 0, "the Ascend model holds float, bfloat16_t, int32_t and uint8_t");
+        static_assert(sizeof(T) == 0,
+                      "the Ascend model holds float, bfloat16_t, int32_t and uint8_t");
 }
 
 /** A GM buffer of the machine as the kernel sees it: the address its GM_ADDR argument holds. */
@@ -182,7 +183,6 @@ struct BoxDim {
     int64_t extent, dst_stride, src_stride;
 };
 
-
 inline void copy(const char *call, int dst, int64_t dst_offset, int src, int64_t src_offset,
                  const std::vector<BoxDim> &dims) {
     CoreContext &c = current(call);
@@ -191,7 +191,8 @@ inline void copy(const char *call, int dst, int64_t dst_offset, int src, int64_t
         d.dims.push_back({x.extent, x.dst_stride});
         s.dims.push_back({x.extent, x.src_stride});
     }
-    c.machine.core(c.core).data_copy(dst, d, src, s, c.machine.name(src) + " -> " + c.machine.name(dst));
+    c.machine.core(c.core).data_copy(dst, d, src, s,
+                                     c.machine.name(src) + " -> " + c.machine.name(dst));
 }
 
 } // namespace tandem_ascend
@@ -321,7 +322,8 @@ inline int64_t GetBlockIdx() {
 }
 inline int64_t GetBlockNum() {
     tandem_ascend::CoreContext &c = tandem_ascend::current("GetBlockNum");
-    if (c.machine.mix()) return c.machine.cores_of(tandem::sim::ascend::CoreKind::AIC); // the launch's numBlocks
+    if (c.machine.mix())
+        return c.machine.cores_of(tandem::sim::ascend::CoreKind::AIC); // the launch's numBlocks
     return c.machine.cores_of(c.machine.kind(c.core));
 }
 /** An AIV's index within its AIC in a mix kernel (0 or 1); 0 elsewhere. */
@@ -353,13 +355,16 @@ inline GM_ADDR GetUserWorkspace(GM_ADDR workspace) {
 
 /** Cross-core synchronisation, mode 2 only (an AIC and its AIVs; sim/Ascend.h Core). */
 template <uint8_t modeId, pipe_t pipe> void CrossCoreSetFlag(uint16_t flagId) {
-    static_assert(modeId == 2, "Tandem's runtime has mode 2 of the cross-core flags (AIC <-> its AIVs)");
-    static_assert(pipe != PIPE_S && pipe != PIPE_ALL, "CrossCoreSetFlag takes PIPE_V, M, MTE1, MTE2, MTE3 or FIX");
+    static_assert(modeId == 2,
+                  "Tandem's runtime has mode 2 of the cross-core flags (AIC <-> its AIVs)");
+    static_assert(pipe != PIPE_S && pipe != PIPE_ALL,
+                  "CrossCoreSetFlag takes PIPE_V, M, MTE1, MTE2, MTE3 or FIX");
     tandem_ascend::CoreContext &c = tandem_ascend::current("CrossCoreSetFlag");
     c.machine.core(c.core).cross_core_set_flag(detail::pipe_of(pipe), flagId);
 }
 template <uint8_t modeId = 0, pipe_t pipe = PIPE_S> void CrossCoreWaitFlag(uint16_t flagId) {
-    // On the A2 the wait's template arguments are ignored: it stalls the issue of everything after it.
+    // On the A2 the wait's template arguments are ignored: it stalls the issue of everything after
+    // it.
     tandem_ascend::CoreContext &c = tandem_ascend::current("CrossCoreWaitFlag");
     c.machine.core(c.core).cross_core_wait_flag(flagId);
 }
@@ -411,8 +416,9 @@ public:
     /** A scalar read of GM (a kernel's tiling data); the model must run with numerics. */
     T GetValue(int64_t i) const {
         if (!data_)
-            throw tandem::sim::SimError("GlobalTensor::GetValue: the machine runs without numerics, "
-                                        "so GM holds no data to read");
+            throw tandem::sim::SimError(
+                "GlobalTensor::GetValue: the machine runs without numerics, "
+                "so GM holds no data to read");
         return data_[offset_ + i];
     }
 
@@ -593,9 +599,10 @@ void DataCopy(const LocalTensor<T> &dst, const LocalTensor<T> &src, const DataCo
  * 32-byte blocks. */
 struct DataCopyExtParams {
     DataCopyExtParams() = default;
-    DataCopyExtParams(const uint16_t count, const uint32_t len, const uint32_t srcStrideIn, const uint32_t dstStrideIn,
-                      const uint32_t rsvIn)
-        : blockCount(count), blockLen(len), srcStride(srcStrideIn), dstStride(dstStrideIn), rsv(rsvIn) {}
+    DataCopyExtParams(const uint16_t count, const uint32_t len, const uint32_t srcStrideIn,
+                      const uint32_t dstStrideIn, const uint32_t rsvIn)
+        : blockCount(count), blockLen(len), srcStride(srcStrideIn), dstStride(dstStrideIn),
+          rsv(rsvIn) {}
     uint16_t blockCount = 1;
     uint32_t blockLen = 0, srcStride = 0, dstStride = 0, rsv = 0;
 };
@@ -604,8 +611,10 @@ struct DataCopyExtParams {
  * bytes past a row keep what they held); Tandem's kernels never store them. */
 template <typename T> struct DataCopyPadExtParams {
     DataCopyPadExtParams() = default;
-    DataCopyPadExtParams(const bool isPadValue, const uint8_t leftPadValue, const uint8_t rightPadValue, T padValue)
-        : isPad(isPadValue), leftPadding(leftPadValue), rightPadding(rightPadValue), paddingValue(padValue) {}
+    DataCopyPadExtParams(const bool isPadValue, const uint8_t leftPadValue,
+                         const uint8_t rightPadValue, T padValue)
+        : isPad(isPadValue), leftPadding(leftPadValue), rightPadding(rightPadValue),
+          paddingValue(padValue) {}
     bool isPad = false;
     uint8_t leftPadding = 0, rightPadding = 0;
     T paddingValue{};
@@ -613,22 +622,27 @@ template <typename T> struct DataCopyPadExtParams {
 
 namespace detail {
 /** The rows of a DataCopyPad in elements: (extent, dst stride, src stride). `to_ub`: GM -> UB. */
-template <typename T> std::vector<tandem_ascend::BoxDim> padded_rows(const DataCopyExtParams &p, bool to_ub) {
+template <typename T>
+std::vector<tandem_ascend::BoxDim> padded_rows(const DataCopyExtParams &p, bool to_ub) {
     const int64_t size = int64_t(sizeof(T)), per_block = 32 / size;
-    const int64_t gm_gap = to_ub ? p.srcStride : p.dstStride, ub_gap = to_ub ? p.dstStride : p.srcStride;
+    const int64_t gm_gap = to_ub ? p.srcStride : p.dstStride,
+                  ub_gap = to_ub ? p.dstStride : p.srcStride;
     if (p.blockLen % size != 0 || gm_gap % size != 0 || p.blockLen > 2097151 || p.blockCount > 4095)
-        throw tandem::sim::SimError("DataCopyPad: blockLen " + std::to_string(p.blockLen) + " and the GM stride " +
-                       std::to_string(gm_gap) + " must be whole elements (blockLen at most 2097151 bytes, "
-                       "blockCount at most 4095)");
+        throw tandem::sim::SimError("DataCopyPad: blockLen " + std::to_string(p.blockLen) +
+                                    " and the GM stride " + std::to_string(gm_gap) +
+                                    " must be whole elements (blockLen at most 2097151 bytes, "
+                                    "blockCount at most 4095)");
     const int64_t row = p.blockLen / size;
-    const int64_t gm = row + gm_gap / size, ub = (row + per_block - 1) / per_block * per_block + ub_gap * per_block;
-    if (p.blockCount <= 1) return {{row, 1, 1}};
+    const int64_t gm = row + gm_gap / size,
+                  ub = (row + per_block - 1) / per_block * per_block + ub_gap * per_block;
+    if (p.blockCount <= 1)
+        return {{row, 1, 1}};
     return {{row, 1, 1}, {p.blockCount, to_ub ? ub : gm, to_ub ? gm : ub}};
 }
 template <typename T> void check_ub_start(const LocalTensor<T> &t) {
     if (int64_t(t.offset_) * int64_t(sizeof(T)) % 32 != 0)
-        throw tandem::sim::SimError("DataCopyPad: the UB tensor starts at element " + std::to_string(t.offset_) +
-                       ", not on a 32-byte block");
+        throw tandem::sim::SimError("DataCopyPad: the UB tensor starts at element " +
+                                    std::to_string(t.offset_) + ", not on a 32-byte block");
 }
 } // namespace detail
 
@@ -636,11 +650,15 @@ template <typename T>
 void DataCopyPad(const LocalTensor<T> &dst, const GlobalTensor<T> &src, const DataCopyExtParams &p,
                  const DataCopyPadExtParams<T> &) {
     detail::check_ub_start(dst);
-    tandem_ascend::copy("DataCopyPad", dst.buffer_, dst.offset_, src.buffer_, src.offset_, detail::padded_rows<T>(p, true));
+    tandem_ascend::copy("DataCopyPad", dst.buffer_, dst.offset_, src.buffer_, src.offset_,
+                        detail::padded_rows<T>(p, true));
 }
-template <typename T> void DataCopyPad(const GlobalTensor<T> &dst, const LocalTensor<T> &src, const DataCopyExtParams &p) {
+template <typename T>
+void DataCopyPad(const GlobalTensor<T> &dst, const LocalTensor<T> &src,
+                 const DataCopyExtParams &p) {
     detail::check_ub_start(src);
-    tandem_ascend::copy("DataCopyPad", dst.buffer_, dst.offset_, src.buffer_, src.offset_, detail::padded_rows<T>(p, false));
+    tandem_ascend::copy("DataCopyPad", dst.buffer_, dst.offset_, src.buffer_, src.offset_,
+                        detail::padded_rows<T>(p, false));
 }
 
 // --- The real vector instructions (on V; sim/Ascend.h VectorCall gives their semantics) ------
@@ -650,10 +668,12 @@ template <typename T> void DataCopyPad(const GlobalTensor<T> &dst, const LocalTe
 
 struct BinaryRepeatParams {
     BinaryRepeatParams() = default;
-    BinaryRepeatParams(const uint8_t dstBlkStrideIn, const uint8_t src0BlkStrideIn, const uint8_t src1BlkStrideIn,
-                       const uint8_t dstRepStrideIn, const uint8_t src0RepStrideIn, const uint8_t src1RepStrideIn)
-        : dstBlkStride(dstBlkStrideIn), src0BlkStride(src0BlkStrideIn), src1BlkStride(src1BlkStrideIn),
-          dstRepStride(dstRepStrideIn), src0RepStride(src0RepStrideIn), src1RepStride(src1RepStrideIn) {}
+    BinaryRepeatParams(const uint8_t dstBlkStrideIn, const uint8_t src0BlkStrideIn,
+                       const uint8_t src1BlkStrideIn, const uint8_t dstRepStrideIn,
+                       const uint8_t src0RepStrideIn, const uint8_t src1RepStrideIn)
+        : dstBlkStride(dstBlkStrideIn), src0BlkStride(src0BlkStrideIn),
+          src1BlkStride(src1BlkStrideIn), dstRepStride(dstRepStrideIn),
+          src0RepStride(src0RepStrideIn), src1RepStride(src1RepStrideIn) {}
     uint32_t blockNumber = 8;
     uint8_t dstBlkStride = 1, src0BlkStride = 1, src1BlkStride = 1;
     uint8_t dstRepStride = 8, src0RepStride = 8, src1RepStride = 8;
@@ -662,8 +682,8 @@ struct BinaryRepeatParams {
 
 struct UnaryRepeatParams {
     UnaryRepeatParams() = default;
-    UnaryRepeatParams(const uint16_t dstBlkStrideIn, const uint16_t srcBlkStrideIn, const uint8_t dstRepStrideIn,
-                      const uint8_t srcRepStrideIn)
+    UnaryRepeatParams(const uint16_t dstBlkStrideIn, const uint16_t srcBlkStrideIn,
+                      const uint8_t dstRepStrideIn, const uint8_t srcRepStrideIn)
         : dstBlkStride(dstBlkStrideIn), srcBlkStride(srcBlkStrideIn), dstRepStride(dstRepStrideIn),
           srcRepStride(srcRepStrideIn) {}
     uint32_t blockNumber = 8;
@@ -683,7 +703,11 @@ struct BrcbRepeatParams {
 };
 
 enum class CMPMODE : uint8_t { LT = 0, GT, EQ, LE, GE, NE };
-enum class SELMODE : uint8_t { VSEL_CMPMASK_SPR = 0, VSEL_TENSOR_SCALAR_MODE, VSEL_TENSOR_TENSOR_MODE };
+enum class SELMODE : uint8_t {
+    VSEL_CMPMASK_SPR = 0,
+    VSEL_TENSOR_SCALAR_MODE,
+    VSEL_TENSOR_TENSOR_MODE
+};
 
 namespace detail {
 
@@ -691,7 +715,8 @@ template <typename T> struct Lanes {
     static_assert(std::is_same_v<T, float>, "Tandem's runtime has the f32 vector instructions");
 };
 
-template <typename T> tandem::sim::ascend::VectorOperand operand(const LocalTensor<T> &t, int block = 1, int repeat = 8) {
+template <typename T>
+tandem::sim::ascend::VectorOperand operand(const LocalTensor<T> &t, int block = 1, int repeat = 8) {
     return {t.buffer_, t.offset_, block, repeat};
 }
 
@@ -703,19 +728,22 @@ inline void call(const char *name, tandem::sim::ascend::VectorCall v) {
 
 /** Count form. */
 template <typename T>
-void vector_instruction(const char *name, const LocalTensor<T> &dst, std::initializer_list<const LocalTensor<T> *> srcs,
-                        float scalar, int32_t count) {
+void vector_instruction(const char *name, const LocalTensor<T> &dst,
+                        std::initializer_list<const LocalTensor<T> *> srcs, float scalar,
+                        int32_t count) {
     Lanes<T>{};
     tandem::sim::ascend::VectorCall v;
     v.dst = operand(dst);
-    for (const LocalTensor<T> *s : srcs) v.srcs.push_back(operand(*s));
+    for (const LocalTensor<T> *s : srcs)
+        v.srcs.push_back(operand(*s));
     v.scalar = scalar;
     v.count = count;
     call(name, v);
 }
 
 /** Repeat form. */
-inline void repeated(const char *name, tandem::sim::ascend::VectorCall v, uint64_t mask, uint8_t repeatTime) {
+inline void repeated(const char *name, tandem::sim::ascend::VectorCall v, uint64_t mask,
+                     uint8_t repeatTime) {
     v.count = -1;
     v.mask = int(mask);
     v.repeats = repeatTime;
@@ -724,21 +752,21 @@ inline void repeated(const char *name, tandem::sim::ascend::VectorCall v, uint64
 
 } // namespace detail
 
-#define TANDEM_ASCEND_BINARY(NAME)                                                                   \
-    template <typename T>                                                                             \
-    void NAME(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1,    \
-              const int32_t &count) {                                                                 \
-        detail::vector_instruction(#NAME, dst, {&src0, &src1}, 0.0f, count);                         \
-    }                                                                                                 \
-    template <typename T, bool isSetMask = true>                                                      \
-    void NAME(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1,    \
-              uint64_t mask, const uint8_t repeatTime, const BinaryRepeatParams &p) {                 \
-        detail::Lanes<T>{};                                                                           \
-        tandem::sim::ascend::VectorCall v;                                                            \
-        v.dst = detail::operand(dst, p.dstBlkStride, p.dstRepStride);                                 \
-        v.srcs = {detail::operand(src0, p.src0BlkStride, p.src0RepStride),                            \
-                  detail::operand(src1, p.src1BlkStride, p.src1RepStride)};                           \
-        detail::repeated(#NAME, v, mask, repeatTime);                                                 \
+#define TANDEM_ASCEND_BINARY(NAME)                                                                 \
+    template <typename T>                                                                          \
+    void NAME(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1,   \
+              const int32_t &count) {                                                              \
+        detail::vector_instruction(#NAME, dst, {&src0, &src1}, 0.0f, count);                       \
+    }                                                                                              \
+    template <typename T, bool isSetMask = true>                                                   \
+    void NAME(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1,   \
+              uint64_t mask, const uint8_t repeatTime, const BinaryRepeatParams &p) {              \
+        detail::Lanes<T>{};                                                                        \
+        tandem::sim::ascend::VectorCall v;                                                         \
+        v.dst = detail::operand(dst, p.dstBlkStride, p.dstRepStride);                              \
+        v.srcs = {detail::operand(src0, p.src0BlkStride, p.src0RepStride),                         \
+                  detail::operand(src1, p.src1BlkStride, p.src1RepStride)};                        \
+        detail::repeated(#NAME, v, mask, repeatTime);                                              \
     }
 TANDEM_ASCEND_BINARY(Add)
 TANDEM_ASCEND_BINARY(Sub)
@@ -748,21 +776,21 @@ TANDEM_ASCEND_BINARY(Max)
 TANDEM_ASCEND_BINARY(Min)
 #undef TANDEM_ASCEND_BINARY
 
-#define TANDEM_ASCEND_SCALAR(NAME)                                                                   \
-    template <typename T, bool isSetMask = true>                                                      \
-    void NAME(const LocalTensor<T> &dst, const LocalTensor<T> &src, const T &scalarValue,            \
-              const int32_t &count) {                                                                 \
-        detail::vector_instruction(#NAME, dst, {&src}, scalarValue, count);                          \
-    }                                                                                                 \
-    template <typename T, bool isSetMask = true>                                                      \
-    void NAME(const LocalTensor<T> &dst, const LocalTensor<T> &src, const T &scalarValue, uint64_t mask, \
-              const uint8_t repeatTime, const UnaryRepeatParams &p) {                                 \
-        detail::Lanes<T>{};                                                                           \
-        tandem::sim::ascend::VectorCall v;                                                            \
-        v.dst = detail::operand(dst, p.dstBlkStride, p.dstRepStride);                                 \
-        v.srcs = {detail::operand(src, p.srcBlkStride, p.srcRepStride)};                              \
-        v.scalar = scalarValue;                                                                       \
-        detail::repeated(#NAME, v, mask, repeatTime);                                                 \
+#define TANDEM_ASCEND_SCALAR(NAME)                                                                 \
+    template <typename T, bool isSetMask = true>                                                   \
+    void NAME(const LocalTensor<T> &dst, const LocalTensor<T> &src, const T &scalarValue,          \
+              const int32_t &count) {                                                              \
+        detail::vector_instruction(#NAME, dst, {&src}, scalarValue, count);                        \
+    }                                                                                              \
+    template <typename T, bool isSetMask = true>                                                   \
+    void NAME(const LocalTensor<T> &dst, const LocalTensor<T> &src, const T &scalarValue,          \
+              uint64_t mask, const uint8_t repeatTime, const UnaryRepeatParams &p) {               \
+        detail::Lanes<T>{};                                                                        \
+        tandem::sim::ascend::VectorCall v;                                                         \
+        v.dst = detail::operand(dst, p.dstBlkStride, p.dstRepStride);                              \
+        v.srcs = {detail::operand(src, p.srcBlkStride, p.srcRepStride)};                           \
+        v.scalar = scalarValue;                                                                    \
+        detail::repeated(#NAME, v, mask, repeatTime);                                              \
     }
 TANDEM_ASCEND_SCALAR(Adds)
 TANDEM_ASCEND_SCALAR(Muls)
@@ -770,18 +798,19 @@ TANDEM_ASCEND_SCALAR(Maxs)
 TANDEM_ASCEND_SCALAR(Mins)
 #undef TANDEM_ASCEND_SCALAR
 
-#define TANDEM_ASCEND_UNARY(NAME)                                                                    \
-    template <typename T> void NAME(const LocalTensor<T> &dst, const LocalTensor<T> &src, const int32_t &count) { \
-        detail::vector_instruction(#NAME, dst, {&src}, 0.0f, count);                                 \
-    }                                                                                                 \
-    template <typename T, bool isSetMask = true>                                                      \
-    void NAME(const LocalTensor<T> &dst, const LocalTensor<T> &src, uint64_t mask, const uint8_t repeatTime, \
-              const UnaryRepeatParams &p) {                                                           \
-        detail::Lanes<T>{};                                                                           \
-        tandem::sim::ascend::VectorCall v;                                                            \
-        v.dst = detail::operand(dst, p.dstBlkStride, p.dstRepStride);                                 \
-        v.srcs = {detail::operand(src, p.srcBlkStride, p.srcRepStride)};                              \
-        detail::repeated(#NAME, v, mask, repeatTime);                                                 \
+#define TANDEM_ASCEND_UNARY(NAME)                                                                  \
+    template <typename T>                                                                          \
+    void NAME(const LocalTensor<T> &dst, const LocalTensor<T> &src, const int32_t &count) {        \
+        detail::vector_instruction(#NAME, dst, {&src}, 0.0f, count);                               \
+    }                                                                                              \
+    template <typename T, bool isSetMask = true>                                                   \
+    void NAME(const LocalTensor<T> &dst, const LocalTensor<T> &src, uint64_t mask,                 \
+              const uint8_t repeatTime, const UnaryRepeatParams &p) {                              \
+        detail::Lanes<T>{};                                                                        \
+        tandem::sim::ascend::VectorCall v;                                                         \
+        v.dst = detail::operand(dst, p.dstBlkStride, p.dstRepStride);                              \
+        v.srcs = {detail::operand(src, p.srcBlkStride, p.srcRepStride)};                           \
+        detail::repeated(#NAME, v, mask, repeatTime);                                              \
     }
 TANDEM_ASCEND_UNARY(Exp)
 TANDEM_ASCEND_UNARY(Ln)
@@ -790,13 +819,15 @@ TANDEM_ASCEND_UNARY(Abs)
 TANDEM_ASCEND_UNARY(Relu)
 #undef TANDEM_ASCEND_UNARY
 
-template <typename T> void Duplicate(const LocalTensor<T> &dst, const T &scalarValue, const int32_t &count) {
+template <typename T>
+void Duplicate(const LocalTensor<T> &dst, const T &scalarValue, const int32_t &count) {
     detail::vector_instruction("Duplicate", dst, {}, scalarValue, count);
 }
 
 /** Repeat r reads src[8r, 8r + 8) and fills its eight 32-byte blocks with one of them each. */
 template <typename T>
-void Brcb(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const uint8_t repeatTime, const BrcbRepeatParams &p) {
+void Brcb(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const uint8_t repeatTime,
+          const BrcbRepeatParams &p) {
     detail::Lanes<T>{};
     tandem::sim::ascend::VectorCall v;
     v.dst = detail::operand(dst, p.dstBlkStride, p.dstRepStride);
@@ -806,15 +837,15 @@ void Brcb(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const uint8_t r
 
 /** dst[0] = the sum of src[0, count) (the count form does not use sharedTmpBuffer on the 910B). */
 template <typename T, bool isSetMask = true>
-void ReduceSum(const LocalTensor<T> &dst, const LocalTensor<T> &src, const LocalTensor<T> &sharedTmpBuffer,
-               const int32_t count) {
+void ReduceSum(const LocalTensor<T> &dst, const LocalTensor<T> &src,
+               const LocalTensor<T> &sharedTmpBuffer, const int32_t count) {
     detail::vector_instruction("ReduceSum", dst, {&src, &sharedTmpBuffer}, 0.0f, count);
 }
 
 /** One bit per element of dst (element i: bit i % 8 of byte i / 8): src0 <cmpMode> src1. */
 template <typename T, typename U>
-void Compare(const LocalTensor<U> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, CMPMODE cmpMode,
-             uint32_t count) {
+void Compare(const LocalTensor<U> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1,
+             CMPMODE cmpMode, uint32_t count) {
     detail::Lanes<T>{};
     static_assert(std::is_same_v<U, uint8_t>, "Tandem's runtime keeps compare masks as uint8_t");
     tandem::sim::ascend::VectorCall v;
@@ -840,11 +871,20 @@ void Select(const LocalTensor<T> &dst, const LocalTensor<U> &selMask, const Loca
 }
 
 /** RoundMode (docs: Cast): the model has CAST_RINT from float to bfloat16_t. */
-enum class RoundMode { CAST_NONE = 0, CAST_RINT, CAST_FLOOR, CAST_CEIL, CAST_ROUND, CAST_TRUNC, CAST_ODD };
+enum class RoundMode {
+    CAST_NONE = 0,
+    CAST_RINT,
+    CAST_FLOOR,
+    CAST_CEIL,
+    CAST_ROUND,
+    CAST_TRUNC,
+    CAST_ODD
+};
 
 /** dst[i] = src[i] converted (count form; basic_api/kernel_operator_vec_vconv_intf.h). */
 template <typename T, typename U>
-void Cast(const LocalTensor<T> &dst, const LocalTensor<U> &src, const RoundMode &roundMode, const uint32_t count) {
+void Cast(const LocalTensor<T> &dst, const LocalTensor<U> &src, const RoundMode &roundMode,
+          const uint32_t count) {
     static_assert(std::is_same_v<T, bfloat16_t> && std::is_same_v<U, float>,
                   "Tandem's runtime casts float to bfloat16_t");
     tandem::sim::ascend::VectorCall v;
@@ -896,8 +936,8 @@ struct LoadData2DParams {
     LoadData2DParams() = default;
     LoadData2DParams(uint16_t startIndex_, uint8_t repeatTimes_, uint16_t srcStride_, uint8_t sid_,
                      uint16_t dstGap_, bool ifTranspose_, uint8_t addrMode_)
-        : startIndex(startIndex_), dstGap(dstGap_), srcStride(srcStride_), ifTranspose(ifTranspose_),
-          repeatTimes(repeatTimes_), sid(sid_), addrMode(addrMode_) {}
+        : startIndex(startIndex_), dstGap(dstGap_), srcStride(srcStride_),
+          ifTranspose(ifTranspose_), repeatTimes(repeatTimes_), sid(sid_), addrMode(addrMode_) {}
     uint16_t startIndex = 0;
     uint16_t dstGap = 0;
     uint16_t srcStride = 0;
@@ -911,7 +951,8 @@ template <typename T>
 void LoadData(const LocalTensor<T> &dst, const LocalTensor<T> &src, const LoadData2DParams &p) {
     tandem_ascend::CoreContext &c = tandem_ascend::current("LoadData(LoadData2DParams)");
     if (p.sid != 0 || p.addrMode != 0)
-        throw tandem::sim::SimError("LoadData: sid and addrMode must be 0 (incrementing addresses)");
+        throw tandem::sim::SimError(
+            "LoadData: sid and addrMode must be 0 (incrementing addresses)");
     if (p.repeatTimes == 0)
         return;
     tandem::sim::ascend::LoadData2D l;
@@ -955,7 +996,17 @@ void Mmad(const LocalTensor<T> &dst, const LocalTensor<U> &fm, const LocalTensor
 }
 
 /** The quantization Fixpipe applies on the way out (the values the 910B has). */
-enum QuantMode_t { NoQuant, F322F16, F322BF16, DEQF16, VDEQF16, QF322B8_PRE, VQF322B8_PRE, REQ8, VREQ8 };
+enum QuantMode_t {
+    NoQuant,
+    F322F16,
+    F322BF16,
+    DEQF16,
+    VDEQF16,
+    QF322B8_PRE,
+    VQF322B8_PRE,
+    REQ8,
+    VREQ8
+};
 
 struct FixpipeParamsV220 {
     uint16_t nSize = 0, mSize = 0, srcStride = 0;
@@ -981,14 +1032,16 @@ template <typename T, typename U, const FixpipeConfig &config = CFG_ROW_MAJOR>
 void Fixpipe(const GlobalTensor<T> &dst, const LocalTensor<U> &src, const FixpipeParamsV220 &p) {
     tandem_ascend::CoreContext &c = tandem_ascend::current("Fixpipe(FixpipeParamsV220)");
     static_assert(std::is_same_v<U, float>, "Fixpipe: the source is the f32 L0C");
-    static_assert(config.format == CO2Layout::ROW_MAJOR, "Tandem's runtime has Fixpipe CFG_ROW_MAJOR only");
+    static_assert(config.format == CO2Layout::ROW_MAJOR,
+                  "Tandem's runtime has Fixpipe CFG_ROW_MAJOR only");
     const QuantMode_t want = std::is_same_v<T, bfloat16_t> ? F322BF16 : NoQuant;
     if (p.quantPre != want)
-        throw tandem::sim::SimError(std::string("Fixpipe: quantPre must be ") +
-                                    (want == F322BF16 ? "F322BF16 for a bf16" : "NoQuant for an f32") +
-                                    " destination");
+        throw tandem::sim::SimError(
+            std::string("Fixpipe: quantPre must be ") +
+            (want == F322BF16 ? "F322BF16 for a bf16" : "NoQuant for an f32") + " destination");
     if (p.ndNum != 1 || p.unitFlag != 0 || p.isChannelSplit)
-        throw tandem::sim::SimError("Fixpipe: ndNum 1, unitFlag 0 and no channel split in Tandem's runtime");
+        throw tandem::sim::SimError(
+            "Fixpipe: ndNum 1, unitFlag 0 and no channel split in Tandem's runtime");
     tandem::sim::ascend::FixpipeNz2Nd f;
     f.n_size = p.nSize;
     f.m_size = p.mSize;
@@ -1012,8 +1065,10 @@ inline void kernel_type(AscendC::KernelMetaType type) {
     bool aiv = kind == tandem::sim::ascend::CoreKind::AIV;
     if ((type == AscendC::KERNEL_TYPE_MIX_AIC_1_2) != c.machine.mix()) {
         throw SimError(std::string("KERNEL_TASK_TYPE_DEFAULT(") +
-                       (c.machine.mix() ? (aiv ? "KERNEL_TYPE_AIV_ONLY" : "KERNEL_TYPE_AIC_ONLY") : "KERNEL_TYPE_MIX_AIC_1_2") +
-                       "): the kernel is launched " + (c.machine.mix() ? "as a mix kernel" : "on one kind of core") +
+                       (c.machine.mix() ? (aiv ? "KERNEL_TYPE_AIV_ONLY" : "KERNEL_TYPE_AIC_ONLY")
+                                        : "KERNEL_TYPE_MIX_AIC_1_2") +
+                       "): the kernel is launched " +
+                       (c.machine.mix() ? "as a mix kernel" : "on one kind of core") +
                        "; run it with KernelMode::" +
                        (c.machine.mix() ? (aiv ? "AIV_MODE" : "AIC_MODE") : "MIX_MODE"));
     }
@@ -1051,9 +1106,9 @@ void call(void (*kernel)(Params...), const std::vector<GM_ADDR> &args, std::inde
  * AIV_MODE: the vector cores, MIX_MODE: both, launched as a mix kernel; GetBlockIdx() = the
  * index among them), its GM_ADDR arguments
  * pointing at the GM buffers `gm_buffers` (machine buffer ids, in the kernel's parameter order);
- * each core's program is ended (machine.run_core) when its kernel returns, then its flags are checked
- * (SimError for a SetFlag left unconsumed). A SimError from a call propagates and leaves the
- * core unrun. */
+ * each core's program is ended (machine.run_core) when its kernel returns, then its flags are
+ * checked (SimError for a SetFlag left unconsumed). A SimError from a call propagates and leaves
+ * the core unrun. */
 template <typename... Params>
 void run(Machine &machine, void (*kernel)(Params...), const std::vector<int> &gm_buffers,
          AscendC::KernelMode mode) {
@@ -1064,29 +1119,33 @@ void run(Machine &machine, void (*kernel)(Params...), const std::vector<int> &gm
                        " buffers were given");
     }
     std::vector<tandem::sim::ascend::CoreKind> kinds;
-    if (mode != AscendC::KernelMode::AIV_MODE) kinds.push_back(tandem::sim::ascend::CoreKind::AIC);
-    if (mode != AscendC::KernelMode::AIC_MODE) kinds.push_back(tandem::sim::ascend::CoreKind::AIV);
-    if (mode == AscendC::KernelMode::MIX_MODE) machine.launch_mix();
+    if (mode != AscendC::KernelMode::AIV_MODE)
+        kinds.push_back(tandem::sim::ascend::CoreKind::AIC);
+    if (mode != AscendC::KernelMode::AIC_MODE)
+        kinds.push_back(tandem::sim::ascend::CoreKind::AIV);
+    if (mode == AscendC::KernelMode::MIX_MODE)
+        machine.launch_mix();
     for (tandem::sim::ascend::CoreKind kind : kinds) {
-      for (int block = 0; block < machine.cores_of(kind); block++) {
-        const int core = machine.core_of(kind, block);
-        CoreContext context(machine, core, block);
-        std::vector<GM_ADDR> args;
-        for (int buffer : gm_buffers) {
-            int64_t bytes = machine.elements(buffer) * tandem::sim::bytes_of(machine.type(buffer));
-            void *data = machine.data(buffer);
-            // Without numerics there is no storage: a distinct placeholder address per buffer.
-            uintptr_t base =
-                data ? reinterpret_cast<uintptr_t>(data) : (uintptr_t(buffer) + 1) << 40;
-            context.gm.push_back({base, bytes, buffer});
-            args.push_back(reinterpret_cast<GM_ADDR>(base));
+        for (int block = 0; block < machine.cores_of(kind); block++) {
+            const int core = machine.core_of(kind, block);
+            CoreContext context(machine, core, block);
+            std::vector<GM_ADDR> args;
+            for (int buffer : gm_buffers) {
+                int64_t bytes =
+                    machine.elements(buffer) * tandem::sim::bytes_of(machine.type(buffer));
+                void *data = machine.data(buffer);
+                // Without numerics there is no storage: a distinct placeholder address per buffer.
+                uintptr_t base =
+                    data ? reinterpret_cast<uintptr_t>(data) : (uintptr_t(buffer) + 1) << 40;
+                context.gm.push_back({base, bytes, buffer});
+                args.push_back(reinterpret_cast<GM_ADDR>(base));
+            }
+            // The core stays current while it is simulated: vector ops' element loops run then.
+            detail::Current guard(context);
+            detail::call(kernel, args, std::index_sequence_for<Params...>{});
+            machine.run_core(core);
+            context.check_flags_consumed();
         }
-        // The core stays current while it is simulated: vector ops' element loops run then.
-        detail::Current guard(context);
-        detail::call(kernel, args, std::index_sequence_for<Params...>{});
-        machine.run_core(core);
-        context.check_flags_consumed();
-      }
     }
 }
 

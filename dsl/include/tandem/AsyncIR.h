@@ -56,9 +56,9 @@
  *   tandem_cross_core_set(pipe, flag)  CrossCoreSetFlag<2, PIPE_X>(flag), queued on pipe
  *   tandem_cross_core_wait(flag)       CrossCoreWaitFlag(flag): stalls the core's issue
  *
- * Hopper reads tandem_wait(barrier, slot) on an mbarrier with the waiter's own phase bit per version
- * (flipped at each wait), or tandem_wait(barrier, slot, parity) with the parity computed from a
- * ring position, when several agents share the waits of one ring (ping-pong consumers).
+ * Hopper reads tandem_wait(barrier, slot) on an mbarrier with the waiter's own phase bit per
+ * version (flipped at each wait), or tandem_wait(barrier, slot, parity) with the parity computed
+ * from a ring position, when several agents share the waits of one ring (ping-pong consumers).
  *
  * Barrier names: "<buffer>.full" (data landed in a version of <buffer>) and "<buffer>.empty"
  * (an asynchronous store out of a version of <buffer> is done, so the version may be rewritten).
@@ -99,7 +99,8 @@ struct CopyOp {
 struct WaitOp {
     std::string barrier;
     Expr slot;
-    Expr parity = Expr(); // Hopper rings: the phase parity to wait for; undefined = the waiter's phase bit
+    Expr parity =
+        Expr(); // Hopper rings: the phase parity to wait for; undefined = the waiter's phase bit
 };
 
 struct MmaOp {

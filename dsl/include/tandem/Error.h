@@ -14,7 +14,8 @@ struct Error : std::runtime_error {
  * `target_limit`, extents the hardware cannot take (on Hopper: a global stride TMA cannot move);
  * otherwise buffers that disagree with what the algorithm reads. */
 struct ShapeError : Error {
-    ShapeError(const std::string &message, bool target_limit) : Error(message), target_limit(target_limit) {}
+    ShapeError(const std::string &message, bool target_limit)
+        : Error(message), target_limit(target_limit) {}
     bool target_limit;
 };
 

@@ -34,16 +34,16 @@ using Halide::VarOrRVar;
 
 /** Tandem's directives of one Func. */
 struct Directives {
-    bool async_copy = false;     // producing this Func is one asynchronous bulk transfer
-    int multi_buffer = 0;        // 0 = not given; n >= 1 versions of the storage
+    bool async_copy = false; // producing this Func is one asynchronous bulk transfer
+    int multi_buffer = 0;    // 0 = not given; n >= 1 versions of the storage
     bool warp_specialize = false;
     bool ping_pong = false;
-    bool cooperative = false;    // Hopper: two consumer warpgroups share each tile, by rows
-    int persistent = 0;          // Hopper: > 0 CTAs per SM in a persistent grid over the tiles
-    int cluster = 0;             // Hopper: > 1 consecutive tiles per thread-block cluster (multicast)
-    bool tile_mma = false;       // the update stage must become one tile MMA
-    std::string cores_var;       // loop var whose iterations are spread over the cores
-    bool vectorized = false;     // a Halide vectorize was requested (the ZPU rejects it)
+    bool cooperative = false; // Hopper: two consumer warpgroups share each tile, by rows
+    int persistent = 0;       // Hopper: > 0 CTAs per SM in a persistent grid over the tiles
+    int cluster = 0;          // Hopper: > 1 consecutive tiles per thread-block cluster (multicast)
+    bool tile_mma = false;    // the update stage must become one tile MMA
+    std::string cores_var;    // loop var whose iterations are spread over the cores
+    bool vectorized = false;  // a Halide vectorize was requested (the ZPU rejects it)
 };
 
 /** The directives recorded on a Halide Function (default ones if none). */
@@ -56,11 +56,10 @@ class Stage {
 public:
     Stage(Halide::Stage s, Halide::Func f) : stage_(std::move(s)), f_(std::move(f)) {}
 
-    Stage &split(const VarOrRVar &old, const VarOrRVar &outer, const VarOrRVar &inner, const Expr &factor,
-                 TailStrategy tail = TailStrategy::Auto);
+    Stage &split(const VarOrRVar &old, const VarOrRVar &outer, const VarOrRVar &inner,
+                 const Expr &factor, TailStrategy tail = TailStrategy::Auto);
     Stage &reorder(const std::vector<VarOrRVar> &vars);
-    template<typename... Args>
-    Stage &reorder(const VarOrRVar &v, Args &&...rest) {
+    template <typename... Args> Stage &reorder(const VarOrRVar &v, Args &&...rest) {
         return reorder({v, std::forward<Args>(rest)...});
     }
     /** The update is a matrix multiply-accumulate on tiles: it must lower to one tile MMA op. */
@@ -80,23 +79,21 @@ public:
     explicit Func(const Halide::Func &f);
 
     // ---- algorithm: Halide's syntax ----
-    template<typename... Args>
-    Halide::FuncRef operator()(Args &&...args) const {
+    template <typename... Args> Halide::FuncRef operator()(Args &&...args) const {
         return f_(std::forward<Args>(args)...);
     }
     Halide::FuncRef operator()(const std::vector<Expr> &args) const { return f_(args); }
     Halide::FuncRef operator()(const std::vector<Var> &args) const { return f_(args); }
 
     // ---- Halide's scheduling directives, forwarded ----
-    Func &split(const VarOrRVar &old, const VarOrRVar &outer, const VarOrRVar &inner, const Expr &factor,
-                TailStrategy tail = TailStrategy::Auto);
+    Func &split(const VarOrRVar &old, const VarOrRVar &outer, const VarOrRVar &inner,
+                const Expr &factor, TailStrategy tail = TailStrategy::Auto);
     Func &tile(const VarOrRVar &x, const VarOrRVar &y, const VarOrRVar &xo, const VarOrRVar &yo,
                const VarOrRVar &xi, const VarOrRVar &yi, const Expr &xfactor, const Expr &yfactor,
                TailStrategy tail = TailStrategy::Auto);
     Func &fuse(const VarOrRVar &inner, const VarOrRVar &outer, const VarOrRVar &fused);
     Func &reorder(const std::vector<VarOrRVar> &vars);
-    template<typename... Args>
-    Func &reorder(const VarOrRVar &v, Args &&...rest) {
+    template <typename... Args> Func &reorder(const VarOrRVar &v, Args &&...rest) {
         return reorder({v, std::forward<Args>(rest)...});
     }
     Func &compute_at(const Func &f, const VarOrRVar &var);
@@ -145,7 +142,8 @@ public:
      * A CTA with no tile of its own (past the tile count, or a guarded tile of a short last group)
      * runs its cluster's rank 0 tile through the pipeline and stores nothing. */
     Func &cluster(int ctas);
-    /** Spread the iterations of loop `var` (the tile loop) over the cores: block-to-core mapping. */
+    /** Spread the iterations of loop `var` (the tile loop) over the cores: block-to-core mapping.
+     */
     Func &map_to_cores(const VarOrRVar &var);
 
     Halide::Func &halide() { return f_; }

@@ -134,7 +134,8 @@ public:
     Pipeline build(const Target &target);
     /** The algorithm alone (generate(), no schedule()). */
     Pipeline build_algorithm();
-    /** The algorithm with reference_schedule(): what the tools check a kernel against on the CPU. */
+    /** The algorithm with reference_schedule(): what the tools check a kernel against on the CPU.
+     */
     Pipeline build_reference();
     /** build(), then compile the kernel (named after the generator unless `name` is given). */
     Kernel compile(const Target &target, const std::string &name = "");
@@ -184,20 +185,27 @@ template <class T> class GeneratorParam {
                   "GeneratorParam takes int, double, bool or std::string");
 
 public:
-    GeneratorParam(const std::string &name, T value) : value_(std::move(value)) { attach(name, {}, {}, {}); }
+    GeneratorParam(const std::string &name, T value) : value_(std::move(value)) {
+        attach(name, {}, {}, {});
+    }
     GeneratorParam(const std::string &name, T value, T min, T max) : value_(std::move(value)) {
-        static_assert(std::is_arithmetic_v<T> && !std::is_same_v<T, bool>, "a range needs a number");
+        static_assert(std::is_arithmetic_v<T> && !std::is_same_v<T, bool>,
+                      "a range needs a number");
         attach(name, double(min), double(max), {});
     }
-    GeneratorParam(const std::string &name, T value, std::vector<std::string> choices) : value_(std::move(value)) {
+    GeneratorParam(const std::string &name, T value, std::vector<std::string> choices)
+        : value_(std::move(value)) {
         static_assert(std::is_same_v<T, std::string>, "choices are for string parameters");
         attach(name, {}, {}, std::move(choices));
     }
-    GeneratorParam(const std::string &name, T value, T min, T max, Tunable<T> tunable) : value_(std::move(value)) {
-        static_assert(std::is_arithmetic_v<T> && !std::is_same_v<T, bool>, "a range needs a number");
+    GeneratorParam(const std::string &name, T value, T min, T max, Tunable<T> tunable)
+        : value_(std::move(value)) {
+        static_assert(std::is_arithmetic_v<T> && !std::is_same_v<T, bool>,
+                      "a range needs a number");
         attach(name, double(min), double(max), {}, texts(tunable.values));
     }
-    GeneratorParam(const std::string &name, T value, std::vector<std::string> choices, Tunable<T> tunable)
+    GeneratorParam(const std::string &name, T value, std::vector<std::string> choices,
+                   Tunable<T> tunable)
         : value_(std::move(value)) {
         static_assert(std::is_same_v<T, std::string>, "choices are for string parameters");
         std::vector<std::string> values = tunable.values.empty() ? choices : texts(tunable.values);
@@ -206,7 +214,8 @@ public:
 
     const T &value() const { return value_; }
     operator const T &() const { return value_; }
-    template <class U = T, class = std::enable_if_t<std::is_arithmetic_v<U>>> operator Expr() const {
+    template <class U = T, class = std::enable_if_t<std::is_arithmetic_v<U>>>
+    operator Expr() const {
         return Expr(value_);
     }
 
@@ -217,7 +226,8 @@ private:
                 std::vector<std::string> choices, std::vector<std::string> tunable = {});
     static std::vector<std::string> texts(const std::vector<T> &values) {
         std::vector<std::string> out;
-        for (const T &v : values) out.push_back(detail::to_text(v));
+        for (const T &v : values)
+            out.push_back(detail::to_text(v));
         return out;
     }
 };
@@ -226,7 +236,8 @@ private:
 template <class T, int D> class Input<Buffer<T, D>> : public ImageParam {
 public:
     explicit Input(const std::string &name) : ImageParam(Halide::type_of<T>(), D, name) {
-        detail::generator_under_construction("Input").add_input(this, name, Halide::type_of<T>(), D);
+        detail::generator_under_construction("Input").add_input(this, name, Halide::type_of<T>(),
+                                                                D);
     }
 };
 
@@ -236,7 +247,8 @@ template <class T, int D> class Output<Buffer<T, D>> : public Func {
 public:
     explicit Output(const std::string &name) : Func(name) {
         Halide::Type type;
-        if constexpr (!std::is_void_v<T>) type = Halide::type_of<T>();
+        if constexpr (!std::is_void_v<T>)
+            type = Halide::type_of<T>();
         detail::generator_under_construction("Output").add_output(this, name, type, D);
     }
 };
@@ -254,14 +266,15 @@ public:
 
 /** Registers generator class CLASS under NAME (an identifier), at static initialisation. */
 #define TANDEM_REGISTER_GENERATOR(CLASS, NAME)                                                     \
-    static const bool tandem_generator_registered_##NAME =                                         \
-        ::tandem::GeneratorRegistry::add(#NAME, [] { return std::unique_ptr<::tandem::GeneratorBase>(new CLASS()); });
+    static const bool tandem_generator_registered_##NAME = ::tandem::GeneratorRegistry::add(       \
+        #NAME, [] { return std::unique_ptr<::tandem::GeneratorBase>(new CLASS()); });
 
 // ---- implementation of the templates ----
 
 template <class T>
-void GeneratorParam<T>::attach(const std::string &name, std::optional<double> min, std::optional<double> max,
-                               std::vector<std::string> choices, std::vector<std::string> tunable) {
+void GeneratorParam<T>::attach(const std::string &name, std::optional<double> min,
+                               std::optional<double> max, std::vector<std::string> choices,
+                               std::vector<std::string> tunable) {
     detail::ParamSlot slot;
     slot.info.name = name;
     slot.info.kind = std::is_same_v<T, int>      ? "int"
@@ -277,22 +290,28 @@ void GeneratorParam<T>::attach(const std::string &name, std::optional<double> mi
     slot.set = [this, name, min, max, choices = slot.info.choices](const std::string &text) {
         auto bad = [&](const std::string &why) { throw Error("parameter " + name + ": " + why); };
         if constexpr (std::is_same_v<T, std::string>) {
-            if (!choices.empty() && std::find(choices.begin(), choices.end(), text) == choices.end()) {
+            if (!choices.empty() &&
+                std::find(choices.begin(), choices.end(), text) == choices.end()) {
                 std::string known;
-                for (const std::string &c : choices) known += (known.empty() ? "" : ", ") + c;
+                for (const std::string &c : choices)
+                    known += (known.empty() ? "" : ", ") + c;
                 bad("'" + text + "' is not one of " + known);
             }
             value_ = text;
         } else if constexpr (std::is_same_v<T, bool>) {
-            if (text != "true" && text != "false" && text != "1" && text != "0") bad("'" + text + "' is not true or false");
+            if (text != "true" && text != "false" && text != "1" && text != "0")
+                bad("'" + text + "' is not true or false");
             value_ = text == "true" || text == "1";
         } else {
             std::optional<double> number = parse_number(text);
-            if (!number) bad("'" + text + "' is not a number");
+            if (!number)
+                bad("'" + text + "' is not a number");
             const double v = *number;
-            if (std::is_same_v<T, int> && v != double(int64_t(v))) bad("'" + text + "' is not an integer");
+            if (std::is_same_v<T, int> && v != double(int64_t(v)))
+                bad("'" + text + "' is not an integer");
             if ((min && v < *min) || (max && v > *max)) {
-                bad(text + " is outside [" + detail::to_text(T(*min)) + ", " + detail::to_text(T(*max)) + "]");
+                bad(text + " is outside [" + detail::to_text(T(*min)) + ", " +
+                    detail::to_text(T(*max)) + "]");
             }
             value_ = T(v);
         }
@@ -303,7 +322,8 @@ void GeneratorParam<T>::attach(const std::string &name, std::optional<double> mi
         try {
             slot.set(v); // each tunable value must be one the parameter takes
         } catch (const Error &e) {
-            throw Error(std::string("generator parameter ") + name + ": tunable value " + v + ": " + e.what());
+            throw Error(std::string("generator parameter ") + name + ": tunable value " + v + ": " +
+                        e.what());
         }
     }
     value_ = given;

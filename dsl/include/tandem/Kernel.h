@@ -27,7 +27,8 @@ using Shapes = std::map<std::string, int64_t>;
 struct CallCheck {
     Halide::Expr holds;
     std::string why;
-    bool target_limit = false; // the hardware's limit (ShapeError::target_limit), not the algorithm's
+    bool target_limit =
+        false; // the hardware's limit (ShapeError::target_limit), not the algorithm's
 };
 
 /** Text as a user reads it: names without the "$N" Halide appends to a name taken before. */
@@ -36,7 +37,8 @@ std::string user_text(const Halide::Expr &e);
 
 /** Throws ShapeError naming `kernel`, the first check that fails at `shapes` and the extents it
  * reads. */
-void check_call(const std::vector<CallCheck> &checks, const Shapes &shapes, const std::string &kernel);
+void check_call(const std::vector<CallCheck> &checks, const Shapes &shapes,
+                const std::string &kernel);
 
 /** A kernel argument in DRAM: dense, dims[0] innermost (stride 1), every dim starting at 0. A
  * dim is static or known only at run time (`runtime`): the kernel's Stmt then reads its extent as
@@ -69,8 +71,9 @@ struct KernelArg {
 /** An on-chip buffer placed by memory planning: `slots` versions of `slot_elements` each. */
 struct SramBuffer {
     std::string name;
-    sim::Space space = sim::Space::RSRAM; // the ZPU scope (on Hopper: shared memory unless in_registers)
-    bool in_registers = false;            // Hopper: an MMA accumulator, private to each consumer
+    sim::Space space =
+        sim::Space::RSRAM;     // the ZPU scope (on Hopper: shared memory unless in_registers)
+    bool in_registers = false; // Hopper: an MMA accumulator, private to each consumer
     sim::ascend::Mem ascend_mem = sim::ascend::Mem::UB; // Ascend: where the buffer lives
     Halide::Type type;
     int slots = 1;
@@ -96,30 +99,31 @@ struct BarrierDecl {
 /** Everything the passes need from the schedule, gathered once. */
 struct CompileContext {
     Target target;
-    std::string output;              // name of the output Func
+    std::string output; // name of the output Func
     const Func *output_func = nullptr;
-    int grid = 1;                    // units the tile loop runs on (ZPU cores, Hopper CTAs)
-    Halide::Expr tiles;              // Hopper, persistent: the tile count (Kernel::tiles)
-    int ctas_per_sm = 0;             // Hopper, persistent: the grid is sized at launch (Kernel)
-    int cluster = 1;                 // Hopper: CTAs per thread-block cluster (Kernel::cluster)
+    int grid = 1;        // units the tile loop runs on (ZPU cores, Hopper CTAs)
+    Halide::Expr tiles;  // Hopper, persistent: the tile count (Kernel::tiles)
+    int ctas_per_sm = 0; // Hopper, persistent: the grid is sized at launch (Kernel)
+    int cluster = 1;     // Hopper: CTAs per thread-block cluster (Kernel::cluster)
     /** Hopper clusters: per mapped tile loop (its name), whether the CTA has a tile of its own in
      * the iteration (the tile-less CTAs of the last cluster store nothing). */
     std::map<std::string, Halide::Expr> cluster_owns_tile;
-    bool one_tile_per_unit = false;  // Hopper without ping_pong: a CTA per tile, so each tile loop
-                                     // runs at most once per unit (straight-line code)
-    bool vector_units_only = false;  // no tile MMA: on Ascend the kernel runs on the AIV cores
-    bool mix = false;                // Ascend: cube and vector cores joined through GM workspaces
+    bool one_tile_per_unit = false; // Hopper without ping_pong: a CTA per tile, so each tile loop
+                                    // runs at most once per unit (straight-line code)
+    bool vector_units_only = false; // no tile MMA: on Ascend the kernel runs on the AIV cores
+    bool mix = false;               // Ascend: cube and vector cores joined through GM workspaces
     std::vector<KernelArg> workspaces; // GM the kernel uses for itself (a mix kernel's handoff)
-    std::vector<std::string> inputs; // input buffer names
-    std::vector<KernelArg> args;     // the DRAM tensors: inputs, then the output
-    std::vector<std::string> funcs;  // every Func of the pipeline
-    std::vector<std::string> notes;  // what the passes decided, for --emit stmt
-    std::map<std::string, int> slots; // versions of each multi-buffered buffer
+    std::vector<std::string> inputs;   // input buffer names
+    std::vector<KernelArg> args;       // the DRAM tensors: inputs, then the output
+    std::vector<std::string> funcs;    // every Func of the pipeline
+    std::vector<std::string> notes;    // what the passes decided, for --emit stmt
+    std::map<std::string, int> slots;  // versions of each multi-buffered buffer
     std::vector<BarrierDecl> barriers; // Hopper mbarriers
     int warpgroups = 1;                // Hopper agents per CTA
-    int consumer_warpgroups = 1;       // Hopper: warpgroups running each consumer role (2: cooperative)
-    std::vector<std::string> versions_by_consumer; // Hopper ping-pong: version = consumer index (result slots, copies a consumer issues)
-    std::map<std::string, Directives> directives; // of every Func of the pipeline, by name
+    int consumer_warpgroups = 1; // Hopper: warpgroups running each consumer role (2: cooperative)
+    std::vector<std::string> versions_by_consumer; // Hopper ping-pong: version = consumer index
+                                                   // (result slots, copies a consumer issues)
+    std::map<std::string, Directives> directives;  // of every Func of the pipeline, by name
     std::map<std::string, Halide::Internal::Function> functions;
 
     /** The directives of the Func named `func` (default ones for buffers that are not Funcs). */
@@ -131,7 +135,7 @@ struct Kernel {
     Target target;
     std::vector<KernelArg> args; // inputs first, then the output
     std::vector<SramBuffer> buffers;
-    int grid = 1;                  // ZPU: cores used; Hopper: CTAs launched; Ascend: AIC or AIV used
+    int grid = 1; // ZPU: cores used; Hopper: CTAs launched; Ascend: AIC or AIV used
     /** Hopper, persistent (ctas_per_sm > 0): the tile loop strides by tandem_grid_size(), and a
      * launch takes min(SMs x ctas_per_sm, tiles) CTAs (SMs: the GPU's, at most the machine
      * description's), `tiles` a constant or in terms of the
@@ -147,11 +151,12 @@ struct Kernel {
      * body is ir::make_mix(cube side, vector side), joined by cross-core flags through the
      * workspaces (AscendMix.h). */
     bool mix = false;
-    std::vector<KernelArg> workspaces; // GM of the kernel's own, allocated by its caller (f32 elements)
-    int warpgroups = 1;            // Hopper: warpgroups per CTA (roles)
-    int consumer_warpgroups = 1;   // Hopper: warpgroups running each consumer role; 2 with
-                                   // cooperative(): the model runs the role as one agent, the GPU
-                                   // as two warpgroups on alternate 64-row MMA blocks of the tile
+    std::vector<KernelArg>
+        workspaces;              // GM of the kernel's own, allocated by its caller (f32 elements)
+    int warpgroups = 1;          // Hopper: warpgroups per CTA (roles)
+    int consumer_warpgroups = 1; // Hopper: warpgroups running each consumer role; 2 with
+                                 // cooperative(): the model runs the role as one agent, the GPU
+                                 // as two warpgroups on alternate 64-row MMA blocks of the tile
     std::vector<BarrierDecl> barriers;
     /** What a call's extents must meet (runtime shapes; none for static ones). */
     std::vector<CallCheck> call_checks;

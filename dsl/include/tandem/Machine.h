@@ -46,8 +46,8 @@ public:
     int64_t integer(const std::string &key) const;
     /** The parameter that plays `role` on this machine ("units": the parallel units a tile loop
      * is spread over; "vector_units": those of a kernel without a tile MMA where the machine has
-     * separate vector cores; "vector_memory": the on-chip bytes vector work and staging share), from
-     * the description's "roles"; Error if it names none. */
+     * separate vector cores; "vector_memory": the on-chip bytes vector work and staging share),
+     * from the description's "roles"; Error if it names none. */
     const std::string &role(const std::string &role) const;
     bool has_role(const std::string &role) const { return roles_.count(role) != 0; }
 

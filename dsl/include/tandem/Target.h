@@ -7,8 +7,8 @@
  * implemented.
  *
  *     Target t = Target::parse("zpu");                   // the built-in description
- *     Target t = Target::parse("zpu:dma_channels=4");    // parameters as key=value, comma separated
- *     Target t = Target::parse("hopper:sms=132,file=h200.json");  // a file of overrides
+ *     Target t = Target::parse("zpu:dma_channels=4");    // parameters as key=value, comma
+ * separated Target t = Target::parse("hopper:sms=132,file=h200.json");  // a file of overrides
  */
 
 #include "tandem/Error.h"
