@@ -117,8 +117,6 @@ App generator_app(const std::string &name) {
             app.choices[p.name] = p.tunable;
     }
     app.schedules = has_schedule ? generator_schedules(name) : std::vector<std::string>{"default"};
-    for (const char *target : {"hopper", "ascend"})
-        app.target_schedules[target] = app.schedules;
     auto build = generator_build(name);
     app.build = [build, has_schedule](const Params &p, const std::string &schedule,
                                       const Target &target) {
@@ -254,9 +252,9 @@ std::string arch_of(const std::string &target) {
 const std::vector<std::string> &schedules_for(const App &app, const std::string &target) {
     std::string arch = arch_of(target);
     auto it = app.target_schedules.find(arch);
-    if (it == app.target_schedules.end() && arch == "zpu")
-        return app.schedules; // the generator's choices
     if (it == app.target_schedules.end())
+        return app.schedules; // the generator's choices
+    if (it->second.empty())
         throw Error("app " + app.name + " has no " + arch + " schedule yet");
     return it->second;
 }
@@ -280,42 +278,20 @@ Params with_defaults(const App &app, const Params &given, const std::string &tar
     return p;
 }
 
-/** stages = 0 (auto) of a tiled MMA (gemm, attention_scores): the most stages (up to 4 on Hopper, 3
- * elsewhere) that fit on chip with the output staging and the accumulator (two versions each with
- * ping-pong) and the bias tile. Hopper: the operand ring and the output staging (two 128-byte
- * column blocks of it where rows are longer) share the CTA's shared memory, tiles rounded up to
- * wgmma's 64. ZPU: A's versions, the accumulator and the staging share RSRAM (A goes through RSRAM
- * on its way to ASRAM), B's versions fill WSRAM. Ascend: 3. */
+/** stages = 0 (auto) of a tiled MMA (gemm, attention_scores): the target's own arithmetic
+ * (tandem::fitting_stages) with the output staging and the accumulator (two versions each with
+ * ping-pong) and the bias tile (f32, two versions). */
 int fitting_stages(int N, int TM, int TN, int TK, const std::string &out,
                    const std::string &epilogue, const std::string &schedule, const Target &target,
                    bool runtime_shapes) {
-    const int64_t out_bytes = out == "bf16" ? 2 : 4, versions = schedule == "ws_pingpong" ? 2 : 1;
-    const int64_t bias = epilogue == "bias_relu" ? 2 * 4 * int64_t(TN) : 0;
-    if (target.arch == Target::Arch::Hopper) {
-        auto up = [](int64_t v) { return (v + 63) / 64 * 64; };
-        const int64_t per_stage = (up(TM) * up(TK) + up(TK) * up(TN)) * 2;
-        // Rows of more than two 128-byte column blocks are staged through a ring of two of them
-        // where TMA stores C (rows of C a multiple of 16 bytes, whole 8-row swizzle atoms).
-        const int64_t row = up(TN) * out_bytes;
-        // With runtime shapes the kernel's thread-copy variant (for rows TMA cannot step) stages
-        // the whole tile: the stages fit both variants.
-        const bool ring = !runtime_shapes && TN * out_bytes > 256 && (TN * out_bytes) % 128 == 0 &&
-                          TM % 8 == 0 && (N * out_bytes) % 16 == 0;
-        const int64_t staged_row = ring ? 256 : row;
-        const int64_t staging = versions * up(TM) * staged_row;
-        const int64_t free =
-            target.machine.integer("smem_bytes") - staging - bias - 2048; // barriers, alignment
-        return int(std::clamp<int64_t>(free / per_stage, 1, 4));
-    }
-    if (target.arch == Target::Arch::ZPU) {
-        const int64_t tile = int64_t(TM) * TN;
-        const int64_t rsram =
-            target.machine.integer("rsram_bytes") - versions * tile * (4 + out_bytes) - bias;
-        const int64_t by_a = rsram / (int64_t(TM) * TK * 2);
-        const int64_t by_b = target.machine.integer("wsram_bytes") / (int64_t(TK) * TN * 2);
-        return int(std::clamp<int64_t>(std::min(by_a, by_b), 1, 3));
-    }
-    return 3;
+    MmaTiles tiles;
+    tiles.N = N;
+    tiles.TM = TM, tiles.TN = TN, tiles.TK = TK;
+    tiles.out_bytes = out == "bf16" ? 2 : 4;
+    tiles.result_versions = schedule == "ws_pingpong" ? 2 : 1;
+    tiles.bias_bytes = epilogue == "bias_relu" ? 2 * 4 * int64_t(TN) : 0;
+    tiles.runtime_shapes = runtime_shapes;
+    return tandem::fitting_stages(tiles, target);
 }
 
 } // namespace tandem::apps

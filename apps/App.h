@@ -54,9 +54,9 @@ struct App {
     std::string name;
     std::string summary;
     std::map<std::string, std::string> defaults; // every parameter and its default
-    std::vector<std::string> schedules;          // for the zpu; the first is the default
-    /** Per other target ("hopper", "ascend"): parameters whose default differs there, and the
-     * schedules it has (none listed: the app has no schedule for that target yet). */
+    std::vector<std::string> schedules;          // the first is the default
+    /** Per target where they differ: parameters whose default differs there, and the schedules
+     * it has (a target not listed takes `schedules`). */
     std::map<std::string, std::map<std::string, std::string>> target_defaults;
     std::map<std::string, std::vector<std::string>> target_schedules;
     /** The algorithm with `schedule` for `target` applied ("reference" = the CPU schedule for
@@ -126,7 +126,8 @@ const App &pointwise_app();
 
 /** The most operand stages (up to 4 on Hopper, 3 elsewhere) of a tiled MMA with TM x TN x TK
  * tiles of an N-column output that fit on chip with the output staging, the accumulator and a
- * bias tile (App.cpp says how); with runtime shapes, in both of the Hopper kernel's variants. */
+ * bias tile (the target's arithmetic: tandem::fitting_stages); with runtime shapes, in both of the
+ * Hopper kernel's variants. */
 int fitting_stages(int N, int TM, int TN, int TK, const std::string &out,
                    const std::string &epilogue, const std::string &schedule, const Target &target,
                    bool runtime_shapes);

@@ -32,7 +32,7 @@ public:
 
     void schedule() override {
         schedule_pointwise(out, {a, b, c}, params_of(*this), pipelining, "elementwise");
-        if (get_target().arch == Target::Arch::Hopper && ctas_per_sm > 0 &&
+        if (get_target().name() == "hopper" && ctas_per_sm > 0 &&
             pipelining.value() == "double_buffered")
             out.persistent(ctas_per_sm);
     }

@@ -21,7 +21,6 @@ namespace tandem::apps {
 
 namespace {
 
-const char *const targets[] = {"zpu", "hopper", "ascend"};
 const double max_tiles = 2048; // tiles per case: each costs the models a few ops
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -127,13 +126,12 @@ FuzzCase draw_case(const FuzzOptions &options, uint64_t index) {
             continue;
         if (options.runtime_shapes && !app.defaults.count("shapes"))
             continue;
-        for (const char *t : targets) {
+        for (const std::string &t : Target::names()) {
             if (!options.target.empty() && options.target != t)
                 continue;
             if (options.runtime_shapes && !takes_runtime_shapes(Target::parse(t)))
                 continue;
-            if (t == std::string("zpu") || app.target_schedules.count(t))
-                pairs.push_back({&app, t});
+            pairs.push_back({&app, t});
         }
     }
     if (pairs.empty()) {

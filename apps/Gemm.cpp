@@ -75,7 +75,7 @@ public:
         C.tile(j, i, jo, io, ji, ii, tn, tm, TailStrategy::GuardWithIf);
         // Clusters are Hopper's, for the warp-specialised schedules (their rings' empty barriers
         // make one CTA writing another's shared memory safe); elsewhere the parameters do nothing.
-        const bool clusters = target.arch == Target::Arch::Hopper && schedule.rfind("ws", 0) == 0;
+        const bool clusters = target.name() == "hopper" && schedule.rfind("ws", 0) == 0;
         const int cluster_m = clusters ? int(this->cluster_m) : 1,
                   cluster_n = clusters ? int(this->cluster_n) : 1;
         if (cluster_m > 1 && cluster_n > 1) {

@@ -73,7 +73,7 @@ public:
         // store of a tile in the middle of out must be). Measured on an H100 (a CTA per tile,
         // benchmarks/results/gpu_hopper_notes.md, v10): D = 1024 0.91 of the copy bandwidth with 4
         // rows (0.66 with 1), D = 2048 0.90 with 2 (0.83), D = 4096 0.98 with 1.
-        const bool hopper = get_target().arch == Target::Arch::Hopper;
+        const bool hopper = get_target().name() == "hopper";
         const int versions = schedule == "double_buffered" ? int(stages) : 1;
         // Hopper, double_buffered: persistent CTAs (ctas_per_sm) that stage w once and loop over
         // row tiles through a ring. Otherwise a CTA per tile: whole rows are loaded once per CTA,

@@ -4,9 +4,9 @@
 
 #include "common/Evaluator.h"
 #include "common/Library.h"
-#include "lower/Nest.h"
 #include "sim/Ascend.h"
 #include "tandem/AsyncIR.h"
+#include "tandem/Nest.h"
 
 #include <iomanip>
 #include <map>
@@ -1027,7 +1027,7 @@ static std::string elements_text(const KernelArg &a) {
 }
 
 std::string emit_ascendc(const Kernel &kernel, const std::string &function, int drop_flag_pair) {
-    internal_assert(kernel.target.arch == Target::Arch::Ascend)
+    internal_assert(kernel.target.name() == "ascend")
         << "emit_ascendc: kernel " << kernel.name << " is not for ascend\n";
     std::string fn = function.empty() ? c_name(kernel.name) : function;
     Pairs pairs = pair_flags(kernel.body);

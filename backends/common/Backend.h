@@ -2,11 +2,12 @@
 #define TANDEM_COMMON_BACKEND_H
 
 /** \file
- * Targets as plug-ins: what the tools (run, emit, fuzz, demo) need from a target, behind one
- * interface. Each target implements it in its own folder (backends/<target>/Backend.cpp: its
- * machine model, its roofline, the sources it emits) and is listed once in apps/Targets.cpp. A
- * new target is a folder, its machine description (machines/<target>.json), its lowering choices
- * and that line.
+ * Targets as plug-ins: what the tools (run, emit, fuzz, demo, tune, the generator main) need
+ * from a target, behind one interface. Each target implements it in its own folder
+ * (backends/<target>/Backend.cpp: its machine model, its roofline, the sources it emits); the
+ * built-in ones are listed once in apps/Targets.cpp, any other program registers one with a
+ * static RegisterBackend. The compiler's half (name, machine description, pass list,
+ * capabilities) is dsl/lower/Targets.h.
  */
 
 #include "sim/Zpu.h" // DType, Report
@@ -61,6 +62,14 @@ struct TargetBackend {
 
 /** The backend of `target` (apps/Targets.cpp); Error for a target without one. */
 const TargetBackend &backend_of(const Target &target);
+
+/** Registers a backend; Error if its name is taken. */
+void register_backend(TargetBackend backend);
+
+/** `RegisterBackend r(...)` at namespace scope registers a backend when the program starts. */
+struct RegisterBackend {
+    explicit RegisterBackend(TargetBackend backend) { register_backend(std::move(backend)); }
+};
 
 /** A Model over a machine model class with add/data/finish/write_trace (the three models). */
 template <class Machine> class ModelOf : public Model {

@@ -2,8 +2,8 @@
 
 #include "Plan.h"
 #include "common/Library.h"
-#include "lower/Nest.h"
 #include "tandem/AsyncIR.h"
+#include "tandem/Nest.h"
 
 #include <cmath>
 #include <functional>
@@ -2095,7 +2095,7 @@ std::string dispatcher(const Kernel &kernel, const std::string &fn,
 } // namespace
 
 std::string emit_cuda(const Kernel &kernel, const std::string &function) {
-    if (kernel.target.arch != Target::Arch::Hopper)
+    if (kernel.target.name() != "hopper")
         throw Error("emit_cuda: kernel " + kernel.name + " is not compiled for hopper");
     const std::string fn = function.empty() ? c_name(kernel.name) : function;
     const Plan plan = plan_kernel(kernel);

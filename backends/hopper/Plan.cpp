@@ -1,6 +1,6 @@
 #include "Plan.h"
 
-#include "lower/Nest.h"
+#include "tandem/Nest.h"
 
 #include <sstream>
 

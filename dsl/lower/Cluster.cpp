@@ -1,6 +1,6 @@
 #include "Cluster.h"
 
-#include "Nest.h"
+#include "tandem/Nest.h"
 
 #include "tandem/AsyncIR.h"
 

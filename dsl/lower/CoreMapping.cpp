@@ -1,7 +1,8 @@
 #include "CoreMapping.h"
+#include "Targets.h"
 
 #include "Cluster.h"
-#include "Nest.h"
+#include "tandem/Nest.h"
 
 #include "tandem/AsyncIR.h"
 
@@ -189,7 +190,7 @@ Stmt map_to_cores(const Stmt &s, CompileContext &ctx) {
     // cooperative a persistent grid of at most one CTA per SM that loops over tiles (the producer
     // then loads the next tile while the consumers finish this one), or persistent(n) CTAs per SM.
     int units = ctx.vector_units_only ? ctx.target.vector_units() : ctx.target.units();
-    if (ctx.target.arch == Target::Arch::Hopper) {
+    if (lowering_of(ctx.target).grid_of_tiles) {
         int64_t tiles = 1;
         SpreadLoops probe(ctx.output + ".s0", d.cores_var, 1, ctx);
         probe.mutate(s);
@@ -239,9 +240,9 @@ Stmt map_to_cores(const Stmt &s, CompileContext &ctx) {
                     " after lowering; name a loop var of its pure stage (after split/tile/fuse)");
     }
     ctx.notes.push_back("map_to_cores: loop " + d.cores_var + " of " + ctx.output +
-                        " spread over " + std::to_string(units) +
-                        (ctx.target.arch == Target::Arch::Hopper ? " CTAs (" : " cores (") +
-                        std::to_string(spread.mapped) + " loop(s) after Halide's partitioning)");
+                        " spread over " + std::to_string(units) + " " +
+                        lowering_of(ctx.target).unit_noun + " (" + std::to_string(spread.mapped) +
+                        " loop(s) after Halide's partitioning)");
     int tails = 0;
     result = guard_tails(result, ctx.output, simplify(stride - 1), spread, tails);
     ctx.cluster_owns_tile = spread.owns_tile;

@@ -1,7 +1,7 @@
 #include "FirstMma.h"
 
-#include "Nest.h"
 #include "tandem/AsyncIR.h"
+#include "tandem/Nest.h"
 
 namespace tandem::lower {
 

@@ -1,10 +1,9 @@
 #include "MultiBuffer.h"
 
-#include "AscendMix.h"
 #include "Targets.h"
 
-#include "Nest.h"
 #include "tandem/AsyncIR.h"
+#include "tandem/Nest.h"
 
 #include <set>
 
@@ -89,7 +88,7 @@ private:
 class SlotSize : public LoopScopedVisitor {
 public:
     SlotSize(const std::string &b, const CompileContext &ctx)
-        : buffer(b), align_bytes(ctx.target.arch == Target::Arch::Ascend ? 32 : 1) {}
+        : buffer(b), align_bytes(lowering_of(ctx.target).block_bytes) {}
     const std::string &buffer;
     const int align_bytes;
     int64_t elements = 0;
@@ -337,6 +336,7 @@ private:
 } // namespace
 
 Stmt multi_buffer(const Stmt &s, CompileContext &ctx) {
+    const TargetLowering &target = lowering_of(ctx.target);
     Stmt result = s;
     for (const std::string &f : ctx.funcs) {
         const Directives d = ctx.of(f);
@@ -377,9 +377,9 @@ Stmt multi_buffer(const Stmt &s, CompileContext &ctx) {
         // after is two cube tiles away, so the store out of UB keeps one version.
         bool versioned =
             slots > 1 && size.allocations > 0 && !(ctx.mix && !ctx.of(source).tile_mma);
-        bool by_consumer = out.ping_pong && ctx.target.arch == Target::Arch::Hopper && versioned;
+        bool by_consumer = out.ping_pong && target.versions_by_consumer && versioned;
         ResultSlots r(source, versioned && !by_consumer ? slots : 1, size.elements, out.async_copy,
-                      ctx.one_tile_per_unit, ctx.target.arch == Target::Arch::Ascend);
+                      ctx.one_tile_per_unit, target.store_waits_before_first);
         result = r.at_top_level(result);
         if (by_consumer) {
             // Hopper ping-pong: every tile a consumer stores (tails too) uses that consumer's
@@ -404,13 +404,13 @@ Stmt multi_buffer(const Stmt &s, CompileContext &ctx) {
         }
         // Hopper drains with cp.async.bulk.wait_group.read 0, which waits for every store of the
         // warpgroup: one drain, not one per version.
-        int drained = ctx.target.arch == Target::Arch::Hopper ? 1 : used;
+        int drained = target.one_drain_for_all_stores ? 1 : used;
         if (out.async_copy) {
             for (int i = 0; i < drained; i++)
                 drains.push_back(ir::make_wait({ir::empty_barrier(source), i}));
         }
     }
-    if (slots > 1 && lowering_of(ctx.target).accumulator_slots) {
+    if (slots > 1 && target.accumulator_slots) {
         for (const std::string &f : ctx.funcs) {
             if (!ctx.of(f).tile_mma || find.sources.count(f))
                 continue;
@@ -429,7 +429,7 @@ Stmt multi_buffer(const Stmt &s, CompileContext &ctx) {
                 " versions by tile parity (the next tile's MMAs overlap this tile's epilogue)");
         }
     }
-    if (out.ping_pong && ctx.target.arch == Target::Arch::Hopper) {
+    if (out.ping_pong && target.versions_by_consumer) {
         // Ping-pong consumers issue the copies of Funcs without async_copy themselves (copy, then
         // wait): each consumer gets its own version of the buffer and of its full barrier.
         FindCopyTargets targets;

@@ -1,4 +1,4 @@
-#include "Nest.h"
+#include "tandem/Nest.h"
 
 #include "tandem/AsyncIR.h"
 
@@ -238,6 +238,31 @@ Stmt insert_before_first_access(const Stmt &s, const std::string &buffer, bool w
                                 const Stmt &before, bool into_branches) {
     InsertBeforeFirst i(buffer, writes_only, before, into_branches);
     return i.mutate(s);
+}
+
+bool is_store_target(const CompileContext &ctx, const std::string &name) {
+    if (name == ctx.output)
+        return true;
+    for (const KernelArg &w : ctx.workspaces)
+        if (w.name == name)
+            return true;
+    return false;
+}
+
+Stmt each_side(const Stmt &s, const std::function<Stmt(const Stmt &)> &f) {
+    Stmt cube, vector;
+    if (ir::as_mix(s, &cube, &vector))
+        return ir::make_mix(f(cube), f(vector));
+    return f(s);
+}
+
+Stmt append_where_used(const Stmt &s, const Stmt &tail, const std::string &buffer) {
+    Stmt cube, vector;
+    if (!ir::as_mix(s, &cube, &vector))
+        return Block::make(s, tail);
+    if (ir::touches(cube, buffer))
+        return ir::make_mix(Block::make(cube, tail), vector);
+    return ir::make_mix(cube, Block::make(vector, tail));
 }
 
 } // namespace tandem::lower

@@ -2,8 +2,8 @@
 
 #include <functional>
 
-#include "Nest.h"
 #include "tandem/AsyncIR.h"
+#include "tandem/Nest.h"
 
 #include <algorithm>
 #include <map>

@@ -1,18 +1,16 @@
 #include "Targets.h"
-#include "sim/Ascend.h"
-#include "sim/Zpu.h"
 
-#include "AscendCube.h"
-#include "AscendFlags.h"
-#include "AscendMix.h"
-#include "AscendRows.h"
-#include "AscendVector.h"
-#include "Cluster.h"
-#include "EngineSync.h"
-#include "FirstMma.h"
-#include "MmaInFlight.h"
-#include "SoftwarePipeline.h"
-#include "WarpSpecialize.h"
+#include "CoreMapping.h"
+#include "MemoryPlanning.h"
+#include "RejoinTails.h"
+#include "ascend/AscendTarget.h"
+#include "hopper/HopperTarget.h"
+#include "tandem/Nest.h"
+#include "zpu/ZpuTarget.h"
+
+#include <cstdlib>
+#include <iostream>
+#include <set>
 
 namespace tandem::lower {
 
@@ -20,58 +18,94 @@ using Halide::Internal::Stmt;
 
 namespace {
 
-Stmt unchanged(const Stmt &s, CompileContext &) {
-    return s;
-}
-
-std::vector<TargetLowering> all_targets() {
-    return {
-        {"zpu", nullptr,
-         [](const Stmt &s, CompileContext &ctx) { return overwrite_first_mma(s, ctx); },
-         // One control stream: the software pipeline issues copies ahead of their use, and syncs
-         // keep the asynchronous tensor and vector cores apart.
-         [](const Stmt &s, CompileContext &ctx, std::vector<SramBuffer> &buffers) {
-             return sync_engines(software_pipeline(s, ctx, /*copies_before_compute=*/true), ctx,
-                                 buffers);
-         },
-         [](const SramBuffer &b) { return std::string(sim::space_name(b.space)); },
-         /*accumulator_slots=*/true, /*runtime_shapes=*/true},
-        {"hopper", nullptr, unchanged,
-         [](const Stmt &s, CompileContext &ctx, std::vector<SramBuffer> &buffers) {
-             // A producer warpgroup runs ahead by itself; one warpgroup alone needs the pipeline.
-             Stmt r = ctx.of(ctx.output).warp_specialize ? s : software_pipeline(s, ctx);
-             return multicast_in_clusters(keep_mmas_in_flight(specialize_warps(r, ctx, buffers)),
-                                          ctx);
-         },
-         [](const SramBuffer &b) { return std::string(b.in_registers ? "registers" : "smem"); },
-         /*accumulator_slots=*/false, /*runtime_shapes=*/true},
-        {"ascend", pad_ub_rows,
-         // An epilogue after a matmul makes a mix kernel: cube and vector cores meet in GM.
-         [](const Stmt &s, CompileContext &ctx) {
-             return each_side(split_mix_kernel(s, ctx),
-                              [&](const Stmt &side) { return stage_cube_operands(side, ctx); });
-         },
-         // The vector ops as AscendC's instructions; the pipes overlap by themselves, flags join
-         // them (each side of a mix kernel by itself).
-         [](const Stmt &s, CompileContext &ctx, std::vector<SramBuffer> &buffers) {
-             return each_side(s, [&](const Stmt &side) {
-                 return insert_flags(select_vector_instructions(side, ctx, buffers), ctx, buffers);
-             });
-         },
-         [](const SramBuffer &b) { return std::string(sim::ascend::mem_name(b.ascend_mem)); },
-         /*accumulator_slots=*/false, /*runtime_shapes=*/true},
+/** The registered targets: the built-in ones (one line each), then those a program registers. */
+std::vector<TargetLowering> &registry() {
+    static std::vector<TargetLowering> all = {
+        zpu_target(),
+        hopper_target(),
+        ascend_target(),
     };
+    return all;
 }
 
 } // namespace
 
-const TargetLowering &lowering_of(const Target &target) {
-    static const std::vector<TargetLowering> all = all_targets();
-    for (const TargetLowering &t : all) {
-        if (t.name == target.name())
-            return t;
+void register_target(TargetLowering lowering) {
+    if (lowering.name.empty() || lowering.name.find_first_of(":, ") != std::string::npos)
+        throw Error("a target's name is a word without ':', ',' or spaces; got '" + lowering.name +
+                    "'");
+    if (find_target(lowering.name))
+        throw Error("target " + lowering.name + " is registered already");
+    registry().push_back(std::move(lowering));
+}
+
+const TargetLowering *find_target(const std::string &name) {
+    for (const TargetLowering &t : registry()) {
+        if (t.name == name)
+            return &t;
     }
-    throw Error("target " + target.name() + " has no lowering (dsl/lower/Targets.cpp lists them)");
+    return nullptr;
+}
+
+const TargetLowering &lowering_of(const Target &target) {
+    const TargetLowering *t = find_target(target.name());
+    if (!t)
+        throw Error("target " + target.name() + " is not registered (dsl/lower/Targets.h)");
+    return *t;
+}
+
+std::vector<std::string> target_names() {
+    std::vector<std::string> names;
+    for (const TargetLowering &t : registry())
+        names.push_back(t.name);
+    return names;
+}
+
+Pass pass(const std::string &name, Stmt (*f)(const Stmt &, CompileContext &)) {
+    return {name, [f](const Stmt &s, CompileContext &ctx, Kernel &) { return f(s, ctx); }};
+}
+
+Pass rejoin_tails_step() {
+    return {"rejoin_tails", [](const Stmt &s, CompileContext &, Kernel &k) {
+                const std::vector<std::string> names = k.runtime_extent_names();
+                return rejoin_tails(s, std::set<std::string>(names.begin(), names.end()));
+            }};
+}
+
+Pass map_to_cores_step() {
+    return {"map_to_cores", [](const Stmt &s, CompileContext &ctx, Kernel &) {
+                return Halide::Internal::simplify(map_to_cores(s, ctx));
+            }};
+}
+
+Pass plan_memory_step(const MemoryPlan &place) {
+    return {"plan_memory", [place](const Stmt &s, CompileContext &ctx, Kernel &k) {
+                return plan_memory(s, ctx, &k.buffers, place);
+            }};
+}
+
+Pass drop_guards_step() {
+    return {"drop_guards_every_call_passes", [](const Stmt &s, CompileContext &, Kernel &k) {
+                return drop_guards_every_call_passes(s, k.runtime_extent_names());
+            }};
+}
+
+void log_lowering(const std::string &step, const Stmt &s) {
+    const char *want = std::getenv("TANDEM_DEBUG_LOWERING");
+    if (!want || !*want || std::string(want) == "0")
+        return;
+    if (std::string(want) != "1" && std::string(want) != step)
+        return;
+    std::cerr << "// after " << step << "\n" << s << "\n";
+}
+
+Stmt run_passes(const std::vector<Pass> &passes, const Stmt &s, CompileContext &ctx, Kernel &k) {
+    Stmt result = s;
+    for (const Pass &p : passes) {
+        result = p.run(result, ctx, k);
+        log_lowering(p.name, result);
+    }
+    return result;
 }
 
 } // namespace tandem::lower

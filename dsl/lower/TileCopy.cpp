@@ -1,7 +1,8 @@
 #include "TileCopy.h"
+#include "Targets.h"
 
-#include "Nest.h"
 #include "tandem/AsyncIR.h"
+#include "tandem/Nest.h"
 
 #include <algorithm>
 #include <set>
@@ -161,10 +162,11 @@ private:
         // stage. On Ascend the Fixpipe stores an MMA accumulator (L0C) to GM converting its type.
         // A tile copied in from DRAM is not stored straight back out (out = a): its versions
         // belong to the input's ring, so the store goes through a staging tile.
-        bool direct = ctx.target.arch != Target::Arch::Hopper && load &&
-                      load->type == st->value.type() && !is_input(load->name) &&
-                      load->name != ctx.output && !copied_in.count(load->name);
-        if (ctx.target.arch == Target::Arch::Ascend && !direct) {
+        const TargetLowering &target = lowering_of(ctx.target);
+        bool direct = !target.always_stage_store && load && load->type == st->value.type() &&
+                      !is_input(load->name) && load->name != ctx.output &&
+                      !copied_in.count(load->name);
+        if (target.store_casts_accumulator && !direct) {
             // A cast of the accumulator is the Fixpipe's own; any other epilogue runs on the
             // vector cores of a mix kernel (AscendMix.h), staged like on the other targets.
             const Cast *cast = st->value.as<Cast>();
@@ -183,9 +185,8 @@ private:
         int64_t elements = 1;
         // One loop that does not step along the output's rows is a column: each element a row
         // of its own block.
-        const int per_block = ctx.target.arch == Target::Arch::Ascend
-                                  ? 32 / std::max(1, st->value.type().bytes())
-                                  : 1;
+        const int per_block =
+            std::max(1, target.block_bytes / std::max(1, st->value.type().bytes()));
         const bool column = per_block > 1 && nest.loops.size() == 1 && [&] {
             Expr step = affine_step(st->index, nest.loops.back().name);
             return !step.defined() || !can_prove(step == 1);

@@ -1,7 +1,7 @@
 #include "TileMma.h"
 
-#include "Nest.h"
 #include "tandem/AsyncIR.h"
+#include "tandem/Nest.h"
 
 #include <algorithm>
 #include <map>

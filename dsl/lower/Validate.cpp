@@ -1,4 +1,5 @@
 #include "Validate.h"
+#include "Targets.h"
 
 #include "tandem/AsyncIR.h"
 
@@ -110,7 +111,7 @@ void validate_schedule(const Func &output, CompileContext &ctx) {
                         "kernel's tile loop; set it on the output Func " +
                         ctx.output);
         }
-        if (d.cluster > 1 && ctx.target.arch != Target::Arch::Hopper) {
+        if (d.cluster > 1 && !lowering_of(ctx.target).clusters) {
             throw Error(where(name, "cluster(" + std::to_string(d.cluster) + ")") +
                         "thread-block clusters are "
                         "Hopper's; " +
@@ -124,7 +125,7 @@ void validate_schedule(const Func &output, CompileContext &ctx) {
                         "make safe; add warp_specialize() on " +
                         name);
         }
-        if (d.cooperative && ctx.target.arch != Target::Arch::Hopper) {
+        if (d.cooperative && !lowering_of(ctx.target).cooperative) {
             throw Error(where(name, "cooperative()") +
                         "consumer warpgroups that share a tile are Hopper's; " + ctx.target.name() +
                         " has none (use warp_specialize() alone)");

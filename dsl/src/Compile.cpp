@@ -2,17 +2,10 @@
 
 #include "tandem/AsyncIR.h"
 
-#include "../lower/CoreMapping.h"
-#include "../lower/MemoryPlanning.h"
-#include "../lower/MultiBuffer.h"
-#include "../lower/Nest.h"
-#include "../lower/RejoinTails.h"
 #include "../lower/RequiredRegions.h"
 #include "../lower/Targets.h"
-#include "../lower/TileCopy.h"
-#include "../lower/TileMma.h"
 #include "../lower/Validate.h"
-#include "../lower/VectorOps.h"
+#include "tandem/Nest.h"
 
 #include <cstdlib>
 #include <iostream>
@@ -271,6 +264,11 @@ bool takes_runtime_shapes(const Target &target) {
     return lower::lowering_of(target).runtime_shapes;
 }
 
+int fitting_stages(const MmaTiles &tiles, const Target &target) {
+    const lower::TargetLowering &t = lower::lowering_of(target);
+    return t.fitting_stages ? t.fitting_stages(tiles, target) : 3;
+}
+
 Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const Target &target,
                const std::string &name) {
     CompileContext ctx;
@@ -327,25 +325,8 @@ Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const 
     s = simplify(InlineLets().mutate(simplify(s)));
     s = InlineLets().mutate(s);
     k.halide_stmt = s;
-    if (std::getenv("TANDEM_DUMP_HALIDE"))
-        std::cerr << "// Halide's lowered Stmt of " << name << "\n" << s << "\n";
-
-    const lower::TargetLowering &lowering = lower::lowering_of(target);
-    s = lower::rejoin_tails(s, runtime);
-    if (std::getenv("TANDEM_DUMP_REJOINED"))
-        std::cerr << "// after rejoin_tails\n" << s << "\n";
-    if (lowering.prepare)
-        s = lowering.prepare(s, ctx);
-    s = simplify(lower::map_to_cores(s, ctx));
-    s = lower::recognize_tile_copies(s, ctx);
-    s = lower::recognize_tile_mma(s, ctx);
-    s = lower::form_vector_ops(s, ctx);
-    s = lowering.stage(s, ctx);
-    s = lower::multi_buffer(s, ctx);
-    s = lower::plan_memory(s, ctx, &k.buffers);
-    s = lowering.finish(s, ctx, k.buffers);
-    s = lower::drop_guards_every_call_passes(
-        s, std::vector<std::string>(runtime.begin(), runtime.end()));
+    lower::log_lowering("Halide's lowering", s);
+    s = lower::run_passes(lower::lowering_of(target).passes, s, ctx, k);
     k.body = s;
     k.notes = ctx.notes;
     k.grid = ctx.grid;

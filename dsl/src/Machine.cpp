@@ -1,6 +1,8 @@
 #include "tandem/Machine.h"
 #include "tandem/Error.h"
 
+#include "../lower/Targets.h"
+
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -27,12 +29,24 @@ std::optional<double> parse_number(const std::string &text) {
 }
 
 MachineDescription MachineDescription::builtin(const std::string &target) {
+    // A registered target brings its description; the built-in ones are compiled in.
+    const lower::TargetLowering *registered = lower::find_target(target);
     const char *text = detail::builtin_machine_json(target);
-    if (!text)
-        throw Error("unknown target '" + target + "' (known: zpu, hopper, ascend)");
+    if (!registered) {
+        std::string known;
+        for (const std::string &name : lower::target_names())
+            known += (known.empty() ? "" : ", ") + name;
+        throw Error("unknown target '" + target + "' (known: " + known + ")");
+    }
     MachineDescription d;
     d.target_ = target;
-    d.merge_json(text, "machines/" + target + ".json", true);
+    if (!registered->machine_json.empty())
+        d.merge_json(registered->machine_json, "the description registered for " + target, true);
+    else if (text)
+        d.merge_json(text, "machines/" + target + ".json", true);
+    else
+        throw Error("target " + target + " has no machine description (machines/" + target +
+                    ".json, or TargetLowering::machine_json)");
     return d;
 }
 

@@ -1,5 +1,7 @@
 #include "tandem/Target.h"
 
+#include "../lower/Targets.h"
+
 #include <sstream>
 
 namespace tandem {
@@ -22,18 +24,9 @@ std::function<double(const std::string &)> Target::lookup() const {
 }
 
 Target Target::parse(const std::string &text) {
-    const std::string arch = text.substr(0, text.find(':'));
+    const std::string name = text.substr(0, text.find(':'));
     Target t;
-    if (arch == "zpu") {
-        t.arch = Arch::ZPU;
-    } else if (arch == "hopper") {
-        t.arch = Arch::Hopper;
-    } else if (arch == "ascend") {
-        t.arch = Arch::Ascend;
-    } else {
-        throw Error("unknown target '" + arch + "' (known: zpu, hopper, ascend)");
-    }
-    t.machine = MachineDescription::builtin(arch);
+    t.machine = MachineDescription::builtin(name); // Error naming the known targets
     if (text.find(':') == std::string::npos)
         return t;
     std::stringstream rest(text.substr(text.find(':') + 1));
@@ -41,7 +34,7 @@ Target Target::parse(const std::string &text) {
     while (std::getline(rest, item, ',')) {
         auto eq = item.find('=');
         if (eq == std::string::npos)
-            throw Error("target " + arch + ": parameter '" + item + "' is not key=value");
+            throw Error("target " + name + ": parameter '" + item + "' is not key=value");
         const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
         if (key == "file")
             t.machine.merge_file(value);
@@ -51,16 +44,8 @@ Target Target::parse(const std::string &text) {
     return t;
 }
 
-std::string Target::name() const {
-    switch (arch) {
-    case Arch::ZPU:
-        return "zpu";
-    case Arch::Hopper:
-        return "hopper";
-    case Arch::Ascend:
-        return "ascend";
-    }
-    return "?";
+std::vector<std::string> Target::names() {
+    return lower::target_names();
 }
 
 } // namespace tandem

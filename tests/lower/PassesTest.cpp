@@ -4,15 +4,15 @@
 #include "tandem/Kernel.h"
 
 #include "lower/CoreMapping.h"
-#include "lower/EngineSync.h"
-#include "lower/MemoryPlanning.h"
 #include "lower/MultiBuffer.h"
 #include "lower/RejoinTails.h"
 #include "lower/SoftwarePipeline.h"
 #include "lower/TileCopy.h"
 #include "lower/TileMma.h"
 #include "lower/VectorOps.h"
-#include "lower/WarpSpecialize.h"
+#include "lower/hopper/WarpSpecialize.h"
+#include "lower/zpu/EngineSync.h"
+#include "lower/zpu/ZpuMemory.h"
 
 #include <gtest/gtest.h>
 
@@ -330,7 +330,7 @@ TEST(MemoryPlanning, OperandsGoToTheirScopesAndOverflowIsAnError) {
     Stmt s = allocate("acc", f32, 64,
                       allocate("A_tile", bf16, 64, allocate("B_tile", bf16, 64, ir::make_mma(m))));
     std::vector<SramBuffer> buffers;
-    Stmt after = lower::plan_memory(s, ctx, &buffers);
+    Stmt after = lower::plan_memory(s, ctx, &buffers, lower::plan_zpu_memory);
     ir::MmaOp same;
     EXPECT_TRUE(ir::as_mma(after, &same)) << "allocations are hoisted out";
     ASSERT_EQ(buffers.size(), 3u);
@@ -338,7 +338,7 @@ TEST(MemoryPlanning, OperandsGoToTheirScopesAndOverflowIsAnError) {
     EXPECT_EQ(buffers[1].space, sim::Space::ASRAM);
     EXPECT_EQ(buffers[2].space, sim::Space::WSRAM);
     Stmt big = allocate("acc", f32, 1 << 20, ir::make_mma(m));
-    EXPECT_THROW(lower::plan_memory(big, ctx, &buffers), Error);
+    EXPECT_THROW(lower::plan_memory(big, ctx, &buffers, lower::plan_zpu_memory), Error);
 }
 
 // ---- SoftwarePipeline ----

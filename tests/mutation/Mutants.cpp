@@ -145,7 +145,7 @@ private:
 
     /** Versions of the barrier as the target reads its slot; 1 when the slot is not read. */
     int slots(const std::string &barrier) const {
-        if (kernel.target.arch == Target::Arch::Hopper) {
+        if (kernel.target.name() == "hopper") {
             // Only mbarriers have versions; a store's drain wait is bulk wait_group.read 0.
             for (const BarrierDecl &b : kernel.barriers) {
                 if (b.name == barrier)

@@ -179,7 +179,7 @@ private:
  * waits (long enough for the other side to run a whole ring ahead). */
 std::vector<std::pair<std::string, Kernel>> timings(const Kernel &kernel) {
     std::vector<std::pair<std::string, Kernel>> all = {{"", kernel}};
-    if (kernel.target.arch == Target::Arch::Hopper && kernel.warpgroups > 1) {
+    if (kernel.target.name() == "hopper" && kernel.warpgroups > 1) {
         for (bool producer : {true, false}) {
             Kernel paused = kernel;
             paused.body = PauseBeforeWaits(producer, 20000).mutate(kernel.body);
@@ -212,7 +212,7 @@ std::string detect_once(const Subject &subject, const Kernel &kernel) {
     std::unique_ptr<sim::Machine> zpu;
     std::unique_ptr<sim::hopper::Machine> hopper;
     try {
-        if (kernel.target.arch == Target::Arch::Hopper) {
+        if (kernel.target.name() == "hopper") {
             hopper = std::make_unique<sim::hopper::Machine>(
                 sim::hopper::HopperParams::from(kernel.target.lookup()), true);
             ids = apps::add_arguments(
@@ -260,7 +260,7 @@ Subject compile_subject(const KernelCase &c) {
     Subject s;
     s.app = &apps::find_app(c.app);
     Target target = Target::parse(c.target);
-    std::string target_name = target.arch == Target::Arch::Hopper ? "hopper" : "zpu";
+    const std::string target_name = target.name();
     s.params = apps::with_defaults(*s.app, apps::Params(c.params), target_name);
     s.kernel = apps::compile_app(*s.app, s.params, c.schedule, target);
     s.tolerance = s.app->tolerance(s.params);
@@ -287,7 +287,7 @@ bool ends_with(const std::string &s, const std::string &tail) {
  * is usually a real bug, and is killed there. */
 std::string equivalent(const Kernel &kernel, const mutation::Mutant &m) {
     using Kind = mutation::Mutant::Kind;
-    if (kernel.target.arch == Target::Arch::Hopper && m.kind == Kind::Delete &&
+    if (kernel.target.name() == "hopper" && m.kind == Kind::Delete &&
         m.op == "tandem_fence_proxy_async") {
         // The fence orders the threads' writes before a TMA store reads the tile (async proxy).
         // Where TMA cannot store the tile, threads do, through the generic proxy: the emitter
@@ -300,7 +300,7 @@ std::string equivalent(const Kernel &kernel, const mutation::Mutant &m) {
             return "redundant: the fence before a store the threads make (generic proxy), which "
                    "the emitter drops";
     }
-    if (kernel.target.arch == Target::Arch::Hopper && m.op == "tandem_arrive" &&
+    if (kernel.target.name() == "hopper" && m.op == "tandem_arrive" &&
         ends_with(m.barrier, ".empty") && (m.kind == Kind::Delete || m.kind == Kind::ShiftSlot) &&
         m.loops.size() == 1 && ends_with(m.loops.back(), ".on_core")) {
         // The release after a tile's K loop (the MMA kept in flight, MmaInFlight.h). Dropped or
@@ -311,7 +311,7 @@ std::string equivalent(const Kernel &kernel, const mutation::Mutant &m) {
     }
     if (m.kind != Kind::ShiftSlot || m.loops.empty() || !ends_with(m.loops.back(), ".on_core"))
         return "";
-    if (kernel.target.arch == Target::Arch::ZPU && ends_with(m.barrier, ".empty")) {
+    if (kernel.target.name() == "zpu" && ends_with(m.barrier, ".empty")) {
         // Version v = tile % n of a store's staging buffer: tile t waits for the store of tile
         // t - n, which last read v. Shifted (the wait, or the store's token), tile t waits for the
         // store of tile t - n + 1 instead: a newer store of the same control stream, and tile t - 1
@@ -320,7 +320,7 @@ std::string equivalent(const Kernel &kernel, const mutation::Mutant &m) {
                "and the "
                "tile before it waited for the one it needs";
     }
-    if (kernel.target.arch == Target::Arch::Hopper && kernel.warpgroups == 2 && m.role == 0 &&
+    if (kernel.target.name() == "hopper" && kernel.warpgroups == 2 && m.role == 0 &&
         m.op == "tandem_wait" && ends_with(m.barrier, ".empty")) {
         // A CTA per tile: the producer's wait of the ring step after the k loop (a K tail) is the
         // CTA's last. Shifted, it waits for the release of the next version, which the consumer

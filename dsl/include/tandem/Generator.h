@@ -19,7 +19,7 @@
  *         }
  *         void schedule() {
  *             out.tile(x, y, xo, yo, xi, yi, 256, 16).fuse(xo, yo, t).map_to_cores(t);
- *             if (get_target().arch == Target::Arch::Hopper) ...
+ *             if (get_target().name() == "hopper") ...
  *         }
  *     };
  *     TANDEM_REGISTER_GENERATOR(ScaleAdd, scale_add)

@@ -183,6 +183,21 @@ struct Kernel {
 /** Whether `target` takes kernels with runtime extents (TargetLowering::runtime_shapes). */
 bool takes_runtime_shapes(const Target &target);
 
+/** The shape of a tiled MMA whose operand stages are to fit on chip (fitting_stages). */
+struct MmaTiles {
+    int N = 0;                   // the output's columns (its row pitch)
+    int TM = 0, TN = 0, TK = 0;  // the tile
+    int out_bytes = 4;           // the output's element
+    int result_versions = 1;     // 2 with ping-pong result slots
+    int64_t bias_bytes = 0;      // a staged bias tile
+    bool runtime_shapes = false; // the kernel takes its extents at run time
+};
+
+/** The most operand stages of a tiled MMA (an A and a B tile per stage) that fit in `target`'s
+ * on-chip memory beside the accumulator, the output staging and the bias (the target's own
+ * arithmetic, TargetLowering::fitting_stages; 3 where the target gives none). */
+int fitting_stages(const MmaTiles &tiles, const Target &target);
+
 /** Compile `output` (and every Func it calls) for `target`. Throws tandem::Error on a bad schedule:
  * the message names the Func, the directive and the reason. */
 Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const Target &target,

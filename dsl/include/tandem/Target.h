@@ -2,9 +2,10 @@
 #define TANDEM_TARGET_H
 
 /** \file
- * Targets are machine descriptions (Machine.h: machines/<target>.json, every parameter with its
- * unit and public source). "zpu", "hopper" (the Hopper machine model and CUDA) and "ascend" are
- * implemented.
+ * A target is a name and its machine description (Machine.h: machines/<target>.json, every
+ * parameter with its unit and public source). "zpu", "hopper" (the Hopper machine model and CUDA)
+ * and "ascend" are built in; a program may register more (dsl/lower/Targets.h). Code that
+ * chooses by target asks its name or, better, what it can do; there is no closed list.
  *
  *     Target t = Target::parse("zpu");                   // the built-in description
  *     Target t = Target::parse("zpu:dma_channels=4");    // parameters as key=value, comma
@@ -16,12 +17,11 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace tandem {
 
 struct Target {
-    enum class Arch { ZPU, Hopper, Ascend };
-    Arch arch = Arch::ZPU;
     MachineDescription machine = MachineDescription::builtin("zpu");
 
     /** Processing units the tile loop is spread over: ZPU cores, Hopper SMs, Ascend AI cores. */
@@ -37,8 +37,11 @@ struct Target {
     /** The description's parameters by name, for the machine models' params (sim::*::from). */
     std::function<double(const std::string &)> lookup() const;
 
+    /** "name" or "name:key=value,...,file=overrides.json"; Error for an unknown name. */
     static Target parse(const std::string &text);
-    std::string name() const;
+    /** The registered targets' names, the built-in ones first. */
+    static std::vector<std::string> names();
+    const std::string &name() const { return machine.target(); }
 };
 
 } // namespace tandem

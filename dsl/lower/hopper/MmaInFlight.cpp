@@ -1,7 +1,7 @@
 #include "MmaInFlight.h"
 
-#include "Nest.h"
 #include "tandem/AsyncIR.h"
+#include "tandem/Nest.h"
 
 #include <set>
 

@@ -1,6 +1,6 @@
 #include "AscendRows.h"
 
-#include "Nest.h"
+#include "tandem/Nest.h"
 
 #include <set>
 

@@ -1,5 +1,5 @@
-#ifndef TANDEM_LOWER_NEST_H
-#define TANDEM_LOWER_NEST_H
+#ifndef TANDEM_NEST_H
+#define TANDEM_NEST_H
 
 /** \file
  * Helpers shared by the recognition passes: perfect loop nests around one Store, and the affine
@@ -7,6 +7,9 @@
  */
 
 #include "Halide.h"
+#include "tandem/Kernel.h"
+
+#include <functional>
 
 #include <string>
 #include <vector>
@@ -101,6 +104,21 @@ Stmt drop_guards_every_call_passes(const Stmt &s, const std::vector<std::string>
  * must not run when the branch does not). */
 Stmt insert_before_first_access(const Stmt &s, const std::string &buffer, bool writes_only,
                                 const Stmt &before, bool into_branches = false);
+
+// Mix kernels (ir::make_mix: Ascend's cube and vector sides) as the passes see them.
+
+/** Whether `name` is a kernel's store target: its output or one of its workspaces. */
+bool is_store_target(const CompileContext &ctx, const std::string &name);
+
+/** Applies `f` to each side of a mix kernel (or to the whole body of another kernel). */
+Halide::Internal::Stmt
+each_side(const Halide::Internal::Stmt &s,
+          const std::function<Halide::Internal::Stmt(const Halide::Internal::Stmt &)> &f);
+
+/** Appends `tail` to the side of a mix kernel that touches `buffer` (to the body otherwise). */
+Halide::Internal::Stmt append_where_used(const Halide::Internal::Stmt &s,
+                                         const Halide::Internal::Stmt &tail,
+                                         const std::string &buffer);
 
 } // namespace tandem::lower
 

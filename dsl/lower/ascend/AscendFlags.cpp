@@ -4,8 +4,8 @@
 #include "sim/Ascend.h"
 #include "sim/Zpu.h"
 
-#include "Nest.h"
 #include "tandem/AsyncIR.h"
+#include "tandem/Nest.h"
 
 #include <algorithm>
 #include <map>

@@ -1,11 +1,14 @@
 // The tandem command line: list, run, emit, fuzz, tune, demo. `./tandem <command> ...` forwards
-// here.
+// here (apps/main.cpp).
+#include "Cli.h"
+
 #include "App.h"
 #include "Fuzz.h"
 #include "GpuTiming.h"
 #include "Run.h"
 #include "Tune.h"
 #include "common/Backend.h"
+#include "lower/Targets.h"
 #include "tandem/AsyncIR.h"
 
 #include <CLI/CLI.hpp>
@@ -60,9 +63,12 @@ struct CommandLine {
         CLI::App *emit =
             app.add_subcommand("emit", "write a kernel's async Stmt, Halide Stmt or target code");
         for (CLI::App *c : {run, emit}) {
-            c->add_option("app", a.app, "the app (tandem list)")->required();
+            CLI::Option *app_name = c->add_option("app", a.app, "the app (tandem list)");
+            if (c == run)
+                app_name->required();
             c->add_option("--target", a.target,
-                          "zpu, hopper or ascend, with overrides: zpu:cores=4,file=m.json");
+                          "zpu, hopper, ascend or a registered target, with overrides: "
+                          "zpu:cores=4,file=m.json");
             c->add_option("--param", params, "a parameter, key=value (repeat)")
                 ->allow_extra_args(false);
             c->add_option("--schedule", a.schedule,
@@ -86,8 +92,9 @@ struct CommandLine {
         run->add_option("--seed", a.seed, "the inputs' random seed");
         emit->add_option(
             "--what", a.what,
-            "stmt, halide, or the target's code: code (zpu, ascend), cuda, ptx (hopper)");
-        emit->add_option("-o", a.out_dir, "the output directory")->required();
+            "stmt, halide, or the target's code: code (zpu, ascend), cuda, ptx (hopper); passes: "
+            "the target's pass list (no app needed)");
+        emit->add_option("-o", a.out_dir, "the output directory (default: standard output)");
         emit->add_option("--name", a.name,
                          "file base name and C++ function name (default: the app)");
         emit->add_option("--drop-flag", a.drop_flag,
@@ -197,9 +204,7 @@ void list() {
         for (const auto &[k, v] : app.defaults)
             std::cout << " " << k << "=" << v;
         std::cout << "\n";
-        for (const char *target : {"zpu", "hopper", "ascend"}) {
-            if (target != std::string("zpu") && !app.target_schedules.count(target))
-                continue;
+        for (const std::string &target : Target::names()) {
             const std::vector<std::string> &schedules = schedules_for(app, target);
             std::cout << "  " << target << " schedules:";
             for (const std::string &s : schedules)
@@ -231,7 +236,12 @@ void print_human(const RunResult &r) {
                 r.simulate_ms, r.reference_ms);
 }
 
+/** Writes `text` to `path`, or to stdout where path is a bare file name (emit without -o). */
 void write_file(const std::filesystem::path &path, const std::string &text) {
+    if (!path.has_parent_path()) {
+        std::cout << text;
+        return;
+    }
     std::ofstream f(path);
     if (!f)
         throw Error("cannot write " + path.string());
@@ -258,17 +268,28 @@ void ptx(const std::filesystem::path &cu, const std::filesystem::path &out) {
 }
 
 void emit(const Args &a) {
+    if (a.what == "passes") {
+        // The target's pass list, in the order compile() runs it (dsl/lower/Targets.h).
+        const Target target = Target::parse(a.target);
+        std::cout << "// " << target.name() << ": Halide's lowering, then\n";
+        for (const lower::Pass &p : lower::lowering_of(target).passes)
+            std::cout << p.name << "\n";
+        return;
+    }
+    if (a.app.empty())
+        throw Error("emit needs an app (tandem list)");
     const App &app = find_app(a.app);
-    if (a.out_dir.empty())
-        throw Error("emit needs -o dir");
+    if (a.out_dir.empty() && a.what == "ptx")
+        throw Error("emit --what ptx needs -o dir");
     Params params = with_defaults(app, a.params, a.target);
     std::string schedule = a.schedule.empty() ? schedules_for(app, a.target).front() : a.schedule;
     auto t0 = std::chrono::steady_clock::now();
     Kernel k = compile_app(app, params, schedule, Target::parse(a.target));
     const double compile_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    std::filesystem::create_directories(a.out_dir);
-    std::filesystem::path dir(a.out_dir);
+    if (!a.out_dir.empty())
+        std::filesystem::create_directories(a.out_dir);
+    std::filesystem::path dir(a.out_dir); // empty: the text goes to stdout
     std::string base = a.name.empty() ? app.name : a.name;
     if (a.drop_flag >= 0 && a.what != "code")
         throw Error("--drop-flag is for --what code on target ascend");
@@ -291,8 +312,9 @@ void emit(const Args &a) {
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                 .count();
         write_file(file, text);
-        std::printf("  compile %.1f ms (Halide lowering + Tandem's passes), emit %.1f ms\n",
-                    compile_ms, emit_ms);
+        if (!a.out_dir.empty())
+            std::printf("  compile %.1f ms (Halide lowering + Tandem's passes), emit %.1f ms\n",
+                        compile_ms, emit_ms);
         if (a.what == "ptx")
             ptx(file, dir / (base + ".ptx"));
         return;
@@ -542,7 +564,7 @@ void demo() {
 
 } // namespace
 
-int main(int argc, char **argv) {
+int tandem::apps::cli_main(int argc, char **argv) {
     CommandLine line;
     try {
         line.parse(argc, argv);

@@ -1,8 +1,8 @@
 #include "AscendVector.h"
 
-#include "Nest.h"
 #include "sim/Ascend.h"
 #include "tandem/AsyncIR.h"
+#include "tandem/Nest.h"
 
 #include <map>
 #include <set>

@@ -1,8 +1,8 @@
 #include "AscendCube.h"
 
-#include "FirstMma.h"
-#include "Nest.h"
+#include "lower/FirstMma.h"
 #include "tandem/AsyncIR.h"
+#include "tandem/Nest.h"
 
 #include <set>
 #include <sstream>

@@ -36,19 +36,6 @@ namespace tandem::lower {
 /** The mix kernel of a matmul with an epilogue on Ascend (else `s` unchanged). */
 Halide::Internal::Stmt split_mix_kernel(const Halide::Internal::Stmt &s, CompileContext &ctx);
 
-/** Whether `name` is a kernel's store target: its output or one of its workspaces. */
-bool is_store_target(const CompileContext &ctx, const std::string &name);
-
-/** Applies `f` to each side of a mix kernel (or to the whole body of another kernel). */
-Halide::Internal::Stmt
-each_side(const Halide::Internal::Stmt &s,
-          const std::function<Halide::Internal::Stmt(const Halide::Internal::Stmt &)> &f);
-
-/** Appends `tail` to the side of a mix kernel that touches `buffer` (to the body otherwise). */
-Halide::Internal::Stmt append_where_used(const Halide::Internal::Stmt &s,
-                                         const Halide::Internal::Stmt &tail,
-                                         const std::string &buffer);
-
 } // namespace tandem::lower
 
 #endif
