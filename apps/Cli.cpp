@@ -212,9 +212,15 @@ void list() {
             std::cout << " (default " << schedules.front() << ")\n";
         }
     }
-    std::cout << "targets: zpu; hopper (the Hopper machine model, and CUDA for sm_90a); ascend "
-                 "(the Ascend model, "
-                 "and AscendC)\n";
+    std::cout << "targets:";
+    for (const std::string &name : Target::names()) {
+        const Target target = Target::parse(name);
+        std::cout << " " << name << " (model v" << target.machine.version() << "; emits";
+        for (const Source &source : backend_of(target).sources)
+            std::cout << " " << source.what;
+        std::cout << ")";
+    }
+    std::cout << "\n";
 }
 
 void print_human(const RunResult &r) {

@@ -21,12 +21,12 @@ public:
     // that the tiles running at once share B's column panels in L2. The group is the largest
     // divisor of the number of tile rows not above `group`: groups without holes.
     GeneratorParam<int> group{"group", 1, 1, 1 << 16};
-    // Hopper thread-block clusters of two CTAs on neighbouring tiles (warp-specialised schedules;
-    // other targets and schedules ignore them): cluster_m = 2 pairs tile rows
-    // (they share B's tile, multicast), cluster_n = 2 tile columns (they share A's). Pairs follow
-    // the tile order: cluster_m walks tile rows innermost (groups of an even number of rows),
-    // cluster_n tile columns (row-major); an odd count of tiles along the pair leaves the last
-    // pair's second CTA without a tile of its own.
+    // Hopper thread-block clusters of two CTAs on neighbouring tiles (warp-specialised schedules
+    // on a target that takes cluster(n); others ignore them, and the tuner leaves them out):
+    // cluster_m = 2 pairs tile rows (they share B's tile, multicast), cluster_n = 2 tile columns
+    // (they share A's). Pairs follow the tile order: cluster_m walks tile rows innermost (groups of
+    // an even number of rows), cluster_n tile columns (row-major); an odd count of tiles along the
+    // pair leaves the last pair's second CTA without a tile of its own.
     GeneratorParam<int> cluster_m{"cluster_m", 1, 1, 2};
     GeneratorParam<int> cluster_n{"cluster_n", 1, 1, 2};
     GeneratorParam<std::string> out{"out", "bf16", {"bf16", "f32"}};
@@ -75,7 +75,7 @@ public:
         C.tile(j, i, jo, io, ji, ii, tn, tm, TailStrategy::GuardWithIf);
         // Clusters are Hopper's, for the warp-specialised schedules (their rings' empty barriers
         // make one CTA writing another's shared memory safe); elsewhere the parameters do nothing.
-        const bool clusters = target.name() == "hopper" && schedule.rfind("ws", 0) == 0;
+        const bool clusters = target.takes("cluster") && schedule.rfind("ws", 0) == 0;
         const int cluster_m = clusters ? int(this->cluster_m) : 1,
                   cluster_n = clusters ? int(this->cluster_n) : 1;
         if (cluster_m > 1 && cluster_n > 1) {
@@ -199,6 +199,7 @@ const App &gemm_app() {
          {"epilogue", {"none", "bias_relu"}}},
         4e6,
         {"out"},
+        {{"cluster_m", "cluster"}, {"cluster_n", "cluster"}},
     };
     return app;
 }

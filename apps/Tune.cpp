@@ -34,37 +34,6 @@ bool same_problem(const Workload &a, const Workload &b) {
     return a.macs == b.macs && a.vector_flops == b.vector_flops && a.bytes == b.bytes;
 }
 
-/** The tunable parameters and their values: the app's choices (without repeats) for parameters the
- * user did not fix and that only schedule the problem (every value leaves its Workload as it is:
- * an output type or a fused epilogue changes the algorithm), plus the target's schedules. */
-std::map<std::string, std::vector<std::string>> search_space(const App &app, const TuneOptions &o) {
-    std::map<std::string, std::vector<std::string>> space;
-    const Params defaults = with_defaults(app, o.fixed, o.target);
-    const Workload problem = app.workload(defaults);
-    for (const auto &[name, values] : app.choices) {
-        if (o.fixed.has(name) || std::count(app.variants.begin(), app.variants.end(), name))
-            continue;
-        bool schedule_only = true;
-        for (const std::string &v : values) {
-            Params p = defaults;
-            p.set(name, v);
-            schedule_only = schedule_only && same_problem(app.workload(p), problem);
-        }
-        if (!schedule_only)
-            continue;
-        std::vector<std::string> distinct;
-        for (const std::string &v : values) {
-            if (std::find(distinct.begin(), distinct.end(), v) == distinct.end())
-                distinct.push_back(v);
-        }
-        if (distinct.size() > 1)
-            space[name] = distinct;
-    }
-    if (!o.fixed.has("schedule") && schedules_for(app, o.target).size() > 1)
-        space["schedule"] = schedules_for(app, o.target);
-    return space;
-}
-
 std::string now_utc() {
     std::time_t t = std::time(nullptr);
     char text[32];
@@ -341,6 +310,42 @@ void work(TuningDb &db, int jobs, double lease_seconds, const std::vector<std::s
 }
 
 } // namespace
+
+/** The tunable parameters and their values: the app's choices (without repeats) for parameters the
+ * user did not fix and that only schedule the problem (every value leaves its Workload as it is:
+ * an output type or a fused epilogue changes the algorithm) and that set something the target
+ * takes (App::choice_directives), plus the target's schedules. */
+std::map<std::string, std::vector<std::string>> search_space(const App &app, const TuneOptions &o) {
+    std::map<std::string, std::vector<std::string>> space;
+    const Params defaults = with_defaults(app, o.fixed, o.target);
+    const Workload problem = app.workload(defaults);
+    const Target target = Target::parse(o.target);
+    for (const auto &[name, values] : app.choices) {
+        if (o.fixed.has(name) || std::count(app.variants.begin(), app.variants.end(), name))
+            continue;
+        auto directive = app.choice_directives.find(name);
+        if (directive != app.choice_directives.end() && !target.takes(directive->second))
+            continue; // a directive the target does not take: every value is the same kernel
+        bool schedule_only = true;
+        for (const std::string &v : values) {
+            Params p = defaults;
+            p.set(name, v);
+            schedule_only = schedule_only && same_problem(app.workload(p), problem);
+        }
+        if (!schedule_only)
+            continue;
+        std::vector<std::string> distinct;
+        for (const std::string &v : values) {
+            if (std::find(distinct.begin(), distinct.end(), v) == distinct.end())
+                distinct.push_back(v);
+        }
+        if (distinct.size() > 1)
+            space[name] = distinct;
+    }
+    if (!o.fixed.has("schedule") && schedules_for(app, o.target).size() > 1)
+        space["schedule"] = schedules_for(app, o.target);
+    return space;
+}
 
 std::string compiler_version() {
     return TANDEM_COMPILER_VERSION;

@@ -73,6 +73,12 @@ struct TuneResult {
  */
 std::string compiler_version();
 
+/** The tunable parameters of `options`' app on its target and the values tried: the app's choices
+ * (without repeats) for parameters not fixed, that only schedule the problem and that set
+ * something the target takes, plus the target's schedules. */
+std::map<std::string, std::vector<std::string>> search_space(const App &app,
+                                                             const TuneOptions &options);
+
 /** The workload `options` tunes (its fixed parameters with the app's defaults filled in). */
 TuningWorkload tuning_workload(const TuneOptions &options);
 

@@ -48,4 +48,15 @@ std::vector<std::string> Target::names() {
     return lower::target_names();
 }
 
+bool Target::takes(const std::string &directive) const {
+    const lower::TargetLowering &t = lower::lowering_of(*this);
+    if (directive == "cluster")
+        return t.clusters;
+    if (directive == "cooperative")
+        return t.cooperative;
+    if (directive == "runtime_shapes")
+        return t.runtime_shapes;
+    return true;
+}
+
 } // namespace tandem

@@ -300,6 +300,20 @@ TEST(Tune, CommandLine) {
     EXPECT_EQ(summary.find("100000/100000"), std::string::npos) << summary;
 }
 
+TEST(Tune, TheSpaceHoldsOnlyWhatTheTargetTakes) {
+    // gemm's cluster_m / cluster_n set cluster(n), which only Hopper takes: elsewhere every value
+    // is the same kernel, so they are not searched.
+    for (const std::string target : {"zpu", "hopper", "ascend"}) {
+        TuneOptions o;
+        o.app = "gemm";
+        o.target = target;
+        const auto space = search_space(find_app("gemm"), o);
+        EXPECT_EQ(space.count("cluster_m"), target == "hopper" ? 1u : 0u) << target;
+        EXPECT_EQ(space.count("cluster_n"), target == "hopper" ? 1u : 0u) << target;
+        EXPECT_EQ(space.count("TM"), 1u) << target;
+    }
+}
+
 TEST(Tune, FindsAtLeastTheDefaultsAndRepeatsForASeed) {
     fs::path dir = temp_dir("seed");
     TuneResult first = tune(small_gemm(dir / "a.db", 12));

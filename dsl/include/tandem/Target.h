@@ -39,6 +39,9 @@ struct Target {
 
     /** "name" or "name:key=value,...,file=overrides.json"; Error for an unknown name. */
     static Target parse(const std::string &text);
+    /** Whether the target takes `directive` as written in a schedule ("cluster", "cooperative"),
+     * or runtime shapes ("runtime_shapes"); true for a directive every target takes. */
+    bool takes(const std::string &directive) const;
     /** The registered targets' names, the built-in ones first. */
     static std::vector<std::string> names();
     const std::string &name() const { return machine.target(); }

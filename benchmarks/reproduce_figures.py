@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""Re-runs every model run recorded in the given results logs and checks that the figures
+reproduce to the cycle: for each JSON record with "cycles" (a `tandem-cli run ... --json` row),
+the same app, target, schedule and parameters are run again and cycles / bound_cycles compared.
+
+    benchmarks/reproduce_figures.py benchmarks/results/zpu_gemm_efficiency.log ... [--json out.json]
+
+A refactoring that must not change behaviour is checked this way (issue 31). Exit status 1 if any
+figure differs."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+root = Path(__file__).resolve().parent.parent
+cli = root / "build" / "apps" / "tandem-cli"
+
+
+def records(path):
+    for line in Path(path).read_text().splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(r, dict) and "cycles" in r and "app" in r and "params" in r:
+            yield r
+
+
+def rerun(r):
+    cmd = [str(cli), "run", r["app"], "--target", r["target"], "--schedule", r["schedule"],
+           "--no-numerics", "--json"]
+    for k, v in sorted(r["params"].items()):
+        cmd += ["--param", f"{k}={v}"]
+    for k, v in sorted(r.get("at", {}).items()):
+        cmd += ["--at", f"{k}={v}"]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        return None, " ".join(cmd[1:]), out.stderr.strip()
+    return json.loads(out.stdout), " ".join(cmd[1:]), ""
+
+
+def main():
+    files = [a for a in sys.argv[1:] if not a.startswith("--")]
+    out_json = sys.argv[sys.argv.index("--json") + 1] if "--json" in sys.argv else None
+    if out_json in files:
+        files.remove(out_json)
+    rows, bad = [], 0
+    for f in files:
+        for r in records(f):
+            now, cmd, err = rerun(r)
+            same = now is not None and now["cycles"] == r["cycles"] and \
+                now.get("bound_cycles") == r.get("bound_cycles")
+            bad += not same
+            rows.append({"file": Path(f).name, "command": cmd, "recorded": r["cycles"],
+                         "now": now["cycles"] if now else None, "same": same, "error": err})
+            print(f"{'same' if same else 'DIFFERS'}  {r['cycles']:>10} -> "
+                  f"{now['cycles'] if now else err}  {cmd}", flush=True)
+    print(f"{len(rows) - bad} of {len(rows)} figures reproduce to the cycle")
+    if out_json:
+        Path(out_json).write_text(json.dumps({"reproduced": len(rows) - bad, "of": len(rows),
+                                              "rows": rows}, indent=1) + "\n")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
