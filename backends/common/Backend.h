@@ -9,7 +9,7 @@
  * and that line.
  */
 
-#include "sim/Zpu.h" // DType, Report
+#include "sim/Common.h" // DType, Report
 #include "tandem/Kernel.h"
 
 #include <functional>

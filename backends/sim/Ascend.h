@@ -32,7 +32,8 @@
  * between; an event id outside 0..7; mismatched shapes.
  */
 
-#include "sim/Zpu.h" // DType, Box, Access, Race, Report, errors
+#include "sim/Common.h"      // DType, Box, Access, Race, Report, errors
+#include "tandem/Memories.h" // Mem
 
 #include <cstdint>
 #include <functional>

@@ -21,7 +21,7 @@
  * Ops are 64-bit names each model packs itself (kind, engine, core or CTA, label).
  */
 
-#include "sim/Zpu.h"
+#include "sim/Common.h"
 
 #include <algorithm>
 #include <array>

@@ -10,7 +10,7 @@
  * results equal a naive triple loop bit for bit (what the correctness tests compare against).
  */
 
-#include "sim/Zpu.h"
+#include "sim/Common.h"
 
 #include <cstddef>
 #include <cstdint>

@@ -13,7 +13,7 @@
  * at a glance whether the data movement hides behind the compute.
  */
 
-#include "sim/Zpu.h"
+#include "sim/Common.h"
 
 #include <cstdint>
 #include <ostream>
