@@ -89,48 +89,8 @@ using detail::ceil_div;
 using detail::ElementSet;
 
 // ---------------------------------------------------------------------------------------------
-// Names and parameters
+// Names
 // ---------------------------------------------------------------------------------------------
-
-const char *pipe_name(Pipe p) {
-    switch (p) {
-    case Pipe::S:
-        return "S";
-    case Pipe::MTE2:
-        return "MTE2";
-    case Pipe::MTE1:
-        return "MTE1";
-    case Pipe::M:
-        return "M";
-    case Pipe::FIX:
-        return "FIX";
-    case Pipe::V:
-        return "V";
-    case Pipe::MTE3:
-        return "MTE3";
-    case Pipe::ALL:
-        return "ALL";
-    }
-    return "?";
-}
-
-const char *mem_name(Mem m) {
-    switch (m) {
-    case Mem::GM:
-        return "GM";
-    case Mem::L1:
-        return "L1";
-    case Mem::L0A:
-        return "L0A";
-    case Mem::L0B:
-        return "L0B";
-    case Mem::L0C:
-        return "L0C";
-    case Mem::UB:
-        return "UB";
-    }
-    return "?";
-}
 
 const char *core_kind_name(CoreKind k) {
     return k == CoreKind::AIC ? "AIC" : "AIV";
@@ -180,112 +140,7 @@ constexpr int kCrossFlags = 16; // cross-core flag ids per core (a larger id kee
 constexpr int kCrossCounterMax = 15; // a cross-core flag's counter: 0 .. 15
 constexpr Pipe kWorkPipes[] = {Pipe::MTE2, Pipe::MTE1, Pipe::M, Pipe::FIX, Pipe::V, Pipe::MTE3};
 
-/** A data path: which pipe moves src -> dst and at which rate (bytes per cycle). */
-struct Path {
-    Mem src, dst;
-    Pipe pipe;
-    double AscendParams::*rate;
-};
-
-constexpr Path kPaths[] = {
-    {Mem::GM, Mem::L1, Pipe::MTE2, &AscendParams::gm_to_l1},
-    {Mem::GM, Mem::UB, Pipe::MTE2, &AscendParams::gm_to_ub},
-    {Mem::GM, Mem::L0A, Pipe::MTE2, &AscendParams::gm_to_l1},
-    {Mem::GM, Mem::L0B, Pipe::MTE2, &AscendParams::gm_to_l1},
-    {Mem::L1, Mem::L0A, Pipe::MTE1, &AscendParams::l1_to_l0a},
-    {Mem::L1, Mem::L0B, Pipe::MTE1, &AscendParams::l1_to_l0b},
-    {Mem::UB, Mem::GM, Pipe::MTE3, &AscendParams::ub_to_gm},
-    {Mem::L0C, Mem::GM, Pipe::FIX, &AscendParams::l0c_to_gm},
-    {Mem::L0C, Mem::L1, Pipe::FIX, &AscendParams::l0c_to_gm},
-};
-
-const Path *find_path(Mem src, Mem dst) {
-    for (const Path &path : kPaths) {
-        if (path.src == src && path.dst == dst) {
-            return &path;
-        }
-    }
-    return nullptr;
-}
-
-std::string paths_text() {
-    std::string text;
-    for (const Path &path : kPaths) {
-        text += std::string(text.empty() ? "" : ", ") + mem_name(path.src) + "->" +
-                mem_name(path.dst) + " (" + pipe_name(path.pipe) + ")";
-    }
-    return text;
-}
-
 } // namespace
-
-AscendParams AscendParams::from(const ParamLookup &get) {
-    return params_from<AscendParams>(get);
-}
-
-int64_t AscendParams::capacity(Mem m) const {
-    switch (m) {
-    case Mem::GM:
-        return std::numeric_limits<int64_t>::max(); // not modelled
-    case Mem::L1:
-        return l1_bytes;
-    case Mem::L0A:
-        return l0a_bytes;
-    case Mem::L0B:
-        return l0b_bytes;
-    case Mem::L0C:
-        return l0c_bytes;
-    case Mem::UB:
-        return ub_bytes;
-    }
-    return 0;
-}
-
-int AscendParams::alignment(Mem m) const {
-    switch (m) {
-    case Mem::GM:
-        return 1; // not modelled
-    case Mem::L1:
-        return l1_align;
-    case Mem::L0A:
-    case Mem::L0B:
-        return l0ab_align;
-    case Mem::L0C:
-        return l0c_align;
-    case Mem::UB:
-        return ub_align;
-    }
-    return 1;
-}
-
-Pipe AscendParams::pipe_for(Mem src, Mem dst) const {
-    const Path *path = find_path(src, dst);
-    if (!path) {
-        throw SimError(std::string("no pipe copies ") + mem_name(src) + " -> " + mem_name(dst) +
-                       "; the data paths are " + paths_text());
-    }
-    return path->pipe;
-}
-
-int64_t AscendParams::copy_cycles(Mem src, Mem dst, int64_t bytes) const {
-    pipe_for(src, dst); // throws for a path that does not exist
-    double rate = this->*(find_path(src, dst)->rate);
-    return copy_fixed + int64_t(std::ceil(double(bytes) / rate));
-}
-
-int64_t AscendParams::gm_read_cycles(Mem dst, int64_t miss, int64_t hit) const {
-    double hbm = this->*(find_path(Mem::GM, dst)->rate);
-    return copy_fixed + int64_t(std::ceil(double(miss) / hbm + double(hit) / l2_read));
-}
-
-int64_t AscendParams::mmad_cycles(int64_t m, int64_t n, int64_t k, DType operands) const {
-    const int64_t k_cycles = operands == DType::F32 ? 2 * ceil_div(k, 8) : ceil_div(k, 16);
-    return cube_fixed + ceil_div(m, 16) * ceil_div(n, 16) * k_cycles;
-}
-
-int64_t AscendParams::vector_cycles(int64_t work) const {
-    return vector_fixed + ceil_div(work, vector_bytes_per_cycle);
-}
 
 // ---------------------------------------------------------------------------------------------
 // Ops

@@ -4,36 +4,22 @@
 /** \file
  * What the machine models (Zpu.h, Hopper.h, Ascend.h) and their shared internals (Hazards.h,
  * Numerics.h, Trace.h) have in common: cycles, element types, boxes of elements and the accesses
- * of an op, races, the report of a run, the errors a model throws, and how a params struct is
- * read from a machine description. No model's machine is here.
+ * of an op, races, the report of a run and the errors a model throws. How a params struct is read
+ * from a machine description, the element types and SimError come from tandem/params/Params.h (the
+ * machine descriptions' side, which the compiler reads without the models). No model's machine is
+ * here.
  */
 
+#include "tandem/params/Params.h" // ParamLookup, params_from, DType, SimError, ceil_div
+
 #include <cstdint>
-#include <functional>
 #include <stdexcept>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 namespace tandem::sim {
 
 using Cycles = int64_t;
-
-/** A machine description's parameter by name (tandem::MachineDescription::number, or a map in a
- * test); it throws for a name the description lacks. The params structs (ZpuParams, HopperParams,
- * AscendParams) are built from one with from(); their defaults are the built-in descriptions'
- * values (machines/<target>.json), which a test pins. */
-using ParamLookup = std::function<double(const std::string &)>;
-
-/** A params struct with each field its fields() names set from `get` (the rest: defaults). */
-template <class Params> Params params_from(const ParamLookup &get) {
-    Params p;
-    p.fields(
-        [&](const char *name, auto &v) { v = std::remove_reference_t<decltype(v)>(get(name)); });
-    return p;
-}
-
-enum class DType : uint8_t { BF16, F32, I32, U8 };
 
 int bytes_of(DType t);
 const char *dtype_name(DType t);
@@ -70,10 +56,6 @@ struct Race {
 
 /** Thrown when the control stream of a core can never proceed; message says what it waits for. */
 struct DeadlockError : std::runtime_error {
-    using std::runtime_error::runtime_error;
-};
-/** Thrown on a malformed request (box outside a buffer, SRAM over capacity, shape mismatch). */
-struct SimError : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 

@@ -23,10 +23,6 @@
 
 namespace tandem::sim::detail {
 
-inline int64_t ceil_div(int64_t a, int64_t b) { // b > 0, any sign of a
-    return a >= 0 ? (a + b - 1) / b : -((-a) / b);
-}
-
 inline int64_t floor_div(int64_t a, int64_t b) { // b > 0, any sign of a
     return a >= 0 ? a / b : -((-a + b - 1) / b);
 }

@@ -32,9 +32,8 @@
  */
 
 #include "sim/Common.h"
-#include "tandem/Memories.h" // Space
+#include "tandem/params/Zpu.h" // ZpuParams, space_name
 
-#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -46,72 +45,6 @@ namespace tandem::sim {
 /** The compute engines of a core, which the control stream syncs on. */
 enum class Engine : uint8_t { Tensor, Vector };
 const char *engine_name(Engine e);
-
-const char *space_name(Space s);
-
-struct ZpuParams {
-    int cores = 16;
-    int dma_channels = 2;
-    int dma_queue_depth = 8;       // descriptors in flight per core (the in-flight limit)
-    int64_t asram_bytes = 1048576; // left matmul operand
-    int64_t wsram_bytes = 2097152; // right matmul operand
-    int64_t rsram_bytes = 1536000; // results and vector data
-    // ODMA copy = dma_fixed + ceil(bytes / dma_bytes_per_cycle)
-    int dma_fixed = 100;
-    int dma_bytes_per_cycle = 1024;
-    // MMA = mma_issue + (mma_fp32_out | mma_bf16_out) + ceil(m/16)*ceil(n/32)*max(ceil(k/32), b)
-    // + mma_drain, b = mma_min_blocks_small if m <= 16 and n <= 32, else mma_min_blocks
-    int mma_issue = 21;
-    int mma_fp32_out = 7;
-    int mma_bf16_out = 8;
-    int mma_min_blocks = 4;
-    int mma_min_blocks_small = 1;
-    int mma_drain = 70;
-    // A vector op costs ceil(units / vector_flops_per_cycle) + vector_fixed; the units (loads,
-    // stores, arithmetic, weighted by the description's vector_* costs) come with the op.
-    int vector_flops_per_cycle = 250;
-    int vector_fixed = 0;
-    // DMA routes: route[src][dst] is the ODMA unit that takes a transfer from src to dst, -1
-    // where no single transfer can (DRAM -> ASRAM, anything out of ASRAM or WSRAM), kAnyUnit
-    // where the first free unit takes it (a machine without pinned routes: free_routes()).
-    static constexpr int kAnyUnit = -2;
-    std::array<std::array<int, 4>, 4> route = default_routes();
-
-    /** Calls f(name, field) for every field a machine description sets (its parameter name). */
-    template <class F> void fields(F &&f) {
-        f("cores", cores);
-        f("dma_channels", dma_channels);
-        f("dma_queue_depth", dma_queue_depth);
-        f("asram_bytes", asram_bytes);
-        f("wsram_bytes", wsram_bytes);
-        f("rsram_bytes", rsram_bytes);
-        f("dma_fixed", dma_fixed);
-        f("dma_bytes_per_cycle", dma_bytes_per_cycle);
-        f("mma_issue", mma_issue);
-        f("mma_fp32_out", mma_fp32_out);
-        f("mma_bf16_out", mma_bf16_out);
-        f("mma_min_blocks", mma_min_blocks);
-        f("mma_min_blocks_small", mma_min_blocks_small);
-        f("mma_drain", mma_drain);
-        f("vector_flops_per_cycle", vector_flops_per_cycle);
-        f("vector_fixed", vector_fixed);
-    }
-    static ZpuParams from(const ParamLookup &get);
-    static std::array<std::array<int, 4>, 4> default_routes();
-    static std::array<std::array<int, 4>, 4> free_routes();
-    /** The ODMA unit (channel) of a transfer, -1 when none can make it in one transfer. */
-    int route_unit(Space src, Space dst) const;
-
-    int64_t capacity(Space s) const;
-    int64_t dma_cycles(int64_t bytes) const;
-    int64_t mma_cycles(int64_t m, int64_t n, int64_t k, DType out) const;
-    int64_t vector_cycles(int64_t flops) const;
-    /** Asymptotic rates of one core, for rooflines. */
-    double peak_macs_per_cycle() const { return 16.0 * 32 * 32; }
-    double dma_bytes_per_cycle_per_core() const {
-        return double(dma_channels) * dma_bytes_per_cycle;
-    }
-};
 
 /** A DMA completion token. id 0 is the null token: already complete, waiting on it is free. */
 struct Token {
