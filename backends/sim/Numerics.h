@@ -2,8 +2,8 @@
 #define TANDEM_SIM_NUMERICS_H
 
 /** \file
- * Internal to the machine models (Zpu.cpp, Hopper.cpp): integer helpers, the strided box copy
- * of DMA and TMA transfers, the f32-accumulating matrix multiply of MMA and wgmma, and the
+ * Internal to the machine models (Zpu.cpp, Hopper*.cpp, Ascend*.cpp): integer helpers, the strided
+ * box copy of DMA and TMA transfers, the f32-accumulating matrix multiply of MMA and wgmma, and the
  * messages both models give for malformed boxes and matmul operands.
  *
  * The multiply adds k in ascending order with one f32 accumulator per output element, so its
