@@ -10,7 +10,7 @@
  * capabilities) is dsl/lower/Targets.h.
  */
 
-#include "sim/Zpu.h" // DType, Report
+#include "sim/Common.h" // DType, Report
 #include "tandem/Kernel.h"
 
 #include <functional>

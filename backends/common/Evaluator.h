@@ -13,7 +13,7 @@
  */
 
 #include "Halide.h"
-#include "sim/Zpu.h"
+#include "sim/Common.h"
 
 #include <functional>
 #include <string>

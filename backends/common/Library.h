@@ -23,7 +23,7 @@
  * TMA); the host fields are not read. last_cycles is 0 there (time the call with CUDA events).
  */
 
-#include "sim/Zpu.h"
+#include "sim/Common.h"
 #include "tandem/Kernel.h"
 
 #include <string>

@@ -32,7 +32,8 @@
  * between; an event id outside 0..7; mismatched shapes.
  */
 
-#include "sim/Zpu.h" // DType, Box, Access, Race, Report, errors
+#include "sim/Common.h"           // DType, Box, Access, Race, Report, errors
+#include "tandem/params/Ascend.h" // AscendParams, Pipe, Mem, pipe_name, mem_name
 
 #include <cstdint>
 #include <functional>
@@ -41,9 +42,6 @@
 #include <vector>
 
 namespace tandem::sim::ascend {
-
-enum class Pipe : uint8_t { S, MTE2, MTE1, M, FIX, V, MTE3, ALL };
-const char *pipe_name(Pipe p);
 
 /** AscendC's TPipe reserves and sets M_MTE1 events 0 .. 2 on a cube core (its Destroy() waits for
  * them): the runtime's TPipe and the executor's kernel prologue both do so. */
@@ -55,85 +53,6 @@ const char *core_kind_name(CoreKind k);
 /** Whether a core of kind `k` has pipe `p` (S and ALL: both kinds) or memory `m` (GM: both). */
 bool has_pipe(CoreKind k, Pipe p);
 bool has_memory(CoreKind k, Mem m);
-
-const char *mem_name(Mem m);
-
-struct AscendParams {
-    int cube_cores = 24;   // AIC
-    int vector_cores = 48; // AIV (two per AIC on the 910B)
-    int64_t l1_bytes = 512 << 10, l0a_bytes = 64 << 10, l0b_bytes = 64 << 10, l0c_bytes = 128 << 10,
-            ub_bytes = 192 << 10;
-    int l1_align = 32, ub_align = 32, l0ab_align = 512, l0c_align = 64;
-    // bytes per cycle per core (platform config, NPU-FACTS.md). GM reads that miss L2 come from HBM
-    // at gm_to_l1 / gm_to_ub; reads of lines already in L2 at l2_read. Fixpipe writes land in L2
-    // (l0c_to_gm = the L2 write rate).
-    double gm_to_l1 = 32, gm_to_ub = 32, l1_to_l0a = 256, l1_to_l0b = 128, l0c_to_gm = 86,
-           ub_to_gm = 64, l2_read = 110;
-    // HBM, shared by every core: reads that miss L2 and the write-back of every GM write.
-    double hbm_bytes_per_cycle = 865;
-    // L2, shared by every core: every GM read (hit or miss) and write passes through it.
-    double l2_bytes_per_cycle = 3784;
-    // The L2 shared by the cores: 192 MB on the 910B (Huawei's public figure); allocation per line
-    // on the first read, no eviction: once full, new lines are read from HBM every time.
-    int64_t l2_bytes = int64_t(192) << 20;
-    int l2_line = 512;
-    int copy_fixed = 30;              // issue/latency cycles per transfer
-    int cube_fixed = 10;              // per Mmad
-    int vector_bytes_per_cycle = 256; // one repeat: 64 f32 or 128 f16 lanes
-    int vector_fixed = 10;
-    int event_ids = 8;
-    int scalar_issue_cycles =
-        1;               // the scalar stream dispatches one op (any op) per this many cycles
-    int flag_cycles = 1; // a SetFlag or WaitFlag occupies its pipe this long
-    int pipe_barrier_cycles = 4; // a PipeBarrier occupies its pipe (PIPE_ALL: the scalar stream)
-
-    /** Calls f(name, field) for every field a machine description sets (its parameter name). */
-    template <class F> void fields(F &&f) {
-        f("cube_cores", cube_cores);
-        f("vector_cores", vector_cores);
-        f("l1_bytes", l1_bytes);
-        f("l0a_bytes", l0a_bytes);
-        f("l0b_bytes", l0b_bytes);
-        f("l0c_bytes", l0c_bytes);
-        f("ub_bytes", ub_bytes);
-        f("l1_align", l1_align);
-        f("ub_align", ub_align);
-        f("l0ab_align", l0ab_align);
-        f("l0c_align", l0c_align);
-        f("gm_to_l1", gm_to_l1);
-        f("gm_to_ub", gm_to_ub);
-        f("l1_to_l0a", l1_to_l0a);
-        f("l1_to_l0b", l1_to_l0b);
-        f("l0c_to_gm", l0c_to_gm);
-        f("ub_to_gm", ub_to_gm);
-        f("l2_read", l2_read);
-        f("hbm_bytes_per_cycle", hbm_bytes_per_cycle);
-        f("l2_bytes_per_cycle", l2_bytes_per_cycle);
-        f("l2_bytes", l2_bytes);
-        f("l2_line", l2_line);
-        f("copy_fixed", copy_fixed);
-        f("cube_fixed", cube_fixed);
-        f("vector_bytes_per_cycle", vector_bytes_per_cycle);
-        f("vector_fixed", vector_fixed);
-        f("event_ids", event_ids);
-        f("scalar_issue_cycles", scalar_issue_cycles);
-        f("flag_cycles", flag_cycles);
-        f("pipe_barrier_cycles", pipe_barrier_cycles);
-    }
-    static AscendParams from(const ParamLookup &get);
-    int64_t capacity(Mem m) const;
-    int alignment(Mem m) const;
-    /** The pipe that moves data from `src` to `dst` (SimError if none does). */
-    Pipe pipe_for(Mem src, Mem dst) const;
-    int64_t copy_cycles(Mem src, Mem dst, int64_t bytes) const;
-    /** A read from GM into `dst` of `miss` bytes from HBM and `hit` bytes from L2. */
-    int64_t gm_read_cycles(Mem dst, int64_t miss, int64_t hit) const;
-    /** The cube does 16x16x16 MACs of bf16 per cycle, 16x16x4 of f32 (k in fractals of 8). */
-    int64_t mmad_cycles(int64_t m, int64_t n, int64_t k, DType operands = DType::BF16) const;
-    /** A vector op doing `work` bytes of lane work (each instruction's elements times their
-     * width, summed): one 256-byte repeat per cycle. */
-    int64_t vector_cycles(int64_t work) const;
-};
 
 class Machine;
 

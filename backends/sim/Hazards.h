@@ -2,7 +2,8 @@
 #define TANDEM_SIM_HAZARDS_H
 
 /** \file
- * Internal to the machine models (Zpu.cpp, Hopper.cpp): the happens-before race check.
+ * Internal to the machine models (Zpu.cpp, Hopper*.cpp, Ascend*.cpp): the happens-before race
+ * check.
  *
  * - ElementSet: the elements of a Box, normalised, with exact overlap (an integer search with a
  *   budget after which it answers "overlap", which is conservative) and covering (exact for
@@ -21,7 +22,7 @@
  * Ops are 64-bit names each model packs itself (kind, engine, core or CTA, label).
  */
 
-#include "sim/Zpu.h"
+#include "sim/Common.h"
 
 #include <algorithm>
 #include <array>

@@ -52,7 +52,7 @@
  * back at the retiring wait. Every smem/register/global access is checked as in the ZPU model.
  */
 
-#include "sim/Zpu.h" // DType, Box, Access, Race, Report, errors
+#include "sim/Common.h" // DType, Box, Access, Race, Report, errors
 
 #include <cstdint>
 #include <functional>

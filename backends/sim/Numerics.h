@@ -2,15 +2,15 @@
 #define TANDEM_SIM_NUMERICS_H
 
 /** \file
- * Internal to the machine models (Zpu.cpp, Hopper.cpp): integer helpers, the strided box copy
- * of DMA and TMA transfers, the f32-accumulating matrix multiply of MMA and wgmma, and the
+ * Internal to the machine models (Zpu.cpp, Hopper*.cpp, Ascend*.cpp): integer helpers, the strided
+ * box copy of DMA and TMA transfers, the f32-accumulating matrix multiply of MMA and wgmma, and the
  * messages both models give for malformed boxes and matmul operands.
  *
  * The multiply adds k in ascending order with one f32 accumulator per output element, so its
  * results equal a naive triple loop bit for bit (what the correctness tests compare against).
  */
 
-#include "sim/Zpu.h"
+#include "sim/Common.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -22,10 +22,6 @@
 #include <vector>
 
 namespace tandem::sim::detail {
-
-inline int64_t ceil_div(int64_t a, int64_t b) { // b > 0, any sign of a
-    return a >= 0 ? (a + b - 1) / b : -((-a) / b);
-}
 
 inline int64_t floor_div(int64_t a, int64_t b) { // b > 0, any sign of a
     return a >= 0 ? a / b : -((-a + b - 1) / b);

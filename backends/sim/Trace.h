@@ -2,8 +2,8 @@
 #define TANDEM_SIM_TRACE_H
 
 /** \file
- * Internal to the machine models (Zpu.cpp, Hopper.cpp): op labels interned once, and the
- * Chrome/Perfetto trace (JSON): one process per core or SM, one track ("tid") per engine or
+ * Internal to the machine models (Zpu.cpp, Hopper*.cpp, Ascend*.cpp): op labels interned once, and
+ * the Chrome/Perfetto trace (JSON): one process per core or SM, one track ("tid") per engine or
  * agent, one complete ("X") event per op. At most kMaxTraceEvents events are kept; a trace cut
  * there says so in an instant event.
  *
@@ -13,7 +13,7 @@
  * at a glance whether the data movement hides behind the compute.
  */
 
-#include "sim/Zpu.h"
+#include "sim/Common.h"
 
 #include <cstdint>
 #include <ostream>

@@ -52,95 +52,11 @@ using detail::ceil_div;
 using detail::ElementSet;
 
 // ---------------------------------------------------------------------------------------------
-// Parameters
+// Names
 // ---------------------------------------------------------------------------------------------
 
 const char *engine_name(Engine e) {
     return e == Engine::Tensor ? "tensor" : "vector";
-}
-
-const char *space_name(Space s) {
-    switch (s) {
-    case Space::DRAM:
-        return "DRAM";
-    case Space::ASRAM:
-        return "ASRAM";
-    case Space::WSRAM:
-        return "WSRAM";
-    case Space::RSRAM:
-        return "RSRAM";
-    }
-    return "?";
-}
-
-ZpuParams ZpuParams::from(const ParamLookup &get) {
-    ZpuParams p = params_from<ZpuParams>(get);
-    for (int s = 0; s < 4; ++s) {
-        for (int d = 0; d < 4; ++d) {
-            const std::string key =
-                std::string("odma_route.") + space_name(Space(s)) + "." + space_name(Space(d));
-            try {
-                p.route[size_t(s)][size_t(d)] = int(get(key));
-            } catch (const std::exception &) {
-                p.route[size_t(s)][size_t(d)] = -1; // the description has no such route
-            }
-        }
-    }
-    return p;
-}
-
-std::array<std::array<int, 4>, 4> ZpuParams::default_routes() {
-    std::array<std::array<int, 4>, 4> r;
-    for (auto &row : r)
-        row.fill(-1);
-    auto set = [&](Space s, Space d, int unit) { r[size_t(s)][size_t(d)] = unit; };
-    set(Space::DRAM, Space::RSRAM, 0);
-    set(Space::DRAM, Space::WSRAM, 0);
-    set(Space::RSRAM, Space::DRAM, 0);
-    set(Space::RSRAM, Space::WSRAM, 0);
-    set(Space::RSRAM, Space::ASRAM, 1);
-    set(Space::RSRAM, Space::RSRAM, 1);
-    return r;
-}
-
-std::array<std::array<int, 4>, 4> ZpuParams::free_routes() {
-    std::array<std::array<int, 4>, 4> r;
-    for (auto &row : r)
-        row.fill(kAnyUnit);
-    return r;
-}
-
-int ZpuParams::route_unit(Space src, Space dst) const {
-    return route[size_t(src)][size_t(dst)];
-}
-
-int64_t ZpuParams::capacity(Space s) const {
-    switch (s) {
-    case Space::DRAM:
-        return std::numeric_limits<int64_t>::max(); // not modelled
-    case Space::ASRAM:
-        return asram_bytes;
-    case Space::WSRAM:
-        return wsram_bytes;
-    case Space::RSRAM:
-        return rsram_bytes;
-    }
-    return 0;
-}
-
-int64_t ZpuParams::dma_cycles(int64_t bytes) const {
-    return dma_fixed + ceil_div(bytes, dma_bytes_per_cycle);
-}
-
-int64_t ZpuParams::mma_cycles(int64_t m, int64_t n, int64_t k, DType out) const {
-    int64_t min_blocks = m <= 16 && n <= 32 ? mma_min_blocks_small : mma_min_blocks;
-    int64_t k_blocks = std::max<int64_t>(ceil_div(k, 32), min_blocks);
-    int64_t output = out == DType::F32 ? mma_fp32_out : mma_bf16_out;
-    return mma_issue + output + ceil_div(m, 16) * ceil_div(n, 32) * k_blocks + mma_drain;
-}
-
-int64_t ZpuParams::vector_cycles(int64_t flops) const {
-    return ceil_div(flops, vector_flops_per_cycle) + vector_fixed;
 }
 
 // ---------------------------------------------------------------------------------------------

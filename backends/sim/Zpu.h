@@ -31,169 +31,24 @@
  * Cost figures: ../../shared/NPU-FACTS.md (SUNMMIO's public cost model).
  */
 
-#include "tandem/Memories.h" // Space
+#include "sim/Common.h"
+#include "tandem/params/Zpu.h" // ZpuParams, space_name
 
-#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <stdexcept>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 namespace tandem::sim {
 
-using Cycles = int64_t;
-
-/** A machine description's parameter by name (tandem::MachineDescription::number, or a map in a
- * test); it throws for a name the description lacks. The params structs below are built from one
- * with from(); their defaults are the built-in descriptions' values (machines/<target>.json), which
- * a test pins. */
-using ParamLookup = std::function<double(const std::string &)>;
-
-/** A params struct with each field its fields() names set from `get` (the rest: defaults). */
-template <class Params> Params params_from(const ParamLookup &get) {
-    Params p;
-    p.fields(
-        [&](const char *name, auto &v) { v = std::remove_reference_t<decltype(v)>(get(name)); });
-    return p;
-}
-
-enum class DType : uint8_t { BF16, F32, I32, U8 };
-
 /** The compute engines of a core, which the control stream syncs on. */
 enum class Engine : uint8_t { Tensor, Vector };
 const char *engine_name(Engine e);
-int bytes_of(DType t);
-const char *dtype_name(DType t);
-
-/** bf16 <-> f32, round to nearest even (what Halide does). */
-float bf16_to_float(uint16_t bits);
-uint16_t float_to_bf16(float f);
-
-const char *space_name(Space s);
-
-struct ZpuParams {
-    int cores = 16;
-    int dma_channels = 2;
-    int dma_queue_depth = 8;       // descriptors in flight per core (the in-flight limit)
-    int64_t asram_bytes = 1048576; // left matmul operand
-    int64_t wsram_bytes = 2097152; // right matmul operand
-    int64_t rsram_bytes = 1536000; // results and vector data
-    // ODMA copy = dma_fixed + ceil(bytes / dma_bytes_per_cycle)
-    int dma_fixed = 100;
-    int dma_bytes_per_cycle = 1024;
-    // MMA = mma_issue + (mma_fp32_out | mma_bf16_out) + ceil(m/16)*ceil(n/32)*max(ceil(k/32), b)
-    // + mma_drain, b = mma_min_blocks_small if m <= 16 and n <= 32, else mma_min_blocks
-    int mma_issue = 21;
-    int mma_fp32_out = 7;
-    int mma_bf16_out = 8;
-    int mma_min_blocks = 4;
-    int mma_min_blocks_small = 1;
-    int mma_drain = 70;
-    // A vector op costs ceil(units / vector_flops_per_cycle) + vector_fixed; the units (loads,
-    // stores, arithmetic, weighted by the description's vector_* costs) come with the op.
-    int vector_flops_per_cycle = 250;
-    int vector_fixed = 0;
-    // DMA routes: route[src][dst] is the ODMA unit that takes a transfer from src to dst, -1
-    // where no single transfer can (DRAM -> ASRAM, anything out of ASRAM or WSRAM), kAnyUnit
-    // where the first free unit takes it (a machine without pinned routes: free_routes()).
-    static constexpr int kAnyUnit = -2;
-    std::array<std::array<int, 4>, 4> route = default_routes();
-
-    /** Calls f(name, field) for every field a machine description sets (its parameter name). */
-    template <class F> void fields(F &&f) {
-        f("cores", cores);
-        f("dma_channels", dma_channels);
-        f("dma_queue_depth", dma_queue_depth);
-        f("asram_bytes", asram_bytes);
-        f("wsram_bytes", wsram_bytes);
-        f("rsram_bytes", rsram_bytes);
-        f("dma_fixed", dma_fixed);
-        f("dma_bytes_per_cycle", dma_bytes_per_cycle);
-        f("mma_issue", mma_issue);
-        f("mma_fp32_out", mma_fp32_out);
-        f("mma_bf16_out", mma_bf16_out);
-        f("mma_min_blocks", mma_min_blocks);
-        f("mma_min_blocks_small", mma_min_blocks_small);
-        f("mma_drain", mma_drain);
-        f("vector_flops_per_cycle", vector_flops_per_cycle);
-        f("vector_fixed", vector_fixed);
-    }
-    static ZpuParams from(const ParamLookup &get);
-    static std::array<std::array<int, 4>, 4> default_routes();
-    static std::array<std::array<int, 4>, 4> free_routes();
-    /** The ODMA unit (channel) of a transfer, -1 when none can make it in one transfer. */
-    int route_unit(Space src, Space dst) const;
-
-    int64_t capacity(Space s) const;
-    int64_t dma_cycles(int64_t bytes) const;
-    int64_t mma_cycles(int64_t m, int64_t n, int64_t k, DType out) const;
-    int64_t vector_cycles(int64_t flops) const;
-    /** Asymptotic rates of one core, for rooflines. */
-    double peak_macs_per_cycle() const { return 16.0 * 32 * 32; }
-    double dma_bytes_per_cycle_per_core() const {
-        return double(dma_channels) * dma_bytes_per_cycle;
-    }
-};
-
-/** An affine box of elements: offset + sum_d i_d * dims[d].stride, 0 <= i_d < dims[d].extent. */
-struct Dim {
-    int64_t extent = 1;
-    int64_t stride = 1;
-};
-struct Box {
-    int64_t offset = 0;
-    std::vector<Dim> dims;
-    int64_t elements() const;
-    std::string str() const;
-};
-
-/** What an op touches. buffer is a Machine buffer id. */
-struct Access {
-    int buffer = -1;
-    Box box;
-    bool write = false;
-};
 
 /** A DMA completion token. id 0 is the null token: already complete, waiting on it is free. */
 struct Token {
     int64_t id = 0;
-};
-
-struct Race {
-    std::string first, second; // "op label (engine, core c)" of the two unordered accesses
-    std::string buffer;
-    std::string reason; // empty: the two accesses are unordered; else what is wrong
-    std::string str() const;
-};
-
-/** Thrown when the control stream of a core can never proceed; message says what it waits for. */
-struct DeadlockError : std::runtime_error {
-    using std::runtime_error::runtime_error;
-};
-/** Thrown on a malformed request (box outside a buffer, SRAM over capacity, shape mismatch). */
-struct SimError : std::runtime_error {
-    using std::runtime_error::runtime_error;
-};
-
-struct EngineBusy {
-    std::string engine; // "tensor", "vector", "dma" (all channels summed), "control_stall"
-    Cycles busy = 0;    // summed over cores
-};
-
-struct Report {
-    Cycles cycles = 0;       // max over cores of the time its last op ends
-    Cycles bound_cycles = 0; // max over cores of max(tensor busy, vector busy,
-                             // ceil(dma busy / channels), longest single DMA)
-    std::vector<EngineBusy> busy;
-    std::vector<Cycles> core_cycles;
-    std::vector<Race> races; // the first 100 distinct races (op pair + buffer), in order found
-    int64_t race_count = 0;  // every distinct race, also those beyond the stored 100
-    bool deadlock = false;
-    std::string deadlock_message;
-    double efficiency() const { return cycles ? double(bound_cycles) / double(cycles) : 0.0; }
 };
 
 class Machine;
