@@ -76,7 +76,7 @@ struct App {
     std::vector<std::string> variants;
     /** Choices that only set a directive some targets take (gemm's cluster_m: "cluster"): the
      * tuner leaves them out of the space of a target that does not take it (Target::takes). */
-    std::map<std::string, std::string> choice_directives;
+    std::map<std::string, std::string> choice_directives = {};
 };
 
 /** An app written as a generator (registered under the app's name): its parameters' defaults

@@ -11,7 +11,7 @@
  * The search goes in generations, each a batch of candidates queued in the database as jobs and
  * measured by workers: the tuner's own (--jobs, child processes) and `tandem tune-worker` processes
  * on any machine sharing a PostgreSQL database. Generation 0 is the defaults and random
- * candidates (a third of the budget); every later one mutates the best records so far. Each
+ * candidates (16); every later one is 8 mutations of the best four records so far. Each
  * generation depends only on the seed and the previous generations' records, so a seed gives the
  * same search however many workers measure it. Candidates already in the database are not
  * measured again, so a killed tuner resumes where it stopped.

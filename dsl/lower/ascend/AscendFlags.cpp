@@ -1,8 +1,7 @@
 #include "AscendFlags.h"
 
 #include "AscendMix.h"
-#include "sim/Ascend.h"
-#include "sim/Zpu.h"
+#include "tandem/params/Ascend.h"
 
 #include "tandem/AsyncIR.h"
 #include "tandem/Nest.h"

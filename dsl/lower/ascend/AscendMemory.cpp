@@ -1,5 +1,5 @@
 #include "AscendMemory.h"
-#include "sim/Ascend.h"
+#include "tandem/params/Ascend.h"
 
 #include "tandem/AsyncIR.h"
 

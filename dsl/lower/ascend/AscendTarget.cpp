@@ -1,5 +1,5 @@
 #include "AscendTarget.h"
-#include "sim/Ascend.h"
+#include "tandem/params/Ascend.h"
 
 #include "AscendCube.h"
 #include "AscendFlags.h"

@@ -1,8 +1,8 @@
 #include "AscendVector.h"
 
-#include "sim/Ascend.h"
 #include "tandem/AsyncIR.h"
 #include "tandem/Nest.h"
+#include "tandem/params/Ascend.h"
 
 #include <map>
 #include <set>

@@ -29,7 +29,7 @@
  * uint8) - added to the kernel's buffers where UB has room. A PipeBarrier<PIPE_V> stands before
  * each instruction that depends on an earlier one of the op. A nest it cannot map (another
  * reduction, a cast, a row that does not start on a 32-byte boundary, a compare over a partial
- * repeat, no room) keeps its element loops.
+ * repeat, no room) is a user error naming its Func.
  */
 
 #include "tandem/Kernel.h"

@@ -1,5 +1,5 @@
 #include "ZpuMemory.h"
-#include "sim/Zpu.h"
+#include "tandem/params/Zpu.h"
 
 #include "tandem/AsyncIR.h"
 

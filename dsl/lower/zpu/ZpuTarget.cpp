@@ -1,5 +1,5 @@
 #include "ZpuTarget.h"
-#include "sim/Zpu.h"
+#include "tandem/params/Zpu.h"
 
 #include "EngineSync.h"
 #include "ZpuMemory.h"
