@@ -1,13 +1,11 @@
 #include "Emitter.h"
 
+#include "CudaExpr.h"
 #include "Plan.h"
 #include "common/Library.h"
 #include "tandem/AsyncIR.h"
 #include "tandem/Nest.h"
 
-#include <cmath>
-#include <functional>
-#include <iomanip>
 #include <map>
 #include <optional>
 #include <set>
@@ -94,169 +92,6 @@ template <class Node, class IR> std::vector<const Node *> collect(const IR &ir) 
 }
 
 // ---------------------------------------------------------------------------------------------
-// Expressions
-// ---------------------------------------------------------------------------------------------
-
-/** Prints Halide expressions as CUDA C++ with Halide's semantics: floor division and modulo,
- * bf16 values held in floats and rounded after each op, std::min/max. Loads and target calls go
- * through hooks, so other C-like emitters could share it. */
-class CudaExpr {
-public:
-    std::function<std::string(const Load *)> load;
-    std::function<std::string(const Call *)> target_call; // "" when the call is not the target's
-
-    static std::string type_name(const Halide::Type &t) {
-        if (t.is_bool())
-            return "bool";
-        if (t.is_int())
-            return t.bits() > 32 ? "int64_t" : "int";
-        if (t.is_uint())
-            return t.bits() > 32 ? "uint64_t" : "uint32_t";
-        if (t.is_float() && t.bits() == 64)
-            return "double";
-        return "float"; // f32, and bf16 values held in a float
-    }
-
-    std::string operator()(const Expr &e) {
-        const Halide::Type &t = e.type();
-        bool integer = t.is_int() || t.is_uint();
-        auto bin = [&](const Expr &a, const Expr &b, const char *op) {
-            return rounded(t, "(" + (*this)(a) + " " + op + " " + (*this)(b) + ")");
-        };
-        switch (e->node_type) {
-        case IRNodeType::IntImm:
-            return std::to_string(e.as<IntImm>()->value);
-        case IRNodeType::UIntImm:
-            return std::to_string(e.as<UIntImm>()->value) + "u";
-        case IRNodeType::FloatImm:
-            return float_literal(e.as<FloatImm>()->value, t);
-        case IRNodeType::Variable:
-            return c_name(e.as<Variable>()->name);
-        case IRNodeType::Add:
-            return bin(e.as<Add>()->a, e.as<Add>()->b, "+");
-        case IRNodeType::Sub:
-            return bin(e.as<Sub>()->a, e.as<Sub>()->b, "-");
-        case IRNodeType::Mul:
-            return bin(e.as<Mul>()->a, e.as<Mul>()->b, "*");
-        case IRNodeType::Div:
-            if (integer)
-                return "hopper::floor_div(" + (*this)(e.as<Div>()->a) + ", " +
-                       (*this)(e.as<Div>()->b) + ")";
-            return bin(e.as<Div>()->a, e.as<Div>()->b, "/");
-        case IRNodeType::Mod: {
-            const Mod *m = e.as<Mod>();
-            if (integer)
-                return "hopper::floor_mod(" + (*this)(m->a) + ", " + (*this)(m->b) + ")";
-            std::string a = (*this)(m->a), b = (*this)(m->b);
-            return rounded(t, "(" + a + " - " + b + " * floorf(" + a + " / " + b + "))");
-        }
-        case IRNodeType::Min:
-            return "hopper::min_of<" + type_name(t) + ">(" + (*this)(e.as<Min>()->a) + ", " +
-                   (*this)(e.as<Min>()->b) + ")";
-        case IRNodeType::Max:
-            return "hopper::max_of<" + type_name(t) + ">(" + (*this)(e.as<Max>()->a) + ", " +
-                   (*this)(e.as<Max>()->b) + ")";
-        case IRNodeType::EQ:
-            return bin(e.as<EQ>()->a, e.as<EQ>()->b, "==");
-        case IRNodeType::NE:
-            return bin(e.as<NE>()->a, e.as<NE>()->b, "!=");
-        case IRNodeType::LT:
-            return bin(e.as<LT>()->a, e.as<LT>()->b, "<");
-        case IRNodeType::LE:
-            return bin(e.as<LE>()->a, e.as<LE>()->b, "<=");
-        case IRNodeType::GT:
-            return bin(e.as<GT>()->a, e.as<GT>()->b, ">");
-        case IRNodeType::GE:
-            return bin(e.as<GE>()->a, e.as<GE>()->b, ">=");
-        case IRNodeType::And:
-            return bin(e.as<And>()->a, e.as<And>()->b, "&&");
-        case IRNodeType::Or:
-            return bin(e.as<Or>()->a, e.as<Or>()->b, "||");
-        case IRNodeType::Not:
-            return "(!" + (*this)(e.as<Not>()->a) + ")";
-        case IRNodeType::Select: {
-            const Select *s = e.as<Select>();
-            return "(" + (*this)(s->condition) + " ? " + (*this)(s->true_value) + " : " +
-                   (*this)(s->false_value) + ")";
-        }
-        case IRNodeType::Cast: {
-            const Cast *c = e.as<Cast>();
-            if (t.is_bfloat())
-                return "hopper::round_bf16(" + (*this)(c->value) + ")";
-            return "(" + type_name(t) + ")(" + (*this)(c->value) + ")";
-        }
-        case IRNodeType::Load: {
-            internal_assert(load) << "hopper emitter: a load outside an element nest: " << e
-                                  << "\n";
-            return load(e.as<Load>());
-        }
-        case IRNodeType::Call:
-            return call(e.as<Call>());
-        default:
-            throw Error("the hopper emitter cannot print the expression " + expr_text(e));
-        }
-    }
-
-    static std::string expr_text(const Expr &e) {
-        std::ostringstream s;
-        s << e;
-        return s.str();
-    }
-
-private:
-    static std::string rounded(const Halide::Type &t, const std::string &v) {
-        return t.is_bfloat() ? "hopper::round_bf16" + v : v;
-    }
-
-    static std::string float_literal(double value, const Halide::Type &t) {
-        if (std::isinf(value))
-            return value > 0 ? "__int_as_float(0x7f800000)" : "__int_as_float(0xff800000)";
-        if (std::isnan(value))
-            return "__int_as_float(0x7fc00000)";
-        std::ostringstream s;
-        s << std::setprecision(t.bits() == 64 ? 17 : 9) << value;
-        std::string v = s.str();
-        if (v.find_first_of(".e") == std::string::npos)
-            v += ".0";
-        return t.bits() == 64 ? v : v + "f";
-    }
-
-    std::string call(const Call *c) {
-        if (target_call) {
-            std::string s = target_call(c);
-            if (!s.empty())
-                return s;
-        }
-        if (c->is_intrinsic(Call::likely) || c->is_intrinsic(Call::likely_if_innermost) ||
-            c->is_intrinsic(Call::promise_clamped) ||
-            c->is_intrinsic(Call::unsafe_promise_clamped)) {
-            return (*this)(c->args[0]);
-        }
-        static const std::map<Call::IntrinsicOp, const char *> binary = {{Call::bitwise_and, "&"},
-                                                                         {Call::bitwise_or, "|"},
-                                                                         {Call::bitwise_xor, "^"},
-                                                                         {Call::shift_left, "<<"},
-                                                                         {Call::shift_right, ">>"}};
-        for (const auto &[op, text] : binary) {
-            if (c->is_intrinsic(op))
-                return "(" + (*this)(c->args[0]) + " " + text + " " + (*this)(c->args[1]) + ")";
-        }
-        if (c->is_intrinsic(Call::bitwise_not))
-            return "(~" + (*this)(c->args[0]) + ")";
-        if (c->is_intrinsic(Call::abs)) {
-            return (c->type.is_float() ? "fabsf(" : "abs(") + (*this)(c->args[0]) + ")";
-        }
-        static const std::map<std::string, std::string> unary = {
-            {"sqrt_f32", "sqrtf"},   {"exp_f32", "expf"},   {"log_f32", "logf"},
-            {"floor_f32", "floorf"}, {"ceil_f32", "ceilf"}, {"tanh_f32", "tanhf"}};
-        auto it = unary.find(c->name);
-        if (it != unary.end())
-            return it->second + "(" + (*this)(c->args[0]) + ")";
-        throw Error("the hopper emitter has no CUDA for the call " + c->name);
-    }
-};
-
-// ---------------------------------------------------------------------------------------------
 // Code generation
 // ---------------------------------------------------------------------------------------------
 
@@ -276,8 +111,6 @@ bool contains_compute(const Stmt &s) {
     return found;
 }
 
-std::string storage_type(const Halide::Type &t);
-
 struct Loop {
     std::string name;
     Expr min, extent;
@@ -295,22 +128,7 @@ Stmt peel_loops(const Stmt &nest, std::vector<Loop> *loops) {
 
 class CodeGen {
 public:
-    CodeGen(const Kernel &k, const Plan &p) : kernel(k), plan(p) {
-        expr.load = [this](const Load *l) { return load(l); };
-        expr.target_call = [this](const Call *c) -> std::string {
-            Expr owns, tile, first;
-            if (ir::as_cluster_tile(c, &owns, &tile,
-                                    &first)) // a tile-less CTA runs its cluster's first tile
-                return "((" + expr(owns) + ") ? (" + expr(tile) + ") : (" + expr(first) + "))";
-            if (ir::is_core_id(c))
-                return "int(blockIdx.x)";
-            if (ir::is_grid_size(c))
-                return "int(gridDim.x)";
-            if (ir::is_warpgroup(c))
-                return "warpgroup";
-            return "";
-        };
-    }
+    CodeGen(const Kernel &k, const Plan &p) : kernel(k), plan(p) {}
 
     std::ostringstream os;
     int indent = 1;
@@ -393,9 +211,33 @@ public:
     }
 
 private:
+    /** The kernel's expressions: CudaExpr, with the element code's loads (tiles, fragment
+     * registers) and the kernel's own ids. */
+    class KernelExpr : public CudaExpr {
+    public:
+        explicit KernelExpr(CodeGen &g) : g(g) {}
+
+    private:
+        CodeGen &g;
+        std::string load(const Load *l) override { return g.load(l); }
+        std::string call(const Call *c) override {
+            Expr owns, tile, first;
+            if (ir::as_cluster_tile(c, &owns, &tile,
+                                    &first)) // a tile-less CTA runs its cluster's first tile
+                return "((" + print(owns) + ") ? (" + print(tile) + ") : (" + print(first) + "))";
+            if (ir::is_core_id(c))
+                return "int(blockIdx.x)";
+            if (ir::is_grid_size(c))
+                return "int(gridDim.x)";
+            if (ir::is_warpgroup(c))
+                return "warpgroup";
+            return CudaExpr::call(c);
+        }
+    };
+
     const Kernel &kernel;
     const Plan &plan;
-    CudaExpr expr;
+    KernelExpr expr{*this};
     bool synced = false; // no thread of the warpgroup touched shared memory since its last barrier
     bool pending_sync = false;    // threads wrote shared memory: a barrier before anyone reads it
     std::vector<Loop> nest_loops; // the element nest being emitted (for tile index rewriting)
@@ -416,18 +258,7 @@ private:
     std::string line() const { return std::string(4 * indent, ' '); }
 
     /** An expression for `if (...)`: without the printer's outer parentheses. */
-    std::string condition(const Expr &e) {
-        std::string s = expr(e);
-        if (s.size() < 2 || s.front() != '(' || s.back() != ')')
-            return s;
-        int depth = 0;
-        for (size_t i = 0; i + 1 < s.size(); i++) {
-            depth += s[i] == '(' ? 1 : s[i] == ')' ? -1 : 0;
-            if (depth == 0)
-                return s; // the first parenthesis closes before the end
-        }
-        return s.substr(1, s.size() - 2);
-    }
+    std::string condition(const Expr &e) { return expr.print_bare(e); }
 
     void open(const std::string &text) {
         os << line() << text << "\n";
@@ -519,8 +350,8 @@ private:
         }
         if (counter)
             os << line() << "// advanced by this role (tandem_advance)\n";
-        os << line() << (counter ? "" : "const ") << CudaExpr::type_name(l->value.type()) << " "
-           << name << " = " << expr(l->value) << ";\n";
+        os << line() << (counter ? "" : "const ") << expr.type_name(l->value.type()) << " " << name
+           << " = " << expr(l->value) << ";\n";
         scopes.back().insert(name);
         stmt(l->body);
         if (braces)
@@ -567,7 +398,7 @@ private:
     /** The roles: one branch per warpgroup (setmaxnreg needs each role in its own branch). */
     void roles(const IfThenElse *i) {
         open("if (" + condition(i->condition) + ") {");
-        role_comment(i->then_case, CudaExpr::expr_text(i->condition));
+        role_comment(i->then_case, CExpr::halide_text(i->condition));
         role_body(i->then_case);
         flush();
         Stmt rest = i->else_case;
@@ -577,7 +408,7 @@ private:
                 close("} else if (" + condition(next->condition) + ") {");
                 scopes.emplace_back();
                 indent++;
-                role_comment(next->then_case, CudaExpr::expr_text(next->condition));
+                role_comment(next->then_case, CExpr::halide_text(next->condition));
                 role_body(next->then_case);
                 flush();
                 rest = next->else_case;
@@ -1158,8 +989,8 @@ private:
             nest_loops.pop_back();
         } else if (const LetStmt *l = s.as<LetStmt>()) {
             open("{");
-            os << line() << "const " << CudaExpr::type_name(l->value.type()) << " "
-               << c_name(l->name) << " = " << expr(l->value) << ";\n";
+            os << line() << "const " << expr.type_name(l->value.type()) << " " << c_name(l->name)
+               << " = " << expr(l->value) << ";\n";
             element(l->body);
             close();
         } else if (const IfThenElse *i = s.as<IfThenElse>()) {
@@ -1351,7 +1182,7 @@ private:
 
         const Halide::Type &t = st->value.type();
         Expr identity = add ? make_zero(t) : max ? t.min() : t.max();
-        std::string type = CudaExpr::type_name(t);
+        std::string type = expr.type_name(t);
         Expr partial = Variable::make(t, internal_prefix + "partial"),
              total = Variable::make(t, internal_prefix + "total");
         Expr x = Variable::make(t, internal_prefix + "x"),
@@ -1645,16 +1476,6 @@ const char *tensor_map_type(const Halide::Type &t) {
     if (t.is_uint() && t.bits() == 8)
         return "CU_TENSOR_MAP_DATA_TYPE_UINT8";
     throw Error("hopper: TMA has no element type for " + type_text(t));
-}
-
-std::string storage_type(const Halide::Type &t) {
-    if (t.is_bfloat())
-        return "__nv_bfloat16";
-    if (t.is_float() && t.bits() == 32)
-        return "float";
-    if (t.is_int() && t.bits() == 32)
-        return "int";
-    throw Error("hopper: the emitter has no shared-memory storage for " + type_text(t));
 }
 
 } // namespace
