@@ -39,6 +39,7 @@ constexpr int64_t swizzle_atom_bytes = 1024; // 8 swizzled rows: the pattern rep
 constexpr int64_t max_box = 256;             // elements per TMA box dimension
 constexpr int64_t max_shared_bytes = 232448; // per CTA on sm_90
 constexpr int64_t max_accumulators = 128;    // f32 fragment registers per consumer thread
+constexpr int warpgroup_threads = 128;
 
 /** Variables the emitter itself declares are named "tandem.internal.<name>" in the IR it builds. */
 extern const std::string internal_prefix;
@@ -48,6 +49,9 @@ extern const std::string internal_prefix;
 std::string c_name(const std::string &name);
 
 std::string type_text(const Halide::Type &t);
+
+/** `{1, 2, 3}`: integers as a C++ initializer (and the comments) write them. */
+std::string brace_list(const std::vector<int64_t> &v);
 
 bool proven(const Halide::Expr &e);
 
