@@ -1,6 +1,7 @@
 #include "Emitter.h"
 
 #include "CudaExpr.h"
+#include "ElementLoops.h"
 #include "Host.h"
 #include "Plan.h"
 #include "common/Library.h"
@@ -21,9 +22,6 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 // Names and symbolic helpers
 // ---------------------------------------------------------------------------------------------
-
-using lower::affine_step;
-using lower::constant_upper_bound;
 
 bool is_compute(const Stmt &op) {
     ir::MmaOp m;
@@ -50,39 +48,6 @@ bool uses_warpgroup(const Expr &e) {
     return u.found;
 }
 
-class LoadsOf : public IRVisitor {
-public:
-    explicit LoadsOf(const std::string &b) : buffer(b) {}
-    std::vector<const Load *> loads;
-
-private:
-    const std::string buffer;
-    using IRVisitor::visit;
-    void visit(const Load *op) override {
-        if (op->name == buffer)
-            loads.push_back(op);
-        IRVisitor::visit(op);
-    }
-};
-
-template <class Node> class Collect : public IRVisitor {
-public:
-    std::vector<const Node *> nodes;
-
-private:
-    using IRVisitor::visit;
-    void visit(const Node *op) override {
-        nodes.push_back(op);
-        IRVisitor::visit(op);
-    }
-};
-
-template <class Node, class IR> std::vector<const Node *> collect(const IR &ir) {
-    Collect<Node> c;
-    ir.accept(&c);
-    return c.nodes;
-}
-
 // ---------------------------------------------------------------------------------------------
 // Code generation
 // ---------------------------------------------------------------------------------------------
@@ -101,21 +66,6 @@ bool contains_compute(const Stmt &s) {
     bool found = false;
     for_each_op(s, [&](const Stmt &op) { found = found || is_compute(op); });
     return found;
-}
-
-struct Loop {
-    std::string name;
-    Expr min, extent;
-};
-
-/** Peels the For chain of an element nest: loops outermost first, and what is inside them. */
-Stmt peel_loops(const Stmt &nest, std::vector<Loop> *loops) {
-    Stmt s = nest;
-    while (const For *f = s.as<For>()) {
-        loops->push_back({f->name, f->min, f->extent});
-        s = f->body;
-    }
-    return s;
 }
 
 class CodeGen {
@@ -875,43 +825,14 @@ private:
     }
 
     std::string gpu_index(const Tile &t, const Expr &index) {
-        if (!t.dynamic_layout && !t.rebased() && !t.swizzled_store)
-            return expr(index);
-        const std::string &name = t.buffer->name;
-        if (t.dynamic_layout && t.layout.size() > 2) {
-            throw Error("hopper: element nest over " + name + ", a " +
-                        std::to_string(t.layout.size()) +
-                        "-D tile whose rows differ on the GPU; the emitter rewrites at most 2-D "
-                        "tiles to the full-tile layout");
-        }
-        Expr base = index;
-        std::string inner, outer;
-        bool rows_of_tile = true; // the outer var steps by the tile's row (swizzled stores)
-        for (const Loop &l : nest_loops) {
-            Expr step = affine_step(index, l.name);
-            if (!step.defined()) {
-                if (t.dynamic_layout)
-                    throw Error("hopper: the index of " + name + " is not affine in " + l.name);
-                base = substitute(l.name, 0, base);
-                continue;
-            }
-            if (is_const_zero(step))
-                continue;
-            if (proven(step == 1) && inner.empty())
-                inner = c_name(l.name);
-            else if (outer.empty())
-                outer = c_name(l.name),
-                rows_of_tile = t.dynamic_layout || proven(step == int(t.layout[0]));
-            else if (t.dynamic_layout || t.swizzled_store)
-                throw Error("hopper: element nest over " + name +
-                            " walks it along more dims than the tile has");
-            base = substitute(l.name, 0, base);
-        }
-        base = simplify(base);
-        Expr within;
-        Expr version = version_of(t, base, &within);
-        std::string r =
-            is_const_zero(version) ? "" : expr(version) + " * " + std::to_string(t.slot_elements());
+        const TileIndex x = map_tile_index(t, index, nest_loops);
+        if (x.as_in_stmt)
+            return expr(x.element);
+        const std::string outer = x.outer.empty() ? "" : c_name(x.outer),
+                          inner = x.inner.empty() ? "" : c_name(x.inner);
+        std::string r = is_const_zero(x.version)
+                            ? ""
+                            : expr(x.version) + " * " + std::to_string(t.slot_elements());
         auto add = [&](const std::string &term) { r += (r.empty() ? "" : " + ") + term; };
         // The row-major element within the version, placed in the swizzled column blocks: from
         // the nest's row and column where the index is row * W + column, else from the element.
@@ -919,7 +840,7 @@ private:
             if (!t.swizzled_store)
                 return linear;
             const std::string T = storage_type(t.buffer->type), rows = std::to_string(t.layout[1]);
-            if (rows_of_tile && is_const_zero(within))
+            if (x.rows_of_tile && x.version_start)
                 return "hopper::swizzled_128B<" + T + ", " + rows + ">(" +
                        (outer.empty() ? "0" : outer) + ", " + (inner.empty() ? "0" : inner) + ")";
             return "hopper::swizzled_128B<" + T + ", " + rows + ">((" + linear + ") / " +
@@ -927,14 +848,8 @@ private:
                    std::to_string(t.layout[0]) + ")";
         };
         if (!t.dynamic_layout) {
-            // Within a version the Stmt's layout is the GPU's.
-            add(place(expr(simplify(index - base + within))));
+            add(place(expr(x.element)));
             return r;
-        }
-        if (!is_const_zero(within)) {
-            throw Error("hopper: an element nest indexes " + name +
-                        " inside a version at a tail-dependent offset; "
-                        "the emitter cannot place it on the full tile");
         }
         std::string linear;
         if (!outer.empty())
@@ -1012,13 +927,11 @@ private:
                 return r.write ? zero_fragment(v, nest, r.buffer) : epilogue(v, nest, r.buffer);
         }
         flush();
-        std::vector<Loop> loops;
-        Stmt body = peel_loops(nest, &loops);
-        if (!loops.empty() && collect<For>(body).empty() && independent(loops, body) &&
-            rectangular(loops)) {
-            parallel(v, loops, body);
-        } else if (!loops.empty() && collect<For>(body).empty() && reduction(v, loops, body)) {
-            // emitted
+        const TileNest n = map_tile_nest(plan, nest, role_threads());
+        if (n.kind == TileNest::Kind::Elementwise) {
+            parallel(v, n);
+        } else if (n.kind == TileNest::Kind::Reduction) {
+            reduction(v, n.loops, n.reduction);
         } else {
             os << line() << "// vector op " << v.label
                << ": one thread (not an elementwise nest or a single reduction)\n";
@@ -1030,67 +943,23 @@ private:
         synced = false;
     }
 
-    /** Every store of the body writes a distinct element per iteration (affine, nonzero step in
-     * every loop var) and the nest reads the stored buffers only at the element it writes. */
-    bool independent(const std::vector<Loop> &loops, const Stmt &body) {
-        for (const Store *st : collect<Store>(body)) {
-            for (const Loop &l : loops) {
-                Expr step = affine_step(st->index, l.name);
-                if (!step.defined() || !proven(step != 0))
-                    return false;
-            }
-            LoadsOf self(st->name);
-            body.accept(&self);
-            for (const Load *l : self.loads) {
-                if (!equal(l->index, st->index))
-                    return false;
-            }
-        }
-        return true;
-    }
-
-    static bool rectangular(const std::vector<Loop> &loops) {
-        for (size_t i = 0; i < loops.size(); i++) {
-            for (size_t j = 0; j < i; j++) {
-                if (expr_uses_var(loops[i].min, loops[j].name) ||
-                    expr_uses_var(loops[i].extent, loops[j].name))
-                    return false;
-            }
-        }
-        return true;
-    }
-
     /** The whole nest as one range of elements strided over the warpgroup's threads. */
-    void parallel(const ir::VectorOp &v, const std::vector<Loop> &loops, const Stmt &body) {
+    void parallel(const ir::VectorOp &v, const TileNest &n) {
         os << line() << "// vector op " << v.label << ": elementwise, strided over the role's "
            << role_threads() << " threads\n";
         open("{");
-        const std::string total = declare_extents(loops, loops.size());
-        // Loads the nest's loops do not move, of buffers it does not write (a row's scalar), are
-        // read once into registers: the compiler cannot prove shared memory unaliased.
-        Stmt code = body;
-        std::set<std::string> written;
-        for (const Store *st : collect<Store>(body))
-            written.insert(st->name);
-        int scalars = 0;
-        for (const Load *l : collect<Load>(body)) {
-            bool invariant = !written.count(l->name);
-            for (const Loop &loop : loops)
-                invariant = invariant && !expr_uses_var(l->index, loop.name);
-            if (!invariant || !contains_load(code, l))
-                continue;
-            const std::string name = internal_prefix + "scalar" + std::to_string(scalars++);
-            nest_loops = loops;
-            os << line() << "const auto " << c_name(name) << " = " << expr(l)
+        const std::string total = declare_extents(n.loops, n.loops.size());
+        nest_loops = n.loops;
+        for (const auto &[name, load] : n.scalars) {
+            os << line() << "const auto " << c_name(name) << " = " << expr(load)
                << "; // invariant in the nest\n";
-            nest_loops.clear();
-            code = substitute(Expr(l), Variable::make(l->type, name), code);
         }
+        nest_loops.clear();
         open("for (int element = " + role_thread() + "; element < " + total +
              "; element += " + std::to_string(role_threads()) + ") {");
-        unflatten(loops, loops.size(), "element");
-        nest_loops = loops;
-        element(code);
+        unflatten(n.loops, n.loops.size(), "element");
+        nest_loops = n.loops;
+        element(n.code);
         nest_loops.clear();
         close();
         close();
@@ -1122,58 +991,14 @@ private:
         }
     }
 
-    /** Whether `s` still contains `load` (an earlier substitution may have taken it). */
-    static bool contains_load(const Stmt &s, const Load *load) {
-        for (const Load *l : collect<Load>(s)) {
-            if (l == load || equal(Expr(l), Expr(load)))
-                return true;
-        }
-        return false;
-    }
-
     /** store[i] = store[i] op f(k) over the innermost loop k: per-thread partials over k, a
      * warpgroup reduction, one thread updates the element. Outer loops run in turn. */
-    bool reduction(const ir::VectorOp &v, const std::vector<Loop> &loops, const Stmt &body) {
-        const Store *st = body.as<Store>();
-        if (!st)
-            return false;
+    void reduction(const ir::VectorOp &v, const std::vector<Loop> &loops, const Reduction &r) {
+        const Store *st = r.store;
         const Loop &k = loops.back();
-        Expr step = affine_step(st->index, k.name);
-        if (!step.defined() || !is_const_zero(step))
-            return false;
-        Expr rest, a, b;
-        const Add *add = st->value.as<Add>();
-        const Max *max = st->value.as<Max>();
-        const Min *min = st->value.as<Min>();
-        if (add)
-            a = add->a, b = add->b;
-        else if (max)
-            a = max->a, b = max->b;
-        else if (min)
-            a = min->a, b = min->b;
-        else
-            return false;
-        auto combine = [&](const Expr &x, const Expr &y) -> Expr {
-            return add ? Add::make(x, y) : max ? Max::make(x, y) : Min::make(x, y);
-        };
-        const Load *self = a.as<Load>();
-        Expr self_load = a;
-        if (self && self->name == st->name && equal(self->index, st->index)) {
-            rest = b;
-        } else if ((self = b.as<Load>()) && self->name == st->name &&
-                   equal(self->index, st->index)) {
-            rest = a;
-            self_load = b;
-        } else {
-            return false;
-        }
-        LoadsOf others(st->name);
-        rest.accept(&others);
-        if (!others.loads.empty() || !plan.tiles.count(st->name))
-            return false;
-
         const Halide::Type &t = st->value.type();
-        Expr identity = add ? make_zero(t) : max ? t.min() : t.max();
+        auto combine = [&](const Expr &x, const Expr &y) { return r.combine(x, y); };
+        const Expr &identity = r.identity, &rest = r.rest;
         std::string type = expr.type_name(t);
         Expr partial = Variable::make(t, internal_prefix + "partial"),
              total = Variable::make(t, internal_prefix + "total");
@@ -1181,14 +1006,10 @@ private:
              y = Variable::make(t, internal_prefix + "y");
         const std::string op =
             "[](" + type + " x, " + type + " y) { return " + expr(combine(x, y)) + "; }";
-        Stmt update = Store::make(st->name, combine(self_load, total), st->index, st->param,
+        Stmt update = Store::make(st->name, combine(r.self_load, total), st->index, st->param,
                                   st->predicate, st->alignment);
-        // Four rows or more (the loops outside k): a warp per row, shuffles only, no barrier.
-        Expr rows = 1;
-        for (size_t i = 0; i + 1 < loops.size(); i++)
-            rows = rows * loops[i].extent;
         const int warps = role_threads() / 32;
-        if (loops.size() > 1 && constant_upper_bound(simplify(rows)) >= warps) {
+        if (r.warp_per_row) {
             os << line() << "// vector op " << v.label << ": a reduction over " << k.name
                << " for each of the rows around it: a warp per row, partials strided over its "
                   "lanes, "
@@ -1214,7 +1035,7 @@ private:
             close();
             close();
             nest_loops.clear();
-            return true;
+            return;
         }
         os << line() << "// vector op " << v.label << ": a reduction over " << k.name
            << "; partials strided over the warpgroup's threads, then a shuffle reduction\n";
@@ -1249,17 +1070,10 @@ private:
             close();
         nest_loops.clear();
         uses_reduction = true;
-        return true;
     }
 
     void zero_fragment(const ir::VectorOp &v, const Stmt &nest, const std::string &acc) {
-        std::vector<Loop> loops;
-        Stmt body = peel_loops(nest, &loops);
-        const Store *st = body.as<Store>();
-        if (!st || st->name != acc || !is_const_zero(st->value) || v.regions.size() != 1) {
-            throw Error("hopper: vector op " + v.label + " writes the accumulator " + acc +
-                        "; in registers it can only be zeroed (an epilogue reads it)");
-        }
+        check_zeroing(v, nest, acc);
         const Accumulator &a = plan.accumulators.at(acc);
         os << line() << "// zero the accumulator: each thread clears its " << blocks(a) << " x "
            << a.n / 2 << " fragment registers\n";
@@ -1274,17 +1088,12 @@ private:
     /** The fragment registers an epilogue walks, "first; i < end": all a.n / 2 of a 64-row block,
      * or in a column block (`column_block`) the W / 2 of its W columns (register i holds column
      * 8 * (i / 4) + ...: each 8 columns are 4 registers). */
-    std::string registers(const Accumulator &a, const Stmt &body) const {
+    std::string registers(const Accumulator &a, int64_t block_columns) const {
         if (!column_block)
             return "0; i < " + std::to_string(a.n / 2);
-        int64_t width = 0;
-        for (const Store *st : collect<Store>(body)) {
-            auto t = plan.tiles.find(st->name);
-            if (t != plan.tiles.end() && t->second.ring_blocks)
-                width = swizzle_bytes / t->second.buffer->type.bytes();
-        }
-        internal_assert(width > 0) << "hopper emitter: a column block epilogue without its ring\n";
-        const std::string per = std::to_string(width / 2);
+        internal_assert(block_columns > 0)
+            << "hopper emitter: a column block epilogue without its ring\n";
+        const std::string per = std::to_string(block_columns / 2);
         return per + " * column_block; i < " + per + " * column_block + " + per + " && i < " +
                std::to_string(a.n / 2);
     }
@@ -1293,86 +1102,31 @@ private:
      * wgmma fragment registers, guarded by the nest's extents. */
     void epilogue(const ir::VectorOp &v, const Stmt &nest, const std::string &acc) {
         flush();
-        std::vector<Loop> loops;
-        Stmt body = peel_loops(nest, &loops);
-        LoadsOf reads(acc);
-        body.accept(&reads);
-        auto fail = [&](const std::string &why) {
-            throw Error(
-                "hopper: vector op " + v.label + " reads the accumulator " + acc +
-                "; the emitter maps only a 2-D per-element nest onto the wgmma fragments (" + why +
-                ")");
-        };
-        if (loops.size() > 2 || !collect<For>(body).empty())
-            fail("it is not one or two loops around the element code");
-        if (reads.loads.empty())
-            fail("no element load of the accumulator");
-        for (const Load *l : reads.loads) {
-            if (!equal(l->index, reads.loads[0]->index))
-                fail("it reads more than one element");
+        const FragmentEpilogue e = map_epilogue(plan, v, nest, acc);
+        if (!e.ring_tile.empty() && !column_block) {
+            deferred[e.ring_tile] = {v, nest, acc}; // emitted with its store, block by block
+            return;
         }
-        for (const Store *st : collect<Store>(body)) {
-            if (st->name == acc)
-                fail("it writes the accumulator");
-        }
-        // A loop Halide removed (a tile of one row or one column) stays at 0.
         const Accumulator &a = plan.accumulators.at(acc);
-        const Expr &index = reads.loads[0]->index;
-        int row = -1, col = -1;
-        for (int i = 0; i < int(loops.size()); i++) {
-            if (!is_const_zero(simplify(loops[i].min)))
-                fail("a loop does not start at 0");
-            Expr step = affine_step(index, loops[i].name);
-            if (!step.defined() || is_const_zero(step))
-                fail("the accumulator index does not walk " + loops[i].name);
-            bool column =
-                proven(step == 1) && col < 0 && (loops.size() == 2 || !proven(a.stride_m == 1));
-            (column ? col : row) = i;
-        }
-        if (loops.size() == 2 && (row < 0 || col < 0))
-            fail("no loop walks the accumulator's columns");
-        Expr base = index;
-        for (const Loop &l : loops)
-            base = substitute(l.name, 0, base);
-        if (!is_const_zero(simplify(base)))
-            fail("the accumulator index does not start at 0");
-        Expr row_extent = row >= 0 ? loops[row].extent : Halide::Expr(1),
-             col_extent = col >= 0 ? loops[col].extent : Halide::Expr(1);
-        int64_t rows = constant_upper_bound(row_extent), cols = constant_upper_bound(col_extent);
-        if (rows < 0 || cols < 0 || rows > a.m || cols > a.n)
-            fail("the nest is larger than the MMA tile");
-
-        for (const Store *st : collect<Store>(body)) {
-            auto t = plan.tiles.find(st->name);
-            if (t != plan.tiles.end() && t->second.ring_blocks && !column_block) {
-                deferred[st->name] = {v, nest, acc}; // emitted with its store, block by block
-                return;
-            }
-        }
-        const std::string row_name = row >= 0 ? loops[row].name : internal_prefix + "row_in_tile",
-                          col_name = col >= 0 ? loops[col].name : internal_prefix + "col_in_tile";
-        std::string r = c_name(row_name), c = c_name(col_name);
+        std::string r = c_name(e.row), c = c_name(e.col);
         os << line() << "// epilogue " << v.label
            << ": each thread applies the element code to its own wgmma fragment of " << acc
            << " (register i of block m64 holds row 64 * m64 + fragment_row(i), column "
               "fragment_col(i))\n";
         open("{");
-        os << line() << "const int rows = " << expr(row_extent) << ", cols = " << expr(col_extent)
-           << ";\n";
+        os << line() << "const int rows = " << expr(e.rows) << ", cols = " << expr(e.cols) << ";\n";
         const std::string block = open_blocks(a);
         os << line() << "#pragma unroll\n";
-        nest_loops = loops;
+        nest_loops = e.loops;
         fragment_buffer = acc;
-        const Store *pair = paired_store(body, row_name, col_name);
-        if (pair) {
+        if (const Store *pair = e.pair) {
             // Registers i and i + 1 hold adjacent columns: one 4- or 8-byte store per pair.
             const Tile &tile = plan.tiles.at(pair->name);
-            std::string element = storage_type(tile.buffer->type),
-                        two = tile.buffer->type.is_bfloat() ? "__nv_bfloat162" : "float2";
+            const std::string two = tile.buffer->type.is_bfloat() ? "__nv_bfloat162" : "float2";
             Expr value = pair->value;
             if (const Cast *cast = value.as<Cast>(); cast && cast->type.is_bfloat())
                 value = cast->value;
-            Expr next = substitute(col_name, Variable::make(Halide::Int(32), col_name) + 1, value);
+            Expr next = substitute(e.col, Variable::make(Halide::Int(32), e.col) + 1, value);
             fragment = c_name(acc) + "[" + block + "][i]";
             std::string first = expr(value);
             fragment = c_name(acc) + "[" + block + "][i + 1]";
@@ -1380,7 +1134,7 @@ private:
             fragment = c_name(acc) + "[" + block + "][i]";
             std::string index = tile_index(tile, pair->index),
                         target = c_name(pair->name) + "[" + index + "]";
-            open("for (int i = " + registers(a, body) + "; i += 2) {");
+            open("for (int i = " + registers(a, e.block_columns) + "; i += 2) {");
             os << line() << "const int " << r
                << " = 64 * m64 + hopper::fragment_row(i, thread_in_warpgroup);\n";
             os << line() << "const int " << c
@@ -1398,14 +1152,14 @@ private:
             close();
             close();
         } else {
-            open("for (int i = " + registers(a, body) + "; i++) {");
+            open("for (int i = " + registers(a, e.block_columns) + "; i++) {");
             os << line() << "const int " << r
                << " = 64 * m64 + hopper::fragment_row(i, thread_in_warpgroup);\n";
             os << line() << "const int " << c
                << " = hopper::fragment_col(i, thread_in_warpgroup);\n";
             open("if (" + r + " < rows && " + c + " < cols) {");
             fragment = c_name(acc) + "[" + block + "][i]";
-            element(body);
+            element(e.body);
             close();
             close();
         }
@@ -1416,40 +1170,6 @@ private:
         close();
         pending_sync = true;
         synced = false;
-    }
-
-    /** The body's single store when columns col and col + 1 land next to each other at an even
-     * element (so that a fragment's register pair is one aligned 4- or 8-byte store), else null. */
-    const Store *paired_store(const Stmt &body, const std::string &row, const std::string &col) {
-        const Store *st = body.as<Store>();
-        if (!st)
-            return nullptr;
-        auto t = plan.tiles.find(st->name);
-        if (t == plan.tiles.end() || t->second.kind != TileKind::Plain)
-            return nullptr;
-        const Halide::Type &type = t->second.buffer->type;
-        if (!(type.is_bfloat() && type.bits() == 16) && !(type.is_float() && type.bits() == 32))
-            return nullptr;
-        if (t->second.dynamic_layout) {
-            // tile_index: base + row * layout[0] + col
-            if (t->second.layout[0] % 2 != 0)
-                return nullptr;
-        } else {
-            Expr step_col = affine_step(st->index, col), step_row = affine_step(st->index, row);
-            if (!step_col.defined() || !step_row.defined() || !proven(step_col == 1) ||
-                !proven(step_row % 2 == 0))
-                return nullptr;
-        }
-        Expr base = simplify(substitute(row, 0, substitute(col, 0, st->index)));
-        if (t->second.rebased()) {
-            // On the GPU: version * an even version stride + the part within the version.
-            Expr within;
-            version_of(t->second, base, &within);
-            base = within;
-        }
-        if (!proven(base % 2 == 0))
-            return nullptr;
-        return st;
     }
 
 public:
