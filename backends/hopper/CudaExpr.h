@@ -9,7 +9,7 @@
  * a - b * floorf(a / b), the bitwise intrinsics, hopper's c_name (Plan.h).
  *
  * What the element code loads and the kernel's own ids (blockIdx, the warpgroup) are the kernel
- * printer's (Emitter.cpp derives from this class); on the host a load is an internal error.
+ * printer's (CodeGen.h derives from this class); on the host a load is an internal error.
  * Limits: a call other than the intrinsics above and CExpr's math is a user error naming it.
  */
 

@@ -3,7 +3,8 @@
 
 /** \file
  * The element-loop mapping of the Hopper emitter: how the element nest of a vector op runs on the
- * GPU, decided here and printed by Emitter.cpp (as Plan.h decides the tiles and the tensor maps).
+ * GPU, decided here and printed by CodeGen.h (ElementCode.cpp) (as Plan.h decides the tiles and the
+ * tensor maps).
  *
  *  - Over an accumulator held in wgmma fragment registers: a zeroing (check_zeroing), or an
  *    epilogue (map_epilogue): each thread runs the element code over the (row, col) of its own

@@ -1,14 +1,10 @@
 #include "Emitter.h"
 
-#include "CudaExpr.h"
-#include "ElementLoops.h"
+#include "CodeGen.h"
 #include "Host.h"
 #include "Plan.h"
-#include "common/Library.h"
 #include "tandem/AsyncIR.h"
-#include "tandem/Nest.h"
 
-#include <map>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -20,7 +16,7 @@ using namespace Halide::Internal;
 namespace {
 
 // ---------------------------------------------------------------------------------------------
-// Names and symbolic helpers
+// What a part of the control stream holds
 // ---------------------------------------------------------------------------------------------
 
 bool is_compute(const Stmt &op) {
@@ -48,10 +44,6 @@ bool uses_warpgroup(const Expr &e) {
     return u.found;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Code generation
-// ---------------------------------------------------------------------------------------------
-
 bool contains_tma_load(const Stmt &s, const Kernel &k) {
     bool found = false;
     for_each_op(s, [&](const Stmt &op) {
@@ -68,1113 +60,612 @@ bool contains_compute(const Stmt &s) {
     return found;
 }
 
-class CodeGen {
-public:
-    CodeGen(const Kernel &k, const Plan &p) : kernel(k), plan(p) {}
+} // namespace
 
-    std::ostringstream os;
-    int indent = 1;
-    bool compute_role = false;
-    /** The role runs on the cooperative consumer warpgroups (Kernel::consumer_warpgroups > 1):
-     * its barriers, element loops and elected thread span them all. */
-    bool cooperative_role = false;
-    bool lone_producer = false;   // a producer role walked by its elected thread alone
-    int64_t setmaxnreg_total = 0; // registers the roles' setmaxnreg ask for, over all their threads
-    int role_threads() const {
-        return cooperative_role ? warpgroup_threads * kernel.consumer_warpgroups
-                                : warpgroup_threads;
-    }
-    std::string role_thread() const {
-        return cooperative_role ? "thread_in_consumers" : "thread_in_warpgroup";
-    }
+// ---------------------------------------------------------------------------------------------
+// The control stream (CodeGen.h; the element nests are ElementCode.cpp)
+// ---------------------------------------------------------------------------------------------
 
-    void role_body(const Stmt &s) {
-        compute_role = contains_compute(s);
-        // The consumer role of a cooperative warp-specialized kernel, or a cooperative kernel's
-        // one role (its software pipeline on two warpgroups).
-        cooperative_role =
-            kernel.consumer_warpgroups > 1 && (kernel.warpgroups == 1 || compute_role);
-        synced =
-            true; // the kernel's __syncthreads; no thread of the role has touched shared memory yet
-        pending_sync = false;
-        // A producer that only issues TMA loads is walked by its elected thread alone: the others
-        // give up their registers (setmaxnreg is warpgroup-wide) and leave, so no thread spins
-        // on the empty barriers a lap behind. A role with thread copies needs all its threads.
-        lone_producer = kernel.warpgroups > 1 && !compute_role && contains_tma_load(s, kernel);
-        bool setmaxnreg = false;
-        for_each_op(s, [&](const Stmt &op) {
-            ir::CopyOp c;
-            int registers = 0;
-            bool increase = false;
-            if (ir::as_copy(op, &c) && plan.tiles.count(kernel.arg(c.src) ? c.dst : c.src) &&
-                plan.tiles.at(kernel.arg(c.src) ? c.dst : c.src).threads())
-                lone_producer = false;
-            setmaxnreg = setmaxnreg || ir::as_setmaxnreg(op, &registers, &increase);
-        });
-        if (lone_producer && !setmaxnreg)
-            leave_unless_elected();
-        stmt(s);
-        lone_producer = false;
-    }
+void CodeGen::role_body(const Stmt &s) {
+    compute_role = contains_compute(s);
+    // The consumer role of a cooperative warp-specialized kernel, or a cooperative kernel's
+    // one role (its software pipeline on two warpgroups).
+    cooperative_role = kernel.consumer_warpgroups > 1 && (kernel.warpgroups == 1 || compute_role);
+    synced =
+        true; // the kernel's __syncthreads; no thread of the role has touched shared memory yet
+    pending_sync = false;
+    // A producer that only issues TMA loads is walked by its elected thread alone: the others
+    // give up their registers (setmaxnreg is warpgroup-wide) and leave, so no thread spins
+    // on the empty barriers a lap behind. A role with thread copies needs all its threads.
+    lone_producer = kernel.warpgroups > 1 && !compute_role && contains_tma_load(s, kernel);
+    bool setmaxnreg = false;
+    for_each_op(s, [&](const Stmt &op) {
+        ir::CopyOp c;
+        int registers = 0;
+        bool increase = false;
+        if (ir::as_copy(op, &c) && plan.tiles.count(kernel.arg(c.src) ? c.dst : c.src) &&
+            plan.tiles.at(kernel.arg(c.src) ? c.dst : c.src).threads())
+            lone_producer = false;
+        setmaxnreg = setmaxnreg || ir::as_setmaxnreg(op, &registers, &increase);
+    });
+    if (lone_producer && !setmaxnreg)
+        leave_unless_elected();
+    stmt(s);
+    lone_producer = false;
+}
 
-    void leave_unless_elected() {
-        os << line()
-           << "if (!elected) return; // the producer's elected thread walks its loop alone\n";
-    }
-
-    void stmt(const Stmt &s) {
-        if (!s.defined())
-            return;
-        if (const For *f = s.as<For>())
-            return loop(f);
-        if (const LetStmt *l = s.as<LetStmt>())
-            return let(s, l);
-        if (const IfThenElse *i = s.as<IfThenElse>())
-            return branch(i);
-        if (const Block *b = s.as<Block>()) {
-            if (ir::is_fence_proxy_async(b->first) && thread_store(b->rest)) {
-                // The threads read the tile through the generic proxy: no fence.proxy.async.
-                stmt(b->rest);
-                return;
-            }
-            stmt(b->first);
+void CodeGen::stmt(const Stmt &s) {
+    if (!s.defined())
+        return;
+    if (const For *f = s.as<For>())
+        return loop(f);
+    if (const LetStmt *l = s.as<LetStmt>())
+        return let(s, l);
+    if (const IfThenElse *i = s.as<IfThenElse>())
+        return branch(i);
+    if (const Block *b = s.as<Block>()) {
+        if (ir::is_fence_proxy_async(b->first) && thread_store(b->rest)) {
+            // The threads read the tile through the generic proxy: no fence.proxy.async.
             stmt(b->rest);
             return;
         }
-        if (const ProducerConsumer *pc = s.as<ProducerConsumer>()) {
-            os << line() << "// " << (pc->is_producer ? "produce " : "consume ") << pc->name
-               << "\n";
-            return stmt(pc->body);
-        }
-        if (s.as<Evaluate>())
-            return intrinsic(s);
-        internal_error << "hopper emitter: unexpected statement in the control stream\n"
-                       << s << "\n";
+        stmt(b->first);
+        stmt(b->rest);
+        return;
     }
-
-private:
-    /** The kernel's expressions: CudaExpr, with the element code's loads (tiles, fragment
-     * registers) and the kernel's own ids. */
-    class KernelExpr : public CudaExpr {
-    public:
-        explicit KernelExpr(CodeGen &g) : g(g) {}
-
-    private:
-        CodeGen &g;
-        std::string load(const Load *l) override { return g.load(l); }
-        std::string call(const Call *c) override {
-            Expr owns, tile, first;
-            if (ir::as_cluster_tile(c, &owns, &tile,
-                                    &first)) // a tile-less CTA runs its cluster's first tile
-                return "((" + print(owns) + ") ? (" + print(tile) + ") : (" + print(first) + "))";
-            if (ir::is_core_id(c))
-                return "int(blockIdx.x)";
-            if (ir::is_grid_size(c))
-                return "int(gridDim.x)";
-            if (ir::is_warpgroup(c))
-                return "warpgroup";
-            return CudaExpr::call(c);
-        }
-    };
-
-    const Kernel &kernel;
-    const Plan &plan;
-    KernelExpr expr{*this};
-    bool synced = false; // no thread of the warpgroup touched shared memory since its last barrier
-    bool pending_sync = false;    // threads wrote shared memory: a barrier before anyone reads it
-    std::vector<Loop> nest_loops; // the element nest being emitted (for tile index rewriting)
-    std::string fragment;         // inside an accumulator epilogue: the current fragment register
-    std::string fragment_buffer;
-    /** Accumulator epilogues into a column-block ring (Tile::ring_blocks), emitted with the store
-     * that follows them, one column block at a time; `column_block` is set while one is. */
-    struct Epilogue {
-        ir::VectorOp op;
-        Stmt nest;
-        std::string acc;
-    };
-    std::map<std::string, Epilogue> deferred;
-    bool column_block = false;
-    int loop_depth = 0; // loops of the control stream around the statement being emitted
-    std::vector<std::set<std::string>> scopes{{}};
-
-    std::string line() const { return std::string(4 * indent, ' '); }
-
-    /** An expression for `if (...)`: without the printer's outer parentheses. */
-    std::string condition(const Expr &e) { return expr.print_bare(e); }
-
-    void open(const std::string &text) {
-        os << line() << text << "\n";
-        indent++;
-        scopes.emplace_back();
+    if (const ProducerConsumer *pc = s.as<ProducerConsumer>()) {
+        os << line() << "// " << (pc->is_producer ? "produce " : "consume ") << pc->name << "\n";
+        return stmt(pc->body);
     }
-    void close(const std::string &text = "}") {
-        indent--;
-        scopes.pop_back();
-        os << line() << text << "\n";
-    }
+    if (s.as<Evaluate>())
+        return intrinsic(s);
+    internal_error << "hopper emitter: unexpected statement in the control stream\n" << s << "\n";
+}
 
-    static bool ends_with(const std::string &s, const std::string &tail) {
-        return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-    }
+void CodeGen::sync() {
+    if (cooperative_role)
+        os << line() << "hopper::consumers_sync<" << role_threads()
+           << ">(); // the cooperative consumer warpgroups\n";
+    else
+        os << line() << "hopper::warpgroup_sync(warpgroup);\n";
+    synced = true;
+    pending_sync = false;
+}
 
-    void sync() {
-        if (cooperative_role)
-            os << line() << "hopper::consumers_sync<" << role_threads()
-               << ">(); // the cooperative consumer warpgroups\n";
-        else
-            os << line() << "hopper::warpgroup_sync(warpgroup);\n";
-        synced = true;
-        pending_sync = false;
-    }
-    void flush() {
-        if (pending_sync)
-            sync();
-    }
+bool CodeGen::thread_store(const Stmt &s) const {
+    Stmt first = s;
+    while (const Block *b = first.as<Block>())
+        first = b->first;
+    ir::CopyOp c;
+    return ir::as_copy(first, &c) && kernel.arg(c.dst) && plan.tiles.count(c.src) &&
+           plan.tiles.at(c.src).threads();
+}
 
-    /** Whether `s` starts with a store the threads make (Plan.h: a tile TMA cannot move). */
-    bool thread_store(const Stmt &s) const {
-        Stmt first = s;
-        while (const Block *b = first.as<Block>())
-            first = b->first;
-        ir::CopyOp c;
-        return ir::as_copy(first, &c) && kernel.arg(c.dst) && plan.tiles.count(c.src) &&
-               plan.tiles.at(c.src).threads();
+void CodeGen::loop(const For *f) {
+    flush();
+    if (ends_with(f->name, ".prologue"))
+        os << line() << "// prologue: start the first copies of the pipeline\n";
+    bool pure = !contains_compute(f->body);
+    if (compute_role && pure && !synced && contains_tma_load(f->body, kernel)) {
+        os << line() << "// the warpgroup is done reading the versions these loads overwrite\n";
+        sync();
     }
+    bool before = synced;
+    loop_depth++;
+    std::string v = c_name(f->name);
+    open("for (int " + v + " = " + expr(f->min) + ", " + v + "_end = " + v + " + " +
+         expr(f->extent) + "; " + v + " < " + v + "_end; " + v + "++) {");
+    scopes.back().insert(v);
+    synced = pure && before;
+    stmt(f->body);
+    flush();
+    close();
+    loop_depth--;
+    synced = pure && before;
+}
 
-    // ---- control flow ----
-
-    void loop(const For *f) {
-        flush();
-        if (ends_with(f->name, ".prologue"))
-            os << line() << "// prologue: start the first copies of the pipeline\n";
-        bool pure = !contains_compute(f->body);
-        if (compute_role && pure && !synced && contains_tma_load(f->body, kernel)) {
-            os << line() << "// the warpgroup is done reading the versions these loads overwrite\n";
-            sync();
-        }
-        bool before = synced;
-        loop_depth++;
-        std::string v = c_name(f->name);
-        open("for (int " + v + " = " + expr(f->min) + ", " + v + "_end = " + v + " + " +
-             expr(f->extent) + "; " + v + " < " + v + "_end; " + v + "++) {");
-        scopes.back().insert(v);
-        synced = pure && before;
-        stmt(f->body);
-        flush();
+void CodeGen::let(const Stmt &s, const LetStmt *l) {
+    ir::VectorOp v;
+    Stmt body;
+    if (ir::as_vector_op(s, &v, &body))
+        return vector_op(v, body);
+    std::string name = c_name(l->name);
+    bool counter = plan.counters.count(l->name) > 0;
+    bool advanced = false;
+    for_each_op(l->body, [&](const Stmt &op) {
+        std::string c;
+        advanced = advanced || (ir::as_advance(op, &c) && c == l->name);
+    });
+    if (!stmt_uses_var(l->body, l->name) && !advanced)
+        return stmt(l->body); // this role never uses it
+    bool braces = scopes.back().count(name) > 0;
+    if (braces)
+        open("{");
+    if (ends_with(l->name, ".iteration")) {
+        os << line()
+           << "// steady state: issue the copies for a later iteration, wait for this one, "
+              "compute\n";
+    } else if (ends_with(l->name, ".slot")) {
+        os << line() << "// stage: the version of the ring this step uses\n";
+    }
+    if (counter)
+        os << line() << "// advanced by this role (tandem_advance)\n";
+    os << line() << (counter ? "" : "const ") << expr.type_name(l->value.type()) << " " << name
+       << " = " << expr(l->value) << ";\n";
+    scopes.back().insert(name);
+    stmt(l->body);
+    if (braces)
         close();
-        loop_depth--;
-        synced = pure && before;
-    }
+}
 
-    void let(const Stmt &s, const LetStmt *l) {
-        ir::VectorOp v;
-        Stmt body;
-        if (ir::as_vector_op(s, &v, &body))
-            return vector_op(v, body);
-        std::string name = c_name(l->name);
-        bool counter = plan.counters.count(l->name) > 0;
-        bool advanced = false;
-        for_each_op(l->body, [&](const Stmt &op) {
-            std::string c;
-            advanced = advanced || (ir::as_advance(op, &c) && c == l->name);
-        });
-        if (!stmt_uses_var(l->body, l->name) && !advanced)
-            return stmt(l->body); // this role never uses it
-        bool braces = scopes.back().count(name) > 0;
-        if (braces)
-            open("{");
-        if (ends_with(l->name, ".iteration")) {
-            os << line()
-               << "// steady state: issue the copies for a later iteration, wait for this one, "
-                  "compute\n";
-        } else if (ends_with(l->name, ".slot")) {
-            os << line() << "// stage: the version of the ring this step uses\n";
-        }
-        if (counter)
-            os << line() << "// advanced by this role (tandem_advance)\n";
-        os << line() << (counter ? "" : "const ") << expr.type_name(l->value.type()) << " " << name
-           << " = " << expr(l->value) << ";\n";
-        scopes.back().insert(name);
-        stmt(l->body);
-        if (braces)
-            close();
+void CodeGen::branch(const IfThenElse *i) {
+    flush();
+    if (uses_warpgroup(i->condition))
+        return roles(i);
+    if (compute_role && !synced &&
+        (contains_tma_load(i->then_case, kernel) || contains_tma_load(i->else_case, kernel))) {
+        os << line() << "// the warpgroup is done reading the versions these loads overwrite\n";
+        sync();
     }
+    bool before = synced;
+    open("if (" + condition(i->condition) + ") {");
+    stmt(i->then_case);
+    flush();
+    bool after_then = synced;
+    if (i->else_case.defined()) {
+        synced = before;
+        close("} else {");
+        scopes.emplace_back();
+        indent++;
+        stmt(i->else_case);
+        flush();
+        synced = synced && after_then;
+    } else {
+        synced = before && after_then;
+    }
+    close();
+}
 
-    void branch(const IfThenElse *i) {
-        flush();
-        if (uses_warpgroup(i->condition))
-            return roles(i);
-        if (compute_role && !synced &&
-            (contains_tma_load(i->then_case, kernel) || contains_tma_load(i->else_case, kernel))) {
-            os << line() << "// the warpgroup is done reading the versions these loads overwrite\n";
-            sync();
-        }
-        bool before = synced;
-        open("if (" + condition(i->condition) + ") {");
-        stmt(i->then_case);
-        flush();
-        bool after_then = synced;
-        if (i->else_case.defined()) {
-            synced = before;
+void CodeGen::role_comment(const Stmt &s, const std::string &who) {
+    bool loads = contains_tma_load(s, kernel), compute = contains_compute(s);
+    std::string what = compute
+                           ? "consumer: waits for full versions, computes, releases them, stores"
+                       : loads ? "producer: one elected thread issues the TMA loads"
+                               : "no work";
+    os << line() << "// ---- " << who << ": " << what << " ----\n";
+}
+
+void CodeGen::roles(const IfThenElse *i) {
+    open("if (" + condition(i->condition) + ") {");
+    role_comment(i->then_case, CExpr::halide_text(i->condition));
+    role_body(i->then_case);
+    flush();
+    Stmt rest = i->else_case;
+    while (rest.defined()) {
+        const IfThenElse *next = rest.as<IfThenElse>();
+        if (next && uses_warpgroup(next->condition)) {
+            close("} else if (" + condition(next->condition) + ") {");
+            scopes.emplace_back();
+            indent++;
+            role_comment(next->then_case, CExpr::halide_text(next->condition));
+            role_body(next->then_case);
+            flush();
+            rest = next->else_case;
+        } else {
             close("} else {");
             scopes.emplace_back();
             indent++;
-            stmt(i->else_case);
+            role_comment(rest, "the other warpgroups");
+            role_body(rest);
             flush();
-            synced = synced && after_then;
+            rest = Stmt();
+        }
+    }
+    close();
+    compute_role = false;
+    cooperative_role = false;
+}
+
+bool CodeGen::is_mbarrier(const std::string &name) const {
+    for (const BarrierDecl &b : kernel.barriers) {
+        if (b.name == name)
+            return true;
+    }
+    return false;
+}
+
+void CodeGen::intrinsic(const Stmt &s) {
+    ir::CopyOp c;
+    ir::WaitOp w;
+    ir::ArriveOp a;
+    ir::MmaOp m;
+    Expr bytes;
+    std::string counter;
+    int registers = 0, pending = 0;
+    bool increase = false;
+    if (ir::as_expect(s, &a, &bytes)) {
+        if (compute_role && !synced) {
+            os << line() << "// the warpgroup is done reading the versions these loads overwrite\n";
+            sync();
+        }
+        auto it = plan.expect_bytes.find(a.barrier);
+        internal_assert(it != plan.expect_bytes.end())
+            << "hopper emitter: nothing lands on " << a.barrier << "\n";
+        os << line() << "// expect the full boxes (" << it->second << " bytes) on " << a.barrier;
+        if (!proven(bytes == Halide::Expr(int(it->second))))
+            os << "; a tail tile lands zero-filled at full size";
+        os << "\n"
+           << line() << "if (elected) hopper::mbarrier_arrive_expect_tx("
+           << barrier(a.barrier, a.slot) << ", " << it->second << ");\n";
+    } else if (ir::as_copy(s, &c)) {
+        copy(c, s.get());
+    } else if (ir::as_wait(s, &w)) {
+        if (is_mbarrier(w.barrier) && w.parity.defined()) {
+            os << line() << "hopper::mbarrier_wait_parity(" << barrier(w.barrier, w.slot) << ", "
+               << expr(w.parity) << "); // parity from the ring's lap\n";
+        } else if (is_mbarrier(w.barrier)) {
+            os << line() << "hopper::mbarrier_wait(" << c_name(w.barrier) << ", " << expr(w.slot)
+               << ", " << c_name(w.barrier) << "_phase);\n";
         } else {
-            synced = before && after_then;
-        }
-        close();
-    }
-
-    void role_comment(const Stmt &s, const std::string &who) {
-        bool loads = contains_tma_load(s, kernel), compute = contains_compute(s);
-        std::string what =
-            compute ? "consumer: waits for full versions, computes, releases them, stores"
-            : loads ? "producer: one elected thread issues the TMA loads"
-                    : "no work";
-        os << line() << "// ---- " << who << ": " << what << " ----\n";
-    }
-
-    /** The roles: one branch per warpgroup (setmaxnreg needs each role in its own branch). */
-    void roles(const IfThenElse *i) {
-        open("if (" + condition(i->condition) + ") {");
-        role_comment(i->then_case, CExpr::halide_text(i->condition));
-        role_body(i->then_case);
-        flush();
-        Stmt rest = i->else_case;
-        while (rest.defined()) {
-            const IfThenElse *next = rest.as<IfThenElse>();
-            if (next && uses_warpgroup(next->condition)) {
-                close("} else if (" + condition(next->condition) + ") {");
-                scopes.emplace_back();
-                indent++;
-                role_comment(next->then_case, CExpr::halide_text(next->condition));
-                role_body(next->then_case);
-                flush();
-                rest = next->else_case;
-            } else {
-                close("} else {");
-                scopes.emplace_back();
-                indent++;
-                role_comment(rest, "the other warpgroups");
-                role_body(rest);
-                flush();
-                rest = Stmt();
-            }
-        }
-        close();
-        compute_role = false;
-        cooperative_role = false;
-    }
-
-    // ---- intrinsics ----
-
-    std::string barrier(const std::string &name, const Expr &slot) {
-        return "&" + c_name(name) + "[" + expr(slot) + "]";
-    }
-
-    bool is_mbarrier(const std::string &name) const {
-        for (const BarrierDecl &b : kernel.barriers) {
-            if (b.name == name)
-                return true;
-        }
-        return false;
-    }
-
-    void intrinsic(const Stmt &s) {
-        ir::CopyOp c;
-        ir::WaitOp w;
-        ir::ArriveOp a;
-        ir::MmaOp m;
-        Expr bytes;
-        std::string counter;
-        int registers = 0, pending = 0;
-        bool increase = false;
-        if (ir::as_expect(s, &a, &bytes)) {
-            if (compute_role && !synced) {
-                os << line()
-                   << "// the warpgroup is done reading the versions these loads overwrite\n";
-                sync();
-            }
-            auto it = plan.expect_bytes.find(a.barrier);
-            internal_assert(it != plan.expect_bytes.end())
-                << "hopper emitter: nothing lands on " << a.barrier << "\n";
-            os << line() << "// expect the full boxes (" << it->second << " bytes) on "
-               << a.barrier;
-            if (!proven(bytes == Halide::Expr(int(it->second))))
-                os << "; a tail tile lands zero-filled at full size";
-            os << "\n"
-               << line() << "if (elected) hopper::mbarrier_arrive_expect_tx("
-               << barrier(a.barrier, a.slot) << ", " << it->second << ");\n";
-        } else if (ir::as_copy(s, &c)) {
-            copy(c, s.get());
-        } else if (ir::as_wait(s, &w)) {
-            if (is_mbarrier(w.barrier) && w.parity.defined()) {
-                os << line() << "hopper::mbarrier_wait_parity(" << barrier(w.barrier, w.slot)
-                   << ", " << expr(w.parity) << "); // parity from the ring's lap\n";
-            } else if (is_mbarrier(w.barrier)) {
-                os << line() << "hopper::mbarrier_wait(" << c_name(w.barrier) << ", "
-                   << expr(w.slot) << ", " << c_name(w.barrier) << "_phase);\n";
-            } else {
-                // The empty barrier of a store source: this thread's bulk stores finished reading
-                // it.
-                bool store_empty = false;
-                for (const std::string &b : plan.store_sources)
-                    store_empty = store_empty || w.barrier == ir::empty_barrier(b);
-                internal_assert(store_empty) << "hopper emitter: wait on " << w.barrier
-                                             << ", neither an mbarrier nor a TMA store's\n";
-                // Versions by tile parity, inside the tile loop: the stores of the other versions
-                // (one bulk group each, or one per column block) may still be reading theirs.
-                // Ping-pong consumers store only their own version; the drain waits for all.
-                const std::string source = w.barrier.substr(0, w.barrier.rfind('.'));
-                const Tile &t = plan.tiles.at(source);
-                const bool by_consumer = kernel.warpgroups > 2 && kernel.consumer_warpgroups == 1;
-                const int64_t groups =
-                    t.ring_blocks ? t.layout[0] * t.buffer->type.bytes() / swizzle_bytes : 1;
-                const int64_t pending =
-                    loop_depth > 0 && !by_consumer ? (t.buffer->slots - 1) * groups : 0;
-                os << line() << "// " << w.barrier
-                   << ": the TMA stores out of the tile finished reading it\n";
-                if (pending > 0)
-                    os << line() << "if (elected) hopper::bulk_wait_group_read<" << pending
-                       << ">(); // the stores of the other versions may still read theirs\n";
-                else
-                    os << line() << "if (elected) hopper::bulk_wait_group_read_0();\n";
-                pending_sync = true;
-                synced = false;
-            }
-        } else if (ir::as_arrive(s, &a) && cooperative_role) {
-            // Each cooperative warpgroup releases what it read (the barrier counts one arrival per
-            // warpgroup): no barrier across them.
-            flush();
-            os << line() << "hopper::warpgroup_sync(warpgroup);\n";
-            os << line() << "if (thread_in_warpgroup == 0) " << arrive(a) << " // arrive on "
-               << a.barrier << (a.cluster > 1 ? " of every CTA of the cluster" : "")
-               << " for this warpgroup\n";
-        } else if (ir::as_arrive(s, &a)) {
-            flush();
-            if (!synced)
-                sync();
-            os << line() << "if (elected) " << arrive(a) << " // arrive on " << a.barrier
-               << (a.cluster > 1 ? " of every CTA of the cluster" : "") << " for the warpgroup\n";
-        } else if (ir::as_mma(s, &m)) {
-            mma(m);
-        } else if (std::string acc; ir::as_mma_wait(s, &acc, &pending)) {
-            os << line() << "hopper::wgmma_wait_group<" << pending << ">();"
-               << (pending ? " // the MMA just issued stays in flight\n" : "\n");
-            os << line() << "hopper::fence_fragment(" << c_name(acc) << ");\n";
+            // The empty barrier of a store source: this thread's bulk stores finished reading
+            // it.
+            bool store_empty = false;
+            for (const std::string &b : plan.store_sources)
+                store_empty = store_empty || w.barrier == ir::empty_barrier(b);
+            internal_assert(store_empty) << "hopper emitter: wait on " << w.barrier
+                                         << ", neither an mbarrier nor a TMA store's\n";
+            // Versions by tile parity, inside the tile loop: the stores of the other versions
+            // (one bulk group each, or one per column block) may still be reading theirs.
+            // Ping-pong consumers store only their own version; the drain waits for all.
+            const std::string source = w.barrier.substr(0, w.barrier.rfind('.'));
+            const Tile &t = plan.tiles.at(source);
+            const bool by_consumer = kernel.warpgroups > 2 && kernel.consumer_warpgroups == 1;
+            const int64_t groups =
+                t.ring_blocks ? t.layout[0] * t.buffer->type.bytes() / swizzle_bytes : 1;
+            const int64_t pending =
+                loop_depth > 0 && !by_consumer ? (t.buffer->slots - 1) * groups : 0;
+            os << line() << "// " << w.barrier
+               << ": the TMA stores out of the tile finished reading it\n";
+            if (pending > 0)
+                os << line() << "if (elected) hopper::bulk_wait_group_read<" << pending
+                   << ">(); // the stores of the other versions may still read theirs\n";
+            else
+                os << line() << "if (elected) hopper::bulk_wait_group_read_0();\n";
+            pending_sync = true;
             synced = false;
-        } else if (ir::is_fence_proxy_async(s)) {
-            os << line()
-               << "hopper::fence_proxy_async_shared(); // this thread's smem writes, before the "
-                  "TMA store reads them\n";
-        } else if (ir::as_advance(s, &counter)) {
-            os << line() << c_name(counter) << " += 1;\n";
-        } else if (ir::as_setmaxnreg(s, &registers, &increase)) {
-            os << line() << "hopper::setmaxnreg_" << (increase ? "inc" : "dec") << "<" << registers
-               << ">();\n";
-            setmaxnreg_total += int64_t(registers) * warpgroup_threads *
-                                (cooperative_role ? kernel.consumer_warpgroups : 1);
-            if (lone_producer && !increase)
-                leave_unless_elected();
-        } else {
-            const Evaluate *e = s.as<Evaluate>();
-            internal_assert(e && is_const(e->value))
-                << "hopper emitter: unexpected op " << s << "\n";
         }
-    }
-
-    /** The shared-memory address of a Stmt offset into `buffer`: the version it falls in at the
-     * GPU's version stride (Plan's layout), plus the part within the version. */
-    std::string address(const std::string &buffer, const Expr &offset) {
-        const Tile &t = plan.tiles.at(buffer);
-        const std::string bytes = std::to_string(t.buffer->type.bytes());
-        if (!t.rebased())
-            return c_name(buffer) + "_address + uint32_t(" + expr(offset) + ") * " + bytes;
-        Expr within;
-        Expr version = version_of(t, offset, &within);
-        if (t.dynamic_layout && !is_const_zero(within)) {
-            throw Error("hopper: a copy or MMA reaches into " + buffer +
-                        " inside a version, whose layout differs on the GPU (full-tile rows)");
-        }
-        std::string r = c_name(buffer) + "_address";
-        if (!is_const_zero(version))
-            r += " + uint32_t(" + expr(version) + ") * " + std::to_string(t.slot_bytes);
-        if (!is_const_zero(within))
-            r += " + uint32_t(" + expr(within) + ") * " + bytes;
-        return r;
-    }
-
-    static std::string int_list(const std::vector<std::string> &v) {
-        std::string s = "{";
-        for (size_t i = 0; i < v.size(); i++)
-            s += (i ? ", " : "") + v[i];
-        return s + "}";
-    }
-
-    /** A copy TMA cannot make (Plan.h): the warpgroup's threads move the elements; into shared
-     * memory, they then complete the tile's bytes on the full barrier. */
-    void thread_copy(const ir::CopyOp &c, bool load, const std::string &arg,
-                     const std::string &buffer) {
-        const Tile &tile = plan.tiles.at(buffer);
+    } else if (ir::as_arrive(s, &a) && cooperative_role) {
+        // Each cooperative warpgroup releases what it read (the barrier counts one arrival per
+        // warpgroup): no barrier across them.
+        flush();
+        os << line() << "hopper::warpgroup_sync(warpgroup);\n";
+        os << line() << "if (thread_in_warpgroup == 0) " << arrive(a) << " // arrive on "
+           << a.barrier << (a.cluster > 1 ? " of every CTA of the cluster" : "")
+           << " for this warpgroup\n";
+    } else if (ir::as_arrive(s, &a)) {
         flush();
         if (!synced)
-            sync(); // the warpgroup is done with the version (a load) or wrote it (a store)
-        os << line() << "// thread copy " << c.src << " -> " << c.dst << " by the warpgroup's "
-           << "threads (TMA cannot: " << tile.thread_copy << ")"
-           << (load ? "; completes on " + c.barrier : "") << "\n";
-        const std::string global =
-            c_name(arg) + "_global + (" + expr(load ? c.src_offset : c.dst_offset) + ")";
-        if (cooperative_role)
-            open("if (consumer == 0) { // one of the cooperative warpgroups copies");
-        if (tile.kind != TileKind::Plain) {
-            // A wgmma tile: swizzled, zero-filled past the copy (tile.role: copy dim -> layout
-            // dim).
-            std::string extent[2] = {"1", "1"}, stride[2] = {"0", "0"};
-            for (size_t d = 0; d < c.dims.size(); d++) {
-                extent[tile.role[d]] = expr(c.dims[d].extent);
-                stride[tile.role[d]] = expr(c.dims[d].src_stride);
-            }
-            os << line() << "hopper::thread_copy_swizzled(" << address(buffer, c.dst_offset) << ", "
-               << tile.layout[0] << ", " << tile.layout[1] << ", " << global << ", " << extent[0]
-               << ", " << extent[1] << ", " << stride[0] << ", " << stride[1]
-               << ", thread_in_warpgroup);\n";
-        } else {
-            std::vector<std::string> extents, dst_strides, src_strides;
-            for (const ir::CopyDim &d : c.dims) {
-                extents.push_back(expr(d.extent));
-                dst_strides.push_back(expr(d.dst_stride));
-                src_strides.push_back(expr(d.src_stride));
-            }
-            const std::string smem =
-                c_name(buffer) + " + (" + expr(load ? c.dst_offset : c.src_offset) + ")";
-            os << line() << "hopper::thread_copy(" << (load ? smem : global) << ", "
-               << (load ? global : smem) << ", " << int_list(extents) << ", "
-               << int_list(dst_strides) << ", " << int_list(src_strides)
-               << ", thread_in_warpgroup);\n";
-        }
-        if (load) {
-            os << line() << "hopper::thread_copy_complete(" << barrier(c.barrier, c.slot) << ", "
-               << tile.tx_bytes << ", warpgroup, elected);\n";
-        }
-        if (cooperative_role)
-            close();
-        synced = load && !cooperative_role;
+            sync();
+        os << line() << "if (elected) " << arrive(a) << " // arrive on " << a.barrier
+           << (a.cluster > 1 ? " of every CTA of the cluster" : "") << " for the warpgroup\n";
+    } else if (ir::as_mma(s, &m)) {
+        mma(m);
+    } else if (std::string acc; ir::as_mma_wait(s, &acc, &pending)) {
+        os << line() << "hopper::wgmma_wait_group<" << pending << ">();"
+           << (pending ? " // the MMA just issued stays in flight\n" : "\n");
+        os << line() << "hopper::fence_fragment(" << c_name(acc) << ");\n";
+        synced = false;
+    } else if (ir::is_fence_proxy_async(s)) {
+        os << line()
+           << "hopper::fence_proxy_async_shared(); // this thread's smem writes, before the "
+              "TMA store reads them\n";
+    } else if (ir::as_advance(s, &counter)) {
+        os << line() << c_name(counter) << " += 1;\n";
+    } else if (ir::as_setmaxnreg(s, &registers, &increase)) {
+        os << line() << "hopper::setmaxnreg_" << (increase ? "inc" : "dec") << "<" << registers
+           << ">();\n";
+        setmaxnreg_total += int64_t(registers) * warpgroup_threads *
+                            (cooperative_role ? kernel.consumer_warpgroups : 1);
+        if (lone_producer && !increase)
+            leave_unless_elected();
+    } else {
+        const Evaluate *e = s.as<Evaluate>();
+        internal_assert(e && is_const(e->value)) << "hopper emitter: unexpected op " << s << "\n";
     }
+}
 
-    void copy(const ir::CopyOp &c, const IRNode *node) {
-        bool load = kernel.arg(c.src) != nullptr;
-        std::string arg = load ? c.src : c.dst, buffer = load ? c.dst : c.src;
-        if (plan.tiles.at(buffer).threads())
-            return thread_copy(c, load, arg, buffer);
-        const TensorMap &map = plan.map(arg, buffer, load);
-        std::string boxes = brace_list(map.box);
-        if (map.blocks > 1)
-            boxes += " x " + std::to_string(map.blocks) +
-                     (map.swizzle ? " column blocks" : " side by side");
-        const bool ring_store = !load && deferred.count(buffer);
-        const int ring = plan.tiles.at(buffer).ring_blocks;
-        if (load) {
-            if (compute_role && !synced)
-                sync();
-            os << line() << "// TMA load " << arg << " -> " << buffer << " (box " << boxes
-               << "), completes on " << c.barrier
-               << (c.multicast > 1 ? " of each CTA of the cluster: the boxes dealt over the ranks, "
-                                     "each multicast to all"
-                                   : "")
-               << "\n";
-        } else if (ring_store) {
-            // The epilogue and the store one column block at a time, through the ring's blocks.
-            const Epilogue e = deferred.at(buffer);
-            deferred.erase(buffer);
-            flush();
-            os << line() << "// epilogue and TMA store of " << buffer << " -> " << arg
-               << " one column block (box " << brace_list(map.box)
-               << ") at a time, through a ring of " << ring << " column blocks\n";
-            os << line() << "#pragma unroll\n";
-            open("for (int column_block = 0; column_block < " + std::to_string(map.blocks) +
-                 "; column_block++) {");
-            open("if (column_block >= " + std::to_string(ring) + ") {");
-            os << line() << "// the store " << ring
-               << " blocks back finished reading this block's slot\n";
-            os << line() << "if (elected) hopper::bulk_wait_group_read<" << ring - 1 << ">();\n";
-            sync();
-            close();
-            column_block = true;
-            epilogue(e.op, e.nest, e.acc);
-            column_block = false;
-            os << line()
-               << "hopper::fence_proxy_async_shared(); // this thread's smem writes, before the "
-                  "TMA store reads them\n";
-            sync();
-        } else {
-            flush();
-            if (!synced)
-                sync();
-            os << line() << "// TMA store " << buffer << " -> " << arg << " (box " << boxes
-               << "), in this thread's bulk group\n";
+std::string CodeGen::address(const std::string &buffer, const Expr &offset) {
+    const Tile &t = plan.tiles.at(buffer);
+    const std::string bytes = std::to_string(t.buffer->type.bytes());
+    if (!t.rebased())
+        return c_name(buffer) + "_address + uint32_t(" + expr(offset) + ") * " + bytes;
+    Expr within;
+    Expr version = version_of(t, offset, &within);
+    if (t.dynamic_layout && !is_const_zero(within)) {
+        throw Error("hopper: a copy or MMA reaches into " + buffer +
+                    " inside a version, whose layout differs on the GPU (full-tile rows)");
+    }
+    std::string r = c_name(buffer) + "_address";
+    if (!is_const_zero(version))
+        r += " + uint32_t(" + expr(version) + ") * " + std::to_string(t.slot_bytes);
+    if (!is_const_zero(within))
+        r += " + uint32_t(" + expr(within) + ") * " + bytes;
+    return r;
+}
+
+std::string CodeGen::int_list(const std::vector<std::string> &v) {
+    std::string s = "{";
+    for (size_t i = 0; i < v.size(); i++)
+        s += (i ? ", " : "") + v[i];
+    return s + "}";
+}
+
+void CodeGen::thread_copy(const ir::CopyOp &c, bool load, const std::string &arg,
+                          const std::string &buffer) {
+    const Tile &tile = plan.tiles.at(buffer);
+    flush();
+    if (!synced)
+        sync(); // the warpgroup is done with the version (a load) or wrote it (a store)
+    os << line() << "// thread copy " << c.src << " -> " << c.dst << " by the warpgroup's "
+       << "threads (TMA cannot: " << tile.thread_copy << ")"
+       << (load ? "; completes on " + c.barrier : "") << "\n";
+    const std::string global =
+        c_name(arg) + "_global + (" + expr(load ? c.src_offset : c.dst_offset) + ")";
+    if (cooperative_role)
+        open("if (consumer == 0) { // one of the cooperative warpgroups copies");
+    if (tile.kind != TileKind::Plain) {
+        // A wgmma tile: swizzled, zero-filled past the copy (tile.role: copy dim -> layout
+        // dim).
+        std::string extent[2] = {"1", "1"}, stride[2] = {"0", "0"};
+        for (size_t d = 0; d < c.dims.size(); d++) {
+            extent[tile.role[d]] = expr(c.dims[d].extent);
+            stride[tile.role[d]] = expr(c.dims[d].src_stride);
         }
-        open("if (elected) {");
-        if (load && c.multicast > 1)
-            os << line() << "int box = 0; // this rank issues boxes rank, rank + " << c.multicast
-               << ", ...\n";
-        os << line() << "const int offset = " << expr(load ? c.src_offset : c.dst_offset)
-           << "; // element of " << arg << "\n";
-        // Tail tiles: the box is full size and the part past the tile must lie past the edge.
-        auto checks = plan.tail_checks.find(node);
-        if (checks != plan.tail_checks.end()) {
-            for (const TailCheck &t : checks->second) {
-                os << line() << "hopper::check_tail(" << expr(c.dims[t.dim].extent) << ", "
-                   << t.reach << ", offset"
-                   << (is_const_one(t.view_stride) ? "" : " / " + expr(t.view_stride)) << " % "
-                   << expr(t.view_extent) << ", " << expr(t.view_extent) << ");\n";
-            }
+        os << line() << "hopper::thread_copy_swizzled(" << address(buffer, c.dst_offset) << ", "
+           << tile.layout[0] << ", " << tile.layout[1] << ", " << global << ", " << extent[0]
+           << ", " << extent[1] << ", " << stride[0] << ", " << stride[1]
+           << ", thread_in_warpgroup);\n";
+    } else {
+        std::vector<std::string> extents, dst_strides, src_strides;
+        for (const ir::CopyDim &d : c.dims) {
+            extents.push_back(expr(d.extent));
+            dst_strides.push_back(expr(d.dst_stride));
+            src_strides.push_back(expr(d.src_stride));
         }
-        std::string smem = address(buffer, load ? c.dst_offset : c.src_offset);
-        // Coordinates innermost first; a dim of extent 1 is always at 0.
-        auto coordinates = [&](const std::string &block) { // block: the offset along dim 0
-            std::string coords;
-            for (size_t d = 0; d < map.extents.size(); d++) {
-                std::string coordinate = "offset";
-                if (is_const_one(map.extents[d])) {
-                    coordinate = "0";
-                } else {
-                    if (!is_const_one(map.strides[d]))
-                        coordinate += " / " + expr(map.strides[d]);
-                    if (d + 1 < map.extents.size())
-                        coordinate += " % " + expr(map.extents[d]);
-                }
-                if (d == 0 && !block.empty())
-                    coordinate = "(" + coordinate + ") + " + block;
-                if (d == 1 && map.rows > 1)
-                    coordinate = "(" + coordinate + ") + row";
-                coords += ", " + coordinate;
-            }
-            return coords;
-        };
-        auto issue = [&](const std::string &destination, const std::string &coords,
-                         const std::string &tensor_map) {
-            if (load && c.multicast > 1) {
-                os << line() << "if (box++ % " << c.multicast
-                   << " == int(hopper::cluster_rank())) hopper::tma_load_multicast(" << destination
-                   << ", &" << tensor_map << ", " << barrier(c.barrier, c.slot) << ", 0x"
-                   << std::hex << ((1 << c.multicast) - 1) << std::dec << coords << ");\n";
-            } else if (load) {
-                os << line() << "hopper::tma_load(" << destination << ", &" << tensor_map << ", "
-                   << barrier(c.barrier, c.slot) << coords << ");\n";
+        const std::string smem =
+            c_name(buffer) + " + (" + expr(load ? c.dst_offset : c.src_offset) + ")";
+        os << line() << "hopper::thread_copy(" << (load ? smem : global) << ", "
+           << (load ? global : smem) << ", " << int_list(extents) << ", " << int_list(dst_strides)
+           << ", " << int_list(src_strides) << ", thread_in_warpgroup);\n";
+    }
+    if (load) {
+        os << line() << "hopper::thread_copy_complete(" << barrier(c.barrier, c.slot) << ", "
+           << tile.tx_bytes << ", warpgroup, elected);\n";
+    }
+    if (cooperative_role)
+        close();
+    synced = load && !cooperative_role;
+}
+
+void CodeGen::copy(const ir::CopyOp &c, const IRNode *node) {
+    bool load = kernel.arg(c.src) != nullptr;
+    std::string arg = load ? c.src : c.dst, buffer = load ? c.dst : c.src;
+    if (plan.tiles.at(buffer).threads())
+        return thread_copy(c, load, arg, buffer);
+    const TensorMap &map = plan.map(arg, buffer, load);
+    std::string boxes = brace_list(map.box);
+    if (map.blocks > 1)
+        boxes +=
+            " x " + std::to_string(map.blocks) + (map.swizzle ? " column blocks" : " side by side");
+    const bool ring_store = !load && deferred.count(buffer);
+    const int ring = plan.tiles.at(buffer).ring_blocks;
+    if (load) {
+        if (compute_role && !synced)
+            sync();
+        os << line() << "// TMA load " << arg << " -> " << buffer << " (box " << boxes
+           << "), completes on " << c.barrier
+           << (c.multicast > 1 ? " of each CTA of the cluster: the boxes dealt over the ranks, "
+                                 "each multicast to all"
+                               : "")
+           << "\n";
+    } else if (ring_store) {
+        // The epilogue and the store one column block at a time, through the ring's blocks.
+        const Epilogue e = deferred.at(buffer);
+        deferred.erase(buffer);
+        flush();
+        os << line() << "// epilogue and TMA store of " << buffer << " -> " << arg
+           << " one column block (box " << brace_list(map.box) << ") at a time, through a ring of "
+           << ring << " column blocks\n";
+        os << line() << "#pragma unroll\n";
+        open("for (int column_block = 0; column_block < " + std::to_string(map.blocks) +
+             "; column_block++) {");
+        open("if (column_block >= " + std::to_string(ring) + ") {");
+        os << line() << "// the store " << ring
+           << " blocks back finished reading this block's slot\n";
+        os << line() << "if (elected) hopper::bulk_wait_group_read<" << ring - 1 << ">();\n";
+        sync();
+        close();
+        column_block = true;
+        epilogue(e.op, e.nest, e.acc);
+        column_block = false;
+        os << line()
+           << "hopper::fence_proxy_async_shared(); // this thread's smem writes, before the "
+              "TMA store reads them\n";
+        sync();
+    } else {
+        flush();
+        if (!synced)
+            sync();
+        os << line() << "// TMA store " << buffer << " -> " << arg << " (box " << boxes
+           << "), in this thread's bulk group\n";
+    }
+    open("if (elected) {");
+    if (load && c.multicast > 1)
+        os << line() << "int box = 0; // this rank issues boxes rank, rank + " << c.multicast
+           << ", ...\n";
+    os << line() << "const int offset = " << expr(load ? c.src_offset : c.dst_offset)
+       << "; // element of " << arg << "\n";
+    // Tail tiles: the box is full size and the part past the tile must lie past the edge.
+    auto checks = plan.tail_checks.find(node);
+    if (checks != plan.tail_checks.end()) {
+        for (const TailCheck &t : checks->second) {
+            os << line() << "hopper::check_tail(" << expr(c.dims[t.dim].extent) << ", " << t.reach
+               << ", offset" << (is_const_one(t.view_stride) ? "" : " / " + expr(t.view_stride))
+               << " % " << expr(t.view_extent) << ", " << expr(t.view_extent) << ");\n";
+        }
+    }
+    std::string smem = address(buffer, load ? c.dst_offset : c.src_offset);
+    // Coordinates innermost first; a dim of extent 1 is always at 0.
+    auto coordinates = [&](const std::string &block) { // block: the offset along dim 0
+        std::string coords;
+        for (size_t d = 0; d < map.extents.size(); d++) {
+            std::string coordinate = "offset";
+            if (is_const_one(map.extents[d])) {
+                coordinate = "0";
             } else {
-                os << line() << "hopper::tma_store(&" << tensor_map << ", " << destination << coords
-                   << ");\n";
+                if (!is_const_one(map.strides[d]))
+                    coordinate += " / " + expr(map.strides[d]);
+                if (d + 1 < map.extents.size())
+                    coordinate += " % " + expr(map.extents[d]);
             }
-        };
-        if (map.rows > 1) {
-            // A row of boxes per row of the tile, each row at the tile's row pitch.
-            open("for (int row = 0; row < " + std::to_string(map.rows) + "; row++) {");
-            smem += " + row * " + std::to_string(map.row_bytes);
+            if (d == 0 && !block.empty())
+                coordinate = "(" + coordinate + ") + " + block;
+            if (d == 1 && map.rows > 1)
+                coordinate = "(" + coordinate + ") + row";
+            coords += ", " + coordinate;
         }
-        const int full_blocks = map.last_box ? map.blocks - 1 : map.blocks;
-        if (ring_store) {
-            issue(smem + " + (column_block % " + std::to_string(ring) + ") * " +
-                      std::to_string(map.block_bytes),
-                  coordinates("column_block * " + std::to_string(map.box[0])), map.name);
-        } else if (full_blocks > 4) {
-            open("for (int block = 0; block < " + std::to_string(full_blocks) + "; block++) {");
-            issue(smem + " + block * " + std::to_string(map.block_bytes),
-                  coordinates("block * " + std::to_string(map.box[0])), map.name);
-            close();
+        return coords;
+    };
+    auto issue = [&](const std::string &destination, const std::string &coords,
+                     const std::string &tensor_map) {
+        if (load && c.multicast > 1) {
+            os << line() << "if (box++ % " << c.multicast
+               << " == int(hopper::cluster_rank())) hopper::tma_load_multicast(" << destination
+               << ", &" << tensor_map << ", " << barrier(c.barrier, c.slot) << ", 0x" << std::hex
+               << ((1 << c.multicast) - 1) << std::dec << coords << ");\n";
+        } else if (load) {
+            os << line() << "hopper::tma_load(" << destination << ", &" << tensor_map << ", "
+               << barrier(c.barrier, c.slot) << coords << ");\n";
         } else {
-            for (int block = 0; block < full_blocks; block++) {
-                issue(smem + (block > 0 ? " + " + std::to_string(block * map.block_bytes) : ""),
-                      coordinates(block > 0 ? std::to_string(block * map.box[0]) : ""), map.name);
-            }
-        }
-        if (map.last_box && !ring_store) {
-            issue(smem + " + " + std::to_string(full_blocks * map.block_bytes),
-                  coordinates(std::to_string(full_blocks * map.box[0])), map.last_name);
-        }
-        if (map.rows > 1)
-            close();
-        if (!load)
-            os << line() << "hopper::bulk_commit_group();\n";
-        close();
-        if (ring_store)
-            close(); // the column blocks
-    }
-
-    /** An arrival by one thread: on this CTA's barrier, or on each CTA's of the cluster. */
-    std::string arrive(const ir::ArriveOp &a) {
-        if (a.cluster > 1)
-            return "for (uint32_t rank = 0; rank < " + std::to_string(a.cluster) +
-                   "; rank++) hopper::mbarrier_arrive_cluster(" + barrier(a.barrier, a.slot) +
-                   ", rank);";
-        return "hopper::mbarrier_arrive(" + barrier(a.barrier, a.slot) + ");";
-    }
-
-    /** Fragment blocks of 64 rows each thread holds: all of the tile's, or with cooperative
-     * consumers every other one. */
-    int blocks(const Accumulator &a) const {
-        const int sharing = cooperative_role ? kernel.consumer_warpgroups : 1;
-        return int((a.m / 64 + sharing - 1) / sharing);
-    }
-
-    /** Opens the unrolled loop over this thread's fragment blocks, defining m64 (the block's
-     * 64-row index in the tile); returns the fragment array's index for it. */
-    std::string open_blocks(const Accumulator &a) {
-        os << line() << "#pragma unroll\n";
-        if (!cooperative_role) {
-            open("for (int m64 = 0; m64 < " + std::to_string(a.m / 64) + "; m64++) {");
-            return "m64";
-        }
-        open("for (int block = 0; block < " + std::to_string(blocks(a)) + "; block++) {");
-        os << line() << "const int m64 = " << kernel.consumer_warpgroups
-           << " * block + consumer; // this warpgroup's blocks alternate with the other's\n";
-        if (a.m / 64 % kernel.consumer_warpgroups != 0)
-            open("if (m64 < " + std::to_string(a.m / 64) +
-                 ") { // the tile's last block has one owner");
-        return "block";
-    }
-    void close_blocks(const Accumulator &a) {
-        if (cooperative_role && a.m / 64 % kernel.consumer_warpgroups != 0)
-            close();
-        close();
-    }
-
-    void mma(const ir::MmaOp &m) {
-        flush();
-        const Accumulator &acc = plan.accumulators.at(m.acc);
-        const Tile &a = plan.tiles.at(m.a), &b = plan.tiles.at(m.b);
-        for (auto [name, offset, tile] :
-             {std::tuple{m.a, m.a_offset, &a}, std::tuple{m.b, m.b_offset, &b}}) {
-            if (!proven(offset % Halide::Expr(int(tile->buffer->slot_elements)) == 0)) {
-                throw Error("hopper: the MMA into " + m.acc + " reads " + name +
-                            " inside a version; wgmma tiles start at a version");
-            }
-        }
-        const int64_t a_blocks_bytes = swizzle_bytes * acc.m, b_block_bytes = swizzle_bytes * acc.k;
-        os << line() << "// MMA " << m.acc << " += " << m.a << " * " << m.b << ": the full "
-           << acc.m << " x " << acc.n << " x " << acc.k << " tile, " << acc.k / 16
-           << " k16 steps of " << acc.m / 64 << " m64n" << acc.n << " wgmma\n";
-        os << line() << "hopper::fence_fragment(" << c_name(m.acc) << ");\n";
-        os << line() << "hopper::wgmma_fence();\n";
-        open("{");
-        os << line() << "const uint32_t a_tile = " << address(m.a, m.a_offset) << ";\n";
-        os << line() << "const uint32_t b_tile = " << address(m.b, m.b_offset) << ";\n";
-        os << line() << "#pragma unroll\n";
-        open("for (int k16 = 0; k16 < " + std::to_string(acc.k / 16) + "; k16++) {");
-        if (acc.b_k_major) {
-            os << line() << "// B, K-major: " << acc.n
-               << " rows of 128 B per wgmma, SBO = 1024 B per 8 rows; "
-               << "k16 = 32 B inside a 64-wide block\n";
-            os << line()
-               << "const uint64_t b_descriptor = hopper::matrix_descriptor_128B(b_tile + (k16 / 4) "
-                  "* "
-               << swizzle_bytes * acc.n << " + (k16 % 4) * 32, 16, 1024);\n";
-        } else {
-            os << line() << "// B, N-major: 16 k-rows of 128 B per step; LBO = " << b_block_bytes
-               << " B between 64-column blocks, SBO = 1024 B per 8 k-rows\n";
-            os << line()
-               << "const uint64_t b_descriptor = hopper::matrix_descriptor_128B(b_tile + k16 * "
-               << 16 * swizzle_bytes << ", " << b_block_bytes << ", 1024);\n";
-        }
-        const std::string block = open_blocks(acc);
-        os << line()
-           << "// A, K-major: 64 rows of 128 B per wgmma, SBO = 1024 B per 8 rows; k16 = 32 B "
-              "inside a 64-wide block\n";
-        os << line()
-           << "const uint64_t a_descriptor = hopper::matrix_descriptor_128B(a_tile + (k16 / 4) * "
-           << a_blocks_bytes << " + m64 * " << 64 * swizzle_bytes
-           << " + (k16 % 4) * 32, 16, 1024);\n";
-        os << line() << "hopper::wgmma_bf16<" << acc.n << (acc.b_k_major ? ", hopper::KMajorB" : "")
-           << ">(" << c_name(m.acc) << "[" << block << "], a_descriptor, b_descriptor);\n";
-        close_blocks(acc);
-        close();
-        close();
-        os << line() << "hopper::wgmma_commit_group();\n";
-        synced = false;
-    }
-
-    // ---- element nests ----
-
-    std::string load(const Load *l) {
-        if (plan.accumulators.count(l->name)) {
-            internal_assert(fragment_buffer == l->name)
-                << "hopper emitter: accumulator load outside its epilogue\n";
-            return fragment;
-        }
-        auto t = plan.tiles.find(l->name);
-        internal_assert(t != plan.tiles.end())
-            << "hopper emitter: load of " << l->name << " in an element nest\n";
-        std::string v = c_name(l->name) + "[" + tile_index(t->second, l->index) + "]";
-        return t->second.buffer->type.is_bfloat() ? "__bfloat162float(" + v + ")" : v;
-    }
-
-    /** The index of a tile element on the GPU. A version starts at version * the GPU's version
-     * stride (Plan's layout). Tiles whose Stmt layout differs from the GPU's (rows of a tail's
-     * size, or rows padded to 16 bytes) are rewritten to the full-tile layout: the loop var
-     * stepping by 1 is dim 0, the other one steps by the full row. */
-    std::string tile_index(const Tile &t, const Expr &index) {
-        std::string i = gpu_index(t, index);
-        if (!column_block || !t.ring_blocks)
-            return i;
-        // The element's column block lies in the ring's slot column_block % ring_blocks.
-        const int64_t block = swizzle_bytes / t.buffer->type.bytes() * t.layout[1];
-        return i + " - (column_block / " + std::to_string(t.ring_blocks) + ") * " +
-               std::to_string(t.ring_blocks * block);
-    }
-
-    std::string gpu_index(const Tile &t, const Expr &index) {
-        const TileIndex x = map_tile_index(t, index, nest_loops);
-        if (x.as_in_stmt)
-            return expr(x.element);
-        const std::string outer = x.outer.empty() ? "" : c_name(x.outer),
-                          inner = x.inner.empty() ? "" : c_name(x.inner);
-        std::string r = is_const_zero(x.version)
-                            ? ""
-                            : expr(x.version) + " * " + std::to_string(t.slot_elements());
-        auto add = [&](const std::string &term) { r += (r.empty() ? "" : " + ") + term; };
-        // The row-major element within the version, placed in the swizzled column blocks: from
-        // the nest's row and column where the index is row * W + column, else from the element.
-        auto place = [&](const std::string &linear) {
-            if (!t.swizzled_store)
-                return linear;
-            const std::string T = storage_type(t.buffer->type), rows = std::to_string(t.layout[1]);
-            if (x.rows_of_tile && x.version_start)
-                return "hopper::swizzled_128B<" + T + ", " + rows + ">(" +
-                       (outer.empty() ? "0" : outer) + ", " + (inner.empty() ? "0" : inner) + ")";
-            return "hopper::swizzled_128B<" + T + ", " + rows + ">((" + linear + ") / " +
-                   std::to_string(t.layout[0]) + ", (" + linear + ") % " +
-                   std::to_string(t.layout[0]) + ")";
-        };
-        if (!t.dynamic_layout) {
-            add(place(expr(x.element)));
-            return r;
-        }
-        std::string linear;
-        if (!outer.empty())
-            linear = outer + " * " + std::to_string(t.layout[0]);
-        if (!inner.empty())
-            linear += (linear.empty() ? "" : " + ") + inner;
-        if (linear.empty())
-            linear = "0";
-        if (t.swizzled_store || linear != "0")
-            add(place(linear));
-        return r.empty() ? "0" : r;
-    }
-
-    void store(const Store *st) {
-        auto t = plan.tiles.find(st->name);
-        if (t == plan.tiles.end()) {
-            throw Error("hopper: an element nest writes " + st->name +
-                        ", which is not a shared tile");
-        }
-        Expr value = st->value;
-        std::string v;
-        if (t->second.buffer->type.is_bfloat()) {
-            const Cast *cast = value.as<Cast>();
-            v = "__float2bfloat16_rn(" +
-                expr(cast && cast->type.is_bfloat() ? cast->value : value) + ")";
-        } else {
-            v = expr(value);
-        }
-        os << line() << c_name(st->name) << "[" << tile_index(t->second, st->index) << "] = " << v
-           << ";\n";
-    }
-
-    /** Statements inside an element nest, run by the current thread. */
-    void element(const Stmt &s) {
-        if (!s.defined())
-            return;
-        if (const For *f = s.as<For>()) {
-            std::string v = c_name(f->name);
-            nest_loops.push_back({f->name, f->min, f->extent});
-            open("for (int " + v + " = " + expr(f->min) + ", " + v + "_end = " + v + " + " +
-                 expr(f->extent) + "; " + v + " < " + v + "_end; " + v + "++) {");
-            element(f->body);
-            close();
-            nest_loops.pop_back();
-        } else if (const LetStmt *l = s.as<LetStmt>()) {
-            open("{");
-            os << line() << "const " << expr.type_name(l->value.type()) << " " << c_name(l->name)
-               << " = " << expr(l->value) << ";\n";
-            element(l->body);
-            close();
-        } else if (const IfThenElse *i = s.as<IfThenElse>()) {
-            open("if (" + condition(i->condition) + ") {");
-            element(i->then_case);
-            if (i->else_case.defined()) {
-                close("} else {");
-                scopes.emplace_back();
-                indent++;
-                element(i->else_case);
-            }
-            close();
-        } else if (const Block *b = s.as<Block>()) {
-            element(b->first);
-            element(b->rest);
-        } else if (const Store *st = s.as<Store>()) {
-            store(st);
-        } else {
-            internal_error << "hopper emitter: unexpected statement in an element nest\n"
-                           << s << "\n";
-        }
-    }
-
-    void vector_op(const ir::VectorOp &v, const Stmt &nest) {
-        for (const ir::Region &r : v.regions) {
-            if (plan.accumulators.count(r.buffer))
-                return r.write ? zero_fragment(v, nest, r.buffer) : epilogue(v, nest, r.buffer);
-        }
-        flush();
-        const TileNest n = map_tile_nest(plan, nest, role_threads());
-        if (n.kind == TileNest::Kind::Elementwise) {
-            parallel(v, n);
-        } else if (n.kind == TileNest::Kind::Reduction) {
-            reduction(v, n.loops, n.reduction);
-        } else {
-            os << line() << "// vector op " << v.label
-               << ": one thread (not an elementwise nest or a single reduction)\n";
-            open("if (elected) {");
-            element(nest);
-            close();
-        }
-        pending_sync = true;
-        synced = false;
-    }
-
-    /** The whole nest as one range of elements strided over the warpgroup's threads. */
-    void parallel(const ir::VectorOp &v, const TileNest &n) {
-        os << line() << "// vector op " << v.label << ": elementwise, strided over the role's "
-           << role_threads() << " threads\n";
-        open("{");
-        const std::string total = declare_extents(n.loops, n.loops.size());
-        nest_loops = n.loops;
-        for (const auto &[name, load] : n.scalars) {
-            os << line() << "const auto " << c_name(name) << " = " << expr(load)
-               << "; // invariant in the nest\n";
-        }
-        nest_loops.clear();
-        open("for (int element = " + role_thread() + "; element < " + total +
-             "; element += " + std::to_string(role_threads()) + ") {");
-        unflatten(n.loops, n.loops.size(), "element");
-        nest_loops = n.loops;
-        element(n.code);
-        nest_loops.clear();
-        close();
-        close();
-    }
-
-    /** Declares the min and extent of the first `count` loops; returns their extents' product. */
-    std::string declare_extents(const std::vector<Loop> &loops, size_t count) {
-        std::string total;
-        for (size_t i = 0; i < count; i++) {
-            std::string n = c_name(loops[i].name);
-            os << line() << "const int " << n << "_min = " << expr(loops[i].min) << ", " << n
-               << "_extent = " << expr(loops[i].extent) << ";\n";
-            total += (total.empty() ? "" : " * ") + n + "_extent";
-        }
-        return total;
-    }
-
-    /** Defines the vars of the first `count` loops from the flat index `flat` (the last of them
-     * innermost). */
-    void unflatten(const std::vector<Loop> &loops, size_t count, const std::string &flat) {
-        std::string divisor;
-        for (size_t i = count; i-- > 0;) {
-            std::string n = c_name(loops[i].name);
-            std::string e = divisor.empty() ? flat : flat + " / (" + divisor + ")";
-            if (i > 0)
-                e += " % " + n + "_extent";
-            os << line() << "const int " << n << " = " << n << "_min + " << e << ";\n";
-            divisor += (divisor.empty() ? "" : " * ") + n + "_extent";
-        }
-    }
-
-    /** store[i] = store[i] op f(k) over the innermost loop k: per-thread partials over k, a
-     * warpgroup reduction, one thread updates the element. Outer loops run in turn. */
-    void reduction(const ir::VectorOp &v, const std::vector<Loop> &loops, const Reduction &r) {
-        const Store *st = r.store;
-        const Loop &k = loops.back();
-        const Halide::Type &t = st->value.type();
-        auto combine = [&](const Expr &x, const Expr &y) { return r.combine(x, y); };
-        const Expr &identity = r.identity, &rest = r.rest;
-        std::string type = expr.type_name(t);
-        Expr partial = Variable::make(t, internal_prefix + "partial"),
-             total = Variable::make(t, internal_prefix + "total");
-        Expr x = Variable::make(t, internal_prefix + "x"),
-             y = Variable::make(t, internal_prefix + "y");
-        const std::string op =
-            "[](" + type + " x, " + type + " y) { return " + expr(combine(x, y)) + "; }";
-        Stmt update = Store::make(st->name, combine(r.self_load, total), st->index, st->param,
-                                  st->predicate, st->alignment);
-        const int warps = role_threads() / 32;
-        if (r.warp_per_row) {
-            os << line() << "// vector op " << v.label << ": a reduction over " << k.name
-               << " for each of the rows around it: a warp per row, partials strided over its "
-                  "lanes, "
-                  "then a shuffle reduction\n";
-            open("{");
-            const std::string total_rows = declare_extents(loops, loops.size() - 1);
-            open("for (int row = " + role_thread() + " / 32; row < " + total_rows +
-                 "; row += " + std::to_string(warps) + ") {");
-            unflatten(loops, loops.size() - 1, "row");
-            nest_loops = loops;
-            std::string n = c_name(k.name);
-            os << line() << type << " partial = " << expr(identity) << ";\n";
-            open("for (int " + n + " = " + expr(k.min) + " + " + role_thread() + " % 32, " + n +
-                 "_end = " + expr(k.min) + " + " + expr(k.extent) + "; " + n + " < " + n +
-                 "_end; " + n + " += 32) {");
-            os << line() << "partial = " << expr(combine(partial, rest)) << ";\n";
-            close();
-            os << line() << "const " << type << " total = hopper::warp_reduce(partial, " << op
+            os << line() << "hopper::tma_store(&" << tensor_map << ", " << destination << coords
                << ");\n";
-            open("if (" + role_thread() + " % 32 == 0) {");
-            store(update.as<Store>());
-            close();
-            close();
-            close();
-            nest_loops.clear();
-            return;
         }
-        os << line() << "// vector op " << v.label << ": a reduction over " << k.name
-           << "; partials strided over the warpgroup's threads, then a shuffle reduction\n";
-        nest_loops = loops;
-        for (size_t i = 0; i + 1 < loops.size(); i++) {
-            std::string n = c_name(loops[i].name);
-            open("for (int " + n + " = " + expr(loops[i].min) + ", " + n + "_end = " + n + " + " +
-                 expr(loops[i].extent) + "; " + n + " < " + n + "_end; " + n + "++) {");
+    };
+    if (map.rows > 1) {
+        // A row of boxes per row of the tile, each row at the tile's row pitch.
+        open("for (int row = 0; row < " + std::to_string(map.rows) + "; row++) {");
+        smem += " + row * " + std::to_string(map.row_bytes);
+    }
+    const int full_blocks = map.last_box ? map.blocks - 1 : map.blocks;
+    if (ring_store) {
+        issue(smem + " + (column_block % " + std::to_string(ring) + ") * " +
+                  std::to_string(map.block_bytes),
+              coordinates("column_block * " + std::to_string(map.box[0])), map.name);
+    } else if (full_blocks > 4) {
+        open("for (int block = 0; block < " + std::to_string(full_blocks) + "; block++) {");
+        issue(smem + " + block * " + std::to_string(map.block_bytes),
+              coordinates("block * " + std::to_string(map.box[0])), map.name);
+        close();
+    } else {
+        for (int block = 0; block < full_blocks; block++) {
+            issue(smem + (block > 0 ? " + " + std::to_string(block * map.block_bytes) : ""),
+                  coordinates(block > 0 ? std::to_string(block * map.box[0]) : ""), map.name);
         }
-        open("{");
-        std::string n = c_name(k.name);
-        os << line() << type << " partial = " << expr(identity) << ";\n";
-        open("for (int " + n + " = " + expr(k.min) + " + " + role_thread() + ", " + n +
-             "_end = " + expr(k.min) + " + " + expr(k.extent) + "; " + n + " < " + n + "_end; " +
-             n + " += " + std::to_string(role_threads()) + ") {");
-        os << line() << "partial = " << expr(combine(partial, rest)) << ";\n";
-        close();
-        if (cooperative_role)
-            os << line() << "const " << type << " total = hopper::consumers_reduce<"
-               << role_threads() << ">(partial, &reduction_scratch[0][0],\n"
-               << line() << "    " << op << ");\n";
-        else
-            os << line() << "const " << type
-               << " total = hopper::warpgroup_reduce(partial, reduction_scratch[warpgroup], "
-                  "warpgroup,\n"
-               << line() << "    " << op << ");\n";
-        open("if (elected) {");
-        store(update.as<Store>());
-        close();
-        close();
-        for (size_t i = 0; i + 1 < loops.size(); i++)
-            close();
-        nest_loops.clear();
-        uses_reduction = true;
     }
-
-    void zero_fragment(const ir::VectorOp &v, const Stmt &nest, const std::string &acc) {
-        check_zeroing(v, nest, acc);
-        const Accumulator &a = plan.accumulators.at(acc);
-        os << line() << "// zero the accumulator: each thread clears its " << blocks(a) << " x "
-           << a.n / 2 << " fragment registers\n";
-        os << line() << "#pragma unroll\n";
-        open("for (int block = 0; block < " + std::to_string(blocks(a)) + "; block++) {");
-        os << line() << "#pragma unroll\n";
-        os << line() << "for (int i = 0; i < " << a.n / 2 << "; i++) " << c_name(acc)
-           << "[block][i] = 0.0f;\n";
+    if (map.last_box && !ring_store) {
+        issue(smem + " + " + std::to_string(full_blocks * map.block_bytes),
+              coordinates(std::to_string(full_blocks * map.box[0])), map.last_name);
+    }
+    if (map.rows > 1)
         close();
-    }
+    if (!load)
+        os << line() << "hopper::bulk_commit_group();\n";
+    close();
+    if (ring_store)
+        close(); // the column blocks
+}
 
-    /** The fragment registers an epilogue walks, "first; i < end": all a.n / 2 of a 64-row block,
-     * or in a column block (`column_block`) the W / 2 of its W columns (register i holds column
-     * 8 * (i / 4) + ...: each 8 columns are 4 registers). */
-    std::string registers(const Accumulator &a, int64_t block_columns) const {
-        if (!column_block)
-            return "0; i < " + std::to_string(a.n / 2);
-        internal_assert(block_columns > 0)
-            << "hopper emitter: a column block epilogue without its ring\n";
-        const std::string per = std::to_string(block_columns / 2);
-        return per + " * column_block; i < " + per + " * column_block + " + per + " && i < " +
-               std::to_string(a.n / 2);
-    }
+std::string CodeGen::arrive(const ir::ArriveOp &a) {
+    if (a.cluster > 1)
+        return "for (uint32_t rank = 0; rank < " + std::to_string(a.cluster) +
+               "; rank++) hopper::mbarrier_arrive_cluster(" + barrier(a.barrier, a.slot) +
+               ", rank);";
+    return "hopper::mbarrier_arrive(" + barrier(a.barrier, a.slot) + ");";
+}
 
-    /** The element nest reading the accumulator, run by each thread over the (row, col) of its own
-     * wgmma fragment registers, guarded by the nest's extents. */
-    void epilogue(const ir::VectorOp &v, const Stmt &nest, const std::string &acc) {
-        flush();
-        const FragmentEpilogue e = map_epilogue(plan, v, nest, acc);
-        if (!e.ring_tile.empty() && !column_block) {
-            deferred[e.ring_tile] = {v, nest, acc}; // emitted with its store, block by block
-            return;
+std::string CodeGen::open_blocks(const Accumulator &a) {
+    os << line() << "#pragma unroll\n";
+    if (!cooperative_role) {
+        open("for (int m64 = 0; m64 < " + std::to_string(a.m / 64) + "; m64++) {");
+        return "m64";
+    }
+    open("for (int block = 0; block < " + std::to_string(blocks(a)) + "; block++) {");
+    os << line() << "const int m64 = " << kernel.consumer_warpgroups
+       << " * block + consumer; // this warpgroup's blocks alternate with the other's\n";
+    if (a.m / 64 % kernel.consumer_warpgroups != 0)
+        open("if (m64 < " + std::to_string(a.m / 64) +
+             ") { // the tile's last block has one owner");
+    return "block";
+}
+
+void CodeGen::mma(const ir::MmaOp &m) {
+    flush();
+    const Accumulator &acc = plan.accumulators.at(m.acc);
+    const Tile &a = plan.tiles.at(m.a), &b = plan.tiles.at(m.b);
+    for (auto [name, offset, tile] :
+         {std::tuple{m.a, m.a_offset, &a}, std::tuple{m.b, m.b_offset, &b}}) {
+        if (!proven(offset % Halide::Expr(int(tile->buffer->slot_elements)) == 0)) {
+            throw Error("hopper: the MMA into " + m.acc + " reads " + name +
+                        " inside a version; wgmma tiles start at a version");
         }
-        const Accumulator &a = plan.accumulators.at(acc);
-        std::string r = c_name(e.row), c = c_name(e.col);
-        os << line() << "// epilogue " << v.label
-           << ": each thread applies the element code to its own wgmma fragment of " << acc
-           << " (register i of block m64 holds row 64 * m64 + fragment_row(i), column "
-              "fragment_col(i))\n";
-        open("{");
-        os << line() << "const int rows = " << expr(e.rows) << ", cols = " << expr(e.cols) << ";\n";
-        const std::string block = open_blocks(a);
-        os << line() << "#pragma unroll\n";
-        nest_loops = e.loops;
-        fragment_buffer = acc;
-        if (const Store *pair = e.pair) {
-            // Registers i and i + 1 hold adjacent columns: one 4- or 8-byte store per pair.
-            const Tile &tile = plan.tiles.at(pair->name);
-            const std::string two = tile.buffer->type.is_bfloat() ? "__nv_bfloat162" : "float2";
-            Expr value = pair->value;
-            if (const Cast *cast = value.as<Cast>(); cast && cast->type.is_bfloat())
-                value = cast->value;
-            Expr next = substitute(e.col, Variable::make(Halide::Int(32), e.col) + 1, value);
-            fragment = c_name(acc) + "[" + block + "][i]";
-            std::string first = expr(value);
-            fragment = c_name(acc) + "[" + block + "][i + 1]";
-            std::string second = expr(next);
-            fragment = c_name(acc) + "[" + block + "][i]";
-            std::string index = tile_index(tile, pair->index),
-                        target = c_name(pair->name) + "[" + index + "]";
-            open("for (int i = " + registers(a, e.block_columns) + "; i += 2) {");
-            os << line() << "const int " << r
-               << " = 64 * m64 + hopper::fragment_row(i, thread_in_warpgroup);\n";
-            os << line() << "const int " << c
-               << " = hopper::fragment_col(i, thread_in_warpgroup); // even\n";
-            open("if (" + r + " < rows && " + c + " + 1 < cols) {");
-            os << line() << "*reinterpret_cast<" << two << " *>(&" << target << ") = "
-               << (tile.buffer->type.is_bfloat() ? "__floats2bfloat162_rn(" : "make_float2(")
-               << first << ", " << second << ");\n";
-            close("} else if (" + r + " < rows && " + c + " < cols) {");
-            scopes.emplace_back();
-            indent++;
-            os << line() << target << " = "
-               << (tile.buffer->type.is_bfloat() ? "__float2bfloat16_rn(" + first + ")" : first)
-               << ";\n";
-            close();
-            close();
-        } else {
-            open("for (int i = " + registers(a, e.block_columns) + "; i++) {");
-            os << line() << "const int " << r
-               << " = 64 * m64 + hopper::fragment_row(i, thread_in_warpgroup);\n";
-            os << line() << "const int " << c
-               << " = hopper::fragment_col(i, thread_in_warpgroup);\n";
-            open("if (" + r + " < rows && " + c + " < cols) {");
-            fragment = c_name(acc) + "[" + block + "][i]";
-            element(e.body);
-            close();
-            close();
-        }
-        fragment.clear();
-        fragment_buffer.clear();
-        nest_loops.clear();
-        close_blocks(a);
-        close();
-        pending_sync = true;
-        synced = false;
     }
+    const int64_t a_blocks_bytes = swizzle_bytes * acc.m, b_block_bytes = swizzle_bytes * acc.k;
+    os << line() << "// MMA " << m.acc << " += " << m.a << " * " << m.b << ": the full " << acc.m
+       << " x " << acc.n << " x " << acc.k << " tile, " << acc.k / 16 << " k16 steps of "
+       << acc.m / 64 << " m64n" << acc.n << " wgmma\n";
+    os << line() << "hopper::fence_fragment(" << c_name(m.acc) << ");\n";
+    os << line() << "hopper::wgmma_fence();\n";
+    open("{");
+    os << line() << "const uint32_t a_tile = " << address(m.a, m.a_offset) << ";\n";
+    os << line() << "const uint32_t b_tile = " << address(m.b, m.b_offset) << ";\n";
+    os << line() << "#pragma unroll\n";
+    open("for (int k16 = 0; k16 < " + std::to_string(acc.k / 16) + "; k16++) {");
+    if (acc.b_k_major) {
+        os << line() << "// B, K-major: " << acc.n
+           << " rows of 128 B per wgmma, SBO = 1024 B per 8 rows; "
+           << "k16 = 32 B inside a 64-wide block\n";
+        os << line()
+           << "const uint64_t b_descriptor = hopper::matrix_descriptor_128B(b_tile + (k16 / 4) "
+              "* "
+           << swizzle_bytes * acc.n << " + (k16 % 4) * 32, 16, 1024);\n";
+    } else {
+        os << line() << "// B, N-major: 16 k-rows of 128 B per step; LBO = " << b_block_bytes
+           << " B between 64-column blocks, SBO = 1024 B per 8 k-rows\n";
+        os << line()
+           << "const uint64_t b_descriptor = hopper::matrix_descriptor_128B(b_tile + k16 * "
+           << 16 * swizzle_bytes << ", " << b_block_bytes << ", 1024);\n";
+    }
+    const std::string block = open_blocks(acc);
+    os << line()
+       << "// A, K-major: 64 rows of 128 B per wgmma, SBO = 1024 B per 8 rows; k16 = 32 B "
+          "inside a 64-wide block\n";
+    os << line()
+       << "const uint64_t a_descriptor = hopper::matrix_descriptor_128B(a_tile + (k16 / 4) * "
+       << a_blocks_bytes << " + m64 * " << 64 * swizzle_bytes << " + (k16 % 4) * 32, 16, 1024);\n";
+    os << line() << "hopper::wgmma_bf16<" << acc.n << (acc.b_k_major ? ", hopper::KMajorB" : "")
+       << ">(" << c_name(m.acc) << "[" << block << "], a_descriptor, b_descriptor);\n";
+    close_blocks(acc);
+    close();
+    close();
+    os << line() << "hopper::wgmma_commit_group();\n";
+    synced = false;
+}
 
-public:
-    bool uses_reduction = false;
-};
+// ---------------------------------------------------------------------------------------------
+// The kernel
+// ---------------------------------------------------------------------------------------------
+
+namespace {
 
 /** One variant of a kernel (a plan) as CUDA: the kernel `fn` and its launcher (Host.h). */
 struct Variant {

@@ -6,7 +6,7 @@
  * launcher of one variant (prepare_<fn> checks the arguments and the runtime extents, encodes the
  * tensor maps and sizes the grid, launch_prepared_<fn> launches, release_<fn> frees, launch_<fn>
  * does all three), the dispatcher between a TMA variant and a thread-copy variant, and the
- * library's call (emit_library). Emitter.cpp prints the kernel; the plan (Plan.h) decided the
+ * library's call (emit_library). CodeGen.h prints the kernel; the plan (Plan.h) decided the
  * tensor maps, the launch checks and the shared memory.
  */
 

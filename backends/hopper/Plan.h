@@ -4,8 +4,9 @@
 /** \file
  * The Hopper emitter's plan (Emitter.h says what the emitted CUDA is): where each shared buffer
  * lives on the GPU, the tensor maps and TMA boxes of its copies, the wgmma tiles of each
- * accumulator, and the bytes each full barrier expects. The code generator (Emitter.cpp) only
- * prints what the plan decided.
+ * accumulator, and the bytes each full barrier expects. The code generator (CodeGen.h) and the
+ * host code (Host.h) only print what the plan and the element-loop mapping (ElementLoops.h)
+ * decided.
  *
  * Padding, not refusing: the hardware's granularity (a box row of 16 bytes, wgmma tiles of 64 in
  * K, N and M) is reached by boxes larger than the data, as long as the extra part of a store or
