@@ -2,13 +2,13 @@
 
 #include "Cube.h"
 
+#include "common/CExpr.h"
 #include "common/Evaluator.h"
 #include "common/Library.h"
 #include "sim/Ascend.h"
 #include "tandem/AsyncIR.h"
 #include "tandem/Nest.h"
 
-#include <iomanip>
 #include <map>
 #include <optional>
 #include <set>
@@ -20,13 +20,6 @@ using namespace Halide::Internal;
 using sim::ascend::Mem;
 
 namespace {
-
-std::string c_name(const std::string &name) {
-    std::string r;
-    for (char c : name)
-        r += std::isalnum((unsigned char)c) ? c : '_';
-    return r;
-}
 
 /** AscendC's element type of a buffer. */
 const char *element_type(sim::DType t) {
@@ -169,10 +162,59 @@ public:
         feeds_l0b = feeds.l0b_sources;
     }
 
+    /** AscendC's C++ expressions (CExpr.h): C++'s / and % where the operands are provably >= 0
+     * (else the file's floor_div / floor_mod), helpers' arguments without outer parentheses, bf16
+     * values through AscendC::ToBfloat16 / ToFloat, loads through GetValue, the core id as
+     * block_idx. */
+    class AscendExpr : public CExpr {
+    public:
+        explicit AscendExpr(CodeGen &g) : g(g) {}
+
+    private:
+        CodeGen &g;
+        const char *target() const override { return "ascend"; }
+        std::string rounded(const Halide::Type &t, const std::string &v) const override {
+            if (t.is_bfloat())
+                return "AscendC::ToFloat(AscendC::ToBfloat16(" + v + "))";
+            return v;
+        }
+        std::string argument(const Expr &e) override { return print_bare(e); }
+        std::string div(const Div *d) override {
+            const bool integer = d->type.is_int() || d->type.is_uint();
+            if (integer && g.nonnegative_expr(d->a) && positive_constant(d->b))
+                return binary(d->type, d->a, d->b, "/");
+            return CExpr::div(d);
+        }
+        std::string mod(const Mod *m) override {
+            const bool integer = m->type.is_int() || m->type.is_uint();
+            if (integer && g.nonnegative_expr(m->a) && positive_constant(m->b))
+                return binary(m->type, m->a, m->b, "%");
+            return CExpr::mod(m);
+        }
+        std::string load(const Load *l) override {
+            std::string v = g.tensor(l->name) + ".GetValue(" + print_bare(l->index) + ")";
+            return l->type.is_bfloat() ? "AscendC::ToFloat(" + v + ")" : v;
+        }
+        std::string call(const Call *c) override {
+            if (ir::is_core_id(c)) {
+                g.uses_block_idx = true;
+                return "block_idx";
+            }
+            return CExpr::call(c);
+        }
+        std::string unknown_call(const Call *c) override {
+            throw Error("the Ascend vector unit has no instruction for " + c->name +
+                        " (the emitter knows sqrt, exp, log, floor, ceil, tanh and abs)");
+        }
+    };
+
     std::ostringstream os;
     int indent = 1;
     std::set<std::string> feeds_l0b;
     bool uses_block_idx = false; // tandem_core_id() appears: declare block_idx = GetBlockIdx()
+    AscendExpr expr{*this};
+    /** expr() without the parentheses around the whole (for arguments, indices, conditions). */
+    std::string arg(const Expr &e) { return expr.print_bare(e); }
 
     /** TPipe and the TBuf carve-outs at the kernel's offsets (of one kind's memories: a mix
      * kernel's side), then pipe.Destroy(). */
@@ -496,7 +538,7 @@ private:
             os << line() << "int64_t " << c_name(l->name) << " = " << arg(l->value)
                << "; // ring position\n";
         } else {
-            os << line() << "const " << value_type(l->value.type()) << " " << c_name(l->name)
+            os << line() << "const " << expr.type_name(l->value.type()) << " " << c_name(l->name)
                << " = " << arg(l->value) << ";\n";
         }
     }
@@ -816,23 +858,6 @@ private:
 
     // ---- expressions ----
 
-    static std::string value_type(const Halide::Type &t) {
-        if (t.is_bool())
-            return "bool";
-        if (t.is_int() || t.is_uint())
-            return "int64_t";
-        if (t.is_float() && t.bits() == 64)
-            return "double";
-        return "float"; // f32, and bf16 values held exactly in a float
-    }
-
-    /** `v` rounded to what type t holds (bf16 arithmetic rounds after each op, as the executor). */
-    static std::string rounded(const Halide::Type &t, const std::string &v) {
-        if (t.is_bfloat())
-            return "AscendC::ToFloat(AscendC::ToBfloat16(" + v + "))";
-        return v;
-    }
-
     /** True if the integer expression is provably >= 0 (then / and % by a positive constant are
      * C++'s operators; otherwise Halide's floor division needs the runtime's helpers). */
     bool nonnegative_expr(const Expr &e) const {
@@ -873,132 +898,6 @@ private:
     static bool positive_constant(const Expr &e) {
         const IntImm *i = e.as<IntImm>();
         return i && i->value > 0;
-    }
-
-public:
-    /** expr() without the parentheses around the whole (for arguments, indices, conditions). */
-    std::string arg(const Expr &e) {
-        std::string s = expr(e);
-        if (s.size() < 2 || s.front() != '(' || s.back() != ')')
-            return s;
-        int depth = 0;
-        for (size_t i = 0; i < s.size(); i++) {
-            depth += s[i] == '(' ? 1 : s[i] == ')' ? -1 : 0;
-            if (depth == 0 && i + 1 < s.size())
-                return s; // the first parenthesis closes early
-        }
-        return s.substr(1, s.size() - 2);
-    }
-
-    std::string expr(const Expr &e) {
-        const Halide::Type &t = e.type();
-        auto bin = [&](const Expr &a, const Expr &b, const char *op) {
-            return rounded(t, "(" + expr(a) + " " + op + " " + expr(b) + ")");
-        };
-        bool integer = t.is_int() || t.is_uint();
-        switch (e->node_type) {
-        case IRNodeType::IntImm:
-            return std::to_string(e.as<IntImm>()->value);
-        case IRNodeType::UIntImm:
-            return std::to_string(e.as<UIntImm>()->value);
-        case IRNodeType::FloatImm: {
-            std::ostringstream s;
-            s << std::setprecision(9) << float(e.as<FloatImm>()->value);
-            std::string v = s.str();
-            if (v.find_first_of(".e") == std::string::npos && v.find("inf") == std::string::npos)
-                v += ".0";
-            return t.is_bfloat() ? rounded(t, v + "f") : v + "f";
-        }
-        case IRNodeType::Variable:
-            return c_name(e.as<Variable>()->name);
-        case IRNodeType::Add:
-            return bin(e.as<Add>()->a, e.as<Add>()->b, "+");
-        case IRNodeType::Sub:
-            return bin(e.as<Sub>()->a, e.as<Sub>()->b, "-");
-        case IRNodeType::Mul:
-            return bin(e.as<Mul>()->a, e.as<Mul>()->b, "*");
-        case IRNodeType::Div: {
-            const Div *d = e.as<Div>();
-            if (!integer)
-                return bin(d->a, d->b, "/");
-            if (nonnegative_expr(d->a) && positive_constant(d->b))
-                return bin(d->a, d->b, "/");
-            return "floor_div(" + arg(d->a) + ", " + arg(d->b) + ")";
-        }
-        case IRNodeType::Mod: {
-            const Mod *m = e.as<Mod>();
-            internal_assert(integer) << "ascend emitter: float modulo\n";
-            if (nonnegative_expr(m->a) && positive_constant(m->b))
-                return bin(m->a, m->b, "%");
-            return "floor_mod(" + arg(m->a) + ", " + arg(m->b) + ")";
-        }
-        case IRNodeType::Min:
-            return "std::min<" + value_type(t) + ">(" + arg(e.as<Min>()->a) + ", " +
-                   arg(e.as<Min>()->b) + ")";
-        case IRNodeType::Max:
-            return "std::max<" + value_type(t) + ">(" + arg(e.as<Max>()->a) + ", " +
-                   arg(e.as<Max>()->b) + ")";
-        case IRNodeType::EQ:
-            return bin(e.as<EQ>()->a, e.as<EQ>()->b, "==");
-        case IRNodeType::NE:
-            return bin(e.as<NE>()->a, e.as<NE>()->b, "!=");
-        case IRNodeType::LT:
-            return bin(e.as<LT>()->a, e.as<LT>()->b, "<");
-        case IRNodeType::LE:
-            return bin(e.as<LE>()->a, e.as<LE>()->b, "<=");
-        case IRNodeType::GT:
-            return bin(e.as<GT>()->a, e.as<GT>()->b, ">");
-        case IRNodeType::GE:
-            return bin(e.as<GE>()->a, e.as<GE>()->b, ">=");
-        case IRNodeType::And:
-            return bin(e.as<And>()->a, e.as<And>()->b, "&&");
-        case IRNodeType::Or:
-            return bin(e.as<Or>()->a, e.as<Or>()->b, "||");
-        case IRNodeType::Not:
-            return "(!" + expr(e.as<Not>()->a) + ")";
-        case IRNodeType::Select: {
-            const Select *s = e.as<Select>();
-            return "(" + expr(s->condition) + " ? " + expr(s->true_value) + " : " +
-                   expr(s->false_value) + ")";
-        }
-        case IRNodeType::Cast: {
-            const Cast *c = e.as<Cast>();
-            return rounded(t, "(" + value_type(t) + ")(" + expr(c->value) + ")");
-        }
-        case IRNodeType::Load: {
-            const Load *l = e.as<Load>();
-            std::string v = tensor(l->name) + ".GetValue(" + arg(l->index) + ")";
-            return l->type.is_bfloat() ? "AscendC::ToFloat(" + v + ")" : v;
-        }
-        case IRNodeType::Call:
-            return call(e.as<Call>());
-        default:
-            internal_error << "ascend emitter: unsupported expression " << e << "\n";
-        }
-        return "";
-    }
-
-private:
-    std::string call(const Call *c) {
-        if (ir::is_core_id(c)) {
-            uses_block_idx = true;
-            return "block_idx";
-        }
-        if (c->is_intrinsic(Call::likely) || c->is_intrinsic(Call::likely_if_innermost) ||
-            c->is_intrinsic(Call::promise_clamped) ||
-            c->is_intrinsic(Call::unsafe_promise_clamped)) {
-            return expr(c->args[0]);
-        }
-        if (c->is_intrinsic(Call::abs))
-            return rounded(c->type, "std::fabs(" + expr(c->args[0]) + ")");
-        static const std::map<std::string, std::string> unary = {
-            {"sqrt_f32", "std::sqrt"},   {"exp_f32", "std::exp"},   {"log_f32", "std::log"},
-            {"floor_f32", "std::floor"}, {"ceil_f32", "std::ceil"}, {"tanh_f32", "std::tanh"}};
-        auto it = unary.find(c->name);
-        if (it != unary.end())
-            return it->second + "((float)" + expr(c->args[0]) + ")";
-        throw Error("the Ascend vector unit has no instruction for " + c->name +
-                    " (the emitter knows sqrt, exp, log, floor, ceil, tanh and abs)");
     }
 };
 

@@ -1,14 +1,10 @@
 #include "Emitter.h"
 
+#include "CodeGen.h"
+#include "Host.h"
 #include "Plan.h"
-#include "common/Library.h"
 #include "tandem/AsyncIR.h"
-#include "tandem/Nest.h"
 
-#include <cmath>
-#include <functional>
-#include <iomanip>
-#include <map>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -19,21 +15,9 @@ using namespace Halide::Internal;
 
 namespace {
 
-constexpr int warpgroup_threads = 128;
-
 // ---------------------------------------------------------------------------------------------
-// Names and symbolic helpers
+// What a part of the control stream holds
 // ---------------------------------------------------------------------------------------------
-
-std::string list(const std::vector<int64_t> &v) {
-    std::string s = "{";
-    for (size_t i = 0; i < v.size(); i++)
-        s += (i ? ", " : "") + std::to_string(v[i]);
-    return s + "}";
-}
-
-using lower::affine_step;
-using lower::constant_upper_bound;
 
 bool is_compute(const Stmt &op) {
     ir::MmaOp m;
@@ -60,206 +44,6 @@ bool uses_warpgroup(const Expr &e) {
     return u.found;
 }
 
-class LoadsOf : public IRVisitor {
-public:
-    explicit LoadsOf(const std::string &b) : buffer(b) {}
-    std::vector<const Load *> loads;
-
-private:
-    const std::string buffer;
-    using IRVisitor::visit;
-    void visit(const Load *op) override {
-        if (op->name == buffer)
-            loads.push_back(op);
-        IRVisitor::visit(op);
-    }
-};
-
-template <class Node> class Collect : public IRVisitor {
-public:
-    std::vector<const Node *> nodes;
-
-private:
-    using IRVisitor::visit;
-    void visit(const Node *op) override {
-        nodes.push_back(op);
-        IRVisitor::visit(op);
-    }
-};
-
-template <class Node, class IR> std::vector<const Node *> collect(const IR &ir) {
-    Collect<Node> c;
-    ir.accept(&c);
-    return c.nodes;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Expressions
-// ---------------------------------------------------------------------------------------------
-
-/** Prints Halide expressions as CUDA C++ with Halide's semantics: floor division and modulo,
- * bf16 values held in floats and rounded after each op, std::min/max. Loads and target calls go
- * through hooks, so other C-like emitters could share it. */
-class CudaExpr {
-public:
-    std::function<std::string(const Load *)> load;
-    std::function<std::string(const Call *)> target_call; // "" when the call is not the target's
-
-    static std::string type_name(const Halide::Type &t) {
-        if (t.is_bool())
-            return "bool";
-        if (t.is_int())
-            return t.bits() > 32 ? "int64_t" : "int";
-        if (t.is_uint())
-            return t.bits() > 32 ? "uint64_t" : "uint32_t";
-        if (t.is_float() && t.bits() == 64)
-            return "double";
-        return "float"; // f32, and bf16 values held in a float
-    }
-
-    std::string operator()(const Expr &e) {
-        const Halide::Type &t = e.type();
-        bool integer = t.is_int() || t.is_uint();
-        auto bin = [&](const Expr &a, const Expr &b, const char *op) {
-            return rounded(t, "(" + (*this)(a) + " " + op + " " + (*this)(b) + ")");
-        };
-        switch (e->node_type) {
-        case IRNodeType::IntImm:
-            return std::to_string(e.as<IntImm>()->value);
-        case IRNodeType::UIntImm:
-            return std::to_string(e.as<UIntImm>()->value) + "u";
-        case IRNodeType::FloatImm:
-            return float_literal(e.as<FloatImm>()->value, t);
-        case IRNodeType::Variable:
-            return c_name(e.as<Variable>()->name);
-        case IRNodeType::Add:
-            return bin(e.as<Add>()->a, e.as<Add>()->b, "+");
-        case IRNodeType::Sub:
-            return bin(e.as<Sub>()->a, e.as<Sub>()->b, "-");
-        case IRNodeType::Mul:
-            return bin(e.as<Mul>()->a, e.as<Mul>()->b, "*");
-        case IRNodeType::Div:
-            if (integer)
-                return "hopper::floor_div(" + (*this)(e.as<Div>()->a) + ", " +
-                       (*this)(e.as<Div>()->b) + ")";
-            return bin(e.as<Div>()->a, e.as<Div>()->b, "/");
-        case IRNodeType::Mod: {
-            const Mod *m = e.as<Mod>();
-            if (integer)
-                return "hopper::floor_mod(" + (*this)(m->a) + ", " + (*this)(m->b) + ")";
-            std::string a = (*this)(m->a), b = (*this)(m->b);
-            return rounded(t, "(" + a + " - " + b + " * floorf(" + a + " / " + b + "))");
-        }
-        case IRNodeType::Min:
-            return "hopper::min_of<" + type_name(t) + ">(" + (*this)(e.as<Min>()->a) + ", " +
-                   (*this)(e.as<Min>()->b) + ")";
-        case IRNodeType::Max:
-            return "hopper::max_of<" + type_name(t) + ">(" + (*this)(e.as<Max>()->a) + ", " +
-                   (*this)(e.as<Max>()->b) + ")";
-        case IRNodeType::EQ:
-            return bin(e.as<EQ>()->a, e.as<EQ>()->b, "==");
-        case IRNodeType::NE:
-            return bin(e.as<NE>()->a, e.as<NE>()->b, "!=");
-        case IRNodeType::LT:
-            return bin(e.as<LT>()->a, e.as<LT>()->b, "<");
-        case IRNodeType::LE:
-            return bin(e.as<LE>()->a, e.as<LE>()->b, "<=");
-        case IRNodeType::GT:
-            return bin(e.as<GT>()->a, e.as<GT>()->b, ">");
-        case IRNodeType::GE:
-            return bin(e.as<GE>()->a, e.as<GE>()->b, ">=");
-        case IRNodeType::And:
-            return bin(e.as<And>()->a, e.as<And>()->b, "&&");
-        case IRNodeType::Or:
-            return bin(e.as<Or>()->a, e.as<Or>()->b, "||");
-        case IRNodeType::Not:
-            return "(!" + (*this)(e.as<Not>()->a) + ")";
-        case IRNodeType::Select: {
-            const Select *s = e.as<Select>();
-            return "(" + (*this)(s->condition) + " ? " + (*this)(s->true_value) + " : " +
-                   (*this)(s->false_value) + ")";
-        }
-        case IRNodeType::Cast: {
-            const Cast *c = e.as<Cast>();
-            if (t.is_bfloat())
-                return "hopper::round_bf16(" + (*this)(c->value) + ")";
-            return "(" + type_name(t) + ")(" + (*this)(c->value) + ")";
-        }
-        case IRNodeType::Load: {
-            internal_assert(load) << "hopper emitter: a load outside an element nest: " << e
-                                  << "\n";
-            return load(e.as<Load>());
-        }
-        case IRNodeType::Call:
-            return call(e.as<Call>());
-        default:
-            throw Error("the hopper emitter cannot print the expression " + expr_text(e));
-        }
-    }
-
-    static std::string expr_text(const Expr &e) {
-        std::ostringstream s;
-        s << e;
-        return s.str();
-    }
-
-private:
-    static std::string rounded(const Halide::Type &t, const std::string &v) {
-        return t.is_bfloat() ? "hopper::round_bf16" + v : v;
-    }
-
-    static std::string float_literal(double value, const Halide::Type &t) {
-        if (std::isinf(value))
-            return value > 0 ? "__int_as_float(0x7f800000)" : "__int_as_float(0xff800000)";
-        if (std::isnan(value))
-            return "__int_as_float(0x7fc00000)";
-        std::ostringstream s;
-        s << std::setprecision(t.bits() == 64 ? 17 : 9) << value;
-        std::string v = s.str();
-        if (v.find_first_of(".e") == std::string::npos)
-            v += ".0";
-        return t.bits() == 64 ? v : v + "f";
-    }
-
-    std::string call(const Call *c) {
-        if (target_call) {
-            std::string s = target_call(c);
-            if (!s.empty())
-                return s;
-        }
-        if (c->is_intrinsic(Call::likely) || c->is_intrinsic(Call::likely_if_innermost) ||
-            c->is_intrinsic(Call::promise_clamped) ||
-            c->is_intrinsic(Call::unsafe_promise_clamped)) {
-            return (*this)(c->args[0]);
-        }
-        static const std::map<Call::IntrinsicOp, const char *> binary = {{Call::bitwise_and, "&"},
-                                                                         {Call::bitwise_or, "|"},
-                                                                         {Call::bitwise_xor, "^"},
-                                                                         {Call::shift_left, "<<"},
-                                                                         {Call::shift_right, ">>"}};
-        for (const auto &[op, text] : binary) {
-            if (c->is_intrinsic(op))
-                return "(" + (*this)(c->args[0]) + " " + text + " " + (*this)(c->args[1]) + ")";
-        }
-        if (c->is_intrinsic(Call::bitwise_not))
-            return "(~" + (*this)(c->args[0]) + ")";
-        if (c->is_intrinsic(Call::abs)) {
-            return (c->type.is_float() ? "fabsf(" : "abs(") + (*this)(c->args[0]) + ")";
-        }
-        static const std::map<std::string, std::string> unary = {
-            {"sqrt_f32", "sqrtf"},   {"exp_f32", "expf"},   {"log_f32", "logf"},
-            {"floor_f32", "floorf"}, {"ceil_f32", "ceilf"}, {"tanh_f32", "tanhf"}};
-        auto it = unary.find(c->name);
-        if (it != unary.end())
-            return it->second + "(" + (*this)(c->args[0]) + ")";
-        throw Error("the hopper emitter has no CUDA for the call " + c->name);
-    }
-};
-
-// ---------------------------------------------------------------------------------------------
-// Code generation
-// ---------------------------------------------------------------------------------------------
-
 bool contains_tma_load(const Stmt &s, const Kernel &k) {
     bool found = false;
     for_each_op(s, [&](const Stmt &op) {
@@ -276,1412 +60,618 @@ bool contains_compute(const Stmt &s) {
     return found;
 }
 
-std::string storage_type(const Halide::Type &t);
+} // namespace
 
-struct Loop {
-    std::string name;
-    Expr min, extent;
-};
+// ---------------------------------------------------------------------------------------------
+// The control stream (CodeGen.h; the element nests are ElementCode.cpp)
+// ---------------------------------------------------------------------------------------------
 
-/** Peels the For chain of an element nest: loops outermost first, and what is inside them. */
-Stmt peel_loops(const Stmt &nest, std::vector<Loop> *loops) {
-    Stmt s = nest;
-    while (const For *f = s.as<For>()) {
-        loops->push_back({f->name, f->min, f->extent});
-        s = f->body;
-    }
-    return s;
+void CodeGen::role_body(const Stmt &s) {
+    compute_role = contains_compute(s);
+    // The consumer role of a cooperative warp-specialized kernel, or a cooperative kernel's
+    // one role (its software pipeline on two warpgroups).
+    cooperative_role = kernel.consumer_warpgroups > 1 && (kernel.warpgroups == 1 || compute_role);
+    synced =
+        true; // the kernel's __syncthreads; no thread of the role has touched shared memory yet
+    pending_sync = false;
+    // A producer that only issues TMA loads is walked by its elected thread alone: the others
+    // give up their registers (setmaxnreg is warpgroup-wide) and leave, so no thread spins
+    // on the empty barriers a lap behind. A role with thread copies needs all its threads.
+    lone_producer = kernel.warpgroups > 1 && !compute_role && contains_tma_load(s, kernel);
+    bool setmaxnreg = false;
+    for_each_op(s, [&](const Stmt &op) {
+        ir::CopyOp c;
+        int registers = 0;
+        bool increase = false;
+        if (ir::as_copy(op, &c) && plan.tiles.count(kernel.arg(c.src) ? c.dst : c.src) &&
+            plan.tiles.at(kernel.arg(c.src) ? c.dst : c.src).threads())
+            lone_producer = false;
+        setmaxnreg = setmaxnreg || ir::as_setmaxnreg(op, &registers, &increase);
+    });
+    if (lone_producer && !setmaxnreg)
+        leave_unless_elected();
+    stmt(s);
+    lone_producer = false;
 }
 
-class CodeGen {
-public:
-    CodeGen(const Kernel &k, const Plan &p) : kernel(k), plan(p) {
-        expr.load = [this](const Load *l) { return load(l); };
-        expr.target_call = [this](const Call *c) -> std::string {
-            Expr owns, tile, first;
-            if (ir::as_cluster_tile(c, &owns, &tile,
-                                    &first)) // a tile-less CTA runs its cluster's first tile
-                return "((" + expr(owns) + ") ? (" + expr(tile) + ") : (" + expr(first) + "))";
-            if (ir::is_core_id(c))
-                return "int(blockIdx.x)";
-            if (ir::is_grid_size(c))
-                return "int(gridDim.x)";
-            if (ir::is_warpgroup(c))
-                return "warpgroup";
-            return "";
-        };
-    }
-
-    std::ostringstream os;
-    int indent = 1;
-    bool compute_role = false;
-    /** The role runs on the cooperative consumer warpgroups (Kernel::consumer_warpgroups > 1):
-     * its barriers, element loops and elected thread span them all. */
-    bool cooperative_role = false;
-    bool lone_producer = false;   // a producer role walked by its elected thread alone
-    int64_t setmaxnreg_total = 0; // registers the roles' setmaxnreg ask for, over all their threads
-    int role_threads() const {
-        return cooperative_role ? warpgroup_threads * kernel.consumer_warpgroups
-                                : warpgroup_threads;
-    }
-    std::string role_thread() const {
-        return cooperative_role ? "thread_in_consumers" : "thread_in_warpgroup";
-    }
-
-    void role_body(const Stmt &s) {
-        compute_role = contains_compute(s);
-        // The consumer role of a cooperative warp-specialized kernel, or a cooperative kernel's
-        // one role (its software pipeline on two warpgroups).
-        cooperative_role =
-            kernel.consumer_warpgroups > 1 && (kernel.warpgroups == 1 || compute_role);
-        synced =
-            true; // the kernel's __syncthreads; no thread of the role has touched shared memory yet
-        pending_sync = false;
-        // A producer that only issues TMA loads is walked by its elected thread alone: the others
-        // give up their registers (setmaxnreg is warpgroup-wide) and leave, so no thread spins
-        // on the empty barriers a lap behind. A role with thread copies needs all its threads.
-        lone_producer = kernel.warpgroups > 1 && !compute_role && contains_tma_load(s, kernel);
-        bool setmaxnreg = false;
-        for_each_op(s, [&](const Stmt &op) {
-            ir::CopyOp c;
-            int registers = 0;
-            bool increase = false;
-            if (ir::as_copy(op, &c) && plan.tiles.count(kernel.arg(c.src) ? c.dst : c.src) &&
-                plan.tiles.at(kernel.arg(c.src) ? c.dst : c.src).threads())
-                lone_producer = false;
-            setmaxnreg = setmaxnreg || ir::as_setmaxnreg(op, &registers, &increase);
-        });
-        if (lone_producer && !setmaxnreg)
-            leave_unless_elected();
-        stmt(s);
-        lone_producer = false;
-    }
-
-    void leave_unless_elected() {
-        os << line()
-           << "if (!elected) return; // the producer's elected thread walks its loop alone\n";
-    }
-
-    void stmt(const Stmt &s) {
-        if (!s.defined())
-            return;
-        if (const For *f = s.as<For>())
-            return loop(f);
-        if (const LetStmt *l = s.as<LetStmt>())
-            return let(s, l);
-        if (const IfThenElse *i = s.as<IfThenElse>())
-            return branch(i);
-        if (const Block *b = s.as<Block>()) {
-            if (ir::is_fence_proxy_async(b->first) && thread_store(b->rest)) {
-                // The threads read the tile through the generic proxy: no fence.proxy.async.
-                stmt(b->rest);
-                return;
-            }
-            stmt(b->first);
+void CodeGen::stmt(const Stmt &s) {
+    if (!s.defined())
+        return;
+    if (const For *f = s.as<For>())
+        return loop(f);
+    if (const LetStmt *l = s.as<LetStmt>())
+        return let(s, l);
+    if (const IfThenElse *i = s.as<IfThenElse>())
+        return branch(i);
+    if (const Block *b = s.as<Block>()) {
+        if (ir::is_fence_proxy_async(b->first) && thread_store(b->rest)) {
+            // The threads read the tile through the generic proxy: no fence.proxy.async.
             stmt(b->rest);
             return;
         }
-        if (const ProducerConsumer *pc = s.as<ProducerConsumer>()) {
-            os << line() << "// " << (pc->is_producer ? "produce " : "consume ") << pc->name
-               << "\n";
-            return stmt(pc->body);
-        }
-        if (s.as<Evaluate>())
-            return intrinsic(s);
-        internal_error << "hopper emitter: unexpected statement in the control stream\n"
-                       << s << "\n";
+        stmt(b->first);
+        stmt(b->rest);
+        return;
     }
-
-private:
-    const Kernel &kernel;
-    const Plan &plan;
-    CudaExpr expr;
-    bool synced = false; // no thread of the warpgroup touched shared memory since its last barrier
-    bool pending_sync = false;    // threads wrote shared memory: a barrier before anyone reads it
-    std::vector<Loop> nest_loops; // the element nest being emitted (for tile index rewriting)
-    std::string fragment;         // inside an accumulator epilogue: the current fragment register
-    std::string fragment_buffer;
-    /** Accumulator epilogues into a column-block ring (Tile::ring_blocks), emitted with the store
-     * that follows them, one column block at a time; `column_block` is set while one is. */
-    struct Epilogue {
-        ir::VectorOp op;
-        Stmt nest;
-        std::string acc;
-    };
-    std::map<std::string, Epilogue> deferred;
-    bool column_block = false;
-    int loop_depth = 0; // loops of the control stream around the statement being emitted
-    std::vector<std::set<std::string>> scopes{{}};
-
-    std::string line() const { return std::string(4 * indent, ' '); }
-
-    /** An expression for `if (...)`: without the printer's outer parentheses. */
-    std::string condition(const Expr &e) {
-        std::string s = expr(e);
-        if (s.size() < 2 || s.front() != '(' || s.back() != ')')
-            return s;
-        int depth = 0;
-        for (size_t i = 0; i + 1 < s.size(); i++) {
-            depth += s[i] == '(' ? 1 : s[i] == ')' ? -1 : 0;
-            if (depth == 0)
-                return s; // the first parenthesis closes before the end
-        }
-        return s.substr(1, s.size() - 2);
+    if (const ProducerConsumer *pc = s.as<ProducerConsumer>()) {
+        os << line() << "// " << (pc->is_producer ? "produce " : "consume ") << pc->name << "\n";
+        return stmt(pc->body);
     }
+    if (s.as<Evaluate>())
+        return intrinsic(s);
+    internal_error << "hopper emitter: unexpected statement in the control stream\n" << s << "\n";
+}
 
-    void open(const std::string &text) {
-        os << line() << text << "\n";
-        indent++;
-        scopes.emplace_back();
-    }
-    void close(const std::string &text = "}") {
-        indent--;
-        scopes.pop_back();
-        os << line() << text << "\n";
-    }
+void CodeGen::sync() {
+    if (cooperative_role)
+        os << line() << "hopper::consumers_sync<" << role_threads()
+           << ">(); // the cooperative consumer warpgroups\n";
+    else
+        os << line() << "hopper::warpgroup_sync(warpgroup);\n";
+    synced = true;
+    pending_sync = false;
+}
 
-    static bool ends_with(const std::string &s, const std::string &tail) {
-        return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-    }
+bool CodeGen::thread_store(const Stmt &s) const {
+    Stmt first = s;
+    while (const Block *b = first.as<Block>())
+        first = b->first;
+    ir::CopyOp c;
+    return ir::as_copy(first, &c) && kernel.arg(c.dst) && plan.tiles.count(c.src) &&
+           plan.tiles.at(c.src).threads();
+}
 
-    void sync() {
-        if (cooperative_role)
-            os << line() << "hopper::consumers_sync<" << role_threads()
-               << ">(); // the cooperative consumer warpgroups\n";
-        else
-            os << line() << "hopper::warpgroup_sync(warpgroup);\n";
-        synced = true;
-        pending_sync = false;
+void CodeGen::loop(const For *f) {
+    flush();
+    if (ends_with(f->name, ".prologue"))
+        os << line() << "// prologue: start the first copies of the pipeline\n";
+    bool pure = !contains_compute(f->body);
+    if (compute_role && pure && !synced && contains_tma_load(f->body, kernel)) {
+        os << line() << "// the warpgroup is done reading the versions these loads overwrite\n";
+        sync();
     }
-    void flush() {
-        if (pending_sync)
-            sync();
+    bool before = synced;
+    loop_depth++;
+    std::string v = c_name(f->name);
+    open("for (int " + v + " = " + expr(f->min) + ", " + v + "_end = " + v + " + " +
+         expr(f->extent) + "; " + v + " < " + v + "_end; " + v + "++) {");
+    scopes.back().insert(v);
+    synced = pure && before;
+    stmt(f->body);
+    flush();
+    close();
+    loop_depth--;
+    synced = pure && before;
+}
+
+void CodeGen::let(const Stmt &s, const LetStmt *l) {
+    ir::VectorOp v;
+    Stmt body;
+    if (ir::as_vector_op(s, &v, &body))
+        return vector_op(v, body);
+    std::string name = c_name(l->name);
+    bool counter = plan.counters.count(l->name) > 0;
+    bool advanced = false;
+    for_each_op(l->body, [&](const Stmt &op) {
+        std::string c;
+        advanced = advanced || (ir::as_advance(op, &c) && c == l->name);
+    });
+    if (!stmt_uses_var(l->body, l->name) && !advanced)
+        return stmt(l->body); // this role never uses it
+    bool braces = scopes.back().count(name) > 0;
+    if (braces)
+        open("{");
+    if (ends_with(l->name, ".iteration")) {
+        os << line()
+           << "// steady state: issue the copies for a later iteration, wait for this one, "
+              "compute\n";
+    } else if (ends_with(l->name, ".slot")) {
+        os << line() << "// stage: the version of the ring this step uses\n";
     }
-
-    /** Whether `s` starts with a store the threads make (Plan.h: a tile TMA cannot move). */
-    bool thread_store(const Stmt &s) const {
-        Stmt first = s;
-        while (const Block *b = first.as<Block>())
-            first = b->first;
-        ir::CopyOp c;
-        return ir::as_copy(first, &c) && kernel.arg(c.dst) && plan.tiles.count(c.src) &&
-               plan.tiles.at(c.src).threads();
-    }
-
-    // ---- control flow ----
-
-    void loop(const For *f) {
-        flush();
-        if (ends_with(f->name, ".prologue"))
-            os << line() << "// prologue: start the first copies of the pipeline\n";
-        bool pure = !contains_compute(f->body);
-        if (compute_role && pure && !synced && contains_tma_load(f->body, kernel)) {
-            os << line() << "// the warpgroup is done reading the versions these loads overwrite\n";
-            sync();
-        }
-        bool before = synced;
-        loop_depth++;
-        std::string v = c_name(f->name);
-        open("for (int " + v + " = " + expr(f->min) + ", " + v + "_end = " + v + " + " +
-             expr(f->extent) + "; " + v + " < " + v + "_end; " + v + "++) {");
-        scopes.back().insert(v);
-        synced = pure && before;
-        stmt(f->body);
-        flush();
+    if (counter)
+        os << line() << "// advanced by this role (tandem_advance)\n";
+    os << line() << (counter ? "" : "const ") << expr.type_name(l->value.type()) << " " << name
+       << " = " << expr(l->value) << ";\n";
+    scopes.back().insert(name);
+    stmt(l->body);
+    if (braces)
         close();
-        loop_depth--;
-        synced = pure && before;
-    }
+}
 
-    void let(const Stmt &s, const LetStmt *l) {
-        ir::VectorOp v;
-        Stmt body;
-        if (ir::as_vector_op(s, &v, &body))
-            return vector_op(v, body);
-        std::string name = c_name(l->name);
-        bool counter = plan.counters.count(l->name) > 0;
-        bool advanced = false;
-        for_each_op(l->body, [&](const Stmt &op) {
-            std::string c;
-            advanced = advanced || (ir::as_advance(op, &c) && c == l->name);
-        });
-        if (!stmt_uses_var(l->body, l->name) && !advanced)
-            return stmt(l->body); // this role never uses it
-        bool braces = scopes.back().count(name) > 0;
-        if (braces)
-            open("{");
-        if (ends_with(l->name, ".iteration")) {
-            os << line()
-               << "// steady state: issue the copies for a later iteration, wait for this one, "
-                  "compute\n";
-        } else if (ends_with(l->name, ".slot")) {
-            os << line() << "// stage: the version of the ring this step uses\n";
-        }
-        if (counter)
-            os << line() << "// advanced by this role (tandem_advance)\n";
-        os << line() << (counter ? "" : "const ") << CudaExpr::type_name(l->value.type()) << " "
-           << name << " = " << expr(l->value) << ";\n";
-        scopes.back().insert(name);
-        stmt(l->body);
-        if (braces)
-            close();
+void CodeGen::branch(const IfThenElse *i) {
+    flush();
+    if (uses_warpgroup(i->condition))
+        return roles(i);
+    if (compute_role && !synced &&
+        (contains_tma_load(i->then_case, kernel) || contains_tma_load(i->else_case, kernel))) {
+        os << line() << "// the warpgroup is done reading the versions these loads overwrite\n";
+        sync();
     }
+    bool before = synced;
+    open("if (" + condition(i->condition) + ") {");
+    stmt(i->then_case);
+    flush();
+    bool after_then = synced;
+    if (i->else_case.defined()) {
+        synced = before;
+        close("} else {");
+        scopes.emplace_back();
+        indent++;
+        stmt(i->else_case);
+        flush();
+        synced = synced && after_then;
+    } else {
+        synced = before && after_then;
+    }
+    close();
+}
 
-    void branch(const IfThenElse *i) {
-        flush();
-        if (uses_warpgroup(i->condition))
-            return roles(i);
-        if (compute_role && !synced &&
-            (contains_tma_load(i->then_case, kernel) || contains_tma_load(i->else_case, kernel))) {
-            os << line() << "// the warpgroup is done reading the versions these loads overwrite\n";
-            sync();
-        }
-        bool before = synced;
-        open("if (" + condition(i->condition) + ") {");
-        stmt(i->then_case);
-        flush();
-        bool after_then = synced;
-        if (i->else_case.defined()) {
-            synced = before;
+void CodeGen::role_comment(const Stmt &s, const std::string &who) {
+    bool loads = contains_tma_load(s, kernel), compute = contains_compute(s);
+    std::string what = compute
+                           ? "consumer: waits for full versions, computes, releases them, stores"
+                       : loads ? "producer: one elected thread issues the TMA loads"
+                               : "no work";
+    os << line() << "// ---- " << who << ": " << what << " ----\n";
+}
+
+void CodeGen::roles(const IfThenElse *i) {
+    open("if (" + condition(i->condition) + ") {");
+    role_comment(i->then_case, CExpr::halide_text(i->condition));
+    role_body(i->then_case);
+    flush();
+    Stmt rest = i->else_case;
+    while (rest.defined()) {
+        const IfThenElse *next = rest.as<IfThenElse>();
+        if (next && uses_warpgroup(next->condition)) {
+            close("} else if (" + condition(next->condition) + ") {");
+            scopes.emplace_back();
+            indent++;
+            role_comment(next->then_case, CExpr::halide_text(next->condition));
+            role_body(next->then_case);
+            flush();
+            rest = next->else_case;
+        } else {
             close("} else {");
             scopes.emplace_back();
             indent++;
-            stmt(i->else_case);
+            role_comment(rest, "the other warpgroups");
+            role_body(rest);
             flush();
-            synced = synced && after_then;
+            rest = Stmt();
+        }
+    }
+    close();
+    compute_role = false;
+    cooperative_role = false;
+}
+
+bool CodeGen::is_mbarrier(const std::string &name) const {
+    for (const BarrierDecl &b : kernel.barriers) {
+        if (b.name == name)
+            return true;
+    }
+    return false;
+}
+
+void CodeGen::intrinsic(const Stmt &s) {
+    ir::CopyOp c;
+    ir::WaitOp w;
+    ir::ArriveOp a;
+    ir::MmaOp m;
+    Expr bytes;
+    std::string counter;
+    int registers = 0, pending = 0;
+    bool increase = false;
+    if (ir::as_expect(s, &a, &bytes)) {
+        if (compute_role && !synced) {
+            os << line() << "// the warpgroup is done reading the versions these loads overwrite\n";
+            sync();
+        }
+        auto it = plan.expect_bytes.find(a.barrier);
+        internal_assert(it != plan.expect_bytes.end())
+            << "hopper emitter: nothing lands on " << a.barrier << "\n";
+        os << line() << "// expect the full boxes (" << it->second << " bytes) on " << a.barrier;
+        if (!proven(bytes == Halide::Expr(int(it->second))))
+            os << "; a tail tile lands zero-filled at full size";
+        os << "\n"
+           << line() << "if (elected) hopper::mbarrier_arrive_expect_tx("
+           << barrier(a.barrier, a.slot) << ", " << it->second << ");\n";
+    } else if (ir::as_copy(s, &c)) {
+        copy(c, s.get());
+    } else if (ir::as_wait(s, &w)) {
+        if (is_mbarrier(w.barrier) && w.parity.defined()) {
+            os << line() << "hopper::mbarrier_wait_parity(" << barrier(w.barrier, w.slot) << ", "
+               << expr(w.parity) << "); // parity from the ring's lap\n";
+        } else if (is_mbarrier(w.barrier)) {
+            os << line() << "hopper::mbarrier_wait(" << c_name(w.barrier) << ", " << expr(w.slot)
+               << ", " << c_name(w.barrier) << "_phase);\n";
         } else {
-            synced = before && after_then;
-        }
-        close();
-    }
-
-    void role_comment(const Stmt &s, const std::string &who) {
-        bool loads = contains_tma_load(s, kernel), compute = contains_compute(s);
-        std::string what =
-            compute ? "consumer: waits for full versions, computes, releases them, stores"
-            : loads ? "producer: one elected thread issues the TMA loads"
-                    : "no work";
-        os << line() << "// ---- " << who << ": " << what << " ----\n";
-    }
-
-    /** The roles: one branch per warpgroup (setmaxnreg needs each role in its own branch). */
-    void roles(const IfThenElse *i) {
-        open("if (" + condition(i->condition) + ") {");
-        role_comment(i->then_case, CudaExpr::expr_text(i->condition));
-        role_body(i->then_case);
-        flush();
-        Stmt rest = i->else_case;
-        while (rest.defined()) {
-            const IfThenElse *next = rest.as<IfThenElse>();
-            if (next && uses_warpgroup(next->condition)) {
-                close("} else if (" + condition(next->condition) + ") {");
-                scopes.emplace_back();
-                indent++;
-                role_comment(next->then_case, CudaExpr::expr_text(next->condition));
-                role_body(next->then_case);
-                flush();
-                rest = next->else_case;
-            } else {
-                close("} else {");
-                scopes.emplace_back();
-                indent++;
-                role_comment(rest, "the other warpgroups");
-                role_body(rest);
-                flush();
-                rest = Stmt();
-            }
-        }
-        close();
-        compute_role = false;
-        cooperative_role = false;
-    }
-
-    // ---- intrinsics ----
-
-    std::string barrier(const std::string &name, const Expr &slot) {
-        return "&" + c_name(name) + "[" + expr(slot) + "]";
-    }
-
-    bool is_mbarrier(const std::string &name) const {
-        for (const BarrierDecl &b : kernel.barriers) {
-            if (b.name == name)
-                return true;
-        }
-        return false;
-    }
-
-    void intrinsic(const Stmt &s) {
-        ir::CopyOp c;
-        ir::WaitOp w;
-        ir::ArriveOp a;
-        ir::MmaOp m;
-        Expr bytes;
-        std::string counter;
-        int registers = 0, pending = 0;
-        bool increase = false;
-        if (ir::as_expect(s, &a, &bytes)) {
-            if (compute_role && !synced) {
-                os << line()
-                   << "// the warpgroup is done reading the versions these loads overwrite\n";
-                sync();
-            }
-            auto it = plan.expect_bytes.find(a.barrier);
-            internal_assert(it != plan.expect_bytes.end())
-                << "hopper emitter: nothing lands on " << a.barrier << "\n";
-            os << line() << "// expect the full boxes (" << it->second << " bytes) on "
-               << a.barrier;
-            if (!proven(bytes == Halide::Expr(int(it->second))))
-                os << "; a tail tile lands zero-filled at full size";
-            os << "\n"
-               << line() << "if (elected) hopper::mbarrier_arrive_expect_tx("
-               << barrier(a.barrier, a.slot) << ", " << it->second << ");\n";
-        } else if (ir::as_copy(s, &c)) {
-            copy(c, s.get());
-        } else if (ir::as_wait(s, &w)) {
-            if (is_mbarrier(w.barrier) && w.parity.defined()) {
-                os << line() << "hopper::mbarrier_wait_parity(" << barrier(w.barrier, w.slot)
-                   << ", " << expr(w.parity) << "); // parity from the ring's lap\n";
-            } else if (is_mbarrier(w.barrier)) {
-                os << line() << "hopper::mbarrier_wait(" << c_name(w.barrier) << ", "
-                   << expr(w.slot) << ", " << c_name(w.barrier) << "_phase);\n";
-            } else {
-                // The empty barrier of a store source: this thread's bulk stores finished reading
-                // it.
-                bool store_empty = false;
-                for (const std::string &b : plan.store_sources)
-                    store_empty = store_empty || w.barrier == ir::empty_barrier(b);
-                internal_assert(store_empty) << "hopper emitter: wait on " << w.barrier
-                                             << ", neither an mbarrier nor a TMA store's\n";
-                // Versions by tile parity, inside the tile loop: the stores of the other versions
-                // (one bulk group each, or one per column block) may still be reading theirs.
-                // Ping-pong consumers store only their own version; the drain waits for all.
-                const std::string source = w.barrier.substr(0, w.barrier.rfind('.'));
-                const Tile &t = plan.tiles.at(source);
-                const bool by_consumer = kernel.warpgroups > 2 && kernel.consumer_warpgroups == 1;
-                const int64_t groups =
-                    t.ring_blocks ? t.layout[0] * t.buffer->type.bytes() / swizzle_bytes : 1;
-                const int64_t pending =
-                    loop_depth > 0 && !by_consumer ? (t.buffer->slots - 1) * groups : 0;
-                os << line() << "// " << w.barrier
-                   << ": the TMA stores out of the tile finished reading it\n";
-                if (pending > 0)
-                    os << line() << "if (elected) hopper::bulk_wait_group_read<" << pending
-                       << ">(); // the stores of the other versions may still read theirs\n";
-                else
-                    os << line() << "if (elected) hopper::bulk_wait_group_read_0();\n";
-                pending_sync = true;
-                synced = false;
-            }
-        } else if (ir::as_arrive(s, &a) && cooperative_role) {
-            // Each cooperative warpgroup releases what it read (the barrier counts one arrival per
-            // warpgroup): no barrier across them.
-            flush();
-            os << line() << "hopper::warpgroup_sync(warpgroup);\n";
-            os << line() << "if (thread_in_warpgroup == 0) " << arrive(a) << " // arrive on "
-               << a.barrier << (a.cluster > 1 ? " of every CTA of the cluster" : "")
-               << " for this warpgroup\n";
-        } else if (ir::as_arrive(s, &a)) {
-            flush();
-            if (!synced)
-                sync();
-            os << line() << "if (elected) " << arrive(a) << " // arrive on " << a.barrier
-               << (a.cluster > 1 ? " of every CTA of the cluster" : "") << " for the warpgroup\n";
-        } else if (ir::as_mma(s, &m)) {
-            mma(m);
-        } else if (std::string acc; ir::as_mma_wait(s, &acc, &pending)) {
-            os << line() << "hopper::wgmma_wait_group<" << pending << ">();"
-               << (pending ? " // the MMA just issued stays in flight\n" : "\n");
-            os << line() << "hopper::fence_fragment(" << c_name(acc) << ");\n";
+            // The empty barrier of a store source: this thread's bulk stores finished reading
+            // it.
+            bool store_empty = false;
+            for (const std::string &b : plan.store_sources)
+                store_empty = store_empty || w.barrier == ir::empty_barrier(b);
+            internal_assert(store_empty) << "hopper emitter: wait on " << w.barrier
+                                         << ", neither an mbarrier nor a TMA store's\n";
+            // Versions by tile parity, inside the tile loop: the stores of the other versions
+            // (one bulk group each, or one per column block) may still be reading theirs.
+            // Ping-pong consumers store only their own version; the drain waits for all.
+            const std::string source = w.barrier.substr(0, w.barrier.rfind('.'));
+            const Tile &t = plan.tiles.at(source);
+            const bool by_consumer = kernel.warpgroups > 2 && kernel.consumer_warpgroups == 1;
+            const int64_t groups =
+                t.ring_blocks ? t.layout[0] * t.buffer->type.bytes() / swizzle_bytes : 1;
+            const int64_t pending =
+                loop_depth > 0 && !by_consumer ? (t.buffer->slots - 1) * groups : 0;
+            os << line() << "// " << w.barrier
+               << ": the TMA stores out of the tile finished reading it\n";
+            if (pending > 0)
+                os << line() << "if (elected) hopper::bulk_wait_group_read<" << pending
+                   << ">(); // the stores of the other versions may still read theirs\n";
+            else
+                os << line() << "if (elected) hopper::bulk_wait_group_read_0();\n";
+            pending_sync = true;
             synced = false;
-        } else if (ir::is_fence_proxy_async(s)) {
-            os << line()
-               << "hopper::fence_proxy_async_shared(); // this thread's smem writes, before the "
-                  "TMA store reads them\n";
-        } else if (ir::as_advance(s, &counter)) {
-            os << line() << c_name(counter) << " += 1;\n";
-        } else if (ir::as_setmaxnreg(s, &registers, &increase)) {
-            os << line() << "hopper::setmaxnreg_" << (increase ? "inc" : "dec") << "<" << registers
-               << ">();\n";
-            setmaxnreg_total += int64_t(registers) * warpgroup_threads *
-                                (cooperative_role ? kernel.consumer_warpgroups : 1);
-            if (lone_producer && !increase)
-                leave_unless_elected();
-        } else {
-            const Evaluate *e = s.as<Evaluate>();
-            internal_assert(e && is_const(e->value))
-                << "hopper emitter: unexpected op " << s << "\n";
         }
-    }
-
-    /** The shared-memory address of a Stmt offset into `buffer`: the version it falls in at the
-     * GPU's version stride (Plan's layout), plus the part within the version. */
-    std::string address(const std::string &buffer, const Expr &offset) {
-        const Tile &t = plan.tiles.at(buffer);
-        const std::string bytes = std::to_string(t.buffer->type.bytes());
-        if (!t.rebased())
-            return c_name(buffer) + "_address + uint32_t(" + expr(offset) + ") * " + bytes;
-        Expr within;
-        Expr version = version_of(t, offset, &within);
-        if (t.dynamic_layout && !is_const_zero(within)) {
-            throw Error("hopper: a copy or MMA reaches into " + buffer +
-                        " inside a version, whose layout differs on the GPU (full-tile rows)");
-        }
-        std::string r = c_name(buffer) + "_address";
-        if (!is_const_zero(version))
-            r += " + uint32_t(" + expr(version) + ") * " + std::to_string(t.slot_bytes);
-        if (!is_const_zero(within))
-            r += " + uint32_t(" + expr(within) + ") * " + bytes;
-        return r;
-    }
-
-    static std::string int_list(const std::vector<std::string> &v) {
-        std::string s = "{";
-        for (size_t i = 0; i < v.size(); i++)
-            s += (i ? ", " : "") + v[i];
-        return s + "}";
-    }
-
-    /** A copy TMA cannot make (Plan.h): the warpgroup's threads move the elements; into shared
-     * memory, they then complete the tile's bytes on the full barrier. */
-    void thread_copy(const ir::CopyOp &c, bool load, const std::string &arg,
-                     const std::string &buffer) {
-        const Tile &tile = plan.tiles.at(buffer);
+    } else if (ir::as_arrive(s, &a) && cooperative_role) {
+        // Each cooperative warpgroup releases what it read (the barrier counts one arrival per
+        // warpgroup): no barrier across them.
+        flush();
+        os << line() << "hopper::warpgroup_sync(warpgroup);\n";
+        os << line() << "if (thread_in_warpgroup == 0) " << arrive(a) << " // arrive on "
+           << a.barrier << (a.cluster > 1 ? " of every CTA of the cluster" : "")
+           << " for this warpgroup\n";
+    } else if (ir::as_arrive(s, &a)) {
         flush();
         if (!synced)
-            sync(); // the warpgroup is done with the version (a load) or wrote it (a store)
-        os << line() << "// thread copy " << c.src << " -> " << c.dst << " by the warpgroup's "
-           << "threads (TMA cannot: " << tile.thread_copy << ")"
-           << (load ? "; completes on " + c.barrier : "") << "\n";
-        const std::string global =
-            c_name(arg) + "_global + (" + expr(load ? c.src_offset : c.dst_offset) + ")";
-        if (cooperative_role)
-            open("if (consumer == 0) { // one of the cooperative warpgroups copies");
-        if (tile.kind != TileKind::Plain) {
-            // A wgmma tile: swizzled, zero-filled past the copy (tile.role: copy dim -> layout
-            // dim).
-            std::string extent[2] = {"1", "1"}, stride[2] = {"0", "0"};
-            for (size_t d = 0; d < c.dims.size(); d++) {
-                extent[tile.role[d]] = expr(c.dims[d].extent);
-                stride[tile.role[d]] = expr(c.dims[d].src_stride);
-            }
-            os << line() << "hopper::thread_copy_swizzled(" << address(buffer, c.dst_offset) << ", "
-               << tile.layout[0] << ", " << tile.layout[1] << ", " << global << ", " << extent[0]
-               << ", " << extent[1] << ", " << stride[0] << ", " << stride[1]
-               << ", thread_in_warpgroup);\n";
-        } else {
-            std::vector<std::string> extents, dst_strides, src_strides;
-            for (const ir::CopyDim &d : c.dims) {
-                extents.push_back(expr(d.extent));
-                dst_strides.push_back(expr(d.dst_stride));
-                src_strides.push_back(expr(d.src_stride));
-            }
-            const std::string smem =
-                c_name(buffer) + " + (" + expr(load ? c.dst_offset : c.src_offset) + ")";
-            os << line() << "hopper::thread_copy(" << (load ? smem : global) << ", "
-               << (load ? global : smem) << ", " << int_list(extents) << ", "
-               << int_list(dst_strides) << ", " << int_list(src_strides)
-               << ", thread_in_warpgroup);\n";
-        }
-        if (load) {
-            os << line() << "hopper::thread_copy_complete(" << barrier(c.barrier, c.slot) << ", "
-               << tile.tx_bytes << ", warpgroup, elected);\n";
-        }
-        if (cooperative_role)
-            close();
-        synced = load && !cooperative_role;
+            sync();
+        os << line() << "if (elected) " << arrive(a) << " // arrive on " << a.barrier
+           << (a.cluster > 1 ? " of every CTA of the cluster" : "") << " for the warpgroup\n";
+    } else if (ir::as_mma(s, &m)) {
+        mma(m);
+    } else if (std::string acc; ir::as_mma_wait(s, &acc, &pending)) {
+        os << line() << "hopper::wgmma_wait_group<" << pending << ">();"
+           << (pending ? " // the MMA just issued stays in flight\n" : "\n");
+        os << line() << "hopper::fence_fragment(" << c_name(acc) << ");\n";
+        synced = false;
+    } else if (ir::is_fence_proxy_async(s)) {
+        os << line()
+           << "hopper::fence_proxy_async_shared(); // this thread's smem writes, before the "
+              "TMA store reads them\n";
+    } else if (ir::as_advance(s, &counter)) {
+        os << line() << c_name(counter) << " += 1;\n";
+    } else if (ir::as_setmaxnreg(s, &registers, &increase)) {
+        os << line() << "hopper::setmaxnreg_" << (increase ? "inc" : "dec") << "<" << registers
+           << ">();\n";
+        setmaxnreg_total += int64_t(registers) * warpgroup_threads *
+                            (cooperative_role ? kernel.consumer_warpgroups : 1);
+        if (lone_producer && !increase)
+            leave_unless_elected();
+    } else {
+        const Evaluate *e = s.as<Evaluate>();
+        internal_assert(e && is_const(e->value)) << "hopper emitter: unexpected op " << s << "\n";
     }
+}
 
-    void copy(const ir::CopyOp &c, const IRNode *node) {
-        bool load = kernel.arg(c.src) != nullptr;
-        std::string arg = load ? c.src : c.dst, buffer = load ? c.dst : c.src;
-        if (plan.tiles.at(buffer).threads())
-            return thread_copy(c, load, arg, buffer);
-        const TensorMap &map = plan.map(arg, buffer, load);
-        std::string boxes = list(map.box);
-        if (map.blocks > 1)
-            boxes += " x " + std::to_string(map.blocks) +
-                     (map.swizzle ? " column blocks" : " side by side");
-        const bool ring_store = !load && deferred.count(buffer);
-        const int ring = plan.tiles.at(buffer).ring_blocks;
-        if (load) {
-            if (compute_role && !synced)
-                sync();
-            os << line() << "// TMA load " << arg << " -> " << buffer << " (box " << boxes
-               << "), completes on " << c.barrier
-               << (c.multicast > 1 ? " of each CTA of the cluster: the boxes dealt over the ranks, "
-                                     "each multicast to all"
-                                   : "")
-               << "\n";
-        } else if (ring_store) {
-            // The epilogue and the store one column block at a time, through the ring's blocks.
-            const Epilogue e = deferred.at(buffer);
-            deferred.erase(buffer);
-            flush();
-            os << line() << "// epilogue and TMA store of " << buffer << " -> " << arg
-               << " one column block (box " << list(map.box) << ") at a time, through a ring of "
-               << ring << " column blocks\n";
-            os << line() << "#pragma unroll\n";
-            open("for (int column_block = 0; column_block < " + std::to_string(map.blocks) +
-                 "; column_block++) {");
-            open("if (column_block >= " + std::to_string(ring) + ") {");
-            os << line() << "// the store " << ring
-               << " blocks back finished reading this block's slot\n";
-            os << line() << "if (elected) hopper::bulk_wait_group_read<" << ring - 1 << ">();\n";
-            sync();
-            close();
-            column_block = true;
-            epilogue(e.op, e.nest, e.acc);
-            column_block = false;
-            os << line()
-               << "hopper::fence_proxy_async_shared(); // this thread's smem writes, before the "
-                  "TMA store reads them\n";
-            sync();
-        } else {
-            flush();
-            if (!synced)
-                sync();
-            os << line() << "// TMA store " << buffer << " -> " << arg << " (box " << boxes
-               << "), in this thread's bulk group\n";
+std::string CodeGen::address(const std::string &buffer, const Expr &offset) {
+    const Tile &t = plan.tiles.at(buffer);
+    const std::string bytes = std::to_string(t.buffer->type.bytes());
+    if (!t.rebased())
+        return c_name(buffer) + "_address + uint32_t(" + expr(offset) + ") * " + bytes;
+    Expr within;
+    Expr version = version_of(t, offset, &within);
+    if (t.dynamic_layout && !is_const_zero(within)) {
+        throw Error("hopper: a copy or MMA reaches into " + buffer +
+                    " inside a version, whose layout differs on the GPU (full-tile rows)");
+    }
+    std::string r = c_name(buffer) + "_address";
+    if (!is_const_zero(version))
+        r += " + uint32_t(" + expr(version) + ") * " + std::to_string(t.slot_bytes);
+    if (!is_const_zero(within))
+        r += " + uint32_t(" + expr(within) + ") * " + bytes;
+    return r;
+}
+
+std::string CodeGen::int_list(const std::vector<std::string> &v) {
+    std::string s = "{";
+    for (size_t i = 0; i < v.size(); i++)
+        s += (i ? ", " : "") + v[i];
+    return s + "}";
+}
+
+void CodeGen::thread_copy(const ir::CopyOp &c, bool load, const std::string &arg,
+                          const std::string &buffer) {
+    const Tile &tile = plan.tiles.at(buffer);
+    flush();
+    if (!synced)
+        sync(); // the warpgroup is done with the version (a load) or wrote it (a store)
+    os << line() << "// thread copy " << c.src << " -> " << c.dst << " by the warpgroup's "
+       << "threads (TMA cannot: " << tile.thread_copy << ")"
+       << (load ? "; completes on " + c.barrier : "") << "\n";
+    const std::string global =
+        c_name(arg) + "_global + (" + expr(load ? c.src_offset : c.dst_offset) + ")";
+    if (cooperative_role)
+        open("if (consumer == 0) { // one of the cooperative warpgroups copies");
+    if (tile.kind != TileKind::Plain) {
+        // A wgmma tile: swizzled, zero-filled past the copy (tile.role: copy dim -> layout
+        // dim).
+        std::string extent[2] = {"1", "1"}, stride[2] = {"0", "0"};
+        for (size_t d = 0; d < c.dims.size(); d++) {
+            extent[tile.role[d]] = expr(c.dims[d].extent);
+            stride[tile.role[d]] = expr(c.dims[d].src_stride);
         }
-        open("if (elected) {");
-        if (load && c.multicast > 1)
-            os << line() << "int box = 0; // this rank issues boxes rank, rank + " << c.multicast
-               << ", ...\n";
-        os << line() << "const int offset = " << expr(load ? c.src_offset : c.dst_offset)
-           << "; // element of " << arg << "\n";
-        // Tail tiles: the box is full size and the part past the tile must lie past the edge.
-        auto checks = plan.tail_checks.find(node);
-        if (checks != plan.tail_checks.end()) {
-            for (const TailCheck &t : checks->second) {
-                os << line() << "hopper::check_tail(" << expr(c.dims[t.dim].extent) << ", "
-                   << t.reach << ", offset"
-                   << (is_const_one(t.view_stride) ? "" : " / " + expr(t.view_stride)) << " % "
-                   << expr(t.view_extent) << ", " << expr(t.view_extent) << ");\n";
-            }
+        os << line() << "hopper::thread_copy_swizzled(" << address(buffer, c.dst_offset) << ", "
+           << tile.layout[0] << ", " << tile.layout[1] << ", " << global << ", " << extent[0]
+           << ", " << extent[1] << ", " << stride[0] << ", " << stride[1]
+           << ", thread_in_warpgroup);\n";
+    } else {
+        std::vector<std::string> extents, dst_strides, src_strides;
+        for (const ir::CopyDim &d : c.dims) {
+            extents.push_back(expr(d.extent));
+            dst_strides.push_back(expr(d.dst_stride));
+            src_strides.push_back(expr(d.src_stride));
         }
-        std::string smem = address(buffer, load ? c.dst_offset : c.src_offset);
-        // Coordinates innermost first; a dim of extent 1 is always at 0.
-        auto coordinates = [&](const std::string &block) { // block: the offset along dim 0
-            std::string coords;
-            for (size_t d = 0; d < map.extents.size(); d++) {
-                std::string coordinate = "offset";
-                if (is_const_one(map.extents[d])) {
-                    coordinate = "0";
-                } else {
-                    if (!is_const_one(map.strides[d]))
-                        coordinate += " / " + expr(map.strides[d]);
-                    if (d + 1 < map.extents.size())
-                        coordinate += " % " + expr(map.extents[d]);
-                }
-                if (d == 0 && !block.empty())
-                    coordinate = "(" + coordinate + ") + " + block;
-                if (d == 1 && map.rows > 1)
-                    coordinate = "(" + coordinate + ") + row";
-                coords += ", " + coordinate;
-            }
-            return coords;
-        };
-        auto issue = [&](const std::string &destination, const std::string &coords,
-                         const std::string &tensor_map) {
-            if (load && c.multicast > 1) {
-                os << line() << "if (box++ % " << c.multicast
-                   << " == int(hopper::cluster_rank())) hopper::tma_load_multicast(" << destination
-                   << ", &" << tensor_map << ", " << barrier(c.barrier, c.slot) << ", 0x"
-                   << std::hex << ((1 << c.multicast) - 1) << std::dec << coords << ");\n";
-            } else if (load) {
-                os << line() << "hopper::tma_load(" << destination << ", &" << tensor_map << ", "
-                   << barrier(c.barrier, c.slot) << coords << ");\n";
+        const std::string smem =
+            c_name(buffer) + " + (" + expr(load ? c.dst_offset : c.src_offset) + ")";
+        os << line() << "hopper::thread_copy(" << (load ? smem : global) << ", "
+           << (load ? global : smem) << ", " << int_list(extents) << ", " << int_list(dst_strides)
+           << ", " << int_list(src_strides) << ", thread_in_warpgroup);\n";
+    }
+    if (load) {
+        os << line() << "hopper::thread_copy_complete(" << barrier(c.barrier, c.slot) << ", "
+           << tile.tx_bytes << ", warpgroup, elected);\n";
+    }
+    if (cooperative_role)
+        close();
+    synced = load && !cooperative_role;
+}
+
+void CodeGen::copy(const ir::CopyOp &c, const IRNode *node) {
+    bool load = kernel.arg(c.src) != nullptr;
+    std::string arg = load ? c.src : c.dst, buffer = load ? c.dst : c.src;
+    if (plan.tiles.at(buffer).threads())
+        return thread_copy(c, load, arg, buffer);
+    const TensorMap &map = plan.map(arg, buffer, load);
+    std::string boxes = brace_list(map.box);
+    if (map.blocks > 1)
+        boxes +=
+            " x " + std::to_string(map.blocks) + (map.swizzle ? " column blocks" : " side by side");
+    const bool ring_store = !load && deferred.count(buffer);
+    const int ring = plan.tiles.at(buffer).ring_blocks;
+    if (load) {
+        if (compute_role && !synced)
+            sync();
+        os << line() << "// TMA load " << arg << " -> " << buffer << " (box " << boxes
+           << "), completes on " << c.barrier
+           << (c.multicast > 1 ? " of each CTA of the cluster: the boxes dealt over the ranks, "
+                                 "each multicast to all"
+                               : "")
+           << "\n";
+    } else if (ring_store) {
+        // The epilogue and the store one column block at a time, through the ring's blocks.
+        const Epilogue e = deferred.at(buffer);
+        deferred.erase(buffer);
+        flush();
+        os << line() << "// epilogue and TMA store of " << buffer << " -> " << arg
+           << " one column block (box " << brace_list(map.box) << ") at a time, through a ring of "
+           << ring << " column blocks\n";
+        os << line() << "#pragma unroll\n";
+        open("for (int column_block = 0; column_block < " + std::to_string(map.blocks) +
+             "; column_block++) {");
+        open("if (column_block >= " + std::to_string(ring) + ") {");
+        os << line() << "// the store " << ring
+           << " blocks back finished reading this block's slot\n";
+        os << line() << "if (elected) hopper::bulk_wait_group_read<" << ring - 1 << ">();\n";
+        sync();
+        close();
+        column_block = true;
+        epilogue(e.op, e.nest, e.acc);
+        column_block = false;
+        os << line()
+           << "hopper::fence_proxy_async_shared(); // this thread's smem writes, before the "
+              "TMA store reads them\n";
+        sync();
+    } else {
+        flush();
+        if (!synced)
+            sync();
+        os << line() << "// TMA store " << buffer << " -> " << arg << " (box " << boxes
+           << "), in this thread's bulk group\n";
+    }
+    open("if (elected) {");
+    if (load && c.multicast > 1)
+        os << line() << "int box = 0; // this rank issues boxes rank, rank + " << c.multicast
+           << ", ...\n";
+    os << line() << "const int offset = " << expr(load ? c.src_offset : c.dst_offset)
+       << "; // element of " << arg << "\n";
+    // Tail tiles: the box is full size and the part past the tile must lie past the edge.
+    auto checks = plan.tail_checks.find(node);
+    if (checks != plan.tail_checks.end()) {
+        for (const TailCheck &t : checks->second) {
+            os << line() << "hopper::check_tail(" << expr(c.dims[t.dim].extent) << ", " << t.reach
+               << ", offset" << (is_const_one(t.view_stride) ? "" : " / " + expr(t.view_stride))
+               << " % " << expr(t.view_extent) << ", " << expr(t.view_extent) << ");\n";
+        }
+    }
+    std::string smem = address(buffer, load ? c.dst_offset : c.src_offset);
+    // Coordinates innermost first; a dim of extent 1 is always at 0.
+    auto coordinates = [&](const std::string &block) { // block: the offset along dim 0
+        std::string coords;
+        for (size_t d = 0; d < map.extents.size(); d++) {
+            std::string coordinate = "offset";
+            if (is_const_one(map.extents[d])) {
+                coordinate = "0";
             } else {
-                os << line() << "hopper::tma_store(&" << tensor_map << ", " << destination << coords
-                   << ");\n";
+                if (!is_const_one(map.strides[d]))
+                    coordinate += " / " + expr(map.strides[d]);
+                if (d + 1 < map.extents.size())
+                    coordinate += " % " + expr(map.extents[d]);
             }
-        };
-        if (map.rows > 1) {
-            // A row of boxes per row of the tile, each row at the tile's row pitch.
-            open("for (int row = 0; row < " + std::to_string(map.rows) + "; row++) {");
-            smem += " + row * " + std::to_string(map.row_bytes);
+            if (d == 0 && !block.empty())
+                coordinate = "(" + coordinate + ") + " + block;
+            if (d == 1 && map.rows > 1)
+                coordinate = "(" + coordinate + ") + row";
+            coords += ", " + coordinate;
         }
-        const int full_blocks = map.last_box ? map.blocks - 1 : map.blocks;
-        if (ring_store) {
-            issue(smem + " + (column_block % " + std::to_string(ring) + ") * " +
-                      std::to_string(map.block_bytes),
-                  coordinates("column_block * " + std::to_string(map.box[0])), map.name);
-        } else if (full_blocks > 4) {
-            open("for (int block = 0; block < " + std::to_string(full_blocks) + "; block++) {");
-            issue(smem + " + block * " + std::to_string(map.block_bytes),
-                  coordinates("block * " + std::to_string(map.box[0])), map.name);
-            close();
+        return coords;
+    };
+    auto issue = [&](const std::string &destination, const std::string &coords,
+                     const std::string &tensor_map) {
+        if (load && c.multicast > 1) {
+            os << line() << "if (box++ % " << c.multicast
+               << " == int(hopper::cluster_rank())) hopper::tma_load_multicast(" << destination
+               << ", &" << tensor_map << ", " << barrier(c.barrier, c.slot) << ", 0x" << std::hex
+               << ((1 << c.multicast) - 1) << std::dec << coords << ");\n";
+        } else if (load) {
+            os << line() << "hopper::tma_load(" << destination << ", &" << tensor_map << ", "
+               << barrier(c.barrier, c.slot) << coords << ");\n";
         } else {
-            for (int block = 0; block < full_blocks; block++) {
-                issue(smem + (block > 0 ? " + " + std::to_string(block * map.block_bytes) : ""),
-                      coordinates(block > 0 ? std::to_string(block * map.box[0]) : ""), map.name);
-            }
-        }
-        if (map.last_box && !ring_store) {
-            issue(smem + " + " + std::to_string(full_blocks * map.block_bytes),
-                  coordinates(std::to_string(full_blocks * map.box[0])), map.last_name);
-        }
-        if (map.rows > 1)
-            close();
-        if (!load)
-            os << line() << "hopper::bulk_commit_group();\n";
-        close();
-        if (ring_store)
-            close(); // the column blocks
-    }
-
-    /** An arrival by one thread: on this CTA's barrier, or on each CTA's of the cluster. */
-    std::string arrive(const ir::ArriveOp &a) {
-        if (a.cluster > 1)
-            return "for (uint32_t rank = 0; rank < " + std::to_string(a.cluster) +
-                   "; rank++) hopper::mbarrier_arrive_cluster(" + barrier(a.barrier, a.slot) +
-                   ", rank);";
-        return "hopper::mbarrier_arrive(" + barrier(a.barrier, a.slot) + ");";
-    }
-
-    /** Fragment blocks of 64 rows each thread holds: all of the tile's, or with cooperative
-     * consumers every other one. */
-    int blocks(const Accumulator &a) const {
-        const int sharing = cooperative_role ? kernel.consumer_warpgroups : 1;
-        return int((a.m / 64 + sharing - 1) / sharing);
-    }
-
-    /** Opens the unrolled loop over this thread's fragment blocks, defining m64 (the block's
-     * 64-row index in the tile); returns the fragment array's index for it. */
-    std::string open_blocks(const Accumulator &a) {
-        os << line() << "#pragma unroll\n";
-        if (!cooperative_role) {
-            open("for (int m64 = 0; m64 < " + std::to_string(a.m / 64) + "; m64++) {");
-            return "m64";
-        }
-        open("for (int block = 0; block < " + std::to_string(blocks(a)) + "; block++) {");
-        os << line() << "const int m64 = " << kernel.consumer_warpgroups
-           << " * block + consumer; // this warpgroup's blocks alternate with the other's\n";
-        if (a.m / 64 % kernel.consumer_warpgroups != 0)
-            open("if (m64 < " + std::to_string(a.m / 64) +
-                 ") { // the tile's last block has one owner");
-        return "block";
-    }
-    void close_blocks(const Accumulator &a) {
-        if (cooperative_role && a.m / 64 % kernel.consumer_warpgroups != 0)
-            close();
-        close();
-    }
-
-    void mma(const ir::MmaOp &m) {
-        flush();
-        const Accumulator &acc = plan.accumulators.at(m.acc);
-        const Tile &a = plan.tiles.at(m.a), &b = plan.tiles.at(m.b);
-        for (auto [name, offset, tile] :
-             {std::tuple{m.a, m.a_offset, &a}, std::tuple{m.b, m.b_offset, &b}}) {
-            if (!proven(offset % Halide::Expr(int(tile->buffer->slot_elements)) == 0)) {
-                throw Error("hopper: the MMA into " + m.acc + " reads " + name +
-                            " inside a version; wgmma tiles start at a version");
-            }
-        }
-        const int64_t a_blocks_bytes = swizzle_bytes * acc.m, b_block_bytes = swizzle_bytes * acc.k;
-        os << line() << "// MMA " << m.acc << " += " << m.a << " * " << m.b << ": the full "
-           << acc.m << " x " << acc.n << " x " << acc.k << " tile, " << acc.k / 16
-           << " k16 steps of " << acc.m / 64 << " m64n" << acc.n << " wgmma\n";
-        os << line() << "hopper::fence_fragment(" << c_name(m.acc) << ");\n";
-        os << line() << "hopper::wgmma_fence();\n";
-        open("{");
-        os << line() << "const uint32_t a_tile = " << address(m.a, m.a_offset) << ";\n";
-        os << line() << "const uint32_t b_tile = " << address(m.b, m.b_offset) << ";\n";
-        os << line() << "#pragma unroll\n";
-        open("for (int k16 = 0; k16 < " + std::to_string(acc.k / 16) + "; k16++) {");
-        if (acc.b_k_major) {
-            os << line() << "// B, K-major: " << acc.n
-               << " rows of 128 B per wgmma, SBO = 1024 B per 8 rows; "
-               << "k16 = 32 B inside a 64-wide block\n";
-            os << line()
-               << "const uint64_t b_descriptor = hopper::matrix_descriptor_128B(b_tile + (k16 / 4) "
-                  "* "
-               << swizzle_bytes * acc.n << " + (k16 % 4) * 32, 16, 1024);\n";
-        } else {
-            os << line() << "// B, N-major: 16 k-rows of 128 B per step; LBO = " << b_block_bytes
-               << " B between 64-column blocks, SBO = 1024 B per 8 k-rows\n";
-            os << line()
-               << "const uint64_t b_descriptor = hopper::matrix_descriptor_128B(b_tile + k16 * "
-               << 16 * swizzle_bytes << ", " << b_block_bytes << ", 1024);\n";
-        }
-        const std::string block = open_blocks(acc);
-        os << line()
-           << "// A, K-major: 64 rows of 128 B per wgmma, SBO = 1024 B per 8 rows; k16 = 32 B "
-              "inside a 64-wide block\n";
-        os << line()
-           << "const uint64_t a_descriptor = hopper::matrix_descriptor_128B(a_tile + (k16 / 4) * "
-           << a_blocks_bytes << " + m64 * " << 64 * swizzle_bytes
-           << " + (k16 % 4) * 32, 16, 1024);\n";
-        os << line() << "hopper::wgmma_bf16<" << acc.n << (acc.b_k_major ? ", hopper::KMajorB" : "")
-           << ">(" << c_name(m.acc) << "[" << block << "], a_descriptor, b_descriptor);\n";
-        close_blocks(acc);
-        close();
-        close();
-        os << line() << "hopper::wgmma_commit_group();\n";
-        synced = false;
-    }
-
-    // ---- element nests ----
-
-    std::string load(const Load *l) {
-        if (plan.accumulators.count(l->name)) {
-            internal_assert(fragment_buffer == l->name)
-                << "hopper emitter: accumulator load outside its epilogue\n";
-            return fragment;
-        }
-        auto t = plan.tiles.find(l->name);
-        internal_assert(t != plan.tiles.end())
-            << "hopper emitter: load of " << l->name << " in an element nest\n";
-        std::string v = c_name(l->name) + "[" + tile_index(t->second, l->index) + "]";
-        return t->second.buffer->type.is_bfloat() ? "__bfloat162float(" + v + ")" : v;
-    }
-
-    /** The index of a tile element on the GPU. A version starts at version * the GPU's version
-     * stride (Plan's layout). Tiles whose Stmt layout differs from the GPU's (rows of a tail's
-     * size, or rows padded to 16 bytes) are rewritten to the full-tile layout: the loop var
-     * stepping by 1 is dim 0, the other one steps by the full row. */
-    std::string tile_index(const Tile &t, const Expr &index) {
-        std::string i = gpu_index(t, index);
-        if (!column_block || !t.ring_blocks)
-            return i;
-        // The element's column block lies in the ring's slot column_block % ring_blocks.
-        const int64_t block = swizzle_bytes / t.buffer->type.bytes() * t.layout[1];
-        return i + " - (column_block / " + std::to_string(t.ring_blocks) + ") * " +
-               std::to_string(t.ring_blocks * block);
-    }
-
-    std::string gpu_index(const Tile &t, const Expr &index) {
-        if (!t.dynamic_layout && !t.rebased() && !t.swizzled_store)
-            return expr(index);
-        const std::string &name = t.buffer->name;
-        if (t.dynamic_layout && t.layout.size() > 2) {
-            throw Error("hopper: element nest over " + name + ", a " +
-                        std::to_string(t.layout.size()) +
-                        "-D tile whose rows differ on the GPU; the emitter rewrites at most 2-D "
-                        "tiles to the full-tile layout");
-        }
-        Expr base = index;
-        std::string inner, outer;
-        bool rows_of_tile = true; // the outer var steps by the tile's row (swizzled stores)
-        for (const Loop &l : nest_loops) {
-            Expr step = affine_step(index, l.name);
-            if (!step.defined()) {
-                if (t.dynamic_layout)
-                    throw Error("hopper: the index of " + name + " is not affine in " + l.name);
-                base = substitute(l.name, 0, base);
-                continue;
-            }
-            if (is_const_zero(step))
-                continue;
-            if (proven(step == 1) && inner.empty())
-                inner = c_name(l.name);
-            else if (outer.empty())
-                outer = c_name(l.name),
-                rows_of_tile = t.dynamic_layout || proven(step == int(t.layout[0]));
-            else if (t.dynamic_layout || t.swizzled_store)
-                throw Error("hopper: element nest over " + name +
-                            " walks it along more dims than the tile has");
-            base = substitute(l.name, 0, base);
-        }
-        base = simplify(base);
-        Expr within;
-        Expr version = version_of(t, base, &within);
-        std::string r =
-            is_const_zero(version) ? "" : expr(version) + " * " + std::to_string(t.slot_elements());
-        auto add = [&](const std::string &term) { r += (r.empty() ? "" : " + ") + term; };
-        // The row-major element within the version, placed in the swizzled column blocks: from
-        // the nest's row and column where the index is row * W + column, else from the element.
-        auto place = [&](const std::string &linear) {
-            if (!t.swizzled_store)
-                return linear;
-            const std::string T = storage_type(t.buffer->type), rows = std::to_string(t.layout[1]);
-            if (rows_of_tile && is_const_zero(within))
-                return "hopper::swizzled_128B<" + T + ", " + rows + ">(" +
-                       (outer.empty() ? "0" : outer) + ", " + (inner.empty() ? "0" : inner) + ")";
-            return "hopper::swizzled_128B<" + T + ", " + rows + ">((" + linear + ") / " +
-                   std::to_string(t.layout[0]) + ", (" + linear + ") % " +
-                   std::to_string(t.layout[0]) + ")";
-        };
-        if (!t.dynamic_layout) {
-            // Within a version the Stmt's layout is the GPU's.
-            add(place(expr(simplify(index - base + within))));
-            return r;
-        }
-        if (!is_const_zero(within)) {
-            throw Error("hopper: an element nest indexes " + name +
-                        " inside a version at a tail-dependent offset; "
-                        "the emitter cannot place it on the full tile");
-        }
-        std::string linear;
-        if (!outer.empty())
-            linear = outer + " * " + std::to_string(t.layout[0]);
-        if (!inner.empty())
-            linear += (linear.empty() ? "" : " + ") + inner;
-        if (linear.empty())
-            linear = "0";
-        if (t.swizzled_store || linear != "0")
-            add(place(linear));
-        return r.empty() ? "0" : r;
-    }
-
-    void store(const Store *st) {
-        auto t = plan.tiles.find(st->name);
-        if (t == plan.tiles.end()) {
-            throw Error("hopper: an element nest writes " + st->name +
-                        ", which is not a shared tile");
-        }
-        Expr value = st->value;
-        std::string v;
-        if (t->second.buffer->type.is_bfloat()) {
-            const Cast *cast = value.as<Cast>();
-            v = "__float2bfloat16_rn(" +
-                expr(cast && cast->type.is_bfloat() ? cast->value : value) + ")";
-        } else {
-            v = expr(value);
-        }
-        os << line() << c_name(st->name) << "[" << tile_index(t->second, st->index) << "] = " << v
-           << ";\n";
-    }
-
-    /** Statements inside an element nest, run by the current thread. */
-    void element(const Stmt &s) {
-        if (!s.defined())
-            return;
-        if (const For *f = s.as<For>()) {
-            std::string v = c_name(f->name);
-            nest_loops.push_back({f->name, f->min, f->extent});
-            open("for (int " + v + " = " + expr(f->min) + ", " + v + "_end = " + v + " + " +
-                 expr(f->extent) + "; " + v + " < " + v + "_end; " + v + "++) {");
-            element(f->body);
-            close();
-            nest_loops.pop_back();
-        } else if (const LetStmt *l = s.as<LetStmt>()) {
-            open("{");
-            os << line() << "const " << CudaExpr::type_name(l->value.type()) << " "
-               << c_name(l->name) << " = " << expr(l->value) << ";\n";
-            element(l->body);
-            close();
-        } else if (const IfThenElse *i = s.as<IfThenElse>()) {
-            open("if (" + condition(i->condition) + ") {");
-            element(i->then_case);
-            if (i->else_case.defined()) {
-                close("} else {");
-                scopes.emplace_back();
-                indent++;
-                element(i->else_case);
-            }
-            close();
-        } else if (const Block *b = s.as<Block>()) {
-            element(b->first);
-            element(b->rest);
-        } else if (const Store *st = s.as<Store>()) {
-            store(st);
-        } else {
-            internal_error << "hopper emitter: unexpected statement in an element nest\n"
-                           << s << "\n";
-        }
-    }
-
-    void vector_op(const ir::VectorOp &v, const Stmt &nest) {
-        for (const ir::Region &r : v.regions) {
-            if (plan.accumulators.count(r.buffer))
-                return r.write ? zero_fragment(v, nest, r.buffer) : epilogue(v, nest, r.buffer);
-        }
-        flush();
-        std::vector<Loop> loops;
-        Stmt body = peel_loops(nest, &loops);
-        if (!loops.empty() && collect<For>(body).empty() && independent(loops, body) &&
-            rectangular(loops)) {
-            parallel(v, loops, body);
-        } else if (!loops.empty() && collect<For>(body).empty() && reduction(v, loops, body)) {
-            // emitted
-        } else {
-            os << line() << "// vector op " << v.label
-               << ": one thread (not an elementwise nest or a single reduction)\n";
-            open("if (elected) {");
-            element(nest);
-            close();
-        }
-        pending_sync = true;
-        synced = false;
-    }
-
-    /** Every store of the body writes a distinct element per iteration (affine, nonzero step in
-     * every loop var) and the nest reads the stored buffers only at the element it writes. */
-    bool independent(const std::vector<Loop> &loops, const Stmt &body) {
-        for (const Store *st : collect<Store>(body)) {
-            for (const Loop &l : loops) {
-                Expr step = affine_step(st->index, l.name);
-                if (!step.defined() || !proven(step != 0))
-                    return false;
-            }
-            LoadsOf self(st->name);
-            body.accept(&self);
-            for (const Load *l : self.loads) {
-                if (!equal(l->index, st->index))
-                    return false;
-            }
-        }
-        return true;
-    }
-
-    static bool rectangular(const std::vector<Loop> &loops) {
-        for (size_t i = 0; i < loops.size(); i++) {
-            for (size_t j = 0; j < i; j++) {
-                if (expr_uses_var(loops[i].min, loops[j].name) ||
-                    expr_uses_var(loops[i].extent, loops[j].name))
-                    return false;
-            }
-        }
-        return true;
-    }
-
-    /** The whole nest as one range of elements strided over the warpgroup's threads. */
-    void parallel(const ir::VectorOp &v, const std::vector<Loop> &loops, const Stmt &body) {
-        os << line() << "// vector op " << v.label << ": elementwise, strided over the role's "
-           << role_threads() << " threads\n";
-        open("{");
-        const std::string total = declare_extents(loops, loops.size());
-        // Loads the nest's loops do not move, of buffers it does not write (a row's scalar), are
-        // read once into registers: the compiler cannot prove shared memory unaliased.
-        Stmt code = body;
-        std::set<std::string> written;
-        for (const Store *st : collect<Store>(body))
-            written.insert(st->name);
-        int scalars = 0;
-        for (const Load *l : collect<Load>(body)) {
-            bool invariant = !written.count(l->name);
-            for (const Loop &loop : loops)
-                invariant = invariant && !expr_uses_var(l->index, loop.name);
-            if (!invariant || !contains_load(code, l))
-                continue;
-            const std::string name = internal_prefix + "scalar" + std::to_string(scalars++);
-            nest_loops = loops;
-            os << line() << "const auto " << c_name(name) << " = " << expr(l)
-               << "; // invariant in the nest\n";
-            nest_loops.clear();
-            code = substitute(Expr(l), Variable::make(l->type, name), code);
-        }
-        open("for (int element = " + role_thread() + "; element < " + total +
-             "; element += " + std::to_string(role_threads()) + ") {");
-        unflatten(loops, loops.size(), "element");
-        nest_loops = loops;
-        element(code);
-        nest_loops.clear();
-        close();
-        close();
-    }
-
-    /** Declares the min and extent of the first `count` loops; returns their extents' product. */
-    std::string declare_extents(const std::vector<Loop> &loops, size_t count) {
-        std::string total;
-        for (size_t i = 0; i < count; i++) {
-            std::string n = c_name(loops[i].name);
-            os << line() << "const int " << n << "_min = " << expr(loops[i].min) << ", " << n
-               << "_extent = " << expr(loops[i].extent) << ";\n";
-            total += (total.empty() ? "" : " * ") + n + "_extent";
-        }
-        return total;
-    }
-
-    /** Defines the vars of the first `count` loops from the flat index `flat` (the last of them
-     * innermost). */
-    void unflatten(const std::vector<Loop> &loops, size_t count, const std::string &flat) {
-        std::string divisor;
-        for (size_t i = count; i-- > 0;) {
-            std::string n = c_name(loops[i].name);
-            std::string e = divisor.empty() ? flat : flat + " / (" + divisor + ")";
-            if (i > 0)
-                e += " % " + n + "_extent";
-            os << line() << "const int " << n << " = " << n << "_min + " << e << ";\n";
-            divisor += (divisor.empty() ? "" : " * ") + n + "_extent";
-        }
-    }
-
-    /** Whether `s` still contains `load` (an earlier substitution may have taken it). */
-    static bool contains_load(const Stmt &s, const Load *load) {
-        for (const Load *l : collect<Load>(s)) {
-            if (l == load || equal(Expr(l), Expr(load)))
-                return true;
-        }
-        return false;
-    }
-
-    /** store[i] = store[i] op f(k) over the innermost loop k: per-thread partials over k, a
-     * warpgroup reduction, one thread updates the element. Outer loops run in turn. */
-    bool reduction(const ir::VectorOp &v, const std::vector<Loop> &loops, const Stmt &body) {
-        const Store *st = body.as<Store>();
-        if (!st)
-            return false;
-        const Loop &k = loops.back();
-        Expr step = affine_step(st->index, k.name);
-        if (!step.defined() || !is_const_zero(step))
-            return false;
-        Expr rest, a, b;
-        const Add *add = st->value.as<Add>();
-        const Max *max = st->value.as<Max>();
-        const Min *min = st->value.as<Min>();
-        if (add)
-            a = add->a, b = add->b;
-        else if (max)
-            a = max->a, b = max->b;
-        else if (min)
-            a = min->a, b = min->b;
-        else
-            return false;
-        auto combine = [&](const Expr &x, const Expr &y) -> Expr {
-            return add ? Add::make(x, y) : max ? Max::make(x, y) : Min::make(x, y);
-        };
-        const Load *self = a.as<Load>();
-        Expr self_load = a;
-        if (self && self->name == st->name && equal(self->index, st->index)) {
-            rest = b;
-        } else if ((self = b.as<Load>()) && self->name == st->name &&
-                   equal(self->index, st->index)) {
-            rest = a;
-            self_load = b;
-        } else {
-            return false;
-        }
-        LoadsOf others(st->name);
-        rest.accept(&others);
-        if (!others.loads.empty() || !plan.tiles.count(st->name))
-            return false;
-
-        const Halide::Type &t = st->value.type();
-        Expr identity = add ? make_zero(t) : max ? t.min() : t.max();
-        std::string type = CudaExpr::type_name(t);
-        Expr partial = Variable::make(t, internal_prefix + "partial"),
-             total = Variable::make(t, internal_prefix + "total");
-        Expr x = Variable::make(t, internal_prefix + "x"),
-             y = Variable::make(t, internal_prefix + "y");
-        const std::string op =
-            "[](" + type + " x, " + type + " y) { return " + expr(combine(x, y)) + "; }";
-        Stmt update = Store::make(st->name, combine(self_load, total), st->index, st->param,
-                                  st->predicate, st->alignment);
-        // Four rows or more (the loops outside k): a warp per row, shuffles only, no barrier.
-        Expr rows = 1;
-        for (size_t i = 0; i + 1 < loops.size(); i++)
-            rows = rows * loops[i].extent;
-        const int warps = role_threads() / 32;
-        if (loops.size() > 1 && constant_upper_bound(simplify(rows)) >= warps) {
-            os << line() << "// vector op " << v.label << ": a reduction over " << k.name
-               << " for each of the rows around it: a warp per row, partials strided over its "
-                  "lanes, "
-                  "then a shuffle reduction\n";
-            open("{");
-            const std::string total_rows = declare_extents(loops, loops.size() - 1);
-            open("for (int row = " + role_thread() + " / 32; row < " + total_rows +
-                 "; row += " + std::to_string(warps) + ") {");
-            unflatten(loops, loops.size() - 1, "row");
-            nest_loops = loops;
-            std::string n = c_name(k.name);
-            os << line() << type << " partial = " << expr(identity) << ";\n";
-            open("for (int " + n + " = " + expr(k.min) + " + " + role_thread() + " % 32, " + n +
-                 "_end = " + expr(k.min) + " + " + expr(k.extent) + "; " + n + " < " + n +
-                 "_end; " + n + " += 32) {");
-            os << line() << "partial = " << expr(combine(partial, rest)) << ";\n";
-            close();
-            os << line() << "const " << type << " total = hopper::warp_reduce(partial, " << op
+            os << line() << "hopper::tma_store(&" << tensor_map << ", " << destination << coords
                << ");\n";
-            open("if (" + role_thread() + " % 32 == 0) {");
-            store(update.as<Store>());
-            close();
-            close();
-            close();
-            nest_loops.clear();
-            return true;
         }
-        os << line() << "// vector op " << v.label << ": a reduction over " << k.name
-           << "; partials strided over the warpgroup's threads, then a shuffle reduction\n";
-        nest_loops = loops;
-        for (size_t i = 0; i + 1 < loops.size(); i++) {
-            std::string n = c_name(loops[i].name);
-            open("for (int " + n + " = " + expr(loops[i].min) + ", " + n + "_end = " + n + " + " +
-                 expr(loops[i].extent) + "; " + n + " < " + n + "_end; " + n + "++) {");
-        }
-        open("{");
-        std::string n = c_name(k.name);
-        os << line() << type << " partial = " << expr(identity) << ";\n";
-        open("for (int " + n + " = " + expr(k.min) + " + " + role_thread() + ", " + n +
-             "_end = " + expr(k.min) + " + " + expr(k.extent) + "; " + n + " < " + n + "_end; " +
-             n + " += " + std::to_string(role_threads()) + ") {");
-        os << line() << "partial = " << expr(combine(partial, rest)) << ";\n";
-        close();
-        if (cooperative_role)
-            os << line() << "const " << type << " total = hopper::consumers_reduce<"
-               << role_threads() << ">(partial, &reduction_scratch[0][0],\n"
-               << line() << "    " << op << ");\n";
-        else
-            os << line() << "const " << type
-               << " total = hopper::warpgroup_reduce(partial, reduction_scratch[warpgroup], "
-                  "warpgroup,\n"
-               << line() << "    " << op << ");\n";
-        open("if (elected) {");
-        store(update.as<Store>());
-        close();
-        close();
-        for (size_t i = 0; i + 1 < loops.size(); i++)
-            close();
-        nest_loops.clear();
-        uses_reduction = true;
-        return true;
+    };
+    if (map.rows > 1) {
+        // A row of boxes per row of the tile, each row at the tile's row pitch.
+        open("for (int row = 0; row < " + std::to_string(map.rows) + "; row++) {");
+        smem += " + row * " + std::to_string(map.row_bytes);
     }
-
-    void zero_fragment(const ir::VectorOp &v, const Stmt &nest, const std::string &acc) {
-        std::vector<Loop> loops;
-        Stmt body = peel_loops(nest, &loops);
-        const Store *st = body.as<Store>();
-        if (!st || st->name != acc || !is_const_zero(st->value) || v.regions.size() != 1) {
-            throw Error("hopper: vector op " + v.label + " writes the accumulator " + acc +
-                        "; in registers it can only be zeroed (an epilogue reads it)");
-        }
-        const Accumulator &a = plan.accumulators.at(acc);
-        os << line() << "// zero the accumulator: each thread clears its " << blocks(a) << " x "
-           << a.n / 2 << " fragment registers\n";
-        os << line() << "#pragma unroll\n";
-        open("for (int block = 0; block < " + std::to_string(blocks(a)) + "; block++) {");
-        os << line() << "#pragma unroll\n";
-        os << line() << "for (int i = 0; i < " << a.n / 2 << "; i++) " << c_name(acc)
-           << "[block][i] = 0.0f;\n";
+    const int full_blocks = map.last_box ? map.blocks - 1 : map.blocks;
+    if (ring_store) {
+        issue(smem + " + (column_block % " + std::to_string(ring) + ") * " +
+                  std::to_string(map.block_bytes),
+              coordinates("column_block * " + std::to_string(map.box[0])), map.name);
+    } else if (full_blocks > 4) {
+        open("for (int block = 0; block < " + std::to_string(full_blocks) + "; block++) {");
+        issue(smem + " + block * " + std::to_string(map.block_bytes),
+              coordinates("block * " + std::to_string(map.box[0])), map.name);
         close();
+    } else {
+        for (int block = 0; block < full_blocks; block++) {
+            issue(smem + (block > 0 ? " + " + std::to_string(block * map.block_bytes) : ""),
+                  coordinates(block > 0 ? std::to_string(block * map.box[0]) : ""), map.name);
+        }
     }
-
-    /** The fragment registers an epilogue walks, "first; i < end": all a.n / 2 of a 64-row block,
-     * or in a column block (`column_block`) the W / 2 of its W columns (register i holds column
-     * 8 * (i / 4) + ...: each 8 columns are 4 registers). */
-    std::string registers(const Accumulator &a, const Stmt &body) const {
-        if (!column_block)
-            return "0; i < " + std::to_string(a.n / 2);
-        int64_t width = 0;
-        for (const Store *st : collect<Store>(body)) {
-            auto t = plan.tiles.find(st->name);
-            if (t != plan.tiles.end() && t->second.ring_blocks)
-                width = swizzle_bytes / t->second.buffer->type.bytes();
-        }
-        internal_assert(width > 0) << "hopper emitter: a column block epilogue without its ring\n";
-        const std::string per = std::to_string(width / 2);
-        return per + " * column_block; i < " + per + " * column_block + " + per + " && i < " +
-               std::to_string(a.n / 2);
+    if (map.last_box && !ring_store) {
+        issue(smem + " + " + std::to_string(full_blocks * map.block_bytes),
+              coordinates(std::to_string(full_blocks * map.box[0])), map.last_name);
     }
-
-    /** The element nest reading the accumulator, run by each thread over the (row, col) of its own
-     * wgmma fragment registers, guarded by the nest's extents. */
-    void epilogue(const ir::VectorOp &v, const Stmt &nest, const std::string &acc) {
-        flush();
-        std::vector<Loop> loops;
-        Stmt body = peel_loops(nest, &loops);
-        LoadsOf reads(acc);
-        body.accept(&reads);
-        auto fail = [&](const std::string &why) {
-            throw Error(
-                "hopper: vector op " + v.label + " reads the accumulator " + acc +
-                "; the emitter maps only a 2-D per-element nest onto the wgmma fragments (" + why +
-                ")");
-        };
-        if (loops.size() > 2 || !collect<For>(body).empty())
-            fail("it is not one or two loops around the element code");
-        if (reads.loads.empty())
-            fail("no element load of the accumulator");
-        for (const Load *l : reads.loads) {
-            if (!equal(l->index, reads.loads[0]->index))
-                fail("it reads more than one element");
-        }
-        for (const Store *st : collect<Store>(body)) {
-            if (st->name == acc)
-                fail("it writes the accumulator");
-        }
-        // A loop Halide removed (a tile of one row or one column) stays at 0.
-        const Accumulator &a = plan.accumulators.at(acc);
-        const Expr &index = reads.loads[0]->index;
-        int row = -1, col = -1;
-        for (int i = 0; i < int(loops.size()); i++) {
-            if (!is_const_zero(simplify(loops[i].min)))
-                fail("a loop does not start at 0");
-            Expr step = affine_step(index, loops[i].name);
-            if (!step.defined() || is_const_zero(step))
-                fail("the accumulator index does not walk " + loops[i].name);
-            bool column =
-                proven(step == 1) && col < 0 && (loops.size() == 2 || !proven(a.stride_m == 1));
-            (column ? col : row) = i;
-        }
-        if (loops.size() == 2 && (row < 0 || col < 0))
-            fail("no loop walks the accumulator's columns");
-        Expr base = index;
-        for (const Loop &l : loops)
-            base = substitute(l.name, 0, base);
-        if (!is_const_zero(simplify(base)))
-            fail("the accumulator index does not start at 0");
-        Expr row_extent = row >= 0 ? loops[row].extent : Halide::Expr(1),
-             col_extent = col >= 0 ? loops[col].extent : Halide::Expr(1);
-        int64_t rows = constant_upper_bound(row_extent), cols = constant_upper_bound(col_extent);
-        if (rows < 0 || cols < 0 || rows > a.m || cols > a.n)
-            fail("the nest is larger than the MMA tile");
-
-        for (const Store *st : collect<Store>(body)) {
-            auto t = plan.tiles.find(st->name);
-            if (t != plan.tiles.end() && t->second.ring_blocks && !column_block) {
-                deferred[st->name] = {v, nest, acc}; // emitted with its store, block by block
-                return;
-            }
-        }
-        const std::string row_name = row >= 0 ? loops[row].name : internal_prefix + "row_in_tile",
-                          col_name = col >= 0 ? loops[col].name : internal_prefix + "col_in_tile";
-        std::string r = c_name(row_name), c = c_name(col_name);
-        os << line() << "// epilogue " << v.label
-           << ": each thread applies the element code to its own wgmma fragment of " << acc
-           << " (register i of block m64 holds row 64 * m64 + fragment_row(i), column "
-              "fragment_col(i))\n";
-        open("{");
-        os << line() << "const int rows = " << expr(row_extent) << ", cols = " << expr(col_extent)
-           << ";\n";
-        const std::string block = open_blocks(a);
-        os << line() << "#pragma unroll\n";
-        nest_loops = loops;
-        fragment_buffer = acc;
-        const Store *pair = paired_store(body, row_name, col_name);
-        if (pair) {
-            // Registers i and i + 1 hold adjacent columns: one 4- or 8-byte store per pair.
-            const Tile &tile = plan.tiles.at(pair->name);
-            std::string element = storage_type(tile.buffer->type),
-                        two = tile.buffer->type.is_bfloat() ? "__nv_bfloat162" : "float2";
-            Expr value = pair->value;
-            if (const Cast *cast = value.as<Cast>(); cast && cast->type.is_bfloat())
-                value = cast->value;
-            Expr next = substitute(col_name, Variable::make(Halide::Int(32), col_name) + 1, value);
-            fragment = c_name(acc) + "[" + block + "][i]";
-            std::string first = expr(value);
-            fragment = c_name(acc) + "[" + block + "][i + 1]";
-            std::string second = expr(next);
-            fragment = c_name(acc) + "[" + block + "][i]";
-            std::string index = tile_index(tile, pair->index),
-                        target = c_name(pair->name) + "[" + index + "]";
-            open("for (int i = " + registers(a, body) + "; i += 2) {");
-            os << line() << "const int " << r
-               << " = 64 * m64 + hopper::fragment_row(i, thread_in_warpgroup);\n";
-            os << line() << "const int " << c
-               << " = hopper::fragment_col(i, thread_in_warpgroup); // even\n";
-            open("if (" + r + " < rows && " + c + " + 1 < cols) {");
-            os << line() << "*reinterpret_cast<" << two << " *>(&" << target << ") = "
-               << (tile.buffer->type.is_bfloat() ? "__floats2bfloat162_rn(" : "make_float2(")
-               << first << ", " << second << ");\n";
-            close("} else if (" + r + " < rows && " + c + " < cols) {");
-            scopes.emplace_back();
-            indent++;
-            os << line() << target << " = "
-               << (tile.buffer->type.is_bfloat() ? "__float2bfloat16_rn(" + first + ")" : first)
-               << ";\n";
-            close();
-            close();
-        } else {
-            open("for (int i = " + registers(a, body) + "; i++) {");
-            os << line() << "const int " << r
-               << " = 64 * m64 + hopper::fragment_row(i, thread_in_warpgroup);\n";
-            os << line() << "const int " << c
-               << " = hopper::fragment_col(i, thread_in_warpgroup);\n";
-            open("if (" + r + " < rows && " + c + " < cols) {");
-            fragment = c_name(acc) + "[" + block + "][i]";
-            element(body);
-            close();
-            close();
-        }
-        fragment.clear();
-        fragment_buffer.clear();
-        nest_loops.clear();
-        close_blocks(a);
+    if (map.rows > 1)
         close();
-        pending_sync = true;
-        synced = false;
-    }
-
-    /** The body's single store when columns col and col + 1 land next to each other at an even
-     * element (so that a fragment's register pair is one aligned 4- or 8-byte store), else null. */
-    const Store *paired_store(const Stmt &body, const std::string &row, const std::string &col) {
-        const Store *st = body.as<Store>();
-        if (!st)
-            return nullptr;
-        auto t = plan.tiles.find(st->name);
-        if (t == plan.tiles.end() || t->second.kind != TileKind::Plain)
-            return nullptr;
-        const Halide::Type &type = t->second.buffer->type;
-        if (!(type.is_bfloat() && type.bits() == 16) && !(type.is_float() && type.bits() == 32))
-            return nullptr;
-        if (t->second.dynamic_layout) {
-            // tile_index: base + row * layout[0] + col
-            if (t->second.layout[0] % 2 != 0)
-                return nullptr;
-        } else {
-            Expr step_col = affine_step(st->index, col), step_row = affine_step(st->index, row);
-            if (!step_col.defined() || !step_row.defined() || !proven(step_col == 1) ||
-                !proven(step_row % 2 == 0))
-                return nullptr;
-        }
-        Expr base = simplify(substitute(row, 0, substitute(col, 0, st->index)));
-        if (t->second.rebased()) {
-            // On the GPU: version * an even version stride + the part within the version.
-            Expr within;
-            version_of(t->second, base, &within);
-            base = within;
-        }
-        if (!proven(base % 2 == 0))
-            return nullptr;
-        return st;
-    }
-
-public:
-    bool uses_reduction = false;
-};
-
-const char *tensor_map_type(const Halide::Type &t) {
-    if (t.is_bfloat() && t.bits() == 16)
-        return "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16";
-    if (t.is_float() && t.bits() == 16)
-        return "CU_TENSOR_MAP_DATA_TYPE_FLOAT16";
-    if (t.is_float() && t.bits() == 32)
-        return "CU_TENSOR_MAP_DATA_TYPE_FLOAT32";
-    if (t.is_int() && t.bits() == 32)
-        return "CU_TENSOR_MAP_DATA_TYPE_INT32";
-    if (t.is_uint() && t.bits() == 8)
-        return "CU_TENSOR_MAP_DATA_TYPE_UINT8";
-    throw Error("hopper: TMA has no element type for " + type_text(t));
+    if (!load)
+        os << line() << "hopper::bulk_commit_group();\n";
+    close();
+    if (ring_store)
+        close(); // the column blocks
 }
 
-std::string storage_type(const Halide::Type &t) {
-    if (t.is_bfloat())
-        return "__nv_bfloat16";
-    if (t.is_float() && t.bits() == 32)
-        return "float";
-    if (t.is_int() && t.bits() == 32)
-        return "int";
-    throw Error("hopper: the emitter has no shared-memory storage for " + type_text(t));
+std::string CodeGen::arrive(const ir::ArriveOp &a) {
+    if (a.cluster > 1)
+        return "for (uint32_t rank = 0; rank < " + std::to_string(a.cluster) +
+               "; rank++) hopper::mbarrier_arrive_cluster(" + barrier(a.barrier, a.slot) +
+               ", rank);";
+    return "hopper::mbarrier_arrive(" + barrier(a.barrier, a.slot) + ");";
 }
 
-} // namespace
+std::string CodeGen::open_blocks(const Accumulator &a) {
+    os << line() << "#pragma unroll\n";
+    if (!cooperative_role) {
+        open("for (int m64 = 0; m64 < " + std::to_string(a.m / 64) + "; m64++) {");
+        return "m64";
+    }
+    open("for (int block = 0; block < " + std::to_string(blocks(a)) + "; block++) {");
+    os << line() << "const int m64 = " << kernel.consumer_warpgroups
+       << " * block + consumer; // this warpgroup's blocks alternate with the other's\n";
+    if (a.m / 64 % kernel.consumer_warpgroups != 0)
+        open("if (m64 < " + std::to_string(a.m / 64) +
+             ") { // the tile's last block has one owner");
+    return "block";
+}
+
+void CodeGen::mma(const ir::MmaOp &m) {
+    flush();
+    const Accumulator &acc = plan.accumulators.at(m.acc);
+    const Tile &a = plan.tiles.at(m.a), &b = plan.tiles.at(m.b);
+    for (auto [name, offset, tile] :
+         {std::tuple{m.a, m.a_offset, &a}, std::tuple{m.b, m.b_offset, &b}}) {
+        if (!proven(offset % Halide::Expr(int(tile->buffer->slot_elements)) == 0)) {
+            throw Error("hopper: the MMA into " + m.acc + " reads " + name +
+                        " inside a version; wgmma tiles start at a version");
+        }
+    }
+    const int64_t a_blocks_bytes = swizzle_bytes * acc.m, b_block_bytes = swizzle_bytes * acc.k;
+    os << line() << "// MMA " << m.acc << " += " << m.a << " * " << m.b << ": the full " << acc.m
+       << " x " << acc.n << " x " << acc.k << " tile, " << acc.k / 16 << " k16 steps of "
+       << acc.m / 64 << " m64n" << acc.n << " wgmma\n";
+    os << line() << "hopper::fence_fragment(" << c_name(m.acc) << ");\n";
+    os << line() << "hopper::wgmma_fence();\n";
+    open("{");
+    os << line() << "const uint32_t a_tile = " << address(m.a, m.a_offset) << ";\n";
+    os << line() << "const uint32_t b_tile = " << address(m.b, m.b_offset) << ";\n";
+    os << line() << "#pragma unroll\n";
+    open("for (int k16 = 0; k16 < " + std::to_string(acc.k / 16) + "; k16++) {");
+    if (acc.b_k_major) {
+        os << line() << "// B, K-major: " << acc.n
+           << " rows of 128 B per wgmma, SBO = 1024 B per 8 rows; "
+           << "k16 = 32 B inside a 64-wide block\n";
+        os << line()
+           << "const uint64_t b_descriptor = hopper::matrix_descriptor_128B(b_tile + (k16 / 4) "
+              "* "
+           << swizzle_bytes * acc.n << " + (k16 % 4) * 32, 16, 1024);\n";
+    } else {
+        os << line() << "// B, N-major: 16 k-rows of 128 B per step; LBO = " << b_block_bytes
+           << " B between 64-column blocks, SBO = 1024 B per 8 k-rows\n";
+        os << line()
+           << "const uint64_t b_descriptor = hopper::matrix_descriptor_128B(b_tile + k16 * "
+           << 16 * swizzle_bytes << ", " << b_block_bytes << ", 1024);\n";
+    }
+    const std::string block = open_blocks(acc);
+    os << line()
+       << "// A, K-major: 64 rows of 128 B per wgmma, SBO = 1024 B per 8 rows; k16 = 32 B "
+          "inside a 64-wide block\n";
+    os << line()
+       << "const uint64_t a_descriptor = hopper::matrix_descriptor_128B(a_tile + (k16 / 4) * "
+       << a_blocks_bytes << " + m64 * " << 64 * swizzle_bytes << " + (k16 % 4) * 32, 16, 1024);\n";
+    os << line() << "hopper::wgmma_bf16<" << acc.n << (acc.b_k_major ? ", hopper::KMajorB" : "")
+       << ">(" << c_name(m.acc) << "[" << block << "], a_descriptor, b_descriptor);\n";
+    close_blocks(acc);
+    close();
+    close();
+    os << line() << "hopper::wgmma_commit_group();\n";
+    synced = false;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The kernel
+// ---------------------------------------------------------------------------------------------
 
 namespace {
 
-/** One variant of a kernel (a plan) as CUDA: the kernel `fn` and its launcher. */
+/** One variant of a kernel (a plan) as CUDA: the kernel `fn` and its launcher (Host.h). */
 struct Variant {
     std::string notes, code; // the file's leading comment, the kernel and its launcher
     int64_t register_floor = 0;
 };
-
-/** launch_<fn>: prepare, launch and release in one call. */
-std::string launch_in_one(const std::string &fn, bool extents) {
-    std::ostringstream os;
-    os << "extern \"C\" cudaError_t launch_" << fn << "(void *const *args, "
-       << (extents ? "const int *extents, " : "") << "cudaStream_t stream) {\n"
-       << "    void *prepared = nullptr;\n"
-       << "    cudaError_t status = prepare_" << fn << "(args, " << (extents ? "extents, " : "")
-       << "&prepared);\n"
-       << "    if (status == cudaSuccess) status = launch_prepared_" << fn
-       << "(prepared, stream);\n"
-       << "    release_" << fn << "(prepared);\n"
-       << "    return status;\n"
-       << "}\n";
-    return os.str();
-}
 
 Variant emit_variant(const Kernel &kernel, const std::string &fn, const Plan &plan) {
     // Cooperative consumers: each consumer role runs on kernel.consumer_warpgroups warpgroups.
@@ -1723,32 +713,9 @@ Variant emit_variant(const Kernel &kernel, const std::string &fn, const Plan &pl
        << (kernel.cluster > 1 ? "__cluster_dims__(" + std::to_string(kernel.cluster) + ", 1, 1) "
                               : "")
        << "__launch_bounds__(" << threads << ", 1) " << fn << "(";
-    // The kernel's parameters, each a member of the prepared launch (type, name) that
-    // prepare_<fn> sets from `value` (a tensor map it encoded, a pointer, a runtime extent).
-    struct Member {
-        std::string param, type, name, value;
-    };
-    std::vector<Member> members;
-    for (const TensorMap &m : plan.maps) {
-        members.push_back(
-            {"const __grid_constant__ CUtensorMap " + m.name, "CUtensorMap", m.name, m.name});
-        if (m.last_box)
-            members.push_back({"const __grid_constant__ CUtensorMap " + m.last_name, "CUtensorMap",
-                               m.last_name, m.last_name});
-    }
-    for (size_t i = 0; i < kernel.args.size(); i++) {
-        const KernelArg &a = kernel.args[i];
-        if (!plan.thread_args.count(a.name))
-            continue;
-        const std::string t = storage_type(a.type), name = c_name(a.name) + "_global";
-        members.push_back({(a.output ? "" : "const ") + t + " *__restrict__ " + name, t + " *",
-                           name, "static_cast<" + t + " *>(args[" + std::to_string(i) + "])"});
-    }
-    const std::vector<std::string> runtime_extents = kernel.runtime_extent_names();
-    for (const std::string &name : runtime_extents)
-        members.push_back({"const int " + c_name(name), "int", c_name(name), c_name(name)});
+    const std::vector<KernelParam> members = kernel_params(kernel, plan);
     std::vector<std::string> params;
-    for (const Member &m : members)
+    for (const KernelParam &m : members)
         params.push_back(m.param);
     for (size_t i = 0; i < params.size(); i++)
         os << (i ? ",\n    " : "\n    ") << params[i];
@@ -1763,17 +730,17 @@ Variant emit_variant(const Kernel &kernel, const std::string &fn, const Plan &pl
            << tile.offset_bytes << "); // " << b.slots << " x " << tile.slot_elements() << " "
            << type_text(b.type);
         if (tile.kind == TileKind::MmaA)
-            os << ", wgmma A tile " << list(tile.layout) << ", 128B swizzle";
+            os << ", wgmma A tile " << brace_list(tile.layout) << ", 128B swizzle";
         else if (tile.kind == TileKind::MmaB)
-            os << ", wgmma B tile " << list(tile.layout) << (tile.k_major ? " (K-major)" : "")
+            os << ", wgmma B tile " << brace_list(tile.layout) << (tile.k_major ? " (K-major)" : "")
                << ", 128B swizzle";
         else if (tile.tma())
-            os << ", TMA tile " << list(tile.layout)
+            os << ", TMA tile " << brace_list(tile.layout)
                << (tile.swizzled_store ? ", 128B-swizzled column blocks" : "");
         if (tile.threads())
             os << ", copied by threads";
         if (tile.tma() && tile.layout != tile.data)
-            os << " for data of " << list(tile.data);
+            os << " for data of " << brace_list(tile.data);
         os << "\n";
         if (tile.tma())
             os << "    const uint32_t " << n << "_address = hopper::shared_address(" << n << ");\n";
@@ -1851,245 +818,9 @@ Variant emit_variant(const Kernel &kernel, const std::string &fn, const Plan &pl
     }
     os << "\n" << body.os.str() << "}\n\n";
 
-    // ---- the launcher ----
-    os << "/** args: device pointers in the Kernel's argument order:";
-    for (size_t i = 0; i < kernel.args.size(); i++) {
-        const KernelArg &a = kernel.args[i];
-        os << (i ? "," : "") << " " << a.name << " (" << (a.output ? "output" : "input") << ", "
-           << type_text(a.type) << " [";
-        for (size_t d = 0; d < a.extents.size(); d++)
-            os << (d ? " x " : "")
-               << (a.has_runtime_shape() && a.runtime[d] ? "any" : std::to_string(a.extents[d]));
-        os << "])";
-    }
-    os << ".";
-    if (!runtime_extents.empty()) {
-        os << "\n * extents: the runtime extents, in argument and dim order:";
-        for (const std::string &name : runtime_extents)
-            os << " " << name;
-        os << ".";
-    }
-    const std::string extents_param = runtime_extents.empty() ? "" : "const int *extents, ";
-    const std::string state = "Launch_" + fn;
-    os << "\n * prepare_" << fn
-       << " checks the arguments, encodes the tensor maps and sizes the grid, once;\n"
-       << " * launch_prepared_" << fn << " only launches (what to time); release_" << fn
-       << " frees what prepare made;\n"
-       << " * launch_" << fn << " does all three. */\n"
-       << "struct " << state << " {\n";
-    for (const Member &m : members)
-        os << "    " << m.type << " " << m.name << ";\n";
-    os << "    int grid;\n"
-       << "};\n\n"
-       << "extern \"C\" cudaError_t prepare_" << fn << "(void *const *args, " << extents_param
-       << "void **prepared) {\n"
-       << "    if (prepared == nullptr) return cudaErrorInvalidValue;\n"
-       << "    *prepared = nullptr;\n"
-       << "    if (args == nullptr) return cudaErrorInvalidValue;\n"
-       << "    for (int i = 0; i < " << kernel.args.size() << "; i++) {\n"
-       << "        cudaError_t status = hopper::check_argument(args[i]);\n"
-       << "        if (status != cudaSuccess) return status;\n"
-       << "    }\n";
-    CudaExpr launch_expr;
-    auto exprs = [&](const std::vector<Expr> &v) {
-        std::string s = "{";
-        for (size_t i = 0; i < v.size(); i++)
-            s += (i ? ", " : "") + std::string("cuuint64_t(") + launch_expr(v[i]) + ")";
-        return s + "}";
-    };
-    if (!runtime_extents.empty()) {
-        os << "    if (extents == nullptr) return cudaErrorInvalidValue;\n";
-        for (size_t i = 0; i < runtime_extents.size(); i++) {
-            os << "    const int " << c_name(runtime_extents[i]) << " = extents[" << i << "];\n"
-               << "    if (" << c_name(runtime_extents[i])
-               << " < 1) return cudaErrorInvalidValue;\n";
-        }
-        std::vector<CallCheck> checks = kernel.call_checks;
-        checks.insert(checks.end(), plan.launch_checks.begin(), plan.launch_checks.end());
-        for (const CallCheck &check : checks)
-            os << "    if (!(" << launch_expr(check.holds) << ")) return cudaErrorInvalidValue; // "
-               << check.why << "\n";
-    }
-    for (const TensorMap &m : plan.maps) {
-        int arg_index = 0;
-        for (size_t i = 0; i < kernel.args.size(); i++) {
-            if (kernel.args[i].name == m.arg)
-                arg_index = int(i);
-        }
-        const std::vector<Expr> &strides = m.byte_strides;
-        auto encode = [&](const std::string &name, const std::vector<int64_t> &box,
-                          const std::string &comment) {
-            os << "    CUtensorMap " << name << ";\n"
-               << "    { // " << comment << "\n"
-               << "        const cuuint64_t extents[" << m.extents.size()
-               << "] = " << exprs(m.extents) << ";\n"
-               << "        const cuuint64_t strides[" << std::max<size_t>(strides.size(), 1)
-               << "] = " << (strides.empty() ? "{0}" : exprs(strides)) << "; // bytes, dims 1..\n"
-               << "        const cuuint32_t box[" << box.size() << "] = " << list(box) << ";\n"
-               << "        cudaError_t status = hopper::encode_tensor_map(&" << name << ", "
-               << tensor_map_type(m.type) << ", " << m.extents.size() << ", args[" << arg_index
-               << "], extents, strides, box, "
-               << (m.swizzle ? "CU_TENSOR_MAP_SWIZZLE_128B" : "CU_TENSOR_MAP_SWIZZLE_NONE")
-               << ");\n"
-               << "        if (status != cudaSuccess) return status;\n"
-               << "    }\n";
-        };
-        encode(m.name, m.box,
-               m.arg + (m.load ? " -> " : " <- ") + m.buffer +
-                   (m.rows > 1 ? ", a row of boxes per tile row (" + std::to_string(m.rows) + ")"
-                               : "") +
-                   (m.view.empty() ? "" : ", " + m.arg + " viewed " + m.view) +
-                   (m.chunk ? ", dim 0 viewed as chunks of " + std::to_string(m.chunk) +
-                                  " (a box dim is at most 256)"
-                            : "") +
-                   (m.blocks > 1 ? std::string(m.load ? ", loaded" : ", stored") + " as " +
-                                       std::to_string(m.blocks) +
-                                       (m.swizzle ? " column blocks" : " boxes side by side")
-                                 : ""));
-        if (m.last_box) {
-            std::vector<int64_t> box = m.box;
-            box[0] = m.last_box;
-            encode(m.last_name, box,
-                   "the last of the " + std::to_string(m.blocks) + " boxes of " + m.name +
-                       ": the rest of the tile");
-        }
-    }
-    std::string grid = std::to_string(kernel.grid);
-    if (kernel.ctas_per_sm) {
-        os << "    static int sms = 0; // the GPU's SM count: the persistent grid is sized from "
-              "it\n"
-           << "    if (sms == 0) {\n"
-           << "        int device = 0;\n"
-           << "        cudaError_t status = cudaGetDevice(&device);\n"
-           << "        if (status == cudaSuccess) status = cudaDeviceGetAttribute(&sms, "
-              "cudaDevAttrMultiProcessorCount, device);\n"
-           << "        if (status != cudaSuccess) return status;\n"
-           << "    }\n"
-           << "    // " << kernel.ctas_per_sm << " CTA(s) per SM (at most the "
-           << kernel.target.units()
-           << " SMs of the machine description) looping over the tiles, or one per tile where "
-              "fewer\n"
-           << "    const int grid = hopper::min_of<int>(hopper::min_of<int>(sms, "
-           << kernel.target.units() << ") * " << kernel.ctas_per_sm << ", hopper::max_of<int>(1, "
-           << launch_expr(kernel.tiles) << "));\n";
-        grid = "grid";
-    }
-    if (register_floor) {
-        os << "    static int registers = 0; // ptxas's count, at least the setmaxnreg floor or "
-              "the roles would block\n"
-           << "    if (registers == 0) {\n"
-           << "        cudaFuncAttributes attributes;\n"
-           << "        cudaError_t status = cudaFuncGetAttributes(&attributes, " << fn << ");\n"
-           << "        if (status != cudaSuccess) return status;\n"
-           << "        registers = attributes.numRegs;\n"
-           << "    }\n"
-           << "    if (registers < " << register_floor
-           << ") return cudaErrorLaunchOutOfResources;\n";
-    }
-    os << "    cudaError_t status = cudaFuncSetAttribute(" << fn
-       << ", cudaFuncAttributeMaxDynamicSharedMemorySize, " << dynamic_bytes
-       << "); // the carve-out plus 1024 B to align its base\n"
-       << "    if (status != cudaSuccess) return status;\n";
-    if (kernel.cluster > 1 && kernel.ctas_per_sm) {
-        // Whole clusters, as many as the GPU holds at once (its GPCs may not hold SMs / cluster).
-        const std::string c = std::to_string(kernel.cluster);
-        os << "    static int clusters = 0; // of " << c << " CTAs, resident at once\n"
-           << "    if (clusters == 0) {\n"
-           << "        cudaLaunchConfig_t config = {};\n"
-           << "        config.gridDim = dim3(" << c << ", 1, 1);\n"
-           << "        config.blockDim = dim3(" << threads << ", 1, 1);\n"
-           << "        config.dynamicSmemBytes = " << dynamic_bytes << ";\n"
-           << "        status = cudaOccupancyMaxActiveClusters(&clusters, (void *)" << fn
-           << ", &config);\n"
-           << "        if (status != cudaSuccess) return status;\n"
-           << "        if (clusters < 1) return cudaErrorLaunchOutOfResources;\n"
-           << "    }\n"
-           << "    const int cluster_grid = hopper::min_of<int>(clusters * " << c << ", (grid + "
-           << kernel.cluster - 1 << ") / " << c << " * " << c << ");\n";
-        grid = "cluster_grid";
-    }
-    os << "    " << state << " *launch = new (std::nothrow) " << state << ";\n"
-       << "    if (launch == nullptr) return cudaErrorMemoryAllocation;\n";
-    for (const Member &m : members)
-        os << "    launch->" << m.name << " = " << m.value << ";\n";
-    os << "    launch->grid = " << grid << ";\n"
-       << "    *prepared = launch;\n"
-       << "    return cudaSuccess;\n"
-       << "}\n\n"
-       << "extern \"C\" cudaError_t launch_prepared_" << fn
-       << "(const void *prepared, cudaStream_t stream) {\n"
-       << "    if (prepared == nullptr) return cudaErrorInvalidValue;\n"
-       << "    const " << state << " &launch = *static_cast<const " << state << " *>(prepared);\n"
-       << "    " << fn << "<<<launch.grid, " << threads << ", " << dynamic_bytes << ", stream>>>(";
-    for (size_t i = 0; i < members.size(); i++)
-        os << (i ? ", " : "") << "launch." << members[i].name;
-    os << ");\n"
-       << "    return cudaGetLastError();\n"
-       << "}\n\n"
-       << "extern \"C\" void release_" << fn << "(void *prepared) { delete static_cast<" << state
-       << " *>(prepared); }\n\n"
-       << launch_in_one(fn, !runtime_extents.empty());
+    os << launcher(kernel, fn, plan, members, {threads, dynamic_bytes, register_floor});
     variant.code = os.str();
     return variant;
-}
-
-/** The launcher `fn` over the variants `fn`_tma and `fn`_threads: the TMA one where every check
- * of the TMA plan (the global strides it needs) holds at the call, else the one whose threads
- * copy the tiles of those tensors. */
-std::string dispatcher(const Kernel &kernel, const std::string &fn,
-                       const std::vector<CallCheck> &checks) {
-    const std::vector<std::string> runtime_extents = kernel.runtime_extent_names();
-    const std::string state = "Dispatch_" + fn, tma = fn + "_tma", threads = fn + "_threads";
-    CudaExpr launch_expr;
-    std::ostringstream os;
-    os << "/** " << fn << ": the launchers of " << tma
-       << " (TMA) where the call's strides take it, else of " << threads
-       << "\n * (thread copies take any stride). Same arguments and extents as theirs. */\n"
-       << "struct " << state << " {\n"
-       << "    bool tma;\n"
-       << "    void *prepared;\n"
-       << "};\n\n"
-       << "extern \"C\" cudaError_t prepare_" << fn
-       << "(void *const *args, const int *extents, void **prepared) {\n"
-       << "    if (prepared == nullptr) return cudaErrorInvalidValue;\n"
-       << "    *prepared = nullptr;\n"
-       << "    if (extents == nullptr) return cudaErrorInvalidValue;\n";
-    for (size_t i = 0; i < runtime_extents.size(); i++)
-        os << "    const int " << c_name(runtime_extents[i]) << " = extents[" << i << "];\n";
-    os << "    bool tma = true;\n";
-    for (const CallCheck &check : checks)
-        os << "    tma = tma && (" << launch_expr(check.holds) << "); // " << check.why << "\n";
-    for (const std::string &name : runtime_extents)
-        os << "    (void)" << c_name(name) << ";\n";
-    os << "    void *inner = nullptr;\n"
-       << "    const cudaError_t status = tma ? prepare_" << tma
-       << "(args, extents, &inner) : prepare_" << threads << "(args, extents, &inner);\n"
-       << "    if (status != cudaSuccess) return status;\n"
-       << "    " << state << " *dispatch = new (std::nothrow) " << state << "{tma, inner};\n"
-       << "    if (dispatch == nullptr) {\n"
-       << "        if (tma) release_" << tma << "(inner); else release_" << threads << "(inner);\n"
-       << "        return cudaErrorMemoryAllocation;\n"
-       << "    }\n"
-       << "    *prepared = dispatch;\n"
-       << "    return cudaSuccess;\n"
-       << "}\n\n"
-       << "extern \"C\" cudaError_t launch_prepared_" << fn
-       << "(const void *prepared, cudaStream_t stream) {\n"
-       << "    if (prepared == nullptr) return cudaErrorInvalidValue;\n"
-       << "    const " << state << " &dispatch = *static_cast<const " << state << " *>(prepared);\n"
-       << "    return dispatch.tma ? launch_prepared_" << tma
-       << "(dispatch.prepared, stream) : launch_prepared_" << threads
-       << "(dispatch.prepared, stream);\n"
-       << "}\n\n"
-       << "extern \"C\" void release_" << fn << "(void *prepared) {\n"
-       << "    " << state << " *dispatch = static_cast<" << state << " *>(prepared);\n"
-       << "    if (dispatch == nullptr) return;\n"
-       << "    if (dispatch->tma) release_" << tma << "(dispatch->prepared); else release_"
-       << threads << "(dispatch->prepared);\n"
-       << "    delete dispatch;\n"
-       << "}\n\n"
-       << launch_in_one(fn, true);
-    return os.str();
 }
 
 } // namespace
@@ -2125,39 +856,6 @@ std::string emit_cuda(const Kernel &kernel, const std::string &function) {
            "_tma where the call's strides take TMA, else " + fn + "_threads (thread copies); " +
            fn + " chooses.\n#include \"tandem_hopper.cuh\"\n\n" + tma.code + "\n" + threads.code +
            "\n" + dispatcher(kernel, fn, plan.launch_checks);
-}
-
-std::string emit_library(const Kernel &kernel, const std::string &function) {
-    const std::string fn = function.empty() ? c_name(kernel.name) : function;
-    std::ostringstream includes, run;
-    includes << "#include <cuda_runtime.h>\n\n"
-             << "extern \"C\" cudaError_t launch_" << fn << "(void *const *args, "
-             << (kernel.has_runtime_shapes() ? "const int *extents, " : "")
-             << "cudaStream_t stream);\n";
-    run << "        void *args[] = {";
-    for (size_t i = 0; i < kernel.args.size(); i++)
-        run << (i ? ", " : "") << "reinterpret_cast<void *>(buffers[" << i << "]->device)";
-    run << "};\n";
-    if (kernel.has_runtime_shapes()) { // each runtime extent of each buffer, in order
-        run << "        const int extents[] = {";
-        const char *sep = "";
-        for (size_t i = 0; i < kernel.args.size(); i++) {
-            for (size_t d = 0; d < kernel.args[i].runtime.size(); d++) {
-                if (kernel.args[i].runtime[d]) {
-                    run << sep << "buffers[" << i << "]->dim[" << d << "].extent";
-                    sep = ", ";
-                }
-            }
-        }
-        run << "};\n";
-    }
-    run << "        cudaError_t status = launch_" << fn << "(args, "
-        << (kernel.has_runtime_shapes() ? "extents, " : "") << "0);\n"
-        << "        if (status == cudaSuccess) status = cudaDeviceSynchronize();\n"
-        << "        if (status != cudaSuccess) return fail(halide_error_code_generic_error, "
-           "cudaGetErrorString(status));\n"
-        << "        last_cycles = 0; // no model on the GPU\n";
-    return library::source(kernel, fn, includes.str(), "", run.str(), library::Memory::Device);
 }
 
 } // namespace tandem::hopper_backend

@@ -91,6 +91,12 @@
  * copies do not convert types; an element nest over an accumulator is a zeroing or a per-element
  * epilogue of one or two loops; dynamic-layout tiles are at most 2-D; mbarriers have at most 32
  * versions; shared memory at most 227 KB per CTA.
+ *
+ * The emitter's files: Plan.h decides where tiles live, the tensor maps and the wgmma tiles;
+ * ElementLoops.h how element nests map onto threads and fragment registers; CodeGen.h prints the
+ * kernel (Emitter.cpp the control stream, ElementCode.cpp the element nests) through CudaExpr.h,
+ * the CUDA dialect of the shared expression printer (common/CExpr.h); Host.h prints the launcher,
+ * the dispatcher and the library's call.
  */
 
 #include "tandem/Kernel.h"

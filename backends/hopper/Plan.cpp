@@ -46,6 +46,13 @@ std::string type_text(const Halide::Type &t) {
     return s.str();
 }
 
+std::string brace_list(const std::vector<int64_t> &v) {
+    std::string s = "{";
+    for (size_t i = 0; i < v.size(); i++)
+        s += (i ? ", " : "") + std::to_string(v[i]);
+    return s + "}";
+}
+
 bool proven(const Expr &e) {
     return can_prove(e);
 }

@@ -4,8 +4,9 @@
 /** \file
  * The Hopper emitter's plan (Emitter.h says what the emitted CUDA is): where each shared buffer
  * lives on the GPU, the tensor maps and TMA boxes of its copies, the wgmma tiles of each
- * accumulator, and the bytes each full barrier expects. The code generator (Emitter.cpp) only
- * prints what the plan decided.
+ * accumulator, and the bytes each full barrier expects. The code generator (CodeGen.h) and the
+ * host code (Host.h) only print what the plan and the element-loop mapping (ElementLoops.h)
+ * decided.
  *
  * Padding, not refusing: the hardware's granularity (a box row of 16 bytes, wgmma tiles of 64 in
  * K, N and M) is reached by boxes larger than the data, as long as the extra part of a store or
@@ -39,6 +40,7 @@ constexpr int64_t swizzle_atom_bytes = 1024; // 8 swizzled rows: the pattern rep
 constexpr int64_t max_box = 256;             // elements per TMA box dimension
 constexpr int64_t max_shared_bytes = 232448; // per CTA on sm_90
 constexpr int64_t max_accumulators = 128;    // f32 fragment registers per consumer thread
+constexpr int warpgroup_threads = 128;
 
 /** Variables the emitter itself declares are named "tandem.internal.<name>" in the IR it builds. */
 extern const std::string internal_prefix;
@@ -48,6 +50,9 @@ extern const std::string internal_prefix;
 std::string c_name(const std::string &name);
 
 std::string type_text(const Halide::Type &t);
+
+/** `{1, 2, 3}`: integers as a C++ initializer (and the comments) write them. */
+std::string brace_list(const std::vector<int64_t> &v);
 
 bool proven(const Halide::Expr &e);
 

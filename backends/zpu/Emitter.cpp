@@ -1,11 +1,11 @@
 #include "Emitter.h"
 
+#include "common/CExpr.h"
 #include "common/Library.h"
 
 #include "Executor.h"
 #include "tandem/AsyncIR.h"
 
-#include <iomanip>
 #include <set>
 #include <sstream>
 
@@ -14,13 +14,6 @@ namespace tandem::zpu_backend {
 using namespace Halide::Internal;
 
 namespace {
-
-std::string c_name(const std::string &name) {
-    std::string r;
-    for (char c : name)
-        r += std::isalnum((unsigned char)c) ? c : '_';
-    return r;
-}
 
 std::string barrier_array(const std::string &barrier) {
     return c_name(barrier);
@@ -72,93 +65,42 @@ private:
     }
 };
 
+/** The ZPU's C++ expressions (CExpr.h): the runtime's floor_div / floor_mod, bf16 values through
+ * zpu::to_bf16 / from_bf16, loads from the buffers' data pointers, the core id from the context. */
+class ZpuExpr : public CExpr {
+    const char *target() const override { return "zpu"; }
+    std::string helper(Helper h) const override {
+        if (h == Helper::FloorDiv || h == Helper::FloorMod)
+            return "zpu::" + CExpr::helper(h);
+        return CExpr::helper(h);
+    }
+    std::string rounded(const Halide::Type &t, const std::string &v) const override {
+        if (t.is_bfloat())
+            return "zpu::from_bf16(zpu::to_bf16(" + v + "))";
+        return v;
+    }
+    std::string load(const Load *l) override {
+        std::string v = c_name(l->name) + "_data[" + print(l->index) + "]";
+        return l->type.is_bfloat() ? "zpu::from_bf16(" + v + ")" : v;
+    }
+    std::string call(const Call *c) override {
+        if (ir::is_core_id(c))
+            return "zpu::core_id(ctx)";
+        return CExpr::call(c);
+    }
+    std::string unknown_call(const Call *c) override {
+        throw Error("the zpu vector core has no instruction for " + c->name);
+    }
+};
+
 class CodeGen {
 public:
     explicit CodeGen(const Kernel &k) : kernel(k) {}
     std::ostringstream os;
     int indent = 1;
+    ZpuExpr expr;
 
     std::string line() const { return std::string(4 * indent, ' '); }
-
-    std::string expr(const Expr &e) {
-        const Halide::Type &t = e.type();
-        auto bin = [&](const Expr &a, const Expr &b, const char *op) {
-            return rounded(t, "(" + expr(a) + " " + op + " " + expr(b) + ")");
-        };
-        bool integer = t.is_int() || t.is_uint();
-        switch (e->node_type) {
-        case IRNodeType::IntImm:
-            return std::to_string(e.as<IntImm>()->value);
-        case IRNodeType::UIntImm:
-            return std::to_string(e.as<UIntImm>()->value);
-        case IRNodeType::FloatImm: {
-            std::ostringstream s;
-            s << std::setprecision(9) << float(e.as<FloatImm>()->value);
-            std::string v = s.str();
-            if (v.find_first_of(".e") == std::string::npos && v.find("inf") == std::string::npos)
-                v += ".0";
-            return t.is_bfloat() ? rounded(t, v + "f") : v + "f";
-        }
-        case IRNodeType::Variable:
-            return c_name(e.as<Variable>()->name);
-        case IRNodeType::Add:
-            return bin(e.as<Add>()->a, e.as<Add>()->b, "+");
-        case IRNodeType::Sub:
-            return bin(e.as<Sub>()->a, e.as<Sub>()->b, "-");
-        case IRNodeType::Mul:
-            return bin(e.as<Mul>()->a, e.as<Mul>()->b, "*");
-        case IRNodeType::Div:
-            if (integer)
-                return "zpu::floor_div(" + expr(e.as<Div>()->a) + ", " + expr(e.as<Div>()->b) + ")";
-            return bin(e.as<Div>()->a, e.as<Div>()->b, "/");
-        case IRNodeType::Mod:
-            internal_assert(integer) << "zpu emitter: float modulo\n";
-            return "zpu::floor_mod(" + expr(e.as<Mod>()->a) + ", " + expr(e.as<Mod>()->b) + ")";
-        case IRNodeType::Min:
-            return "std::min<" + value_type(t) + ">(" + expr(e.as<Min>()->a) + ", " +
-                   expr(e.as<Min>()->b) + ")";
-        case IRNodeType::Max:
-            return "std::max<" + value_type(t) + ">(" + expr(e.as<Max>()->a) + ", " +
-                   expr(e.as<Max>()->b) + ")";
-        case IRNodeType::EQ:
-            return bin(e.as<EQ>()->a, e.as<EQ>()->b, "==");
-        case IRNodeType::NE:
-            return bin(e.as<NE>()->a, e.as<NE>()->b, "!=");
-        case IRNodeType::LT:
-            return bin(e.as<LT>()->a, e.as<LT>()->b, "<");
-        case IRNodeType::LE:
-            return bin(e.as<LE>()->a, e.as<LE>()->b, "<=");
-        case IRNodeType::GT:
-            return bin(e.as<GT>()->a, e.as<GT>()->b, ">");
-        case IRNodeType::GE:
-            return bin(e.as<GE>()->a, e.as<GE>()->b, ">=");
-        case IRNodeType::And:
-            return bin(e.as<And>()->a, e.as<And>()->b, "&&");
-        case IRNodeType::Or:
-            return bin(e.as<Or>()->a, e.as<Or>()->b, "||");
-        case IRNodeType::Not:
-            return "(!" + expr(e.as<Not>()->a) + ")";
-        case IRNodeType::Select: {
-            const Select *s = e.as<Select>();
-            return "(" + expr(s->condition) + " ? " + expr(s->true_value) + " : " +
-                   expr(s->false_value) + ")";
-        }
-        case IRNodeType::Cast: {
-            const Cast *c = e.as<Cast>();
-            return rounded(t, "(" + value_type(t) + ")(" + expr(c->value) + ")");
-        }
-        case IRNodeType::Load: {
-            const Load *l = e.as<Load>();
-            std::string v = c_name(l->name) + "_data[" + expr(l->index) + "]";
-            return l->type.is_bfloat() ? "zpu::from_bf16(" + v + ")" : v;
-        }
-        case IRNodeType::Call:
-            return call(e.as<Call>());
-        default:
-            internal_error << "zpu emitter: unsupported expression " << e << "\n";
-        }
-        return "";
-    }
 
     void stmt(const Stmt &s) {
         if (const For *f = s.as<For>()) {
@@ -182,7 +124,7 @@ public:
             }
             os << line() << "{\n";
             indent++;
-            os << line() << "const " << value_type(l->value.type()) << " " << c_name(l->name)
+            os << line() << "const " << expr.type_name(l->value.type()) << " " << c_name(l->name)
                << " = " << expr(l->value) << ";\n";
             stmt(l->body);
             indent--;
@@ -225,42 +167,6 @@ private:
         indent++;
         stmt(s);
         indent--;
-    }
-
-    static std::string value_type(const Halide::Type &t) {
-        if (t.is_bool())
-            return "bool";
-        if (t.is_int() || t.is_uint())
-            return "int64_t";
-        if (t.is_float() && t.bits() == 64)
-            return "double";
-        return "float"; // f32, and bf16 values held exactly in a float
-    }
-
-    /** The value `v` rounded to what type t holds (bf16 arithmetic rounds after each op). */
-    static std::string rounded(const Halide::Type &t, const std::string &v) {
-        if (t.is_bfloat())
-            return "zpu::from_bf16(zpu::to_bf16(" + v + "))";
-        return v;
-    }
-
-    std::string call(const Call *c) {
-        if (ir::is_core_id(c))
-            return "zpu::core_id(ctx)";
-        if (c->is_intrinsic(Call::likely) || c->is_intrinsic(Call::likely_if_innermost) ||
-            c->is_intrinsic(Call::promise_clamped) ||
-            c->is_intrinsic(Call::unsafe_promise_clamped)) {
-            return expr(c->args[0]);
-        }
-        if (c->is_intrinsic(Call::abs))
-            return rounded(c->type, "std::fabs(" + expr(c->args[0]) + ")");
-        static const std::map<std::string, std::string> unary = {
-            {"sqrt_f32", "std::sqrt"},   {"exp_f32", "std::exp"},   {"log_f32", "std::log"},
-            {"floor_f32", "std::floor"}, {"ceil_f32", "std::ceil"}, {"tanh_f32", "std::tanh"}};
-        auto it = unary.find(c->name);
-        if (it != unary.end())
-            return it->second + "((float)" + expr(c->args[0]) + ")";
-        throw Error("the zpu vector core has no instruction for " + c->name);
     }
 
     void intrinsic(const Stmt &s) {

@@ -1,0 +1,123 @@
+#include "CudaExpr.h"
+
+#include "Plan.h"
+
+#include <cmath>
+#include <iomanip>
+#include <map>
+#include <sstream>
+
+namespace tandem::hopper_backend {
+
+using namespace Halide::Internal;
+
+std::string CudaExpr::type_name(const Halide::Type &t) const {
+    if (t.is_bool())
+        return "bool";
+    if (t.is_int())
+        return t.bits() > 32 ? "int64_t" : "int";
+    if (t.is_uint())
+        return t.bits() > 32 ? "uint64_t" : "uint32_t";
+    if (t.is_float() && t.bits() == 64)
+        return "double";
+    return "float"; // f32, and bf16 values held in a float
+}
+
+std::string CudaExpr::helper(Helper h) const {
+    switch (h) {
+    case Helper::FloorDiv:
+        return "hopper::floor_div";
+    case Helper::FloorMod:
+        return "hopper::floor_mod";
+    case Helper::Min:
+        return "hopper::min_of";
+    case Helper::Max:
+        return "hopper::max_of";
+    }
+    return "?";
+}
+
+std::string CudaExpr::rounded(const Halide::Type &t, const std::string &v) const {
+    return t.is_bfloat() ? "hopper::round_bf16" + v : v;
+}
+
+std::string CudaExpr::name(const std::string &ir_name) const {
+    return c_name(ir_name);
+}
+
+std::string CudaExpr::load(const Load *l) {
+    internal_error << "hopper emitter: a load outside an element nest: " << Expr(l) << "\n";
+    return "";
+}
+
+std::string CudaExpr::uint_literal(uint64_t value) const {
+    return std::to_string(value) + "u";
+}
+
+std::string CudaExpr::float_literal(double value, const Halide::Type &t) const {
+    if (std::isinf(value))
+        return value > 0 ? "__int_as_float(0x7f800000)" : "__int_as_float(0xff800000)";
+    if (std::isnan(value))
+        return "__int_as_float(0x7fc00000)";
+    std::ostringstream s;
+    s << std::setprecision(t.bits() == 64 ? 17 : 9) << value;
+    std::string v = s.str();
+    if (v.find_first_of(".e") == std::string::npos)
+        v += ".0";
+    return t.bits() == 64 ? v : v + "f";
+}
+
+std::string CudaExpr::mod(const Mod *m) {
+    if (m->type.is_int() || m->type.is_uint())
+        return CExpr::mod(m);
+    const std::string a = print(m->a), b = print(m->b);
+    return rounded(m->type, "(" + a + " - " + b + " * floorf(" + a + " / " + b + "))");
+}
+
+std::string CudaExpr::cast(const Cast *c) {
+    if (c->type.is_bfloat())
+        return "hopper::round_bf16(" + print(c->value) + ")";
+    return "(" + type_name(c->type) + ")(" + print(c->value) + ")";
+}
+
+std::string CudaExpr::call(const Call *c) {
+    static const std::map<Call::IntrinsicOp, const char *> bitwise = {{Call::bitwise_and, "&"},
+                                                                      {Call::bitwise_or, "|"},
+                                                                      {Call::bitwise_xor, "^"},
+                                                                      {Call::shift_left, "<<"},
+                                                                      {Call::shift_right, ">>"}};
+    for (const auto &[op, text] : bitwise) {
+        if (c->is_intrinsic(op))
+            return "(" + print(c->args[0]) + " " + text + " " + print(c->args[1]) + ")";
+    }
+    if (c->is_intrinsic(Call::bitwise_not))
+        return "(~" + print(c->args[0]) + ")";
+    return CExpr::call(c);
+}
+
+std::string CudaExpr::math(const std::string &function, const std::string &argument,
+                           const Halide::Type &t) const {
+    if (function == "fabs")
+        return (t.is_float() ? "fabsf(" : "abs(") + argument + ")";
+    return function + "f(" + argument + ")";
+}
+
+std::string CudaExpr::unknown_call(const Call *c) {
+    throw Error("the hopper emitter has no CUDA for the call " + c->name);
+}
+
+std::string CudaExpr::unsupported(const Halide::Expr &e) {
+    throw Error("the hopper emitter cannot print the expression " + halide_text(e));
+}
+
+std::string storage_type(const Halide::Type &t) {
+    if (t.is_bfloat())
+        return "__nv_bfloat16";
+    if (t.is_float() && t.bits() == 32)
+        return "float";
+    if (t.is_int() && t.bits() == 32)
+        return "int";
+    throw Error("hopper: the emitter has no shared-memory storage for " + type_text(t));
+}
+
+} // namespace tandem::hopper_backend

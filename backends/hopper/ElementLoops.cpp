@@ -1,0 +1,338 @@
+#include "ElementLoops.h"
+
+#include "tandem/Nest.h"
+
+#include <set>
+
+namespace tandem::hopper_backend {
+
+using namespace Halide::Internal;
+using lower::affine_step;
+using lower::constant_upper_bound;
+
+namespace {
+
+class LoadsOf : public IRVisitor {
+public:
+    explicit LoadsOf(const std::string &b) : buffer(b) {}
+    std::vector<const Load *> loads;
+
+private:
+    const std::string buffer;
+    using IRVisitor::visit;
+    void visit(const Load *op) override {
+        if (op->name == buffer)
+            loads.push_back(op);
+        IRVisitor::visit(op);
+    }
+};
+
+template <class Node> class Collect : public IRVisitor {
+public:
+    std::vector<const Node *> nodes;
+
+private:
+    using IRVisitor::visit;
+    void visit(const Node *op) override {
+        nodes.push_back(op);
+        IRVisitor::visit(op);
+    }
+};
+
+template <class Node, class IR> std::vector<const Node *> collect(const IR &ir) {
+    Collect<Node> c;
+    ir.accept(&c);
+    return c.nodes;
+}
+
+/** Every store of the body writes a distinct element per iteration (affine, nonzero step in
+ * every loop var) and the nest reads the stored buffers only at the element it writes. */
+bool independent(const std::vector<Loop> &loops, const Stmt &body) {
+    for (const Store *st : collect<Store>(body)) {
+        for (const Loop &l : loops) {
+            Expr step = affine_step(st->index, l.name);
+            if (!step.defined() || !proven(step != 0))
+                return false;
+        }
+        LoadsOf self(st->name);
+        body.accept(&self);
+        for (const Load *l : self.loads) {
+            if (!equal(l->index, st->index))
+                return false;
+        }
+    }
+    return true;
+}
+
+bool rectangular(const std::vector<Loop> &loops) {
+    for (size_t i = 0; i < loops.size(); i++) {
+        for (size_t j = 0; j < i; j++) {
+            if (expr_uses_var(loops[i].min, loops[j].name) ||
+                expr_uses_var(loops[i].extent, loops[j].name))
+                return false;
+        }
+    }
+    return true;
+}
+
+/** Whether `s` still contains `load` (an earlier substitution may have taken it). */
+bool contains_load(const Stmt &s, const Load *load) {
+    for (const Load *l : collect<Load>(s)) {
+        if (l == load || equal(Expr(l), Expr(load)))
+            return true;
+    }
+    return false;
+}
+
+/** store[i] = store[i] op f(k) over the innermost loop k, into a shared tile. */
+std::optional<Reduction> match_reduction(const Plan &plan, const std::vector<Loop> &loops,
+                                         const Stmt &body, int threads) {
+    const Store *st = body.as<Store>();
+    if (!st)
+        return std::nullopt;
+    const Loop &k = loops.back();
+    Expr step = affine_step(st->index, k.name);
+    if (!step.defined() || !is_const_zero(step))
+        return std::nullopt;
+    Reduction r;
+    r.store = st;
+    Expr a, b;
+    if (const Add *add = st->value.as<Add>())
+        r.op = Reduction::Op::Add, a = add->a, b = add->b;
+    else if (const Max *max = st->value.as<Max>())
+        r.op = Reduction::Op::Max, a = max->a, b = max->b;
+    else if (const Min *min = st->value.as<Min>())
+        r.op = Reduction::Op::Min, a = min->a, b = min->b;
+    else
+        return std::nullopt;
+    const Load *self = a.as<Load>();
+    r.self_load = a;
+    if (self && self->name == st->name && equal(self->index, st->index)) {
+        r.rest = b;
+    } else if ((self = b.as<Load>()) && self->name == st->name && equal(self->index, st->index)) {
+        r.rest = a;
+        r.self_load = b;
+    } else {
+        return std::nullopt;
+    }
+    LoadsOf others(st->name);
+    r.rest.accept(&others);
+    if (!others.loads.empty() || !plan.tiles.count(st->name))
+        return std::nullopt;
+    const Halide::Type &t = st->value.type();
+    r.identity = r.op == Reduction::Op::Add   ? make_zero(t)
+                 : r.op == Reduction::Op::Max ? t.min()
+                                              : t.max();
+    // Four rows or more (the loops outside k): a warp per row, shuffles only, no barrier.
+    Expr rows = 1;
+    for (size_t i = 0; i + 1 < loops.size(); i++)
+        rows = rows * loops[i].extent;
+    r.warp_per_row = loops.size() > 1 && constant_upper_bound(simplify(rows)) >= threads / 32;
+    return r;
+}
+
+} // namespace
+
+Stmt peel_loops(const Stmt &nest, std::vector<Loop> *loops) {
+    Stmt s = nest;
+    while (const For *f = s.as<For>()) {
+        loops->push_back({f->name, f->min, f->extent});
+        s = f->body;
+    }
+    return s;
+}
+
+FragmentEpilogue map_epilogue(const Plan &plan, const ir::VectorOp &v, const Stmt &nest,
+                              const std::string &acc) {
+    FragmentEpilogue e;
+    std::vector<Loop> &loops = e.loops;
+    e.body = peel_loops(nest, &loops);
+    const Stmt &body = e.body;
+    LoadsOf reads(acc);
+    body.accept(&reads);
+    auto fail = [&](const std::string &why) {
+        throw Error("hopper: vector op " + v.label + " reads the accumulator " + acc +
+                    "; the emitter maps only a 2-D per-element nest onto the wgmma fragments (" +
+                    why + ")");
+    };
+    if (loops.size() > 2 || !collect<For>(body).empty())
+        fail("it is not one or two loops around the element code");
+    if (reads.loads.empty())
+        fail("no element load of the accumulator");
+    for (const Load *l : reads.loads) {
+        if (!equal(l->index, reads.loads[0]->index))
+            fail("it reads more than one element");
+    }
+    for (const Store *st : collect<Store>(body)) {
+        if (st->name == acc)
+            fail("it writes the accumulator");
+    }
+    // A loop Halide removed (a tile of one row or one column) stays at 0.
+    const Accumulator &a = plan.accumulators.at(acc);
+    const Expr &index = reads.loads[0]->index;
+    int row = -1, col = -1;
+    for (int i = 0; i < int(loops.size()); i++) {
+        if (!is_const_zero(simplify(loops[i].min)))
+            fail("a loop does not start at 0");
+        Expr step = affine_step(index, loops[i].name);
+        if (!step.defined() || is_const_zero(step))
+            fail("the accumulator index does not walk " + loops[i].name);
+        bool column =
+            proven(step == 1) && col < 0 && (loops.size() == 2 || !proven(a.stride_m == 1));
+        (column ? col : row) = i;
+    }
+    if (loops.size() == 2 && (row < 0 || col < 0))
+        fail("no loop walks the accumulator's columns");
+    Expr base = index;
+    for (const Loop &l : loops)
+        base = substitute(l.name, 0, base);
+    if (!is_const_zero(simplify(base)))
+        fail("the accumulator index does not start at 0");
+    e.rows = row >= 0 ? loops[row].extent : Halide::Expr(1);
+    e.cols = col >= 0 ? loops[col].extent : Halide::Expr(1);
+    int64_t rows = constant_upper_bound(e.rows), cols = constant_upper_bound(e.cols);
+    if (rows < 0 || cols < 0 || rows > a.m || cols > a.n)
+        fail("the nest is larger than the MMA tile");
+    e.row = row >= 0 ? loops[row].name : internal_prefix + "row_in_tile";
+    e.col = col >= 0 ? loops[col].name : internal_prefix + "col_in_tile";
+
+    for (const Store *st : collect<Store>(body)) {
+        auto t = plan.tiles.find(st->name);
+        if (t != plan.tiles.end() && t->second.ring_blocks) {
+            if (e.ring_tile.empty())
+                e.ring_tile = st->name;
+            e.block_columns = swizzle_bytes / t->second.buffer->type.bytes();
+        }
+    }
+
+    // The paired store: the body's single store, into a plain bf16 or f32 tile, where columns col
+    // and col + 1 are adjacent elements and col lands on an even one.
+    const Store *st = body.as<Store>();
+    auto t = st ? plan.tiles.find(st->name) : plan.tiles.end();
+    if (t == plan.tiles.end() || t->second.kind != TileKind::Plain)
+        return e;
+    const Halide::Type &type = t->second.buffer->type;
+    if (!(type.is_bfloat() && type.bits() == 16) && !(type.is_float() && type.bits() == 32))
+        return e;
+    if (t->second.dynamic_layout) {
+        // map_tile_index: base + row * layout[0] + col
+        if (t->second.layout[0] % 2 != 0)
+            return e;
+    } else {
+        Expr step_col = affine_step(st->index, e.col), step_row = affine_step(st->index, e.row);
+        if (!step_col.defined() || !step_row.defined() || !proven(step_col == 1) ||
+            !proven(step_row % 2 == 0))
+            return e;
+    }
+    Expr start = simplify(substitute(e.row, 0, substitute(e.col, 0, st->index)));
+    if (t->second.rebased()) {
+        // On the GPU: version * an even version stride + the part within the version.
+        Expr within;
+        version_of(t->second, start, &within);
+        start = within;
+    }
+    if (proven(start % 2 == 0))
+        e.pair = st;
+    return e;
+}
+
+void check_zeroing(const ir::VectorOp &v, const Stmt &nest, const std::string &acc) {
+    std::vector<Loop> loops;
+    Stmt body = peel_loops(nest, &loops);
+    const Store *st = body.as<Store>();
+    if (!st || st->name != acc || !is_const_zero(st->value) || v.regions.size() != 1) {
+        throw Error("hopper: vector op " + v.label + " writes the accumulator " + acc +
+                    "; in registers it can only be zeroed (an epilogue reads it)");
+    }
+}
+
+Expr Reduction::combine(const Expr &x, const Expr &y) const {
+    return op == Op::Add ? Add::make(x, y) : op == Op::Max ? Max::make(x, y) : Min::make(x, y);
+}
+
+TileNest map_tile_nest(const Plan &plan, const Stmt &nest, int threads) {
+    TileNest n;
+    n.body = peel_loops(nest, &n.loops);
+    const std::vector<Loop> &loops = n.loops;
+    const Stmt &body = n.body;
+    const bool flat = !loops.empty() && collect<For>(body).empty();
+    if (flat && independent(loops, body) && rectangular(loops)) {
+        n.kind = TileNest::Kind::Elementwise;
+        n.code = body;
+        std::set<std::string> written;
+        for (const Store *st : collect<Store>(body))
+            written.insert(st->name);
+        for (const Load *l : collect<Load>(body)) {
+            bool invariant = !written.count(l->name);
+            for (const Loop &loop : loops)
+                invariant = invariant && !expr_uses_var(l->index, loop.name);
+            if (!invariant || !contains_load(n.code, l))
+                continue;
+            const std::string name = internal_prefix + "scalar" + std::to_string(n.scalars.size());
+            n.scalars.push_back({name, Expr(l)});
+            n.code = substitute(Expr(l), Variable::make(l->type, name), n.code);
+        }
+        return n;
+    }
+    if (flat) {
+        if (std::optional<Reduction> r = match_reduction(plan, loops, body, threads)) {
+            n.kind = TileNest::Kind::Reduction;
+            n.reduction = *r;
+            return n;
+        }
+    }
+    n.kind = TileNest::Kind::Serial;
+    return n;
+}
+
+TileIndex map_tile_index(const Tile &t, const Expr &index, const std::vector<Loop> &loops) {
+    TileIndex x;
+    if (!t.dynamic_layout && !t.rebased() && !t.swizzled_store) {
+        x.as_in_stmt = true;
+        x.element = index;
+        return x;
+    }
+    const std::string &name = t.buffer->name;
+    if (t.dynamic_layout && t.layout.size() > 2) {
+        throw Error("hopper: element nest over " + name + ", a " + std::to_string(t.layout.size()) +
+                    "-D tile whose rows differ on the GPU; the emitter rewrites at most 2-D "
+                    "tiles to the full-tile layout");
+    }
+    Expr base = index;
+    for (const Loop &l : loops) {
+        Expr step = affine_step(index, l.name);
+        if (!step.defined()) {
+            if (t.dynamic_layout)
+                throw Error("hopper: the index of " + name + " is not affine in " + l.name);
+            base = substitute(l.name, 0, base);
+            continue;
+        }
+        if (is_const_zero(step))
+            continue;
+        if (proven(step == 1) && x.inner.empty())
+            x.inner = l.name;
+        else if (x.outer.empty())
+            x.outer = l.name, x.rows_of_tile = t.dynamic_layout || proven(step == int(t.layout[0]));
+        else if (t.dynamic_layout || t.swizzled_store)
+            throw Error("hopper: element nest over " + name +
+                        " walks it along more dims than the tile has");
+        base = substitute(l.name, 0, base);
+    }
+    base = simplify(base);
+    Expr within;
+    x.version = version_of(t, base, &within);
+    x.version_start = is_const_zero(within);
+    if (!t.dynamic_layout) {
+        // Within a version the Stmt's layout is the GPU's.
+        x.element = simplify(index - base + within);
+        return x;
+    }
+    if (!x.version_start) {
+        throw Error("hopper: an element nest indexes " + name +
+                    " inside a version at a tail-dependent offset; "
+                    "the emitter cannot place it on the full tile");
+    }
+    return x;
+}
+
+} // namespace tandem::hopper_backend
