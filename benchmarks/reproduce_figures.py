@@ -7,13 +7,30 @@ the same app, target, schedule and parameters are run again and cycles / bound_c
 
 A refactoring that must not change behaviour is checked this way (issue 31). Exit status 1 if any
 figure differs."""
+import datetime
 import json
+import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
 
 root = Path(__file__).resolve().parent.parent
 cli = root / "build" / "apps" / "tandem-cli"
+
+
+def provenance():
+    """The date, machine, command and commit a record is made with."""
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+                if l.startswith("model name")), platform.machine())
+    commit = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+                            capture_output=True, text=True).stdout.strip()
+    return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "machine": f"{platform.node()}: {os.cpu_count()} cores, {cpu}",
+            "command": "benchmarks/reproduce_figures.py " + " ".join(
+                str(Path(a).relative_to(root)) if Path(a).is_absolute() else a
+                for a in sys.argv[1:]),
+            "commit": commit}
 
 
 def records(path):
@@ -68,9 +85,9 @@ def main():
     print(f"{compared - bad} of {compared} figures reproduce to the cycle "
           f"({skipped} recorded on an earlier model version, not compared)")
     if out_json:
-        Path(out_json).write_text(json.dumps({"reproduced": compared - bad, "of": compared,
-                                              "older_model": skipped, "rows": rows},
-                                             indent=1) + "\n")
+        Path(out_json).write_text(json.dumps({**provenance(), "reproduced": compared - bad,
+                                              "of": compared, "older_model": skipped,
+                                              "rows": rows}, indent=1) + "\n")
     return 1 if bad else 0
 
 
