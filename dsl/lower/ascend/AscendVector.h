@@ -30,6 +30,10 @@
  * each instruction that depends on an earlier one of the op. A nest it cannot map (another
  * reduction, a cast, a row that does not start on a 32-byte boundary, a compare over a partial
  * repeat, no room) is a user error naming its Func.
+ *
+ * This file is the pass: which ops, which input tiles an op may use for temporaries, rows in
+ * chunks where scratch does not fit, the kernel's scratch buffers. The instructions of one nest
+ * are chosen by AscendVectorSelection.h.
  */
 
 #include "tandem/Kernel.h"

@@ -1,0 +1,548 @@
+#include "AscendVectorSelection.h"
+
+#include <sstream>
+
+namespace tandem::lower::ascend_vector {
+
+using namespace Halide::Internal;
+
+std::vector<const Load *> loads_in(const Expr &value) {
+    class Loads : public IRVisitor {
+    public:
+        std::vector<const Load *> all;
+
+    private:
+        using IRVisitor::visit;
+        void visit(const Load *l) override { all.push_back(l); }
+    } loads;
+    value.accept(&loads);
+    return loads.all;
+}
+
+void Selection::count_reads(const Expr &e) {
+    if (const Load *l = e.as<Load>()) {
+        Value v = classify(l);
+        if (v.kind == Kind::Tile) {
+            auto [it, fresh] = tiles.insert({l->name, Tile{v.offset}});
+            if (!fresh && !can_prove(it->second.base == v.offset))
+                it->second.one_region = false;
+            it->second.reads++;
+        }
+        return;
+    }
+    for (const Expr &child : children(e))
+        count_reads(child);
+}
+
+Value Selection::classify(const Load *l) const {
+    Value v;
+    if (l->type != Halide::Float(32))
+        return v;
+    Expr base = l->index;
+    std::vector<Expr> steps;
+    for (const Loop &loop : shape.loops) {
+        Expr x = Variable::make(Halide::Int(32), loop.var);
+        steps.push_back(simplify(substitute(loop.var, x + 1, l->index) - l->index));
+        const bool chunked = shape.rowwise && &loop == &shape.loops[0];
+        base = substitute(loop.var, chunked ? loop.min + int(shape.first_row) : loop.min, base);
+    }
+    base = simplify(base);
+    for (const Loop &loop : shape.loops) {
+        if (expr_uses_var(base, loop.var))
+            return v;
+    }
+    for (const Expr &s : steps) {
+        if (!is_const(s))
+            return v;
+    }
+    v.buffer = l->name;
+    v.offset = base;
+    if (!shape.rowwise) {
+        bool none = true;
+        Expr expected = 1;
+        bool dense = true;
+        for (size_t i = shape.loops.size(); i-- > 0;) {
+            dense = dense && can_prove(steps[i] == expected);
+            none = none && is_const_zero(steps[i]);
+            expected = simplify(expected * shape.loops[i].extent);
+        }
+        v.kind = dense ? Kind::Tile : none ? Kind::PerRow : Kind::Scalar;
+        if (v.kind == Kind::Scalar)
+            v.buffer.clear();
+        return v;
+    }
+    const Expr &row = steps[0];
+    if (steps.size() == 1) { // a column: rows one element wide, its one loop along them
+        const int64_t *p = as_const_int(row);
+        if (can_prove(row == int(shape.cols)))
+            v.kind = Kind::Tile;
+        else if (p && *p >= kPerBlock && *p % kPerBlock == 0)
+            v.kind = Kind::Tile, v.pitch = *p;
+        else if (is_const_zero(row))
+            v.kind = Kind::Row;
+        else if (can_prove(row == 1))
+            v.kind = Kind::PerRow;
+        else
+            v.buffer.clear();
+        return v;
+    }
+    const Expr &col = steps[1];
+    const int64_t *p = as_const_int(row), widest = constant_upper_bound(shape.width);
+    if (can_prove(col == 1) && can_prove(row == int(shape.cols)))
+        v.kind = Kind::Tile;
+    else if (can_prove(col == 1) && p && *p % kPerBlock == 0 && widest > 0 && *p >= widest)
+        v.kind = Kind::Tile,
+        v.pitch = *p; // padded rows at a pitch of its own (another tile's tail)
+    else if (can_prove(col == 1) && is_const_zero(row))
+        v.kind = Kind::Row;
+    else if (is_const_zero(col) && can_prove(row == 1))
+        v.kind = Kind::PerRow;
+    else
+        v.buffer.clear();
+    return v;
+}
+
+Value Selection::gen(const Expr &e, const Value &into) {
+    if (!ok)
+        return {};
+    if (const Load *l = e.as<Load>()) {
+        Value v = classify(l);
+        if (v.buffer.empty())
+            return fail();
+        per_row_values |= v.kind != Kind::Tile;
+        per_row_operands |= v.kind == Kind::PerRow;
+        return v;
+    }
+    if (scalar(e)) {
+        Value c;
+        c.scalar = e;
+        return c;
+    }
+    if (e.type() != Halide::Float(32))
+        return fail();
+    if (const Call *c = e.as<Call>()) {
+        const bool abs = c->is_intrinsic(Call::abs), sqrt = c->name == "sqrt_f32";
+        if ((!abs && !sqrt) || c->args.size() != 1)
+            return fail();
+        Value x = gen(c->args[0], into);
+        if (!ok || x.kind == Kind::Scalar || x.kind == Kind::Row)
+            return fail();
+        Value dst = x.kind == Kind::PerRow ? per_row() : result_tile(into);
+        emit(abs ? "Abs" : "Sqrt", dst, {x}, Expr(),
+             x.kind == Kind::PerRow ? Expr(int(shape.rows)) : count());
+        release(x, dst);
+        return dst;
+    }
+    if (const Halide::Internal::Select *s = e.as<Halide::Internal::Select>())
+        return select(s, into);
+    Expr a, b;
+    std::string op;
+    if (const Add *x = e.as<Add>())
+        a = x->a, b = x->b, op = "Add";
+    else if (const Sub *x = e.as<Sub>())
+        a = x->a, b = x->b, op = "Sub";
+    else if (const Mul *x = e.as<Mul>())
+        a = x->a, b = x->b, op = "Mul";
+    else if (const Div *x = e.as<Div>())
+        a = x->a, b = x->b, op = "Div";
+    else if (const Min *x = e.as<Min>())
+        a = x->a, b = x->b, op = "Min";
+    else if (const Max *x = e.as<Max>())
+        a = x->a, b = x->b, op = "Max";
+    else
+        return fail();
+    const bool leaf_a = leaf(a), leaf_b = leaf(b);
+    Value x, y;
+    if (leaf_a || !leaf_b) {
+        x = gen(a, into);
+        y = gen(b, leaf_b ? into : Value());
+    } else { // only b needs instructions: compute it into `into`, then combine with the leaf a
+        y = gen(b, into);
+        x = gen(a, into);
+    }
+    if (!ok)
+        return {};
+    if (x.kind == Kind::Scalar && y.kind == Kind::Scalar)
+        return fail();
+    const bool rowwise_values = (x.kind == Kind::PerRow || x.kind == Kind::Scalar) &&
+                                (y.kind == Kind::PerRow || y.kind == Kind::Scalar);
+    Value dst = rowwise_values ? per_row() : !into.buffer.empty() ? into : last_read(x, y);
+    const Expr n = rowwise_values ? Expr(int(shape.rows)) : count();
+    if (!rowwise_values) {
+        x = broadcast(x);
+        y = broadcast(y);
+    }
+    combine(op, dst, x, y, n);
+    release(x, dst);
+    release(y, dst);
+    return dst;
+}
+
+void Selection::reduce(const Value &self, const Expr &f) {
+    Value v = uniform(gen(f, Value())); // an op's result in a temp; a tile read as it is
+    if (!ok)
+        return;
+    if (v.kind != Kind::Tile || (shape.rows > 1 && shape.cols % kPerBlock != 0)) {
+        fail();
+        return;
+    }
+    Value part = per_row();
+    Group g;
+    for (int64_t r = 0; r < shape.rows; r++) {
+        ir::VectorInstruction i;
+        i.op = "ReduceSum";
+        i.dst = part.buffer;
+        i.dst_offset = simplify(part.offset + int(r));
+        i.srcs = {{v.buffer, simplify(v.offset + int(r * shape.cols))}, {part.buffer, part.offset}};
+        i.count = shape.width; // the nest's columns, not the padding
+        g.instructions.push_back(i);
+    }
+    groups.push_back(g);
+    emit_count("Add", self, {self, part}, Expr(), int(shape.rows));
+}
+
+void Selection::assign(const Value &dst, const Value &value) {
+    if (!ok ||
+        (value.buffer == dst.buffer && value.offset.defined() && equal(value.offset, dst.offset)))
+        return;
+    if (value.kind == Kind::Scalar)
+        return emit_count("Duplicate", dst, {}, value.scalar, count());
+    emit("Muls", dst, {broadcast(value)}, Expr(1.0f), count());
+}
+
+Value Selection::temp() {
+    for (auto &[name, tile] : tiles) {
+        if (tile.reads == 0 && tile.one_region && !tile.holds && private_tiles.count(name)) {
+            tile.holds = true;
+            Value t;
+            t.kind = Kind::Tile;
+            t.buffer = name;
+            t.offset = tile.base;
+            return t;
+        }
+    }
+    Value t;
+    t.kind = Kind::Tile;
+    t.buffer = kScratch;
+    if (!free_tiles.empty()) {
+        t.offset = free_tiles.back();
+        free_tiles.pop_back();
+    } else {
+        t.offset = scratch.take(elements());
+    }
+    return t;
+}
+
+Value Selection::fail() {
+    ok = false;
+    return {};
+}
+
+void Selection::release(const Value &v, const Value &dst) {
+    if (v.kind == Kind::Tile && v.buffer == kScratch &&
+        !(dst.buffer == v.buffer && equal(dst.offset, v.offset)))
+        free_tiles.push_back(v.offset);
+}
+
+bool Selection::scalar(const Expr &e) const {
+    if (e.type() != Halide::Float(32) || !loads_in(e).empty())
+        return false;
+    for (const Loop &l : shape.loops)
+        if (expr_uses_var(e, l.var))
+            return false;
+    return true;
+}
+
+std::vector<Expr> Selection::children(const Expr &e) {
+    if (const Add *x = e.as<Add>())
+        return {x->a, x->b};
+    if (const Sub *x = e.as<Sub>())
+        return {x->a, x->b};
+    if (const Mul *x = e.as<Mul>())
+        return {x->a, x->b};
+    if (const Div *x = e.as<Div>())
+        return {x->a, x->b};
+    if (const Min *x = e.as<Min>())
+        return {x->a, x->b};
+    if (const Max *x = e.as<Max>())
+        return {x->a, x->b};
+    if (const Call *c = e.as<Call>())
+        return c->args;
+    if (const Halide::Internal::Select *s = e.as<Halide::Internal::Select>())
+        return {s->condition, s->true_value, s->false_value};
+    if (const LT *x = e.as<LT>())
+        return {x->a, x->b};
+    if (const LE *x = e.as<LE>())
+        return {x->a, x->b};
+    if (const EQ *x = e.as<EQ>())
+        return {x->a, x->b};
+    if (const NE *x = e.as<NE>())
+        return {x->a, x->b};
+    return {};
+}
+
+Value Selection::per_row() {
+    Value v;
+    v.kind = Kind::PerRow;
+    v.buffer = kScratch;
+    v.offset = scratch.take(shape.rows);
+    return v;
+}
+
+Value Selection::last_read(const Value &x, const Value &y) {
+    for (const Value *v : {&x, &y}) {
+        auto t = v->kind == Kind::Tile ? tiles.find(v->buffer) : tiles.end();
+        const int reads = (x.buffer == v->buffer ? 1 : 0) + (y.buffer == v->buffer ? 1 : 0);
+        if (t != tiles.end() && private_tiles.count(v->buffer) && t->second.one_region &&
+            !t->second.holds && t->second.reads == reads && equal(v->offset, t->second.base)) {
+            t->second.holds = true;
+            return *v;
+        }
+    }
+    return temp();
+}
+
+Value Selection::broadcast(const Value &v) {
+    if (v.kind != Kind::PerRow)
+        return v;
+    std::ostringstream key;
+    key << v.buffer << "@" << v.offset;
+    auto known = broadcasts.find(key.str());
+    if (known != broadcasts.end())
+        return known->second;
+    Value b;
+    b.kind = Kind::Blocks;
+    b.buffer = kScratch;
+    const int64_t repeats = (shape.rows + kPerBlock - 1) / kPerBlock;
+    b.offset = scratch.take(repeats * kLanes);
+    Value src = v;
+    if (v.buffer !=
+        kScratch) { // Brcb reads eight values per repeat: copy the rows to scratch first
+        src = per_row();
+        emit_count("Muls", src, {v}, Expr(1.0f), int(shape.rows)); // exactly (-0 and NaN kept)
+    }
+    ir::VectorInstruction i;
+    i.op = "Brcb";
+    i.dst = b.buffer;
+    i.dst_offset = b.offset;
+    i.srcs = {{src.buffer, src.offset}};
+    i.repeats = int(repeats);
+    i.mask = 0;
+    i.strides = {{1, kPerBlock}, {1, kPerBlock}};
+    groups.push_back({{i}});
+    broadcasts[key.str()] = b;
+    return b;
+}
+
+void Selection::combine(const std::string &op, const Value &dst, const Value &x, const Value &y,
+                        const Expr &n) {
+    const bool xs = x.kind == Kind::Scalar, ys = y.kind == Kind::Scalar;
+    if (!xs && !ys) {
+        emit(op, dst, {x, y}, Expr(), n);
+    } else if (op == "Add" || op == "Mul" || op == "Max" || op == "Min") {
+        emit(op + "s", dst, {xs ? y : x}, (xs ? x : y).scalar, n);
+    } else if (op == "Sub" && ys) { // t - c = t + (-c), exactly
+        emit("Adds", dst, {x}, simplify(-y.scalar), n);
+    } else if (op == "Sub") { // c - t = c + (-1 * t), exactly
+        emit("Muls", dst, {y}, Expr(-1.0f), n);
+        emit("Adds", dst, {dst}, x.scalar, n);
+    } else { // Div with a scalar side: the scalar as a tile, then Div (the same rounding)
+        Value c = dst.kind == Kind::PerRow ? per_row() : temp();
+        emit_count("Duplicate", c, {}, (xs ? x : y).scalar,
+                   dst.kind == Kind::PerRow ? Expr(int(shape.rows)) : count());
+        emit(op, dst, {xs ? c : x, ys ? c : y}, Expr(), n);
+    }
+}
+
+Value Selection::select(const Halide::Internal::Select *s, const Value &into) {
+    Expr a, b;
+    int mode = 0;
+    if (const LT *c = s->condition.as<LT>())
+        a = c->a, b = c->b, mode = 0;
+    else if (const LE *c = s->condition.as<LE>())
+        a = c->a, b = c->b, mode = 3;
+    else if (const EQ *c = s->condition.as<EQ>())
+        a = c->a, b = c->b, mode = 2;
+    else if (const NE *c = s->condition.as<NE>())
+        a = c->a, b = c->b, mode = 5;
+    else
+        return fail();
+    if (a.type() != Halide::Float(32))
+        return fail();
+    // Both values and the compared ones first: a select nested in any of them uses the mask
+    // before this one's Compare writes it.
+    Value t = tile_of(gen(s->true_value, Value())), f = tile_of(gen(s->false_value, Value()));
+    Value x = tile_of(gen(a, Value())), y = tile_of(gen(b, Value()));
+    if (!ok)
+        return {};
+    // Compare takes whole 256-byte repeats: the compared values are copied into scratch that
+    // has them when the tile does not (what it compares past the tile, Select never reads).
+    const int64_t whole = (elements() + kLanes - 1) / kLanes * kLanes;
+    if (whole != elements() || shape.count.defined()) {
+        x = in_whole_repeats(x, whole);
+        y = in_whole_repeats(y, whole);
+    }
+    ir::VectorInstruction cmp;
+    cmp.op = "Compare";
+    cmp.dst = kMask;
+    cmp.dst_offset = 0;
+    cmp.srcs = {{x.buffer, x.offset}, {y.buffer, y.offset}};
+    cmp.count = int(whole);
+    cmp.mode = mode;
+    groups.push_back({{cmp}});
+    scratch.mask_bytes = std::max(scratch.mask_bytes, whole / 8);
+    read(x);
+    read(y);
+    release(x, Value());
+    release(y, Value());
+    Value dst = result_tile(into);
+    ir::VectorInstruction sel;
+    sel.op = "Select";
+    sel.dst = dst.buffer;
+    sel.dst_offset = dst.offset;
+    sel.srcs = {{kMask, 0}, {t.buffer, t.offset}, {f.buffer, f.offset}};
+    sel.count = count();
+    sel.mode = 2; // VSEL_TENSOR_TENSOR_MODE
+    read(t);
+    read(f);
+    groups.push_back({{sel}});
+    release(t, dst);
+    release(f, dst);
+    return dst;
+}
+
+Value Selection::in_whole_repeats(const Value &v, int64_t whole) {
+    Value t;
+    t.kind = Kind::Tile;
+    t.buffer = kScratch;
+    t.offset = scratch.take(whole);
+    emit("Muls", t, {v}, Expr(1.0f), count());
+    release(v, t);
+    return t;
+}
+
+Value Selection::uniform(const Value &v) {
+    if (!ok || v.kind != Kind::Tile || v.pitch == 0)
+        return v;
+    Value t = temp();
+    emit("Muls", t, {v}, Expr(1.0f), count());
+    release(v, t);
+    return t;
+}
+
+Value Selection::tile_of(const Value &v) {
+    if (!ok)
+        return {};
+    if (v.kind == Kind::Tile)
+        return uniform(v);
+    if (v.kind != Kind::Scalar)
+        return fail();
+    Value t = temp();
+    emit_count("Duplicate", t, {}, v.scalar, count());
+    return t;
+}
+
+void Selection::emit_count(const std::string &op, const Value &dst, const std::vector<Value> &srcs,
+                           const Expr &scalar, const Expr &n) {
+    if (!ok)
+        return;
+    ir::VectorInstruction i;
+    i.op = op;
+    i.dst = dst.buffer;
+    i.dst_offset = dst.offset;
+    i.count = n;
+    for (const Value &s : srcs)
+        read(s), i.srcs.push_back({s.buffer, s.offset});
+    i.scalar = scalar;
+    groups.push_back({{i}});
+}
+
+void Selection::emit(const std::string &op, const Value &dst, const std::vector<Value> &srcs,
+                     const Expr &scalar, const Expr &n) {
+    bool dense = dst.pitch == 0;
+    for (const Value &s : srcs)
+        dense = dense && (s.kind == Kind::Tile || s.kind == Kind::PerRow) && s.pitch == 0;
+    if (dense)
+        return emit_count(op, dst, srcs, scalar, n);
+    const int64_t R = shape.rows, X = shape.cols;
+    // A row would start inside a 32-byte block. (A tile of a runtime count runs over its
+    // bound: the instructions' lanes past the count stay inside the tiles, and nothing past
+    // the count is stored.)
+    if (R > 1 && X % kPerBlock != 0) {
+        fail();
+        return;
+    }
+    // A column tile's own pitch, in blocks, is a repeat stride (8 bits).
+    bool strides_fit = dst.pitch / kPerBlock <= 255;
+    for (const Value &s : srcs)
+        strides_fit = strides_fit && s.pitch / kPerBlock <= 255;
+    if (!strides_fit) {
+        fail();
+        return;
+    }
+    for (const Value &s : srcs)
+        read(s);
+    Group g;
+    // Per operand: its block and repeat strides and where it starts for (row r, column c).
+    auto place = [&](const Value &v, bool columns, int64_t r,
+                     int64_t c) -> std::pair<std::pair<int, int>, Expr> {
+        const int64_t P = v.pitch > 0 ? v.pitch : X;
+        switch (v.kind) {
+        case Kind::Tile:
+            return {{1, columns ? int(P / kPerBlock) : kPerBlock},
+                    simplify(v.offset + int(r * P + c))};
+        case Kind::Row:
+            return {{1, columns ? 0 : kPerBlock}, simplify(v.offset + int(c))};
+        default:
+            return {{0, columns ? 1 : 0}, simplify(v.offset + int(r * kPerBlock))}; // Blocks
+        }
+    };
+    auto instruction = [&](bool columns, int64_t r, int64_t c, int64_t mask, int64_t repeats) {
+        ir::VectorInstruction i;
+        i.op = op;
+        auto d = place(dst, columns, r, c);
+        i.dst = dst.buffer;
+        i.dst_offset = d.second;
+        i.strides.push_back(d.first);
+        for (const Value &s : srcs) {
+            auto p = place(s, columns, r, c);
+            i.srcs.push_back({s.buffer, p.second});
+            i.strides.push_back(p.first);
+        }
+        i.scalar = scalar;
+        i.mask = int(mask);
+        i.repeats = int(repeats);
+        g.instructions.push_back(i);
+    };
+    // The columns up to the nest's widest row, in whole blocks: a row operand holds no more
+    // (the padding past them is never stored).
+    const int64_t widest = constant_upper_bound(shape.width);
+    const int64_t W =
+        widest > 0 ? std::min(X, (widest + kPerBlock - 1) / kPerBlock * kPerBlock) : X;
+    if (R > 1 && X / kPerBlock <= 255) { // each instruction: 64 columns of up to 255 rows
+        for (int64_t r = 0; r < R; r += 255)
+            for (int64_t c = 0; c < W; c += kLanes)
+                instruction(true, r, c, std::min<int64_t>(kLanes, W - c),
+                            std::min<int64_t>(255, R - r));
+    } else if (W / kLanes <=
+               255) { // each instruction: one row's whole 64-column repeats, then its tail
+        for (int64_t r = 0; r < R; r++) {
+            if (W / kLanes > 0)
+                instruction(false, r, 0, kLanes, W / kLanes);
+            if (W % kLanes)
+                instruction(false, r, W / kLanes * kLanes, W % kLanes, 1);
+        }
+    } else {
+        fail();
+        return;
+    }
+    groups.push_back(g);
+}
+
+void Selection::read(const Value &v) {
+    auto tile = tiles.find(v.buffer);
+    if (tile != tiles.end() && !tile->second.holds)
+        tile->second.reads--;
+}
+
+} // namespace tandem::lower::ascend_vector

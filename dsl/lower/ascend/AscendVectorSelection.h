@@ -1,0 +1,201 @@
+#ifndef TANDEM_LOWER_ASCEND_VECTOR_SELECTION_H
+#define TANDEM_LOWER_ASCEND_VECTOR_SELECTION_H
+
+/** \file
+ * Instruction selection for the Ascend vector path (AscendVector.h): one element nest's value as
+ * AscendC's vector instructions (sim::ascend VectorCall's count and repeat forms, Brcb,
+ * ReduceSum, Compare / Select), in groups that need no barrier among them. What a nest's operands
+ * are over its rows and columns (Kind), where intermediate results go (a private input tile or
+ * the kernel's scratch), and the instructions' repeat and stride parameters are decided here;
+ * AscendVector.cpp is the pass around it (which ops, which tiles are private, chunks, scratch).
+ */
+
+#include "tandem/AsyncIR.h"
+#include "tandem/Nest.h"
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace tandem::lower::ascend_vector {
+
+using Halide::Expr;
+using namespace Halide::Internal;
+
+constexpr int kLanes = 64;   // f32 elements of one repeat (256 bytes)
+constexpr int kPerBlock = 8; // f32 elements of one 32-byte block
+const char *const kScratch = "vector_scratch", *const kMask = "vector_mask";
+
+struct Loop {
+    std::string var;
+    Expr min, extent;
+};
+
+/** The nest as rows x cols elements: a row-wise nest has two loops (rows outer, columns inner);
+ * any other nest is one row of all its elements, every tensor read where the store writes. The
+ * rows of a row-wise nest may be padded (AscendRows.h): `cols` is then the tiles' row pitch, and
+ * the instructions run over whole padded rows; `width` is how many columns are the nest's (a
+ * reduction sums only those; it may be known only at run time, in a tail tile). */
+struct Shape {
+    std::vector<Loop> loops;
+    bool rowwise = false;
+    int64_t rows = 1, cols = 0;
+    Expr width;
+    Expr count;            // a flat nest's elements when only a bound (cols) is constant: a tail's
+    int64_t first_row = 0; // a chunk of a row-wise nest: its rows start here
+};
+
+/** What an operand is over the nest's (row, column) elements. */
+enum class Kind {
+    Tile,   // a rows x cols tile, dense
+    Row,    // one row, the same for every row (read with a repeat stride of 0)
+    PerRow, // one value per row, `rows` of them contiguous
+    Blocks, // per-row values broadcast to a 32-byte block each (Brcb): block stride 0, one block
+            // per row
+    Scalar, // a constant
+};
+
+struct Value {
+    Kind kind = Kind::Scalar;
+    std::string buffer;
+    Expr offset, scalar;
+    int64_t pitch =
+        0; // a column's tile whose rows lie `pitch` apart, not the nest's (0: the nest's)
+};
+
+/** The vector instructions' own UB room for intermediate results, beyond the tiles: f32 and, for
+ * Compare's masks, uint8. Grows per op; the kernel keeps the largest op's need. */
+struct Scratch {
+    int64_t floats = 0, mask_bytes = 0; // this op's
+    int64_t max_floats = 0, max_mask_bytes = 0;
+    int64_t free_bytes = 0; // what UB has left
+    Expr take(int64_t n) {
+        const int64_t at = floats;
+        floats += (n + kPerBlock - 1) / kPerBlock * kPerBlock;
+        return Expr(int(at));
+    }
+    bool fits() const { return floats * 4 + (mask_bytes + 31) / 32 * 32 <= free_bytes; }
+};
+
+/** The instructions of one logical op: they touch disjoint elements of their destination, so
+ * they need no barrier among them; a group that depends on an earlier one is behind a barrier. */
+struct Group {
+    std::vector<ir::VectorInstruction> instructions;
+};
+
+/** The loads in an Expr, outermost first. */
+std::vector<const Halide::Internal::Load *> loads_in(const Expr &value);
+
+/** The instructions of one nest (Shape) from its value: gen() an expression into a tile,
+ * assign() / reduce() into the destination; `ok` false when the nest has no mapping. */
+class Selection {
+public:
+    Selection(const Shape &shape, const std::set<std::string> &private_tiles, Scratch &scratch)
+        : shape(shape), private_tiles(private_tiles), scratch(scratch) {}
+
+    std::vector<Group> groups;
+    bool ok = true;
+    bool per_row_values =
+        false; // some operand is not a dense tile (a flat nest cannot go in chunks)
+    bool per_row_operands = false; // some operand has a value per row (a chunk's start on a block)
+
+    /** Counts the reads of each tile (before gen), for reusing a private tile as a temp. */
+    void count_reads(const Expr &e);
+
+    /** A Load as an operand, from its index's steps along the rows and the columns. */
+    Value classify(const Load *l) const;
+
+    /** The value of `e`; a tile result goes into `into` (a Tile). */
+    Value gen(const Expr &e, const Value &into);
+
+    /** A reduction over the columns into one value per row: self[r] = self[r] + sum of f. */
+    void reduce(const Value &self, const Expr &f);
+
+    /** dst = value, the value of the store: nothing when it is there already, a Duplicate of a
+     * constant, else a copy on V (Muls by 1: exact, -0 and NaN kept). */
+    void assign(const Value &dst, const Value &value);
+
+    /** A tile for an intermediate result: a private input tile the op has finished reading, else
+     * scratch. */
+    Value temp();
+
+    Value fail();
+
+    /** The elements a tile holds (a bound), and those the instructions run over. */
+    int64_t elements() const { return shape.rows * shape.cols; }
+    int64_t rows() const { return shape.rows; }
+    Expr count() const { return shape.count.defined() ? shape.count : Expr(int(elements())); }
+
+private:
+    struct Tile {
+        Expr base;
+        int reads = 0;          // reads of it the instructions have not made yet
+        bool one_region = true; // every read at `base`
+        bool holds = false;     // it holds an intermediate result
+    };
+    const Shape &shape;
+    const std::set<std::string> &private_tiles;
+    Scratch &scratch;
+    std::map<std::string, Tile> tiles;
+    std::map<std::string, Value>
+        broadcasts;               // per-row values already in blocks, by buffer and offset
+    std::vector<Expr> free_tiles; // scratch tiles whose value has been used
+
+    /** A scratch tile whose value its one reader has now used goes back to the pool (the barrier
+     * before the next writer of scratch orders the reuse). */
+    void release(const Value &v, const Value &dst);
+
+    /** An f32 value the same for the whole nest and read from no tile (a constant, or one
+     * computed from the kernel's runtime extents): an instruction's scalar operand. */
+    bool scalar(const Expr &e) const;
+
+    bool leaf(const Expr &e) const { return e.as<Load>() || scalar(e); }
+
+    static std::vector<Expr> children(const Expr &e);
+
+    Value per_row();
+
+    /** Where a tile result goes: `into` when given, else a temp. */
+    Value result_tile(const Value &into) { return into.buffer.empty() ? temp() : into; }
+
+    /** A tile for the result of an instruction reading x and y: in place in an operand this
+     * instruction reads for the last time (a private tile), so that it needs no other tile and
+     * no barrier against an earlier reader of another; else temp(). */
+    Value last_read(const Value &x, const Value &y);
+
+    /** A per-row value as an operand of a tile instruction: its rows' blocks (Brcb, into scratch).
+     */
+    Value broadcast(const Value &v);
+
+    /** dst = x op y (a scalar on either side), over `n` elements (tiles) or the rows (per-row). */
+    void combine(const std::string &op, const Value &dst, const Value &x, const Value &y,
+                 const Expr &n);
+
+    /** select(a < b, t, f) and the other comparisons: Compare into the mask, then Select. */
+    Value select(const Halide::Internal::Select *s, const Value &into);
+
+    /** A tile's values in scratch with room for `whole` elements (a Muls by 1: exact). */
+    Value in_whole_repeats(const Value &v, int64_t whole);
+
+    /** A tile at the nest's row pitch: a column tile at another pitch copied into a temp. */
+    Value uniform(const Value &v);
+
+    /** A value as a dense tile (a constant: a Duplicate into a temp). */
+    Value tile_of(const Value &v);
+
+    /** One count-form instruction. */
+    void emit_count(const std::string &op, const Value &dst, const std::vector<Value> &srcs,
+                    const Expr &scalar, const Expr &n);
+
+    /** A tile instruction: the count form when every operand is a dense tile (or per-row values
+     * over the rows), else the repeat form over rows and columns. */
+    void emit(const std::string &op, const Value &dst, const std::vector<Value> &srcs,
+              const Expr &scalar, const Expr &n);
+
+    void read(const Value &v);
+};
+
+} // namespace tandem::lower::ascend_vector
+
+#endif
