@@ -242,12 +242,7 @@ void print_human(const RunResult &r) {
                 r.simulate_ms, r.reference_ms);
 }
 
-/** Writes `text` to `path`, or to stdout where path is a bare file name (emit without -o). */
 void write_file(const std::filesystem::path &path, const std::string &text) {
-    if (!path.has_parent_path()) {
-        std::cout << text;
-        return;
-    }
     std::ofstream f(path);
     if (!f)
         throw Error("cannot write " + path.string());
@@ -295,14 +290,21 @@ void emit(const Args &a) {
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (!a.out_dir.empty())
         std::filesystem::create_directories(a.out_dir);
-    std::filesystem::path dir(a.out_dir); // empty: the text goes to stdout
+    std::filesystem::path dir(a.out_dir);
+    // Without -o the text goes to standard output.
+    auto output = [&](const std::filesystem::path &file, const std::string &text) {
+        if (a.out_dir.empty())
+            std::cout << text;
+        else
+            write_file(file, text);
+    };
     std::string base = a.name.empty() ? app.name : a.name;
     if (a.drop_flag >= 0 && a.what != "code")
         throw Error("--drop-flag is for --what code on target ascend");
     if (a.what == "stmt")
-        return write_file(dir / (base + ".stmt"), k.stmt_text());
+        return output(dir / (base + ".stmt"), k.stmt_text());
     if (a.what == "halide")
-        return write_file(dir / (base + ".halide.stmt"), ir::to_string(k.halide_stmt));
+        return output(dir / (base + ".halide.stmt"), ir::to_string(k.halide_stmt));
     // The target's sources; ptx is its CUDA through nvcc.
     const TargetBackend &backend = backend_of(k.target);
     const std::string want = a.what == "ptx" ? "cuda" : a.what;
@@ -317,7 +319,7 @@ void emit(const Args &a) {
         const double emit_ms =
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                 .count();
-        write_file(file, text);
+        output(file, text);
         if (!a.out_dir.empty())
             std::printf("  compile %.1f ms (Halide lowering + Tandem's passes), emit %.1f ms\n",
                         compile_ms, emit_ms);

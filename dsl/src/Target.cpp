@@ -56,7 +56,8 @@ bool Target::takes(const std::string &directive) const {
         return t.cooperative;
     if (directive == "runtime_shapes")
         return t.runtime_shapes;
-    return true;
+    throw Error("Target::takes: '" + directive +
+                "' is not a directive some targets lack (cluster, cooperative, runtime_shapes)");
 }
 
 } // namespace tandem

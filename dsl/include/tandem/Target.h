@@ -40,7 +40,8 @@ struct Target {
     /** "name" or "name:key=value,...,file=overrides.json"; Error for an unknown name. */
     static Target parse(const std::string &text);
     /** Whether the target takes `directive` as written in a schedule ("cluster", "cooperative"),
-     * or runtime shapes ("runtime_shapes"); true for a directive every target takes. */
+     * or runtime shapes ("runtime_shapes"); Error for any other name (every target takes the
+     * rest). */
     bool takes(const std::string &directive) const;
     /** The registered targets' names, the built-in ones first. */
     static std::vector<std::string> names();
