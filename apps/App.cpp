@@ -86,7 +86,10 @@ double static_bytes(const GeneratorBase::Pipeline &p) {
     auto bytes = [](const Halide::Internal::Parameter &param, Halide::Type type, int rank) {
         double n = type.bytes();
         for (int d = 0; d < rank; d++) {
-            const Halide::Expr extent = param.extent_constraint(d);
+            // A runtime extent counts at its estimate, the problem a run takes.
+            const Halide::Expr extent = param.extent_constraint(d).defined()
+                                            ? param.extent_constraint(d)
+                                            : param.extent_constraint_estimate(d);
             const int64_t *e = extent.defined() ? Halide::Internal::as_const_int(extent) : nullptr;
             if (!e)
                 return 0.0;
@@ -195,15 +198,7 @@ void set_shape(Halide::OutputImageParam tensor, const std::vector<int> &extents,
     if (shapes != "static" && shapes != "runtime") {
         throw Error("shapes must be static or runtime, not '" + shapes + "'");
     }
-    for (size_t d = 0; d < extents.size(); d++) {
-        Halide::Internal::Dimension dim = tensor.dim(int(d));
-        if (shapes == "static" || (d < fixed.size() && fixed[d]))
-            dim.set_bounds(0, extents[d]);
-        else
-            dim.set_min(0).set_estimate(0, extents[d]);
-        if (d > 0)
-            dim.set_stride(tensor.dim(int(d) - 1).stride() * tensor.dim(int(d) - 1).extent());
-    }
+    dense_shape(tensor, extents, shapes == "runtime", fixed);
 }
 
 void schedule_pointwise(Func &out, const std::vector<ImageParam> &inputs, const Params &p,

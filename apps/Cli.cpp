@@ -223,25 +223,6 @@ void list() {
     std::cout << "\n";
 }
 
-void print_human(const RunResult &r) {
-    std::printf("%s on %s, schedule %s\n", r.app.c_str(), r.target.c_str(), r.schedule.c_str());
-    if (r.checked)
-        std::printf("  correct: %s (max_rel_err %.3g)\n", r.correct ? "yes" : "NO", r.max_rel_err);
-    std::printf("  cycles %lld, bound %lld, efficiency %.3f, roofline %.0f (fraction %.3f)\n",
-                (long long)r.report.cycles, (long long)r.report.bound_cycles, r.efficiency(),
-                r.roofline_cycles, r.roofline_fraction());
-    for (const sim::EngineBusy &b : r.report.busy)
-        std::printf("  busy %-14s %lld\n", b.engine.c_str(), (long long)b.busy);
-    std::printf("  races %lld, deadlock %s\n", (long long)r.report.race_count,
-                r.report.deadlock ? "YES" : "no");
-    for (const sim::Race &race : r.report.races)
-        std::printf("    %s\n", race.str().c_str());
-    if (r.report.deadlock)
-        std::printf("    %s\n", r.report.deadlock_message.c_str());
-    std::printf("  compile %.0f ms, simulate %.0f ms, reference %.0f ms\n", r.compile_ms,
-                r.simulate_ms, r.reference_ms);
-}
-
 void write_file(const std::filesystem::path &path, const std::string &text) {
     std::ofstream f(path);
     if (!f)
@@ -600,12 +581,12 @@ int tandem::apps::cli_main(int argc, char **argv) {
             if (a.json)
                 std::cout << r.json() << "\n";
             else
-                print_human(r);
+                std::cout << r.text();
             if (!a.trace.empty() && !a.json)
                 std::cout << "  trace: " << a.trace << "\n";
             if (!a.timeline.empty() && !a.json)
                 std::cout << "  timeline: " << a.timeline << "\n";
-            return (r.checked && !r.correct) || r.report.race_count || r.report.deadlock ? 1 : 0;
+            return r.failed() ? 1 : 0;
         } else if (a.command == "emit") {
             emit(a);
         } else if (a.command == "fuzz") {

@@ -277,4 +277,30 @@ std::string RunResult::json() const {
     return j.dump();
 }
 
+std::string RunResult::text() const {
+    char line[256];
+    std::string out;
+    auto add = [&](const char *format, auto... values) {
+        std::snprintf(line, sizeof line, format, values...);
+        out += line;
+    };
+    add("%s on %s, schedule %s\n", app.c_str(), target.c_str(), schedule.c_str());
+    if (checked)
+        add("  correct: %s (max_rel_err %.3g)\n", correct ? "yes" : "NO", max_rel_err);
+    add("  cycles %lld, bound %lld, efficiency %.3f, roofline %.0f (fraction %.3f)\n",
+        (long long)report.cycles, (long long)report.bound_cycles, efficiency(), roofline_cycles,
+        roofline_fraction());
+    for (const sim::EngineBusy &b : report.busy)
+        add("  busy %-14s %lld\n", b.engine.c_str(), (long long)b.busy);
+    add("  races %lld, deadlock %s\n", (long long)report.race_count,
+        report.deadlock ? "YES" : "no");
+    for (const sim::Race &race : report.races)
+        out += "    " + race.str() + "\n";
+    if (report.deadlock)
+        out += "    " + report.deadlock_message + "\n";
+    add("  compile %.0f ms, simulate %.0f ms, reference %.0f ms\n", compile_ms, simulate_ms,
+        reference_ms);
+    return out;
+}
+
 } // namespace tandem::apps

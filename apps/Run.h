@@ -44,6 +44,10 @@ struct RunResult {
     }
     /** One JSON object with every field the CLI promises. */
     std::string json() const;
+    /** The same for a person: correctness, cycles and bound, engines, hazards. */
+    std::string text() const;
+    /** The run found something wrong: a wrong result, a race or a deadlock. */
+    bool failed() const { return (checked && !correct) || report.race_count || report.deadlock; }
 };
 
 /** Adds the kernel's arguments to `machine` as DRAM buffers: inputs filled with seeded random

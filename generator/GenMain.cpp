@@ -1,5 +1,6 @@
 #include "GenMain.h"
 
+#include "Run.h"
 #include "Tune.h"
 #include "TuningDb.h"
 #include "common/Backend.h"
@@ -124,6 +125,24 @@ int tune_main(const std::string &name, const std::string &target, const apps::Pa
     return 0;
 }
 
+int run_main(const std::string &name, const std::string &target, const apps::Params &given,
+             bool json, const std::string &trace, const std::string &timeline, uint64_t seed) {
+    apps::RunOptions o;
+    o.target = target;
+    o.trace = trace;
+    o.timeline = timeline;
+    o.seed = seed;
+    for (const auto &[k, v] : given.values()) {
+        if (k == "schedule")
+            o.schedule = v;
+        else
+            o.params.set(k, v);
+    }
+    const apps::RunResult r = apps::run(apps::find_app(name), o);
+    std::cout << (json ? r.json() + "\n" : r.text());
+    return r.failed() ? 1 : 0;
+}
+
 } // namespace
 
 int generator_main(int argc, char **argv) {
@@ -133,7 +152,8 @@ int generator_main(int argc, char **argv) {
                       "the generators and their parameters, then the flags (also -help)");
     std::string name, dir, function, emit = "stmt,code";
     std::vector<std::string> assignments;
-    bool tune = false, tune_worker = false;
+    bool tune = false, tune_worker = false, run = false, json = false;
+    std::string trace, timeline;
     std::string db;
     int budget = 64, jobs = 1;
     double seconds = 0, lease = 60, idle_exit = 0;
@@ -143,6 +163,14 @@ int generator_main(int argc, char **argv) {
     app.add_flag("--tune", tune,
                  "autotune the generator's Tunable parameters for the target and the parameters "
                  "given, recording each candidate in the tuning database (--db); writes nothing");
+    app.add_flag("--run", run,
+                 "run the generator on the target's machine model (no library built) on random "
+                 "inputs, check it against the generator's reference on the CPU, and report "
+                 "cycles, roofline and hazards; exit 1 when it is wrong, races or deadlocks. "
+                 "schedule=... picks a schedule; a runtime extent runs at its estimate");
+    app.add_flag("--json", json, "--run: the report as one JSON object");
+    app.add_option("--trace", trace, "--run: a Chrome/Perfetto trace of the run");
+    app.add_option("--timeline", timeline, "--run: an SVG picture of the overlap");
     app.add_flag("--tune-worker", tune_worker,
                  "measure the candidates of this program's generators that tuners "
                  "queued in the shared database (--db)");
@@ -151,7 +179,7 @@ int generator_main(int argc, char **argv) {
     app.add_option("--budget", budget, "--tune: candidates to try")->check(CLI::PositiveNumber);
     app.add_option("--jobs", jobs, "candidates measured at once")->check(CLI::NonNegativeNumber);
     app.add_option("--seconds", seconds, "--tune: stop after this long as well");
-    app.add_option("--seed", seed, "--tune: the search's seed");
+    app.add_option("--seed", seed, "--tune: the search's seed; --run: the inputs'");
     app.add_option("--lease", lease, "seconds a worker holds a job between renewals")
         ->check(CLI::PositiveNumber);
     app.add_option("--idle-exit", idle_exit, "--tune-worker: stop after this long without a job");
@@ -189,7 +217,7 @@ int generator_main(int argc, char **argv) {
         }
         if (name.empty())
             throw Error("-g: name the generator (--help lists them)");
-        if (dir.empty() && !tune)
+        if (dir.empty() && !tune && !run)
             throw Error("-o: name the directory the outputs go to");
         std::unique_ptr<GeneratorBase> g = GeneratorRegistry::create(name);
         std::string target_text = "zpu", tuning_db;
@@ -209,6 +237,8 @@ int generator_main(int argc, char **argv) {
         }
         if (tune)
             return tune_main(name, target_text, given, db, budget, jobs, seconds, seed, lease);
+        if (run)
+            return run_main(name, target_text, given, json, trace, timeline, seed);
         if (!tuning_db.empty())
             apply_best(*g, tuning_db, target_text, given);
         Target target = Target::parse(target_text);
@@ -252,6 +282,15 @@ int generator_main(int argc, char **argv) {
         }
     } catch (const Error &e) {
         std::cerr << "error: " << e.what() << "\n";
+        return 1;
+    } catch (const std::exception &e) {
+        // Tandem's or Halide's internal error: reported with what reproduces it, never an abort.
+        std::string command;
+        for (int i = 1; i < argc; i++)
+            command += std::string(" ") + argv[i];
+        std::cerr << "internal error: " << e.what() << "\n  while running" << command
+                  << "\n  (a bug of Tandem, not of the generator: please report it with this "
+                     "command)\n";
         return 1;
     }
     return 0;

@@ -9,6 +9,9 @@
  * defaults my_gen -g NAME --tune [--db URI] [--budget N] [--jobs J] target=T [param=value]...
  *                                        autotunes the Tunable parameters (Tune.h)
  *     my_gen --tune-worker --db URI      measures what tuners of this program's generators queued
+ *     my_gen -g NAME --run [--json] [--timeline F.svg] target=T [param=value]...
+ *                                        runs it on the target's machine model against its
+ *                                        reference (Halide's RunGen, without a library)
  *
  * It builds generator NAME (registered with TANDEM_REGISTER_GENERATOR) for the target with the
  * parameters given, and writes each requested output into DIR as FUNCTION_NAME.<suffix>: stmt (the

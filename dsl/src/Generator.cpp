@@ -106,6 +106,41 @@ void GeneratorBase::add_output(Func *output, const std::string &name, Halide::Ty
     outputs_.push_back({output, name, type, rank});
 }
 
+namespace {
+
+/** Halide's default for a dimension generate() leaves unconstrained (any min, extent and stride
+ * at the call), as Tandem takes it: a runtime extent starting at 0, in a dense buffer (the kernel
+ * checks the call's buffer). What the generator set stays. */
+void default_to_dense(Halide::OutputImageParam tensor) {
+    const Halide::Internal::Parameter &p = tensor.parameter();
+    for (int d = 0; d < tensor.dimensions(); d++) {
+        Halide::Internal::Dimension dim = tensor.dim(d);
+        if (!p.min_constraint(d).defined())
+            dim.set_min(0);
+        if (d > 0 && !p.stride_constraint(d).defined())
+            dim.set_stride(tensor.dim(d - 1).stride() * tensor.dim(d - 1).extent());
+    }
+}
+
+} // namespace
+
+void dense_shape(Halide::OutputImageParam tensor, const std::vector<int> &extents, bool runtime,
+                 const std::vector<bool> &fixed) {
+    if (int(extents.size()) != tensor.dimensions()) {
+        throw Error("dense_shape(" + tensor.name() + "): " + std::to_string(extents.size()) +
+                    " extents for " + std::to_string(tensor.dimensions()) + " dimensions");
+    }
+    for (size_t d = 0; d < extents.size(); d++) {
+        Halide::Internal::Dimension dim = tensor.dim(int(d));
+        if (!runtime || (d < fixed.size() && fixed[d]))
+            dim.set_bounds(0, extents[d]);
+        else
+            dim.set_min(0).set_estimate(0, extents[d]);
+        if (d > 0)
+            dim.set_stride(tensor.dim(int(d) - 1).stride() * tensor.dim(int(d) - 1).extent());
+    }
+}
+
 GeneratorBase::Pipeline GeneratorBase::build_algorithm() {
     if (built_)
         throw Error("generator " + name_ +
@@ -139,6 +174,9 @@ GeneratorBase::Pipeline GeneratorBase::build_algorithm() {
             p.inputs.push_back(image);
     }
     p.output = out;
+    for (const ImageParam &in : p.inputs)
+        default_to_dense(in);
+    default_to_dense(f.output_buffer());
     return p;
 }
 

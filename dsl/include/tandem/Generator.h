@@ -232,17 +232,23 @@ private:
     }
 };
 
-/** A generator input: a Halide ImageParam of element type T and rank D. */
+/** A generator input: a Halide ImageParam of element type T and rank D (dim(), dimensions(),
+ * set_estimates() are the ImageParam's). A dimension generate() does not constrain is Halide's
+ * default: any extent at the call (a runtime extent), starting at 0, dense. */
 template <class T, int D> class Input<Buffer<T, D>> : public ImageParam {
 public:
     explicit Input(const std::string &name) : ImageParam(Halide::type_of<T>(), D, name) {
         detail::generator_under_construction("Input").add_input(this, name, Halide::type_of<T>(),
                                                                 D);
     }
+    /** The pure variables of the input seen as a Func, as Halide's Input<Buffer>::args(). */
+    std::vector<Var> args() const { return Halide::Func(*this).args(); }
 };
 
 /** The generator output: a tandem::Func whose values are of type T over D dimensions
- * (Buffer<void, D>: a type generate() chooses, e.g. from a parameter). */
+ * (Buffer<void, D>: a type generate() chooses, e.g. from a parameter). As Halide's
+ * Output<Buffer>, it forwards its buffer's dim(), dimensions() and set_estimates() once
+ * generate() has defined it (out.dim(0).set_bounds(0, W)), and args() to the Func. */
 template <class T, int D> class Output<Buffer<T, D>> : public Func {
 public:
     explicit Output(const std::string &name) : Func(name) {
@@ -251,7 +257,32 @@ public:
             type = Halide::type_of<T>();
         detail::generator_under_construction("Output").add_output(this, name, type, D);
     }
+    Halide::Internal::Dimension dim(int d) const { return buffer("dim()").dim(d); }
+    int dimensions() const { return D; }
+    std::vector<Var> args() const { return halide().args(); }
+    Output &set_estimates(const Halide::Region &estimates) {
+        buffer("set_estimates()").set_estimates(estimates);
+        return *this;
+    }
+
+private:
+    Halide::OutputImageParam buffer(const char *what) const {
+        if (!halide().defined())
+            throw Error("Output " + name() + ": " + what + " before generate() defines it");
+        return output_buffer();
+    }
 };
+
+/** Gives a tensor a dense shape starting at 0 (extents[0] innermost, each stride the product of
+ * the extents inside it). Static: each extent is set (set_bounds). Runtime: the extents are the
+ * buffer's at each call and `extents` their estimates, but for the dimensions `fixed` marks (e.g.
+ * attention's head size), which stay static. The helper the apps use:
+ *
+ *     dense_shape(in, {W, H});                  // W x H, static
+ *     dense_shape(out.output_buffer(), {W, H}, runtime_shapes);
+ */
+void dense_shape(Halide::OutputImageParam tensor, const std::vector<int> &extents,
+                 bool runtime = false, const std::vector<bool> &fixed = {});
 
 /** Generators by name. */
 class GeneratorRegistry {

@@ -1,0 +1,145 @@
+// Conformance: user kernels over 2-D tiles, written as a user writes generators (outside apps/,
+// the public headers only): activations (GELU, SiLU, tanh, sigmoid), a transpose, a 3x3 stencil,
+// and sums and maxima down the columns. Static shapes, or with runtime=true any shape at the call.
+#include "tandem/Generator.h"
+
+#include <cmath>
+
+using namespace tandem;
+
+namespace {
+
+/** W x H floats in, tiles of TX x TY over the cores. */
+template <class G> class GridKernel : public Generator<G> {
+public:
+    GeneratorParam<int> W{"W", 300, 1, 1 << 20};
+    GeneratorParam<int> H{"H", 70, 1, 1 << 20};
+    GeneratorParam<int> TX{"TX", 64, 1, 4096};
+    GeneratorParam<int> TY{"TY", 8, 1, 4096};
+    GeneratorParam<bool> runtime{"runtime", false};
+
+protected:
+    Var x{"x"}, y{"y"}, xo{"xo"}, yo{"yo"}, xi{"xi"}, yi{"yi"}, t{"t"};
+
+    /** A dense W x H (or any, with runtime) buffer. */
+    template <class B> void shape(B &b, int w, int h) {
+        if (runtime) {
+            b.set_estimates({{0, w}, {0, h}});
+        } else {
+            b.dim(0).set_bounds(0, w);
+            b.dim(1).set_bounds(0, h).set_stride(w);
+        }
+    }
+    /** out in TX x TY tiles over the cores, `in` staged per tile and double-buffered. */
+    void schedule_tiles(Func &out, ImageParam &in) {
+        out.tile(x, y, xo, yo, xi, yi, TX, TY, TailStrategy::GuardWithIf)
+            .fuse(xo, yo, t)
+            .map_to_cores(t);
+        Func tile = Func::staged(in, out);
+        tile.compute_at(out, t).async_copy().multi_buffer(2);
+        out.async_copy();
+    }
+};
+
+class Activation : public GridKernel<Activation> {
+public:
+    GeneratorParam<std::string> act{"act", "gelu", {"gelu", "silu", "tanh", "sigmoid"}};
+    Input<Buffer<float, 2>> in{"in"};
+    Output<Buffer<float, 2>> out{"out"};
+
+    void generate() override {
+        Expr v = in(x, y);
+        const std::string a = act;
+        if (a == "gelu") // the tanh form, as PyTorch's approximate="tanh"
+            out(x, y) =
+                0.5f * v *
+                (1.0f + Halide::tanh(float(std::sqrt(2.0 / M_PI)) * (v + 0.044715f * v * v * v)));
+        else if (a == "silu")
+            out(x, y) = v / (1.0f + Halide::exp(-v));
+        else if (a == "tanh")
+            out(x, y) = Halide::tanh(v);
+        else
+            out(x, y) = 1.0f / (1.0f + Halide::exp(-v));
+        shape(in, W, H);
+        shape(out, W, H);
+    }
+    void schedule() override { schedule_tiles(out, in); }
+};
+TANDEM_REGISTER_GENERATOR(Activation, activation)
+
+/** out(x, y) = in(y, x): in is H x W. */
+class Transpose : public GridKernel<Transpose> {
+public:
+    Input<Buffer<float, 2>> in{"in"};
+    Output<Buffer<float, 2>> out{"out"};
+
+    void generate() override {
+        out(x, y) = in(y, x);
+        shape(in, H, W);
+        shape(out, W, H);
+    }
+    void schedule() override { schedule_tiles(out, in); }
+};
+TANDEM_REGISTER_GENERATOR(Transpose, transpose)
+
+/** A 3x3 blur with weights 1 2 1 / 2 4 2 / 1 2 1 over a (W + 2) x (H + 2) input. */
+class Stencil : public GridKernel<Stencil> {
+public:
+    Input<Buffer<float, 2>> in{"in"};
+    Output<Buffer<float, 2>> out{"out"};
+
+    void generate() override {
+        Expr s = 0.0f;
+        for (int j = 0; j < 3; j++)
+            for (int i = 0; i < 3; i++)
+                s += float((i == 1 ? 2 : 1) * (j == 1 ? 2 : 1)) * in(x + i, y + j);
+        out(x, y) = s / 16.0f;
+        shape(in, W + 2, H + 2);
+        shape(out, W, H);
+    }
+    void schedule() override { schedule_tiles(out, in); }
+};
+TANDEM_REGISTER_GENERATOR(Stencil, stencil)
+
+/** The sum (or the max) of each column of a W x H input: out(x). */
+class ColumnReduce : public GridKernel<ColumnReduce> {
+public:
+    GeneratorParam<std::string> op{"op", "sum", {"sum", "max"}};
+    Input<Buffer<float, 2>> in{"in"};
+    Output<Buffer<float, 1>> out{"out"};
+
+    void generate() override {
+        RDom k(0, in.dim(1).extent());
+        if (op.value() == "sum") {
+            acc(x) = 0.0f;
+            acc(x) += in(x, k);
+        } else {
+            acc(x) = Halide::Float(32).min();
+            acc(x) = Halide::max(acc(x), in(x, k));
+        }
+        out(x) = acc(x);
+        k_y = k.x;
+        shape(in, W, H);
+        if (runtime)
+            out.set_estimates({{0, W}});
+        else
+            out.dim(0).set_bounds(0, W);
+    }
+    /** TX columns per tile over the cores; down them TY rows at a time, double-buffered. */
+    void schedule() override {
+        RVar ko("ko"), ki("ki");
+        out.split(x, xo, xi, TX, TailStrategy::GuardWithIf).map_to_cores(xo);
+        acc.compute_at(out, xo);
+        acc.update().split(k_y, ko, ki, TY, TailStrategy::GuardWithIf).reorder(x, ki, ko);
+        Func tile = Func::staged(in, acc);
+        tile.compute_at(acc, ko).async_copy().multi_buffer(2);
+        out.async_copy();
+    }
+
+private:
+    Func acc{"acc"};
+    Halide::RVar k_y;
+};
+TANDEM_REGISTER_GENERATOR(ColumnReduce, column_reduce)
+
+} // namespace
