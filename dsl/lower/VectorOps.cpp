@@ -162,11 +162,11 @@ private:
     void record(const std::string &name, const Expr &index, bool write) {
         if (name == ctx.output ||
             std::find(ctx.inputs.begin(), ctx.inputs.end(), name) != ctx.inputs.end()) {
-            throw Error(
-                "Func '" + current + "': it " + (write ? "writes " : "reads ") + name +
-                " in DRAM from vector code; on the zpu the vector core works on chip only - "
-                "stage " +
-                name + " with " + name + ".in(" + current + ") computed inside a loop");
+            throw Error("Func '" + current + "': it " + (write ? "writes " : "reads ") + name +
+                        " in DRAM from vector code, where Tandem could not stage it (" + current +
+                        " is inlined or computed at the root); on " + ctx.target.name() +
+                        " vector code works on chip only - stage " + name + " with " +
+                        "Func::staged(" + name + ", consumer).compute_at(consumer, tile loop)");
         }
         Interval r = bounds_of_expr_in_scope(index, scope);
         if (!r.is_bounded()) {

@@ -2,6 +2,7 @@
 
 #include "tandem/AsyncIR.h"
 
+#include "../lower/DefaultStaging.h"
 #include "../lower/RequiredRegions.h"
 #include "../lower/Targets.h"
 #include "../lower/Validate.h"
@@ -277,6 +278,7 @@ Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const 
     ctx.output_func = &output;
     for (const ImageParam &p : inputs)
         ctx.inputs.push_back(p.name());
+    lower::stage_inputs_read_by_vector_code(output, inputs, ctx);
     lower::validate_schedule(output, ctx);
 
     Kernel k;

@@ -1,0 +1,26 @@
+#ifndef TANDEM_LOWER_DEFAULT_STAGING_H
+#define TANDEM_LOWER_DEFAULT_STAGING_H
+
+/** \file
+ * Staging the user did not write, before Halide's lowering. The vector units of every target work
+ * on chip, so an input that a Func's vector code reads straight from DRAM (a bias, a residual,
+ * layernorm's gamma and beta) is staged for that Func, where the Func is computed: as if the user
+ * had written
+ *
+ *     Func gamma_tile = Func::staged(gamma, out);
+ *     gamma_tile.compute_at(out, t);            // out's map_to_cores loop, or out's compute_at
+ *
+ * with a note saying so. A copy the user staged (Func::staged, in()) is theirs and stays; an
+ * input of a tile_mma or of an inlined Func is left to the passes that report it.
+ */
+
+#include "tandem/Kernel.h"
+
+namespace tandem::lower {
+
+void stage_inputs_read_by_vector_code(const Func &output, const std::vector<ImageParam> &inputs,
+                                      CompileContext &ctx);
+
+} // namespace tandem::lower
+
+#endif
