@@ -270,8 +270,10 @@ int fitting_stages(const MmaTiles &tiles, const Target &target) {
     return t.fitting_stages ? t.fitting_stages(tiles, target) : 3;
 }
 
-Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const Target &target,
-               const std::string &name) {
+namespace {
+
+Kernel compile_kernel(const Func &output, const std::vector<ImageParam> &inputs,
+                      const Target &target, const std::string &name) {
     CompileContext ctx;
     ctx.target = target;
     ctx.output = output.name();
@@ -343,6 +345,17 @@ Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const 
     k.barriers = ctx.barriers;
     lower::validate_kernel(k);
     return k;
+}
+
+} // namespace
+
+Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const Target &target,
+               const std::string &name) {
+    try {
+        return compile_kernel(output, inputs, target, name);
+    } catch (const Error &e) {
+        throw Error(in_user_words(e.what()));
+    }
 }
 
 } // namespace tandem

@@ -1,7 +1,8 @@
 // Conformance: user kernels over rows, written as a user writes generators (outside apps/, the
 // public headers only, Halide's API): softmax, log-softmax, layernorm, rmsnorm, a row's mean
 // subtracted (a value of the row broadcast along it). Each takes static shapes (set_bounds) or,
-// with runtime=true, any shape at the call: only estimates, as Halide generators do by default.
+// with runtime=true, any number of rows at the call: an estimate only, as Halide generators do by
+// default.
 #include "tandem/Generator.h"
 
 using namespace tandem;
@@ -22,10 +23,13 @@ public:
 protected:
     Var c{"c"}, r{"r"}, ro{"ro"}, ri{"ri"};
 
-    /** The shapes: static bounds, or estimates only (runtime extents). */
+    /** The shapes: static bounds, or with runtime any number of rows (an estimate only, a
+     * runtime extent) of C values: a tile holds whole rows, so their length is static. */
     void shape() {
         if (runtime) {
+            in.dim(0).set_bounds(0, C);
             in.set_estimates({{0, C}, {0, R}});
+            out.dim(0).set_bounds(0, C);
             out.set_estimates({{0, C}, {0, R}});
         } else {
             in.dim(0).set_bounds(0, C);
@@ -97,12 +101,8 @@ public:
         var(r) += (in(k, r) - mean(r)) * (in(k, r) - mean(r));
         out(c, r) = (in(c, r) - mean(r)) / Halide::sqrt(var(r) / n + 1e-5f) * gamma(c) + beta(c);
         shape();
-        for (Input<Buffer<float, 1>> *p : {&gamma, &beta}) {
-            if (runtime)
-                p->set_estimates({{0, C}});
-            else
-                p->dim(0).set_bounds(0, C);
-        }
+        for (Input<Buffer<float, 1>> *p : {&gamma, &beta})
+            p->dim(0).set_bounds(0, C);
     }
     void schedule() override { schedule_rows({&sum, &mean, &var}); }
 
@@ -122,10 +122,7 @@ public:
         out(c, r) =
             in(c, r) * w(c) / Halide::sqrt(ss(r) / Halide::cast<float>(in.dim(0).extent()) + 1e-6f);
         shape();
-        if (runtime)
-            w.set_estimates({{0, C}});
-        else
-            w.dim(0).set_bounds(0, C);
+        w.dim(0).set_bounds(0, C);
     }
     void schedule() override { schedule_rows({&ss}); }
 

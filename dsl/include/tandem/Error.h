@@ -2,6 +2,7 @@
 #define TANDEM_ERROR_H
 
 #include <stdexcept>
+#include <string>
 
 namespace tandem {
 
@@ -18,6 +19,12 @@ struct ShapeError : Error {
         : Error(message), target_limit(target_limit) {}
     bool target_limit;
 };
+
+/** `message` with the names Halide and Tandem's passes give to Funcs and loops in the user's
+ * words: "A_im$5_in_acc$6$0" -> "the staged copy of A for acc", "out$8_stage" -> "the output
+ * tile of out", "out$8.s0.x.rebased" -> "out.x", "C$3" -> "C". Every user error of compile()
+ * passes through it. */
+std::string in_user_words(const std::string &message);
 
 } // namespace tandem
 
