@@ -1,5 +1,7 @@
 #include "Run.h"
 
+#include <regex>
+
 #include "common/Backend.h"
 #include "common/Evaluator.h"
 
@@ -9,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <random>
+#include <regex>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -142,7 +145,7 @@ Kernel compile_app(const App &app, const Params &params, const std::string &sche
 
 namespace {
 
-/** Whether the pipeline of `output` calls a math function (exp, log, tanh, ...). */
+/** Whether the pipeline of `output` calls a transcendental function (exp, log, tanh, ...). */
 bool calls_math(const Halide::Func &output) {
     using namespace Halide::Internal;
     class Find : public IRGraphVisitor {
@@ -150,7 +153,10 @@ bool calls_math(const Halide::Func &output) {
         bool found = false;
         using IRGraphVisitor::visit;
         void visit(const Call *op) override {
-            found |= op->call_type == Call::PureExtern;
+            static const std::regex transcendental(
+                "(exp|log|pow|tanh|sinh|cosh|sin|cos|tan|asin|acos|atan|atan2|erf)_f(16|32|64)");
+            found |=
+                op->call_type == Call::PureExtern && std::regex_match(op->name, transcendental);
             IRGraphVisitor::visit(op);
         }
     } find;
@@ -169,8 +175,9 @@ Halide::Target reference_target(const Halide::Func &output) {
     // Each float op rounds as written (no fused multiply-add), as the targets' element math does;
     // a contraction the kernel does not make shows up where terms cancel (fuzz: elementwise W=1
     // H=1, a * b + max(c, 0) * 0.5 near 0). StrictFloat says so, but LLVM 14 takes minutes on
-    // Halide's exp or log under it (a 1000 x 64 softmax: 90 s), so a pipeline with math
-    // functions instead leaves out the instructions that contract: FMA, and AVX-512 with it.
+    // Halide's exp or log under it (a 1000 x 64 softmax: 90 s), so a pipeline with
+    // transcendental functions instead leaves out the instructions that contract: FMA, and
+    // AVX-512 with it.
     Halide::Target host = Halide::get_jit_target_from_environment().without_feature(
         Halide::Target::AVX512_SapphireRapids);
     if (!calls_math(output))

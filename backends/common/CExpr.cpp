@@ -1,5 +1,6 @@
 #include "CExpr.h"
 
+#include <cmath>
 #include <iomanip>
 #include <map>
 #include <sstream>
@@ -123,12 +124,20 @@ std::string CExpr::uint_literal(uint64_t value) const {
 }
 
 std::string CExpr::float_literal(double value, const Halide::Type &t) const {
-    std::ostringstream s;
-    s << std::setprecision(9) << float(value);
-    std::string v = s.str();
-    if (v.find_first_of(".e") == std::string::npos && v.find("inf") == std::string::npos)
-        v += ".0";
-    return t.is_bfloat() ? rounded(t, v + "f") : v + "f";
+    std::string v;
+    if (std::isinf(value)) { // a max's identity: Float(32).min() is -infinity
+        v = value > 0 ? "__builtin_inff()" : "(-__builtin_inff())";
+    } else if (std::isnan(value)) {
+        v = "__builtin_nanf(\"\")";
+    } else {
+        std::ostringstream s;
+        s << std::setprecision(9) << float(value);
+        v = s.str();
+        if (v.find_first_of(".e") == std::string::npos)
+            v += ".0";
+        v += "f";
+    }
+    return t.is_bfloat() ? rounded(t, v) : v;
 }
 
 std::string CExpr::binary(const Halide::Type &t, const Halide::Expr &a, const Halide::Expr &b,

@@ -1,0 +1,228 @@
+// The conformance kernels through their libraries, as a user calls them: each case built for the
+// zpu and for ascend by add_tandem_library (tests/conformance/CMakeLists.txt), called through
+// Halide's _argv convention with Halide::Runtime::Buffer on seeded random inputs, its output
+// checked against a plain loop. A runtime-shape library is called at several shapes, 1 x 1 and
+// primes among them; a buffer of the wrong shape returns an error code and writes nothing.
+#include "conformance_libraries.h" // the libraries' headers and TANDEM_CONFORMANCE_LIBRARIES
+
+#include <HalideBuffer.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using Buffer = Halide::Runtime::Buffer<float>;
+
+struct Library {
+    const char *name, *target, *generator, *params;
+    int (*argv)(void **);
+    const halide_filter_metadata_t *(*metadata)(void);
+};
+std::ostream &operator<<(std::ostream &os, const Library &l) {
+    return os << l.name;
+}
+
+const std::vector<Library> libraries = {
+#define TANDEM_LIBRARY(name, target, generator, params)                                            \
+    {#name, target, generator, params, name##_argv, name##_metadata},
+    TANDEM_CONFORMANCE_LIBRARIES(TANDEM_LIBRARY)
+#undef TANDEM_LIBRARY
+};
+
+/** The parameters of a case ("act=gelu runtime=true") by name. */
+std::map<std::string, std::string> parse(const std::string &params) {
+    std::map<std::string, std::string> p;
+    std::istringstream in(params);
+    std::string kv;
+    while (in >> kv)
+        p[kv.substr(0, kv.find('='))] = kv.substr(kv.find('=') + 1);
+    return p;
+}
+
+/** The plain loop of each generator: out from the inputs (in declaration order). */
+void reference(const std::string &generator, const std::map<std::string, std::string> &p,
+               const std::vector<Buffer> &in, Buffer &out) {
+    const Buffer &a = in[0];
+    auto rows = [&](const std::function<void(int r)> &row) {
+        for (int r = 0; r < out.dim(1).extent(); r++)
+            row(r);
+    };
+    const int C = a.dim(0).extent();
+    if (generator == "softmax" || generator == "log_softmax") {
+        rows([&](int r) {
+            float mx = -INFINITY, sum = 0;
+            for (int c = 0; c < C; c++)
+                mx = std::max(mx, a(c, r));
+            for (int c = 0; c < C; c++)
+                sum += std::exp(a(c, r) - mx);
+            for (int c = 0; c < C; c++) {
+                out(c, r) = generator == "softmax" ? std::exp(a(c, r) - mx) / sum
+                                                   : a(c, r) - mx - std::log(sum);
+            }
+        });
+    } else if (generator == "layernorm") {
+        rows([&](int r) {
+            double sum = 0, var = 0;
+            for (int c = 0; c < C; c++)
+                sum += a(c, r);
+            const double mean = sum / C;
+            for (int c = 0; c < C; c++)
+                var += (a(c, r) - mean) * (a(c, r) - mean);
+            for (int c = 0; c < C; c++) {
+                out(c, r) =
+                    float((a(c, r) - mean) / std::sqrt(var / C + 1e-5) * in[1](c) + in[2](c));
+            }
+        });
+    } else if (generator == "user_rmsnorm") {
+        rows([&](int r) {
+            double ss = 0;
+            for (int c = 0; c < C; c++)
+                ss += double(a(c, r)) * a(c, r);
+            for (int c = 0; c < C; c++)
+                out(c, r) = float(a(c, r) * in[1](c) / std::sqrt(ss / C + 1e-6));
+        });
+    } else if (generator == "subtract_mean") {
+        rows([&](int r) {
+            double sum = 0;
+            for (int c = 0; c < C; c++)
+                sum += a(c, r);
+            for (int c = 0; c < C; c++)
+                out(c, r) = float(a(c, r) - sum / C);
+        });
+    } else if (generator == "activation") {
+        const std::string act = p.count("act") ? p.at("act") : "gelu";
+        out.for_each_element([&](int x, int y) {
+            const double v = a(x, y);
+            out(x, y) = float(
+                act == "gelu"
+                    ? 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)))
+                : act == "silu" ? v / (1 + std::exp(-v))
+                : act == "tanh" ? std::tanh(v)
+                                : 1 / (1 + std::exp(-v)));
+        });
+    } else if (generator == "transpose") {
+        out.for_each_element([&](int x, int y) { out(x, y) = a(y, x); });
+    } else if (generator == "stencil") {
+        out.for_each_element([&](int x, int y) {
+            double s = 0;
+            for (int j = 0; j < 3; j++)
+                for (int i = 0; i < 3; i++)
+                    s += (i == 1 ? 2 : 1) * (j == 1 ? 2 : 1) * a(x + i, y + j);
+            out(x, y) = float(s / 16);
+        });
+    } else if (generator == "column_reduce") {
+        const bool max = p.count("op") && p.at("op") == "max";
+        for (int x = 0; x < out.dim(0).extent(); x++) {
+            double v = max ? -INFINITY : 0;
+            for (int y = 0; y < a.dim(1).extent(); y++)
+                v = max ? std::max<double>(v, a(x, y)) : v + a(x, y);
+            out(x) = float(v);
+        }
+    } else {
+        FAIL() << "no plain loop for generator " << generator;
+    }
+}
+
+/** The extents of every argument of `lib` at problem size (n0, n1) (a runtime-shape call), by the
+ * generator's shapes; the static extents when n0 is 0. */
+std::vector<std::vector<int>> extents_at(const Library &lib, int n0, int n1) {
+    const halide_filter_metadata_t *m = lib.metadata();
+    std::vector<std::vector<int>> all;
+    for (int i = 0; i < m->num_arguments; i++) {
+        const halide_filter_argument_t &arg = m->arguments[i];
+        std::vector<int> e;
+        for (int d = 0; d < arg.dimensions; d++)
+            e.push_back(int(*arg.buffer_estimates[2 * d + 1]));
+        if (n0 > 0) {
+            const std::string g = lib.generator;
+            if (g == "transpose")
+                e = arg.kind == halide_argument_kind_output_buffer ? std::vector<int>{n0, n1}
+                                                                   : std::vector<int>{n1, n0};
+            else if (g == "stencil")
+                e = arg.kind == halide_argument_kind_output_buffer
+                        ? std::vector<int>{n0, n1}
+                        : std::vector<int>{n0 + 2, n1 + 2};
+            else if (arg.dimensions == 2)
+                e[1] = n1; // a row kernel's rows (their length is static) or a grid's height
+            if (g == "activation" || g == "column_reduce")
+                e[0] = n0;
+        }
+        all.push_back(e);
+    }
+    return all;
+}
+
+/** Calls `lib` at `extents` on random inputs; compares with the plain loop. */
+void check(const Library &lib, const std::vector<std::vector<int>> &extents, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> value(-2.0f, 2.0f);
+    std::vector<Buffer> inputs;
+    for (size_t i = 0; i + 1 < extents.size(); i++) {
+        inputs.emplace_back(extents[i]);
+        inputs.back().for_each_value([&](float &v) { v = value(rng); });
+    }
+    Buffer out(extents.back()), want(extents.back());
+    out.fill(NAN);
+    std::vector<void *> args;
+    for (Buffer &b : inputs)
+        args.push_back(b.raw_buffer());
+    args.push_back(out.raw_buffer());
+    ASSERT_EQ(lib.argv(args.data()), 0) << lib.name;
+    reference(lib.generator, parse(lib.params), inputs, want);
+    double scale = 0;
+    want.for_each_value([&](float v) { scale = std::max(scale, double(std::fabs(v))); });
+    int bad = 0;
+    const int width = want.dim(0).extent();
+    for (size_t i = 0; i < want.number_of_elements(); i++) { // dense, the same shape
+        const double w = want.data()[i], g = out.data()[i];
+        if (!(std::fabs(g - w) <= 1e-5 * scale + 1e-4 * std::fabs(w) + 1e-6) && bad++ < 5) {
+            ADD_FAILURE() << lib.name << " at (" << i % width << ", " << i / width << "): " << g
+                          << ", the loop says " << w;
+        }
+    }
+}
+
+bool runtime(const Library &lib) {
+    return parse(lib.params).count("runtime");
+}
+
+class Conformance : public ::testing::TestWithParam<Library> {};
+
+TEST_P(Conformance, MatchesThePlainLoop) {
+    const Library &lib = GetParam();
+    check(lib, extents_at(lib, 0, 0), 1);
+    if (!runtime(lib))
+        return;
+    for (auto [n0, n1] : std::vector<std::pair<int, int>>{{1, 1}, {7, 13}, {130, 3}})
+        check(lib, extents_at(lib, n0, n1), 2);
+}
+
+TEST_P(Conformance, RefusesABadBufferWithoutWriting) {
+    const Library &lib = GetParam();
+    std::vector<std::vector<int>> extents = extents_at(lib, 0, 0);
+    extents.front().front() += 1; // the first input one element wider than the kernel reads
+    if (runtime(lib))
+        extents.front() = std::vector<int>(extents.front().size(), 1); // smaller than out needs
+    std::vector<Buffer> buffers;
+    for (const std::vector<int> &e : extents)
+        buffers.emplace_back(e);
+    buffers.back().fill(-7.0f);
+    std::vector<void *> args;
+    for (Buffer &b : buffers)
+        args.push_back(b.raw_buffer());
+    EXPECT_NE(lib.argv(args.data()), 0) << lib.name;
+    buffers.back().for_each_value([&](float v) { ASSERT_EQ(v, -7.0f); });
+}
+
+INSTANTIATE_TEST_SUITE_P(Libraries, Conformance, ::testing::ValuesIn(libraries),
+                         [](const auto &info) { return std::string(info.param.name); });
+
+} // namespace
