@@ -1,5 +1,6 @@
 #include "CExpr.h"
 
+#include <cmath>
 #include <iomanip>
 #include <map>
 #include <sstream>
@@ -123,6 +124,11 @@ std::string CExpr::uint_literal(uint64_t value) const {
 }
 
 std::string CExpr::float_literal(double value, const Halide::Type &t) const {
+    // (C++ has no literal for them: the compilers' builtins, constant expressions)
+    if (std::isinf(value))
+        return value < 0 ? "(-__builtin_huge_valf())" : "__builtin_huge_valf()";
+    if (std::isnan(value))
+        return "__builtin_nanf(\"\")";
     std::ostringstream s;
     s << std::setprecision(9) << float(value);
     std::string v = s.str();
