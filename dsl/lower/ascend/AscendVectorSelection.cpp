@@ -34,6 +34,12 @@ void Selection::count_reads(const Expr &e) {
         count_reads(child);
 }
 
+bool misaligned(const Expr &offset) {
+    const Expr rest = simplify(offset % kPerBlock);
+    const int64_t *m = as_const_int(rest);
+    return m && *m != 0;
+}
+
 Value Selection::classify(const Load *l) const {
     Value v;
     if (l->type != Halide::Float(32))
@@ -55,6 +61,10 @@ Value Selection::classify(const Load *l) const {
         if (!is_const(s))
             return v;
     }
+    // An operand that starts inside a 32-byte block (a shifted window: in(x + 1, y)) has no
+    // vector instruction (chunks' own starts: AscendVector's chunking decides).
+    if (shape.first_row == 0 && misaligned(base))
+        return v;
     v.buffer = l->name;
     v.offset = base;
     if (!shape.rowwise) {

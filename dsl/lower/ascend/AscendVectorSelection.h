@@ -84,6 +84,9 @@ struct Group {
     std::vector<ir::VectorInstruction> instructions;
 };
 
+/** Whether an element offset provably starts inside a 32-byte block. */
+bool misaligned(const Expr &offset);
+
 /** The loads in an Expr, outermost first. */
 std::vector<const Halide::Internal::Load *> loads_in(const Expr &value);
 
