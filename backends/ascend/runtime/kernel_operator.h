@@ -788,7 +788,7 @@ TANDEM_ASCEND_BINARY(Min)
         detail::Lanes<T>{};                                                                        \
         tandem::sim::ascend::VectorCall v;                                                         \
         v.dst = detail::operand(dst, p.dstBlkStride, p.dstRepStride);                              \
-        v.srcs = {detail::operand(src, p.srcBlkStride, p.srcRepStride)};                           \
+        v.srcs.push_back(detail::operand(src, p.srcBlkStride, p.srcRepStride));                    \
         v.scalar = scalarValue;                                                                    \
         detail::repeated(#NAME, v, mask, repeatTime);                                              \
     }
@@ -809,7 +809,7 @@ TANDEM_ASCEND_SCALAR(Mins)
         detail::Lanes<T>{};                                                                        \
         tandem::sim::ascend::VectorCall v;                                                         \
         v.dst = detail::operand(dst, p.dstBlkStride, p.dstRepStride);                              \
-        v.srcs = {detail::operand(src, p.srcBlkStride, p.srcRepStride)};                           \
+        v.srcs.push_back(detail::operand(src, p.srcBlkStride, p.srcRepStride));                    \
         detail::repeated(#NAME, v, mask, repeatTime);                                              \
     }
 TANDEM_ASCEND_UNARY(Exp)
@@ -831,7 +831,7 @@ void Brcb(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const uint8_t r
     detail::Lanes<T>{};
     tandem::sim::ascend::VectorCall v;
     v.dst = detail::operand(dst, p.dstBlkStride, p.dstRepStride);
-    v.srcs = {detail::operand(src0)};
+    v.srcs.push_back(detail::operand(src0));
     detail::repeated("Brcb", v, 0, repeatTime);
 }
 
@@ -875,7 +875,7 @@ enum class ReduceOrder : uint8_t {
         detail::Lanes<T>{};                                                                        \
         tandem::sim::ascend::VectorCall v;                                                         \
         v.dst = detail::operand(dst, 1, dstRepStride);                                             \
-        v.srcs = {detail::operand(src, srcBlkStride, srcRepStride)};                               \
+        v.srcs.push_back(detail::operand(src, srcBlkStride, srcRepStride));                        \
         v.mode = int(order);                                                                       \
         detail::repeated(#NAME, v, uint64_t(mask), uint8_t(repeatTime));                           \
     }
@@ -930,7 +930,7 @@ void Cast(const LocalTensor<T> &dst, const LocalTensor<U> &src, const RoundMode 
                   "Tandem's runtime casts float to bfloat16_t");
     tandem::sim::ascend::VectorCall v;
     v.dst = detail::operand(dst);
-    v.srcs = {detail::operand(src)};
+    v.srcs.push_back(detail::operand(src));
     v.count = count;
     v.mode = int(roundMode);
     detail::call("Cast", v);
