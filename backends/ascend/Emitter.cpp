@@ -662,6 +662,13 @@ private:
         auto stride = [&](size_t i, bool repeat) {
             return std::to_string(repeat ? vi.strides[i].second : vi.strides[i].first);
         };
+        if (vi.op == "WholeReduceMax" || vi.op == "WholeReduceMin") {
+            // (dst, src, mask, repeatTime, dstRepStride, srcBlkStride, srcRepStride, order)
+            os << ", " << arg(vi.mask) << ", " << arg(vi.repeats) << ", " << stride(0, true) << ", "
+               << stride(1, false) << ", " << stride(1, true)
+               << ", AscendC::ReduceOrder::ORDER_ONLY_VALUE);\n";
+            return;
+        }
         if (vi.op == "Brcb") {
             os << ", " << arg(vi.repeats) << ", AscendC::BrcbRepeatParams(" << stride(0, false)
                << ", " << stride(0, true) << "));\n";

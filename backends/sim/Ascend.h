@@ -108,10 +108,16 @@ struct VectorOperand {
  * binary tree within each 64-element repeat, the repeats' sums added in order (dst needs 4-byte
  * alignment). Compare (count form, count a multiple of 64; mode CMPMODE LT GT EQ LE GE NE = 0..5):
  * the mask dst. Select (count form, mode 2 = VSEL_TENSOR_TENSOR_MODE; srcs: mask, src0, src1): src0
- * where the bit is 1. Cast (count form, mode 1 = RoundMode::CAST_RINT): a bfloat16_t dst from a
- * float src, rounded to nearest, ties to even (docs: Cast, Atlas A2 float -> bfloat16_t). Costs the
- * lane bytes (vector_cycles) - a repeat costs all 256 bytes of it - Div, Exp, Ln and Sqrt twice (32
- * f32 per cycle), ReduceSum two passes. */
+ * where the bit is 1. ReduceMax, ReduceMin (count form, mode 0 = calIndex false; srcs: src,
+ * sharedTmpBuffer): dst[0] = the extreme of src[0, count) (dst 8-byte aligned, and may lie in
+ * sharedTmpBuffer, which gets the first round's (value, index) per repeat). WholeReduceMax,
+ * WholeReduceMin (repeat form, mode 2 = ReduceOrder::ORDER_ONLY_VALUE): dst[r * dst.repeat_stride]
+ * (in values, 4-byte aligned) = the extreme of repeat r's masked lanes. Cast (count form, mode 1 =
+ * RoundMode::CAST_RINT): a bfloat16_t dst from a float src, rounded to nearest, ties to even (docs:
+ * Cast, Atlas A2 float -> bfloat16_t). Costs the lane bytes (vector_cycles) - a repeat costs all
+ * 256 bytes of it - Div, Exp, Ln and Sqrt twice (32 f32 per cycle), ReduceSum, ReduceMax and
+ * ReduceMin two passes (the last two a Tandem assumption), WholeReduceMax / WholeReduceMin seven
+ * times (the docs' ReduceRepeat rate, 64/7 f32 per cycle). */
 struct VectorCall {
     std::string op;
     VectorOperand dst;

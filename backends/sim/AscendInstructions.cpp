@@ -446,18 +446,52 @@ std::vector<Box> Machine::Impl::boxes(const VectorCall &c, const VectorOperand &
     return out;
 }
 
+namespace {
+
+/** ReduceMax's / ReduceMin's sharedTmpBuffer in the count form without the index: the first
+ * round's (value, index) per 64-element repeat, rounded up to whole 32-byte blocks (the docs'
+ * "firstMaxRepeat * 2", RoundUp to elementsPerBlock; a partial last repeat counted). */
+int64_t extreme_tmp_elements(int64_t count) {
+    const int64_t repeats = std::max<int64_t>(1, (count + 63) / 64);
+    return (repeats * 2 + 7) / 8 * 8;
+}
+
+} // namespace
+
 void Machine::Impl::vector_instruction(int core, const VectorCall &c) {
     struct Shape {
         size_t sources;
         double weight; // cost units per lane byte
     };
     static const std::map<std::string, Shape> shapes = {
-        {"Add", {2, 1}},  {"Sub", {2, 1}},       {"Mul", {2, 1}},     {"Div", {2, 2}},
-        {"Max", {2, 1}},  {"Min", {2, 1}},       {"Adds", {1, 1}},    {"Muls", {1, 1}},
-        {"Maxs", {1, 1}}, {"Mins", {1, 1}},      {"Exp", {1, 2}},     {"Ln", {1, 2}},
-        {"Sqrt", {1, 2}}, {"Abs", {1, 1}},       {"Relu", {1, 1}},    {"Duplicate", {0, 1}},
-        {"Brcb", {1, 1}}, {"ReduceSum", {2, 2}}, {"Compare", {2, 1}}, {"Select", {3, 1}},
-        {"Cast", {1, 1}}};
+        {"Add", {2, 1}},
+        {"Sub", {2, 1}},
+        {"Mul", {2, 1}},
+        {"Div", {2, 2}},
+        {"Max", {2, 1}},
+        {"Min", {2, 1}},
+        {"Adds", {1, 1}},
+        {"Muls", {1, 1}},
+        {"Maxs", {1, 1}},
+        {"Mins", {1, 1}},
+        {"Exp", {1, 2}},
+        {"Ln", {1, 2}},
+        {"Sqrt", {1, 2}},
+        {"Abs", {1, 1}},
+        {"Relu", {1, 1}},
+        {"Duplicate", {0, 1}},
+        {"Brcb", {1, 1}},
+        {"ReduceSum", {2, 2}},
+        {"Compare", {2, 1}},
+        {"Select", {3, 1}},
+        {"Cast", {1, 1}},
+        // ReduceMax / ReduceMin (count form): two passes, as ReduceSum (Tandem assumption: the
+        // docs give no rate for them). WholeReduceMax / WholeReduceMin: the docs' ReduceRepeat
+        // rate, 64/7 f32 elements per cycle (docs/ascendc_api_facts.md section 10).
+        {"ReduceMax", {2, 2}},
+        {"ReduceMin", {2, 2}},
+        {"WholeReduceMax", {1, 7}},
+        {"WholeReduceMin", {1, 7}}};
     const std::string what = "vector " + c.op;
     auto shape = shapes.find(c.op);
     if (shape == shapes.end())
@@ -466,8 +500,17 @@ void Machine::Impl::vector_instruction(int core, const VectorCall &c) {
         fail(what, core, "takes " + std::to_string(shape->second.sources) + " source tensors");
     const bool brcb = c.op == "Brcb", reduce = c.op == "ReduceSum", compare = c.op == "Compare",
                select = c.op == "Select", cast = c.op == "Cast";
+    const bool reduce_extreme = c.op == "ReduceMax" || c.op == "ReduceMin";
+    const bool whole_reduce = c.op == "WholeReduceMax" || c.op == "WholeReduceMin";
+    const bool maximum = c.op == "ReduceMax" || c.op == "WholeReduceMax";
+    if (whole_reduce && c.count >= 0)
+        fail(what, core, "is used here in its repeat form only");
+    if (whole_reduce && c.mode != 2)
+        fail(what, core, "only ReduceOrder::ORDER_ONLY_VALUE (2) is in the model");
+    if (reduce_extreme && c.mode != 0)
+        fail(what, core, "only calIndex = false is in the model");
     if (c.count < 0) {
-        if (reduce || compare || select || cast)
+        if (reduce || compare || select || cast || reduce_extreme)
             fail(what, core, "is used here in its count form only");
         if (c.repeats < 0 || c.repeats > 255)
             fail(what, core,
@@ -476,8 +519,10 @@ void Machine::Impl::vector_instruction(int core, const VectorCall &c) {
             fail(what, core,
                  "mask " + std::to_string(c.mask) + " is outside 1..64 (f32 lanes of a repeat)");
         for (const VectorOperand *o : operands(c)) {
+            // (WholeReduce*'s dstRepStride counts values, up to 65535)
+            const bool wide = brcb || (whole_reduce && o == &c.dst);
             if (o->block_stride < 0 || o->repeat_stride < 0 ||
-                o->repeat_stride > (brcb ? 65535 : 255) || o->block_stride > 65535)
+                o->repeat_stride > (wide ? 65535 : 255) || o->block_stride > 65535)
                 fail(what, core, "a stride is outside its field's range");
         }
         if (c.dst.block_stride == 0)
@@ -511,7 +556,11 @@ void Machine::Impl::vector_instruction(int core, const VectorCall &c) {
                  std::string(role) + " '" + b.name + "' is " + dtype_name(b.type) + " in " +
                      mem_name(b.mem) + "; it takes " + dtype_name(want) + " UB tensors");
         const int64_t byte = o.offset * bytes_of(b.type);
-        const int64_t align = reduce && write ? 4 : 32;
+        // ReduceSum's and WholeReduce*'s (value only) f32 destination: 4 bytes; ReduceMax's /
+        // ReduceMin's: 8 (it has room for the index).
+        const int64_t align = (reduce || whole_reduce) && write ? 4
+                              : reduce_extreme && write         ? 8
+                                                                : 32;
         if (byte % align != 0)
             fail(what, core,
                  std::string(role) + " '" + b.name + "' starts at byte " + std::to_string(byte) +
@@ -527,10 +576,16 @@ void Machine::Impl::vector_instruction(int core, const VectorCall &c) {
                                    {c.repeats, int64_t(o.repeat_stride) * 8}}});
         } else if (brcb) {
             touched.push_back(Box{o.offset, {{8 * c.repeats, 1}}});
-        } else if (reduce && write) {
+        } else if ((reduce || reduce_extreme) && write) {
             touched.push_back(Box{o.offset, {{1, 1}}});
         } else if (reduce && &o == &c.srcs[1]) {
             // sharedTmpBuffer: the count form does not use it on the 910B
+        } else if (reduce_extreme && &o == &c.srcs[1]) {
+            // sharedTmpBuffer: the first round's (value, index) per repeat, in whole blocks
+            // (the docs' minimum without the index)
+            touched.push_back(Box{o.offset, {{extreme_tmp_elements(c.count), 1}}});
+        } else if (whole_reduce && write) {
+            touched.push_back(Box{o.offset, {{1, 1}, {c.repeats, int64_t(o.repeat_stride)}}});
         } else {
             touched = boxes(c, o, 8);
         }
@@ -542,7 +597,7 @@ void Machine::Impl::vector_instruction(int core, const VectorCall &c) {
     };
     check(c.dst, true, compare, "destination");
     for (size_t i = 0; i < c.srcs.size(); ++i)
-        check(c.srcs[i], false, select && i == 0, "source");
+        check(c.srcs[i], reduce_extreme && i == 1, select && i == 0, "source");
 
     const int64_t lanes_done =
         c.count >= 0 ? c.count : c.repeats * 64; // a repeat costs all its lanes
@@ -585,6 +640,47 @@ void Machine::Impl::vector_instruction(int core, const VectorCall &c) {
                     total = base == 0 ? level[0] : total + level[0]; // the repeats in order
                 }
                 reinterpret_cast<float *>(out)[dst] = count > 0 ? total : 0.0f;
+            };
+        } else if (reduce_extreme) {
+            // dst[0] = the extreme of src[0, count); sharedTmpBuffer gets each repeat's (value,
+            // index bits) as the first round leaves them.
+            const int64_t count = c.count, dst = c.dst.offset, src = c.srcs[0].offset,
+                          tmp = c.srcs[1].offset;
+            std::byte *work = data(c.srcs[1]);
+            compute = [out, in, work, count, dst, src, tmp, maximum] {
+                const float *s = reinterpret_cast<const float *>(in[0]) + src;
+                float *t = reinterpret_cast<float *>(work) + tmp;
+                float best = 0;
+                for (int64_t base = 0; base < count; base += 64) {
+                    const int64_t n = std::min<int64_t>(64, count - base);
+                    uint32_t at = 0;
+                    for (int64_t i = 1; i < n; ++i)
+                        if (maximum ? s[base + i] > s[base + at] : s[base + i] < s[base + at])
+                            at = uint32_t(i);
+                    const float v = s[base + at];
+                    t[2 * (base / 64)] = v;
+                    std::memcpy(&t[2 * (base / 64) + 1], &at, 4);
+                    best = base == 0 ? v : maximum ? std::max(best, v) : std::min(best, v);
+                }
+                if (count > 0)
+                    reinterpret_cast<float *>(out)[dst] = best;
+            };
+        } else if (whole_reduce) {
+            // dst[r * dstRepStride] = the extreme of repeat r's masked lanes.
+            const std::vector<int64_t> s = lanes(c, c.srcs[0], 8);
+            const int64_t dst = c.dst.offset, stride = c.dst.repeat_stride, repeats = c.repeats;
+            const int mask = c.mask;
+            compute = [out, in, s, dst, stride, repeats, mask, maximum] {
+                const float *x = reinterpret_cast<const float *>(in[0]);
+                float *o = reinterpret_cast<float *>(out);
+                for (int64_t r = 0; r < repeats; ++r) {
+                    float best = x[s[size_t(r * mask)]];
+                    for (int j = 1; j < mask; ++j) {
+                        const float v = x[s[size_t(r * mask + j)]];
+                        best = maximum ? std::max(best, v) : std::min(best, v);
+                    }
+                    o[dst + r * stride] = best;
+                }
             };
         } else if (compare) {
             const int64_t count = c.count, dst = c.dst.offset, a = c.srcs[0].offset,

@@ -236,6 +236,8 @@ const std::map<std::string, std::string> &ascendc_references() {
         {"AscendC::Sqrt",
          "include/basic_api/kernel_operator_vec_*_intf.h (count form); docs: Sqrt"},
         {"AscendC::Abs", "include/basic_api/kernel_operator_vec_*_intf.h (count form); docs: Abs"},
+        {"AscendC::Exp", "include/basic_api/kernel_operator_vec_*_intf.h (count form); docs: Exp"},
+        {"AscendC::Ln", "include/basic_api/kernel_operator_vec_*_intf.h (count form); docs: Ln"},
         {"AscendC::BinaryRepeatParams",
          "include/basic_api/kernel_struct_binary.h; docs: BinaryRepeatParams, Add (tensor "
          "high-dimensional slicing)"},
@@ -270,6 +272,15 @@ const std::map<std::string, std::string> &ascendc_references() {
         {"AscendC::CrossCoreWaitFlag",
          "include/basic_api/kernel_operator_block_sync_intf.h; docs: CrossCoreWaitFlag(ISASI)"},
         {"AscendC::GetUserWorkspace", "docs: GetUserWorkspace"},
+        {"AscendC::ReduceMax",
+         "docs: ReduceMax (count form; sharedTmpBuffer used on Atlas A2; dst 8-byte aligned)"},
+        {"AscendC::ReduceMin",
+         "docs: ReduceMin (count form; sharedTmpBuffer used on Atlas A2; dst 8-byte aligned)"},
+        {"AscendC::WholeReduceMax",
+         "include/basic_api/kernel_operator_vec_reduce_intf.h; docs: WholeReduceMax"},
+        {"AscendC::WholeReduceMin",
+         "include/basic_api/kernel_operator_vec_reduce_intf.h; docs: WholeReduceMin"},
+        {"AscendC::ReduceOrder", "impl/basic_api/utils/kernel_utils_mode.h"},
     };
     return refs;
 }

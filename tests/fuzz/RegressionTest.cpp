@@ -224,7 +224,7 @@ TEST(FuzzUserErrors, AscendKStepOffTheFractals) {
 TEST(FuzzUserErrors, AscendVectorOpWithoutRoomForItsTemporaries) {
     expect_ascend_user_error(
         "rmsnorm", {"D=1999", "R=31", "RB=16", "TD=1000", "stages=2"}, "sync",
-        {"Func 'out'", "has no AscendC vector instructions", "bytes of UB the tiles leave"});
+        {"Func 'out'", "the temporaries of its element nest", "bytes of UB the tiles leave"});
 }
 
 // Nd2Nz's source row pitch is a 16-bit field: a K of 70000 is a user error naming the tile.

@@ -51,12 +51,12 @@
  *     The real vector instructions, f32 (V): Add, Sub, Mul, Div, Max, Min (tensor, tensor), Adds,
  *     Muls, Maxs, Mins (tensor, scalar), Exp, Ln, Sqrt, Abs, Relu in the count form and the repeat
  *     form (mask, repeatTime, BinaryRepeatParams / UnaryRepeatParams); Duplicate; Brcb
- *     (BrcbRepeatParams); ReduceSum (dst[0] = the sum); Compare (CMPMODE, count) into a uint8_t
- *     mask and Select (SELMODE::VSEL_TENSOR_TENSOR_MODE, count); Cast (RoundMode::CAST_RINT,
- *     count) from float to bfloat16_t
- *     AscendC::SetFlag<HardEvent::SRC_DST>(id), WaitFlag<HardEvent::SRC_DST>(id)
- *     AscendC::PipeBarrier<PIPE_X>()
- *     AscendC::ToFloat(bfloat16_t), ToBfloat16(float)
+ *     (BrcbRepeatParams); ReduceSum (dst[0] = the sum); ReduceMax, ReduceMin (count form,
+ *     calIndex false); WholeReduceMax, WholeReduceMin (ReduceOrder::ORDER_ONLY_VALUE); Compare
+ * (CMPMODE, count) into a uint8_t mask and Select (SELMODE::VSEL_TENSOR_TENSOR_MODE, count); Cast
+ * (RoundMode::CAST_RINT, count) from float to bfloat16_t AscendC::SetFlag<HardEvent::SRC_DST>(id),
+ * WaitFlag<HardEvent::SRC_DST>(id) AscendC::PipeBarrier<PIPE_X>() AscendC::ToFloat(bfloat16_t),
+ * ToBfloat16(float)
  *
  * Limits (SimError naming the call): element types float, bfloat16_t, int32_t (the model's);
  * one element type per TBuf; Get<T>() in InitBuffer order (the carve-out then sits where
@@ -788,7 +788,7 @@ TANDEM_ASCEND_BINARY(Min)
         detail::Lanes<T>{};                                                                        \
         tandem::sim::ascend::VectorCall v;                                                         \
         v.dst = detail::operand(dst, p.dstBlkStride, p.dstRepStride);                              \
-        v.srcs = {detail::operand(src, p.srcBlkStride, p.srcRepStride)};                           \
+        v.srcs.push_back(detail::operand(src, p.srcBlkStride, p.srcRepStride));                    \
         v.scalar = scalarValue;                                                                    \
         detail::repeated(#NAME, v, mask, repeatTime);                                              \
     }
@@ -809,7 +809,7 @@ TANDEM_ASCEND_SCALAR(Mins)
         detail::Lanes<T>{};                                                                        \
         tandem::sim::ascend::VectorCall v;                                                         \
         v.dst = detail::operand(dst, p.dstBlkStride, p.dstRepStride);                              \
-        v.srcs = {detail::operand(src, p.srcBlkStride, p.srcRepStride)};                           \
+        v.srcs.push_back(detail::operand(src, p.srcBlkStride, p.srcRepStride));                    \
         detail::repeated(#NAME, v, mask, repeatTime);                                              \
     }
 TANDEM_ASCEND_UNARY(Exp)
@@ -831,7 +831,7 @@ void Brcb(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const uint8_t r
     detail::Lanes<T>{};
     tandem::sim::ascend::VectorCall v;
     v.dst = detail::operand(dst, p.dstBlkStride, p.dstRepStride);
-    v.srcs = {detail::operand(src0)};
+    v.srcs.push_back(detail::operand(src0));
     detail::repeated("Brcb", v, 0, repeatTime);
 }
 
@@ -841,6 +841,47 @@ void ReduceSum(const LocalTensor<T> &dst, const LocalTensor<T> &src,
                const LocalTensor<T> &sharedTmpBuffer, const int32_t count) {
     detail::vector_instruction("ReduceSum", dst, {&src, &sharedTmpBuffer}, 0.0f, count);
 }
+
+/** dst[0] = the maximum (minimum) of src[0, count); sharedTmpBuffer holds the first round's
+ * (value, index) per repeat (dst may lie inside it). calIndex true is not in the model. */
+template <typename T>
+void ReduceMax(const LocalTensor<T> &dst, const LocalTensor<T> &src,
+               const LocalTensor<T> &sharedTmpBuffer, const int32_t count, bool calIndex = false) {
+    (void)calIndex;
+    detail::vector_instruction("ReduceMax", dst, {&src, &sharedTmpBuffer}, 0.0f, count);
+}
+template <typename T>
+void ReduceMin(const LocalTensor<T> &dst, const LocalTensor<T> &src,
+               const LocalTensor<T> &sharedTmpBuffer, const int32_t count, bool calIndex = false) {
+    (void)calIndex;
+    detail::vector_instruction("ReduceMin", dst, {&src, &sharedTmpBuffer}, 0.0f, count);
+}
+
+/** ReduceOrder (impl/basic_api/utils/kernel_utils_mode.h). */
+enum class ReduceOrder : uint8_t {
+    ORDER_VALUE_INDEX = 0,
+    ORDER_INDEX_VALUE,
+    ORDER_ONLY_VALUE,
+    ORDER_ONLY_INDEX
+};
+
+/** Per repeat, the maximum (minimum) of its masked lanes at dst[r * dstRepStride] (value only:
+ * the model has ORDER_ONLY_VALUE). */
+#define TANDEM_ASCEND_WHOLE_REDUCE(NAME)                                                           \
+    template <typename T, bool isSetMask = true>                                                   \
+    void NAME(const LocalTensor<T> &dst, const LocalTensor<T> &src, const int32_t mask,            \
+              const int32_t repeatTime, const int32_t dstRepStride, const int32_t srcBlkStride,    \
+              const int32_t srcRepStride, ReduceOrder order = ReduceOrder::ORDER_VALUE_INDEX) {    \
+        detail::Lanes<T>{};                                                                        \
+        tandem::sim::ascend::VectorCall v;                                                         \
+        v.dst = detail::operand(dst, 1, dstRepStride);                                             \
+        v.srcs.push_back(detail::operand(src, srcBlkStride, srcRepStride));                        \
+        v.mode = int(order);                                                                       \
+        detail::repeated(#NAME, v, uint64_t(mask), uint8_t(repeatTime));                           \
+    }
+TANDEM_ASCEND_WHOLE_REDUCE(WholeReduceMax)
+TANDEM_ASCEND_WHOLE_REDUCE(WholeReduceMin)
+#undef TANDEM_ASCEND_WHOLE_REDUCE
 
 /** One bit per element of dst (element i: bit i % 8 of byte i / 8): src0 <cmpMode> src1. */
 template <typename T, typename U>
@@ -889,7 +930,7 @@ void Cast(const LocalTensor<T> &dst, const LocalTensor<U> &src, const RoundMode 
                   "Tandem's runtime casts float to bfloat16_t");
     tandem::sim::ascend::VectorCall v;
     v.dst = detail::operand(dst);
-    v.srcs = {detail::operand(src)};
+    v.srcs.push_back(detail::operand(src));
     v.count = count;
     v.mode = int(roundMode);
     detail::call("Cast", v);

@@ -230,6 +230,30 @@ std::vector<Group> repeat_in_chunks(const std::vector<Group> &one, int64_t parts
     return all;
 }
 
+/** Whether the store is an update self = self op f (op Add, Max or Min; self read where it is
+ * written, f not reading it): then `op` and `f`. */
+bool self_update(const Store *store, std::string *op, Expr *f) {
+    auto self = [&](const Expr &e) {
+        const Load *l = e.as<Load>();
+        return l && l->name == store->name && equal(l->index, store->index);
+    };
+    Expr a, b;
+    if (const Add *x = store->value.as<Add>())
+        a = x->a, b = x->b, *op = "Add";
+    else if (const Max *x = store->value.as<Max>())
+        a = x->a, b = x->b, *op = "Max";
+    else if (const Min *x = store->value.as<Min>())
+        a = x->a, b = x->b, *op = "Min";
+    else
+        return false;
+    if (!self(a))
+        std::swap(a, b);
+    if (!self(a) || reads(b, store->name))
+        return false;
+    *f = b;
+    return true;
+}
+
 class Instructions : public IRMutator {
 public:
     Instructions(const Readers &readers, Scratch &scratch) : readers(readers), scratch(scratch) {}
@@ -244,19 +268,212 @@ private:
         Stmt body;
         if (!ir::as_vector_op(Stmt(op), &v, &body))
             return IRMutator::visit(op);
+        out_of_room = false;
         Stmt mapped = instructions(op, v, body);
         if (mapped.defined())
             return mapped;
-        throw Error(
-            "Func '" + v.label.substr(0, v.label.find('$')) +
-            "', directive compute_at(): on ascend its element "
-            "nest " +
-            v.label +
-            " has no AscendC vector instructions. AscendVector maps f32 maps over tiles, "
-            "padded rows and columns (+, -, *, /, min, max, abs, sqrt, selects, row sums, casts to "
-            "bfloat16) whose temporaries fit in the " +
-            std::to_string(scratch.free_bytes) +
-            " bytes of UB the tiles leave; smaller tiles or fewer stages leave more");
+        const std::string func = "Func '" + user_name(v.label) + "', directive compute_at(): ";
+        if (out_of_room)
+            throw Error(func + "on ascend the temporaries of its element nest " + v.label +
+                        " do not fit in the " + std::to_string(scratch.free_bytes) +
+                        " bytes of UB the tiles leave; smaller tiles or fewer stages leave more");
+        throw Error(func + "not supported on ascend: " + unsupported(body) +
+                    ". AscendVector maps f32 maps over tiles, padded rows and columns (+, -, *, /, "
+                    "min, max, abs, sqrt, exp, log, tanh, selects, row sums, maxima and minima, "
+                    "sums, maxima and minima down columns, casts to bfloat16), every operand "
+                    "starting on a 32-byte block");
+    }
+
+    bool out_of_room = false; // the last op mapped, but its temporaries did not fit
+
+    /** A buffer's name as the user wrote the Func: `in` for Halide's `in_im$25_in_out$25$0`. */
+    static std::string user_name(const std::string &buffer) {
+        std::string n = buffer.substr(0, buffer.find('$'));
+        if (n.size() > 3 && n.compare(n.size() - 3, 3, "_im") == 0)
+            n.resize(n.size() - 3);
+        return n;
+    }
+
+    /** What in the element nest `body` AscendC's vector instructions cannot do, in the user's
+     * words. */
+    static std::string unsupported(const Stmt &body) {
+        std::vector<Loop> loops;
+        Stmt s = body;
+        while (const For *f = s.as<For>()) {
+            loops.push_back({f->name, f->min, f->extent});
+            s = f->body;
+        }
+        const Store *store = s.as<Store>();
+        if (!store)
+            return "an element nest that is not one store in a loop nest";
+        if (store->value.type() != Halide::Float(32) && store->value.type() != Halide::BFloat(16))
+            return "a " + type_name(store->value.type()) + " result (the vector path is float32)";
+        class Find : public IRVisitor {
+        public:
+            const std::vector<Loop> &loops;
+            std::string found;
+            explicit Find(const std::vector<Loop> &loops) : loops(loops) {}
+
+        private:
+            using IRVisitor::visit;
+            void note(const std::string &what) {
+                if (found.empty())
+                    found = what;
+            }
+            void visit(const Call *c) override {
+                static const std::set<std::string> known = {"sqrt_f32", "exp_f32", "log_f32",
+                                                            "tanh_f32"};
+                if (!c->is_intrinsic(Call::abs) && !known.count(c->name))
+                    note("the function " + c->name.substr(0, c->name.find("_f")));
+                IRVisitor::visit(c);
+            }
+            void visit(const Mod *m) override {
+                if (m->type.is_float())
+                    note("%");
+                IRVisitor::visit(m);
+            }
+            void visit(const GT *) override { note("a comparison >"); }
+            void visit(const GE *) override { note("a comparison >="); }
+            void visit(const Load *l) override {
+                const std::string name = "'" + user_name(l->name) + "'";
+                if (l->type != Halide::Float(32))
+                    return note("a read of " + name + ", of " + type_name(l->type));
+                Expr base = l->index;
+                std::vector<Expr> steps;
+                for (const Loop &loop : loops) {
+                    Expr x = Variable::make(Halide::Int(32), loop.var);
+                    steps.push_back(simplify(substitute(loop.var, x + 1, l->index) - l->index));
+                    base = substitute(loop.var, loop.min, base);
+                }
+                const Expr *inner = steps.empty() ? nullptr : &steps.back();
+                if (inner && !is_const_zero(*inner) && !is_const_one(*inner)) {
+                    for (size_t i = 0; i + 1 < steps.size(); i++)
+                        if (is_const_one(steps[i]))
+                            return note("a transposed read of " + name +
+                                        " (its elements along the output's rows are not "
+                                        "contiguous in its tile)");
+                }
+                if (ascend_vector::misaligned(simplify(base)))
+                    return note("a read of " + name +
+                                " that starts inside a 32-byte block (a shifted window, such "
+                                "as in(x + 1, y)): AscendC's vector operands start on 32-byte "
+                                "boundaries");
+                // (its index is Tandem's: not the user's operation)
+            }
+            static std::string type_name(Halide::Type t) {
+                std::ostringstream os;
+                os << t;
+                return os.str();
+            }
+        } find(loops);
+        store->value.accept(&find);
+        return find.found.empty() ? "the element nest of " + user_name(store->name) + " (" +
+                                        std::to_string(loops.size()) + " loops)"
+                                  : find.found;
+    }
+
+    static std::string type_name(Halide::Type t) {
+        std::ostringstream os;
+        os << t;
+        return os.str();
+    }
+
+    /** The op's instructions in order, a barrier before each group that touches what an
+     * earlier one wrote, or writes what one read (the V pipe overlaps its instructions
+     * otherwise). */
+    static std::vector<Stmt> in_order(const std::vector<Group> &groups) {
+        std::vector<Stmt> sequence;
+        std::set<std::string> written, read;
+        for (const Group &g : groups) {
+            bool depends = false;
+            for (const ir::VectorInstruction &i : g.instructions) {
+                depends |= written.count(i.dst) || read.count(i.dst);
+                for (const auto &src : i.srcs)
+                    depends |= written.count(src.first) > 0;
+            }
+            if (depends && !sequence.empty())
+                sequence.push_back(ir::make_pipe_barrier("V"));
+            for (const ir::VectorInstruction &i : g.instructions)
+                sequence.push_back(ir::make_vector_instruction(i));
+            for (const ir::VectorInstruction &i : g.instructions) {
+                written.insert(i.dst);
+                for (const auto &src : i.srcs)
+                    read.insert(src.first);
+            }
+        }
+        return sequence;
+    }
+
+    /** A reduction down the columns into one row (self[x] = self[x] op f[r, x], op Add, Max or
+     * Min): f as a tile, then a loop over the rows (a count known at run time in a tail), each
+     * row one instruction into self behind a barrier: the element loops' order. None when the
+     * nest is not one. */
+    Stmt column_reduction(const LetStmt *op, const ir::VectorOp &v, const std::vector<Loop> &loops,
+                          const Store *store) {
+        // (One loop: a column one element wide, its rows a block each.)
+        if (loops.empty() || loops.size() > 2 || store->value.type() != Halide::Float(32))
+            return Stmt();
+        const bool column = loops.size() == 1;
+        Expr r = Variable::make(Halide::Int(32), loops[0].var);
+        Expr col = 1;
+        if (!column) {
+            Expr x = Variable::make(Halide::Int(32), loops[1].var);
+            col = simplify(substitute(loops[1].var, x + 1, store->index) - store->index);
+        }
+        Expr row = simplify(substitute(loops[0].var, r + 1, store->index) - store->index);
+        std::string reduce_op;
+        Expr f;
+        if (!is_const_zero(row) || !can_prove(col == 1) || !self_update(store, &reduce_op, &f))
+            return Stmt();
+        Expr pitch =
+            column ? column_pitch_read(f, loops[0]) : row_pitch_read(f, loops[0], loops[1]);
+        const int64_t *p = pitch.defined() ? as_const_int(pitch) : nullptr;
+        const int64_t rows = constant_upper_bound(loops[0].extent),
+                      width = column ? 1 : constant_upper_bound(loops[1].extent);
+        if (!p || rows < 1 || width < 1 || *p % kPerBlock != 0 || *p < width)
+            return Stmt();
+        Shape shape;
+        shape.loops = loops;
+        shape.rowwise = true;
+        shape.rows = rows;
+        shape.cols = *p;
+        shape.width = column ? Expr(1) : loops[1].extent;
+        if (!as_const_int(loops[0].extent))
+            shape.count = simplify(loops[0].extent * int(*p));
+        std::set<std::string> private_tiles;
+        for (const ir::Region &reg : v.regions)
+            if (!reg.write && readers.scratch_for(reg.buffer, op))
+                private_tiles.insert(reg.buffer);
+        scratch.floats = 0;
+        scratch.mask_bytes = 0;
+        Selection select(shape, private_tiles, scratch);
+        Expr stored = Load::make(Halide::Float(32), store->name, store->index, Halide::Buffer<>(),
+                                 Halide::Internal::Parameter(), const_true(), ModulusRemainder());
+        const Value self = select.classify(stored.as<Load>());
+        const Value tile = select.column_operand(f);
+        if (!select.ok || self.kind != Kind::Row || !can_prove(self.offset % kPerBlock == 0))
+            return Stmt();
+        if (!scratch.fits()) {
+            out_of_room = true;
+            return Stmt();
+        }
+        scratch.max_floats = std::max(scratch.max_floats, scratch.floats);
+        scratch.max_mask_bytes = std::max(scratch.max_mask_bytes, scratch.mask_bytes);
+        std::vector<Stmt> sequence = in_order(select.groups);
+        // Row by row, in order: each instruction reads what the one before wrote.
+        const std::string row_var = loops[0].var;
+        ir::VectorInstruction i;
+        i.op = reduce_op;
+        i.dst = store->name;
+        i.dst_offset = self.offset;
+        i.srcs = {{store->name, self.offset},
+                  {tile.buffer, simplify(tile.offset + Variable::make(Halide::Int(32), row_var) *
+                                                           int(shape.cols))}};
+        i.count = shape.width;
+        Stmt body = Block::make(ir::make_pipe_barrier("V"), ir::make_vector_instruction(i));
+        sequence.push_back(
+            For::make(row_var, 0, loops[0].extent, ForType::Serial, Halide::DeviceAPI::None, body));
+        return ir::make_vector_op(v, Block::make(sequence));
     }
 
     /** The op with its AscendC instructions, or none. */
@@ -276,6 +493,8 @@ private:
             to_bf16 = nullptr;
         if (!store || (store->value.type() != Halide::Float(32) && !to_bf16))
             return Stmt();
+        if (Stmt down = column_reduction(op, v, loops, store); down.defined())
+            return down;
         const Shape shape = shape_of(loops, store);
         if (shape.rows == 0)
             return Stmt();
@@ -292,11 +511,10 @@ private:
         const Value dst = Selection(shape, private_tiles, scratch).classify(stored.as<Load>());
         // self[r] = self[r] + f: a sum over the columns.
         const bool reduction = dst.kind == Kind::PerRow && !to_bf16;
-        const Add *add = reduction ? store->value.as<Add>() : nullptr;
+        std::string reduce_op;
+        Expr reduced; // self[r] = self[r] op reduced
         if (reduction) {
-            const Load *a = add ? add->a.as<Load>() : nullptr;
-            if (!add || !a || a->name != store->name || !equal(a->index, store->index) ||
-                reads(add->b, store->name))
+            if (!self_update(store, &reduce_op, &reduced))
                 return Stmt();
             if (!can_prove(dst.offset % kPerBlock == 0))
                 return Stmt();
@@ -327,8 +545,8 @@ private:
             auto map = [&](Selection &select) {
                 const Value dst = select.classify(stored.as<Load>());
                 if (reduction) {
-                    select.count_reads(add->b);
-                    return select.reduce(dst, add->b);
+                    select.count_reads(reduced);
+                    return select.reduce(dst, reduced, reduce_op);
                 }
                 select.count_reads(value);
                 if (!to_bf16)
@@ -405,6 +623,7 @@ private:
                 scratch.mask_bytes = mask_bytes;
                 if (!mapped)
                     break; // it cannot be mapped at all
+                out_of_room = !fits;
                 if (fits)
                     groups = parts > 1 && !shape.rowwise
                                  ? repeat_in_chunks(chunks, parts, piece.rows * piece.cols)
@@ -417,27 +636,7 @@ private:
             return Stmt();
         scratch.max_floats = std::max(scratch.max_floats, scratch.floats);
         scratch.max_mask_bytes = std::max(scratch.max_mask_bytes, scratch.mask_bytes);
-        // A barrier before each group that touches what an earlier one wrote, or writes what one
-        // read: the V pipe overlaps its instructions otherwise.
-        std::vector<Stmt> sequence;
-        std::set<std::string> written, read;
-        for (const Group &g : groups) {
-            bool depends = false;
-            for (const ir::VectorInstruction &i : g.instructions) {
-                depends |= written.count(i.dst) || read.count(i.dst);
-                for (const auto &src : i.srcs)
-                    depends |= written.count(src.first) > 0;
-            }
-            if (depends && !sequence.empty())
-                sequence.push_back(ir::make_pipe_barrier("V"));
-            for (const ir::VectorInstruction &i : g.instructions)
-                sequence.push_back(ir::make_vector_instruction(i));
-            for (const ir::VectorInstruction &i : g.instructions) {
-                written.insert(i.dst);
-                for (const auto &src : i.srcs)
-                    read.insert(src.first);
-            }
-        }
+        const std::vector<Stmt> sequence = in_order(groups);
         // Its regions stay: a tile holding an intermediate result is V's until the ring's flag
         // releases it after the op, as before.
         return ir::make_vector_op(v, Block::make(sequence));

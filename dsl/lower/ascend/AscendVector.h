@@ -22,14 +22,28 @@
  * X/8, 1})
  *
  *   a sum over the columns into one value per row (self[r] = self[r] + f[r, x]): f as a tile,
- *   ReduceSum per row into scratch, then Add into self.
+ *   ReduceSum per row into scratch, then Add into self; a maximum or minimum (self[r] =
+ *   max(self[r], f[r, x])): ReduceMax per row, each into its own sharedTmpBuffer, a WholeReduceMax
+ *   of one lane per row gathers them, then Max into self
+ *     softmax's mx(r) = max(mx(r), in(k, r)) -> ReduceMax(t + 8r, in + r*X, t + 8r, X) per row;
+ *           WholeReduceMax(v, t, 1, R, 1, 1, 1); Max(mx, mx, v, R)
+ *
+ *   a reduction down the columns into one row (self[x] = self[x] op f[r, x], op +, max, min): f
+ *   as a tile, then a loop over the rows (a count known at run time in a tail), one Add / Max /
+ *   Min of row r into self each, behind a barrier: the element loops' order and bits.
+ *
+ *   exp and log are Exp and Ln; tanh (AscendC's basic API has none) is 2 / (1 + exp(-2v)) - 1.
  *
  * An intermediate result lives in an input tile the op has finished reading and nothing else
  * reads, else in the kernel's UB scratch (`vector_scratch`, f32; Compare's masks: `vector_mask`,
  * uint8) - added to the kernel's buffers where UB has room. A PipeBarrier<PIPE_V> stands before
- * each instruction that depends on an earlier one of the op. A nest it cannot map (another
- * reduction, a cast, a row that does not start on a 32-byte boundary, a compare over a partial
- * repeat, no room) is a user error naming its Func.
+ * each instruction that depends on an earlier one of the op.
+ *
+ * Limits, each a user error naming the Func and saying "not supported on ascend: <operation>": a
+ * transposed read (out(x, y) = in(y, x): the tile's rows are not the output's), an operand that
+ * starts inside a 32-byte block (a shifted window, in(x + 1, y)), another function than abs,
+ * sqrt, exp, log, tanh, another reduction, a cast but to bfloat16, a compare over a partial
+ * repeat. Temporaries that do not fit in UB are the one error that advises smaller tiles.
  *
  * This file is the pass: which ops, which input tiles an op may use for temporaries, rows in
  * chunks where scratch does not fit, the kernel's scratch buffers. The instructions of one nest

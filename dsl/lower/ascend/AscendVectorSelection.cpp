@@ -34,6 +34,12 @@ void Selection::count_reads(const Expr &e) {
         count_reads(child);
 }
 
+bool misaligned(const Expr &offset) {
+    const Expr rest = simplify(offset % kPerBlock);
+    const int64_t *m = as_const_int(rest);
+    return m && *m != 0;
+}
+
 Value Selection::classify(const Load *l) const {
     Value v;
     if (l->type != Halide::Float(32))
@@ -55,6 +61,10 @@ Value Selection::classify(const Load *l) const {
         if (!is_const(s))
             return v;
     }
+    // An operand that starts inside a 32-byte block (a shifted window: in(x + 1, y)) has no
+    // vector instruction (chunks' own starts: AscendVector's chunking decides).
+    if (shape.first_row == 0 && misaligned(base))
+        return v;
     v.buffer = l->name;
     v.offset = base;
     if (!shape.rowwise) {
@@ -120,16 +130,30 @@ Value Selection::gen(const Expr &e, const Value &into) {
     }
     if (e.type() != Halide::Float(32))
         return fail();
+    if (const Cast *c = e.as<Cast>()) { // (a float32 call's value, printed as a cast)
+        if (c->value.type() != Halide::Float(32))
+            return fail();
+        return gen(c->value, into);
+    }
     if (const Call *c = e.as<Call>()) {
-        const bool abs = c->is_intrinsic(Call::abs), sqrt = c->name == "sqrt_f32";
-        if ((!abs && !sqrt) || c->args.size() != 1)
+        if (c->args.size() != 1)
+            return fail();
+        // AscendC's basic API has no Tanh: tanh(v) = 2 / (1 + exp(-2v)) - 1, exact at the
+        // infinities (exp -> 0 or inf) and within a few ulps of 1 elsewhere.
+        if (c->name == "tanh_f32")
+            return gen(2.0f / (1.0f + Halide::exp(c->args[0] * -2.0f)) - 1.0f, into);
+        const std::string op = c->is_intrinsic(Call::abs) ? "Abs"
+                               : c->name == "sqrt_f32"    ? "Sqrt"
+                               : c->name == "exp_f32"     ? "Exp"
+                               : c->name == "log_f32"     ? "Ln"
+                                                          : "";
+        if (op.empty())
             return fail();
         Value x = gen(c->args[0], into);
         if (!ok || x.kind == Kind::Scalar || x.kind == Kind::Row)
             return fail();
         Value dst = x.kind == Kind::PerRow ? per_row() : result_tile(into);
-        emit(abs ? "Abs" : "Sqrt", dst, {x}, Expr(),
-             x.kind == Kind::PerRow ? Expr(int(shape.rows)) : count());
+        emit(op, dst, {x}, Expr(), x.kind == Kind::PerRow ? Expr(int(shape.rows)) : count());
         release(x, dst);
         return dst;
     }
@@ -178,7 +202,7 @@ Value Selection::gen(const Expr &e, const Value &into) {
     return dst;
 }
 
-void Selection::reduce(const Value &self, const Expr &f) {
+void Selection::reduce(const Value &self, const Expr &f, const std::string &op) {
     Value v = uniform(gen(f, Value())); // an op's result in a temp; a tile read as it is
     if (!ok)
         return;
@@ -186,6 +210,8 @@ void Selection::reduce(const Value &self, const Expr &f) {
         fail();
         return;
     }
+    if (op != "Add")
+        return reduce_extreme(self, v, op);
     Value part = per_row();
     Group g;
     for (int64_t r = 0; r < shape.rows; r++) {
@@ -199,6 +225,61 @@ void Selection::reduce(const Value &self, const Expr &f) {
     }
     groups.push_back(g);
     emit_count("Add", self, {self, part}, Expr(), int(shape.rows));
+}
+
+void Selection::reduce_extreme(const Value &self, const Value &v, const std::string &op) {
+    // Row r's ReduceMax (or ReduceMin) writes its value at the start of its own sharedTmpBuffer
+    // (the docs allow dst inside it; 32-byte aligned, so the 8 bytes dst needs), `per` floats
+    // apart: the rows need no barrier among them.
+    const int64_t repeats = std::max<int64_t>(1, (shape.cols + kLanes - 1) / kLanes);
+    const int64_t per = (repeats * 2 + kPerBlock - 1) / kPerBlock * kPerBlock;
+    if (per / kPerBlock > 255) {
+        fail();
+        return;
+    }
+    Value part;
+    part.kind = Kind::Tile;
+    part.buffer = kScratch;
+    part.offset = scratch.take(shape.rows * per);
+    Group g;
+    for (int64_t r = 0; r < shape.rows; r++) {
+        ir::VectorInstruction i;
+        i.op = "Reduce" + op;
+        i.dst = part.buffer;
+        i.dst_offset = simplify(part.offset + int(r * per));
+        i.srcs = {{v.buffer, simplify(v.offset + int(r * shape.cols))},
+                  {part.buffer, i.dst_offset}};
+        i.count = shape.width; // the nest's columns, not the padding
+        g.instructions.push_back(i);
+    }
+    read(v);
+    groups.push_back(g);
+    // The rows' values side by side: WholeReduceMax of one lane per repeat (a repeat a row's
+    // block, the value-only order: dstRepStride counts values).
+    Value rows_values = per_row();
+    Group gather;
+    for (int64_t r = 0; r < shape.rows; r += 255) {
+        ir::VectorInstruction i;
+        i.op = "WholeReduce" + op;
+        i.dst = rows_values.buffer;
+        i.dst_offset = simplify(rows_values.offset + int(r));
+        i.srcs = {{part.buffer, simplify(part.offset + int(r * per))}};
+        i.mask = 1;
+        i.repeats = int(std::min<int64_t>(255, shape.rows - r));
+        i.strides = {{1, 1}, {1, int(per / kPerBlock)}};
+        i.mode = 2; // ReduceOrder::ORDER_ONLY_VALUE
+        gather.instructions.push_back(i);
+    }
+    groups.push_back(gather);
+    emit_count(op, self, {self, rows_values}, Expr(), int(shape.rows));
+}
+
+Value Selection::column_operand(const Expr &f) {
+    count_reads(f);
+    Value v = uniform(gen(f, Value()));
+    if (ok && v.kind != Kind::Tile)
+        return fail();
+    return v;
 }
 
 void Selection::assign(const Value &dst, const Value &value) {

@@ -84,6 +84,9 @@ struct Group {
     std::vector<ir::VectorInstruction> instructions;
 };
 
+/** Whether an element offset provably starts inside a 32-byte block. */
+bool misaligned(const Expr &offset);
+
 /** The loads in an Expr, outermost first. */
 std::vector<const Halide::Internal::Load *> loads_in(const Expr &value);
 
@@ -109,8 +112,17 @@ public:
     /** The value of `e`; a tile result goes into `into` (a Tile). */
     Value gen(const Expr &e, const Value &into);
 
-    /** A reduction over the columns into one value per row: self[r] = self[r] + sum of f. */
-    void reduce(const Value &self, const Expr &f);
+    /** A reduction over the columns into one value per row: self[r] = self[r] op (f over the
+     * row), op "Add" (ReduceSum per row, then Add), "Max" or "Min" (ReduceMax / ReduceMin per
+     * row, each into its own sharedTmpBuffer, the row values gathered by a WholeReduceMax /
+     * WholeReduceMin of one lane per row, then Max / Min). */
+    void reduce(const Value &self, const Expr &f, const std::string &op = "Add");
+
+    /** A reduction down the columns (self[x] = self[x] op f[r, x], self one row): f as a tile (its
+     * instructions in groups), then `rows` instructions `op` of the row r into self, each behind
+     * a barrier (the element loops' order). Returns the tile f is in; the caller makes the loop
+     * over the rows (`rows` may be known only at run time). */
+    Value column_operand(const Expr &f);
 
     /** dst = value, the value of the store: nothing when it is there already, a Duplicate of a
      * constant, else a copy on V (Muls by 1: exact, -0 and NaN kept). */
@@ -174,6 +186,9 @@ private:
 
     /** select(a < b, t, f) and the other comparisons: Compare into the mask, then Select. */
     Value select(const Halide::Internal::Select *s, const Value &into);
+
+    /** reduce() by ReduceMax / ReduceMin (op "Max" / "Min") of the tile v. */
+    void reduce_extreme(const Value &self, const Value &v, const std::string &op);
 
     /** A tile's values in scratch with room for `whole` elements (a Muls by 1: exact). */
     Value in_whole_repeats(const Value &v, int64_t whole);
