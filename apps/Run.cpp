@@ -1,7 +1,5 @@
 #include "Run.h"
 
-#include <regex>
-
 #include "common/Backend.h"
 #include "common/Evaluator.h"
 
@@ -143,45 +141,16 @@ Kernel compile_app(const App &app, const Params &params, const std::string &sche
     return compile(built.output, built.inputs, target, app.name);
 }
 
-namespace {
-
-/** Whether the pipeline of `output` calls a transcendental function (exp, log, tanh, ...). */
-bool calls_math(const Halide::Func &output) {
-    using namespace Halide::Internal;
-    class Find : public IRGraphVisitor {
-    public:
-        bool found = false;
-        using IRGraphVisitor::visit;
-        void visit(const Call *op) override {
-            static const std::regex transcendental(
-                "(exp|log|pow|tanh|sinh|cosh|sin|cos|tan|asin|acos|atan|atan2|erf)_f(16|32|64)");
-            found |=
-                op->call_type == Call::PureExtern && std::regex_match(op->name, transcendental);
-            IRGraphVisitor::visit(op);
-        }
-    } find;
-    std::map<std::string, Function> env = find_transitive_calls(output.function());
-    env.emplace(output.name(), output.function());
-    for (auto &[name, f] : env)
-        f.accept(&find);
-    return find.found;
-}
-
-} // namespace
-
-Halide::Target reference_target(const Halide::Func &output) {
+Halide::Target reference_target() {
     // Halide 14 takes any CPU with AVX512-BF16 for a Sapphire Rapids, whose FP16 instructions
     // (vmovw) an AMD Zen 4 does not have: the JIT'd reference then dies of SIGILL on bf16 loads.
     // Each float op rounds as written (no fused multiply-add), as the targets' element math does;
     // a contraction the kernel does not make shows up where terms cancel (fuzz: elementwise W=1
-    // H=1, a * b + max(c, 0) * 0.5 near 0). StrictFloat says so, but LLVM 14 takes minutes on
-    // Halide's exp or log under it (a 1000 x 64 softmax: 90 s), so a pipeline with
-    // transcendental functions instead leaves out the instructions that contract: FMA, and
-    // AVX-512 with it.
+    // H=1, a * b + max(c, 0) * 0.5 near 0). StrictFloat says so, but LLVM 14 then takes a minute
+    // or more on a softmax or a layernorm of 1000 x 64 (so does DisableLLVMLoopOpt), so the
+    // reference leaves out the instructions that contract instead: FMA, and AVX-512 with it.
     Halide::Target host = Halide::get_jit_target_from_environment().without_feature(
         Halide::Target::AVX512_SapphireRapids);
-    if (!calls_math(output))
-        return host.with_feature(Halide::Target::StrictFloat);
     for (Halide::Target::Feature f :
          {Halide::Target::FMA, Halide::Target::FMA4, Halide::Target::AVX512,
           Halide::Target::AVX512_KNL, Halide::Target::AVX512_Skylake,
@@ -258,7 +227,7 @@ RunResult run_kernel(const App &app, const Kernel &kernel, const Params &params,
             checker.inputs[i].set(reference_inputs[i]);
         const KernelArg &out = kernel.args.back();
         Halide::Buffer<> expected(out.type, extents.back());
-        checker.output.halide().realize(expected, reference_target(checker.output.halide()));
+        checker.output.halide().realize(expected, reference_target());
         r.reference_ms = ms_since(t0);
         sim::DType t = dtype_of(out.type);
         const void *got = data_of(ids[out.name]);

@@ -79,9 +79,9 @@ RunResult run_kernel(const App &app, const Kernel &kernel, const Params &params,
 /** The static extents of the kernel's arguments. */
 std::vector<std::vector<int>> static_extents(const Kernel &kernel);
 
-/** The target the Halide reference of `output` is JIT-compiled for: the host, minus features
- * Halide 14 detects wrongly, with each float op rounded as written (no contraction into FMA). */
-Halide::Target reference_target(const Halide::Func &output);
+/** The target the Halide reference is JIT-compiled for: the host, minus features Halide 14
+ * detects wrongly, each float op rounded as written (no contraction into FMA). */
+Halide::Target reference_target();
 
 /** The problem's roofline on `target`: max of MACs / peak MAC rate, vector work / vector rate and
  * compulsory bytes / DMA bandwidth, all cores together. */
