@@ -160,6 +160,28 @@ Stmt guard_tails(const Stmt &s, const std::string &output, const Expr &core, Spr
     return s;
 }
 
+/** The tiles of a mapped loop Halide's partitioning left as straight-line code (a main loop of
+ * one iteration, removed, and its tail), one core each: every piece of `s` that writes the output
+ * (past the ProducerConsumer, LetStmt and Block nodes around them) runs on core `pieces %
+ * units`, counting pieces; what writes no output runs on every core, as guard_tails does. */
+Stmt one_core_per_piece(const Stmt &s, const std::string &output, int units, int &pieces) {
+    WritesBuffer w(output);
+    s.accept(&w);
+    if (!w.found)
+        return s;
+    if (const Block *b = s.as<Block>()) {
+        Stmt first = one_core_per_piece(b->first, output, units, pieces);
+        return Block::make(first, one_core_per_piece(b->rest, output, units, pieces));
+    }
+    if (const ProducerConsumer *pc = s.as<ProducerConsumer>()) {
+        return ProducerConsumer::make(pc->name, pc->is_producer,
+                                      one_core_per_piece(pc->body, output, units, pieces));
+    }
+    if (const LetStmt *l = s.as<LetStmt>())
+        return LetStmt::make(l->name, l->value, one_core_per_piece(l->body, output, units, pieces));
+    return IfThenElse::make(ir::core_id() == pieces++ % units, s);
+}
+
 bool is_loop_var_of_output(const Func &output, const std::string &var) {
     // Schedule dims are named like loops, with the vars they came from in front ("j.jo.t").
     for (const auto &dim : output.halide().function().definition().schedule().dims()) {
@@ -225,14 +247,23 @@ Stmt map_to_cores(const Stmt &s, CompileContext &ctx) {
     Stmt result = spread.mutate(s);
     if (spread.mapped == 0 && ctx.output_func &&
         is_loop_var_of_output(*ctx.output_func, d.cores_var)) {
-        ctx.notes.push_back("map_to_cores: the loop over " + d.cores_var +
-                            " has one iteration (Halide removed it); "
-                            "the kernel runs on core 0 only");
-        ctx.grid = 1;
+        // Halide removed the loop: one tile, or a main loop of one tile and its partitioned
+        // tail. Each straight-line tile gets a core of its own (a cluster runs them on one).
+        int pieces = 0;
+        const int spread_over = lowering_of(ctx.target).grid_of_tiles ? 1 << 30 : units;
+        Stmt tiles = d.cluster > 1 ? IfThenElse::make(ir::core_id() == 0, s)
+                                   : one_core_per_piece(s, ctx.output, spread_over, pieces);
+        pieces = std::max(pieces, 1);
+        ctx.notes.push_back(
+            "map_to_cores: the loop over " + d.cores_var + " has " + std::to_string(pieces) +
+            " iteration(s), which Halide's partitioning left as straight-line "
+            "code: spread over " +
+            std::to_string(std::min(pieces, units)) + " " + lowering_of(ctx.target).unit_noun);
+        ctx.grid = lowering_of(ctx.target).grid_of_tiles ? pieces : units;
         ctx.ctas_per_sm = 0;
         ctx.cluster = 1;
         ctx.tiles = Expr();
-        return IfThenElse::make(ir::core_id() == 0, s);
+        return tiles;
     }
     if (spread.mapped == 0) {
         throw Error("Func '" + ctx.output + "', directive map_to_cores(" + d.cores_var +

@@ -8,7 +8,8 @@ using namespace Halide::Internal;
 
 namespace {
 
-/** Whether a definition of `f` (pure or update, values and indices) calls `callee`. */
+/** Whether a definition of `f` (pure or update, values and indices, simplified: x - y - x reads
+ * no y) calls `callee`. */
 bool calls(const Function &f, const std::string &callee) {
     class Find : public IRGraphVisitor {
     public:
@@ -21,7 +22,15 @@ bool calls(const Function &f, const std::string &callee) {
             IRGraphVisitor::visit(op);
         }
     } find(callee);
-    f.accept(&find);
+    std::vector<Definition> definitions = {f.definition()};
+    for (const Definition &u : f.updates())
+        definitions.push_back(u);
+    for (const Definition &d : definitions) {
+        for (const Expr &e : d.values())
+            simplify(e).accept(&find);
+        for (const Expr &e : d.args())
+            simplify(e).accept(&find);
+    }
     return find.found;
 }
 

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <random>
@@ -126,6 +127,21 @@ void reference(const std::string &generator, const std::map<std::string, std::st
                 v = max ? std::max<double>(v, a(x, y)) : v + a(x, y);
             out(x) = float(v);
         }
+    } else if (generator == "linear") {
+        // in: x (K x M), w (K x N for nt, N x K for nn), then bias or residual.
+        const bool nt = !p.count("layout") || p.at("layout") == "nt";
+        const std::string epilogue = p.count("epilogue") ? p.at("epilogue") : "bias";
+        const int K = a.dim(0).extent();
+        out.for_each_element([&](int n, int m) {
+            double s = 0;
+            for (int k = 0; k < K; k++)
+                s += double(a(k, m)) * (nt ? in[1](k, n) : in[1](n, k));
+            if (epilogue == "bias")
+                s += in[2](n);
+            if (epilogue == "residual")
+                s += in[2](n, m);
+            out(n, m) = float(s);
+        });
     } else {
         FAIL() << "no plain loop for generator " << generator;
     }
@@ -160,20 +176,41 @@ std::vector<std::vector<int>> extents_at(const Library &lib, int n0, int n1) {
     return all;
 }
 
-/** Calls `lib` at `extents` on random inputs; compares with the plain loop. */
+/** A value rounded to bfloat16 (to nearest even), as its bits. */
+uint16_t to_bf16(float v) {
+    uint32_t bits;
+    std::memcpy(&bits, &v, 4);
+    return uint16_t((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
+}
+
+/** Calls `lib` at `extents` on random inputs (of each argument's type: f32, or bf16 operands);
+ * compares with the plain loop, which reads the same values as floats. */
 void check(const Library &lib, const std::vector<std::vector<int>> &extents, uint32_t seed) {
     std::mt19937 rng(seed);
     std::uniform_real_distribution<float> value(-2.0f, 2.0f);
-    std::vector<Buffer> inputs;
+    std::vector<Buffer> inputs;                          // the values, as the plain loop reads them
+    std::vector<Halide::Runtime::Buffer<uint16_t>> bf16; // the bf16 operands' bits
+    inputs.reserve(extents.size());                      // raw_buffer() addresses stay
+    bf16.reserve(extents.size());
+    std::vector<void *> args;
     for (size_t i = 0; i + 1 < extents.size(); i++) {
         inputs.emplace_back(extents[i]);
         inputs.back().for_each_value([&](float &v) { v = value(rng); });
+        if (lib.metadata()->arguments[i].type.code != halide_type_bfloat) {
+            args.push_back(inputs.back().raw_buffer());
+            continue;
+        }
+        bf16.emplace_back(extents[i]);
+        bf16.back().raw_buffer()->type = halide_type_t(halide_type_bfloat, 16);
+        for (size_t e = 0; e < inputs.back().number_of_elements(); e++) {
+            bf16.back().data()[e] = to_bf16(inputs.back().data()[e]);
+            const uint32_t bits = uint32_t(bf16.back().data()[e]) << 16;
+            std::memcpy(&inputs.back().data()[e], &bits, 4);
+        }
+        args.push_back(bf16.back().raw_buffer());
     }
     Buffer out(extents.back()), want(extents.back());
     out.fill(NAN);
-    std::vector<void *> args;
-    for (Buffer &b : inputs)
-        args.push_back(b.raw_buffer());
     args.push_back(out.raw_buffer());
     ASSERT_EQ(lib.argv(args.data()), 0) << lib.name;
     reference(lib.generator, parse(lib.params), inputs, want);

@@ -1,0 +1,73 @@
+// Conformance: matrix multiplies as users write them (outside apps/, the public headers only): a
+// linear layer with PyTorch's N x K weight (the "NT" GEMM) and a GEMM whose epilogue adds a bias or
+// a residual, read from DRAM without staging (the compiler stages them). bf16 operands, f32
+// accumulation and output; one schedule for every target.
+#include "tandem/Generator.h"
+
+using namespace tandem;
+
+namespace {
+
+/** out(n, m) = sum_k x(k, m) * w(k, n) (+ bias(n)) (+ residual(n, m)); w is N x K with layout nt
+ * (row n holds its K weights, as torch.nn.Linear's), K x N with layout nn. */
+class Linear : public Generator<Linear> {
+public:
+    GeneratorParam<int> M{"M", 256, 1, 1 << 20};
+    GeneratorParam<int> N{"N", 256, 1, 1 << 20};
+    GeneratorParam<int> K{"K", 256, 1, 1 << 20};
+    GeneratorParam<int> TM{"TM", 128, 1, 4096};
+    GeneratorParam<int> TN{"TN", 128, 1, 4096};
+    GeneratorParam<int> TK{"TK", 64, 1, 4096};
+    GeneratorParam<std::string> layout{"layout", "nt", {"nt", "nn"}};
+    GeneratorParam<std::string> epilogue{"epilogue", "bias", {"none", "bias", "residual"}};
+    Input<Buffer<bfloat16_t, 2>> x{"x"}, w{"w"};
+    Input<Buffer<float, 1>> bias{"bias"};
+    Input<Buffer<float, 2>> residual{"residual"};
+    Output<Buffer<float, 2>> out{"out"};
+
+    void generate() override {
+        const bool nt = layout.value() == "nt";
+        RDom k(0, K);
+        acc(n, m) = 0.0f;
+        acc(n, m) += Halide::cast<float>(x(k, m)) * Halide::cast<float>(nt ? w(k, n) : w(n, k));
+        Expr v = acc(n, m);
+        if (epilogue.value() == "bias")
+            v = v + bias(n);
+        if (epilogue.value() == "residual")
+            v = v + residual(n, m);
+        out(n, m) = v;
+        dense_shape(x, {K, M});
+        dense_shape(w, nt ? std::vector<int>{K, N} : std::vector<int>{N, K});
+        dense_shape(bias, {N});
+        dense_shape(residual, {N, M});
+        out.dim(0).set_bounds(0, N);
+        out.dim(1).set_bounds(0, M).set_stride(N);
+        k_x = k.x;
+    }
+
+    void schedule() override {
+        Var no("no"), mo("mo"), ni("ni"), mi("mi"), t("t");
+        RVar ko("ko"), ki("ki");
+        out.tile(n, m, no, mo, ni, mi, TN, TM, TailStrategy::GuardWithIf)
+            .fuse(no, mo, t)
+            .map_to_cores(t)
+            .async_copy();
+        acc.compute_at(out, t);
+        acc.update()
+            .split(k_x, ko, ki, TK, TailStrategy::GuardWithIf)
+            .reorder(n, m, ki, ko)
+            .tile_mma();
+        for (Input<Buffer<bfloat16_t, 2>> *operand : {&x, &w}) {
+            Func tile = Func::staged(*operand, acc);
+            tile.compute_at(acc, ko).async_copy().multi_buffer(2);
+        }
+    }
+
+private:
+    Var n{"n"}, m{"m"};
+    Func acc{"acc"};
+    Halide::RVar k_x;
+};
+TANDEM_REGISTER_GENERATOR(Linear, linear)
+
+} // namespace
