@@ -267,6 +267,8 @@ void emit(const Args &a) {
     std::string schedule = a.schedule.empty() ? schedules_for(app, a.target).front() : a.schedule;
     auto t0 = std::chrono::steady_clock::now();
     Kernel k = compile_app(app, params, schedule, Target::parse(a.target));
+    for (const std::string &w : k.warnings)
+        std::cerr << "warning: " << w << "\n";
     const double compile_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (!a.out_dir.empty())
@@ -578,6 +580,8 @@ int tandem::apps::cli_main(int argc, char **argv) {
             o.timeline = a.timeline;
             o.seed = a.seed;
             RunResult r = run(find_app(a.app), o);
+            for (const std::string &w : r.kernel.warnings)
+                std::cerr << "warning: " << w << "\n";
             if (a.json)
                 std::cout << r.json() << "\n";
             else

@@ -139,6 +139,8 @@ int run_main(const std::string &name, const std::string &target, const apps::Par
             o.params.set(k, v);
     }
     const apps::RunResult r = apps::run(apps::find_app(name), o);
+    for (const std::string &w : r.kernel.warnings)
+        std::cerr << "warning: " << w << "\n";
     std::cout << (json ? r.json() + "\n" : r.text());
     return r.failed() ? 1 : 0;
 }
@@ -245,6 +247,8 @@ int generator_main(int argc, char **argv) {
         if (function.empty())
             function = name;
         Kernel kernel = g->compile(target, function);
+        for (const std::string &w : kernel.warnings)
+            std::cerr << "warning: " << w << "\n";
         std::filesystem::create_directories(dir);
         const TargetBackend &backend = backend_of(target);
         std::stringstream kinds(emit);

@@ -194,6 +194,17 @@ bool is_loop_var_of_output(const Func &output, const std::string &var) {
     return false;
 }
 
+/** A warning when `tiles` leave most of the machine's units idle. */
+void warn_idle(CompileContext &ctx, const std::string &var, int64_t tiles) {
+    const int units = ctx.vector_units_only ? ctx.target.vector_units() : ctx.target.units();
+    if (2 * tiles >= units)
+        return;
+    ctx.warnings.push_back("Func '" + ctx.output + "': map_to_cores(" + var + ") has " +
+                           std::to_string(tiles) + " tile(s) for the " + std::to_string(units) +
+                           " " + lowering_of(ctx.target).unit_noun + " of " + ctx.target.name() +
+                           ", which leaves most of them idle; smaller tiles spread the work");
+}
+
 } // namespace
 
 Stmt map_to_cores(const Stmt &s, CompileContext &ctx) {
@@ -254,6 +265,7 @@ Stmt map_to_cores(const Stmt &s, CompileContext &ctx) {
         Stmt tiles = d.cluster > 1 ? IfThenElse::make(ir::core_id() == 0, s)
                                    : one_core_per_piece(s, ctx.output, spread_over, pieces);
         pieces = std::max(pieces, 1);
+        warn_idle(ctx, d.cores_var, pieces);
         ctx.notes.push_back(
             "map_to_cores: the loop over " + d.cores_var + " has " + std::to_string(pieces) +
             " iteration(s), which Halide's partitioning left as straight-line "
@@ -274,6 +286,10 @@ Stmt map_to_cores(const Stmt &s, CompileContext &ctx) {
                         " spread over " + std::to_string(units) + " " +
                         lowering_of(ctx.target).unit_noun + " (" + std::to_string(spread.mapped) +
                         " loop(s) after Halide's partitioning)");
+    // A static tile count (a partitioned tail's tile included) below half the machine's units.
+    if (spread.largest_extent > 0 && is_const(simplify(spread.tiles))) {
+        warn_idle(ctx, d.cores_var, spread.largest_extent + (spread.mapped > 1 ? 1 : 0));
+    }
     int tails = 0;
     result = guard_tails(result, ctx.output, simplify(stride - 1), spread, tails);
     ctx.cluster_owns_tile = spread.owns_tile;

@@ -332,7 +332,10 @@ Kernel compile_kernel(const Func &output, const std::vector<ImageParam> &inputs,
     lower::log_lowering("Halide's lowering", s);
     s = lower::run_passes(lower::lowering_of(target).passes, s, ctx, k);
     k.body = s;
-    k.notes = ctx.notes;
+    for (const std::string &note : ctx.notes)
+        k.notes.push_back(in_user_words(note));
+    for (const std::string &warning : ctx.warnings)
+        k.warnings.push_back(in_user_words(warning));
     k.grid = ctx.grid;
     k.tiles = ctx.tiles;
     k.ctas_per_sm = ctx.ctas_per_sm;

@@ -3,6 +3,7 @@
 #include "tandem/Generator.h"
 
 #include <algorithm>
+#include <vector>
 
 using namespace tandem;
 
@@ -23,13 +24,15 @@ public:
             in->dim(0).set_bounds(0, W);
             in->dim(1).set_bounds(0, H).set_stride(W);
         }
-        out.output_buffer().dim(0).set_bounds(0, W);
-        out.output_buffer().dim(1).set_bounds(0, H).set_stride(W);
+        // As in Halide: the Output forwards its buffer's dims.
+        out.dim(0).set_bounds(0, W);
+        out.dim(1).set_bounds(0, H).set_stride(W);
     }
 
     void schedule() override {
         Var io("io"), jo("jo"), ii("ii"), ji("ji"), t("t");
-        out.tile(i, j, io, jo, ii, ji, std::min<int>(32, W), std::min<int>(4, H),
+        std::vector<Var> args = out.args(); // i, j
+        out.tile(args[0], args[1], io, jo, ii, ji, std::min<int>(32, W), std::min<int>(4, H),
                  TailStrategy::GuardWithIf)
             .fuse(io, jo, t)
             .map_to_cores(t);

@@ -117,6 +117,7 @@ struct CompileContext {
     std::vector<KernelArg> args;       // the DRAM tensors: inputs, then the output
     std::vector<std::string> funcs;    // every Func of the pipeline
     std::vector<std::string> notes;    // what the passes decided, for --emit stmt
+    std::vector<std::string> warnings; // what the user should know (the tools print them)
     std::map<std::string, int> slots;  // versions of each multi-buffered buffer
     std::vector<BarrierDecl> barriers; // Hopper mbarriers
     int warpgroups = 1;                // Hopper agents per CTA
@@ -163,6 +164,9 @@ struct Kernel {
     Halide::Internal::Stmt halide_stmt; // after Halide's lowering, before Tandem's passes
     Halide::Internal::Stmt body;        // the async Stmt
     std::vector<std::string> notes;
+    /** What the user should know of the schedule: it leaves most cores idle. The generator main
+     * and the CLI print them on standard error as "warning: ...". */
+    std::vector<std::string> warnings;
 
     const SramBuffer *buffer(const std::string &name) const;
     const KernelArg *arg(const std::string &name) const;
