@@ -118,4 +118,23 @@ void stage_inputs_read_by_vector_code(const Func &output, const std::vector<Imag
     }
 }
 
+void guard_output_tails(const Func &output, CompileContext &ctx) {
+    Function out = output.halide().function();
+    std::string guarded;
+    for (Split &split : out.definition().schedule().splits()) {
+        // Halide resolves Auto to ShiftInwards as the schedule is written.
+        if (split.is_split() &&
+            (split.tail == TailStrategy::Auto || split.tail == TailStrategy::ShiftInwards)) {
+            split.tail = TailStrategy::GuardWithIf;
+            guarded += (guarded.empty() ? "" : ", ") + split.old_var;
+        }
+    }
+    if (!guarded.empty()) {
+        ctx.notes.push_back(output.name() + ": the tiles of " + guarded +
+                            " are guarded at the edges (GuardWithIf), not shifted inwards: a "
+                            "shifted tile overlaps its neighbour on another core, and one larger "
+                            "than the tensor starts before it");
+    }
+}
+
 } // namespace tandem::lower

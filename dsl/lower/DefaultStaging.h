@@ -12,6 +12,12 @@
  *
  * with a note saying so. A copy the user staged (Func::staged, in()) is theirs and stays; an
  * input of a tile_mma or of an inlined Func is left to the passes that report it.
+ *
+ * Likewise the output's tails: a split of the output the user gave no TailStrategy is Halide's
+ * ShiftInwards (Halide resolves Auto so as the split is written), whose last tile overlaps the one
+ * before it (two cores writing the same elements: a race) or, where the tile exceeds a static
+ * extent, starts before the tensor. Such splits are guarded instead (GuardWithIf), with a note:
+ * tiles larger than the tensor shrink to it.
  */
 
 #include "tandem/Kernel.h"
@@ -20,6 +26,7 @@ namespace tandem::lower {
 
 void stage_inputs_read_by_vector_code(const Func &output, const std::vector<ImageParam> &inputs,
                                       CompileContext &ctx);
+void guard_output_tails(const Func &output, CompileContext &ctx);
 
 } // namespace tandem::lower
 

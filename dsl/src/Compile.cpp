@@ -280,6 +280,7 @@ Kernel compile_kernel(const Func &output, const std::vector<ImageParam> &inputs,
     ctx.output_func = &output;
     for (const ImageParam &p : inputs)
         ctx.inputs.push_back(p.name());
+    lower::guard_output_tails(output, ctx);
     lower::stage_inputs_read_by_vector_code(output, inputs, ctx);
     lower::validate_schedule(output, ctx);
 

@@ -17,6 +17,9 @@ public:
     GeneratorParam<int> TX{"TX", 64, 1, 4096};
     GeneratorParam<int> TY{"TY", 8, 1, 4096};
     GeneratorParam<bool> runtime{"runtime", false};
+    // How the tiles meet the edges: guard (GuardWithIf) or Halide's default (no tail strategy
+    // written), with tiles that may exceed a static extent.
+    GeneratorParam<std::string> tail{"tail", "guard", {"guard", "auto"}};
 
 protected:
     Var x{"x"}, y{"y"}, xo{"xo"}, yo{"yo"}, xi{"xi"}, yi{"yi"}, t{"t"};
@@ -32,7 +35,8 @@ protected:
     }
     /** out in TX x TY tiles over the cores, `in` staged per tile and double-buffered. */
     void schedule_tiles(Func &out, ImageParam &in) {
-        out.tile(x, y, xo, yo, xi, yi, TX, TY, TailStrategy::GuardWithIf)
+        out.tile(x, y, xo, yo, xi, yi, TX, TY,
+                 tail.value() == "guard" ? TailStrategy::GuardWithIf : TailStrategy::Auto)
             .fuse(xo, yo, t)
             .map_to_cores(t);
         Func tile = Func::staged(in, out);
