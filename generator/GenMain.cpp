@@ -10,9 +10,11 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <random>
 #include <sstream>
 
 namespace tandem {
@@ -145,6 +147,76 @@ int run_main(const std::string &name, const std::string &target, const apps::Par
     return r.failed() ? 1 : 0;
 }
 
+/** Random parameters of generator `name`: an int in [min, min(max, 300)] (small values and
+ * primes come up often), a bool either way, a string one of its choices; a float keeps its
+ * default. */
+apps::Params draw_params(const std::string &name, std::mt19937_64 &rng) {
+    apps::Params p;
+    for (const GeneratorParamInfo &info : GeneratorRegistry::create(name)->params()) {
+        if (info.kind == "int") {
+            const int lo = int(info.min.value_or(1)),
+                      hi = std::max(lo, std::min(int(info.max.value_or(300)), 300));
+            // Log-uniform: a 1 as likely as a 200.
+            const double u = std::uniform_real_distribution<double>(0, 1)(rng);
+            const int v = std::min(hi, lo + int(std::exp(u * std::log(double(hi - lo + 1)))) - 1);
+            p.set(info.name, std::to_string(v));
+        } else if (info.kind == "bool") {
+            p.set(info.name, rng() % 2 ? "true" : "false");
+        } else if (info.kind == "string" && !info.choices.empty()) {
+            p.set(info.name, info.choices[rng() % info.choices.size()]);
+        }
+    }
+    return p;
+}
+
+/** `runs` random cases of this binary's generators (a generator, a target, parameters), each run
+ * on the model against the reference. A user error is a refusal; a wrong result, a race, a
+ * deadlock or an internal error a failure, printed with the command that repeats it. */
+int fuzz_main(int runs, uint64_t seed, const std::string &only) {
+    std::mt19937_64 rng(seed);
+    std::vector<std::string> names = GeneratorRegistry::names();
+    if (!only.empty())
+        names = {only};
+    int ok = 0, refused = 0, failures = 0;
+    for (int i = 0; i < runs; i++) {
+        const std::string name = names[rng() % names.size()];
+        const std::vector<std::string> targets = Target::names();
+        const std::string target = targets[rng() % targets.size()];
+        const apps::Params p = draw_params(name, rng);
+        std::string command = "-g " + name + " --run target=" + target;
+        for (const auto &[k, v] : p.values())
+            command += " " + k + "=" + v;
+        std::string outcome;
+        try {
+            apps::RunOptions o;
+            o.target = target;
+            for (const auto &[k, v] : p.values()) {
+                if (k == "schedule")
+                    o.schedule = v;
+                else
+                    o.params.set(k, v);
+            }
+            const apps::RunResult r = apps::run(apps::find_app(name), o);
+            outcome = r.failed() ? "FAILED: " + std::string(r.correct ? "" : "wrong, ") +
+                                       std::to_string(r.report.race_count) + " races" +
+                                       (r.report.deadlock ? ", deadlock" : "")
+                                 : "ok";
+        } catch (const Error &e) {
+            outcome = std::string("refused: ") + e.what();
+        } catch (const std::exception &e) {
+            outcome = std::string("FAILED: internal error: ") + e.what();
+        }
+        ok += outcome == "ok";
+        refused += outcome.rfind("refused", 0) == 0;
+        failures += outcome.rfind("FAILED", 0) == 0;
+        std::cout << i + 1 << "/" << runs << " " << command << ": " << outcome.substr(0, 300)
+                  << std::endl;
+    }
+    std::cout << "fuzz: " << runs << " runs, " << ok << " ok, " << refused
+              << " refused (user errors), " << failures << " failures\n";
+    return failures ? 1 : 0;
+}
+
 } // namespace
 
 int generator_main(int argc, char **argv) {
@@ -155,6 +227,7 @@ int generator_main(int argc, char **argv) {
     std::string name, dir, function, emit = "stmt,code";
     std::vector<std::string> assignments;
     bool tune = false, tune_worker = false, run = false, json = false;
+    int fuzz_runs = 0;
     std::string trace, timeline;
     std::string db;
     int budget = 64, jobs = 1;
@@ -173,6 +246,10 @@ int generator_main(int argc, char **argv) {
     app.add_flag("--json", json, "--run: the report as one JSON object");
     app.add_option("--trace", trace, "--run: a Chrome/Perfetto trace of the run");
     app.add_option("--timeline", timeline, "--run: an SVG picture of the overlap");
+    app.add_option("--fuzz", fuzz_runs,
+                   "run this many random cases of this binary's generators (-g: of one) on "
+                   "random targets and parameters against their references; exit 1 on a wrong "
+                   "result, a race, a deadlock or an internal error (a user error is a refusal)");
     app.add_flag("--tune-worker", tune_worker,
                  "measure the candidates of this program's generators that tuners "
                  "queued in the shared database (--db)");
@@ -181,7 +258,8 @@ int generator_main(int argc, char **argv) {
     app.add_option("--budget", budget, "--tune: candidates to try")->check(CLI::PositiveNumber);
     app.add_option("--jobs", jobs, "candidates measured at once")->check(CLI::NonNegativeNumber);
     app.add_option("--seconds", seconds, "--tune: stop after this long as well");
-    app.add_option("--seed", seed, "--tune: the search's seed; --run: the inputs'");
+    app.add_option("--seed", seed,
+                   "--tune: the search's seed; --run: the inputs'; --fuzz: the cases'");
     app.add_option("--lease", lease, "seconds a worker holds a job between renewals")
         ->check(CLI::PositiveNumber);
     app.add_option("--idle-exit", idle_exit, "--tune-worker: stop after this long without a job");
@@ -217,6 +295,8 @@ int generator_main(int argc, char **argv) {
             std::cout << "tune-worker: " << done << " job(s) measured\n";
             return 0;
         }
+        if (fuzz_runs > 0)
+            return fuzz_main(fuzz_runs, seed, name);
         if (name.empty())
             throw Error("-g: name the generator (--help lists them)");
         if (dir.empty() && !tune && !run)

@@ -12,6 +12,8 @@
  *     my_gen -g NAME --run [--json] [--timeline F.svg] target=T [param=value]...
  *                                        runs it on the target's machine model against its
  *                                        reference (Halide's RunGen, without a library)
+ *     my_gen --fuzz N [-g NAME] [--seed S] N random cases (generator, target, parameters) on the
+ *                                        models; exit 1 on a failure (a user error is a refusal)
  *
  * It builds generator NAME (registered with TANDEM_REGISTER_GENERATOR) for the target with the
  * parameters given, and writes each requested output into DIR as FUNCTION_NAME.<suffix>: stmt (the
