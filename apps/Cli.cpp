@@ -562,7 +562,7 @@ int tandem::apps::cli_main(int argc, char **argv) {
     } catch (const CLI::ParseError &e) {
         return line.app.exit(e) == 0 ? 0 : 2;
     } catch (const tandem::Error &e) {
-        std::cerr << "error: " << e.what() << "\n";
+        std::cerr << "error: " << in_user_words(e.what()) << "\n";
         return 2;
     }
     const Args &a = line.a;
@@ -608,7 +608,7 @@ int tandem::apps::cli_main(int argc, char **argv) {
                 << CommandLine().app.help(); // the whole command line, not the help subcommand
         }
     } catch (const tandem::Error &e) {
-        std::cerr << "error: " << e.what() << "\n";
+        std::cerr << "error: " << in_user_words(e.what()) << "\n";
         return 2;
     } catch (const std::exception &e) {
         std::cerr << "internal error: " << e.what() << "\n";

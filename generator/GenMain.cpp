@@ -202,7 +202,7 @@ int fuzz_main(int runs, uint64_t seed, const std::string &only) {
                                        (r.report.deadlock ? ", deadlock" : "")
                                  : "ok";
         } catch (const Error &e) {
-            outcome = std::string("refused: ") + e.what();
+            outcome = "refused: " + in_user_words(e.what());
         } catch (const std::exception &e) {
             outcome = std::string("FAILED: internal error: ") + e.what();
         }
@@ -365,7 +365,7 @@ int generator_main(int argc, char **argv) {
                 throw Error("-e " + kind + ": target " + target.name() + " emits " + known);
         }
     } catch (const Error &e) {
-        std::cerr << "error: " << e.what() << "\n";
+        std::cerr << "error: " << in_user_words(e.what()) << "\n";
         return 1;
     } catch (const std::exception &e) {
         // Tandem's or Halide's internal error: reported with what reproduces it, never an abort.
