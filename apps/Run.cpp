@@ -32,7 +32,9 @@ std::vector<int> extents_of(const Halide::Internal::Parameter &p) {
             e.defined() ? e.as<Halide::Internal::IntImm>() : nullptr;
         if (!i)
             throw Error(p.name() + ": dimension " + std::to_string(d) +
-                        " has neither an extent nor an estimate");
+                        " has neither an extent nor an estimate, and a run takes a runtime "
+                        "extent at its estimate: give one in generate() (" +
+                        p.name() + ".set_estimates({{0, 1000}, ...}))");
         extents.push_back(int(i->value));
     }
     return extents;

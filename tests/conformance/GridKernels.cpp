@@ -146,4 +146,23 @@ private:
 };
 TANDEM_REGISTER_GENERATOR(ColumnReduce, column_reduce)
 
+/** A generator that says nothing about its buffers, Halide's default: out(x, y) = 2 in(x, y) + 1
+ * at any W x H the call brings (runtime extents, min 0, dense). */
+class Undeclared : public Generator<Undeclared> {
+public:
+    Input<Buffer<float, 2>> in{"in"};
+    Output<Buffer<float, 2>> out{"out"};
+
+    void generate() override { out(x, y) = in(x, y) * 2.0f + 1.0f; }
+    void schedule() override {
+        out.tile(x, y, xo, yo, xi, yi, 32, 4).fuse(xo, yo, t).map_to_cores(t);
+        Func::staged(in, out).compute_at(out, t).async_copy().multi_buffer(2);
+        out.async_copy();
+    }
+
+private:
+    Var x{"x"}, y{"y"}, xo{"xo"}, yo{"yo"}, xi{"xi"}, yi{"yi"}, t{"t"};
+};
+TANDEM_REGISTER_GENERATOR(Undeclared, undeclared)
+
 } // namespace

@@ -2,6 +2,7 @@
 # (one nvcc run keeps it fast): each case emitted by the generator main (-e cuda), then all of
 # them assembled; an error, a wgmma ptxas serializes or an ignored setmaxnreg fails.
 #   cmake -DGEN=conformance_gen -DCASES="name|generator|params;..." -DOUT=dir -DRUNTIME=dir -P check_ptxas.cmake
+cmake_policy(SET CMP0007 NEW) # keep the empty parameters of a case
 if(DEFINED ENV{TANDEM_NVCC})
   set(nvcc $ENV{TANDEM_NVCC})
 elseif(EXISTS /usr/local/cuda/bin/nvcc)
