@@ -16,6 +16,17 @@ using Halide::Expr;
 
 namespace {
 
+/** The loops of an element nest, outermost first, into `loops`; its store, or null when the nest
+ * is not one store in a loop nest. */
+const Store *peel_loops(const Stmt &body, std::vector<ascend_vector::Loop> &loops) {
+    Stmt s = body;
+    while (const For *f = s.as<For>()) {
+        loops.push_back({f->name, f->min, f->extent});
+        s = f->body;
+    }
+    return s.as<Store>();
+}
+
 using ascend_vector::Group;
 using ascend_vector::Kind;
 using ascend_vector::kLanes;
@@ -298,12 +309,7 @@ private:
      * words. */
     static std::string unsupported(const Stmt &body) {
         std::vector<Loop> loops;
-        Stmt s = body;
-        while (const For *f = s.as<For>()) {
-            loops.push_back({f->name, f->min, f->extent});
-            s = f->body;
-        }
-        const Store *store = s.as<Store>();
+        const Store *store = peel_loops(body, loops);
         if (!store)
             return "an element nest that is not one store in a loop nest";
         if (store->value.type() != Halide::Float(32) && store->value.type() != Halide::BFloat(16))
@@ -479,12 +485,7 @@ private:
     /** The op with its AscendC instructions, or none. */
     Stmt instructions(const LetStmt *op, const ir::VectorOp &v, const Stmt &body) {
         std::vector<Loop> loops;
-        Stmt s = body;
-        while (const For *f = s.as<For>()) {
-            loops.push_back({f->name, f->min, f->extent});
-            s = f->body;
-        }
-        const Store *store = s.as<Store>();
+        const Store *store = peel_loops(body, loops);
         // A bfloat16 store of a float value: the value in f32, then a Cast (CAST_RINT: ties to
         // even, as Halide's cast rounds).
         const Cast *to_bf16 = store ? store->value.as<Cast>() : nullptr;
