@@ -13,12 +13,14 @@
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -34,6 +36,7 @@ struct Args {
                               name, db;
     int drop_flag = -1;
     Params params, at;
+    std::vector<std::string> generators; // fuzz: generator programs fuzzed beside the apps
     bool runtime_shapes = false;
     bool json = false, numerics = true, verbose = false, target_given = false, emit = true;
     double seconds = 60, tune_seconds = 0, timeout = 120; // tune_seconds 0: no time limit
@@ -111,7 +114,13 @@ struct CommandLine {
         fuzz->add_option("--jobs", a.jobs, "runs at once")->check(CLI::PositiveNumber);
         fuzz->add_option("--target", a.target, "only this target")
             ->each([this](const std::string &) { a.target_given = true; });
-        fuzz->add_option("--app", a.app, "only this app");
+        fuzz->add_option("--app", a.app, "only this app (or a --generators program's generator)");
+        fuzz->add_option("--generators", a.generators,
+                         "also fuzz the generators of this generator program (a binary built "
+                         "with add_tandem_generator; repeat for more): it runs its own --fuzz "
+                         "beside the apps' with a share of the jobs and runs; not with "
+                         "--runtime-shapes. ./tandem fuzz adds the conformance suite's")
+            ->allow_extra_args(false);
         fuzz->add_option("--timeout", a.timeout, "seconds before a run counts as hung");
         fuzz->add_flag("!--no-emit", a.emit, "do not emit code");
         fuzz->add_flag("--verbose", a.verbose, "a line per run");
@@ -314,10 +323,88 @@ void emit(const Args &a) {
                 a.what + "'");
 }
 
+/** A generator program fuzzing its own generators beside the apps (`fuzz --generators`): its
+ * output (the failure lines, then its summary as JSON) goes to a file read when it ends. */
+struct ProgramFuzz {
+    std::string program;
+    pid_t pid = -1;
+    std::filesystem::path output;
+};
+
+ProgramFuzz start_program_fuzz(const std::string &program, const Args &a, int jobs, int64_t runs) {
+    ProgramFuzz p;
+    p.program = program;
+    p.output = std::filesystem::temp_directory_path() /
+               ("tandem-fuzz-" + std::to_string(getpid()) + "-" +
+                std::filesystem::path(program).filename().string() + ".log");
+    std::vector<std::string> args = {program,
+                                     "--fuzz",
+                                     std::to_string(std::max<int64_t>(runs, 0)),
+                                     "--seconds",
+                                     std::to_string(runs >= 0 ? 0 : a.seconds),
+                                     "--jobs",
+                                     std::to_string(jobs),
+                                     "--seed",
+                                     std::to_string(a.seed),
+                                     "--timeout",
+                                     std::to_string(a.timeout),
+                                     "--json"};
+    if (!a.app.empty())
+        args.insert(args.end(), {"-g", a.app});
+    if (a.target_given)
+        args.push_back("target=" + a.target);
+    std::vector<char *> argv;
+    for (std::string &s : args)
+        argv.push_back(s.data());
+    argv.push_back(nullptr);
+    std::fflush(stdout);
+    p.pid = fork();
+    if (p.pid < 0)
+        throw Error(std::string("fuzz: fork failed: ") + std::strerror(errno));
+    if (p.pid == 0) {
+        if (!std::freopen(p.output.c_str(), "w", stdout) || !std::freopen("/dev/null", "w", stderr))
+            _exit(127);
+        execv(argv[0], argv.data());
+        std::printf("cannot run it: %s\n", std::strerror(errno));
+        std::fflush(stdout);
+        _exit(127);
+    }
+    return p;
+}
+
+/** Waits for the program, prints its failure lines and returns its summary; a program that ends
+ * without one (it could not run, or crashed) is one failure. */
+FuzzSummary finish_program_fuzz(const ProgramFuzz &p) {
+    int status = 0;
+    waitpid(p.pid, &status, 0);
+    std::ifstream in(p.output);
+    std::string line, last;
+    FuzzSummary s;
+    bool summarised = false;
+    while (std::getline(in, line)) {
+        if (line.rfind("{\"fuzz\"", 0) == 0) {
+            s = FuzzSummary::from_json(line);
+            summarised = true;
+        } else if (line.rfind("FAIL ", 0) == 0 || line.rfind("pass ", 0) == 0) {
+            std::printf("%s\n", line.c_str());
+        } else if (!line.empty()) {
+            last = line;
+        }
+    }
+    std::filesystem::remove(p.output);
+    if (!summarised) {
+        s.runs = s.failures = 1;
+        std::printf("FAIL crash %s --fuzz (exit status %d) # %s\n", p.program.c_str(),
+                    WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), last.c_str());
+    }
+    s.program = p.program;
+    return s;
+}
+
 int fuzz(const Args &a) {
     FuzzOptions o;
     o.seed = a.seed;
-    o.seconds = a.seconds;
+    o.seconds = a.runs >= 0 ? 0 : a.seconds;
     o.runs = a.runs;
     o.jobs = a.jobs;
     o.timeout = a.timeout;
@@ -326,26 +413,42 @@ int fuzz(const Args &a) {
     o.app = a.app;
     if (a.target_given)
         o.target = a.target;
-    FuzzSummary s = apps::fuzz(o, [&](const FuzzResult &r) {
-        if (!r.failure() && !a.verbose)
-            return;
-        std::printf("%s %s (%s, %.1f s) %s  # %s\n", r.failure() ? "FAIL" : "pass",
-                    outcome_name(r.outcome), r.c.defaults ? "defaults" : "random", r.seconds,
-                    r.c.command().c_str(), r.message.c_str());
-        std::fflush(stdout);
-    });
-    if (a.json) {
-        std::cout << s.json(a.seed) << "\n";
-    } else {
-        std::printf("fuzz: %lld runs in %.0f s (seed %llu), %lld failures\n", (long long)s.runs,
-                    s.seconds, (unsigned long long)a.seed, (long long)s.failures);
-        for (const auto &[target, counts] : s.by_target) {
-            std::printf("  %-7s", target.c_str());
-            for (const auto &[k, n] : counts)
-                std::printf(" %s %lld", k.c_str(), (long long)n);
-            std::printf("\n");
-        }
+    // The generator programs (none with --runtime-shapes, or with --app naming one of Tandem's
+    // apps) take a share of the jobs and runs each; --app naming something else leaves the apps
+    // out.
+    const bool apps_too =
+        a.app.empty() || std::any_of(all_apps().begin(), all_apps().end(),
+                                     [&](const App &x) { return x.name == a.app; });
+    std::vector<std::string> programs;
+    if (!a.runtime_shapes && !(apps_too && !a.app.empty()))
+        programs = a.generators;
+    const int shares = int(programs.size()) + (apps_too ? 1 : 0);
+    const int program_jobs = std::max(1, a.jobs / std::max(1, shares));
+    const int64_t program_runs = a.runs >= 0 ? a.runs / std::max(1, shares) : -1;
+    std::vector<ProgramFuzz> started;
+    for (const std::string &program : programs) {
+        if (program_runs != 0)
+            started.push_back(start_program_fuzz(program, a, program_jobs, program_runs));
     }
+    FuzzSummary s;
+    if (apps_too) {
+        o.jobs = std::max(1, a.jobs - program_jobs * int(started.size()));
+        if (a.runs >= 0)
+            o.runs = a.runs - program_runs * int(started.size());
+        s = apps::fuzz(o, [&](const FuzzResult &r) {
+            if (!r.failure() && !a.verbose)
+                return;
+            std::printf("%s\n", r.line().c_str());
+            std::fflush(stdout);
+        });
+    }
+    for (const ProgramFuzz &p : started) {
+        s.programs.push_back(finish_program_fuzz(p));
+        s.runs += s.programs.back().runs;
+        s.failures += s.programs.back().failures;
+        s.seconds = std::max(s.seconds, s.programs.back().seconds);
+    }
+    std::cout << (a.json ? s.json(a.seed) + "\n" : s.text(a.seed));
     return s.failures ? 1 : 0;
 }
 

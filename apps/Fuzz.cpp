@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <sstream>
@@ -101,6 +103,14 @@ const char *outcome_name(Outcome o) {
 }
 
 std::string FuzzCase::command() const {
+    if (!program.empty()) {
+        std::string s = program + " -g " + app + " --run target=" + target;
+        if (schedule != "default")
+            s += " schedule=" + schedule;
+        for (const auto &[k, v] : params.values())
+            s += " " + k + "=" + v;
+        return s + " --seed " + std::to_string(index + 1);
+    }
     std::string s = "./tandem run " + app + " --target " + target + " --schedule " + schedule;
     for (const auto &[k, v] : params.values())
         s += " --param " + k + "=" + v;
@@ -111,11 +121,66 @@ std::string FuzzCase::command() const {
     return s + " --seed " + std::to_string(index + 1);
 }
 
+namespace {
+
+bool is_tandem_app(const std::string &name) {
+    return std::any_of(all_apps().begin(), all_apps().end(),
+                       [&](const App &a) { return a.name == name; });
+}
+
+/** A case of one of this program's own generators: a generator, a target, a schedule, and every
+ * other parameter drawn from its declaration (ints log-uniform in [min, min(max, 300)], so a 1 is
+ * as likely as a 200; bools either way; strings one of their choices; floats keep their
+ * defaults). */
+FuzzCase draw_generator_case(const FuzzOptions &options, uint64_t index, std::mt19937_64 &rng) {
+    auto pick = [&](size_t n) {
+        return size_t(std::uniform_int_distribution<size_t>(0, n - 1)(rng));
+    };
+    std::vector<std::string> names;
+    for (const std::string &name : GeneratorRegistry::names()) {
+        if (!is_tandem_app(name) && (options.app.empty() || options.app == name))
+            names.push_back(name);
+    }
+    if (names.empty())
+        throw Error("fuzz: " + options.program + " has no generator of its own" +
+                    (options.app.empty() ? "" : " named " + options.app));
+    const std::vector<std::string> targets =
+        options.target.empty() ? Target::names() : std::vector<std::string>{options.target};
+    FuzzCase c;
+    c.index = index;
+    c.emit = options.emit;
+    c.program = options.program;
+    c.app = names[pick(names.size())];
+    c.target = targets[pick(targets.size())];
+    const std::vector<std::string> &schedules = schedules_for(find_app(c.app), c.target);
+    c.schedule = schedules[pick(schedules.size())];
+    for (const GeneratorParamInfo &info : GeneratorRegistry::create(c.app)->params()) {
+        if (info.name == "schedule")
+            continue;
+        if (info.kind == "int") {
+            const int lo = int(info.min.value_or(1)),
+                      hi = std::max(lo, std::min(int(info.max.value_or(300)), 300));
+            const double u = std::uniform_real_distribution<double>(0, 1)(rng);
+            const int v = std::min(hi, lo + int(std::exp(u * std::log(double(hi - lo + 1)))) - 1);
+            c.params.set(info.name, std::to_string(v));
+        } else if (info.kind == "bool") {
+            c.params.set(info.name, pick(2) ? "true" : "false");
+        } else if (info.kind == "string" && !info.choices.empty()) {
+            c.params.set(info.name, info.choices[pick(info.choices.size())]);
+        }
+    }
+    return c;
+}
+
+} // namespace
+
 FuzzCase draw_case(const FuzzOptions &options, uint64_t index) {
     // One generator per case: the case does not depend on which cases ran before it.
     std::seed_seq seq{uint32_t(options.seed), uint32_t(options.seed >> 32), uint32_t(index),
                       uint32_t(index >> 32)};
     std::mt19937_64 rng(seq);
+    if (!options.program.empty())
+        return draw_generator_case(options, index, rng);
     auto pick = [&](size_t n) {
         return size_t(std::uniform_int_distribution<size_t>(0, n - 1)(rng));
     };
@@ -298,21 +363,80 @@ FuzzResult run_case(const FuzzCase &c) {
     return r;
 }
 
-std::string FuzzSummary::json(uint64_t seed) const {
+std::string FuzzResult::line() const {
+    char head[64];
+    std::snprintf(head, sizeof head, " (%s, %.1f s) ",
+                  c.program.empty() ? (c.defaults ? "defaults" : "random") : "generator", seconds);
+    return std::string(failure() ? "FAIL " : "pass ") + outcome_name(outcome) + head + c.command() +
+           "  # " + message;
+}
+
+namespace {
+
+nlohmann::ordered_json counts_json(const FuzzSummary &s) {
     nlohmann::ordered_json by = nlohmann::ordered_json::object();
-    for (const auto &[target, counts] : by_target) {
+    for (const auto &[target, counts] : s.by_target) {
         for (const auto &[k, n] : counts)
             by[target][k] = n;
     }
+    return by;
+}
+
+} // namespace
+
+std::string FuzzSummary::json(uint64_t seed) const {
     nlohmann::ordered_json j;
     j["fuzz"] = {{"runs", runs},
                  {"failures", failures},
                  {"seed", seed},
                  {"seconds", int64_t(seconds)},
-                 {"by_target", by}};
+                 {"by_target", counts_json(*this)}};
     if (shapes_per_run)
         j["fuzz"]["shapes_per_run"] = shapes_per_run;
+    for (const FuzzSummary &p : programs) {
+        j["fuzz"]["generators"][p.program] = {
+            {"runs", p.runs}, {"failures", p.failures}, {"by_target", counts_json(p)}};
+    }
     return j.dump();
+}
+
+std::string FuzzSummary::text(uint64_t seed) const {
+    std::string s;
+    auto add = [&](const char *format, auto... args) {
+        char line[512];
+        std::snprintf(line, sizeof line, format, args...);
+        s += line;
+    };
+    add("fuzz: %lld runs in %.0f s (seed %llu), %lld failures\n", (long long)runs, seconds,
+        (unsigned long long)seed, (long long)failures);
+    auto by = [&](const FuzzSummary &summary, const char *indent) {
+        for (const auto &[target, counts] : summary.by_target) {
+            add("%s%-7s", indent, target.c_str());
+            for (const auto &[k, n] : counts)
+                add(" %s %lld", k.c_str(), (long long)n);
+            add("\n");
+        }
+    };
+    by(*this, "  ");
+    for (const FuzzSummary &p : programs) {
+        add("  generators of %s: %lld runs, %lld failures\n", p.program.c_str(), (long long)p.runs,
+            (long long)p.failures);
+        by(p, "    ");
+    }
+    return s;
+}
+
+FuzzSummary FuzzSummary::from_json(const std::string &line) {
+    const nlohmann::json j = nlohmann::json::parse(line).at("fuzz");
+    FuzzSummary s;
+    s.runs = j.at("runs").get<int64_t>();
+    s.failures = j.at("failures").get<int64_t>();
+    s.seconds = j.at("seconds").get<double>();
+    for (const auto &[target, counts] : j.at("by_target").items()) {
+        for (const auto &[k, n] : counts.items())
+            s.by_target[target][k] = n.get<int64_t>();
+    }
+    return s;
 }
 
 namespace {
@@ -378,8 +502,8 @@ FuzzSummary fuzz(const FuzzOptions &options,
     std::vector<Child> running;
     uint64_t next = 0;
     auto more = [&] {
-        return options.runs >= 0 ? int64_t(next) < options.runs
-                                 : seconds_since(t0) < options.seconds;
+        return (options.runs < 0 || int64_t(next) < options.runs) &&
+               (options.seconds <= 0 || seconds_since(t0) < options.seconds);
     };
     while (true) {
         while (int(running.size()) < std::max(1, options.jobs) && more())

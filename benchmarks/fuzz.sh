@@ -6,8 +6,11 @@
 # record instead of "fuzz" (e.g. fuzz_runtime_shapes for a --runtime-shapes run).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-# TANDEM_CLI: a copy of the binary to fuzz (so that the tree can be rebuilt meanwhile).
+# TANDEM_CLI: a copy of the binary to fuzz (so that the tree can be rebuilt meanwhile);
+# TANDEM_GENERATORS: a copy of the conformance suite's generator program, fuzzed beside the apps
+# ("none": the apps only).
 cli="${TANDEM_CLI:-$root/build/apps/tandem-cli}"
+generators="${TANDEM_GENERATORS:-$root/build/tests/conformance/conformance_gen}"
 out="$root/benchmarks/results"
 mkdir -p "$out"
 [ -z "${TANDEM_CLI:-}" ] && "$root/tandem" build >/dev/null
@@ -16,6 +19,8 @@ args=("$@")
 [ ${#args[@]} -eq 0 ] && args=(--seconds 1200 --jobs 2 --seed 1)
 record="${TANDEM_FUZZ_RECORD:-fuzz}"
 log="$out/$record.log"
+[ "$generators" != none ] && [[ " ${args[*]} " != *" --runtime-shapes "* ]] &&
+    args+=(--generators "$generators")
 echo "\$ tandem-cli fuzz ${args[*]} --json" > "$log"
 status=0
 "$cli" fuzz "${args[@]}" --json >> "$log" || status=$?

@@ -1,5 +1,6 @@
 #include "GenMain.h"
 
+#include "Fuzz.h"
 #include "Run.h"
 #include "Tune.h"
 #include "TuningDb.h"
@@ -10,11 +11,9 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
-#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <random>
 #include <sstream>
 
 namespace tandem {
@@ -147,74 +146,16 @@ int run_main(const std::string &name, const std::string &target, const apps::Par
     return r.failed() ? 1 : 0;
 }
 
-/** Random parameters of generator `name`: an int in [min, min(max, 300)] (small values and
- * primes come up often), a bool either way, a string one of its choices; a float keeps its
- * default. */
-apps::Params draw_params(const std::string &name, std::mt19937_64 &rng) {
-    apps::Params p;
-    for (const GeneratorParamInfo &info : GeneratorRegistry::create(name)->params()) {
-        if (info.kind == "int") {
-            const int lo = int(info.min.value_or(1)),
-                      hi = std::max(lo, std::min(int(info.max.value_or(300)), 300));
-            // Log-uniform: a 1 as likely as a 200.
-            const double u = std::uniform_real_distribution<double>(0, 1)(rng);
-            const int v = std::min(hi, lo + int(std::exp(u * std::log(double(hi - lo + 1)))) - 1);
-            p.set(info.name, std::to_string(v));
-        } else if (info.kind == "bool") {
-            p.set(info.name, rng() % 2 ? "true" : "false");
-        } else if (info.kind == "string" && !info.choices.empty()) {
-            p.set(info.name, info.choices[rng() % info.choices.size()]);
-        }
-    }
-    return p;
-}
-
-/** `runs` random cases of this binary's generators (a generator, a target, parameters), each run
- * on the model against the reference. A user error is a refusal; a wrong result, a race, a
- * deadlock or an internal error a failure, printed with the command that repeats it. */
-int fuzz_main(int runs, uint64_t seed, const std::string &only) {
-    std::mt19937_64 rng(seed);
-    std::vector<std::string> names = GeneratorRegistry::names();
-    if (!only.empty())
-        names = {only};
-    int ok = 0, refused = 0, failures = 0;
-    for (int i = 0; i < runs; i++) {
-        const std::string name = names[rng() % names.size()];
-        const std::vector<std::string> targets = Target::names();
-        const std::string target = targets[rng() % targets.size()];
-        const apps::Params p = draw_params(name, rng);
-        std::string command = "-g " + name + " --run target=" + target;
-        for (const auto &[k, v] : p.values())
-            command += " " + k + "=" + v;
-        std::string outcome;
-        try {
-            apps::RunOptions o;
-            o.target = target;
-            for (const auto &[k, v] : p.values()) {
-                if (k == "schedule")
-                    o.schedule = v;
-                else
-                    o.params.set(k, v);
-            }
-            const apps::RunResult r = apps::run(apps::find_app(name), o);
-            outcome = r.failed() ? "FAILED: " + std::string(r.correct ? "" : "wrong, ") +
-                                       std::to_string(r.report.race_count) + " races" +
-                                       (r.report.deadlock ? ", deadlock" : "")
-                                 : "ok";
-        } catch (const Error &e) {
-            outcome = "refused: " + in_user_words(e.what());
-        } catch (const std::exception &e) {
-            outcome = std::string("FAILED: internal error: ") + e.what();
-        }
-        ok += outcome == "ok";
-        refused += outcome.rfind("refused", 0) == 0;
-        failures += outcome.rfind("FAILED", 0) == 0;
-        std::cout << i + 1 << "/" << runs << " " << command << ": " << outcome.substr(0, 300)
-                  << std::endl;
-    }
-    std::cout << "fuzz: " << runs << " runs, " << ok << " ok, " << refused
-              << " refused (user errors), " << failures << " failures\n";
-    return failures ? 1 : 0;
+/** The fuzzer over this program's own generators (apps::fuzz with FuzzOptions::program): each
+ * case in a child process, a failure printed as a line with the command that repeats it, then
+ * the summary; exit 1 on a failure. */
+int fuzz_main(const apps::FuzzOptions &o, bool json) {
+    const apps::FuzzSummary s = apps::fuzz(o, [](const apps::FuzzResult &r) {
+        if (r.failure())
+            std::cout << r.line() << std::endl;
+    });
+    std::cout << (json ? s.json(o.seed) + "\n" : s.text(o.seed));
+    return s.failures ? 1 : 0;
 }
 
 } // namespace
@@ -227,7 +168,8 @@ int generator_main(int argc, char **argv) {
     std::string name, dir, function, emit = "stmt,code";
     std::vector<std::string> assignments;
     bool tune = false, tune_worker = false, run = false, json = false;
-    int fuzz_runs = 0;
+    int fuzz_runs = -1;
+    double timeout = 120;
     std::string trace, timeline;
     std::string db;
     int budget = 64, jobs = 1;
@@ -243,21 +185,28 @@ int generator_main(int argc, char **argv) {
                  "inputs, check it against the generator's reference on the CPU, and report "
                  "cycles, roofline and hazards; exit 1 when it is wrong, races or deadlocks. "
                  "schedule=... picks a schedule; a runtime extent runs at its estimate");
-    app.add_flag("--json", json, "--run: the report as one JSON object");
+    app.add_flag("--json", json, "--run: the report as one JSON object; --fuzz: the summary");
     app.add_option("--trace", trace, "--run: a Chrome/Perfetto trace of the run");
     app.add_option("--timeline", timeline, "--run: an SVG picture of the overlap");
     app.add_option("--fuzz", fuzz_runs,
-                   "run this many random cases of this binary's generators (-g: of one) on "
-                   "random targets and parameters against their references; exit 1 on a wrong "
-                   "result, a race, a deadlock or an internal error (a user error is a refusal)");
+                   "run this many random cases (0: as many as --seconds allows, default 60 s) of "
+                   "this binary's generators (-g: of one; target=T: on one target) on random "
+                   "targets and parameters against their references, each in a child process "
+                   "(--jobs at once, --timeout); a line for each wrong result, race, deadlock, "
+                   "crash, hang or internal error (a user error is a refusal), then the summary "
+                   "(--json: as JSON); exit 1 on any")
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("--timeout", timeout, "--fuzz: seconds before a case counts as hung")
+        ->check(CLI::PositiveNumber);
     app.add_flag("--tune-worker", tune_worker,
                  "measure the candidates of this program's generators that tuners "
                  "queued in the shared database (--db)");
     app.add_option("--db", db,
                    "the tuning database: sqlite:PATH or postgresql://user@host:port/database");
     app.add_option("--budget", budget, "--tune: candidates to try")->check(CLI::PositiveNumber);
-    app.add_option("--jobs", jobs, "candidates measured at once")->check(CLI::NonNegativeNumber);
-    app.add_option("--seconds", seconds, "--tune: stop after this long as well");
+    app.add_option("--jobs", jobs, "candidates measured (--fuzz: cases run) at once")
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("--seconds", seconds, "--tune, --fuzz: stop after this long as well");
     app.add_option("--seed", seed,
                    "--tune: the search's seed; --run: the inputs'; --fuzz: the cases'");
     app.add_option("--lease", lease, "seconds a worker holds a job between renewals")
@@ -295,8 +244,24 @@ int generator_main(int argc, char **argv) {
             std::cout << "tune-worker: " << done << " job(s) measured\n";
             return 0;
         }
-        if (fuzz_runs > 0)
-            return fuzz_main(fuzz_runs, seed, name);
+        if (fuzz_runs >= 0) {
+            apps::FuzzOptions o;
+            o.program = argv[0];
+            o.runs = fuzz_runs > 0 ? fuzz_runs : -1;
+            o.seconds = seconds > 0 || fuzz_runs > 0 ? seconds : 60;
+            o.jobs = std::max(1, jobs);
+            o.timeout = timeout;
+            o.seed = seed;
+            o.app = name;
+            for (const std::string &a : assignments) {
+                if (a.rfind("target=", 0) == 0)
+                    o.target = a.substr(7);
+                else
+                    throw Error("--fuzz draws the parameters; it takes target=T only, not '" + a +
+                                "'");
+            }
+            return fuzz_main(o, json);
+        }
         if (name.empty())
             throw Error("-g: name the generator (--help lists them)");
         if (dir.empty() && !tune && !run)
