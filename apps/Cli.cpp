@@ -665,7 +665,7 @@ int tandem::apps::cli_main(int argc, char **argv) {
     } catch (const CLI::ParseError &e) {
         return line.app.exit(e) == 0 ? 0 : 2;
     } catch (const tandem::Error &e) {
-        std::cerr << "error: " << in_user_words(e.what()) << "\n";
+        std::cerr << "error: " << e.what() << "\n";
         return 2;
     }
     const Args &a = line.a;
@@ -711,10 +711,14 @@ int tandem::apps::cli_main(int argc, char **argv) {
                 << CommandLine().app.help(); // the whole command line, not the help subcommand
         }
     } catch (const tandem::Error &e) {
-        std::cerr << "error: " << in_user_words(e.what()) << "\n";
+        std::cerr << "error: " << e.what() << "\n";
         return 2;
     } catch (const std::exception &e) {
-        std::cerr << "internal error: " << e.what() << "\n";
+        std::string command = "tandem";
+        for (int i = 1; i < argc; i++)
+            command += std::string(" ") + argv[i];
+        std::cerr << "internal error: " << e.what() << "\n  while running " << command
+                  << "\n  (a bug of Tandem: please report it with this command)\n";
         return 3;
     }
     return 0;

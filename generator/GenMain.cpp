@@ -330,7 +330,7 @@ int generator_main(int argc, char **argv) {
                 throw Error("-e " + kind + ": target " + target.name() + " emits " + known);
         }
     } catch (const Error &e) {
-        std::cerr << "error: " << in_user_words(e.what()) << "\n";
+        std::cerr << "error: " << e.what() << "\n";
         return 1;
     } catch (const std::exception &e) {
         // Tandem's or Halide's internal error: reported with what reproduces it, never an abort.

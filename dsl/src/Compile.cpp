@@ -270,10 +270,8 @@ int fitting_stages(const MmaTiles &tiles, const Target &target) {
     return t.fitting_stages ? t.fitting_stages(tiles, target) : 3;
 }
 
-namespace {
-
-Kernel compile_kernel(const Func &output, const std::vector<ImageParam> &inputs,
-                      const Target &target, const std::string &name) {
+Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const Target &target,
+               const std::string &name) {
     CompileContext ctx;
     ctx.target = target;
     ctx.output = output.name();
@@ -349,17 +347,6 @@ Kernel compile_kernel(const Func &output, const std::vector<ImageParam> &inputs,
     k.barriers = ctx.barriers;
     lower::validate_kernel(k);
     return k;
-}
-
-} // namespace
-
-Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const Target &target,
-               const std::string &name) {
-    try {
-        return compile_kernel(output, inputs, target, name);
-    } catch (const Error &e) {
-        throw Error(in_user_words(e.what()));
-    }
 }
 
 } // namespace tandem

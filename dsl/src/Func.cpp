@@ -157,8 +157,7 @@ Func &Func::async_copy() {
 
 Func &Func::multi_buffer(int n) {
     if (n < 1) {
-        throw Error("Func '" + in_user_words(name()) + "', directive multi_buffer(" +
-                    std::to_string(n) +
+        throw Error("Func '" + name() + "', directive multi_buffer(" + std::to_string(n) +
                     "): the number of buffers must be at least 1 (1 = no overlap, 2 = double "
                     "buffering, ...)");
     }
@@ -183,7 +182,7 @@ Func &Func::cooperative() {
 
 Func &Func::persistent(int ctas_per_sm) {
     if (ctas_per_sm < 1 || ctas_per_sm > 32) {
-        throw Error("Func '" + in_user_words(f_.name()) + "', directive persistent(" +
+        throw Error("Func '" + f_.name() + "', directive persistent(" +
                     std::to_string(ctas_per_sm) +
                     "): CTAs per SM must be 1..32 (an SM runs at most 32 CTAs)");
     }
@@ -193,8 +192,7 @@ Func &Func::persistent(int ctas_per_sm) {
 
 Func &Func::cluster(int ctas) {
     if (ctas < 1 || ctas > 8) {
-        throw Error("Func '" + in_user_words(f_.name()) + "', directive cluster(" +
-                    std::to_string(ctas) +
+        throw Error("Func '" + f_.name() + "', directive cluster(" + std::to_string(ctas) +
                     "): a cluster has 1 to 8 CTAs (the portable cluster size on sm_90)");
     }
     record(f_, "cluster", std::to_string(ctas));

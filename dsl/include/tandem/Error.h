@@ -6,9 +6,15 @@
 
 namespace tandem {
 
-/** A user-facing error: a bad schedule, a bad target, a bad kernel argument. */
+/** `message` with the names Halide and Tandem's passes give to Funcs and loops in the user's
+ * words: "A_im$5_in_acc$6$0" -> "the staged copy of A for acc", "out$8_stage" -> "the output
+ * tile of out", "out$8.s0.x.rebased" -> "out.x", "C$3" -> "C". Every Error passes through it. */
+std::string in_user_words(const std::string &message);
+
+/** A user-facing error: a bad schedule, a bad target, a bad kernel argument. Its message is in the
+ * user's words (in_user_words) wherever it is raised: compile(), a pass, a model, an emitter. */
 struct Error : std::runtime_error {
-    using std::runtime_error::runtime_error;
+    explicit Error(const std::string &message) : std::runtime_error(in_user_words(message)) {}
 };
 
 /** A call of a runtime-shape kernel at extents it cannot take, refused before anything runs:
@@ -19,12 +25,6 @@ struct ShapeError : Error {
         : Error(message), target_limit(target_limit) {}
     bool target_limit;
 };
-
-/** `message` with the names Halide and Tandem's passes give to Funcs and loops in the user's
- * words: "A_im$5_in_acc$6$0" -> "the staged copy of A for acc", "out$8_stage" -> "the output
- * tile of out", "out$8.s0.x.rebased" -> "out.x", "C$3" -> "C". Every user error of compile()
- * passes through it. */
-std::string in_user_words(const std::string &message);
 
 } // namespace tandem
 
