@@ -89,10 +89,51 @@ private:
         }
     };
 
+    /** The first subexpression of `e` that is not arithmetic on others (a variable, a max, a
+     * call ...). */
+    static Expr atom(const Expr &e) {
+        if (const Add *a = e.as<Add>())
+            return is_const(a->a) ? atom(a->b) : atom(a->a);
+        if (const Sub *a = e.as<Sub>())
+            return is_const(a->a) ? atom(a->b) : atom(a->a);
+        if (const Mul *a = e.as<Mul>())
+            return is_const(a->a) ? atom(a->b) : atom(a->a);
+        return is_const(e) ? Expr() : e;
+    }
+
+    /** i = width * r + c with width = a * t + b (t a subexpression of the width, a a constant):
+     * Halide's simplifier spreads the product over constant rows (width * (y + 1) + x becomes
+     * width * y + 302 - t + x), so the row is i's coefficient of t over a. None when i is not
+     * linear in t or the row is not whole. */
+    bool rows_of(const Expr &i, Expr *row, Expr *column) const {
+        const Expr t = atom(width);
+        if (!t.defined())
+            return false;
+        const Expr v = Variable::make(t.type(), "tandem.repitch.t");
+        const Expr w = substitute(t, v, width), iv = substitute(t, v, i);
+        auto at = [&](const Expr &e, int x) {
+            return simplify(substitute(v.as<Variable>()->name, x, e));
+        };
+        const Expr a = simplify(at(w, 1) - at(w, 0)), q = simplify(at(iv, 1) - at(iv, 0));
+        const int64_t *ac = as_const_int(a);
+        if (!ac || *ac == 0 || !is_const_zero(simplify(at(w, 2) - at(w, 0) - a * 2)) ||
+            !is_const_zero(simplify(at(iv, 2) - at(iv, 0) - q * 2)))
+            return false;
+        *row = simplify(q / a);
+        if (!can_prove(*row * a == q))
+            return false;
+        // (i - width * row does not depend on t: take it at t = 0)
+        *column = simplify(at(iv, 0) - at(w, 0) * *row);
+        return true;
+    }
+
     /** Rows one element wide: Halide's index is the row itself (no product by the width). */
     Expr index(const Expr &e) const override {
         if (is_const_one(width))
             return simplify(e * pitch);
+        Expr row, column;
+        if (rows_of(e, &row, &column))
+            return simplify(row * pitch + column);
         return simplify(Index(width, pitch).mutate(e));
     }
 };
