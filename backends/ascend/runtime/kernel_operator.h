@@ -855,7 +855,8 @@ void Gather(const LocalTensor<T> &dst, const LocalTensor<T> &src,
     detail::Lanes<T>{};
     tandem::sim::ascend::VectorCall v;
     v.dst = detail::operand(dst);
-    v.srcs = {detail::operand(src), detail::operand(srcOffset)};
+    v.srcs.push_back(detail::operand(src));
+    v.srcs.push_back(detail::operand(srcOffset));
     v.count = count;
     v.gather_base = srcBaseAddr;
     v.gather_window = int64_t(src.GetSize());

@@ -138,6 +138,21 @@ private:
     }
 };
 
+/** Whether an Expr divides (a Div or a Mod in it). */
+bool has_division(const Expr &e) {
+    class Divides : public IRVisitor {
+    public:
+        bool found = false;
+
+    private:
+        using IRVisitor::visit;
+        void visit(const Div *) override { found = true; }
+        void visit(const Mod *) override { found = true; }
+    } d;
+    e.accept(&d);
+    return d.found;
+}
+
 /** `buffer` laid out as rows `width` elements wide, each now `pitch` apart: every index i of a
  * load or store becomes (i / width) * pitch + i % width, simplified with the loops' constant
  * bounds (so y * 7 + x with x in [0, 7) becomes y * 8 + x). Right for any index, whatever form
@@ -165,6 +180,11 @@ private:
         return s;
     }
     Expr index(const Expr &i) const override {
+        // (the column as i - row * width where the row simplifies: Halide leaves
+        // (y * 4 + x + 2) % 4 as it is)
+        const Expr row = simplify(i / int(width), true, bounds);
+        if (!has_division(row))
+            return simplify(row * int(pitch) + (i - row * int(width)), true, bounds);
         return simplify(i / int(width) * int(pitch) + i % int(width), true, bounds);
     }
 };
@@ -222,6 +242,33 @@ private:
     }
 };
 
+/** Whether an index of a load or store of `buffer` still divides (a Refold that did not
+ * simplify). */
+bool divides(const Stmt &s, const std::string &buffer) {
+    class Find : public IRVisitor {
+    public:
+        explicit Find(const std::string &buffer) : buffer(buffer) {}
+        bool found = false;
+
+    private:
+        using IRVisitor::visit;
+        const std::string &buffer;
+        void check(const Expr &index) { found |= has_division(index); }
+        void visit(const Load *op) override {
+            if (op->name == buffer)
+                check(op->index);
+            IRVisitor::visit(op);
+        }
+        void visit(const Store *op) override {
+            if (op->name == buffer)
+                check(op->index);
+            IRVisitor::visit(op);
+        }
+    } find(buffer);
+    s.accept(&find);
+    return find.found;
+}
+
 class PadRows : public LoopScopedMutator {
 public:
     PadRows(const CompileContext &ctx, const std::set<std::string> &cube) : ctx(ctx), cube(cube) {}
@@ -253,7 +300,13 @@ private:
         if ((w && w->value == pitch) || (is_const_one(op->extents[0]) && !rows.column))
             return Allocate::make(op->name, op->type, op->memory_type, op->extents, op->condition,
                                   body, op->new_expr, op->free_function);
-        body = Repitch(op->name, op->extents[0], Expr(int(pitch))).mutate(body);
+        // A constant width: each index i as (i / width) * pitch + i % width, right whatever form
+        // Halide gave it (width * (y + 2) + x is width * y + x + 2 * width), where the loops'
+        // bounds simplify it; else the width's products and terms rewritten (Repitch).
+        Stmt refolded = w ? Refold(op->name, w->value, pitch).mutate(body) : Stmt();
+        body = refolded.defined() && !divides(refolded, op->name)
+                   ? refolded
+                   : Repitch(op->name, op->extents[0], Expr(int(pitch))).mutate(body);
         padded++;
         return Allocate::make(op->name, op->type, op->memory_type,
                               {Expr(int(pitch)), op->extents[1]}, op->condition, body, op->new_expr,
