@@ -644,6 +644,22 @@ private:
     /** One of AscendC's vector instructions with its real signature (count or repeat form). */
     void vector_instruction(const ir::VectorInstruction &vi) {
         static const char *cmp[] = {"LT", "GT", "EQ", "LE", "GE", "NE"};
+        if (vi.op == "Gather") {
+            // The src tensor sized to the elements its lanes reach; the byte offsets are uint32_t
+            // (computed as int32_t).
+            const auto &[src, src_offset] = vi.srcs[0];
+            const auto &[offsets, offsets_offset] = vi.srcs[1];
+            os << line() << "{\n";
+            indent++;
+            os << line() << "AscendC::LocalTensor<float> window = " << at(src, src_offset) << ";\n"
+               << line() << "window.SetSize(" << vi.gather_window << ");\n"
+               << line() << "AscendC::Gather(" << at(vi.dst, vi.dst_offset) << ", window, "
+               << at(offsets, offsets_offset) << ".ReinterpretCast<uint32_t>(), " << vi.gather_base
+               << ", " << arg(vi.count) << ");\n";
+            indent--;
+            os << line() << "}\n";
+            return;
+        }
         os << line() << "AscendC::" << vi.op << "(" << at(vi.dst, vi.dst_offset);
         for (const auto &[buffer, offset] : vi.srcs)
             os << ", " << at(buffer, offset);

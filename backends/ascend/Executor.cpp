@@ -140,6 +140,8 @@ private:
             v.mask = vi.mask.defined() ? int(value(vi.mask)) : 0;
             v.repeats = vi.repeats.defined() ? value(vi.repeats) : 0;
             v.mode = vi.mode;
+            v.gather_base = vi.gather_base;
+            v.gather_window = vi.gather_window;
             core.vector_instruction(v);
         } else if (ir::as_cross_core_set(s, &counter, &flag)) {
             core.cross_core_set_flag(pipe_named(counter), int(value(flag)));

@@ -114,10 +114,18 @@ struct VectorOperand {
  * WholeReduceMin (repeat form, mode 2 = ReduceOrder::ORDER_ONLY_VALUE): dst[r * dst.repeat_stride]
  * (in values, 4-byte aligned) = the extreme of repeat r's masked lanes. Cast (count form, mode 1 =
  * RoundMode::CAST_RINT): a bfloat16_t dst from a float src, rounded to nearest, ties to even (docs:
- * Cast, Atlas A2 float -> bfloat16_t). Costs the lane bytes (vector_cycles) - a repeat costs all
+ * Cast, Atlas A2 float -> bfloat16_t). Gather (count form; srcs: src, srcOffset): dst[i] = the
+ * f32 at byte src + gather_base + srcOffset[i] (AscendC's srcBaseAddr and uint32_t byte offsets,
+ * kept in an int32_t tensor: the model's type), every lane inside the src tensor's first
+ * `gather_window` elements (AscendC's CPU debug checks a Gather against its src tensor's size);
+ * the src tensor's start is 32-byte aligned, gather_base a multiple of 4. CreateVecIndex (count
+ * form, int32_t): dst[i] = scalar + i. Duplicate, Adds and Muls also on int32_t tensors (every
+ * operand int32_t; the scalar is exact below 2^24). Costs the lane bytes (vector_cycles) - a
+ * repeat costs all
  * 256 bytes of it - Div, Exp, Ln and Sqrt twice (32 f32 per cycle), ReduceSum, ReduceMax and
  * ReduceMin two passes (the last two a Tandem assumption), WholeReduceMax / WholeReduceMin seven
- * times (the docs' ReduceRepeat rate, 64/7 f32 per cycle). */
+ * times (the docs' ReduceRepeat rate, 64/7 f32 per cycle), Gather eight times (8 elements per
+ * cycle, a 32-byte block: a Tandem assumption, the docs give no rate). */
 struct VectorCall {
     std::string op;
     VectorOperand dst;
@@ -127,6 +135,8 @@ struct VectorCall {
     int64_t repeats = 0;
     int mask = 0;
     int mode = 0;
+    int64_t gather_base = 0;   // Gather: srcBaseAddr, bytes
+    int64_t gather_window = 0; // Gather: the src tensor's size, elements
 };
 
 /** One AI core's scalar stream. Calls append to the program; the core runs when it is ended. */

@@ -491,7 +491,11 @@ void Machine::Impl::vector_instruction(int core, const VectorCall &c) {
         {"ReduceMax", {2, 2}},
         {"ReduceMin", {2, 2}},
         {"WholeReduceMax", {1, 7}},
-        {"WholeReduceMin", {1, 7}}};
+        {"WholeReduceMin", {1, 7}},
+        // Gather: 8 elements per cycle (one 32-byte block; a Tandem assumption, the docs give no
+        // rate). CreateVecIndex: a lane per lane, as Duplicate.
+        {"Gather", {2, 8}},
+        {"CreateVecIndex", {0, 1}}};
     const std::string what = "vector " + c.op;
     auto shape = shapes.find(c.op);
     if (shape == shapes.end())
@@ -499,7 +503,15 @@ void Machine::Impl::vector_instruction(int core, const VectorCall &c) {
     if (c.srcs.size() != shape->second.sources)
         fail(what, core, "takes " + std::to_string(shape->second.sources) + " source tensors");
     const bool brcb = c.op == "Brcb", reduce = c.op == "ReduceSum", compare = c.op == "Compare",
-               select = c.op == "Select", cast = c.op == "Cast";
+               select = c.op == "Select", cast = c.op == "Cast", gather = c.op == "Gather";
+    // The int32_t forms (a Gather's offsets are computed so): every operand int32_t.
+    const bool integer = c.dst.buffer >= 0 && size_t(c.dst.buffer) < buffers.size() &&
+                         buffers[size_t(c.dst.buffer)].type == DType::I32;
+    if (integer && c.op != "Duplicate" && c.op != "Adds" && c.op != "Muls" &&
+        c.op != "CreateVecIndex")
+        fail(what, core, "the model has Duplicate, Adds, Muls and CreateVecIndex on int32_t");
+    if (c.op == "CreateVecIndex" && !integer)
+        fail(what, core, "the model has CreateVecIndex on int32_t only");
     const bool reduce_extreme = c.op == "ReduceMax" || c.op == "ReduceMin";
     const bool whole_reduce = c.op == "WholeReduceMax" || c.op == "WholeReduceMin";
     const bool maximum = c.op == "ReduceMax" || c.op == "WholeReduceMax";
@@ -510,7 +522,7 @@ void Machine::Impl::vector_instruction(int core, const VectorCall &c) {
     if (reduce_extreme && c.mode != 0)
         fail(what, core, "only calIndex = false is in the model");
     if (c.count < 0) {
-        if (reduce || compare || select || cast || reduce_extreme)
+        if (reduce || compare || select || cast || reduce_extreme || gather || integer)
             fail(what, core, "is used here in its count form only");
         if (c.repeats < 0 || c.repeats > 255)
             fail(what, core,
@@ -541,6 +553,11 @@ void Machine::Impl::vector_instruction(int core, const VectorCall &c) {
         fail(what, core, "CMPMODE " + std::to_string(c.mode) + " is unknown");
     if (cast && c.mode != 1)
         fail(what, core, "only RoundMode::CAST_RINT (1) from float to bfloat16_t is in the model");
+    if (gather && (c.gather_base < 0 || c.gather_base % 4 != 0 || c.gather_window < 1))
+        fail(what, core,
+             "srcBaseAddr " + std::to_string(c.gather_base) +
+                 " is not a non-negative multiple of the element width (4), or the src tensor "
+                 "is empty");
 
     // Operands, their types and places.
     std::vector<Access> accesses;
@@ -550,7 +567,11 @@ void Machine::Impl::vector_instruction(int core, const VectorCall &c) {
             fail(what, core,
                  std::string(role) + " buffer id " + std::to_string(o.buffer) + " does not exist");
         const Buffer &b = buffers[size_t(o.buffer)];
-        const DType want = is_mask ? DType::U8 : cast && write ? DType::BF16 : DType::F32;
+        const bool offsets = gather && &o == &c.srcs[1];
+        const DType want = is_mask              ? DType::U8
+                           : cast && write      ? DType::BF16
+                           : integer || offsets ? DType::I32
+                                                : DType::F32;
         if (b.mem != Mem::UB || b.type != want)
             fail(what, core,
                  std::string(role) + " '" + b.name + "' is " + dtype_name(b.type) + " in " +
@@ -584,6 +605,8 @@ void Machine::Impl::vector_instruction(int core, const VectorCall &c) {
             // sharedTmpBuffer: the first round's (value, index) per repeat, in whole blocks
             // (the docs' minimum without the index)
             touched.push_back(Box{o.offset, {{extreme_tmp_elements(c.count), 1}}});
+        } else if (gather && &o == &c.srcs[0]) {
+            touched.push_back(Box{o.offset, {{c.gather_window, 1}}}); // its lanes lie inside
         } else if (whole_reduce && write) {
             touched.push_back(Box{o.offset, {{1, 1}, {c.repeats, int64_t(o.repeat_stride)}}});
         } else {
@@ -609,7 +632,45 @@ void Machine::Impl::vector_instruction(int core, const VectorCall &c) {
         std::vector<const std::byte *> in;
         for (const VectorOperand &o : c.srcs)
             in.push_back(data(o));
-        if (brcb) {
+        if (gather) {
+            // dst[i] = the f32 at byte gather_base + srcOffset[i] of the src tensor, inside it.
+            const int64_t count = c.count, dst = c.dst.offset, src = c.srcs[0].offset,
+                          at = c.srcs[1].offset, base = c.gather_base, window = c.gather_window;
+            const std::string where = what + " on " + core_text(core);
+            compute = [out, in, count, dst, src, at, base, window, where] {
+                const float *x = reinterpret_cast<const float *>(in[0]) + src;
+                const int32_t *offset = reinterpret_cast<const int32_t *>(in[1]) + at;
+                float *o = reinterpret_cast<float *>(out) + dst;
+                std::vector<float> result(size_t(std::max<int64_t>(count, 0)));
+                for (int64_t i = 0; i < count; ++i) {
+                    const int64_t byte = base + int64_t(uint32_t(offset[i]));
+                    if (byte % 4 != 0 || byte / 4 >= window)
+                        throw SimError(where + ": lane " + std::to_string(i) + " reads byte " +
+                                       std::to_string(byte) + ", outside its src tensor of " +
+                                       std::to_string(window) + " elements");
+                    result[size_t(i)] = x[byte / 4];
+                }
+                std::copy(result.begin(), result.end(), o);
+            };
+        } else if (integer) {
+            // Duplicate, Adds, Muls, CreateVecIndex on int32_t (count form).
+            const int64_t count = c.count, dst = c.dst.offset,
+                          src = c.srcs.empty() ? 0 : c.srcs[0].offset;
+            const int32_t scalar = int32_t(c.scalar);
+            const int code = c.op == "Adds" ? 0 : c.op == "Muls" ? 1 : c.op == "Duplicate" ? 2 : 3;
+            compute = [out, in, count, dst, src, scalar, code] {
+                const int32_t *x =
+                    in.empty() ? nullptr : reinterpret_cast<const int32_t *>(in[0]) + src;
+                int32_t *o = reinterpret_cast<int32_t *>(out) + dst;
+                std::vector<int32_t> result(size_t(std::max<int64_t>(count, 0)));
+                for (int64_t i = 0; i < count; ++i)
+                    result[size_t(i)] = code == 0   ? x[i] + scalar
+                                        : code == 1 ? x[i] * scalar
+                                        : code == 2 ? scalar
+                                                    : scalar + int32_t(i);
+                std::copy(result.begin(), result.end(), o);
+            };
+        } else if (brcb) {
             const VectorOperand d = c.dst, src = c.srcs[0];
             const int64_t repeats = c.repeats;
             compute = [out, in, d, src, repeats] {

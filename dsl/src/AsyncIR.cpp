@@ -321,6 +321,8 @@ Stmt make_vector_instruction(const VectorInstruction &op) {
                               int(repeat),
                               repeat ? op.mask : Expr(0),
                               repeat ? op.repeats : Expr(0),
+                              Expr(int(op.gather_base)),
+                              Expr(int(op.gather_window)),
                               int(op.strides.size())};
     for (const auto &[block, rep] : op.strides) {
         args.push_back(block);
@@ -359,13 +361,15 @@ bool as_vector_instruction(const Stmt &s, VectorInstruction *op) {
     op->mode = int(int_arg(c->args[6]));
     op->mask = repeat ? c->args[8] : Expr();
     op->repeats = repeat ? c->args[9] : Expr();
-    const size_t strides = size_t(int_arg(c->args[10]));
+    op->gather_base = int_arg(c->args[10]);
+    op->gather_window = int_arg(c->args[11]);
+    const size_t strides = size_t(int_arg(c->args[12]));
     op->strides.clear();
     for (size_t i = 0; i < strides; i++)
         op->strides.push_back(
-            {int(int_arg(c->args[11 + 2 * i])), int(int_arg(c->args[12 + 2 * i]))});
+            {int(int_arg(c->args[13 + 2 * i])), int(int_arg(c->args[14 + 2 * i]))});
     op->srcs.clear();
-    for (size_t i = 11 + 2 * strides; i + 1 < c->args.size(); i += 2)
+    for (size_t i = 13 + 2 * strides; i + 1 < c->args.size(); i += 2)
         op->srcs.push_back({str(c->args[i]), c->args[i + 1]});
     return true;
 }

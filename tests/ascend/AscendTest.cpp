@@ -281,6 +281,12 @@ const std::map<std::string, std::string> &ascendc_references() {
         {"AscendC::WholeReduceMin",
          "include/basic_api/kernel_operator_vec_reduce_intf.h; docs: WholeReduceMin"},
         {"AscendC::ReduceOrder", "impl/basic_api/utils/kernel_utils_mode.h"},
+        // Gather's byte offsets: int32_t tensors reinterpreted as uint32_t (LocalTensor::
+        // ReinterpretCast), the src tensor sized by LocalTensor::SetSize.
+        {"AscendC::Gather",
+         "docs: Gather (Atlas A2: float; uint32_t byte offsets, srcBaseAddr in bytes); "
+         "impl/basic_api/dav_c220/kernel_operator_vec_gather_impl.h"},
+        {"AscendC::CreateVecIndex", "docs: CreateVecIndex (Atlas A2: int32_t)"},
     };
     return refs;
 }

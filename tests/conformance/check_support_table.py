@@ -10,7 +10,7 @@ import sys
 
 
 def cmake_list(text, name):
-    m = re.search(r"set\(" + name + r"\s+(.*?)\)", text, re.S)
+    m = re.search(r"set\(" + name + r"\b\s*(.*?)\)", text, re.S)
     if not m:
         sys.exit(f"no set({name} ...) in the CMake file")
     return re.findall(r'"([^"]*)"|(\S+)', m.group(1))

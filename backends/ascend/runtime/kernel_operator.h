@@ -36,7 +36,8 @@
  *         GetValue(i) (tiling data)
  *     AscendC::TPipe (on an AIC it sets M_MTE1 0..2), TPipe::Destroy() (waits them, PIPE_ALL),
  *     TPipe::InitBuffer(TBuf<pos> &, bytes); TBuf<pos>::Get<T>() -> LocalTensor<T>
- *     AscendC::LocalTensor<T>: operator[](offset), GetValue(i), SetValue(i, v), GetSize()
+ *     AscendC::LocalTensor<T>: operator[](offset), GetValue(i), SetValue(i, v), GetSize(),
+ *         SetSize(n), ReinterpretCast<U>() (same-width types)
  *     AscendC::DataCopy(dst, src, count | DataCopyParams)
  *     AscendC::DataCopyPad(UB, GM, DataCopyExtParams, DataCopyPadExtParams<T>), DataCopyPad(GM, UB,
  *         DataCopyExtParams): rows of any byte length, padded to 32 bytes in UB
@@ -54,7 +55,9 @@
  *     (BrcbRepeatParams); ReduceSum (dst[0] = the sum); ReduceMax, ReduceMin (count form,
  *     calIndex false); WholeReduceMax, WholeReduceMin (ReduceOrder::ORDER_ONLY_VALUE); Compare
  * (CMPMODE, count) into a uint8_t mask and Select (SELMODE::VSEL_TENSOR_TENSOR_MODE, count); Cast
- * (RoundMode::CAST_RINT, count) from float to bfloat16_t AscendC::SetFlag<HardEvent::SRC_DST>(id),
+ * (RoundMode::CAST_RINT, count) from float to bfloat16_t; Gather (count form, uint32_t byte
+ * offsets, srcBaseAddr) and, on int32_t, CreateVecIndex, Duplicate, Adds, Muls (count form; the
+ * offsets a Gather reads) AscendC::SetFlag<HardEvent::SRC_DST>(id),
  * WaitFlag<HardEvent::SRC_DST>(id) AscendC::PipeBarrier<PIPE_X>() AscendC::ToFloat(bfloat16_t),
  * ToBfloat16(float)
  *
@@ -439,6 +442,17 @@ public:
     T GetValue(int64_t i) const { return data_[offset_ + i]; }
     void SetValue(int64_t i, T v) const { data_[offset_ + i] = v; }
     uint64_t GetSize() const { return uint64_t(size_); }
+    void SetSize(const uint32_t size) { size_ = size; }
+    /** The same bytes as another element type (the offset and size in its elements). */
+    template <typename U> LocalTensor<U> ReinterpretCast() const {
+        static_assert(sizeof(U) == sizeof(T), "Tandem's runtime reinterprets same-width types");
+        LocalTensor<U> t;
+        t.buffer_ = buffer_;
+        t.offset_ = offset_;
+        t.size_ = size_;
+        t.data_ = reinterpret_cast<U *>(data_);
+        return t;
+    }
 
     int buffer_ = -1;
     int64_t offset_ = 0;
@@ -712,7 +726,10 @@ enum class SELMODE : uint8_t {
 namespace detail {
 
 template <typename T> struct Lanes {
-    static_assert(std::is_same_v<T, float>, "Tandem's runtime has the f32 vector instructions");
+    // (int32_t: Duplicate, Adds, Muls and CreateVecIndex, for a Gather's offsets; the model
+    // refuses the others on int32_t)
+    static_assert(std::is_same_v<T, float> || std::is_same_v<T, int32_t>,
+                  "Tandem's runtime has the f32 vector instructions and some int32_t ones");
 };
 
 template <typename T>
@@ -822,6 +839,28 @@ TANDEM_ASCEND_UNARY(Relu)
 template <typename T>
 void Duplicate(const LocalTensor<T> &dst, const T &scalarValue, const int32_t &count) {
     detail::vector_instruction("Duplicate", dst, {}, scalarValue, count);
+}
+
+/** dst[i] = firstValue + i (count form; int32_t in the model). */
+template <typename T> void CreateVecIndex(LocalTensor<T> dst, const T &firstValue, uint32_t count) {
+    detail::vector_instruction("CreateVecIndex", dst, {}, float(firstValue), int32_t(count));
+}
+
+/** dst[i] = the element at byte srcBaseAddr + srcOffset[i] of src, which holds every lane (its
+ * GetSize(): as AscendC's CPU debug checks a Gather against its src tensor). */
+template <typename T>
+void Gather(const LocalTensor<T> &dst, const LocalTensor<T> &src,
+            const LocalTensor<uint32_t> &srcOffset, const uint32_t srcBaseAddr,
+            const uint32_t count) {
+    detail::Lanes<T>{};
+    tandem::sim::ascend::VectorCall v;
+    v.dst = detail::operand(dst);
+    v.srcs.push_back(detail::operand(src));
+    v.srcs.push_back(detail::operand(srcOffset));
+    v.count = count;
+    v.gather_base = srcBaseAddr;
+    v.gather_window = int64_t(src.GetSize());
+    detail::call("Gather", v);
 }
 
 /** Repeat r reads src[8r, 8r + 8) and fills its eight 32-byte blocks with one of them each. */

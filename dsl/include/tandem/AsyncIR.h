@@ -136,6 +136,9 @@ struct VectorInstruction {
     Expr mask, repeats;
     std::vector<std::pair<int, int>> strides;
     int mode = 0; // Compare: CMPMODE (LT, GT, EQ, LE, GE, NE); Select: SELMODE
+    // Gather (srcs: the src tensor, its offsets): srcBaseAddr in bytes, and the src tensor's
+    // size in elements (every lane reads inside it).
+    int64_t gather_base = 0, gather_window = 0;
 };
 
 struct FlagOp {

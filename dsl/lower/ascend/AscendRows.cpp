@@ -89,13 +89,69 @@ private:
         }
     };
 
+    /** The first subexpression of `e` that is not arithmetic on others (a variable, a max, a
+     * call ...). */
+    static Expr atom(const Expr &e) {
+        if (const Add *a = e.as<Add>())
+            return is_const(a->a) ? atom(a->b) : atom(a->a);
+        if (const Sub *a = e.as<Sub>())
+            return is_const(a->a) ? atom(a->b) : atom(a->a);
+        if (const Mul *a = e.as<Mul>())
+            return is_const(a->a) ? atom(a->b) : atom(a->a);
+        return is_const(e) ? Expr() : e;
+    }
+
+    /** i = width * r + c with width = a * t + b (t a subexpression of the width, a a constant):
+     * Halide's simplifier spreads the product over constant rows (width * (y + 1) + x becomes
+     * width * y + 302 - t + x), so the row is i's coefficient of t over a. None when i is not
+     * linear in t or the row is not whole. */
+    bool rows_of(const Expr &i, Expr *row, Expr *column) const {
+        const Expr t = atom(width);
+        if (!t.defined())
+            return false;
+        const Expr v = Variable::make(t.type(), "tandem.repitch.t");
+        const Expr w = substitute(t, v, width), iv = substitute(t, v, i);
+        auto at = [&](const Expr &e, int x) {
+            return simplify(substitute(v.as<Variable>()->name, x, e));
+        };
+        const Expr a = simplify(at(w, 1) - at(w, 0)), q = simplify(at(iv, 1) - at(iv, 0));
+        const int64_t *ac = as_const_int(a);
+        if (!ac || *ac == 0 || !is_const_zero(simplify(at(w, 2) - at(w, 0) - a * 2)) ||
+            !is_const_zero(simplify(at(iv, 2) - at(iv, 0) - q * 2)))
+            return false;
+        *row = simplify(q / a);
+        if (!can_prove(*row * a == q))
+            return false;
+        // (i - width * row does not depend on t: take it at t = 0)
+        *column = simplify(at(iv, 0) - at(w, 0) * *row);
+        return true;
+    }
+
     /** Rows one element wide: Halide's index is the row itself (no product by the width). */
     Expr index(const Expr &e) const override {
         if (is_const_one(width))
             return simplify(e * pitch);
+        Expr row, column;
+        if (rows_of(e, &row, &column))
+            return simplify(row * pitch + column);
         return simplify(Index(width, pitch).mutate(e));
     }
 };
+
+/** Whether an Expr divides (a Div or a Mod in it). */
+bool has_division(const Expr &e) {
+    class Divides : public IRVisitor {
+    public:
+        bool found = false;
+
+    private:
+        using IRVisitor::visit;
+        void visit(const Div *) override { found = true; }
+        void visit(const Mod *) override { found = true; }
+    } d;
+    e.accept(&d);
+    return d.found;
+}
 
 /** `buffer` laid out as rows `width` elements wide, each now `pitch` apart: every index i of a
  * load or store becomes (i / width) * pitch + i % width, simplified with the loops' constant
@@ -124,6 +180,11 @@ private:
         return s;
     }
     Expr index(const Expr &i) const override {
+        // (the column as i - row * width where the row simplifies: Halide leaves
+        // (y * 4 + x + 2) % 4 as it is)
+        const Expr row = simplify(i / int(width), true, bounds);
+        if (!has_division(row))
+            return simplify(row * int(pitch) + (i - row * int(width)), true, bounds);
         return simplify(i / int(width) * int(pitch) + i % int(width), true, bounds);
     }
 };
@@ -181,6 +242,33 @@ private:
     }
 };
 
+/** Whether an index of a load or store of `buffer` still divides (a Refold that did not
+ * simplify). */
+bool divides(const Stmt &s, const std::string &buffer) {
+    class Find : public IRVisitor {
+    public:
+        explicit Find(const std::string &buffer) : buffer(buffer) {}
+        bool found = false;
+
+    private:
+        using IRVisitor::visit;
+        const std::string &buffer;
+        void check(const Expr &index) { found |= has_division(index); }
+        void visit(const Load *op) override {
+            if (op->name == buffer)
+                check(op->index);
+            IRVisitor::visit(op);
+        }
+        void visit(const Store *op) override {
+            if (op->name == buffer)
+                check(op->index);
+            IRVisitor::visit(op);
+        }
+    } find(buffer);
+    s.accept(&find);
+    return find.found;
+}
+
 class PadRows : public LoopScopedMutator {
 public:
     PadRows(const CompileContext &ctx, const std::set<std::string> &cube) : ctx(ctx), cube(cube) {}
@@ -212,7 +300,13 @@ private:
         if ((w && w->value == pitch) || (is_const_one(op->extents[0]) && !rows.column))
             return Allocate::make(op->name, op->type, op->memory_type, op->extents, op->condition,
                                   body, op->new_expr, op->free_function);
-        body = Repitch(op->name, op->extents[0], Expr(int(pitch))).mutate(body);
+        // A constant width: each index i as (i / width) * pitch + i % width, right whatever form
+        // Halide gave it (width * (y + 2) + x is width * y + x + 2 * width), where the loops'
+        // bounds simplify it; else the width's products and terms rewritten (Repitch).
+        Stmt refolded = w ? Refold(op->name, w->value, pitch).mutate(body) : Stmt();
+        body = refolded.defined() && !divides(refolded, op->name)
+                   ? refolded
+                   : Repitch(op->name, op->extents[0], Expr(int(pitch))).mutate(body);
         padded++;
         return Allocate::make(op->name, op->type, op->memory_type,
                               {Expr(int(pitch)), op->extents[1]}, op->condition, body, op->new_expr,

@@ -27,7 +27,10 @@ const Store *peel_loops(const Stmt &body, std::vector<ascend_vector::Loop> &loop
     return s.as<Store>();
 }
 
+using ascend_vector::GatherTable;
+using ascend_vector::GatherTables;
 using ascend_vector::Group;
+using ascend_vector::kGatherOffsets;
 using ascend_vector::Kind;
 using ascend_vector::kLanes;
 using ascend_vector::kMask;
@@ -265,13 +268,41 @@ bool self_update(const Store *store, std::string *op, Expr *f) {
     return true;
 }
 
+/** The op's instructions in order, a barrier before each group that touches what an
+ * earlier one wrote, or writes what one read (the V pipe overlaps its instructions
+ * otherwise). */
+std::vector<Stmt> in_order(const std::vector<Group> &groups) {
+    std::vector<Stmt> sequence;
+    std::set<std::string> written, read;
+    for (const Group &g : groups) {
+        bool depends = false;
+        for (const ir::VectorInstruction &i : g.instructions) {
+            depends |= written.count(i.dst) || read.count(i.dst);
+            for (const auto &src : i.srcs)
+                depends |= written.count(src.first) > 0;
+        }
+        if (depends && !sequence.empty())
+            sequence.push_back(ir::make_pipe_barrier("V"));
+        for (const ir::VectorInstruction &i : g.instructions)
+            sequence.push_back(ir::make_vector_instruction(i));
+        for (const ir::VectorInstruction &i : g.instructions) {
+            written.insert(i.dst);
+            for (const auto &src : i.srcs)
+                read.insert(src.first);
+        }
+    }
+    return sequence;
+}
+
 class Instructions : public IRMutator {
 public:
-    Instructions(const Readers &readers, Scratch &scratch) : readers(readers), scratch(scratch) {}
+    Instructions(const Readers &readers, Scratch &scratch, GatherTables &tables)
+        : readers(readers), scratch(scratch), tables(tables) {}
 
 private:
     const Readers &readers;
     Scratch &scratch;
+    GatherTables &tables;
     using IRMutator::visit;
 
     Stmt visit(const LetStmt *op) override {
@@ -281,8 +312,11 @@ private:
             return IRMutator::visit(op);
         out_of_room = false;
         Stmt mapped = instructions(op, v, body);
-        if (mapped.defined())
+        if (mapped.defined()) {
+            tables.commit();
             return mapped;
+        }
+        tables.rollback();
         const std::string func = "Func '" + user_name(v.label) + "', directive compute_at(): ";
         if (out_of_room)
             throw Error(func + "on ascend the temporaries of its element nest " + v.label +
@@ -292,7 +326,8 @@ private:
                     ". AscendVector maps f32 maps over tiles, padded rows and columns (+, -, *, /, "
                     "min, max, abs, sqrt, exp, log, tanh, selects, row sums, maxima and minima, "
                     "sums, maxima and minima down columns, casts to bfloat16), every operand "
-                    "starting on a 32-byte block");
+                    "starting on a 32-byte block or gathered (an index affine in the element "
+                    "loops with steps >= 0: a transposed or shifted read)");
     }
 
     bool out_of_room = false; // the last op mapped, but its temporaries did not fit
@@ -384,32 +419,6 @@ private:
         return os.str();
     }
 
-    /** The op's instructions in order, a barrier before each group that touches what an
-     * earlier one wrote, or writes what one read (the V pipe overlaps its instructions
-     * otherwise). */
-    static std::vector<Stmt> in_order(const std::vector<Group> &groups) {
-        std::vector<Stmt> sequence;
-        std::set<std::string> written, read;
-        for (const Group &g : groups) {
-            bool depends = false;
-            for (const ir::VectorInstruction &i : g.instructions) {
-                depends |= written.count(i.dst) || read.count(i.dst);
-                for (const auto &src : i.srcs)
-                    depends |= written.count(src.first) > 0;
-            }
-            if (depends && !sequence.empty())
-                sequence.push_back(ir::make_pipe_barrier("V"));
-            for (const ir::VectorInstruction &i : g.instructions)
-                sequence.push_back(ir::make_vector_instruction(i));
-            for (const ir::VectorInstruction &i : g.instructions) {
-                written.insert(i.dst);
-                for (const auto &src : i.srcs)
-                    read.insert(src.first);
-            }
-        }
-        return sequence;
-    }
-
     /** A reduction down the columns into one row (self[x] = self[x] op f[r, x], op Add, Max or
      * Min): f as a tile, then a loop over the rows (a count known at run time in a tail), each
      * row one instruction into self behind a barrier: the element loops' order. None when the
@@ -452,13 +461,14 @@ private:
                 private_tiles.insert(reg.buffer);
         scratch.floats = 0;
         scratch.mask_bytes = 0;
-        Selection select(shape, private_tiles, scratch);
+        Selection select(shape, private_tiles, scratch, tables);
         Expr stored = Load::make(Halide::Float(32), store->name, store->index, Halide::Buffer<>(),
                                  Halide::Internal::Parameter(), const_true(), ModulusRemainder());
         const Value self = select.classify(stored.as<Load>());
         const Value tile = select.column_operand(f);
         if (!select.ok || self.kind != Kind::Row || !can_prove(self.offset % kPerBlock == 0))
             return Stmt();
+        scratch.reserved = tables.bytes();
         if (!scratch.fits()) {
             out_of_room = true;
             return Stmt();
@@ -509,7 +519,8 @@ private:
         std::vector<Group> groups;
         scratch.floats = 0;
         scratch.mask_bytes = 0;
-        const Value dst = Selection(shape, private_tiles, scratch).classify(stored.as<Load>());
+        const Value dst =
+            Selection(shape, private_tiles, scratch, tables).classify(stored.as<Load>());
         // self[r] = self[r] + f: a sum over the columns.
         const bool reduction = dst.kind == Kind::PerRow && !to_bf16;
         std::string reduce_op;
@@ -550,6 +561,11 @@ private:
                     return select.reduce(dst, reduced, reduce_op);
                 }
                 select.count_reads(value);
+                // (a store of a gathered read: the Gather writes the destination)
+                const Load *whole = value.as<Load>();
+                if (!to_bf16 && !update && whole && dst.kind == Kind::Tile && dst.pitch == 0 &&
+                    select.gatherable(whole))
+                    return (void)select.gather(whole, dst);
                 if (!to_bf16)
                     return select.assign(dst, select.gen(value, update ? Value() : dst));
                 Value f = select.gen(value, Value());
@@ -603,14 +619,19 @@ private:
                 }
                 std::vector<Group> chunks;
                 bool mapped = true, fits = true, per_row_values = false;
+                tables.rollback(); // (a table only this split's chunks read)
                 int64_t floats = 0, mask_bytes = 0;
                 for (int64_t k = 0; k < (shape.rowwise ? parts : 1) && mapped; k++) {
                     piece.first_row = k * piece.rows;
                     scratch.floats = 0;
                     scratch.mask_bytes = 0;
-                    Selection select(piece, private_tiles, scratch);
+                    Selection select(piece, private_tiles, scratch, tables);
                     map(select);
-                    mapped = select.ok && !select.groups.empty();
+                    // (a flat chunk's gathered operand would move by its own steps, not the
+                    // chunk's)
+                    mapped = select.ok && !select.groups.empty() &&
+                             !(select.gathers && parts > 1 && !shape.rowwise);
+                    scratch.reserved = tables.bytes();
                     // (a chunk's per-row values start on a 32-byte block: whole blocks of rows)
                     const bool aligned = piece.first_row % kPerBlock == 0 ||
                                          (!select.per_row_operands && !reduction);
@@ -644,6 +665,55 @@ private:
     }
 };
 
+/** The Gather offset tables, computed once at the kernel's start (V, int32_t): zeros, each
+ * table's first row (CreateVecIndex, Muls: the column steps in bytes, over the nest's width; the
+ * padding keeps 0), then the rows by doubling (rows [k, 2k) = rows [0, k) + k * row step bytes,
+ * Adds), each stage behind a barrier. */
+Stmt gather_offsets_op(const GatherTables &tables) {
+    ir::VectorInstruction i;
+    i.dst = kGatherOffsets;
+    auto instruction = [&](const std::string &op, int64_t at, int64_t scalar, int64_t count,
+                           int64_t src) {
+        i.op = op;
+        i.dst_offset = Expr(int(at));
+        i.scalar = Expr(int(scalar));
+        i.count = Expr(int(count));
+        i.srcs.clear();
+        if (src >= 0)
+            i.srcs.push_back({kGatherOffsets, Expr(int(src))});
+        return i;
+    };
+    Group zeros, index, scale;
+    int64_t most_rows = 1;
+    for (const auto &[t, at] : tables.committed) {
+        zeros.instructions.push_back(instruction("Duplicate", at, 0, t.elements(), -1));
+        if (t.col_step != 0 && t.width > 1) {
+            index.instructions.push_back(instruction("CreateVecIndex", at, 0, t.width, -1));
+            scale.instructions.push_back(instruction("Muls", at, 4 * t.col_step, t.width, at));
+        }
+        most_rows = std::max(most_rows, t.rows);
+    }
+    std::vector<Group> groups = {zeros, index, scale};
+    for (int64_t k = 1; k < most_rows; k *= 2) {
+        Group rows;
+        for (const auto &[t, at] : tables.committed)
+            if (k < t.rows && t.row_step != 0)
+                rows.instructions.push_back(instruction("Adds", at + k * t.pitch,
+                                                        4 * t.row_step * k,
+                                                        std::min(k, t.rows - k) * t.pitch, at));
+        groups.push_back(rows);
+    }
+    std::vector<Group> stages;
+    for (const Group &g : groups)
+        if (!g.instructions.empty())
+            stages.push_back(g);
+    ir::VectorOp v;
+    v.label = kGatherOffsets;
+    v.flops = 0;
+    v.regions = {{kGatherOffsets, Expr(0), Expr(int(tables.elements)), true}};
+    return ir::make_vector_op(v, Block::make(in_order(stages)));
+}
+
 } // namespace
 
 Stmt select_vector_instructions(const Stmt &s, CompileContext &ctx,
@@ -658,7 +728,8 @@ Stmt select_vector_instructions(const Stmt &s, CompileContext &ctx,
     s.accept(&readers);
     Scratch scratch;
     scratch.free_bytes = p.ub_bytes - used;
-    Stmt result = Instructions(readers, scratch).mutate(s);
+    GatherTables tables;
+    Stmt result = Instructions(readers, scratch, tables).mutate(s);
     // The instructions' intermediate results: UB beyond the tiles.
     auto add = [&](const char *name, Halide::Type type, int64_t elements) {
         SramBuffer b;
@@ -674,6 +745,18 @@ Stmt select_vector_instructions(const Stmt &s, CompileContext &ctx,
         add(kScratch, Halide::Float(32), scratch.max_floats);
     if (scratch.max_mask_bytes > 0)
         add(kMask, Halide::UInt(8), (scratch.max_mask_bytes + 31) / 32 * 32);
+    if (tables.elements > 0) {
+        add(kGatherOffsets, Halide::Int(32), tables.elements);
+        if (used > p.ub_bytes)
+            throw Error("on ascend the Gather offsets of transposed or shifted reads (" +
+                        std::to_string(tables.bytes()) +
+                        " bytes) do not fit in UB with the tiles and the vector instructions' "
+                        "scratch; smaller tiles or fewer stages leave more");
+        result = Block::make(gather_offsets_op(tables), result);
+        ctx.notes.push_back("ascend: " + std::to_string(tables.committed.size()) +
+                            " Gather offset table(s), " + std::to_string(tables.bytes()) +
+                            " bytes of UB, computed once at the kernel's start");
+    }
     if (scratch.max_floats > 0 || scratch.max_mask_bytes > 0) {
         ctx.notes.push_back("ascend: UB " + std::to_string(used) + " of " +
                             std::to_string(p.ub_bytes) +

@@ -34,20 +34,29 @@
  *
  *   exp and log are Exp and Ln; tanh (AscendC's basic API has none) is 2 / (1 + exp(-2v)) - 1.
  *
+ *   a read no instruction's operand can start (a transposed read out(x, y) = in(y, x), a window
+ *   starting inside a 32-byte block such as in(x + 1, y)) whose index is affine in the element
+ *   loops with steps >= 0: Gather of its elements into a dense tile, by byte offsets from the
+ *   block it starts in (srcBaseAddr: the rest); one offset table per distinct (row step, column
+ *   step, rows, pitch, width), int32_t in `gather_offsets`, computed once at the kernel's start
+ *     out(x, y) = in(y, x) -> Gather(out, in, gather_offsets.ReinterpretCast<uint32_t>(), 0, n)
+ *     in(x + 1, y + 2)     -> Gather(t, in[2 * P], gather_offsets, 4, n); ...
+ *
  * An intermediate result lives in an input tile the op has finished reading and nothing else
  * reads, else in the kernel's UB scratch (`vector_scratch`, f32; Compare's masks: `vector_mask`,
  * uint8) - added to the kernel's buffers where UB has room. A PipeBarrier<PIPE_V> stands before
  * each instruction that depends on an earlier one of the op.
  *
  * Limits, each a user error naming the Func and saying "not supported on ascend: <operation>": a
- * transposed read (out(x, y) = in(y, x): the tile's rows are not the output's), an operand that
- * starts inside a 32-byte block (a shifted window, in(x + 1, y)), another function than abs,
- * sqrt, exp, log, tanh, another reduction, a cast but to bfloat16, a compare over a partial
- * repeat. Temporaries that do not fit in UB are the one error that advises smaller tiles.
+ * read that is neither an operand nor gathered (an index not affine in the element loops, a
+ * negative step, a flat nest of several loops, a start at an unknown place within its block),
+ * another function than abs, sqrt, exp, log, tanh, another reduction, a cast but to bfloat16, a
+ * compare over a partial repeat. Temporaries (and Gather offset tables) that do not fit in UB are
+ * the one error that advises smaller tiles.
  *
  * This file is the pass: which ops, which input tiles an op may use for temporaries, rows in
- * chunks where scratch does not fit, the kernel's scratch buffers. The instructions of one nest
- * are chosen by AscendVectorSelection.h.
+ * chunks where scratch does not fit, the kernel's scratch buffers and Gather offset tables. The
+ * instructions of one nest are chosen by AscendVectorSelection.h.
  */
 
 #include "tandem/Kernel.h"

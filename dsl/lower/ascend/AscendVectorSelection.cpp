@@ -21,6 +21,11 @@ std::vector<const Load *> loads_in(const Expr &value) {
 
 void Selection::count_reads(const Expr &e) {
     if (const Load *l = e.as<Load>()) {
+        if (gatherable(l)) { // its tile holds no intermediate result: a Gather reads it
+            auto [it, fresh] = tiles.insert({l->name, Tile{Expr(0)}});
+            it->second.one_region = false;
+            return;
+        }
         Value v = classify(l);
         if (v.kind == Kind::Tile) {
             auto [it, fresh] = tiles.insert({l->name, Tile{v.offset}});
@@ -44,13 +49,14 @@ Value Selection::classify(const Load *l) const {
     Value v;
     if (l->type != Halide::Float(32))
         return v;
-    Expr base = l->index;
+    Expr base = l->index, first = l->index; // at the chunk's first element, and the nest's
     std::vector<Expr> steps;
     for (const Loop &loop : shape.loops) {
         Expr x = Variable::make(Halide::Int(32), loop.var);
         steps.push_back(simplify(substitute(loop.var, x + 1, l->index) - l->index));
         const bool chunked = shape.rowwise && &loop == &shape.loops[0];
         base = substitute(loop.var, chunked ? loop.min + int(shape.first_row) : loop.min, base);
+        first = substitute(loop.var, loop.min, first);
     }
     base = simplify(base);
     for (const Loop &loop : shape.loops) {
@@ -62,8 +68,9 @@ Value Selection::classify(const Load *l) const {
             return v;
     }
     // An operand that starts inside a 32-byte block (a shifted window: in(x + 1, y)) has no
-    // vector instruction (chunks' own starts: AscendVector's chunking decides).
-    if (shape.first_row == 0 && misaligned(base))
+    // vector instruction (a chunk's own start, the nest's first element's plus whole rows of a
+    // tile or a row of per-row values: AscendVector's chunking decides).
+    if (misaligned(simplify(first)))
         return v;
     v.buffer = l->name;
     v.offset = base;
@@ -112,11 +119,85 @@ Value Selection::classify(const Load *l) const {
     return v;
 }
 
+/** The element offset of a Load at the nest's first element (a chunk's first row), and its steps
+ * along the nest's loops; none when a step is not constant or the start moves with a loop. */
+static bool affine(const Load *l, const Shape &shape, Expr *base, std::vector<int64_t> *steps) {
+    Expr b = l->index;
+    for (const Loop &loop : shape.loops) {
+        Expr x = Variable::make(Halide::Int(32), loop.var);
+        const int64_t *step =
+            as_const_int(simplify(substitute(loop.var, x + 1, l->index) - l->index));
+        if (!step)
+            return false;
+        steps->push_back(*step);
+        const bool chunked = shape.rowwise && &loop == &shape.loops[0];
+        b = substitute(loop.var, chunked ? loop.min + int(shape.first_row) : loop.min, b);
+    }
+    *base = simplify(b);
+    for (const Loop &loop : shape.loops)
+        if (expr_uses_var(*base, loop.var))
+            return false;
+    return true;
+}
+
+bool Selection::gatherable(const Load *l) const {
+    if (l->type != Halide::Float(32) || !classify(l).buffer.empty())
+        return false;
+    Expr base;
+    std::vector<int64_t> steps;
+    if (!affine(l, shape, &base, &steps))
+        return false;
+    for (int64_t s : steps)
+        if (s < 0)
+            return false;
+    // Rows x columns (a row-wise nest: two loops, or a column's one), or one flat loop; the start
+    // on a known place within its 32-byte block.
+    const bool rows_and_columns = shape.rowwise && (steps.size() == 1 || steps.size() == 2);
+    const bool flat = !shape.rowwise && steps.size() <= 1;
+    return (rows_and_columns || flat) && as_const_int(simplify(base % kPerBlock));
+}
+
+Value Selection::gather(const Load *l, const Value &into) {
+    Expr base;
+    std::vector<int64_t> steps;
+    affine(l, shape, &base, &steps);
+    GatherTable t;
+    t.rows = shape.rows;
+    t.pitch = shape.cols;
+    if (shape.rowwise) {
+        t.row_step = steps[0];
+        t.col_step = steps.size() == 2 ? steps[1] : 0;
+        t.width = steps.size() == 2 ? constant_upper_bound(shape.width) : 1;
+    } else {
+        t.col_step = steps.empty() ? 0 : steps[0];
+        t.width = shape.cols;
+    }
+    if (t.width < 1 || t.width > t.pitch)
+        return fail();
+    // The source tensor starts on the block the first element is in; srcBaseAddr is the rest.
+    const int64_t within = *as_const_int(simplify(base % kPerBlock));
+    const int64_t reach = (t.rows - 1) * t.row_step + (t.width - 1) * t.col_step;
+    Value dst = result_tile(into);
+    ir::VectorInstruction i;
+    i.op = "Gather";
+    i.dst = dst.buffer;
+    i.dst_offset = dst.offset;
+    i.srcs = {{l->name, simplify(base - int(within))}, {kGatherOffsets, tables.offset_of(t)}};
+    i.count = count();
+    i.gather_base = within * 4;
+    i.gather_window = within + reach + 1;
+    groups.push_back({{i}});
+    gathers = true;
+    return dst;
+}
+
 Value Selection::gen(const Expr &e, const Value &into) {
     if (!ok)
         return {};
     if (const Load *l = e.as<Load>()) {
         Value v = classify(l);
+        if (v.buffer.empty() && gatherable(l))
+            return gather(l, Value());
         if (v.buffer.empty())
             return fail();
         per_row_values |= v.kind != Kind::Tile;
@@ -286,6 +367,7 @@ void Selection::assign(const Value &dst, const Value &value) {
     if (!ok ||
         (value.buffer == dst.buffer && value.offset.defined() && equal(value.offset, dst.offset)))
         return;
+
     if (value.kind == Kind::Scalar)
         return emit_count("Duplicate", dst, {}, value.scalar, count());
     emit("Muls", dst, {broadcast(value)}, Expr(1.0f), count());

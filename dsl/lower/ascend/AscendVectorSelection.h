@@ -16,6 +16,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace tandem::lower::ascend_vector {
@@ -25,7 +26,8 @@ using namespace Halide::Internal;
 
 constexpr int kLanes = 64;   // f32 elements of one repeat (256 bytes)
 constexpr int kPerBlock = 8; // f32 elements of one 32-byte block
-const char *const kScratch = "vector_scratch", *const kMask = "vector_mask";
+const char *const kScratch = "vector_scratch", *const kMask = "vector_mask",
+                  *const kGatherOffsets = "gather_offsets";
 
 struct Loop {
     std::string var;
@@ -75,7 +77,48 @@ struct Scratch {
         floats += (n + kPerBlock - 1) / kPerBlock * kPerBlock;
         return Expr(int(at));
     }
-    bool fits() const { return floats * 4 + (mask_bytes + 31) / 32 * 32 <= free_bytes; }
+    int64_t reserved = 0; // the Gather offset tables so far
+    bool fits() const { return floats * 4 + (mask_bytes + 31) / 32 * 32 + reserved <= free_bytes; }
+};
+
+/** The byte offsets of a Gather over a nest of `rows` rows `pitch` apart (the first `width`
+ * columns the nest's): element (r, c) reads the source at r * row_step + c * col_step elements,
+ * a column past the width (padding) at r * row_step: inside the tile. One table per distinct key,
+ * computed once at the kernel's start (AscendVector.h). */
+struct GatherTable {
+    int64_t row_step = 0, col_step = 0, rows = 1, pitch = 0, width = 1;
+    int64_t elements() const { return (rows * pitch + kPerBlock - 1) / kPerBlock * kPerBlock; }
+    bool operator<(const GatherTable &o) const {
+        return std::tie(row_step, col_step, rows, pitch, width) <
+               std::tie(o.row_step, o.col_step, o.rows, o.pitch, o.width);
+    }
+};
+
+/** The kernel's Gather offset tables (int32_t, in `gather_offsets`): the committed ones and those
+ * of the op being mapped (kept only when it maps). */
+struct GatherTables {
+    std::map<GatherTable, int64_t> committed, pending; // table -> its first element
+    int64_t elements = 0, pending_elements = 0;
+    Expr offset_of(const GatherTable &t) {
+        if (auto it = committed.find(t); it != committed.end())
+            return Expr(int(it->second));
+        if (auto it = pending.find(t); it != pending.end())
+            return Expr(int(it->second));
+        const int64_t at = elements + pending_elements;
+        pending[t] = at;
+        pending_elements += t.elements();
+        return Expr(int(at));
+    }
+    void commit() {
+        committed.insert(pending.begin(), pending.end());
+        elements += pending_elements;
+        rollback();
+    }
+    void rollback() {
+        pending.clear();
+        pending_elements = 0;
+    }
+    int64_t bytes() const { return (elements + pending_elements) * 4; }
 };
 
 /** The instructions of one logical op: they touch disjoint elements of their destination, so
@@ -94,20 +137,29 @@ std::vector<const Halide::Internal::Load *> loads_in(const Expr &value);
  * assign() / reduce() into the destination; `ok` false when the nest has no mapping. */
 class Selection {
 public:
-    Selection(const Shape &shape, const std::set<std::string> &private_tiles, Scratch &scratch)
-        : shape(shape), private_tiles(private_tiles), scratch(scratch) {}
+    Selection(const Shape &shape, const std::set<std::string> &private_tiles, Scratch &scratch,
+              GatherTables &tables)
+        : shape(shape), private_tiles(private_tiles), scratch(scratch), tables(tables) {}
 
     std::vector<Group> groups;
     bool ok = true;
     bool per_row_values =
         false; // some operand is not a dense tile (a flat nest cannot go in chunks)
     bool per_row_operands = false; // some operand has a value per row (a chunk's start on a block)
+    bool gathers = false;          // some operand is gathered (Gather)
 
     /** Counts the reads of each tile (before gen), for reusing a private tile as a temp. */
     void count_reads(const Expr &e);
 
     /** A Load as an operand, from its index's steps along the rows and the columns. */
     Value classify(const Load *l) const;
+
+    /** A Load classify() refuses whose index is affine in the nest's loops with steps >= 0 (a
+     * transposed read, a window starting inside a 32-byte block): its elements gathered into a
+     * dense tile (`into`, else a temp), by byte offsets (GatherTables) from the 32-byte block
+     * it starts in. */
+    bool gatherable(const Load *l) const;
+    Value gather(const Load *l, const Value &into);
 
     /** The value of `e`; a tile result goes into `into` (a Tile). */
     Value gen(const Expr &e, const Value &into);
@@ -149,6 +201,7 @@ private:
     const Shape &shape;
     const std::set<std::string> &private_tiles;
     Scratch &scratch;
+    GatherTables &tables;
     std::map<std::string, Tile> tiles;
     std::map<std::string, Value>
         broadcasts;               // per-row values already in blocks, by buffer and offset
