@@ -61,6 +61,9 @@ std::string CodeGen::gpu_index(const Tile &t, const Expr &index) {
         linear = outer + " * " + std::to_string(t.layout[0]);
     if (!inner.empty())
         linear += (linear.empty() ? "" : " + ") + inner;
+    const int64_t offset = x.row_offset * t.layout[0] + x.column_offset;
+    if (offset)
+        linear += (linear.empty() ? "" : " + ") + std::to_string(offset);
     if (linear.empty())
         linear = "0";
     if (t.swizzled_store || linear != "0")

@@ -3,6 +3,7 @@
 #include "tandem/Nest.h"
 
 #include <set>
+#include <sstream>
 
 namespace tandem::hopper_backend {
 
@@ -298,7 +299,7 @@ TileIndex map_tile_index(const Tile &t, const Expr &index, const std::vector<Loo
                     "-D tile whose rows differ on the GPU; the emitter rewrites at most 2-D "
                     "tiles to the full-tile layout");
     }
-    Expr base = index;
+    Expr base = index, row_step;
     for (const Loop &l : loops) {
         Expr step = affine_step(index, l.name);
         if (!step.defined()) {
@@ -312,7 +313,8 @@ TileIndex map_tile_index(const Tile &t, const Expr &index, const std::vector<Loo
         if (proven(step == 1) && x.inner.empty())
             x.inner = l.name;
         else if (x.outer.empty())
-            x.outer = l.name, x.rows_of_tile = t.dynamic_layout || proven(step == int(t.layout[0]));
+            x.outer = l.name, row_step = step,
+            x.rows_of_tile = t.dynamic_layout || proven(step == int(t.layout[0]));
         else if (t.dynamic_layout || t.swizzled_store)
             throw Error("hopper: element nest over " + name +
                         " walks it along more dims than the tile has");
@@ -327,12 +329,28 @@ TileIndex map_tile_index(const Tile &t, const Expr &index, const std::vector<Loo
         x.element = simplify(index - base + within);
         return x;
     }
-    if (!x.version_start) {
-        throw Error("hopper: an element nest indexes " + name +
-                    " inside a version at a tail-dependent offset; "
-                    "the emitter cannot place it on the full tile");
+    if (x.version_start)
+        return x;
+    // A window inside the version (a stencil's in(x + 1, y + 2)): `a` whole rows of the Stmt's
+    // (tail-dependent) pitch and `b` elements from the version's start, a * layout[0] + b on
+    // the GPU.
+    for (int a = 0; a <= 16 && (a == 0 || row_step.defined()); a++) {
+        Expr b;
+        const Expr version = version_of(t, simplify(base - (a ? row_step * a : Expr(0))), &b);
+        const int64_t *column = as_const_int(b);
+        if (column && *column >= 0 && *column < t.layout[0]) {
+            x.version = version;
+            x.row_offset = a;
+            x.column_offset = *column;
+            return x;
+        }
     }
-    return x;
+    std::ostringstream offset;
+    offset << within;
+    throw Error("hopper: an element nest indexes " + name +
+                " inside a version at an offset that is not whole rows and columns of its "
+                "tail-sized tile (" +
+                offset.str() + "); the emitter cannot place it on the full tile");
 }
 
 } // namespace tandem::hopper_backend

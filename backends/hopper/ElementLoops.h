@@ -24,8 +24,8 @@
  * Limits (tandem::Error naming the vector op or the buffer): an element nest over an accumulator
  * is a zeroing or a per-element epilogue of one or two loops that start at 0, walk the
  * accumulator's rows and columns from its first element and read one element of it; a tile whose
- * rows differ on the GPU is at most 2-D and indexed affinely in the nest's loop vars, outside a
- * tail-dependent offset.
+ * rows differ on the GPU is at most 2-D and indexed affinely in the nest's loop vars, from a
+ * version's start or from whole rows and columns inside it (a stencil's shifted window).
  */
 
 #include "Plan.h"
@@ -116,6 +116,9 @@ struct TileIndex {
     std::string outer, inner;
     bool rows_of_tile = true;  // the outer var steps by the tile's row
     bool version_start = true; // the index minus its loop vars is the start of a version
+    /** Else (a window inside the version of a `dynamic_layout` tile) its start: whole rows of
+     * the Stmt's pitch and elements, placed at row_offset * layout[0] + column_offset. */
+    int64_t row_offset = 0, column_offset = 0;
 };
 
 /** The GPU place of `tile`'s element `index` inside the element nest `loops`. */
