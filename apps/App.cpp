@@ -78,35 +78,6 @@ const std::vector<App> &all_apps() {
     return apps;
 }
 
-namespace {
-
-/** The bytes of a generator's inputs and output whose extents are static: its compulsory traffic.
- */
-double static_bytes(const GeneratorBase::Pipeline &p) {
-    auto bytes = [](const Halide::Internal::Parameter &param, Halide::Type type, int rank) {
-        double n = type.bytes();
-        for (int d = 0; d < rank; d++) {
-            // A runtime extent counts at its estimate, the problem a run takes.
-            const Halide::Expr extent = param.extent_constraint(d).defined()
-                                            ? param.extent_constraint(d)
-                                            : param.extent_constraint_estimate(d);
-            const int64_t *e = extent.defined() ? Halide::Internal::as_const_int(extent) : nullptr;
-            if (!e)
-                return 0.0;
-            n *= double(*e);
-        }
-        return n;
-    };
-    double total = 0;
-    for (const ImageParam &in : p.inputs)
-        total += bytes(in.parameter(), in.type(), in.dimensions());
-    const Halide::Func out = p.output.halide();
-    total += bytes(p.output.output_buffer().parameter(), out.output_types()[0], out.dimensions());
-    return total;
-}
-
-} // namespace
-
 App generator_app(const std::string &name) {
     std::unique_ptr<GeneratorBase> g = GeneratorRegistry::create(name);
     App app;
@@ -125,14 +96,7 @@ App generator_app(const std::string &name) {
                                       const Target &target) {
         return build(p, has_schedule || schedule == "reference" ? schedule : "", target);
     };
-    app.workload = [name](const Params &p) {
-        std::unique_ptr<GeneratorBase> instance = GeneratorRegistry::create(name);
-        for (const auto &[k, v] : p.values())
-            instance->set_param(k, v);
-        Workload w;
-        w.bytes = static_bytes(instance->build_algorithm());
-        return w;
-    };
+    app.workload = generator_workload(name);
     app.tolerance = [name](const Params &p) {
         std::unique_ptr<GeneratorBase> instance = GeneratorRegistry::create(name);
         for (const auto &[k, v] : p.values())

@@ -37,12 +37,34 @@ struct Built {
     Func output;
 };
 
-/** What the problem itself costs, whatever the schedule (for the roofline). */
+/** What the problem itself costs, whatever the schedule (for the roofline). The vector work is
+ * counted by class so that each target weighs it with its own vector costs (vector_work()). */
 struct Workload {
     double macs = 0;         // tensor-core multiply-accumulates
-    double vector_flops = 0; // element work that has to happen on the vector core
+    double vector_flops = 0; // element operations on the vector core, each 1 (all classes)
     double bytes = 0;        // compulsory DRAM traffic: inputs read once, output written once
+    // Of vector_flops: exp, log, tanh; float divisions and square roots.
+    double vector_transcendentals = 0, vector_div_sqrt = 0;
+    // Elements every vector unit must load and store at least once (the largest input's elements
+    // in `first_loads`, the other inputs' in `loads`, the output's in `stores`): what a target
+    // whose vector costs charge loads and stores (the ZPU) spends however the kernel is written.
+    double vector_first_loads = 0, vector_loads = 0, vector_stores = 0;
 };
+
+/** A generator's workload from its algorithm (the Funcs' definitions, no schedule): each
+ * operation of a definition counted once per point of the domain it depends on (a definition's
+ * pure domain is what its consumers read of it, an update's adds its reduction domain; a row's
+ * value inside an element's definition counts once per row); index arithmetic and calls of Funcs
+ * and inputs count nothing. MACs are left at 0. Bytes are the static (or estimated) extents of the
+ * inputs and the output. docs/design/testing.md, "Speed". */
+Workload algorithm_workload(const GeneratorBase::Pipeline &algorithm);
+/** App::workload of the generator `name`: algorithm_workload of its algorithm at the params. */
+std::function<Workload(const Params &)> generator_workload(const std::string &name);
+/** The workload's vector work in the units the target's roofline takes (its vector throughput's,
+ * one f32 operation = 1 on Ascend): each class weighted by the target's description
+ * (tandem/VectorWeights.h: exp on the ZPU costs 3, division 2 on Ascend; loads and stores only
+ * where the description charges them). */
+double vector_work(const Workload &w, const Target &target);
 
 /** An extent of the problem and the tile parameter that splits it ("" if none). */
 struct Extent {
@@ -92,8 +114,8 @@ Params params_of(const GeneratorBase &g);
 
 /** An app made from any registered generator (a user's): its parameters and their defaults, its
  * "schedule" choices (or one schedule, "default"), the values its GeneratorParams mark Tunable as
- * the choices, its reference_schedule() as the reference, the static bytes of its inputs and
- * output as the workload (a memory-bound roofline), a tolerance of 1e-2 with a narrow type in or
+ * the choices, its reference_schedule() as the reference, its algorithm's workload
+ * (algorithm_workload: bytes and vector work), a tolerance of 1e-2 with a narrow type in or
  * out (1e-3 otherwise). */
 App generator_app(const std::string &name);
 

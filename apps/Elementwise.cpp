@@ -63,10 +63,7 @@ const App &elementwise_app() {
         {{"hopper", generator_schedules("elementwise")},
          {"ascend", generator_schedules("elementwise")}},
         generator_build("elementwise"),
-        [](const Params &p) {
-            double n = double(p.get_int("W")) * p.get_int("H");
-            return Workload{0, 4 * n, 16 * n};
-        },
+        generator_workload("elementwise"),
         [](const Params &) { return 1e-6; },
         {{"W", "TX", 3000}, {"H", "TY", 600}},
         {{"TX", {"1", "2", "7", "32", "64", "128", "256", "1024"}},

@@ -88,10 +88,7 @@ const App &pointwise_app() {
         {{"hopper", generator_schedules("pointwise")},
          {"ascend", generator_schedules("pointwise")}},
         generator_build("pointwise"),
-        [](const Params &p) {
-            double n = double(p.get_int("W")) * p.get_int("H");
-            return Workload{0, 8 * n, 16 * n};
-        },
+        generator_workload("pointwise"),
         [](const Params &) { return 1e-5; },
         {{"W", "TX", 3000}, {"H", "TY", 600}},
         {{"TX", {"1", "2", "7", "32", "64", "128", "256", "1024"}},

@@ -185,10 +185,7 @@ const App &rmsnorm_app() {
         {{"hopper", {"double_buffered", "single_buffered", "sync"}},
          {"ascend", {"double_buffered", "single_buffered", "sync"}}},
         generator_build("rmsnorm"),
-        [](const Params &p) {
-            double n = double(p.get_int("D")) * p.get_int("R");
-            return Workload{0, 5 * n, 8 * n + 4.0 * p.get_int("D")};
-        },
+        generator_workload("rmsnorm"),
         // The sum of squares in f32: its rounding error grows with the row length (about sqrt(D)
         // ulps for sums in another order than the reference's).
         [](const Params &p) { return 1e-5 + 4e-7 * std::sqrt(double(p.get_int("D"))); },

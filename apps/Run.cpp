@@ -84,7 +84,15 @@ nlohmann::ordered_json figure(double v) {
 } // namespace
 
 double roofline_cycles(const Workload &w, const Target &target) {
-    return backend_of(target).roofline(w.macs, w.vector_flops, w.bytes, target);
+    return backend_of(target).roofline(w.macs, vector_work(w, target), w.bytes, target);
+}
+
+std::string roofline_bound(const Workload &w, const Target &target) {
+    const auto &roofline = backend_of(target).roofline;
+    const double matrix = roofline(w.macs, 0, 0, target),
+                 vector = roofline(0, vector_work(w, target), 0, target),
+                 memory = roofline(0, 0, w.bytes, target);
+    return matrix >= vector && matrix >= memory ? "matrix" : vector >= memory ? "vector" : "memory";
 }
 
 std::vector<std::vector<int>> static_extents(const Kernel &kernel) {
@@ -221,7 +229,9 @@ RunResult run_kernel(const App &app, const Kernel &kernel, const Params &params,
         model->write_trace(options.timeline);
     data_of = [&](int id) { return model->data(id); };
     r.simulate_ms = ms_since(t0);
-    r.roofline_cycles = roofline_cycles(app.workload(r.params), target);
+    const Workload workload = app.workload(r.params);
+    r.roofline_cycles = roofline_cycles(workload, target);
+    r.roofline_bound = roofline_bound(workload, target);
 
     if (options.numerics) {
         t0 = std::chrono::steady_clock::now();
@@ -272,6 +282,7 @@ std::string RunResult::json() const {
     j["efficiency"] = figure(efficiency());
     j["roofline_cycles"] = figure(roofline_cycles);
     j["roofline_fraction"] = figure(roofline_fraction());
+    j["roofline_bound"] = roofline_bound;
     nlohmann::ordered_json busy = nlohmann::ordered_json::object();
     for (const sim::EngineBusy &b : report.busy)
         busy[b.engine] = b.busy;
@@ -299,9 +310,9 @@ std::string RunResult::text() const {
     add("%s on %s, schedule %s\n", app.c_str(), target.c_str(), schedule.c_str());
     if (checked)
         add("  correct: %s (max_rel_err %.3g)\n", correct ? "yes" : "NO", max_rel_err);
-    add("  cycles %lld, bound %lld, efficiency %.3f, roofline %.0f (fraction %.3f)\n",
+    add("  cycles %lld, bound %lld, efficiency %.3f, roofline %.0f (%s; fraction %.3f)\n",
         (long long)report.cycles, (long long)report.bound_cycles, efficiency(), roofline_cycles,
-        roofline_fraction());
+        roofline_bound.c_str(), roofline_fraction());
     for (const sim::EngineBusy &b : report.busy)
         add("  busy %-14s %lld\n", b.engine.c_str(), (long long)b.busy);
     add("  races %lld, deadlock %s\n", (long long)report.race_count,

@@ -36,6 +36,7 @@ struct RunResult {
     sim::Report report;
     Kernel kernel; // what was compiled and run
     double roofline_cycles = 0;
+    std::string roofline_bound; // the roofline's largest term: "matrix", "vector" or "memory"
     double compile_ms = 0, simulate_ms = 0, reference_ms = 0;
 
     double efficiency() const { return report.efficiency(); }
@@ -83,9 +84,12 @@ std::vector<std::vector<int>> static_extents(const Kernel &kernel);
  * detects wrongly, each float op rounded as written (no contraction into FMA). */
 Halide::Target reference_target();
 
-/** The problem's roofline on `target`: max of MACs / peak MAC rate, vector work / vector rate and
- * compulsory bytes / DMA bandwidth, all cores together. */
+/** The problem's roofline on `target`: max of MACs / peak MAC rate, vector work (vector_work:
+ * weighted by the target's vector costs) / vector rate and compulsory bytes / DMA bandwidth, all
+ * cores together. */
 double roofline_cycles(const Workload &w, const Target &target);
+/** Which term of the roofline is the largest: "matrix", "vector" or "memory". */
+std::string roofline_bound(const Workload &w, const Target &target);
 
 } // namespace tandem::apps
 

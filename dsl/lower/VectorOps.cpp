@@ -2,6 +2,7 @@
 
 #include "tandem/AsyncIR.h"
 #include "tandem/Nest.h"
+#include "tandem/VectorWeights.h"
 
 #include <algorithm>
 #include <cmath>
@@ -43,37 +44,7 @@ bool is_element_code(const Stmt &s) {
 }
 
 /** What a vector core spends on one evaluation of a Store, in the units of the target's vector
- * throughput: weights from the machine description where it has them (the ZPU's public cost
- * model charges loads, stores and each distinct constant), else one unit per arithmetic
- * operation. With vector_arith_by_bytes (Ascend: a 256-byte repeat holds 64 f32 or 128 f16
- * lanes) an operation costs the width in bytes of the elements it works on. */
-struct VectorWeights {
-    double first_load = 0, load = 0, store = 0, arith = 1, transcendental = 1, constant = 0,
-           by_bytes = 0;
-    double div_sqrt = -1; // division and square root; the arithmetic weight unless given
-
-    explicit VectorWeights(const Target &t) {
-        auto get = [&](const char *key, double *v) {
-            if (t.machine.params().count(key))
-                *v = t.machine.number(key);
-        };
-        get("vector_first_load", &first_load);
-        get("vector_load", &load);
-        get("vector_store", &store);
-        get("vector_arith", &arith);
-        get("vector_transcendental", &transcendental);
-        get("vector_constant", &constant);
-        get("vector_arith_by_bytes", &by_bytes);
-        get("vector_div_sqrt", &div_sqrt);
-        if (div_sqrt < 0)
-            div_sqrt = arith;
-    }
-    /** An operation on elements of type t. */
-    double of(double weight, const Type &t) const {
-        return weight * (by_bytes != 0 ? t.bytes() : 1);
-    }
-};
-
+ * throughput (tandem/VectorWeights.h). */
 class CountWork : public IRVisitor {
 public:
     explicit CountWork(const VectorWeights &w) : w(w) {}
@@ -108,11 +79,9 @@ private:
         IRVisitor::visit(op);
     }
     void visit(const Call *op) override {
-        static const std::set<std::string> transcendental = {"exp_f32", "log_f32", "tanh_f32"};
-        static const std::set<std::string> div_sqrt = {"sqrt_f32"};
-        per_element += w.of(transcendental.count(op->name) ? w.transcendental
-                            : div_sqrt.count(op->name)     ? w.div_sqrt
-                                                           : w.arith,
+        per_element += w.of(VectorWeights::transcendental_call(op->name) ? w.transcendental
+                            : VectorWeights::div_sqrt_call(op->name)     ? w.div_sqrt
+                                                                         : w.arith,
                             op->type);
         IRVisitor::visit(op);
     }

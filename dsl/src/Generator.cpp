@@ -190,6 +190,18 @@ GeneratorBase::Pipeline GeneratorBase::build(const Target &target) {
 GeneratorBase::Pipeline GeneratorBase::build_reference() {
     Pipeline p = build_algorithm();
     reference_schedule();
+    // Halide computes a Func with an update definition that nothing schedules at the innermost
+    // loop of its consumer: a row's sum once per element of the row (softmax 4096 x 64: 367 s of
+    // JIT'd reference, quadratic in the row). Such a Func the reference schedule left alone is
+    // computed at the root instead: the same values in the same order, once.
+    // (Lowering locks every LoopLevel anyway; nothing schedules after this.)
+    for (auto &[name, function] :
+         Halide::Internal::find_transitive_calls(p.output.halide().function())) {
+        Halide::LoopLevel level = function.schedule().compute_level();
+        if (name != p.output.halide().name() && function.has_update_definition() &&
+            level.lock().is_inlined())
+            Halide::Func(function).compute_root();
+    }
     return p;
 }
 

@@ -5,6 +5,8 @@
 // default.
 #include "tandem/Generator.h"
 
+#include <algorithm>
+
 using namespace tandem;
 
 namespace {
@@ -38,10 +40,15 @@ protected:
             out.dim(1).set_bounds(0, R).set_stride(C);
         }
     }
-    /** Tiles of RB rows over the cores; the row's input staged per tile; `per_row` (reductions
-     * and row values) computed per tile. */
+    /** Tiles of RB rows over the cores (fewer where RB rows would not fit: a tile's input in two
+     * versions, the output tile and a row-sized temporary, each about RB rows, must fit the vector
+     * memory with room to spare); the row's input staged per tile; `per_row` (reductions and row
+     * values) computed per tile. */
     void schedule_rows(std::initializer_list<Func *> per_row) {
-        out.split(r, ro, ri, RB, TailStrategy::GuardWithIf).map_to_cores(ro);
+        const int64_t row_bytes = 4 * int64_t(C);
+        const int fit = int(this->get_target().vector_memory_bytes() / (8 * row_bytes));
+        const int rows = std::max(1, std::min(int(RB), fit));
+        out.split(r, ro, ri, rows, TailStrategy::GuardWithIf).map_to_cores(ro);
         Func tile = Func::staged(in);
         tile.compute_at(out, ro).async_copy().multi_buffer(2);
         for (Func *f : per_row)

@@ -150,7 +150,8 @@ protected:
     virtual void generate() = 0;
     virtual void schedule() {}
     /** A Halide CPU schedule for the reference the tools compare kernels with (JIT on the host);
-     * none by default (Halide's: everything inline, reductions at the root). */
+     * none by default (Halide's: everything inline), and a reduction it leaves unscheduled is
+     * computed at the root (Halide's default would recompute it per element of its consumer). */
     virtual void reference_schedule() {}
 
 private:

@@ -1,0 +1,84 @@
+// A generator's workload counted from its algorithm (apps/Workload.cpp) against hand counts: a
+// user's softmax (a transcendental, a division, two row reductions), the rmsnorm app (a row's
+// value inside an element's definition counts once per row) and the elementwise app; and the
+// vector work each target's roofline weighs them with.
+#include "App.h"
+#include "Run.h"
+
+#include <gtest/gtest.h>
+
+using namespace tandem;
+
+namespace {
+
+class TinySoftmax : public Generator<TinySoftmax> {
+public:
+    Input<Buffer<float, 2>> in{"in"};
+    Output<Buffer<float, 2>> out{"out"};
+
+    void generate() override {
+        RDom k(0, in.dim(0).extent());
+        mx(r) = Halide::Float(32).min();
+        mx(r) = Halide::max(mx(r), in(k, r));
+        e(c, r) = Halide::exp(in(c, r) - mx(r));
+        sum(r) = 0.0f;
+        sum(r) += e(k, r);
+        out(c, r) = e(c, r) / sum(r);
+        in.dim(0).set_bounds(0, 48);
+        in.dim(1).set_bounds(0, 5).set_stride(48);
+        out.dim(0).set_bounds(0, 48);
+        out.dim(1).set_bounds(0, 5).set_stride(48);
+    }
+
+private:
+    Var c{"c"}, r{"r"};
+    Func mx{"mx"}, e{"e"}, sum{"sum"};
+};
+TANDEM_REGISTER_GENERATOR(TinySoftmax, workload_tiny_softmax)
+
+TEST(Workload, SoftmaxCountsEachDefinitionOverItsDomain) {
+    const apps::Workload w = apps::generator_workload("workload_tiny_softmax")(apps::Params());
+    const double n = 48 * 5;
+    // max per element (mx), sub and exp (e), add (sum), divide (out); the inits are constants.
+    EXPECT_EQ(w.vector_flops, 5 * n);
+    EXPECT_EQ(w.vector_transcendentals, n);
+    EXPECT_EQ(w.vector_div_sqrt, n);
+    EXPECT_EQ(w.vector_first_loads, n);
+    EXPECT_EQ(w.vector_loads, 0);
+    EXPECT_EQ(w.vector_stores, n);
+    EXPECT_EQ(w.bytes, 8 * n);
+    EXPECT_EQ(w.macs, 0);
+    // The ZPU charges exp 3, each first load and store 5: 3 arith + 3 + 1 + 5 + 5 per element.
+    EXPECT_EQ(apps::vector_work(w, Target::parse("zpu")), 17 * n);
+    // Ascend: exp and division at half rate (2 each); the roofline takes f32 (4 bytes) per unit.
+    EXPECT_EQ(apps::vector_work(w, Target::parse("ascend")), 7 * n);
+    EXPECT_EQ(apps::vector_work(w, Target::parse("hopper")), 5 * n);
+    EXPECT_EQ(apps::roofline_bound(w, Target::parse("zpu")), "vector");
+}
+
+TEST(Workload, RmsnormCountsARowsValueOncePerRow) {
+    apps::Params p;
+    p.set("D", "64");
+    p.set("R", "8");
+    const apps::Workload w = apps::find_app("rmsnorm").workload(p);
+    const double n = 64 * 8;
+    // sum_sq: mul + add per element; out: x * w and the division per element, and per row
+    // sum_sq / D, + eps and the square root (D is a constant).
+    EXPECT_EQ(w.vector_flops, 4 * n + 3 * 8);
+    EXPECT_EQ(w.vector_div_sqrt, n + 2 * 8);
+    EXPECT_EQ(w.vector_first_loads, n);
+    EXPECT_EQ(w.vector_loads, 64);
+    EXPECT_EQ(w.bytes, 8 * n + 4 * 64);
+}
+
+TEST(Workload, ElementwiseCountsItsFourOperations) {
+    apps::Params p;
+    p.set("W", "32");
+    p.set("H", "4");
+    const apps::Workload w = apps::find_app("elementwise").workload(p);
+    EXPECT_EQ(w.vector_flops, 4 * 128); // a * b + max(c, 0) * 0.5
+    EXPECT_EQ(w.vector_loads, 2 * 128);
+    EXPECT_EQ(w.bytes, 16 * 128);
+}
+
+} // namespace
