@@ -197,62 +197,61 @@ Workload algorithm_workload(const GeneratorBase::Pipeline &algorithm) {
         }
         return true;
     };
-    for (size_t pass = 0; pass <= funcs.size(); pass++) {
-        bool changed = false;
+    // Calls `visit(def, scope, domain)` on every definition of a Func whose region is known.
+    auto each_definition = [&](const auto &visit) {
         for (auto &[name, f] : funcs) {
             if (!regions.count(name))
                 continue;
             for (const Definition &def : definitions_of(f)) {
                 Scope<Interval> scope;
                 std::map<std::string, int64_t> domain;
-                if (!scope_of(f, def, &scope, &domain))
+                if (scope_of(f, def, &scope, &domain))
+                    visit(def, scope, domain);
+            }
+        }
+    };
+    for (size_t pass = 0; pass <= funcs.size(); pass++) {
+        bool changed = false;
+        each_definition([&](const Definition &def, const Scope<Interval> &scope,
+                            const std::map<std::string, int64_t> &) {
+            FindCalls find;
+            for (const Halide::Expr &v : def.values())
+                v.accept(&find);
+            for (const Halide::Expr &a : def.args())
+                a.accept(&find);
+            for (const Call *call : find.calls) {
+                if (!funcs.count(call->name))
                     continue;
-                FindCalls find;
-                for (const Halide::Expr &v : def.values())
-                    v.accept(&find);
-                for (const Halide::Expr &a : def.args())
-                    a.accept(&find);
-                for (const Call *call : find.calls) {
-                    if (!funcs.count(call->name))
+                Region &r = regions[call->name];
+                for (size_t d = 0; d < call->args.size(); d++) {
+                    Interval b = bounds_of_expr_in_scope(call->args[d], scope);
+                    b.min = simplify(substitute(sizes, b.min));
+                    b.max = simplify(substitute(sizes, b.max));
+                    if (d >= r.size()) {
+                        r.push_back(b);
+                        changed = true;
                         continue;
-                    Region &r = regions[call->name];
-                    for (size_t d = 0; d < call->args.size(); d++) {
-                        Interval b = bounds_of_expr_in_scope(call->args[d], scope);
-                        b.min = simplify(substitute(sizes, b.min));
-                        b.max = simplify(substitute(sizes, b.max));
-                        if (d >= r.size()) {
-                            r.push_back(b);
-                            changed = true;
-                            continue;
-                        }
-                        Interval u = Interval::make_union(r[d], b);
-                        u.min = simplify(u.min), u.max = simplify(u.max);
-                        if (!equal(u.min, r[d].min) || !equal(u.max, r[d].max)) {
-                            r[d] = u;
-                            changed = true;
-                        }
+                    }
+                    Interval u = Interval::make_union(r[d], b);
+                    u.min = simplify(u.min), u.max = simplify(u.max);
+                    if (!equal(u.min, r[d].min) || !equal(u.max, r[d].max)) {
+                        r[d] = u;
+                        changed = true;
                     }
                 }
             }
-        }
+        });
         if (!changed)
             break;
     }
 
     // The operations of every definition over its domain.
-    for (auto &[name, f] : funcs) {
-        if (!regions.count(name))
-            continue;
-        for (const Definition &def : definitions_of(f)) {
-            Scope<Interval> scope;
-            std::map<std::string, int64_t> domain;
-            if (!scope_of(f, def, &scope, &domain))
-                continue;
-            CountOps count(domain, w);
-            for (const Halide::Expr &v : def.values()) // a let's value counts where it is used
-                substitute_in_all_lets(v).accept(&count);
-        }
-    }
+    each_definition([&](const Definition &def, const Scope<Interval> &,
+                        const std::map<std::string, int64_t> &domain) {
+        CountOps count(domain, w);
+        for (const Halide::Expr &v : def.values()) // a let's value counts where it is used
+            substitute_in_all_lets(v).accept(&count);
+    });
 
     // Every element in passes through a vector op once, every element out leaves one once; an
     // algorithm without arithmetic (a transpose) moves data only, which the DMA may do alone.
