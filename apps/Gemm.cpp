@@ -1,4 +1,5 @@
-// gemm: C(j, i) = sum_k A(k, i) * B(j, k), bf16 inputs, f32 accumulation, bf16 or f32 output.
+// gemm: C(j, i) = sum_k A(k, i) * B(j, k), bf16 or f16 inputs, f32 accumulation, bf16 or f32
+// output.
 // A is M x K (row i holds K values), B is K x N, C is M x N; dims[0] is the innermost.
 #include "App.h"
 
@@ -29,6 +30,7 @@ public:
     // pair leaves the last pair's second CTA without a tile of its own.
     GeneratorParam<int> cluster_m{"cluster_m", 1, 1, 2};
     GeneratorParam<int> cluster_n{"cluster_n", 1, 1, 2};
+    GeneratorParam<std::string> in{"in", "bf16", {"bf16", "f16"}}; // the operands' type
     GeneratorParam<std::string> out{"out", "bf16", {"bf16", "f32"}};
     GeneratorParam<std::string> epilogue{"epilogue", "none", {"none", "bias_relu"}};
     // runtime: M, N and K are estimates, the kernel takes any (tiles stay TM x TN x TK, tails
@@ -36,12 +38,14 @@ public:
     GeneratorParam<std::string> shapes{"shapes", "static", {"static", "runtime"}};
     GeneratorParam<std::string> pipelining{
         "schedule", "ws_pingpong", {"ws_pingpong", "ws_cooperative", "ws", "pipelined", "sync"}};
-    Input<Buffer<bfloat16_t, 2>> A{"A"}, B{"B"};
-    Input<Buffer<float, 1>> bias{"bias"}; // read with epilogue bias_relu only
-    Output<Buffer<void, 2>> C{"C"};       // bf16 or f32 (parameter out)
+    Input<Buffer<void, 2>> A{"A"}, B{"B"}; // bf16 or f16 (parameter in)
+    Input<Buffer<float, 1>> bias{"bias"};  // read with epilogue bias_relu only
+    Output<Buffer<void, 2>> C{"C"};        // bf16 or f32 (parameter out)
 
     void generate() override {
         const bool runtime = shapes.value() == "runtime";
+        for (Input<Buffer<void, 2>> *operand : {&A, &B})
+            operand->set_type(in.value() == "f16" ? Halide::Float(16) : Halide::BFloat(16));
         RDom r(0, runtime ? A.dim(0).extent() : Halide::Expr(int(K)), "r");
         acc(j, i) = 0.0f;
         acc(j, i) += Halide::cast<float>(A(r, i)) * Halide::cast<float>(B(j, r));
@@ -167,7 +171,7 @@ TANDEM_REGISTER_GENERATOR(Gemm, gemm)
 const App &gemm_app() {
     static const App app{
         "gemm",
-        "bf16 GEMM with f32 accumulation: C = A x B (M x K times K x N)",
+        "bf16 (or f16: in=f16) GEMM with f32 accumulation: C = A x B (M x K times K x N)",
         generator_defaults("gemm"),
         generator_schedules("gemm"),
         {{"hopper", {{"TM", "128"}, {"TN", "128"}, {"TK", "64"}, {"stages", "0"}, {"group", "8"}}},
@@ -195,10 +199,11 @@ const App &gemm_app() {
          {"group", {"1", "1", "2", "3", "8"}},
          {"cluster_m", {"1", "1", "2"}},
          {"cluster_n", {"1", "1", "2"}},
+         {"in", {"bf16", "f16"}},
          {"out", {"bf16", "f32"}},
          {"epilogue", {"none", "bias_relu"}}},
         4e6,
-        {"out"},
+        {"in", "out"},
         {{"cluster_m", "cluster"}, {"cluster_n", "cluster"}},
     };
     return app;

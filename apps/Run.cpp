@@ -46,6 +46,9 @@ void put(void *data, sim::DType t, int64_t i, float v) {
     case sim::DType::BF16:
         static_cast<uint16_t *>(data)[i] = sim::float_to_bf16(v);
         break;
+    case sim::DType::F16:
+        static_cast<uint16_t *>(data)[i] = sim::float_to_f16(v);
+        break;
     case sim::DType::F32:
         static_cast<float *>(data)[i] = v;
         break;
@@ -62,6 +65,8 @@ double get(const void *data, sim::DType t, int64_t i) {
     switch (t) {
     case sim::DType::BF16:
         return sim::bf16_to_float(static_cast<const uint16_t *>(data)[i]);
+    case sim::DType::F16:
+        return sim::f16_to_float(static_cast<const uint16_t *>(data)[i]);
     case sim::DType::F32:
         return static_cast<const float *>(data)[i];
     case sim::DType::I32:

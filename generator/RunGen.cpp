@@ -40,6 +40,9 @@ void fill(Halide::Runtime::Buffer<void> &b, std::mt19937 &rng) {
             std::memcpy(&u, &v, 4);
             uint16_t h = uint16_t(u >> 16);
             std::memcpy(at, &h, 2);
+        } else if (t.code == halide_type_float && t.bits == 16) {
+            const _Float16 h = static_cast<_Float16>(real(rng)); // IEEE half, exact in [-1, 1)
+            std::memcpy(at, &h, 2);
         } else {
             int64_t v = integer(rng);
             if (t.code == halide_type_uint)

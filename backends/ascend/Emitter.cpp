@@ -26,6 +26,8 @@ const char *element_type(sim::DType t) {
     switch (t) {
     case sim::DType::BF16:
         return "bfloat16_t";
+    case sim::DType::F16:
+        return "half";
     case sim::DType::F32:
         return "float";
     case sim::DType::I32:
@@ -164,8 +166,8 @@ public:
 
     /** AscendC's C++ expressions (CExpr.h): C++'s / and % where the operands are provably >= 0
      * (else the file's floor_div / floor_mod), helpers' arguments without outer parentheses, bf16
-     * values through AscendC::ToBfloat16 / ToFloat, loads through GetValue, the core id as
-     * block_idx. */
+     * values through AscendC::ToBfloat16 / ToFloat, half values through static_cast, loads through
+     * GetValue, the core id as block_idx. */
     class AscendExpr : public CExpr {
     public:
         explicit AscendExpr(CodeGen &g) : g(g) {}
@@ -176,6 +178,8 @@ public:
         std::string rounded(const Halide::Type &t, const std::string &v) const override {
             if (t.is_bfloat())
                 return "AscendC::ToFloat(AscendC::ToBfloat16(" + v + "))";
+            if (t.is_float() && t.bits() == 16)
+                return "static_cast<float>(static_cast<half>(" + v + "))";
             return v;
         }
         std::string argument(const Expr &e) override { return print_bare(e); }
@@ -193,7 +197,9 @@ public:
         }
         std::string load(const Load *l) override {
             std::string v = g.tensor(l->name) + ".GetValue(" + print_bare(l->index) + ")";
-            return l->type.is_bfloat() ? "AscendC::ToFloat(" + v + ")" : v;
+            if (l->type.is_bfloat())
+                return "AscendC::ToFloat(" + v + ")";
+            return l->type.is_float() && l->type.bits() == 16 ? "static_cast<float>(" + v + ")" : v;
         }
         std::string call(const Call *c) override {
             if (ir::is_core_id(c)) {

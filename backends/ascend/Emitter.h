@@ -58,8 +58,9 @@
  * / WaitFlag<..>"); a mutant says which pair it lacks and leaves a comment where each of its two
  * statements was.
  *
- * Limits: element types f32, bf16 and i32 (the model's); vector ops on UB only; float calls
- * sqrt, exp, log, floor, ceil, tanh, abs (other calls are a user error naming the call).
+ * Limits: element types f32, bf16, f16 (cube operands) and i32 (the model's); vector ops on UB
+ * only; float calls sqrt, exp, log, floor, ceil, tanh, abs (other calls are a user error naming the
+ * call).
  */
 
 #include "tandem/Kernel.h"

@@ -102,7 +102,7 @@ std::string CExpr::type_name(const Halide::Type &t) const {
         return "int64_t";
     if (t.is_float() && t.bits() == 64)
         return "double";
-    return "float"; // f32, and bf16 values held exactly in a float
+    return "float"; // f32, and bf16 and f16 values held exactly in a float
 }
 
 std::string CExpr::helper(Helper h) const {
@@ -137,7 +137,7 @@ std::string CExpr::float_literal(double value, const Halide::Type &t) const {
             v += ".0";
         v += "f";
     }
-    return t.is_bfloat() ? rounded(t, v) : v;
+    return t.is_float() && t.bits() == 16 ? rounded(t, v) : v; // bf16 and f16
 }
 
 std::string CExpr::binary(const Halide::Type &t, const Halide::Expr &a, const Halide::Expr &b,

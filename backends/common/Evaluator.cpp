@@ -15,6 +15,8 @@ using sim::DType;
 sim::DType dtype_of(const Halide::Type &t) {
     if (t.is_bfloat() && t.bits() == 16)
         return sim::DType::BF16;
+    if (t.is_float() && t.bits() == 16)
+        return sim::DType::F16;
     if (t.is_float() && t.bits() == 32)
         return sim::DType::F32;
     if (t.is_int() && t.bits() == 32)
@@ -24,7 +26,7 @@ sim::DType dtype_of(const Halide::Type &t) {
     std::ostringstream os;
     os << t;
     throw Error("type " + os.str() +
-                " is not supported on the machine models (bf16, float32 and int32 are)");
+                " is not supported on the machine models (bf16, float16, float32 and int32 are)");
 }
 
 namespace {
@@ -44,6 +46,8 @@ int64_t floor_mod(int64_t a, int64_t b) {
 double round_to(const Halide::Type &t, double v) {
     if (t.is_bfloat())
         return sim::bf16_to_float(sim::float_to_bf16(float(v)));
+    if (t.is_float() && t.bits() == 16)
+        return sim::f16_to_float(sim::float_to_f16(float(v)));
     if (t.is_float())
         return t.bits() == 32 ? double(float(v)) : v;
     if (t.is_bool())
@@ -174,6 +178,8 @@ double Evaluator::load(const BufferRef &b, int64_t i) {
     switch (b.type) {
     case DType::BF16:
         return sim::bf16_to_float(static_cast<uint16_t *>(b.data)[i]);
+    case DType::F16:
+        return sim::f16_to_float(static_cast<uint16_t *>(b.data)[i]);
     case DType::F32:
         return static_cast<float *>(b.data)[i];
     case DType::I32:
@@ -189,6 +195,9 @@ void Evaluator::store(const BufferRef &b, int64_t i, double v) {
     switch (b.type) {
     case DType::BF16:
         static_cast<uint16_t *>(b.data)[i] = sim::float_to_bf16(float(v));
+        break;
+    case DType::F16:
+        static_cast<uint16_t *>(b.data)[i] = sim::float_to_f16(float(v));
         break;
     case DType::F32:
         static_cast<float *>(b.data)[i] = float(v);

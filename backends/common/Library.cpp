@@ -127,6 +127,8 @@ const char *dtype_enum(sim::DType t) {
     switch (t) {
     case sim::DType::BF16:
         return "tandem::sim::DType::BF16";
+    case sim::DType::F16:
+        return "tandem::sim::DType::F16";
     case sim::DType::F32:
         return "tandem::sim::DType::F32";
     case sim::DType::I32:

@@ -20,7 +20,7 @@ std::string CudaExpr::type_name(const Halide::Type &t) const {
         return t.bits() > 32 ? "uint64_t" : "uint32_t";
     if (t.is_float() && t.bits() == 64)
         return "double";
-    return "float"; // f32, and bf16 values held in a float
+    return "float"; // f32, and bf16 and f16 values held in a float
 }
 
 std::string CudaExpr::helper(Helper h) const {
@@ -38,7 +38,9 @@ std::string CudaExpr::helper(Helper h) const {
 }
 
 std::string CudaExpr::rounded(const Halide::Type &t, const std::string &v) const {
-    return t.is_bfloat() ? "hopper::round_bf16" + v : v;
+    if (t.is_bfloat())
+        return "hopper::round_bf16" + v;
+    return t.is_float() && t.bits() == 16 ? "hopper::round_f16" + v : v;
 }
 
 std::string CudaExpr::name(const std::string &ir_name) const {
@@ -77,6 +79,8 @@ std::string CudaExpr::mod(const Mod *m) {
 std::string CudaExpr::cast(const Cast *c) {
     if (c->type.is_bfloat())
         return "hopper::round_bf16(" + print(c->value) + ")";
+    if (c->type.is_float() && c->type.bits() == 16)
+        return "hopper::round_f16(" + print(c->value) + ")";
     return "(" + type_name(c->type) + ")(" + print(c->value) + ")";
 }
 
@@ -113,6 +117,8 @@ std::string CudaExpr::unsupported(const Halide::Expr &e) {
 std::string storage_type(const Halide::Type &t) {
     if (t.is_bfloat())
         return "__nv_bfloat16";
+    if (t.is_float() && t.bits() == 16)
+        return "__half";
     if (t.is_float() && t.bits() == 32)
         return "float";
     if (t.is_int() && t.bits() == 32)

@@ -17,7 +17,10 @@ std::string CodeGen::load(const Load *l) {
     internal_assert(t != plan.tiles.end())
         << "hopper emitter: load of " << l->name << " in an element nest\n";
     std::string v = c_name(l->name) + "[" + tile_index(t->second, l->index) + "]";
-    return t->second.buffer->type.is_bfloat() ? "__bfloat162float(" + v + ")" : v;
+    const Halide::Type &type = t->second.buffer->type;
+    if (type.is_bfloat())
+        return "__bfloat162float(" + v + ")";
+    return type.is_float() && type.bits() == 16 ? "__half2float(" + v + ")" : v;
 }
 
 std::string CodeGen::tile_index(const Tile &t, const Expr &index) {
@@ -82,6 +85,10 @@ void CodeGen::store(const Store *st) {
         const Cast *cast = value.as<Cast>();
         v = "__float2bfloat16_rn(" + expr(cast && cast->type.is_bfloat() ? cast->value : value) +
             ")";
+    } else if (t->second.buffer->type.is_float() && t->second.buffer->type.bits() == 16) {
+        const Cast *cast = value.as<Cast>();
+        const bool to_f16 = cast && cast->type.is_float() && cast->type.bits() == 16;
+        v = "__float2half_rn(" + expr(to_f16 ? cast->value : value) + ")";
     } else {
         v = expr(value);
     }

@@ -652,8 +652,10 @@ void CodeGen::mma(const ir::MmaOp &m) {
     os << line()
        << "const uint64_t a_descriptor = hopper::matrix_descriptor_128B(a_tile + (k16 / 4) * "
        << a_blocks_bytes << " + m64 * " << 64 * swizzle_bytes << " + (k16 % 4) * 32, 16, 1024);\n";
-    os << line() << "hopper::wgmma_bf16<" << acc.n << (acc.b_k_major ? ", hopper::KMajorB" : "")
-       << ">(" << c_name(m.acc) << "[" << block << "], a_descriptor, b_descriptor);\n";
+    const bool f16 = !a.buffer->type.is_bfloat(); // the plan took bf16 or f16 operands
+    os << line() << (f16 ? "hopper::wgmma_f16<" : "hopper::wgmma_bf16<") << acc.n
+       << (acc.b_k_major ? ", hopper::KMajorB" : "") << ">(" << c_name(m.acc) << "[" << block
+       << "], a_descriptor, b_descriptor);\n";
     close_blocks(acc);
     close();
     close();

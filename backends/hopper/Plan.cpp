@@ -299,10 +299,13 @@ private:
         if (!a || !b)
             throw Error("hopper: the MMA into " + m.acc + " needs its operands " + m.a + " and " +
                         m.b + " in shared memory");
-        if (!a->buffer->type.is_bfloat() || !b->buffer->type.is_bfloat() ||
-            !acc->second.buffer->type.is_float() || acc->second.buffer->type.bits() != 32) {
+        const Halide::Type &a_type = a->buffer->type;
+        const bool half_operands = a_type.is_float() && a_type.bits() == 16;
+        if (!half_operands || b->buffer->type != a_type || !acc->second.buffer->type.is_float() ||
+            acc->second.buffer->type.bits() != 32) {
             throw Error("hopper: the MMA " + m.acc + " += " + m.a + " * " + m.b +
-                        " must be bf16 x bf16 -> f32 (the wgmma this emitter issues)");
+                        " must be bf16 x bf16 -> f32 or f16 x f16 -> f32 (the wgmmas this "
+                        "emitter issues)");
         }
         if (!proven(m.a_stride_k == 1))
             throw Error("hopper: MMA operand " + m.a +

@@ -27,6 +27,12 @@ const char *dtype_name(DType t);
 /** bf16 <-> f32, round to nearest even (what Halide does). */
 float bf16_to_float(uint16_t bits);
 uint16_t float_to_bf16(float f);
+/** IEEE half <-> f32, round to nearest even, overflow to inf (Halide's float16_t). */
+float f16_to_float(uint16_t bits);
+uint16_t float_to_f16(float f);
+/** A 16-bit type's bits (BF16 or F16) as f32, and an f32 rounded to them. */
+float half_to_float(DType t, uint16_t bits);
+uint16_t float_to_half(DType t, float f);
 
 /** An affine box of elements: offset + sum_d i_d * dims[d].stride, 0 <= i_d < dims[d].extent. */
 struct Dim {

@@ -77,7 +77,8 @@ struct HopperParams {
     double l2_bytes_per_cycle = 6100;  // the device's L2 (measured, machines/hopper.json)
     int64_t l2_bytes = 52428800;
     int l2_line = 128;
-    double wgmma_macs_per_cycle = 2048; // bf16 dense, per SM
+    double wgmma_macs_per_cycle = 2048;     // bf16 dense, per SM
+    double wgmma_f16_macs_per_cycle = 2048; // f16 dense, per SM (the bf16 rate on an H100)
     int wgmma_latency = 30;
     int vector_flops_per_cycle = 128; // per SM, shared by its warpgroups (128 FP32 lanes)
     int barrier_latency = 20;         // arrive -> visible to a waiter
@@ -99,6 +100,7 @@ struct HopperParams {
         f("l2_bytes", l2_bytes);
         f("l2_line", l2_line);
         f("wgmma_macs_per_cycle", wgmma_macs_per_cycle);
+        f("wgmma_f16_macs_per_cycle", wgmma_f16_macs_per_cycle);
         f("wgmma_latency", wgmma_latency);
         f("vector_flops_per_cycle", vector_flops_per_cycle);
         f("barrier_latency", barrier_latency);
@@ -110,7 +112,9 @@ struct HopperParams {
      * SMs move bytes at once, each at its share of each source, capped by the SM's port (the
      * model itself shares HBM and L2 in time, SharedBandwidth). */
     int64_t tma_cycles(int64_t miss, int64_t hit, int active) const;
-    int64_t wgmma_cycles(int64_t m, int64_t n, int64_t k) const;
+    /** A wgmma of m x n x k MACs on `operands` (f16 at wgmma_f16_macs_per_cycle, else the bf16
+     * rate). */
+    int64_t wgmma_cycles(int64_t m, int64_t n, int64_t k, DType operands = DType::BF16) const;
 };
 
 /** Bandwidth all SMs share (HBM, L2) as capacity per time bucket: a transfer takes what is left

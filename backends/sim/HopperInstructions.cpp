@@ -478,7 +478,7 @@ void Machine::Impl::CtaRun::wgmma(int acc, const Box &acc_box, int a, const Box 
     Agent &agent = me();
 
     Cycles start = std::max(agent.now, impl_.tensor_free[size_t(sm_)]);
-    Cycles total = params_.wgmma_cycles(m, n, k);
+    Cycles total = params_.wgmma_cycles(m, n, k, a_buffer.type);
     Cycles compute = total - params_.wgmma_latency;
     impl_.tensor_free[size_t(sm_)] = start + compute;
     impl_.tensor_busy[size_t(sm_)] += compute;

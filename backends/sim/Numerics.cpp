@@ -4,6 +4,7 @@
 #include "sim/Numerics.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <sstream>
 
@@ -16,6 +17,7 @@ namespace tandem::sim {
 int bytes_of(DType t) {
     switch (t) {
     case DType::BF16:
+    case DType::F16:
         return 2;
     case DType::F32:
     case DType::I32:
@@ -30,6 +32,8 @@ const char *dtype_name(DType t) {
     switch (t) {
     case DType::BF16:
         return "bf16";
+    case DType::F16:
+        return "f16";
     case DType::F32:
         return "f32";
     case DType::I32:
@@ -55,6 +59,55 @@ uint16_t float_to_bf16(float f) {
     }
     word += 0x7fffu + ((word >> 16) & 1u); // round to nearest, ties to even
     return uint16_t(word >> 16);
+}
+
+float f16_to_float(uint16_t bits) {
+    const uint32_t sign = uint32_t(bits & 0x8000u) << 16;
+    const uint32_t exponent = (bits >> 10) & 0x1fu, mantissa = bits & 0x3ffu;
+    uint32_t word;
+    if (exponent == 0x1f) {
+        word = sign | 0x7f800000u | (mantissa << 13); // inf, NaN
+    } else if (exponent != 0) {
+        word = sign | ((exponent + 112) << 23) | (mantissa << 13);
+    } else if (mantissa == 0) {
+        word = sign; // +-0
+    } else {         // subnormal: mantissa * 2^-24, exact in f32
+        float value = float(mantissa) * 0x1p-24f;
+        std::memcpy(&word, &value, sizeof word);
+        word |= sign;
+    }
+    float value;
+    std::memcpy(&value, &word, sizeof value);
+    return value;
+}
+
+uint16_t float_to_f16(float f) {
+    uint32_t word;
+    std::memcpy(&word, &f, sizeof word);
+    const uint16_t sign = uint16_t((word >> 16) & 0x8000u);
+    const uint32_t magnitude = word & 0x7fffffffu;
+    if (magnitude > 0x7f800000u) // NaN: quiet, the payload's top bits kept
+        return uint16_t(sign | 0x7e00u | ((magnitude >> 13) & 0x3ffu));
+    if (magnitude >= 0x477ff000u) // rounds to 65520 or more: inf (as IEEE, Halide's float16_t)
+        return uint16_t(sign | 0x7c00u);
+    if (magnitude < 0x38800000u) { // below 2^-14: a subnormal half (or zero), in steps of 2^-24
+        float m;
+        uint32_t abs_word = magnitude;
+        std::memcpy(&m, &abs_word, sizeof m);
+        // m * 2^24 in f32 is exact; nearbyint rounds to nearest, ties to even.
+        return uint16_t(sign | uint16_t(std::nearbyint(m * 0x1p24f)));
+    }
+    // Normal: drop 13 mantissa bits with round to nearest even; a carry moves up the exponent.
+    uint32_t rounded = magnitude + 0xfffu + ((magnitude >> 13) & 1u);
+    return uint16_t(sign | uint16_t((rounded >> 13) - (112u << 10)));
+}
+
+float half_to_float(DType t, uint16_t bits) {
+    return t == DType::F16 ? f16_to_float(bits) : bf16_to_float(bits);
+}
+
+uint16_t float_to_half(DType t, float f) {
+    return t == DType::F16 ? float_to_f16(f) : float_to_bf16(f);
 }
 
 int64_t Box::elements() const {
@@ -279,10 +332,10 @@ void multiply_add_rows(float *c, int64_t c_row, const float *a, const float *b, 
 }
 
 float load_float(const std::byte *base, DType type, int64_t index) {
-    if (type == DType::BF16) {
+    if (type == DType::BF16 || type == DType::F16) {
         uint16_t bits;
         std::memcpy(&bits, base + index * 2, 2);
-        return bf16_to_float(bits);
+        return half_to_float(type, bits);
     }
     float value;
     std::memcpy(&value, base + index * 4, 4);
@@ -405,9 +458,9 @@ std::string mma_type_error(const std::string &acc, DType acc_type, const std::st
     }
     for (const auto &[name, type] :
          {std::pair<const std::string &, DType>{a, a_type}, {b, b_type}}) {
-        if (type != DType::BF16 && type != DType::F32) {
+        if (type != DType::BF16 && type != DType::F16 && type != DType::F32) {
             return "operand '" + name + "' is " + dtype_name(type) + "; " + unit +
-                   " takes bf16 or f32";
+                   " takes bf16, f16 or f32";
         }
     }
     return "";

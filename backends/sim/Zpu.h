@@ -67,7 +67,8 @@ public:
     void dma_wait(Token t, const std::string &label);
     /** acc(n, m) += sum_k a(k, m) * b(n, k), or acc = ... when `accumulate` is false (the fork's
      * clear_accum, same cost). Boxes: acc dims {N, M}, a dims {K, M}, b dims {N, K}. a and b are
-     * bf16 or f32, acc is f32. Issued to the tensor core: the control stream goes on at once. */
+     * bf16, f16 or f32, acc is f32. Issued to the tensor core: the control stream goes on at once.
+     */
     void mma(int acc, const Box &acc_box, int a, const Box &a_box, int b, const Box &b_box,
              const std::string &label, bool accumulate = true);
     /** A vector-core op touching `accesses`; `compute` applies the numerics (not called when

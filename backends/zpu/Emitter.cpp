@@ -22,6 +22,7 @@ std::string barrier_array(const std::string &barrier) {
 const char *storage_type(sim::DType t) {
     switch (t) {
     case sim::DType::BF16:
+    case sim::DType::F16:
         return "uint16_t";
     case sim::DType::F32:
         return "float";
@@ -77,11 +78,16 @@ class ZpuExpr : public CExpr {
     std::string rounded(const Halide::Type &t, const std::string &v) const override {
         if (t.is_bfloat())
             return "zpu::from_bf16(zpu::to_bf16(" + v + "))";
+        if (t.is_float() && t.bits() == 16)
+            return "zpu::from_f16(zpu::to_f16(" + v + "))";
         return v;
     }
     std::string load(const Load *l) override {
         std::string v = c_name(l->name) + "_data[" + print(l->index) + "]";
-        return l->type.is_bfloat() ? "zpu::from_bf16(" + v + ")" : v;
+        if (l->type.is_float() && l->type.bits() == 16)
+            return std::string(l->type.is_bfloat() ? "zpu::from_bf16(" : "zpu::from_f16(") + v +
+                   ")";
+        return v;
     }
     std::string call(const Call *c) override {
         if (ir::is_core_id(c))
@@ -148,6 +154,8 @@ public:
             std::string v = expr(st->value);
             if (st->value.type().is_bfloat())
                 v = "zpu::to_bf16(" + v + ")";
+            else if (st->value.type().is_float() && st->value.type().bits() == 16)
+                v = "zpu::to_f16(" + v + ")";
             os << line() << c_name(st->name) << "_data[" << expr(st->index) << "] = " << v << ";\n";
         } else if (s.as<Evaluate>()) {
             intrinsic(s);

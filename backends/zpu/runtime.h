@@ -148,6 +148,12 @@ inline float from_bf16(uint16_t b) {
 inline uint16_t to_bf16(double f) {
     return tandem::sim::float_to_bf16(float(f));
 }
+inline float from_f16(uint16_t h) {
+    return tandem::sim::f16_to_float(h);
+}
+inline uint16_t to_f16(double f) {
+    return tandem::sim::float_to_f16(float(f));
+}
 /** Halide's integer division and modulo round towards negative infinity. */
 inline int64_t floor_div(int64_t a, int64_t b) {
     int64_t q = a / b;

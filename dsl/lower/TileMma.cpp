@@ -106,9 +106,10 @@ private:
                               l->name + ".in(" + acc + ").compute_at(...)");
             }
             bool f32 = l->type.is_float() && !l->type.is_bfloat() && l->type.bits() == 32;
-            if (!l->type.is_bfloat() && !f32) {
+            bool f16 = l->type.is_float() && !l->type.is_bfloat() && l->type.bits() == 16;
+            if (!l->type.is_bfloat() && !f16 && !f32) {
                 fail(acc, "operand " + l->name + " is " + type_name(l->type) +
-                              "; the tensor core takes bf16 or f32");
+                              "; the tensor core takes bf16, f16 or f32");
             }
         }
         if (nest.loops.size() > 3 || !can_prove(self->index == st->index)) {

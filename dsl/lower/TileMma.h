@@ -14,7 +14,7 @@
  * The loops are classified by which indices they move: m moves acc and A, n moves acc and B, k
  * moves A and B. Halide removes loops of extent 1 (M = 1, a K tail of one element): a role with
  * no loop has extent 1, and a lone loop moving acc is m or n by the pure var it was split from.
- * Limits (user errors): at most three loops, affine indices, f32 accumulator, bf16 or f32
+ * Limits (user errors): at most three loops, affine indices, f32 accumulator, bf16, f16 or f32
  * operands held on chip.
  */
 

@@ -185,31 +185,57 @@ uint16_t to_bf16(float v) {
     return uint16_t((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
 }
 
-/** Calls `lib` at `extents` on random inputs (of each argument's type: f32, or bf16 operands);
- * compares with the plain loop, which reads the same values as floats. */
+/** A value rounded to IEEE half (to nearest even), as its bits: GCC's own _Float16 conversion,
+ * not Tandem's. */
+uint16_t to_f16(float v) {
+    const _Float16 h = static_cast<_Float16>(v);
+    uint16_t bits;
+    std::memcpy(&bits, &h, 2);
+    return bits;
+}
+
+/** The float a half's bits hold. */
+float from_f16(uint16_t bits) {
+    _Float16 h;
+    std::memcpy(&h, &bits, 2);
+    return static_cast<float>(h);
+}
+
+/** Calls `lib` at `extents` on random inputs (of each argument's type: f32, or bf16 or f16
+ * operands); compares with the plain loop, which reads the same values as floats. */
 void check(const Library &lib, const std::vector<std::vector<int>> &extents, uint32_t seed) {
     std::mt19937 rng(seed);
     std::uniform_real_distribution<float> value(-2.0f, 2.0f);
-    std::vector<Buffer> inputs;                          // the values, as the plain loop reads them
-    std::vector<Halide::Runtime::Buffer<uint16_t>> bf16; // the bf16 operands' bits
-    inputs.reserve(extents.size());                      // raw_buffer() addresses stay
-    bf16.reserve(extents.size());
+    std::vector<Buffer> inputs; // the values, as the plain loop reads them
+    std::vector<Halide::Runtime::Buffer<uint16_t>> halves; // the bf16 or f16 operands' bits
+    inputs.reserve(extents.size());                        // raw_buffer() addresses stay
+    halves.reserve(extents.size());
     std::vector<void *> args;
     for (size_t i = 0; i + 1 < extents.size(); i++) {
         inputs.emplace_back(extents[i]);
         inputs.back().for_each_value([&](float &v) { v = value(rng); });
-        if (lib.metadata()->arguments[i].type.code != halide_type_bfloat) {
+        const halide_type_t type = lib.metadata()->arguments[i].type;
+        if (type.bits != 16 ||
+            (type.code != halide_type_bfloat && type.code != halide_type_float)) {
             args.push_back(inputs.back().raw_buffer());
             continue;
         }
-        bf16.emplace_back(extents[i]);
-        bf16.back().raw_buffer()->type = halide_type_t(halide_type_bfloat, 16);
+        const bool f16 = type.code == halide_type_float;
+        halves.emplace_back(extents[i]);
+        halves.back().raw_buffer()->type = type;
         for (size_t e = 0; e < inputs.back().number_of_elements(); e++) {
-            bf16.back().data()[e] = to_bf16(inputs.back().data()[e]);
-            const uint32_t bits = uint32_t(bf16.back().data()[e]) << 16;
-            std::memcpy(&inputs.back().data()[e], &bits, 4);
+            float &v = inputs.back().data()[e];
+            uint16_t &bits = halves.back().data()[e];
+            if (f16) {
+                bits = to_f16(v);
+                v = from_f16(bits);
+            } else {
+                bits = to_bf16(v);
+                const uint32_t word = uint32_t(bits) << 16;
+                std::memcpy(&v, &word, 4);
+            }
         }
-        args.push_back(bf16.back().raw_buffer());
+        args.push_back(halves.back().raw_buffer());
     }
     Buffer out(extents.back()), want(extents.back());
     out.fill(NAN);

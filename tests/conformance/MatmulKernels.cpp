@@ -1,7 +1,7 @@
 // Conformance: matrix multiplies as users write them (outside apps/, the public headers only): a
 // linear layer with PyTorch's N x K weight (the "NT" GEMM) and a GEMM whose epilogue adds a bias or
-// a residual, read from DRAM without staging (the compiler stages them). bf16 operands, f32
-// accumulation and output; one schedule for every target.
+// a residual, read from DRAM without staging (the compiler stages them). bf16 or f16 operands
+// (in), f32 accumulation and output; one schedule for every target.
 #include "tandem/Generator.h"
 
 using namespace tandem;
@@ -20,13 +20,16 @@ public:
     GeneratorParam<int> TK{"TK", 64, 1, 4096};
     GeneratorParam<std::string> layout{"layout", "nt", {"nt", "nn"}};
     GeneratorParam<std::string> epilogue{"epilogue", "bias", {"none", "bias", "residual"}};
-    Input<Buffer<bfloat16_t, 2>> x{"x"}, w{"w"};
+    GeneratorParam<std::string> in{"in", "bf16", {"bf16", "f16"}}; // the operands' type
+    Input<Buffer<void, 2>> x{"x"}, w{"w"};
     Input<Buffer<float, 1>> bias{"bias"};
     Input<Buffer<float, 2>> residual{"residual"};
     Output<Buffer<float, 2>> out{"out"};
 
     void generate() override {
         const bool nt = layout.value() == "nt";
+        for (Input<Buffer<void, 2>> *operand : {&x, &w})
+            operand->set_type(in.value() == "f16" ? Halide::Float(16) : Halide::BFloat(16));
         RDom k(0, K);
         acc(n, m) = 0.0f;
         acc(n, m) += Halide::cast<float>(x(k, m)) * Halide::cast<float>(nt ? w(k, n) : w(n, k));
@@ -57,7 +60,7 @@ public:
             .split(k_x, ko, ki, TK, TailStrategy::GuardWithIf)
             .reorder(n, m, ki, ko)
             .tile_mma();
-        for (Input<Buffer<bfloat16_t, 2>> *operand : {&x, &w}) {
+        for (Input<Buffer<void, 2>> *operand : {&x, &w}) {
             Func tile = Func::staged(*operand, acc);
             tile.compute_at(acc, ko).async_copy().multi_buffer(2);
         }

@@ -187,6 +187,14 @@ TEST_P(Ptxas, AssemblesWithoutSpills) {
             c.app == "attention_scores" ? "accumulate, 1, 1, 0, 0;" : "accumulate, 1, 1, 0, 1;";
         EXPECT_NE(text.find(tnsp_b), std::string::npos)
             << "wgmma without " << tnsp_b << " in " << c.name;
+        // The operands' type: wgmma .f32.f16.f16 and f16 tensor maps for in=f16, else bf16.
+        const bool f16 = c.params.count("in") && c.params.at("in") == "f16";
+        EXPECT_NE(text.find(f16 ? ".f32.f16.f16" : ".f32.bf16.bf16"), std::string::npos)
+            << "wgmma on the wrong operand type in " << c.name;
+        if (f16) {
+            EXPECT_NE(source.find("CU_TENSOR_MAP_DATA_TYPE_FLOAT16"), std::string::npos)
+                << "no f16 tensor map in " << c.name;
+        }
     }
     if (c.warp_specialized) {
         EXPECT_NE(text.find("setmaxnreg"), std::string::npos) << "no setmaxnreg in " << c.name;
@@ -239,6 +247,19 @@ std::vector<Case> cases() {
                  "gemm",
                  "ws_cooperative",
                  {{"M", "200"}, {"N", "520"}, {"K", "72"}, {"TN", "256"}, {"out", "f32"}},
+                 true,
+                 true});
+    // f16 operands: wgmma .f16 from TMA tiles; with runtime shapes, the thread-copy variant too.
+    r.push_back({"gemm_1000_ws_pingpong_f16",
+                 "gemm",
+                 "ws_pingpong",
+                 {{"M", "1000"}, {"N", "1000"}, {"K", "1000"}, {"in", "f16"}},
+                 true,
+                 true});
+    r.push_back({"gemm_runtime_ws_cooperative_tn256_f16",
+                 "gemm",
+                 "ws_cooperative",
+                 {{"shapes", "runtime"}, {"TN", "256"}, {"in", "f16"}},
                  true,
                  true});
     // Runtime shapes: a TMA variant and a thread-copy variant in one file.

@@ -114,6 +114,8 @@ double element(const void *data, sim::DType t, int64_t i) {
     switch (t) {
     case sim::DType::BF16:
         return sim::bf16_to_float(static_cast<const uint16_t *>(data)[i]);
+    case sim::DType::F16:
+        return sim::f16_to_float(static_cast<const uint16_t *>(data)[i]);
     case sim::DType::F32:
         return static_cast<const float *>(data)[i];
     case sim::DType::I32:

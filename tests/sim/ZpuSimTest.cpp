@@ -63,6 +63,44 @@ bool contains(const std::string &text, const std::string &part) {
 // Cost functions and timing
 // ---------------------------------------------------------------------------------------------
 
+TEST(ZpuNumerics, HalfRoundsToNearestEvenAndOverflowsToInfinity) {
+    // IEEE binary16 as Halide's float16_t: round to nearest even, subnormals, overflow to inf.
+    EXPECT_EQ(float_to_f16(1.0f), 0x3c00);
+    EXPECT_EQ(float_to_f16(-0.0f), 0x8000);
+    EXPECT_EQ(float_to_f16(65504.0f), 0x7bff);        // the largest half
+    EXPECT_EQ(float_to_f16(65519.99f), 0x7bff);       // below the midpoint to 65536
+    EXPECT_EQ(float_to_f16(65520.0f), 0x7c00);        // the tie rounds to even: inf
+    EXPECT_EQ(float_to_f16(-1e9f), 0xfc00);           // -inf
+    EXPECT_EQ(float_to_f16(1.0f + 0x1p-11f), 0x3c00); // a tie: to the even 1.0
+    EXPECT_EQ(float_to_f16(1.0f + 3 * 0x1p-11f), 0x3c02);
+    EXPECT_EQ(float_to_f16(0x1p-24f), 0x0001);     // the smallest subnormal
+    EXPECT_EQ(float_to_f16(3 * 0x1p-25f), 0x0002); // a subnormal tie: to even
+    EXPECT_EQ(float_to_f16(0x1p-26f), 0x0000);
+    EXPECT_EQ(f16_to_float(0x0001), 0x1p-24f);
+    EXPECT_EQ(f16_to_float(0x7bff), 65504.0f);
+    EXPECT_TRUE(std::isinf(f16_to_float(0x7c00)));
+    EXPECT_TRUE(std::isnan(f16_to_float(float_to_f16(NAN))));
+    for (uint32_t bits = 0; bits < 0x10000; bits++) { // every half but NaN survives a round trip
+        const float v = f16_to_float(uint16_t(bits));
+        if (!std::isnan(v)) {
+            ASSERT_EQ(float_to_f16(v), bits) << bits;
+        }
+    }
+    // Against GCC's own conversion on random floats across the half's range and past it.
+    std::mt19937 rng(7);
+    std::uniform_int_distribution<uint32_t> word(0, 0xffffffffu);
+    for (int i = 0; i < 1000000; i++) {
+        uint32_t w = word(rng);
+        w = (w & 0x807fffffu) | (((w >> 23) % 50 + 95) << 23); // 2^-32 .. 2^17: past 65504
+        float f;
+        std::memcpy(&f, &w, 4);
+        const _Float16 h = static_cast<_Float16>(f);
+        uint16_t want;
+        std::memcpy(&want, &h, 2);
+        ASSERT_EQ(float_to_f16(f), want) << f;
+    }
+}
+
 TEST(ZpuCost, FormulasFromNpuFacts) {
     ZpuParams p;
     EXPECT_EQ(p.dma_cycles(4096), 100 + 4);

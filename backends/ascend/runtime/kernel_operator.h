@@ -61,7 +61,7 @@
  * WaitFlag<HardEvent::SRC_DST>(id) AscendC::PipeBarrier<PIPE_X>() AscendC::ToFloat(bfloat16_t),
  * ToBfloat16(float)
  *
- * Limits (SimError naming the call): element types float, bfloat16_t, int32_t (the model's);
+ * Limits (SimError naming the call): element types float, bfloat16_t, half, int32_t (the model's);
  * one element type per TBuf; Get<T>() in InitBuffer order (the carve-out then sits where
  * TPipe::InitBuffer placed it: each buffer at the next multiple of its scope's alignment, which
  * is also where the machine model puts it); a kernel's calls must come from inside run(). With
@@ -98,6 +98,15 @@ struct bfloat16_t {
     uint16_t bits;
 };
 
+/** half (IEEE binary16) as AscendC names it: storage, converted to and from float by static_cast
+ * (round to nearest even, overflow to inf); arithmetic in float. */
+struct half {
+    uint16_t bits;
+    half() = default;
+    explicit half(float f) : bits(tandem::sim::float_to_f16(f)) {}
+    explicit operator float() const { return tandem::sim::f16_to_float(bits); }
+};
+
 enum pipe_t { PIPE_S, PIPE_V, PIPE_M, PIPE_MTE1, PIPE_MTE2, PIPE_MTE3, PIPE_ALL, PIPE_FIX };
 
 namespace tandem_ascend {
@@ -113,13 +122,15 @@ template <typename T> DType dtype() {
         return DType::F32;
     else if constexpr (std::is_same_v<T, bfloat16_t>)
         return DType::BF16;
+    else if constexpr (std::is_same_v<T, half>)
+        return DType::F16;
     else if constexpr (std::is_same_v<T, int32_t>)
         return DType::I32;
     else if constexpr (std::is_same_v<T, uint8_t>)
         return DType::U8; // compare / select masks
     else
         static_assert(sizeof(T) == 0,
-                      "the Ascend model holds float, bfloat16_t, int32_t and uint8_t");
+                      "the Ascend model holds float, bfloat16_t, half, int32_t and uint8_t");
 }
 
 /** A GM buffer of the machine as the kernel sees it: the address its GM_ADDR argument holds. */

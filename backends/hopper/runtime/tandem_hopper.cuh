@@ -15,6 +15,7 @@
 
 #include <cuda.h> // CUtensorMap and its enums (types only; the driver is reached at run time)
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -52,6 +53,11 @@ template <class T> __host__ __device__ __forceinline__ T max_of(T a, T b) {
 /** A float rounded to bfloat16 precision (round to nearest even), held in a float. */
 __device__ __forceinline__ float round_bf16(float x) {
     return __bfloat162float(__float2bfloat16_rn(x));
+}
+
+/** A float rounded to IEEE half precision (round to nearest even, overflow to inf), in a float. */
+__device__ __forceinline__ float round_f16(float x) {
+    return __half2float(__float2half_rn(x));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -418,14 +424,15 @@ __device__ __forceinline__ void thread_copy(T *dst, const T *src, const int (&ex
 }
 
 /** A wgmma operand tile written by a warpgroup's threads as a 128B-swizzled TMA load would land
- * it: `columns` (a multiple of 64) x `rows` bf16 at shared address `tile` (1024-byte aligned), in
- * column blocks of 64, each `rows` rows of 128 bytes, the 16-byte chunk c of row r stored at chunk
- * c ^ (r % 8). Element (x, y) is src[x * x_stride + y * y_stride] for x < x_extent and y <
- * y_extent, else zero (the padding a wgmma multiplies must be zero). */
+ * it: `columns` (a multiple of 64) x `rows` bf16 or f16 at shared address `tile` (1024-byte
+ * aligned), in column blocks of 64, each `rows` rows of 128 bytes, the 16-byte chunk c of row r
+ * stored at chunk c ^ (r % 8). Element (x, y) is src[x * x_stride + y * y_stride] for x < x_extent
+ * and y < y_extent, else zero (the padding a wgmma multiplies must be zero). */
+template <class Half>
 __device__ __forceinline__ void thread_copy_swizzled(uint32_t tile, int columns, int rows,
-                                                     const __nv_bfloat16 *src, int x_extent,
-                                                     int y_extent, int x_stride, int y_stride,
-                                                     int thread) {
+                                                     const Half *src, int x_extent, int y_extent,
+                                                     int x_stride, int y_stride, int thread) {
+    static_assert(sizeof(Half) == 2, "wgmma tiles hold 16-bit elements (bf16 or f16)");
     const uint16_t *const from = reinterpret_cast<const uint16_t *>(src);
     const int total = columns * rows;
 #pragma unroll 1
@@ -524,18 +531,26 @@ __device__ __forceinline__ int fragment_col(int i, int thread) {
  * innermost, like A: attention's K rows). */
 constexpr int NMajorB = 1, KMajorB = 0;
 
-/** The m64nNk16 instruction for one N (its register list) and B layout. */
-template <int N, int tnsp_b> struct Wgmma;
+/** The m64nNk16 instruction for one N (its register list), B layout and operand type
+ * (__nv_bfloat16: .bf16, __half: .f16). */
+template <int N, int tnsp_b, class Operand> struct Wgmma;
 
 /** D(64 x N, f32) += A(64 x 16, bf16, K-major: tnspA 0) * B(16 x N, bf16, N-major: tnspB 1 or
  * K-major: tnspB 0), with scale-d = 1 (the accumulator is zeroed by the kernel's own vector op). */
 template <int N, int tnsp_b = NMajorB>
 __device__ __forceinline__ void wgmma_bf16(float (&d)[N / 2], uint64_t a_descriptor,
                                            uint64_t b_descriptor) {
-    Wgmma<N, tnsp_b>::run(d, a_descriptor, b_descriptor);
+    Wgmma<N, tnsp_b, __nv_bfloat16>::run(d, a_descriptor, b_descriptor);
 }
 
-template <int tnsp_b> struct Wgmma<64, tnsp_b> {
+/** The same with f16 operands (wgmma .f32.f16.f16: the same shapes, layouts and rate). */
+template <int N, int tnsp_b = NMajorB>
+__device__ __forceinline__ void wgmma_f16(float (&d)[N / 2], uint64_t a_descriptor,
+                                          uint64_t b_descriptor) {
+    Wgmma<N, tnsp_b, __half>::run(d, a_descriptor, b_descriptor);
+}
+
+template <int tnsp_b> struct Wgmma<64, tnsp_b, __nv_bfloat16> {
     static __device__ __forceinline__ void run(float (&d)[32], uint64_t a_descriptor,
                                                uint64_t b_descriptor) {
         asm volatile(
@@ -555,7 +570,7 @@ template <int tnsp_b> struct Wgmma<64, tnsp_b> {
     }
 };
 
-template <int tnsp_b> struct Wgmma<128, tnsp_b> {
+template <int tnsp_b> struct Wgmma<128, tnsp_b, __nv_bfloat16> {
     static __device__ __forceinline__ void run(float (&d)[64], uint64_t a_descriptor,
                                                uint64_t b_descriptor) {
         asm volatile(
@@ -582,7 +597,7 @@ template <int tnsp_b> struct Wgmma<128, tnsp_b> {
     }
 };
 
-template <int tnsp_b> struct Wgmma<192, tnsp_b> {
+template <int tnsp_b> struct Wgmma<192, tnsp_b, __nv_bfloat16> {
     static __device__ __forceinline__ void run(float (&d)[96], uint64_t a_descriptor,
                                                uint64_t b_descriptor) {
         asm volatile(
@@ -616,12 +631,140 @@ template <int tnsp_b> struct Wgmma<192, tnsp_b> {
     }
 };
 
-template <int tnsp_b> struct Wgmma<256, tnsp_b> {
+template <int tnsp_b> struct Wgmma<256, tnsp_b, __nv_bfloat16> {
     static __device__ __forceinline__ void run(float (&d)[128], uint64_t a_descriptor,
                                                uint64_t b_descriptor) {
         asm volatile(
             "{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %130, 0;\n"
             "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+            "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+            "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+            "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+            "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+            "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+            "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+            "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, "
+            "%111, "
+            "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, "
+            "%126, "
+            "%127"
+            "}, %128, %129, accumulate, 1, 1, 0, %131;\n}\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+              "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),
+              "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]),
+              "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+              "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),
+              "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),
+              "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),
+              "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+              "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]),
+              "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]),
+              "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]),
+              "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]),
+              "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]),
+              "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]),
+              "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]),
+              "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]),
+              "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]),
+              "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]),
+              "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]),
+              "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]),
+              "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]),
+              "+f"(d[127])
+            : "l"(a_descriptor), "l"(b_descriptor), "r"(1), "n"(tnsp_b)
+            : "memory");
+    }
+};
+
+// The same instructions with f16 operands.
+
+template <int tnsp_b> struct Wgmma<64, tnsp_b, __half> {
+    static __device__ __forceinline__ void run(float (&d)[32], uint64_t a_descriptor,
+                                               uint64_t b_descriptor) {
+        asm volatile(
+            "{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %34, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
+            "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+            "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+            "}, %32, %33, accumulate, 1, 1, 0, %35;\n}\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+              "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),
+              "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]),
+              "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+              "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),
+              "+f"(d[31])
+            : "l"(a_descriptor), "l"(b_descriptor), "r"(1), "n"(tnsp_b)
+            : "memory");
+    }
+};
+
+template <int tnsp_b> struct Wgmma<128, tnsp_b, __half> {
+    static __device__ __forceinline__ void run(float (&d)[64], uint64_t a_descriptor,
+                                               uint64_t b_descriptor) {
+        asm volatile(
+            "{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %66, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
+            "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+            "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+            "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+            "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+            "}, %64, %65, accumulate, 1, 1, 0, %67;\n}\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+              "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),
+              "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]),
+              "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+              "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),
+              "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),
+              "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),
+              "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+              "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]),
+              "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]),
+              "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+            : "l"(a_descriptor), "l"(b_descriptor), "r"(1), "n"(tnsp_b)
+            : "memory");
+    }
+};
+
+template <int tnsp_b> struct Wgmma<192, tnsp_b, __half> {
+    static __device__ __forceinline__ void run(float (&d)[96], uint64_t a_descriptor,
+                                               uint64_t b_descriptor) {
+        asm volatile(
+            "{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %98, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 {"
+            "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+            "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+            "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+            "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+            "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+            "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
+            "}, %96, %97, accumulate, 1, 1, 0, %99;\n}\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+              "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),
+              "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]),
+              "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+              "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),
+              "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),
+              "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),
+              "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+              "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]),
+              "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]),
+              "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]),
+              "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]),
+              "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]),
+              "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]),
+              "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]),
+              "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+            : "l"(a_descriptor), "l"(b_descriptor), "r"(1), "n"(tnsp_b)
+            : "memory");
+    }
+};
+
+template <int tnsp_b> struct Wgmma<256, tnsp_b, __half> {
+    static __device__ __forceinline__ void run(float (&d)[128], uint64_t a_descriptor,
+                                               uint64_t b_descriptor) {
+        asm volatile(
+            "{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %130, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {"
             "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
             "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
             "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "

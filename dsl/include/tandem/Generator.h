@@ -246,6 +246,25 @@ public:
     std::vector<Var> args() const { return Halide::Func(*this).args(); }
 };
 
+/** A generator input whose element type generate() chooses from a parameter (Halide's
+ * Input<Buffer<>> with its `type`): set_type() before generate() first uses it.
+ *
+ *     GeneratorParam<std::string> in{"in", "bf16", {"bf16", "f16"}};
+ *     Input<Buffer<void, 2>> A{"A"};
+ *     void generate() override { A.set_type(in.value() == "f16" ? Float(16) : BFloat(16)); ... }
+ */
+template <int D> class Input<Buffer<void, D>> : public ImageParam {
+public:
+    explicit Input(const std::string &name) : ImageParam(Halide::Float(32), D, name) {
+        detail::generator_under_construction("Input").add_input(this, name, Halide::Type(), D);
+    }
+    /** The element type: a fresh ImageParam of the same name and rank (call it before any use). */
+    void set_type(const Halide::Type &type) {
+        ImageParam::operator=(ImageParam(type, D, ImageParam::name()));
+    }
+    std::vector<Var> args() const { return Halide::Func(*this).args(); }
+};
+
 /** The generator output: a tandem::Func whose values are of type T over D dimensions
  * (Buffer<void, D>: a type generate() chooses, e.g. from a parameter). As Halide's
  * Output<Buffer>, it forwards its buffer's dim(), dimensions() and set_estimates() once

@@ -31,8 +31,8 @@ namespace {
 class StageThroughRsram : public IRMutator {
 public:
     struct Stage {
-        std::string buffer; // the ASRAM buffer: a version per pass (bf16: 2), per lap
-        bool bf16 = false;
+        std::string buffer;      // the ASRAM buffer: a version per pass (16-bit: 2), per lap
+        bool two_passes = false; // a 16-bit A (bf16 or f16) past the north bank's rows
         int64_t slot_elements = 0;
         int laps = 1; // 2: versions alternate by the parity of the loop around the MMA
     };
@@ -85,16 +85,16 @@ private:
         if (!ir::as_mma(op, &m) || !staged.count(m.a))
             return op;
         const Stage &stage = staged.at(m.a);
-        const int passes = stage.bf16 ? 2 : 1;
+        const int passes = stage.two_passes ? 2 : 1;
         Expr lap = 0;
         if (stage.laps > 1 && !loops.empty()) {
             const For *l = loops.back();
             lap = simplify((Variable::make(Halide::Int(32), l->name) - l->min) % 2);
         }
         Expr first_slot = simplify(lap * passes), second_slot = simplify(lap * passes + 1);
-        // One pass when the rows fit the north bank (or A is not bf16).
+        // One pass when the rows fit the north bank (or A is not 16-bit).
         const int rows = north_rows;
-        if (!stage.bf16 || can_prove(m.m <= rows))
+        if (!stage.two_passes || can_prove(m.m <= rows))
             return Block::make({hop(m, stage, first_slot, 0, m.m), wait(stage, first_slot),
                                 multiply(m, stage, first_slot, 0, m.m)});
         // Half of the row blocks in each pass.
@@ -163,7 +163,10 @@ Stmt plan_zpu_memory(const Stmt &s, const Allocations &found, CompileContext &ct
             // Loaded into RSRAM; each MMA's box hops to ASRAM (one version, reused per MMA).
             SramBuffer hop = b;
             hop.name = name + ".asram";
-            hop.slots = b.type.is_bfloat() ? 2 : 1; // a version per pass
+            // 16-bit A (bf16; f16 too, a Tandem assumption: the public rule names bf16) reads
+            // the north bank: a version per pass.
+            const bool half = b.type.is_float() && b.type.bits() == 16;
+            hop.slots = half ? 2 : 1;
             // Twice that (alternating by K step) where ASRAM has room for it.
             const int64_t asram =
                 sim::ZpuParams::from(ctx.target.lookup()).capacity(sim::Space::ASRAM);
@@ -171,11 +174,11 @@ Stmt plan_zpu_memory(const Stmt &s, const Allocations &found, CompileContext &ct
                 used[sim::Space::ASRAM] + 2 * ((hop.bytes() + 63) / 64 * 64) <= asram ? 2 : 1;
             hop.slots *= laps;
             b.space = sim::Space::RSRAM;
-            stage.staged[name] = {hop.name, b.type.is_bfloat(), b.slot_elements, laps};
-            ctx.notes.push_back("route: " + name +
-                                " is loaded into RSRAM and each MMA's box moves to " + hop.name +
-                                " (no DRAM -> ASRAM route; bf16: two passes of at most half " +
-                                "the rows, the north bank)");
+            stage.staged[name] = {hop.name, half, b.slot_elements, laps};
+            ctx.notes.push_back(
+                "route: " + name + " is loaded into RSRAM and each MMA's box moves to " + hop.name +
+                " (no DRAM -> ASRAM route; bf16 and f16: two passes of at most half " +
+                "the rows, the north bank)");
             place(hop);
         }
         place(b);
