@@ -463,6 +463,10 @@ std::string mma_type_error(const std::string &acc, DType acc_type, const std::st
                    " takes bf16, f16 or f32";
         }
     }
+    if (a_type != b_type) {
+        return "operands '" + a + "' (" + dtype_name(a_type) + ") and '" + b + "' (" +
+               dtype_name(b_type) + ") differ in type; " + unit + " multiplies one type";
+    }
     return "";
 }
 

@@ -112,6 +112,12 @@ private:
                               "; the tensor core takes bf16, f16 or f32");
             }
         }
+        if (x->type != y->type) {
+            fail(acc, "operands " + x->name + " (" + type_name(x->type) + ") and " + y->name +
+                          " (" + type_name(y->type) +
+                          ") differ in type; the tensor core multiplies two operands of one type: "
+                          "cast one of them where it is staged");
+        }
         if (nest.loops.size() > 3 || !can_prove(self->index == st->index)) {
             fail(acc, "expected at most three loops (m, n, k) around acc(n, m) += A(k, m) * B(n, "
                       "k), found " +

@@ -12,13 +12,14 @@ namespace {
 
 /** A small GEMM whose schedule each test bends. */
 struct Gemm {
-    ImageParam A{Halide::BFloat(16), 2, "A"}, B{Halide::BFloat(16), 2, "B"};
+    ImageParam A{Halide::BFloat(16), 2, "A"}, B;
     Var j{"j"}, i{"i"}, jo{"jo"}, io{"io"}, ji{"ji"}, ii{"ii"}, t{"t"};
     RDom r{0, 128, "r"};
     RVar ko{"ko"}, ki{"ki"};
     Func acc{"acc"}, C{"C"}, A_tile, B_tile;
 
-    explicit Gemm(int M = 128, int N = 128, int K = 128) {
+    explicit Gemm(int M = 128, int N = 128, int K = 128, Halide::Type b = Halide::BFloat(16))
+        : B{b, 2, "B"} {
         r = RDom(0, K, "r");
         acc(j, i) = 0.0f;
         acc(j, i) += Halide::cast<float>(A(r, i)) * Halide::cast<float>(B(j, r));
@@ -204,6 +205,16 @@ TEST(ScheduleErrors, HopperRingsNeedOneVersionCount) {
     g.C.warp_specialize();
     expect_error([&] { g.compile_for("hopper"); },
                  {g.B_tile.name(), "multi_buffer(3)", "same multi_buffer count"});
+}
+
+TEST(ScheduleErrors, MmaOperandsOfOneType) {
+    // bf16 x f16: no tensor core multiplies two types (wgmma, Ascend's Mmad), on any target.
+    for (const char *target : {"zpu", "ascend", "hopper"}) {
+        Gemm g(128, 128, 128, Halide::Float(16));
+        g.schedule();
+        expect_error([&] { g.compile_for(target); },
+                     {"acc", "differ in type", "(bfloat16)", "(float16)"});
+    }
 }
 
 TEST(ScheduleErrors, VectorizeIsNotForTheZpu) {
