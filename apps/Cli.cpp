@@ -416,12 +416,13 @@ int fuzz(const Args &a) {
     // The generator programs (none with --runtime-shapes, or with --app naming one of Tandem's
     // apps) take a share of the jobs and runs each; --app naming something else leaves the apps
     // out.
-    const bool apps_too =
-        a.app.empty() || std::any_of(all_apps().begin(), all_apps().end(),
-                                     [&](const App &x) { return x.name == a.app; });
+    const bool an_app = a.app.empty() || std::any_of(all_apps().begin(), all_apps().end(),
+                                                     [&](const App &x) { return x.name == a.app; });
     std::vector<std::string> programs;
-    if (!a.runtime_shapes && !(apps_too && !a.app.empty()))
+    if (!a.runtime_shapes && !(an_app && !a.app.empty()))
         programs = a.generators;
+    // With no program to draw it from, an unknown --app is the apps' fuzzer's error.
+    const bool apps_too = an_app || programs.empty();
     const int shares = int(programs.size()) + (apps_too ? 1 : 0);
     const int program_jobs = std::max(1, a.jobs / std::max(1, shares));
     const int64_t program_runs = a.runs >= 0 ? a.runs / std::max(1, shares) : -1;
