@@ -111,7 +111,8 @@ void write_gpu_harness_sources(const App &app, const Params &params, const std::
     std::ofstream(fs::path(dir) / (name + ".cu")) << cuda;
     std::ofstream(fs::path(dir) / "registry.inc")
         << "TANDEM_KERNEL(" << name << ", \"" << app.name << "\", \"" << schedule << "\", " << a
-        << ", " << b << ", " << c << ", " << out_bytes << ")\n";
+        << ", " << b << ", " << c << ", " << out_bytes << ", \""
+        << (params.has("in") ? params.get("in") : "bf16") << "\")\n";
 }
 
 std::string gpu_harness_build_command(const std::string &dir, const std::string &name) {

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <random>
@@ -84,6 +86,25 @@ nlohmann::ordered_json figure(double v) {
     char text[32];
     std::snprintf(text, sizeof text, "%.6g", v);
     return std::stod(text);
+}
+
+/** Writes the problem a run checked (RunOptions::save): each input and the expected output as
+ * <name>.bin, and the tolerance. */
+void save_problem(const std::string &dir, const Kernel &kernel,
+                  const std::vector<Halide::Buffer<>> &inputs, const Halide::Buffer<> &expected,
+                  double tolerance) {
+    std::filesystem::create_directories(dir);
+    auto write = [&](const std::string &name, const Halide::Buffer<> &b) {
+        const std::string path = (std::filesystem::path(dir) / (name + ".bin")).string();
+        std::ofstream f(path, std::ios::binary);
+        f.write(static_cast<const char *>(b.data()), std::streamsize(b.size_in_bytes()));
+        if (!f)
+            throw Error("--save: cannot write " + path);
+    };
+    size_t input = 0;
+    for (const KernelArg &a : kernel.args) // named as the library declares them (no $n)
+        write(a.name.substr(0, a.name.find('$')), a.output ? expected : inputs.at(input++));
+    std::ofstream(std::filesystem::path(dir) / "tolerance") << tolerance << "\n";
 }
 
 } // namespace
@@ -238,13 +259,14 @@ RunResult run_kernel(const App &app, const Kernel &kernel, const Params &params,
     r.roofline_cycles = roofline_cycles(workload, target);
     r.roofline_bound = roofline_bound(workload, target);
 
+    const KernelArg &out = kernel.args.back();
+    Halide::Buffer<> expected;
     if (options.numerics) {
         t0 = std::chrono::steady_clock::now();
         Built &checker = reference ? *reference : ref;
         for (size_t i = 0; i < checker.inputs.size(); i++)
             checker.inputs[i].set(reference_inputs[i]);
-        const KernelArg &out = kernel.args.back();
-        Halide::Buffer<> expected(out.type, extents.back());
+        expected = Halide::Buffer<>(out.type, extents.back());
         checker.output.halide().realize(expected, reference_target());
         r.reference_ms = ms_since(t0);
         sim::DType t = dtype_of(out.type);
@@ -261,6 +283,11 @@ RunResult run_kernel(const App &app, const Kernel &kernel, const Params &params,
         r.checked = true;
         r.max_rel_err = finite ? max_err / std::max(max_ref, 1e-30) : INFINITY;
         r.correct = finite && r.max_rel_err <= app.tolerance(r.params);
+    }
+    if (!options.save.empty()) {
+        if (!options.numerics)
+            throw Error("--save: the run computes no data without numerics");
+        save_problem(options.save, kernel, reference_inputs, expected, app.tolerance(r.params));
     }
     return r;
 }

@@ -24,6 +24,11 @@ struct RunOptions {
     std::string trace;    // Chrome/Perfetto trace file, if not empty
     std::string timeline; // SVG picture of the overlap (one lane per engine), if not empty
     uint64_t seed = 1;
+    // If not empty: a directory the run's inputs and the reference's output are written to, each
+    // argument as <name>.bin (its elements, dense, in Halide's order) beside `tolerance` (the
+    // largest max_rel_err that passes), for a library's runner to check against (`<lib>_run
+    // --check DIR`): the same problem on the hardware the library runs on.
+    std::string save;
 };
 
 struct RunResult {

@@ -127,8 +127,10 @@ int tune_main(const std::string &name, const std::string &target, const apps::Pa
 }
 
 int run_main(const std::string &name, const std::string &target, const apps::Params &given,
-             bool json, const std::string &trace, const std::string &timeline, uint64_t seed) {
+             bool json, const std::string &trace, const std::string &timeline,
+             const std::string &save, uint64_t seed) {
     apps::RunOptions o;
+    o.save = save;
     o.target = target;
     o.trace = trace;
     o.timeline = timeline;
@@ -170,7 +172,7 @@ int generator_main(int argc, char **argv) {
     bool tune = false, tune_worker = false, run = false, json = false;
     int fuzz_runs = -1;
     double timeout = 120;
-    std::string trace, timeline;
+    std::string trace, timeline, save;
     std::string db;
     int budget = 64, jobs = 1;
     double seconds = 0, lease = 60, idle_exit = 0;
@@ -188,6 +190,10 @@ int generator_main(int argc, char **argv) {
     app.add_flag("--json", json, "--run: the report as one JSON object; --fuzz: the summary");
     app.add_option("--trace", trace, "--run: a Chrome/Perfetto trace of the run");
     app.add_option("--timeline", timeline, "--run: an SVG picture of the overlap");
+    app.add_option("--save", save,
+                   "--run: write the inputs and the reference's output into this directory, for "
+                   "the library's runner to check the same problem on its hardware "
+                   "(<lib>_run --check DIR)");
     app.add_option("--fuzz", fuzz_runs,
                    "run this many random cases (0: as many as --seconds allows, default 60 s) of "
                    "this binary's generators (-g: of one; target=T: on one target) on random "
@@ -285,7 +291,7 @@ int generator_main(int argc, char **argv) {
         if (tune)
             return tune_main(name, target_text, given, db, budget, jobs, seconds, seed, lease);
         if (run)
-            return run_main(name, target_text, given, json, trace, timeline, seed);
+            return run_main(name, target_text, given, json, trace, timeline, save, seed);
         if (!tuning_db.empty())
             apply_best(*g, tuning_db, target_text, given);
         Target target = Target::parse(target_text);

@@ -4,8 +4,10 @@
 #include <HalideBuffer.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -52,13 +54,111 @@ void fill(Halide::Runtime::Buffer<void> &b, std::mt19937 &rng) {
     }
 }
 
+/** Element i of a dense buffer of type t, as a double. */
+double element(const unsigned char *data, const halide_type_t &t, size_t i) {
+    const unsigned char *at = data + i * t.bytes();
+    if (t.code == halide_type_float && t.bits == 32) {
+        float v;
+        std::memcpy(&v, at, 4);
+        return v;
+    }
+    if (t.bits == 16 && (t.code == halide_type_bfloat || t.code == halide_type_float)) {
+        uint16_t h;
+        std::memcpy(&h, at, 2);
+        if (t.code == halide_type_bfloat) {
+            const uint32_t u = uint32_t(h) << 16;
+            float v;
+            std::memcpy(&v, &u, 4);
+            return v;
+        }
+        _Float16 v;
+        std::memcpy(&v, &h, 2);
+        return double(v);
+    }
+    int64_t v = 0;
+    std::memcpy(&v, at, size_t(t.bytes()));
+    if (t.code == halide_type_int && t.bits < 64) // sign-extend
+        v = (v << (64 - t.bits)) >> (64 - t.bits);
+    return double(v);
+}
+
+std::string saved_path(const std::string &dir, const char *name) {
+    return dir + "/" + name + ".bin";
+}
+
+/** The saved elements of an argument, or empty with a message. */
+std::vector<unsigned char> read_saved(const std::string &dir, const char *name, size_t bytes) {
+    std::ifstream f(saved_path(dir, name), std::ios::binary | std::ios::ate);
+    if (!f) {
+        std::fprintf(stderr, "--check: no %s (written by the generator's --run --save %s)\n",
+                     saved_path(dir, name).c_str(), dir.c_str());
+        return {};
+    }
+    if (size_t(f.tellg()) != bytes) {
+        std::fprintf(stderr, "--check: %s has %lld bytes, the argument takes %zu\n",
+                     saved_path(dir, name).c_str(), (long long)f.tellg(), bytes);
+        return {};
+    }
+    std::vector<unsigned char> data(bytes);
+    f.seekg(0);
+    f.read(reinterpret_cast<char *>(data.data()), std::streamsize(bytes));
+    return data;
+}
+
 } // namespace
+
+bool load_saved(const std::string &dir, const halide_filter_argument_t &a, halide_buffer_t *host) {
+    const size_t bytes = Halide::Runtime::Buffer<void>(*host).size_in_bytes();
+    std::vector<unsigned char> data = read_saved(dir, a.name, bytes);
+    if (data.empty())
+        return false;
+    std::memcpy(host->host, data.data(), bytes);
+    return true;
+}
+
+bool check_saved(const std::string &dir, const halide_filter_argument_t &out,
+                 const halide_buffer_t *host) {
+    Halide::Runtime::Buffer<void> b(*host);
+    std::vector<unsigned char> want = read_saved(dir, out.name, b.size_in_bytes());
+    double tolerance = -1;
+    std::ifstream(dir + "/tolerance") >> tolerance;
+    if (want.empty() || tolerance < 0) {
+        if (tolerance < 0)
+            std::fprintf(stderr, "--check: no tolerance in %s/tolerance\n", dir.c_str());
+        return false;
+    }
+    const auto *have = static_cast<const unsigned char *>(b.data());
+    double max_ref = 0, max_err = 0;
+    size_t bad = 0, first_bad = 0;
+    bool finite = true;
+    for (size_t i = 0; i < b.number_of_elements(); i++) {
+        const double w = element(want.data(), out.type, i), h = element(have, out.type, i);
+        if (!std::isfinite(h)) {
+            finite = false;
+            if (bad++ == 0)
+                first_bad = i;
+        }
+        max_ref = std::max(max_ref, std::fabs(w));
+        max_err = std::max(max_err, std::fabs(h - w));
+    }
+    const double rel = finite ? max_err / std::max(max_ref, 1e-30) : INFINITY;
+    const bool correct = finite && rel <= tolerance;
+    std::printf("correct: %s (max_rel_err %.3g, tolerance %.3g", correct ? "yes" : "NO", rel,
+                tolerance);
+    if (!finite)
+        std::printf("; %zu elements not finite, the first at %zu", bad, first_bad);
+    std::printf(")\n");
+    return correct;
+}
 
 int parse_run_options(int argc, char **argv, const halide_filter_metadata_t *m, RunOptions *o) {
     CLI::App app{std::string("runs ") + m->name + " (" + m->target + ") on random inputs"};
     app.add_flag("--describe", o->describe, "print the arguments and exit");
     app.add_option("--iterations", o->iterations, "calls to time")->check(CLI::PositiveNumber);
     app.add_option("--seed", o->seed, "the inputs' random seed");
+    app.add_option("--check", o->check,
+                   "run the problem the generator's --run --save DIR wrote and compare the output "
+                   "with its reference (exit 1 when wrong)");
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError &e) {
@@ -110,11 +210,26 @@ int run_generated(int argc, char **argv, const halide_filter_metadata_t *m,
         for (int d = 0; d < a.dimensions; d++)
             extents.push_back(int(*a.buffer_estimates[2 * d + 1]));
         buffers.emplace_back(a.type, extents);
-        if (a.kind == halide_argument_kind_input_buffer)
+        if (a.kind != halide_argument_kind_input_buffer)
+            std::memset(buffers.back().data(), 0xFF, buffers.back().size_in_bytes()); // NaN
+        else if (o.check.empty())
             fill(buffers.back(), rng);
+        else if (!load_saved(o.check, a, buffers.back().raw_buffer()))
+            return 1;
     }
     for (auto &b : buffers)
         args.push_back(b.raw_buffer());
+    if (!o.check.empty()) {
+        if (int error = call(args.data())) {
+            std::fprintf(stderr, "%s failed: %d\n", m->name, error);
+            return 1;
+        }
+        bool correct = true;
+        for (int i = 0; i < m->num_arguments; i++)
+            if (m->arguments[i].kind == halide_argument_kind_output_buffer)
+                correct &= check_saved(o.check, m->arguments[i], buffers[size_t(i)].raw_buffer());
+        return correct ? 0 : 1;
+    }
     double seconds = 0;
     for (int it = 0; it < o.iterations; it++) {
         auto start = std::chrono::steady_clock::now();

@@ -752,6 +752,11 @@ private:
             ModulusRemainder mr = modulus_remainder(simplify(bounded(c->global_offset())));
             if (mr.modulus % below != 0 || mr.remainder % below != 0)
                 return false;
+            // A box of the merged view starts on a 16-byte boundary: an H200 faults (illegal
+            // instruction) on one that does not (rows of 257 f32 two at a time,
+            // gpu_hopper_v15_h200).
+            if ((mr.modulus * bytes) % 16 != 0 || (mr.remainder * bytes) % 16 != 0)
+                return false;
             for (size_t d = j + 1; d < view.size(); d++) {
                 if (!proven(view[d].stride * Expr(int(bytes)) % 16 == 0))
                     return false;

@@ -1,14 +1,15 @@
 // GPU check and benchmark of Tandem's emitted Hopper kernels against cuBLAS / the copy bandwidth.
 // Built by run.sh with the kernels emitted on the development machine (kernels/*.cu plus
-// kernels/registry.inc: TANDEM_KERNEL(fn, app, schedule, M, N, K, out_bytes) for a kernel of static
-// shapes, TANDEM_KERNEL_ANY(fn, app, schedule, M, N, K, out_bytes, count) for a runtime-shape one,
-// run at M x N x K: its launcher takes `count` extents, each tensor's dims in argument order).
+// kernels/registry.inc: TANDEM_KERNEL(fn, app, schedule, M, N, K, out_bytes, in) for a kernel of
+// static shapes, TANDEM_KERNEL_ANY(fn, app, schedule, M, N, K, out_bytes, in, count) for a
+// runtime-shape one, run at M x N x K: its launcher takes `count` extents, each tensor's dims in
+// argument order; `in` is the operands' type, "bf16" or "f16").
 //
 //   harness NAME check   one kernel: fresh random inputs (never zeros), the output poisoned (NaN)
 //                        before every launch, every element checked against the reference
-//                        (cuBLAS in f32 for gemm, a plain CUDA kernel for elementwise and rmsnorm),
-//                        then 5 more launches compared bit for bit with the first (a race shows
-//                        as a difference)
+//                        (cuBLAS in f32 for gemm, from the same bf16 or f16 operands, a plain CUDA
+//                        kernel for elementwise and rmsnorm), then 5 more launches compared bit for
+//                        bit with the first (a race shows as a difference)
 //   harness NAME bench   the same check, then CUDA-event timing (5 warm-up launches, median of
 //                        25) of the kernel's prepared launch (tensor maps encoded once, before:
 //                        prepare_NAME / launch_prepared_NAME) and of the reference (cuBLAS bf16 / a
@@ -19,6 +20,7 @@
 // so a hang or a trap costs one kernel.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -32,12 +34,12 @@
 #include <string>
 #include <vector>
 
-#define TANDEM_KERNEL(fn, app, schedule, M, N, K, out_bytes)                                       \
+#define TANDEM_KERNEL(fn, app, schedule, M, N, K, out_bytes, in)                                   \
     extern "C" cudaError_t launch_##fn(void *const *, cudaStream_t);                               \
     extern "C" cudaError_t prepare_##fn(void *const *, void **);                                   \
     extern "C" cudaError_t launch_prepared_##fn(const void *, cudaStream_t);                       \
     extern "C" void release_##fn(void *);
-#define TANDEM_KERNEL_ANY(fn, app, schedule, M, N, K, out_bytes, count)                            \
+#define TANDEM_KERNEL_ANY(fn, app, schedule, M, N, K, out_bytes, in, count)                        \
     extern "C" cudaError_t launch_##fn(void *const *, const int *, cudaStream_t);                  \
     extern "C" cudaError_t prepare_##fn(void *const *, const int *, void **);                      \
     extern "C" cudaError_t launch_prepared_##fn(const void *, cudaStream_t);                       \
@@ -52,6 +54,7 @@ struct Entry {
     const char *fn, *app, *schedule;
     int M, N, K;         // gemm: M x N x K; elementwise: W x H; rmsnorm: D x R
     int out_bytes;       // gemm: 2 (bf16 C) or 4 (f32 C)
+    const char *in;      // gemm: the operands' type, "bf16" or "f16"
     int runtime_extents; // 0: static shapes; else the count the launcher takes
     cudaError_t (*launch)(void *const *, cudaStream_t);
     cudaError_t (*prepare)(void *const *, void **);
@@ -62,7 +65,7 @@ struct Entry {
 };
 
 const Entry entries[] = {
-#define TANDEM_KERNEL(fn, app, schedule, M, N, K, out_bytes)                                       \
+#define TANDEM_KERNEL(fn, app, schedule, M, N, K, out_bytes, in)                                   \
     {#fn,                                                                                          \
      app,                                                                                          \
      schedule,                                                                                     \
@@ -70,6 +73,7 @@ const Entry entries[] = {
      N,                                                                                            \
      K,                                                                                            \
      out_bytes,                                                                                    \
+     in,                                                                                           \
      0,                                                                                            \
      launch_##fn,                                                                                  \
      prepare_##fn,                                                                                 \
@@ -77,7 +81,7 @@ const Entry entries[] = {
      nullptr,                                                                                      \
      launch_prepared_##fn,                                                                         \
      release_##fn},
-#define TANDEM_KERNEL_ANY(fn, app, schedule, M, N, K, out_bytes, count)                            \
+#define TANDEM_KERNEL_ANY(fn, app, schedule, M, N, K, out_bytes, in, count)                        \
     {#fn,                                                                                          \
      app,                                                                                          \
      schedule,                                                                                     \
@@ -85,6 +89,7 @@ const Entry entries[] = {
      N,                                                                                            \
      K,                                                                                            \
      out_bytes,                                                                                    \
+     in,                                                                                           \
      count,                                                                                        \
      nullptr,                                                                                      \
      nullptr,                                                                                      \
@@ -175,11 +180,20 @@ double median_ms(F &&run, const std::function<void()> &after = nullptr, int warm
     return t[t.size() / 2];
 }
 
-std::vector<__nv_bfloat16> random_bf16(size_t n, std::mt19937 &rng) {
+/** Random operands of 16 bits, bf16 or IEEE f16, in [-1, 1). */
+std::vector<uint16_t> random_16bit(size_t n, bool f16, std::mt19937 &rng) {
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-    std::vector<__nv_bfloat16> v(n);
-    for (auto &x : v)
-        x = __float2bfloat16(u(rng));
+    std::vector<uint16_t> v(n);
+    for (auto &x : v) {
+        const float f = u(rng);
+        if (f16) {
+            const __half h = __float2half_rn(f);
+            std::memcpy(&x, &h, 2);
+        } else {
+            const __nv_bfloat16 h = __float2bfloat16(f);
+            std::memcpy(&x, &h, 2);
+        }
+    }
     return v;
 }
 
@@ -351,7 +365,9 @@ void gemm(const Entry &e, const char *device, bool bench) {
     CUBLAS_CHECK(cublasCreate(&handle));
     std::mt19937 rng(std::random_device{}());
     size_t M = e.M, N = e.N, K = e.K;
-    __nv_bfloat16 *A = upload(random_bf16(M * K, rng)), *B = upload(random_bf16(K * N, rng));
+    const bool f16 = std::string(e.in) == "f16";
+    const cudaDataType operand = f16 ? CUDA_R_16F : CUDA_R_16BF;
+    uint16_t *A = upload(random_16bit(M * K, f16, rng)), *B = upload(random_16bit(K * N, f16, rng));
     void *C = nullptr;
     __nv_bfloat16 *C_cublas = nullptr;
     float *ref = nullptr;
@@ -366,8 +382,8 @@ void gemm(const Entry &e, const char *device, bool bench) {
     const float one = 1, zero = 0;
     auto cublas = [&](void *out, cudaDataType type) {
         return cublasGemmEx(handle, k_major_b ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, int(N),
-                            int(M), int(K), &one, B, CUDA_R_16BF, int(k_major_b ? K : N), A,
-                            CUDA_R_16BF, int(K), &zero, out, type, int(N), CUBLAS_COMPUTE_32F,
+                            int(M), int(K), &one, B, operand, int(k_major_b ? K : N), A, operand,
+                            int(K), &zero, out, type, int(N), CUBLAS_COMPUTE_32F,
                             CUBLAS_GEMM_DEFAULT);
     };
     CUBLAS_CHECK(cublas(ref, CUDA_R_32F));
@@ -381,7 +397,9 @@ void gemm(const Entry &e, const char *device, bool bench) {
     if (bench) {
         double t_tandem = run.time_kernel(first, &differing);
         const float fastest = last_times.front(), slowest = last_times.back();
-        double t_cublas = median_ms([&] { CUBLAS_CHECK(cublas(C_cublas, CUDA_R_16BF)); });
+        // cuBLAS's 16-bit output is the operands' type (it has no f16 x f16 -> bf16 GEMM).
+        double t_cublas =
+            median_ms([&] { CUBLAS_CHECK(cublas(C_cublas, f16 ? CUDA_R_16F : CUDA_R_16BF)); });
         double flops = 2.0 * M * N * K;
         char buffer[256];
         std::snprintf(buffer, sizeof buffer,

@@ -10,6 +10,10 @@
 #                                 count is below its setmaxnreg floor (setmaxnreg.inc would block)
 #   benchmarks/gpu/run.sh dry     emit, then build: everything the GPU run needs, checked here
 #                                 (the test gpu_dry_run runs it on the smoke set)
+#   benchmarks/gpu/run.sh conformance
+#                                 the conformance suite's cases as hopper libraries and runners,
+#                                 with the problems their --run checked on the model, into
+#                                 kernels/conformance/ (the GPU run checks each on the GPU)
 #   benchmarks/gpu/run.sh gpu     on the GPU machine (builds first if needed): the smoke set with
 #                                 the debug build, each kernel its own process under `timeout`;
 #                                 compute-sanitizer memcheck and racecheck on the smallest; the
@@ -333,6 +337,29 @@ configs+=(
     "v17|gemm_pingpong_4096_cm2|gemm|ws_pingpong|4096 4096 4096|hopper|cluster_m=2"
     "v17|gemm_coop_2048_cm2|gemm|ws_cooperative|2048 2048 2048|hopper|TN=256 cluster_m=2"
 )
+# Session 33: f16 operands (wgmma .f16, FLOAT16 tensor maps) in the smoke set; skinny decode
+# shapes, f16 against cuBLAS f16 and bf16 in the same run (v18).
+configs+=(
+    "smoke5|gemm_f16_pingpong_128x128x64|gemm|ws_pingpong|128 128 64|hopper|in=f16"
+    "smoke5|gemm_f16_coop_200x520x72_f32|gemm|ws_cooperative|200 520 72|hopper|TN=256 in=f16 out=f32"
+    "smoke5|gemm_f16_pipelined_96x127x31|gemm|pipelined|96 127 31|hopper|in=f16"
+    "smoke5|gemm_f16_ws_256x384x128_2sm|gemm|ws|256 384 128|hopper:sms=2|in=f16"
+    "smoke5|gemm_f16_any_pingpong_1000x1096x520|gemm|ws_pingpong|1000 1096 520|hopper|shapes=runtime in=f16"
+    "smoke5|gemm_f16_coop_cm2_384x512x128|gemm|ws_cooperative|384 512 128|hopper|TN=256 cluster_m=2 in=f16"
+    "v18|gemm_f16_coop_4096|gemm|ws_cooperative|4096 4096 4096|hopper|TN=256 in=f16"
+    "v18|gemm_bf16_coop_4096_v18|gemm|ws_cooperative|4096 4096 4096|hopper|TN=256"
+    "v18|gemm_f16_pingpong_2048|gemm|ws_pingpong|2048 2048 2048|hopper|in=f16"
+    "v18|gemm_skinny_1x4096x4096|gemm|ws_pingpong|1 4096 4096|hopper"
+    "v18|gemm_skinny_16x4096x4096|gemm|ws_pingpong|16 4096 4096|hopper"
+    "v18|gemm_skinny_64x4096x4096|gemm|ws_pingpong|64 4096 4096|hopper"
+    "v18|gemm_skinny_1x8192x8192|gemm|ws_pingpong|1 8192 8192|hopper"
+    "v18|gemm_skinny_16x8192x8192|gemm|ws_pingpong|16 8192 8192|hopper"
+    "v18|gemm_skinny_64x8192x8192|gemm|ws_pingpong|64 8192 8192|hopper"
+    "v18|gemm_skinny_coop_64x8192x8192|gemm|ws_cooperative|64 8192 8192|hopper|TN=256"
+    "v18|gemm_mis_3000x5000x2000|gemm|ws_cooperative|3000 5000 2000|hopper|TN=256"
+    "v18|gemm_mis_4000|gemm|ws_cooperative|4000 4000 4000|hopper|TN=256"
+    "v18|gemm_mis_3072x5000x2000|gemm|ws_cooperative|3072 5000 2000|hopper|TN=256"
+)
 # TANDEM_GPU_SETS (default "smoke bench"): the sets emitted, built and run.
 sets="${TANDEM_GPU_SETS:-smoke bench}"
 
@@ -362,13 +389,15 @@ emit() {
             --name "$name" "${params[@]}" -o "$kernels" > "$kernels/$name.emit.log" 2>&1; then
             local out_bytes=2
             [[ " $more " == *" out=f32 "* || $app == attention_scores ]] && out_bytes=4
+            local in_type=bf16
+            [[ " $more " == *" in=f16 "* ]] && in_type=f16
             if [ $runtime = 1 ]; then
                 local count
                 count=$(sed -n 's|^ \* extents: the runtime extents, in argument and dim order: \(.*\)\.$|\1|p' \
                     "$kernels/$name.cu" | head -1 | wc -w)
-                echo "TANDEM_KERNEL_ANY($name, \"$app\", \"$schedule\", $a, $b, $c, $out_bytes, $count)" >> "$kernels/registry.inc"
+                echo "TANDEM_KERNEL_ANY($name, \"$app\", \"$schedule\", $a, $b, $c, $out_bytes, \"$in_type\", $count)" >> "$kernels/registry.inc"
             else
-                echo "TANDEM_KERNEL($name, \"$app\", \"$schedule\", $a, $b, $c, $out_bytes)" >> "$kernels/registry.inc"
+                echo "TANDEM_KERNEL($name, \"$app\", \"$schedule\", $a, $b, $c, $out_bytes, \"$in_type\")" >> "$kernels/registry.inc"
             fi
             echo "$set $name" >> "$kernels/sets.txt"
         else
@@ -417,6 +446,20 @@ build() {
     [ "$failed" -eq 0 ]
 }
 
+# The conformance suite's user kernels as hopper libraries with their runners, and the problem
+# each one's --run checked on the model (inputs and reference output), into kernels/conformance/
+# (built in TANDEM_BUILD, default build/, with TANDEM_CONFORMANCE_ON_GPU on).
+conformance() {
+    local build="${TANDEM_BUILD:-$root/build}" to="$kernels/conformance"
+    cmake -S "$root" -B "$build" -DTANDEM_CONFORMANCE_ON_GPU=ON > /dev/null
+    cmake --build "$build" --target conformance_on_gpu
+    rm -rf "$to"
+    mkdir -p "$to/bin" "$to/saved"
+    cp "$build"/tests/conformance/conformance_*_hopper_run "$to/bin/"
+    cp -r "$build"/tests/conformance/gpu/. "$to/saved/"
+    echo "conformance: $(ls "$to/bin" | wc -l) hopper runners, $(ls "$to/saved" | wc -l) saved problems in $to"
+}
+
 # Runs one kernel as its own process; a hang, trap or crash becomes a row naming it.
 run_one() {
     local binary=$1 name=$2 mode=$3 limit=$4 row
@@ -450,10 +493,30 @@ gpu() {
         echo "# $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader)"
         echo "# command: benchmarks/gpu/run.sh gpu; kernels emitted at commit $(cat "$kernels/commit")"
         nvcc --version | tail -1
+        echo "## check_tail after a clamp (micro/check_tail_clamp.cu: 2 and 3 must print no error)"
+        if nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I"$root/backends/hopper/runtime" \
+            "$here/micro/check_tail_clamp.cu" -o /tmp/check_tail_clamp; then
+            for v in 2 3 4; do /tmp/check_tail_clamp $v || true; done
+        fi
         echo "## smoke set (debug build: a stuck mbarrier wait traps and reports)"
         awk '$1 ~ /^smoke/ {print $2}' "$kernels/sets.txt" | while read -r name; do
             run_one "$bin/harness_debug" "$name" check 30 | tee -a "$rows"
         done
+        if [ -d "$kernels/conformance" ]; then
+            echo "## conformance user kernels (hopper libraries) against the problem their --run checked"
+            for runner in "$kernels"/conformance/bin/*_run; do
+                local case_name
+                case_name=$(basename "$runner" _hopper_run); case_name=${case_name#conformance_}
+                set +e
+                local said
+                said=$(timeout 30 "$runner" --check "$kernels/conformance/saved/$case_name" 2>&1)
+                local rc=$?
+                set -e
+                printf '{"name": "conformance_%s", "app": "conformance", "correct": %s, "rc": %d, "output": %s}\n' \
+                    "$case_name" "$([ $rc -eq 0 ] && echo true || echo false)" "$rc" \
+                    "$(printf '%s' "$said" | head -c 600 | python3 -c 'import json,sys; print(json.dumps(sys.stdin.read()))')" | tee -a "$rows"
+            done
+        fi
         echo "## benchmark set"
         awk '$1 !~ /^smoke/ {print $2}' "$kernels/sets.txt" | while read -r name; do
             run_one "$bin/harness" "$name" bench 120 | tee -a "$rows"
@@ -465,7 +528,11 @@ gpu() {
         echo "## resource usage (ptxas)"
         grep -E "Compiling entry|Used|spill" "$bin/ptxas.log" | sed 's/^ptxas info *: //' | paste - - - | sed 's/\t/ | /g'
         echo "## compute-sanitizer on the smallest kernels (while time is left)"
-        for name in gemm_ws_pingpong_128x128x64 gemm_ws_cooperative_256x384x128_2sm gemm_ws_pingpong_256x384x128_2sm \
+        # Those never sanitized first (clusters, runtime shapes, attention, f16), then the rest.
+        for name in gemm_pingpong_cn2_200x136x72 gemm_coop_cm2_384x100x128 gemm_ws_cn2_130x390x70 \
+                    gemm_any_ws_cooperative_200x136x72 gemm_any_ws_cooperative_odd_201x137x71 \
+                    attention_200x136x72 gemm_f16_pingpong_128x128x64 elementwise_any_odd_807x5 \
+                    gemm_ws_pingpong_128x128x64 gemm_ws_cooperative_256x384x128_2sm gemm_ws_pingpong_256x384x128_2sm \
                     gemm_pipelined_128x128x64 gemm_ws_128x128x64 elementwise_double_buffered_807x5 \
                     rmsnorm_double_buffered_100x7 gemm_coop_256x384x128_2sm gemm_coop_200x520x72_f32 \
                     rmsnorm_p1_1000x77_2sm rmsnorm_p1_2048x9_td512_2sm gemm_pingpong_256x384x136_f32_2sm \
@@ -497,6 +564,7 @@ case "${1:-}" in
     emit) emit ;;
     build) build ;;
     dry) emit && build ;;
+    conformance) conformance ;;
     gpu) gpu ;;
-    *) echo "usage: $0 emit|build|dry|gpu" >&2; exit 2 ;;
+    *) echo "usage: $0 emit|build|dry|conformance|gpu" >&2; exit 2 ;;
 esac

@@ -551,7 +551,7 @@ std::vector<std::pair<Case, std::string>> thread_cases() {
           {{"D", "61"}, {"R", "109"}, {"RB", "2"}},
           false,
           false},
-         "in the middle of out"},
+         "out has a global stride of 244 bytes"},
     };
 }
 

@@ -475,11 +475,24 @@ __device__ __forceinline__ void thread_copy_complete(uint64_t *barrier, uint32_t
 }
 
 /** A full-size box stands for a tail tile only where the part past the tile lies past the
- * tensor's edge (TMA zero-fills loads and drops stores there). Traps otherwise. */
+ * tensor's edge (TMA zero-fills loads and drops stores there). Traps otherwise (a debug build,
+ * TANDEM_HOPPER_SPIN_LIMIT, prints the figures first). */
 __device__ __forceinline__ void check_tail(int extent, int box, int coordinate, int tensor_extent) {
 #ifndef TANDEM_HOPPER_UNCHECKED
-    if (!(extent <= box && (extent == box || coordinate + extent >= tensor_extent)))
+    // The extent passes through a shuffle of the thread's own lane, which ptxas cannot see
+    // through: with extent = max(min(x, box), 0) inlined, ptxas 13.0 fused the clamp and the
+    // comparison into one VIMNMX.RELU whose predicate does not say extent == box, and the check
+    // trapped on an H200 where it holds (a box of 256 for 256 elements at 0 of 808: a micro kernel
+    // reproduces it; gpu_hopper_v15_h200_diagnosis.log).
+    extent = __shfl_sync(__activemask(), extent, int(threadIdx.x % 32));
+    if (!(extent <= box && (extent == box || coordinate + extent >= tensor_extent))) {
+#ifdef TANDEM_HOPPER_SPIN_LIMIT
+        printf("tandem: tail check failed: block %d thread %d: a box of %d for %d elements at %d "
+               "of a tensor extent %d\n",
+               blockIdx.x, threadIdx.x, box, extent, coordinate, tensor_extent);
+#endif
         __trap();
+    }
 #endif
 }
 

@@ -10,7 +10,8 @@
 #include <cstdlib>
 __device__ __forceinline__ void check_b(int extent, int box, int coordinate, int tensor_extent) {
     const int over = extent - box;
-    if (over > 0 || (over != 0 && coordinate + extent < tensor_extent)) __trap();
+    if (over > 0 || (over != 0 && coordinate + extent < tensor_extent))
+        __trap();
 }
 // k2: the min/max pattern alone.
 __global__ void k2(int e0, int *out) {
@@ -20,13 +21,26 @@ __global__ void k2(int e0, int *out) {
     out[tx] = e;
 }
 // k3: the elementwise kernel's two store checks as emitted, in a grid of 4.
-template <int variant>
-__global__ void k3(int E0, int E1, int *out) {
-    for (int it = 0, end = hopper::floor_div(((int(gridDim.x) + ((hopper::floor_div((E0 + 255), 256) * hopper::floor_div((E1 + 15), 16)) - int(blockIdx.x))) + -1), int(gridDim.x)); it < end; it++) {
+template <int variant> __global__ void k3(int E0, int E1, int *out) {
+    for (int it = 0,
+             end = hopper::floor_div(((int(gridDim.x) + ((hopper::floor_div((E0 + 255), 256) *
+                                                          hopper::floor_div((E1 + 15), 16)) -
+                                                         int(blockIdx.x))) +
+                                      -1),
+                                     int(gridDim.x));
+         it < end; it++) {
         const int t = int(blockIdx.x) + int(gridDim.x) * it;
-        const int offset = (((hopper::floor_div(t, hopper::floor_div((E0 + 255), 256)) * E0) + (hopper::floor_mod(t, hopper::floor_div((E0 + 255), 256)) * 16)) * 16);
-        const int cols = hopper::max_of<int>(hopper::min_of<int>((E0 - (hopper::floor_mod(t, hopper::floor_div((E0 + 255), 256)) * 256)), 256), 0);
-        const int rows = hopper::max_of<int>(hopper::min_of<int>((E1 - (hopper::floor_div(t, hopper::floor_div((E0 + 255), 256)) * 16)), 16), 0);
+        const int offset = (((hopper::floor_div(t, hopper::floor_div((E0 + 255), 256)) * E0) +
+                             (hopper::floor_mod(t, hopper::floor_div((E0 + 255), 256)) * 16)) *
+                            16);
+        const int cols = hopper::max_of<int>(
+            hopper::min_of<int>(
+                (E0 - (hopper::floor_mod(t, hopper::floor_div((E0 + 255), 256)) * 256)), 256),
+            0);
+        const int rows = hopper::max_of<int>(
+            hopper::min_of<int>(
+                (E1 - (hopper::floor_div(t, hopper::floor_div((E0 + 255), 256)) * 16)), 16),
+            0);
         if (variant == 0) {
             hopper::check_tail(cols, 256, offset % E0, E0);
             hopper::check_tail(rows, 16, offset / E0 % E1, E1);
@@ -38,11 +52,15 @@ __global__ void k3(int E0, int E1, int *out) {
     }
 }
 int main(int argc, char **argv) {
-    int *d; cudaMalloc(&d, 64 * 4);
+    int *d;
+    cudaMalloc(&d, 64 * 4);
     const int which = atoi(argv[1]);
-    if (which == 2) k2<<<4, 1>>>(808, d);
-    if (which == 3) k3<0><<<4, 1>>>(808, 5, d);
-    if (which == 4) k3<1><<<4, 1>>>(808, 5, d);
+    if (which == 2)
+        k2<<<4, 1>>>(808, d);
+    if (which == 3)
+        k3<0><<<4, 1>>>(808, 5, d);
+    if (which == 4)
+        k3<1><<<4, 1>>>(808, 5, d);
     printf("variant %d: %s\n", which, cudaGetErrorString(cudaDeviceSynchronize()));
     return 0;
 }
