@@ -161,7 +161,31 @@ CubeCall load_data(const Kernel &k, const ir::CopyOp &c, bool a_operand) {
     return call;
 }
 
-CubeCall fixpipe(const Kernel &k, const ir::CopyOp &c) {
+/** The accumulator store as [n, m]: its first dim (n, or m where Halide left out an n of extent
+ * 1), the later dims that move more than one element (not a batch's), and a unit n put back in
+ * front of a lone m: a lone dim is m where it steps by a row, or, when rows are one element apart,
+ * where it is longer than the output's n. */
+ir::CopyOp accumulator_rows(const Kernel &k, const ir::CopyOp &store) {
+    ir::CopyOp c = store;
+    c.dims.assign(1, store.dims.at(0));
+    for (size_t d = 1; d < store.dims.size(); d++) {
+        if (!is_const_one(store.dims[d].extent))
+            c.dims.push_back(store.dims[d]);
+    }
+    if (c.dims.size() > 1 || is_const_one(c.dims[0].extent))
+        return c;
+    const KernelArg *out = k.arg(c.dst);
+    const bool n_runtime = out && !out->runtime.empty() && out->runtime[0];
+    const int64_t n = out && !out->extents.empty() ? out->extents[0] : 0;
+    const Expr bound = find_constant_bound(c.dims[0].extent, Direction::Upper); // a tail's too
+    const int64_t extent = bound.defined() && is_const(bound) ? *as_const_int(bound) : -1;
+    if (!is_const_one(c.dims[0].dst_stride) || (out && !n_runtime && extent > n))
+        c.dims.insert(c.dims.begin(), {Expr(1), Expr(1), Expr(1)});
+    return c;
+}
+
+CubeCall fixpipe(const Kernel &k, const ir::CopyOp &store) {
+    const ir::CopyOp c = accumulator_rows(k, store);
     const SramBuffer &l0c = buffer(k, c.src);
     internal_assert(!c.dims.empty() && c.dims.size() <= 2 && is_const_one(c.dims[0].dst_stride) &&
                     is_const_one(c.dims[0].src_stride))
@@ -179,6 +203,24 @@ CubeCall fixpipe(const Kernel &k, const ir::CopyOp &c) {
     return call;
 }
 
+/** The copy without its dims past the second that move one element (a batched matmul's tile
+ * lies in one batch: its copies are the tile's rows plus a unit batch dim). A tile that still has
+ * more than two dims is not a matrix: a user error. */
+ir::CopyOp matrix_copy(const ir::CopyOp &copy) {
+    ir::CopyOp c = copy;
+    for (size_t d = c.dims.size(); d-- > 2;) {
+        if (is_const_one(c.dims[d].extent))
+            c.dims.erase(c.dims.begin() + long(d));
+    }
+    if (c.dims.size() > 2) {
+        throw Error("ascend: the cube copies " + c.src + " -> " + c.dst + " as " +
+                    std::to_string(c.dims.size()) +
+                    " dims: a matmul tile is a matrix; tile the batch (or any third) dimension by "
+                    "1 outside the tile, for example fuse it into the tiles map_to_cores spreads");
+    }
+    return c;
+}
+
 } // namespace
 
 const std::string &cube_index() {
@@ -192,8 +234,9 @@ bool is_cube_copy(const Kernel &k, const ir::CopyOp &c) {
            (src == Mem::L1 && (dst == Mem::L0A || dst == Mem::L0B)) || src == Mem::L0C;
 }
 
-CubeCall cube_copy(const Kernel &k, const ir::CopyOp &c) {
-    Mem src = mem_of(k, c.src), dst = mem_of(k, c.dst);
+CubeCall cube_copy(const Kernel &k, const ir::CopyOp &copy) {
+    Mem src = mem_of(k, copy.src), dst = mem_of(k, copy.dst);
+    const ir::CopyOp c = matrix_copy(copy);
     if (src == Mem::GM && dst == Mem::L1)
         return nd2nz(k, c);
     if (src == Mem::L1 && (dst == Mem::L0A || dst == Mem::L0B))

@@ -415,9 +415,11 @@ void CodeGen::thread_copy(const ir::CopyOp &c, bool load, const std::string &arg
         open("if (consumer == 0) { // one of the cooperative warpgroups copies");
     if (tile.kind != TileKind::Plain) {
         // A wgmma tile: swizzled, zero-filled past the copy (tile.role: copy dim -> layout
-        // dim).
+        // dim; a batch dim past the matrix's two takes one element, at the copy's offset).
         std::string extent[2] = {"1", "1"}, stride[2] = {"0", "0"};
         for (size_t d = 0; d < c.dims.size(); d++) {
+            if (tile.role[d] >= 2)
+                continue;
             extent[tile.role[d]] = expr(c.dims[d].extent);
             stride[tile.role[d]] = expr(c.dims[d].src_stride);
         }

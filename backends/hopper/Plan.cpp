@@ -2,6 +2,7 @@
 
 #include "tandem/Nest.h"
 
+#include <algorithm>
 #include <sstream>
 
 namespace tandem::hopper_backend {
@@ -476,14 +477,37 @@ private:
         return n;
     }
 
-    /** The 2-D view of an MMA operand's tensor: its copy view, or with the unit dim copy_view
-     * dropped back (a 1-D copy: M = 1, or K = 1 for B). */
-    std::vector<KernelArg::Dim> operand_view(const KernelArg *arg, const Tile &tile) const {
-        if (tile.data.size() == 2)
-            return arg->copy_view();
-        return {{arg->extents[0], 1},
-                {arg->extents[1], arg->extents[0]}}; // both static: a
-                                                     // runtime dim stays in the view
+    /** The tensor dim of each dim of the copy view (copy_view leaves out the static dims of
+     * extent 1; a tensor of only such dims keeps one, taken as its dim 1). */
+    static std::vector<size_t> view_dims(const KernelArg *arg) {
+        std::vector<size_t> dims;
+        for (size_t d = 0; d < arg->extents.size(); d++) {
+            const bool symbolic = d < arg->runtime.size() && arg->runtime[d];
+            if (symbolic || arg->extents[d] > 1)
+                dims.push_back(d);
+        }
+        if (dims.empty())
+            dims.push_back(std::min<size_t>(1, arg->extents.size() - 1));
+        return dims;
+    }
+
+    /** An MMA operand's view: every dim of its tensor, those copy_view left out (extent 1: M = 1,
+     * K = 1, one batch) put back, so that dims 0 and 1 are the matrix's and the rest batches. */
+    static std::vector<KernelArg::Dim> operand_view(const KernelArg *arg) {
+        const std::vector<KernelArg::Dim> view = arg->copy_view();
+        std::vector<KernelArg::Dim> full;
+        Expr stride = 1;
+        size_t next = 0;
+        for (size_t d = 0; d < arg->extents.size(); d++) {
+            const bool symbolic = d < arg->runtime.size() && arg->runtime[d];
+            if (symbolic || arg->extents[d] > 1) {
+                full.push_back(view[next++]);
+                stride = simplify(full.back().stride * full.back().extent);
+            } else {
+                full.push_back({Expr(1), stride});
+            }
+        }
+        return full;
     }
 
     /** An MMA operand whose tensor has a global stride TMA cannot take is copied by threads. */
@@ -492,7 +516,7 @@ private:
         if (tile.kind == TileKind::Plain)
             return;
         const KernelArg *arg = kernel.arg(c.arg);
-        std::vector<KernelArg::Dim> view = operand_view(arg, tile);
+        std::vector<KernelArg::Dim> view = operand_view(arg);
         for (size_t d = 1; d < view.size(); d++) {
             std::string why;
             if (!tma_stride(c, view[d], d, &why))
@@ -515,20 +539,26 @@ private:
                 throw Error("hopper: MMA operand " + t.buffer->name +
                             " must be loaded from one tensor and never stored");
         }
+        // Each copied dim's role is its tensor dim: 0 and 1 the matrix's, the rest batches,
+        // which a tile takes one element of (a batched matmul's tile lies in one batch).
         std::vector<int64_t> roles = {1, 1};
-        if (t.data.size() == 2) {
-            t.role = {0, 1};
-        } else if (t.data.size() == 1 && arg->extents.size() == 2) {
-            // copy_view keeps the tensor dims above extent 1: the copied dim is the other one.
-            const bool dim0 = arg->extents[0] > 1 || (!arg->runtime.empty() && arg->runtime[0]);
-            t.role = {dim0 ? size_t(0) : size_t(1)};
-        } else {
-            throw Error("hopper: MMA operand " + t.buffer->name +
-                        " must be loaded by a 2-D TMA copy of a 2-D tensor (it has " +
-                        std::to_string(t.data.size()) + " copied dims)");
+        const std::vector<size_t> dims = view_dims(arg);
+        internal_assert(dims.size() == t.data.size())
+            << "hopper emitter: " << t.buffer->name << "'s copies do not follow its tensor\n";
+        t.role = dims;
+        for (size_t d = 0; d < t.data.size(); d++) {
+            if (t.role[d] >= 2 && t.data[d] != 1) {
+                throw Error("hopper: MMA operand " + t.buffer->name + " takes " +
+                            std::to_string(t.data[d]) + " elements of " + arg->name + "'s dim " +
+                            std::to_string(t.role[d]) +
+                            ": a wgmma operand is a matrix (dims 0 and 1); tile the batch "
+                            "dimensions by 1 outside the MMA");
+            }
         }
-        for (size_t d = 0; d < t.data.size(); d++)
-            roles[t.role[d]] = t.data[d];
+        for (size_t d = 0; d < t.data.size(); d++) {
+            if (t.role[d] < roles.size())
+                roles[t.role[d]] = t.data[d];
+        }
         return roles;
     }
 
@@ -537,9 +567,10 @@ private:
             return;
         Tile &a = plan.tiles.at(acc.a), &b = plan.tiles.at(acc.b);
         std::vector<int64_t> ra = operand_roles(a), rb = operand_roles(b);
-        // A 1-D copy of B (K = 1 or N = 1): its strides cannot tell its layout, but the copied dim
-        // is N when K = 1 and K otherwise, so B is K-major when K is the tensor's dim 0.
-        if (b.data.size() == 1) {
+        // A copy of one of B's matrix dims (K = 1 or N = 1): its strides cannot tell its layout,
+        // but the copied dim is N when K = 1 and K otherwise, so B is K-major when K is the
+        // tensor's dim 0.
+        if (std::count_if(b.role.begin(), b.role.end(), [](size_t r) { return r < 2; }) == 1) {
             const bool copied_k = ra[0] > 1;
             acc.b_k_major = copied_k == (b.role[0] == 0);
         }
@@ -559,6 +590,8 @@ private:
         a.layout = {acc.k, acc.m};
         b.layout =
             b.k_major ? std::vector<int64_t>{acc.k, acc.n} : std::vector<int64_t>{acc.n, acc.k};
+        for (Tile *t : {&a, &b}) // a unit box along each batch dim
+            t->layout.resize(kernel.arg(copies_of(t->buffer->name)[0]->arg)->extents.size(), 1);
         for (Tile *t : {&a, &b}) {
             t->reach.clear();
             for (size_t d = 0; d < t->data.size(); d++)
@@ -968,6 +1001,7 @@ private:
             m.swizzle = true;
             m.blocks = int(tile.layout[0] / block);
             m.box = {block, tile.layout[1]};
+            m.box.resize(m.extents.size(), 1); // a unit box along each batch dim
             m.block_bytes = swizzle_bytes * tile.layout[1];
             return;
         }
@@ -1027,17 +1061,19 @@ private:
     }
 
     void operand_map(TensorMap &m, const CopyInfo &c, const Tile &tile) {
-        for (const KernelArg::Dim &d : operand_view(kernel.arg(c.arg), tile)) {
+        const KernelArg *arg = kernel.arg(c.arg);
+        for (const KernelArg::Dim &d : operand_view(arg)) {
             m.extents.push_back(d.extent);
             m.strides.push_back(d.stride);
         }
-        if (tile.data.size() != 2)
-            m.view = "with its dim of extent 1, for a 2-D wgmma tile";
+        if (arg->copy_view().size() != m.extents.size())
+            m.view = "with its dims of extent 1, for a 2-D wgmma tile";
         // Column blocks of 64 bf16: one 128B-swizzled {64, rows} box each.
         const int64_t block = swizzle_bytes / m.type.bytes();
         m.swizzle = true;
         m.blocks = int(tile.layout[0] / block);
         m.box = {block, tile.layout[1]};
+        m.box.resize(m.extents.size(), 1); // a unit box along each batch dim
         m.block_bytes = swizzle_bytes * tile.layout[1];
     }
 

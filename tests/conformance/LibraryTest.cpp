@@ -130,19 +130,31 @@ void reference(const std::string &generator, const std::map<std::string, std::st
     } else if (generator == "undeclared") {
         out.for_each_element([&](int x, int y) { out(x, y) = a(x, y) * 2.0f + 1.0f; });
     } else if (generator == "linear") {
-        // in: x (K x M), w (K x N for nt, N x K for nn), then bias or residual.
-        const bool nt = !p.count("layout") || p.at("layout") == "nt";
+        // in: x (K x M, or M x K for tn and tt), w (K x N for nt and tt, N x K for nn and tn),
+        // then bias or residual.
+        const std::string layout = p.count("layout") ? p.at("layout") : "nt";
+        const bool nt = layout[1] == 't', x_t = layout[0] == 't';
         const std::string epilogue = p.count("epilogue") ? p.at("epilogue") : "bias";
-        const int K = a.dim(0).extent();
+        const int K = x_t ? a.dim(1).extent() : a.dim(0).extent();
         out.for_each_element([&](int n, int m) {
             double s = 0;
             for (int k = 0; k < K; k++)
-                s += double(a(k, m)) * (nt ? in[1](k, n) : in[1](n, k));
+                s += double(x_t ? a(m, k) : a(k, m)) * (nt ? in[1](k, n) : in[1](n, k));
             if (epilogue == "bias")
                 s += in[2](n);
             if (epilogue == "residual")
                 s += in[2](n, m);
             out(n, m) = float(s);
+        });
+    } else if (generator == "batched_matmul") {
+        // in: x (K x M x B), w (K x N x B for nt, N x K x B for nn).
+        const bool nt = !p.count("layout") || p.at("layout") == "nt";
+        const int K = a.dim(0).extent();
+        out.for_each_element([&](int n, int m, int b) {
+            double s = 0;
+            for (int k = 0; k < K; k++)
+                s += double(a(k, m, b)) * (nt ? in[1](k, n, b) : in[1](n, k, b));
+            out(n, m, b) = float(s);
         });
     } else {
         FAIL() << "no plain loop for generator " << generator;
@@ -168,6 +180,8 @@ std::vector<std::vector<int>> extents_at(const Library &lib, int n0, int n1) {
                 e = arg.kind == halide_argument_kind_output_buffer
                         ? std::vector<int>{n0, n1}
                         : std::vector<int>{n0 + 2, n1 + 2};
+            else if (arg.dimensions == 3)
+                e[2] = n1; // a batched matmul's batch count (its matrices are static)
             else if (arg.dimensions == 2)
                 e[1] = n1; // a row kernel's rows (their length is static) or a grid's height
             if (g == "activation" || g == "column_reduce" || g == "undeclared")

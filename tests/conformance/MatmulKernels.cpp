@@ -9,7 +9,8 @@ using namespace tandem;
 namespace {
 
 /** out(n, m) = sum_k x(k, m) * w(k, n) (+ bias(n)) (+ residual(n, m)); w is N x K with layout nt
- * (row n holds its K weights, as torch.nn.Linear's), K x N with layout nn. */
+ * (row n holds its K weights, as torch.nn.Linear's), K x N with layout nn; layouts tn and tt take
+ * x transposed (K x M: row k holds the M values of column k, x(m, k)). */
 class Linear : public Generator<Linear> {
 public:
     GeneratorParam<int> M{"M", 256, 1, 1 << 20};
@@ -18,7 +19,7 @@ public:
     GeneratorParam<int> TM{"TM", 128, 1, 4096};
     GeneratorParam<int> TN{"TN", 128, 1, 4096};
     GeneratorParam<int> TK{"TK", 64, 1, 4096};
-    GeneratorParam<std::string> layout{"layout", "nt", {"nt", "nn"}};
+    GeneratorParam<std::string> layout{"layout", "nt", {"nt", "nn", "tn", "tt"}};
     GeneratorParam<std::string> epilogue{"epilogue", "bias", {"none", "bias", "residual"}};
     GeneratorParam<std::string> in{"in", "bf16", {"bf16", "f16"}}; // the operands' type
     Input<Buffer<void, 2>> x{"x"}, w{"w"};
@@ -27,19 +28,20 @@ public:
     Output<Buffer<float, 2>> out{"out"};
 
     void generate() override {
-        const bool nt = layout.value() == "nt";
+        const bool nt = layout.value()[1] == 't', x_t = layout.value()[0] == 't';
         for (Input<Buffer<void, 2>> *operand : {&x, &w})
             operand->set_type(in.value() == "f16" ? Halide::Float(16) : Halide::BFloat(16));
         RDom k(0, K);
         acc(n, m) = 0.0f;
-        acc(n, m) += Halide::cast<float>(x(k, m)) * Halide::cast<float>(nt ? w(k, n) : w(n, k));
+        acc(n, m) += Halide::cast<float>(x_t ? x(m, k) : x(k, m)) *
+                     Halide::cast<float>(nt ? w(k, n) : w(n, k));
         Expr v = acc(n, m);
         if (epilogue.value() == "bias")
             v = v + bias(n);
         if (epilogue.value() == "residual")
             v = v + residual(n, m);
         out(n, m) = v;
-        dense_shape(x, {K, M});
+        dense_shape(x, x_t ? std::vector<int>{M, K} : std::vector<int>{K, M});
         dense_shape(w, nt ? std::vector<int>{K, N} : std::vector<int>{N, K});
         dense_shape(bias, {N});
         dense_shape(residual, {N, M});
@@ -72,5 +74,65 @@ private:
     Halide::RVar k_x;
 };
 TANDEM_REGISTER_GENERATOR(Linear, linear)
+
+/** A batched matmul, as attention heads and grouped experts write it: out(n, m, b) =
+ * sum_k x(k, m, b) * w(k, n, b) (layout nt: w's rows are N rows of K, as torch.bmm(x, w^T)),
+ * w(n, k, b) with layout nn; B batches of M x N x K, the batch a third dimension of every
+ * tensor (runtime: a count known at the call only); f32 accumulation and output. Tiles of every
+ * batch spread over the cores together. */
+class BatchedMatmul : public Generator<BatchedMatmul> {
+public:
+    GeneratorParam<int> B{"B", 4, 1, 1 << 16};
+    GeneratorParam<int> M{"M", 128, 1, 1 << 20};
+    GeneratorParam<int> N{"N", 128, 1, 1 << 20};
+    GeneratorParam<int> K{"K", 64, 1, 1 << 20};
+    GeneratorParam<int> TM{"TM", 128, 1, 4096};
+    GeneratorParam<int> TN{"TN", 128, 1, 4096};
+    GeneratorParam<int> TK{"TK", 64, 1, 4096};
+    GeneratorParam<std::string> layout{"layout", "nt", {"nt", "nn"}};
+    // runtime: the batch count is the buffers' at each call (B an estimate); M, N, K static.
+    GeneratorParam<bool> runtime{"runtime", false};
+    Input<Buffer<bfloat16_t, 3>> x{"x"}, w{"w"};
+    Output<Buffer<float, 3>> out{"out"};
+
+    void generate() override {
+        const bool nt = layout.value() == "nt";
+        RDom k(0, K);
+        acc(n, m, b) = 0.0f;
+        acc(n, m, b) +=
+            Halide::cast<float>(x(k, m, b)) * Halide::cast<float>(nt ? w(k, n, b) : w(n, k, b));
+        out(n, m, b) = acc(n, m, b);
+        const std::vector<bool> matrix = {true, true, false}; // static but for the batch
+        dense_shape(x, {K, M, B}, runtime, matrix);
+        dense_shape(w, nt ? std::vector<int>{K, N, B} : std::vector<int>{N, K, B}, runtime, matrix);
+        dense_shape(out.output_buffer(), {N, M, B}, runtime, matrix);
+        k_x = k.x;
+    }
+
+    void schedule() override {
+        Var no("no"), mo("mo"), ni("ni"), mi("mi"), t("t"), tb("tb");
+        RVar ko("ko"), ki("ki");
+        out.tile(n, m, no, mo, ni, mi, TN, TM, TailStrategy::GuardWithIf)
+            .fuse(no, mo, t)
+            .fuse(t, b, tb)
+            .map_to_cores(tb)
+            .async_copy();
+        acc.compute_at(out, tb);
+        acc.update()
+            .split(k_x, ko, ki, TK, TailStrategy::GuardWithIf)
+            .reorder(n, m, ki, ko)
+            .tile_mma();
+        for (Input<Buffer<bfloat16_t, 3>> *operand : {&x, &w}) {
+            Func tile = Func::staged(*operand, acc);
+            tile.compute_at(acc, ko).async_copy().multi_buffer(2);
+        }
+    }
+
+private:
+    Var n{"n"}, m{"m"}, b{"b"};
+    Func acc{"acc"};
+    Halide::RVar k_x;
+};
+TANDEM_REGISTER_GENERATOR(BatchedMatmul, batched_matmul)
 
 } // namespace
