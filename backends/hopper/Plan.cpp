@@ -309,8 +309,7 @@ private:
                         "emitter issues)");
         }
         if (!proven(m.a_stride_k == 1))
-            throw Error("hopper: MMA operand " + m.a +
-                        " must be K-major (a(k, m) with k innermost)");
+            throw Error(a_m_major(m.a));
         // B is N-major (b(n, k) with n innermost: a GEMM's K x N rows) or K-major (k innermost:
         // attention's K rows); a B of one column or one k-row is either (decided by the rest).
         const bool b_k_major = proven(m.b_stride_k == 1) && !proven(m.k == 1);
@@ -477,6 +476,14 @@ private:
         return n;
     }
 
+    /** The user error for an A operand stored with m innermost (x(m, k)): wgmma can take it
+     * (imm-trans-a), this emitter does not yet. */
+    static std::string a_m_major(const std::string &a) {
+        return "not supported on hopper: the MMA operand " + a +
+               " is stored m-innermost (x(m, k), A transposed); the emitter issues wgmma with A "
+               "k-innermost only so far: store A as x(k, m), or run it on zpu or ascend";
+    }
+
     /** The tensor dim of each dim of the copy view (copy_view leaves out the static dims of
      * extent 1; a tensor of only such dims keeps one, taken as its dim 1). */
     static std::vector<size_t> view_dims(const KernelArg *arg) {
@@ -577,6 +584,10 @@ private:
         a.k_major = true;
         b.k_major = acc.b_k_major;
         const int64_t b_k = rb[b.k_major ? 0 : 1], b_n = rb[b.k_major ? 1 : 0];
+        // An M-major A with M = 1 (x(m, k) of one row) copies its tensor dim 1 alone.
+        if (ra[0] != b_k && std::count(a.role.begin(), a.role.end(), size_t(1)) == 1 &&
+            std::count(a.role.begin(), a.role.end(), size_t(0)) == 0)
+            throw Error(a_m_major(acc.a));
         if (ra[0] != b_k) {
             throw Error("hopper: MMA operands " + acc.a + " (K = " + std::to_string(ra[0]) +
                         ") and " + acc.b + " (K = " + std::to_string(b_k) +
