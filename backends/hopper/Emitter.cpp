@@ -648,15 +648,27 @@ void CodeGen::mma(const ir::MmaOp &m) {
            << 16 * swizzle_bytes << ", " << b_block_bytes << ", 1024);\n";
     }
     const std::string block = open_blocks(acc);
-    os << line()
-       << "// A, K-major: 64 rows of 128 B per wgmma, SBO = 1024 B per 8 rows; k16 = 32 B "
-          "inside a 64-wide block\n";
-    os << line()
-       << "const uint64_t a_descriptor = hopper::matrix_descriptor_128B(a_tile + (k16 / 4) * "
-       << a_blocks_bytes << " + m64 * " << 64 * swizzle_bytes << " + (k16 % 4) * 32, 16, 1024);\n";
+    if (acc.a_k_major) {
+        os << line()
+           << "// A, K-major: 64 rows of 128 B per wgmma, SBO = 1024 B per 8 rows; k16 = 32 B "
+              "inside a 64-wide block\n";
+        os << line()
+           << "const uint64_t a_descriptor = hopper::matrix_descriptor_128B(a_tile + (k16 / 4) * "
+           << a_blocks_bytes << " + m64 * " << 64 * swizzle_bytes
+           << " + (k16 % 4) * 32, 16, 1024);\n";
+    } else {
+        const int64_t a_block_bytes = swizzle_bytes * acc.k; // one 64-row block of M, K rows
+        os << line() << "// A, M-major (tnspA): 16 k-rows of 128 B per step in block m64 of "
+           << a_block_bytes << " B; SBO = 1024 B per 8 k-rows\n";
+        os << line()
+           << "const uint64_t a_descriptor = hopper::matrix_descriptor_128B(a_tile + m64 * "
+           << a_block_bytes << " + k16 * " << 16 * swizzle_bytes << ", " << a_block_bytes
+           << ", 1024);\n";
+    }
     const bool f16 = !a.buffer->type.is_bfloat(); // the plan took bf16 or f16 operands
-    os << line() << (f16 ? "hopper::wgmma_f16<" : "hopper::wgmma_bf16<") << acc.n
-       << (acc.b_k_major ? ", hopper::KMajorB" : "") << ">(" << c_name(m.acc) << "[" << block
+    os << line() << (f16 ? "hopper::wgmma_f16<" : "hopper::wgmma_bf16<") << acc.n << ", "
+       << (acc.b_k_major ? "hopper::KMajorB" : "hopper::NMajorB")
+       << (acc.a_k_major ? "" : ", hopper::MMajorA") << ">(" << c_name(m.acc) << "[" << block
        << "], a_descriptor, b_descriptor);\n";
     close_blocks(acc);
     close();

@@ -308,8 +308,12 @@ private:
                         " must be bf16 x bf16 -> f32 or f16 x f16 -> f32 (the wgmmas this "
                         "emitter issues)");
         }
-        if (!proven(m.a_stride_k == 1))
-            throw Error(a_m_major(m.a));
+        // A is K-major (a(k, m) with k innermost) or M-major (m innermost: A transposed, x(m, k));
+        // an A of one row or one k-column is either (decided by the rest).
+        const bool a_k_major = proven(m.a_stride_k == 1) && !proven(m.k == 1);
+        if (!a_k_major && !proven(m.a_stride_m == 1))
+            throw Error("hopper: MMA operand " + m.a +
+                        " must be K-major (a(k, m) with k innermost) or M-major (m innermost)");
         // B is N-major (b(n, k) with n innermost: a GEMM's K x N rows) or K-major (k innermost:
         // attention's K rows); a B of one column or one k-row is either (decided by the rest).
         const bool b_k_major = proven(m.b_stride_k == 1) && !proven(m.k == 1);
@@ -341,6 +345,13 @@ private:
                             " both N-major and K-major");
         }
         info.b_k_major = b_layouts.count(m.acc) ? b_layouts.at(m.acc) : b_k_major;
+        if (!proven(m.m == 1) && !proven(m.k == 1)) {
+            auto [known, first] = a_layouts.emplace(m.acc, a_k_major);
+            if (!first && known->second != a_k_major)
+                throw Error("hopper: the MMAs into " + m.acc + " read " + m.a +
+                            " both K-major and M-major");
+        }
+        info.a_k_major = a_layouts.count(m.acc) ? a_layouts.at(m.acc) : a_k_major;
         info.a = m.a;
         info.b = m.b;
         // The row stride of a 1-column MMA (a tail of one column) says nothing about the layout.
@@ -350,6 +361,7 @@ private:
     }
 
     std::map<std::string, bool> b_layouts; // accumulator -> its B is K-major (from MMAs that tell)
+    std::map<std::string, bool> a_layouts; // accumulator -> its A is K-major (from MMAs that tell)
 
     std::vector<const CopyInfo *> copies_of(const std::string &buffer) const {
         std::vector<const CopyInfo *> r;
@@ -476,14 +488,6 @@ private:
         return n;
     }
 
-    /** The user error for an A operand stored with m innermost (x(m, k)): wgmma can take it
-     * (imm-trans-a), this emitter does not yet. */
-    static std::string a_m_major(const std::string &a) {
-        return "not supported on hopper: the MMA operand " + a +
-               " is stored m-innermost (x(m, k), A transposed); the emitter issues wgmma with A "
-               "k-innermost only so far: store A as x(k, m), or run it on zpu or ascend";
-    }
-
     /** The tensor dim of each dim of the copy view (copy_view leaves out the static dims of
      * extent 1; a tensor of only such dims keeps one, taken as its dim 1). */
     static std::vector<size_t> view_dims(const KernelArg *arg) {
@@ -574,31 +578,46 @@ private:
             return;
         Tile &a = plan.tiles.at(acc.a), &b = plan.tiles.at(acc.b);
         std::vector<int64_t> ra = operand_roles(a), rb = operand_roles(b);
-        // A copy of one of B's matrix dims (K = 1 or N = 1): its strides cannot tell its layout,
-        // but the copied dim is N when K = 1 and K otherwise, so B is K-major when K is the
-        // tensor's dim 0.
-        if (std::count_if(b.role.begin(), b.role.end(), [](size_t r) { return r < 2; }) == 1) {
-            const bool copied_k = ra[0] > 1;
-            acc.b_k_major = copied_k == (b.role[0] == 0);
+        auto matrix_dims = [](const Tile &t) {
+            return std::count_if(t.role.begin(), t.role.end(), [](size_t r) { return r < 2; });
+        };
+        // A copy of one of A's matrix dims (M = 1 or K = 1): its strides cannot tell its layout,
+        // but the copied dim is K where its extent is the MMAs' K, so A is K-major when that is
+        // the tensor's dim 0.
+        if (matrix_dims(a) == 1) {
+            int64_t kk = 0;
+            for (const ir::MmaOp &m : mmas) {
+                if (m.acc == acc.buffer->name)
+                    kk = std::max(kk, constant_upper_bound(m.k));
+            }
+            const size_t copied =
+                *std::find_if(a.role.begin(), a.role.end(), [](size_t r) { return r < 2; });
+            const int64_t extent = ra[copied];
+            acc.a_k_major = (extent > 1 && extent == kk) == (copied == 0);
         }
-        a.k_major = true;
+        a.k_major = acc.a_k_major;
+        const int64_t a_k = ra[a.k_major ? 0 : 1], a_m = ra[a.k_major ? 1 : 0];
+        // A copy of one of B's matrix dims (K = 1 or N = 1): the same, from A's K.
+        if (matrix_dims(b) == 1) {
+            const bool copied_k = a_k > 1;
+            const size_t copied =
+                *std::find_if(b.role.begin(), b.role.end(), [](size_t r) { return r < 2; });
+            acc.b_k_major = copied_k == (copied == 0);
+        }
         b.k_major = acc.b_k_major;
         const int64_t b_k = rb[b.k_major ? 0 : 1], b_n = rb[b.k_major ? 1 : 0];
-        // An M-major A with M = 1 (x(m, k) of one row) copies its tensor dim 1 alone.
-        if (ra[0] != b_k && std::count(a.role.begin(), a.role.end(), size_t(1)) == 1 &&
-            std::count(a.role.begin(), a.role.end(), size_t(0)) == 0)
-            throw Error(a_m_major(acc.a));
-        if (ra[0] != b_k) {
-            throw Error("hopper: MMA operands " + acc.a + " (K = " + std::to_string(ra[0]) +
+        if (a_k != b_k) {
+            throw Error("hopper: MMA operands " + acc.a + " (K = " + std::to_string(a_k) +
                         ") and " + acc.b + " (K = " + std::to_string(b_k) +
                         ") disagree on the K tile");
         }
         // wgmma tiles: K and N in 64-column blocks of the 128B swizzle, M in 64-row wgmmas.
         const int64_t block = swizzle_bytes / 2; // bf16 elements per 128-byte row
-        acc.k = round_up(ra[0], block);
-        acc.m = round_up(ra[1], 64);
+        acc.k = round_up(a_k, block);
+        acc.m = round_up(a_m, 64);
         acc.n = round_up(b_n, block);
-        a.layout = {acc.k, acc.m};
+        a.layout =
+            a.k_major ? std::vector<int64_t>{acc.k, acc.m} : std::vector<int64_t>{acc.m, acc.k};
         b.layout =
             b.k_major ? std::vector<int64_t>{acc.k, acc.n} : std::vector<int64_t>{acc.n, acc.k};
         for (Tile *t : {&a, &b}) // a unit box along each batch dim

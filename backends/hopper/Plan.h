@@ -79,7 +79,7 @@ enum class TileKind { Plain, MmaA, MmaB };
 struct Tile {
     const SramBuffer *buffer = nullptr;
     TileKind kind = TileKind::Plain;
-    bool k_major = false; // a wgmma operand with K innermost: A always, B when its K steps by 1
+    bool k_major = false; // a wgmma operand with K innermost: A or B when its K steps by 1
     std::vector<int64_t> data, reach, layout;
     std::vector<size_t> role;
     bool dynamic_layout = false; // the Stmt's pitches differ from the layout's (tail-sized rows,
@@ -142,6 +142,7 @@ struct Accumulator {
     const SramBuffer *buffer = nullptr;
     std::string a, b;
     bool b_k_major = false;      // B's K steps by 1 (b(n, k) with k innermost: tnspB 0)
+    bool a_k_major = true;       // A's K steps by 1 (a(k, m), tnspA 0); else its M (tnspA 1)
     int64_t m = 0, n = 0, k = 0; // the full (padded) MMA tile
     Halide::Expr stride_m;       // elements between rows of the accumulator in the Stmt
 };

@@ -543,29 +543,32 @@ __device__ __forceinline__ int fragment_col(int i, int thread) {
 /** B's layout in shared memory, wgmma's tnspB: N-major (a GEMM's K x N rows) or K-major (k
  * innermost, like A: attention's K rows). */
 constexpr int NMajorB = 1, KMajorB = 0;
+/** A's, wgmma's tnspA: K-major (a GEMM's M x K rows) or M-major (A transposed: K x M rows). */
+constexpr int KMajorA = 0, MMajorA = 1;
 
-/** The m64nNk16 instruction for one N (its register list), B layout and operand type
+/** The m64nNk16 instruction for one N (its register list), B and A layouts and operand type
  * (__nv_bfloat16: .bf16, __half: .f16). */
-template <int N, int tnsp_b, class Operand> struct Wgmma;
+template <int N, int tnsp_b, int tnsp_a, class Operand> struct Wgmma;
 
-/** D(64 x N, f32) += A(64 x 16, bf16, K-major: tnspA 0) * B(16 x N, bf16, N-major: tnspB 1 or
- * K-major: tnspB 0), with scale-d = 1 (the accumulator is zeroed by the kernel's own vector op). */
-template <int N, int tnsp_b = NMajorB>
+/** D(64 x N, f32) += A(64 x 16, bf16, K-major: tnspA 0 or M-major: tnspA 1) * B(16 x N, bf16,
+ * N-major: tnspB 1 or K-major: tnspB 0), with scale-d = 1 (the accumulator is zeroed by the
+ * kernel's own vector op). */
+template <int N, int tnsp_b = NMajorB, int tnsp_a = KMajorA>
 __device__ __forceinline__ void wgmma_bf16(float (&d)[N / 2], uint64_t a_descriptor,
                                            uint64_t b_descriptor) {
-    Wgmma<N, tnsp_b, __nv_bfloat16>::run(d, a_descriptor, b_descriptor);
+    Wgmma<N, tnsp_b, tnsp_a, __nv_bfloat16>::run(d, a_descriptor, b_descriptor);
 }
 
 /** The same with f16 operands (wgmma .f32.f16.f16: the same shapes, layouts and rate). */
-template <int N, int tnsp_b = NMajorB>
+template <int N, int tnsp_b = NMajorB, int tnsp_a = KMajorA>
 __device__ __forceinline__ void wgmma_f16(float (&d)[N / 2], uint64_t a_descriptor,
                                           uint64_t b_descriptor) {
-    Wgmma<N, tnsp_b, __half>::run(d, a_descriptor, b_descriptor);
+    Wgmma<N, tnsp_b, tnsp_a, __half>::run(d, a_descriptor, b_descriptor);
 }
 
 /** The four m64nNk16 instructions (N = 64, 128, 192, 256) for one operand type and its PTX name. */
 #define TANDEM_WGMMA(Operand, ptx)                                                                 \
-    template <int tnsp_b> struct Wgmma<64, tnsp_b, Operand> {                                      \
+    template <int tnsp_b, int tnsp_a> struct Wgmma<64, tnsp_b, tnsp_a, Operand> {                  \
         static __device__ __forceinline__ void run(float (&d)[32], uint64_t a_descriptor,          \
                                                    uint64_t b_descriptor) {                        \
             asm volatile(                                                                          \
@@ -573,19 +576,19 @@ __device__ __forceinline__ void wgmma_f16(float (&d)[N / 2], uint64_t a_descript
                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." ptx "." ptx " {"                     \
                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "           \
                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"   \
-                "}, %32, %33, accumulate, 1, 1, 0, %35;\n}\n"                                      \
+                "}, %32, %33, accumulate, 1, 1, %36, %35;\n}\n"                                    \
                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),          \
                   "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),        \
                   "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),    \
                   "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),    \
                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),    \
                   "+f"(d[30]), "+f"(d[31])                                                         \
-                : "l"(a_descriptor), "l"(b_descriptor), "r"(1), "n"(tnsp_b)                        \
+                : "l"(a_descriptor), "l"(b_descriptor), "r"(1), "n"(tnsp_b), "n"(tnsp_a)           \
                 : "memory");                                                                       \
         }                                                                                          \
     };                                                                                             \
                                                                                                    \
-    template <int tnsp_b> struct Wgmma<128, tnsp_b, Operand> {                                     \
+    template <int tnsp_b, int tnsp_a> struct Wgmma<128, tnsp_b, tnsp_a, Operand> {                 \
         static __device__ __forceinline__ void run(float (&d)[64], uint64_t a_descriptor,          \
                                                    uint64_t b_descriptor) {                        \
             asm volatile(                                                                          \
@@ -595,7 +598,7 @@ __device__ __forceinline__ void wgmma_f16(float (&d)[N / 2], uint64_t a_descript
                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"   \
-                "}, %64, %65, accumulate, 1, 1, 0, %67;\n}\n"                                      \
+                "}, %64, %65, accumulate, 1, 1, %68, %67;\n}\n"                                    \
                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),          \
                   "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),        \
                   "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),    \
@@ -607,12 +610,12 @@ __device__ __forceinline__ void wgmma_f16(float (&d)[N / 2], uint64_t a_descript
                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]),    \
                   "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),    \
                   "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])                               \
-                : "l"(a_descriptor), "l"(b_descriptor), "r"(1), "n"(tnsp_b)                        \
+                : "l"(a_descriptor), "l"(b_descriptor), "r"(1), "n"(tnsp_b), "n"(tnsp_a)           \
                 : "memory");                                                                       \
         }                                                                                          \
     };                                                                                             \
                                                                                                    \
-    template <int tnsp_b> struct Wgmma<192, tnsp_b, Operand> {                                     \
+    template <int tnsp_b, int tnsp_a> struct Wgmma<192, tnsp_b, tnsp_a, Operand> {                 \
         static __device__ __forceinline__ void run(float (&d)[96], uint64_t a_descriptor,          \
                                                    uint64_t b_descriptor) {                        \
             asm volatile(                                                                          \
@@ -624,7 +627,7 @@ __device__ __forceinline__ void wgmma_f16(float (&d)[N / 2], uint64_t a_descript
                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
                 "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
                 "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"   \
-                "}, %96, %97, accumulate, 1, 1, 0, %99;\n}\n"                                      \
+                "}, %96, %97, accumulate, 1, 1, %100, %99;\n}\n"                                   \
                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),          \
                   "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),        \
                   "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),    \
@@ -641,12 +644,12 @@ __device__ __forceinline__ void wgmma_f16(float (&d)[N / 2], uint64_t a_descript
                   "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]),    \
                   "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]),    \
                   "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])     \
-                : "l"(a_descriptor), "l"(b_descriptor), "r"(1), "n"(tnsp_b)                        \
+                : "l"(a_descriptor), "l"(b_descriptor), "r"(1), "n"(tnsp_b), "n"(tnsp_a)           \
                 : "memory");                                                                       \
         }                                                                                          \
     };                                                                                             \
                                                                                                    \
-    template <int tnsp_b> struct Wgmma<256, tnsp_b, Operand> {                                     \
+    template <int tnsp_b, int tnsp_a> struct Wgmma<256, tnsp_b, tnsp_a, Operand> {                 \
         static __device__ __forceinline__ void run(float (&d)[128], uint64_t a_descriptor,         \
                                                    uint64_t b_descriptor) {                        \
             asm volatile(                                                                          \
@@ -665,7 +668,7 @@ __device__ __forceinline__ void wgmma_f16(float (&d)[N / 2], uint64_t a_descript
                 "%125, "                                                                           \
                 "%126, "                                                                           \
                 "%127"                                                                             \
-                "}, %128, %129, accumulate, 1, 1, 0, %131;\n}\n"                                   \
+                "}, %128, %129, accumulate, 1, 1, %132, %131;\n}\n"                                \
                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),          \
                   "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),        \
                   "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),    \
@@ -689,7 +692,7 @@ __device__ __forceinline__ void wgmma_f16(float (&d)[N / 2], uint64_t a_descript
                   "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]),            \
                   "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]),            \
                   "+f"(d[127])                                                                     \
-                : "l"(a_descriptor), "l"(b_descriptor), "r"(1), "n"(tnsp_b)                        \
+                : "l"(a_descriptor), "l"(b_descriptor), "r"(1), "n"(tnsp_b), "n"(tnsp_a)           \
                 : "memory");                                                                       \
         }                                                                                          \
     };
