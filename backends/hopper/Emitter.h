@@ -37,7 +37,7 @@
  *       empty barrier               warpgroup barrier before the tile is rewritten
  *     tandem_arrive                 warpgroup barrier, elected thread: mbarrier.arrive
  *     tandem_arrive(b, slot, n)     the same on each of the n CTAs of the cluster: mapa, then
- *                                   mbarrier.arrive.release.cluster.shared::cluster
+ *                                   mbarrier.arrive.shared::cluster (release at CTA scope)
  *     tandem_copy(..., n)           a cluster's shared box: each CTA's elected thread issues the
  *                                   TMA boxes i with i % n == %cluster_ctarank, each
  *                                   cp.async.bulk.tensor ... .multicast::cluster to all n CTAs

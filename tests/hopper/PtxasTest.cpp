@@ -204,8 +204,10 @@ TEST_P(Ptxas, AssemblesWithoutSpills) {
             << "no multicast TMA load in " << c.name;
         EXPECT_NE(text.find("mapa.shared::cluster"), std::string::npos)
             << "no remote mbarrier in " << c.name;
-        EXPECT_NE(text.find("mbarrier.arrive.release.cluster.shared::cluster"), std::string::npos)
+        EXPECT_NE(text.find("mbarrier.arrive.shared::cluster"), std::string::npos)
             << "no remote arrival in " << c.name;
+        EXPECT_EQ(text.find("mbarrier.arrive.release.cluster"), std::string::npos)
+            << "a remote arrival at cluster scope (a MEMBAR.ALL.GPU each) in " << c.name;
         EXPECT_NE(text.find("barrier.cluster.wait"), std::string::npos)
             << "no cluster barrier in " << c.name;
         EXPECT_NE(text.find(".reqntid") == std::string::npos ? text.find(".explicitcluster")

@@ -170,12 +170,16 @@ __device__ __forceinline__ uint32_t cluster_rank() {
 }
 
 /** Arrive on the mbarrier at the same shared address in the CTA of cluster rank `rank` (its own
- * included): mapa, then a release at cluster scope. */
+ * included): mapa, then an arrive with PTX's default semantics (release at CTA scope, the form of
+ * CUTLASS's ClusterBarrier::arrive). The consumers arrive on an empty barrier after their wgmma
+ * reads of the slot completed (wgmma.wait_group), so the peer's multicast into the slot needs no
+ * more. A release at cluster scope costs a MEMBAR.ALL.GPU per arrival: it made the cluster GEMMs
+ * 0.26-0.76x cuBLAS on an H200 where this form gives 0.79-1.02x (gpu_hopper_notes.md, session 34). */
 __device__ __forceinline__ void mbarrier_arrive_cluster(uint64_t *barrier, uint32_t rank) {
     asm volatile("{\n"
                  ".reg .b32 remote;\n"
                  "mapa.shared::cluster.u32 remote, %0, %1;\n"
-                 "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n"
+                 "mbarrier.arrive.shared::cluster.b64 _, [remote];\n"
                  "}\n" ::"r"(shared_address(barrier)),
                  "r"(rank)
                  : "memory");
