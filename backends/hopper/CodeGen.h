@@ -46,6 +46,9 @@ public:
     bool cooperative_role = false;
     bool lone_producer = false;   // a producer role walked by its elected thread alone
     int64_t setmaxnreg_total = 0; // registers the roles' setmaxnreg ask for, over all their threads
+    /** The runtime divisors the body divides by (their C++ expression and name), prepared once
+     * at the kernel's start (hopper::Divisor). */
+    std::vector<std::pair<std::string, std::string>> divisors;
     int role_threads() const {
         return cooperative_role ? warpgroup_threads * kernel.consumer_warpgroups
                                 : warpgroup_threads;
@@ -172,6 +175,16 @@ private:
                      const std::string &buffer);
 
     void copy(const ir::CopyOp &c, const IRNode *node);
+
+    /** `x` / `d` and `x` % `d` for a TMA box's coordinates from its element offset: C's operators
+     * where `d` is a constant (a shift or a mask for powers of two), hopper::fast_div / fast_mod
+     * by a Divisor prepared at the kernel's start where it is made of runtime extents (a multiply
+     * and a shift: the producer issues them every k-step). */
+    std::string quotient(const std::string &x, const Expr &d);
+    std::string remainder(const std::string &x, const Expr &d);
+    /** The name of the prepared divisor for `d`, or "" where `d` reads more than runtime
+     * extents (then C's operators). */
+    std::string divisor(const Expr &d);
 
     /** An arrival by one thread: on this CTA's barrier, or on each CTA's of the cluster. */
     std::string arrive(const ir::ArriveOp &a);

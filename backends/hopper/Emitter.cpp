@@ -449,6 +449,36 @@ void CodeGen::thread_copy(const ir::CopyOp &c, bool load, const std::string &arg
     synced = load && !cooperative_role;
 }
 
+std::string CodeGen::divisor(const Expr &d) {
+    // Made of runtime extents alone: a constant once they are.
+    std::map<std::string, Expr> ones;
+    for (const std::string &name : kernel.runtime_extent_names())
+        ones[name] = 1;
+    if (!is_const(Halide::Internal::simplify(Halide::Internal::substitute(ones, d))))
+        return "";
+    const std::string text = expr(d);
+    for (const auto &[code, name] : divisors) {
+        if (code == text)
+            return name;
+    }
+    const Halide::Internal::Variable *v = d.as<Halide::Internal::Variable>();
+    divisors.emplace_back(text, v ? c_name(v->name) + "_divisor"
+                                  : "divisor_" + std::to_string(divisors.size()));
+    return divisors.back().second;
+}
+
+std::string CodeGen::quotient(const std::string &x, const Expr &d) {
+    if (is_const_one(d))
+        return x;
+    const std::string prepared = is_const(d) ? "" : divisor(d);
+    return prepared.empty() ? x + " / " + expr(d) : "hopper::fast_div(" + x + ", " + prepared + ")";
+}
+
+std::string CodeGen::remainder(const std::string &x, const Expr &d) {
+    const std::string prepared = is_const(d) ? "" : divisor(d);
+    return prepared.empty() ? x + " % " + expr(d) : "hopper::fast_mod(" + x + ", " + prepared + ")";
+}
+
 void CodeGen::copy(const ir::CopyOp &c, const IRNode *node) {
     bool load = kernel.arg(c.src) != nullptr;
     std::string arg = load ? c.src : c.dst, buffer = load ? c.dst : c.src;
@@ -512,8 +542,8 @@ void CodeGen::copy(const ir::CopyOp &c, const IRNode *node) {
     if (checks != plan.tail_checks.end()) {
         for (const TailCheck &t : checks->second) {
             os << line() << "hopper::check_tail(" << expr(c.dims[t.dim].extent) << ", " << t.reach
-               << ", offset" << (is_const_one(t.view_stride) ? "" : " / " + expr(t.view_stride))
-               << " % " << expr(t.view_extent) << ", " << expr(t.view_extent) << ");\n";
+               << ", " << remainder(quotient("offset", t.view_stride), t.view_extent) << ", "
+               << expr(t.view_extent) << ");\n";
         }
     }
     std::string smem = address(buffer, load ? c.dst_offset : c.src_offset);
@@ -521,14 +551,11 @@ void CodeGen::copy(const ir::CopyOp &c, const IRNode *node) {
     auto coordinates = [&](const std::string &block) { // block: the offset along dim 0
         std::string coords;
         for (size_t d = 0; d < map.extents.size(); d++) {
-            std::string coordinate = "offset";
-            if (is_const_one(map.extents[d])) {
-                coordinate = "0";
-            } else {
-                if (!is_const_one(map.strides[d]))
-                    coordinate += " / " + expr(map.strides[d]);
+            std::string coordinate = "0";
+            if (!is_const_one(map.extents[d])) {
+                coordinate = quotient("offset", map.strides[d]);
                 if (d + 1 < map.extents.size())
-                    coordinate += " % " + expr(map.extents[d]);
+                    coordinate = remainder(coordinate, map.extents[d]);
             }
             if (d == 0 && !block.empty())
                 coordinate = "(" + coordinate + ") + " + block;
@@ -832,6 +859,10 @@ Variant emit_variant(const Kernel &kernel, const std::string &fn, const Plan &pl
                              "registers\n"
                            : " wgmma fragments, in each computing thread's registers\n");
     }
+    if (!body.divisors.empty())
+        os << "    // the runtime extents the TMA coordinates divide by, each prepared once\n";
+    for (const auto &[code, name] : body.divisors)
+        os << "    const hopper::Divisor " << name << "(" << code << ");\n";
     os << "\n" << body.os.str() << "}\n\n";
 
     os << launcher(kernel, fn, plan, members, {threads, dynamic_bytes, register_floor});

@@ -180,6 +180,15 @@ TEST_P(Ptxas, AssemblesWithoutSpills) {
     EXPECT_NE(text.find("cp.async.bulk.tensor"), std::string::npos) << "no TMA in " << c.name;
     EXPECT_NE(text.find("mbarrier.try_wait.parity"), std::string::npos)
         << "no mbarrier wait in " << c.name;
+    if (kernel.has_runtime_shapes()) {
+        // The TMA coordinates divide by runtime extents through divisors prepared at the kernel's
+        // start, never by C's / or % (some twenty instructions each, every k-step).
+        EXPECT_NE(source.find("hopper::Divisor"), std::string::npos) << c.name;
+        EXPECT_FALSE(std::regex_search(
+            source, m,
+            std::regex("(tma_load|tma_store|check_tail)\\([^;]*[/%] [A-Za-z_0-9]*extent")))
+            << "a TMA coordinate divided by a runtime extent in " << c.name << ": " << m[0];
+    }
     if (c.mma) {
         EXPECT_NE(text.find("wgmma.mma_async"), std::string::npos) << "no wgmma in " << c.name;
         // tnspB: gemm's B is N-major (1), attention's K is K-major (0).
@@ -338,6 +347,48 @@ INSTANTIATE_TEST_SUITE_P(Hopper, Ptxas, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<Case> &info) {
                              return info.param.name;
                          });
+
+/** hopper::fast_div / fast_mod (the runtime header, compiled for the host by nvcc) against C's
+ * / and %: divisors 1 to 2^31 - 1 (powers of two and their neighbours), dividends of both signs
+ * up to 2^31 - 1, and a million random pairs. */
+TEST(HopperRuntime, FastDivisionIsCDivision) {
+    const std::string nvcc = find_nvcc();
+    if (nvcc.empty())
+        GTEST_SKIP() << "nvcc not found (/usr/local/cuda/bin/nvcc or PATH)";
+    fs::path dir = fs::temp_directory_path() / ("tandem_fast_div_" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    std::ofstream(dir / "fast_div.cu") << R"(#include "tandem_hopper.cuh"
+#include <random>
+int main() {
+    long bad = 0;
+    auto check = [&](int x, int d) {
+        const hopper::Divisor divisor(d);
+        if (hopper::fast_div(x, divisor) != x / d || hopper::fast_mod(x, divisor) != x % d) {
+            if (bad++ < 5) std::printf("%d / %d: %d, C says %d\n", x, d, hopper::fast_div(x, divisor), x / d);
+        }
+    };
+    std::vector<int> edges = {0, 1, 2, 3, 7, 1000, 2147483646, 2147483647};
+    for (int k = 1; k < 31; k++)
+        for (int e : {(1 << k) - 1, 1 << k, (1 << k) + 1}) edges.push_back(e);
+    for (int d : edges)
+        for (int x : edges) if (d > 0) { check(x, d); check(-x, d); }
+    std::mt19937 rng(37);
+    for (int i = 0; i < 1000000; i++) {
+        const int d = i % 2 ? int(rng() % 2147483647u) + 1 : int(rng() % 5000) + 1;
+        const int x = int(rng() % 2147483648u);
+        check(i % 3 ? x : -x, d);
+    }
+    std::printf("%ld wrong\n", bad);
+    return bad != 0;
+}
+)";
+    Command build = run(nvcc + " -O2 -std=c++17 -I" TANDEM_HOPPER_RUNTIME_DIR " -o " +
+                        (dir / "fast_div").string() + " " + (dir / "fast_div.cu").string());
+    ASSERT_EQ(build.status, 0) << build.output;
+    Command checked = run((dir / "fast_div").string());
+    EXPECT_EQ(checked.status, 0) << checked.output;
+    fs::remove_all(dir);
+}
 
 // ---- small and ragged shapes (the schedule fuzzer's): tiles padded, not refused ----
 

@@ -42,6 +42,39 @@ template <class T> __host__ __device__ __forceinline__ T floor_mod(T a, T b) {
     return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
 
+/** A runtime divisor d (1 <= d < 2^31) prepared once, at the kernel's start, for divisions by a
+ * multiply and a shift: a TMA box's coordinates from its element offset where the tensor's extents
+ * are runtime values. A division by a runtime value is some twenty instructions on the GPU, and a
+ * runtime-shape GEMM's producer made several per k-step (0.59-0.65 of cuBLAS on an H200 where the
+ * same kernel for fixed shapes made 0.89-0.99). With l = ceil(log2 d) and p = 31 + l,
+ * m = ceil(2^p / d) is below 2^32, and |x| * m / 2^p differs from |x| / d by less than
+ * 2^-l <= 1/d, so its floor is |x| / d's for every |x| < 2^31. */
+struct Divisor {
+    int d, p;
+    uint64_t m;
+    __host__ __device__ explicit Divisor(int divisor) : d(divisor > 1 ? divisor : 1) {
+#ifdef __CUDA_ARCH__
+        const int l = 32 - __clz(d - 1);
+#else
+        const int l = d == 1 ? 0 : 32 - __builtin_clz(uint32_t(d - 1));
+#endif
+        p = 31 + l;
+        m = ((uint64_t(1) << p) + uint64_t(d) - 1) / uint64_t(d);
+    }
+};
+
+/** x / d with C's truncation, for |x| < 2^31. */
+__host__ __device__ __forceinline__ int fast_div(int x, const Divisor &d) {
+    const uint64_t magnitude = uint64_t(x < 0 ? -int64_t(x) : int64_t(x));
+    const int q = int((magnitude * d.m) >> d.p);
+    return x < 0 ? -q : q;
+}
+
+/** x % d with C's sign, for |x| < 2^31. */
+__host__ __device__ __forceinline__ int fast_mod(int x, const Divisor &d) {
+    return x - fast_div(x, d) * d.d;
+}
+
 /** std::min / std::max semantics (the first operand when they compare equal). */
 template <class T> __host__ __device__ __forceinline__ T min_of(T a, T b) {
     return b < a ? b : a;
