@@ -1,11 +1,20 @@
 #!/usr/bin/env python3
-"""The Hopper machine model next to the GPU: runs the model (tandem run --no-numerics) for kernels
-measured on an H100 and writes benchmarks/results/hopper_model_vs_gpu.{json,log}.
+"""The Hopper machine model next to every GPU row recorded (issue 35 item 2): for each timed row
+of benchmarks/results/gpu_hopper_*.json, the model (tandem-cli run --no-numerics) of the kernel
+of that name as benchmarks/gpu/run.sh emits it, side by side; per run, the rank correlation of
+model and GPU over the kernels of one shape (Kendall tau: does the model order the schedules and
+parameters as the GPU does?) and the spread of model time over GPU time. Writes
+benchmarks/results/hopper_model_vs_gpu.{json,log}.
 
 The model counts SM cycles; they become time at the clock the machine description states
-(1.83 GHz). `model_over_gpu` > 1: the model is slower (pessimistic) than the GPU.
+(1.83 GHz). `model_over_gpu` > 1: the model is slower (pessimistic) than the GPU. Runs the model's
+parameters were fitted on (FIT_RUNS, cited by machines/hopper.json) are marked "fit"; later runs
+are held out. Rows the model cannot stand for are left out with the reason: names run.sh no longer
+emits, runtime-shape kernels (the model runs them at their estimates), the session 34 variants
+that are not the emitter's (`_nomc`), and cluster kernels timed before e8fa045 (a MEMBAR.ALL.GPU
+per remote arrival that the emitter no longer writes).
 
-Usage: benchmarks/hopper_model_vs_gpu.py [GPU_RESULTS_JSON...] (later files win for the same kernel)
+Usage: benchmarks/hopper_model_vs_gpu.py [GPU_RESULTS_JSON...]   (default: every gpu_hopper_*.json)
 """
 import datetime
 import json
@@ -13,69 +22,140 @@ import pathlib
 import platform
 import subprocess
 import sys
+from itertools import combinations
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CLI = ROOT / "build" / "apps" / "tandem-cli"
+RESULTS = ROOT / "benchmarks" / "results"
 CLOCK_GHZ = 1.83  # machines/hopper.json: "Timing in SM cycles at about 1.83 GHz"
-
-# GPU row name -> (app, schedule, params)
-KERNELS = {
-    "gemm_pingpong_1024": ("gemm", "ws_pingpong", {"M": 1024, "N": 1024, "K": 1024}),
-    "gemm_coop_1024": ("gemm", "ws_cooperative", {"M": 1024, "N": 1024, "K": 1024, "TN": 256}),
-    "gemm_pingpong_2048": ("gemm", "ws_pingpong", {"M": 2048, "N": 2048, "K": 2048}),
-    "gemm_coop_2048": ("gemm", "ws_cooperative", {"M": 2048, "N": 2048, "K": 2048, "TN": 256}),
-    "gemm_pingpong_4096": ("gemm", "ws_pingpong", {"M": 4096, "N": 4096, "K": 4096}),
-    "gemm_coop_4096_1": ("gemm", "ws_cooperative", {"M": 4096, "N": 4096, "K": 4096, "TN": 256}),
-    "gemm_ws_4096": ("gemm", "ws", {"M": 4096, "N": 4096, "K": 4096}),
-    "gemm_pipelined_4096": ("gemm", "pipelined", {"M": 4096, "N": 4096, "K": 4096}),
-    "gemm_coop_6144": ("gemm", "ws_cooperative", {"M": 6144, "N": 6144, "K": 6144, "TN": 256}),
-    "gemm_coop_3000x5000x2000": ("gemm", "ws_cooperative", {"M": 3000, "N": 5000, "K": 2000, "TN": 256}),
-    "gemm_pingpong_1000x1096x520": ("gemm", "ws_pingpong", {"M": 1000, "N": 1096, "K": 520}),
-    "rmsnorm_1024x65536": ("rmsnorm", "double_buffered", {"D": 1024, "R": 65536}),
-    "rmsnorm_4096x16384": ("rmsnorm", "double_buffered", {"D": 4096, "R": 16384}),
-    "rmsnorm_8192x8192": ("rmsnorm", "double_buffered", {"D": 8192, "R": 8192}),
-    "rmsnorm_2048x32768": ("rmsnorm", "double_buffered", {"D": 2048, "R": 32768}),
-    "rmsnorm_16384x4096": ("rmsnorm", "double_buffered", {"D": 16384, "R": 4096}),
-    "elementwise_single_8192b": ("elementwise", "single_buffered", {"W": 8192, "H": 8192}),
-    "elementwise_double_8192b": ("elementwise", "double_buffered", {"W": 8192, "H": 8192}),
-}
+# machines/hopper.json v4-v6 cite these runs (directly or through hopper_model_vs_gpu v11 + v13).
+FIT_RUNS = {"gpu_hopper_v2_wait1", "gpu_hopper_v7_swizzled", "gpu_hopper_v7_shapes", "gpu_hopper_v11",
+            "gpu_hopper_v13"}
+# Cluster kernels timed with the consumers' remote arrivals at cluster scope (before e8fa045).
+BEFORE_CLUSTER_FIX = {"gpu_hopper_v15_h200", "gpu_hopper_session34_h200"}
+SIZES = {"gemm": ("M", "N", "K"), "attention_scores": ("Lq", "Lk", "D"), "elementwise": ("W", "H"),
+         "rmsnorm": ("D", "R")}
 
 
-def model(app, schedule, params):
-    args = [str(CLI), "run", app, "--target", "hopper", "--schedule", schedule, "--json", "--no-numerics"]
-    for k, v in params.items():
-        args += ["--param", f"{k}={v}"]
-    out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
-    return json.loads(out[out.index("{"):])
+def emitted_configs():
+    """run.sh's configs: name -> (app, schedule, params) as `run.sh emit` passes them."""
+    script = ('source <(sed -n "/^configs=()/,/^# TANDEM_GPU_SETS/p" benchmarks/gpu/run.sh); '
+              'printf "%s\\n" "${configs[@]}"')
+    lines = subprocess.run(["bash", "-c", script], cwd=ROOT, capture_output=True, text=True,
+                           check=True).stdout.splitlines()
+    configs = {}
+    for line in lines:
+        _, name, app, schedule, sizes, target, *more = line.split("|")
+        params = dict(zip(SIZES[app], sizes.split()))
+        for kv in " ".join(more).split():
+            key, value = kv.split("=", 1)
+            params[key] = value
+        configs.setdefault(name, []).append((app, schedule, target, params))
+    return configs
+
+
+def model(app, schedule, params, cache={}):
+    key = (app, schedule, tuple(sorted(params.items())))
+    if key not in cache:
+        args = [str(CLI), "run", app, "--target", "hopper", "--schedule", schedule, "--json",
+                "--no-numerics"]
+        for k, v in params.items():
+            args += ["--param", f"{k}={v}"]
+        out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
+        cache[key] = json.loads(out[out.index("{"):])
+    return cache[key]
+
+
+def kendall_tau(a, b):
+    """Kendall's tau-a over paired lists (ties count as neither concordant nor discordant)."""
+    pairs = list(combinations(range(len(a)), 2))
+    s = sum((a[i] - a[j]) * (b[i] - b[j]) > 0 for i, j in pairs) - \
+        sum((a[i] - a[j]) * (b[i] - b[j]) < 0 for i, j in pairs)
+    return s / len(pairs)
 
 
 def main():
-    gpu_files = [pathlib.Path(a) for a in sys.argv[1:]] or [ROOT / "benchmarks/results/gpu_hopper_v11.json",
-                                                            ROOT / "benchmarks/results/gpu_hopper_v13.json"]
-    gpu = {}
-    for f in gpu_files:  # later files' rows of the same kernel win
-        gpu.update({r["name"].removesuffix("_v13"): r for r in json.load(open(f)) if "tandem_ms" in r})
-    rows, log = [], []
-    for name, (app, schedule, params) in KERNELS.items():
-        if name not in gpu:
+    files = [pathlib.Path(a) for a in sys.argv[1:]] or sorted(
+        f for f in RESULTS.glob("gpu_hopper_*.json") if f.name != "gpu_hopper_libraries.json")
+    configs = emitted_configs()
+    rows, left_out, log = [], [], []
+    for f in files:
+        run = f.stem
+        data = json.load(open(f))
+        for r in (data if isinstance(data, list) else data.get("rows", [])):
+            if "tandem_ms" not in r:
+                continue
+            name = r["name"]
+            base = name.removesuffix("_cta")
+            why = None
+            if name.endswith("_nomc"):
+                why = "a variant the emitter does not make"
+            elif base not in configs:
+                why = "a name run.sh no longer emits"
+            elif len({json.dumps(c, sort_keys=True) for c in configs[base]}) > 1:
+                why = "run.sh emits two kernels of this name"
+            else:
+                app, schedule, target, params = configs[base][0]
+                if params.get("shapes") == "runtime":
+                    why = "runtime shapes (the model runs the estimates)"
+                elif target != "hopper":
+                    why = f"target {target}"
+                elif run in BEFORE_CLUSTER_FIX | {"gpu_hopper_session34_clusters_h200"} and \
+                        ("cluster_m" in params or "cluster_n" in params) and not name.endswith("_cta"):
+                    why = "a cluster kernel timed before e8fa045"
+            if why:
+                left_out.append({"run": run, "name": name, "why": why})
+                continue
+            m = model(app, schedule, params)
+            model_ms = m["cycles"] / (CLOCK_GHZ * 1e6)
+            rows.append({"run": run, "split": "fit" if run in FIT_RUNS else "held out", "name": name,
+                         "app": app, "schedule": schedule, "params": params, "device": r.get("device"),
+                         "model": m.get("model"), "model_cycles": m["cycles"],
+                         "model_ms_at_1.83GHz": round(model_ms, 4), "gpu_ms": r["tandem_ms"],
+                         "model_over_gpu": round(model_ms / r["tandem_ms"], 3)})
+            log.append(f"{run:40s} {name:42s} model {model_ms:8.4f} ms  gpu {r['tandem_ms']:8.4f} ms  "
+                       f"model/gpu {rows[-1]['model_over_gpu']}")
+            print(log[-1], flush=True)
+    # Per run and shape: do the model and the GPU order the kernels alike? Repeated timings of one
+    # kernel in a run are averaged first.
+    groups = {}
+    for r in rows:
+        sizes = tuple(r["params"][k] for k in SIZES[r["app"]])
+        kernel = json.dumps([r["schedule"], r["params"]], sort_keys=True)
+        g = groups.setdefault((r["run"], r["app"], sizes), {})
+        g.setdefault(kernel, []).append(r)
+    ranks = []
+    for (run, app, sizes), kernels in sorted(groups.items()):
+        if len(kernels) < 3:
             continue
-        m = model(app, schedule, params)
-        cycles = m["cycles"]
-        model_ms = cycles / (CLOCK_GHZ * 1e6)
-        row = {"name": name, "app": app, "schedule": schedule, "params": params, "model_cycles": cycles,
-               "model_bound_cycles": m.get("bound_cycles"), "model_ms_at_1.83GHz": round(model_ms, 4),
-               "gpu_ms": gpu[name]["tandem_ms"], "gpu_device": gpu[name]["device"],
-               "model_over_gpu": round(model_ms / gpu[name]["tandem_ms"], 2)}
-        rows.append(row)
-        log.append(f"{name:40s} model {model_ms:8.4f} ms ({cycles} cycles)  gpu {gpu[name]['tandem_ms']:8.4f} ms  "
-                   f"model/gpu {row['model_over_gpu']}")
+        model_ms = [k[0]["model_ms_at_1.83GHz"] for k in kernels.values()]
+        gpu_ms = [sum(x["gpu_ms"] for x in k) / len(k) for k in kernels.values()]
+        ranks.append({"run": run, "split": "fit" if run in FIT_RUNS else "held out", "app": app,
+                      "sizes": list(sizes), "kernels": len(kernels),
+                      "kendall_tau": round(kendall_tau(model_ms, gpu_ms), 3),
+                      "model_over_gpu_min": round(min(m / g for m, g in zip(model_ms, gpu_ms)), 3),
+                      "model_over_gpu_max": round(max(m / g for m, g in zip(model_ms, gpu_ms)), 3)})
+        log.append(f"rank {run:40s} {app} {'x'.join(sizes):16s} {len(kernels):2d} kernels  "
+                   f"tau {ranks[-1]['kendall_tau']:+.2f}  model/gpu {ranks[-1]['model_over_gpu_min']}"
+                   f"-{ranks[-1]['model_over_gpu_max']}")
         print(log[-1], flush=True)
-    meta = {"date": datetime.date.today().isoformat(), "machine": platform.node(),
-            "command": "benchmarks/hopper_model_vs_gpu.py " + " ".join(str(f.resolve().relative_to(ROOT)) for f in gpu_files),
-            "gpu_results": [str(f.resolve().relative_to(ROOT)) for f in gpu_files], "rows": rows}
-    out = ROOT / "benchmarks/results/hopper_model_vs_gpu.json"
-    out.write_text(json.dumps(meta, indent=1) + "\n")
-    (ROOT / "benchmarks/results/hopper_model_vs_gpu.log").write_text(
+    summary = {}
+    for split in ("fit", "held out"):
+        rs = [r["model_over_gpu"] for r in rows if r["split"] == split]
+        ts = [g["kendall_tau"] for g in ranks if g["split"] == split]
+        if rs:
+            summary[split] = {"rows": len(rs), "model_over_gpu_min": min(rs), "model_over_gpu_max": max(rs),
+                              "shape_groups": len(ts),
+                              "mean_kendall_tau": round(sum(ts) / len(ts), 3) if ts else None}
+        log.append(f"{split}: {summary.get(split)}")
+        print(log[-1])
+    meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "machine": platform.node(),
+            "command": "benchmarks/hopper_model_vs_gpu.py " + " ".join(sys.argv[1:]),
+            "gpu_results": [f.name for f in files], "clock_ghz": CLOCK_GHZ, "summary": summary,
+            "rank_groups": ranks, "rows": rows, "left_out": left_out}
+    (RESULTS / "hopper_model_vs_gpu.json").write_text(json.dumps(meta, indent=1) + "\n")
+    (RESULTS / "hopper_model_vs_gpu.log").write_text(
         f"# {meta['date']} {meta['machine']} {meta['command']}\n" + "\n".join(log) + "\n")
 
 
