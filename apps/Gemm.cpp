@@ -31,7 +31,7 @@ public:
     GeneratorParam<int> cluster_m{"cluster_m", 1, 1, 2};
     GeneratorParam<int> cluster_n{"cluster_n", 1, 1, 2};
     GeneratorParam<std::string> in{"in", "bf16", {"bf16", "f16"}}; // the operands' type
-    GeneratorParam<std::string> out{"out", "bf16", {"bf16", "f32"}};
+    GeneratorParam<std::string> out{"out", "bf16", {"bf16", "f16", "f32"}};
     GeneratorParam<std::string> epilogue{"epilogue", "none", {"none", "bias_relu"}};
     // runtime: M, N and K are estimates, the kernel takes any (tiles stay TM x TN x TK, tails
     // guarded).
@@ -52,8 +52,10 @@ public:
         Halide::Expr result = acc(j, i);
         if (epilogue.value() == "bias_relu")
             result = Halide::max(result + bias(j), 0.0f);
-        C(j, i) =
-            Halide::cast(out.value() == "bf16" ? Halide::BFloat(16) : Halide::Float(32), result);
+        C(j, i) = Halide::cast(out.value() == "bf16"  ? Halide::BFloat(16)
+                               : out.value() == "f16" ? Halide::Float(16)
+                                                      : Halide::Float(32),
+                               result);
         set_shape(bias, {N}, shapes);
         set_shape(A, {K, M}, shapes);
         set_shape(B, {N, K}, shapes);
@@ -185,12 +187,12 @@ const App &gemm_app() {
         generator_build("gemm"),
         [](const Params &p) {
             double M = p.get_int("M"), N = p.get_int("N"), K = p.get_int("K");
-            double out_bytes = p.get("out") == "bf16" ? 2 : 4;
+            double out_bytes = p.get("out") == "f32" ? 4 : 2;
             bool bias = p.get("epilogue") == "bias_relu";
             return Workload{M * N * K, (bias ? 3 : 1) * M * N,
                             2 * (M * K + K * N) + out_bytes * M * N + (bias ? 4 * N : 0)};
         },
-        [](const Params &p) { return p.get("out") == "bf16" ? 1e-2 : 1e-3; },
+        [](const Params &p) { return p.get("out") == "f32" ? 1e-3 : 1e-2; },
         {{"M", "TM", 320}, {"N", "TN", 320}, {"K", "TK", 320}},
         {{"TM", {"16", "32", "48", "64", "128", "256"}},
          {"TN", {"16", "32", "48", "64", "128", "256"}},
@@ -200,7 +202,7 @@ const App &gemm_app() {
          {"cluster_m", {"1", "1", "2"}},
          {"cluster_n", {"1", "1", "2"}},
          {"in", {"bf16", "f16"}},
-         {"out", {"bf16", "f32"}},
+         {"out", {"bf16", "f16", "f32"}},
          {"epilogue", {"none", "bias_relu"}}},
         4e6,
         {"in", "out"},

@@ -13,7 +13,7 @@
  *                                                    stored as its transpose (attention's K)
  *                                                    loads as it is
  *   MMA        Mmad(L0C, L0A, L0B, MmadParams)       Zz x Zn -> Nz, C0 = 32 bytes of elements
- *   L0C -> GM  Fixpipe(GM, L0C, FixpipeParamsV220)   Nz -> row-major, F322BF16 or NoQuant
+ *   L0C -> GM  Fixpipe(GM, L0C, FixpipeParamsV220)   Nz -> row-major, F322BF16, F322F16 or NoQuant
  * Layouts: sim/Ascend.h. Every field is a Halide Expr of the kernel's variables and, for
  * LoadData, of `index`, the variable of its loop of `count` calls.
  */

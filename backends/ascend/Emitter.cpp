@@ -750,7 +750,7 @@ private:
             os << line() << "}\n";
             break;
         case CubeCall::Kind::Fixpipe: {
-            const bool bf16 = type_of(c.dst) == sim::DType::BF16;
+            const sim::DType out = type_of(c.dst);
             os << line() << "{\n";
             indent++;
             os << line() << "AscendC::FixpipeParamsV220 fixpipe;\n"
@@ -758,7 +758,10 @@ private:
                << line() << "fixpipe.mSize = " << arg(c.m_size) << ";\n"
                << line() << "fixpipe.srcStride = " << arg(c.fix_src_stride) << ";\n"
                << line() << "fixpipe.dstStride = " << arg(c.dst_stride) << ";\n"
-               << line() << "fixpipe.quantPre = AscendC::" << (bf16 ? "F322BF16" : "NoQuant")
+               << line() << "fixpipe.quantPre = AscendC::"
+               << (out == sim::DType::BF16  ? "F322BF16"
+                   : out == sim::DType::F16 ? "F322F16"
+                                            : "NoQuant")
                << ";\n"
                << line() << "AscendC::Fixpipe<" << element_type(type_of(c.dst))
                << ", float, AscendC::CFG_ROW_MAJOR>(" << at(c.dst, c.dst_offset) << ", "

@@ -377,10 +377,12 @@ void Machine::Impl::fixpipe_nz2nd(int core, int dst, int64_t dst_offset, int src
              "fixpipe reads f32 from L0C; '" + from.name + "' is " + dtype_name(from.type) +
                  " in " + mem_name(from.mem));
     }
-    if (to.mem != Mem::GM || (to.type != DType::BF16 && to.type != DType::F32)) {
+    if (to.mem != Mem::GM ||
+        (to.type != DType::BF16 && to.type != DType::F16 && to.type != DType::F32)) {
         fail(what, core,
-             "Fixpipe (CFG_ROW_MAJOR) writes bf16 (F322BF16) or f32 (NoQuant) to GM; '" + to.name +
-                 "' is " + dtype_name(to.type) + " in " + mem_name(to.mem));
+             "Fixpipe (CFG_ROW_MAJOR) writes bf16 (F322BF16), f16 (F322F16) or f32 (NoQuant) to "
+             "GM; '" +
+                 to.name + "' is " + dtype_name(to.type) + " in " + mem_name(to.mem));
     }
     Op op;
     op.kind = OpKind::Fixpipe;
@@ -394,7 +396,7 @@ void Machine::Impl::fixpipe_nz2nd(int core, int dst, int64_t dst_offset, int src
     if (numerics && p.m_size > 0 && p.n_size > 0) {
         std::byte *d = to.data.get();
         const float *s = reinterpret_cast<const float *>(from.data.get());
-        const bool bf16 = to.type == DType::BF16;
+        const DType type = to.type;
         op.compute = [=] {
             for (int64_t mi = 0; mi < p.m_size; ++mi) {
                 for (int64_t ni = 0; ni < p.n_size; ++ni) {
@@ -402,8 +404,8 @@ void Machine::Impl::fixpipe_nz2nd(int core, int dst, int64_t dst_offset, int src
                     if (p.relu)
                         v = std::max(v, 0.0f);
                     int64_t at = dst_offset + mi * p.dst_stride + ni;
-                    if (bf16) {
-                        uint16_t bits = float_to_bf16(v);
+                    if (type != DType::F32) {
+                        uint16_t bits = float_to_half(type, v);
                         std::memcpy(d + at * 2, &bits, 2);
                     } else {
                         std::memcpy(d + at * 4, &v, 4);
@@ -552,7 +554,8 @@ void Machine::Impl::vector_instruction(int core, const VectorCall &c) {
     if (compare && (c.mode < 0 || c.mode > 5))
         fail(what, core, "CMPMODE " + std::to_string(c.mode) + " is unknown");
     if (cast && c.mode != 1)
-        fail(what, core, "only RoundMode::CAST_RINT (1) from float to bfloat16_t is in the model");
+        fail(what, core,
+             "only RoundMode::CAST_RINT (1) from float to bfloat16_t or half is in the model");
     if (gather && (c.gather_base < 0 || c.gather_base % 4 != 0 || c.gather_window < 1))
         fail(what, core,
              "srcBaseAddr " + std::to_string(c.gather_base) +
@@ -572,7 +575,8 @@ void Machine::Impl::vector_instruction(int core, const VectorCall &c) {
                            : cast && write      ? DType::BF16
                            : integer || offsets ? DType::I32
                                                 : DType::F32;
-        if (b.mem != Mem::UB || b.type != want)
+        const bool half_cast = cast && write && b.type == DType::F16; // bf16 or half
+        if (b.mem != Mem::UB || (b.type != want && !half_cast))
             fail(what, core,
                  std::string(role) + " '" + b.name + "' is " + dtype_name(b.type) + " in " +
                      mem_name(b.mem) + "; it takes " + dtype_name(want) + " UB tensors");
@@ -766,11 +770,12 @@ void Machine::Impl::vector_instruction(int core, const VectorCall &c) {
             };
         } else if (cast) {
             const int64_t count = c.count, dst = c.dst.offset, src = c.srcs[0].offset;
-            compute = [out, in, count, dst, src] {
+            const DType to = buffers[size_t(c.dst.buffer)].type;
+            compute = [out, in, count, dst, src, to] {
                 const float *x = reinterpret_cast<const float *>(in[0]) + src;
                 uint16_t *o = reinterpret_cast<uint16_t *>(out) + dst;
                 for (int64_t i = 0; i < count; ++i)
-                    o[i] = float_to_bf16(x[i]); // CAST_RINT: ties to even
+                    o[i] = float_to_half(to, x[i]); // CAST_RINT: ties to even
             };
         } else if (select) {
             const int64_t count = c.count, dst = c.dst.offset, m = c.srcs[0].offset,

@@ -216,7 +216,8 @@ float from_f16(uint16_t bits) {
 }
 
 /** Calls `lib` at `extents` on random inputs (of each argument's type: f32, or bf16 or f16
- * operands); compares with the plain loop, which reads the same values as floats. */
+ * operands); compares its output (f32, bf16 or f16) with the plain loop, which reads the same
+ * values as floats. */
 void check(const Library &lib, const std::vector<std::vector<int>> &extents, uint32_t seed) {
     std::mt19937 rng(seed);
     std::uniform_real_distribution<float> value(-2.0f, 2.0f);
@@ -251,10 +252,28 @@ void check(const Library &lib, const std::vector<std::vector<int>> &extents, uin
         }
         args.push_back(halves.back().raw_buffer());
     }
+    // An f32 output, or a bf16 or f16 one (then read back as floats, and checked to within its
+    // rounding: half an ulp of the type, twice for the f32 sums it rounds).
+    const halide_type_t out_type = lib.metadata()->arguments[extents.size() - 1].type;
+    const bool half_out = out_type.bits == 16;
     Buffer out(extents.back()), want(extents.back());
+    Halide::Runtime::Buffer<uint16_t> out_bits(extents.back());
     out.fill(NAN);
-    args.push_back(out.raw_buffer());
+    out_bits.fill(0xffff); // NaN in bf16 and f16
+    out_bits.raw_buffer()->type = out_type;
+    args.push_back(half_out ? out_bits.raw_buffer() : out.raw_buffer());
     ASSERT_EQ(lib.argv(args.data()), 0) << lib.name;
+    if (half_out) {
+        for (size_t e = 0; e < out.number_of_elements(); e++) {
+            const uint16_t bits = out_bits.data()[e];
+            const uint32_t word = uint32_t(bits) << 16;
+            if (out_type.code == halide_type_bfloat)
+                std::memcpy(&out.data()[e], &word, 4);
+            else
+                out.data()[e] = from_f16(bits);
+        }
+    }
+    const double rounding = !half_out ? 1e-4 : out_type.code == halide_type_bfloat ? 8e-3 : 1e-3;
     reference(lib.generator, parse(lib.params), inputs, want);
     double scale = 0;
     want.for_each_value([&](float v) { scale = std::max(scale, double(std::fabs(v))); });
@@ -262,7 +281,7 @@ void check(const Library &lib, const std::vector<std::vector<int>> &extents, uin
     const int width = want.dim(0).extent();
     for (size_t i = 0; i < want.number_of_elements(); i++) { // dense, the same shape
         const double w = want.data()[i], g = out.data()[i];
-        if (!(std::fabs(g - w) <= 1e-5 * scale + 1e-4 * std::fabs(w) + 1e-6) && bad++ < 5) {
+        if (!(std::fabs(g - w) <= 1e-5 * scale + rounding * std::fabs(w) + 1e-6) && bad++ < 5) {
             ADD_FAILURE() << lib.name << " at (" << i % width << ", " << i / width << "): " << g
                           << ", the loop says " << w;
         }

@@ -1,7 +1,8 @@
 // Conformance: matrix multiplies as users write them (outside apps/, the public headers only): a
 // linear layer with PyTorch's N x K weight (the "NT" GEMM) and a GEMM whose epilogue adds a bias or
 // a residual, read from DRAM without staging (the compiler stages them). bf16 or f16 operands
-// (in), f32 accumulation and output; one schedule for every target.
+// (in), f32 accumulation, f32 output or one rounded to bf16 or f16 (out_type); one schedule for
+// every target.
 #include "tandem/Generator.h"
 
 using namespace tandem;
@@ -22,10 +23,11 @@ public:
     GeneratorParam<std::string> layout{"layout", "nt", {"nt", "nn", "tn", "tt"}};
     GeneratorParam<std::string> epilogue{"epilogue", "bias", {"none", "bias", "residual"}};
     GeneratorParam<std::string> in{"in", "bf16", {"bf16", "f16"}}; // the operands' type
+    GeneratorParam<std::string> out_type{"out_type", "f32", {"f32", "bf16", "f16"}};
     Input<Buffer<void, 2>> x{"x"}, w{"w"};
     Input<Buffer<float, 1>> bias{"bias"};
     Input<Buffer<float, 2>> residual{"residual"};
-    Output<Buffer<float, 2>> out{"out"};
+    Output<Buffer<void, 2>> out{"out"};
 
     void generate() override {
         const bool nt = layout.value()[1] == 't', x_t = layout.value()[0] == 't';
@@ -40,7 +42,9 @@ public:
             v = v + bias(n);
         if (epilogue.value() == "residual")
             v = v + residual(n, m);
-        out(n, m) = v;
+        out(n, m) = out_type.value() == "f32"    ? v
+                    : out_type.value() == "bf16" ? Halide::cast(Halide::BFloat(16), v)
+                                                 : Halide::cast(Halide::Float(16), v);
         dense_shape(x, x_t ? std::vector<int>{M, K} : std::vector<int>{K, M});
         dense_shape(w, nt ? std::vector<int>{K, N} : std::vector<int>{N, K});
         dense_shape(bias, {N});

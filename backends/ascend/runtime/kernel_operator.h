@@ -48,14 +48,14 @@
  *     AscendC::LoadData(L0A/L0B, L1, LoadData2DParams)   512-byte fractals, ifTranspose
  *     AscendC::Mmad(L0C, L0A, L0B, MmadParams)           fields by name; cmatrixInitVal
  *     AscendC::Fixpipe<T, float, CFG_ROW_MAJOR>(GM, L0C, FixpipeParamsV220)  Nz -> ND, quantPre
- *         F322BF16 (bf16) or NoQuant (f32), reluEn
+ *         F322BF16 (bf16), F322F16 (half) or NoQuant (f32), reluEn
  *     The real vector instructions, f32 (V): Add, Sub, Mul, Div, Max, Min (tensor, tensor), Adds,
  *     Muls, Maxs, Mins (tensor, scalar), Exp, Ln, Sqrt, Abs, Relu in the count form and the repeat
  *     form (mask, repeatTime, BinaryRepeatParams / UnaryRepeatParams); Duplicate; Brcb
  *     (BrcbRepeatParams); ReduceSum (dst[0] = the sum); ReduceMax, ReduceMin (count form,
  *     calIndex false); WholeReduceMax, WholeReduceMin (ReduceOrder::ORDER_ONLY_VALUE); Compare
  * (CMPMODE, count) into a uint8_t mask and Select (SELMODE::VSEL_TENSOR_TENSOR_MODE, count); Cast
- * (RoundMode::CAST_RINT, count) from float to bfloat16_t; Gather (count form, uint32_t byte
+ * (RoundMode::CAST_RINT, count) from float to bfloat16_t or half; Gather (count form, uint32_t byte
  * offsets, srcBaseAddr) and, on int32_t, CreateVecIndex, Duplicate, Adds, Muls (count form; the
  * offsets a Gather reads) AscendC::SetFlag<HardEvent::SRC_DST>(id),
  * WaitFlag<HardEvent::SRC_DST>(id) AscendC::PipeBarrier<PIPE_X>() AscendC::ToFloat(bfloat16_t),
@@ -961,7 +961,7 @@ void Select(const LocalTensor<T> &dst, const LocalTensor<U> &selMask, const Loca
     detail::call("Select", v);
 }
 
-/** RoundMode (docs: Cast): the model has CAST_RINT from float to bfloat16_t. */
+/** RoundMode (docs: Cast): the model has CAST_RINT from float to bfloat16_t or half. */
 enum class RoundMode {
     CAST_NONE = 0,
     CAST_RINT,
@@ -976,8 +976,9 @@ enum class RoundMode {
 template <typename T, typename U>
 void Cast(const LocalTensor<T> &dst, const LocalTensor<U> &src, const RoundMode &roundMode,
           const uint32_t count) {
-    static_assert(std::is_same_v<T, bfloat16_t> && std::is_same_v<U, float>,
-                  "Tandem's runtime casts float to bfloat16_t");
+    static_assert(
+        (std::is_same_v<T, bfloat16_t> || std::is_same_v<T, half>)&&std::is_same_v<U, float>,
+        "Tandem's runtime casts float to bfloat16_t or half");
     tandem::sim::ascend::VectorCall v;
     v.dst = detail::operand(dst);
     v.srcs.push_back(detail::operand(src));
@@ -1118,18 +1119,22 @@ constexpr FixpipeConfig CFG_NZ = {CO2Layout::NZ};
 constexpr FixpipeConfig CFG_ROW_MAJOR = {CO2Layout::ROW_MAJOR};
 
 /** L0C (Nz, f32) -> GM (FIX): CFG_ROW_MAJOR writes rows dstStride elements apart, quantPre
- * F322BF16 for a bf16 result, NoQuant for f32. */
+ * F322BF16 for a bf16 result, F322F16 for half, NoQuant for f32. */
 template <typename T, typename U, const FixpipeConfig &config = CFG_ROW_MAJOR>
 void Fixpipe(const GlobalTensor<T> &dst, const LocalTensor<U> &src, const FixpipeParamsV220 &p) {
     tandem_ascend::CoreContext &c = tandem_ascend::current("Fixpipe(FixpipeParamsV220)");
     static_assert(std::is_same_v<U, float>, "Fixpipe: the source is the f32 L0C");
     static_assert(config.format == CO2Layout::ROW_MAJOR,
                   "Tandem's runtime has Fixpipe CFG_ROW_MAJOR only");
-    const QuantMode_t want = std::is_same_v<T, bfloat16_t> ? F322BF16 : NoQuant;
+    const QuantMode_t want = std::is_same_v<T, bfloat16_t> ? F322BF16
+                             : std::is_same_v<T, half>     ? F322F16
+                                                           : NoQuant;
     if (p.quantPre != want)
-        throw tandem::sim::SimError(
-            std::string("Fixpipe: quantPre must be ") +
-            (want == F322BF16 ? "F322BF16 for a bf16" : "NoQuant for an f32") + " destination");
+        throw tandem::sim::SimError(std::string("Fixpipe: quantPre must be ") +
+                                    (want == F322BF16  ? "F322BF16 for a bf16"
+                                     : want == F322F16 ? "F322F16 for a half"
+                                                       : "NoQuant for an f32") +
+                                    " destination");
     if (p.ndNum != 1 || p.unitFlag != 0 || p.isChannelSplit)
         throw tandem::sim::SimError(
             "Fixpipe: ndNum 1, unitFlag 0 and no channel split in Tandem's runtime");

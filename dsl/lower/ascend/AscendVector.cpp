@@ -322,12 +322,13 @@ private:
             throw Error(func + "on ascend the temporaries of its element nest " + v.label +
                         " do not fit in the " + std::to_string(scratch.free_bytes) +
                         " bytes of UB the tiles leave; smaller tiles or fewer stages leave more");
-        throw Error(func + "not supported on ascend: " + unsupported(body) +
-                    ". AscendVector maps f32 maps over tiles, padded rows and columns (+, -, *, /, "
-                    "min, max, abs, sqrt, exp, log, tanh, selects, row sums, maxima and minima, "
-                    "sums, maxima and minima down columns, casts to bfloat16), every operand "
-                    "starting on a 32-byte block or gathered (an index affine in the element "
-                    "loops with steps >= 0: a transposed or shifted read)");
+        throw Error(
+            func + "not supported on ascend: " + unsupported(body) +
+            ". AscendVector maps f32 maps over tiles, padded rows and columns (+, -, *, /, "
+            "min, max, abs, sqrt, exp, log, tanh, selects, row sums, maxima and minima, "
+            "sums, maxima and minima down columns, casts to bfloat16 and float16), every operand "
+            "starting on a 32-byte block or gathered (an index affine in the element "
+            "loops with steps >= 0: a transposed or shifted read)");
     }
 
     bool out_of_room = false; // the last op mapped, but its temporaries did not fit
@@ -347,7 +348,8 @@ private:
         const Store *store = peel_loops(body, loops);
         if (!store)
             return "an element nest that is not one store in a loop nest";
-        if (store->value.type() != Halide::Float(32) && store->value.type() != Halide::BFloat(16))
+        if (store->value.type() != Halide::Float(32) && store->value.type() != Halide::BFloat(16) &&
+            store->value.type() != Halide::Float(16))
             return "a " + type_name(store->value.type()) + " result (the vector path is float32)";
         class Find : public IRVisitor {
         public:
@@ -496,11 +498,12 @@ private:
     Stmt instructions(const LetStmt *op, const ir::VectorOp &v, const Stmt &body) {
         std::vector<Loop> loops;
         const Store *store = peel_loops(body, loops);
-        // A bfloat16 store of a float value: the value in f32, then a Cast (CAST_RINT: ties to
-        // even, as Halide's cast rounds).
+        // A bfloat16 or float16 store of a float value: the value in f32, then a Cast
+        // (CAST_RINT: ties to even, as Halide's cast rounds).
         const Cast *to_bf16 = store ? store->value.as<Cast>() : nullptr;
         if (to_bf16 &&
-            (to_bf16->type != Halide::BFloat(16) || to_bf16->value.type() != Halide::Float(32)))
+            ((to_bf16->type != Halide::BFloat(16) && to_bf16->type != Halide::Float(16)) ||
+             to_bf16->value.type() != Halide::Float(32)))
             to_bf16 = nullptr;
         if (!store || (store->value.type() != Halide::Float(32) && !to_bf16))
             return Stmt();
