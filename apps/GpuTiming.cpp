@@ -106,12 +106,14 @@ void write_gpu_harness_sources(const App &app, const Params &params, const std::
         a = params.get("W"), b = params.get("H");
     else
         a = params.get("D"), b = params.get("R");
-    const int out_bytes =
-        (params.has("out") && params.get("out") == "f32") || app.name == "attention_scores" ? 4 : 2;
+    // The output's type: gemm's `out` (bf16 by default), attention's f32 scores; the streaming
+    // apps' f32.
+    const std::string out =
+        app.name == "gemm" ? (params.has("out") ? params.get("out") : "bf16") : "f32";
     std::ofstream(fs::path(dir) / (name + ".cu")) << cuda;
     std::ofstream(fs::path(dir) / "registry.inc")
         << "TANDEM_KERNEL(" << name << ", \"" << app.name << "\", \"" << schedule << "\", " << a
-        << ", " << b << ", " << c << ", " << out_bytes << ", \""
+        << ", " << b << ", " << c << ", \"" << out << "\", \""
         << (params.has("in") ? params.get("in") : "bf16") << "\")\n";
 }
 

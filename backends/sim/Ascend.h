@@ -80,8 +80,8 @@ struct LoadData2D {
 };
 /** Fixpipe<T, float, CFG_ROW_MAJOR>(GM, L0C, FixpipeParamsV220): m_size x n_size of the Nz
  * accumulator (column blocks src_stride rows apart, normally Mp) to row-major GM rows dst_stride
- * elements apart, converted to the destination's type (F322BF16, F322F16 or NoQuant), ReLU on the way
- * with reluEn. */
+ * elements apart, converted to the destination's type (F322BF16, F322F16 or NoQuant), ReLU on the
+ * way with reluEn. */
 struct FixpipeNz2Nd {
     int64_t n_size = 0, m_size = 0, src_stride = 0, dst_stride = 0;
     bool relu = false; // reluEn: max(0, x) on the way out

@@ -1,9 +1,9 @@
 // GPU check and benchmark of Tandem's emitted Hopper kernels against cuBLAS / the copy bandwidth.
 // Built by run.sh with the kernels emitted on the development machine (kernels/*.cu plus
-// kernels/registry.inc: TANDEM_KERNEL(fn, app, schedule, M, N, K, out_bytes, in) for a kernel of
-// static shapes, TANDEM_KERNEL_ANY(fn, app, schedule, M, N, K, out_bytes, in, count) for a
-// runtime-shape one, run at M x N x K: its launcher takes `count` extents, each tensor's dims in
-// argument order; `in` is the operands' type, "bf16" or "f16").
+// kernels/registry.inc: TANDEM_KERNEL(fn, app, schedule, M, N, K, out, in) for a kernel of static
+// shapes, TANDEM_KERNEL_ANY(fn, app, schedule, M, N, K, out, in, count) for a runtime-shape one,
+// run at M x N x K: its launcher takes `count` extents, each tensor's dims in argument order; `out`
+// is the output's type, "bf16", "f16" or "f32", `in` the operands', "bf16" or "f16").
 //
 //   harness NAME check   one kernel: fresh random inputs (never zeros), the output poisoned (NaN)
 //                        before every launch, every element checked against the reference
@@ -34,12 +34,12 @@
 #include <string>
 #include <vector>
 
-#define TANDEM_KERNEL(fn, app, schedule, M, N, K, out_bytes, in)                                   \
+#define TANDEM_KERNEL(fn, app, schedule, M, N, K, out, in)                                         \
     extern "C" cudaError_t launch_##fn(void *const *, cudaStream_t);                               \
     extern "C" cudaError_t prepare_##fn(void *const *, void **);                                   \
     extern "C" cudaError_t launch_prepared_##fn(const void *, cudaStream_t);                       \
     extern "C" void release_##fn(void *);
-#define TANDEM_KERNEL_ANY(fn, app, schedule, M, N, K, out_bytes, in, count)                        \
+#define TANDEM_KERNEL_ANY(fn, app, schedule, M, N, K, out, in, count)                              \
     extern "C" cudaError_t launch_##fn(void *const *, const int *, cudaStream_t);                  \
     extern "C" cudaError_t prepare_##fn(void *const *, const int *, void **);                      \
     extern "C" cudaError_t launch_prepared_##fn(const void *, cudaStream_t);                       \
@@ -53,7 +53,7 @@ namespace {
 struct Entry {
     const char *fn, *app, *schedule;
     int M, N, K;         // gemm: M x N x K; elementwise: W x H; rmsnorm: D x R
-    int out_bytes;       // gemm: 2 (bf16 C) or 4 (f32 C)
+    const char *out;     // the output's type: "bf16", "f16" or "f32"
     const char *in;      // gemm: the operands' type, "bf16" or "f16"
     int runtime_extents; // 0: static shapes; else the count the launcher takes
     cudaError_t (*launch)(void *const *, cudaStream_t);
@@ -65,14 +65,14 @@ struct Entry {
 };
 
 const Entry entries[] = {
-#define TANDEM_KERNEL(fn, app, schedule, M, N, K, out_bytes, in)                                   \
+#define TANDEM_KERNEL(fn, app, schedule, M, N, K, out, in)                                         \
     {#fn,                                                                                          \
      app,                                                                                          \
      schedule,                                                                                     \
      M,                                                                                            \
      N,                                                                                            \
      K,                                                                                            \
-     out_bytes,                                                                                    \
+     out,                                                                                          \
      in,                                                                                           \
      0,                                                                                            \
      launch_##fn,                                                                                  \
@@ -81,14 +81,14 @@ const Entry entries[] = {
      nullptr,                                                                                      \
      launch_prepared_##fn,                                                                         \
      release_##fn},
-#define TANDEM_KERNEL_ANY(fn, app, schedule, M, N, K, out_bytes, in, count)                        \
+#define TANDEM_KERNEL_ANY(fn, app, schedule, M, N, K, out, in, count)                              \
     {#fn,                                                                                          \
      app,                                                                                          \
      schedule,                                                                                     \
      M,                                                                                            \
      N,                                                                                            \
      K,                                                                                            \
-     out_bytes,                                                                                    \
+     out,                                                                                          \
      in,                                                                                           \
      count,                                                                                        \
      nullptr,                                                                                      \
@@ -218,13 +218,23 @@ std::vector<unsigned char> bytes_of(const void *device, size_t bytes) {
     return h;
 }
 
-std::vector<float> to_float(const std::vector<unsigned char> &raw, bool bf16) {
-    size_t n = raw.size() / (bf16 ? 2 : 4);
+/** The bytes of one element of "bf16", "f16" or "f32". */
+size_t element_bytes(const std::string &type) {
+    return type == "f32" ? 4 : 2;
+}
+
+/** Device output bytes of `type` ("bf16", "f16" or "f32") as floats. */
+std::vector<float> to_float(const std::vector<unsigned char> &raw, const std::string &type) {
+    size_t n = raw.size() / element_bytes(type);
     std::vector<float> out(n);
-    if (bf16) {
+    if (type == "bf16") {
         const __nv_bfloat16 *h = reinterpret_cast<const __nv_bfloat16 *>(raw.data());
         for (size_t i = 0; i < n; i++)
             out[i] = __bfloat162float(h[i]);
+    } else if (type == "f16") {
+        const __half *h = reinterpret_cast<const __half *>(raw.data());
+        for (size_t i = 0; i < n; i++)
+            out[i] = __half2float(h[i]);
     } else {
         std::memcpy(out.data(), raw.data(), n * 4);
     }
@@ -302,7 +312,6 @@ struct Run {
     bool bench;
     void *out;
     size_t out_bytes;
-    bool bf16_out;
     std::vector<void *> args;
     void *prepared = nullptr; // the tensor maps encoded once, for the timed launches
     std::vector<int> extents = extents_of(e); // a runtime-shape kernel's call
@@ -327,7 +336,7 @@ struct Run {
         return ms;
     }
 
-    /** Launch with the output poisoned first (0xFF bytes: NaN in f32 and bf16). */
+    /** Launch with the output poisoned first (0xFF bytes: NaN in f32, bf16 and f16). */
     std::vector<unsigned char> launch_checked() {
         CHECK(cudaMemset(out, 0xFF, out_bytes));
         CHECK(launch(0));
@@ -371,11 +380,11 @@ void gemm(const Entry &e, const char *device, bool bench) {
     void *C = nullptr;
     __nv_bfloat16 *C_cublas = nullptr;
     float *ref = nullptr;
-    const size_t out_bytes = M * N * e.out_bytes;
+    const size_t out_bytes = M * N * element_bytes(e.out);
     CHECK(cudaMalloc(&C, out_bytes));
     CHECK(cudaMalloc(&C_cublas, M * N * 2));
     CHECK(cudaMalloc(&ref, M * N * 4));
-    Run run{e, device, bench, C, out_bytes, e.out_bytes == 2, {A, B, C}};
+    Run run{e, device, bench, C, out_bytes, {A, B, C}};
     // Row-major C = A x B is column-major C^T = B^T x A^T. attention_scores: B is K, N rows of K
     // (S = Q K^T), so column-major it is taken transposed.
     const bool k_major_b = std::string(e.app) == "attention_scores";
@@ -388,10 +397,9 @@ void gemm(const Entry &e, const char *device, bool bench) {
     };
     CUBLAS_CHECK(cublas(ref, CUDA_R_32F));
     CHECK(cudaDeviceSynchronize());
-    std::vector<float> reference = to_float(bytes_of(ref, M * N * 4), false);
+    std::vector<float> reference = to_float(bytes_of(ref, M * N * 4), "f32");
     std::vector<unsigned char> first = run.launch_checked();
-    Check c =
-        check(to_float(first, run.bf16_out), reference, 1.0 / 128, 1e-3 * std::sqrt(double(K)));
+    Check c = check(to_float(first, e.out), reference, 1.0 / 128, 1e-3 * std::sqrt(double(K)));
     int differing = run.differing(first, 5);
     std::string timing;
     if (bench) {
@@ -425,22 +433,17 @@ void streaming(const Entry &e, const char *device, bool bench) {
     float *out = nullptr, *ref = nullptr;
     CHECK(cudaMalloc(&out, n * 4));
     CHECK(cudaMalloc(&ref, n * 4));
-    Run run{e,
-            device,
-            bench,
-            out,
-            n * 4,
-            false,
-            rms ? std::vector<void *>{a, b, out} : std::vector<void *>{a, b, c, out}};
+    Run run{e,   device, bench,
+            out, n * 4,  rms ? std::vector<void *>{a, b, out} : std::vector<void *>{a, b, c, out}};
     if (rms)
         rmsnorm_reference<<<e.N, 256>>>(a, b, ref, e.M);
     else
         elementwise_reference<<<unsigned((n + 255) / 256), 256>>>(a, b, c, ref, n);
     CHECK(cudaGetLastError());
     CHECK(cudaDeviceSynchronize());
-    std::vector<float> reference = to_float(bytes_of(ref, n * 4), false);
+    std::vector<float> reference = to_float(bytes_of(ref, n * 4), "f32");
     std::vector<unsigned char> first = run.launch_checked();
-    Check chk = check(to_float(first, false), reference, rms ? 1e-5 : 1e-6, 1e-6);
+    Check chk = check(to_float(first, "f32"), reference, rms ? 1e-5 : 1e-6, 1e-6);
     int differing = run.differing(first, 5);
     std::string timing;
     if (bench) {

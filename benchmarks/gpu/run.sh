@@ -346,7 +346,9 @@ configs+=(
     "smoke5|gemm_f16_ws_256x384x128_2sm|gemm|ws|256 384 128|hopper:sms=2|in=f16"
     "smoke5|gemm_f16_any_pingpong_1000x1096x520|gemm|ws_pingpong|1000 1096 520|hopper|shapes=runtime in=f16"
     "smoke5|gemm_f16_coop_cm2_384x512x128|gemm|ws_cooperative|384 512 128|hopper|TN=256 cluster_m=2 in=f16"
+    "smoke|gemm_f16_out_pingpong_200x136x72|gemm|ws_pingpong|200 136 72|hopper|in=f16 out=f16"
     "v18|gemm_f16_coop_4096|gemm|ws_cooperative|4096 4096 4096|hopper|TN=256 in=f16"
+    "v18|gemm_f16_f16out_coop_4096|gemm|ws_cooperative|4096 4096 4096|hopper|TN=256 in=f16 out=f16"
     "v18|gemm_bf16_coop_4096_v18|gemm|ws_cooperative|4096 4096 4096|hopper|TN=256"
     "v18|gemm_f16_pingpong_2048|gemm|ws_pingpong|2048 2048 2048|hopper|in=f16"
     "v18|gemm_skinny_1x4096x4096|gemm|ws_pingpong|1 4096 4096|hopper"
@@ -387,17 +389,21 @@ emit() {
         for kv in $more; do params+=(--param "$kv"); done
         if "$cli" emit "$app" --target "$target" --schedule "$schedule" --what cuda \
             --name "$name" "${params[@]}" -o "$kernels" > "$kernels/$name.emit.log" 2>&1; then
-            local out_bytes=2
-            [[ " $more " == *" out=f32 "* || $app == attention_scores ]] && out_bytes=4
+            # The output's type: gemm's out= (bf16 by default); attention's scores and the
+            # streaming apps' outputs are f32.
+            local out_type=bf16
+            [[ $app != gemm ]] && out_type=f32
+            [[ " $more " == *" out=f32 "* ]] && out_type=f32
+            [[ " $more " == *" out=f16 "* ]] && out_type=f16
             local in_type=bf16
             [[ " $more " == *" in=f16 "* ]] && in_type=f16
             if [ $runtime = 1 ]; then
                 local count
                 count=$(sed -n 's|^ \* extents: the runtime extents, in argument and dim order: \(.*\)\.$|\1|p' \
                     "$kernels/$name.cu" | head -1 | wc -w)
-                echo "TANDEM_KERNEL_ANY($name, \"$app\", \"$schedule\", $a, $b, $c, $out_bytes, \"$in_type\", $count)" >> "$kernels/registry.inc"
+                echo "TANDEM_KERNEL_ANY($name, \"$app\", \"$schedule\", $a, $b, $c, \"$out_type\", \"$in_type\", $count)" >> "$kernels/registry.inc"
             else
-                echo "TANDEM_KERNEL($name, \"$app\", \"$schedule\", $a, $b, $c, $out_bytes, \"$in_type\")" >> "$kernels/registry.inc"
+                echo "TANDEM_KERNEL($name, \"$app\", \"$schedule\", $a, $b, $c, \"$out_type\", \"$in_type\")" >> "$kernels/registry.inc"
             fi
             echo "$set $name" >> "$kernels/sets.txt"
         else

@@ -207,7 +207,8 @@ __device__ __forceinline__ uint32_t cluster_rank() {
  * CUTLASS's ClusterBarrier::arrive). The consumers arrive on an empty barrier after their wgmma
  * reads of the slot completed (wgmma.wait_group), so the peer's multicast into the slot needs no
  * more. A release at cluster scope costs a MEMBAR.ALL.GPU per arrival: it made the cluster GEMMs
- * 0.26-0.76x cuBLAS on an H200 where this form gives 0.79-1.02x (gpu_hopper_notes.md, session 34). */
+ * 0.26-0.76x cuBLAS on an H200 where this form gives 0.79-1.02x (gpu_hopper_notes.md, session 34).
+ */
 __device__ __forceinline__ void mbarrier_arrive_cluster(uint64_t *barrier, uint32_t rank) {
     asm volatile("{\n"
                  ".reg .b32 remote;\n"

@@ -7,10 +7,12 @@
 #include <cuda_runtime.h>
 
 __global__ void __launch_bounds__(384, 1) lone(int *out) {
-    if (out) out[blockIdx.x] = 0;
+    if (out)
+        out[blockIdx.x] = 0;
 }
 __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(384, 1) pair(int *out) {
-    if (out) out[blockIdx.x] = 0;
+    if (out)
+        out[blockIdx.x] = 0;
 }
 
 int main() {
