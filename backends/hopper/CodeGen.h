@@ -49,6 +49,9 @@ public:
     /** The runtime divisors the body divides by (their C++ expression and name), prepared once
      * at the kernel's start (hopper::Divisor). */
     std::vector<std::pair<std::string, std::string>> divisors;
+    /** The body checks tail boxes at run time (hopper::check_tail): the kernel declares the
+     * flag they clear and traps on it at its end. */
+    bool checks_tails = false;
     int role_threads() const {
         return cooperative_role ? warpgroup_threads * kernel.consumer_warpgroups
                                 : warpgroup_threads;

@@ -541,9 +541,10 @@ void CodeGen::copy(const ir::CopyOp &c, const IRNode *node) {
     auto checks = plan.tail_checks.find(node);
     if (checks != plan.tail_checks.end()) {
         for (const TailCheck &t : checks->second) {
-            os << line() << "hopper::check_tail(" << expr(c.dims[t.dim].extent) << ", " << t.reach
-               << ", " << remainder(quotient("offset", t.view_stride), t.view_extent) << ", "
-               << expr(t.view_extent) << ");\n";
+            checks_tails = true;
+            os << line() << "hopper::check_tail(tails_ok, " << expr(c.dims[t.dim].extent) << ", "
+               << t.reach << ", " << remainder(quotient("offset", t.view_stride), t.view_extent)
+               << ", " << expr(t.view_extent) << ");\n";
         }
     }
     std::string smem = address(buffer, load ? c.dst_offset : c.src_offset);
@@ -863,7 +864,12 @@ Variant emit_variant(const Kernel &kernel, const std::string &fn, const Plan &pl
         os << "    // the runtime extents the TMA coordinates divide by, each prepared once\n";
     for (const auto &[code, name] : body.divisors)
         os << "    const hopper::Divisor " << name << "(" << code << ");\n";
-    os << "\n" << body.os.str() << "}\n\n";
+    if (body.checks_tails)
+        os << "    int tails_ok = 1; // cleared by a failed tail check; trapped on at the end\n";
+    os << "\n" << body.os.str();
+    if (body.checks_tails)
+        os << "    hopper::trap_unless(tails_ok);\n";
+    os << "}\n\n";
 
     os << launcher(kernel, fn, plan, members, {threads, dynamic_bytes, register_floor});
     variant.code = os.str();

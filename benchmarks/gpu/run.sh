@@ -362,6 +362,36 @@ configs+=(
     "v18|gemm_mis_4000|gemm|ws_cooperative|4000 4000 4000|hopper|TN=256"
     "v18|gemm_mis_3072x5000x2000|gemm|ws_cooperative|3072 5000 2000|hopper|TN=256"
 )
+# Session 35: skinny decode shapes with smaller tiles (more CTAs than 4096 / 128 = 32), beside
+# v18's 128-wide tiles and cuBLAS: how far tiles alone go before split-K.
+configs+=(
+    "v19|skinny_pp_tn64_16x4096x4096|gemm|ws_pingpong|16 4096 4096|hopper|TN=64"
+    "v19|skinny_ws_64x64_16x4096x4096|gemm|ws|16 4096 4096|hopper|TM=64 TN=64"
+    "v19|skinny_ws_64x32_16x4096x4096|gemm|ws|16 4096 4096|hopper|TM=64 TN=32"
+    "v19|skinny_ws_64x64_64x4096x4096|gemm|ws|64 4096 4096|hopper|TM=64 TN=64"
+    "v19|skinny_ws_64x64_1x8192x8192|gemm|ws|1 8192 8192|hopper|TM=64 TN=64 stages=6"
+    "v19|skinny_ws_64x64_64x8192x8192|gemm|ws|64 8192 8192|hopper|TM=64 TN=64 stages=6"
+    "v19|skinny_pp_tn64_16x8192x8192|gemm|ws_pingpong|16 8192 8192|hopper|TN=64 TK=128"
+    "v19|skinny_ws_64x32_16x8192x8192|gemm|ws|16 8192 8192|hopper|TM=64 TN=32"
+)
+# Session 35: the runtime-shape kernels' producer (168 instructions per k-step against the fixed
+# kernel's 100: the divisions of TMA coordinates) and their 3 stages, against the same schedule
+# for fixed shapes with 4 and 3 stages.
+configs+=(
+    "v20|gemm_coop_4096_v20|gemm|ws_cooperative|4096 4096 4096|hopper|TN=256"
+    "v20|gemm_coop_4096_s3|gemm|ws_cooperative|4096 4096 4096|hopper|TN=256 stages=3"
+    "v20|gemm_any_coop_4096_v20|gemm|ws_cooperative|4096 4096 4096|hopper|shapes=runtime TN=256"
+    "v20|gemm_any_coop_8192|gemm|ws_cooperative|8192 8192 8192|hopper|shapes=runtime TN=256"
+    "v20|gemm_any_pingpong_2048_v20|gemm|ws_pingpong|2048 2048 2048|hopper|shapes=runtime"
+    "v20|gemm_any_pingpong_1000x1096x520_v20|gemm|ws_pingpong|1000 1096 520|hopper|shapes=runtime"
+    "v20|gemm_any_coop_odd_201x137x71_v20|gemm|ws_cooperative|201 137 71|hopper|shapes=runtime TN=256"
+    "v20|attention_any_4096x4096x128|attention_scores|ws_pingpong|4096 4096 128|hopper|shapes=runtime"
+    "v20|rmsnorm_any_8192x8192|rmsnorm|double_buffered|8192 8192|hopper|shapes=runtime"
+    "v20|gemm_any_ws_1x256x512_v20|gemm|ws|1 256 512|hopper|shapes=runtime"
+    "v20|attention_any_200x136x128_v20|attention_scores|ws_pingpong|200 136 128|hopper|shapes=runtime"
+    "v20|elementwise_any_odd_807x5_v20|elementwise|double_buffered|807 5|hopper|shapes=runtime"
+    "v20|rmsnorm_any_odd_101x7_v20|rmsnorm|double_buffered|101 7|hopper|shapes=runtime"
+)
 # TANDEM_GPU_SETS (default "smoke bench"): the sets emitted, built and run.
 sets="${TANDEM_GPU_SETS:-smoke bench}"
 

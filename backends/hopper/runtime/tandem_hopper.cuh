@@ -43,30 +43,36 @@ template <class T> __host__ __device__ __forceinline__ T floor_mod(T a, T b) {
 }
 
 /** A runtime divisor d (1 <= d < 2^31) prepared once, at the kernel's start, for divisions by a
- * multiply and a shift: a TMA box's coordinates from its element offset where the tensor's extents
- * are runtime values. A division by a runtime value is some twenty instructions on the GPU, and a
- * runtime-shape GEMM's producer made several per k-step (0.59-0.65 of cuBLAS on an H200 where the
- * same kernel for fixed shapes made 0.89-0.99). With l = ceil(log2 d) and p = 31 + l,
- * m = ceil(2^p / d) is below 2^32, and |x| * m / 2^p differs from |x| / d by less than
- * 2^-l <= 1/d, so its floor is |x| / d's for every |x| < 2^31. */
+ * multiply-high, an add and a shift (Granlund and Montgomery, "Division by invariant integers using
+ * multiplication", PLDI 1994, section 4): a TMA box's coordinates from its element offset where the
+ * tensor's extents are runtime values. A division by a runtime value is some twenty instructions on
+ * the GPU, and a runtime-shape GEMM's producer made several per k-step (0.59-0.65 of cuBLAS on an
+ * H200 where the same kernel for fixed shapes made 0.89-0.99; a 64-bit multiply and shift, the
+ * first form, still left the producer 168 instructions per k-step against the fixed kernel's 100).
+ * With l = ceil(log2 d) and m = floor(2^32 (2^l - d) / d) + 1 (below 2^32), n / d is
+ * (umulhi(n, m) + n) >> l for every n < 2^32; for n < 2^31 the sum does not overflow. */
 struct Divisor {
-    int d, p;
-    uint64_t m;
+    int d, l;
+    uint32_t m;
     __host__ __device__ explicit Divisor(int divisor) : d(divisor > 1 ? divisor : 1) {
 #ifdef __CUDA_ARCH__
-        const int l = 32 - __clz(d - 1);
+        l = 32 - __clz(d - 1);
 #else
-        const int l = d == 1 ? 0 : 32 - __builtin_clz(uint32_t(d - 1));
+        l = d == 1 ? 0 : 32 - __builtin_clz(uint32_t(d - 1));
 #endif
-        p = 31 + l;
-        m = ((uint64_t(1) << p) + uint64_t(d) - 1) / uint64_t(d);
+        m = uint32_t(((uint64_t(1) << 32) * ((uint64_t(1) << l) - uint64_t(d))) / uint64_t(d) + 1);
     }
 };
 
 /** x / d with C's truncation, for |x| < 2^31. */
 __host__ __device__ __forceinline__ int fast_div(int x, const Divisor &d) {
-    const uint64_t magnitude = uint64_t(x < 0 ? -int64_t(x) : int64_t(x));
-    const int q = int((magnitude * d.m) >> d.p);
+    const uint32_t n = x < 0 ? uint32_t(-x) : uint32_t(x);
+#ifdef __CUDA_ARCH__
+    const uint32_t high = __umulhi(n, d.m);
+#else
+    const uint32_t high = uint32_t((uint64_t(n) * d.m) >> 32);
+#endif
+    const int q = int((high + n) >> d.l);
     return x < 0 ? -q : q;
 }
 
@@ -513,9 +519,14 @@ __device__ __forceinline__ void thread_copy_complete(uint64_t *barrier, uint32_t
 }
 
 /** A full-size box stands for a tail tile only where the part past the tile lies past the
- * tensor's edge (TMA zero-fills loads and drops stores there). Traps otherwise (a debug build,
- * TANDEM_HOPPER_SPIN_LIMIT, prints the figures first). */
-__device__ __forceinline__ void check_tail(int extent, int box, int coordinate, int tensor_extent) {
+ * tensor's edge (TMA zero-fills loads and drops stores there). A failed check clears `tails_ok`,
+ * which the kernel's last statement traps on (trap_unless): the check stays off the producer's
+ * critical path. A check that branched to a trap at once, with its shuffle, cost a runtime-shape
+ * GEMM's producer 0.70 of cuBLAS at 4096^3 on an H200 against 0.86 without it
+ * (gpu_hopper_session35_h200). A debug build (TANDEM_HOPPER_SPIN_LIMIT) prints the figures and
+ * traps at once. */
+__device__ __forceinline__ void check_tail(int &tails_ok, int extent, int box, int coordinate,
+                                           int tensor_extent) {
 #ifndef TANDEM_HOPPER_UNCHECKED
     // The extent passes through a shuffle of the thread's own lane, which ptxas cannot see
     // through: with extent = max(min(x, box), 0) inlined, ptxas 13.0 fused the clamp and the
@@ -523,15 +534,23 @@ __device__ __forceinline__ void check_tail(int extent, int box, int coordinate, 
     // trapped on an H200 where it holds (a box of 256 for 256 elements at 0 of 808: a micro kernel
     // reproduces it; gpu_hopper_v15_h200_diagnosis.log).
     extent = __shfl_sync(__activemask(), extent, int(threadIdx.x % 32));
-    if (!(extent <= box && (extent == box || coordinate + extent >= tensor_extent))) {
+    const bool ok = extent <= box && (extent == box || coordinate + extent >= tensor_extent);
 #ifdef TANDEM_HOPPER_SPIN_LIMIT
+    if (!ok) {
         printf("tandem: tail check failed: block %d thread %d: a box of %d for %d elements at %d "
                "of a tensor extent %d\n",
                blockIdx.x, threadIdx.x, box, extent, coordinate, tensor_extent);
-#endif
         __trap();
     }
 #endif
+    tails_ok &= int(ok);
+#endif
+}
+
+/** The kernel's last statement where it checks tails: traps if a check failed. */
+__device__ __forceinline__ void trap_unless(int tails_ok) {
+    if (!tails_ok)
+        __trap();
 }
 
 // ---------------------------------------------------------------------------------------------

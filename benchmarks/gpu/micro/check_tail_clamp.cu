@@ -17,11 +17,14 @@ __device__ __forceinline__ void check_b(int extent, int box, int coordinate, int
 __global__ void k2(int e0, int *out) {
     const int tx = blockIdx.x;
     const int e = hopper::max_of<int>(hopper::min_of<int>(e0 - tx * 256, 256), 0);
-    hopper::check_tail(e, 256, tx * 256, e0);
+    int tails_ok = 1;
+    hopper::check_tail(tails_ok, e, 256, tx * 256, e0);
     out[tx] = e;
+    hopper::trap_unless(tails_ok);
 }
 // k3: the elementwise kernel's two store checks as emitted, in a grid of 4.
 template <int variant> __global__ void k3(int E0, int E1, int *out) {
+    int tails_ok = 1;
     for (int it = 0,
              end = hopper::floor_div(((int(gridDim.x) + ((hopper::floor_div((E0 + 255), 256) *
                                                           hopper::floor_div((E1 + 15), 16)) -
@@ -42,14 +45,15 @@ template <int variant> __global__ void k3(int E0, int E1, int *out) {
                 (E1 - (hopper::floor_div(t, hopper::floor_div((E0 + 255), 256)) * 16)), 16),
             0);
         if (variant == 0) {
-            hopper::check_tail(cols, 256, offset % E0, E0);
-            hopper::check_tail(rows, 16, offset / E0 % E1, E1);
+            hopper::check_tail(tails_ok, cols, 256, offset % E0, E0);
+            hopper::check_tail(tails_ok, rows, 16, offset / E0 % E1, E1);
         } else {
             check_b(cols, 256, offset % E0, E0);
             check_b(rows, 16, offset / E0 % E1, E1);
         }
         out[t] = cols * 1000 + rows;
     }
+    hopper::trap_unless(tails_ok);
 }
 int main(int argc, char **argv) {
     int *d;
