@@ -23,6 +23,13 @@ namespace tandem::apps {
 
 namespace {
 
+/** The most model steps (kernel_steps) a fuzzed case may take: about a minute of simulation, half
+ * the timeout, at the slowest rate measured (session 35, this project's 2-core machine: 4.2 us
+ * per step for a batched matmul with 3 x 1 x 2 tiles on the Ascend model, whose 31.5M steps took
+ * 133 s alone and timed out in fuzz_session34; 1-6 us per step for the apps' defaults on every
+ * target). A case above it is too_large, not a failure. */
+constexpr int64_t kFuzzMaxSteps = 12'000'000;
+
 const double max_tiles = 2048; // tiles per case: each costs the models a few ops
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -98,6 +105,8 @@ const char *outcome_name(Outcome o) {
         return "crash";
     case Outcome::Timeout:
         return "timeout";
+    case Outcome::TooLarge:
+        return "too_large";
     }
     return "?";
 }
@@ -297,6 +306,7 @@ FuzzResult run_case(const FuzzCase &c) {
         o.schedule = c.schedule;
         o.target = c.target;
         o.seed = c.index + 1;
+        o.max_steps = kFuzzMaxSteps;
         const App &app = find_app(c.app);
         RunResult run_result;
         if (c.at.empty()) {
@@ -349,6 +359,9 @@ FuzzResult run_case(const FuzzCase &c) {
                 throw Error(std::string("emit: ") + e.what());
             }
         }
+    } catch (const TooLarge &e) {
+        r.outcome = Outcome::TooLarge;
+        r.message = e.what();
     } catch (const Error &e) {
         r.outcome = Outcome::UserError;
         r.message = e.what();

@@ -23,7 +23,19 @@
 
 namespace tandem::apps {
 
-enum class Outcome { Ok, UserError, Wrong, Race, Deadlock, InternalError, Crash, Timeout };
+// TooLarge: a legal case whose simulation would take longer than the fuzzer allows
+// (RunOptions::max_steps); not a failure. Appended last: outcomes cross the fork as an int.
+enum class Outcome {
+    Ok,
+    UserError,
+    Wrong,
+    Race,
+    Deadlock,
+    InternalError,
+    Crash,
+    Timeout,
+    TooLarge
+};
 const char *outcome_name(Outcome o);
 
 struct FuzzCase {
@@ -50,7 +62,8 @@ struct FuzzResult {
     int refused = 0; // runtime-shape mode: shapes the kernel refused at the call (ShapeError)
     double seconds = 0;
     bool failure() const {
-        return outcome != Outcome::Ok && !(outcome == Outcome::UserError && !c.defaults);
+        return outcome != Outcome::Ok && outcome != Outcome::TooLarge &&
+               !(outcome == Outcome::UserError && !c.defaults);
     }
     /** "FAIL <outcome> (<mode>, <seconds> s) <command>  # <message>" ("pass" for a passing case).
      */

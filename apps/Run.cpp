@@ -2,6 +2,7 @@
 
 #include "common/Backend.h"
 #include "common/Evaluator.h"
+#include "tandem/AsyncIR.h"
 
 #include <chrono>
 #include <cmath>
@@ -216,6 +217,82 @@ RunResult run(const App &app, const RunOptions &options) {
     return r;
 }
 
+namespace {
+
+/** kernel_steps' walk: loops multiply, ops and element stores count one each. */
+class StepCounter {
+public:
+    explicit StepCounter(const Shapes &shapes)
+        : eval(
+              [](const std::string &name) -> const BufferRef & {
+                  throw Error("kernel_steps: the extent reads buffer " + name);
+              },
+              [](const Halide::Internal::Call *c, double *v) {
+                  *v = 0; // the first core (CTA, AI core)
+                  return ir::is_core_id(c) || ir::is_vector_core(c);
+              }) {
+        for (const auto &[name, value] : shapes)
+            eval.vars[name] = double(value);
+    }
+
+    double steps(const Halide::Internal::Stmt &s) {
+        using namespace Halide::Internal;
+        if (!s.defined())
+            return 0;
+        if (const For *f = s.as<For>()) {
+            const double min = value(f->min, 0), extent = std::max(0.0, value(f->extent, 1));
+            eval.vars[f->name] = min;
+            const double body = steps(f->body);
+            eval.vars.erase(f->name);
+            return std::min(extent * body, 1e18);
+        }
+        if (const LetStmt *l = s.as<LetStmt>()) {
+            try {
+                eval.vars[l->name] = eval.scalar(l->value);
+            } catch (...) {
+                eval.vars.erase(l->name);
+            }
+            return steps(l->body);
+        }
+        if (const Block *b = s.as<Block>())
+            return steps(b->first) + steps(b->rest);
+        if (const ProducerConsumer *pc = s.as<ProducerConsumer>())
+            return steps(pc->body);
+        if (const IfThenElse *i = s.as<IfThenElse>())
+            return std::max(steps(i->then_case), steps(i->else_case));
+        if (const Allocate *a = s.as<Allocate>())
+            return steps(a->body);
+        if (const Realize *r = s.as<Realize>())
+            return steps(r->body);
+        if (const Acquire *a = s.as<Acquire>())
+            return steps(a->body);
+        if (const Fork *f = s.as<Fork>())
+            return steps(f->first) + steps(f->rest);
+        if (s.as<Halide::Internal::Store>())
+            return 1.0 / 16; // an element of an element nest: the model batches them
+        return 1;            // an op (Evaluate), an assertion
+    }
+
+private:
+    Evaluator eval;
+
+    double value(const Halide::Expr &e, double otherwise) {
+        try {
+            return eval.scalar(e);
+        } catch (...) {
+            return otherwise;
+        }
+    }
+};
+
+} // namespace
+
+int64_t kernel_steps(const Kernel &kernel, const Shapes &shapes) {
+    // Each core (CTA, AI core) runs the body: its tile loop starts at the core's own tile.
+    return int64_t(
+        std::min(StepCounter(shapes).steps(kernel.body) * std::max(1, kernel.grid), 1e18));
+}
+
 RunResult run_kernel(const App &app, const Kernel &kernel, const Params &params,
                      const std::string &schedule, const RunOptions &options, Built *reference) {
     RunResult r;
@@ -235,6 +312,13 @@ RunResult run_kernel(const App &app, const Kernel &kernel, const Params &params,
         extents.push_back(extents_of(in.parameter()));
     extents.push_back(extents_of(ref.output.output_buffer().parameter()));
     const Shapes shapes = kernel.bind_shapes(extents);
+    if (options.max_steps > 0) {
+        const int64_t steps = kernel_steps(kernel, shapes);
+        if (steps > options.max_steps)
+            throw TooLarge("the model would take about " + std::to_string(steps) +
+                           " steps to run this kernel, more than the " +
+                           std::to_string(options.max_steps) + " allowed");
+    }
 
     std::vector<Halide::Buffer<>> reference_inputs;
     std::map<std::string, int> ids;

@@ -29,7 +29,22 @@ struct RunOptions {
     // largest max_rel_err that passes), for a library's runner to check against (`<lib>_run
     // --check DIR`): the same problem on the hardware the library runs on.
     std::string save;
+    // > 0: a kernel whose simulation would take more steps than this (kernel_steps) is not run
+    // (TooLarge); the fuzzer's bound, so that a legal but very fine schedule is not a timeout.
+    int64_t max_steps = 0;
 };
+
+/** A run refused because its simulation would be too long (RunOptions::max_steps). */
+struct TooLarge : Error {
+    using Error::Error;
+};
+
+/** The steps the machine model would take to run `kernel` at `shapes`: every op and every element
+ * an element nest stores, times the trip counts of the loops around it (each loop's extent taken
+ * with the loops around it at their first iteration; an extent that depends on a buffer counts
+ * 1), times the cores that run it. An estimate of the simulation's cost, not a bound on its cycles.
+ */
+int64_t kernel_steps(const Kernel &kernel, const Shapes &shapes);
 
 struct RunResult {
     std::string app, target, schedule;

@@ -31,12 +31,17 @@ sim::DType dtype_of(const Halide::Type &t) {
 
 namespace {
 
-/** Halide's integer division and modulo round towards negative infinity. */
+/** Halide's integer division and modulo round towards negative infinity, and give 0 for a zero
+ * divisor (Halide defines x / 0 and x % 0 as 0). */
 int64_t floor_div(int64_t a, int64_t b) {
+    if (b == 0)
+        return 0;
     int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 int64_t floor_mod(int64_t a, int64_t b) {
+    if (b == 0)
+        return 0;
     int64_t r = a % b;
     return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }

@@ -2,6 +2,7 @@
 // issue 9 (M, N or K = 1 and one-element tails) on every target and schedule. Each runs on the
 // target's machine model and must match the Halide reference with no race and no deadlock.
 #include "App.h"
+#include "Fuzz.h"
 #include "Run.h"
 #include "hopper/Emitter.h"
 
@@ -231,6 +232,55 @@ TEST(FuzzUserErrors, AscendVectorOpWithoutRoomForItsTemporaries) {
 TEST(FuzzUserErrors, AscendRowPitchPastNd2NzsField) {
     expect_ascend_user_error("gemm", {"M=128", "N=128", "K=70000"}, "ws_pingpong",
                              {"directive async_copy()", "70000 elements apart"});
+}
+
+// ---- the fuzzer's work bound (session 35) ----
+// A legal schedule whose simulation would take minutes (fuzz_session34: a batched matmul with
+// 3 x 1 x 2 tiles, 133 s on the Ascend model) is too_large: refused before the model runs, not a
+// failure.
+
+Kernel tiny_tile_gemm(int size, Params *params) {
+    const App &gemm = find_app("gemm");
+    for (const char *k : {"M", "N", "K"})
+        params->set(k, std::to_string(size));
+    for (const char *k : {"TM", "TN", "TK"})
+        params->set(k, "16");
+    *params = with_defaults(gemm, *params, "ascend");
+    return compile_app(gemm, *params, "ws_pingpong", Target::parse("ascend"));
+}
+
+TEST(FuzzWorkBound, StepsGrowWithTheWork) {
+    Params p;
+    const double small = double(kernel_steps(tiny_tile_gemm(192, &p), {})),
+                 large = double(kernel_steps(tiny_tile_gemm(384, &p), {}));
+    // Twice the extents: eight times the k-steps of 16 x 16 x 16 tiles (144 and 576 tiles, each
+    // core's share whole on the 24 cube cores).
+    EXPECT_GT(small, 0);
+    EXPECT_NEAR(large / small, 8.0, 1.5) << small << " " << large;
+}
+
+TEST(FuzzWorkBound, RefusedBeforeTheModelRunsAboveTheBound) {
+    RunOptions o;
+    o.target = "ascend";
+    o.schedule = "ws_pingpong";
+    const Kernel k = tiny_tile_gemm(96, &o.params);
+    const int64_t steps = kernel_steps(k, {});
+    o.max_steps = steps - 1;
+    EXPECT_THROW(run(find_app("gemm"), o), TooLarge);
+    o.max_steps = steps;
+    EXPECT_TRUE(run(find_app("gemm"), o).correct);
+}
+
+TEST(FuzzWorkBound, TooLargeIsNotAFailure) {
+    FuzzCase c;
+    c.app = "gemm";
+    c.target = "ascend";
+    c.schedule = "ws_pingpong";
+    tiny_tile_gemm(2048, &c.params); // 128^3 k-steps of 16 x 16 x 16 tiles
+    const FuzzResult r = run_case(c);
+    EXPECT_EQ(r.outcome, Outcome::TooLarge) << r.message;
+    EXPECT_FALSE(r.failure());
+    EXPECT_NE(r.message.find("steps"), std::string::npos) << r.message;
 }
 
 std::string name(const testing::TestParamInfo<Case> &info) {
