@@ -36,7 +36,10 @@ class CodeGen {
     using IfThenElse = Halide::Internal::IfThenElse;
 
 public:
-    CodeGen(const Kernel &k, const Plan &p) : kernel(k), plan(p) {}
+    CodeGen(const Kernel &k, const Plan &p) : kernel(k), plan(p) {
+        for (const std::string &name : k.runtime_extent_names())
+            expr.nonnegative_vars.insert(name); // an extent is never negative
+    }
 
     std::ostringstream os;
     int indent = 1;

@@ -1,6 +1,7 @@
 #include "CudaExpr.h"
 
 #include "Plan.h"
+#include "tandem/AsyncIR.h"
 
 #include <cmath>
 #include <iomanip>
@@ -69,7 +70,58 @@ std::string CudaExpr::float_literal(double value, const Halide::Type &t) const {
     return t.bits() == 64 ? v : v + "f";
 }
 
+bool CudaExpr::nonnegative(const Halide::Expr &e) const {
+    if (const IntImm *i = e.as<IntImm>())
+        return i->value >= 0;
+    if (e.as<UIntImm>())
+        return true;
+    if (const Variable *v = e.as<Variable>())
+        return nonnegative_vars.count(v->name) > 0;
+    if (const Add *a = e.as<Add>())
+        return nonnegative(a->a) && nonnegative(a->b);
+    if (const Mul *m = e.as<Mul>())
+        return nonnegative(m->a) && nonnegative(m->b);
+    if (const Div *d = e.as<Div>())
+        return nonnegative(d->a) && nonnegative(d->b);
+    if (const Mod *m = e.as<Mod>()) // Halide's modulo takes the divisor's sign
+        return nonnegative(m->b);
+    if (const Min *m = e.as<Min>())
+        return nonnegative(m->a) && nonnegative(m->b);
+    if (const Max *m = e.as<Max>())
+        return nonnegative(m->a) || nonnegative(m->b);
+    if (const Cast *c = e.as<Cast>())
+        return c->type.is_int() && c->type.bits() >= c->value.type().bits() &&
+               nonnegative(c->value);
+    if (const Call *c = e.as<Call>())
+        return ir::is_core_id(e) || ir::is_grid_size(e) ||
+               (c->is_intrinsic(Call::likely) && nonnegative(c->args[0])) ||
+               ((c->is_intrinsic(Call::promise_clamped) ||
+                 c->is_intrinsic(Call::unsafe_promise_clamped)) &&
+                nonnegative(c->args[1])); // clamped to [args[1], args[2]]
+    return false;
+}
+
+namespace {
+
+/** A positive constant of a 32-bit int division, or 0. */
+int64_t positive_divisor(const Halide::Type &t, const Halide::Expr &b) {
+    const IntImm *i = b.as<IntImm>();
+    return t.is_int() && t.bits() == 32 && i && i->value > 0 ? i->value : 0;
+}
+
+} // namespace
+
+std::string CudaExpr::div(const Div *d) {
+    const int64_t b = positive_divisor(d->type, d->b);
+    if (b == 0 || !nonnegative(d->a))
+        return CExpr::div(d);
+    return "int(uint32_t(" + print(d->a) + ") / " + std::to_string(b) + "u)";
+}
+
 std::string CudaExpr::mod(const Mod *m) {
+    const int64_t divisor = positive_divisor(m->type, m->b);
+    if (divisor > 0 && nonnegative(m->a))
+        return "int(uint32_t(" + print(m->a) + ") % " + std::to_string(divisor) + "u)";
     if (m->type.is_int() || m->type.is_uint())
         return CExpr::mod(m);
     const std::string a = print(m->a), b = print(m->b);

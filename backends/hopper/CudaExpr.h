@@ -15,6 +15,7 @@
 
 #include "common/CExpr.h"
 
+#include <set>
 #include <string>
 
 namespace tandem::hopper_backend {
@@ -22,6 +23,13 @@ namespace tandem::hopper_backend {
 class CudaExpr : public CExpr {
 public:
     std::string type_name(const Halide::Type &t) const override;
+
+    /** IR variables known to be >= 0 where they are read (ring counters, loops from 0): an int
+     * divided by a positive constant, or taken modulo one, is then printed in unsigned
+     * arithmetic, which is floor division without the sign fix-ups (a producer's ring slot and
+     * parity: 3 instructions instead of some 15 per k-step). */
+    std::set<std::string> nonnegative_vars;
+    bool nonnegative(const Halide::Expr &e) const;
 
 protected:
     const char *target() const override { return "hopper"; }
@@ -31,6 +39,7 @@ protected:
     std::string load(const Halide::Internal::Load *l) override;
     std::string uint_literal(uint64_t value) const override;
     std::string float_literal(double value, const Halide::Type &t) const override;
+    std::string div(const Halide::Internal::Div *d) override;
     std::string mod(const Halide::Internal::Mod *m) override;
     std::string cast(const Halide::Internal::Cast *c) override;
     std::string call(const Halide::Internal::Call *c) override;

@@ -157,7 +157,10 @@ void CodeGen::loop(const For *f) {
          expr(f->extent) + "; " + v + " < " + v + "_end; " + v + "++) {");
     scopes.back().insert(v);
     synced = pure && before;
+    const bool from_zero = expr.nonnegative(f->min) && expr.nonnegative_vars.insert(f->name).second;
     stmt(f->body);
+    if (from_zero)
+        expr.nonnegative_vars.erase(f->name);
     flush();
     close();
     loop_depth--;
@@ -193,7 +196,12 @@ void CodeGen::let(const Stmt &s, const LetStmt *l) {
     os << line() << (counter ? "" : "const ") << expr.type_name(l->value.type()) << " " << name
        << " = " << expr(l->value) << ";\n";
     scopes.back().insert(name);
+    // A counter only advances (+= 1) from its first value.
+    const bool positive =
+        expr.nonnegative(l->value) && expr.nonnegative_vars.insert(l->name).second;
     stmt(l->body);
+    if (positive)
+        expr.nonnegative_vars.erase(l->name);
     if (braces)
         close();
 }
@@ -535,15 +543,19 @@ void CodeGen::copy(const ir::CopyOp &c, const IRNode *node) {
     if (load && c.multicast > 1)
         os << line() << "int box = 0; // this rank issues boxes rank, rank + " << c.multicast
            << ", ...\n";
-    os << line() << "const int offset = " << expr(load ? c.src_offset : c.dst_offset)
-       << "; // element of " << arg << "\n";
+    // An offset known to be >= 0 is unsigned: its coordinates divide without sign fix-ups.
+    const Expr &offset = load ? c.src_offset : c.dst_offset;
+    os << line() << "const " << (expr.nonnegative(offset) ? "uint32_t" : "int")
+       << " offset = " << expr(offset) << "; // element of " << arg << "\n";
     // Tail tiles: the box is full size and the part past the tile must lie past the edge.
     auto checks = plan.tail_checks.find(node);
     if (checks != plan.tail_checks.end()) {
         for (const TailCheck &t : checks->second) {
             checks_tails = true;
             os << line() << "hopper::check_tail(tails_ok, " << expr(c.dims[t.dim].extent) << ", "
-               << t.reach << ", " << remainder(quotient("offset", t.view_stride), t.view_extent)
+               << t.reach << ", "
+               << (t.outermost ? quotient("offset", t.view_stride)
+                               : remainder(quotient("offset", t.view_stride), t.view_extent))
                << ", " << expr(t.view_extent) << ");\n";
         }
     }

@@ -922,7 +922,8 @@ private:
                                             (along_k ? " (along K, where padding must be zero)"
                                                      : " (a store would overwrite the next tile)"));
             }
-            plan.tail_checks[c.node].push_back({d, reach, view[d].extent, view[d].stride});
+            plan.tail_checks[c.node].push_back(
+                {d, reach, view[d].extent, view[d].stride, d + 1 == view.size()});
         }
     }
 

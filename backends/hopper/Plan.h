@@ -153,6 +153,7 @@ struct TailCheck {
     size_t dim;
     int64_t reach;
     Halide::Expr view_extent, view_stride;
+    bool outermost = false; // the view's last dim: the coordinate is offset / stride, no modulo
 };
 
 struct Plan {

@@ -189,6 +189,18 @@ TEST_P(Ptxas, AssemblesWithoutSpills) {
             std::regex("(tma_load|tma_store|check_tail)\\([^;]*[/%] [A-Za-z_0-9]*extent")))
             << "a TMA coordinate divided by a runtime extent in " << c.name << ": " << m[0];
     }
+    // The producer's ring slot and parity are a counter's unsigned modulo and quotient (a signed
+    // floor division is some fifteen instructions on the one thread that issues the loads), and
+    // an offset inside a tensor is unsigned (session 35: the runtime-shape producer's k-step).
+    if (source.find("_ring = 0;") != std::string::npos) {
+        EXPECT_TRUE(std::regex_search(
+            source, m, std::regex("_slot = int\\(uint32_t\\([A-Za-z_0-9]*_ring\\) % [0-9]+u\\);")))
+            << "a ring slot in signed arithmetic in " << c.name;
+        EXPECT_FALSE(
+            std::regex_search(source, m, std::regex("floor_(div|mod)\\([A-Za-z_0-9]*_ring")))
+            << c.name << ": " << m[0];
+    }
+    EXPECT_NE(source.find("const uint32_t offset = "), std::string::npos) << c.name;
     if (c.mma) {
         EXPECT_NE(text.find("wgmma.mma_async"), std::string::npos) << "no wgmma in " << c.name;
         // tnspB: gemm's B is N-major (1), attention's K is K-major (0).

@@ -81,6 +81,19 @@ __host__ __device__ __forceinline__ int fast_mod(int x, const Divisor &d) {
     return x - fast_div(x, d) * d.d;
 }
 
+/** n / d and n % d for an n the emitter knows is >= 0 (an offset inside a tensor), n < 2^31. */
+__host__ __device__ __forceinline__ int fast_div(uint32_t n, const Divisor &d) {
+#ifdef __CUDA_ARCH__
+    const uint32_t high = __umulhi(n, d.m);
+#else
+    const uint32_t high = uint32_t((uint64_t(n) * d.m) >> 32);
+#endif
+    return int((high + n) >> d.l);
+}
+__host__ __device__ __forceinline__ int fast_mod(uint32_t n, const Divisor &d) {
+    return int(n) - fast_div(n, d) * d.d;
+}
+
 /** std::min / std::max semantics (the first operand when they compare equal). */
 template <class T> __host__ __device__ __forceinline__ T min_of(T a, T b) {
     return b < a ? b : a;
