@@ -4,6 +4,7 @@
 
 #include "App.h"
 #include "Fuzz.h"
+#include "GpuBundle.h"
 #include "GpuTiming.h"
 #include "Run.h"
 #include "Tune.h"
@@ -33,7 +34,7 @@ namespace {
 
 struct Args {
     std::string command, app, target = "zpu", schedule, what = "stmt", out_dir, trace, timeline,
-                              name, db;
+                              name, db, rows;
     int drop_flag = -1;
     Params params, at;
     std::vector<std::string> generators; // fuzz: generator programs fuzzed beside the apps
@@ -43,7 +44,7 @@ struct Args {
     double lease = 60, idle_exit = 0;
     std::string device = "model";
     int64_t runs = -1;
-    int jobs = 1, budget = 64, top = 1;
+    int jobs = 1, budget = 64, top = 1, bundle_top = 8;
     uint64_t seed = 1;
     bool resume = false;
 };
@@ -143,7 +144,19 @@ struct CommandLine {
         CLI::App *imported =
             tune->add_subcommand("import", "add the records of an export to the database");
         imported->add_option("file", a.out_dir, "what `tandem tune export` wrote")->required();
-        for (CLI::App *c : {tune, best}) {
+        CLI::App *bundle = tune->add_subcommand(
+            "gpu-bundle", "the best candidates of a hopper workload tuned on the model, as a "
+                          "kernel set for benchmarks/gpu/run.sh on a GPU machine");
+        bundle->add_option("app", a.app, "the app")->required();
+        bundle->add_option("--top", a.bundle_top, "how many, fastest on the model first (8)")
+            ->check(CLI::PositiveNumber);
+        bundle->add_option("-o", a.out_dir, "the bundle's directory")->required();
+        CLI::App *timed = tune->add_subcommand(
+            "gpu-import", "record a GPU run of a bundle as its workload's GPU records");
+        timed->add_option("bundle", a.out_dir, "what `tandem tune gpu-bundle` wrote")->required();
+        timed->add_option("rows", a.rows, "run.sh gpu's gpu_hopper.rows.jsonl (or .json)")
+            ->required();
+        for (CLI::App *c : {tune, best, bundle}) {
             c->add_option("--target", a.target, "zpu, hopper or ascend");
             c->add_option("--param", params, "a fixed parameter, key=value (repeat): the workload")
                 ->allow_extra_args(false);
@@ -155,7 +168,7 @@ struct CommandLine {
             "tune-worker",
             "measure the candidates any tuner queued in a shared tuning database (start one per "
             "machine, or many: see the README)");
-        for (CLI::App *c : {tune, best, exported, imported, worker})
+        for (CLI::App *c : {tune, best, exported, imported, bundle, timed, worker})
             c->add_option("--db", a.db,
                           "sqlite:PATH or postgresql://user@host:port/database (default " +
                               default_tuning_db() + ")");
@@ -568,6 +581,23 @@ int tune_database(const Args &a) {
         } else {
             std::ofstream(a.out_dir) << text << "\n";
         }
+        return 0;
+    }
+    if (a.command == "tune gpu-bundle") {
+        TuneOptions o;
+        o.app = a.app;
+        o.target = a.target;
+        o.fixed = a.params;
+        o.numerics = a.numerics;
+        const int n = write_gpu_bundle(o, *db, a.bundle_top, a.out_dir);
+        std::printf("%d kernels in %s: on the GPU machine, TANDEM_GPU_KERNELS=%s "
+                    "benchmarks/gpu/run.sh gpu; then tandem tune gpu-import %s "
+                    "<gpu_hopper.rows.jsonl>\n",
+                    n, a.out_dir.c_str(), a.out_dir.c_str(), a.out_dir.c_str());
+        return 0;
+    }
+    if (a.command == "tune gpu-import") {
+        std::printf("imported %d GPU records\n", import_gpu_timings(*db, a.out_dir, a.rows));
         return 0;
     }
     if (a.command == "tune import") {

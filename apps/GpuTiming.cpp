@@ -83,18 +83,18 @@ void require_gpu() {
     }
 }
 
-void write_gpu_harness_sources(const App &app, const Params &params, const std::string &schedule,
-                               const std::string &dir, const std::string &name) {
+GpuKernelSource gpu_kernel_source(const App &app, const Params &params, const std::string &schedule,
+                                  const std::string &name) {
     const Target target = Target::parse("hopper");
     const Kernel kernel = compile_app(app, params, schedule, target);
     if (kernel.has_runtime_shapes())
         throw Error("tune --device gpu: the harness times static shapes only");
-    std::string cuda;
+    GpuKernelSource source;
     for (const Source &s : backend_of(target).sources) {
         if (s.what == "cuda")
-            cuda = s.emit(kernel, name, EmitOptions{});
+            source.cuda = s.emit(kernel, name, EmitOptions{});
     }
-    if (cuda.empty())
+    if (source.cuda.empty())
         throw Error("tune --device gpu: the hopper backend emits no CUDA");
     // The harness's extents: gemm M N K; attention_scores Lq Lk D; elementwise W H; rmsnorm D R.
     std::string a, b, c = "0";
@@ -110,11 +110,17 @@ void write_gpu_harness_sources(const App &app, const Params &params, const std::
     // apps' f32.
     const std::string out =
         app.name == "gemm" ? (params.has("out") ? params.get("out") : "bf16") : "f32";
-    std::ofstream(fs::path(dir) / (name + ".cu")) << cuda;
-    std::ofstream(fs::path(dir) / "registry.inc")
-        << "TANDEM_KERNEL(" << name << ", \"" << app.name << "\", \"" << schedule << "\", " << a
-        << ", " << b << ", " << c << ", \"" << out << "\", \""
-        << (params.has("in") ? params.get("in") : "bf16") << "\")\n";
+    source.registry = "TANDEM_KERNEL(" + name + ", \"" + app.name + "\", \"" + schedule + "\", " +
+                      a + ", " + b + ", " + c + ", \"" + out + "\", \"" +
+                      (params.has("in") ? params.get("in") : "bf16") + "\")\n";
+    return source;
+}
+
+void write_gpu_harness_sources(const App &app, const Params &params, const std::string &schedule,
+                               const std::string &dir, const std::string &name) {
+    const GpuKernelSource source = gpu_kernel_source(app, params, schedule, name);
+    std::ofstream(fs::path(dir) / (name + ".cu")) << source.cuda;
+    std::ofstream(fs::path(dir) / "registry.inc") << source.registry;
 }
 
 std::string gpu_harness_build_command(const std::string &dir, const std::string &name) {

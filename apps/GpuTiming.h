@@ -47,6 +47,14 @@ GpuTiming time_on_gpu(const App &app, const Params &params, const std::string &s
  * registry.inc) into dir/harness; what time_on_gpu runs (exposed for the build test). */
 std::string gpu_harness_build_command(const std::string &dir, const std::string &name);
 
+/** A kernel as the GPU harness takes it: its CUDA (functions named `name`) and its line of the
+ * harness's registry.inc (TANDEM_KERNEL: app, schedule, extents, output and input types). */
+struct GpuKernelSource {
+    std::string cuda, registry;
+};
+GpuKernelSource gpu_kernel_source(const App &app, const Params &params, const std::string &schedule,
+                                  const std::string &name);
+
 /** Writes the kernel's CUDA and the harness registry into `dir` under `name`. */
 void write_gpu_harness_sources(const App &app, const Params &params, const std::string &schedule,
                                const std::string &dir, const std::string &name);

@@ -34,13 +34,6 @@ bool same_problem(const Workload &a, const Workload &b) {
     return a.macs == b.macs && a.vector_flops == b.vector_flops && a.bytes == b.bytes;
 }
 
-std::string now_utc() {
-    std::time_t t = std::time(nullptr);
-    char text[32];
-    std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-    return text;
-}
-
 /** A candidate correct on the model, timed on the GPU: its time, or why it has none. */
 void time_on_the_gpu(const App &app, const RunOptions &run_options, const TuneOptions &o,
                      TuningRecord *r) {
@@ -345,6 +338,13 @@ std::map<std::string, std::vector<std::string>> search_space(const App &app, con
     if (!o.fixed.has("schedule") && schedules_for(app, o.target).size() > 1)
         space["schedule"] = schedules_for(app, o.target);
     return space;
+}
+
+std::string now_utc() {
+    std::time_t t = std::time(nullptr);
+    char text[32];
+    std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+    return text;
 }
 
 std::string compiler_version() {

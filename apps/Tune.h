@@ -73,6 +73,9 @@ struct TuneResult {
  */
 std::string compiler_version();
 
+/** Now, as a record's date: 2026-11-27T01:00:00Z. */
+std::string now_utc();
+
 /** The tunable parameters of `options`' app on its target and the values tried: the app's choices
  * (without repeats) for parameters not fixed, that only schedule the problem and that set
  * something the target takes, plus the target's schedules. */

@@ -1,6 +1,7 @@
 // The autotuner and its SQLite tuning database: records survive a killed tuner, --resume measures
 // nothing twice, a seed makes the search repeatable, bad databases are clear errors.
 #include "Tune.h"
+#include "GpuBundle.h"
 #include "GpuTiming.h"
 #include "Run.h"
 #include "TuningDb.h"
@@ -258,6 +259,72 @@ TEST(Tune, GpuHarnessOfACandidateBuilds) {
                                 (dir / "build.log").string() + " 2>&1";
     EXPECT_EQ(std::system(command.c_str()), 0) << command;
     EXPECT_TRUE(fs::exists(dir / "harness"));
+    fs::remove_all(dir);
+}
+
+/** GPU tuning across two machines (issue 35): the best candidates on the model as a kernel set
+ * for run.sh, its build by nvcc, and a GPU run's rows (the harness's format) imported as the GPU
+ * workload's records, which a build takes first. */
+TEST(Tune, GpuBundleRoundTrip) {
+    fs::path dir = temp_dir("bundle");
+    TuneOptions o = small_gemm(dir / "t.db", 6);
+    o.target = "hopper";
+    o.fixed = Params({{"M", "200"}, {"N", "136"}, {"K", "72"}});
+    tune(o);
+    auto db = TuningDb::open(o.db);
+    const fs::path bundle = dir / "bundle";
+    const int n = write_gpu_bundle(o, *db, 3, bundle.string());
+    ASSERT_GE(n, 2);
+    std::ifstream sets(bundle / "sets.txt");
+    std::vector<std::string> names;
+    for (std::string set, name; sets >> set >> name;) {
+        EXPECT_EQ(set, "tune");
+        EXPECT_TRUE(fs::exists(bundle / (name + ".cu"))) << name;
+        names.push_back(name);
+    }
+    ASSERT_EQ(int(names.size()), n);
+    std::ifstream registry(bundle / "registry.inc");
+    std::string text((std::istreambuf_iterator<char>(registry)), {});
+    EXPECT_NE(text.find("TANDEM_KERNEL(" + names[0] + ", \"gemm\""), std::string::npos) << text;
+    if (std::system("/usr/local/cuda/bin/nvcc --version > /dev/null 2>&1") == 0) {
+        const std::string build = std::string("TANDEM_GPU_KERNELS=") + bundle.string() +
+                                  " bash " TANDEM_SOURCE_DIR "/benchmarks/gpu/run.sh build > " +
+                                  (dir / "build.log").string() + " 2>&1";
+        EXPECT_EQ(std::system(build.c_str()), 0) << build;
+    }
+    // The GPU run's rows: the second candidate the fastest, the third wrong, another kernel's row.
+    std::ofstream(dir / "rows.jsonl")
+        << R"({"name": ")" << names[0]
+        << R"(", "correct": true, "tandem_ms": 0.03, "ratio_vs_cublas": 0.7, "device": "NVIDIA H200"})"
+        << "\n"
+        << R"({"name": ")" << names[1]
+        << R"(", "correct": true, "tandem_ms": 0.01, "ratio_vs_cublas": 2.1, "device": "NVIDIA H200"})"
+        << "\n"
+        << (n > 2 ? R"x({"name": ")x" + names[2] +
+                        R"x(", "correct": false, "failure": "timeout (hang)"})x"
+                  : std::string("{}"))
+        << "\n"
+        << R"({"name": "someone_else", "correct": true, "tandem_ms": 0.001})"
+        << "\n";
+    EXPECT_EQ(import_gpu_timings(*db, bundle.string(), (dir / "rows.jsonl").string()),
+              n > 2 ? 3 : 2);
+    TuneOptions gpu = o;
+    gpu.device = "gpu";
+    const std::optional<TuningRecord> best = db->best(tuning_workload(gpu));
+    ASSERT_TRUE(best);
+    EXPECT_EQ(best->time_ms, 0.01);
+    EXPECT_EQ(best->device, "NVIDIA H200");
+    const std::vector<TuningRecord> model = db->top(tuning_workload(o), 3);
+    ASSERT_GE(model.size(), 2u);
+    EXPECT_EQ(candidate_key(best->candidate), candidate_key(model[1].candidate));
+    if (n > 2) {
+        int timeouts = 0;
+        for (const TuningRecord &r : db->records(tuning_workload(gpu)))
+            timeouts += r.status == "timeout";
+        EXPECT_EQ(timeouts, 1);
+    }
+    EXPECT_THROW(import_gpu_timings(*db, (dir / "none").string(), (dir / "rows.jsonl").string()),
+                 Error);
     fs::remove_all(dir);
 }
 
