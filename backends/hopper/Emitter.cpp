@@ -573,7 +573,8 @@ void CodeGen::copy(const ir::CopyOp &c, const IRNode *node) {
             if (d == 0 && !block.empty())
                 coordinate = "(" + coordinate + ") + " + block;
             if (d == 1 && map.rows > 1)
-                coordinate = "(" + coordinate + ") + row";
+                coordinate = "(" + coordinate + ") + row" +
+                             (map.row_step > 1 ? " * " + std::to_string(map.row_step) : "");
             coords += ", " + coordinate;
         }
         return coords;

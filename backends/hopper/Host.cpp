@@ -155,7 +155,10 @@ std::string launcher(const Kernel &kernel, const std::string &fn, const Plan &pl
         };
         encode(m.name, m.box,
                m.arg + (m.load ? " -> " : " <- ") + m.buffer +
-                   (m.rows > 1 ? ", a row of boxes per tile row (" + std::to_string(m.rows) + ")"
+                   (m.rows > 1 ? (m.row_step > 1 ? ", " + std::to_string(m.rows) + " boxes of " +
+                                                       std::to_string(m.row_step) + " rows"
+                                                 : ", a row of boxes per tile row (" +
+                                                       std::to_string(m.rows) + ")")
                                : "") +
                    (m.view.empty() ? "" : ", " + m.arg + " viewed " + m.view) +
                    (m.chunk ? ", dim 0 viewed as chunks of " + std::to_string(m.chunk) +

@@ -626,10 +626,11 @@ private:
             t->reach.clear();
             for (size_t d = 0; d < t->data.size(); d++)
                 t->reach.push_back(t->layout[t->role[d]]);
-            if (t->layout[1] > max_box) {
+            if (t->layout[1] > max_box && row_chunks(t->layout[1]) == 0) {
                 throw Error("hopper: MMA operand " + t->buffer->name + " has " +
                             std::to_string(t->layout[1]) +
-                            " rows; a TMA box dim is at most 256: use a smaller tile");
+                            " rows, which do not split into equal TMA boxes of at most 256 rows "
+                            "(8-row swizzle atoms each): use a smaller tile");
             }
         }
         if (acc.n > 256)
@@ -1106,6 +1107,23 @@ private:
         m.box = {block, tile.layout[1]};
         m.box.resize(m.extents.size(), 1); // a unit box along each batch dim
         m.block_bytes = swizzle_bytes * tile.layout[1];
+        if (tile.layout[1] > max_box) {
+            // More rows than a box dim takes: equal boxes of rows, stacked in each column block.
+            m.rows = row_chunks(tile.layout[1]);
+            m.row_step = tile.layout[1] / m.rows;
+            m.box[1] = m.row_step;
+            m.row_bytes = swizzle_bytes * m.row_step;
+        }
+    }
+
+    /** The equal chunks an operand's `rows` split into for TMA boxes of at most 256 rows, each a
+     * whole number of 8-row swizzle atoms (so each starts 1024-byte aligned); 0 if none. */
+    static int row_chunks(int64_t rows) {
+        for (int64_t n = (rows + max_box - 1) / max_box; n <= rows / 8; n++) {
+            if (rows % n == 0 && (rows / n) % 8 == 0)
+                return int(n);
+        }
+        return 0;
     }
 
     // ---- shared memory ----

@@ -126,8 +126,10 @@ struct TensorMap {
     int64_t block_bytes = 0;                // shared memory between consecutive blocks
     int64_t last_box = 0; // > 0: the last block is this wide, through tensor map `last_name`
     std::string last_name;
-    int rows = 1;          // > 1: boxes of one row each, for `rows` rows of the view's dim 1
+    int rows = 1;          // > 1: a box per `row_step` rows of the view's dim 1, `rows` of them
     int64_t row_bytes = 0; // shared memory between the rows
+    int64_t row_step = 1;  // rows of dim 1 per box: 1 (a plain tile's rows), or an MMA operand's
+                           // rows in equal chunks of at most 256 (a box dim's limit)
     /** The bytes one copy moves (its full boxes). */
     int64_t box_bytes() const {
         int64_t n = type.bytes() * rows * ((blocks - 1) * box[0] + (last_box ? last_box : box[0]));

@@ -362,6 +362,12 @@ configs+=(
     "v18|gemm_mis_4000|gemm|ws_cooperative|4000 4000 4000|hopper|TN=256"
     "v18|gemm_mis_3072x5000x2000|gemm|ws_cooperative|3072 5000 2000|hopper|TN=256"
 )
+# Session 35: MMA operands of more than 256 rows, copied as equal boxes of rows (never run on a
+# GPU yet: the smoke set checks them).
+configs+=(
+    "smoke|gemm_coop_tm512_1000x256x1024|gemm|ws_cooperative|1000 256 1024|hopper|TM=512 TN=64"
+    "smoke|gemm_coop_tk512_1000x256x1024|gemm|ws_cooperative|1000 256 1024|hopper|TK=512 TN=64"
+)
 # Session 35: skinny decode shapes with smaller tiles (more CTAs than 4096 / 128 = 32), beside
 # v18's 128-wide tiles and cuBLAS: how far tiles alone go before split-K.
 configs+=(

@@ -305,6 +305,20 @@ std::vector<Case> cases() {
                  {{"Lq", "256"}, {"Lk", "200"}, {"D", "128"}},
                  true,
                  true});
+    // Operands of more than 256 rows (a box dim's limit): equal boxes of rows, stacked (A with
+    // 512 rows of M; an N-major B with 512 rows of K).
+    r.push_back({"gemm_1000x256x1024_ws_cooperative_tm512",
+                 "gemm",
+                 "ws_cooperative",
+                 {{"M", "1000"}, {"N", "256"}, {"K", "1024"}, {"TM", "512"}, {"TN", "64"}},
+                 true,
+                 true});
+    r.push_back({"gemm_1000x256x1024_ws_cooperative_tk512",
+                 "gemm",
+                 "ws_cooperative",
+                 {{"M", "1000"}, {"N", "256"}, {"K", "1024"}, {"TK", "512"}, {"TN", "64"}},
+                 true,
+                 true});
     // 2x1 and 1x2 clusters: B or A multicast; a cluster tail (an odd tile count per row).
     r.push_back({"gemm_1024_ws_cooperative_tn256_cluster_m2",
                  "gemm",
