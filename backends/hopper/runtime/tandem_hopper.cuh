@@ -64,24 +64,8 @@ struct Divisor {
     }
 };
 
-/** x / d with C's truncation, for |x| < 2^31. */
-__host__ __device__ __forceinline__ int fast_div(int x, const Divisor &d) {
-    const uint32_t n = x < 0 ? uint32_t(-x) : uint32_t(x);
-#ifdef __CUDA_ARCH__
-    const uint32_t high = __umulhi(n, d.m);
-#else
-    const uint32_t high = uint32_t((uint64_t(n) * d.m) >> 32);
-#endif
-    const int q = int((high + n) >> d.l);
-    return x < 0 ? -q : q;
-}
-
-/** x % d with C's sign, for |x| < 2^31. */
-__host__ __device__ __forceinline__ int fast_mod(int x, const Divisor &d) {
-    return x - fast_div(x, d) * d.d;
-}
-
-/** n / d and n % d for an n the emitter knows is >= 0 (an offset inside a tensor), n < 2^31. */
+/** n / d and n % d for n < 2^31 (the emitter passes an unsigned offset where it knows it is
+ * >= 0: no sign fix-ups). */
 __host__ __device__ __forceinline__ int fast_div(uint32_t n, const Divisor &d) {
 #ifdef __CUDA_ARCH__
     const uint32_t high = __umulhi(n, d.m);
@@ -92,6 +76,17 @@ __host__ __device__ __forceinline__ int fast_div(uint32_t n, const Divisor &d) {
 }
 __host__ __device__ __forceinline__ int fast_mod(uint32_t n, const Divisor &d) {
     return int(n) - fast_div(n, d) * d.d;
+}
+
+/** x / d with C's truncation, for |x| < 2^31. */
+__host__ __device__ __forceinline__ int fast_div(int x, const Divisor &d) {
+    const int q = fast_div(x < 0 ? uint32_t(-x) : uint32_t(x), d);
+    return x < 0 ? -q : q;
+}
+
+/** x % d with C's sign, for |x| < 2^31. */
+__host__ __device__ __forceinline__ int fast_mod(int x, const Divisor &d) {
+    return x - fast_div(x, d) * d.d;
 }
 
 /** std::min / std::max semantics (the first operand when they compare equal). */
