@@ -398,6 +398,15 @@ configs+=(
     "v20|elementwise_any_odd_807x5_v20|elementwise|double_buffered|807 5|hopper|shapes=runtime"
     "v20|rmsnorm_any_odd_101x7_v20|rmsnorm|double_buffered|101 7|hopper|shapes=runtime"
 )
+# Session 36: the H100's bench set again on the H200 timed back to back, beside clusters
+# (CTA-scope arrivals since session 34) at 4096^3 / 8192^3 and attention at 8192 (its 128 x 256 tile does not fit the registers).
+configs+=(
+    "v21|gemm_coop_4096_cm2_v21|gemm|ws_cooperative|4096 4096 4096|hopper|TN=256 cluster_m=2 group=8"
+    "v21|gemm_coop_4096_cn2_v21|gemm|ws_cooperative|4096 4096 4096|hopper|TN=256 cluster_n=2 group=8"
+    "v21|gemm_coop_8192_cm2_v21|gemm|ws_cooperative|8192 8192 8192|hopper|TN=256 cluster_m=2 group=8"
+    "v21|gemm_coop_8192_cn2_v21|gemm|ws_cooperative|8192 8192 8192|hopper|TN=256 cluster_n=2 group=8"
+    "v21|attention_8192x8192x128_v21|attention_scores|ws_pingpong|8192 8192 128|hopper"
+)
 # TANDEM_GPU_SETS (default "smoke bench"): the sets emitted, built and run.
 sets="${TANDEM_GPU_SETS:-smoke bench}"
 
