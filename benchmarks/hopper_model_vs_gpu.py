@@ -19,6 +19,7 @@ Usage: benchmarks/hopper_model_vs_gpu.py [GPU_RESULTS_JSON...]   (default: every
 """
 import datetime
 import json
+import os
 import pathlib
 import platform
 import subprocess
@@ -26,7 +27,7 @@ import sys
 from itertools import combinations
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-CLI = ROOT / "build" / "apps" / "tandem-cli"
+CLI = pathlib.Path(os.environ.get("TANDEM_CLI", ROOT / "build" / "apps" / "tandem-cli"))
 RESULTS = ROOT / "benchmarks" / "results"
 CLOCK_GHZ = 1.83  # machines/hopper.json: "Timing in SM cycles at about 1.83 GHz"
 # machines/hopper.json v4-v6 cite these runs (directly or through hopper_model_vs_gpu v11 + v13).

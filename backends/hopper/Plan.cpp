@@ -1,4 +1,5 @@
 #include "Plan.h"
+#include "TailProof.h"
 
 #include "tandem/Nest.h"
 
@@ -118,6 +119,7 @@ struct CopyInfo {
     std::string arg, buffer;
     std::vector<int64_t> min_end; // per dim: a constant lower bound of coordinate + extent in the
                                   // tensor's copy view (INT64_MIN: none found)
+    std::vector<int64_t> tail_reach; // per dim: the box reach its tail is proven for (TailProof)
     const Expr &global_offset() const { return load ? op.src_offset : op.dst_offset; }
     const Expr &global_stride(size_t d) const {
         return load ? op.dims[d].src_stride : op.dims[d].dst_stride;
@@ -263,7 +265,7 @@ private:
             if (!w.parity.defined())
                 plan.phase_bits.insert(w.barrier);
         } else if (ir::as_copy(s, &c)) {
-            CopyInfo info{c, s.get(), kernel.arg(c.src) != nullptr, "", "", {}};
+            CopyInfo info{c, s.get(), kernel.arg(c.src) != nullptr, "", "", {}, {}};
             info.arg = info.load ? c.src : c.dst;
             info.buffer = info.load ? c.dst : c.src;
             if (!kernel.arg(info.arg) || !plan.tiles.count(info.buffer)) {
@@ -280,6 +282,8 @@ private:
                 Expr bound = find_constant_bound(end, Direction::Lower, scope);
                 const IntImm *i = bound.defined() ? bound.as<IntImm>() : nullptr;
                 info.min_end.push_back(i ? i->value : INT64_MIN);
+                info.tail_reach.push_back(proven_tail_reach(bounded(info.global_offset()), view, d,
+                                                            bounded(c.dims[d].extent), scope));
             }
             copies.push_back(info);
         } else if (ir::as_mma(s, &m)) {
@@ -923,6 +927,8 @@ private:
                                             (along_k ? " (along K, where padding must be zero)"
                                                      : " (a store would overwrite the next tile)"));
             }
+            if (d < c.tail_reach.size() && c.tail_reach[d] == reach)
+                continue; // proven at compile time: the check would always pass
             plan.tail_checks[c.node].push_back(
                 {d, reach, view[d].extent, view[d].stride, d + 1 == view.size()});
         }

@@ -468,11 +468,10 @@ void streaming(const Entry &e, const char *device, bool bench) {
         double bytes = rms ? 8.0 * n : 16.0 * n, copy_bw = 8.0 * n / t_copy / 1e6,
                bw = bytes / t / 1e6;
         char buffer[256];
-        std::snprintf(
-            buffer, sizeof buffer,
-            ", \"tandem_ms\": %.4f, \"tandem_ms_checked\": %.4f, \"copy_ms\": %.4f, "
-            "\"tandem_GBps\": %.1f, \"copy_GBps\": %.1f, \"fraction_of_copy\": %.3f",
-            t, t_checked, t_copy, bw, copy_bw, bw / copy_bw);
+        std::snprintf(buffer, sizeof buffer,
+                      ", \"tandem_ms\": %.4f, \"tandem_ms_checked\": %.4f, \"copy_ms\": %.4f, "
+                      "\"tandem_GBps\": %.1f, \"copy_GBps\": %.1f, \"fraction_of_copy\": %.3f",
+                      t, t_checked, t_copy, bw, copy_bw, bw / copy_bw);
         timing = buffer;
     }
     run.print(chk, e.M, differing, timing);
