@@ -556,7 +556,7 @@ void CodeGen::copy(const ir::CopyOp &c, const IRNode *node) {
                << t.reach << ", "
                << (t.outermost ? quotient("offset", t.view_stride)
                                : remainder(quotient("offset", t.view_stride), t.view_extent))
-               << ", " << expr(t.view_extent) << ");\n";
+               << ", " << expr(t.edge) << ");\n";
         }
     }
     std::string smem = address(buffer, load ? c.dst_offset : c.src_offset);

@@ -78,7 +78,8 @@ struct Cta {
     std::unordered_map<std::string, int> shared;                 // args and smem by name
     std::vector<std::unordered_map<std::string, int>> registers; // per agent
     std::map<std::pair<std::string, int64_t>, int> barriers;     // (name, version) -> id
-    std::set<std::string> thread_tiles; // copied by threads: TMA cannot (Plan.h)
+    std::set<std::string> thread_tiles;  // copied by threads: TMA cannot (Plan.h)
+    std::set<std::string> operand_tiles; // MMA operands by TMA: their loads end at the reads
 };
 
 class Role : public AgentProgram {
@@ -348,6 +349,12 @@ private:
                 ops.bulk_commit_group();
             } else {
                 auto in = view(c.src, value(c.src_offset), &coords);
+                if (cta.operand_tiles.count(c.dst)) {
+                    // Its tensor map ends where the algorithm's reads do (TensorMap::bounds).
+                    const std::vector<Expr> reads = cta.kernel.arg(c.src)->view_read_extents();
+                    for (size_t d = 0; d < in.extents.size() && d < reads.size(); d++)
+                        in.extents[d] = std::min(in.extents[d], value(reads[d]));
+                }
                 int64_t slot = value(c.slot);
                 const std::string label =
                     c.src + " -> " + c.dst + " (version " + std::to_string(slot) + ")";
@@ -443,9 +450,12 @@ void execute(const Kernel &kernel, sim::hopper::Machine &machine,
             throw e; // no thread-copy variant (its tiles do not fit): the call is refused
         }
     }
+    std::set<std::string> operand_tiles;
     for (const auto &[name, tile] : plan.tiles) {
         if (tile.threads())
             thread_tiles.insert(name);
+        else if (tile.kind != TileKind::Plain)
+            operand_tiles.insert(name);
     }
     std::map<std::string, Expr> extents;
     for (const auto &[name, value] : shapes)
@@ -468,7 +478,8 @@ void execute(const Kernel &kernel, sim::hopper::Machine &machine,
     std::vector<Cta> ctas;
     ctas.reserve(size_t(grid));
     for (int index = 0; index < grid; index++) {
-        ctas.push_back(Cta{kernel, shapes, grid, machine, index, {}, {}, {}, thread_tiles});
+        ctas.push_back(
+            Cta{kernel, shapes, grid, machine, index, {}, {}, {}, thread_tiles, operand_tiles});
         for (const auto &[name, id] : arguments)
             ctas.back().shared[name] = id;
     }

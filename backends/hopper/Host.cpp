@@ -140,7 +140,7 @@ std::string launcher(const Kernel &kernel, const std::string &fn, const Plan &pl
             os << "    CUtensorMap " << name << ";\n"
                << "    { // " << comment << "\n"
                << "        const cuuint64_t extents[" << m.extents.size()
-               << "] = " << exprs(m.extents) << ";\n"
+               << "] = " << exprs(m.bounds) << ";\n"
                << "        const cuuint64_t strides[" << std::max<size_t>(strides.size(), 1)
                << "] = " << (strides.empty() ? "{0}" : exprs(strides)) << "; // bytes, dims 1..\n"
                << "        const cuuint32_t box[" << box.size() << "] = " << brace_list(box)

@@ -119,7 +119,9 @@ struct CopyInfo {
     std::string arg, buffer;
     std::vector<int64_t> min_end; // per dim: a constant lower bound of coordinate + extent in the
                                   // tensor's copy view (INT64_MIN: none found)
-    std::vector<int64_t> tail_reach; // per dim: the box reach its tail is proven for (TailProof)
+    std::vector<int64_t> tail_reach; // per dim: the box reach its tail is proven for (TailProof),
+                                     // to the view's extents
+    std::vector<int64_t> tail_reach_read; // the same to the read extents (an MMA operand's load)
     const Expr &global_offset() const { return load ? op.src_offset : op.dst_offset; }
     const Expr &global_stride(size_t d) const {
         return load ? op.dims[d].src_stride : op.dims[d].dst_stride;
@@ -265,7 +267,7 @@ private:
             if (!w.parity.defined())
                 plan.phase_bits.insert(w.barrier);
         } else if (ir::as_copy(s, &c)) {
-            CopyInfo info{c, s.get(), kernel.arg(c.src) != nullptr, "", "", {}, {}};
+            CopyInfo info{c, s.get(), kernel.arg(c.src) != nullptr, "", "", {}, {}, {}};
             info.arg = info.load ? c.src : c.dst;
             info.buffer = info.load ? c.dst : c.src;
             if (!kernel.arg(info.arg) || !plan.tiles.count(info.buffer)) {
@@ -282,8 +284,16 @@ private:
                 Expr bound = find_constant_bound(end, Direction::Lower, scope);
                 const IntImm *i = bound.defined() ? bound.as<IntImm>() : nullptr;
                 info.min_end.push_back(i ? i->value : INT64_MIN);
-                info.tail_reach.push_back(proven_tail_reach(bounded(info.global_offset()), view, d,
-                                                            bounded(c.dims[d].extent), scope));
+                std::vector<Expr> extents, reads;
+                for (size_t e = 0; e < view.size(); e++)
+                    extents.push_back(view[e].extent);
+                reads = info.load ? read_edges(info) : extents;
+                const Expr offset = bounded(info.global_offset()),
+                           extent = bounded(c.dims[d].extent);
+                info.tail_reach.push_back(
+                    proven_tail_reach(offset, view, d, extent, scope, extents));
+                info.tail_reach_read.push_back(
+                    proven_tail_reach(offset, view, d, extent, scope, reads));
             }
             copies.push_back(info);
         } else if (ir::as_mma(s, &m)) {
@@ -490,6 +500,19 @@ private:
         for (int64_t e : tile.layout)
             n *= e;
         return n;
+    }
+
+    /** Per dim of a copy's view: the extent the algorithm reads where known, else the view's. */
+    std::vector<Expr> read_edges(const CopyInfo &c) const {
+        return kernel.arg(c.arg)->view_read_extents();
+    }
+
+    /** Whether the tensor's data ends at the read extents for this copy: an MMA operand's TMA
+     * load, whose tensor map ends there (TensorMap::bounds). */
+    bool ends_at_reads(const CopyInfo &c) const {
+        const auto tile = plan.tiles.find(c.buffer);
+        return c.load && tile != plan.tiles.end() && tile->second.kind != TileKind::Plain &&
+               !tile->second.threads();
     }
 
     /** The tensor dim of each dim of the copy view (copy_view leaves out the static dims of
@@ -927,10 +950,13 @@ private:
                                             (along_k ? " (along K, where padding must be zero)"
                                                      : " (a store would overwrite the next tile)"));
             }
-            if (d < c.tail_reach.size() && c.tail_reach[d] == reach)
+            const std::vector<int64_t> &proven =
+                ends_at_reads(c) ? c.tail_reach_read : c.tail_reach;
+            if (d < proven.size() && proven[d] == reach)
                 continue; // proven at compile time: the check would always pass
+            const Expr edge = ends_at_reads(c) ? read_edges(c)[d] : view[d].extent;
             plan.tail_checks[c.node].push_back(
-                {d, reach, view[d].extent, view[d].stride, d + 1 == view.size()});
+                {d, reach, view[d].extent, view[d].stride, d + 1 == view.size(), edge});
         }
     }
 
@@ -1003,6 +1029,8 @@ private:
                     << stride << " bytes\n";
                 m.byte_strides.push_back(stride);
             }
+            if (m.bounds.empty())
+                m.bounds = m.extents;
             plan.maps.push_back(m);
         }
     }
@@ -1103,6 +1131,13 @@ private:
         for (const KernelArg::Dim &d : operand_view(arg)) {
             m.extents.push_back(d.extent);
             m.strides.push_back(d.stride);
+        }
+        if (c.load) {
+            m.bounds = m.extents;
+            for (size_t d = 0; d < m.bounds.size() && d < arg->read_extents.size(); d++) {
+                if (arg->read_extents[d].defined())
+                    m.bounds[d] = arg->read_extents[d];
+            }
         }
         if (arg->copy_view().size() != m.extents.size())
             m.view = "with its dims of extent 1, for a 2-D wgmma tile";

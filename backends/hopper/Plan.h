@@ -116,6 +116,11 @@ struct TensorMap {
     Halide::Type type;
     std::vector<Halide::Expr> extents, strides; // of the view, innermost first; strides in
                                                 // elements (in terms of runtime extents)
+    /** Each dim's extent as the map is encoded (globalDim): `extents`, or for an MMA operand's
+     * load the extent the algorithm reads (KernelArg::read_extents; a call check keeps it within
+     * the tensor), so that TMA zero-fills past it: a B with more rows than A's K pads with zeros,
+     * not its own rows. Coordinates still divide by `extents`. */
+    std::vector<Halide::Expr> bounds;
     std::vector<int64_t> box;
     std::vector<Halide::Expr> byte_strides; // of dims 1..: the map's global strides (a dim of
                                             // extent 1 is never stepped: any legal stride)
@@ -156,6 +161,8 @@ struct TailCheck {
     int64_t reach;
     Halide::Expr view_extent, view_stride;
     bool outermost = false; // the view's last dim: the coordinate is offset / stride, no modulo
+    Halide::Expr edge;      // where the tensor's data ends for the copy: its read extent (an MMA
+                            // operand's tensor map ends there), else view_extent
 };
 
 struct Plan {

@@ -84,17 +84,37 @@ Expr sum(const std::vector<Term> &terms) {
     return simplify(s);
 }
 
+/** The runtime extents in `e` (variables named X.extent.d): each at least 1, as every call's. */
+class Extents : public IRVisitor {
+public:
+    Scope<Interval> at_least_one;
+
+private:
+    using IRVisitor::visit;
+    void visit(const Variable *v) override {
+        if (v->name.find(".extent.") != std::string::npos && !at_least_one.contains(v->name))
+            at_least_one.push(v->name, Interval(1, Interval::pos_inf()));
+    }
+};
+
+/** `e` holds, given that runtime extents are >= 1. */
+bool proves(const Expr &e, const Scope<Interval> &facts) {
+    return is_const_one(simplify(e, true, facts));
+}
+
 /** lo <= e <= hi by the scope's bounds (hi undefined: no upper bound asked). */
-bool within(const Expr &e, const Expr &lo, const Expr &hi, const Scope<Interval> &scope) {
+bool within(const Expr &e, const Expr &lo, const Expr &hi, const Scope<Interval> &scope,
+            const Scope<Interval> &facts) {
     Interval b = bounds_of_expr_in_scope(e, scope);
-    return b.has_lower_bound() && can_prove(b.min >= lo) &&
-           (!hi.defined() || (b.has_upper_bound() && can_prove(b.max <= hi)));
+    return b.has_lower_bound() && proves(b.min >= lo, facts) &&
+           (!hi.defined() || (b.has_upper_bound() && proves(b.max <= hi, facts)));
 }
 
 } // namespace
 
 int64_t proven_tail_reach(const Expr &offset, const std::vector<KernelArg::Dim> &view, size_t d,
-                          const Expr &extent, const Scope<Interval> &scope) {
+                          const Expr &extent, const Scope<Interval> &scope,
+                          const std::vector<Expr> &edges) {
     // The clamp: min(a, R), possibly inside max(..., 0).
     Expr clamped = simplify(extent);
     if (const Max *m = clamped.as<Max>()) {
@@ -134,12 +154,21 @@ int64_t proven_tail_reach(const Expr &offset, const std::vector<KernelArg::Dim> 
         else
             below.push_back(t);
     }
+    // Below: at most each lower coordinate's edge - 1 times its stride, which stays under this
+    // dim's stride (the edges are within the extents, and the strides dense).
+    Expr most_below = 0;
+    for (size_t i = 0; i < d; i++)
+        most_below = most_below + (edges[i] - 1) * view[i].stride;
     const Expr c = sum(coordinate);
-    if (!below.empty() && !within(sum(below), 0, simplify(view[d].stride - 1), scope))
+    Extents extents;
+    for (const Expr &e : {offset, extent, most_below, edges[d]})
+        e.accept(&extents);
+    const Scope<Interval> &facts = extents.at_least_one;
+    if (!below.empty() && !within(sum(below), 0, simplify(most_below), scope, facts))
         return 0;
-    if (!within(c, 0, outermost ? Expr() : simplify(view[d].extent - 1), scope))
+    if (!within(c, 0, outermost ? Expr() : simplify(edges[d] - 1), scope, facts))
         return 0;
-    return can_prove(c + a >= view[d].extent) ? reach->value : 0;
+    return proves(c + a >= edges[d], facts) ? reach->value : 0;
 }
 
 } // namespace tandem::hopper_backend

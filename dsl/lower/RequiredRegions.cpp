@@ -31,9 +31,8 @@ Expr extent_of(const KernelArg &a, size_t d) {
     return Expr(a.extents[d]);
 }
 
-} // namespace
-
-std::vector<CallCheck> required_regions(const CompileContext &ctx) {
+/** The box of each Func and input the output needs, from the pure algorithm. */
+std::map<std::string, Box> required_boxes(const CompileContext &ctx) {
     // Consumers before producers: a Func's region is whole before it is read from.
     std::vector<std::string> order;
     std::set<std::string> seen;
@@ -55,7 +54,7 @@ std::vector<CallCheck> required_regions(const CompileContext &ctx) {
             out = &a;
     }
     if (!out || !ctx.functions.count(ctx.output))
-        return {};
+        return boxes;
     Box &whole = boxes[ctx.output];
     for (size_t d = 0; d < out->extents.size(); d++)
         whole.push_back(Interval(0, extent_of(*out, d) - 1));
@@ -91,8 +90,11 @@ std::vector<CallCheck> required_regions(const CompileContext &ctx) {
             }
         }
     }
+    return boxes;
+}
 
-    // Static extents are constants here: what is left depends on the runtime extents only.
+/** Static extents as constants: what is left depends on the runtime extents only. */
+std::map<std::string, Expr> static_extents(const CompileContext &ctx) {
     std::map<std::string, Expr> statics;
     for (const KernelArg &a : ctx.args) {
         for (size_t d = 0; d < a.extents.size(); d++) {
@@ -100,6 +102,14 @@ std::vector<CallCheck> required_regions(const CompileContext &ctx) {
                 statics[a.extent_name(int(d))] = Expr(a.extents[d]);
         }
     }
+    return statics;
+}
+
+} // namespace
+
+std::vector<CallCheck> required_regions(const CompileContext &ctx) {
+    const std::map<std::string, Box> boxes = required_boxes(ctx);
+    const std::map<std::string, Expr> statics = static_extents(ctx);
     std::vector<CallCheck> checks;
     for (const KernelArg &a : ctx.args) {
         auto b = boxes.find(a.name);
@@ -125,6 +135,22 @@ std::vector<CallCheck> required_regions(const CompileContext &ctx) {
         }
     }
     return checks;
+}
+
+void set_read_extents(const CompileContext &ctx, std::vector<KernelArg> *args) {
+    const std::map<std::string, Box> boxes = required_boxes(ctx);
+    const std::map<std::string, Expr> statics = static_extents(ctx);
+    for (KernelArg &a : *args) {
+        auto b = boxes.find(a.name);
+        if (a.output || b == boxes.end())
+            continue;
+        a.read_extents.assign(a.extents.size(), Expr());
+        for (size_t d = 0; d < a.extents.size() && d < b->second.size(); d++) {
+            const Interval &read = b->second[d];
+            if (read.is_bounded() && is_const_zero(simplify(substitute(statics, read.min))))
+                a.read_extents[d] = simplify(substitute(statics, read.max) + 1);
+        }
+    }
 }
 
 } // namespace tandem::lower

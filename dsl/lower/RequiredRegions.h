@@ -22,6 +22,10 @@ namespace tandem::lower {
 
 std::vector<CallCheck> required_regions(const CompileContext &ctx);
 
+/** Each input's read extents (KernelArg::read_extents): where the region the algorithm reads in a
+ * dim starts at 0, its extent in the runtime extents (B.extent.1 reads A.extent.0 rows). */
+void set_read_extents(const CompileContext &ctx, std::vector<KernelArg> *args);
+
 } // namespace tandem::lower
 
 #endif

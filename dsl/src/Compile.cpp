@@ -76,7 +76,7 @@ private:
  * extent (its estimate, if any, is kept as the extent). */
 KernelArg shape_of(const Halide::Internal::Parameter &p, const std::string &name, Halide::Type type,
                    bool output) {
-    KernelArg a{name, type, {}, output, {}};
+    KernelArg a{name, type, {}, output, {}, {}};
     for (int d = 0; d < p.dimensions(); d++) {
         const IntImm *min =
             p.min_constraint(d).defined() ? p.min_constraint(d).as<IntImm>() : nullptr;
@@ -132,6 +132,21 @@ std::vector<KernelArg::Dim> KernelArg::copy_view() const {
     if (view.empty())
         view.push_back({1, 1});
     return view;
+}
+
+std::vector<Expr> KernelArg::view_read_extents() const {
+    std::vector<Expr> reads;
+    const std::vector<Dim> view = copy_view();
+    for (size_t d = 0; d < extents.size(); d++) {
+        const bool symbolic = d < runtime.size() && runtime[d];
+        if (!symbolic && extents[d] <= 1)
+            continue;
+        const bool known = d < read_extents.size() && read_extents[d].defined();
+        reads.push_back(known ? read_extents[d] : view[reads.size()].extent);
+    }
+    if (reads.empty())
+        reads.push_back(view[0].extent);
+    return reads;
 }
 
 std::vector<KernelArg::Dim> KernelArg::copy_view(const Shapes &shapes) const {
@@ -297,6 +312,8 @@ Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const 
                     target.name() + "; set_bounds on every dimension");
     }
     k.call_checks = lower::required_regions(ctx);
+    lower::set_read_extents(ctx, &k.args);
+    ctx.args = k.args;
     std::set<std::string> runtime;
     for (const KernelArg &a : k.args) {
         for (size_t d = 0; d < a.extents.size(); d++) {

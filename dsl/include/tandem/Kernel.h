@@ -50,6 +50,10 @@ struct KernelArg {
     std::vector<int> extents;
     bool output = false;
     std::vector<bool> runtime; // per dim; empty: all static
+    /** Per dim of an input: the algorithm reads [0, read_extents[d]) (RequiredRegions: a call
+     * check keeps it within the extent), undefined where the read does not start at 0 or is not
+     * bounded; empty when not known. A TMA load may zero-fill past it. */
+    std::vector<Halide::Expr> read_extents;
     /** The elements at `extents` (the static shape, or the estimates). */
     int64_t elements() const;
     bool has_runtime_shape() const;
@@ -64,6 +68,9 @@ struct KernelArg {
      * the stride of the next one, so it only makes a box ambiguous (and a TMA stride illegal). A
      * runtime dim is always kept. */
     std::vector<Dim> copy_view() const;
+    /** Per dim of the copy view: the extent the algorithm reads (read_extents) where known,
+     * else the view's extent. */
+    std::vector<Halide::Expr> view_read_extents() const;
     /** The copy view at one call's extents (every extent and stride a constant). */
     std::vector<Dim> copy_view(const Shapes &shapes) const;
 };

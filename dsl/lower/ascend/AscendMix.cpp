@@ -378,7 +378,7 @@ Stmt split_mix_kernel(const Stmt &s, CompileContext &ctx) {
     Stmt vector_side = VectorSide(cube, h, ctx).mutate(AicIndex().mutate(s));
     ctx.mix = true;
     ctx.workspaces.push_back(
-        {h.workspace, Halide::Float(32), {int(int64_t(ctx.grid) * 2 * h.slot)}, false, {}});
+        {h.workspace, Halide::Float(32), {int(int64_t(ctx.grid) * 2 * h.slot)}, false, {}, {}});
     ctx.notes.push_back(
         "ascend mix kernel: " + h.acc + " goes from the cube cores to the vector cores through " +
         h.workspace + " (two tiles per AIC in GM); the two AIVs of an AIC take its tiles in turn");
