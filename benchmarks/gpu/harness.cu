@@ -103,6 +103,16 @@ const Entry entries[] = {
 #undef TANDEM_KERNEL_ANY
 };
 
+/** Rows of B past K in the call of a runtime-shape gemm whose name ends in "_tallb": a legal call
+ * (B may have more rows than A's K) whose extra rows hold NaN; the kernel must not bring them into
+ * its last K tile's padding (its tensor map ends at the K rows the algorithm reads). */
+int extra_b_rows(const Entry &e) {
+    const std::string name = e.fn, suffix = "_tallb";
+    const bool tall = name.size() > suffix.size() &&
+                      name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    return e.runtime_extents && std::string(e.app) == "gemm" && tall ? 5 : 0;
+}
+
 /** The runtime extents of a runtime-shape kernel's call, each tensor's dims (innermost first) in
  * argument order: gemm A (K, M), B (N, K), C (N, M); attention_scores Q's, K's and S's runtime
  * dims (Lq; Lk; Lk, Lq: D is static); elementwise a, b, c, out (W, H); rmsnorm in (D, R), w (D),
@@ -113,7 +123,7 @@ std::vector<int> extents_of(const Entry &e) {
     std::vector<int> v;
     const std::string app = e.app;
     if (app == "gemm")
-        v = {e.K, e.M, e.N, e.K, e.N, e.M};
+        v = {e.K, e.M, e.N, e.K + extra_b_rows(e), e.N, e.M};
     else if (app == "attention_scores")
         v = {e.M, e.N, e.N, e.M}; // Q, K, S's rows (D is static)
     else if (app == "elementwise")
@@ -387,7 +397,9 @@ void gemm(const Entry &e, const char *device, bool bench) {
     size_t M = e.M, N = e.N, K = e.K;
     const bool f16 = std::string(e.in) == "f16";
     const cudaDataType operand = f16 ? CUDA_R_16F : CUDA_R_16BF;
-    uint16_t *A = upload(random_16bit(M * K, f16, rng)), *B = upload(random_16bit(K * N, f16, rng));
+    std::vector<uint16_t> b_rows = random_16bit(K * N, f16, rng);
+    b_rows.resize((K + extra_b_rows(e)) * N, f16 ? 0x7E00 : 0x7FC0); // NaN past K
+    uint16_t *A = upload(random_16bit(M * K, f16, rng)), *B = upload(b_rows);
     void *C = nullptr;
     __nv_bfloat16 *C_cublas = nullptr;
     float *ref = nullptr;

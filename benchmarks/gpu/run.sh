@@ -407,6 +407,20 @@ configs+=(
     "v21|gemm_coop_8192_cn2_v21|gemm|ws_cooperative|8192 8192 8192|hopper|TN=256 cluster_n=2 group=8"
     "v21|attention_8192x8192x128_v21|attention_scores|ws_pingpong|8192 8192 128|hopper"
 )
+# Session 36: the runtime-shape kernels after TailProof (no tail check left; v20 ran the 4096^3
+# coop 0.905 of cuBLAS with its checks, 0.987 without), beside the fixed-shape kernel; and calls
+# with a B taller than A's K whose extra rows are NaN (`_tallb`: the harness adds 5 rows), which
+# trapped before the tensor maps ended at the read extents.
+configs+=(
+    "v22|gemm_coop_4096_v22|gemm|ws_cooperative|4096 4096 4096|hopper|TN=256"
+    "v22|gemm_any_coop_4096_v22|gemm|ws_cooperative|4096 4096 4096|hopper|shapes=runtime TN=256"
+    "v22|gemm_any_coop_8192_v22|gemm|ws_cooperative|8192 8192 8192|hopper|shapes=runtime TN=256"
+    "v22|gemm_any_pingpong_2048_v22|gemm|ws_pingpong|2048 2048 2048|hopper|shapes=runtime"
+    "v22|attention_any_4096x4096x128_v22|attention_scores|ws_pingpong|4096 4096 128|hopper|shapes=runtime"
+    "v22|gemm_any_pingpong_1000x1096x520_tallb|gemm|ws_pingpong|1000 1096 520|hopper|shapes=runtime"
+    "v22|gemm_any_coop_odd_201x137x71_tallb|gemm|ws_cooperative|201 137 71|hopper|shapes=runtime TN=256"
+    "v22|gemm_any_ws_1x256x520_tallb|gemm|ws|1 256 520|hopper|shapes=runtime"
+)
 # TANDEM_GPU_SETS (default "smoke bench"): the sets emitted, built and run.
 sets="${TANDEM_GPU_SETS:-smoke bench}"
 
