@@ -1,9 +1,11 @@
 #include "Executor.h"
+
 #include "Plan.h"
 
 #include "common/Evaluator.h"
 #include "tandem/AsyncIR.h"
 
+#include <cstdlib>
 #include <unordered_map>
 
 namespace tandem::hopper_backend {
@@ -80,6 +82,7 @@ struct Cta {
     std::map<std::pair<std::string, int64_t>, int> barriers;     // (name, version) -> id
     std::set<std::string> thread_tiles;  // copied by threads: TMA cannot (Plan.h)
     std::set<std::string> operand_tiles; // MMA operands by TMA: their loads end at the reads
+    const Plan *plan = nullptr;          // its tail checks, evaluated as the GPU would
 };
 
 class Role : public AgentProgram {
@@ -310,6 +313,29 @@ private:
         return out;
     }
 
+    /** The copy's tail checks (Plan::tail_checks) with this call's values, as hopper::check_tail
+     * evaluates them on the GPU: a failed one is an error here where the GPU kernel traps. */
+    void check_tails(const Stmt &s, const ir::CopyOp &c, bool load) {
+        auto checks = cta.plan->tail_checks.find(s.get());
+        if (checks == cta.plan->tail_checks.end())
+            return;
+        const int64_t offset = value(load ? c.src_offset : c.dst_offset);
+        for (const TailCheck &t : checks->second) {
+            const int64_t extent = value(c.dims.at(t.dim).extent), stride = value(t.view_stride);
+            const int64_t view_extent = value(t.view_extent), edge = value(t.edge);
+            int64_t coordinate = offset / stride - (offset % stride < 0);
+            if (!t.outermost)
+                coordinate = ((coordinate % view_extent) + view_extent) % view_extent;
+            if (extent > t.reach || (extent != t.reach && coordinate + extent < edge)) {
+                throw sim::SimError("hopper: the tail check of the copy " + c.src + " -> " + c.dst +
+                                    " fails (the GPU kernel would trap): a box of " +
+                                    std::to_string(t.reach) + " for " + std::to_string(extent) +
+                                    " elements at " + std::to_string(coordinate) +
+                                    " of an edge at " + std::to_string(edge));
+            }
+        }
+    }
+
     /** Runs one op; false when it must block. */
     bool run(const Stmt &s, AgentOps &ops) {
         ir::CopyOp c;
@@ -340,6 +366,7 @@ private:
             }
         } else if (ir::as_copy(s, &c)) {
             std::vector<int64_t> coords;
+            check_tails(s, c, c.dst != cta.kernel.args.back().name);
             if (c.dst == cta.kernel.args.back().name) {
                 auto out = view(c.dst, value(c.dst_offset), &coords);
                 for (const TmaBox &b : boxes(c, out, coords, value(c.src_offset), false)) {
@@ -438,14 +465,16 @@ void execute(const Kernel &kernel, sim::hopper::Machine &machine,
     compile(kernel.body, code);
     std::set<std::string> thread_tiles;
     // A stride TMA cannot take at this call: the variant whose threads copy those tiles.
-    Plan plan = plan_kernel(kernel);
+    // TANDEM_HOPPER_CHECK_PROVEN_TAILS: keep and evaluate the tail checks TailProof removes too.
+    const bool prove_tails = std::getenv("TANDEM_HOPPER_CHECK_PROVEN_TAILS") == nullptr;
+    Plan plan = plan_kernel(kernel, StridePolicy::Tma, prove_tails);
     try {
         check_call(plan.launch_checks, shapes, kernel.name);
     } catch (const ShapeError &e) {
         if (!e.target_limit)
             throw;
         try {
-            plan = plan_kernel(kernel, StridePolicy::Threads);
+            plan = plan_kernel(kernel, StridePolicy::Threads, prove_tails);
         } catch (const Error &) {
             throw e; // no thread-copy variant (its tiles do not fit): the call is refused
         }
@@ -478,8 +507,8 @@ void execute(const Kernel &kernel, sim::hopper::Machine &machine,
     std::vector<Cta> ctas;
     ctas.reserve(size_t(grid));
     for (int index = 0; index < grid; index++) {
-        ctas.push_back(
-            Cta{kernel, shapes, grid, machine, index, {}, {}, {}, thread_tiles, operand_tiles});
+        ctas.push_back(Cta{
+            kernel, shapes, grid, machine, index, {}, {}, {}, thread_tiles, operand_tiles, &plan});
         for (const auto &[name, id] : arguments)
             ctas.back().shared[name] = id;
     }

@@ -148,7 +148,8 @@ struct TileView {
 
 class Planner {
 public:
-    Planner(const Kernel &k, StridePolicy strides) : kernel(k), strides(strides) {}
+    Planner(const Kernel &k, StridePolicy strides, bool prove_tails)
+        : kernel(k), strides(strides), prove_tails(prove_tails) {}
 
     Plan run() {
         for (const SramBuffer &b : kernel.buffers) {
@@ -215,6 +216,7 @@ private:
 
     const Kernel &kernel;
     StridePolicy strides;
+    bool prove_tails; // false: every tail check is kept (the executor's check of TailProof)
     Plan plan;
     std::vector<CopyInfo> copies;
     std::vector<ir::MmaOp> mmas;
@@ -952,7 +954,7 @@ private:
             }
             const std::vector<int64_t> &proven =
                 ends_at_reads(c) ? c.tail_reach_read : c.tail_reach;
-            if (d < proven.size() && proven[d] == reach)
+            if (prove_tails && d < proven.size() && proven[d] == reach)
                 continue; // proven at compile time: the check would always pass
             const Expr edge = ends_at_reads(c) ? read_edges(c)[d] : view[d].extent;
             plan.tail_checks[c.node].push_back(
@@ -1219,8 +1221,8 @@ Expr version_of(const Tile &tile, const Expr &offset, Expr *within) {
     return version;
 }
 
-Plan plan_kernel(const Kernel &kernel, StridePolicy strides) {
-    return Planner(kernel, strides).run();
+Plan plan_kernel(const Kernel &kernel, StridePolicy strides, bool prove_tails) {
+    return Planner(kernel, strides, prove_tails).run();
 }
 
 } // namespace tandem::hopper_backend

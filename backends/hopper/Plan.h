@@ -202,8 +202,10 @@ Halide::Expr version_of(const Tile &tile, const Halide::Expr &offset, Halide::Ex
  * in both variants, the call choosing (Emitter.h). */
 enum class StridePolicy { Tma, Threads };
 
-/** The plan of `kernel`; throws tandem::Error where the GPU cannot run it. */
-Plan plan_kernel(const Kernel &kernel, StridePolicy strides = StridePolicy::Tma);
+/** The plan of `kernel`; throws tandem::Error where the GPU cannot run it. `prove_tails` false
+ * keeps every tail check, those TailProof would remove too (the executor's test of the proof). */
+Plan plan_kernel(const Kernel &kernel, StridePolicy strides = StridePolicy::Tma,
+                 bool prove_tails = true);
 
 } // namespace tandem::hopper_backend
 

@@ -8,6 +8,7 @@
 #include "hopper/Emitter.h"
 #include "hopper/Executor.h"
 
+#include <array>
 #include <gtest/gtest.h>
 
 #include <random>
@@ -243,6 +244,32 @@ TEST(RuntimeShapes, HopperTakesAnyStride) {
                            "extern \"C\" cudaError_t prepare_any(", "tma = tma && ("}) {
         EXPECT_NE(cuda.find(fn), std::string::npos) << fn;
     }
+}
+
+TEST(RuntimeShapes, HopperTailChecksHoldWhereProven) {
+    // The executor evaluates every tail check as hopper::check_tail does on the GPU (an error
+    // where the GPU kernel would trap); with TANDEM_HOPPER_CHECK_PROVEN_TAILS it keeps those
+    // TailProof removed too. Every one of them holds at tails, ones and primes.
+    setenv("TANDEM_HOPPER_CHECK_PROVEN_TAILS", "1", 1);
+    const App &gemm = find_app("gemm");
+    RunOptions options;
+    options.target = "hopper";
+    for (const std::string schedule : {"ws_pingpong", "ws_cooperative", "ws"}) {
+        const Params p = with_defaults(
+            gemm, Params({{"shapes", "runtime"}, {"M", "64"}, {"N", "64"}, {"K", "64"}}), "hopper");
+        const Kernel kernel = compile_app(gemm, p, schedule, Target::parse("hopper"));
+        for (const auto &[m, n, k] : std::vector<std::array<const char *, 3>>{
+                 {"201", "136", "72"}, {"1", "256", "520"}, {"130", "8", "24"}}) {
+            SCOPED_TRACE(schedule + " " + m + "x" + n + "x" + k);
+            Params at = p;
+            at.set("M", m);
+            at.set("N", n);
+            at.set("K", k);
+            const RunResult r = run_kernel(gemm, kernel, at, schedule, options, nullptr);
+            EXPECT_TRUE(r.correct) << r.max_rel_err;
+        }
+    }
+    unsetenv("TANDEM_HOPPER_CHECK_PROVEN_TAILS");
 }
 
 TEST(RuntimeShapes, HopperTakesATallerB) {
