@@ -167,6 +167,8 @@ public:
         const int most = kernel.ctas_per_sm ? 1 << 16 : std::max(kernel.grid, 1);
         scope.push(core_var, Interval(0, most - 1));
         scope.push(grid_var, Interval(1, most));
+        for (const std::string &name : kernel.runtime_extent_names())
+            extent_facts.push(name, Interval(1, Interval::pos_inf()));
         walk(kernel.body);
         for (CopyInfo &c : copies)
             place_box(c);
@@ -224,6 +226,7 @@ private:
     std::map<std::string, std::set<std::string>> expect_buffers;
     std::map<std::string, TileView> views; // plain tiles
     Scope<Interval> scope;                 // the enclosing loops and lets
+    Scope<Interval> extent_facts;          // each runtime extent >= 1 (TailProof's simplifier)
 
     /** The control stream in program order, with the bounds of the enclosing loops and lets. */
     void walk(const Stmt &s) {
@@ -293,9 +296,9 @@ private:
                 const Expr offset = bounded(info.global_offset()),
                            extent = bounded(c.dims[d].extent);
                 info.tail_reach.push_back(
-                    proven_tail_reach(offset, view, d, extent, scope, extents));
+                    proven_tail_reach(offset, view, d, extent, scope, extents, extent_facts));
                 info.tail_reach_read.push_back(
-                    proven_tail_reach(offset, view, d, extent, scope, reads));
+                    proven_tail_reach(offset, view, d, extent, scope, reads, extent_facts));
             }
             copies.push_back(info);
         } else if (ir::as_mma(s, &m)) {

@@ -84,19 +84,6 @@ Expr sum(const std::vector<Term> &terms) {
     return simplify(s);
 }
 
-/** The runtime extents in `e` (variables named X.extent.d): each at least 1, as every call's. */
-class Extents : public IRVisitor {
-public:
-    Scope<Interval> at_least_one;
-
-private:
-    using IRVisitor::visit;
-    void visit(const Variable *v) override {
-        if (v->name.find(".extent.") != std::string::npos && !at_least_one.contains(v->name))
-            at_least_one.push(v->name, Interval(1, Interval::pos_inf()));
-    }
-};
-
 /** `e` holds, given that runtime extents are >= 1. */
 bool proves(const Expr &e, const Scope<Interval> &facts) {
     return is_const_one(simplify(e, true, facts));
@@ -114,7 +101,7 @@ bool within(const Expr &e, const Expr &lo, const Expr &hi, const Scope<Interval>
 
 int64_t proven_tail_reach(const Expr &offset, const std::vector<KernelArg::Dim> &view, size_t d,
                           const Expr &extent, const Scope<Interval> &scope,
-                          const std::vector<Expr> &edges) {
+                          const std::vector<Expr> &edges, const Scope<Interval> &facts) {
     // The clamp: min(a, R), possibly inside max(..., 0).
     Expr clamped = simplify(extent);
     if (const Max *m = clamped.as<Max>()) {
@@ -160,10 +147,6 @@ int64_t proven_tail_reach(const Expr &offset, const std::vector<KernelArg::Dim> 
     for (size_t i = 0; i < d; i++)
         most_below = most_below + (edges[i] - 1) * view[i].stride;
     const Expr c = sum(coordinate);
-    Extents extents;
-    for (const Expr &e : {offset, extent, most_below, edges[d]})
-        e.accept(&extents);
-    const Scope<Interval> &facts = extents.at_least_one;
     if (!below.empty() && !within(sum(below), 0, simplify(most_below), scope, facts))
         return 0;
     if (!within(c, 0, outermost ? Expr() : simplify(edges[d] - 1), scope, facts))

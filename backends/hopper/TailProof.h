@@ -31,11 +31,13 @@ namespace tandem::hopper_backend {
  * along `d`, with the grid's variables as the scope bounds them. `edges`: per view dim, where the
  * tensor's data ends for the copy (the view's extent, or the extent the algorithm reads, which a
  * call check keeps within it): the tail must reach edges[d], and the coordinates below `d` stay
- * below their edges. */
+ * below their edges. `facts`: what the simplifier may assume of the kernel's runtime extents
+ * (each >= 1, as at every call; Halide's bounds of x % y do not know y > 0 otherwise). */
 int64_t proven_tail_reach(const Halide::Expr &offset, const std::vector<KernelArg::Dim> &view,
                           size_t d, const Halide::Expr &extent,
                           const Halide::Internal::Scope<Halide::Internal::Interval> &scope,
-                          const std::vector<Halide::Expr> &edges);
+                          const std::vector<Halide::Expr> &edges,
+                          const Halide::Internal::Scope<Halide::Internal::Interval> &facts);
 
 } // namespace tandem::hopper_backend
 

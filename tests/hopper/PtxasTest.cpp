@@ -744,13 +744,15 @@ TEST(HopperTails, ProofNeedsTheClampTheCoordinateAndItsBounds) {
                m = Internal::Variable::make(Int(32), "m");
     const std::vector<KernelArg::Dim> view = {{K, 1}, {M, K}};
     const std::vector<Expr> edges = {K, M};
-    Internal::Scope<Interval> scope;
+    Internal::Scope<Interval> scope, facts;
+    for (const char *name : {"A.extent.0", "A.extent.1", "B.extent.0", "B.extent.1"})
+        facts.push(name, Interval(1, Interval::pos_inf()));
     scope.push("ko", Interval(0, (K + 63) / 64 - 1));
     scope.push("m", Interval(0, (M + 127) / 128 - 1));
     const Expr offset = (m * 128 * K) + ko * 64;
     auto proven = [&](const Expr &o, size_t d, const Expr &e,
                       const Internal::Scope<Interval> &s = Internal::Scope<Interval>()) {
-        return hopper_backend::proven_tail_reach(o, view, d, e, s, edges);
+        return hopper_backend::proven_tail_reach(o, view, d, e, s, edges, facts);
     };
     EXPECT_EQ(proven(offset, 0, min(K - ko * 64, 64), scope), 64);
     EXPECT_EQ(proven(offset, 0, max(min(K - ko * 64, 64), 0), scope), 64);
@@ -773,8 +775,10 @@ TEST(HopperTails, ProofNeedsTheClampTheCoordinateAndItsBounds) {
     const std::vector<KernelArg::Dim> b_view = {{N, 1}, {L, N}};
     const Expr b_offset = ko * 64 * N + n * 256;
     const Expr b_extent = min(K - ko * 64, 64);
-    EXPECT_EQ(hopper_backend::proven_tail_reach(b_offset, b_view, 1, b_extent, scope, {N, K}), 64);
-    EXPECT_EQ(hopper_backend::proven_tail_reach(b_offset, b_view, 1, b_extent, scope, {N, L}), 0)
+    EXPECT_EQ(
+        hopper_backend::proven_tail_reach(b_offset, b_view, 1, b_extent, scope, {N, K}, facts), 64);
+    EXPECT_EQ(
+        hopper_backend::proven_tail_reach(b_offset, b_view, 1, b_extent, scope, {N, L}, facts), 0)
         << "with B's map ending at its own rows, its padding may be B's data";
 }
 
