@@ -421,6 +421,17 @@ configs+=(
     "v22|gemm_any_coop_odd_201x137x71_tallb|gemm|ws_cooperative|201 137 71|hopper|shapes=runtime TN=256"
     "v22|gemm_any_ws_1x256x520_tallb|gemm|ws|1 256 520|hopper|shapes=runtime"
 )
+# Session 37: attention scores at 8192 (0.68 of cuBLAS in session 36: the f32 output, 256 MiB,
+# no longer fits L2) by tile shape, stages and schedule, beside the default in one process.
+configs+=(
+    "v23|attention_8192x8192x128_v23|attention_scores|ws_pingpong|8192 8192 128|hopper"
+    "v23|attention_8192x8192x128_tn64_v23|attention_scores|ws_pingpong|8192 8192 128|hopper|TN=64"
+    "v23|attention_8192x8192x128_tm64_v23|attention_scores|ws_pingpong|8192 8192 128|hopper|TM=64"
+    "v23|attention_8192x8192x128_s2_v23|attention_scores|ws_pingpong|8192 8192 128|hopper|stages=2"
+    "v23|attention_8192x8192x128_s4_v23|attention_scores|ws_pingpong|8192 8192 128|hopper|stages=4"
+    "v23|attention_8192x8192x64_v23|attention_scores|ws_pingpong|8192 8192 64|hopper"
+    "v23|attention_4096x4096x128_v23|attention_scores|ws_pingpong|4096 4096 128|hopper"
+)
 # TANDEM_GPU_SETS (default "smoke bench"): the sets emitted, built and run.
 sets="${TANDEM_GPU_SETS:-smoke bench}"
 
