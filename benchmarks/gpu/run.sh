@@ -432,6 +432,19 @@ configs+=(
     "v23|attention_8192x8192x64_v23|attention_scores|ws_pingpong|8192 8192 64|hopper"
     "v23|attention_4096x4096x128_v23|attention_scores|ws_pingpong|4096 4096 128|hopper"
 )
+# Session 37: the f32-output kernels against cuBLAS writing f32 too (until then the harness timed
+# cuBLAS writing bf16, half the bytes: ncu showed 242 MB written by attention at 8192 against
+# cuBLAS's 108 MB), beside a bf16 GEMM as the control.
+configs+=(
+    "v24|attention_4096x4096x128_v24|attention_scores|ws_pingpong|4096 4096 128|hopper"
+    "v24|attention_8192x8192x128_v24|attention_scores|ws_pingpong|8192 8192 128|hopper"
+    "v24|attention_8192x8192x128_tm64_v24|attention_scores|ws_pingpong|8192 8192 128|hopper|TM=64"
+    "v24|attention_8192x8192x64_v24|attention_scores|ws_pingpong|8192 8192 64|hopper"
+    "v24|attention_any_4096x4096x128_v24|attention_scores|ws_pingpong|4096 4096 128|hopper|shapes=runtime"
+    "v24|gemm_coop_f32_4096_v24|gemm|ws_cooperative|4096 4096 4096|hopper|TN=256 out=f32"
+    "v24|gemm_pingpong_f32_4096_v24|gemm|ws_pingpong|4096 4096 4096|hopper|out=f32"
+    "v24|gemm_coop_4096_v24|gemm|ws_cooperative|4096 4096 4096|hopper|TN=256"
+)
 # TANDEM_GPU_SETS (default "smoke bench"): the sets emitted, built and run.
 sets="${TANDEM_GPU_SETS:-smoke bench}"
 
