@@ -445,6 +445,14 @@ configs+=(
     "v24|gemm_pingpong_f32_4096_v24|gemm|ws_pingpong|4096 4096 4096|hopper|out=f32"
     "v24|gemm_coop_4096_v24|gemm|ws_cooperative|4096 4096 4096|hopper|TN=256"
 )
+# Session 37: the GEMMs whose copies without the warpgroup barrier before each release of a ring
+# slot (`_nosync`, made by hand from these: thread 0 arrives after its own wgmma wait, as
+# FlashAttention-3's pipelines do) measure what that barrier costs.
+configs+=(
+    "v25|gemm_coop_4096_v25|gemm|ws_cooperative|4096 4096 4096|hopper|TN=256"
+    "v25|gemm_coop_8192_v25|gemm|ws_cooperative|8192 8192 8192|hopper|TN=256"
+    "v25|gemm_pingpong_2048_v25|gemm|ws_pingpong|2048 2048 2048|hopper"
+)
 # TANDEM_GPU_SETS (default "smoke bench"): the sets emitted, built and run.
 sets="${TANDEM_GPU_SETS:-smoke bench}"
 
