@@ -453,6 +453,12 @@ configs+=(
     "v25|gemm_coop_8192_v25|gemm|ws_cooperative|8192 8192 8192|hopper|TN=256"
     "v25|gemm_pingpong_2048_v25|gemm|ws_pingpong|2048 2048 2048|hopper"
 )
+# Session 37: the thread-copy variant (0.18x cuBLAS at K = 4095) by the loads each producer
+# thread keeps in flight (`_b8`, `_b16`: copies built with TANDEM_HOPPER_THREAD_COPY_BATCH).
+configs+=(
+    "v26|gemm_any_coop_odd_4096x4096x4095_v26|gemm|ws_cooperative|4096 4096 4095|hopper|shapes=runtime TN=256"
+    "v26|gemm_any_coop_odd_201x137x71_v26|gemm|ws_cooperative|201 137 71|hopper|shapes=runtime TN=256"
+)
 # TANDEM_GPU_SETS (default "smoke bench"): the sets emitted, built and run.
 sets="${TANDEM_GPU_SETS:-smoke bench}"
 

@@ -429,7 +429,10 @@ __device__ __forceinline__ void fence_proxy_async_shared() {
 // ---------------------------------------------------------------------------------------------
 
 /** Elements each thread loads before it stores them: the loads of a batch are in flight at once. */
-constexpr int thread_copy_batch = 4;
+#ifndef TANDEM_HOPPER_THREAD_COPY_BATCH
+#define TANDEM_HOPPER_THREAD_COPY_BATCH 4
+#endif
+constexpr int thread_copy_batch = TANDEM_HOPPER_THREAD_COPY_BATCH;
 
 template <int Bytes> struct bits_of;
 template <> struct bits_of<2> { using type = uint16_t; };
