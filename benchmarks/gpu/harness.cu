@@ -2,8 +2,10 @@
 // Built by run.sh with the kernels emitted on the development machine (kernels/*.cu plus
 // kernels/registry.inc: TANDEM_KERNEL(fn, app, schedule, M, N, K, out, in) for a kernel of static
 // shapes, TANDEM_KERNEL_ANY(fn, app, schedule, M, N, K, out, in, count) for a runtime-shape one,
-// run at M x N x K: its launcher takes `count` extents, each tensor's dims in argument order; `out`
-// is the output's type, "bf16", "f16" or "f32", `in` the operands', "bf16" or "f16").
+// run at M x N x K: its launcher takes `count` extents, each tensor's dims in argument order;
+// TANDEM_KERNEL_BATCHED(fn, app, schedule, batch, M, N, K, out, in) for the conformance suite's
+// batched_matmul (layout nt, against cuBLAS's strided batch); `out` is the output's type, "bf16",
+// "f16" or "f32", `in` the operands', "bf16" or "f16").
 //
 //   harness NAME check   one kernel: fresh random inputs (never zeros), the output poisoned (NaN)
 //                        before every launch, every element checked against the reference
@@ -46,9 +48,12 @@
     extern "C" cudaError_t prepare_##fn(void *const *, const int *, void **);                      \
     extern "C" cudaError_t launch_prepared_##fn(const void *, cudaStream_t);                       \
     extern "C" void release_##fn(void *);
+#define TANDEM_KERNEL_BATCHED(fn, app, schedule, batch, M, N, K, out, in)                          \
+    TANDEM_KERNEL(fn, app, schedule, M, N, K, out, in)
 #include "registry.inc"
 #undef TANDEM_KERNEL
 #undef TANDEM_KERNEL_ANY
+#undef TANDEM_KERNEL_BATCHED
 
 namespace {
 
@@ -58,6 +63,7 @@ struct Entry {
     const char *out;     // the output's type: "bf16", "f16" or "f32"
     const char *in;      // gemm: the operands' type, "bf16" or "f16"
     int runtime_extents; // 0: static shapes; else the count the launcher takes
+    int batch;           // batched_matmul: the batch count (x B x M x K, w B x N x K); else 1
     cudaError_t (*launch)(void *const *, cudaStream_t);
     cudaError_t (*prepare)(void *const *, void **);
     cudaError_t (*launch_any)(void *const *, const int *, cudaStream_t);
@@ -68,20 +74,9 @@ struct Entry {
 
 const Entry entries[] = {
 #define TANDEM_KERNEL(fn, app, schedule, M, N, K, out, in)                                         \
-    {#fn,                                                                                          \
-     app,                                                                                          \
-     schedule,                                                                                     \
-     M,                                                                                            \
-     N,                                                                                            \
-     K,                                                                                            \
-     out,                                                                                          \
-     in,                                                                                           \
-     0,                                                                                            \
-     launch_##fn,                                                                                  \
-     prepare_##fn,                                                                                 \
-     nullptr,                                                                                      \
-     nullptr,                                                                                      \
-     launch_prepared_##fn,                                                                         \
+    {#fn,         app,          schedule, M,       N,                                              \
+     K,           out,          in,       0,       1,                                              \
+     launch_##fn, prepare_##fn, nullptr,  nullptr, launch_prepared_##fn,                           \
      release_##fn},
 #define TANDEM_KERNEL_ANY(fn, app, schedule, M, N, K, out, in, count)                              \
     {#fn,                                                                                          \
@@ -93,15 +88,22 @@ const Entry entries[] = {
      out,                                                                                          \
      in,                                                                                           \
      count,                                                                                        \
+     1,                                                                                            \
      nullptr,                                                                                      \
      nullptr,                                                                                      \
      launch_##fn,                                                                                  \
      prepare_##fn,                                                                                 \
      launch_prepared_##fn,                                                                         \
      release_##fn},
+#define TANDEM_KERNEL_BATCHED(fn, app, schedule, batch, M, N, K, out, in)                          \
+    {#fn,         app,          schedule, M,       N,                                              \
+     K,           out,          in,       0,       batch,                                          \
+     launch_##fn, prepare_##fn, nullptr,  nullptr, launch_prepared_##fn,                           \
+     release_##fn},
 #include "registry.inc"
 #undef TANDEM_KERNEL
 #undef TANDEM_KERNEL_ANY
+#undef TANDEM_KERNEL_BATCHED
 };
 
 /** Rows of B past K in the call of a runtime-shape gemm whose name ends in "_tallb": a legal call
@@ -382,11 +384,12 @@ struct Run {
                     "\"N\": %d, \"K\": %d, \"correct\": %s, \"mismatches\": %zu, \"first_bad\": "
                     "[%ld, %ld], "
                     "\"rel_fro\": %s, \"max_rel_err\": %s, \"launches_differing\": %d, "
-                    "\"runtime_shapes\": %s%s}\n",
+                    "\"runtime_shapes\": %s, \"batch\": %d%s}\n",
                     e.fn, e.app, e.schedule, device, e.M, e.N, e.K,
                     c.correct() && differing_launches == 0 ? "true" : "false", c.mismatches, row,
                     col, number(c.rel_fro).c_str(), number(c.max_rel_err).c_str(),
-                    differing_launches, e.runtime_extents ? "true" : "false", timing.c_str());
+                    differing_launches, e.runtime_extents ? "true" : "false", e.batch,
+                    timing.c_str());
         std::fflush(stdout);
     }
 };
@@ -395,33 +398,42 @@ void gemm(const Entry &e, const char *device, bool bench) {
     cublasHandle_t handle;
     CUBLAS_CHECK(cublasCreate(&handle));
     std::mt19937 rng(std::random_device{}());
-    size_t M = e.M, N = e.N, K = e.K;
+    size_t M = e.M, N = e.N, K = e.K, batch = e.batch;
     const bool f16 = std::string(e.in) == "f16";
     const cudaDataType operand = f16 ? CUDA_R_16F : CUDA_R_16BF;
-    std::vector<uint16_t> b_rows = random_16bit(K * N, f16, rng);
-    b_rows.resize((K + extra_b_rows(e)) * N, f16 ? 0x7E00 : 0x7FC0); // NaN past K
-    uint16_t *A = upload(random_16bit(M * K, f16, rng)), *B = upload(b_rows);
+    std::vector<uint16_t> b_rows = random_16bit(batch * K * N, f16, rng);
+    b_rows.resize(batch * (K + extra_b_rows(e)) * N, f16 ? 0x7E00 : 0x7FC0); // NaN past K
+    uint16_t *A = upload(random_16bit(batch * M * K, f16, rng)), *B = upload(b_rows);
     void *C = nullptr;
     __nv_bfloat16 *C_cublas = nullptr;
     float *ref = nullptr;
-    const size_t out_bytes = M * N * element_bytes(e.out);
+    const size_t out_bytes = batch * M * N * element_bytes(e.out);
     CHECK(cudaMalloc(&C, out_bytes));
-    CHECK(cudaMalloc(&C_cublas, M * N * 2));
-    CHECK(cudaMalloc(&ref, M * N * 4));
+    CHECK(cudaMalloc(&C_cublas, batch * M * N * 2));
+    CHECK(cudaMalloc(&ref, batch * M * N * 4));
     Run run{e, device, bench, C, out_bytes, {A, B, C}};
-    // Row-major C = A x B is column-major C^T = B^T x A^T. attention_scores: B is K, N rows of K
-    // (S = Q K^T), so column-major it is taken transposed.
-    const bool k_major_b = std::string(e.app) == "attention_scores";
+    // Row-major C = A x B is column-major C^T = B^T x A^T. attention_scores and batched_matmul
+    // (layout nt): B is N rows of K (S = Q K^T), so column-major it is taken transposed. A batched
+    // matmul's matrices follow one another (cuBLAS's strided batch).
+    const bool k_major_b =
+        std::string(e.app) == "attention_scores" || std::string(e.app) == "batched_matmul";
     const float one = 1, zero = 0;
     auto cublas = [&](void *out, cudaDataType type) {
-        return cublasGemmEx(handle, k_major_b ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, int(N),
-                            int(M), int(K), &one, B, operand, int(k_major_b ? K : N), A, operand,
-                            int(K), &zero, out, type, int(N), CUBLAS_COMPUTE_32F,
+        const cublasOperation_t op_b = k_major_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+        const int ld_b = int(k_major_b ? K : N);
+        if (batch > 1) {
+            return cublasGemmStridedBatchedEx(
+                handle, op_b, CUBLAS_OP_N, int(N), int(M), int(K), &one, B, operand, ld_b,
+                (long long)(K * N), A, operand, int(K), (long long)(M * K), &zero, out, type,
+                int(N), (long long)(M * N), int(batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        }
+        return cublasGemmEx(handle, op_b, CUBLAS_OP_N, int(N), int(M), int(K), &one, B, operand,
+                            ld_b, A, operand, int(K), &zero, out, type, int(N), CUBLAS_COMPUTE_32F,
                             CUBLAS_GEMM_DEFAULT);
     };
     CUBLAS_CHECK(cublas(ref, CUDA_R_32F));
     CHECK(cudaDeviceSynchronize());
-    std::vector<float> reference = to_float(bytes_of(ref, M * N * 4), "f32");
+    std::vector<float> reference = to_float(bytes_of(ref, batch * M * N * 4), "f32");
     std::vector<unsigned char> first = run.launch_checked();
     Check c = check(to_float(first, e.out), reference, 1.0 / 128, 1e-3 * std::sqrt(double(K)));
     int differing = run.differing(first, 5);
@@ -439,7 +451,7 @@ void gemm(const Entry &e, const char *device, bool bench) {
                                  : cublas(C_cublas, f16 ? CUDA_R_16F : CUDA_R_16BF));
         });
         const float cublas_fastest = last_times.front();
-        double flops = 2.0 * M * N * K;
+        double flops = 2.0 * batch * M * N * K;
         char buffer[448];
         std::snprintf(buffer, sizeof buffer,
                       ", \"tandem_ms\": %.4f, \"tandem_ms_min\": %.4f, \"tandem_ms_max\": %.4f, "
@@ -447,7 +459,9 @@ void gemm(const Entry &e, const char *device, bool bench) {
                       "\"cublas_out\": \"%s\", \"tandem_tflops\": %.1f, \"cublas_tflops\": %.1f, "
                       "\"ratio_vs_cublas\": %.3f",
                       t_tandem, fastest, slowest, t_checked, t_cublas, cublas_fastest,
-                      f32_out ? "f32" : f16 ? "f16" : "bf16",
+                      f32_out ? "f32"
+                      : f16   ? "f16"
+                              : "bf16",
                       flops / t_tandem / 1e9, flops / t_cublas / 1e9, t_cublas / t_tandem);
         timing = buffer;
     }
@@ -533,7 +547,7 @@ int main(int argc, char **argv) {
         CHECK(cudaFree(x));
     }
     const std::string app = entry->app;
-    if (app == "gemm" || app == "attention_scores")
+    if (app == "gemm" || app == "attention_scores" || app == "batched_matmul")
         gemm(*entry, prop.name, bench);
     else
         streaming(*entry, prop.name, bench);

@@ -96,6 +96,12 @@ public:
     GeneratorParam<std::string> layout{"layout", "nt", {"nt", "nn"}};
     // runtime: the batch count is the buffers' at each call (B an estimate); M, N, K static.
     GeneratorParam<bool> runtime{"runtime", false};
+    // pipelined: one role copies and computes (a ring of `stages`); ws_pingpong: a producer and
+    // two consumers taking tiles in turn; ws_cooperative (Hopper): two consumer warpgroups on
+    // each tile, as a user tunes a batched GEMM for a GPU.
+    GeneratorParam<std::string> pipelining{
+        "schedule", "pipelined", {"pipelined", "ws_pingpong", "ws_cooperative"}};
+    GeneratorParam<int> stages{"stages", 2, 1, 16};
     Input<Buffer<bfloat16_t, 3>> x{"x"}, w{"w"};
     Output<Buffer<float, 3>> out{"out"};
 
@@ -128,8 +134,16 @@ public:
             .tile_mma();
         for (Input<Buffer<bfloat16_t, 3>> *operand : {&x, &w}) {
             Func tile = Func::staged(*operand, acc);
-            tile.compute_at(acc, ko).async_copy().multi_buffer(2);
+            tile.compute_at(acc, ko).async_copy().multi_buffer(stages);
         }
+        const std::string schedule = pipelining;
+        if (schedule == "pipelined")
+            return;
+        out.warp_specialize();
+        if (schedule == "ws_pingpong")
+            out.ping_pong();
+        else
+            out.cooperative();
     }
 
 private:
