@@ -444,9 +444,10 @@ void CodeGen::thread_copy(const ir::CopyOp &c, bool load, const std::string &arg
         }
         const std::string smem =
             c_name(buffer) + " + (" + expr(load ? c.dst_offset : c.src_offset) + ")";
-        os << line() << "hopper::thread_copy(" << (load ? smem : global) << ", "
-           << (load ? global : smem) << ", " << int_list(extents) << ", " << int_list(dst_strides)
-           << ", " << int_list(src_strides) << ", thread_in_warpgroup);\n";
+        os << line() << "hopper::thread_copy" << (load ? "" : "<hopper::thread_store_batch>") << "("
+           << (load ? smem : global) << ", " << (load ? global : smem) << ", " << int_list(extents)
+           << ", " << int_list(dst_strides) << ", " << int_list(src_strides)
+           << ", thread_in_warpgroup);\n";
     }
     if (load) {
         os << line() << "hopper::thread_copy_complete(" << barrier(c.barrier, c.slot) << ", "
@@ -900,12 +901,15 @@ std::string emit_cuda(const Kernel &kernel, const std::string &function) {
         const Variant v = emit_variant(kernel, fn, plan);
         return v.notes + "#include \"tandem_hopper.cuh\"\n\n" + v.code;
     }
-    // Strides known only at the call: a TMA variant and a thread-copy variant, the call choosing;
-    // where the thread-copy variant cannot be (its tiles do not fit), the TMA one refuses the rest.
+    // Strides known only at the call: a TMA variant and thread-copy variants, the call choosing
+    // by the row pitches whose strides TMA cannot take there: where one fails, the variant whose
+    // threads copy only its tensors (if its tiles fit); else the last, which thread-copies every
+    // runtime pitch. Where that last cannot be (its tiles do not fit), the TMA one refuses the
+    // rest.
     std::optional<Plan> any_stride;
     std::string why_not;
     try {
-        any_stride = plan_kernel(kernel, StridePolicy::Threads);
+        any_stride = plan_kernel(kernel, StridePolicy::threads());
     } catch (const Error &e) {
         why_not = e.what();
     }
@@ -915,13 +919,41 @@ std::string emit_cuda(const Kernel &kernel, const std::string &function) {
                "): a call whose rows TMA cannot step is refused.\n" +
                "#include \"tandem_hopper.cuh\"\n\n" + v.code;
     }
-    const Variant tma = emit_variant(kernel, fn + "_tma", plan),
-                  threads = emit_variant(kernel, fn + "_threads", *any_stride);
-    const Variant &floor = tma.register_floor >= threads.register_floor ? tma : threads;
-    return floor.notes + "// Two variants: " + fn +
-           "_tma where the call's strides take TMA, else " + fn + "_threads (thread copies); " +
-           fn + " chooses.\n#include \"tandem_hopper.cuh\"\n\n" + tma.code + "\n" + threads.code +
-           "\n" + dispatcher(kernel, fn, plan.launch_checks);
+    const std::vector<std::string> classes = pitch_classes(plan);
+    std::vector<StrideVariant> variants = {{0, fn + "_tma"}};
+    std::vector<Variant> code = {emit_variant(kernel, fn + "_tma", plan)};
+    for (size_t c = 0; classes.size() > 1 && c < classes.size(); c++) {
+        const unsigned failing = 1u << c;
+        std::optional<Plan> some;
+        try {
+            some = plan_kernel(kernel, stride_policy(classes, failing));
+        } catch (const Error &) {
+            continue; // its tiles do not fit: those calls take the last variant
+        }
+        std::string name = fn + "_threads";
+        for (const std::string &arg : some->thread_args)
+            name += "_" + c_name(user_text(arg));
+        for (const StrideVariant &v : variants) {
+            if (v.fn == name) // the same tensors as another pitch's (a tensor of two pitches)
+                name += "_" + std::to_string(failing);
+        }
+        variants.push_back({failing, name});
+        code.push_back(emit_variant(kernel, name, *some));
+    }
+    const unsigned all = (1u << std::min<size_t>(classes.size(), 31)) - 1;
+    variants.push_back({all, fn + "_threads"});
+    code.push_back(emit_variant(kernel, fn + "_threads", *any_stride));
+    const Variant *floor = &code.front();
+    std::string names, bodies;
+    for (size_t i = 0; i < code.size(); i++) {
+        if (code[i].register_floor > floor->register_floor)
+            floor = &code[i];
+        names += (i ? (i + 1 == code.size() ? " and " : ", ") : "") + variants[i].fn;
+        bodies += code[i].code + "\n";
+    }
+    return floor->notes + "// " + std::to_string(code.size()) + " variants: " + names + "; " + fn +
+           " chooses by the row pitches TMA cannot step at the call.\n" +
+           "#include \"tandem_hopper.cuh\"\n\n" + bodies + dispatcher(kernel, fn, plan, variants);
 }
 
 } // namespace tandem::hopper_backend

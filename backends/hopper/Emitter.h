@@ -24,7 +24,7 @@
  *     tandem_core_id()              blockIdx.x
  *     tandem_copy into smem         one elected thread: cp.async.bulk.tensor ... complete_tx
  *     tandem_copy to the output     barrier, elected thread: TMA store + commit_group
- *     tandem_copy TMA cannot make   every thread of the warpgroup: ld / st (4 loads in flight
+ *     tandem_copy TMA cannot make   every thread of the warpgroup: ld / st (8 loads in flight
  *                                   per thread); into smem then fence.proxy.async, barrier,
  *                                   elected thread: mbarrier.complete_tx (the bytes expect_tx
  *                                   counted for the tile); a wgmma tile is written swizzled and

@@ -467,16 +467,33 @@ void execute(const Kernel &kernel, sim::hopper::Machine &machine,
     // A stride TMA cannot take at this call: the variant whose threads copy those tiles.
     // TANDEM_HOPPER_CHECK_PROVEN_TAILS: keep and evaluate the tail checks TailProof removes too.
     const bool prove_tails = std::getenv("TANDEM_HOPPER_CHECK_PROVEN_TAILS") == nullptr;
-    Plan plan = plan_kernel(kernel, StridePolicy::Tma, prove_tails);
+    // As the emitted dispatcher chooses: the variant whose threads copy the tensors of the
+    // pitches that fail here, else the one that thread-copies every runtime pitch.
+    Plan plan = plan_kernel(kernel, StridePolicy::tma(), prove_tails);
     try {
         check_call(plan.launch_checks, shapes, kernel.name);
     } catch (const ShapeError &e) {
         if (!e.target_limit)
             throw;
+        std::map<std::string, Expr> values;
+        for (const auto &[name, value] : shapes)
+            values[name] = Expr(int(value));
+        const std::vector<std::string> classes = pitch_classes(plan);
+        const unsigned failing = failing_pitches(plan, classes, [&](size_t i) {
+            return is_const_one(simplify(substitute(values, plan.launch_checks[i].holds)));
+        });
         try {
-            plan = plan_kernel(kernel, StridePolicy::Threads, prove_tails);
+            plan = plan_kernel(kernel, StridePolicy::threads(), prove_tails);
         } catch (const Error &) {
             throw e; // no thread-copy variant (its tiles do not fit): the call is refused
+        }
+        const StridePolicy policy = stride_policy(classes, failing);
+        if (!policy.all) {
+            try {
+                plan = plan_kernel(kernel, policy, prove_tails);
+            } catch (const Error &) {
+                // that variant's tiles do not fit: the one that thread-copies every pitch
+            }
         }
     }
     std::set<std::string> operand_tiles;

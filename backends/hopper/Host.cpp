@@ -4,6 +4,7 @@
 #include "Emitter.h"
 #include "common/Library.h"
 
+#include <algorithm>
 #include <sstream>
 
 namespace tandem::hopper_backend {
@@ -254,19 +255,33 @@ std::string launcher(const Kernel &kernel, const std::string &fn, const Plan &pl
     return os.str();
 }
 
-std::string dispatcher(const Kernel &kernel, const std::string &fn,
-                       const std::vector<CallCheck> &checks) {
+std::string dispatcher(const Kernel &kernel, const std::string &fn, const Plan &plan,
+                       const std::vector<StrideVariant> &variants) {
     const std::vector<std::string> runtime_extents = kernel.runtime_extent_names();
-    const std::string state = "Dispatch_" + fn, tma = fn + "_tma", threads = fn + "_threads";
+    const std::vector<std::string> classes = pitch_classes(plan);
+    const std::string state = "Dispatch_" + fn, table = "variants_" + fn;
     CudaExpr launch_expr;
     std::ostringstream os;
-    os << "/** " << fn << ": the launchers of " << tma
-       << " (TMA) where the call's strides take it, else of " << threads
-       << "\n * (thread copies take any stride). Same arguments and extents as theirs. */\n"
+    os << "/** " << fn << ": the launchers of the variant for the row pitches whose strides TMA\n"
+       << " * cannot take at the call (thread copies take any stride), each pitch a bit:";
+    for (size_t c = 0; c < classes.size(); c++)
+        os << (c ? "," : "") << " " << (1u << c) << " " << classes[c];
+    os << ".\n * Same arguments and extents as theirs. */\n"
        << "struct " << state << " {\n"
-       << "    bool tma;\n"
+       << "    int variant;\n"
        << "    void *prepared;\n"
        << "};\n\n"
+       << "static const struct {\n"
+       << "    unsigned failing;\n"
+       << "    cudaError_t (*prepare)(void *const *, const int *, void **);\n"
+       << "    cudaError_t (*launch)(const void *, cudaStream_t);\n"
+       << "    void (*release)(void *);\n"
+       << "} " << table << "[] = {\n";
+    for (const StrideVariant &v : variants) {
+        os << "    {" << v.failing << "u, prepare_" << v.fn << ", launch_prepared_" << v.fn
+           << ", release_" << v.fn << "},\n";
+    }
+    os << "};\n\n"
        << "extern \"C\" cudaError_t prepare_" << fn
        << "(void *const *args, const int *extents, void **prepared) {\n"
        << "    if (prepared == nullptr) return cudaErrorInvalidValue;\n"
@@ -274,18 +289,25 @@ std::string dispatcher(const Kernel &kernel, const std::string &fn,
        << "    if (extents == nullptr) return cudaErrorInvalidValue;\n";
     for (size_t i = 0; i < runtime_extents.size(); i++)
         os << "    const int " << c_name(runtime_extents[i]) << " = extents[" << i << "];\n";
-    os << "    bool tma = true;\n";
-    for (const CallCheck &check : checks)
-        os << "    tma = tma && (" << launch_expr(check.holds) << "); // " << check.why << "\n";
+    os << "    unsigned failing = 0;\n";
+    for (size_t i = 0; i < plan.launch_checks.size(); i++) {
+        const size_t c =
+            std::find(classes.begin(), classes.end(), plan.launch_pitches[i]) - classes.begin();
+        os << "    if (!(" << launch_expr(plan.launch_checks[i].holds)
+           << ")) failing |= " << (1u << c) << "u; // " << plan.launch_checks[i].why << "\n";
+    }
     for (const std::string &name : runtime_extents)
         os << "    (void)" << c_name(name) << ";\n";
-    os << "    void *inner = nullptr;\n"
-       << "    const cudaError_t status = tma ? prepare_" << tma
-       << "(args, extents, &inner) : prepare_" << threads << "(args, extents, &inner);\n"
+    os << "    int variant = " << variants.size() - 1 << ";\n"
+       << "    for (int v = 0; v < " << variants.size() << "; v++)\n"
+       << "        if (" << table << "[v].failing == failing) { variant = v; break; }\n"
+       << "    void *inner = nullptr;\n"
+       << "    const cudaError_t status = " << table
+       << "[variant].prepare(args, extents, &inner);\n"
        << "    if (status != cudaSuccess) return status;\n"
-       << "    " << state << " *dispatch = new (std::nothrow) " << state << "{tma, inner};\n"
+       << "    " << state << " *dispatch = new (std::nothrow) " << state << "{variant, inner};\n"
        << "    if (dispatch == nullptr) {\n"
-       << "        if (tma) release_" << tma << "(inner); else release_" << threads << "(inner);\n"
+       << "        " << table << "[variant].release(inner);\n"
        << "        return cudaErrorMemoryAllocation;\n"
        << "    }\n"
        << "    *prepared = dispatch;\n"
@@ -295,15 +317,12 @@ std::string dispatcher(const Kernel &kernel, const std::string &fn,
        << "(const void *prepared, cudaStream_t stream) {\n"
        << "    if (prepared == nullptr) return cudaErrorInvalidValue;\n"
        << "    const " << state << " &dispatch = *static_cast<const " << state << " *>(prepared);\n"
-       << "    return dispatch.tma ? launch_prepared_" << tma
-       << "(dispatch.prepared, stream) : launch_prepared_" << threads
-       << "(dispatch.prepared, stream);\n"
+       << "    return " << table << "[dispatch.variant].launch(dispatch.prepared, stream);\n"
        << "}\n\n"
        << "extern \"C\" void release_" << fn << "(void *prepared) {\n"
        << "    " << state << " *dispatch = static_cast<" << state << " *>(prepared);\n"
        << "    if (dispatch == nullptr) return;\n"
-       << "    if (dispatch->tma) release_" << tma << "(dispatch->prepared); else release_"
-       << threads << "(dispatch->prepared);\n"
+       << "    " << table << "[dispatch->variant].release(dispatch->prepared);\n"
        << "    delete dispatch;\n"
        << "}\n\n"
        << launch_in_one(fn, true);

@@ -5,7 +5,7 @@
  * The host side of a Hopper kernel's CUDA source (Emitter.h says what the file defines): the
  * launcher of one variant (prepare_<fn> checks the arguments and the runtime extents, encodes the
  * tensor maps and sizes the grid, launch_prepared_<fn> launches, release_<fn> frees, launch_<fn>
- * does all three), the dispatcher between a TMA variant and a thread-copy variant, and the
+ * does all three), the dispatcher between a TMA variant and thread-copy variants, and the
  * library's call (emit_library). CodeGen.h prints the kernel; the plan (Plan.h) decided the
  * tensor maps, the launch checks and the shared memory.
  */
@@ -36,11 +36,18 @@ struct LaunchShape {
 std::string launcher(const Kernel &kernel, const std::string &fn, const Plan &plan,
                      const std::vector<KernelParam> &params, const LaunchShape &shape);
 
-/** The launcher `fn` over the variants `fn`_tma and `fn`_threads: the TMA one where every check
- * of the TMA plan (the global strides it needs) holds at the call, else the one whose threads
- * copy the tiles of those tensors. */
-std::string dispatcher(const Kernel &kernel, const std::string &fn,
-                       const std::vector<CallCheck> &checks);
+/** A variant a dispatcher launches: the launchers of `fn`, for the calls whose failing pitches
+ * are `failing` (a bit set over pitch_classes of the TMA plan; 0: the TMA variant). */
+struct StrideVariant {
+    unsigned failing;
+    std::string fn;
+};
+
+/** The launcher `fn` over `variants` (the TMA one first, the one that thread-copies every pitch
+ * last): the variant for the pitches whose checks of the TMA plan `plan` (the global strides it
+ * needs) fail at the call, else the last. */
+std::string dispatcher(const Kernel &kernel, const std::string &fn, const Plan &plan,
+                       const std::vector<StrideVariant> &variants);
 
 } // namespace tandem::hopper_backend
 

@@ -148,7 +148,7 @@ struct TileView {
 
 class Planner {
 public:
-    Planner(const Kernel &k, StridePolicy strides, bool prove_tails)
+    Planner(const Kernel &k, const StridePolicy &strides, bool prove_tails)
         : kernel(k), strides(strides), prove_tails(prove_tails) {}
 
     Plan run() {
@@ -472,7 +472,8 @@ private:
             return false;
         }
         std::string reason = stride_reason(c, d, bytes);
-        if (strides == StridePolicy::Threads) {
+        const std::string pitch = user_text(bytes);
+        if (strides.threads_for(pitch)) {
             *why = reason + " at some calls (this variant takes any)";
             return false;
         }
@@ -482,6 +483,7 @@ private:
         }
         plan.launch_checks.push_back(
             {simplify(bytes % 16 == 0 || dim.extent == 1), reason, /*target_limit=*/true});
+        plan.launch_pitches.push_back(pitch);
         return true;
     }
 
@@ -1224,7 +1226,36 @@ Expr version_of(const Tile &tile, const Expr &offset, Expr *within) {
     return version;
 }
 
-Plan plan_kernel(const Kernel &kernel, StridePolicy strides, bool prove_tails) {
+std::vector<std::string> pitch_classes(const Plan &plan) {
+    std::vector<std::string> classes;
+    for (const std::string &pitch : plan.launch_pitches) {
+        if (std::find(classes.begin(), classes.end(), pitch) == classes.end())
+            classes.push_back(pitch);
+    }
+    return classes;
+}
+
+unsigned failing_pitches(const Plan &plan, const std::vector<std::string> &classes,
+                         const std::function<bool(size_t)> &holds) {
+    unsigned mask = 0;
+    for (size_t i = 0; i < plan.launch_pitches.size(); i++) {
+        const size_t c =
+            std::find(classes.begin(), classes.end(), plan.launch_pitches[i]) - classes.begin();
+        if (!holds(i))
+            mask |= 1u << c;
+    }
+    return mask;
+}
+
+StridePolicy stride_policy(const std::vector<std::string> &classes, unsigned failing) {
+    for (size_t c = 0; c < classes.size(); c++) {
+        if (classes.size() > 1 && failing == 1u << c)
+            return StridePolicy::threads({classes[c]});
+    }
+    return StridePolicy::threads();
+}
+
+Plan plan_kernel(const Kernel &kernel, const StridePolicy &strides, bool prove_tails) {
     return Planner(kernel, strides, prove_tails).run();
 }
 

@@ -177,8 +177,12 @@ struct Plan {
                                          // takes their pointers
     std::map<const Halide::Internal::IRNode *, std::vector<TailCheck>> tail_checks; // per copy
     /** What a kernel with runtime extents needs of them that only a call can check (a global
-     * stride TMA can take): where they fail, the call runs the StridePolicy::Threads plan. */
+     * stride TMA can take): where they fail, the call runs a plan whose threads copy the tensors
+     * of the failing pitches (StridePolicy). */
     std::vector<CallCheck> launch_checks;
+    /** Per launch check, the row pitch it is about (its bytes, as text): tensors of one pitch
+     * (gemm's B and C rows are both N long) take TMA at the same calls. */
+    std::vector<std::string> launch_pitches;
     int64_t shared_bytes = 0; // dynamic shared memory (plus 1024 B of alignment slack)
 
     const TensorMap &map(const std::string &arg, const std::string &buffer, bool load) const {
@@ -196,15 +200,38 @@ struct Plan {
  * part in the GPU layout where the tile is not `dynamic_layout`). */
 Halide::Expr version_of(const Tile &tile, const Halide::Expr &offset, Halide::Expr *within);
 
-/** How a copy takes a global stride known only at run time (a runtime extent's rows): `Tma`
- * assumes TMA can, and the call checks it (Plan::launch_checks); `Threads` copies those tiles by
- * threads, which take any stride. A kernel whose Tma plan has launch checks is emitted and run
- * in both variants, the call choosing (Emitter.h). */
-enum class StridePolicy { Tma, Threads };
+/** How a copy takes a global stride known only at run time (a runtime extent's rows): TMA
+ * (`tma()`), the call checking it (Plan::launch_checks), or the threads of a warpgroup, which
+ * take any stride: for every such pitch (`threads()`) or for those named (their text, as in
+ * Plan::launch_pitches), the tensors of the others by TMA. A kernel whose TMA plan has launch
+ * checks is emitted and run in several variants, the call choosing by the pitches that fail
+ * (emit_cuda, stride_policy). */
+struct StridePolicy {
+    bool all = false;
+    std::set<std::string> pitches;
+
+    static StridePolicy tma() { return {}; }
+    static StridePolicy threads() { return {true, {}}; }
+    static StridePolicy threads(std::set<std::string> only) { return {false, std::move(only)}; }
+    bool threads_for(const std::string &pitch) const { return all || pitches.count(pitch) > 0; }
+};
+
+/** The distinct pitches of a TMA plan's launch checks, in order of first check. */
+std::vector<std::string> pitch_classes(const Plan &plan);
+
+/** The pitches among `classes` whose launch checks fail at a call (`holds` says whether check i
+ * holds there), as a bit set over `classes`. */
+unsigned failing_pitches(const Plan &plan, const std::vector<std::string> &classes,
+                         const std::function<bool(size_t)> &holds);
+
+/** The policy of the variant a call whose failing pitches are bit set `failing` (over `classes`)
+ * runs: where one pitch fails, its tensors by threads and the rest by TMA; where several do,
+ * every runtime pitch by threads. */
+StridePolicy stride_policy(const std::vector<std::string> &classes, unsigned failing);
 
 /** The plan of `kernel`; throws tandem::Error where the GPU cannot run it. `prove_tails` false
  * keeps every tail check, those TailProof would remove too (the executor's test of the proof). */
-Plan plan_kernel(const Kernel &kernel, StridePolicy strides = StridePolicy::Tma,
+Plan plan_kernel(const Kernel &kernel, const StridePolicy &strides = StridePolicy::tma(),
                  bool prove_tails = true);
 
 } // namespace tandem::hopper_backend

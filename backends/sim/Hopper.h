@@ -86,7 +86,7 @@ struct HopperParams {
     // Thread copies (ld / st by a warpgroup's threads, where TMA cannot copy): each thread keeps
     // this many loads in flight, so a copy waits one memory latency (tma_latency) per batch of
     // 128 x thread_copy_batch elements, and moves its bytes at the SM's share of bandwidth.
-    int thread_copy_batch = 4;
+    int thread_copy_batch = 8;
 
     /** Calls f(name, field) for every field a machine description sets (its parameter name). */
     template <class F> void fields(F &&f) {

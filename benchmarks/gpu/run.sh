@@ -23,14 +23,17 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-# TANDEM_CLI: the tandem-cli that emits (default build/apps/tandem-cli); TANDEM_GPU_KERNELS: where
-# the kernels go (default benchmarks/gpu/kernels).
+# TANDEM_CLI: the tandem-cli that emits (default build/apps/tandem-cli); TANDEM_GENERATORS: the
+# conformance suite's generator binary, which emits its user kernels (default
+# build/tests/conformance/conformance_gen); TANDEM_GPU_KERNELS: where the kernels go (default
+# benchmarks/gpu/kernels).
 cli="${TANDEM_CLI:-$root/build/apps/tandem-cli}"
+generators="${TANDEM_GENERATORS:-$root/build/tests/conformance/conformance_gen}"
 kernels="${TANDEM_GPU_KERNELS:-$here/kernels}"
 export PATH=/usr/local/cuda/bin:$PATH
 
 # set | name | app | schedule | sizes (M N K for gemm; Lq Lk D for attention_scores; W H for
-#   elementwise; D R for rmsnorm) | target
+#   elementwise; D R for rmsnorm; B M N K for batched_matmul) | target
 #   | more params (key=value ...)
 configs=()
 for s in pipelined ws ws_pingpong ws_cooperative; do
@@ -76,9 +79,17 @@ configs+=(
     "smoke|attention_any_200x136x128|attention_scores|ws_pingpong|200 136 128|hopper|shapes=runtime"
     "smoke|gemm_any_ws_cooperative_odd_201x137x71|gemm|ws_cooperative|201 137 71|hopper|shapes=runtime TN=256"
     "smoke|gemm_any_ws_pingpong_odd_1000x1097x519|gemm|ws_pingpong|1000 1097 519|hopper|shapes=runtime"
+    # Only A's rows off 16 bytes (K odd, N a multiple of 8): the variant that thread-copies A alone.
+    "smoke|gemm_any_ws_cooperative_odd_k_201x136x71|gemm|ws_cooperative|201 136 71|hopper|shapes=runtime TN=256"
+    "smoke|gemm_any_ws_odd_k_130x64x33|gemm|ws|130 64 33|hopper|shapes=runtime"
     "smoke|elementwise_any_odd_807x5|elementwise|double_buffered|807 5|hopper|shapes=runtime"
     "smoke|rmsnorm_any_odd_101x7|rmsnorm|double_buffered|101 7|hopper|shapes=runtime"
     "smoke|attention_any_odd_200x137x128|attention_scores|ws_pingpong|200 137 128|hopper|shapes=runtime"
+    # The conformance suite's batched matmul (a user's generator), by schedule, against cuBLAS's
+    # strided batch.
+    "smoke|batched_matmul_3x100x72x40|batched_matmul|pipelined|3 100 72 40|hopper|"
+    "smoke|batched_matmul_pingpong_4x130x70x100|batched_matmul|ws_pingpong|4 130 70 100|hopper|"
+    "smoke|batched_matmul_coop_5x200x136x72|batched_matmul|ws_cooperative|5 200 136 72|hopper|"
 )
 for s in double_buffered single_buffered sync; do
     configs+=(
@@ -459,6 +470,26 @@ configs+=(
     "v26|gemm_any_coop_odd_4096x4096x4095_v26|gemm|ws_cooperative|4096 4096 4095|hopper|shapes=runtime TN=256"
     "v26|gemm_any_coop_odd_201x137x71_v26|gemm|ws_cooperative|201 137 71|hopper|shapes=runtime TN=256"
 )
+# Session 37: batched GEMMs (the conformance suite's batched_matmul, layout nt, f32 out) against
+# cuBLAS's strided batch writing f32: attention-head and expert shapes.
+configs+=(
+    "v27|batched_coop_16x1024x1024x1024|batched_matmul|ws_cooperative|16 1024 1024 1024|hopper|stages=4"
+    "v27|batched_pingpong_16x1024x1024x1024|batched_matmul|ws_pingpong|16 1024 1024 1024|hopper|stages=2"
+    "v27|batched_pipelined_16x1024x1024x1024|batched_matmul|pipelined|16 1024 1024 1024|hopper|stages=4"
+    "v27|batched_coop_64x512x512x128|batched_matmul|ws_cooperative|64 512 512 128|hopper|TN=256 stages=2"
+    "v27|batched_pingpong_64x512x512x128|batched_matmul|ws_pingpong|64 512 512 128|hopper|stages=2"
+    "v27|batched_coop_8x2048x2048x2048|batched_matmul|ws_cooperative|8 2048 2048 2048|hopper|stages=4"
+)
+# For the next GPU session: the variants by row pitch (session 37, model only): at K = 4095 only
+# A's tiles are thread-copied (B and C by TMA); at N = 4095 B's and C's (two pitches: the variant
+# that thread-copies all); the fixed-shape kernel beside them.
+configs+=(
+    "v28|gemm_coop_4096_v28|gemm|ws_cooperative|4096 4096 4096|hopper|TN=256"
+    "v28|gemm_any_coop_odd_4096x4096x4095_v28|gemm|ws_cooperative|4096 4096 4095|hopper|shapes=runtime TN=256"
+    "v28|gemm_any_coop_odd_4096x4095x4096_v28|gemm|ws_cooperative|4096 4095 4096|hopper|shapes=runtime TN=256"
+    "v28|gemm_any_pingpong_odd_2048x2048x2047_v28|gemm|ws_pingpong|2048 2048 2047|hopper|shapes=runtime"
+    "v28|gemm_any_ws_odd_1000x1096x519_v28|gemm|ws|1000 1096 519|hopper|shapes=runtime"
+)
 # TANDEM_GPU_SETS (default "smoke bench"): the sets emitted, built and run.
 sets="${TANDEM_GPU_SETS:-smoke bench}"
 
@@ -472,7 +503,19 @@ emit() {
     for config in "${configs[@]}"; do
         IFS='|' read -r set name app schedule sizes target more <<< "$config"
         [[ " $sets " == *" $set "* ]] || continue
-        read -r a b c <<< "$sizes"
+        read -r a b c d <<< "$sizes"
+        if [ "$app" = batched_matmul ]; then
+            # The conformance suite's generator (a user's kernel): B M N K, layout nt, f32 out.
+            if "$generators" -g batched_matmul -o "$kernels" -f "$name" -e cuda target=$target \
+                schedule=$schedule B=$a M=$b N=$c K=$d $more > "$kernels/$name.emit.log" 2>&1; then
+                echo "TANDEM_KERNEL_BATCHED($name, \"$app\", \"$schedule\", $a, $b, $c, $d, \"f32\", \"bf16\")" >> "$kernels/registry.inc"
+                echo "$set $name" >> "$kernels/sets.txt"
+            else
+                echo "not emitted: $name: $(tail -1 "$kernels/$name.emit.log")"
+                failed=$((failed + 1))
+            fi
+            continue
+        fi
         case "$app" in
             gemm) params=(--param M=$a --param N=$b --param K=$c) ;;
             attention_scores) params=(--param Lq=$a --param Lk=$b --param D=$c) ;;
@@ -631,8 +674,10 @@ gpu() {
         echo "## resource usage (ptxas)"
         grep -E "Compiling entry|Used|spill" "$bin/ptxas.log" | sed 's/^ptxas info *: //' | paste - - - | sed 's/\t/ | /g'
         echo "## compute-sanitizer on the smallest kernels (while time is left)"
-        # Those never sanitized first (clusters, runtime shapes, attention, f16), then the rest.
-        for name in gemm_pingpong_cn2_200x136x72 gemm_coop_cm2_384x100x128 gemm_ws_cn2_130x390x70 \
+        # Those never sanitized first (batched, clusters, runtime shapes, attention, f16), then the
+        # rest.
+        for name in batched_matmul_coop_5x200x136x72 batched_matmul_pingpong_4x130x70x100 \
+                    gemm_pingpong_cn2_200x136x72 gemm_coop_cm2_384x100x128 gemm_ws_cn2_130x390x70 \
                     gemm_any_ws_cooperative_200x136x72 gemm_any_ws_cooperative_odd_201x137x71 \
                     attention_200x136x72 gemm_f16_pingpong_128x128x64 elementwise_any_odd_807x5 \
                     gemm_ws_pingpong_128x128x64 gemm_ws_cooperative_256x384x128_2sm gemm_ws_pingpong_256x384x128_2sm \

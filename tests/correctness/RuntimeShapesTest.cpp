@@ -7,12 +7,14 @@
 #include "Run.h"
 #include "hopper/Emitter.h"
 #include "hopper/Executor.h"
+#include "hopper/Plan.h"
 
 #include <array>
 #include <gtest/gtest.h>
 
 #include <random>
 #include <set>
+#include <tuple>
 
 namespace tandem::apps {
 namespace {
@@ -220,28 +222,57 @@ TEST(RuntimeShapes, InputsMustCoverWhatTheAlgorithmReads) {
 }
 
 TEST(RuntimeShapes, HopperTakesAnyStride) {
-    // K = 71 bf16 makes rows of A of 142 bytes: TMA cannot step them, so the call runs the variant
-    // whose threads copy A's and B's tiles; K = 72 runs the TMA variant. Both are in the CUDA, the
-    // launcher choosing by the same rule.
+    // K = 71 bf16 makes rows of A of 142 bytes, N = 77 rows of B and C of 154: TMA cannot step
+    // them. Where only A's rows fail, the call runs the variant whose threads copy A's tiles and
+    // TMA the rest; where more fail, the one whose threads copy every tensor; K = 72 and N = 80
+    // run the TMA variant. All are in the CUDA, the launcher choosing by the same rule.
     const App &app = find_app("gemm");
     const Params p = with_defaults(
         app, Params({{"shapes", "runtime"}, {"M", "128"}, {"N", "128"}, {"K", "64"}}), "hopper");
     const Kernel kernel = compile_app(app, p, "ws_pingpong", Target::parse("hopper"));
     RunOptions options;
     options.target = "hopper";
-    for (const char *k : {"71", "72", "1", "9"}) {
+    const hopper_backend::Plan tma = hopper_backend::plan_kernel(kernel);
+    const std::vector<std::string> classes = hopper_backend::pitch_classes(tma);
+    ASSERT_EQ(classes.size(), 3u); // the rows of A (K), of B and of C (N each)
+    for (const auto &[k, n, threads] :
+         std::vector<std::tuple<int, int, std::set<std::string>>>{{71, 77, {"A", "B", "C"}},
+                                                                  {71, 80, {"A"}},
+                                                                  {72, 77, {"A", "B", "C"}},
+                                                                  {72, 80, {}},
+                                                                  {1, 77, {"A", "B", "C"}},
+                                                                  {9, 8, {"A"}}}) {
         Params at = p;
-        at.set("K", k);
-        at.set("N", "77");
-        SCOPED_TRACE(std::string("K = ") + k);
+        at.set("K", std::to_string(k));
+        at.set("N", std::to_string(n));
+        SCOPED_TRACE("K = " + std::to_string(k) + ", N = " + std::to_string(n));
         const RunResult r = run_kernel(app, kernel, at, "ws_pingpong", options, nullptr);
         EXPECT_TRUE(r.correct) << r.max_rel_err;
         EXPECT_EQ(r.report.race_count, 0);
+        // The variant the executor and the dispatcher choose: its threads copy `threads`.
+        const Shapes shapes = kernel.bind_shapes({{k, 128}, {n, k}, {n, 128}});
+        std::map<std::string, Halide::Expr> values;
+        for (const auto &[name, value] : shapes)
+            values[name] = Halide::Expr(int(value));
+        const unsigned failing = hopper_backend::failing_pitches(tma, classes, [&](size_t i) {
+            return Halide::Internal::is_const_one(Halide::Internal::simplify(
+                Halide::Internal::substitute(values, tma.launch_checks[i].holds)));
+        });
+        const hopper_backend::Plan chosen =
+            failing ? hopper_backend::plan_kernel(kernel,
+                                                  hopper_backend::stride_policy(classes, failing))
+                    : tma;
+        std::set<std::string> copied;
+        for (const std::string &arg : chosen.thread_args)
+            copied.insert(user_text(arg));
+        EXPECT_EQ(copied, threads);
     }
     const std::string cuda = hopper_backend::emit_cuda(kernel, "any");
     for (const char *fn : {"__global__ void __launch_bounds__(384, 1) any_tma(",
                            "__global__ void __launch_bounds__(384, 1) any_threads(",
-                           "extern \"C\" cudaError_t prepare_any(", "tma = tma && ("}) {
+                           "__global__ void __launch_bounds__(384, 1) any_threads_A(",
+                           "__global__ void __launch_bounds__(384, 1) any_threads_B(",
+                           "extern \"C\" cudaError_t prepare_any(", "failing |= "}) {
         EXPECT_NE(cuda.find(fn), std::string::npos) << fn;
     }
 }

@@ -90,13 +90,14 @@ std::map<std::string, int> used_registers(const std::string &ptxas_output) {
 }
 
 /** A kernel whose ptxas count is below its setmaxnreg floor would hang on setmaxnreg.inc: the
- * build must refuse it (issue 15). A runtime-shape kernel's two variants (name_tma, name_threads)
- * each meet it. */
-void expect_floor_met(const std::string &ptxas_output, const std::string &name, int floor) {
+ * build must refuse it (issue 15). Each of a kernel's functions `names` (a runtime-shape kernel's
+ * variants: name_tma, name_threads, name_threads_<tensors>) meets it. */
+void expect_floor_met(const std::string &ptxas_output, const std::vector<std::string> &names,
+                      int floor) {
     if (floor == 0)
         return;
     int found = 0;
-    for (const std::string &fn : {name, name + "_tma", name + "_threads"}) {
+    for (const std::string &fn : names) {
         for (const auto &[entry, used] : used_registers(ptxas_output)) {
             if (entry.find(std::to_string(fn.size()) + fn) == std::string::npos)
                 continue;
@@ -106,7 +107,7 @@ void expect_floor_met(const std::string &ptxas_output, const std::string &name, 
         }
     }
     if (found == 0)
-        ADD_FAILURE() << "no ptxas register count for " << name;
+        ADD_FAILURE() << "no ptxas register count for " << names.front();
 }
 
 struct Case {
@@ -155,18 +156,22 @@ TEST_P(Ptxas, AssemblesWithoutSpills) {
     ASSERT_EQ(to_ptx.status, 0) << to_ptx.output;
     const std::string text = read(ptx);
 
-    // ptxas -v: "N bytes spill stores, M bytes spill loads" and "Used R registers".
+    // ptxas -v: "N bytes spill stores, M bytes spill loads" (per function: every variant) and
+    // "Used R registers".
     std::smatch m;
-    ASSERT_TRUE(std::regex_search(
-        assemble.output, m, std::regex("(\\d+) bytes spill stores, (\\d+) bytes spill loads")))
-        << assemble.output;
-    EXPECT_EQ(m[1], "0") << "spill stores in " << c.name << ":\n" << assemble.output;
-    EXPECT_EQ(m[2], "0") << "spill loads in " << c.name << ":\n" << assemble.output;
+    const std::regex spills("(\\d+) bytes spill stores, (\\d+) bytes spill loads");
+    ASSERT_TRUE(std::regex_search(assemble.output, m, spills)) << assemble.output;
+    for (auto it = std::sregex_iterator(assemble.output.begin(), assemble.output.end(), spills);
+         it != std::sregex_iterator(); ++it) {
+        EXPECT_EQ((*it)[1], "0") << "spill stores in " << c.name << ":\n" << assemble.output;
+        EXPECT_EQ((*it)[2], "0") << "spill loads in " << c.name << ":\n" << assemble.output;
+    }
     if (std::regex_search(assemble.output, m, std::regex("Used (\\d+) registers"))) {
         RecordProperty("registers", m[1].str());
         std::cout << "[ ptxas    ] " << c.name << ": " << m[1] << " registers, 0 spills\n";
     }
-    expect_floor_met(assemble.output, c.name, register_floor(source));
+    expect_floor_met(assemble.output, {c.name, c.name + "_tma", c.name + "_threads"},
+                     register_floor(source));
     if (c.warp_specialized) {
         EXPECT_GT(register_floor(source), 0) << "no setmaxnreg floor in " << c.name;
     }
@@ -537,17 +542,27 @@ TEST(HopperShapes, PaddedKernelsAssembleWithoutSpills) {
     std::string all;
     std::map<std::string, int> floors;
     std::map<std::string, std::vector<std::string>>
-        entries; // a runtime-shape kernel has two variants
+        entries; // a runtime-shape kernel has a TMA variant and thread-copy ones
     size_t kernels = 0;
     for (const Case &c : padded_cases()) {
         std::string source;
         ASSERT_NO_THROW(source = hopper_backend::emit_cuda(compile_case(c), c.name)) << c.name;
         floors[c.name] = register_floor(source);
         all += source + "\n";
-        if (source.find("// Two variants: ") != std::string::npos)
-            entries[c.name] = {c.name + "_tma", c.name + "_threads"};
-        else
-            entries[c.name] = {c.name};
+        // "// N variants: a, b and c; ..." (a TMA variant and thread-copy ones)
+        std::smatch variants;
+        static const std::regex listed("// \\d+ variants: ([^;]*);");
+        entries[c.name] = {c.name};
+        if (std::regex_search(source, variants, listed)) {
+            entries[c.name].clear();
+            static const std::regex name("[A-Za-z0-9_]+");
+            const std::string names = variants[1];
+            for (auto it = std::sregex_iterator(names.begin(), names.end(), name);
+                 it != std::sregex_iterator(); ++it) {
+                if (it->str() != "and")
+                    entries[c.name].push_back(it->str());
+            }
+        }
         kernels += entries[c.name].size();
     }
     if (nvcc.empty())
@@ -558,7 +573,7 @@ TEST(HopperShapes, PaddedKernelsAssembleWithoutSpills) {
     if (HasFatalFailure())
         return;
     for (const auto &[name, floor] : floors)
-        expect_floor_met(ptxas_output, name, floor);
+        expect_floor_met(ptxas_output, entries[name], floor);
     // Runtime shapes: a guard every call passes (a loop count of at least one) around a wgmma
     // wait made ptxas serialise the MMAs (C7517, C7518); such guards are dropped.
     EXPECT_EQ(ptxas_output.find("is injected"), std::string::npos) << ptxas_output;

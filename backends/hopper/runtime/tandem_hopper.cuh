@@ -428,11 +428,15 @@ __device__ __forceinline__ void fence_proxy_async_shared() {
 // Thread copies: what TMA cannot move (a global stride that is not a multiple of 16 bytes, ...)
 // ---------------------------------------------------------------------------------------------
 
-/** Elements each thread loads before it stores them: the loads of a batch are in flight at once. */
+/** Elements each thread loads before it stores them: the loads of a batch are in flight at once.
+ * Into shared memory, 8 (the fastest of 4, 8, 16 and 32 on an H200; the machine description's
+ * thread_copy_batch, which must match; results/gpu_hopper_session37_threadcopy_h200); out of it,
+ * 4: a store runs in the consumers beside their accumulators, where 8 spills. */
 #ifndef TANDEM_HOPPER_THREAD_COPY_BATCH
-#define TANDEM_HOPPER_THREAD_COPY_BATCH 4
+#define TANDEM_HOPPER_THREAD_COPY_BATCH 8
 #endif
 constexpr int thread_copy_batch = TANDEM_HOPPER_THREAD_COPY_BATCH;
+constexpr int thread_store_batch = 4;
 
 template <int Bytes> struct bits_of;
 template <> struct bits_of<2> { using type = uint16_t; };
@@ -440,11 +444,13 @@ template <> struct bits_of<4> { using type = uint32_t; };
 
 /** A copy made by the 128 threads of a warpgroup (`thread`: the thread's index in it): element
  * (i_0, .., i_Rank-1) of the box `extent` (innermost first) moves from src[sum i_d src_stride[d]]
- * to dst[sum i_d dst_stride[d]] (strides in elements). Either side may be global or shared. */
-template <class T, int Rank>
+ * to dst[sum i_d dst_stride[d]] (strides in elements), `Batch` loads in flight per thread. Either
+ * side may be global or shared. */
+template <int Batch = thread_copy_batch, class T, int Rank>
 __device__ __forceinline__ void thread_copy(T *dst, const T *src, const int (&extent)[Rank],
                                             const int (&dst_stride)[Rank],
                                             const int (&src_stride)[Rank], int thread) {
+    constexpr int thread_copy_batch = Batch;
     using Bits = typename bits_of<sizeof(T)>::type;
     Bits *const to = reinterpret_cast<Bits *>(dst);
     const Bits *const from = reinterpret_cast<const Bits *>(src);

@@ -395,9 +395,14 @@ Stmt specialize_warps(const Stmt &s, CompileContext &ctx, const std::vector<Sram
             Block::make(ir::make_setmaxnreg(threads == 384 ? 232 : 240, true), consumer[c]));
         chain = chain.defined() ? IfThenElse::make(ir::warpgroup() == 1 + c, body, chain) : body;
     }
-    result =
-        IfThenElse::make(ir::warpgroup() == 0,
-                         with_rings(Block::make(ir::make_setmaxnreg(40, false), producer)), chain);
+    // With one consumer warpgroup (256 threads) the pool has room: the producer keeps 48, where
+    // its thread copies' 8 loads in flight fit without spilling (40 spills them); with two, 40
+    // (40 + 2 x 232 of the 512 registers a thread slot of the SM's 64K holds).
+    const int all_threads = 128 * (1 + consumers * (out.cooperative ? 2 : 1));
+    result = IfThenElse::make(
+        ir::warpgroup() == 0,
+        with_rings(Block::make(ir::make_setmaxnreg(all_threads == 384 ? 40 : 48, false), producer)),
+        chain);
     ctx.warpgroups = 1 + consumers;
     ctx.consumer_warpgroups = out.cooperative ? 2 : 1;
     DeclareBarriers d(ctx, buffers, roles.rings);
