@@ -504,52 +504,50 @@ emit() {
         IFS='|' read -r set name app schedule sizes target more <<< "$config"
         [[ " $sets " == *" $set "* ]] || continue
         read -r a b c d <<< "$sizes"
-        if [ "$app" = batched_matmul ]; then
-            # The conformance suite's generator (a user's kernel): B M N K, layout nt, f32 out.
-            if "$generators" -g batched_matmul -o "$kernels" -f "$name" -e cuda target=$target \
-                schedule=$schedule B=$a M=$b N=$c K=$d $more > "$kernels/$name.emit.log" 2>&1; then
-                echo "TANDEM_KERNEL_BATCHED($name, \"$app\", \"$schedule\", $a, $b, $c, $d, \"f32\", \"bf16\")" >> "$kernels/registry.inc"
-                echo "$set $name" >> "$kernels/sets.txt"
-            else
-                echo "not emitted: $name: $(tail -1 "$kernels/$name.emit.log")"
-                failed=$((failed + 1))
-            fi
-            continue
-        fi
-        case "$app" in
-            gemm) params=(--param M=$a --param N=$b --param K=$c) ;;
-            attention_scores) params=(--param Lq=$a --param Lk=$b --param D=$c) ;;
-            elementwise) params=(--param W=$a --param H=$b); c=0 ;;
-            rmsnorm) params=(--param D=$a --param R=$b); c=0 ;;
-        esac
         # A runtime-shape kernel is compiled at the app's default extents (estimates) and run at
         # `sizes`.
-        local runtime=0
-        [[ " $more " == *" shapes=runtime "* ]] && runtime=1 && params=()
-        for kv in $more; do params+=(--param "$kv"); done
-        if "$cli" emit "$app" --target "$target" --schedule "$schedule" --what cuda \
-            --name "$name" "${params[@]}" -o "$kernels" > "$kernels/$name.emit.log" 2>&1; then
-            # The output's type: gemm's out= (bf16 by default); attention's scores and the
-            # streaming apps' outputs are f32.
-            local out_type=bf16
-            [[ $app != gemm ]] && out_type=f32
-            [[ " $more " == *" out=f32 "* ]] && out_type=f32
-            [[ " $more " == *" out=f16 "* ]] && out_type=f16
-            local in_type=bf16
-            [[ " $more " == *" in=f16 "* ]] && in_type=f16
-            if [ $runtime = 1 ]; then
-                local count
-                count=$(sed -n 's|^ \* extents: the runtime extents, in argument and dim order: \(.*\)\.$|\1|p' \
-                    "$kernels/$name.cu" | head -1 | wc -w)
-                echo "TANDEM_KERNEL_ANY($name, \"$app\", \"$schedule\", $a, $b, $c, \"$out_type\", \"$in_type\", $count)" >> "$kernels/registry.inc"
-            else
-                echo "TANDEM_KERNEL($name, \"$app\", \"$schedule\", $a, $b, $c, \"$out_type\", \"$in_type\")" >> "$kernels/registry.inc"
-            fi
-            echo "$set $name" >> "$kernels/sets.txt"
+        local runtime=0 emitter
+        [[ " $more " == *" shapes=runtime "* ]] && runtime=1
+        if [ "$app" = batched_matmul ]; then
+            # The conformance suite's generator (a user's kernel): B M N K, layout nt, f32 out.
+            emitter=("$generators" -g batched_matmul -o "$kernels" -f "$name" -e cuda
+                     target=$target schedule=$schedule B=$a M=$b N=$c K=$d $more)
         else
+            case "$app" in
+                gemm) params=(--param M=$a --param N=$b --param K=$c) ;;
+                attention_scores) params=(--param Lq=$a --param Lk=$b --param D=$c) ;;
+                elementwise) params=(--param W=$a --param H=$b); c=0 ;;
+                rmsnorm) params=(--param D=$a --param R=$b); c=0 ;;
+            esac
+            [ $runtime = 1 ] && params=()
+            for kv in $more; do params+=(--param "$kv"); done
+            emitter=("$cli" emit "$app" --target "$target" --schedule "$schedule" --what cuda
+                     --name "$name" "${params[@]}" -o "$kernels")
+        fi
+        if ! "${emitter[@]}" > "$kernels/$name.emit.log" 2>&1; then
             echo "not emitted: $name: $(tail -1 "$kernels/$name.emit.log")"
             failed=$((failed + 1))
+            continue
         fi
+        # The output's type: gemm's out= (bf16 by default); attention's scores, the streaming
+        # apps' and batched_matmul's outputs are f32.
+        local out_type=bf16
+        [[ $app != gemm ]] && out_type=f32
+        [[ " $more " == *" out=f32 "* ]] && out_type=f32
+        [[ " $more " == *" out=f16 "* ]] && out_type=f16
+        local in_type=bf16
+        [[ " $more " == *" in=f16 "* ]] && in_type=f16
+        if [ "$app" = batched_matmul ]; then
+            echo "TANDEM_KERNEL_BATCHED($name, \"$app\", \"$schedule\", $a, $b, $c, $d, \"$out_type\", \"$in_type\")" >> "$kernels/registry.inc"
+        elif [ $runtime = 1 ]; then
+            local count
+            count=$(sed -n 's|^ \* extents: the runtime extents, in argument and dim order: \(.*\)\.$|\1|p' \
+                "$kernels/$name.cu" | head -1 | wc -w)
+            echo "TANDEM_KERNEL_ANY($name, \"$app\", \"$schedule\", $a, $b, $c, \"$out_type\", \"$in_type\", $count)" >> "$kernels/registry.inc"
+        else
+            echo "TANDEM_KERNEL($name, \"$app\", \"$schedule\", $a, $b, $c, \"$out_type\", \"$in_type\")" >> "$kernels/registry.inc"
+        fi
+        echo "$set $name" >> "$kernels/sets.txt"
     done
     echo "emitted $(wc -l < "$kernels/sets.txt") kernels into $kernels ($failed not emitted)"
     [ "$failed" -eq 0 ]
