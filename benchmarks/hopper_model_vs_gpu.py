@@ -56,7 +56,7 @@ def emitted_configs():
     configs = {}
     for line in lines:
         _, name, app, schedule, sizes, target, *more = line.split("|")
-        params = dict(zip(SIZES[app], sizes.split()))
+        params = dict(zip(SIZES.get(app, ()), sizes.split()))
         for kv in " ".join(more).split():
             key, value = kv.split("=", 1)
             params[key] = value
@@ -108,7 +108,9 @@ def main():
                 why = "run.sh emits two kernels of this name"
             else:
                 app, schedule, target, params = configs[base][0]
-                if params.get("shapes") == "runtime":
+                if app not in SIZES:
+                    why = f"{app}: a generator binary's kernel (the model runs the CLI's apps)"
+                elif params.get("shapes") == "runtime":
                     why = "runtime shapes (the model runs the estimates)"
                 elif target != "hopper":
                     why = f"target {target}"
