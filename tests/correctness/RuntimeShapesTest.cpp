@@ -275,6 +275,15 @@ TEST(RuntimeShapes, HopperTakesAnyStride) {
                            "extern \"C\" cudaError_t prepare_any(", "failing |= "}) {
         EXPECT_NE(cuda.find(fn), std::string::npos) << fn;
     }
+    // The dispatcher's table: the TMA variant for no failing pitch, one variant per pitch, the
+    // one that thread-copies all for the rest (its bits: every pitch).
+    EXPECT_NE(cuda.find("{0u, prepare_any_tma, "), std::string::npos);
+    EXPECT_NE(cuda.find("{7u, prepare_any_threads, "), std::string::npos);
+    for (unsigned bit : {1u, 2u, 4u}) {
+        EXPECT_NE(cuda.find("{" + std::to_string(bit) + "u, prepare_any_threads_"),
+                  std::string::npos)
+            << bit;
+    }
 }
 
 TEST(RuntimeShapes, HopperTailChecksHoldWhereProven) {
