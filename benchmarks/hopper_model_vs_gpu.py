@@ -16,6 +16,8 @@ that are not the emitter's (`_nomc`), runs timed with a host copy between launch
 per remote arrival that the emitter no longer writes).
 
 Usage: benchmarks/hopper_model_vs_gpu.py [GPU_RESULTS_JSON...]   (default: every gpu_hopper_*.json)
+TANDEM_MODEL_VS_GPU_OUT: the results' base name (default hopper_model_vs_gpu; a subset of the
+runs, e.g. one session's, goes to a name of its own).
 """
 import datetime
 import json
@@ -168,8 +170,9 @@ def main():
             "command": "benchmarks/hopper_model_vs_gpu.py " + " ".join(sys.argv[1:]),
             "gpu_results": [f.name for f in files], "clock_ghz": CLOCK_GHZ, "summary": summary,
             "rank_groups": ranks, "rows": rows, "left_out": left_out}
-    (RESULTS / "hopper_model_vs_gpu.json").write_text(json.dumps(meta, indent=1) + "\n")
-    (RESULTS / "hopper_model_vs_gpu.log").write_text(
+    out = os.environ.get("TANDEM_MODEL_VS_GPU_OUT", "hopper_model_vs_gpu")
+    (RESULTS / (out + ".json")).write_text(json.dumps(meta, indent=1) + "\n")
+    (RESULTS / (out + ".log")).write_text(
         f"# {meta['date']} {meta['machine']} {meta['command']}\n" + "\n".join(log) + "\n")
 
 
