@@ -103,8 +103,10 @@ private:
     bool synced = false; // no thread of the warpgroup touched shared memory since its last barrier
     bool pending_sync = false;    // threads wrote shared memory: a barrier before anyone reads it
     std::vector<Loop> nest_loops; // the element nest being emitted (for tile index rewriting)
-    std::string fragment;         // inside an accumulator epilogue: the current fragment register
-    std::string fragment_buffer;
+    // Inside an accumulator epilogue: the current fragment register's index ("[m64][i]"), the
+    // same in every accumulator the epilogue reads (FragmentEpilogue::accumulators).
+    std::string fragment;
+    std::set<std::string> fragment_buffers;
     /** Accumulator epilogues into a column-block ring (Tile::ring_blocks), emitted with the store
      * that follows them, one column block at a time; `column_block` is set while one is. */
     struct Epilogue {

@@ -9,9 +9,9 @@ using namespace Halide::Internal;
 
 std::string CodeGen::load(const Load *l) {
     if (plan.accumulators.count(l->name)) {
-        internal_assert(fragment_buffer == l->name)
+        internal_assert(fragment_buffers.count(l->name))
             << "hopper emitter: accumulator load outside its epilogue\n";
-        return fragment;
+        return c_name(l->name) + fragment;
     }
     auto t = plan.tiles.find(l->name);
     internal_assert(t != plan.tiles.end())
@@ -310,7 +310,9 @@ void CodeGen::epilogue(const ir::VectorOp &v, const Stmt &nest, const std::strin
     const Accumulator &a = plan.accumulators.at(acc);
     std::string r = c_name(e.row), c = c_name(e.col);
     os << line() << "// epilogue " << v.label
-       << ": each thread applies the element code to its own wgmma fragment of " << acc
+       << ": each thread applies the element code to its own wgmma fragment of "
+       << e.accumulators[0]
+       << (e.accumulators.size() > 1 ? " (and of each accumulator it reads)" : "")
        << " (register i of block m64 holds row 64 * m64 + fragment_row(i), column "
           "fragment_col(i))\n";
     open("{");
@@ -318,7 +320,7 @@ void CodeGen::epilogue(const ir::VectorOp &v, const Stmt &nest, const std::strin
     const std::string block = open_blocks(a);
     os << line() << "#pragma unroll\n";
     nest_loops = e.loops;
-    fragment_buffer = acc;
+    fragment_buffers = {e.accumulators.begin(), e.accumulators.end()};
     if (const Store *pair = e.pair) {
         // Registers i and i + 1 hold adjacent columns: one 4- or 8-byte store per pair.
         const Tile &tile = plan.tiles.at(pair->name);
@@ -327,11 +329,11 @@ void CodeGen::epilogue(const ir::VectorOp &v, const Stmt &nest, const std::strin
         if (const Cast *cast = value.as<Cast>(); cast && cast->type.is_bfloat())
             value = cast->value;
         Expr next = substitute(e.col, Variable::make(Halide::Int(32), e.col) + 1, value);
-        fragment = c_name(acc) + "[" + block + "][i]";
+        fragment = "[" + block + "][i]";
         std::string first = expr(value);
-        fragment = c_name(acc) + "[" + block + "][i + 1]";
+        fragment = "[" + block + "][i + 1]";
         std::string second = expr(next);
-        fragment = c_name(acc) + "[" + block + "][i]";
+        fragment = "[" + block + "][i]";
         std::string index = tile_index(tile, pair->index),
                     target = c_name(pair->name) + "[" + index + "]";
         open("for (int i = " + registers(a, e.block_columns) + "; i += 2) {");
@@ -357,13 +359,13 @@ void CodeGen::epilogue(const ir::VectorOp &v, const Stmt &nest, const std::strin
            << " = 64 * m64 + hopper::fragment_row(i, thread_in_warpgroup);\n";
         os << line() << "const int " << c << " = hopper::fragment_col(i, thread_in_warpgroup);\n";
         open("if (" + r + " < rows && " + c + " < cols) {");
-        fragment = c_name(acc) + "[" + block + "][i]";
+        fragment = "[" + block + "][i]";
         element(e.body);
         close();
         close();
     }
     fragment.clear();
-    fragment_buffer.clear();
+    fragment_buffers.clear();
     nest_loops.clear();
     close_blocks(a);
     close();

@@ -164,12 +164,26 @@ FragmentEpilogue map_epilogue(const Plan &plan, const ir::VectorOp &v, const Stm
         if (!equal(l->index, reads.loads[0]->index))
             fail("it reads more than one element");
     }
-    for (const Store *st : collect<Store>(body)) {
-        if (st->name == acc)
-            fail("it writes the accumulator");
-    }
     // A loop Halide removed (a tile of one row or one column) stays at 0.
     const Accumulator &a = plan.accumulators.at(acc);
+    e.accumulators = {acc};
+    for (const auto &[name, other] : plan.accumulators) {
+        LoadsOf of(name);
+        body.accept(&of);
+        if (name == acc || of.loads.empty())
+            continue;
+        if (other.m != a.m || other.n != a.n || !proven(other.stride_m == a.stride_m))
+            fail("it also reads " + name + ", whose MMA tile is not " + acc + "'s");
+        for (const Load *l : of.loads) {
+            if (!equal(l->index, reads.loads[0]->index))
+                fail("it reads " + name + " at another element than " + acc);
+        }
+        e.accumulators.push_back(name);
+    }
+    for (const Store *st : collect<Store>(body)) {
+        if (plan.accumulators.count(st->name))
+            fail("it writes the accumulator " + st->name);
+    }
     const Expr &index = reads.loads[0]->index;
     int row = -1, col = -1;
     for (int i = 0; i < int(loops.size()); i++) {

@@ -47,6 +47,10 @@ Halide::Internal::Stmt peel_loops(const Halide::Internal::Stmt &nest, std::vecto
 
 /** An accumulator epilogue mapped onto each thread's wgmma fragment registers. */
 struct FragmentEpilogue {
+    /** The accumulators the element code reads, the one it maps first: every one of the same
+     * MMA tile and read at the same element, so one fragment register index serves them all
+     * (SwiGLU's two matmuls meeting in one epilogue). */
+    std::vector<std::string> accumulators;
     std::vector<Loop> loops;     // the nest's loops (at most two)
     Halide::Internal::Stmt body; // inside them: the element code
     std::string row, col;        // the IR vars of the fragment's row and column (an internal
@@ -61,8 +65,9 @@ struct FragmentEpilogue {
     int64_t block_columns = 0; // the columns of one block of that ring (0: none)
 };
 
-/** The epilogue of vector op `v` (its element nest `nest`) that reads the accumulator `acc`;
- * throws tandem::Error where the nest is not one the fragments can run. */
+/** The epilogue of vector op `v` (its element nest `nest`) that reads the accumulator `acc`, and
+ * any others of the same tile; throws tandem::Error where the nest is not one the fragments can
+ * run. */
 FragmentEpilogue map_epilogue(const Plan &plan, const ir::VectorOp &v,
                               const Halide::Internal::Stmt &nest, const std::string &acc);
 

@@ -156,6 +156,17 @@ void reference(const std::string &generator, const std::map<std::string, std::st
                 s += double(a(k, m, b)) * (nt ? in[1](k, n, b) : in[1](n, k, b));
             out(n, m, b) = float(s);
         });
+    } else if (generator == "swiglu") {
+        // in: x (K x M), w1 and w3 (K x N each): silu(x w1) * (x w3).
+        const int K = a.dim(0).extent();
+        out.for_each_element([&](int n, int m) {
+            double g = 0, u = 0;
+            for (int k = 0; k < K; k++) {
+                g += double(a(k, m)) * in[1](k, n);
+                u += double(a(k, m)) * in[2](k, n);
+            }
+            out(n, m) = float(g / (1 + std::exp(-g)) * u);
+        });
     } else {
         FAIL() << "no plain loop for generator " << generator;
     }

@@ -153,4 +153,73 @@ private:
 };
 TANDEM_REGISTER_GENERATOR(BatchedMatmul, batched_matmul)
 
+/** SwiGLU, the gated feed-forward layer of LLaMA-style models: out(n, m) =
+ * silu(sum_k x(k, m) * w1(k, n)) * sum_k x(k, m) * w3(k, n), with w1 and w3 N x K (PyTorch's
+ * linear weights); two matmuls over the same x whose accumulators meet in one epilogue. */
+class SwiGLU : public Generator<SwiGLU> {
+public:
+    GeneratorParam<int> M{"M", 128, 1, 1 << 20};
+    GeneratorParam<int> N{"N", 128, 1, 1 << 20};
+    GeneratorParam<int> K{"K", 128, 1, 1 << 20};
+    GeneratorParam<int> TM{"TM", 64, 1, 4096};
+    GeneratorParam<int> TN{"TN", 64, 1, 4096};
+    GeneratorParam<int> TK{"TK", 64, 1, 4096};
+    // As batched_matmul's: one role copying and computing, or warp-specialised.
+    GeneratorParam<std::string> pipelining{
+        "schedule", "pipelined", {"pipelined", "ws_pingpong", "ws_cooperative"}};
+    Input<Buffer<bfloat16_t, 2>> x{"x"}, w1{"w1"}, w3{"w3"};
+    Output<Buffer<float, 2>> out{"out"};
+
+    void generate() override {
+        RDom k(0, K);
+        gate(n, m) = 0.0f;
+        gate(n, m) += Halide::cast<float>(x(k, m)) * Halide::cast<float>(w1(k, n));
+        up(n, m) = 0.0f;
+        up(n, m) += Halide::cast<float>(x(k, m)) * Halide::cast<float>(w3(k, n));
+        Expr g = gate(n, m);
+        out(n, m) = g / (1.0f + Halide::exp(-g)) * up(n, m);
+        dense_shape(x, {K, M});
+        dense_shape(w1, {K, N});
+        dense_shape(w3, {K, N});
+        out.dim(0).set_bounds(0, N);
+        out.dim(1).set_bounds(0, M).set_stride(N);
+        k_x = k.x;
+    }
+
+    void schedule() override {
+        Var no("no"), mo("mo"), ni("ni"), mi("mi"), t("t");
+        out.tile(n, m, no, mo, ni, mi, TN, TM, TailStrategy::GuardWithIf)
+            .fuse(no, mo, t)
+            .map_to_cores(t)
+            .async_copy();
+        for (auto [acc, w] :
+             {std::pair<Func *, Input<Buffer<bfloat16_t, 2>> *>{&gate, &w1}, {&up, &w3}}) {
+            RVar ko("ko"), ki("ki");
+            acc->compute_at(out, t);
+            acc->update()
+                .split(k_x, ko, ki, TK, TailStrategy::GuardWithIf)
+                .reorder(n, m, ki, ko)
+                .tile_mma();
+            for (Input<Buffer<bfloat16_t, 2>> *operand : {&x, w}) {
+                Func tile = Func::staged(*operand, *acc);
+                tile.compute_at(*acc, ko).async_copy().multi_buffer(2);
+            }
+        }
+        const std::string schedule = pipelining;
+        if (schedule == "pipelined")
+            return;
+        out.warp_specialize();
+        if (schedule == "ws_pingpong")
+            out.ping_pong();
+        else
+            out.cooperative();
+    }
+
+private:
+    Var n{"n"}, m{"m"};
+    Func gate{"gate"}, up{"up"};
+    Halide::RVar k_x;
+};
+TANDEM_REGISTER_GENERATOR(SwiGLU, swiglu)
+
 } // namespace

@@ -4,6 +4,7 @@
 #include "tandem/AsyncIR.h"
 #include "tandem/Nest.h"
 
+#include <map>
 #include <set>
 
 namespace tandem::lower {
@@ -121,73 +122,109 @@ protected:
     }
 };
 
-/** What both sides share: the accumulator, its tile counter and its workspace. */
+/** What both sides share: the accumulators the epilogue reads (outermost allocation first), one
+ * tile counter and one workspace whose slots hold every accumulator of a tile. */
 struct Handoff {
-    std::string acc, counter, workspace;
-    int64_t slot = 0;  // elements of a workspace slot (the accumulator, rounded to 32 bytes)
-    int64_t pitch = 0; // > 0: the workspace's and acc.ub's row pitch (the widest row on 32 bytes)
+    struct Acc {
+        std::string name;
+        int64_t offset = 0;   // elements before it in a slot
+        int64_t elements = 0; // its part of a slot (its tile, rounded to 32 bytes)
+        int64_t pitch = 0;    // > 0: its row pitch in the workspace and its .ub (the widest row
+                              // on 32 bytes)
+    };
+    std::vector<Acc> accs;
+    std::string counter, workspace;
+    int64_t slot = 0; // elements of a workspace slot: every accumulator of one tile
     bool async = true;
     Expr tile() const { return Variable::make(Halide::Int(32), counter); }
     Expr parity() const { return tile() % 2; }
     /** The workspace slot of this tile: two per AIC. */
     Expr offset(const Expr &aic) const { return (aic * 2 + parity()) * int(slot); }
+    /** Accumulator `name`'s place in the handoff, or -1. */
+    int index(const std::string &name) const {
+        for (size_t i = 0; i < accs.size(); i++)
+            if (accs[i].name == name)
+                return int(i);
+        return -1;
+    }
+    bool first(int i) const { return i == 0; }
+    bool last(int i) const { return i == int(accs.size()) - 1; }
 };
 
-/** The cube side: the MMAs, then the accumulator stored to the workspace by the Fixpipe. */
+/** The cube side: the MMAs, then each accumulator stored to the workspace by the Fixpipe; the
+ * vector cores are told once the tile's last one is there. */
 class CubeSide : public Side {
 public:
     CubeSide(const std::set<std::string> &cube, const Handoff &h) : Side(cube, true), h(h) {}
 
 private:
     const Handoff &h;
-    ir::MmaOp mma;
-    bool found = false;
+    std::map<std::string, ir::MmaOp> mma; // each accumulator's first MMA in its current tile
 
     Stmt visit(const Evaluate *op) override {
         ir::MmaOp m;
-        if (ir::as_mma(op, &m) && m.acc == h.acc && !found) {
-            mma = m;
-            found = true;
-        }
+        if (ir::as_mma(op, &m) && h.index(m.acc) >= 0 && !mma.count(m.acc))
+            mma[m.acc] = m;
         return Side::visit(op);
     }
     Stmt visit(const Allocate *op) override {
-        if (op->name == h.acc)
-            found = false; // a tile of its own (a partitioned tail: its own extents)
+        const int i = h.index(op->name);
+        if (i >= 0)
+            mma.erase(op->name); // a tile of its own (a partitioned tail: its own extents)
         Stmt body = mutate(op->body);
-        if (op->name != h.acc)
+        if (i < 0)
             return allocation(op, body);
-        return block(
-            {Allocate::make(op->name, op->type, op->memory_type, op->extents, op->condition, body),
-             ir::make_advance(h.counter)});
+        Stmt a =
+            Allocate::make(op->name, op->type, op->memory_type, op->extents, op->condition, body);
+        return h.first(i) ? block({a, ir::make_advance(h.counter)}) : a;
     }
     Stmt visit(const ProducerConsumer *op) override {
-        if (op->name != h.acc || op->is_producer)
+        if (h.index(op->name) < 0 || op->is_producer)
             return Side::visit(op);
-        if (!found || !is_const_zero(simplify(mma.acc_offset))) {
-            throw Error("Func '" + h.acc.substr(0, h.acc.find('$')) +
-                        "', directive tile_mma(): on ascend an epilogue "
-                        "reads the accumulator through a GM workspace, which takes one MMA per "
-                        "tile at its first "
-                        "element; this tile's MMAs write parts of it");
+        // Halide nests the accumulators' consumers; inside the innermost every one is computed.
+        if (++consumers < int(h.accs.size())) {
+            Stmt s = Side::visit(op);
+            consumers--;
+            return s;
         }
+        consumers--;
+        handoffs++;
         // The slot is free again once both AIVs have read what the tile two before left there.
-        Stmt free = IfThenElse::make(h.tile() >= 2, ir::make_cross_core_wait(kRead + h.parity()));
-        ir::CopyOp c;
-        c.dst = h.workspace;
-        c.src = h.acc;
-        c.dst_offset = h.offset(ir::core_id());
-        c.src_offset = 0;
-        c.dims = {{mma.n, 1, 1},
-                  {mma.m, h.pitch > 0 ? Expr(int(h.pitch)) : mma.acc_stride_m, mma.acc_stride_m}};
-        c.barrier = ir::empty_barrier(h.acc);
-        c.slot = 0;
-        std::vector<Stmt> store = {free, ir::make_copy(c)};
-        if (!h.async)
-            store.push_back(ir::make_wait({c.barrier, 0}));
+        std::vector<Stmt> store = {
+            IfThenElse::make(h.tile() >= 2, ir::make_cross_core_wait(kRead + h.parity()))};
+        for (const Handoff::Acc &acc : h.accs) {
+            auto m = mma.find(acc.name);
+            if (m == mma.end() || !is_const_zero(simplify(m->second.acc_offset))) {
+                throw Error("Func '" + acc.name.substr(0, acc.name.find('$')) +
+                            "', directive tile_mma(): on ascend an epilogue "
+                            "reads the accumulator through a GM workspace, which takes one MMA "
+                            "per tile at its first "
+                            "element; this tile's MMAs write parts of it");
+            }
+            const ir::MmaOp &first = m->second;
+            ir::CopyOp c;
+            c.dst = h.workspace;
+            c.src = acc.name;
+            c.dst_offset = h.offset(ir::core_id()) + int(acc.offset);
+            c.src_offset = 0;
+            c.dims = {{first.n, 1, 1},
+                      {first.m, acc.pitch > 0 ? Expr(int(acc.pitch)) : first.acc_stride_m,
+                       first.acc_stride_m}};
+            c.barrier = ir::empty_barrier(acc.name);
+            c.slot = 0;
+            store.push_back(ir::make_copy(c));
+            if (!h.async)
+                store.push_back(ir::make_wait({c.barrier, 0}));
+        }
         store.push_back(ir::make_cross_core_set("FIX", kStored + h.parity()));
         return ProducerConsumer::make(op->name, false, block(store));
     }
+
+public:
+    int handoffs = 0; // innermost consumers reached: where the tile goes to the vector cores
+
+private:
+    int consumers = 0; // the accumulators' consumers open around the current statement
 };
 
 /** Renames a buffer everywhere: loads, stores, allocations, markers and intrinsics' arguments. */
@@ -214,8 +251,8 @@ private:
     }
 };
 
-/** The vector side: per tile of its AIC, pass the stored-flag; on its turn load the tile and run
- * the epilogue; answer either way. */
+/** The vector side: per tile of its AIC, pass the stored-flag; on its turn load the tile's
+ * accumulators and run the epilogue; answer either way. */
 class VectorSide : public Side {
 public:
     VectorSide(const std::set<std::string> &cube, const Handoff &h, const CompileContext &ctx)
@@ -225,43 +262,51 @@ private:
     const Handoff &h;
     const CompileContext &ctx;
 
-    std::string ub() const { return h.acc + ".ub"; }
+    static std::string ub(const std::string &acc) { return acc + ".ub"; }
     Expr aic() const { return ir::core_id() / 2; }
     Stmt read() const { return ir::make_cross_core_set("MTE2", kRead + h.parity()); }
 
     Stmt visit(const Allocate *op) override {
         Stmt body = mutate(op->body);
-        if (op->name != h.acc)
+        const int i = h.index(op->name);
+        if (i < 0)
             return allocation(op, body);
+        const Handoff::Acc &acc = h.accs[i];
         // acc.ub's rows on 32-byte blocks, one pitch for every tile (AscendRows.h): the Fixpipe
         // wrote them so.
-        Stmt epilogue = Rename(h.acc, ub()).mutate(body);
+        Stmt epilogue = Rename(acc.name, ub(acc.name)).mutate(body);
         const int64_t folded =
-            op->extents.size() == 1 ? folded_row_width(op->body, h.acc, ctx) : 0; // 0: one row
-        if (h.pitch > 0 && folded > 0)
-            epilogue = refold(epilogue, ub(), folded, h.pitch);
-        else if (h.pitch > 0 && op->extents.size() == 2)
-            epilogue = repitch(epilogue, ub(), op->extents[0], Expr(int(h.pitch)));
-        Stmt mine = Allocate::make(ub(), op->type, Halide::MemoryType::Auto, {Expr(int(h.slot))},
-                                   const_true(), epilogue);
+            op->extents.size() == 1 ? folded_row_width(op->body, acc.name, ctx) : 0; // 0: one row
+        if (acc.pitch > 0 && folded > 0)
+            epilogue = refold(epilogue, ub(acc.name), folded, acc.pitch);
+        else if (acc.pitch > 0 && op->extents.size() == 2)
+            epilogue = repitch(epilogue, ub(acc.name), op->extents[0], Expr(int(acc.pitch)));
+        Stmt mine = Allocate::make(ub(acc.name), op->type, Halide::MemoryType::Auto,
+                                   {Expr(int(acc.elements))}, const_true(), epilogue);
+        if (!h.first(i))
+            return mine;
         return block({ir::make_cross_core_wait(kStored + h.parity()),
                       IfThenElse::make(h.parity() == ir::core_id() % 2, mine, read()),
                       ir::make_advance(h.counter)});
     }
     Stmt visit(const ProducerConsumer *op) override {
-        if (op->name != h.acc || !op->is_producer)
+        const int i = h.index(op->name);
+        if (i < 0 || !op->is_producer)
             return Side::visit(op);
+        const Handoff::Acc &acc = h.accs[i];
         ir::CopyOp c;
-        c.dst = ub();
+        c.dst = ub(acc.name);
         c.src = h.workspace;
         c.dst_offset = 0;
-        c.src_offset = h.offset(aic());
-        c.dims = {{int(h.slot), 1, 1}};
-        c.barrier = ir::full_barrier(ub());
+        c.src_offset = h.offset(aic()) + int(acc.offset);
+        c.dims = {{int(acc.elements), 1, 1}};
+        c.barrier = ir::full_barrier(ub(acc.name));
         c.slot = 0;
-        return block({ProducerConsumer::make(
-                          ub(), true, block({ir::make_copy(c), ir::make_wait({c.barrier, 0})})),
-                      read()});
+        std::vector<Stmt> load = {ProducerConsumer::make(
+            ub(acc.name), true, block({ir::make_copy(c), ir::make_wait({c.barrier, 0})}))};
+        if (h.last(i))
+            load.push_back(read());
+        return block(load);
     }
 };
 
@@ -329,6 +374,36 @@ private:
     }
 };
 
+/** The accumulators' order of nesting, outermost first; throws where one is allocated outside
+ * another's allocation in one place and inside it in another. */
+class Nesting : public IRVisitor {
+public:
+    explicit Nesting(const std::set<std::string> &accs) : accs(accs) {}
+    std::vector<std::string> order;
+
+private:
+    using IRVisitor::visit;
+    const std::set<std::string> &accs;
+    std::vector<std::string> open;
+    void visit(const Allocate *op) override {
+        if (!accs.count(op->name))
+            return IRVisitor::visit(op);
+        if (open.size() == order.size())
+            order.push_back(op->name);
+        if (order[open.size()] != op->name) {
+            throw Error("Func '" + op->name.substr(0, op->name.find('$')) +
+                        "', directive tile_mma(): on ascend the accumulators an epilogue reads "
+                        "go to the vector cores together, one inside the other; this one is "
+                        "computed outside " +
+                        (open.empty() ? order[0] : open.back()) +
+                        " (compute_at both at the output's tile loop)");
+        }
+        open.push_back(op->name);
+        IRVisitor::visit(op);
+        open.pop_back();
+    }
+};
+
 } // namespace
 
 Stmt split_mix_kernel(const Stmt &s, CompileContext &ctx) {
@@ -336,41 +411,51 @@ Stmt split_mix_kernel(const Stmt &s, CompileContext &ctx) {
     s.accept(&reads);
     if (reads.accumulators.empty())
         return s;
-    if (reads.accumulators.size() > 1) {
-        throw Error("Func '" + ctx.output +
-                    "', directive tile_mma(): on ascend the epilogue reads " +
-                    std::to_string(reads.accumulators.size()) +
-                    " accumulators; a mix kernel hands one "
-                    "accumulator per tile from the cube cores to the vector cores");
-    }
+    Nesting nesting(reads.accumulators);
+    s.accept(&nesting);
     Handoff h;
-    h.acc = *reads.accumulators.begin();
-    h.counter = h.acc + ".tile";
-    h.workspace = h.acc + ".workspace";
+    h.counter = nesting.order.at(0) + ".tile";
+    h.workspace = nesting.order.at(0) + ".workspace";
     h.async = ctx.of(ctx.output).async_copy;
-    AccumulatorSize size(h.acc, ctx);
-    s.accept(&size);
-    if (size.allocations == 0 || size.width <= 0 || size.rows <= 0) {
-        throw Error("Func '" + h.acc.substr(0, h.acc.find('$')) +
-                    "', directive tile_mma(): on ascend an epilogue reads "
-                    "the accumulator through a GM workspace sized by its tile, but " +
-                    h.acc +
-                    " has no allocation of constant size (compute_at the output's tile loop)");
+    for (const std::string &acc : nesting.order) {
+        AccumulatorSize size(acc, ctx);
+        s.accept(&size);
+        if (size.allocations == 0 || size.width <= 0 || size.rows <= 0) {
+            throw Error("Func '" + acc.substr(0, acc.find('$')) +
+                        "', directive tile_mma(): on ascend an epilogue reads "
+                        "the accumulator through a GM workspace sized by its tile, but " +
+                        acc +
+                        " has no allocation of constant size (compute_at the output's tile loop)");
+        }
+        // Rows on 32-byte blocks (f32: 8 elements), so that the vector side's instructions and
+        // copies see the tile as its other UB tiles (AscendRows.h); one-dimensional tiles keep
+        // theirs. Rows as wide as the output's staging rows (AscendRows.h), so that a cast to a
+        // narrower output type keeps the elements where they are: 16 f32 elements for a bfloat16
+        // output.
+        const int64_t per_block =
+            32 / std::min(4, ctx.functions.at(ctx.output).output_types()[0].bytes());
+        Handoff::Acc a;
+        a.name = acc;
+        a.offset = h.slot;
+        // (A one-column accumulator stays contiguous: per-row values to the vector instructions.)
+        a.pitch = size.two_dimensional && size.width > 1
+                      ? (size.width + per_block - 1) / per_block * per_block
+                      : 0;
+        a.elements =
+            ((a.pitch > 0 ? a.pitch : size.width) * size.rows + 7) / 8 * 8; // whole 32-byte blocks
+        h.slot += a.elements;
+        h.accs.push_back(a);
     }
-    // Rows on 32-byte blocks (f32: 8 elements), so that the vector side's instructions and copies
-    // see the tile as its other UB tiles (AscendRows.h); one-dimensional tiles keep theirs.
-    // Rows as wide as the output's staging rows (AscendRows.h), so that a cast to a narrower
-    // output type keeps the elements where they are: 16 f32 elements for a bfloat16 output.
-    const int64_t per_block =
-        32 / std::min(4, ctx.functions.at(ctx.output).output_types()[0].bytes());
-    // (A one-column accumulator stays contiguous: per-row values to the vector instructions.)
-    h.pitch = size.two_dimensional && size.width > 1
-                  ? (size.width + per_block - 1) / per_block * per_block
-                  : 0;
-    h.slot = ((h.pitch > 0 ? h.pitch : size.width) * size.rows + 7) / 8 * 8; // whole 32-byte blocks
     std::set<std::string> cube = reads.cube;
-    cube.insert(h.acc);
-    Stmt cube_side = CubeSide(cube, h).mutate(s);
+    cube.insert(reads.accumulators.begin(), reads.accumulators.end());
+    CubeSide cube_mutator(cube, h);
+    Stmt cube_side = cube_mutator.mutate(s);
+    if (cube_mutator.handoffs == 0) {
+        throw Error("Func '" + ctx.output +
+                    "', directive tile_mma(): on ascend the accumulators an epilogue reads go to "
+                    "the vector cores together, but no statement consumes all of " +
+                    std::to_string(h.accs.size()) + " (compute_at each at the output's tile loop)");
+    }
     // The last two slots' reads, so that every counter ends at zero.
     cube_side = block(
         {cube_side, IfThenElse::make(h.tile() >= 2, ir::make_cross_core_wait(kRead + h.parity())),
@@ -379,9 +464,13 @@ Stmt split_mix_kernel(const Stmt &s, CompileContext &ctx) {
     ctx.mix = true;
     ctx.workspaces.push_back(
         {h.workspace, Halide::Float(32), {int(int64_t(ctx.grid) * 2 * h.slot)}, false, {}, {}});
+    std::string names;
+    for (const Handoff::Acc &a : h.accs)
+        names += (names.empty() ? "" : " and ") + a.name;
     ctx.notes.push_back(
-        "ascend mix kernel: " + h.acc + " goes from the cube cores to the vector cores through " +
-        h.workspace + " (two tiles per AIC in GM); the two AIVs of an AIC take its tiles in turn");
+        "ascend mix kernel: " + names + (h.accs.size() > 1 ? " go" : " goes") +
+        " from the cube cores to the vector cores through " + h.workspace +
+        " (two tiles per AIC in GM); the two AIVs of an AIC take its tiles in turn");
     return ir::make_mix(LetStmt::make(h.counter, 0, cube_side),
                         LetStmt::make(h.counter, 0, vector_side));
 }

@@ -95,17 +95,20 @@ Stmt plan_hopper_memory(const Stmt &s, const Allocations &found, CompileContext 
     int64_t cap = std::min<int64_t>(232, ctx.target.machine.integer("registers_per_sm") /
                                              (128 * warpgroups) / 8 * 8);
     int64_t data_registers = cap - 40;
-    int64_t smem = 0;
+    int64_t smem = 0, held = 0; // held: the registers of the accumulators so far (all live at once)
+    std::string names;
     for (SramBuffer b : found.buffers) {
         const std::string &name = b.name;
         b.in_registers = found.accumulators.count(name) > 0;
         if (b.in_registers) {
             // One warpgroup (128 threads) holds the tile, two with cooperative().
-            int64_t per_thread =
-                (b.slot_elements * b.type.bytes() / 4 + 128 * sharing - 1) / (128 * sharing);
-            if (per_thread > data_registers) {
-                throw Error("Func '" + name + "', directive tile: the accumulator tile needs " +
-                            std::to_string(per_thread) +
+            held += (b.slot_elements * b.type.bytes() / 4 + 128 * sharing - 1) / (128 * sharing);
+            names += (names.empty() ? "" : " and ") + name.substr(0, name.find('$'));
+            const bool several = names.find(" and ") != std::string::npos;
+            if (held > data_registers) {
+                throw Error("Func '" + name + "', directive tile: the accumulator tile" +
+                            (several ? "s of " + names : "") + " need" + (several ? "" : "s") +
+                            " " + std::to_string(held) +
                             " registers per thread of its warpgroup; with " +
                             std::to_string(warpgroups) + " warpgroups per CTA a thread has " +
                             std::to_string(cap) + " (about " + std::to_string(data_registers) +
