@@ -361,6 +361,16 @@ void CodeGen::epilogue(const ir::VectorOp &v, const Stmt &nest, const std::strin
         open("if (" + r + " < rows && " + c + " < cols) {");
         fragment = "[" + block + "][i]";
         element(e.body);
+        if (!e.operands.empty()) {
+            close("} else {");
+            scopes.emplace_back();
+            indent++;
+            for (const Store *st : e.operands) {
+                const Stmt zero = Store::make(st->name, make_zero(st->value.type()), st->index,
+                                              st->param, st->predicate, st->alignment);
+                store(zero.as<Store>());
+            }
+        }
         close();
         close();
     }

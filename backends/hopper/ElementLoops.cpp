@@ -224,6 +224,11 @@ FragmentEpilogue map_epilogue(const Plan &plan, const ir::VectorOp &v, const Stm
     // and col + 1 are adjacent elements and col lands on an even one.
     const Store *st = body.as<Store>();
     auto t = st ? plan.tiles.find(st->name) : plan.tiles.end();
+    for (const Store *other : collect<Store>(body)) {
+        auto o = plan.tiles.find(other->name);
+        if (o != plan.tiles.end() && o->second.on_chip)
+            e.operands.push_back(other);
+    }
     if (t == plan.tiles.end() || t->second.kind != TileKind::Plain)
         return e;
     const Halide::Type &type = t->second.buffer->type;

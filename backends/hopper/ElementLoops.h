@@ -62,6 +62,9 @@ struct FragmentEpilogue {
     /** Non-empty: the body writes this tile, held as a ring of column blocks; the epilogue is
      * printed with the tile's store, one column block at a time. */
     std::string ring_tile;
+    /** The body's stores into MMA operands made on chip (Tile::on_chip): outside the nest's
+     * extents the epilogue writes zeros there, the padding the next wgmma multiplies. */
+    std::vector<const Halide::Internal::Store *> operands;
     int64_t block_columns = 0; // the columns of one block of that ring (0: none)
 };
 

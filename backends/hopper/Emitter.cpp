@@ -366,7 +366,7 @@ void CodeGen::intrinsic(const Stmt &s) {
     } else if (ir::is_fence_proxy_async(s)) {
         os << line()
            << "hopper::fence_proxy_async_shared(); // this thread's smem writes, before the "
-              "TMA store reads them\n";
+              "async proxy (a TMA store, a wgmma operand) reads them\n";
     } else if (ir::as_advance(s, &counter)) {
         os << line() << c_name(counter) << " += 1;\n";
     } else if (ir::as_setmaxnreg(s, &registers, &increase)) {

@@ -577,7 +577,8 @@ private:
      * K = 1 for B) gets the unit dim back: the wgmma tile is always 2-D. */
     std::vector<int64_t> operand_roles(Tile &t) {
         std::vector<const CopyInfo *> mine = copies_of(t.buffer->name);
-        internal_assert(!mine.empty()) << "hopper emitter: MMA operand without copies\n";
+        if (mine.empty())
+            return on_chip_operand(t);
         const KernelArg *arg = kernel.arg(mine[0]->arg);
         for (const CopyInfo *c : mine) {
             if (c->arg != arg->name || !c->load)
@@ -607,6 +608,43 @@ private:
         return roles;
     }
 
+    /** An operand no copy loads: made on chip by element code (a matmul chain). Its extents are
+     * the MMAs' ({K, M} of a K-major A). */
+    std::vector<int64_t> on_chip_operand(Tile &t) {
+        const std::string &name = t.buffer->name;
+        bool written = false;
+        for (const VectorInfo &v : vector_ops) {
+            for (const ir::Region &r : v.op.regions)
+                written = written || (r.write && r.buffer == name);
+        }
+        if (t.kind != TileKind::MmaA || !written) {
+            throw Error("hopper: MMA operand " + name +
+                        " is neither loaded by a copy nor, as an "
+                        "A operand, computed on chip by element code; on hopper a B operand "
+                        "made on chip is not supported: stage it from a tensor");
+        }
+        int64_t k = 1, m = 1;
+        for (const ir::MmaOp &op : mmas) {
+            if (op.a != name)
+                continue;
+            if (!proven(op.a_stride_k == 1) && !proven(op.k == 1)) {
+                throw Error("hopper: MMA operand " + name +
+                            " is computed on chip M-major (its m innermost); wgmma takes an A "
+                            "made on chip K-major: compute it with its K dimension innermost");
+            }
+            k = std::max(k, constant_upper_bound(op.k));
+            m = std::max(m, constant_upper_bound(op.m));
+        }
+        if (k < 1 || m < 1)
+            throw Error("hopper: MMA operand " + name + " has no constant bound on its extents");
+        t.data = {k, m};
+        t.role = {0, 1};
+        t.on_chip = true;
+        t.swizzled_store = true;
+        t.dynamic_layout = true;
+        return {k, m};
+    }
+
     void mma_tiles(Accumulator &acc) {
         if (acc.a.empty())
             return;
@@ -618,18 +656,23 @@ private:
         // A copy of one of A's matrix dims (M = 1 or K = 1): its strides cannot tell its layout,
         // but the copied dim is K where its extent is the MMAs' K, so A is K-major when that is
         // the tensor's dim 0.
+        int64_t kk = 0;
+        for (const ir::MmaOp &m : mmas) {
+            if (m.acc == acc.buffer->name)
+                kk = std::max(kk, constant_upper_bound(m.k));
+        }
         if (matrix_dims(a) == 1) {
-            int64_t kk = 0;
-            for (const ir::MmaOp &m : mmas) {
-                if (m.acc == acc.buffer->name)
-                    kk = std::max(kk, constant_upper_bound(m.k));
-            }
             const size_t copied =
                 *std::find_if(a.role.begin(), a.role.end(), [](size_t r) { return r < 2; });
             const int64_t extent = ra[copied];
             acc.a_k_major = (extent > 1 && extent == kk) == (copied == 0);
+        } else if (!a_layouts.count(acc.buffer->name)) {
+            // No MMA tells (each has k = 1 or m = 1: a K tile of one): K is the dim whose extent
+            // is the MMAs' K, dim 0 where both are.
+            acc.a_k_major = ra[0] == kk || ra[1] != kk;
         }
-        a.k_major = acc.a_k_major;
+        a.k_major = a.on_chip || acc.a_k_major;
+        acc.a_k_major = a.k_major;
         const int64_t a_k = ra[a.k_major ? 0 : 1], a_m = ra[a.k_major ? 1 : 0];
         // A copy of one of B's matrix dims (K = 1 or N = 1): the same, from A's K.
         if (matrix_dims(b) == 1) {
@@ -637,6 +680,8 @@ private:
             const size_t copied =
                 *std::find_if(b.role.begin(), b.role.end(), [](size_t r) { return r < 2; });
             acc.b_k_major = copied_k == (copied == 0);
+        } else if (!b_layouts.count(acc.buffer->name) && (rb[0] == a_k) != (rb[1] == a_k)) {
+            acc.b_k_major = rb[0] == a_k; // as A's, from the extents
         }
         b.k_major = acc.b_k_major;
         const int64_t b_k = rb[b.k_major ? 0 : 1], b_n = rb[b.k_major ? 1 : 0];
@@ -654,8 +699,10 @@ private:
             a.k_major ? std::vector<int64_t>{acc.k, acc.m} : std::vector<int64_t>{acc.m, acc.k};
         b.layout =
             b.k_major ? std::vector<int64_t>{acc.k, acc.n} : std::vector<int64_t>{acc.n, acc.k};
-        for (Tile *t : {&a, &b}) // a unit box along each batch dim
-            t->layout.resize(kernel.arg(copies_of(t->buffer->name)[0]->arg)->extents.size(), 1);
+        for (Tile *t : {&a, &b}) { // a unit box along each batch dim
+            if (!t->on_chip)
+                t->layout.resize(kernel.arg(copies_of(t->buffer->name)[0]->arg)->extents.size(), 1);
+        }
         for (Tile *t : {&a, &b}) {
             t->reach.clear();
             for (size_t d = 0; d < t->data.size(); d++)
@@ -968,9 +1015,19 @@ private:
     }
 
     void check_vector_op(const VectorInfo &v) {
+        bool epilogue = false; // reads an accumulator's fragments
+        for (const ir::Region &r : v.op.regions)
+            epilogue = epilogue || (!r.write && plan.accumulators.count(r.buffer));
         for (const ir::Region &r : v.op.regions) {
             auto t = plan.tiles.find(r.buffer);
-            if (t != plan.tiles.end() && t->second.kind != TileKind::Plain) {
+            if (t != plan.tiles.end() && t->second.on_chip && (!r.write || !epilogue)) {
+                throw Error("hopper: vector op " + v.op.label + " " +
+                            (r.write ? "writes" : "reads") + " the MMA operand " + r.buffer +
+                            " made on chip; on hopper only an accumulator's epilogue may write "
+                            "it (a matmul chain's operand: computed from the first matmul's "
+                            "accumulator, with nothing in between), and only wgmma reads it");
+            }
+            if (t != plan.tiles.end() && t->second.kind != TileKind::Plain && !t->second.on_chip) {
                 throw Error(
                     "hopper: vector op " + v.op.label + " touches MMA operand " + r.buffer +
                     ", which is a 128B-swizzled wgmma tile on the GPU; only TMA may write it");

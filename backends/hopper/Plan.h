@@ -99,6 +99,11 @@ struct Tile {
      * block at a time, so the operand ring gets the shared memory the rest of the tile would take
      * (4 stages of a 128x256x64 bf16 tile instead of 3). The model holds the whole tile. */
     int ring_blocks = 0;
+    /** An MMA A operand that element code writes instead of a copy (a matmul chain: the second
+     * matmul's operand made from the first's accumulator): held in the wgmma layout a TMA load
+     * would give it (`swizzled_store`, `dynamic_layout`: the element code's stores placed in the
+     * 128B-swizzled column blocks), the epilogue writing zeros into its padding. */
+    bool on_chip = false;
 
     /** The GPU layout is the plan's `layout` (a TMA or wgmma tile), not the Stmt's. */
     bool tma() const { return !data.empty(); }

@@ -48,6 +48,21 @@ std::map<std::string, std::string> parse(const std::string &params) {
     return p;
 }
 
+/** A value rounded to bfloat16 (to nearest even), as its bits. */
+uint16_t to_bf16(float v) {
+    uint32_t bits;
+    std::memcpy(&bits, &v, 4);
+    return uint16_t((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
+}
+
+/** A float rounded to bfloat16 and back. */
+float round_bf16(float v) {
+    const uint32_t word = uint32_t(to_bf16(v)) << 16;
+    float r;
+    std::memcpy(&r, &word, 4);
+    return r;
+}
+
 /** The plain loop of each generator: out from the inputs (in declaration order). */
 void reference(const std::string &generator, const std::map<std::string, std::string> &p,
                const std::vector<Buffer> &in, Buffer &out) {
@@ -167,6 +182,22 @@ void reference(const std::string &generator, const std::map<std::string, std::st
             }
             out(n, m) = float(g / (1 + std::exp(-g)) * u);
         });
+    } else if (generator == "matmul_chain") {
+        // in: x (K x M), w1 (K x J), w2 (N x J): sum_j bf16(act(x w1))(j, m) * w2(n, j), the
+        // hidden values summed in f32 and rounded to bfloat16 as the kernel's are (the cases keep
+        // K at 1 or 2, where f32 sums of exact bf16 products do not depend on their order).
+        const int K = a.dim(0).extent(), J = in[1].dim(1).extent();
+        const bool relu = !p.count("act") || p.at("act") == "relu";
+        out.for_each_element([&](int n, int m) {
+            double s = 0;
+            for (int j = 0; j < J; j++) {
+                float h = 0;
+                for (int k = 0; k < K; k++)
+                    h += a(k, m) * in[1](k, j);
+                s += double(round_bf16(relu ? std::max(h, 0.0f) : h)) * in[2](n, j);
+            }
+            out(n, m) = float(s);
+        });
     } else {
         FAIL() << "no plain loop for generator " << generator;
     }
@@ -201,13 +232,6 @@ std::vector<std::vector<int>> extents_at(const Library &lib, int n0, int n1) {
         all.push_back(e);
     }
     return all;
-}
-
-/** A value rounded to bfloat16 (to nearest even), as its bits. */
-uint16_t to_bf16(float v) {
-    uint32_t bits;
-    std::memcpy(&bits, &v, 4);
-    return uint16_t((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
 }
 
 /** A value rounded to IEEE half (to nearest even), as its bits: GCC's own _Float16 conversion,

@@ -222,4 +222,81 @@ private:
 };
 TANDEM_REGISTER_GENERATOR(SwiGLU, swiglu)
 
+/** Two chained matmuls, a feed-forward layer in one kernel: out(n, m) = sum_j act(h(j, m)) *
+ * w2(j, n), h(j, m) = sum_k x(k, m) * w1(k, j); the second matmul's operand is made on chip from
+ * the first's accumulator, one block of TJ hidden units at a time (attention's structure, without
+ * the softmax). */
+class MatmulChain : public Generator<MatmulChain> {
+public:
+    GeneratorParam<int> M{"M", 64, 1, 1 << 20};
+    GeneratorParam<int> N{"N", 64, 1, 1 << 20};
+    GeneratorParam<int> J{"J", 128, 1, 1 << 20};
+    GeneratorParam<int> K{"K", 64, 1, 1 << 20};
+    GeneratorParam<int> TM{"TM", 64, 1, 4096};
+    GeneratorParam<int> TN{"TN", 64, 1, 4096};
+    GeneratorParam<int> TJ{"TJ", 64, 1, 4096};
+    GeneratorParam<int> TK{"TK", 64, 1, 4096};
+    GeneratorParam<std::string> act{"act", "relu", {"relu", "none"}};
+    GeneratorParam<std::string> pipelining{
+        "schedule", "pipelined", {"pipelined", "ws_pingpong", "ws_cooperative"}};
+    Input<Buffer<bfloat16_t, 2>> x{"x"}, w1{"w1"}, w2{"w2"};
+    Output<Buffer<float, 2>> out{"out"};
+
+    void generate() override {
+        RDom k(0, K), j(0, J);
+        h(jj, m) = 0.0f;
+        h(jj, m) += Halide::cast<float>(x(k, m)) * Halide::cast<float>(w1(k, jj));
+        Expr v = h(jj, m);
+        p(jj, m) =
+            Halide::cast(Halide::BFloat(16), act.value() == "relu" ? Halide::max(v, 0.0f) : v);
+        acc(n, m) = 0.0f;
+        acc(n, m) += Halide::cast<float>(p(j, m)) * Halide::cast<float>(w2(n, j));
+        out(n, m) = acc(n, m);
+        dense_shape(x, {K, M});
+        dense_shape(w1, {K, J});
+        dense_shape(w2, {N, J});
+        out.dim(0).set_bounds(0, N);
+        out.dim(1).set_bounds(0, M).set_stride(N);
+        k_x = k.x;
+        j_x = j.x;
+    }
+
+    void schedule() override {
+        Var no("no"), mo("mo"), ni("ni"), mi("mi"), t("t");
+        RVar jo("jo"), ji("ji"), ko("ko"), ki("ki");
+        out.tile(n, m, no, mo, ni, mi, TN, TM, TailStrategy::GuardWithIf)
+            .fuse(no, mo, t)
+            .map_to_cores(t)
+            .async_copy();
+        acc.compute_at(out, t);
+        acc.update()
+            .split(j_x, jo, ji, TJ, TailStrategy::GuardWithIf)
+            .reorder(n, m, ji, jo)
+            .tile_mma();
+        Func::staged(w2, acc).compute_at(acc, jo).async_copy().multi_buffer(2);
+        p.compute_at(acc, jo);
+        h.compute_at(acc, jo);
+        h.update()
+            .split(k_x, ko, ki, TK, TailStrategy::GuardWithIf)
+            .reorder(jj, m, ki, ko)
+            .tile_mma();
+        for (Input<Buffer<bfloat16_t, 2>> *operand : {&x, &w1})
+            Func::staged(*operand, h).compute_at(h, ko).async_copy().multi_buffer(2);
+        const std::string schedule = pipelining;
+        if (schedule == "pipelined")
+            return;
+        out.warp_specialize();
+        if (schedule == "ws_pingpong")
+            out.ping_pong();
+        else
+            out.cooperative();
+    }
+
+private:
+    Var n{"n"}, m{"m"}, jj{"jj"};
+    Func h{"h"}, p{"p"}, acc{"acc"};
+    Halide::RVar k_x, j_x;
+};
+TANDEM_REGISTER_GENERATOR(MatmulChain, matmul_chain)
+
 } // namespace

@@ -21,7 +21,9 @@ constexpr int kStored = 0, kRead = 2;
 class EpilogueReads : public IRVisitor {
 public:
     explicit EpilogueReads(const CompileContext &ctx) : ctx(ctx) {}
-    std::set<std::string> accumulators, cube; // cube: the accumulators and the MMAs' operands
+    std::set<std::string> accumulators, cube;    // cube: the accumulators and the MMAs' operands
+    std::map<std::string, std::string> operands; // the MMAs' operands, each to its accumulator
+    std::set<std::string> vector_writes;         // what vector ops write
 
 private:
     using IRVisitor::visit;
@@ -33,8 +35,20 @@ private:
     }
     void visit(const Evaluate *op) override {
         ir::MmaOp m;
-        if (ir::as_mma(Stmt(op), &m))
+        if (ir::as_mma(Stmt(op), &m)) {
             cube.insert({m.acc, m.a, m.b});
+            operands[m.a] = operands[m.b] = m.acc;
+        }
+        IRVisitor::visit(op);
+    }
+    void visit(const LetStmt *op) override {
+        ir::VectorOp v;
+        Stmt body;
+        if (ir::as_vector_op(Stmt(op), &v, &body)) {
+            for (const ir::Region &r : v.regions)
+                if (r.write)
+                    vector_writes.insert(r.buffer);
+        }
         IRVisitor::visit(op);
     }
 };
@@ -409,6 +423,19 @@ private:
 Stmt split_mix_kernel(const Stmt &s, CompileContext &ctx) {
     EpilogueReads reads(ctx);
     s.accept(&reads);
+    for (const auto &[operand, acc] : reads.operands) {
+        if (reads.vector_writes.count(operand)) {
+            const std::string name = acc.substr(0, acc.find('$'));
+            throw Error("Func '" + name +
+                        "', directive tile_mma(): not supported on ascend: its operand " +
+                        operand.substr(0, operand.find('$')) +
+                        " is computed by vector code (a matmul chain's second operand, made "
+                        "from the first's accumulator), which would go from the vector cores "
+                        "back to the cube cores through GM; Tandem's mix kernels hand "
+                        "accumulators to the vector cores only. Load the operand from a tensor "
+                        "(the chain as two kernels)");
+        }
+    }
     if (reads.accumulators.empty())
         return s;
     Nesting nesting(reads.accumulators);

@@ -52,6 +52,37 @@ private:
     }
 };
 
+/** A proxy fence before every MMA that reads an operand no copy loads (made on chip by the
+ * element code, a matmul chain's second operand): wgmma reads shared memory through the async
+ * proxy, after the threads' generic writes. */
+class FenceOnChipOperands : public IRMutator {
+public:
+    explicit FenceOnChipOperands(const Stmt &s) {
+        class Loaded : public IRVisitor {
+        public:
+            std::set<std::string> &dsts;
+            explicit Loaded(std::set<std::string> &d) : dsts(d) {}
+            using IRVisitor::visit;
+            void visit(const Evaluate *op) override {
+                ir::CopyOp c;
+                if (ir::as_copy(op, &c))
+                    dsts.insert(c.dst);
+            }
+        } loaded(copied);
+        s.accept(&loaded);
+    }
+
+private:
+    using IRMutator::visit;
+    std::set<std::string> copied;
+    Stmt visit(const Evaluate *op) override {
+        ir::MmaOp m;
+        if (ir::as_mma(op, &m) && (!copied.count(m.a) || !copied.count(m.b)))
+            return Block::make(ir::make_fence_proxy_async(), op);
+        return op;
+    }
+};
+
 struct Group {
     std::vector<Stmt> produces; // produce F { copy; wait }
     std::vector<std::string> funcs;
@@ -350,7 +381,9 @@ private:
 
 } // namespace
 
-Stmt specialize_warps(const Stmt &s, CompileContext &ctx, const std::vector<SramBuffer> &buffers) {
+Stmt specialize_warps(const Stmt &input, CompileContext &ctx,
+                      const std::vector<SramBuffer> &buffers) {
+    const Stmt s = FenceOnChipOperands(input).mutate(input);
     const Directives out = ctx.of(ctx.output);
     Bytes bytes(buffers);
     if (out.ping_pong && !out.warp_specialize) {
