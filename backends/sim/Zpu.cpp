@@ -41,6 +41,7 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <iterator>
 #include <limits>
 #include <queue>
 
@@ -111,43 +112,55 @@ struct OpName {
 };
 
 /** Async ops (transfers, MMAs, vector ops) of one core known to be complete, by their index on the
- * core (1, 2, ...): all up to `prefix`, and the sorted `later` ones above prefix + 1 (waited out of
- * issue order). */
+ * core (1, 2, ...), as sorted, disjoint, non-adjacent runs [first, last]. An op waited late (an
+ * output store drained a tile later) leaves a gap below everything known after it; runs keep
+ * that one gap instead of a list of every later op, so that copying what an agent knows, which
+ * each issued op does, costs the number of gaps, not the number of ops. */
 struct OpSet {
-    int64_t prefix = 0;
-    std::vector<int64_t> later;
+    struct Run {
+        int64_t first, last;
+    };
+    std::vector<Run> runs;
 
     bool contains(int64_t index) const {
-        return index <= prefix || std::binary_search(later.begin(), later.end(), index);
+        auto r = std::upper_bound(runs.begin(), runs.end(), index,
+                                  [](int64_t i, const Run &run) { return i < run.first; });
+        return r != runs.begin() && std::prev(r)->last >= index;
     }
-    void insert(int64_t index) {
-        if (contains(index)) {
+    void insert(int64_t index) { add({index, index}); }
+    void join(const OpSet &other) {
+        if (other.runs.empty())
+            return;
+        if (runs.empty()) {
+            runs = other.runs;
             return;
         }
-        later.insert(std::upper_bound(later.begin(), later.end(), index), index);
-        compact();
-    }
-    void join(const OpSet &other) {
-        if (other.prefix > prefix) {
-            prefix = other.prefix;
-            later.erase(later.begin(), std::upper_bound(later.begin(), later.end(), prefix));
-        }
-        for (int64_t index : other.later) {
-            if (!contains(index)) {
-                later.insert(std::upper_bound(later.begin(), later.end(), index), index);
-            }
-        }
-        compact();
+        std::vector<Run> merged;
+        merged.reserve(runs.size() + other.runs.size());
+        std::merge(runs.begin(), runs.end(), other.runs.begin(), other.runs.end(),
+                   std::back_inserter(merged),
+                   [](const Run &x, const Run &y) { return x.first < y.first; });
+        runs.clear();
+        for (const Run &r : merged)
+            append(r);
     }
 
 private:
-    void compact() {
-        size_t n = 0;
-        while (n < later.size() && later[n] == prefix + 1) {
-            ++prefix;
-            ++n;
+    /** Appends a run that starts at or after the last one's start. */
+    void append(const Run &r) {
+        if (!runs.empty() && r.first <= runs.back().last + 1)
+            runs.back().last = std::max(runs.back().last, r.last);
+        else
+            runs.push_back(r);
+    }
+    void add(const Run &r) {
+        if (runs.empty() || r.first >= runs.back().first) {
+            append(r);
+            return;
         }
-        later.erase(later.begin(), later.begin() + std::ptrdiff_t(n));
+        OpSet one;
+        one.runs = {r};
+        join(one);
     }
 };
 
