@@ -55,8 +55,9 @@ struct Workload {
  * operation of a definition counted once per point of the domain it depends on (a definition's
  * pure domain is what its consumers read of it, an update's adds its reduction domain; a row's
  * value inside an element's definition counts once per row); index arithmetic and calls of Funcs
- * and inputs count nothing. MACs are left at 0. Bytes are the static (or estimated) extents of the
- * inputs and the output. docs/design/testing.md, "Speed". */
+ * and inputs count nothing; an update acc = acc + a * b over a reduction domain is one MAC per
+ * point of its domain, and its inputs are not vector loads. Bytes are the static (or estimated)
+ * extents of the inputs and the output. docs/design/testing.md, "Speed". */
 Workload algorithm_workload(const GeneratorBase::Pipeline &algorithm);
 /** App::workload of the generator `name`: algorithm_workload of its algorithm at the params. */
 std::function<Workload(const Params &)> generator_workload(const std::string &name);

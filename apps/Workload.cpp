@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 namespace tandem::apps {
 
@@ -112,12 +113,15 @@ private:
 class FindCalls : public IRVisitor {
 public:
     std::vector<const Call *> calls;
+    std::set<std::string> inputs; // the inputs called
 
 private:
     using IRVisitor::visit;
     void visit(const Call *op) override {
         if (op->call_type == Call::Halide)
             calls.push_back(op);
+        if (op->call_type == Call::Image)
+            inputs.insert(op->name);
         IRVisitor::visit(op);
     }
 };
@@ -130,6 +134,23 @@ std::vector<Definition> definitions_of(const Function &f) {
     return all;
 }
 
+/** Whether an update is a multiply-accumulate, f(args) = f(args) + a * b over a reduction domain
+ * (casts around a and b allowed): the tensor core's work, whatever the schedule. */
+bool multiply_accumulate(const Function &f, const Definition &def) {
+    if (def.is_init() || def.values().size() != 1 || def.schedule().rvars().empty())
+        return false;
+    const Add *add = def.values()[0].as<Add>();
+    const Call *self = add ? add->a.as<Call>() : nullptr;
+    if (!self || self->name != f.name() || !add->b.as<Mul>() ||
+        self->args.size() != def.args().size())
+        return false;
+    for (size_t d = 0; d < self->args.size(); d++) {
+        if (!equal(self->args[d], def.args()[d]))
+            return false;
+    }
+    return true;
+}
+
 } // namespace
 
 Workload algorithm_workload(const GeneratorBase::Pipeline &algorithm) {
@@ -139,12 +160,11 @@ Workload algorithm_workload(const GeneratorBase::Pipeline &algorithm) {
     const std::vector<int64_t> out_extents = extents_of(out_param, out.dimensions());
 
     // Bytes: every input once, the output once.
-    double largest = 0, others = 0;
+    std::map<std::string, double> input_elements;
     for (const ImageParam &in : algorithm.inputs) {
         const double n = elements(extents_of(in.parameter(), in.dimensions()), in.dimensions());
         w.bytes += n * in.type().bytes();
-        others += n;
-        largest = std::max(largest, n);
+        input_elements[in.name()] = n;
     }
     const double out_elements = elements(out_extents, out.dimensions());
     w.bytes += out_elements * out.output_types()[0].bytes();
@@ -206,13 +226,13 @@ Workload algorithm_workload(const GeneratorBase::Pipeline &algorithm) {
                 Scope<Interval> scope;
                 std::map<std::string, int64_t> domain;
                 if (scope_of(f, def, &scope, &domain))
-                    visit(def, scope, domain);
+                    visit(f, def, scope, domain);
             }
         }
     };
     for (size_t pass = 0; pass <= funcs.size(); pass++) {
         bool changed = false;
-        each_definition([&](const Definition &def, const Scope<Interval> &scope,
+        each_definition([&](const Function &, const Definition &def, const Scope<Interval> &scope,
                             const std::map<std::string, int64_t> &) {
             FindCalls find;
             for (const Halide::Expr &v : def.values())
@@ -245,17 +265,60 @@ Workload algorithm_workload(const GeneratorBase::Pipeline &algorithm) {
             break;
     }
 
-    // The operations of every definition over its domain.
-    each_definition([&](const Definition &def, const Scope<Interval> &,
+    std::set<std::string> vector_reads; // the inputs definitions other than MACs read
+    // The operations of every definition over its domain; a multiply-accumulate update is one
+    // MAC per point of its domain (the reduction's and its Func's region).
+    each_definition([&](const Function &f, const Definition &def, const Scope<Interval> &,
                         const std::map<std::string, int64_t> &domain) {
+        if (multiply_accumulate(f, def)) {
+            double points = 1;
+            for (const auto &[var, extent] : domain)
+                points *= double(extent);
+            w.macs += points;
+            return;
+        }
         CountOps count(domain, w);
-        for (const Halide::Expr &v : def.values()) // a let's value counts where it is used
+        FindCalls find;
+        for (const Halide::Expr &v : def.values()) { // a let's value counts where it is used
             substitute_in_all_lets(v).accept(&count);
+            v.accept(&find);
+        }
+        // An input's own Func (a generator's Input, a copy) passes it on: what reads that Func
+        // reads the input.
+        const bool passes_on = f.updates().empty() && def.values().size() == 1 &&
+                               def.values()[0].as<Call>() &&
+                               def.values()[0].as<Call>()->call_type == Call::Image;
+        if (passes_on)
+            return;
+        vector_reads.insert(find.inputs.begin(), find.inputs.end());
+        for (const Call *c : find.calls) {
+            if (!funcs.count(c->name))
+                continue;
+            const Function &callee = funcs.at(c->name);
+            const Call *input = callee.updates().empty() && callee.definition().values().size() == 1
+                                    ? callee.definition().values()[0].as<Call>()
+                                    : nullptr;
+            if (input && input->call_type == Call::Image)
+                vector_reads.insert(input->name);
+        }
     });
 
-    // Every element in passes through a vector op once, every element out leaves one once; an
-    // algorithm without arithmetic (a transpose) moves data only, which the DMA may do alone.
+    // Every element of an input the vector code reads (not only the MACs) passes through a vector
+    // op once, every element out leaves one once (an epilogue reads each accumulator element
+    // once); an algorithm without arithmetic (a transpose) moves data only, which the DMA may do
+    // alone.
     if (w.vector_flops > 0) {
+        double largest = 0, others = 0;
+        for (const auto &[name, n] : input_elements) {
+            if (!vector_reads.count(name))
+                continue;
+            others += n;
+            largest = std::max(largest, n);
+        }
+        if (w.macs > 0) { // the accumulator, read by the epilogue
+            others += out_elements;
+            largest = std::max(largest, out_elements);
+        }
         w.vector_first_loads = largest;
         w.vector_loads = others - largest;
         w.vector_stores = out_elements;

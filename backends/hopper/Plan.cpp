@@ -1015,11 +1015,25 @@ private:
     }
 
     void check_vector_op(const VectorInfo &v) {
-        bool epilogue = false; // reads an accumulator's fragments
-        for (const ir::Region &r : v.op.regions)
-            epilogue = epilogue || (!r.write && plan.accumulators.count(r.buffer));
+        const Accumulator *epilogue = nullptr; // the accumulator whose fragments it reads
+        for (const ir::Region &r : v.op.regions) {
+            if (!r.write && plan.accumulators.count(r.buffer))
+                epilogue = &plan.accumulators.at(r.buffer);
+        }
         for (const ir::Region &r : v.op.regions) {
             auto t = plan.tiles.find(r.buffer);
+            // The epilogue walks its accumulator's fragments, writing zeros past the nest's
+            // extents: they must cover the operand's padded wgmma tile ({K, M}: its n and m).
+            if (t != plan.tiles.end() && t->second.on_chip && r.write && epilogue &&
+                (epilogue->n != t->second.layout[0] || epilogue->m != t->second.layout[1])) {
+                throw Error("hopper: the MMA operand " + r.buffer + " made on chip is a " +
+                            std::to_string(t->second.layout[1]) + " x " +
+                            std::to_string(t->second.layout[0]) +
+                            " wgmma tile, but the epilogue that writes it walks the " +
+                            std::to_string(epilogue->m) + " x " + std::to_string(epilogue->n) +
+                            " tile of " + epilogue->buffer->name +
+                            ": give both matmuls the same tile along the operand's M and K");
+            }
             if (t != plan.tiles.end() && t->second.on_chip && (!r.write || !epilogue)) {
                 throw Error("hopper: vector op " + v.op.label + " " +
                             (r.write ? "writes" : "reads") + " the MMA operand " + r.buffer +

@@ -167,6 +167,9 @@ public:
     // As batched_matmul's: one role copying and computing, or warp-specialised.
     GeneratorParam<std::string> pipelining{
         "schedule", "pipelined", {"pipelined", "ws_pingpong", "ws_cooperative"}};
+    // One K loop for both matmuls (Halide's compute_with), x staged once for both, instead of a
+    // K loop and a copy of x each.
+    GeneratorParam<bool> share{"share", false};
     Input<Buffer<bfloat16_t, 2>> x{"x"}, w1{"w1"}, w3{"w3"};
     Output<Buffer<float, 2>> out{"out"};
 
@@ -192,18 +195,25 @@ public:
             .fuse(no, mo, t)
             .map_to_cores(t)
             .async_copy();
+        RVar ko("ko"), ki("ki");
         for (auto [acc, w] :
              {std::pair<Func *, Input<Buffer<bfloat16_t, 2>> *>{&gate, &w1}, {&up, &w3}}) {
-            RVar ko("ko"), ki("ki");
             acc->compute_at(out, t);
             acc->update()
                 .split(k_x, ko, ki, TK, TailStrategy::GuardWithIf)
                 .reorder(n, m, ki, ko)
                 .tile_mma();
-            for (Input<Buffer<bfloat16_t, 2>> *operand : {&x, w}) {
-                Func tile = Func::staged(*operand, *acc);
-                tile.compute_at(*acc, ko).async_copy().multi_buffer(2);
-            }
+            Func::staged(*w, *acc).compute_at(share ? gate : *acc, ko).async_copy().multi_buffer(2);
+            if (!share)
+                Func::staged(x, *acc).compute_at(*acc, ko).async_copy().multi_buffer(2);
+        }
+        if (share) {
+            up.update().halide().compute_with(gate.update().halide(), ko);
+            Halide::ImageParam xp = x;
+            Func(xp.in({gate.halide(), up.halide()}))
+                .compute_at(gate, ko)
+                .async_copy()
+                .multi_buffer(2);
         }
         const std::string schedule = pipelining;
         if (schedule == "pipelined")

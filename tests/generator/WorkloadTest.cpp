@@ -1,7 +1,7 @@
 // A generator's workload counted from its algorithm (apps/Workload.cpp) against hand counts: a
 // user's softmax (a transcendental, a division, two row reductions), the rmsnorm app (a row's
-// value inside an element's definition counts once per row) and the elementwise app; and the
-// vector work each target's roofline weighs them with.
+// value inside an element's definition counts once per row), the elementwise app and a linear layer
+// (its multiply-accumulate is MACs); and the vector work each target's roofline weighs them with.
 #include "App.h"
 #include "Run.h"
 
@@ -54,6 +54,46 @@ TEST(Workload, SoftmaxCountsEachDefinitionOverItsDomain) {
     EXPECT_EQ(apps::vector_work(w, Target::parse("ascend")), 7 * n);
     EXPECT_EQ(apps::vector_work(w, Target::parse("hopper")), 5 * n);
     EXPECT_EQ(apps::roofline_bound(w, Target::parse("zpu")), "vector");
+}
+
+/** A linear layer with a bias: out(n, m) = sum_k x(k, m) * w(k, n) + bias(n), 24 x 16 x 40. */
+class TinyLinear : public Generator<TinyLinear> {
+public:
+    Input<Buffer<float, 2>> x{"x"}, w{"w"};
+    Input<Buffer<float, 1>> bias{"bias"};
+    Output<Buffer<float, 2>> out{"out"};
+
+    void generate() override {
+        RDom k(0, 40);
+        acc(n, m) = 0.0f;
+        acc(n, m) += x(k, m) * w(k, n);
+        out(n, m) = acc(n, m) + bias(n);
+        x.dim(0).set_bounds(0, 40);
+        x.dim(1).set_bounds(0, 16).set_stride(40);
+        w.dim(0).set_bounds(0, 40);
+        w.dim(1).set_bounds(0, 24).set_stride(40);
+        bias.dim(0).set_bounds(0, 24);
+        out.dim(0).set_bounds(0, 24);
+        out.dim(1).set_bounds(0, 16).set_stride(24);
+    }
+
+private:
+    Var n{"n"}, m{"m"};
+    Func acc{"acc"};
+};
+TANDEM_REGISTER_GENERATOR(TinyLinear, workload_tiny_linear)
+
+TEST(Workload, AMultiplyAccumulateIsMacsNotVectorWork) {
+    const apps::Workload w = apps::generator_workload("workload_tiny_linear")(apps::Params());
+    const double out = 24 * 16;
+    EXPECT_EQ(w.macs, out * 40);
+    EXPECT_EQ(w.vector_flops, out); // the bias add
+    // The epilogue reads each accumulator element once (x and w go to the tensor core only) and
+    // the bias; it stores each element of out.
+    EXPECT_EQ(w.vector_first_loads, out);
+    EXPECT_EQ(w.vector_loads, 24);
+    EXPECT_EQ(w.vector_stores, out);
+    EXPECT_EQ(w.bytes, 4 * (40 * 16 + 40 * 24 + 24 + out));
 }
 
 TEST(Workload, RmsnormCountsARowsValueOncePerRow) {

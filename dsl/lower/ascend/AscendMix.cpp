@@ -281,8 +281,10 @@ private:
     Stmt read() const { return ir::make_cross_core_set("MTE2", kRead + h.parity()); }
 
     Stmt visit(const Allocate *op) override {
-        Stmt body = mutate(op->body);
         const int i = h.index(op->name);
+        if (i >= 0 && h.first(i))
+            loaded = 0; // a tile (or a partitioned tail's tile) of its own
+        Stmt body = mutate(op->body);
         if (i < 0)
             return allocation(op, body);
         const Handoff::Acc &acc = h.accs[i];
@@ -318,10 +320,15 @@ private:
         c.slot = 0;
         std::vector<Stmt> load = {ProducerConsumer::make(
             ub(acc.name), true, block({ir::make_copy(c), ir::make_wait({c.barrier, 0})}))};
-        if (h.last(i))
+        // The slot is read once every accumulator is: their producers may follow each other or
+        // nest (Halide's compute_with fuses their K loops).
+        if (++loaded == int(h.accs.size()))
             load.push_back(read());
+        load.push_back(mutate(op->body));
         return block(load);
     }
+
+    int loaded = 0; // accumulators of the current tile loaded from the workspace
 };
 
 /** tandem_core_id() -> tandem_core_id() / 2: on a vector core, the index of its AIC. */
