@@ -6,8 +6,9 @@
 #  - a chain act(x W1) W2 in one kernel (matmul_chain: the hidden block made on chip) against two
 #    kernels (linear + linear, the hidden activations through DRAM: their cycles added; the
 #    activation itself left out of the two-kernel side, in its favour).
-# Shapes M = N = K (= J) = 1024, bf16 operands, f32 out (the first of the two kernels writes
-# bf16); default tiles (64 x 64 x 64, pipelined) and, on hopper, ws_cooperative 128 x 128 (the
+# Shapes: SwiGLU M = N = K = 1024; the chain as attention's (M = 8192 rows, J = 1024 hidden
+# units, K = N = 128, the value width one tile); bf16 operands, f32 out (the first of the two kernels
+# writes bf16); default tiles (64 x 64 x 64, pipelined) and, on hopper, ws_cooperative 128 x 128 (the
 # fused forms only: linear has one schedule). Each row: cycles, roofline cycles and fraction (the roofline of
 # the algorithm: MACs, vector work, bytes; apps/Workload.cpp). Writes results/two_matmuls.json
 # and the raw log results/two_matmuls.log.
@@ -17,6 +18,7 @@ log="$out/two_matmuls.log"
 : > "$log"
 rows=$(mktemp)
 S=1024
+R=8192 # the chain's rows: 128 row tiles of 64, about one per SM (the chain's tiles are its rows)
 run() { # name target generator params...
     local name=$1 target=$2 g=$3
     shift 3
@@ -37,10 +39,12 @@ for target in zpu ascend hopper; do
         tag=${s:+_coop}
         run "swiglu_separate$tag" $target swiglu M=$S N=$S K=$S $s
         run "swiglu_shared_x$tag" $target swiglu share=true M=$S N=$S K=$S $s
-        run "chain_one_kernel$tag" $target matmul_chain M=$S N=$S J=$S K=$S $s
+        # The chain as attention has it: N (the value width) one tile wide, so that each block of
+        # hidden units is computed once per row tile (a narrower N tile recomputes it per tile).
+        run "chain_one_kernel$tag" $target matmul_chain M=$R J=$S K=128 N=128 TN=128 $s
         [ -n "$s" ] && continue # linear has one schedule (pipelined)
-        run "chain_first_matmul" $target linear epilogue=none out_type=bf16 layout=nt M=$S N=$S K=$S TM=64 TN=64
-        run "chain_second_matmul" $target linear epilogue=none layout=nn M=$S N=$S K=$S TM=64 TN=64
+        run "chain_first_matmul" $target linear epilogue=none out_type=bf16 layout=nt M=$R N=$S K=128 TM=64 TN=64
+        run "chain_second_matmul" $target linear epilogue=none layout=nn M=$R N=128 K=$S TM=64 TN=128
     done
 done
 python3 - "$out/two_matmuls.json" "$rows" "$root" <<'PY'
