@@ -9,6 +9,19 @@ using namespace tandem;
 
 namespace {
 
+/** A matmul's schedule=...: pipelined (one role copies and computes, a ring of stages),
+ * ws_pingpong (a producer and two consumers taking tiles in turn) or ws_cooperative (Hopper: two
+ * consumer warpgroups on each tile), as a user tunes one for a GPU. */
+void pipeline(Func &out, const std::string &schedule) {
+    if (schedule == "pipelined")
+        return;
+    out.warp_specialize();
+    if (schedule == "ws_pingpong")
+        out.ping_pong();
+    else
+        out.cooperative();
+}
+
 /** out(n, m) = sum_k x(k, m) * w(k, n) (+ bias(n)) (+ residual(n, m)); w is N x K with layout nt
  * (row n holds its K weights, as torch.nn.Linear's), K x N with layout nn; layouts tn and tt take
  * x transposed (K x M: row k holds the M values of column k, x(m, k)). */
@@ -96,9 +109,7 @@ public:
     GeneratorParam<std::string> layout{"layout", "nt", {"nt", "nn"}};
     // runtime: the batch count is the buffers' at each call (B an estimate); M, N, K static.
     GeneratorParam<bool> runtime{"runtime", false};
-    // pipelined: one role copies and computes (a ring of `stages`); ws_pingpong: a producer and
-    // two consumers taking tiles in turn; ws_cooperative (Hopper): two consumer warpgroups on
-    // each tile, as a user tunes a batched GEMM for a GPU.
+    // pipeline(): pipelined (a ring of `stages`), ws_pingpong or ws_cooperative (Hopper).
     GeneratorParam<std::string> pipelining{
         "schedule", "pipelined", {"pipelined", "ws_pingpong", "ws_cooperative"}};
     GeneratorParam<int> stages{"stages", 2, 1, 16};
@@ -136,14 +147,7 @@ public:
             Func tile = Func::staged(*operand, acc);
             tile.compute_at(acc, ko).async_copy().multi_buffer(stages);
         }
-        const std::string schedule = pipelining;
-        if (schedule == "pipelined")
-            return;
-        out.warp_specialize();
-        if (schedule == "ws_pingpong")
-            out.ping_pong();
-        else
-            out.cooperative();
+        pipeline(out, pipelining);
     }
 
 private:
@@ -164,7 +168,7 @@ public:
     GeneratorParam<int> TM{"TM", 64, 1, 4096};
     GeneratorParam<int> TN{"TN", 64, 1, 4096};
     GeneratorParam<int> TK{"TK", 64, 1, 4096};
-    // As batched_matmul's: one role copying and computing, or warp-specialised.
+    // pipeline(): pipelined, ws_pingpong or ws_cooperative (Hopper).
     GeneratorParam<std::string> pipelining{
         "schedule", "pipelined", {"pipelined", "ws_pingpong", "ws_cooperative"}};
     // One K loop for both matmuls (Halide's compute_with), x staged once for both, instead of a
@@ -215,14 +219,7 @@ public:
                 .async_copy()
                 .multi_buffer(2);
         }
-        const std::string schedule = pipelining;
-        if (schedule == "pipelined")
-            return;
-        out.warp_specialize();
-        if (schedule == "ws_pingpong")
-            out.ping_pong();
-        else
-            out.cooperative();
+        pipeline(out, pipelining);
     }
 
 private:
@@ -233,7 +230,7 @@ private:
 TANDEM_REGISTER_GENERATOR(SwiGLU, swiglu)
 
 /** Two chained matmuls, a feed-forward layer in one kernel: out(n, m) = sum_j act(h(j, m)) *
- * w2(j, n), h(j, m) = sum_k x(k, m) * w1(k, j); the second matmul's operand is made on chip from
+ * w2(n, j), h(j, m) = sum_k x(k, m) * w1(k, j); the second matmul's operand is made on chip from
  * the first's accumulator, one block of TJ hidden units at a time (attention's structure, without
  * the softmax). */
 class MatmulChain : public Generator<MatmulChain> {
@@ -247,6 +244,7 @@ public:
     GeneratorParam<int> TJ{"TJ", 64, 1, 4096};
     GeneratorParam<int> TK{"TK", 64, 1, 4096};
     GeneratorParam<std::string> act{"act", "relu", {"relu", "none"}};
+    // pipeline(): pipelined, ws_pingpong or ws_cooperative (Hopper).
     GeneratorParam<std::string> pipelining{
         "schedule", "pipelined", {"pipelined", "ws_pingpong", "ws_cooperative"}};
     Input<Buffer<bfloat16_t, 2>> x{"x"}, w1{"w1"}, w2{"w2"};
@@ -292,14 +290,7 @@ public:
             .tile_mma();
         for (Input<Buffer<bfloat16_t, 2>> *operand : {&x, &w1})
             Func::staged(*operand, h).compute_at(h, ko).async_copy().multi_buffer(2);
-        const std::string schedule = pipelining;
-        if (schedule == "pipelined")
-            return;
-        out.warp_specialize();
-        if (schedule == "ws_pingpong")
-            out.ping_pong();
-        else
-            out.cooperative();
+        pipeline(out, pipelining);
     }
 
 private:
