@@ -1,0 +1,56 @@
+# Sourced by the benchmark scripts that run conformance generators on the machine models
+# (user_kernels.sh, two_matmuls.sh): `run_case NAME TARGET GENERATOR PARAMS...` runs one with
+# --run --json, appending the command and its output to $log and a row to $rows;
+# `write_rows DEST DEFINITION` writes the record (date, machine, command, commit, model versions,
+# the raw log's name, DEFINITION and the rows: cycles, roofline, bound, engines' busy cycles, or
+# the refusal) and prints the rows. Needs $root, $out (setup.sh), $log and $rows set.
+gen="$root/build/tests/conformance/conformance_gen"
+
+run_case() {
+    local name=$1 target=$2 g=$3 result
+    shift 3
+    echo "\$ conformance_gen -g $g --run target=$target $* --json" >> "$log"
+    if result=$("$gen" -g "$g" --run "target=$target" "$@" --json 2>&1); then
+        echo "$result" >> "$log"
+        echo "$name|$target|$g $*|$(echo "$result" | tail -1)" >> "$rows"
+    else
+        echo "$result" >> "$log"
+        echo "$name|$target|$g $*|{\"refused\": $(echo "$result" | tail -1 | python3 -c 'import json,sys; print(json.dumps(sys.stdin.read().strip()))')}" >> "$rows"
+    fi
+}
+
+write_rows() {
+    python3 - "$1" "$rows" "$root" "$(basename "$log")" "$2" "benchmarks/$(basename "$0")" <<'PY'
+import json, sys, datetime, platform, os, subprocess
+dest, rows_file, root, log, definition, command = sys.argv[1:]
+versions = {t: json.load(open(f"{root}/machines/{t}.json"))["version"] for t in ("zpu", "ascend", "hopper")}
+rows = []
+for line in open(rows_file):
+    name, target, generator, result = line.rstrip("\n").split("|", 3)
+    j = json.loads(result)
+    params = generator.split()[1:]
+    row = {"kernel": name, "target": target, "params": " ".join(params), "generator": generator}
+    if "refused" in j:
+        row["refused"] = j["refused"]
+    else:
+        row.update({k: j[k] for k in ("model", "correct", "cycles", "roofline_cycles",
+                                      "roofline_fraction", "roofline_bound", "bound_cycles", "busy",
+                                      "races", "deadlock")})
+    rows.append(row)
+record = {
+    "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    "machine": f"{platform.node()}: {os.cpu_count()} cores", "command": command,
+    "commit": subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True).stdout.strip(),
+    "models": {t: f"{t} v{v}" for t, v in versions.items()},
+    "log": log, "definition": definition, "rows": rows,
+}
+json.dump(record, open(dest, "w"), indent=1)
+for r in rows:
+    if "refused" in r:
+        print(f'{r["kernel"]:26} {r["target"]:7} refused: {r["refused"][:90]}')
+    else:
+        print(f'{r["kernel"]:26} {r["target"]:7} {r["cycles"]:>9} cycles, roofline {r["roofline_cycles"]:>9.0f} '
+              f'({r["roofline_bound"]}), fraction {r["roofline_fraction"]:.3f}')
+PY
+}
