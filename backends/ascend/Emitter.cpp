@@ -1122,9 +1122,20 @@ std::string emit_library(const Kernel &kernel, const std::string &function) {
                 << "]->host, elements(buffers[" << i << "]) * " << a.type.bytes() << ");\n";
     }
     const size_t out = kernel.args.size() - 1;
-    if (!kernel.workspaces.empty()) // the launch's workspace, after the arguments
-        run << "        ids.push_back(m.add_gm(\"workspace\", tandem::sim::DType::F32, "
-            << workspace_bytes(kernel) / 4 << ")); // the model types GM: the workspaces are f32\n";
+    run << "        std::vector<tandem_ascend::GmArgument> gm;\n"
+        << "        for (int id : ids)\n"
+        << "            gm.push_back({{id, 0}});\n";
+    if (!kernel.workspaces.empty()) { // the launch's workspace, after the arguments
+        // The model types GM: each workspace a buffer of its own type, at its offset.
+        run << "        gm.emplace_back();\n";
+        int64_t offset = 0;
+        for (const KernelArg &w : kernel.workspaces) {
+            run << "        gm.back().push_back({m.add_gm(\"" << w.name << "\", "
+                << library::dtype_enum(dtype_of(w.type)) << ", " << w.elements() << "), " << offset
+                << "});\n";
+            offset += (w.elements() * w.type.bytes() + 511) / 512 * 512;
+        }
+    }
     if (kernel.has_runtime_shapes()) { // the tiling data, last: each runtime extent of each buffer
         run << "        std::vector<int32_t> tiling;\n";
         for (size_t i = 0; i < kernel.args.size(); i++) {
@@ -1136,9 +1147,10 @@ std::string emit_library(const Kernel &kernel, const std::string &function) {
         run << "        ids.push_back(m.add_gm(\"tiling\", tandem::sim::DType::I32, "
                "int64_t(tiling.size())));\n"
             << "        std::memcpy(m.data(ids.back()), tiling.data(), tiling.size() * "
-               "sizeof(int32_t));\n";
+               "sizeof(int32_t));\n"
+            << "        gm.push_back({{ids.back(), 0}});\n";
     }
-    run << "        tandem_ascend::run(m, " << fn << "_kernel, ids, AscendC::KernelMode::"
+    run << "        tandem_ascend::run_parts(m, " << fn << "_kernel, gm, AscendC::KernelMode::"
         << (kernel.mix                 ? "MIX_MODE"
             : kernel.vector_units_only ? "AIV_MODE"
                                        : "AIC_MODE")

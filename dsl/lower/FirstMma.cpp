@@ -89,10 +89,12 @@ private:
     }
 
     Stmt visit(const LetStmt *op) override {
+        if (!has_mma(op->body))
+            return op; // (another accumulator's zeroing, inside a loop whose variable ran reads)
         bound.push_back(op->name);
         Stmt body = mutate(op->body);
         bound.pop_back();
-        if (uses_bound(ran) || expr_uses_var(ran, op->name))
+        if (expr_uses_var(ran, op->name))
             ok = false;
         return LetStmt::make(op->name, op->value, body);
     }

@@ -1198,21 +1198,25 @@ void call(void (*kernel)(Params...), const std::vector<GM_ADDR> &args, std::inde
 
 } // namespace detail
 
+/** One GM_ADDR argument: GM buffers (machine buffer ids) at byte offsets from its address. A
+ * tensor is one buffer at 0; a mix kernel's workspace holds each of its workspaces in a buffer of
+ * that workspace's type (the model types GM), at the offset the kernel adds. */
+using GmArgument = std::vector<std::pair<int, int64_t>>;
+
 /** Runs `kernel` once per core of `machine` that `mode` names (AIC_MODE: the cube cores,
  * AIV_MODE: the vector cores, MIX_MODE: both, launched as a mix kernel; GetBlockIdx() = the
- * index among them), its GM_ADDR arguments
- * pointing at the GM buffers `gm_buffers` (machine buffer ids, in the kernel's parameter order);
- * each core's program is ended (machine.run_core) when its kernel returns, then its flags are
- * checked (SimError for a SetFlag left unconsumed). A SimError from a call propagates and leaves
- * the core unrun. */
+ * index among them), its GM_ADDR arguments pointing at `arguments` (in the kernel's parameter
+ * order); each core's program is ended (machine.run_core) when its kernel returns, then its flags
+ * are checked (SimError for a SetFlag left unconsumed). A SimError from a call propagates and
+ * leaves the core unrun. */
 template <typename... Params>
-void run(Machine &machine, void (*kernel)(Params...), const std::vector<int> &gm_buffers,
-         AscendC::KernelMode mode) {
+void run_parts(Machine &machine, void (*kernel)(Params...),
+               const std::vector<GmArgument> &arguments, AscendC::KernelMode mode) {
     static_assert((std::is_same_v<Params, GM_ADDR> && ...), "kernel parameters are GM_ADDR");
-    if (gm_buffers.size() != sizeof...(Params)) {
+    if (arguments.size() != sizeof...(Params)) {
         throw SimError("tandem_ascend::run: the kernel takes " + std::to_string(sizeof...(Params)) +
-                       " GM_ADDR arguments but " + std::to_string(gm_buffers.size()) +
-                       " buffers were given");
+                       " GM_ADDR arguments but " + std::to_string(arguments.size()) +
+                       " were given");
     }
     std::vector<tandem::sim::ascend::CoreKind> kinds;
     if (mode != AscendC::KernelMode::AIV_MODE)
@@ -1226,14 +1230,19 @@ void run(Machine &machine, void (*kernel)(Params...), const std::vector<int> &gm
             const int core = machine.core_of(kind, block);
             CoreContext context(machine, core, block);
             std::vector<GM_ADDR> args;
-            for (int buffer : gm_buffers) {
-                int64_t bytes =
-                    machine.elements(buffer) * tandem::sim::bytes_of(machine.type(buffer));
-                void *data = machine.data(buffer);
-                // Without numerics there is no storage: a distinct placeholder address per buffer.
-                uintptr_t base =
-                    data ? reinterpret_cast<uintptr_t>(data) : (uintptr_t(buffer) + 1) << 40;
-                context.gm.push_back({base, bytes, buffer});
+            for (const GmArgument &argument : arguments) {
+                // Without numerics there is no storage, and the parts of an argument are apart:
+                // a distinct placeholder address (GlobalTensor maps it back to its buffer).
+                const int first = argument.at(0).first;
+                void *data = machine.data(first);
+                const uintptr_t base = data && argument.size() == 1
+                                           ? reinterpret_cast<uintptr_t>(data)
+                                           : (uintptr_t(first) + 1) << 40;
+                for (const auto &[buffer, offset] : argument) {
+                    int64_t bytes =
+                        machine.elements(buffer) * tandem::sim::bytes_of(machine.type(buffer));
+                    context.gm.push_back({base + uintptr_t(offset), bytes, buffer});
+                }
                 args.push_back(reinterpret_cast<GM_ADDR>(base));
             }
             // The core stays current while it is simulated: vector ops' element loops run then.
@@ -1243,6 +1252,16 @@ void run(Machine &machine, void (*kernel)(Params...), const std::vector<int> &gm
             context.check_flags_consumed();
         }
     }
+}
+
+/** run_parts() with one GM buffer per argument. */
+template <typename... Params>
+void run(Machine &machine, void (*kernel)(Params...), const std::vector<int> &gm_buffers,
+         AscendC::KernelMode mode) {
+    std::vector<GmArgument> arguments;
+    for (int buffer : gm_buffers)
+        arguments.push_back({{buffer, 0}});
+    run_parts(machine, kernel, arguments, mode);
 }
 
 } // namespace tandem_ascend

@@ -4,6 +4,7 @@
 #include "tandem/AsyncIR.h"
 #include "tandem/Nest.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -14,8 +15,9 @@ using namespace Halide::Internal;
 namespace {
 
 // Cross-core flag ids: a tile stored in workspace slot s (cube -> vector), and slot s read
-// (vector -> cube). Ids 8 .. 15 are left to catlass-style barriers and SyncAll.
-constexpr int kStored = 0, kRead = 2;
+// (vector -> cube); an operand the vector cores made handed back in slot s (vector -> cube), and
+// that slot read (cube -> vector). Ids 8 .. 15 are left to catlass-style barriers and SyncAll.
+constexpr int kStored = 0, kRead = 2, kHanded = 4, kTaken = 6;
 
 /** The tile_mma Funcs an epilogue reads (a Load of an accumulator: MMAs name theirs in calls). */
 class EpilogueReads : public IRVisitor {
@@ -62,8 +64,8 @@ bool is_cube_op(const Stmt &s, const std::set<std::string> &cube) {
     Stmt body;
     if (ir::as_mma(s, &m))
         return true;
-    if (ir::as_copy(s, &c))
-        return cube.count(c.dst) > 0;
+    if (ir::as_copy(s, &c)) // (from a cube buffer: an accumulator no epilogue reads, by Fixpipe)
+        return cube.count(c.dst) > 0 || cube.count(c.src) > 0;
     if (ir::as_wait(s, &w)) {
         for (const std::string &b : cube)
             if (w.barrier == ir::full_barrier(b) || w.barrier == ir::empty_barrier(b))
@@ -136,6 +138,29 @@ protected:
     }
 };
 
+/** A buffer's copy in UB on the vector side (an accumulator's, or an operand's the AIVs make). */
+std::string ub(const std::string &buffer) {
+    return buffer + ".ub";
+}
+
+/** The copies in `s`. */
+template <class F> void visit_copies(const Stmt &s, F &&f) {
+    class Copies : public IRVisitor {
+    public:
+        explicit Copies(F &f) : f(f) {}
+
+    private:
+        using IRVisitor::visit;
+        F &f;
+        void visit(const Evaluate *op) override {
+            ir::CopyOp c;
+            if (ir::as_copy(Stmt(op), &c))
+                f(c);
+        }
+    } copies(f);
+    s.accept(&copies);
+}
+
 /** What both sides share: the accumulators the epilogue reads (outermost allocation first), one
  * tile counter and one workspace whose slots hold every accumulator of a tile. */
 struct Handoff {
@@ -147,11 +172,38 @@ struct Handoff {
                               // on 32 bytes)
     };
     std::vector<Acc> accs;
+    /** An MMA operand the vector cores compute (a chain's second operand, made from the
+     * accumulators of the tile that encloses it), handed back to the cube through a workspace of
+     * its own type: two slots per AIC, rows `pitch` apart. */
+    struct Operand {
+        std::string name, workspace;
+        Halide::Type type;
+        int64_t width = 0, rows = 0; // the largest tile Halide allocated with rows and columns
+        int64_t line = 0;            // the longest allocated with one extent (a row or column)
+        int64_t pitch = 0; // the rows in .ub on 32-byte blocks, as the accumulators' there (0:
+                           // Halide's, as theirs)
+        int64_t slot() const { return (std::max(width * rows, line) + 15) / 16 * 16; }
+        int64_t ub_elements() const {
+            return std::max(std::max(pitch, width) * rows, (line + 15) / 16 * 16);
+        }
+    };
+    std::vector<Operand> operands;
     std::string counter, workspace;
     int64_t slot = 0; // elements of a workspace slot: every accumulator of one tile
     bool async = true;
     Expr tile() const { return Variable::make(Halide::Int(32), counter); }
     Expr parity() const { return tile() % 2; }
+    /** Where an operand is handed back: the parity of its tile, and whether the tile two before
+     * used the same slot. Inside the first accumulator's allocation the counter is the tile's;
+     * after it, it has advanced. */
+    Expr operand_parity(bool in_tile) const { return in_tile ? parity() : (tile() + 1) % 2; }
+    Expr slot_used_before(bool in_tile) const { return tile() >= (in_tile ? 2 : 3); }
+    const Operand *operand(const std::string &name) const {
+        for (const Operand &o : operands)
+            if (o.name == name)
+                return &o;
+        return nullptr;
+    }
     /** The workspace slot of this tile: two per AIC. */
     Expr offset(const Expr &aic) const { return (aic * 2 + parity()) * int(slot); }
     /** Accumulator `name`'s place in the handoff, or -1. */
@@ -165,14 +217,33 @@ struct Handoff {
     bool last(int i) const { return i == int(accs.size()) - 1; }
 };
 
+/** The rows of an operand tile (Halide's extents: its columns, then its rows; or one extent, a
+ * line) between its workspace slot (rows `workspace_pitch` apart) and its tile: in L1 Halide's
+ * layout (dense rows), in UB rows `ub_pitch` apart (defined: the copy from UB into the slot). */
+std::vector<ir::CopyDim> handback_dims(const std::vector<Expr> &extents,
+                                       const Expr &workspace_pitch, const Expr &ub_pitch) {
+    const Expr &columns = extents[0];
+    if (extents.size() == 1) // a line, dense everywhere
+        return {{columns, 1, 1}};
+    const Expr &rows = extents[1];
+    const Expr tile_pitch = ub_pitch.defined() ? ub_pitch : columns;
+    if (ub_pitch.defined()) // UB -> GM: dst the slot, src the tile
+        return {{columns, 1, 1}, {simplify(rows), workspace_pitch, tile_pitch}};
+    return {{columns, 1, 1}, {simplify(rows), tile_pitch, workspace_pitch}};
+}
+
+std::vector<Expr> operand_sides(const Allocate *op, const CompileContext &ctx);
+
 /** The cube side: the MMAs, then each accumulator stored to the workspace by the Fixpipe; the
  * vector cores are told once the tile's last one is there. */
 class CubeSide : public Side {
 public:
-    CubeSide(const std::set<std::string> &cube, const Handoff &h) : Side(cube, true), h(h) {}
+    CubeSide(const std::set<std::string> &cube, const Handoff &h, const CompileContext &ctx)
+        : Side(cube, true), h(h), ctx(ctx) {}
 
 private:
     const Handoff &h;
+    const CompileContext &ctx;
     std::map<std::string, ir::MmaOp> mma; // each accumulator's first MMA in its current tile
 
     Stmt visit(const Evaluate *op) override {
@@ -185,7 +256,12 @@ private:
         const int i = h.index(op->name);
         if (i >= 0)
             mma.erase(op->name); // a tile of its own (a partitioned tail: its own extents)
+        if (h.operand(op->name))
+            extents[op->name] = operand_sides(op, ctx);
+        const bool tile = i >= 0 && h.first(i);
+        in_tile += tile;
         Stmt body = mutate(op->body);
+        in_tile -= tile;
         if (i < 0)
             return allocation(op, body);
         Stmt a =
@@ -193,6 +269,8 @@ private:
         return h.first(i) ? block({a, ir::make_advance(h.counter)}) : a;
     }
     Stmt visit(const ProducerConsumer *op) override {
+        if (const Handoff::Operand *o = h.operand(op->name); o && !op->is_producer)
+            return take(*o, mutate(op->body));
         if (h.index(op->name) < 0 || op->is_producer)
             return Side::visit(op);
         // Halide nests the accumulators' consumers; inside the innermost every one is computed.
@@ -239,6 +317,29 @@ public:
 
 private:
     int consumers = 0; // the accumulators' consumers open around the current statement
+    int in_tile = 0;   // inside the first accumulator's allocation
+    std::map<std::string, std::vector<Expr>> extents; // each operand's current tile
+
+    /** An operand the vector cores made, from its workspace slot into L1 (Nd2Nz), once both AIVs
+     * said it is there, for its consumer; the slot is free again once the copy is done. */
+    Stmt take(const Handoff::Operand &o, const Stmt &consumer) const {
+        const Expr q = h.operand_parity(in_tile > 0);
+        ir::CopyOp c;
+        c.dst = o.name;
+        c.src = o.workspace;
+        c.dst_offset = 0;
+        c.src_offset = (ir::core_id() * 2 + q) * int(o.slot());
+        c.dims = handback_dims(extents.at(o.name), Expr(int(o.width)), /*ub_pitch=*/Expr());
+        c.barrier = ir::full_barrier(o.name);
+        c.slot = 0;
+        // (A copy's produce node and its consumer, as the flags pass reads a ring: it joins
+        // MTE2 and LoadData.)
+        return block({ir::make_cross_core_wait(kHanded + q),
+                      ProducerConsumer::make_produce(
+                          o.name, block({ir::make_copy(c), ir::make_wait({c.barrier, 0})})),
+                      ProducerConsumer::make_consume(
+                          o.name, block({ir::make_cross_core_set("MTE2", kTaken + q), consumer}))});
+    }
 };
 
 /** Renames a buffer everywhere: loads, stores, allocations, markers and intrinsics' arguments. */
@@ -259,9 +360,87 @@ private:
         const Load *l = e.as<Load>();
         return Load::make(l->type, to, l->index, l->image, l->param, l->predicate, l->alignment);
     }
+    Stmt visit(const Store *op) override {
+        Stmt s = IRMutator::visit(op);
+        if (op->name != from)
+            return s;
+        const Store *st = s.as<Store>();
+        return Store::make(to, st->value, st->index, st->param, st->predicate, st->alignment);
+    }
     Stmt visit(const ProducerConsumer *op) override {
         Stmt b = mutate(op->body);
         return ProducerConsumer::make(op->name == from ? to : op->name, op->is_producer, b);
+    }
+};
+
+/** The row pitch at which the stores into `operand` (a .ub tile of one extent) read a handed
+ * accumulator's .ub where they step 1, when it is more than 1 (the tile is a column). */
+class ColumnPitch : public IRVisitor {
+public:
+    ColumnPitch(const std::string &operand, const Handoff &h) : operand(operand), h(h) {}
+    int64_t pitch = 0;
+
+private:
+    using IRVisitor::visit;
+    const std::string &operand;
+    const Handoff &h;
+    std::vector<std::string> loops;
+    std::vector<const Load *> loads;
+    bool in_store = false;
+    void visit(const For *op) override {
+        loops.push_back(op->name);
+        IRVisitor::visit(op);
+        loops.pop_back();
+    }
+    void visit(const Load *op) override {
+        if (in_store)
+            loads.push_back(op);
+        IRVisitor::visit(op);
+    }
+    void visit(const Store *op) override {
+        if (op->name != operand)
+            return IRVisitor::visit(op);
+        loads.clear();
+        in_store = true;
+        op->value.accept(this);
+        in_store = false;
+        const std::string suffix = ".ub";
+        for (const std::string &v : loops) {
+            if (!is_const_one(simplify(affine_step(op->index, v))))
+                continue;
+            for (const Load *l : loads) {
+                const size_t n = l->name.size();
+                if (n <= suffix.size() || l->name.compare(n - 3, 3, suffix) != 0 ||
+                    h.index(l->name.substr(0, n - 3)) < 0)
+                    continue;
+                const Expr step = affine_step(l->index, v);
+                const int64_t *c = step.defined() ? as_const_int(simplify(step)) : nullptr;
+                if (c && *c > 1)
+                    pitch = *c;
+            }
+        }
+    }
+};
+
+/** The handback copy of a column tile: rows of one element `pitch` apart in UB, dense in the
+ * workspace. */
+class ColumnCopy : public IRMutator {
+public:
+    ColumnCopy(const Handoff::Operand &o, const std::string &tile, const Expr &rows, int64_t pitch)
+        : o(o), tile(tile), rows(rows), pitch(pitch) {}
+
+private:
+    using IRMutator::visit;
+    const Handoff::Operand &o;
+    const std::string &tile; // the operand's .ub
+    const Expr rows;
+    const int64_t pitch;
+    Stmt visit(const Evaluate *op) override {
+        ir::CopyOp c;
+        if (!ir::as_copy(op, &c) || c.dst != o.workspace || c.src != tile)
+            return op;
+        c.dims = {{1, 1, 1}, {rows, 1, int(pitch)}};
+        return ir::make_copy(c);
     }
 };
 
@@ -276,15 +455,21 @@ private:
     const Handoff &h;
     const CompileContext &ctx;
 
-    static std::string ub(const std::string &acc) { return acc + ".ub"; }
     Expr aic() const { return ir::core_id() / 2; }
     Stmt read() const { return ir::make_cross_core_set("MTE2", kRead + h.parity()); }
 
     Stmt visit(const Allocate *op) override {
+        if (const Handoff::Operand *o = h.operand(op->name))
+            return operand(op, *o);
         const int i = h.index(op->name);
-        if (i >= 0 && h.first(i))
+        const bool tile = i >= 0 && h.first(i);
+        if (tile) {
             loaded = 0; // a tile (or a partitioned tail's tile) of its own
+            handed_in_tile.clear();
+        }
+        in_tile += tile;
         Stmt body = mutate(op->body);
+        in_tile -= tile;
         if (i < 0)
             return allocation(op, body);
         const Handoff::Acc &acc = h.accs[i];
@@ -298,14 +483,111 @@ private:
         else if (acc.pitch > 0 && op->extents.size() == 2)
             epilogue = repitch(epilogue, ub(acc.name), op->extents[0], Expr(int(acc.pitch)));
         Stmt mine = Allocate::make(ub(acc.name), op->type, Halide::MemoryType::Auto,
-                                   {Expr(int(acc.elements))}, const_true(), epilogue);
-        if (!h.first(i))
+                                   {Expr(int(acc.elements))}, const_true(), columns(epilogue));
+        if (!tile)
             return mine;
+        // The other AIV answers for the tile, and for each operand handed back inside it.
+        std::vector<Stmt> others = {read()};
+        for (size_t k = 0; k < handed_in_tile.size(); k++) {
+            auto [wait, set] = pass_on(true, h.parity());
+            others.insert(others.end(), {wait, set});
+        }
         return block({ir::make_cross_core_wait(kStored + h.parity()),
-                      IfThenElse::make(h.parity() == ir::core_id() % 2, mine, read()),
+                      IfThenElse::make(h.parity() == ir::core_id() % 2, mine, block(others)),
                       ir::make_advance(h.counter)});
     }
+    /** An operand the vector cores make: computed in `.ub` (rows on 32-byte blocks, as the
+     * accumulators' there), then handed back where the cube consumes it. */
+    Stmt operand(const Allocate *op, const Handoff::Operand &o) {
+        const std::vector<Expr> sides = operand_sides(op, ctx);
+        extents[o.name] = sides;
+        Stmt body = Rename(o.name, ub(o.name)).mutate(mutate(op->body));
+        if (o.pitch > 0 && op->extents.size() == 2)
+            body = repitch(body, ub(o.name), op->extents[0], Expr(int(o.pitch)));
+        else if (o.pitch > 0 && sides.size() == 2) // Halide's one extent: rows folded into it
+            body = refold(body, ub(o.name), *as_const_int(sides[0]), o.pitch);
+        return columns(Allocate::make(ub(o.name), op->type, Halide::MemoryType::Auto,
+                                      {Expr(int(o.ub_elements()))}, const_true(), body));
+    }
+    /** Operand tiles of one extent in `s` computed from an accumulator's rows (a column: their
+     * stores step 1 where the accumulator's loads step its row pitch in UB) take that pitch, so
+     * that their vector op maps element to element. Once the accumulators' rows have their UB
+     * pitch: where the operand is allocated, or around it in the accumulator's allocation. */
+    Stmt columns(const Stmt &s) const {
+        class Columns : public IRMutator {
+        public:
+            explicit Columns(const Handoff &h) : h(h) {}
+
+        private:
+            using IRMutator::visit;
+            const Handoff &h;
+            Stmt visit(const Allocate *op) override {
+                Stmt body = mutate(op->body);
+                for (const Handoff::Operand &o : h.operands) {
+                    ir::CopyOp line;
+                    if (op->name != ub(o.name) || !find_line(body, o, &line))
+                        continue;
+                    ColumnPitch steps(op->name, h);
+                    body.accept(&steps);
+                    if (steps.pitch == 0)
+                        continue;
+                    body = ColumnCopy(o, op->name, line.dims[0].extent, steps.pitch)
+                               .mutate(refold(body, op->name, 1, steps.pitch));
+                    const int64_t elements =
+                        std::max<int64_t>(o.ub_elements(), o.line * steps.pitch);
+                    return Allocate::make(op->name, op->type, op->memory_type,
+                                          {Expr(int(elements))}, op->condition, body);
+                }
+                return Allocate::make(op->name, op->type, op->memory_type, op->extents,
+                                      op->condition, body);
+            }
+            /** The handback copy of a tile of one extent (a row or a column) in `s`. */
+            static bool find_line(const Stmt &s, const Handoff::Operand &o, ir::CopyOp *line) {
+                bool found = false;
+                visit_copies(s, [&](const ir::CopyOp &c) {
+                    if (c.dst == o.workspace && c.dims.size() == 1)
+                        *line = c, found = true;
+                });
+                return found;
+            }
+        } mutator(h);
+        return mutator.mutate(s);
+    }
+    /** The operand of the tile just handed, from UB into this AIC's slot (the AIV whose turn it
+     * was); both AIVs say so, once the slot's previous operand was taken. */
+    Stmt hand_back(const Handoff::Operand &o) {
+        const bool tile = in_tile > 0;
+        const Expr q = h.operand_parity(tile);
+        ir::CopyOp c;
+        c.dst = o.workspace;
+        c.src = ub(o.name);
+        c.dst_offset = (aic() * 2 + q) * int(o.slot());
+        c.src_offset = 0;
+        const std::vector<Expr> &sides = extents.at(o.name);
+        c.dims =
+            handback_dims(sides, Expr(int(o.width)), o.pitch > 0 ? Expr(int(o.pitch)) : sides[0]);
+        c.barrier = ir::empty_barrier(c.src);
+        c.slot = 0;
+        // An asynchronous store's version is waited for before it is written again, as the
+        // accumulators' (MultiBuffer); the flag set behind the copy on MTE3 fires after it.
+        Stmt copy =
+            h.async ? ir::make_copy(c) : block({ir::make_copy(c), ir::make_wait({c.barrier, 0})});
+        if (tile)
+            handed_in_tile.push_back(o.name); // the other AIV answers in its branch (pass_on)
+        else
+            copy = IfThenElse::make(q == ir::core_id() % 2, copy);
+        return block({pass_on(tile, q).first, copy, pass_on(tile, q).second});
+    }
+    /** What both AIVs do for a handed-back operand: wait until its slot was taken the time
+     * before, then say this time's is there. */
+    std::pair<Stmt, Stmt> pass_on(bool tile, const Expr &q) const {
+        return {IfThenElse::make(h.slot_used_before(tile), ir::make_cross_core_wait(kTaken + q)),
+                ir::make_cross_core_set("MTE3", kHanded + q)};
+    }
+
     Stmt visit(const ProducerConsumer *op) override {
+        if (const Handoff::Operand *o = h.operand(op->name); o && !op->is_producer)
+            return ProducerConsumer::make(op->name, false, hand_back(*o));
         const int i = h.index(op->name);
         if (i < 0 || !op->is_producer)
             return Side::visit(op);
@@ -328,7 +610,10 @@ private:
         return block(load);
     }
 
-    int loaded = 0; // accumulators of the current tile loaded from the workspace
+    int loaded = 0;  // accumulators of the current tile loaded from the workspace
+    int in_tile = 0; // inside the first accumulator's allocation
+    std::map<std::string, std::vector<Expr>> extents; // each operand's current tile
+    std::vector<std::string> handed_in_tile; // operands handed back inside the current tile
 };
 
 /** tandem_core_id() -> tandem_core_id() / 2: on a vector core, the index of its AIC. */
@@ -358,6 +643,21 @@ bool one_row(const Allocate *op, const CompileContext &ctx) {
               (l.size() == dim + 1 + columns.size() || l[dim + 1 + columns.size()] == '.');
     }
     return row;
+}
+
+/** An operand tile's sides as the handback copies it: {columns, rows}, or {elements} of one row
+ * or column, dense in the workspace and L1; Halide's one extent unfolded by the tile's stores.
+ * Empty where the rows have a width known only at run time. */
+std::vector<Expr> operand_sides(const Allocate *op, const CompileContext &ctx) {
+    if (op->extents.size() != 1)
+        return op->extents;
+    const Expr &elements = op->extents[0];
+    const int64_t folded = folded_row_width(op->body, op->name, ctx);
+    if (folded < 0)
+        return {};
+    if (folded > 0)
+        return {Expr(int(folded)), simplify(elements / int(folded))};
+    return {elements}; // a row, or a column (VectorSide::column_pitch)
 }
 
 class AccumulatorSize : public LoopScopedVisitor {
@@ -425,23 +725,90 @@ private:
     }
 };
 
+/** An operand's tiles as Halide allocated them: the largest with rows and columns, the longest
+ * with one extent; sized = false where an extent has no constant bound or a tile more sides. */
+class OperandTiles : public LoopScopedVisitor {
+public:
+    OperandTiles(Handoff::Operand &o, const CompileContext &ctx) : o(o), ctx(ctx) {}
+    bool sized = true;
+
+private:
+    using IRVisitor::visit;
+    Handoff::Operand &o;
+    const CompileContext &ctx;
+    void visit(const Allocate *op) override {
+        if (op->name == o.name) {
+            std::vector<int64_t> bound;
+            for (const Expr &e : operand_sides(op, ctx))
+                bound.push_back(constant_upper_bound(e, loops));
+            sized = sized && !bound.empty() && bound.size() <= 2 &&
+                    std::all_of(bound.begin(), bound.end(), [](int64_t b) { return b > 0; });
+            if (sized && bound.size() == 2) {
+                o.width = std::max(o.width, bound[0]);
+                o.rows = std::max(o.rows, bound[1]);
+            } else if (sized) {
+                o.line = std::max(o.line, bound[0]);
+            }
+        }
+        IRVisitor::visit(op);
+    }
+};
+
+/** Checks that the vector ops writing each operand handed back lie inside the allocation of
+ * the handoff's first accumulator: there the AIV whose turn the tile is computes it. */
+class OperandWriters : public IRVisitor {
+public:
+    OperandWriters(const std::set<std::string> &operands, const std::string &first)
+        : operands(operands), first(first) {}
+
+private:
+    using IRVisitor::visit;
+    const std::set<std::string> &operands;
+    const std::string &first;
+    int inside = 0;
+    void visit(const Allocate *op) override {
+        inside += op->name == first;
+        IRVisitor::visit(op);
+        inside -= op->name == first;
+    }
+    void visit(const LetStmt *op) override {
+        ir::VectorOp v;
+        Stmt body;
+        if (inside == 0 && ir::as_vector_op(Stmt(op), &v, &body)) {
+            for (const ir::Region &r : v.regions) {
+                if (r.write && operands.count(r.buffer)) {
+                    throw Error("Func '" + user_text(r.buffer) +
+                                "', directive tile_mma(): not supported on ascend: the vector "
+                                "cores compute this MMA operand outside the tile of " +
+                                user_text(first) +
+                                ", the matmul it is made from; Tandem hands an operand back to "
+                                "the cube cores from inside that tile (compute_at " +
+                                user_text(first) + " inside the loop where " + user_text(r.buffer) +
+                                " is computed)");
+                }
+            }
+        }
+        IRVisitor::visit(op);
+    }
+};
+
 } // namespace
 
 Stmt split_mix_kernel(const Stmt &s, CompileContext &ctx) {
     EpilogueReads reads(ctx);
     s.accept(&reads);
-    for (const auto &[operand, acc] : reads.operands) {
-        if (reads.vector_writes.count(operand)) {
-            const std::string name = acc.substr(0, acc.find('$'));
-            throw Error("Func '" + name +
-                        "', directive tile_mma(): not supported on ascend: its operand " +
-                        operand.substr(0, operand.find('$')) +
-                        " is computed by vector code (a matmul chain's second operand, made "
-                        "from the first's accumulator), which would go from the vector cores "
-                        "back to the cube cores through GM; Tandem's mix kernels hand "
-                        "accumulators to the vector cores only. Load the operand from a tensor "
-                        "(the chain as two kernels)");
-        }
+    std::set<std::string> handed_back; // MMA operands the vector cores compute
+    for (const auto &[operand, acc] : reads.operands)
+        if (reads.vector_writes.count(operand))
+            handed_back.insert(operand);
+    if (reads.accumulators.empty() && !handed_back.empty()) {
+        const std::string &operand = *handed_back.begin();
+        throw Error("Func '" + user_text(operand) +
+                    "', directive tile_mma(): not supported on ascend: the MMA of " +
+                    user_text(reads.operands[operand]) +
+                    " reads it as an operand, but the vector cores compute it from no "
+                    "accumulator; Tandem hands an operand back to the cube cores only inside "
+                    "the tile of the matmul it is made from (a chain). Load it from a tensor");
     }
     if (reads.accumulators.empty())
         return s;
@@ -451,6 +818,30 @@ Stmt split_mix_kernel(const Stmt &s, CompileContext &ctx) {
     h.counter = nesting.order.at(0) + ".tile";
     h.workspace = nesting.order.at(0) + ".workspace";
     h.async = ctx.of(ctx.output).async_copy;
+    OperandWriters writers(handed_back, nesting.order.at(0));
+    s.accept(&writers);
+    // Rows as wide as the narrowest type's 32-byte block: a cast keeps elements in place.
+    int narrowest = std::min(4, ctx.functions.at(ctx.output).output_types()[0].bytes());
+    for (const std::string &operand : handed_back)
+        narrowest = std::min(narrowest, ctx.functions.at(operand).output_types()[0].bytes());
+    const int64_t per_block = 32 / narrowest;
+    for (const std::string &operand : handed_back) {
+        Handoff::Operand o;
+        o.name = operand;
+        o.workspace = operand + ".workspace";
+        o.type = ctx.functions.at(operand).output_types()[0];
+        OperandTiles tiles(o, ctx);
+        s.accept(&tiles);
+        if (!tiles.sized || (o.width == 0 && o.line == 0)) {
+            throw Error("Func '" + user_text(operand) +
+                        "', directive tile_mma(): on ascend an operand the vector cores compute "
+                        "goes back to the cube cores through a GM workspace sized by its tile, "
+                        "but its tile has no allocation of constant size in rows and columns "
+                        "(compute_at it inside the reduction loop of " +
+                        user_text(reads.operands[operand]) + ")");
+        }
+        h.operands.push_back(o);
+    }
     for (const std::string &acc : nesting.order) {
         AccumulatorSize size(acc, ctx);
         s.accept(&size);
@@ -463,11 +854,9 @@ Stmt split_mix_kernel(const Stmt &s, CompileContext &ctx) {
         }
         // Rows on 32-byte blocks (f32: 8 elements), so that the vector side's instructions and
         // copies see the tile as its other UB tiles (AscendRows.h); one-dimensional tiles keep
-        // theirs. Rows as wide as the output's staging rows (AscendRows.h), so that a cast to a
-        // narrower output type keeps the elements where they are: 16 f32 elements for a bfloat16
-        // output.
-        const int64_t per_block =
-            32 / std::min(4, ctx.functions.at(ctx.output).output_types()[0].bytes());
+        // theirs. Rows as wide as the output's staging rows (AscendRows.h) and the operands
+        // handed back, so that a cast to a narrower type keeps the elements where they are: 16
+        // f32 elements for a bfloat16 output.
         Handoff::Acc a;
         a.name = acc;
         a.offset = h.slot;
@@ -480,9 +869,16 @@ Stmt split_mix_kernel(const Stmt &s, CompileContext &ctx) {
         h.slot += a.elements;
         h.accs.push_back(a);
     }
+    // Operand rows padded as the accumulators' they are made from, or Halide's where those are.
+    const bool padded = std::all_of(h.accs.begin(), h.accs.end(),
+                                    [](const Handoff::Acc &a) { return a.pitch > 0; });
+    for (Handoff::Operand &o : h.operands)
+        o.pitch = padded ? (o.width + per_block - 1) / per_block * per_block : 0;
     std::set<std::string> cube = reads.cube;
     cube.insert(reads.accumulators.begin(), reads.accumulators.end());
-    CubeSide cube_mutator(cube, h);
+    for (const std::string &operand : handed_back)
+        cube.erase(operand); // the vector cores write it, the cube reads a copy
+    CubeSide cube_mutator(cube, h, ctx);
     Stmt cube_side = cube_mutator.mutate(s);
     if (cube_mutator.handoffs == 0) {
         throw Error("Func '" + ctx.output +
@@ -495,9 +891,23 @@ Stmt split_mix_kernel(const Stmt &s, CompileContext &ctx) {
         {cube_side, IfThenElse::make(h.tile() >= 2, ir::make_cross_core_wait(kRead + h.parity())),
          IfThenElse::make(h.tile() >= 1, ir::make_cross_core_wait(kRead + (h.tile() + 1) % 2))});
     Stmt vector_side = VectorSide(cube, h, ctx).mutate(AicIndex().mutate(s));
+    if (!h.operands.empty()) { // the last two slots' takes
+        vector_side =
+            block({vector_side,
+                   IfThenElse::make(h.tile() >= 2, ir::make_cross_core_wait(kTaken + h.parity())),
+                   IfThenElse::make(h.tile() >= 1,
+                                    ir::make_cross_core_wait(kTaken + (h.tile() + 1) % 2))});
+    }
     ctx.mix = true;
     ctx.workspaces.push_back(
         {h.workspace, Halide::Float(32), {int(int64_t(ctx.grid) * 2 * h.slot)}, false, {}, {}});
+    for (const Handoff::Operand &o : h.operands) {
+        ctx.workspaces.push_back(
+            {o.workspace, o.type, {int(int64_t(ctx.grid) * 2 * o.slot())}, false, {}, {}});
+        ctx.notes.push_back("ascend mix kernel: " + o.name +
+                            ", made by the vector cores, goes back to the cube cores through " +
+                            o.workspace + " (two tiles per AIC in GM)");
+    }
     std::string names;
     for (const Handoff::Acc &a : h.accs)
         names += (names.empty() ? "" : " and ") + a.name;

@@ -23,6 +23,16 @@
  * The workspace keeps the accumulator's layout (Halide's pitch), so the epilogue reads acc.ub
  * where it read acc. Kernel::workspaces holds it (f32, two slots per AIC).
  *
+ * A chain's second operand (p = act(h) read by a second MMA, h the first's accumulator) goes the
+ * other way: the AIV whose turn h's tile was computes p in p.ub and copies it into its slot of
+ * p.workspace (p's type, two slots per AIC); the cube takes it into L1 (Nd2Nz) where the second
+ * MMA consumes p:
+ *
+ *   cube side, where p is consumed (q = n % 2):    vector side, where p is consumed:
+ *     CrossCoreWaitFlag(4 + q)                       if n >= 2: CrossCoreWaitFlag(6 + q)
+ *     DataCopy p.workspace[i][q] -> p (L1)           if q == sub: DataCopyPad p.ub -> slot q
+ *     CrossCoreSetFlag<2, PIPE_MTE2>(6 + q)          CrossCoreSetFlag<2, PIPE_MTE3>(4 + q)
+ *
  * The body is ir::make_mix(cube side, vector side); the passes after this one see both, and
  * Ascend's finish() joins the pipes of each side by itself.
  */
