@@ -391,6 +391,9 @@ struct Machine::Impl {
     void simulate();
 
     void cross_core_races();
+    /** A cross-core counter above zero when the kernel ends: reported as a deadlock (the
+     * hardware's counter outlives the kernel). */
+    void cross_flags_left();
 };
 
 /** Discrete-event simulation of one core's recorded program over its pipes' queues. */

@@ -60,6 +60,23 @@ void Machine::Impl::count_up(int core, int flag, Fire fire) {
     }
 }
 
+void Machine::Impl::cross_flags_left() {
+    if (deadlock)
+        return; // (a core that stopped early leaves its flags)
+    for (const auto &[key, counter] : cross_counter) {
+        const int64_t left = int64_t(counter.size()) - cross_consumed[key];
+        if (left <= 0)
+            continue;
+        deadlock = true;
+        deadlock_message += std::string(deadlock_message.empty() ? "" : "\n") + "cross-core flag " +
+                            std::to_string(key.second) + " of " + core_text(key.first) +
+                            " is left set " + std::to_string(left) +
+                            " time(s) at the end of the kernel: the counter outlives it, so the "
+                            "next kernel on these cores would pass a wait it should not (every "
+                            "set needs its wait)";
+    }
+}
+
 void Machine::Impl::cross_set(int core, int flag, Fire fire) {
     if (kind(core) == CoreKind::AIC) {
         count_up(aiv_of(core, 0), flag, fire);
@@ -549,6 +566,7 @@ Report Machine::finish() {
     }
     impl_->simulate();
     impl_->cross_core_races();
+    impl_->cross_flags_left();
     Report report;
     std::array<Cycles, kPipes> busy{};
     for (const auto &core : impl_->cores) {

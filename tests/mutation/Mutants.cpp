@@ -50,9 +50,10 @@ public:
         Stmt result = s;
         std::string op_name;
         std::string barrier;
+        int cross_flag = -1;
         auto candidate = [&](Mutant::Kind kind, const std::string &what, const Stmt &replacement) {
             int index = int(found.size());
-            found.push_back({kind, op_name, barrier, role, loops, what + where()});
+            found.push_back({kind, op_name, barrier, role, loops, what + where(), cross_flag});
             if (index == chosen)
                 result = replacement;
         };
@@ -122,6 +123,14 @@ public:
             op_name = "tandem_sync";
             barrier = counter; // the engine
             candidate(K::Delete, "delete " + text(s), Evaluate::make(0));
+        } else if (Expr flag; ir::as_cross_core_wait(s, &flag)) {
+            op_name = "tandem_cross_core_wait";
+            cross_flag = flag_base(flag);
+            candidate(K::Delete, "delete " + text(s), Evaluate::make(0));
+        } else if (ir::as_cross_core_set(s, &counter, &flag)) {
+            op_name = "tandem_cross_core_set";
+            cross_flag = flag_base(flag);
+            candidate(K::Delete, "delete " + text(s), Evaluate::make(0));
         } else if (int pending = 0; ir::as_mma_wait(s, &counter, &pending)) {
             op_name = "tandem_mma_wait";
             barrier = counter; // the accumulator
@@ -161,6 +170,13 @@ private:
     }
 
     static Expr shift(const Expr &slot, int slots) { return (slot + 1) % slots; }
+
+    /** A cross-core flag id's constant part (AscendMix: base + the slot's parity). */
+    static int flag_base(const Expr &flag) {
+        const Add *add = flag.as<Add>();
+        const int64_t *base = as_const_int(add ? add->a : flag);
+        return base ? int(*base) : -1;
+    }
 
     static std::string text(const Stmt &s) {
         std::ostringstream os;

@@ -6,8 +6,9 @@
  * deterministic walk of the Stmt (program order, every occurrence counted).
  *
  *   delete   each tandem_wait, tandem_arrive, tandem_expect, tandem_fence_proxy_async,
- *            tandem_advance (a ring or turn counter), tandem_sync (a ZPU engine sync) and
- *            tandem_mma_wait (a Hopper wgmma.wait_group)
+ *            tandem_advance (a ring or turn counter), tandem_sync (a ZPU engine sync),
+ *            tandem_mma_wait (a Hopper wgmma.wait_group) and tandem_cross_core_wait / _set (an
+ *            Ascend mix kernel's flags between its cube and vector cores)
  *   pending  each tandem_mma_wait(acc, n) -> n + 1: one more MMA group left in flight
  *   local    each cluster arrival tandem_arrive(b, s, n) -> an arrival on its own CTA's only
  *   parity   each explicit wait parity p -> 1 - p (Hopper rings)
@@ -32,6 +33,7 @@ struct Mutant {
     int role = -1;                  // the warpgroup whose branch holds it (-1: every one)
     std::vector<std::string> loops; // enclosing loops, outermost first
     std::string text;               // "delete tandem_wait(...) [warpgroup 1] in loop ..."
+    int cross_flag = -1;            // a cross-core flag's id, without its slot's parity
 };
 
 /** The mutants of `kernel`, in walk order. */

@@ -762,7 +762,9 @@ TEST(AscendMix, CrossCoreFlagsOrderTheWorkspace) {
 
 TEST(AscendMix, RewritingTheWorkspaceWithoutTheReverseFlagRaces) {
     Report r = workspace_handoff(false, true);
-    EXPECT_FALSE(r.deadlock) << r.deadlock_message;
+    // The AIVs' answer nobody waits for outlives the kernel, which is reported too.
+    EXPECT_TRUE(contains(r.deadlock_message, "cross-core flag 1 of AIC 0 is left set 1 time(s)"))
+        << r.deadlock_message;
     ASSERT_FALSE(r.races.empty());
     EXPECT_EQ(r.races[0].buffer, "workspace");
     EXPECT_TRUE(
