@@ -3,11 +3,14 @@
 #include "tandem/Error.h"
 
 #include <SQLiteCpp/SQLiteCpp.h>
+#include <sqlite3.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <thread>
 
 namespace tandem::apps {
 
@@ -29,6 +32,16 @@ class SqliteDb final : public TuningDb {
 public:
     explicit SqliteDb(const std::string &path) : db_(open_file(path)) {
         try {
+            retry_busy([&] { set_up(); });
+        } catch (const SQLite::Exception &e) {
+            throw Error("tuning database sqlite:" + path + ": " + e.what());
+        }
+    }
+
+    /** The journal mode and the tables (a second connection opening a new file while the first
+     * sets them up can be refused at once: retry_busy). */
+    void set_up() {
+        {
             // Set once, by the first to open it (asking again while another writes can be refused).
             if (db_.execAndGet("PRAGMA journal_mode").getString() != "wal")
                 db_.exec("PRAGMA journal_mode=WAL");
@@ -51,8 +64,6 @@ public:
             // Added with GPU timing; a database from before gets them.
             add_column("workload", "device", "TEXT NOT NULL DEFAULT 'model'");
             add_column("record", "time_ms", "REAL NOT NULL DEFAULT 0");
-        } catch (const SQLite::Exception &e) {
-            throw Error("tuning database sqlite:" + path + ": " + e.what());
         }
     }
 
@@ -68,7 +79,10 @@ public:
     void add(const TuningWorkload &w, const TuningRecord &r) override {
         guard([&] {
             const int64_t id = workload_id(w);
-            SQLite::Transaction t(db_);
+            // IMMEDIATE: the write lock at BEGIN, where the busy timeout waits for it (a deferred
+            // transaction that reads and then writes after another connection committed fails
+            // at once in WAL mode: "database is locked", seen with a tuner and a worker).
+            SQLite::Transaction t(db_, SQLite::TransactionBehavior::IMMEDIATE);
             insert_record(id, r, "INSERT OR REPLACE");
             t.commit();
             return 0;
@@ -301,9 +315,24 @@ private:
 
     template <class F> auto guard(F f) -> decltype(f()) {
         try {
-            return f();
+            return retry_busy(f);
         } catch (const SQLite::Exception &e) {
             throw Error(std::string("tuning database: ") + e.what());
+        }
+    }
+
+    /** f(), again while SQLite answers "database is locked" without waiting for the busy timeout
+     * (WAL: a read snapshot another connection's commit made stale, a journal mode being set); each
+     * f is one transaction or one statement, rolled back when it throws. Up to about 10 s. */
+    template <class F> static auto retry_busy(F f) -> decltype(f()) {
+        for (int attempt = 0;; attempt++) {
+            try {
+                return f();
+            } catch (const SQLite::Exception &e) {
+                if ((e.getErrorCode() & 0xff) != SQLITE_BUSY || attempt >= 200)
+                    throw;
+                std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            }
         }
     }
 
