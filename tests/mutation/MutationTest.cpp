@@ -109,77 +109,20 @@ std::vector<KernelCase> kernel_cases() {
          {"cluster_m", "2"}});
     add("hopper:sms=4", "elementwise", stream_schedules, "256x192", stream);
     add("hopper:sms=4", "elementwise", stream_schedules, "3066x42", stream_ragged);
-    // Ascend's cross-core flags: a chain whose operand goes back to the cube (two AICs, so that
-    // each runs two output tiles of four J blocks: every slot is used three times or more; J and
-    // M ragged, so that the partitioned tails hand back too).
+    // Ascend's cross-core flags: the conformance suite's chain (tests/conformance), whose
+    // operand goes back to the cube; two AICs, so that each runs two output tiles of four J
+    // blocks (every slot used three times or more); J and M ragged, so that the partitioned
+    // tails hand back too.
     add("ascend:cube_cores=2,vector_cores=4", "matmul_chain", {"pipelined"}, "80x64x120x32",
-        {{"M", "80"}, {"N", "64"}, {"J", "120"}, {"K", "32"}, {"T", "32"}});
+        {{"M", "80"},
+         {"N", "64"},
+         {"J", "120"},
+         {"K", "32"},
+         {"TM", "32"},
+         {"TN", "32"},
+         {"TJ", "32"},
+         {"TK", "32"}});
     return all;
-}
-
-/** A chain act(x W1) W2 as a user writes it (tests/conformance's matmul_chain): on ascend the
- * vector cores hand p = relu(x W1), block by block of J, back to the cube through GM. */
-apps::App matmul_chain() {
-    apps::App a;
-    a.name = "matmul_chain";
-    a.defaults = {{"M", "80"}, {"N", "64"}, {"J", "120"}, {"K", "32"}, {"T", "32"}};
-    a.build = [](const apps::Params &p, const std::string &schedule, const Target &) {
-        const int M = p.get_int("M"), N = p.get_int("N"), J = p.get_int("J"), K = p.get_int("K"),
-                  T = p.get_int("T");
-        ImageParam x(Halide::BFloat(16), 2, "x"), w1(Halide::BFloat(16), 2, "w1"),
-            w2(Halide::BFloat(16), 2, "w2");
-        Var n("n"), m("m"), jj("jj");
-        RDom k(0, K, "k"), j(0, J, "j");
-        Func h("h"), pf("p"), acc("acc"), out("out");
-        h(jj, m) = 0.0f;
-        h(jj, m) += Halide::cast<float>(x(k, m)) * Halide::cast<float>(w1(k, jj));
-        pf(jj, m) = Halide::cast(Halide::BFloat(16), Halide::max(h(jj, m), 0.0f));
-        acc(n, m) = 0.0f;
-        acc(n, m) += Halide::cast<float>(pf(j, m)) * Halide::cast<float>(w2(n, j));
-        out(n, m) = acc(n, m);
-        for (auto [in, w, hgt] : {std::tuple{&x, K, M}, {&w1, K, J}, {&w2, N, J}}) {
-            in->dim(0).set_bounds(0, w);
-            in->dim(1).set_bounds(0, hgt).set_stride(w);
-        }
-        out.output_buffer().dim(0).set_bounds(0, N);
-        out.output_buffer().dim(1).set_bounds(0, M).set_stride(N);
-        if (schedule == "reference")
-            return apps::Built{{x, w1, w2}, out};
-        Var no("no"), mo("mo"), ni("ni"), mi("mi"), t("t");
-        RVar jo("jo"), ji("ji"), ko("ko"), ki("ki");
-        out.tile(n, m, no, mo, ni, mi, T, T, TailStrategy::GuardWithIf)
-            .fuse(no, mo, t)
-            .map_to_cores(t)
-            .async_copy();
-        acc.compute_at(out, t);
-        acc.update()
-            .split(j.x, jo, ji, T, TailStrategy::GuardWithIf)
-            .reorder(n, m, ji, jo)
-            .tile_mma();
-        Func::staged(w2, acc).compute_at(acc, jo).async_copy().multi_buffer(2);
-        pf.compute_at(acc, jo);
-        h.compute_at(acc, jo);
-        h.update()
-            .split(k.x, ko, ki, T, TailStrategy::GuardWithIf)
-            .reorder(jj, m, ki, ko)
-            .tile_mma();
-        for (ImageParam *operand : {&x, &w1})
-            Func::staged(*operand, h).compute_at(h, ko).async_copy().multi_buffer(2);
-        return apps::Built{{x, w1, w2}, out};
-    };
-    a.schedules = {"pipelined"};
-    a.workload = [](const apps::Params &p) {
-        const double M = p.get_int("M"), N = p.get_int("N"), J = p.get_int("J"), K = p.get_int("K");
-        return apps::Workload{M * J * K + M * N * J, M * J, 0};
-    };
-    a.tolerance = [](const apps::Params &) { return 1e-2; };
-    return a;
-}
-
-/** The app a case names: the built-in ones, and the chain above. */
-const apps::App &app_of(const std::string &name) {
-    static const apps::App chain = matmul_chain();
-    return name == chain.name ? chain : apps::find_app(name);
 }
 
 double element(const void *data, sim::DType t, int64_t i) {
@@ -344,7 +287,7 @@ std::string detect_once(const Subject &subject, const Kernel &kernel) {
 
 Subject compile_subject(const KernelCase &c) {
     Subject s;
-    s.app = &app_of(c.app);
+    s.app = &apps::find_app(c.app);
     Target target = Target::parse(c.target);
     const std::string target_name = target.name();
     s.params = apps::with_defaults(*s.app, apps::Params(c.params), target_name);
