@@ -223,9 +223,9 @@ TEST(FuzzUserErrors, AscendKStepOffTheFractals) {
 // user error naming the Func (fuzz seed 80 drew it; chunks of rows whose per-row values did not
 // start on a 32-byte block had been an internal error first).
 TEST(FuzzUserErrors, AscendVectorOpWithoutRoomForItsTemporaries) {
-    expect_ascend_user_error(
-        "rmsnorm", {"D=1999", "R=31", "RB=16", "TD=1000", "stages=2"}, "sync",
-        {"Func 'out'", "the temporaries of its element nest", "bytes of UB the tiles leave"});
+    expect_ascend_user_error("rmsnorm", {"D=1999", "R=31", "RB=16", "TD=1000", "stages=2"}, "sync",
+                             {"Func 'out'", "bytes of UB for their intermediate results",
+                              "but the tiles take", "use smaller tiles"});
 }
 
 // Nd2Nz's source row pitch is a 16-bit field: a K of 70000 is a user error naming the tile.

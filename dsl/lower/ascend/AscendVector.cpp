@@ -318,10 +318,14 @@ private:
         }
         tables.rollback();
         const std::string func = "Func '" + user_name(v.label) + "', directive compute_at(): ";
-        if (out_of_room)
-            throw Error(func + "on ascend the temporaries of its element nest " + v.label +
-                        " do not fit in the " + std::to_string(scratch.free_bytes) +
-                        " bytes of UB the tiles leave; smaller tiles or fewer stages leave more");
+        if (out_of_room) {
+            throw Error(func + "on ascend the vector instructions of " + v.label + " need " +
+                        std::to_string(scratch.bytes()) +
+                        " bytes of UB for their intermediate results, but the tiles take " +
+                        std::to_string(scratch.capacity - scratch.free_bytes) + " of its " +
+                        std::to_string(scratch.capacity) + " bytes (" + scratch.largest +
+                        " the most); use smaller tiles or fewer versions (multi_buffer)");
+        }
         throw Error(
             func + "not supported on ascend: " + unsupported(body) +
             ". AscendVector maps f32 maps over tiles, padded rows and columns (+, -, *, /, "
@@ -731,6 +735,14 @@ Stmt select_vector_instructions(const Stmt &s, CompileContext &ctx,
     s.accept(&readers);
     Scratch scratch;
     scratch.free_bytes = p.ub_bytes - used;
+    scratch.capacity = p.ub_bytes;
+    const SramBuffer *largest = nullptr;
+    for (const SramBuffer &b : buffers) {
+        if (b.ascend_mem == sim::ascend::Mem::UB && (!largest || b.bytes() > largest->bytes()))
+            largest = &b;
+    }
+    if (largest)
+        scratch.largest = largest->name + ": " + std::to_string(largest->bytes()) + " bytes";
     GatherTables tables;
     Stmt result = Instructions(readers, scratch, tables).mutate(s);
     // The instructions' intermediate results: UB beyond the tiles.

@@ -78,7 +78,11 @@ struct Scratch {
         return Expr(int(at));
     }
     int64_t reserved = 0; // the Gather offset tables so far
-    bool fits() const { return floats * 4 + (mask_bytes + 31) / 32 * 32 + reserved <= free_bytes; }
+    int64_t bytes() const { return floats * 4 + (mask_bytes + 31) / 32 * 32 + reserved; }
+    bool fits() const { return bytes() <= free_bytes; }
+    // For the error when an op's room does not fit: UB's size and its largest tile.
+    int64_t capacity = 0;
+    std::string largest;
 };
 
 /** The byte offsets of a Gather over a nest of `rows` rows `pitch` apart (the first `width`
