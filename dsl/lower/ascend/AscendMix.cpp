@@ -233,6 +233,7 @@ std::vector<ir::CopyDim> handback_dims(const std::vector<Expr> &extents,
 }
 
 std::vector<Expr> operand_sides(const Allocate *op, const CompileContext &ctx);
+bool steps_along(const Allocate *op, const CompileContext &ctx, size_t d);
 
 /** The cube side: the MMAs, then each accumulator stored to the workspace by the Fixpipe; the
  * vector cores are told once the tile's last one is there. */
@@ -476,10 +477,13 @@ private:
         // acc.ub's rows on 32-byte blocks, one pitch for every tile (AscendRows.h): the Fixpipe
         // wrote them so.
         Stmt epilogue = Rename(acc.name, ub(acc.name)).mutate(body);
+        // (One row stays as it is; a column's rows take the pitch as any tile's.)
         const int64_t folded =
-            op->extents.size() == 1 ? folded_row_width(op->body, acc.name, ctx) : 0; // 0: one row
-        if (acc.pitch > 0 && folded > 0)
-            epilogue = refold(epilogue, ub(acc.name), folded, acc.pitch);
+            op->extents.size() == 1 ? folded_row_width(op->body, acc.name, ctx) : 0;
+        const bool column = op->extents.size() == 1 && folded == 0 && !steps_along(op, ctx, 0) &&
+                            steps_along(op, ctx, 1);
+        if (acc.pitch > 0 && (folded > 0 || column))
+            epilogue = refold(epilogue, ub(acc.name), column ? 1 : folded, acc.pitch);
         else if (acc.pitch > 0 && op->extents.size() == 2)
             epilogue = repitch(epilogue, ub(acc.name), op->extents[0], Expr(int(acc.pitch)));
         Stmt mine = Allocate::make(ub(acc.name), op->type, Halide::MemoryType::Auto,
@@ -628,21 +632,35 @@ class AicIndex : public IRMutator {
 
 /** The accumulator's allocations (Halide's tiles): the most elements, the widest row, the most
  * rows (constants). */
-/** Whether an accumulator Halide allocated with one extent, whose stores step 1 along one loop,
- * is one row: that loop runs along the Func's first dimension (its columns). Loop names are
- * Halide's: <func>.s<stage>.<dimension>[.<split>...]. */
-bool one_row(const Allocate *op, const CompileContext &ctx) {
+/** Whether the stores into a tile Halide allocated with one extent step 1 only along loops of
+ * the Func's dimension `d` (0: the tile is one row; 1: one column). Loop names are Halide's:
+ * <func>.s<stage>.<dimension>[.<split>...]. */
+bool steps_along(const Allocate *op, const CompileContext &ctx, size_t d) {
     const std::set<std::string> loops = unit_step_loops(op->body, op->name, ctx);
-    const Halide::Internal::Function &acc = ctx.functions.at(op->name);
-    const std::string columns = acc.args().empty() ? "" : acc.args()[0];
-    bool row = !loops.empty();
+    const Halide::Internal::Function &f = ctx.functions.at(op->name);
+    if (f.args().size() <= d)
+        return false;
+    const std::string &dimension = f.args()[d];
+    bool along = !loops.empty();
     for (const std::string &l : loops) {
         const size_t stage = l.find(".s", op->name.size());
-        const size_t dim = stage == std::string::npos ? stage : l.find('.', stage + 2);
-        row = row && dim != std::string::npos && l.compare(dim + 1, columns.size(), columns) == 0 &&
-              (l.size() == dim + 1 + columns.size() || l[dim + 1 + columns.size()] == '.');
+        const size_t at = stage == std::string::npos ? stage : l.find('.', stage + 2);
+        along = along && at != std::string::npos &&
+                l.compare(at + 1, dimension.size(), dimension) == 0 &&
+                (l.size() == at + 1 + dimension.size() || l[at + 1 + dimension.size()] == '.');
     }
-    return row;
+    return along;
+}
+
+/** An accumulator tile Halide allocated with one extent, as rows: its width (the stores' row
+ * step; the whole tile for one row; 1 for one column), 0 where its stores do not say. */
+int64_t accumulator_width(const Allocate *op, const CompileContext &ctx, int64_t elements) {
+    const int64_t folded = folded_row_width(op->body, op->name, ctx);
+    if (folded != 0)
+        return std::max<int64_t>(folded, 0);
+    if (steps_along(op, ctx, 0))
+        return elements;
+    return steps_along(op, ctx, 1) ? 1 : 0;
 }
 
 /** An operand tile's sides as the handback copies it: {columns, rows}, or {elements} of one row
@@ -679,14 +697,12 @@ private:
                 int64_t b = constant_upper_bound(op->extents[d], loops);
                 r = (b < 0 || r < 0) ? -1 : r * std::max<int64_t>(b, 1);
             }
-            int64_t folded =
-                op->extents.size() == 1 && w > 0 ? folded_row_width(op->body, acc, ctx) : -1;
-            if (folded == 0 && one_row(op, ctx))
-                folded = w;
+            const int64_t folded =
+                op->extents.size() == 1 && w > 0 ? accumulator_width(op, ctx, w) : -1;
             if (folded > 0)
                 r = (w + folded - 1) / folded, w = folded;
-            // (One extent with no row step may be a row or a column: the MMA's shape decides,
-            // which this does not see, so such an accumulator keeps Halide's layout.)
+            // (One extent whose stores say neither rows nor a column keeps Halide's layout: the
+            // MMA's shape would decide, which this does not see.)
             two_dimensional = two_dimensional && (op->extents.size() == 2 || folded > 0);
             width = (w < 0 || width < 0) ? -1 : std::max(width, w);
             rows = (r < 0 || rows < 0) ? -1 : std::max(rows, r);
