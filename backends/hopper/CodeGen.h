@@ -115,6 +115,7 @@ private:
         std::string acc;
     };
     std::map<std::string, Epilogue> deferred;
+    std::map<std::string, ir::MmaOp> last_mma; // per accumulator, the MMA emitted last
     bool column_block = false;
     int loop_depth = 0; // loops of the control stream around the statement being emitted
     std::vector<std::set<std::string>> scopes{{}};

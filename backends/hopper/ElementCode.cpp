@@ -302,7 +302,9 @@ std::string CodeGen::registers(const Accumulator &a, int64_t block_columns) cons
 
 void CodeGen::epilogue(const ir::VectorOp &v, const Stmt &nest, const std::string &acc) {
     flush();
-    const FragmentEpilogue e = map_epilogue(plan, v, nest, acc);
+    auto last = last_mma.find(acc);
+    const FragmentEpilogue e =
+        map_epilogue(plan, v, nest, acc, last == last_mma.end() ? nullptr : &last->second);
     if (!e.ring_tile.empty() && !column_block) {
         deferred[e.ring_tile] = {v, nest, acc}; // emitted with its store, block by block
         return;

@@ -144,7 +144,7 @@ Stmt peel_loops(const Stmt &nest, std::vector<Loop> *loops) {
 }
 
 FragmentEpilogue map_epilogue(const Plan &plan, const ir::VectorOp &v, const Stmt &nest,
-                              const std::string &acc) {
+                              const std::string &acc, const ir::MmaOp *tile) {
     FragmentEpilogue e;
     std::vector<Loop> &loops = e.loops;
     e.body = peel_loops(nest, &loops);
@@ -192,8 +192,12 @@ FragmentEpilogue map_epilogue(const Plan &plan, const ir::VectorOp &v, const Stm
         Expr step = affine_step(index, loops[i].name);
         if (!step.defined() || is_const_zero(step))
             fail("the accumulator index does not walk " + loops[i].name);
-        bool column =
-            proven(step == 1) && col < 0 && (loops.size() == 2 || !proven(a.stride_m == 1));
+        // One loop stepping 1 walks a row's columns, unless the tile is one column (its MMA
+        // has n = 1, as the J tail of a chain's block: its rows are 1 element apart).
+        const bool one_column =
+            tile && is_const_one(simplify(tile->n)) && !is_const_one(simplify(tile->m));
+        bool column = proven(step == 1) && col < 0 &&
+                      (loops.size() == 2 || (!proven(a.stride_m == 1) && !one_column));
         (column ? col : row) = i;
     }
     if (loops.size() == 2 && (row < 0 || col < 0))

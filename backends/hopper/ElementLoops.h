@@ -70,9 +70,10 @@ struct FragmentEpilogue {
 
 /** The epilogue of vector op `v` (its element nest `nest`) that reads the accumulator `acc`, and
  * any others of the same tile; throws tandem::Error where the nest is not one the fragments can
- * run. */
+ * run. `tile`: the MMA that last wrote acc before it (the tile's own shape), if known. */
 FragmentEpilogue map_epilogue(const Plan &plan, const ir::VectorOp &v,
-                              const Halide::Internal::Stmt &nest, const std::string &acc);
+                              const Halide::Internal::Stmt &nest, const std::string &acc,
+                              const ir::MmaOp *tile = nullptr);
 
 /** Throws tandem::Error unless the nest of `v` zeroes the accumulator `acc` (in registers an
  * accumulator can only be zeroed, or read by an epilogue). */

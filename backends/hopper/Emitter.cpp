@@ -654,6 +654,7 @@ std::string CodeGen::open_blocks(const Accumulator &a) {
 
 void CodeGen::mma(const ir::MmaOp &m) {
     flush();
+    last_mma[m.acc] = m;
     const Accumulator &acc = plan.accumulators.at(m.acc);
     const Tile &a = plan.tiles.at(m.a), &b = plan.tiles.at(m.b);
     for (auto [name, offset, tile] :
