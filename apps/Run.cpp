@@ -222,14 +222,17 @@ namespace {
 /** kernel_steps' walk: loops multiply, ops and element stores count one each. */
 class StepCounter {
 public:
-    explicit StepCounter(const Shapes &shapes)
+    StepCounter(const Shapes &shapes, int grid)
         : eval(
               [](const std::string &name) -> const BufferRef & {
                   throw Error("kernel_steps: the extent reads buffer " + name);
               },
-              [](const Halide::Internal::Call *c, double *v) {
-                  *v = 0; // the first core (CTA, AI core)
-                  return ir::is_core_id(c) || ir::is_vector_core(c);
+              [grid](const Halide::Internal::Call *c, double *v) {
+                  // The first core (CTA, AI core) of the launch's grid (a persistent tile loop's
+                  // trip count divides by it: without it the loop counted once).
+                  *v = ir::is_grid_size(Halide::Expr(c)) ? grid : 0;
+                  return ir::is_core_id(c) || ir::is_vector_core(c) ||
+                         ir::is_grid_size(Halide::Expr(c));
               }) {
         for (const auto &[name, value] : shapes)
             eval.vars[name] = double(value);
@@ -289,8 +292,9 @@ private:
 
 int64_t kernel_steps(const Kernel &kernel, const Shapes &shapes) {
     // Each core (CTA, AI core) runs the body: its tile loop starts at the core's own tile.
-    return int64_t(
-        std::min(StepCounter(shapes).steps(kernel.body) * std::max(1, kernel.grid), 1e18));
+    return int64_t(std::min(StepCounter(shapes, std::max(1, kernel.grid)).steps(kernel.body) *
+                                std::max(1, kernel.grid),
+                            1e18));
 }
 
 RunResult run_kernel(const App &app, const Kernel &kernel, const Params &params,

@@ -259,6 +259,24 @@ TEST(FuzzWorkBound, StepsGrowWithTheWork) {
     EXPECT_NEAR(large / small, 8.0, 1.5) << small << " " << large;
 }
 
+// A persistent Hopper kernel's tile loop runs (tiles - CTA) / tandem_grid_size() times: the
+// count read the grid size as unknown and took the loop once (fuzz seed 393: a chain of 4324
+// tiles of 1 x 2 counted as 132, 4 minutes on the model where the bound is seconds).
+TEST(FuzzWorkBound, APersistentTileLoopCountsEveryTile) {
+    const App &gemm = find_app("gemm");
+    auto steps = [&](int m) {
+        Params p;
+        for (const auto &[k, v] : std::map<std::string, std::string>{
+                 {"M", std::to_string(m)}, {"N", "64"}, {"K", "64"}, {"TM", "64"}, {"TN", "64"}})
+            p.set(k, v);
+        p = with_defaults(gemm, p, "hopper");
+        return double(
+            kernel_steps(compile_app(gemm, p, "ws_pingpong", Target::parse("hopper:sms=4")), {}));
+    };
+    // 8 and 32 tiles on 4 SMs: four times the tiles, four times the steps.
+    EXPECT_NEAR(steps(2048) / steps(512), 4.0, 0.5);
+}
+
 TEST(FuzzWorkBound, RefusedBeforeTheModelRunsAboveTheBound) {
     RunOptions o;
     o.target = "ascend";
