@@ -143,24 +143,6 @@ std::string ub(const std::string &buffer) {
     return buffer + ".ub";
 }
 
-/** The copies in `s`. */
-template <class F> void visit_copies(const Stmt &s, F &&f) {
-    class Copies : public IRVisitor {
-    public:
-        explicit Copies(F &f) : f(f) {}
-
-    private:
-        using IRVisitor::visit;
-        F &f;
-        void visit(const Evaluate *op) override {
-            ir::CopyOp c;
-            if (ir::as_copy(Stmt(op), &c))
-                f(c);
-        }
-    } copies(f);
-    s.accept(&copies);
-}
-
 /** What both sides share: the accumulators the epilogue reads (outermost allocation first), one
  * tile counter and one workspace whose slots hold every accumulator of a tile. */
 struct Handoff {
@@ -183,8 +165,8 @@ struct Handoff {
         int64_t pitch = 0; // the rows in .ub on 32-byte blocks, as the accumulators' there (0:
                            // Halide's, as theirs)
         int64_t slot() const { return (std::max(width * rows, line) + 15) / 16 * 16; }
-        int64_t ub_elements() const {
-            return std::max(std::max(pitch, width) * rows, (line + 15) / 16 * 16);
+        int64_t ub_elements() const { // (a column: `line` rows at the pitch)
+            return std::max({std::max(pitch, width) * rows, (line + 15) / 16 * 16, pitch * line});
         }
     };
     std::vector<Operand> operands;
@@ -374,77 +356,6 @@ private:
     }
 };
 
-/** The row pitch at which the stores into `operand` (a .ub tile of one extent) read a handed
- * accumulator's .ub where they step 1, when it is more than 1 (the tile is a column). */
-class ColumnPitch : public IRVisitor {
-public:
-    ColumnPitch(const std::string &operand, const Handoff &h) : operand(operand), h(h) {}
-    int64_t pitch = 0;
-
-private:
-    using IRVisitor::visit;
-    const std::string &operand;
-    const Handoff &h;
-    std::vector<std::string> loops;
-    std::vector<const Load *> loads;
-    bool in_store = false;
-    void visit(const For *op) override {
-        loops.push_back(op->name);
-        IRVisitor::visit(op);
-        loops.pop_back();
-    }
-    void visit(const Load *op) override {
-        if (in_store)
-            loads.push_back(op);
-        IRVisitor::visit(op);
-    }
-    void visit(const Store *op) override {
-        if (op->name != operand)
-            return IRVisitor::visit(op);
-        loads.clear();
-        in_store = true;
-        op->value.accept(this);
-        in_store = false;
-        const std::string suffix = ".ub";
-        for (const std::string &v : loops) {
-            if (!is_const_one(simplify(affine_step(op->index, v))))
-                continue;
-            for (const Load *l : loads) {
-                const size_t n = l->name.size();
-                if (n <= suffix.size() || l->name.compare(n - 3, 3, suffix) != 0 ||
-                    h.index(l->name.substr(0, n - 3)) < 0)
-                    continue;
-                const Expr step = affine_step(l->index, v);
-                const int64_t *c = step.defined() ? as_const_int(simplify(step)) : nullptr;
-                if (c && *c > 1)
-                    pitch = *c;
-            }
-        }
-    }
-};
-
-/** The handback copy of a column tile: rows of one element `pitch` apart in UB, dense in the
- * workspace. */
-class ColumnCopy : public IRMutator {
-public:
-    ColumnCopy(const Handoff::Operand &o, const std::string &tile, const Expr &rows, int64_t pitch)
-        : o(o), tile(tile), rows(rows), pitch(pitch) {}
-
-private:
-    using IRMutator::visit;
-    const Handoff::Operand &o;
-    const std::string &tile; // the operand's .ub
-    const Expr rows;
-    const int64_t pitch;
-    Stmt visit(const Evaluate *op) override {
-        ir::CopyOp c;
-        if (!ir::as_copy(op, &c) || c.dst != o.workspace || c.src != tile)
-            return op;
-        c.dims = {{1, 1, 1}, {rows, 1, int(pitch)}};
-        return ir::make_copy(c);
-    }
-};
-
 /** The vector side: per tile of its AIC, pass the stored-flag; on its turn load the tile's
  * accumulators and run the epilogue; answer either way. */
 class VectorSide : public Side {
@@ -487,7 +398,7 @@ private:
         else if (acc.pitch > 0 && op->extents.size() == 2)
             epilogue = repitch(epilogue, ub(acc.name), op->extents[0], Expr(int(acc.pitch)));
         Stmt mine = Allocate::make(ub(acc.name), op->type, Halide::MemoryType::Auto,
-                                   {Expr(int(acc.elements))}, const_true(), columns(epilogue));
+                                   {Expr(int(acc.elements))}, const_true(), epilogue);
         if (!tile)
             return mine;
         // The other AIV answers for the tile, and for each operand handed back inside it.
@@ -505,57 +416,24 @@ private:
     Stmt operand(const Allocate *op, const Handoff::Operand &o) {
         const std::vector<Expr> sides = operand_sides(op, ctx);
         extents[o.name] = sides;
+        // A column (Halide's one extent, stored along the second dimension) takes the pitch as
+        // rows of one element, as the accumulator it is made from (accumulator_width); known
+        // before the body, whose handback copies it.
+        const bool column =
+            o.pitch > 0 && sides.size() == 1 && !steps_along(op, ctx, 0) && steps_along(op, ctx, 1);
+        if (column)
+            columns.insert(o.name);
+        else
+            columns.erase(o.name);
         Stmt body = Rename(o.name, ub(o.name)).mutate(mutate(op->body));
         if (o.pitch > 0 && op->extents.size() == 2)
             body = repitch(body, ub(o.name), op->extents[0], Expr(int(o.pitch)));
         else if (o.pitch > 0 && sides.size() == 2) // Halide's one extent: rows folded into it
             body = refold(body, ub(o.name), *as_const_int(sides[0]), o.pitch);
-        return columns(Allocate::make(ub(o.name), op->type, Halide::MemoryType::Auto,
-                                      {Expr(int(o.ub_elements()))}, const_true(), body));
-    }
-    /** Operand tiles of one extent in `s` computed from an accumulator's rows (a column: their
-     * stores step 1 where the accumulator's loads step its row pitch in UB) take that pitch, so
-     * that their vector op maps element to element. Once the accumulators' rows have their UB
-     * pitch: where the operand is allocated, or around it in the accumulator's allocation. */
-    Stmt columns(const Stmt &s) const {
-        class Columns : public IRMutator {
-        public:
-            explicit Columns(const Handoff &h) : h(h) {}
-
-        private:
-            using IRMutator::visit;
-            const Handoff &h;
-            Stmt visit(const Allocate *op) override {
-                Stmt body = mutate(op->body);
-                for (const Handoff::Operand &o : h.operands) {
-                    ir::CopyOp line;
-                    if (op->name != ub(o.name) || !find_line(body, o, &line))
-                        continue;
-                    ColumnPitch steps(op->name, h);
-                    body.accept(&steps);
-                    if (steps.pitch == 0)
-                        continue;
-                    body = ColumnCopy(o, op->name, line.dims[0].extent, steps.pitch)
-                               .mutate(refold(body, op->name, 1, steps.pitch));
-                    const int64_t elements =
-                        std::max<int64_t>(o.ub_elements(), o.line * steps.pitch);
-                    return Allocate::make(op->name, op->type, op->memory_type,
-                                          {Expr(int(elements))}, op->condition, body);
-                }
-                return Allocate::make(op->name, op->type, op->memory_type, op->extents,
-                                      op->condition, body);
-            }
-            /** The handback copy of a tile of one extent (a row or a column) in `s`. */
-            static bool find_line(const Stmt &s, const Handoff::Operand &o, ir::CopyOp *line) {
-                bool found = false;
-                visit_copies(s, [&](const ir::CopyOp &c) {
-                    if (c.dst == o.workspace && c.dims.size() == 1)
-                        *line = c, found = true;
-                });
-                return found;
-            }
-        } mutator(h);
-        return mutator.mutate(s);
+        else if (column)
+            body = refold(body, ub(o.name), 1, o.pitch);
+        return Allocate::make(ub(o.name), op->type, Halide::MemoryType::Auto,
+                              {Expr(int(o.ub_elements()))}, const_true(), body);
     }
     /** The operand of the tile just handed, from UB into this AIC's slot (the AIV whose turn it
      * was); both AIVs say so, once the slot's previous operand was taken. */
@@ -568,8 +446,11 @@ private:
         c.dst_offset = (aic() * 2 + q) * int(o.slot());
         c.src_offset = 0;
         const std::vector<Expr> &sides = extents.at(o.name);
-        c.dims =
-            handback_dims(sides, Expr(int(o.width)), o.pitch > 0 ? Expr(int(o.pitch)) : sides[0]);
+        if (columns.count(o.name)) // rows of one element in UB, dense in the workspace
+            c.dims = {{1, 1, 1}, {sides[0], 1, int(o.pitch)}};
+        else
+            c.dims = handback_dims(sides, Expr(int(o.width)),
+                                   o.pitch > 0 ? Expr(int(o.pitch)) : sides[0]);
         c.barrier = ir::empty_barrier(c.src);
         c.slot = 0;
         // An asynchronous store's version is waited for before it is written again, as the
@@ -618,6 +499,7 @@ private:
     int in_tile = 0; // inside the first accumulator's allocation
     std::map<std::string, std::vector<Expr>> extents; // each operand's current tile
     std::vector<std::string> handed_in_tile; // operands handed back inside the current tile
+    std::set<std::string> columns;           // operands whose current tile is one column
 };
 
 /** tandem_core_id() -> tandem_core_id() / 2: on a vector core, the index of its AIC. */
