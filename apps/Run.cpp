@@ -61,6 +61,9 @@ void put(void *data, sim::DType t, int64_t i, float v) {
     case sim::DType::U8:
         static_cast<uint8_t *>(data)[i] = uint8_t(int(v * 100) & 0xff);
         break;
+    case sim::DType::I8:
+        static_cast<int8_t *>(data)[i] = int8_t(std::lround(v * 100) % 128);
+        break;
     }
 }
 
@@ -76,6 +79,8 @@ double get(const void *data, sim::DType t, int64_t i) {
         return static_cast<const int32_t *>(data)[i];
     case sim::DType::U8:
         return static_cast<const uint8_t *>(data)[i];
+    case sim::DType::I8:
+        return static_cast<const int8_t *>(data)[i];
     }
     return 0;
 }

@@ -38,6 +38,12 @@ int c0_of(const SramBuffer &b) {
     return 32 / b.type.bytes();
 }
 
+/** What an L1 tile's rows round up to in its Nz: 16, or 32 for 8-bit data (LoadDataWithTranspose
+ * reads two fractals of a column block at once). */
+int row_pad(const SramBuffer &b) {
+    return b.type.bytes() == 1 ? 32 : 16;
+}
+
 std::string text(const ir::CopyOp &c) {
     std::ostringstream os;
     os << c.src << " -> " << c.dst << " (" << c.dims.size() << " dims:";
@@ -86,7 +92,7 @@ CubeCall nd2nz(const Kernel &k, const ir::CopyOp &c) {
         call.n_value = c.dims[1].extent;
         call.src_d_value = c.dims[1].src_stride;
     }
-    call.dst_nz_c0_stride = up(call.n_value, 16);
+    call.dst_nz_c0_stride = up(call.n_value, row_pad(l1));
     return call;
 }
 
@@ -103,7 +109,8 @@ CubeCall load_data(const Kernel &k, const ir::CopyOp &c, bool a_operand) {
     // drops its stride), so the other is the rows - of a tile one element wide (nd2nz lays such
     // tiles out as one column, its stride 1) or of a wider tile read a column at a time. With
     // both sides wider, the side with stride 1 is the columns.
-    bool rows_outer = true;
+    // A single element is the same either way: read as it lies (no transpose).
+    bool rows_outer = a_operand || !is_const_one(outer.extent) || !is_const_one(inner.extent);
     if (is_const_one(outer.extent) && !is_const_one(inner.extent))
         rows_outer = false;
     else if (!is_const_one(inner.extent) && !is_const_one(outer.extent)) {
@@ -115,7 +122,7 @@ CubeCall load_data(const Kernel &k, const ir::CopyOp &c, bool a_operand) {
     const Expr &rows = rows_outer ? outer.extent : inner.extent;
     const Expr pitch = simplify(max(rows_outer ? outer.src_stride : inner.src_stride, 1));
     // Fractals per column block of the tile's Nz (the read covers the tile's rows).
-    const Expr blocks = simplify(up(rows, 16) / 16);
+    const Expr blocks = simplify(up(rows, row_pad(l1)) / 16);
     // The read may start inside the tile (a resident operand read a K slice at a time), at a
     // whole fractal: any row block of a one-column tile, any column block of another.
     InVersion v = split(c.src_offset, l1.slot_elements);
@@ -129,6 +136,33 @@ CubeCall load_data(const Kernel &k, const ir::CopyOp &c, bool a_operand) {
     call.src = c.src;
     call.src_offset = v.base;
     call.check = simplify(select(pitch == 1, row0 % 16 == 0, row0 == 0 && col0 % c0 == 0));
+    if (l1.type.bytes() == 1 && rows_outer != a_operand) {
+        // 8-bit data stored with K outermost (L1 rows are k): LoadDataWithTranspose, a call per
+        // 32-deep K block i, a repeat per 32 columns (m or n) of the tile: the block's two
+        // fractals (rows 2i and 2i + 1 of a column block) become two fractals of 16 m or n rows
+        // and 32 k. The last repeat may write one fractal past the operand's rows rounded to 16:
+        // the L0 tile has room for them rounded to 32, and a B's lands where the next K block's
+        // call writes after it.
+        const int64_t fractal = 512;
+        const Expr kp = up(rows, c0), columns = rows_outer ? inner.extent : outer.extent;
+        call.kind = CubeCall::Kind::LoadDataTranspose8;
+        call.check = simplify(row0 % 32 == 0 && col0 % c0 == 0);
+        call.count = simplify(kp / 32);
+        call.start_index = 0;
+        call.src_offset = simplify(v.base + (corner + 2 * i) * int(fractal));
+        call.repeat_times = simplify((columns + 31) / 32);
+        call.src_stride = simplify(blocks / 2);
+        if (a_operand) { // Zz: strips of 16 m rows, kp wide: block i's fractals one strip apart
+            call.dst_offset = simplify(c.dst_offset + i * int(fractal));
+            call.dst_frac_gap = simplify(kp / 32 - 1);
+            call.dst_gap = call.dst_frac_gap;
+        } else { // Zn: K block i holds up(n, 16) / 16 fractals in a row
+            call.dst_offset = simplify(c.dst_offset + i * up(inner.extent, 16) * c0);
+            call.dst_frac_gap = 0;
+            call.dst_gap = 0;
+        }
+        return call;
+    }
     if (a_operand) {
         // A (m x k) into Zz: a call per 16-row strip i of m, its k blocks in a row.
         Expr kp = up(inner.extent, c0);

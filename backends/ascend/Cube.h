@@ -12,6 +12,10 @@
  *                                                    row-major transposes each fractal, a B
  *                                                    stored as its transpose (attention's K)
  *                                                    loads as it is
+ *   (8-bit)    LoadDataWithTranspose(L0A/L0B, L1, LoadData2dTransposeParams)   an int8 operand
+ *                                                    stored with K outermost (ifTranspose is
+ *                                                    16-bit only): 32 x 32 blocks, a call per
+ *                                                    K block; its L1 rows padded to 32
  *   MMA        Mmad(L0C, L0A, L0B, MmadParams)       Zz x Zn -> Nz, C0 = 32 bytes of elements
  *   L0C -> GM  Fixpipe(GM, L0C, FixpipeParamsV220)   Nz -> row-major, F322BF16, F322F16 or NoQuant
  * Layouts: sim/Ascend.h. Every field is a Halide Expr of the kernel's variables and, for
@@ -26,13 +30,14 @@
 namespace tandem::ascend_backend {
 
 struct CubeCall {
-    enum class Kind { Nd2Nz, LoadData, Mmad, Fixpipe } kind = Kind::Nd2Nz;
+    enum class Kind { Nd2Nz, LoadData, LoadDataTranspose8, Mmad, Fixpipe } kind = Kind::Nd2Nz;
     std::string dst, src, src2; // Mmad: c, a, b
     Halide::Expr dst_offset, src_offset, src2_offset;
     // Nd2Nz
     Halide::Expr n_value, d_value, src_d_value, dst_nz_c0_stride;
-    // LoadData: `count` calls; offsets and start_index may use `index`
-    Halide::Expr count, start_index, repeat_times, src_stride;
+    // LoadData: `count` calls; offsets and start_index may use `index` (LoadDataTranspose8:
+    // start_index 0, the start in src_offset; two fractals per repeat)
+    Halide::Expr count, start_index, repeat_times, src_stride, dst_gap, dst_frac_gap;
     bool transpose = false;
     Halide::Expr
         check; // true when the read starts at a whole fractal of its tile (the executor checks)

@@ -34,6 +34,8 @@ const char *element_type(sim::DType t) {
         return "int32_t";
     case sim::DType::U8:
         return "uint8_t";
+    case sim::DType::I8:
+        return "int8_t";
     }
     return "?";
 }
@@ -736,6 +738,23 @@ private:
             os << line() << "}\n";
             break;
         }
+        case CubeCall::Kind::LoadDataTranspose8: {
+            const std::string i = c_name(cube_index());
+            os << line() << "for (int64_t " << i << " = 0; " << i << " < " << arg(c.count) << "; "
+               << i << "++) {\n";
+            indent++;
+            os << line() << "AscendC::LoadData2dTransposeParams transpose;\n"
+               << line() << "transpose.startIndex = " << arg(c.start_index) << ";\n"
+               << line() << "transpose.repeatTimes = " << arg(c.repeat_times) << ";\n"
+               << line() << "transpose.srcStride = " << arg(c.src_stride) << ";\n"
+               << line() << "transpose.dstGap = " << arg(c.dst_gap) << ";\n"
+               << line() << "transpose.dstFracGap = " << arg(c.dst_frac_gap) << ";\n"
+               << line() << "AscendC::LoadDataWithTranspose(" << at(c.dst, c.dst_offset) << ", "
+               << at(c.src, c.src_offset) << ", transpose);\n";
+            indent--;
+            os << line() << "}\n";
+            break;
+        }
         case CubeCall::Kind::Mmad:
             os << line() << "{\n";
             indent++;
@@ -763,9 +782,9 @@ private:
                    : out == sim::DType::F16 ? "F322F16"
                                             : "NoQuant")
                << ";\n"
-               << line() << "AscendC::Fixpipe<" << element_type(type_of(c.dst))
-               << ", float, AscendC::CFG_ROW_MAJOR>(" << at(c.dst, c.dst_offset) << ", "
-               << at(c.src, c.src_offset) << ", fixpipe);\n";
+               << line() << "AscendC::Fixpipe<" << element_type(type_of(c.dst)) << ", "
+               << element_type(type_of(c.src)) << ", AscendC::CFG_ROW_MAJOR>("
+               << at(c.dst, c.dst_offset) << ", " << at(c.src, c.src_offset) << ", fixpipe);\n";
             indent--;
             os << line() << "}\n";
             break;

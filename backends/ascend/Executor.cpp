@@ -191,6 +191,26 @@ private:
             eval.vars.erase(cube_index());
             break;
         }
+        case CubeCall::Kind::LoadDataTranspose8: {
+            const int64_t count = v(call.count);
+            internal_assert(v(call.check) != 0)
+                << "ascend executor: " << label << " starts inside a 32-row block of its L1 tile\n";
+            for (int64_t i = 0; i < count; i++) {
+                eval.vars[cube_index()] = double(i);
+                sim::ascend::LoadDataTranspose8 p;
+                p.start_index = v(call.start_index);
+                p.repeat_times = v(call.repeat_times);
+                p.src_stride = v(call.src_stride);
+                p.dst_gap = v(call.dst_gap);
+                p.dst_frac_gap = v(call.dst_frac_gap);
+                if (p.repeat_times > 0)
+                    core.load_data_transpose_8(id(call.dst), v(call.dst_offset), id(call.src),
+                                               v(call.src_offset), p,
+                                               "LoadDataWithTranspose " + label);
+            }
+            eval.vars.erase(cube_index());
+            break;
+        }
         case CubeCall::Kind::Mmad:
             core.mmad_fractal(id(call.dst), v(call.dst_offset), id(call.src), v(call.src_offset),
                               id(call.src2), v(call.src2_offset), v(call.m), v(call.n), v(call.k),

@@ -23,10 +23,13 @@ sim::DType dtype_of(const Halide::Type &t) {
         return sim::DType::I32;
     if (t.is_uint() && t.bits() == 8)
         return sim::DType::U8; // Ascend's compare masks
+    if (t.is_int() && t.bits() == 8)
+        return sim::DType::I8; // int8 matmul operands
     std::ostringstream os;
     os << t;
     throw Error("type " + os.str() +
-                " is not supported on the machine models (bf16, float16, float32 and int32 are)");
+                " is not supported on the machine models (bf16, float16, float32, int32, int8 and "
+                "uint8 are)");
 }
 
 namespace {
@@ -191,6 +194,8 @@ double Evaluator::load(const BufferRef &b, int64_t i) {
         return static_cast<int32_t *>(b.data)[i];
     case DType::U8:
         return static_cast<uint8_t *>(b.data)[i];
+    case DType::I8:
+        return static_cast<int8_t *>(b.data)[i];
     }
     return 0;
 }
@@ -212,6 +217,9 @@ void Evaluator::store(const BufferRef &b, int64_t i, double v) {
         break;
     case DType::U8:
         static_cast<uint8_t *>(b.data)[i] = uint8_t(v);
+        break;
+    case DType::I8:
+        static_cast<int8_t *>(b.data)[i] = int8_t(v);
         break;
     }
 }

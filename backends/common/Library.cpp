@@ -135,6 +135,8 @@ const char *dtype_enum(sim::DType t) {
         return "tandem::sim::DType::I32";
     case sim::DType::U8:
         return "tandem::sim::DType::U8";
+    case sim::DType::I8:
+        return "tandem::sim::DType::I8";
     }
     return "?";
 }

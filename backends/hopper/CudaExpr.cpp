@@ -175,6 +175,8 @@ std::string storage_type(const Halide::Type &t) {
         return "float";
     if (t.is_int() && t.bits() == 32)
         return "int";
+    if (t.is_int() && t.bits() == 8)
+        return "int8_t";
     throw Error("hopper: the emitter has no shared-memory storage for " + type_text(t));
 }
 

@@ -286,7 +286,7 @@ void CodeGen::zero_fragment(const ir::VectorOp &v, const Stmt &nest, const std::
     open("for (int block = 0; block < " + std::to_string(blocks(a)) + "; block++) {");
     os << line() << "#pragma unroll\n";
     os << line() << "for (int i = 0; i < " << a.n / 2 << "; i++) " << c_name(acc)
-       << "[block][i] = 0.0f;\n";
+       << "[block][i] = 0;\n";
     close();
 }
 

@@ -665,24 +665,28 @@ void CodeGen::mma(const ir::MmaOp &m) {
         }
     }
     const int64_t a_blocks_bytes = swizzle_bytes * acc.m, b_block_bytes = swizzle_bytes * acc.k;
+    // Each wgmma takes 32 bytes of K: 16 bf16 or f16 (k16 steps), 32 int8 (k32 steps); four
+    // steps fill a 128-byte swizzle row. (The N- and M-major layouts are 16-bit only.)
+    const bool int8 = a.buffer->type.bits() == 8;
+    const int64_t step_k = 32 / a.buffer->type.bytes();
+    const std::string k = "k" + std::to_string(step_k);
     os << line() << "// MMA " << m.acc << " += " << m.a << " * " << m.b << ": the full " << acc.m
-       << " x " << acc.n << " x " << acc.k << " tile, " << acc.k / 16 << " k16 steps of "
-       << acc.m / 64 << " m64n" << acc.n << " wgmma\n";
+       << " x " << acc.n << " x " << acc.k << " tile, " << acc.k / step_k << " " << k
+       << " steps of " << acc.m / 64 << " m64n" << acc.n << " wgmma\n";
     os << line() << "hopper::fence_fragment(" << c_name(m.acc) << ");\n";
     os << line() << "hopper::wgmma_fence();\n";
     open("{");
     os << line() << "const uint32_t a_tile = " << address(m.a, m.a_offset) << ";\n";
     os << line() << "const uint32_t b_tile = " << address(m.b, m.b_offset) << ";\n";
     os << line() << "#pragma unroll\n";
-    open("for (int k16 = 0; k16 < " + std::to_string(acc.k / 16) + "; k16++) {");
+    open("for (int " + k + " = 0; " + k + " < " + std::to_string(acc.k / step_k) + "; " + k +
+         "++) {");
     if (acc.b_k_major) {
         os << line() << "// B, K-major: " << acc.n
-           << " rows of 128 B per wgmma, SBO = 1024 B per 8 rows; "
-           << "k16 = 32 B inside a 64-wide block\n";
-        os << line()
-           << "const uint64_t b_descriptor = hopper::matrix_descriptor_128B(b_tile + (k16 / 4) "
-              "* "
-           << swizzle_bytes * acc.n << " + (k16 % 4) * 32, 16, 1024);\n";
+           << " rows of 128 B per wgmma, SBO = 1024 B per 8 rows; " << k
+           << " = 32 B inside a 128-byte block\n";
+        os << line() << "const uint64_t b_descriptor = hopper::matrix_descriptor_128B(b_tile + ("
+           << k << " / 4) * " << swizzle_bytes * acc.n << " + (" << k << " % 4) * 32, 16, 1024);\n";
     } else {
         os << line() << "// B, N-major: 16 k-rows of 128 B per step; LBO = " << b_block_bytes
            << " B between 64-column blocks, SBO = 1024 B per 8 k-rows\n";
@@ -692,13 +696,11 @@ void CodeGen::mma(const ir::MmaOp &m) {
     }
     const std::string block = open_blocks(acc);
     if (acc.a_k_major) {
-        os << line()
-           << "// A, K-major: 64 rows of 128 B per wgmma, SBO = 1024 B per 8 rows; k16 = 32 B "
-              "inside a 64-wide block\n";
-        os << line()
-           << "const uint64_t a_descriptor = hopper::matrix_descriptor_128B(a_tile + (k16 / 4) * "
-           << a_blocks_bytes << " + m64 * " << 64 * swizzle_bytes
-           << " + (k16 % 4) * 32, 16, 1024);\n";
+        os << line() << "// A, K-major: 64 rows of 128 B per wgmma, SBO = 1024 B per 8 rows; " << k
+           << " = 32 B inside a 128-byte block\n";
+        os << line() << "const uint64_t a_descriptor = hopper::matrix_descriptor_128B(a_tile + ("
+           << k << " / 4) * " << a_blocks_bytes << " + m64 * " << 64 * swizzle_bytes << " + (" << k
+           << " % 4) * 32, 16, 1024);\n";
     } else {
         const int64_t a_block_bytes = swizzle_bytes * acc.k; // one 64-row block of M, K rows
         os << line() << "// A, M-major (tnspA): 16 k-rows of 128 B per step in block m64 of "
@@ -708,11 +710,16 @@ void CodeGen::mma(const ir::MmaOp &m) {
            << a_block_bytes << " + k16 * " << 16 * swizzle_bytes << ", " << a_block_bytes
            << ", 1024);\n";
     }
-    const bool f16 = !a.buffer->type.is_bfloat(); // the plan took bf16 or f16 operands
-    os << line() << (f16 ? "hopper::wgmma_f16<" : "hopper::wgmma_bf16<") << acc.n << ", "
-       << (acc.b_k_major ? "hopper::KMajorB" : "hopper::NMajorB")
-       << (acc.a_k_major ? "" : ", hopper::MMajorA") << ">(" << c_name(m.acc) << "[" << block
-       << "], a_descriptor, b_descriptor);\n";
+    if (int8) { // both K-major (the plan's check)
+        os << line() << "hopper::wgmma_s8<" << acc.n << ">(" << c_name(m.acc) << "[" << block
+           << "], a_descriptor, b_descriptor);\n";
+    } else {
+        const bool f16 = !a.buffer->type.is_bfloat(); // the plan took bf16 or f16 operands
+        os << line() << (f16 ? "hopper::wgmma_f16<" : "hopper::wgmma_bf16<") << acc.n << ", "
+           << (acc.b_k_major ? "hopper::KMajorB" : "hopper::NMajorB")
+           << (acc.a_k_major ? "" : ", hopper::MMajorA") << ">(" << c_name(m.acc) << "[" << block
+           << "], a_descriptor, b_descriptor);\n";
+    }
     close_blocks(acc);
     close();
     close();
@@ -868,9 +875,10 @@ Variant emit_variant(const Kernel &kernel, const std::string &fn, const Plan &pl
     for (const auto &[name, acc] : plan.accumulators) {
         if (acc.a.empty())
             continue;
-        os << "    float " << c_name(name) << "[" << (acc.m / 64 + sharing - 1) / sharing << "]["
-           << acc.n / 2 << "]; // " << acc.m << " x " << acc.n << " f32 accumulator as m64n"
-           << acc.n
+        const bool int32 = acc.buffer->type.is_int();
+        os << "    " << (int32 ? "int " : "float ") << c_name(name) << "["
+           << (acc.m / 64 + sharing - 1) / sharing << "][" << acc.n / 2 << "]; // " << acc.m
+           << " x " << acc.n << (int32 ? " int32" : " f32") << " accumulator as m64n" << acc.n
            << (sharing > 1 ? " wgmma fragments, every other 64-row block in each consumer thread's "
                              "registers\n"
                            : " wgmma fragments, in each computing thread's registers\n");

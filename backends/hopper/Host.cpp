@@ -20,7 +20,7 @@ const char *tensor_map_type(const Halide::Type &t) {
         return "CU_TENSOR_MAP_DATA_TYPE_FLOAT32";
     if (t.is_int() && t.bits() == 32)
         return "CU_TENSOR_MAP_DATA_TYPE_INT32";
-    if (t.is_uint() && t.bits() == 8)
+    if (t.bits() == 8) // TMA moves bytes: int8 as uint8 (out-of-bounds fill is 0 either way)
         return "CU_TENSOR_MAP_DATA_TYPE_UINT8";
     throw Error("hopper: TMA has no element type for " + type_text(t));
 }

@@ -321,11 +321,13 @@ private:
                         m.b + " in shared memory");
         const Halide::Type &a_type = a->buffer->type;
         const bool half_operands = a_type.is_float() && a_type.bits() == 16;
-        if (!half_operands || b->buffer->type != a_type || !acc->second.buffer->type.is_float() ||
-            acc->second.buffer->type.bits() != 32) {
+        const bool int8 = a_type == Halide::Int(8);
+        const Halide::Type want = int8 ? Halide::Int(32) : Halide::Float(32);
+        if ((!half_operands && !int8) || b->buffer->type != a_type ||
+            acc->second.buffer->type != want) {
             throw Error("hopper: the MMA " + m.acc + " += " + m.a + " * " + m.b +
-                        " must be bf16 x bf16 -> f32 or f16 x f16 -> f32 (the wgmmas this "
-                        "emitter issues)");
+                        " must be bf16 x bf16 -> f32, f16 x f16 -> f32 or int8 x int8 -> int32 "
+                        "(the wgmmas this emitter issues)");
         }
         // A is K-major (a(k, m) with k innermost) or M-major (m innermost: A transposed, x(m, k));
         // an A of one row or one k-column is either (decided by the rest).
@@ -339,6 +341,7 @@ private:
         if (!b_k_major && !proven(m.b_stride_n == 1))
             throw Error("hopper: MMA operand " + m.b +
                         " must be N-major (b(n, k) with n innermost) or K-major (k innermost)");
+
         if (!proven(m.acc_stride_n == 1) || !is_const_zero(simplify(m.acc_offset))) {
             throw Error("hopper: the accumulator " + m.acc +
                         " must be a dense tile with n innermost at offset 0");
@@ -684,17 +687,32 @@ private:
             acc.b_k_major = rb[0] == a_k; // as A's, from the extents
         }
         b.k_major = acc.b_k_major;
+        // wgmma reads 8-bit operands K-major only (tnspA and tnspB are for 16-bit types).
+        for (const auto &[tile, side] :
+             {std::pair{&a, "A as M x K: a(k, m)"},
+              std::pair{&b, "B as N x K, as torch.nn.Linear's weight: b(k, n)"}}) {
+            if (tile->buffer->type.bits() == 8 && !tile->k_major) {
+                const std::string &name = tile->buffer->name;
+                throw Error("not supported on hopper: wgmma takes the int8 operand " +
+                            name.substr(0, name.find('$')) + " with its K elements innermost (" +
+                            side +
+                            "); this tile is stored with K outermost, which wgmma "
+                            "transposes for 16-bit types only: store it K-major (or cast it to "
+                            "bf16 or f16)");
+            }
+        }
         const int64_t b_k = rb[b.k_major ? 0 : 1], b_n = rb[b.k_major ? 1 : 0];
         if (a_k != b_k) {
             throw Error("hopper: MMA operands " + acc.a + " (K = " + std::to_string(a_k) +
                         ") and " + acc.b + " (K = " + std::to_string(b_k) +
                         ") disagree on the K tile");
         }
-        // wgmma tiles: K and N in 64-column blocks of the 128B swizzle, M in 64-row wgmmas.
-        const int64_t block = swizzle_bytes / 2; // bf16 elements per 128-byte row
+        // wgmma tiles: K (and an N-major B's N) in column blocks of the 128B swizzle (64 bf16
+        // or f16, 128 int8), M in 64-row wgmmas, a K-major B's N in 64-row blocks.
+        const int64_t block = swizzle_bytes / a.buffer->type.bytes(); // elements per 128-byte row
         acc.k = round_up(a_k, block);
         acc.m = round_up(a_m, 64);
-        acc.n = round_up(b_n, block);
+        acc.n = round_up(b_n, b.k_major ? 64 : block);
         a.layout =
             a.k_major ? std::vector<int64_t>{acc.k, acc.m} : std::vector<int64_t>{acc.m, acc.k};
         b.layout =

@@ -78,6 +78,15 @@ struct LoadData2D {
     int64_t start_index = 0, repeat_times = 0, src_stride = 0, dst_gap = 0;
     bool transpose = false;
 };
+/** LoadDataWithTranspose(L0A/L0B, L1, LoadData2dTransposeParams) for 8-bit data: each repeat
+ * transposes a 32 x 32 block, two 16 x 32 fractals (1024 B, contiguous in L1's Nz), into two
+ * fractals dst_frac_gap fractals apart (gap from the end of the first to the start of the
+ * second); source block start_index + i * src_stride (in 1024-byte blocks), the next repeat's
+ * destination dst_gap fractals after the end of this one's second fractal. (The AscendC docs
+ * give the block and the units; how the gaps combine is Tandem's reading.) */
+struct LoadDataTranspose8 {
+    int64_t start_index = 0, repeat_times = 0, src_stride = 0, dst_gap = 0, dst_frac_gap = 0;
+};
 /** Fixpipe<T, float, CFG_ROW_MAJOR>(GM, L0C, FixpipeParamsV220): m_size x n_size of the Nz
  * accumulator (column blocks src_stride rows apart, normally Mp) to row-major GM rows dst_stride
  * elements apart, converted to the destination's type (F322BF16, F322F16 or NoQuant), ReLU on the
@@ -153,6 +162,8 @@ public:
                const std::string &label);
     void load_data_2d(int dst, int64_t dst_offset, int src, int64_t src_offset, const LoadData2D &p,
                       const std::string &label);
+    void load_data_transpose_8(int dst, int64_t dst_offset, int src, int64_t src_offset,
+                               const LoadDataTranspose8 &p, const std::string &label);
     /** Mmad(L0C, L0A, L0B, MmadParams{m, n, k, cmatrixInitVal = !accumulate}) on Zz x Zn -> Nz. */
     void mmad_fractal(int c, int64_t c_offset, int a, int64_t a_offset, int b, int64_t b_offset,
                       int64_t m, int64_t n, int64_t k, bool accumulate, const std::string &label);

@@ -271,6 +271,43 @@ void Machine::Impl::load_data_2d(int core, int dst, int64_t dst_offset, int src,
     data_copy(core, dst, dst_box, src, src_box, label);
 }
 
+void Machine::Impl::load_data_transpose_8(int core, int dst, int64_t dst_offset, int src,
+                                          int64_t src_offset, const LoadDataTranspose8 &p,
+                                          const std::string &label) {
+    std::string what = "LoadDataWithTranspose '" + label + "' (MTE1)";
+    recording(what, core);
+    if (p.repeat_times < 0 || p.repeat_times > 255 || p.start_index < 0 || p.start_index > 65535 ||
+        p.src_stride < 0 || p.src_stride > 65535 || p.dst_gap < 0 || p.dst_gap > 65535 ||
+        p.dst_frac_gap < 0 || p.dst_frac_gap > 65535) {
+        fail(what, core,
+             "repeatTimes must be in 0..255 and startIndex, srcStride, dstGap and dstFracGap in "
+             "0..65535 (LoadData2dTransposeParams' field widths)");
+    }
+    for (int b : {dst, src}) {
+        if (b >= 0 && size_t(b) < buffers.size() && bytes_of(buffers[size_t(b)].type) != 1)
+            fail(what, core,
+                 "this form transposes 32 x 32 blocks of 8-bit data; '" + buffers[size_t(b)].name +
+                     "' is " + dtype_name(buffers[size_t(b)].type));
+    }
+    // Block element (row, col) lies at row * 32 + col (two 16 x 32 fractals); it goes to row
+    // col, column row of the destination: fractal col / 16, row col % 16 of it.
+    const int64_t fractal = 512, block = 1024;
+    const Box src_box{src_offset + p.start_index * block,
+                      {{32, 32}, {16, 1}, {2, 16}, {p.repeat_times, p.src_stride * block}}};
+    const Box dst_box{dst_offset,
+                      {{32, 1},
+                       {16, 32},
+                       {2, (1 + p.dst_frac_gap) * fractal},
+                       {p.repeat_times, (2 + p.dst_frac_gap + p.dst_gap) * fractal}}};
+    const Buffer &to = checked_buffer(what, core, "destination", dst, dst_box);
+    checked_buffer(what, core, "source", src, src_box);
+    if (to.mem != Mem::L0A && to.mem != Mem::L0B) {
+        fail(what, core,
+             "LoadDataWithTranspose loads L0A or L0B; '" + to.name + "' is in " + mem_name(to.mem));
+    }
+    data_copy(core, dst, dst_box, src, src_box, label);
+}
+
 void Machine::Impl::mmad_fractal(int core, int c, int64_t c_offset, int a, int64_t a_offset, int b,
                                  int64_t b_offset, int64_t m, int64_t n, int64_t k, bool accumulate,
                                  const std::string &label) {
@@ -293,7 +330,7 @@ void Machine::Impl::mmad_fractal(int core, int c, int64_t c_offset, int a, int64
                  std::string(mem_name(cb.mem)) + ", " + mem_name(ab.mem) + ", " + mem_name(bb.mem));
     }
     std::string types =
-        detail::mma_type_error(cb.name, cb.type, ab.name, ab.type, bb.name, bb.type, "Mmad");
+        detail::mma_type_error(cb.name, cb.type, ab.name, ab.type, bb.name, bb.type, "Mmad", true);
     if (!types.empty() || ab.type != bb.type) {
         fail(what, core, types.empty() ? "a and b must have one type" : types);
     }
@@ -312,7 +349,7 @@ void Machine::Impl::mmad_fractal(int core, int c, int64_t c_offset, int a, int64
     op.src2_box = b_box;
     op.accumulate = accumulate;
     if (numerics && m > 0 && n > 0) {
-        float *cd = reinterpret_cast<float *>(cb.data.get());
+        uint32_t *cd = reinterpret_cast<uint32_t *>(cb.data.get()); // f32 or i32 words
         const std::byte *ad = ab.data.get(), *bd = bb.data.get();
         const int64_t e = bytes_of(type);
         Impl *impl = this;
@@ -320,7 +357,7 @@ void Machine::Impl::mmad_fractal(int core, int c, int64_t c_offset, int a, int64
             // Gather the fractal operands into dense a(k, m), b(n, k), c(n, m), multiply,
             // scatter.
             std::vector<std::byte> ga(size_t(k * m * e)), gb(size_t(n * k * e));
-            std::vector<float> gc(size_t(n * m));
+            std::vector<uint32_t> gc(size_t(n * m));
             for (int64_t mi = 0; mi < m; ++mi)
                 for (int64_t ki = 0; ki < k; ++ki)
                     std::memcpy(&ga[size_t((mi * k + ki) * e)],
@@ -335,7 +372,7 @@ void Machine::Impl::mmad_fractal(int core, int c, int64_t c_offset, int a, int64
                                       (ni % 16) * c0 + ki % c0) *
                                          e,
                                 size_t(e));
-            auto c_at = [&](int64_t mi, int64_t ni) -> float & {
+            auto c_at = [&](int64_t mi, int64_t ni) -> uint32_t & {
                 return cd[c_offset + (ni / 16) * mp * 16 + mi * 16 + ni % 16];
             };
             for (int64_t mi = 0; mi < m; ++mi)
@@ -372,13 +409,19 @@ void Machine::Impl::fixpipe_nz2nd(int core, int dst, int64_t dst_offset, int src
     Box dst_box{dst_offset, {{p.n_size, 1}, {p.m_size, p.dst_stride}}};
     const Buffer &to = checked_buffer(what, core, "destination", dst, dst_box);
     const Buffer &from = checked_buffer(what, core, "source", src, src_box);
-    if (from.mem != Mem::L0C || from.type != DType::F32) {
+    if (from.mem != Mem::L0C || (from.type != DType::F32 && from.type != DType::I32)) {
         fail(what, core,
-             "fixpipe reads f32 from L0C; '" + from.name + "' is " + dtype_name(from.type) +
+             "fixpipe reads f32 or i32 from L0C; '" + from.name + "' is " + dtype_name(from.type) +
                  " in " + mem_name(from.mem));
     }
-    if (to.mem != Mem::GM ||
-        (to.type != DType::BF16 && to.type != DType::F16 && to.type != DType::F32)) {
+    if (from.type == DType::I32 && (to.mem != Mem::GM || to.type != DType::I32)) {
+        fail(what, core,
+             "Fixpipe (CFG_ROW_MAJOR) writes an i32 accumulator as i32 (NoQuant) to GM; '" +
+                 to.name + "' is " + dtype_name(to.type) + " in " + mem_name(to.mem));
+    }
+    if (from.type == DType::F32 &&
+        (to.mem != Mem::GM ||
+         (to.type != DType::BF16 && to.type != DType::F16 && to.type != DType::F32))) {
         fail(what, core,
              "Fixpipe (CFG_ROW_MAJOR) writes bf16 (F322BF16), f16 (F322F16) or f32 (NoQuant) to "
              "GM; '" +
@@ -396,11 +439,19 @@ void Machine::Impl::fixpipe_nz2nd(int core, int dst, int64_t dst_offset, int src
     if (numerics && p.m_size > 0 && p.n_size > 0) {
         std::byte *d = to.data.get();
         const float *s = reinterpret_cast<const float *>(from.data.get());
+        const int32_t *si = reinterpret_cast<const int32_t *>(from.data.get());
         const DType type = to.type;
         op.compute = [=] {
             for (int64_t mi = 0; mi < p.m_size; ++mi) {
                 for (int64_t ni = 0; ni < p.n_size; ++ni) {
-                    float v = s[src_offset + (ni / 16) * p.src_stride * 16 + mi * 16 + ni % 16];
+                    const int64_t from_at =
+                        src_offset + (ni / 16) * p.src_stride * 16 + mi * 16 + ni % 16;
+                    if (type == DType::I32) {
+                        const int32_t v = p.relu ? std::max(si[from_at], 0) : si[from_at];
+                        std::memcpy(d + (dst_offset + mi * p.dst_stride + ni) * 4, &v, 4);
+                        continue;
+                    }
+                    float v = s[from_at];
                     if (p.relu)
                         v = std::max(v, 0.0f);
                     int64_t at = dst_offset + mi * p.dst_stride + ni;
@@ -999,6 +1050,11 @@ void Core::data_copy(int dst, const Box &dst_box, int src, const Box &src_box,
 void Core::nd2nz(int dst, int64_t dst_offset, int src, int64_t src_offset, const Nd2Nz &p,
                  const std::string &label) {
     machine_->impl_->nd2nz(id_, dst, dst_offset, src, src_offset, p, label);
+}
+
+void Core::load_data_transpose_8(int dst, int64_t dst_offset, int src, int64_t src_offset,
+                                 const LoadDataTranspose8 &p, const std::string &label) {
+    machine_->impl_->load_data_transpose_8(id_, dst, dst_offset, src, src_offset, p, label);
 }
 
 void Core::load_data_2d(int dst, int64_t dst_offset, int src, int64_t src_offset,

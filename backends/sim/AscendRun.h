@@ -341,6 +341,8 @@ struct Machine::Impl {
 
     void nd2nz(int core, int dst, int64_t dst_offset, int src, int64_t src_offset, const Nd2Nz &p,
                const std::string &label);
+    void load_data_transpose_8(int core, int dst, int64_t dst_offset, int src, int64_t src_offset,
+                               const LoadDataTranspose8 &p, const std::string &label);
     void load_data_2d(int core, int dst, int64_t dst_offset, int src, int64_t src_offset,
                       const LoadData2D &p, const std::string &label);
     void mmad_fractal(int core, int c, int64_t c_offset, int a, int64_t a_offset, int b,

@@ -23,6 +23,7 @@ int bytes_of(DType t) {
     case DType::I32:
         return 4;
     case DType::U8:
+    case DType::I8:
         return 1;
     }
     return 4;
@@ -40,6 +41,8 @@ const char *dtype_name(DType t) {
         return "i32";
     case DType::U8:
         return "u8";
+    case DType::I8:
+        return "i8";
     }
     return "?";
 }
@@ -276,6 +279,8 @@ void copy_box(std::byte *dst, const Box &dst_box, const std::byte *src, const Bo
         const std::byte *s = src + from.position() * element_bytes;
         if (to.stride() == 1 && from.stride() == 1) {
             std::memmove(d, s, size_t(n * element_bytes));
+        } else if (element_bytes == 1) {
+            copy_strided<1>(d, to.stride(), s, from.stride(), n);
         } else if (element_bytes == 2) {
             copy_strided<2>(d, to.stride(), s, from.stride(), n);
         } else {
@@ -380,6 +385,45 @@ void gather_transposed(std::vector<float> &out, const std::byte *base, DType typ
     }
 }
 
+/** acc(n, m) += sum_k a(k, m) * b(n, k) over int8 operands into an int32 accumulator, exactly
+ * (wrapping on overflow, as the hardware's adders do). */
+void multiply_add_int8(std::byte *acc, const Box &acc_box, const std::byte *a, const Box &a_box,
+                       const std::byte *b, const Box &b_box) {
+    const int64_t n_count = acc_box.dims[0].extent, m_count = acc_box.dims[1].extent;
+    const int64_t k_count = a_box.dims[0].extent;
+    auto at = [](const std::byte *base, const Box &box, int64_t i0, int64_t i1) {
+        return int32_t(static_cast<int8_t>(
+            base[box.offset + i0 * box.dims[0].stride + i1 * box.dims[1].stride]));
+    };
+    std::vector<uint32_t> row(static_cast<size_t>(n_count));
+    std::vector<int32_t> b_rows(static_cast<size_t>(k_count * n_count));
+    for (int64_t k = 0; k < k_count; ++k) {
+        for (int64_t n = 0; n < n_count; ++n)
+            b_rows[size_t(k * n_count + n)] = at(b, b_box, n, k);
+    }
+    for (int64_t m = 0; m < m_count; ++m) {
+        for (int64_t n = 0; n < n_count; ++n) {
+            int32_t value;
+            std::memcpy(&value,
+                        acc + 4 * (acc_box.offset + n * acc_box.dims[0].stride +
+                                   m * acc_box.dims[1].stride),
+                        4);
+            row[size_t(n)] = uint32_t(value);
+        }
+        for (int64_t k = 0; k < k_count; ++k) {
+            const uint32_t x = uint32_t(at(a, a_box, k, m));
+            const int32_t *y = b_rows.data() + k * n_count;
+            for (int64_t n = 0; n < n_count; ++n)
+                row[size_t(n)] += x * uint32_t(y[n]);
+        }
+        for (int64_t n = 0; n < n_count; ++n) {
+            std::memcpy(acc + 4 * (acc_box.offset + n * acc_box.dims[0].stride +
+                                   m * acc_box.dims[1].stride),
+                        &row[size_t(n)], 4);
+        }
+    }
+}
+
 } // namespace
 
 void MatrixMultiplier::multiply_add(std::byte *acc, const Box &acc_box, const std::byte *a,
@@ -393,6 +437,10 @@ void MatrixMultiplier::multiply_add(std::byte *acc, const Box &acc_box, const st
                  Box{0, {{n_count * m_count, 1}}}, 4);
     }
     if (m_count <= 0 || n_count <= 0 || k_count <= 0) {
+        return;
+    }
+    if (a_type == DType::I8) { // b is too: the callers check mma_type_error first
+        multiply_add_int8(acc, acc_box, a, a_box, b, b_box);
         return;
     }
     gather_transposed(scratch_a_, a, a_type, a_box); // [m][k]
@@ -452,20 +500,25 @@ std::string mma_rank_error(const char *role, const Box &box, const char *dims) {
 }
 
 std::string mma_type_error(const std::string &acc, DType acc_type, const std::string &a,
-                           DType a_type, const std::string &b, DType b_type, const char *unit) {
-    if (acc_type != DType::F32) {
-        return "acc '" + acc + "' is " + dtype_name(acc_type) + "; the accumulator must be f32";
-    }
+                           DType a_type, const std::string &b, DType b_type, const char *unit,
+                           bool takes_int8) {
+    const char *types = takes_int8 ? "bf16, f16, f32 or i8" : "bf16, f16 or f32";
     for (const auto &[name, type] :
          {std::pair<const std::string &, DType>{a, a_type}, {b, b_type}}) {
-        if (type != DType::BF16 && type != DType::F16 && type != DType::F32) {
-            return "operand '" + name + "' is " + dtype_name(type) + "; " + unit +
-                   " takes bf16, f16 or f32";
+        if (type != DType::BF16 && type != DType::F16 && type != DType::F32 &&
+            (type != DType::I8 || !takes_int8)) {
+            return "operand '" + name + "' is " + dtype_name(type) + "; " + unit + " takes " +
+                   types;
         }
     }
     if (a_type != b_type) {
         return "operands '" + a + "' (" + dtype_name(a_type) + ") and '" + b + "' (" +
                dtype_name(b_type) + ") differ in type; " + unit + " multiplies one type";
+    }
+    const DType want = a_type == DType::I8 ? DType::I32 : DType::F32;
+    if (acc_type != want) {
+        return "acc '" + acc + "' is " + dtype_name(acc_type) + "; " + unit + " over " +
+               dtype_name(a_type) + " operands accumulates in " + dtype_name(want);
     }
     return "";
 }

@@ -33,7 +33,8 @@ void copy_box(std::byte *dst, const Box &dst_box, const std::byte *src, const Bo
               int element_bytes);
 
 /** acc(n, m) += sum_k a(k, m) * b(n, k), or acc(n, m) = ... when `accumulate` is false. Boxes:
- * acc dims {N, M} (f32), a dims {K, M}, b dims {N, K} (bf16, f16 or f32); shapes already checked.
+ * acc dims {N, M} (f32; i32 over i8 operands, exact), a dims {K, M}, b dims {N, K} (bf16, f16,
+ * f32 or i8); shapes and types already checked.
  * Keeps its scratch rows between calls. */
 class MatrixMultiplier {
 public:
@@ -54,10 +55,12 @@ std::string box_outside_error(const char *role, const Box &box, const std::strin
  * them, e.g. "{K, M}". */
 std::string mma_rank_error(const char *role, const Box &box, const char *dims);
 
-/** Empty when the accumulator is f32 and each operand bf16, f16 or f32, else the reason; `unit`
- * names the instruction ("mma", "wgmma"). */
+/** Empty when both operands are bf16, f16 or f32 (or i8, where the unit `takes_int8`), of one
+ * type, and the accumulator f32 (i32 over i8 operands), else the reason; `unit` names the
+ * instruction ("mma", "wgmma"). */
 std::string mma_type_error(const std::string &acc, DType acc_type, const std::string &a,
-                           DType a_type, const std::string &b, DType b_type, const char *unit);
+                           DType a_type, const std::string &b, DType b_type, const char *unit,
+                           bool takes_int8);
 
 /** Empty when acc {N, M}, a {K, M} and b {N, K} agree, else "shapes disagree: ...". */
 std::string mma_shape_error(const Box &acc_box, const Box &a_box, const Box &b_box);

@@ -515,7 +515,7 @@ struct Machine::Impl {
         }
         std::string types =
             detail::mma_type_error(acc_buffer.name, acc_buffer.type, a_buffer.name, a_buffer.type,
-                                   b_buffer.name, b_buffer.type, "mma");
+                                   b_buffer.name, b_buffer.type, "mma", false);
         if (!types.empty()) {
             fail(what, core, types);
         }

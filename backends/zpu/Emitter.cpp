@@ -30,6 +30,8 @@ const char *storage_type(sim::DType t) {
         return "int32_t";
     case sim::DType::U8:
         return "uint8_t";
+    case sim::DType::I8:
+        return "int8_t";
     }
     return "?";
 }

@@ -63,8 +63,8 @@ struct TargetLowering {
     /** The output's store always goes through a staging tile (Hopper: the accumulator is in
      * registers and TMA stores from shared memory). */
     bool always_stage_store = false;
-    /** The output's store converts an MMA accumulator's type itself (Ascend's Fixpipe), so a
-     * cast of the accumulator is stored straight from it. */
+    /** The output's store converts an f32 MMA accumulator to a float type itself (Ascend's
+     * Fixpipe), so such a cast of the accumulator is stored straight from it. */
     bool store_casts_accumulator = false;
     /** A store's flags are pre-armed, each consumed by one store: a write waits for its slot
      * before any store, the first too (Ascend). */
@@ -79,6 +79,8 @@ struct TargetLowering {
      * slots), so that the next tile's MMAs overlap this tile's epilogue (ZPU: asynchronous
      * tensor and vector cores). */
     bool accumulator_slots = false;
+    /** The tensor core multiplies int8 operands into int32 accumulators (tile_mma over int8). */
+    bool mma_int8 = false;
     /** Directives the target takes beyond the common ones. */
     bool clusters = false;    // cluster(n)
     bool cooperative = false; // cooperative()

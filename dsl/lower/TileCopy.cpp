@@ -167,11 +167,13 @@ private:
                       !is_input(load->name) && load->name != ctx.output &&
                       !copied_in.count(load->name);
         if (target.store_casts_accumulator && !direct) {
-            // A cast of the accumulator is the Fixpipe's own; any other epilogue runs on the
-            // vector cores of a mix kernel (AscendMix.h), staged like on the other targets.
+            // A cast of an f32 accumulator to a float type is the Fixpipe's own; any other
+            // epilogue runs on the vector cores of a mix kernel (AscendMix.h), staged like on
+            // the other targets.
             const Cast *cast = st->value.as<Cast>();
             const Load *acc = cast ? cast->value.as<Load>() : nullptr;
-            if (acc && ctx.of(acc->name).tile_mma) {
+            if (acc && ctx.of(acc->name).tile_mma && acc->type.is_float() &&
+                cast->type.is_float()) {
                 load = acc;
                 direct = true;
             }

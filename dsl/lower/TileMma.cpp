@@ -1,4 +1,5 @@
 #include "TileMma.h"
+#include "Targets.h"
 
 #include "tandem/AsyncIR.h"
 #include "tandem/Nest.h"
@@ -13,13 +14,27 @@ using namespace Halide::Internal;
 
 namespace {
 
+/** An operand load, widened to the accumulator's type (f32, or i32 from int8) or not. */
 const Load *operand(const Expr &e) {
     if (const Cast *c = e.as<Cast>()) {
-        if (!c->type.is_float() || c->type.bits() != 32)
+        if (c->type != Halide::Float(32) && c->type != Halide::Int(32))
             return nullptr;
         return c->value.as<Load>();
     }
     return e.as<Load>();
+}
+
+bool is_int8(const Halide::Type &t) {
+    return t == Halide::Int(8);
+}
+
+std::string int8_targets() {
+    std::string names;
+    for (const std::string &name : target_names()) {
+        if (find_target(name)->mma_int8)
+            names += (names.empty() ? "" : ", ") + name;
+    }
+    return names;
 }
 
 class RecognizeMma : public IRMutator {
@@ -97,9 +112,6 @@ private:
         const Load *y = mul ? operand(mul->b) : nullptr;
         if (!x || !y)
             fail(acc, "the update is not acc += A * B with operands loaded from tiles");
-        if (!st->value.type().is_float() || st->value.type().bits() != 32) {
-            fail(acc, "the accumulator must be float32, it is " + type_name(st->value.type()));
-        }
         for (const Load *l : {x, y}) {
             if (std::find(ctx.inputs.begin(), ctx.inputs.end(), l->name) != ctx.inputs.end()) {
                 fail(acc, "operand " + l->name + " is read from DRAM; stage it on chip with " +
@@ -107,9 +119,16 @@ private:
             }
             bool f32 = l->type.is_float() && !l->type.is_bfloat() && l->type.bits() == 32;
             bool f16 = l->type.is_float() && !l->type.is_bfloat() && l->type.bits() == 16;
-            if (!l->type.is_bfloat() && !f16 && !f32) {
+            if (is_int8(l->type) && !lowering_of(ctx.target).mma_int8) {
+                fail(acc, "not supported on " + ctx.target.name() + ": operand " + l->name +
+                              " is int8, and the " + ctx.target.name() +
+                              " tensor core multiplies bf16, f16 or f32 (int8 into int32 runs on " +
+                              int8_targets() +
+                              "): cast the operands to bf16 where they are staged");
+            }
+            if (!l->type.is_bfloat() && !f16 && !f32 && !is_int8(l->type)) {
                 fail(acc, "operand " + l->name + " is " + type_name(l->type) +
-                              "; the tensor core takes bf16, f16 or f32");
+                              "; the tensor core takes bf16, f16, f32 or int8");
             }
         }
         if (x->type != y->type) {
@@ -117,6 +136,11 @@ private:
                           " (" + type_name(y->type) +
                           ") differ in type; the tensor core multiplies two operands of one type: "
                           "cast one of them where it is staged");
+        }
+        const Halide::Type want = is_int8(x->type) ? Halide::Int(32) : Halide::Float(32);
+        if (st->value.type() != want) {
+            fail(acc, "the accumulator must be " + type_name(want) + " over " + type_name(x->type) +
+                          " operands, it is " + type_name(st->value.type()));
         }
         if (nest.loops.size() > 3 || !can_prove(self->index == st->index)) {
             fail(acc, "expected at most three loops (m, n, k) around acc(n, m) += A(k, m) * B(n, "

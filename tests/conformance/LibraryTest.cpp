@@ -250,21 +250,33 @@ float from_f16(uint16_t bits) {
     return static_cast<float>(h);
 }
 
-/** Calls `lib` at `extents` on random inputs (of each argument's type: f32, or bf16 or f16
- * operands); compares its output (f32, bf16 or f16) with the plain loop, which reads the same
- * values as floats. */
+/** Calls `lib` at `extents` on random inputs (of each argument's type: f32, or bf16, f16 or int8
+ * operands); compares its output (f32, bf16, f16 or int32) with the plain loop, which reads the
+ * same values as floats. */
 void check(const Library &lib, const std::vector<std::vector<int>> &extents, uint32_t seed) {
     std::mt19937 rng(seed);
     std::uniform_real_distribution<float> value(-2.0f, 2.0f);
     std::vector<Buffer> inputs; // the values, as the plain loop reads them
     std::vector<Halide::Runtime::Buffer<uint16_t>> halves; // the bf16 or f16 operands' bits
+    std::vector<Halide::Runtime::Buffer<int8_t>> bytes;    // the int8 operands
     inputs.reserve(extents.size());                        // raw_buffer() addresses stay
     halves.reserve(extents.size());
+    bytes.reserve(extents.size());
     std::vector<void *> args;
+    std::uniform_int_distribution<int> int8(-128, 127);
     for (size_t i = 0; i + 1 < extents.size(); i++) {
         inputs.emplace_back(extents[i]);
         inputs.back().for_each_value([&](float &v) { v = value(rng); });
         const halide_type_t type = lib.metadata()->arguments[i].type;
+        if (type.code == halide_type_int && type.bits == 8) {
+            bytes.emplace_back(extents[i]);
+            for (size_t e = 0; e < inputs.back().number_of_elements(); e++) {
+                bytes.back().data()[e] = int8_t(int8(rng));
+                inputs.back().data()[e] = bytes.back().data()[e];
+            }
+            args.push_back(bytes.back().raw_buffer());
+            continue;
+        }
         if (type.bits != 16 ||
             (type.code != halide_type_bfloat && type.code != halide_type_float)) {
             args.push_back(inputs.back().raw_buffer());
@@ -289,15 +301,24 @@ void check(const Library &lib, const std::vector<std::vector<int>> &extents, uin
     }
     // An f32 output, or a bf16 or f16 one (then read back as floats, and checked to within its
     // rounding: half an ulp of the type, twice for the f32 sums it rounds).
+    // An int32 output (int8 sums) is exact.
     const halide_type_t out_type = lib.metadata()->arguments[extents.size() - 1].type;
-    const bool half_out = out_type.bits == 16;
+    const bool half_out = out_type.bits == 16, int_out = out_type.code == halide_type_int;
     Buffer out(extents.back()), want(extents.back());
     Halide::Runtime::Buffer<uint16_t> out_bits(extents.back());
+    Halide::Runtime::Buffer<int32_t> out_ints(extents.back());
     out.fill(NAN);
     out_bits.fill(0xffff); // NaN in bf16 and f16
     out_bits.raw_buffer()->type = out_type;
-    args.push_back(half_out ? out_bits.raw_buffer() : out.raw_buffer());
+    out_ints.fill(-7);
+    args.push_back(half_out  ? out_bits.raw_buffer()
+                   : int_out ? out_ints.raw_buffer()
+                             : out.raw_buffer());
     ASSERT_EQ(lib.argv(args.data()), 0) << lib.name;
+    if (int_out) {
+        for (size_t e = 0; e < out.number_of_elements(); e++)
+            out.data()[e] = float(out_ints.data()[e]);
+    }
     if (half_out) {
         for (size_t e = 0; e < out.number_of_elements(); e++) {
             const uint16_t bits = out_bits.data()[e];
@@ -308,7 +329,10 @@ void check(const Library &lib, const std::vector<std::vector<int>> &extents, uin
                 out.data()[e] = from_f16(bits);
         }
     }
-    const double rounding = !half_out ? 1e-4 : out_type.code == halide_type_bfloat ? 8e-3 : 1e-3;
+    const double rounding = int_out                               ? 0
+                            : !half_out                           ? 1e-4
+                            : out_type.code == halide_type_bfloat ? 8e-3
+                                                                  : 1e-3;
     reference(lib.generator, parse(lib.params), inputs, want);
     double scale = 0;
     want.for_each_value([&](float v) { scale = std::max(scale, double(std::fabs(v))); });
@@ -316,7 +340,8 @@ void check(const Library &lib, const std::vector<std::vector<int>> &extents, uin
     const int width = want.dim(0).extent();
     for (size_t i = 0; i < want.number_of_elements(); i++) { // dense, the same shape
         const double w = want.data()[i], g = out.data()[i];
-        if (!(std::fabs(g - w) <= 1e-5 * scale + rounding * std::fabs(w) + 1e-6) && bad++ < 5) {
+        const double tolerance = int_out ? 0 : 1e-5 * scale + rounding * std::fabs(w) + 1e-6;
+        if (!(std::fabs(g - w) <= tolerance) && bad++ < 5) {
             ADD_FAILURE() << lib.name << " at (" << i % width << ", " << i / width << "): " << g
                           << ", the loop says " << w;
         }

@@ -1,8 +1,8 @@
 // Conformance: matrix multiplies as users write them (outside apps/, the public headers only): a
 // linear layer with PyTorch's N x K weight (the "NT" GEMM) and a GEMM whose epilogue adds a bias or
 // a residual, read from DRAM without staging (the compiler stages them). bf16 or f16 operands
-// (in), f32 accumulation, f32 output or one rounded to bf16 or f16 (out_type); one schedule for
-// every target.
+// (in) with f32 accumulation, or int8 operands with int32 accumulation; an f32 output, one
+// rounded to bf16 or f16, or the int32 sums (out_type); one schedule for every target.
 #include "tandem/Generator.h"
 
 using namespace tandem;
@@ -35,8 +35,8 @@ public:
     GeneratorParam<int> TK{"TK", 64, 1, 4096};
     GeneratorParam<std::string> layout{"layout", "nt", {"nt", "nn", "tn", "tt"}};
     GeneratorParam<std::string> epilogue{"epilogue", "bias", {"none", "bias", "residual"}};
-    GeneratorParam<std::string> in{"in", "bf16", {"bf16", "f16"}}; // the operands' type
-    GeneratorParam<std::string> out_type{"out_type", "f32", {"f32", "bf16", "f16"}};
+    GeneratorParam<std::string> in{"in", "bf16", {"bf16", "f16", "i8"}}; // the operands' type
+    GeneratorParam<std::string> out_type{"out_type", "f32", {"f32", "bf16", "f16", "i32"}};
     Input<Buffer<void, 2>> x{"x"}, w{"w"};
     Input<Buffer<float, 1>> bias{"bias"};
     Input<Buffer<float, 2>> residual{"residual"};
@@ -44,18 +44,25 @@ public:
 
     void generate() override {
         const bool nt = layout.value()[1] == 't', x_t = layout.value()[0] == 't';
+        const bool int8 = in.value() == "i8";
         for (Input<Buffer<void, 2>> *operand : {&x, &w})
-            operand->set_type(in.value() == "f16" ? Halide::Float(16) : Halide::BFloat(16));
+            operand->set_type(int8                  ? Halide::Int(8)
+                              : in.value() == "f16" ? Halide::Float(16)
+                                                    : Halide::BFloat(16));
+        // int8 operands multiply exactly into an int32 accumulator; the epilogue dequantizes
+        // (to f32) where it adds a float bias or residual.
+        const Halide::Type acc_type = int8 ? Halide::Int(32) : Halide::Float(32);
         RDom k(0, K);
-        acc(n, m) = 0.0f;
-        acc(n, m) += Halide::cast<float>(x_t ? x(m, k) : x(k, m)) *
-                     Halide::cast<float>(nt ? w(k, n) : w(n, k));
+        acc(n, m) = Halide::cast(acc_type, 0);
+        acc(n, m) += Halide::cast(acc_type, x_t ? x(m, k) : x(k, m)) *
+                     Halide::cast(acc_type, nt ? w(k, n) : w(n, k));
         Expr v = acc(n, m);
         if (epilogue.value() == "bias")
-            v = v + bias(n);
+            v = Halide::cast<float>(v) + bias(n);
         if (epilogue.value() == "residual")
-            v = v + residual(n, m);
-        out(n, m) = out_type.value() == "f32"    ? v
+            v = Halide::cast<float>(v) + residual(n, m);
+        out(n, m) = out_type.value() == "i32"    ? Halide::cast<int32_t>(v)
+                    : out_type.value() == "f32"  ? Halide::cast<float>(v)
                     : out_type.value() == "bf16" ? Halide::cast(Halide::BFloat(16), v)
                                                  : Halide::cast(Halide::Float(16), v);
         dense_shape(x, x_t ? std::vector<int>{M, K} : std::vector<int>{K, M});

@@ -137,6 +137,8 @@ double element(const void *data, sim::DType t, int64_t i) {
         return static_cast<const int32_t *>(data)[i];
     case sim::DType::U8:
         return static_cast<const uint8_t *>(data)[i];
+    case sim::DType::I8:
+        return static_cast<const int8_t *>(data)[i];
     }
     return 0;
 }

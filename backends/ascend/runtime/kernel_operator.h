@@ -128,9 +128,12 @@ template <typename T> DType dtype() {
         return DType::I32;
     else if constexpr (std::is_same_v<T, uint8_t>)
         return DType::U8; // compare / select masks
+    else if constexpr (std::is_same_v<T, int8_t>)
+        return DType::I8; // int8 Mmad operands
     else
-        static_assert(sizeof(T) == 0,
-                      "the Ascend model holds float, bfloat16_t, half, int32_t and uint8_t");
+        static_assert(
+            sizeof(T) == 0,
+            "the Ascend model holds float, bfloat16_t, half, int32_t, int8_t and uint8_t");
 }
 
 /** A GM buffer of the machine as the kernel sees it: the address its GM_ADDR argument holds. */
@@ -1058,6 +1061,38 @@ void LoadData(const LocalTensor<T> &dst, const LocalTensor<T> &src, const LoadDa
                                             c.machine.name(dst.buffer_));
 }
 
+/** L1 -> L0A/L0B (MTE1) transposing 8-bit data, a 32 x 32 block (two fractals) per repeat
+ * (sim/Ascend.h LoadDataTranspose8). Fields in AscendC's declaration order; set them by name. */
+struct LoadData2dTransposeParams {
+    uint16_t startIndex = 0;
+    uint8_t repeatTimes = 0;
+    uint16_t srcStride = 0;
+    uint16_t dstGap = 0;
+    uint16_t dstFracGap = 0;
+    uint8_t addrMode = 0;
+};
+
+template <typename T>
+void LoadDataWithTranspose(const LocalTensor<T> &dst, const LocalTensor<T> &src,
+                           const LoadData2dTransposeParams &p) {
+    tandem_ascend::CoreContext &c = tandem_ascend::current("LoadDataWithTranspose");
+    static_assert(sizeof(T) == 1, "Tandem's runtime has LoadDataWithTranspose for 8-bit data");
+    if (p.addrMode != 0)
+        throw tandem::sim::SimError("LoadDataWithTranspose: addrMode must be 0");
+    if (p.repeatTimes == 0)
+        return;
+    tandem::sim::ascend::LoadDataTranspose8 l;
+    l.start_index = p.startIndex;
+    l.repeat_times = p.repeatTimes;
+    l.src_stride = p.srcStride;
+    l.dst_gap = p.dstGap;
+    l.dst_frac_gap = p.dstFracGap;
+    c.machine.core(c.core).load_data_transpose_8(
+        dst.buffer_, dst.offset_, src.buffer_, src.offset_, l,
+        "LoadDataWithTranspose " + c.machine.name(src.buffer_) + " -> " +
+            c.machine.name(dst.buffer_));
+}
+
 /** AscendC's MmadParams (the fields the 910B has; set them by name). cmatrixInitVal: C = A * B
  * instead of C += A * B. */
 struct MmadParams {
@@ -1074,8 +1109,9 @@ template <typename T, typename U, typename S>
 void Mmad(const LocalTensor<T> &dst, const LocalTensor<U> &fm, const LocalTensor<S> &filter,
           const MmadParams &p) {
     tandem_ascend::CoreContext &c = tandem_ascend::current("Mmad");
-    static_assert(std::is_same_v<T, float> && std::is_same_v<U, S>,
-                  "Mmad: an f32 L0C and two operands of one type");
+    static_assert(std::is_same_v<U, S> && (std::is_same_v<U, int8_t> ? std::is_same_v<T, int32_t>
+                                                                     : std::is_same_v<T, float>),
+                  "Mmad: two operands of one type, into an f32 L0C (int32 for int8 operands)");
     if (p.isBias || p.cmatrixSource || p.unitFlag != 0 || p.enSsparse || p.enWinogradA ||
         p.enWinogradB || p.fmOffset != 0 || p.kDirectionAlign)
         throw tandem::sim::SimError("Mmad: isBias, cmatrixSource, unitFlag, sparsity, Winograd, "
@@ -1118,12 +1154,14 @@ struct FixpipeConfig {
 constexpr FixpipeConfig CFG_NZ = {CO2Layout::NZ};
 constexpr FixpipeConfig CFG_ROW_MAJOR = {CO2Layout::ROW_MAJOR};
 
-/** L0C (Nz, f32) -> GM (FIX): CFG_ROW_MAJOR writes rows dstStride elements apart, quantPre
- * F322BF16 for a bf16 result, F322F16 for half, NoQuant for f32. */
+/** L0C (Nz, f32 or int32) -> GM (FIX): CFG_ROW_MAJOR writes rows dstStride elements apart,
+ * quantPre F322BF16 for a bf16 result, F322F16 for half, NoQuant for f32 (and int32 from an
+ * int32 L0C). */
 template <typename T, typename U, const FixpipeConfig &config = CFG_ROW_MAJOR>
 void Fixpipe(const GlobalTensor<T> &dst, const LocalTensor<U> &src, const FixpipeParamsV220 &p) {
     tandem_ascend::CoreContext &c = tandem_ascend::current("Fixpipe(FixpipeParamsV220)");
-    static_assert(std::is_same_v<U, float>, "Fixpipe: the source is the f32 L0C");
+    static_assert(std::is_same_v<U, float> || (std::is_same_v<U, int32_t> && std::is_same_v<T, U>),
+                  "Fixpipe: the source is the f32 L0C, or an int32 L0C written as int32");
     static_assert(config.format == CO2Layout::ROW_MAJOR,
                   "Tandem's runtime has Fixpipe CFG_ROW_MAJOR only");
     const QuantMode_t want = std::is_same_v<T, bfloat16_t> ? F322BF16
@@ -1133,7 +1171,7 @@ void Fixpipe(const GlobalTensor<T> &dst, const LocalTensor<U> &src, const Fixpip
         throw tandem::sim::SimError(std::string("Fixpipe: quantPre must be ") +
                                     (want == F322BF16  ? "F322BF16 for a bf16"
                                      : want == F322F16 ? "F322F16 for a half"
-                                                       : "NoQuant for an f32") +
+                                                       : "NoQuant for an f32 or int32") +
                                     " destination");
     if (p.ndNum != 1 || p.unitFlag != 0 || p.isChannelSplit)
         throw tandem::sim::SimError(

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <new> // std::nothrow: the prepared launches
+#include <type_traits>
 
 namespace hopper {
 
@@ -485,36 +486,45 @@ __device__ __forceinline__ void thread_copy(T *dst, const T *src, const int (&ex
 }
 
 /** A wgmma operand tile written by a warpgroup's threads as a 128B-swizzled TMA load would land
- * it: `columns` (a multiple of 64) x `rows` bf16 or f16 at shared address `tile` (1024-byte
- * aligned), in column blocks of 64, each `rows` rows of 128 bytes, the 16-byte chunk c of row r
- * stored at chunk c ^ (r % 8). Element (x, y) is src[x * x_stride + y * y_stride] for x < x_extent
- * and y < y_extent, else zero (the padding a wgmma multiplies must be zero). */
-template <class Half>
+ * it: `columns` (a multiple of a 128-byte row's elements: 64 bf16 or f16, 128 int8) x `rows` at
+ * shared address `tile` (1024-byte aligned), in column blocks of 128 bytes, each `rows` rows, the
+ * 16-byte chunk c of row r stored at chunk c ^ (r % 8). Element (x, y) is src[x * x_stride + y *
+ * y_stride] for x < x_extent and y < y_extent, else zero (the padding a wgmma multiplies must be
+ * zero). */
+template <class Element>
 __device__ __forceinline__ void thread_copy_swizzled(uint32_t tile, int columns, int rows,
-                                                     const Half *src, int x_extent, int y_extent,
+                                                     const Element *src, int x_extent, int y_extent,
                                                      int x_stride, int y_stride, int thread) {
-    static_assert(sizeof(Half) == 2, "wgmma tiles hold 16-bit elements (bf16 or f16)");
-    const uint16_t *const from = reinterpret_cast<const uint16_t *>(src);
+    static_assert(sizeof(Element) == 1 || sizeof(Element) == 2,
+                  "wgmma tiles hold 16-bit (bf16, f16) or 8-bit (int8) elements");
+    using Bits = std::conditional_t<sizeof(Element) == 2, uint16_t, uint8_t>;
+    constexpr int per_row = 128 / int(sizeof(Element));
+    const Bits *const from = reinterpret_cast<const Bits *>(src);
     const int total = columns * rows;
 #pragma unroll 1
     for (int base = 0; base < total; base += threads_per_warpgroup * thread_copy_batch) {
-        uint16_t value[thread_copy_batch];
+        Bits value[thread_copy_batch];
 #pragma unroll
         for (int u = 0; u < thread_copy_batch; u++) {
             const int i = base + u * threads_per_warpgroup + thread, x = i % columns,
                       y = i / columns;
             value[u] = i < total && x < x_extent && y < y_extent ? from[x * x_stride + y * y_stride]
-                                                                 : uint16_t(0);
+                                                                 : Bits(0);
         }
 #pragma unroll
         for (int u = 0; u < thread_copy_batch; u++) {
             const int i = base + u * threads_per_warpgroup + thread, x = i % columns,
                       y = i / columns;
-            const int byte = (x % 64) * 2;
-            const uint32_t address = tile + uint32_t((x / 64) * rows * 128 + y * 128 +
+            const int byte = (x % per_row) * int(sizeof(Element));
+            const uint32_t address = tile + uint32_t((x / per_row) * rows * 128 + y * 128 +
                                                      (((byte / 16) ^ (y % 8)) * 16) + byte % 16);
-            if (i < total)
+            if (i >= total)
+                continue;
+            if constexpr (sizeof(Element) == 2)
                 asm volatile("st.shared.u16 [%0], %1;" ::"r"(address), "h"(value[u]) : "memory");
+            else
+                asm volatile("st.shared.u8 [%0], %1;" ::"r"(address), "r"(uint32_t(value[u]))
+                             : "memory");
         }
     }
 }
@@ -591,6 +601,15 @@ template <int M, int N> __device__ __forceinline__ void fence_fragment(float (&d
 #pragma unroll
         for (int i = 0; i < N; i++)
             asm volatile("" : "+f"(d[m][i])::"memory");
+    }
+}
+/** The same for an int32 accumulator (int8 operands). */
+template <int M, int N> __device__ __forceinline__ void fence_fragment(int (&d)[M][N]) {
+#pragma unroll
+    for (int m = 0; m < M; m++) {
+#pragma unroll
+        for (int i = 0; i < N; i++)
+            asm volatile("" : "+r"(d[m][i])::"memory");
     }
 }
 
@@ -774,6 +793,142 @@ __device__ __forceinline__ void wgmma_f16(float (&d)[N / 2], uint64_t a_descript
 TANDEM_WGMMA(__nv_bfloat16, "bf16")
 TANDEM_WGMMA(__half, "f16")
 #undef TANDEM_WGMMA
+
+/** D(64 x N, s32) += A(64 x 32, s8, K-major) * B(32 x N, s8, K-major), scale-d = 1: the
+ * m64nNk32 integer instructions (wgmma takes 8-bit operands K-major only; no transposes, no
+ * operand scales). */
+template <int N> struct WgmmaS8;
+
+template <> struct WgmmaS8<64> {
+    static __device__ __forceinline__ void run(int (&d)[32], uint64_t a_descriptor,
+                                               uint64_t b_descriptor) {
+        asm volatile(
+            "{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %34, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 {"
+            "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+            "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+            "}, %32, %33, accumulate;\n}\n"
+            : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]),
+              "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]),
+              "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]),
+              "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]),
+              "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]),
+              "+r"(d[31])
+            : "l"(a_descriptor), "l"(b_descriptor), "r"(1)
+            : "memory");
+    }
+};
+
+template <> struct WgmmaS8<128> {
+    static __device__ __forceinline__ void run(int (&d)[64], uint64_t a_descriptor,
+                                               uint64_t b_descriptor) {
+        asm volatile(
+            "{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %66, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8 {"
+            "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+            "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+            "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+            "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+            "}, %64, %65, accumulate;\n}\n"
+            : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]),
+              "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]),
+              "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]),
+              "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]),
+              "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]),
+              "+r"(d[31]), "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]),
+              "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), "+r"(d[40]), "+r"(d[41]), "+r"(d[42]),
+              "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]), "+r"(d[48]),
+              "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]),
+              "+r"(d[55]), "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]),
+              "+r"(d[61]), "+r"(d[62]), "+r"(d[63])
+            : "l"(a_descriptor), "l"(b_descriptor), "r"(1)
+            : "memory");
+    }
+};
+
+template <> struct WgmmaS8<192> {
+    static __device__ __forceinline__ void run(int (&d)[96], uint64_t a_descriptor,
+                                               uint64_t b_descriptor) {
+        asm volatile(
+            "{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %98, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n192k32.s32.s8.s8 {"
+            "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+            "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+            "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+            "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+            "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+            "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
+            "}, %96, %97, accumulate;\n}\n"
+            : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]),
+              "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]),
+              "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]),
+              "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]),
+              "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]),
+              "+r"(d[31]), "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]),
+              "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), "+r"(d[40]), "+r"(d[41]), "+r"(d[42]),
+              "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]), "+r"(d[48]),
+              "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]),
+              "+r"(d[55]), "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]),
+              "+r"(d[61]), "+r"(d[62]), "+r"(d[63]), "+r"(d[64]), "+r"(d[65]), "+r"(d[66]),
+              "+r"(d[67]), "+r"(d[68]), "+r"(d[69]), "+r"(d[70]), "+r"(d[71]), "+r"(d[72]),
+              "+r"(d[73]), "+r"(d[74]), "+r"(d[75]), "+r"(d[76]), "+r"(d[77]), "+r"(d[78]),
+              "+r"(d[79]), "+r"(d[80]), "+r"(d[81]), "+r"(d[82]), "+r"(d[83]), "+r"(d[84]),
+              "+r"(d[85]), "+r"(d[86]), "+r"(d[87]), "+r"(d[88]), "+r"(d[89]), "+r"(d[90]),
+              "+r"(d[91]), "+r"(d[92]), "+r"(d[93]), "+r"(d[94]), "+r"(d[95])
+            : "l"(a_descriptor), "l"(b_descriptor), "r"(1)
+            : "memory");
+    }
+};
+
+template <> struct WgmmaS8<256> {
+    static __device__ __forceinline__ void run(int (&d)[128], uint64_t a_descriptor,
+                                               uint64_t b_descriptor) {
+        asm volatile(
+            "{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %130, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n256k32.s32.s8.s8 {"
+            "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+            "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+            "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+            "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+            "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+            "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+            "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, "
+            "%111, "
+            "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, "
+            "%126, %127"
+            "}, %128, %129, accumulate;\n}\n"
+            : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]),
+              "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]),
+              "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]),
+              "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]),
+              "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]),
+              "+r"(d[31]), "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]),
+              "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), "+r"(d[40]), "+r"(d[41]), "+r"(d[42]),
+              "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]), "+r"(d[48]),
+              "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]),
+              "+r"(d[55]), "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]),
+              "+r"(d[61]), "+r"(d[62]), "+r"(d[63]), "+r"(d[64]), "+r"(d[65]), "+r"(d[66]),
+              "+r"(d[67]), "+r"(d[68]), "+r"(d[69]), "+r"(d[70]), "+r"(d[71]), "+r"(d[72]),
+              "+r"(d[73]), "+r"(d[74]), "+r"(d[75]), "+r"(d[76]), "+r"(d[77]), "+r"(d[78]),
+              "+r"(d[79]), "+r"(d[80]), "+r"(d[81]), "+r"(d[82]), "+r"(d[83]), "+r"(d[84]),
+              "+r"(d[85]), "+r"(d[86]), "+r"(d[87]), "+r"(d[88]), "+r"(d[89]), "+r"(d[90]),
+              "+r"(d[91]), "+r"(d[92]), "+r"(d[93]), "+r"(d[94]), "+r"(d[95]), "+r"(d[96]),
+              "+r"(d[97]), "+r"(d[98]), "+r"(d[99]), "+r"(d[100]), "+r"(d[101]), "+r"(d[102]),
+              "+r"(d[103]), "+r"(d[104]), "+r"(d[105]), "+r"(d[106]), "+r"(d[107]), "+r"(d[108]),
+              "+r"(d[109]), "+r"(d[110]), "+r"(d[111]), "+r"(d[112]), "+r"(d[113]), "+r"(d[114]),
+              "+r"(d[115]), "+r"(d[116]), "+r"(d[117]), "+r"(d[118]), "+r"(d[119]), "+r"(d[120]),
+              "+r"(d[121]), "+r"(d[122]), "+r"(d[123]), "+r"(d[124]), "+r"(d[125]), "+r"(d[126]),
+              "+r"(d[127])
+            : "l"(a_descriptor), "l"(b_descriptor), "r"(1)
+            : "memory");
+    }
+};
+
+template <int N>
+__device__ __forceinline__ void wgmma_s8(int (&d)[N / 2], uint64_t a_descriptor,
+                                         uint64_t b_descriptor) {
+    WgmmaS8<N>::run(d, a_descriptor, b_descriptor);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Host: tensor maps

@@ -4,6 +4,7 @@
 #include "tandem/AsyncIR.h"
 #include "tandem/Nest.h"
 
+#include <algorithm>
 #include <set>
 #include <sstream>
 
@@ -19,6 +20,19 @@ std::string l0(const std::string &operand) {
 
 int64_t round16(int64_t n) {
     return (n + 15) / 16 * 16;
+}
+
+/** A fractal row's elements (C0, 32 bytes: 32 int8) or 16, the larger: an operand tile's K side
+ * (and an L1 tile's columns) round up to it. */
+int64_t round_k(int64_t n, const Halide::Type &type) {
+    const int64_t c0 = std::max<int64_t>(16, 32 / type.bytes());
+    return (n + c0 - 1) / c0 * c0;
+}
+
+/** An operand tile's other side (and an L1 tile's rows): 16, or 32 for 8-bit data, which
+ * LoadDataWithTranspose moves in 32 x 32 blocks (backends/ascend/Cube.h). */
+int64_t round_rows(int64_t n, const Halide::Type &type) {
+    return type.bytes() == 1 ? (n + 31) / 32 * 32 : round16(n);
 }
 
 /** The cube's buffers: the L1 operand tiles and the L0C accumulators of every tile MMA, and
@@ -61,8 +75,9 @@ private:
     }
 };
 
-/** Sizes the cube's buffers for their fractal layouts: each tile's rows and columns rounded up to
- * 16 (a 1 x 72 tile of A takes 16 x 80 in L1's Nz; backends/ascend/Cube.h). */
+/** Sizes the cube's buffers for their fractal layouts: each tile's rows rounded up to 16 (32 for
+ * int8), its columns to 16 or C0 (a 1 x 72 bf16 tile of A takes 16 x 80 in L1's Nz, an int8 one
+ * 32 x 96; backends/ascend/Cube.h). */
 class PadFractal : public LoopScopedMutator {
 public:
     explicit PadFractal(const CubeBuffers &cube) : cube(cube) {}
@@ -79,7 +94,7 @@ private:
             rows *= constant_upper_bound(op->extents[d], loops);
         if (columns <= 0 || rows <= 0)
             return IRMutator::visit(op); // memory planning says why
-        Expr elements = Expr(int(round16(columns) * round16(rows)));
+        Expr elements = Expr(int(round_k(columns, op->type) * round_rows(rows, op->type)));
         return Allocate::make(op->name, op->type, op->memory_type, {elements}, op->condition,
                               mutate(op->body), op->new_expr, op->free_function);
     }
@@ -98,7 +113,8 @@ private:
 
     Stmt load_data(
         const std::string &operand, const Halide::Type &type, const Expr &offset,
-        const std::vector<std::pair<Expr, Expr>> &dims /* extent, L1 stride; innermost first */) {
+        const std::vector<std::pair<Expr, Expr>> &dims /* extent, L1 stride; innermost first */,
+        size_t k_dim) {
         ir::CopyOp c;
         c.dst = l0(operand);
         c.src = operand;
@@ -106,11 +122,14 @@ private:
         c.src_offset = offset;
         Expr dense = 1;
         int64_t elements = 1;
-        for (const auto &[extent, stride] : dims) {
+        for (size_t d = 0; d < dims.size(); d++) {
+            const auto &[extent, stride] = dims[d];
             c.dims.push_back({extent, dense, stride});
             dense = dense * extent;
-            // The cube's operands are fractal (16 x 16 blocks): each side rounds up to 16.
-            elements *= round16(std::max<int64_t>(1, constant_upper_bound(extent, loops)));
+            // The cube's operands are fractal (16 x C0 blocks): each side rounds up to 16, K to
+            // C0 where that is more.
+            const int64_t side = std::max<int64_t>(1, constant_upper_bound(extent, loops));
+            elements *= d == k_dim ? round_k(side, type) : round_rows(side, type);
         }
         c.barrier = ir::full_barrier(c.dst);
         c.slot = 0;
@@ -162,8 +181,8 @@ private:
                     "factor a multiple of 16");
             }
         }
-        Stmt a = load_data(m.a, a_type, m.a_offset, {{m.k, m.a_stride_k}, {m.m, m.a_stride_m}});
-        Stmt b = load_data(m.b, b_type, m.b_offset, {{m.n, m.b_stride_n}, {m.k, m.b_stride_k}});
+        Stmt a = load_data(m.a, a_type, m.a_offset, {{m.k, m.a_stride_k}, {m.m, m.a_stride_m}}, 0);
+        Stmt b = load_data(m.b, b_type, m.b_offset, {{m.n, m.b_stride_n}, {m.k, m.b_stride_k}}, 1);
         ir::MmaOp cube = m;
         cube.a = l0(m.a);
         cube.a_offset = 0;

@@ -55,6 +55,7 @@ TargetLowering ascend_target() {
         return std::string(sim::ascend::mem_name(b.ascend_mem));
     };
     t.runtime_shapes = true;
+    t.mma_int8 = true;
     t.block_bytes = 32;
     t.store_casts_accumulator = true;
     t.store_waits_before_first = true;

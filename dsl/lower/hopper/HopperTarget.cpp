@@ -75,6 +75,7 @@ TargetLowering hopper_target() {
     t.versions_by_consumer = true;
     t.clusters = true;
     t.cooperative = true;
+    t.mma_int8 = true;
     return t;
 }
 

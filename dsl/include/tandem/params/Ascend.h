@@ -88,6 +88,7 @@ struct AscendParams {
     // 2 * ceil(k / 8), 16x16x4 MACs per cycle).
     int cube_bf16_k_per_cycle = 16;
     int cube_f16_k_per_cycle = 16;
+    int cube_int8_k_per_cycle = 32;
     int vector_bytes_per_cycle = 256; // one repeat: 64 f32 or 128 f16 lanes
     int vector_fixed = 10;
     int event_ids = 8;
@@ -124,6 +125,7 @@ struct AscendParams {
         f("cube_fixed", cube_fixed);
         f("cube_bf16_k_per_cycle", cube_bf16_k_per_cycle);
         f("cube_f16_k_per_cycle", cube_f16_k_per_cycle);
+        f("cube_int8_k_per_cycle", cube_int8_k_per_cycle);
         f("vector_bytes_per_cycle", vector_bytes_per_cycle);
         f("vector_fixed", vector_fixed);
         f("event_ids", event_ids);
@@ -245,6 +247,7 @@ inline int64_t AscendParams::gm_read_cycles(Mem dst, int64_t miss, int64_t hit) 
 inline int64_t AscendParams::mmad_cycles(int64_t m, int64_t n, int64_t k, DType operands) const {
     const int64_t k_cycles = operands == DType::F32   ? 2 * detail::ceil_div(k, 8)
                              : operands == DType::F16 ? detail::ceil_div(k, cube_f16_k_per_cycle)
+                             : operands == DType::I8  ? detail::ceil_div(k, cube_int8_k_per_cycle)
                                                       : detail::ceil_div(k, cube_bf16_k_per_cycle);
     return cube_fixed + detail::ceil_div(m, 16) * detail::ceil_div(n, 16) * k_cycles;
 }

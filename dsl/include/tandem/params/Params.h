@@ -31,8 +31,9 @@ template <class Params> Params params_from(const ParamLookup &get) {
     return p;
 }
 
-/** The element types of the models' memories: F16 is IEEE binary16 (Halide's float16_t). */
-enum class DType : uint8_t { BF16, F32, I32, U8, F16 };
+/** The element types of the models' memories: F16 is IEEE binary16 (Halide's float16_t), I8 a
+ * signed byte (int8 matmul operands). */
+enum class DType : uint8_t { BF16, F32, I32, U8, F16, I8 };
 
 /** Thrown on a malformed request (box outside a buffer, SRAM over capacity, shape mismatch). */
 struct SimError : std::runtime_error {
