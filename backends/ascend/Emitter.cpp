@@ -676,7 +676,8 @@ private:
         if (vi.op == "Select")
             os << ", AscendC::SELMODE::VSEL_TENSOR_TENSOR_MODE";
         if (vi.op == "Cast")
-            os << ", AscendC::RoundMode::CAST_RINT";
+            os << (vi.mode == 0 ? ", AscendC::RoundMode::CAST_NONE"
+                                : ", AscendC::RoundMode::CAST_RINT");
         if (vi.scalar.defined())
             os << ", " << arg(vi.scalar);
         if (vi.count.defined()) {

@@ -604,9 +604,11 @@ void Machine::Impl::vector_instruction(int core, const VectorCall &c) {
         fail(what, core, "only VSEL_TENSOR_TENSOR_MODE (2) is in the model");
     if (compare && (c.mode < 0 || c.mode > 5))
         fail(what, core, "CMPMODE " + std::to_string(c.mode) + " is unknown");
-    if (cast && c.mode != 1)
+    if (cast && c.mode != 0 && c.mode != 1)
         fail(what, core,
-             "only RoundMode::CAST_RINT (1) from float to bfloat16_t or half is in the model");
+             "only RoundMode::CAST_NONE (0) from int32_t to float and CAST_RINT (1) from float to "
+             "bfloat16_t or half are in the model");
+    const bool int_cast = cast && c.mode == 0; // int32_t -> float
     if (gather && (c.gather_base < 0 || c.gather_base % 4 != 0 || c.gather_window < 1))
         fail(what, core,
              "srcBaseAddr " + std::to_string(c.gather_base) +
@@ -623,6 +625,7 @@ void Machine::Impl::vector_instruction(int core, const VectorCall &c) {
         const Buffer &b = buffers[size_t(o.buffer)];
         const bool offsets = gather && &o == &c.srcs[1];
         const DType want = is_mask              ? DType::U8
+                           : int_cast           ? (write ? DType::F32 : DType::I32)
                            : cast && write      ? DType::BF16
                            : integer || offsets ? DType::I32
                                                 : DType::F32;
@@ -818,6 +821,14 @@ void Machine::Impl::vector_instruction(int core, const VectorCall &c) {
                     if (r)
                         bits[i / 8] = uint8_t(bits[i / 8] | (1u << (i % 8)));
                 }
+            };
+        } else if (int_cast) {
+            const int64_t count = c.count, dst = c.dst.offset, src = c.srcs[0].offset;
+            compute = [out, in, count, dst, src] {
+                const int32_t *x = reinterpret_cast<const int32_t *>(in[0]) + src;
+                float *o = reinterpret_cast<float *>(out) + dst;
+                for (int64_t i = 0; i < count; ++i)
+                    o[i] = float(x[i]); // CAST_NONE: exact below 2^24, else to nearest
             };
         } else if (cast) {
             const int64_t count = c.count, dst = c.dst.offset, src = c.srcs[0].offset;

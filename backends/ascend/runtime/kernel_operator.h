@@ -980,8 +980,9 @@ template <typename T, typename U>
 void Cast(const LocalTensor<T> &dst, const LocalTensor<U> &src, const RoundMode &roundMode,
           const uint32_t count) {
     static_assert(
-        (std::is_same_v<T, bfloat16_t> || std::is_same_v<T, half>)&&std::is_same_v<U, float>,
-        "Tandem's runtime casts float to bfloat16_t or half");
+        ((std::is_same_v<T, bfloat16_t> || std::is_same_v<T, half>)&&std::is_same_v<U, float>) ||
+            (std::is_same_v<T, float> && std::is_same_v<U, int32_t>),
+        "Tandem's runtime casts float to bfloat16_t or half, int32_t to float");
     tandem::sim::ascend::VectorCall v;
     v.dst = detail::operand(dst);
     v.srcs.push_back(detail::operand(src));

@@ -171,6 +171,7 @@ struct Handoff {
     };
     std::vector<Operand> operands;
     std::string counter, workspace;
+    Halide::Type type = Halide::Float(32); // the accumulators' (int32 for int8 matmuls)
     int64_t slot = 0; // elements of a workspace slot: every accumulator of one tile
     bool async = true;
     Expr tile() const { return Variable::make(Halide::Int(32), counter); }
@@ -755,6 +756,14 @@ Stmt split_mix_kernel(const Stmt &s, CompileContext &ctx) {
         // theirs. Rows as wide as the output's staging rows (AscendRows.h) and the operands
         // handed back, so that a cast to a narrower type keeps the elements where they are: 16
         // f32 elements for a bfloat16 output.
+        const Halide::Type type = ctx.functions.at(acc).output_types()[0];
+        if (!h.accs.empty() && type != h.type) {
+            throw Error("Func '" + acc.substr(0, acc.find('$')) +
+                        "', directive tile_mma(): not supported on ascend: an epilogue reads "
+                        "accumulators of different types (float32 and int32), which go to the "
+                        "vector cores through one workspace of one type");
+        }
+        h.type = type;
         Handoff::Acc a;
         a.name = acc;
         a.offset = h.slot;
@@ -798,7 +807,7 @@ Stmt split_mix_kernel(const Stmt &s, CompileContext &ctx) {
     }
     ctx.mix = true;
     ctx.workspaces.push_back(
-        {h.workspace, Halide::Float(32), {int(int64_t(ctx.grid) * 2 * h.slot)}, false, {}, {}});
+        {h.workspace, h.type, {int(int64_t(ctx.grid) * 2 * h.slot)}, false, {}, {}});
     for (const Handoff::Operand &o : h.operands) {
         ctx.workspaces.push_back(
             {o.workspace, o.type, {int(int64_t(ctx.grid) * 2 * o.slot())}, false, {}, {}});

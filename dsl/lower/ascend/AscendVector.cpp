@@ -505,6 +505,13 @@ private:
         // A bfloat16 or float16 store of a float value: the value in f32, then a Cast
         // (CAST_RINT: ties to even, as Halide's cast rounds).
         const Cast *to_bf16 = store ? store->value.as<Cast>() : nullptr;
+        // An int32 value (an int8 matmul's sums) goes through f32: exact below 2^24, beyond
+        // which a half is infinite anyway.
+        Expr through_f32;
+        if (to_bf16 && to_bf16->value.type() == Halide::Int(32)) {
+            through_f32 = Cast::make(to_bf16->type, Cast::make(Halide::Float(32), to_bf16->value));
+            to_bf16 = through_f32.as<Cast>();
+        }
         if (to_bf16 &&
             ((to_bf16->type != Halide::BFloat(16) && to_bf16->type != Halide::Float(16)) ||
              to_bf16->value.type() != Halide::Float(32)))

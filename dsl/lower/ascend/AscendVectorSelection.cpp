@@ -191,6 +191,23 @@ Value Selection::gather(const Load *l, const Value &into) {
     return dst;
 }
 
+Value Selection::widen(const Load *l, const Value &into) {
+    if (!l)
+        return fail();
+    // The int32 tile read where an f32 one would be (the same 4-byte layout).
+    const Expr as_float = Load::make(Halide::Float(32), l->name, l->index, l->image, l->param,
+                                     l->predicate, l->alignment);
+    const Value x = classify(as_float.as<Load>());
+    if (x.buffer.empty() || x.kind != Kind::Tile || x.pitch != 0)
+        return fail();
+    Value dst = result_tile(into);
+    if (dst.pitch != 0)
+        return fail();
+    emit_count("Cast", dst, {x}, Expr(), count()); // mode 0: RoundMode::CAST_NONE
+    release(x, dst);
+    return dst;
+}
+
 Value Selection::gen(const Expr &e, const Value &into) {
     if (!ok)
         return {};
@@ -212,6 +229,8 @@ Value Selection::gen(const Expr &e, const Value &into) {
     if (e.type() != Halide::Float(32))
         return fail();
     if (const Cast *c = e.as<Cast>()) { // (a float32 call's value, printed as a cast)
+        if (c->value.type() == Halide::Int(32))
+            return widen(c->value.as<Load>(), into);
         if (c->value.type() != Halide::Float(32))
             return fail();
         return gen(c->value, into);

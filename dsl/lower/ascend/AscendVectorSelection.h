@@ -228,6 +228,9 @@ private:
     /** Where a tile result goes: `into` when given, else a temp. */
     Value result_tile(const Value &into) { return into.buffer.empty() ? temp() : into; }
 
+    /** An int32 tile (an int8 matmul's accumulator) as f32: Cast with CAST_NONE. */
+    Value widen(const Halide::Internal::Load *l, const Value &into);
+
     /** A tile for the result of an instruction reading x and y: in place in an operand this
      * instruction reads for the last time (a private tile), so that it needs no other tile and
      * no barrier against an earlier reader of another; else temp(). */
