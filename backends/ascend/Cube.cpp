@@ -137,29 +137,35 @@ CubeCall load_data(const Kernel &k, const ir::CopyOp &c, bool a_operand) {
     call.src_offset = v.base;
     call.check = simplify(select(pitch == 1, row0 % 16 == 0, row0 == 0 && col0 % c0 == 0));
     if (l1.type.bytes() == 1 && rows_outer != a_operand) {
-        // 8-bit data stored with K outermost (L1 rows are k): LoadDataWithTranspose, a call per
-        // 32-deep K block i, a repeat per 32 columns (m or n) of the tile: the block's two
-        // fractals (rows 2i and 2i + 1 of a column block) become two fractals of 16 m or n rows
-        // and 32 k. The last repeat may write one fractal past the operand's rows rounded to 16:
-        // the L0 tile has room for them rounded to 32, and a B's lands where the next K block's
-        // call writes after it.
+        // 8-bit data stored with K outermost (L1 rows are k): LoadDataWithTranspose turns a 32 x
+        // 32 block (fractals 2r and 2r + 1 of a column block) into two fractals of 16 m or n rows
+        // and 32 k (the AscendC sample mmad_s8_f16_f32_with_A_B_transpose_option's loops). The
+        // last block may write one fractal past the rows rounded to 16: the L0 tile has room for
+        // them rounded to 32, and a B's lands where the next K block's call writes after it.
         const int64_t fractal = 512;
         const Expr kp = up(rows, c0), columns = rows_outer ? inner.extent : outer.extent;
         call.kind = CubeCall::Kind::LoadDataTranspose8;
         call.check = simplify(row0 % 32 == 0 && col0 % c0 == 0);
-        call.count = simplify(kp / 32);
         call.start_index = 0;
-        call.src_offset = simplify(v.base + (corner + 2 * i) * int(fractal));
-        call.repeat_times = simplify((columns + 31) / 32);
-        call.src_stride = simplify(blocks / 2);
-        if (a_operand) { // Zz: strips of 16 m rows, kp wide: block i's fractals one strip apart
-            call.dst_offset = simplify(c.dst_offset + i * int(fractal));
+        call.repeat_times = simplify(a_operand ? kp / 32 : (columns + 31) / 32);
+        if (a_operand) {
+            // A (Zz, strips of 16 m rows kp wide): a call per 32 m (column block i of L1), a
+            // repeat per K block: the two fractals one strip apart, the next repeat's beside.
+            call.count = simplify((columns + 31) / 32);
+            call.src_offset = simplify(v.base + (corner + i * blocks) * int(fractal));
+            call.dst_offset = simplify(c.dst_offset + i * 32 * kp);
+            call.src_stride = 1;
             call.dst_frac_gap = simplify(kp / 32 - 1);
-            call.dst_gap = call.dst_frac_gap;
-        } else { // Zn: K block i holds up(n, 16) / 16 fractals in a row
-            call.dst_offset = simplify(c.dst_offset + i * up(inner.extent, 16) * c0);
-            call.dst_frac_gap = 0;
             call.dst_gap = 0;
+        } else {
+            // B (Zn, K block i holds up(n, 16) / 16 fractals in a row): a call per K block, a
+            // repeat per 32 n (the next column block of L1): both fractals side by side.
+            call.count = simplify(kp / 32);
+            call.src_offset = simplify(v.base + (corner + 2 * i) * int(fractal));
+            call.dst_offset = simplify(c.dst_offset + i * up(inner.extent, 16) * c0);
+            call.src_stride = simplify(blocks / 2);
+            call.dst_frac_gap = 0;
+            call.dst_gap = 1;
         }
         return call;
     }

@@ -80,10 +80,9 @@ struct LoadData2D {
 };
 /** LoadDataWithTranspose(L0A/L0B, L1, LoadData2dTransposeParams) for 8-bit data: each repeat
  * transposes a 32 x 32 block, two 16 x 32 fractals (1024 B, contiguous in L1's Nz), into two
- * fractals dst_frac_gap fractals apart (gap from the end of the first to the start of the
- * second); source block start_index + i * src_stride (in 1024-byte blocks), the next repeat's
- * destination dst_gap fractals after the end of this one's second fractal. (The AscendC docs
- * give the block and the units; how the gaps combine is Tandem's reading.) */
+ * 16 x 32 fractals, the second dst_frac_gap fractals after the end of the first; source block
+ * start_index + i * src_stride (in 1024-byte blocks); repeat i + 1's first fractal dst_gap
+ * fractals after the end of repeat i's first (the AscendC docs, asc_copy_l12l0b_trans). */
 struct LoadDataTranspose8 {
     int64_t start_index = 0, repeat_times = 0, src_stride = 0, dst_gap = 0, dst_frac_gap = 0;
 };

@@ -298,7 +298,7 @@ void Machine::Impl::load_data_transpose_8(int core, int dst, int64_t dst_offset,
                       {{32, 1},
                        {16, 32},
                        {2, (1 + p.dst_frac_gap) * fractal},
-                       {p.repeat_times, (2 + p.dst_frac_gap + p.dst_gap) * fractal}}};
+                       {p.repeat_times, (1 + p.dst_gap) * fractal}}};
     const Buffer &to = checked_buffer(what, core, "destination", dst, dst_box);
     checked_buffer(what, core, "source", src, src_box);
     if (to.mem != Mem::L0A && to.mem != Mem::L0B) {

@@ -580,6 +580,59 @@ TEST(AscendGemm, FixpipeToF32KeepsTheAccumulator) {
     EXPECT_EQ(busy(r, "FIX"), 30 + 72); // ceil(32 * 48 * 4 / 86)
 }
 
+/** An int8 GEMM into int32 with AscendC's own int8 loads (its sample
+ * mmad_s8_f16_f32_with_A_B_transpose_option): A (M x K) by LoadData2D, B (K x N, row-major) by
+ * LoadDataWithTranspose, a call per 32-row K block, a repeat per 32 columns (srcStride K / 32,
+ * dstGap 1, dstFracGap 0); Fixpipe NoQuant writes the exact int32 sums. */
+TEST(AscendGemm, Int8ThroughLoadDataWithTransposeIsExact) {
+    const int64_t M = 32, N = 64, K = 64;
+    Machine machine(cores(1));
+    int a_gm = machine.add_gm("A", DType::I8, M * K), b_gm = machine.add_gm("B", DType::I8, K * N);
+    int c_gm = machine.add_gm("C", DType::I32, M * N);
+    int a_l1 = machine.add_local(0, "a_l1", Mem::L1, DType::I8, M * K);
+    int b_l1 = machine.add_local(0, "b_l1", Mem::L1, DType::I8, K * N);
+    int a_l0 = machine.add_local(0, "a_l0a", Mem::L0A, DType::I8, M * K);
+    int b_l0 = machine.add_local(0, "b_l0b", Mem::L0B, DType::I8, K * N);
+    int c_l0 = machine.add_local(0, "c_l0c", Mem::L0C, DType::I32, M * N);
+    std::vector<int8_t> a(size_t(M * K)), b(size_t(K * N));
+    for (size_t i = 0; i < a.size(); i++)
+        a[i] = int8_t(int(i * 37 % 251) - 125);
+    for (size_t i = 0; i < b.size(); i++)
+        b[i] = int8_t(int(i * 91 % 247) - 123);
+    std::memcpy(machine.data(a_gm), a.data(), a.size());
+    std::memcpy(machine.data(b_gm), b.data(), b.size());
+    Core &core = machine.core(0);
+    core.nd2nz(a_l1, 0, a_gm, 0, Nd2Nz{M, K, K, M, 1}, "A tile");
+    core.nd2nz(b_l1, 0, b_gm, 0, Nd2Nz{K, N, N, K, 1}, "B tile");
+    core.set_flag(Pipe::MTE2, Pipe::MTE1, 0, "L1 full");
+    core.wait_flag(Pipe::MTE2, Pipe::MTE1, 0, "wait L1 full");
+    for (int64_t strip = 0; strip < M / 16; ++strip) // A: Zz, K / 32 fractals per strip
+        core.load_data_2d(a_l0, strip * K * 16, a_l1, 0,
+                          LoadData2D{strip, K / 32, M / 16, 0, false}, "LoadData A");
+    for (int64_t block = 0; block < K / 32; ++block) // B: Zn, a 32-deep K block per call
+        core.load_data_transpose_8(b_l0, block * N * 32, b_l1, block * 1024,
+                                   LoadDataTranspose8{0, N / 32, K / 32, 1, 0},
+                                   "LoadDataWithTranspose B");
+    core.set_flag(Pipe::MTE1, Pipe::M, 0, "L0 full");
+    core.wait_flag(Pipe::MTE1, Pipe::M, 0, "wait L0 full");
+    core.mmad_fractal(c_l0, 0, a_l0, 0, b_l0, 0, M, N, K, false, "Mmad");
+    core.set_flag(Pipe::M, Pipe::FIX, 0, "C done");
+    core.wait_flag(Pipe::M, Pipe::FIX, 0, "wait C done");
+    core.fixpipe_nz2nd(c_gm, 0, c_l0, 0, FixpipeNz2Nd{N, M, M, N}, "Fixpipe C");
+    machine.run_core(0);
+    Report report = machine.finish();
+    EXPECT_TRUE(report.races.empty()) << races_text(report);
+    const int32_t *c = static_cast<const int32_t *>(machine.data(c_gm));
+    for (int64_t m = 0; m < M; ++m) {
+        for (int64_t n = 0; n < N; ++n) {
+            int32_t want = 0;
+            for (int64_t k = 0; k < K; ++k)
+                want += int32_t(a[size_t(m * K + k)]) * int32_t(b[size_t(k * N + n)]);
+            ASSERT_EQ(c[m * N + n], want) << "m " << m << " n " << n;
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Races
 // ---------------------------------------------------------------------------------------------
