@@ -41,6 +41,7 @@ struct Built {
  * counted by class so that each target weighs it with its own vector costs (vector_work()). */
 struct Workload {
     double macs = 0;         // tensor-core multiply-accumulates
+    double int8_macs = 0;    // of them, over int8 operands (an int32 accumulator)
     double vector_flops = 0; // element operations on the vector core, each 1 (all classes)
     double bytes = 0;        // compulsory DRAM traffic: inputs read once, output written once
     // Of vector_flops: exp, log, tanh; float divisions and square roots.

@@ -116,14 +116,15 @@ void save_problem(const std::string &dir, const Kernel &kernel,
 } // namespace
 
 double roofline_cycles(const Workload &w, const Target &target) {
-    return backend_of(target).roofline(w.macs, vector_work(w, target), w.bytes, target);
+    return backend_of(target).roofline(w.macs - w.int8_macs, w.int8_macs, vector_work(w, target),
+                                       w.bytes, target);
 }
 
 std::string roofline_bound(const Workload &w, const Target &target) {
     const auto &roofline = backend_of(target).roofline;
-    const double matrix = roofline(w.macs, 0, 0, target),
-                 vector = roofline(0, vector_work(w, target), 0, target),
-                 memory = roofline(0, 0, w.bytes, target);
+    const double matrix = roofline(w.macs - w.int8_macs, w.int8_macs, 0, 0, target),
+                 vector = roofline(0, 0, vector_work(w, target), 0, target),
+                 memory = roofline(0, 0, 0, w.bytes, target);
     return matrix >= vector && matrix >= memory ? "matrix" : vector >= memory ? "vector" : "memory";
 }
 

@@ -136,6 +136,17 @@ std::vector<Definition> definitions_of(const Function &f) {
 
 /** Whether an update is a multiply-accumulate, f(args) = f(args) + a * b over a reduction domain
  * (casts around a and b allowed): the tensor core's work, whatever the schedule. */
+/** Whether acc + x * y multiplies int8 values (each a cast of an 8-bit signed value). */
+bool int8_product(const Halide::Expr &update) {
+    const Mul *mul = update.as<Add>()->b.as<Mul>();
+    for (const Halide::Expr &e : {mul->a, mul->b}) {
+        const Cast *c = e.as<Cast>();
+        if (!c || c->value.type() != Halide::Int(8))
+            return false;
+    }
+    return true;
+}
+
 bool multiply_accumulate(const Function &f, const Definition &def) {
     if (def.is_init() || def.values().size() != 1 || def.schedule().rvars().empty())
         return false;
@@ -275,6 +286,8 @@ Workload algorithm_workload(const GeneratorBase::Pipeline &algorithm) {
             for (const auto &[var, extent] : domain)
                 points *= double(extent);
             w.macs += points;
+            if (f.output_types()[0] == Halide::Int(32) && int8_product(def.values()[0]))
+                w.int8_macs += points;
             return;
         }
         CountOps count(domain, w);

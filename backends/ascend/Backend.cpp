@@ -21,11 +21,13 @@ TargetBackend backend() {
             [](const Kernel &k, Machine &m, const std::map<std::string, int> &ids,
                const Shapes &shapes) { execute(k, m, ids, shapes); });
     };
-    b.roofline = [](double macs, double vector_ops, double bytes, const Target &t) {
+    b.roofline = [](double macs, double int8_macs, double vector_ops, double bytes,
+                    const Target &t) {
         const sim::ascend::AscendParams a = sim::ascend::AscendParams::from(t.lookup());
         // MACs on the cube cores, vector operations (f32: 4 bytes of lane work each) on the vector
         // cores, and every compulsory byte once through the HBM that all cores share.
-        return std::max({macs / (a.cube_cores * 16.0 * 16 * 16),
+        return std::max({macs / (a.cube_cores * 16.0 * 16 * a.cube_bf16_k_per_cycle) +
+                             int8_macs / (a.cube_cores * 16.0 * 16 * a.cube_int8_k_per_cycle),
                          vector_ops * 4 / (double(a.vector_cores) * a.vector_bytes_per_cycle),
                          bytes / a.hbm_bytes_per_cycle});
     };

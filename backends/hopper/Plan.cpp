@@ -1053,11 +1053,16 @@ private:
                             ": give both matmuls the same tile along the operand's M and K");
             }
             if (t != plan.tiles.end() && t->second.on_chip && (!r.write || !epilogue)) {
-                throw Error("hopper: vector op " + v.op.label + " " +
-                            (r.write ? "writes" : "reads") + " the MMA operand " + r.buffer +
-                            " made on chip; on hopper only an accumulator's epilogue may write "
-                            "it (a matmul chain's operand: computed from the first matmul's "
-                            "accumulator, with nothing in between), and only wgmma reads it");
+                const std::string name = r.buffer.substr(0, r.buffer.find('$'));
+                throw Error("not supported on hopper: Func " + name +
+                            " is a matmul's operand "
+                            "made on chip, which only the first matmul's epilogue may write "
+                            "(computed from its accumulator element by element, as a chain's "
+                            "act(h)) and only wgmma may read; here " +
+                            v.op.label + " " + (r.write ? "writes" : "reads") + " it" +
+                            (r.write ? " (a row reduction such as softmax's max and sum "
+                                       "between the two matmuls is not built on hopper)"
+                                     : ""));
             }
             if (t != plan.tiles.end() && t->second.kind != TileKind::Plain && !t->second.on_chip) {
                 throw Error(

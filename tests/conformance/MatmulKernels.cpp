@@ -5,6 +5,8 @@
 // rounded to bf16 or f16, or the int32 sums (out_type); one schedule for every target.
 #include "tandem/Generator.h"
 
+#include <cmath>
+
 using namespace tandem;
 
 namespace {
@@ -306,5 +308,74 @@ private:
     Halide::RVar k_x, j_x;
 };
 TANDEM_REGISTER_GENERATOR(MatmulChain, matmul_chain)
+
+/** Attention as the textbook writes it, one head: out(n, s) = sum_j P(j, s) * v(n, j) with P =
+ * softmax over the keys j of scale * sum_d q(d, s) * k(d, j) (the row's max subtracted before
+ * exp); q is S x D, k and v are L x D (rows of D), bf16; P rounded to bf16 for the second
+ * matmul, f32 out. The schedule keeps a query tile's whole row of keys on chip (TJ = L: one
+ * block), so softmax needs no rewrite; FlashAttention's online softmax (issue 34) is what lets
+ * the keys come in blocks. */
+class Attention : public Generator<Attention> {
+public:
+    GeneratorParam<int> S{"S", 128, 1, 1 << 20}; // query rows
+    GeneratorParam<int> L{"L", 128, 1, 1 << 20}; // keys
+    GeneratorParam<int> D{"D", 64, 1, 1 << 20};  // head dim
+    GeneratorParam<int> TM{"TM", 64, 1, 4096};
+    GeneratorParam<int> TK{"TK", 64, 1, 4096}; // the head dim's K tiles of Q K^T
+    Input<Buffer<bfloat16_t, 2>> q{"q"}, k{"k"}, v{"v"};
+    Output<Buffer<float, 2>> out{"out"};
+
+    void generate() override {
+        RDom d(0, D), j(0, L);
+        const float scale = 1.0f / std::sqrt(float(int(D)));
+        scores(jj, s) = 0.0f;
+        scores(jj, s) += Halide::cast<float>(q(d, s)) * Halide::cast<float>(k(d, jj));
+        row_max(s) = Halide::Float(32).min();
+        row_max(s) = Halide::max(row_max(s), scores(j, s) * scale);
+        e(jj, s) = Halide::exp(scores(jj, s) * scale - row_max(s));
+        row_sum(s) = 0.0f;
+        row_sum(s) += e(j, s);
+        p(jj, s) = Halide::cast(Halide::BFloat(16), e(jj, s) / row_sum(s));
+        acc(n, s) = 0.0f;
+        acc(n, s) += Halide::cast<float>(p(j, s)) * Halide::cast<float>(v(n, j));
+        out(n, s) = acc(n, s);
+        dense_shape(q, {D, S});
+        dense_shape(k, {D, L});
+        dense_shape(v, {D, L});
+        out.dim(0).set_bounds(0, D);
+        out.dim(1).set_bounds(0, S).set_stride(D);
+        d_x = d.x;
+        j_x = j.x;
+    }
+
+    void schedule() override {
+        Var no("no"), mo("mo"), ni("ni"), mi("mi"), t("t");
+        RVar jo("jo"), ji("ji"), ko("ko"), ki("ki");
+        out.tile(n, s, no, mo, ni, mi, D, TM, TailStrategy::GuardWithIf)
+            .fuse(no, mo, t)
+            .map_to_cores(t)
+            .async_copy();
+        acc.compute_at(out, t);
+        acc.update()
+            .split(j_x, jo, ji, L, TailStrategy::GuardWithIf)
+            .reorder(n, s, ji, jo)
+            .tile_mma();
+        Func::staged(v, acc).compute_at(acc, jo).async_copy().multi_buffer(2);
+        for (Func f : {p, row_sum, e, row_max, scores})
+            f.compute_at(acc, jo);
+        scores.update()
+            .split(d_x, ko, ki, TK, TailStrategy::GuardWithIf)
+            .reorder(jj, s, ki, ko)
+            .tile_mma();
+        for (Input<Buffer<bfloat16_t, 2>> *operand : {&q, &k})
+            Func::staged(*operand, scores).compute_at(scores, ko).async_copy().multi_buffer(2);
+    }
+
+private:
+    Var n{"n"}, s{"s"}, jj{"jj"};
+    Func scores{"scores"}, row_max{"row_max"}, e{"e"}, row_sum{"row_sum"}, p{"p"}, acc{"acc"};
+    Halide::RVar d_x, j_x;
+};
+TANDEM_REGISTER_GENERATOR(Attention, attention)
 
 } // namespace

@@ -244,7 +244,10 @@ private:
             extents[op->name] = operand_sides(op, ctx);
         const bool tile = i >= 0 && h.first(i);
         in_tile += tile;
+        const bool handed_before = handed;
+        handed = handed && !tile; // a new tile: not handed off yet
         Stmt body = mutate(op->body);
+        handed = handed_before;
         in_tile -= tile;
         if (i < 0)
             return allocation(op, body);
@@ -264,6 +267,11 @@ private:
             return s;
         }
         consumers--;
+        // The tile goes to the vector cores once, at its first consumer (attention's row max
+        // and exp both read the scores: one handoff, which the vector side reads once).
+        if (handed)
+            return Side::visit(op);
+        handed = true;
         handoffs++;
         // The slot is free again once both AIVs have read what the tile two before left there.
         std::vector<Stmt> store = {
@@ -300,8 +308,9 @@ public:
     int handoffs = 0; // innermost consumers reached: where the tile goes to the vector cores
 
 private:
-    int consumers = 0; // the accumulators' consumers open around the current statement
-    int in_tile = 0;   // inside the first accumulator's allocation
+    int consumers = 0;   // the accumulators' consumers open around the current statement
+    int in_tile = 0;     // inside the first accumulator's allocation
+    bool handed = false; // this tile went to the vector cores
     std::map<std::string, std::vector<Expr>> extents; // each operand's current tile
 
     /** An operand the vector cores made, from its workspace slot into L1 (Nd2Nz), once both AIVs
