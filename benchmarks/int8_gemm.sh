@@ -15,7 +15,7 @@ rows=$(mktemp)
 source "$root/benchmarks/conformance_rows.sh"
 for target in ascend hopper; do
     for shape in "M=2048 N=2048 K=2048" "M=16 N=4096 K=4096"; do
-        tag=$(echo "$shape" | tr -d ' =MNK' | sed 's/^/_/')
+        tag=_$(echo "$shape" | sed 's/[MNK]=//g; s/ /x/g')
         run_case "gemm_bf16$tag" $target linear in=bf16 epilogue=none layout=nt TM=128 TN=128 TK=64 $shape
         run_case "gemm_int8$tag" $target linear in=i8 out_type=i32 epilogue=none layout=nt TM=128 TN=128 TK=128 $shape
     done
