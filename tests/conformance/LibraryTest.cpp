@@ -199,27 +199,34 @@ void reference(const std::string &generator, const std::map<std::string, std::st
             out(n, m) = float(s);
         });
     } else if (generator == "attention") {
-        // in: q (D x S), k and v (D x L): softmax over j of scale * q . k (f32 as the kernel
-        // computes it), rounded to bfloat16, times v.
-        const int D = a.dim(0).extent(), L = in[1].dim(1).extent();
+        // in: q (D x S x H x B), k and v (D x L x KV x B): softmax over j of scale * q . k (f32
+        // as the kernel computes it), rounded to bfloat16, times v; query head h reads key-value
+        // head h / (H / KV).
+        const int D = a.dim(0).extent(), S = a.dim(1).extent(), H = a.dim(2).extent(),
+                  B = a.dim(3).extent(), L = in[1].dim(1).extent(), KV = in[1].dim(2).extent();
         const float scale = 1.0f / std::sqrt(float(D));
-        for (int s = 0; s < out.dim(1).extent(); s++) {
-            std::vector<float> e(static_cast<size_t>(L));
-            float mx = -INFINITY, sum = 0;
-            for (int j = 0; j < L; j++) {
-                float dot = 0;
-                for (int d = 0; d < D; d++)
-                    dot += a(d, s) * in[1](d, j);
-                e[size_t(j)] = dot * scale;
-                mx = std::max(mx, e[size_t(j)]);
-            }
-            for (float &x : e)
-                sum += x = std::exp(x - mx);
-            for (int n = 0; n < D; n++) {
-                double o = 0;
-                for (int j = 0; j < L; j++)
-                    o += double(round_bf16(e[size_t(j)] / sum)) * in[2](n, j);
-                out(n, s) = float(o);
+        for (int b = 0; b < B; b++) {
+            for (int h = 0; h < H; h++) {
+                const int kv = h / (H / KV);
+                for (int s = 0; s < S; s++) {
+                    std::vector<float> e(static_cast<size_t>(L));
+                    float mx = -INFINITY, sum = 0;
+                    for (int j = 0; j < L; j++) {
+                        float dot = 0;
+                        for (int d = 0; d < D; d++)
+                            dot += a(d, s, h, b) * in[1](d, j, kv, b);
+                        e[size_t(j)] = dot * scale;
+                        mx = std::max(mx, e[size_t(j)]);
+                    }
+                    for (float &x : e)
+                        sum += x = std::exp(x - mx);
+                    for (int n = 0; n < D; n++) {
+                        double o = 0;
+                        for (int j = 0; j < L; j++)
+                            o += double(round_bf16(e[size_t(j)] / sum)) * in[2](n, j, kv, b);
+                        out(n, s, h, b) = float(o);
+                    }
+                }
             }
         }
     } else {

@@ -309,53 +309,64 @@ private:
 };
 TANDEM_REGISTER_GENERATOR(MatmulChain, matmul_chain)
 
-/** Attention as the textbook writes it, one head: out(n, s) = sum_j P(j, s) * v(n, j) with P =
- * softmax over the keys j of scale * sum_d q(d, s) * k(d, j) (the row's max subtracted before
- * exp); q is S x D, k and v are L x D (rows of D), bf16; P rounded to bf16 for the second
- * matmul, f32 out. The schedule keeps a query tile's whole row of keys on chip (TJ = L: one
- * block), so softmax needs no rewrite; FlashAttention's online softmax (issue 34) is what lets
- * the keys come in blocks. */
+/** Attention as the textbook writes it: out(n, s, h, b) = sum_j P(j, s, h, b) * v(n, j, h / G, b)
+ * with P = softmax over the keys j of scale * sum_d q(d, s, h, b) * k(d, j, h / G, b) (the row's
+ * max subtracted before exp), for B batches of H query heads sharing H / G key-value heads
+ * (grouped-query attention: G = H / KV query heads per key-value head); q is S x D per head, k
+ * and v L x D (rows of D), bf16; P rounded to bf16 for the second matmul, f32 out. The schedule
+ * keeps a query tile's whole row of keys on chip (TJ = L: one block), so softmax needs no
+ * rewrite; FlashAttention's online softmax (issue 34) is what lets the keys come in blocks. */
 class Attention : public Generator<Attention> {
 public:
     GeneratorParam<int> S{"S", 128, 1, 1 << 20}; // query rows
     GeneratorParam<int> L{"L", 128, 1, 1 << 20}; // keys
     GeneratorParam<int> D{"D", 64, 1, 1 << 20};  // head dim
+    GeneratorParam<int> H{"H", 1, 1, 1 << 10};   // query heads
+    GeneratorParam<int> KV{"KV", 1, 1, 1 << 10}; // key-value heads (dividing H)
+    GeneratorParam<int> B{"B", 1, 1, 1 << 16};   // batches
     GeneratorParam<int> TM{"TM", 64, 1, 4096};
     GeneratorParam<int> TK{"TK", 64, 1, 4096}; // the head dim's K tiles of Q K^T
-    Input<Buffer<bfloat16_t, 2>> q{"q"}, k{"k"}, v{"v"};
-    Output<Buffer<float, 2>> out{"out"};
+    Input<Buffer<bfloat16_t, 4>> q{"q"}, k{"k"}, v{"v"};
+    Output<Buffer<float, 4>> out{"out"};
 
     void generate() override {
+        if (int(H) % int(KV) != 0)
+            throw Error("attention: H = " + std::to_string(int(H)) +
+                        " query heads do not share KV = " + std::to_string(int(KV)) +
+                        " key-value heads evenly");
         RDom d(0, D), j(0, L);
         const float scale = 1.0f / std::sqrt(float(int(D)));
-        scores(jj, s) = 0.0f;
-        scores(jj, s) += Halide::cast<float>(q(d, s)) * Halide::cast<float>(k(d, jj));
-        row_max(s) = Halide::Float(32).min();
-        row_max(s) = Halide::max(row_max(s), scores(j, s) * scale);
-        e(jj, s) = Halide::exp(scores(jj, s) * scale - row_max(s));
-        row_sum(s) = 0.0f;
-        row_sum(s) += e(j, s);
-        p(jj, s) = Halide::cast(Halide::BFloat(16), e(jj, s) / row_sum(s));
-        acc(n, s) = 0.0f;
-        acc(n, s) += Halide::cast<float>(p(j, s)) * Halide::cast<float>(v(n, j));
-        out(n, s) = acc(n, s);
-        dense_shape(q, {D, S});
-        dense_shape(k, {D, L});
-        dense_shape(v, {D, L});
-        out.dim(0).set_bounds(0, D);
-        out.dim(1).set_bounds(0, S).set_stride(D);
+        const Expr kv = h / (int(H) / int(KV)); // the key-value head of query head h
+        scores(jj, s, h, b) = 0.0f;
+        scores(jj, s, h, b) +=
+            Halide::cast<float>(q(d, s, h, b)) * Halide::cast<float>(k(d, jj, kv, b));
+        row_max(s, h, b) = Halide::Float(32).min();
+        row_max(s, h, b) = Halide::max(row_max(s, h, b), scores(j, s, h, b) * scale);
+        e(jj, s, h, b) = Halide::exp(scores(jj, s, h, b) * scale - row_max(s, h, b));
+        row_sum(s, h, b) = 0.0f;
+        row_sum(s, h, b) += e(j, s, h, b);
+        p(jj, s, h, b) = Halide::cast(Halide::BFloat(16), e(jj, s, h, b) / row_sum(s, h, b));
+        acc(n, s, h, b) = 0.0f;
+        acc(n, s, h, b) += Halide::cast<float>(p(j, s, h, b)) * Halide::cast<float>(v(n, j, kv, b));
+        out(n, s, h, b) = acc(n, s, h, b);
+        dense_shape(q, {D, S, H, B});
+        dense_shape(k, {D, L, KV, B});
+        dense_shape(v, {D, L, KV, B});
+        dense_shape(out.output_buffer(), {D, S, H, B});
         d_x = d.x;
         j_x = j.x;
     }
 
     void schedule() override {
-        Var no("no"), mo("mo"), ni("ni"), mi("mi"), t("t");
+        Var no("no"), mo("mo"), ni("ni"), mi("mi"), t("t"), th("th"), tb("tb");
         RVar jo("jo"), ji("ji"), ko("ko"), ki("ki");
         out.tile(n, s, no, mo, ni, mi, D, TM, TailStrategy::GuardWithIf)
             .fuse(no, mo, t)
-            .map_to_cores(t)
+            .fuse(t, h, th)
+            .fuse(th, b, tb)
+            .map_to_cores(tb)
             .async_copy();
-        acc.compute_at(out, t);
+        acc.compute_at(out, tb);
         acc.update()
             .split(j_x, jo, ji, L, TailStrategy::GuardWithIf)
             .reorder(n, s, ji, jo)
@@ -367,12 +378,12 @@ public:
             .split(d_x, ko, ki, TK, TailStrategy::GuardWithIf)
             .reorder(jj, s, ki, ko)
             .tile_mma();
-        for (Input<Buffer<bfloat16_t, 2>> *operand : {&q, &k})
+        for (Input<Buffer<bfloat16_t, 4>> *operand : {&q, &k})
             Func::staged(*operand, scores).compute_at(scores, ko).async_copy().multi_buffer(2);
     }
 
 private:
-    Var n{"n"}, s{"s"}, jj{"jj"};
+    Var n{"n"}, s{"s"}, jj{"jj"}, h{"h"}, b{"b"};
     Func scores{"scores"}, row_max{"row_max"}, e{"e"}, row_sum{"row_sum"}, p{"p"}, acc{"acc"};
     Halide::RVar d_x, j_x;
 };

@@ -405,7 +405,7 @@ private:
                             steps_along(op, ctx, 1);
         if (acc.pitch > 0 && (folded > 0 || column))
             epilogue = refold(epilogue, ub(acc.name), column ? 1 : folded, acc.pitch);
-        else if (acc.pitch > 0 && op->extents.size() == 2)
+        else if (acc.pitch > 0 && operand_sides(op, ctx).size() == 2) // (unit batch sides too)
             epilogue = repitch(epilogue, ub(acc.name), op->extents[0], Expr(int(acc.pitch)));
         Stmt mine = Allocate::make(ub(acc.name), op->type, Halide::MemoryType::Auto,
                                    {Expr(int(acc.elements))}, const_true(), epilogue);
@@ -559,8 +559,13 @@ int64_t accumulator_width(const Allocate *op, const CompileContext &ctx, int64_t
  * or column, dense in the workspace and L1; Halide's one extent unfolded by the tile's stores.
  * Empty where the rows have a width known only at run time. */
 std::vector<Expr> operand_sides(const Allocate *op, const CompileContext &ctx) {
-    if (op->extents.size() != 1)
-        return op->extents;
+    if (op->extents.size() != 1) {
+        // (the unit sides of a batch or a head, one per tile, say nothing of the matrix)
+        std::vector<Expr> sides = op->extents;
+        while (sides.size() > 2 && is_const_one(sides.back()))
+            sides.pop_back();
+        return sides;
+    }
     const Expr &elements = op->extents[0];
     const int64_t folded = folded_row_width(op->body, op->name, ctx);
     if (folded < 0)
@@ -595,7 +600,11 @@ private:
                 r = (w + folded - 1) / folded, w = folded;
             // (One extent whose stores say neither rows nor a column keeps Halide's layout: the
             // MMA's shape would decide, which this does not see.)
-            two_dimensional = two_dimensional && (op->extents.size() == 2 || folded > 0);
+            // (a batch's or a head's unit sides beyond the rows say nothing of the matrix)
+            size_t sides = op->extents.size();
+            while (sides > 2 && is_const_one(op->extents[sides - 1]))
+                sides--;
+            two_dimensional = two_dimensional && (sides == 2 || folded > 0);
             width = (w < 0 || width < 0) ? -1 : std::max(width, w);
             rows = (r < 0 || rows < 0) ? -1 : std::max(rows, r);
         }

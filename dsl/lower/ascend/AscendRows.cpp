@@ -286,10 +286,14 @@ private:
             ctx.functions.count(op->name) && !cube.count(op->name) && op->name != ctx.output;
         const int64_t width =
             op->extents.empty() ? -1 : constant_upper_bound(op->extents[0], loops);
-        if (!ub || width <= 0 || op->extents.size() > 2 || 32 % op->type.bytes() != 0)
+        // A tile's rows and columns; a batch's or a head's unit sides beyond them stay as they are.
+        size_t sides = op->extents.size();
+        while (sides > 2 && is_const_one(op->extents[sides - 1]))
+            sides--;
+        if (!ub || width <= 0 || sides > 2 || 32 % op->type.bytes() != 0)
             return Allocate::make(op->name, op->type, op->memory_type, op->extents, op->condition,
                                   body, op->new_expr, op->free_function);
-        if (op->extents.size() == 1)
+        if (sides == 1)
             return fold(op, body, width, per_block);
         const int64_t pitch = (width + per_block - 1) / per_block * per_block;
         const IntImm *w = op->extents[0].as<IntImm>();
@@ -308,9 +312,10 @@ private:
                    ? refolded
                    : Repitch(op->name, op->extents[0], Expr(int(pitch))).mutate(body);
         padded++;
-        return Allocate::make(op->name, op->type, op->memory_type,
-                              {Expr(int(pitch)), op->extents[1]}, op->condition, body, op->new_expr,
-                              op->free_function);
+        std::vector<Expr> extents = op->extents;
+        extents[0] = Expr(int(pitch));
+        return Allocate::make(op->name, op->type, op->memory_type, extents, op->condition, body,
+                              op->new_expr, op->free_function);
     }
 
     /** A tile of one extent (`size` elements): its rows, if it has any, padded like a 2-D one's;
