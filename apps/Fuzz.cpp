@@ -353,10 +353,14 @@ FuzzResult run_case(const FuzzCase &c) {
             r.outcome = Outcome::Wrong;
             r.message = "max_rel_err " + std::to_string(run_result.max_rel_err);
         } else if (c.emit) {
+            // What runs on the model emits: an emitter's refusal after a clean run is the
+            // compiler's gap (it should have been refused before the model ran it), a failure.
             try {
                 emit(run_result.kernel);
             } catch (const Error &e) {
-                throw Error(std::string("emit: ") + e.what());
+                throw std::runtime_error(std::string("emit: the model ran it, the emitter refused "
+                                                     "it: ") +
+                                         e.what());
             }
         }
     } catch (const TooLarge &e) {
