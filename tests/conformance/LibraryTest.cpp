@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -201,10 +202,11 @@ void reference(const std::string &generator, const std::map<std::string, std::st
     } else if (generator == "attention") {
         // in: q (D x S x H x B), k and v (D x L x KV x B): softmax over j of scale * q . k (f32
         // as the kernel computes it), rounded to bfloat16, times v; query head h reads key-value
-        // head h / (H / KV).
+        // head h / (H / KV); with causal=true query s sees keys j <= s + L - S.
         const int D = a.dim(0).extent(), S = a.dim(1).extent(), H = a.dim(2).extent(),
                   B = a.dim(3).extent(), L = in[1].dim(1).extent(), KV = in[1].dim(2).extent();
         const float scale = 1.0f / std::sqrt(float(D));
+        const bool causal = p.count("causal") && p.at("causal") == "true";
         for (int b = 0; b < B; b++) {
             for (int h = 0; h < H; h++) {
                 const int kv = h / (H / KV);
@@ -215,7 +217,8 @@ void reference(const std::string &generator, const std::map<std::string, std::st
                         float dot = 0;
                         for (int d = 0; d < D; d++)
                             dot += a(d, s, h, b) * in[1](d, j, kv, b);
-                        e[size_t(j)] = dot * scale;
+                        // (a causal mask hides the keys after the query's: -inf, exp 0)
+                        e[size_t(j)] = causal && j > s + L - S ? -FLT_MAX : dot * scale;
                         mx = std::max(mx, e[size_t(j)]);
                     }
                     for (float &x : e)

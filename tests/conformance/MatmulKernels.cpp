@@ -326,6 +326,8 @@ public:
     GeneratorParam<int> B{"B", 1, 1, 1 << 16};   // batches
     GeneratorParam<int> TM{"TM", 64, 1, 4096};
     GeneratorParam<int> TK{"TK", 64, 1, 4096}; // the head dim's K tiles of Q K^T
+    // causal: query s sees keys j <= s + L - S (the last query row sees every key)
+    GeneratorParam<bool> causal{"causal", false};
     Input<Buffer<bfloat16_t, 4>> q{"q"}, k{"k"}, v{"v"};
     Output<Buffer<float, 4>> out{"out"};
 
@@ -340,9 +342,15 @@ public:
         scores(jj, s, h, b) = 0.0f;
         scores(jj, s, h, b) +=
             Halide::cast<float>(q(d, s, h, b)) * Halide::cast<float>(k(d, jj, kv, b));
+        // The scaled scores, -inf where a causal mask hides the key (exp of it is 0).
+        auto scaled = [&](const Expr &key) {
+            Expr x = scores(key, s, h, b) * scale;
+            return causal ? Halide::select(key <= s + (int(L) - int(S)), x, Halide::Float(32).min())
+                          : x;
+        };
         row_max(s, h, b) = Halide::Float(32).min();
-        row_max(s, h, b) = Halide::max(row_max(s, h, b), scores(j, s, h, b) * scale);
-        e(jj, s, h, b) = Halide::exp(scores(jj, s, h, b) * scale - row_max(s, h, b));
+        row_max(s, h, b) = Halide::max(row_max(s, h, b), scaled(j));
+        e(jj, s, h, b) = Halide::exp(scaled(jj) - row_max(s, h, b));
         row_sum(s, h, b) = 0.0f;
         row_sum(s, h, b) += e(j, s, h, b);
         p(jj, s, h, b) = Halide::cast(Halide::BFloat(16), e(jj, s, h, b) / row_sum(s, h, b));

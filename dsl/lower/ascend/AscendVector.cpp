@@ -381,6 +381,17 @@ private:
             }
             void visit(const GT *) override { note("a comparison >"); }
             void visit(const GE *) override { note("a comparison >="); }
+            void visit(const LE *c) override { position(c->a, c->b); }
+            void visit(const LT *c) override { position(c->a, c->b); }
+            /** A condition on the element's position (a causal mask: key <= query). */
+            void position(const Expr &a, const Expr &b) {
+                if (a.type().is_int() && b.type().is_int())
+                    note("a condition on the element's position (such as a causal mask, key <= "
+                         "query): AscendC's Select takes a mask that Compare makes from data, "
+                         "and Tandem builds no index tensor to compare");
+                a.accept(this);
+                b.accept(this);
+            }
             void visit(const Load *l) override {
                 const std::string name = "'" + user_name(l->name) + "'";
                 if (l->type != Halide::Float(32))
