@@ -26,10 +26,15 @@ namespace {
  * (KernelArg::runtime); strides must be constrained (dense), which Halide substitutes. */
 class StripHostWrapper : public IRMutator {
 public:
-    explicit StripHostWrapper(std::set<std::string> runtime) : runtime(std::move(runtime)) {}
+    StripHostWrapper(std::set<std::string> runtime, std::map<std::string, Expr> dense_strides)
+        : runtime(std::move(runtime)), dense_strides(std::move(dense_strides)) {}
 
 private:
     std::set<std::string> runtime; // the names of the runtime extents
+    // The strides the generator constrained, as their dense shape has them ("A.stride.2" -> 7 *
+    // A.extent.1): a stride after two runtime extents stays a product of other fields Halide
+    // does not fold (the call checks the strides). A stride left free is still an error.
+    std::map<std::string, Expr> dense_strides;
     using IRMutator::visit;
     Stmt visit(const AssertStmt *op) override { return Evaluate::make(0); }
     Stmt visit(const LetStmt *op) override {
@@ -40,6 +45,9 @@ private:
             Stmt body = mutate(op->body);
             // The host pointer's name is the buffer's name in Load/Store; every other field must be
             // a constant by now, or a runtime extent.
+            if (auto stride = dense_strides.find(op->name);
+                stride != dense_strides.end() && stmt_uses_var(body, op->name))
+                return LetStmt::make(op->name, stride->second, body);
             if (c->name != "_halide_buffer_get_host" && !runtime.count(op->name) &&
                 stmt_uses_var(body, op->name)) {
                 throw Error(
@@ -315,10 +323,22 @@ Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const 
     lower::set_read_extents(ctx, &k.args);
     ctx.args = k.args;
     std::set<std::string> runtime;
+    std::map<std::string, Expr> dense_strides; // of the strides the generator constrained
+    std::map<std::string, Halide::Internal::Parameter> params;
+    for (const ImageParam &p : inputs)
+        params[p.name()] = p.parameter();
+    params[ctx.output] = output.output_buffer().parameter();
     for (const KernelArg &a : k.args) {
+        Expr stride = 1;
         for (size_t d = 0; d < a.extents.size(); d++) {
             if (a.runtime[d])
                 runtime.insert(a.extent_name(int(d)));
+            auto p = params.find(a.name);
+            if (p != params.end() && p->second.stride_constraint(int(d)).defined())
+                dense_strides[a.name + ".stride." + std::to_string(d)] = stride;
+            stride = simplify(stride * (a.runtime[d]
+                                            ? Variable::make(Halide::Int(32), a.extent_name(int(d)))
+                                            : Expr(int(a.extents[d]))));
         }
     }
 
@@ -341,7 +361,7 @@ Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const 
             s = f.body;
     }
     internal_assert(s.defined()) << "Halide produced no function " << name << "\n";
-    s = StripHostWrapper(runtime).mutate(s);
+    s = StripHostWrapper(runtime, dense_strides).mutate(s);
     s = simplify(InlineLets().mutate(simplify(s)));
     s = InlineLets().mutate(s);
     k.halide_stmt = s;

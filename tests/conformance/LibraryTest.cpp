@@ -256,7 +256,11 @@ std::vector<std::vector<int>> extents_at(const Library &lib, int n0, int n1) {
                 e = arg.kind == halide_argument_kind_output_buffer
                         ? std::vector<int>{n0, n1}
                         : std::vector<int>{n0 + 2, n1 + 2};
-            else if (arg.dimensions == 3)
+            else if (g == "attention") { // q and out: n0 query rows; all: n1 batches
+                if (arg.kind == halide_argument_kind_output_buffer || i == 0)
+                    e[1] = n0;
+                e[3] = n1;
+            } else if (arg.dimensions == 3)
                 e[2] = n1; // a batched matmul's batch count (its matrices are static)
             else if (arg.dimensions == 2)
                 e[1] = n1; // a row kernel's rows (their length is static) or a grid's height

@@ -328,6 +328,9 @@ public:
     GeneratorParam<int> TK{"TK", 64, 1, 4096}; // the head dim's K tiles of Q K^T
     // causal: query s sees keys j <= s + L - S (the last query row sees every key)
     GeneratorParam<bool> causal{"causal", false};
+    // runtime: the query rows and the batch count are the buffers' at each call (S and B
+    // estimates); L, D and H static (a query tile's whole row of keys is on chip)
+    GeneratorParam<bool> runtime{"runtime", false};
     Input<Buffer<bfloat16_t, 4>> q{"q"}, k{"k"}, v{"v"};
     Output<Buffer<float, 4>> out{"out"};
 
@@ -345,7 +348,8 @@ public:
         // The scaled scores, -inf where a causal mask hides the key (exp of it is 0).
         auto scaled = [&](const Expr &key) {
             Expr x = scores(key, s, h, b) * scale;
-            return causal ? Halide::select(key <= s + (int(L) - int(S)), x, Halide::Float(32).min())
+            return causal ? Halide::select(key <= s + (int(L) - q.dim(1).extent()), x,
+                                           Halide::Float(32).min())
                           : x;
         };
         row_max(s, h, b) = Halide::Float(32).min();
@@ -357,10 +361,12 @@ public:
         acc(n, s, h, b) = 0.0f;
         acc(n, s, h, b) += Halide::cast<float>(p(j, s, h, b)) * Halide::cast<float>(v(n, j, kv, b));
         out(n, s, h, b) = acc(n, s, h, b);
-        dense_shape(q, {D, S, H, B});
-        dense_shape(k, {D, L, KV, B});
-        dense_shape(v, {D, L, KV, B});
-        dense_shape(out.output_buffer(), {D, S, H, B});
+        const std::vector<bool> keys = {true, true, true, false},
+                                queries = {true, false, true, false};
+        dense_shape(q, {D, S, H, B}, runtime, queries);
+        dense_shape(k, {D, L, KV, B}, runtime, keys);
+        dense_shape(v, {D, L, KV, B}, runtime, keys);
+        dense_shape(out.output_buffer(), {D, S, H, B}, runtime, queries);
         d_x = d.x;
         j_x = j.x;
     }
