@@ -313,6 +313,16 @@ RunResult run_kernel(const App &app, const Kernel &kernel, const Params &params,
     r.target = target.name();
     r.model = target.name() + " v" + std::to_string(target.machine.version());
     r.kernel = kernel;
+    // What runs on the model emits: a kernel the target's emitter refuses is refused here, before
+    // the model runs it.
+    if (const auto &sources = backend_of(target).sources; !sources.empty()) {
+        try {
+            sources.front().emit(kernel, kernel.name, EmitOptions{});
+        } catch (const Error &e) {
+            throw Error("not supported on " + target.name() +
+                        " (its code cannot be emitted): " + e.what());
+        }
+    }
 
     // The problem at `params`: the reference's inputs and output have its extents (static, or the
     // estimates of a runtime shape), which the kernel takes at this call.
