@@ -726,32 +726,27 @@ private:
                << arg(c.d_value) << ", 0, " << arg(c.src_d_value) << ", " << arg(c.dst_nz_c0_stride)
                << ", 1, 0));\n";
             break;
-        case CubeCall::Kind::LoadData: {
-            const std::string i = c_name(cube_index());
-            os << line() << "for (int64_t " << i << " = 0; " << i << " < " << arg(c.count) << "; "
-               << i << "++) {\n";
-            indent++;
-            os << line() << "AscendC::LoadData(" << at(c.dst, c.dst_offset) << ", "
-               << at(c.src, c.src_offset) << ", AscendC::LoadData2DParams(" << arg(c.start_index)
-               << ", " << arg(c.repeat_times) << ", " << arg(c.src_stride) << ", 0, 0, "
-               << (c.transpose ? "true" : "false") << ", 0));\n";
-            indent--;
-            os << line() << "}\n";
-            break;
-        }
+        case CubeCall::Kind::LoadData:
         case CubeCall::Kind::LoadDataTranspose8: {
             const std::string i = c_name(cube_index());
             os << line() << "for (int64_t " << i << " = 0; " << i << " < " << arg(c.count) << "; "
                << i << "++) {\n";
             indent++;
-            os << line() << "AscendC::LoadData2dTransposeParams transpose;\n"
-               << line() << "transpose.startIndex = " << arg(c.start_index) << ";\n"
-               << line() << "transpose.repeatTimes = " << arg(c.repeat_times) << ";\n"
-               << line() << "transpose.srcStride = " << arg(c.src_stride) << ";\n"
-               << line() << "transpose.dstGap = " << arg(c.dst_gap) << ";\n"
-               << line() << "transpose.dstFracGap = " << arg(c.dst_frac_gap) << ";\n"
-               << line() << "AscendC::LoadDataWithTranspose(" << at(c.dst, c.dst_offset) << ", "
-               << at(c.src, c.src_offset) << ", transpose);\n";
+            if (c.kind == CubeCall::Kind::LoadData) {
+                os << line() << "AscendC::LoadData(" << at(c.dst, c.dst_offset) << ", "
+                   << at(c.src, c.src_offset) << ", AscendC::LoadData2DParams("
+                   << arg(c.start_index) << ", " << arg(c.repeat_times) << ", " << arg(c.src_stride)
+                   << ", 0, 0, " << (c.transpose ? "true" : "false") << ", 0));\n";
+            } else {
+                os << line() << "AscendC::LoadData2dTransposeParams transpose;\n"
+                   << line() << "transpose.startIndex = " << arg(c.start_index) << ";\n"
+                   << line() << "transpose.repeatTimes = " << arg(c.repeat_times) << ";\n"
+                   << line() << "transpose.srcStride = " << arg(c.src_stride) << ";\n"
+                   << line() << "transpose.dstGap = " << arg(c.dst_gap) << ";\n"
+                   << line() << "transpose.dstFracGap = " << arg(c.dst_frac_gap) << ";\n"
+                   << line() << "AscendC::LoadDataWithTranspose(" << at(c.dst, c.dst_offset) << ", "
+                   << at(c.src, c.src_offset) << ", transpose);\n";
+            }
             indent--;
             os << line() << "}\n";
             break;

@@ -173,40 +173,39 @@ private:
                            "Nd2Nz " + label);
             break;
         }
-        case CubeCall::Kind::LoadData: {
-            const int64_t count = v(call.count);
-            internal_assert(v(call.check) != 0)
-                << "ascend executor: " << label << " starts inside a fractal of its L1 tile\n";
-            for (int64_t i = 0; i < count; i++) {
-                eval.vars[cube_index()] = double(i);
-                sim::ascend::LoadData2D p;
-                p.start_index = v(call.start_index);
-                p.repeat_times = v(call.repeat_times);
-                p.src_stride = v(call.src_stride);
-                p.transpose = call.transpose;
-                if (p.repeat_times > 0)
-                    core.load_data_2d(id(call.dst), v(call.dst_offset), id(call.src),
-                                      v(call.src_offset), p, "LoadData " + label);
-            }
-            eval.vars.erase(cube_index());
-            break;
-        }
+        case CubeCall::Kind::LoadData:
         case CubeCall::Kind::LoadDataTranspose8: {
+            // `count` calls, each with its own `index`: LoadData2D (16-bit fractals, optionally
+            // transposed) or LoadDataWithTranspose (8-bit 32 x 32 blocks).
+            const bool blocks8 = call.kind == CubeCall::Kind::LoadDataTranspose8;
             const int64_t count = v(call.count);
             internal_assert(v(call.check) != 0)
-                << "ascend executor: " << label << " starts inside a 32-row block of its L1 tile\n";
+                << "ascend executor: " << label << " starts inside a fractal (or 32-row block) "
+                << "of its L1 tile\n";
             for (int64_t i = 0; i < count; i++) {
                 eval.vars[cube_index()] = double(i);
-                sim::ascend::LoadDataTranspose8 p;
-                p.start_index = v(call.start_index);
-                p.repeat_times = v(call.repeat_times);
-                p.src_stride = v(call.src_stride);
-                p.dst_gap = v(call.dst_gap);
-                p.dst_frac_gap = v(call.dst_frac_gap);
-                if (p.repeat_times > 0)
+                const int64_t repeats = v(call.repeat_times);
+                if (repeats <= 0)
+                    continue;
+                if (blocks8) {
+                    sim::ascend::LoadDataTranspose8 p;
+                    p.start_index = v(call.start_index);
+                    p.repeat_times = repeats;
+                    p.src_stride = v(call.src_stride);
+                    p.dst_gap = v(call.dst_gap);
+                    p.dst_frac_gap = v(call.dst_frac_gap);
                     core.load_data_transpose_8(id(call.dst), v(call.dst_offset), id(call.src),
                                                v(call.src_offset), p,
                                                "LoadDataWithTranspose " + label);
+                } else {
+                    sim::ascend::LoadData2D p;
+                    p.start_index = v(call.start_index);
+                    p.repeat_times = repeats;
+                    p.src_stride = v(call.src_stride);
+                    p.transpose = call.transpose;
+                    core.load_data_2d(id(call.dst), v(call.dst_offset), id(call.src),
+                                      v(call.src_offset), p, "LoadData " + label);
+                }
             }
             eval.vars.erase(cube_index());
             break;
