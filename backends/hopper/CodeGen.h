@@ -258,7 +258,11 @@ private:
 
     /** The element nest reading the accumulator, run by each thread over the (row, col) of its own
      * wgmma fragment registers, guarded by the nest's extents. */
-    void epilogue(const ir::VectorOp &v, const Stmt &nest, const std::string &acc);
+    void epilogue(const ir::VectorOp &v, const Stmt &nest, const std::string &acc,
+                  bool reads = true);
+    /** An epilogue that reduces each row of the accumulator over its columns
+     * (FragmentEpilogue::row_reduction). */
+    void row_reduction(const ir::VectorOp &v, const FragmentEpilogue &e, const std::string &acc);
 
 public:
     bool uses_reduction = false;

@@ -138,6 +138,13 @@ void CodeGen::vector_op(const ir::VectorOp &v, const Stmt &nest) {
         if (plan.accumulators.count(r.buffer))
             return r.write ? zero_fragment(v, nest, r.buffer) : epilogue(v, nest, r.buffer);
     }
+    // An MMA operand made on chip from shared tiles (softmax's P): over the fragments of the
+    // accumulator whose tile it has, which zero its padding.
+    for (const ir::Region &r : v.regions) {
+        const std::string acc = r.write ? plan.fragments_of(r.buffer) : "";
+        if (!acc.empty())
+            return epilogue(v, nest, acc, false);
+    }
     flush();
     const TileNest n = map_tile_nest(plan, nest, role_threads());
     if (n.kind == TileNest::Kind::Elementwise) {
@@ -300,11 +307,14 @@ std::string CodeGen::registers(const Accumulator &a, int64_t block_columns) cons
            std::to_string(a.n / 2);
 }
 
-void CodeGen::epilogue(const ir::VectorOp &v, const Stmt &nest, const std::string &acc) {
+void CodeGen::epilogue(const ir::VectorOp &v, const Stmt &nest, const std::string &acc,
+                       bool reads) {
     flush();
     auto last = last_mma.find(acc);
-    const FragmentEpilogue e =
-        map_epilogue(plan, v, nest, acc, last == last_mma.end() ? nullptr : &last->second);
+    const FragmentEpilogue e = map_epilogue(
+        plan, v, nest, acc, last == last_mma.end() || !reads ? nullptr : &last->second, reads);
+    if (e.row_reduction)
+        return row_reduction(v, e, acc);
     if (!e.ring_tile.empty() && !column_block) {
         deferred[e.ring_tile] = {v, nest, acc}; // emitted with its store, block by block
         return;
@@ -377,6 +387,61 @@ void CodeGen::epilogue(const ir::VectorOp &v, const Stmt &nest, const std::strin
         close();
     }
     fragment.clear();
+    fragment_buffers.clear();
+    nest_loops.clear();
+    close_blocks(a);
+    close();
+    pending_sync = true;
+    synced = false;
+}
+
+void CodeGen::row_reduction(const ir::VectorOp &v, const FragmentEpilogue &e,
+                            const std::string &acc) {
+    const Reduction &red = *e.row_reduction;
+    const Accumulator &a = plan.accumulators.at(acc);
+    const Halide::Type &t = red.store->value.type();
+    const std::string type = expr.type_name(t), r = c_name(e.row), c = c_name(e.col);
+    Expr partial = Variable::make(t, internal_prefix + "partial"),
+         total = Variable::make(t, internal_prefix + "total");
+    Stmt update = Store::make(red.store->name, red.combine(red.self_load, total),
+                              red.store->index, red.store->param, red.store->predicate,
+                              red.store->alignment);
+    os << line() << "// epilogue " << v.label << ": a reduction of each row of " << acc
+       << " over its columns: each thread folds its fragment registers of a row, the row's four "
+          "threads (a quad) shuffle, and the quad's first updates the element\n";
+    open("{");
+    os << line() << "const int rows = " << expr(e.rows) << ", cols = " << expr(e.cols) << ";\n";
+    const std::string block = open_blocks(a);
+    nest_loops = e.loops;
+    fragment_buffers = {e.accumulators.begin(), e.accumulators.end()};
+    os << line() << "#pragma unroll\n";
+    open("for (int half = 0; half < 2; half++) { // the rows of registers i % 4 < 2, then >= 2");
+    os << line() << "const int " << r
+       << " = 64 * m64 + hopper::fragment_row(2 * half, thread_in_warpgroup);\n";
+    os << line() << type << " partial = " << expr(red.identity) << ";\n";
+    os << line() << "#pragma unroll\n";
+    open("for (int i = 2 * half; i < " + std::to_string(a.n / 2) +
+         "; i += 4) { // registers i and i + 1 of each 8 columns");
+    os << line() << "#pragma unroll\n";
+    open("for (int pair = 0; pair < 2; pair++) {");
+    os << line() << "const int " << c
+       << " = hopper::fragment_col(i + pair, thread_in_warpgroup);\n";
+    fragment = "[" + block + "][i + pair]";
+    open("if (" + r + " < rows && " + c + " < cols) {");
+    os << line() << "partial = " << expr(red.combine(partial, red.rest)) << ";\n";
+    close();
+    close();
+    close();
+    fragment.clear();
+    const std::string op = "[](" + type + " x, " + type + " y) { return " +
+                           expr(red.combine(Variable::make(t, internal_prefix + "x"),
+                                            Variable::make(t, internal_prefix + "y"))) +
+                           "; }";
+    os << line() << "const " << type << " total = hopper::quad_reduce(partial, " << op << ");\n";
+    open("if (thread_in_warpgroup % 4 == 0 && " + r + " < rows) {");
+    store(update.as<Store>());
+    close();
+    close();
     fragment_buffers.clear();
     nest_loops.clear();
     close_blocks(a);

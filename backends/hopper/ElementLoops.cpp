@@ -132,6 +132,53 @@ std::optional<Reduction> match_reduction(const Plan &plan, const std::vector<Loo
     return r;
 }
 
+/** A row's reduction over the fragment's columns: tile[row] = tile[row] op f(row, col), with
+ * no other load of tile in f. */
+std::optional<Reduction> match_row_reduction(const Plan &plan, const FragmentEpilogue &e) {
+    const Store *st = e.body.as<Store>();
+    if (!st || !plan.tiles.count(st->name) || e.loops.size() != 2)
+        return std::nullopt;
+    Expr along_col = affine_step(st->index, e.col), along_row = affine_step(st->index, e.row);
+    if (!along_col.defined() || !is_const_zero(along_col))
+        return std::nullopt;
+    auto fail = [&](const std::string &why) -> std::optional<Reduction> {
+        throw Error("hopper: the epilogue into " + st->name + " writes one element for many of "
+                    "the accumulator's columns, but " + why +
+                    "; the emitter reduces an accumulator's rows (sum, max or min over their "
+                    "columns)");
+    };
+    if (!along_row.defined() || is_const_zero(along_row))
+        return fail("reduces the whole tile to one element");
+    Reduction r;
+    r.store = st;
+    Expr a, b;
+    if (const Add *add = st->value.as<Add>())
+        r.op = Reduction::Op::Add, a = add->a, b = add->b;
+    else if (const Max *max = st->value.as<Max>())
+        r.op = Reduction::Op::Max, a = max->a, b = max->b;
+    else if (const Min *min = st->value.as<Min>())
+        r.op = Reduction::Op::Min, a = min->a, b = min->b;
+    else
+        return fail("it is not a sum, max or min of the element and the accumulator's");
+    const Load *self = a.as<Load>();
+    if (self && self->name == st->name && equal(self->index, st->index)) {
+        r.self_load = a, r.rest = b;
+    } else if ((self = b.as<Load>()) && self->name == st->name && equal(self->index, st->index)) {
+        r.self_load = b, r.rest = a;
+    } else {
+        return fail("it is not a sum, max or min of the element and the accumulator's");
+    }
+    LoadsOf others(st->name);
+    r.rest.accept(&others);
+    if (!others.loads.empty())
+        return fail("it reads other elements of " + st->name);
+    const Halide::Type &t = st->value.type();
+    r.identity = r.op == Reduction::Op::Add   ? make_zero(t)
+                 : r.op == Reduction::Op::Max ? t.min()
+                                              : t.max();
+    return r;
+}
+
 } // namespace
 
 Stmt peel_loops(const Stmt &nest, std::vector<Loop> *loops) {
@@ -144,7 +191,7 @@ Stmt peel_loops(const Stmt &nest, std::vector<Loop> *loops) {
 }
 
 FragmentEpilogue map_epilogue(const Plan &plan, const ir::VectorOp &v, const Stmt &nest,
-                              const std::string &acc, const ir::MmaOp *tile) {
+                              const std::string &acc, const ir::MmaOp *tile, bool reads_acc) {
     FragmentEpilogue e;
     std::vector<Loop> &loops = e.loops;
     e.body = peel_loops(nest, &loops);
@@ -152,17 +199,34 @@ FragmentEpilogue map_epilogue(const Plan &plan, const ir::VectorOp &v, const Stm
     LoadsOf reads(acc);
     body.accept(&reads);
     auto fail = [&](const std::string &why) {
-        throw Error("hopper: vector op " + v.label + " reads the accumulator " + acc +
+        throw Error("hopper: vector op " + v.label +
+                    (reads_acc ? " reads the accumulator " + acc
+                               : " writes an MMA operand made on chip over the tile of " + acc) +
                     "; the emitter maps only a 2-D per-element nest onto the wgmma fragments (" +
                     why + ")");
     };
     if (loops.size() > 2 || !collect<For>(body).empty())
         fail("it is not one or two loops around the element code");
-    if (reads.loads.empty())
-        fail("no element load of the accumulator");
-    for (const Load *l : reads.loads) {
-        if (!equal(l->index, reads.loads[0]->index))
-            fail("it reads more than one element");
+    // The element the nest walks: its accumulator load, or (walking another's fragments) its
+    // store into the operand.
+    Expr index;
+    if (reads_acc) {
+        if (reads.loads.empty())
+            fail("no element load of the accumulator");
+        for (const Load *l : reads.loads) {
+            if (!equal(l->index, reads.loads[0]->index))
+                fail("it reads more than one element");
+        }
+        index = reads.loads[0]->index;
+    } else {
+        for (const Store *st : collect<Store>(body)) {
+            auto t = plan.tiles.find(st->name);
+            if (t == plan.tiles.end() || !t->second.on_chip)
+                fail("it also writes " + st->name + ", which is not an MMA operand");
+            if (index.defined() && !equal(index, st->index))
+                fail("it writes more than one element");
+            index = st->index;
+        }
     }
     // A loop Halide removed (a tile of one row or one column) stays at 0.
     const Accumulator &a = plan.accumulators.at(acc);
@@ -184,7 +248,6 @@ FragmentEpilogue map_epilogue(const Plan &plan, const ir::VectorOp &v, const Stm
         if (plan.accumulators.count(st->name))
             fail("it writes the accumulator " + st->name);
     }
-    const Expr &index = reads.loads[0]->index;
     int row = -1, col = -1;
     for (int i = 0; i < int(loops.size()); i++) {
         if (!is_const_zero(simplify(loops[i].min)))
@@ -205,7 +268,7 @@ FragmentEpilogue map_epilogue(const Plan &plan, const ir::VectorOp &v, const Stm
     Expr base = index;
     for (const Loop &l : loops)
         base = substitute(l.name, 0, base);
-    if (!is_const_zero(simplify(base)))
+    if (reads_acc && !is_const_zero(simplify(base)))
         fail("the accumulator index does not start at 0");
     e.rows = row >= 0 ? loops[row].extent : Halide::Expr(1);
     e.cols = col >= 0 ? loops[col].extent : Halide::Expr(1);
@@ -223,6 +286,9 @@ FragmentEpilogue map_epilogue(const Plan &plan, const ir::VectorOp &v, const Stm
             e.block_columns = swizzle_bytes / t->second.buffer->type.bytes();
         }
     }
+
+    if (reads_acc)
+        e.row_reduction = match_row_reduction(plan, e);
 
     // The paired store: the body's single store, into a plain bf16 or f32 tile, where columns col
     // and col + 1 are adjacent elements and col lands on an even one.

@@ -45,6 +45,20 @@ struct Loop {
 /** Peels the For chain of an element nest: loops outermost first, and what is inside them. */
 Halide::Internal::Stmt peel_loops(const Halide::Internal::Stmt &nest, std::vector<Loop> *loops);
 
+/** store[i] = store[i] op f(k), reduced over the innermost loop k. */
+struct Reduction {
+    enum class Op { Add, Max, Min };
+    Op op = Op::Add;
+    const Halide::Internal::Store *store = nullptr;
+    Halide::Expr self_load; // the operand reading the stored element
+    Halide::Expr rest;      // f(k)
+    Halide::Expr identity;  // of op, in the store's type
+    /** A warp per row of the loops outside k (shuffles only, no barrier): rows enough for every
+     * warp of the role. Else the role's threads reduce each row together. */
+    bool warp_per_row = false;
+    Halide::Expr combine(const Halide::Expr &x, const Halide::Expr &y) const;
+};
+
 /** An accumulator epilogue mapped onto each thread's wgmma fragment registers. */
 struct FragmentEpilogue {
     /** The accumulators the element code reads, the one it maps first: every one of the same
@@ -66,33 +80,26 @@ struct FragmentEpilogue {
      * extents the epilogue writes zeros there, the padding the next wgmma multiplies. */
     std::vector<const Halide::Internal::Store *> operands;
     int64_t block_columns = 0; // the columns of one block of that ring (0: none)
+    /** Set: the body is a reduction over the fragment's columns into a shared tile indexed by
+     * the row (softmax's row max and sum of the scores): each thread folds its registers of a
+     * row, the row's four threads shuffle, and one of them updates the element. */
+    std::optional<Reduction> row_reduction;
 };
 
 /** The epilogue of vector op `v` (its element nest `nest`) that reads the accumulator `acc`, and
  * any others of the same tile; throws tandem::Error where the nest is not one the fragments can
- * run. `tile`: the MMA that last wrote acc before it (the tile's own shape), if known. */
+ * run. `tile`: the MMA that last wrote acc before it (the tile's own shape), if known. With
+ * `reads` false the nest reads no accumulator but writes an MMA operand made on chip whose tile
+ * is acc's (Plan::fragments_of): it walks acc's fragments, placed by its store into the operand,
+ * and zeroes the operand's padding. */
 FragmentEpilogue map_epilogue(const Plan &plan, const ir::VectorOp &v,
                               const Halide::Internal::Stmt &nest, const std::string &acc,
-                              const ir::MmaOp *tile = nullptr);
+                              const ir::MmaOp *tile = nullptr, bool reads = true);
 
 /** Throws tandem::Error unless the nest of `v` zeroes the accumulator `acc` (in registers an
  * accumulator can only be zeroed, or read by an epilogue). */
 void check_zeroing(const ir::VectorOp &v, const Halide::Internal::Stmt &nest,
                    const std::string &acc);
-
-/** store[i] = store[i] op f(k), reduced over the innermost loop k. */
-struct Reduction {
-    enum class Op { Add, Max, Min };
-    Op op = Op::Add;
-    const Halide::Internal::Store *store = nullptr;
-    Halide::Expr self_load; // the operand reading the stored element
-    Halide::Expr rest;      // f(k)
-    Halide::Expr identity;  // of op, in the store's type
-    /** A warp per row of the loops outside k (shuffles only, no barrier): rows enough for every
-     * warp of the role. Else the role's threads reduce each row together. */
-    bool warp_per_row = false;
-    Halide::Expr combine(const Halide::Expr &x, const Halide::Expr &y) const;
-};
 
 /** How the element nest of a vector op over shared tiles runs on a role's threads. */
 struct TileNest {

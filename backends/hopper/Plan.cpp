@@ -1052,16 +1052,22 @@ private:
                             " tile of " + epilogue->buffer->name +
                             ": give both matmuls the same tile along the operand's M and K");
             }
-            if (t != plan.tiles.end() && t->second.on_chip && (!r.write || !epilogue)) {
+            // An element nest that reads no accumulator may write the operand where an
+            // accumulator has its tile: the emitter walks that accumulator's fragments (softmax's
+            // P from the scores' exponentials in shared memory).
+            const bool walks_fragments =
+                r.write && !epilogue && !plan.fragments_of(r.buffer).empty();
+            if (t != plan.tiles.end() && t->second.on_chip && (!r.write || !epilogue) &&
+                !walks_fragments) {
                 const std::string name = r.buffer.substr(0, r.buffer.find('$'));
                 throw Error("not supported on hopper: Func " + name +
-                            " is a matmul's operand "
-                            "made on chip, which only the first matmul's epilogue may write "
-                            "(computed from its accumulator element by element, as a chain's "
-                            "act(h)) and only wgmma may read; here " +
+                            " is a matmul's operand made on chip, which element code writes "
+                            "element by element over the tile of an earlier matmul (walking "
+                            "its wgmma fragments, as a chain's act(h) or softmax's P) and only "
+                            "wgmma may read; here " +
                             v.op.label + " " + (r.write ? "writes" : "reads") + " it" +
-                            (r.write ? " (a row reduction such as softmax's max and sum "
-                                       "between the two matmuls is not built on hopper)"
+                            (r.write ? ", and no matmul of the kernel has its tile (give the "
+                                       "matmuls the same tile along the operand's M and K)"
                                      : ""));
             }
             if (t != plan.tiles.end() && t->second.kind != TileKind::Plain && !t->second.on_chip) {

@@ -190,6 +190,20 @@ struct Plan {
     std::vector<std::string> launch_pitches;
     int64_t shared_bytes = 0; // dynamic shared memory (plus 1024 B of alignment slack)
 
+    /** The accumulator whose MMA tile is the padded wgmma tile of `operand`, an MMA operand made
+     * on chip ({K, M}: its n and m), whose fragments an element nest writing the operand walks;
+     * empty if none. */
+    std::string fragments_of(const std::string &operand) const {
+        auto t = tiles.find(operand);
+        if (t == tiles.end() || !t->second.on_chip)
+            return "";
+        for (const auto &[name, a] : accumulators) {
+            if (a.n == t->second.layout[0] && a.m == t->second.layout[1])
+                return name;
+        }
+        return "";
+    }
+
     const TensorMap &map(const std::string &arg, const std::string &buffer, bool load) const {
         for (const TensorMap &m : maps) {
             if (m.arg == arg && m.buffer == buffer && m.load == load)

@@ -138,6 +138,13 @@ template <class T, class Op> __device__ __forceinline__ T warp_reduce(T value, O
     return value;
 }
 
+/** `op` over the four lanes of a quad (lanes 4q..4q+3: a row of a wgmma accumulator fragment);
+ * every lane gets the quad's total. */
+template <class T, class Op> __device__ __forceinline__ T quad_reduce(T value, Op op) {
+    value = op(value, __shfl_xor_sync(0xffffffffu, value, 1));
+    return op(value, __shfl_xor_sync(0xffffffffu, value, 2));
+}
+
 /** Sum / max / min of one value per thread over the warpgroup; every thread gets the result.
  * `scratch` holds 4 values of shared memory owned by this warpgroup. */
 template <class T, class Op>
