@@ -9,6 +9,7 @@
 #include "tandem/Nest.h"
 
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <regex>
 #include <set>
@@ -70,14 +71,85 @@ private:
 };
 
 /** Inlines every let, so that the passes see each index as one expression of loop variables
- * (the simplifier may leave LetStmts that substitute_in_all_lets does not reach). */
+ * (the simplifier may leave LetStmts that substitute_in_all_lets does not reach).
+ *
+ * A Tuple's update computes every value before it stores any (Halide's lets `f.0.value`, ...,
+ * then the stores): inlined, each store reads what the stores before it left, so the stores are
+ * ordered to keep the old values: a store into a buffer after every store whose value reads that
+ * buffer (FlashAttention's state: the running max last). Values that read each other's buffers
+ * both ways have no such order: a user error. */
 class InlineLets : public IRMutator {
 private:
     using IRMutator::visit;
     Stmt visit(const LetStmt *op) override {
+        if (Stmt ordered = tuple_stores(op); ordered.defined())
+            return mutate(ordered);
         return mutate(substitute(op->name, op->value, op->body));
     }
     Expr visit(const Let *op) override { return mutate(substitute(op->name, op->value, op->body)); }
+
+    /** The lets and stores of a Tuple's values as stores in an order that reads old values;
+     * undefined where `op` does not start them. */
+    static Stmt tuple_stores(const LetStmt *op) {
+        std::map<std::string, Expr> values;
+        Stmt body = op;
+        while (const LetStmt *l = body.as<LetStmt>()) {
+            if (l->name.size() < 6 || l->name.compare(l->name.size() - 6, 6, ".value") != 0)
+                return Stmt();
+            values[l->name] = l->value;
+            body = l->body;
+        }
+        std::vector<const Store *> stores;
+        std::function<bool(const Stmt &)> collect = [&](const Stmt &s) {
+            if (const Block *b = s.as<Block>())
+                return collect(b->first) && collect(b->rest);
+            const Store *st = s.as<Store>();
+            const Variable *v = st ? st->value.as<Variable>() : nullptr;
+            if (!v || !values.count(v->name))
+                return false;
+            stores.push_back(st);
+            return true;
+        };
+        if (values.size() < 2 || !collect(body) || stores.size() != values.size())
+            return Stmt();
+        struct Reads : IRVisitor {
+            std::string buffer;
+            bool found = false;
+            using IRVisitor::visit;
+            void visit(const Load *l) override {
+                found = found || l->name == buffer;
+                IRVisitor::visit(l);
+            }
+        };
+        auto reads = [&](const Store *st, const std::string &buffer) {
+            Reads r;
+            r.buffer = buffer;
+            values.at(st->value.as<Variable>()->name).accept(&r);
+            return r.found;
+        };
+        std::vector<Stmt> order;
+        std::vector<bool> done(stores.size(), false);
+        for (size_t round = 0; round < stores.size(); round++) {
+            size_t next = stores.size();
+            for (size_t i = 0; i < stores.size() && next == stores.size(); i++) {
+                bool ready = !done[i];
+                for (size_t j = 0; j < stores.size() && ready; j++)
+                    ready = j == i || done[j] || !reads(stores[j], stores[i]->name);
+                if (ready)
+                    next = i;
+            }
+            if (next == stores.size()) {
+                throw Error("a Tuple's update whose values read each other's elements (" +
+                            stores[0]->name + ", ...) cannot be stored one value after another; "
+                            "let one value read only the old values of the others");
+            }
+            done[next] = true;
+            const Store *st = stores[next];
+            order.push_back(Store::make(st->name, values.at(st->value.as<Variable>()->name),
+                                        st->index, st->param, st->predicate, st->alignment));
+        }
+        return Block::make(order);
+    }
 };
 
 /** The argument's shape: every dim starts at 0; an extent without a constraint is a runtime

@@ -403,4 +403,111 @@ private:
 };
 TANDEM_REGISTER_GENERATOR(Attention, attention)
 
+/** Attention as FlashAttention computes it, written by hand with Halide's own tools: the keys in
+ * blocks of TJ and an online softmax (the running max and sum, the partial output rescaled when
+ * the max grows), the same math as `attention` (P rounded to bf16, f32 out). Per key block c:
+ * the block's scores (keys past L masked to -inf), their row max bmax, pb = exp(scaled - bmax),
+ * its row sum and pv = bf16(pb) * v (the second matmul); then the state of each output element,
+ * a Tuple (partial output, running max, running sum), takes the block: m' = max(m, bmax),
+ * o' = o exp(m - m') + pv exp(bmax - m'), l' likewise (the running max and sum held once per
+ * element: Halide 14 cannot fuse the scans of two Funcs one of which reads the other). A max of
+ * -inf (a block or a start that a mask hides entirely) is subtracted as 0, FlashAttention's
+ * guard. The schedule keeps one key block on chip at a time. */
+class FlashAttention : public Generator<FlashAttention> {
+public:
+    GeneratorParam<int> S{"S", 128, 1, 1 << 20}; // query rows
+    GeneratorParam<int> L{"L", 128, 1, 1 << 20}; // keys
+    GeneratorParam<int> D{"D", 64, 1, 1 << 20};  // head dim
+    GeneratorParam<int> H{"H", 1, 1, 1 << 10};   // query heads
+    GeneratorParam<int> KV{"KV", 1, 1, 1 << 10}; // key-value heads (dividing H)
+    GeneratorParam<int> B{"B", 1, 1, 1 << 16};   // batches
+    GeneratorParam<int> TM{"TM", 64, 1, 4096};
+    GeneratorParam<int> TJ{"TJ", 64, 1, 4096}; // keys per block
+    GeneratorParam<int> TK{"TK", 64, 1, 4096}; // the head dim's K tiles of Q K^T
+    GeneratorParam<bool> causal{"causal", false};
+    Input<Buffer<bfloat16_t, 4>> q{"q"}, k{"k"}, v{"v"};
+    Output<Buffer<float, 4>> out{"out"};
+
+    void generate() override {
+        if (int(H) % int(KV) != 0)
+            throw Error("flash_attention: H = " + std::to_string(int(H)) +
+                        " query heads do not share KV = " + std::to_string(int(KV)) +
+                        " key-value heads evenly");
+        const int tj = std::min(int(TJ), int(L)), blocks = (int(L) + tj - 1) / tj;
+        RDom d(0, D), ji(0, tj), rc(0, blocks);
+        const float scale = 1.0f / std::sqrt(float(int(D)));
+        const Expr kv = h / (int(H) / int(KV));
+        const Expr ninf = Halide::Float(32).min();
+        auto last = [&](const Expr &key) { return Halide::min(key, int(L) - 1); };
+        // Scores over the blocks' keys: those past L (the last block's padding) read key L - 1
+        // and are masked.
+        scores(jj, s, h, b) = 0.0f;
+        scores(jj, s, h, b) +=
+            Halide::cast<float>(q(d, s, h, b)) * Halide::cast<float>(k(d, last(jj), kv, b));
+        auto scaled = [&](const Expr &key) {
+            Expr x = scores(key, s, h, b) * scale;
+            Expr seen = key < int(L);
+            if (causal)
+                seen = seen && key <= s + (int(L) - int(S));
+            return Halide::select(seen, x, ninf);
+        };
+        auto finite = [&](const Expr &m) { return Halide::select(m == ninf, 0.0f, m); };
+        bmax(s, c, h, b) = ninf;
+        bmax(s, c, h, b) = Halide::max(bmax(s, c, h, b), scaled(c * tj + ji));
+        pb(jj, s, h, b) = Halide::exp(scaled(jj) - finite(bmax(s, jj / tj, h, b)));
+        ph(jj, s, h, b) = Halide::cast(Halide::BFloat(16), pb(jj, s, h, b));
+        rs(s, c, h, b) = 0.0f;
+        rs(s, c, h, b) += pb(c * tj + ji, s, h, b);
+        pv(n, s, c, h, b) = 0.0f;
+        pv(n, s, c, h, b) += Halide::cast<float>(ph(c * tj + ji, s, h, b)) *
+                             Halide::cast<float>(v(n, last(c * tj + ji), kv, b));
+        state(n, s, h, b) = {0.0f, ninf, 0.0f};
+        Expr m = state(n, s, h, b)[1], block_max = bmax(s, rc, h, b);
+        Expr m_new = Halide::max(m, block_max);
+        Expr old_scale = Halide::exp(m - finite(m_new)),
+             block_scale = Halide::exp(block_max - finite(m_new));
+        state(n, s, h, b) = {state(n, s, h, b)[0] * old_scale + pv(n, s, rc, h, b) * block_scale,
+                             m_new,
+                             state(n, s, h, b)[2] * old_scale + rs(s, rc, h, b) * block_scale};
+        out(n, s, h, b) = state(n, s, h, b)[0] / state(n, s, h, b)[2];
+        const std::vector<bool> queries = {true, false, true, false};
+        dense_shape(q, {D, S, H, B}, false, queries);
+        dense_shape(k, {D, L, KV, B}, false, queries);
+        dense_shape(v, {D, L, KV, B}, false, queries);
+        dense_shape(out.output_buffer(), {D, S, H, B}, false, queries);
+        d_x = d.x;
+        ji_x = ji.x;
+        rc_x = rc.x;
+    }
+
+    void schedule() override {
+        Var no("no"), mo("mo"), ni("ni"), mi("mi"), t("t"), th("th"), tb("tb");
+        RVar ko("ko"), ki("ki");
+        out.tile(n, s, no, mo, ni, mi, D, TM, TailStrategy::GuardWithIf)
+            .fuse(no, mo, t)
+            .fuse(t, h, th)
+            .fuse(th, b, tb)
+            .map_to_cores(tb)
+            .async_copy();
+        state.compute_at(out, tb);
+        state.update().reorder(n, s, rc_x);
+        for (Func f : {pv, rs, ph, pb, bmax, scores})
+            f.compute_at(state, rc_x);
+        pv.update().reorder(n, s, ji_x).tile_mma();
+        Func::staged(v, pv).compute_at(state, rc_x).async_copy().multi_buffer(2);
+        scores.update()
+            .split(d_x, ko, ki, TK, TailStrategy::GuardWithIf)
+            .reorder(jj, s, ki, ko)
+            .tile_mma();
+        for (Input<Buffer<bfloat16_t, 4>> *operand : {&q, &k})
+            Func::staged(*operand, scores).compute_at(scores, ko).async_copy().multi_buffer(2);
+    }
+
+private:
+    Var n{"n"}, s{"s"}, jj{"jj"}, c{"c"}, h{"h"}, b{"b"};
+    Func scores{"scores"}, bmax{"bmax"}, pb{"pb"}, ph{"ph"}, rs{"rs"}, pv{"pv"}, state{"state"};
+    Halide::RVar d_x, ji_x, rc_x;
+};
+TANDEM_REGISTER_GENERATOR(FlashAttention, flash_attention)
+
 } // namespace
