@@ -403,9 +403,8 @@ void CodeGen::row_reduction(const ir::VectorOp &v, const FragmentEpilogue &e,
     const std::string type = expr.type_name(t), r = c_name(e.row), c = c_name(e.col);
     Expr partial = Variable::make(t, internal_prefix + "partial"),
          total = Variable::make(t, internal_prefix + "total");
-    Stmt update = Store::make(red.store->name, red.combine(red.self_load, total),
-                              red.store->index, red.store->param, red.store->predicate,
-                              red.store->alignment);
+    Stmt update = Store::make(red.store->name, red.combine(red.self_load, total), red.store->index,
+                              red.store->param, red.store->predicate, red.store->alignment);
     os << line() << "// epilogue " << v.label << ": a reduction of each row of " << acc
        << " over its columns: each thread folds its fragment registers of a row, the row's four "
           "threads (a quad) shuffle, and the quad's first updates the element\n";

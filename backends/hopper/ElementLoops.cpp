@@ -142,8 +142,10 @@ std::optional<Reduction> match_row_reduction(const Plan &plan, const FragmentEpi
     if (!along_col.defined() || !is_const_zero(along_col))
         return std::nullopt;
     auto fail = [&](const std::string &why) -> std::optional<Reduction> {
-        throw Error("hopper: the epilogue into " + st->name + " writes one element for many of "
-                    "the accumulator's columns, but " + why +
+        throw Error("hopper: the epilogue into " + st->name +
+                    " writes one element for many of "
+                    "the accumulator's columns, but " +
+                    why +
                     "; the emitter reduces an accumulator's rows (sum, max or min over their "
                     "columns)");
     };

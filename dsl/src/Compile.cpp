@@ -140,7 +140,8 @@ private:
             }
             if (next == stores.size()) {
                 throw Error("a Tuple's update whose values read each other's elements (" +
-                            stores[0]->name + ", ...) cannot be stored one value after another; "
+                            stores[0]->name +
+                            ", ...) cannot be stored one value after another; "
                             "let one value read only the old values of the others");
             }
             done[next] = true;

@@ -406,13 +406,14 @@ TANDEM_REGISTER_GENERATOR(Attention, attention)
 /** Attention as FlashAttention computes it, written by hand with Halide's own tools: the keys in
  * blocks of TJ and an online softmax (the running max and sum, the partial output rescaled when
  * the max grows), the same math as `attention` (P rounded to bf16, f32 out). Per key block c:
- * the block's scores (keys past L masked to -inf), their row max bmax, pb = exp(scaled - bmax),
+ * the block's scores, their row max bmax, pb = exp(scaled - bmax),
  * its row sum and pv = bf16(pb) * v (the second matmul); then the state of each output element,
  * a Tuple (partial output, running max, running sum), takes the block: m' = max(m, bmax),
  * o' = o exp(m - m') + pv exp(bmax - m'), l' likewise (the running max and sum held once per
  * element: Halide 14 cannot fuse the scans of two Funcs one of which reads the other). A max of
  * -inf (a block or a start that a mask hides entirely) is subtracted as 0, FlashAttention's
- * guard. The schedule keeps one key block on chip at a time. */
+ * guard. The last block starts at L - TJ, its keys that the block before took masked, so every
+ * block is TJ keys inside the tensors (no tail). The schedule keeps one key block on chip. */
 class FlashAttention : public Generator<FlashAttention> {
 public:
     GeneratorParam<int> S{"S", 128, 1, 1 << 20}; // query rows
@@ -438,29 +439,34 @@ public:
         const float scale = 1.0f / std::sqrt(float(int(D)));
         const Expr kv = h / (int(H) / int(KV));
         const Expr ninf = Halide::Float(32).min();
-        auto last = [&](const Expr &key) { return Halide::min(key, int(L) - 1); };
-        // Scores over the blocks' keys: those past L (the last block's padding) read key L - 1
-        // and are masked.
+        // Block c's keys start at c TJ, the last block's at L - TJ (it overlaps the one before:
+        // the keys that block took are masked here), so every block reads TJ keys inside L.
+        auto start = [&](const Expr &block) { return Halide::min(block * tj, int(L) - tj); };
         scores(jj, s, h, b) = 0.0f;
         scores(jj, s, h, b) +=
-            Halide::cast<float>(q(d, s, h, b)) * Halide::cast<float>(k(d, last(jj), kv, b));
-        auto scaled = [&](const Expr &key) {
-            Expr x = scores(key, s, h, b) * scale;
-            Expr seen = key < int(L);
-            if (causal)
-                seen = seen && key <= s + (int(L) - int(S));
-            return Halide::select(seen, x, ninf);
+            Halide::cast<float>(q(d, s, h, b)) * Halide::cast<float>(k(d, jj, kv, b));
+        // Whether block `block` takes the key: not an earlier block's, and not hidden by the
+        // causal mask.
+        auto seen = [&](const Expr &key, const Expr &block) {
+            Expr in = key >= block * tj;
+            return causal ? in && key <= s + (int(L) - int(S)) : in;
         };
+        auto scaled = [&](const Expr &key) { return scores(key, s, h, b) * scale; };
         auto finite = [&](const Expr &m) { return Halide::select(m == ninf, 0.0f, m); };
         bmax(s, c, h, b) = ninf;
-        bmax(s, c, h, b) = Halide::max(bmax(s, c, h, b), scaled(c * tj + ji));
-        pb(jj, s, h, b) = Halide::exp(scaled(jj) - finite(bmax(s, jj / tj, h, b)));
-        ph(jj, s, h, b) = Halide::cast(Halide::BFloat(16), pb(jj, s, h, b));
+        bmax(s, c, h, b) = Halide::max(
+            bmax(s, c, h, b), Halide::select(seen(start(c) + ji, c), scaled(start(c) + ji), ninf));
+        // The keys the block does not take are multiplied by 0, not selected out: Halide would
+        // not compute the scores a select leaves out, and the block's matmul would not start at
+        // its first key. Below the block's max, exp(min(x - max, 0)) is exp(x - max).
+        pb(jj, s, c, h, b) = Halide::exp(Halide::min(scaled(jj) - finite(bmax(s, c, h, b)), 0.0f)) *
+                             Halide::select(seen(jj, c), 1.0f, 0.0f);
+        ph(jj, s, c, h, b) = Halide::cast(Halide::BFloat(16), pb(jj, s, c, h, b));
         rs(s, c, h, b) = 0.0f;
-        rs(s, c, h, b) += pb(c * tj + ji, s, h, b);
+        rs(s, c, h, b) += pb(start(c) + ji, s, c, h, b);
         pv(n, s, c, h, b) = 0.0f;
-        pv(n, s, c, h, b) += Halide::cast<float>(ph(c * tj + ji, s, h, b)) *
-                             Halide::cast<float>(v(n, last(c * tj + ji), kv, b));
+        pv(n, s, c, h, b) += Halide::cast<float>(ph(start(c) + ji, s, c, h, b)) *
+                             Halide::cast<float>(v(n, start(c) + ji, kv, b));
         state(n, s, h, b) = {0.0f, ninf, 0.0f};
         Expr m = state(n, s, h, b)[1], block_max = bmax(s, rc, h, b);
         Expr m_new = Halide::max(m, block_max);

@@ -806,10 +806,17 @@ Stmt split_mix_kernel(const Stmt &s, CompileContext &ctx) {
     CubeSide cube_mutator(cube, h, ctx);
     Stmt cube_side = cube_mutator.mutate(s);
     if (cube_mutator.handoffs == 0) {
+        std::string names;
+        for (const Handoff::Acc &a : h.accs)
+            names += (names.empty() ? "" : " and ") + a.name.substr(0, a.name.find('$'));
         throw Error("Func '" + ctx.output +
-                    "', directive tile_mma(): on ascend the accumulators an epilogue reads go to "
-                    "the vector cores together, but no statement consumes all of " +
-                    std::to_string(h.accs.size()) + " (compute_at each at the output's tile loop)");
+                    "', directive tile_mma(): not supported on ascend: the vector code reads the "
+                    "accumulators " +
+                    names +
+                    " in different statements (as FlashAttention's blocks read the scores, then "
+                    "the second matmul's sums), but a mix kernel hands the accumulators to the "
+                    "vector cores together, in one statement per tile (compute_at each at the "
+                    "output's tile loop where the schedule meant that)");
     }
     // The last two slots' reads, so that every counter ends at zero.
     cube_side = block(
