@@ -326,10 +326,13 @@ public:
     GeneratorParam<int> B{"B", 1, 1, 1 << 16};   // batches
     GeneratorParam<int> TM{"TM", 64, 1, 4096};
     GeneratorParam<int> TK{"TK", 64, 1, 4096}; // the head dim's K tiles of Q K^T
+    // TJ > 0: the keys in blocks of TJ by the online softmax (FlashAttention, issue 34); 0: a
+    // query tile's whole row of keys on chip
+    GeneratorParam<int> TJ{"TJ", 0, 0, 1 << 20};
     // causal: query s sees keys j <= s + L - S (the last query row sees every key)
     GeneratorParam<bool> causal{"causal", false};
     // runtime: the query rows and the batch count are the buffers' at each call (S and B
-    // estimates); L, D and H static (a query tile's whole row of keys is on chip)
+    // estimates); L, D and H static
     GeneratorParam<bool> runtime{"runtime", false};
     Input<Buffer<bfloat16_t, 4>> q{"q"}, k{"k"}, v{"v"};
     Output<Buffer<float, 4>> out{"out"};
@@ -380,14 +383,27 @@ public:
             .fuse(th, b, tb)
             .map_to_cores(tb)
             .async_copy();
-        acc.compute_at(out, tb);
-        acc.update()
-            .split(j_x, jo, ji, L, TailStrategy::GuardWithIf)
-            .reorder(n, s, ji, jo)
-            .tile_mma();
-        Func::staged(v, acc).compute_at(acc, jo).async_copy().multi_buffer(2);
-        for (Func f : {p, row_sum, e, row_max, scores})
-            f.compute_at(acc, jo);
+        if (TJ > 0) {
+            // FlashAttention: the same algorithm, the keys in blocks and the softmax online.
+            OnlineSoftmax fa = acc.update().online_softmax(j_x, TJ, out);
+            fa.state.compute_at(out, tb);
+            for (Func f : fa.per_block())
+                f.compute_at(fa.state, fa.block);
+            scores.compute_at(fa.state, fa.block);
+            Func::staged(v, fa.block_acc)
+                .compute_at(fa.state, fa.block)
+                .async_copy()
+                .multi_buffer(2);
+        } else {
+            acc.compute_at(out, tb);
+            acc.update()
+                .split(j_x, jo, ji, L, TailStrategy::GuardWithIf)
+                .reorder(n, s, ji, jo)
+                .tile_mma();
+            Func::staged(v, acc).compute_at(acc, jo).async_copy().multi_buffer(2);
+            for (Func f : {p, row_sum, e, row_max, scores})
+                f.compute_at(acc, jo);
+        }
         scores.update()
             .split(d_x, ko, ki, TK, TailStrategy::GuardWithIf)
             .reorder(jj, s, ki, ko)

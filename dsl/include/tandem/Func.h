@@ -50,6 +50,7 @@ struct Directives {
 Directives directives_of(const Halide::Internal::Function &f);
 
 class Func;
+struct OnlineSoftmax;
 
 /** An update stage: Halide's Stage plus tile_mma(). */
 class Stage {
@@ -64,6 +65,19 @@ public:
     }
     /** The update is a matrix multiply-accumulate on tiles: it must lower to one tile MMA op. */
     Stage &tile_mma();
+    /** FlashAttention's online softmax (Milakov and Gimelshein's), a rewrite of this update as
+     * Halide's rfactor is one of a reduction. The update must be acc += P(j) * V(j) over the keys
+     * j (the RVar `keys`), P a softmax over j written as the textbook writes it: P = cast(E /
+     * row_sum), E = exp(X(j) - row_max), row_max the max of X over j from -inf, row_sum the sum
+     * of E over j from 0 (X: any expression of the key, the scores and a mask). It becomes a loop
+     * over blocks of `block` keys (the last block shifted back to end at the last key, its keys
+     * the block before took masked): per block the block's max of X, E relative to it, their
+     * sum and the block's own matmul of cast(E) and V; per element of acc a state (the partial
+     * output, the running max, the running sum) rescaled when the max grows; `consumer`'s calls
+     * of acc read the output divided by the sum. The same math; P is rounded before the
+     * division (relative to the block's max). Anything else is a tandem::Error saying what
+     * differs. Returns the Funcs to schedule: the block matmul keeps its tile_mma(). */
+    OnlineSoftmax online_softmax(const RVar &keys, int block, const Func &consumer);
 
     Halide::Stage &halide() { return stage_; }
 
@@ -154,6 +168,17 @@ public:
 
 private:
     Halide::Func f_;
+};
+
+/** The Funcs online_softmax() makes: `state` per element of the accumulator, updated over
+ * `block` (its RVar over the key blocks); the others computed once per block
+ * (per_block(): compute_at(state, block)), `block_acc` the block's matmul (a tile MMA over its
+ * keys, `block_keys`). The scores (the Funcs X reads) stay the user's to schedule, at the same
+ * place. */
+struct OnlineSoftmax {
+    Func state, block_max, exps, operand, block_sum, block_acc;
+    RVar block, block_keys;
+    std::vector<Func> per_block() const { return {block_acc, block_sum, operand, exps, block_max}; }
 };
 
 } // namespace tandem
