@@ -263,6 +263,8 @@ private:
     /** An epilogue that reduces each row of the accumulator over its columns
      * (FragmentEpilogue::row_reduction). */
     void row_reduction(const ir::VectorOp &v, const FragmentEpilogue &e, const std::string &acc);
+    /** Ends an epilogue over a's fragments: its blocks and scope closed, a barrier pending. */
+    void close_epilogue(const Accumulator &a);
 
 public:
     bool uses_reduction = false;

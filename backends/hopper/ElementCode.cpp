@@ -386,13 +386,7 @@ void CodeGen::epilogue(const ir::VectorOp &v, const Stmt &nest, const std::strin
         close();
         close();
     }
-    fragment.clear();
-    fragment_buffers.clear();
-    nest_loops.clear();
-    close_blocks(a);
-    close();
-    pending_sync = true;
-    synced = false;
+    close_epilogue(a);
 }
 
 void CodeGen::row_reduction(const ir::VectorOp &v, const FragmentEpilogue &e,
@@ -441,6 +435,11 @@ void CodeGen::row_reduction(const ir::VectorOp &v, const FragmentEpilogue &e,
     store(update.as<Store>());
     close();
     close();
+    close_epilogue(a);
+}
+
+void CodeGen::close_epilogue(const Accumulator &a) {
+    fragment.clear();
     fragment_buffers.clear();
     nest_loops.clear();
     close_blocks(a);

@@ -85,16 +85,9 @@ bool contains_load(const Stmt &s, const Load *load) {
     return false;
 }
 
-/** store[i] = store[i] op f(k) over the innermost loop k, into a shared tile. */
-std::optional<Reduction> match_reduction(const Plan &plan, const std::vector<Loop> &loops,
-                                         const Stmt &body, int threads) {
-    const Store *st = body.as<Store>();
-    if (!st)
-        return std::nullopt;
-    const Loop &k = loops.back();
-    Expr step = affine_step(st->index, k.name);
-    if (!step.defined() || !is_const_zero(step))
-        return std::nullopt;
+/** store = store op rest (op: a sum, max or min), rest reading no other element of the store's
+ * buffer; with the op's identity. */
+std::optional<Reduction> fold_of(const Store *st) {
     Reduction r;
     r.store = st;
     Expr a, b;
@@ -107,28 +100,42 @@ std::optional<Reduction> match_reduction(const Plan &plan, const std::vector<Loo
     else
         return std::nullopt;
     const Load *self = a.as<Load>();
-    r.self_load = a;
     if (self && self->name == st->name && equal(self->index, st->index)) {
-        r.rest = b;
+        r.self_load = a, r.rest = b;
     } else if ((self = b.as<Load>()) && self->name == st->name && equal(self->index, st->index)) {
-        r.rest = a;
-        r.self_load = b;
+        r.self_load = b, r.rest = a;
     } else {
         return std::nullopt;
     }
     LoadsOf others(st->name);
     r.rest.accept(&others);
-    if (!others.loads.empty() || !plan.tiles.count(st->name))
+    if (!others.loads.empty())
         return std::nullopt;
     const Halide::Type &t = st->value.type();
     r.identity = r.op == Reduction::Op::Add   ? make_zero(t)
                  : r.op == Reduction::Op::Max ? t.min()
                                               : t.max();
+    return r;
+}
+
+/** store[i] = store[i] op f(k) over the innermost loop k, into a shared tile. */
+std::optional<Reduction> match_reduction(const Plan &plan, const std::vector<Loop> &loops,
+                                         const Stmt &body, int threads) {
+    const Store *st = body.as<Store>();
+    if (!st)
+        return std::nullopt;
+    const Loop &k = loops.back();
+    Expr step = affine_step(st->index, k.name);
+    if (!step.defined() || !is_const_zero(step))
+        return std::nullopt;
+    std::optional<Reduction> r = fold_of(st);
+    if (!r || !plan.tiles.count(st->name))
+        return std::nullopt;
     // Four rows or more (the loops outside k): a warp per row, shuffles only, no barrier.
     Expr rows = 1;
     for (size_t i = 0; i + 1 < loops.size(); i++)
         rows = rows * loops[i].extent;
-    r.warp_per_row = loops.size() > 1 && constant_upper_bound(simplify(rows)) >= threads / 32;
+    r->warp_per_row = loops.size() > 1 && constant_upper_bound(simplify(rows)) >= threads / 32;
     return r;
 }
 
@@ -151,33 +158,11 @@ std::optional<Reduction> match_row_reduction(const Plan &plan, const FragmentEpi
     };
     if (!along_row.defined() || is_const_zero(along_row))
         return fail("reduces the whole tile to one element");
-    Reduction r;
-    r.store = st;
-    Expr a, b;
-    if (const Add *add = st->value.as<Add>())
-        r.op = Reduction::Op::Add, a = add->a, b = add->b;
-    else if (const Max *max = st->value.as<Max>())
-        r.op = Reduction::Op::Max, a = max->a, b = max->b;
-    else if (const Min *min = st->value.as<Min>())
-        r.op = Reduction::Op::Min, a = min->a, b = min->b;
-    else
-        return fail("it is not a sum, max or min of the element and the accumulator's");
-    const Load *self = a.as<Load>();
-    if (self && self->name == st->name && equal(self->index, st->index)) {
-        r.self_load = a, r.rest = b;
-    } else if ((self = b.as<Load>()) && self->name == st->name && equal(self->index, st->index)) {
-        r.self_load = b, r.rest = a;
-    } else {
-        return fail("it is not a sum, max or min of the element and the accumulator's");
-    }
-    LoadsOf others(st->name);
-    r.rest.accept(&others);
-    if (!others.loads.empty())
-        return fail("it reads other elements of " + st->name);
-    const Halide::Type &t = st->value.type();
-    r.identity = r.op == Reduction::Op::Add   ? make_zero(t)
-                 : r.op == Reduction::Op::Max ? t.min()
-                                              : t.max();
+    std::optional<Reduction> r = fold_of(st);
+    if (!r)
+        return fail("it is not a sum, max or min of the element and the accumulator's, reading "
+                    "no other element of " +
+                    st->name);
     return r;
 }
 

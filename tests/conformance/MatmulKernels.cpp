@@ -309,14 +309,10 @@ private:
 };
 TANDEM_REGISTER_GENERATOR(MatmulChain, matmul_chain)
 
-/** Attention as the textbook writes it: out(n, s, h, b) = sum_j P(j, s, h, b) * v(n, j, h / G, b)
- * with P = softmax over the keys j of scale * sum_d q(d, s, h, b) * k(d, j, h / G, b) (the row's
- * max subtracted before exp), for B batches of H query heads sharing H / G key-value heads
- * (grouped-query attention: G = H / KV query heads per key-value head); q is S x D per head, k
- * and v L x D (rows of D), bf16; P rounded to bf16 for the second matmul, f32 out. The schedule
- * keeps a query tile's whole row of keys on chip (TJ = L: one block), so softmax needs no
- * rewrite; FlashAttention's online softmax (issue 34) is what lets the keys come in blocks. */
-class Attention : public Generator<Attention> {
+/** What attention's generators share: q (S x D per head), k and v (L x D per key-value head), bf16,
+ * for B batches of H query heads sharing H / KV key-value heads (grouped-query); f32 out; query
+ * tiles of TM rows, Q K^T in K tiles of TK. */
+template <class G> class AttentionKernel : public Generator<G> {
 public:
     GeneratorParam<int> S{"S", 128, 1, 1 << 20}; // query rows
     GeneratorParam<int> L{"L", 128, 1, 1 << 20}; // keys
@@ -326,22 +322,38 @@ public:
     GeneratorParam<int> B{"B", 1, 1, 1 << 16};   // batches
     GeneratorParam<int> TM{"TM", 64, 1, 4096};
     GeneratorParam<int> TK{"TK", 64, 1, 4096}; // the head dim's K tiles of Q K^T
-    // TJ > 0: the keys in blocks of TJ by the online softmax (FlashAttention, issue 34); 0: a
-    // query tile's whole row of keys on chip
-    GeneratorParam<int> TJ{"TJ", 0, 0, 1 << 20};
     // causal: query s sees keys j <= s + L - S (the last query row sees every key)
     GeneratorParam<bool> causal{"causal", false};
-    // runtime: the query rows and the batch count are the buffers' at each call (S and B
-    // estimates); L, D and H static
-    GeneratorParam<bool> runtime{"runtime", false};
     Input<Buffer<bfloat16_t, 4>> q{"q"}, k{"k"}, v{"v"};
     Output<Buffer<float, 4>> out{"out"};
 
-    void generate() override {
+protected:
+    void check_heads(const std::string &generator) {
         if (int(H) % int(KV) != 0)
-            throw Error("attention: H = " + std::to_string(int(H)) +
+            throw Error(generator + ": H = " + std::to_string(int(H)) +
                         " query heads do not share KV = " + std::to_string(int(KV)) +
                         " key-value heads evenly");
+    }
+};
+
+/** Attention as the textbook writes it: out(n, s, h, b) = sum_j P(j, s, h, b) * v(n, j, h / G, b)
+ * with P = softmax over the keys j of scale * sum_d q(d, s, h, b) * k(d, j, h / G, b) (the row's
+ * max subtracted before exp), for B batches of H query heads sharing H / G key-value heads
+ * (grouped-query attention: G = H / KV query heads per key-value head); q is S x D per head, k
+ * and v L x D (rows of D), bf16; P rounded to bf16 for the second matmul, f32 out. The schedule
+ * keeps a query tile's whole row of keys on chip (TJ = L: one block), so softmax needs no
+ * rewrite; FlashAttention's online softmax (issue 34) is what lets the keys come in blocks. */
+class Attention : public AttentionKernel<Attention> {
+public:
+    // TJ > 0: the keys in blocks of TJ by the online softmax (FlashAttention, issue 34); 0: a
+    // query tile's whole row of keys on chip
+    GeneratorParam<int> TJ{"TJ", 0, 0, 1 << 20};
+    // runtime: the query rows and the batch count are the buffers' at each call (S and B
+    // estimates); L, D and H static
+    GeneratorParam<bool> runtime{"runtime", false};
+
+    void generate() override {
+        check_heads("attention");
         RDom d(0, D), j(0, L);
         const float scale = 1.0f / std::sqrt(float(int(D)));
         const Expr kv = h / (int(H) / int(KV)); // the key-value head of query head h
@@ -430,26 +442,12 @@ TANDEM_REGISTER_GENERATOR(Attention, attention)
  * -inf (a block or a start that a mask hides entirely) is subtracted as 0, FlashAttention's
  * guard. The last block starts at L - TJ, its keys that the block before took masked, so every
  * block is TJ keys inside the tensors (no tail). The schedule keeps one key block on chip. */
-class FlashAttention : public Generator<FlashAttention> {
+class FlashAttention : public AttentionKernel<FlashAttention> {
 public:
-    GeneratorParam<int> S{"S", 128, 1, 1 << 20}; // query rows
-    GeneratorParam<int> L{"L", 128, 1, 1 << 20}; // keys
-    GeneratorParam<int> D{"D", 64, 1, 1 << 20};  // head dim
-    GeneratorParam<int> H{"H", 1, 1, 1 << 10};   // query heads
-    GeneratorParam<int> KV{"KV", 1, 1, 1 << 10}; // key-value heads (dividing H)
-    GeneratorParam<int> B{"B", 1, 1, 1 << 16};   // batches
-    GeneratorParam<int> TM{"TM", 64, 1, 4096};
     GeneratorParam<int> TJ{"TJ", 64, 1, 4096}; // keys per block
-    GeneratorParam<int> TK{"TK", 64, 1, 4096}; // the head dim's K tiles of Q K^T
-    GeneratorParam<bool> causal{"causal", false};
-    Input<Buffer<bfloat16_t, 4>> q{"q"}, k{"k"}, v{"v"};
-    Output<Buffer<float, 4>> out{"out"};
 
     void generate() override {
-        if (int(H) % int(KV) != 0)
-            throw Error("flash_attention: H = " + std::to_string(int(H)) +
-                        " query heads do not share KV = " + std::to_string(int(KV)) +
-                        " key-value heads evenly");
+        check_heads("flash_attention");
         const int tj = std::min(int(TJ), int(L)), blocks = (int(L) + tj - 1) / tj;
         RDom d(0, D), ji(0, tj), rc(0, blocks);
         const float scale = 1.0f / std::sqrt(float(int(D)));

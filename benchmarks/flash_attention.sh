@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Issue 34: attention as the textbook writes it, unfused (a query tile's whole row of keys on
+# chip) and fused by the schedule's online softmax (keys in blocks of TJ: FlashAttention), on the
+# ZPU's and Hopper's machine models (Ascend does not run the fused form yet), with the
+# hand-written online softmax (flash_attention) beside them. Single head, bf16 in, f32 out,
+# query tiles of 64 rows; S = L = 256 (where the unfused form fits on chip) and 1024, 4096 (where
+# only the fused one does; the unfused rows record the refusal). Each row: cycles, the roofline
+# of the algorithm (apps/Workload.cpp) and its fraction. No GPU figures: FlashAttention-3 and
+# torch SDPA are compared on a GPU session (issue 37). Writes results/flash_attention.json and
+# the raw log results/flash_attention.log.
+source "$(dirname "$0")/setup.sh"
+log="$out/flash_attention.log"
+rows=$(mktemp)
+: > "$log"
+source "$root/benchmarks/conformance_rows.sh"
+for target in zpu hopper; do
+    for n in 256 1024 4096; do
+        shape="S=$n L=$n D=64"
+        run_case "textbook_$n" $target attention $shape
+        for tj in 64 128; do
+            run_case "online_tj${tj}_$n" $target attention TJ=$tj $shape
+        done
+        run_case "by_hand_tj64_$n" $target flash_attention TJ=64 $shape
+        run_case "online_causal_tj64_$n" $target attention TJ=64 causal=true $shape
+    done
+done
+write_rows "$out/flash_attention.json" \
+    "roofline = max(bytes / memory bandwidth, vector work / vector rate, MACs / MAC rate), all cores; from the textbook algorithm (apps/Workload.cpp)"
+rm -f "$rows"
