@@ -328,11 +328,17 @@ public:
     Output<Buffer<float, 4>> out{"out"};
 
 protected:
-    void check_heads(const std::string &generator) {
+    void check_shape(const std::string &generator) {
         if (int(H) % int(KV) != 0)
             throw Error(generator + ": H = " + std::to_string(int(H)) +
                         " query heads do not share KV = " + std::to_string(int(KV)) +
                         " key-value heads evenly");
+        // (The mask is aligned at the bottom right: query s sees keys j <= s + L - S.)
+        if (causal && int(L) < int(S))
+            throw Error(generator + ": causal attention over L = " + std::to_string(int(L)) +
+                        " keys for S = " + std::to_string(int(S)) + " queries leaves the first " +
+                        std::to_string(int(S) - int(L)) +
+                        " query rows no key to attend to (a softmax over nothing); give L >= S");
     }
 };
 
@@ -353,7 +359,7 @@ public:
     GeneratorParam<bool> runtime{"runtime", false};
 
     void generate() override {
-        check_heads("attention");
+        check_shape("attention");
         RDom d(0, D), j(0, L);
         const float scale = 1.0f / std::sqrt(float(int(D)));
         const Expr kv = h / (int(H) / int(KV)); // the key-value head of query head h
@@ -447,7 +453,7 @@ public:
     GeneratorParam<int> TJ{"TJ", 64, 1, 4096}; // keys per block
 
     void generate() override {
-        check_heads("flash_attention");
+        check_shape("flash_attention");
         const int tj = std::min(int(TJ), int(L)), blocks = (int(L) + tj - 1) / tj;
         RDom d(0, D), ji(0, tj), rc(0, blocks);
         const float scale = 1.0f / std::sqrt(float(int(D)));
