@@ -113,6 +113,12 @@ std::vector<KernelCase> kernel_cases() {
     // operand goes back to the cube; two AICs, so that each runs two output tiles of four J
     // blocks (every slot used three times or more); J and M ragged, so that the partitioned
     // tails hand back too.
+    // FlashAttention (the conformance attention fused by its online softmax): 7 key blocks per
+    // query tile, the last shifted back; two cores (CTAs) with two query tiles and more each.
+    const std::map<std::string, std::string> fused_attention = {
+        {"S", "70"}, {"L", "100"}, {"D", "16"}, {"TM", "16"}, {"TK", "16"}, {"TJ", "16"}};
+    add("zpu:cores=2", "attention", {""}, "online_70x100x16", fused_attention);
+    add("hopper:sms=2", "attention", {""}, "online_70x100x16", fused_attention);
     add("ascend:cube_cores=2,vector_cores=4", "matmul_chain", {"pipelined"}, "80x64x120x32",
         {{"M", "80"},
          {"N", "64"},
