@@ -1127,8 +1127,10 @@ private:
             }
             for (size_t d = 1; d < m.extents.size(); d++) {
                 Expr stride = simplify(m.strides[d] * m.type.bytes());
-                if (is_const_one(m.extents[d]))
+                if (is_const_one(m.extents[d]) && as_const_int(stride))
                     stride = Expr(int(round_up(std::max<int64_t>(*as_const_int(stride), 16), 16)));
+                else if (is_const_one(m.extents[d])) // a runtime stride past a dim of one
+                    stride = simplify((max(stride, 16) + 15) / 16 * 16);
                 else if (!is_const(m.extents[d])) // a runtime extent of 1: still a legal stride
                     stride = select(m.extents[d] == 1, (stride + 15) / 16 * 16, stride);
                 internal_assert(!is_const(stride) || proven(stride % 16 == 0))
