@@ -54,6 +54,11 @@ bool same(const Expr &a, const Expr &b) {
     return equal(simplify(a), simplify(b));
 }
 
+/** A Func's or RVar's name as the user wrote it (Halide's unique names end in $n). */
+std::string user(const std::string &name) {
+    return name.substr(0, name.find('$'));
+}
+
 bool is_minus_infinity(const Expr &e) {
     const FloatImm *f = e.as<FloatImm>();
     return f && std::isinf(f->value) && f->value < 0;
@@ -98,9 +103,9 @@ template <class Op> Expr reduction_term(const Call *c, const std::string &key, E
 OnlineSoftmax Stage::online_softmax(const RVar &keys, int block, const Func &consumer) {
     Function acc = f_.function();
     const std::string name = acc.name(), key = keys.name();
-    const std::string base = name.substr(0, name.find('$')); // the new Funcs' names start so
+    const std::string base = user(name); // the new Funcs' names start so
     auto fail = [&](const std::string &why) {
-        throw Error("Func '" + name + "', directive online_softmax(): " + why +
+        throw Error("Func '" + base + "', directive online_softmax(): " + why +
                     "; the online softmax rewrites acc += cast(exp(X(j) - row_max) / row_sum) * "
                     "V(j) over the keys j, row_max the max of X(j) from -inf, row_sum the sum of "
                     "the exponentials from 0");
@@ -110,7 +115,7 @@ OnlineSoftmax Stage::online_softmax(const RVar &keys, int block, const Func &con
     // acc = 0, then acc += A * B, with A = cast(P(j, rows...)) and B free of P.
     if (acc.updates().size() != 1 || acc.definition().values().size() != 1 ||
         !is_const_zero(acc.definition().values()[0]))
-        fail(name + " is not a zero followed by one update");
+        fail(base + " is not a zero followed by one update");
     const Definition &update = acc.updates()[0];
     Expr key_extent;
     for (const ReductionVariable &r : update.schedule().rvars()) {
@@ -121,14 +126,17 @@ OnlineSoftmax Stage::online_softmax(const RVar &keys, int block, const Func &con
         }
     }
     if (!key_extent.defined())
-        fail(key + " is not an RVar of " + name + "'s update");
+        fail(user(key) + " is not an RVar of " + base + "'s update");
     const int64_t keys_count = *as_const_int(key_extent);
     const Add *sum = update.values()[0].as<Add>();
     const Mul *product = sum ? sum->b.as<Mul>() : nullptr;
-    if (!product && sum && (product = sum->a.as<Mul>()) && !func_call(sum->b))
-        product = nullptr;
-    if (!product)
-        fail("its update is not " + name + " + A * B");
+    Expr self = sum ? sum->a : Expr();
+    if (sum && !product) {
+        product = sum->a.as<Mul>();
+        self = sum->b;
+    }
+    if (!product || !self.defined() || !equal(self, Call::make(acc, update.args())))
+        fail("its update is not " + base + " + A * B");
     Expr a = product->a, b = product->b;
     // (An input's call is a Func's too: the wrapper Halide puts around it, which reads it.)
     auto p_of = [&](const Expr &e) -> const Call * {
@@ -143,21 +151,21 @@ OnlineSoftmax Stage::online_softmax(const RVar &keys, int block, const Func &con
         p = p_of(a);
     }
     if (!p || p->args.empty() || !equal(p->args[0], Variable::make(Halide::Int(32), key)))
-        fail("neither factor of the product calls a Func with the key " + key + " first");
+        fail("neither factor of the product calls a Func with the key " + user(key) + " first");
     // P = cast(E / row_sum), E = exp(X - row_max).
     const Expr p_value = inline_call(p);
     const Cast *rounding = p_value.as<Cast>();
     const Div *div = (rounding ? rounding->value : p_value).as<Div>();
     const Call *e = div ? func_call(div->a) : nullptr, *row_sum = div ? func_call(div->b) : nullptr;
     if (!e || !row_sum)
-        fail(p->name + " is not E(j) / row_sum (cast or not)");
+        fail(user(p->name) + " is not E(j) / row_sum (cast or not)");
     const Expr e_value = inline_call(e);
     const Call *exp = e_value.as<Call>();
     const Sub *centred =
         exp && exp->name == "exp_f32" && exp->args.size() == 1 ? exp->args[0].as<Sub>() : nullptr;
     const Call *row_max = centred ? func_call(centred->b) : nullptr;
     if (!row_max)
-        fail(e->name + " is not exp(X(j) - row_max)");
+        fail(user(e->name) + " is not exp(X(j) - row_max)");
     const Expr x = centred->a; // X(j) in acc's names
     // The rows: row_max and row_sum are called with the same Vars of acc, and P with the key and
     // them.
@@ -168,12 +176,12 @@ OnlineSoftmax Stage::online_softmax(const RVar &keys, int block, const Func &con
         if (!v || std::find(args.begin(), args.end(), v->name) == args.end() ||
             i >= row_sum->args.size() || !equal(row_sum->args[i], row_max->args[i]) ||
             i + 1 >= p->args.size() || !equal(p->args[i + 1], row_max->args[i]))
-            fail(row_max->name + " and " + row_sum->name + " are not called with " + name +
-                 "'s own Vars, and " + p->name + " with the key and the same");
+            fail(user(row_max->name) + " and " + user(row_sum->name) + " are not called with " +
+                 base + "'s own Vars, and " + user(p->name) + " with the key and the same");
         rows.push_back(Var(v->name));
     }
     if (row_sum->args.size() != rows.size() || p->args.size() != rows.size() + 1)
-        fail(p->name + ", " + row_max->name + " and " + row_sum->name +
+        fail(user(p->name) + ", " + user(row_max->name) + " and " + user(row_sum->name) +
              " do not take the same rows");
     // row_max = -inf, then max(row_max, X(r)) over the keys; row_sum = 0, then + E(r).
     Expr max_extent, sum_extent;
@@ -181,12 +189,13 @@ OnlineSoftmax Stage::online_softmax(const RVar &keys, int block, const Func &con
     const Expr max_term = reduction_term<Max>(row_max, key, &max_extent);
     if (!is_minus_infinity(max_f.definition().values()[0]) || !max_term.defined() ||
         !same(max_extent, key_extent) || !same(max_term, x))
-        fail(row_max->name + " is not the max of X(j) over the same keys from -inf");
+        fail(user(row_max->name) + " is not the max of X(j) over the same keys from -inf");
     const Expr sum_term = reduction_term<Add>(row_sum, key, &sum_extent);
     const Call *sum_e = func_call(sum_term);
     if (!is_const_zero(sum_f.definition().values()[0]) || !sum_e || sum_e->name != e->name ||
         !same(sum_extent, key_extent) || !same(inline_call(sum_e), e_value))
-        fail(row_sum->name + " is not the sum of " + e->name + "(j) over the same keys from 0");
+        fail(user(row_sum->name) + " is not the sum of " + user(e->name) +
+             "(j) over the same keys from 0");
     for (const Call *other : {row_max, row_sum, e, p}) {
         bool reads = false;
         ReplaceCalls find(other->name, [&](const std::vector<Expr> &) {
@@ -195,7 +204,7 @@ OnlineSoftmax Stage::online_softmax(const RVar &keys, int block, const Func &con
         });
         find.mutate(b);
         if (reads)
-            fail("the other factor of the product reads " + other->name);
+            fail("the other factor of the product reads " + user(other->name));
     }
 
     // The rewrite (tandem/Func.h): blocks of tj keys, block c from start(c), its keys before
