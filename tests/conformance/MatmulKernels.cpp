@@ -357,6 +357,8 @@ public:
     // runtime: the query rows and the batch count are the buffers' at each call (S and B
     // estimates); L, D and H static
     GeneratorParam<bool> runtime{"runtime", false};
+    GeneratorParam<std::string> pipelining{
+        "schedule", "pipelined", {"pipelined", "ws_pingpong", "ws_cooperative"}};
 
     void generate() override {
         check_shape("attention");
@@ -428,6 +430,7 @@ public:
             .tile_mma();
         for (Input<Buffer<bfloat16_t, 4>> *operand : {&q, &k})
             Func::staged(*operand, scores).compute_at(scores, ko).async_copy().multi_buffer(2);
+        pipeline(out, pipelining);
     }
 
 private:
