@@ -2,7 +2,7 @@
 # Issue 34: attention as the textbook writes it, unfused (a query tile's whole row of keys on
 # chip) and fused by the schedule's online softmax (keys in blocks of TJ: FlashAttention), on the
 # ZPU's and Hopper's machine models (Ascend does not run the fused form yet), with the
-# hand-written online softmax (flash_attention) beside them. Single head, bf16 in, f32 out,
+# hand-written online softmax (flash_attention) beside them, and warp-specialised (ws_pingpong). Single head, bf16 in, f32 out,
 # query tiles of 64 rows; S = L = 256 (where the unfused form fits on chip) and 1024, 4096 (where
 # only the fused one does; the unfused rows record the refusal). Each row: cycles, the roofline
 # of the algorithm (apps/Workload.cpp) and its fraction. No GPU figures: FlashAttention-3 and
@@ -20,6 +20,8 @@ for target in zpu hopper; do
         for tj in 64 128; do
             run_case "online_tj${tj}_$n" $target attention TJ=$tj $shape
         done
+        # FlashAttention-3's roles: a producer and two consumers taking query tiles in turn.
+        run_case "online_tj128_pingpong_$n" $target attention TJ=128 schedule=ws_pingpong $shape
         run_case "by_hand_tj64_$n" $target flash_attention TJ=64 $shape
         run_case "online_causal_tj64_$n" $target attention TJ=64 causal=true $shape
     done
