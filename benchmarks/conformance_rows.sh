@@ -1,10 +1,17 @@
 # Sourced by the benchmark scripts that run conformance generators on the machine models
-# (user_kernels.sh, two_matmuls.sh): `run_case NAME TARGET GENERATOR PARAMS...` runs one with
+# (user_kernels.sh, two_matmuls.sh, int8_gemm.sh, flash_attention.sh): `run_case NAME TARGET GENERATOR PARAMS...` runs one with
 # --run --json, appending the command and its output to $log and a row to $rows;
 # `write_rows DEST DEFINITION` writes the record (date, machine, command, commit, model versions,
 # the raw log's name, DEFINITION and the rows: cycles, roofline, bound, engines' busy cycles, or
-# the refusal) and prints the rows. Needs $root, $out (setup.sh), $log and $rows set.
+# the refusal) and prints the rows. Needs $root and $out (setup.sh); `begin_rows NAME` first.
 gen="$root/build/tests/conformance/conformance_gen"
+
+# The raw log results/NAME.log, emptied, as $log, and the rows' scratch file as $rows.
+begin_rows() {
+    log="$out/$1.log"
+    rows=$(mktemp)
+    : > "$log"
+}
 
 run_case() {
     local name=$1 target=$2 g=$3 result

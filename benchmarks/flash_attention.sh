@@ -9,10 +9,8 @@
 # torch SDPA are compared on a GPU session (issue 37). Writes results/flash_attention.json and
 # the raw log results/flash_attention.log.
 source "$(dirname "$0")/setup.sh"
-log="$out/flash_attention.log"
-rows=$(mktemp)
-: > "$log"
 source "$root/benchmarks/conformance_rows.sh"
+begin_rows flash_attention
 for target in zpu hopper; do
     for n in 256 1024 4096; do
         shape="S=$n L=$n D=64"

@@ -9,10 +9,8 @@
 # cycles, roofline cycles and fraction (the roofline from the algorithm: int8 MACs at the int8
 # rate; apps/Workload.cpp). Writes results/int8_gemm.json and the raw log results/int8_gemm.log.
 source "$(dirname "$0")/setup.sh"
-log="$out/int8_gemm.log"
-rows=$(mktemp)
-: > "$log"
 source "$root/benchmarks/conformance_rows.sh"
+begin_rows int8_gemm
 for target in ascend hopper; do
     for shape in "M=2048 N=2048 K=2048" "M=16 N=4096 K=4096"; do
         tag=_$(echo "$shape" | sed 's/[MNK]=//g; s/ /x/g')

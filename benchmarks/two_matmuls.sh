@@ -13,10 +13,8 @@
 # the algorithm: MACs, vector work, bytes; apps/Workload.cpp). Writes results/two_matmuls.json
 # and the raw log results/two_matmuls.log.
 source "$(dirname "$0")/setup.sh"
-log="$out/two_matmuls.log"
-rows=$(mktemp)
-: > "$log"
 source "$root/benchmarks/conformance_rows.sh"
+begin_rows two_matmuls
 S=1024
 R=8192 # the chain's rows: 128 row tiles of 64, about one per SM (the chain's tiles are its rows)
 for target in zpu ascend hopper; do

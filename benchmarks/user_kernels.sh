@@ -7,10 +7,8 @@
 # fraction, the roofline term that bounds (memory, vector, matrix) and the engines' busy cycles.
 # Writes results/user_kernels.json and the raw log results/user_kernels.log.
 source "$(dirname "$0")/setup.sh"
-log="$out/user_kernels.log"
-rows=$(mktemp)
-: > "$log"
 source "$root/benchmarks/conformance_rows.sh"
+begin_rows user_kernels
 kernels=("softmax C=4096 R=1024" "log_softmax C=4096 R=1024" "layernorm C=4096 R=1024"
          "user_rmsnorm C=4096 R=1024" "subtract_mean C=4096 R=1024" "transpose W=4096 H=1024"
          "column_reduce W=4096 H=1024")
