@@ -144,8 +144,9 @@ inline int run_generated_on_gpu(int argc, char **argv, const halide_filter_metad
         ms.push_back(t);
     }
     std::sort(ms.begin(), ms.end());
-    std::printf("%s on %s: %.4f ms per call on the GPU (median of %zu, each call synchronises)\n",
-                m->name, m->target, ms[ms.size() / 2], ms.size());
+    std::printf("%s on %s: %.4f ms per call on the GPU (median of %zu, min %.4f, max %.4f, each "
+                "call synchronises)\n",
+                m->name, m->target, ms[ms.size() / 2], ms.size(), ms.front(), ms.back());
     for (halide_buffer_t &b : device)
         cudaFree(reinterpret_cast<void *>(b.device));
     return 0;

@@ -13,7 +13,8 @@
 #   benchmarks/gpu/run.sh conformance
 #                                 the conformance suite's cases as hopper libraries and runners,
 #                                 with the problems their --run checked on the model, into
-#                                 kernels/conformance/ (the GPU run checks each on the GPU)
+#                                 kernels/conformance/ (the GPU run checks each on the GPU, and
+#                                 times the conformance_bench_* ones beside torch SDPA)
 #   benchmarks/gpu/run.sh gpu     on the GPU machine (builds first if needed): the smoke set with
 #                                 the debug build, each kernel its own process under `timeout`;
 #                                 compute-sanitizer memcheck and racecheck on the smallest; the
@@ -598,10 +599,11 @@ conformance() {
     cmake -S "$root" -B "$build" -DTANDEM_CONFORMANCE_ON_GPU=ON > /dev/null
     cmake --build "$build" --target conformance_on_gpu
     rm -rf "$to"
-    mkdir -p "$to/bin" "$to/saved"
+    mkdir -p "$to/bin" "$to/saved" "$to/bench"
     cp "$build"/tests/conformance/conformance_*_hopper_run "$to/bin/"
+    mv "$to"/bin/conformance_bench_*_run "$to/bench/"
     cp -r "$build"/tests/conformance/gpu/. "$to/saved/"
-    echo "conformance: $(ls "$to/bin" | wc -l) hopper runners, $(ls "$to/saved" | wc -l) saved problems in $to"
+    echo "conformance: $(ls "$to/bin" | wc -l) hopper runners, $(ls "$to/saved" | wc -l) saved problems, $(ls "$to/bench" | wc -l) timed in $to"
 }
 
 # Runs one kernel as its own process; a hang, trap or crash becomes a row naming it.
@@ -660,6 +662,10 @@ gpu() {
                     "$case_name" "$([ $rc -eq 0 ] && echo true || echo false)" "$rc" \
                     "$(printf '%s' "$said" | head -c 600 | python3 -c 'import json,sys; print(json.dumps(sys.stdin.read()))')" | tee -a "$rows"
             done
+        fi
+        if [ -d "$kernels/conformance/bench" ]; then
+            echo "## attention libraries against torch scaled_dot_product_attention (attention_vs_sdpa.py)"
+            python3 "$here/attention_vs_sdpa.py" "$kernels/conformance/bench" | tee -a "$rows"
         fi
         echo "## benchmark set"
         awk '$1 !~ /^smoke/ {print $2}' "$kernels/sets.txt" | while read -r name; do
