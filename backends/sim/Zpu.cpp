@@ -40,10 +40,15 @@
 
 #include <algorithm>
 #include <array>
+#include <condition_variable>
 #include <cstddef>
+#include <exception>
 #include <iterator>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <queue>
+#include <thread>
 
 namespace tandem::sim {
 
@@ -60,13 +65,17 @@ const char *engine_name(Engine e) {
     return e == Engine::Tensor ? "tensor" : "vector";
 }
 
+const char *link_name(Link l) {
+    return l == Link::Row ? "row" : "column";
+}
+
 // ---------------------------------------------------------------------------------------------
 // Ops, accesses, per-core state
 // ---------------------------------------------------------------------------------------------
 
 namespace {
 
-enum class OpKind : uint8_t { Dma, Mma, Vector, Wait, Sync, Stall, End };
+enum class OpKind : uint8_t { Dma, Mma, Vector, Wait, Sync, Stall, End, Leaf, Barrier };
 
 const char *op_kind_name(OpKind k) {
     switch (k) {
@@ -84,6 +93,10 @@ const char *op_kind_name(OpKind k) {
         return "stall";
     case OpKind::End:
         return "end";
+    case OpKind::Leaf:
+        return "broadcast";
+    case OpKind::Barrier:
+        return "barrier";
     }
     return "?";
 }
@@ -92,7 +105,7 @@ const char *op_kind_name(OpKind k) {
 constexpr int kControlTrack = 0;
 constexpr int kTensorTrack = 1;
 constexpr int kVectorTrack = 2;
-constexpr int kFirstDmaTrack = 3;
+constexpr int kFirstDmaTrack = 3; // then the DMA channels, then the row and column links
 
 /** An op instance as races name it: kind, label, engine, core, packed in 64 bits. */
 struct OpName {
@@ -164,11 +177,20 @@ private:
     }
 };
 
+/** What an agent knows of one core: its control stream's ops up to epoch `control`, and its
+ * async ops `ops` (by their index on that core). */
+struct CoreKnowledge {
+    int64_t control = 0;
+    OpSet ops;
+};
+
 /** What the control stream (or an async op, as of its start) has seen happen: the control stream's
- * own ops up to epoch `control`, and the async ops `ops`. */
+ * own ops up to epoch `control`, the async ops `ops`, and what barriers told it of the other
+ * cores (by core id; shared, since every issued op copies it; null before any barrier). */
 struct Knowledge {
     int64_t control = 0;
     OpSet ops;
+    std::shared_ptr<const std::vector<CoreKnowledge>> others;
 };
 
 // Access records name their agent: the control stream (its epoch) or an async op (its index).
@@ -180,11 +202,14 @@ struct CoreRun {
     Cycles now = 0;
     std::vector<Cycles> channel_free;
     std::priority_queue<Cycles, std::vector<Cycles>, std::greater<Cycles>> in_flight_ends;
-    Knowledge known{1, {}};               // the control stream's; its own epoch is known.control
+    Knowledge known{1, {}, nullptr};      // the control stream's; its own epoch is known.control
     int64_t issued = 0;                   // async ops issued so far
     std::array<Cycles, 2> engine_free{};  // by Engine: when its last op ends
     std::array<int64_t, 2> engine_last{}; // by Engine: token id of its last op, 0 if none
-    bool blocked = false;                 // deadlocked: its program did not end
+    std::array<Cycles, 2> link_free{};    // by Link: when its last leaf ends
+    std::array<Cycles, 2> link_busy{};
+    std::map<std::vector<int>, int64_t> barriers_met; // by the barrier's cores: calls so far
+    bool blocked = false;                             // deadlocked: its program did not end
     Cycles tensor_busy = 0, vector_busy = 0, dma_busy = 0, control_stall = 0;
     Cycles longest_dma = 0, last_transfer_end = 0;
     std::vector<BufferHistory> history; // by buffer id
@@ -237,7 +262,36 @@ struct Machine::Impl {
     std::vector<std::array<int64_t, 4>> sram_used; // [core][Space]
     std::vector<std::unique_ptr<Core>> cores;
 
-    std::vector<AsyncOp> async_ops; // token id - 1
+    std::vector<AsyncOp> async_ops;                          // token id - 1
+    std::map<std::pair<int, std::string>, int> sram_by_name; // (core, name) -> buffer id
+
+    /** A leaf whose receivers do not all know its writes yet: once a barrier's cores know the
+     * sender's `index`, they know each receiver's (core, index) of it. */
+    struct PendingLeaf {
+        int sender;
+        int64_t index;
+        std::vector<std::pair<int, int64_t>> receivers;
+    };
+    std::vector<PendingLeaf> pending_leaves;
+
+    /** A barrier some of its cores have reached: by its cores and the call's number on each. */
+    struct BarrierState {
+        std::vector<int> arrived;
+        std::string label;
+    };
+    std::map<std::pair<std::vector<int>, int64_t>, BarrierState> barriers;
+
+    /** Machine::run's baton: the core whose program runs (-1: none, the scheduler's turn). */
+    struct Scheduler {
+        std::mutex mutex;
+        std::condition_variable changed;
+        int turn = -1;
+        enum State : uint8_t { Ready, Blocked, Done };
+        std::vector<State> state;
+        std::vector<bool> unwind;      // resumed to unwind (deadlocked, or another core failed)
+        std::vector<std::string> wait; // by core: what a blocked core waits at
+    };
+    std::unique_ptr<Scheduler> scheduler; // null outside Machine::run
 
     detail::Labels labels;
     detail::RaceLog races;
@@ -259,6 +313,9 @@ struct Machine::Impl {
         switch (op.kind) {
         case OpKind::Dma:
             text += "dma channel " + std::to_string(op.channel);
+            break;
+        case OpKind::Leaf:
+            text += std::string(link_name(Link(op.channel))) + " link";
             break;
         case OpKind::Mma:
             text += "tensor";
@@ -454,6 +511,198 @@ struct Machine::Impl {
         }
     }
 
+    CoreRun &run_of(int core);
+
+    Token broadcast(CoreRun &core, Link link, const std::vector<int> &receivers,
+                    const std::string &dst, const Box &dst_box, int src, const Box &src_box,
+                    const std::string &label) {
+        std::string what = "broadcast '" + label + "'";
+        const Buffer &from = checked_buffer(what, core, "source", src, src_box);
+        if (receivers.empty()) {
+            fail(what, core, "no receivers");
+        }
+        const bool column = link == Link::Column;
+        const int64_t count = src_box.elements();
+        std::vector<int> dsts;
+        for (int r : receivers) {
+            if (r < 0 || r >= params.cores || r == core.id ||
+                std::count(receivers.begin(), receivers.end(), r) > 1) {
+                fail(what, core,
+                     "receiver " + std::to_string(r) +
+                         " is not another core of the machine, named once");
+            }
+            if (column ? params.mesh_column(r) != params.mesh_column(core.id)
+                       : params.mesh_row(r) != params.mesh_row(core.id)) {
+                fail(what, core,
+                     "core " + std::to_string(r) + " is not in this core's mesh " +
+                         link_name(link) + " (rows of " + std::to_string(params.mesh_columns) +
+                         " cores)");
+            }
+            auto named = sram_by_name.find({r, dst});
+            if (named == sram_by_name.end()) {
+                fail(what, core,
+                     "core " + std::to_string(r) + " has no buffer named '" + dst + "'");
+            }
+            const Buffer &to = buffers[size_t(named->second)];
+            if (!params.link_route[size_t(link)][size_t(from.space)][size_t(to.space)]) {
+                fail(what, core,
+                     std::string("the ") + link_name(link) + " link does not go from " +
+                         space_name(from.space) + " to " + space_name(to.space) +
+                         " (the link routes of the machine description)");
+            }
+            if (to.type != from.type || dst_box.elements() != count) {
+                fail(what, core,
+                     "destination '" + to.name + "' box " + dst_box.str() + " of " +
+                         dtype_name(to.type) + " does not take source '" + from.name + "' box " +
+                         src_box.str() + " of " + dtype_name(from.type));
+            }
+            std::string outside =
+                detail::box_outside_error("destination", dst_box, to.name, to.elements);
+            if (!outside.empty()) {
+                fail(what, core, outside);
+            }
+            dsts.push_back(named->second);
+        }
+        const uint32_t label_index = label_id(label);
+        const size_t l = size_t(link);
+        Cycles start = std::max(core.now, core.link_free[l]);
+        Cycles duration = params.link_cycles(column, count * bytes_of(from.type));
+        Cycles end = start + duration;
+        core.link_free[l] = end;
+        core.link_busy[l] += duration;
+        core.last_transfer_end = std::max(core.last_transfer_end, end);
+        add_event(OpKind::Leaf, label_index, core.id, kFirstDmaTrack + params.dma_channels + int(l),
+                  start, duration);
+
+        // The sender's side, as a transfer's: ordered after what its control stream did so far.
+        uint64_t op = OpName{OpKind::Leaf, int(l), core.id, label_index}.pack();
+        AsyncOp leaf{core.id, end, ++core.issued, core.known, op, dsts[0]};
+        leaf.known.ops.insert(leaf.index);
+        ++core.known.control;
+        access(core, src, src_box, false, leaf.known, leaf.index, op);
+        PendingLeaf pending{core.id, leaf.index, {}};
+        const std::shared_ptr<const std::vector<CoreKnowledge>> seen = leaf.known.others;
+        async_ops.push_back(std::move(leaf));
+        const Token token{int64_t(async_ops.size())};
+        // Each receiver's side: an op of the receiver's numbering, ordered after what the sender
+        // knew of the receiver (through barriers), writing the receiver's buffer.
+        for (size_t i = 0; i < receivers.size(); ++i) {
+            CoreRun &to = run_of(receivers[i]);
+            Knowledge known;
+            if (seen) {
+                known.control = (*seen)[size_t(to.id)].control;
+                known.ops = (*seen)[size_t(to.id)].ops;
+            }
+            AsyncOp arrival{to.id, end, ++to.issued, known, op, dsts[i]};
+            arrival.known.ops.insert(arrival.index);
+            access(to, dsts[i], dst_box, true, arrival.known, arrival.index, op);
+            pending.receivers.push_back({to.id, arrival.index});
+            async_ops.push_back(std::move(arrival));
+            if (numerics && count > 0) {
+                detail::copy_box(buffers[size_t(dsts[i])].data.get(), dst_box,
+                                 buffers[size_t(src)].data.get(), src_box, bytes_of(from.type));
+            }
+        }
+        pending_leaves.push_back(std::move(pending));
+        return token;
+    }
+
+    void barrier(CoreRun &core, const std::vector<int> &cores, const std::string &label) {
+        std::string what = "barrier '" + label + "'";
+        if (!scheduler) {
+            fail(what, core, "a barrier needs the cores' programs run by Machine::run");
+        }
+        if (!std::is_sorted(cores.begin(), cores.end()) ||
+            std::adjacent_find(cores.begin(), cores.end()) != cores.end() || cores.empty() ||
+            cores.front() < 0 || cores.back() >= params.cores ||
+            !std::binary_search(cores.begin(), cores.end(), core.id)) {
+            fail(what, core,
+                 "its cores must be distinct core ids in increasing order, this one among them");
+        }
+        const int64_t call = core.barriers_met[cores]++;
+        BarrierState &state = barriers[{cores, call}];
+        state.arrived.push_back(core.id);
+        state.label = label;
+        if (state.arrived.size() < cores.size()) {
+            std::string missing;
+            for (int c : cores) {
+                if (std::find(state.arrived.begin(), state.arrived.end(), c) == state.arrived.end())
+                    missing += (missing.empty() ? "" : ", ") + std::to_string(c);
+            }
+            block(core.id, "barrier '" + label + "' waits for core " + missing);
+            return; // released by the last core to arrive
+        }
+        release(cores, label);
+        barriers.erase({cores, call});
+    }
+
+    /** The last of a barrier's cores arrived: each leaves knowing what all of them knew. */
+    void release(const std::vector<int> &cores, const std::string &label) {
+        std::vector<CoreKnowledge> joined(size_t(params.cores));
+        Cycles last = 0;
+        for (int c : cores) {
+            const CoreRun &run = run_of(c);
+            last = std::max(last, run.now);
+            joined[size_t(c)].control = std::max(joined[size_t(c)].control, run.known.control);
+            joined[size_t(c)].ops.join(run.known.ops);
+            if (!run.known.others) {
+                continue;
+            }
+            for (size_t other = 0; other < joined.size(); ++other) {
+                if (int(other) == c)
+                    continue;
+                const CoreKnowledge &k = (*run.known.others)[other];
+                joined[other].control = std::max(joined[other].control, k.control);
+                joined[other].ops.join(k.ops);
+            }
+        }
+        for (const PendingLeaf &leaf : pending_leaves) {
+            if (joined[size_t(leaf.sender)].ops.contains(leaf.index)) {
+                for (const auto &[receiver, index] : leaf.receivers)
+                    joined[size_t(receiver)].ops.insert(index);
+            }
+        }
+        const Cycles release_at = last + params.barrier_cycles;
+        auto shared = std::make_shared<const std::vector<CoreKnowledge>>(joined);
+        const uint32_t label_index = label_id(label);
+        for (int c : cores) {
+            CoreRun &run = run_of(c);
+            add_event(OpKind::Barrier, label_index, c, kControlTrack, run.now,
+                      release_at - run.now);
+            run.now = release_at;
+            run.known.ops = joined[size_t(c)].ops;
+            run.known.others = shared;
+            ++run.known.control;
+            if (scheduler->state[size_t(c)] == Scheduler::Blocked)
+                scheduler->state[size_t(c)] = Scheduler::Ready;
+        }
+        pending_leaves.erase(
+            std::remove_if(pending_leaves.begin(), pending_leaves.end(),
+                           [&](const PendingLeaf &leaf) {
+                               return std::all_of(
+                                   leaf.receivers.begin(), leaf.receivers.end(), [&](auto &r) {
+                                       return run_of(r.first).known.ops.contains(r.second);
+                                   });
+                           }),
+            pending_leaves.end());
+    }
+
+    /** Hands the baton back and waits for it; throws when resumed to unwind. */
+    void block(int core, const std::string &waiting_at) {
+        Scheduler &s = *scheduler;
+        std::unique_lock<std::mutex> lock(s.mutex);
+        s.state[size_t(core)] = Scheduler::Blocked;
+        s.wait[size_t(core)] = waiting_at;
+        s.turn = -1;
+        s.changed.notify_all();
+        s.changed.wait(lock, [&] { return s.turn == core; });
+        if (s.unwind[size_t(core)]) {
+            throw DeadlockError("deadlock on core " + std::to_string(core) + ": " + waiting_at);
+        }
+    }
+
+    void run(const std::function<void(Core &)> &program);
+
     /** Issues a compute op of `duration` to `engine`: it starts when the engine is free (in
      * order), touches `accesses` as an async op ordered after the engine's previous op and after
      * what the control stream did so far. */
@@ -568,13 +817,18 @@ struct Machine::Impl {
                 continue;
             }
             uint64_t end = OpName{OpKind::End, -1, async.core, 0}.pack();
-            bool transfer = OpName::unpack(async.op).kind == OpKind::Dma;
+            const OpName name = OpName::unpack(async.op);
+            const bool transfer = name.kind == OpKind::Dma || name.kind == OpKind::Leaf;
+            const bool arrival = name.core != async.core; // a leaf's side on a receiver
             races.add(async.op, end, async.dst, [&] {
                 return Race{op_text(async.op), op_text(end), buffers[size_t(async.dst)].name,
-                            transfer ? "the program ended before waiting on this transfer's token: "
-                                       "its data may land after the kernel returned"
-                                     : "the program ended before syncing this op's engine: it may "
-                                       "still run after the kernel returned"};
+                            arrival ? "no barrier after the sender's wait told this core the "
+                                      "broadcast arrived: it may land after the kernel returned"
+                            : transfer
+                                ? "the program ended before waiting on this transfer's token: "
+                                  "its data may land after the kernel returned"
+                                : "the program ended before syncing this op's engine: it may "
+                                  "still run after the kernel returned"};
             });
         }
     }
@@ -597,6 +851,83 @@ struct Machine::Impl {
         }
     }
 };
+
+CoreRun &Machine::Impl::run_of(int core) {
+    return cores[size_t(core)]->state_->run;
+}
+
+void Machine::Impl::run(const std::function<void(Core &)> &program) {
+    const int n = params.cores;
+    scheduler = std::make_unique<Scheduler>();
+    Scheduler &s = *scheduler;
+    s.state.assign(size_t(n), Scheduler::Ready);
+    s.unwind.assign(size_t(n), false);
+    s.wait.assign(size_t(n), "");
+    std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
+    std::vector<std::thread> threads;
+    for (int c = 0; c < n; ++c) {
+        threads.emplace_back([&, c] {
+            {
+                std::unique_lock<std::mutex> lock(s.mutex);
+                s.changed.wait(lock, [&] { return s.turn == c; });
+            }
+            if (!s.unwind[size_t(c)]) {
+                try {
+                    program(*cores[size_t(c)]);
+                } catch (const DeadlockError &) {
+                    // recorded by the machine; the other cores still run
+                } catch (...) {
+                    errors[size_t(c)] = std::current_exception();
+                }
+            }
+            std::lock_guard<std::mutex> lock(s.mutex);
+            s.state[size_t(c)] = Scheduler::Done;
+            s.turn = -1;
+            s.changed.notify_all();
+        });
+    }
+    // The baton: the lowest-numbered core that can go on runs until it ends or blocks.
+    std::unique_lock<std::mutex> lock(s.mutex);
+    for (;;) {
+        const bool failed = std::any_of(errors.begin(), errors.end(),
+                                        [](const std::exception_ptr &e) { return bool(e); });
+        int next = -1;
+        for (int c = 0; c < n && next < 0; ++c) {
+            if (s.state[size_t(c)] == Scheduler::Ready)
+                next = c;
+        }
+        if (failed || next < 0) {
+            // A core failed (every other one unwinds), or the unfinished ones all wait at
+            // barriers that can never complete (a deadlock, each named with its barrier).
+            for (int c = 0; c < n; ++c) {
+                if (s.state[size_t(c)] == Scheduler::Done || s.unwind[size_t(c)])
+                    continue;
+                if (!failed) {
+                    run_of(c).blocked = true;
+                    report_deadlock("deadlock on core " + std::to_string(c) + ": " +
+                                    s.wait[size_t(c)] + ", which no core can reach");
+                }
+                s.unwind[size_t(c)] = true;
+                s.state[size_t(c)] = Scheduler::Ready;
+                if (next < 0)
+                    next = c;
+            }
+            if (next < 0)
+                break; // every core is done
+        }
+        s.turn = next;
+        s.changed.notify_all();
+        s.changed.wait(lock, [&] { return s.turn == -1; });
+    }
+    lock.unlock();
+    for (std::thread &t : threads)
+        t.join();
+    scheduler.reset();
+    for (const std::exception_ptr &e : errors) {
+        if (e)
+            std::rethrow_exception(e);
+    }
+}
 
 // ---------------------------------------------------------------------------------------------
 // Core
@@ -634,6 +965,16 @@ void Core::sync(Engine engine, const std::string &label) {
 void Core::vector_op(const std::string &label, int64_t flops, const std::vector<Access> &accesses,
                      const std::function<void()> &compute) {
     machine_->impl_->vector_op(state_->run, label, flops, accesses, compute);
+}
+
+Token Core::broadcast(Link link, const std::vector<int> &receivers, const std::string &dst,
+                      const Box &dst_box, int src, const Box &src_box, const std::string &label) {
+    return machine_->impl_->broadcast(state_->run, link, receivers, dst, dst_box, src, src_box,
+                                      label);
+}
+
+void Core::barrier(const std::vector<int> &cores, const std::string &label) {
+    machine_->impl_->barrier(state_->run, cores, label);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -706,7 +1047,18 @@ int Machine::add_sram(int core, const std::string &name, Space space, DType type
         buffer.data.reset(new std::byte[size_t(bytes)]());
     }
     impl_->buffers.push_back(std::move(buffer));
-    return int(impl_->buffers.size()) - 1;
+    const int id = int(impl_->buffers.size()) - 1;
+    impl_->sram_by_name.emplace(std::make_pair(core, name), id);
+    return id;
+}
+
+int Machine::sram_buffer(int c, const std::string &name) const {
+    auto it = impl_->sram_by_name.find({c, name});
+    return it == impl_->sram_by_name.end() ? -1 : it->second;
+}
+
+void Machine::run(const std::function<void(Core &)> &program) {
+    impl_->run(program);
 }
 
 namespace {
@@ -764,21 +1116,26 @@ Report Machine::finish() {
     impl_->cross_core_races(runs);
     impl_->unwaited_ops(runs);
     Report report;
-    Cycles tensor = 0, vector = 0, dma = 0, stall = 0;
+    Cycles tensor = 0, vector = 0, dma = 0, link = 0, stall = 0;
     for (const CoreRun *core : runs) {
         const CoreRun &run = *core;
         Cycles finish = std::max(run.now, run.last_transfer_end);
         Cycles bound = std::max({run.tensor_busy, run.vector_busy,
-                                 ceil_div(run.dma_busy, params_.dma_channels), run.longest_dma});
+                                 ceil_div(run.dma_busy, params_.dma_channels), run.longest_dma,
+                                 run.link_busy[0], run.link_busy[1]});
         report.core_cycles.push_back(finish);
         report.cycles = std::max(report.cycles, finish);
         report.bound_cycles = std::max(report.bound_cycles, bound);
         tensor += run.tensor_busy;
         vector += run.vector_busy;
         dma += run.dma_busy;
+        link += run.link_busy[0] + run.link_busy[1];
         stall += run.control_stall;
     }
     report.busy = {{"tensor", tensor}, {"vector", vector}, {"dma", dma}, {"control_stall", stall}};
+    if (link > 0) {
+        report.busy.push_back({"link", link});
+    }
     impl_->races.report(report, impl_->deadlock, impl_->deadlock_message);
     return report;
 }
@@ -788,6 +1145,8 @@ void Machine::write_trace(const std::string &path) const {
     for (int c = 0; c < params_.dma_channels; ++c) {
         tracks.push_back("dma" + std::to_string(c));
     }
+    tracks.push_back("row link");
+    tracks.push_back("column link");
     std::vector<detail::TraceProcess> processes;
     for (int core = 0; core < params_.cores; ++core) {
         processes.push_back({core, "core " + std::to_string(core), tracks});

@@ -28,6 +28,21 @@
  * Deadlock: the control stream waiting on a token that no transfer of its core will ever
  * complete (never issued, or issued by another core) blocks every agent of the core for ever.
  *
+ * The mesh (issue 36; machine description v5). Cores sit in rows of `mesh_columns`. A core
+ * broadcasts a box of its own buffer into a buffer of the same name on other cores of its row
+ * (the row link, HLink) or its column (VLink): one leaf on the sender's link engine, costing
+ * link_fixed + bytes / link rate whatever the number of receivers, in the link's routes; the
+ * sender waits on its token as on a transfer's. A barrier of a set of cores releases every one of
+ * them barrier_cycles after the last arrives. Machine::run runs the cores' programs one after
+ * another, each until it ends or waits at a barrier (the lowest-numbered core that can go on runs
+ * next), so runs are deterministic and a program without barriers runs as it would alone. A
+ * barrier joins what its cores know: each leaves knowing what every one of them knew when it
+ * arrived, and a receiver knows a leaf's writes into its buffer once it knows the sender waited
+ * on the leaf. So a receiver orders its reads after a leaf by a barrier after the sender's wait,
+ * and the leaf after its own earlier accesses by a barrier before the sender issues it; anything
+ * less is a race. Cores that all wait at barriers some core of theirs never reaches deadlock,
+ * each named with its barrier.
+ *
  * Cost figures: ../../shared/NPU-FACTS.md (SUNMMIO's public cost model).
  */
 
@@ -45,6 +60,10 @@ namespace tandem::sim {
 /** The compute engines of a core, which the control stream syncs on. */
 enum class Engine : uint8_t { Tensor, Vector };
 const char *engine_name(Engine e);
+
+/** A mesh link of a core: its row's (HLink) or its column's (VLink). */
+enum class Link : uint8_t { Row, Column };
+const char *link_name(Link l);
 
 /** A DMA completion token. id 0 is the null token: already complete, waiting on it is free. */
 struct Token {
@@ -77,6 +96,15 @@ public:
                    const std::function<void()> &compute);
     /** Block the control stream until every op issued to `engine` so far is complete. */
     void sync(Engine engine, const std::string &label);
+    /** A broadcast leaf over `link`: src_box of this core's `src` into dst_box of the SRAM buffer
+     * named `dst` of each of `receivers` (other cores of this core's row or column). Returns its
+     * token: dma_wait on it completes the leaf on this core only (a receiver learns it through a
+     * barrier). */
+    Token broadcast(Link link, const std::vector<int> &receivers, const std::string &dst,
+                    const Box &dst_box, int src, const Box &src_box, const std::string &label);
+    /** Block until every core of `cores` (this one among them) has arrived at its barrier of the
+     * same cores (the n-th call of each meets the others' n-th); only inside Machine::run. */
+    void barrier(const std::vector<int> &cores, const std::string &label);
 
 private:
     friend class Machine;
@@ -110,6 +138,13 @@ public:
 
     Core &core(int c);
     int num_cores() const { return params_.cores; }
+    /** The SRAM buffer named `name` of core `c`, -1 when it has none. */
+    int sram_buffer(int c, const std::string &name) const;
+
+    /** Runs `program` for every core, each on its own control stream, interleaved at barriers
+     * (see the file comment). A core whose program deadlocks stops there (recorded); the first
+     * other exception of a core stops every core and is rethrown. */
+    void run(const std::function<void(Core &)> &program);
 
     /** Marks a deadlock found by the caller (for example a core that threw DeadlockError). */
     void report_deadlock(const std::string &message);

@@ -132,6 +132,24 @@ void vector_op(Context &ctx, const std::string &label, int64_t flops,
     ctx.core.vector_op(label, flops, accesses, compute);
 }
 
+/** A broadcast leaf over the core's row or column link: the box of `src` into the same box of
+ * each receiver's on-chip buffer `dst` (by name). Returns its token (the sender waits on it). */
+inline Token broadcast(Context &ctx, tandem::sim::Link link, const std::vector<int> &receivers,
+                       const char *dst, int64_t dst_offset, int src, int64_t src_offset,
+                       std::initializer_list<CopyDim> dims, const std::string &label) {
+    tandem::sim::Box d{dst_offset, {}}, s{src_offset, {}};
+    for (const CopyDim &c : dims) {
+        d.dims.push_back({c.extent, c.dst_stride});
+        s.dims.push_back({c.extent, c.src_stride});
+    }
+    return ctx.core.broadcast(link, receivers, dst, d, src, s, label);
+}
+
+/** Blocks until every core of `cores` (in increasing order, this one among them) arrives. */
+inline void barrier(Context &ctx, const std::vector<int> &cores, const std::string &label) {
+    ctx.core.barrier(cores, label);
+}
+
 /** The null token: waiting on it is free (a version nothing was stored from yet). */
 inline Token no_token() {
     return Token{0};
@@ -164,23 +182,23 @@ inline int64_t floor_mod(int64_t a, int64_t b) {
     return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
 
-/** Creates the kernel's on-chip buffers on every core and runs `kernel` once per core, with the
- * arguments' extents at this call (a runtime-shape kernel reads them). A core whose control stream
- * deadlocks stops; the machine records it. */
+/** Creates the kernel's on-chip buffers on every core and runs `kernel` once per core
+ * (Machine::run: one after another, interleaved at barriers), with the arguments' extents at this
+ * call (a runtime-shape kernel reads them). A core whose control stream deadlocks stops; the
+ * machine records it. */
 template <typename Kernel>
 void run_on_all_cores(tandem::sim::Machine &machine, const std::vector<int> &arguments,
                       const std::vector<BufferDecl> &buffers, Kernel &&kernel,
                       const std::vector<std::vector<int64_t>> &extents = {}) {
+    std::vector<std::map<std::string, int>> on_chip(size_t(machine.num_cores()));
     for (int c = 0; c < machine.num_cores(); c++) {
-        Context ctx{machine, machine.core(c), arguments, {}, extents};
         for (const BufferDecl &b : buffers)
-            ctx.buffers[b.name] = machine.add_sram(c, b.name, b.space, b.type, b.elements);
-        try {
-            kernel(ctx);
-        } catch (const tandem::sim::DeadlockError &) {
-            // recorded by the machine; the other cores still run
-        }
+            on_chip[size_t(c)][b.name] = machine.add_sram(c, b.name, b.space, b.type, b.elements);
     }
+    machine.run([&](tandem::sim::Core &core) {
+        Context ctx{machine, core, arguments, on_chip[size_t(core.id())], extents};
+        kernel(ctx);
+    });
 }
 
 } // namespace zpu

@@ -63,6 +63,18 @@ struct ZpuParams {
     // where the first free unit takes it (a machine without pinned routes: free_routes()).
     static constexpr int kAnyUnit = -2;
     std::array<std::array<int, 4>, 4> route = default_routes();
+    // The mesh (issue 36): cores in rows of mesh_columns (core id = row * mesh_columns + column);
+    // a broadcast leaf along a row (HLink) or down a column (VLink) costs
+    // link_fixed + ceil(bytes / (h|v)link_bytes_per_cycle) once, whatever the number of receivers;
+    // a barrier of a set of cores completes barrier_cycles after its last arrival.
+    int mesh_columns = 4;
+    int link_fixed = 100;
+    int hlink_bytes_per_cycle = 1024;
+    int vlink_bytes_per_cycle = 2048;
+    int barrier_cycles = 100;
+    // link_route[link][src][dst]: whether a leaf of the link (0 row, 1 column) goes from src (the
+    // sender's) to dst (the receivers').
+    std::array<std::array<std::array<bool, 4>, 4>, 2> link_route = default_link_routes();
 
     /** Calls f(name, field) for every field a machine description sets (its parameter name). */
     template <class F> void fields(F &&f) {
@@ -82,15 +94,25 @@ struct ZpuParams {
         f("mma_drain", mma_drain);
         f("vector_flops_per_cycle", vector_flops_per_cycle);
         f("vector_fixed", vector_fixed);
+        f("mesh_columns", mesh_columns);
+        f("link_fixed", link_fixed);
+        f("hlink_bytes_per_cycle", hlink_bytes_per_cycle);
+        f("vlink_bytes_per_cycle", vlink_bytes_per_cycle);
+        f("barrier_cycles", barrier_cycles);
     }
     static ZpuParams from(const ParamLookup &get);
     static std::array<std::array<int, 4>, 4> default_routes();
     static std::array<std::array<int, 4>, 4> free_routes();
+    static std::array<std::array<std::array<bool, 4>, 4>, 2> default_link_routes();
     /** The ODMA unit (channel) of a transfer, -1 when none can make it in one transfer. */
     int route_unit(Space src, Space dst) const;
 
     int64_t capacity(Space s) const;
     int64_t dma_cycles(int64_t bytes) const;
+    /** A broadcast leaf of `bytes` along a row (`column` false) or down a column. */
+    int64_t link_cycles(bool column, int64_t bytes) const;
+    int mesh_row(int core) const { return core / mesh_columns; }
+    int mesh_column(int core) const { return core % mesh_columns; }
     int64_t mma_cycles(int64_t m, int64_t n, int64_t k, DType out) const;
     int64_t vector_cycles(int64_t flops) const;
     /** Asymptotic rates of one core, for rooflines. */
@@ -110,6 +132,15 @@ inline ZpuParams ZpuParams::from(const ParamLookup &get) {
                 p.route[size_t(s)][size_t(d)] = int(get(key));
             } catch (const std::exception &) {
                 p.route[size_t(s)][size_t(d)] = -1; // the description has no such route
+            }
+            for (int link = 0; link < 2; ++link) {
+                const std::string link_key = std::string(link ? "vlink_route." : "hlink_route.") +
+                                             space_name(Space(s)) + "." + space_name(Space(d));
+                try {
+                    p.link_route[size_t(link)][size_t(s)][size_t(d)] = get(link_key) != 0;
+                } catch (const std::exception &) {
+                    p.link_route[size_t(link)][size_t(s)][size_t(d)] = false;
+                }
             }
         }
     }
@@ -137,6 +168,20 @@ inline std::array<std::array<int, 4>, 4> ZpuParams::free_routes() {
     return r;
 }
 
+/** SUNMMIO/Tilelang-Mesh src/target/sunmmio_utils.cc kSunmmioA4EDirectTransferRules: HLink
+ * RSRAM -> ASRAM or RSRAM; VLink DRAM -> WSRAM or RSRAM, RSRAM -> WSRAM or RSRAM. */
+inline std::array<std::array<std::array<bool, 4>, 4>, 2> ZpuParams::default_link_routes() {
+    std::array<std::array<std::array<bool, 4>, 4>, 2> r{};
+    auto set = [&](int link, Space s, Space d) { r[size_t(link)][size_t(s)][size_t(d)] = true; };
+    set(0, Space::RSRAM, Space::ASRAM);
+    set(0, Space::RSRAM, Space::RSRAM);
+    set(1, Space::DRAM, Space::WSRAM);
+    set(1, Space::DRAM, Space::RSRAM);
+    set(1, Space::RSRAM, Space::WSRAM);
+    set(1, Space::RSRAM, Space::RSRAM);
+    return r;
+}
+
 inline int ZpuParams::route_unit(Space src, Space dst) const {
     return route[size_t(src)][size_t(dst)];
 }
@@ -157,6 +202,11 @@ inline int64_t ZpuParams::capacity(Space s) const {
 
 inline int64_t ZpuParams::dma_cycles(int64_t bytes) const {
     return dma_fixed + detail::ceil_div(bytes, dma_bytes_per_cycle);
+}
+
+inline int64_t ZpuParams::link_cycles(bool column, int64_t bytes) const {
+    return link_fixed +
+           detail::ceil_div(bytes, column ? vlink_bytes_per_cycle : hlink_bytes_per_cycle);
 }
 
 inline int64_t ZpuParams::mma_cycles(int64_t m, int64_t n, int64_t k, DType out) const {
