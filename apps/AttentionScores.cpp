@@ -117,7 +117,10 @@ const App &attention_scores_app() {
         generator_build("attention_scores"),
         [](const Params &p) {
             double Lq = p.get_int("Lq"), Lk = p.get_int("Lk"), D = p.get_int("D");
-            return Workload{Lq * Lk * D, 0, 2 * (Lq * D + Lk * D) + 4 * Lq * Lk};
+            Workload w;
+            w.macs = Lq * Lk * D;
+            w.bytes = 2 * (Lq * D + Lk * D) + 4 * Lq * Lk;
+            return w;
         },
         [](const Params &) { return 1e-3; },
         {{"Lq", "TM", 300}, {"Lk", "TN", 300}, {"D", "", 256}},

@@ -189,8 +189,11 @@ const App &gemm_app() {
             double M = p.get_int("M"), N = p.get_int("N"), K = p.get_int("K");
             double out_bytes = p.get("out") == "f32" ? 4 : 2;
             bool bias = p.get("epilogue") == "bias_relu";
-            return Workload{M * N * K, (bias ? 3 : 1) * M * N,
-                            2 * (M * K + K * N) + out_bytes * M * N + (bias ? 4 * N : 0)};
+            Workload w;
+            w.macs = M * N * K;
+            w.vector_flops = (bias ? 3 : 1) * M * N;
+            w.bytes = 2 * (M * K + K * N) + out_bytes * M * N + (bias ? 4 * N : 0);
+            return w;
         },
         [](const Params &p) { return p.get("out") == "f32" ? 1e-3 : 1e-2; },
         {{"M", "TM", 320}, {"N", "TN", 320}, {"K", "TK", 320}},

@@ -121,4 +121,32 @@ TEST(Workload, ElementwiseCountsItsFourOperations) {
     EXPECT_EQ(w.bytes, 16 * 128);
 }
 
+// The apps' own counts name their fields: Workload grew int8_macs after macs, and positional
+// initialisers had shifted gemm's and attention scores' bytes into their vector work.
+TEST(Workload, GemmCountsMacsItsEpilogueAndItsBytes) {
+    apps::Params p;
+    p.set("M", "16");
+    p.set("N", "64");
+    p.set("K", "32");
+    p.set("out", "bf16");
+    p.set("epilogue", "none");
+    const apps::Workload w = apps::find_app("gemm").workload(p);
+    EXPECT_EQ(w.macs, 16 * 64 * 32);
+    EXPECT_EQ(w.int8_macs, 0);
+    EXPECT_EQ(w.vector_flops, 16 * 64); // the cast of the accumulator
+    EXPECT_EQ(w.bytes, 2 * (16 * 32 + 32 * 64) + 2 * 16 * 64);
+}
+
+TEST(Workload, AttentionScoresCountsMacsAndBytesOnly) {
+    apps::Params p;
+    p.set("Lq", "8");
+    p.set("Lk", "16");
+    p.set("D", "4");
+    const apps::Workload w = apps::find_app("attention_scores").workload(p);
+    EXPECT_EQ(w.macs, 8 * 16 * 4);
+    EXPECT_EQ(w.int8_macs, 0);
+    EXPECT_EQ(w.vector_flops, 0);
+    EXPECT_EQ(w.bytes, 2 * (8 * 4 + 16 * 4) + 4 * 8 * 16);
+}
+
 } // namespace
