@@ -483,7 +483,7 @@ struct Machine::Impl {
             async_ops[token.id - 1].core != core.id) {
             std::string why = token.id > 0 && size_t(token.id) <= async_ops.size()
                                   ? "which core " + std::to_string(async_ops[token.id - 1].core) +
-                                        " issued; cores never synchronise"
+                                        " issued; a token is waited on by its own core"
                                   : "which was never issued";
             std::string message = "deadlock on core " + std::to_string(core.id) + ": dma_wait '" +
                                   label + "' waits on token " + std::to_string(token.id) + ", " +

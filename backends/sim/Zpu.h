@@ -4,7 +4,7 @@
 /** \file
  * The ZPU machine model: 16 cores, each with ONE control stream, a tensor core, a vector core,
  * an ODMA engine with a configurable number of channels, and three SRAM scopes. Cores have their
- * own DRAM and never synchronise with each other.
+ * own DRAM and meet only at barriers (the mesh, below).
  *
  * Timing is analytic and exact for this in-order machine. The control stream only issues: MMAs go
  * to the tensor core, vector ops to the vector core, DMA descriptors to the ODMA units, and all
