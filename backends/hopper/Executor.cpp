@@ -322,6 +322,8 @@ private:
         const int64_t offset = value(load ? c.src_offset : c.dst_offset);
         for (const TailCheck &t : checks->second) {
             const int64_t extent = value(c.dims.at(t.dim).extent), stride = value(t.view_stride);
+            if (extent <= 0)
+                continue; // an empty region: the box lands where nothing reads it
             const int64_t view_extent = value(t.view_extent), edge = value(t.edge);
             int64_t coordinate = offset / stride - (offset % stride < 0);
             if (!t.outermost)
@@ -348,13 +350,17 @@ private:
         int registers = 0, pending = 0;
         bool increase = false;
         if (ir::as_expect(s, &a, &bytes)) {
-            ops.mbarrier_arrive_expect_tx(barrier(a.barrier, value(a.slot)), value(bytes));
+            // A region a tile leaves empty (a mask, a window: its loop's extent is negative, box
+            // sizes too) lands nothing.
+            ops.mbarrier_arrive_expect_tx(barrier(a.barrier, value(a.slot)),
+                                          std::max<int64_t>(value(bytes), 0));
         } else if (ir::as_copy(s, &c) &&
                    (cta.thread_tiles.count(c.src) || cta.thread_tiles.count(c.dst))) {
             sim::Box src{value(c.src_offset), {}}, dst{value(c.dst_offset), {}};
             for (const ir::CopyDim &d : c.dims) {
-                src.dims.push_back({value(d.extent), value(d.src_stride)});
-                dst.dims.push_back({value(d.extent), value(d.dst_stride)});
+                const int64_t extent = std::max<int64_t>(value(d.extent), 0); // empty regions
+                src.dims.push_back({extent, value(d.src_stride)});
+                dst.dims.push_back({extent, value(d.dst_stride)});
             }
             if (cta.kernel.arg(c.dst)) {
                 ops.thread_store(id(c.dst), dst, id(c.src), src, c.src + " -> " + c.dst);
@@ -385,7 +391,12 @@ private:
                 int64_t slot = value(c.slot);
                 const std::string label =
                     c.src + " -> " + c.dst + " (version " + std::to_string(slot) + ")";
-                std::vector<TmaBox> all = boxes(c, in, coords, value(c.dst_offset), true);
+                bool empty = false; // a region the tile leaves empty: no box to load
+                for (const ir::CopyDim &d : c.dims)
+                    empty = empty || value(d.extent) <= 0;
+                std::vector<TmaBox> all;
+                if (!empty)
+                    all = boxes(c, in, coords, value(c.dst_offset), true);
                 for (size_t i = 0; i < all.size(); i++) {
                     const TmaBox &b = all[i];
                     if (c.multicast > 1) {

@@ -96,7 +96,7 @@ private:
         if (ir::as_copy(s, &c)) {
             sim::Box dst{int64_t(scalar(c.dst_offset)), {}}, src{int64_t(scalar(c.src_offset)), {}};
             for (const ir::CopyDim &d : c.dims) {
-                int64_t e = int64_t(scalar(d.extent));
+                int64_t e = zpu::box_extent(int64_t(scalar(d.extent)));
                 dst.dims.push_back({e, int64_t(scalar(d.dst_stride))});
                 src.dims.push_back({e, int64_t(scalar(d.src_stride))});
             }

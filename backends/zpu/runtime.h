@@ -94,12 +94,19 @@ inline int core_id(Context &ctx) {
     return ctx.core.id();
 }
 
+/** A box extent as the kernel's loops have it: Halide gives a loop of a region a mask leaves
+ * empty in some tile (a causal mask over fewer keys than queries) a negative extent, and runs no
+ * iteration of it; the transfer or MMA it stands for moves nothing. */
+inline int64_t box_extent(int64_t extent) {
+    return extent < 0 ? 0 : extent;
+}
+
 inline Token dma_start(Context &ctx, int dst, int64_t dst_offset, int src, int64_t src_offset,
                        std::initializer_list<CopyDim> dims, const std::string &label) {
     tandem::sim::Box d{dst_offset, {}}, s{src_offset, {}};
     for (const CopyDim &c : dims) {
-        d.dims.push_back({c.extent, c.dst_stride});
-        s.dims.push_back({c.extent, c.src_stride});
+        d.dims.push_back({box_extent(c.extent), c.dst_stride});
+        s.dims.push_back({box_extent(c.extent), c.src_stride});
     }
     return ctx.core.dma_start(dst, d, src, s, label);
 }
@@ -113,6 +120,8 @@ inline void mma(Context &ctx, int acc, int64_t acc_offset, int64_t acc_stride_n,
                 int64_t a_stride_m, int b, int64_t b_offset, int64_t b_stride_n, int64_t b_stride_k,
                 int64_t n, int64_t m, int64_t k, const std::string &label, bool accumulate = true) {
     using tandem::sim::Box;
+    if (n <= 0 || m <= 0 || k <= 0)
+        return; // an empty region (box_extent): nothing to multiply
     ctx.core.mma(acc, Box{acc_offset, {{n, acc_stride_n}, {m, acc_stride_m}}}, a,
                  Box{a_offset, {{k, a_stride_k}, {m, a_stride_m}}}, b,
                  Box{b_offset, {{n, b_stride_n}, {k, b_stride_k}}}, label, accumulate);

@@ -117,8 +117,11 @@ private:
         // Extents may depend on outer loops: bound them in the enclosing scope.
         Interval bounded = bounds_of_expr_in_scope(op->min, scope);
         Interval last = bounds_of_expr_in_scope(op->min + op->extent - 1, scope);
+        // An extent that depends on an outer loop of the nest (a triangular nest: a reduction
+        // over the rows above each row) counts at its largest, an upper bound of the work.
+        Interval extent = bounds_of_expr_in_scope(op->extent, scope);
+        trips.push_back(extent.has_upper_bound() ? simplify(max(extent.max, 0)) : op->extent);
         scope.push(op->name, Interval(bounded.min, last.max));
-        trips.push_back(op->extent);
         op->body.accept(this);
         trips.pop_back();
         scope.pop(op->name);
@@ -178,6 +181,17 @@ public:
 private:
     using IRMutator::visit;
     const CompileContext &ctx;
+    std::map<std::string, Expr> allocated; // elements of the on-chip buffers in scope
+
+    Stmt visit(const Allocate *op) override {
+        Expr elements = 1;
+        for (const Expr &e : op->extents)
+            elements = elements * e;
+        allocated[op->name] = simplify(elements);
+        Stmt s = IRMutator::visit(op);
+        allocated.erase(op->name);
+        return s;
+    }
 
     Stmt wrap(const Stmt &s) {
         Summarize sum(ctx);
@@ -188,10 +202,14 @@ private:
             if (t.write)
                 op.label += (op.label.empty() ? "" : ", ") + b;
             // Bounds over every tile the nest may run in include tiles it never runs in (a
-            // guarded tile past the edge has a negative width, which is also its row pitch); no
-            // run touches an on-chip buffer below element 0.
+            // guarded tile past the edge has a negative width, which is also its row pitch; a
+            // triangular nest's rows at their longest in every row); no run touches an on-chip
+            // buffer outside its elements (none of a buffer a mask leaves empty in this tile).
             Expr lo = simplify(max(t.range.min, 0));
-            op.regions.push_back({b, lo, simplify(t.range.max - lo + 1), t.write});
+            Expr hi = t.range.max;
+            if (auto a = allocated.find(b); a != allocated.end())
+                hi = simplify(min(hi, a->second - 1));
+            op.regions.push_back({b, lo, simplify(max(hi - lo + 1, 0)), t.write});
         }
         // Each distinct constant is materialised once per op (the ZPU's public cost model).
         op.flops = simplify(sum.flops +

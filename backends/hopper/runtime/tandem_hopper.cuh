@@ -568,7 +568,10 @@ __device__ __forceinline__ void check_tail(int &tails_ok, int extent, int box, i
     // trapped on an H200 where it holds (a box of 256 for 256 elements at 0 of 808: a micro kernel
     // reproduces it; gpu_hopper_v15_h200_diagnosis.log).
     extent = __shfl_sync(__activemask(), extent, int(threadIdx.x % 32));
-    const bool ok = extent <= box && (extent == box || coordinate + extent >= tensor_extent);
+    // An empty region (a mask or window leaves the tile nothing to read) lands where nothing
+    // reads it.
+    const bool ok =
+        extent <= 0 || (extent <= box && (extent == box || coordinate + extent >= tensor_extent));
 #ifdef TANDEM_HOPPER_SPIN_LIMIT
     if (!ok) {
         printf("tandem: tail check failed: block %d thread %d: a box of %d for %d elements at %d "
