@@ -6,6 +6,7 @@
 #include "tandem/Nest.h"
 
 #include <set>
+#include <sstream>
 
 namespace tandem::lower {
 
@@ -100,8 +101,14 @@ private:
         if (op->name == buffer) {
             int64_t b = allocation_bound(op, loops);
             if (b < 0) {
-                throw Error("Func '" + buffer + "': its size has no constant bound (" +
-                            std::to_string(allocations) + "), so its versions cannot be laid out");
+                Expr n = 1;
+                for (const Expr &e : op->extents)
+                    n = n * e;
+                std::ostringstream size;
+                size << simplify(n);
+                throw Error("Func '" + buffer + "': its on-chip size (" + size.str() +
+                            ") has no constant bound, so its versions cannot be laid out; give the "
+                            "tiles constant sizes (split/tile factors) and static input shapes");
             }
             const int64_t per = std::max<int64_t>(1, align_bytes / std::max(1, op->type.bytes()));
             elements = std::max(elements, (b + per - 1) / per * per);
