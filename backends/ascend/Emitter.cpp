@@ -887,8 +887,11 @@ private:
                                    arg(simplify(w * int(bytes))) + ", " +
                                    arg(to_ub ? gm_gap : ub_gap) + ", " +
                                    arg(to_ub ? ub_gap : gm_gap) + ", 0)";
-        os << line() << "AscendC::DataCopyPad(" << at(c.dst, c.dst_offset) << ", "
-           << at(c.src, c.src_offset) << ", " << params;
+        // A region a tile leaves empty (a window with no row) copies nothing, as the model.
+        const Expr nonempty = simplify(count > 0 && w > 0);
+        os << line() << (is_const_one(nonempty) ? "" : "if (" + arg(nonempty) + ") ")
+           << "AscendC::DataCopyPad(" << at(c.dst, c.dst_offset) << ", " << at(c.src, c.src_offset)
+           << ", " << params;
         if (to_ub)
             os << ", AscendC::DataCopyPadExtParams<" << element_type(type_of(c.dst))
                << ">(false, 0, 0, 0)";

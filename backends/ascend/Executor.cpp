@@ -112,6 +112,8 @@ private:
             sim::Box dst{value(c.dst_offset), {}}, src{value(c.src_offset), {}};
             for (const ir::CopyDim &d : c.dims) {
                 int64_t e = value(d.extent);
+                if (e <= 0)
+                    return; // a region the tile leaves empty: the emitted copy is skipped too
                 dst.dims.push_back({e, value(d.dst_stride)});
                 src.dims.push_back({e, value(d.src_stride)});
             }

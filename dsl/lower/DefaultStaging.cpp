@@ -137,4 +137,73 @@ void guard_output_tails(const Func &output, CompileContext &ctx) {
     }
 }
 
+namespace {
+
+/** The dimensions along which the update definitions of `f` with a where clause call `callee`
+ * with an index of their reduction variables. */
+std::set<int> windowed_dims(const Function &f, const std::string &callee) {
+    class Find : public IRGraphVisitor {
+    public:
+        Find(const std::string &callee, const std::set<std::string> &rvars)
+            : callee(callee), rvars(rvars) {}
+        const std::string &callee;
+        const std::set<std::string> &rvars;
+        std::set<int> dims;
+        using IRGraphVisitor::visit;
+        void visit(const Call *op) override {
+            if (op->name == callee) {
+                for (size_t d = 0; d < op->args.size(); d++) {
+                    for (const std::string &r : rvars) {
+                        if (expr_uses_var(op->args[d], r))
+                            dims.insert(int(d));
+                    }
+                }
+            }
+            IRGraphVisitor::visit(op);
+        }
+    };
+    std::set<int> dims;
+    for (const Definition &u : f.updates()) {
+        if (!u.predicate().defined() || is_const_one(u.predicate()))
+            continue;
+        std::set<std::string> rvars;
+        for (const ReductionVariable &r : u.schedule().rvars())
+            rvars.insert(r.var);
+        Find find(callee, rvars);
+        for (const Expr &e : u.values())
+            e.accept(&find);
+        for (const Expr &e : u.args())
+            e.accept(&find);
+        dims.insert(find.dims.begin(), find.dims.end());
+    }
+    return dims;
+}
+
+} // namespace
+
+void bound_windowed_copies(const Func &output, const std::vector<ImageParam> &inputs) {
+    const Function out = output.halide().function();
+    std::map<std::string, Function> env = find_transitive_calls(out);
+    env.emplace(out.name(), out);
+    for (const ImageParam &input : inputs) {
+        const Function image = Halide::Func(input).function();
+        for (const auto &[consumer, wrapper] : image.wrappers()) {
+            std::set<int> dims;
+            for (const auto &[name, f] : env) {
+                if (consumer.empty() || consumer == name) {
+                    const std::set<int> d = windowed_dims(f, image.name());
+                    dims.insert(d.begin(), d.end());
+                }
+            }
+            Halide::Func copy{Function(wrapper)};
+            for (int d : dims) {
+                Expr extent = input.parameter().extent_constraint(d);
+                if (!extent.defined())
+                    extent = input.dim(d).extent();
+                copy.bound_storage(Var(copy.args()[d].name()), extent);
+            }
+        }
+    }
+}
+
 } // namespace tandem::lower

@@ -18,6 +18,12 @@
  * before it (two cores writing the same elements: a race) or, where the tile exceeds a static
  * extent, starts before the tensor. Such splits are guarded instead (GuardWithIf), with a note:
  * tiles larger than the tensor shrink to it.
+ *
+ * And the storage of a copy read over a window: a staged input that a reduction with a where
+ * clause reads along its reduction variables (a window of rows, a causal mask) has a region that
+ * is empty for the tiles the window leaves nothing to read. Halide 14 allocates such a region with
+ * a negative size (a "size greater than 2^31" error, or a crash in its simplifier), so those
+ * dimensions are bound to the input's extent (Func::bound_storage): the most any tile reads.
  */
 
 #include "tandem/Kernel.h"
@@ -27,6 +33,7 @@ namespace tandem::lower {
 void stage_inputs_read_by_vector_code(const Func &output, const std::vector<ImageParam> &inputs,
                                       CompileContext &ctx);
 void guard_output_tails(const Func &output, CompileContext &ctx);
+void bound_windowed_copies(const Func &output, const std::vector<ImageParam> &inputs);
 
 } // namespace tandem::lower
 

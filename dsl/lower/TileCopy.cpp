@@ -97,9 +97,21 @@ private:
         if (!op->is_producer || op->name == ctx.output)
             return IRMutator::visit(op);
         const Directives d = ctx.of(op->name);
+        // A copy Halide guards as a whole (a window that reads one row in some tiles and none in
+        // the others: the loop of one iteration became an if) copies an empty box where the guard
+        // fails, so that its waits and versions stay those of every tile.
+        Stmt producer = op->body;
+        Expr guard;
+        while (const IfThenElse *i = producer.as<IfThenElse>()) {
+            if (i->else_case.defined())
+                break;
+            const Expr c = remove_likelies(i->condition);
+            guard = guard.defined() ? guard && c : c;
+            producer = i->then_case;
+        }
         Nest nest;
         const Load *load = nullptr;
-        if (as_perfect_nest(op->body, &nest))
+        if (as_perfect_nest(producer, &nest))
             load = nest.store->value.as<Load>();
         bool copy = load && is_input(load->name) && load->type == nest.store->value.type() &&
                     nest.store->name == op->name;
@@ -121,6 +133,11 @@ private:
             throw Error(where(op->name, d.async_copy ? "async_copy()" : "compute_at") + op->name +
                         " does not read an affine box of " + load->name +
                         ", so no DMA can copy it");
+        }
+        if (guard.defined()) {
+            if (c.dims.empty())
+                c.dims.push_back({1, 1, 1});
+            c.dims.back().extent = select(guard, c.dims.back().extent, 0);
         }
         c.dst = op->name;
         c.src = load->name;
@@ -266,14 +283,16 @@ public:
         read.insert(op->name);
         return IRMutator::visit(op);
     }
-    void check_done() const {
+    void check_done() {
         for (const std::string &f : ctx.funcs) {
             if (f == ctx.output || !ctx.of(f).async_copy)
                 continue;
             if (!produced.count(f) && !read.count(f) && !computed_inline(f)) {
-                throw Error(where(f, "async_copy()") + f +
-                            " is never read (Halide found that nothing depends on "
-                            "it), so there is nothing to copy; remove its staging");
+                // At this shape nothing depends on it (a window that reads no row): at another
+                // the same schedule copies.
+                ctx.notes.push_back(f + " is never read at this shape (Halide found that nothing "
+                                        "depends on it): nothing to copy");
+                continue;
             }
             if (!produced.count(f)) {
                 throw Error(where(f, "async_copy()") + f +

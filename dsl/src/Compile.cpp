@@ -376,6 +376,7 @@ Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const 
         ctx.inputs.push_back(p.name());
     lower::guard_output_tails(output, ctx);
     lower::stage_inputs_read_by_vector_code(output, inputs, ctx);
+    lower::bound_windowed_copies(output, inputs);
     lower::validate_schedule(output, ctx);
 
     Kernel k;

@@ -146,6 +146,40 @@ private:
 };
 TANDEM_REGISTER_GENERATOR(ColumnReduce, column_reduce)
 
+/** Sums down the columns over a window that ends C rows above each output row: out(x, y) = the
+ * sum of in(x, k) over the rows k <= y - C, 0 where there are none. The first tiles of rows read
+ * no row of `in` at all: their staged region is empty (Halide gives its loop a negative extent),
+ * as a causal mask over fewer keys than queries leaves whole query tiles without a key. */
+class WindowSum : public GridKernel<WindowSum> {
+public:
+    GeneratorParam<int> C{"C", 20, 0, 1 << 20};
+    Input<Buffer<float, 2>> in{"in"};
+    Output<Buffer<float, 2>> out{"out"};
+
+    void generate() override {
+        RDom k(0, in.dim(1).extent());
+        k.where(k.x <= y - int(C));
+        acc(x, y) = 0.0f;
+        acc(x, y) += in(x, k);
+        out(x, y) = acc(x, y);
+        shape(in, W, H);
+        shape(out, W, H);
+    }
+    void schedule() override {
+        out.tile(x, y, xo, yo, xi, yi, TX, TY,
+                 tail.value() == "guard" ? TailStrategy::GuardWithIf : TailStrategy::Auto)
+            .fuse(xo, yo, t)
+            .map_to_cores(t);
+        acc.compute_at(out, t);
+        Func::staged(in, acc).compute_at(out, t).async_copy();
+        out.async_copy();
+    }
+
+private:
+    Func acc{"acc"};
+};
+TANDEM_REGISTER_GENERATOR(WindowSum, window_sum)
+
 /** A generator that says nothing about its buffers, Halide's default: out(x, y) = 2 in(x, y) + 1
  * at any W x H the call brings (runtime extents, min 0, dense). */
 class Undeclared : public Generator<Undeclared> {

@@ -143,6 +143,14 @@ void reference(const std::string &generator, const std::map<std::string, std::st
                 v = max ? std::max<double>(v, a(x, y)) : v + a(x, y);
             out(x) = float(v);
         }
+    } else if (generator == "window_sum") {
+        const int window_end = p.count("C") ? std::stoi(p.at("C")) : 20;
+        out.for_each_element([&](int x, int y) {
+            double s = 0;
+            for (int k = 0; k <= y - window_end && k < a.dim(1).extent(); k++)
+                s += a(x, k);
+            out(x, y) = float(s);
+        });
     } else if (generator == "undeclared") {
         out.for_each_element([&](int x, int y) { out(x, y) = a(x, y) * 2.0f + 1.0f; });
     } else if (generator == "linear") {
