@@ -563,8 +563,9 @@ void Machine::Impl::vector_instruction(int core, const VectorCall &c) {
     if (integer && c.op != "Duplicate" && c.op != "Adds" && c.op != "Muls" &&
         c.op != "CreateVecIndex")
         fail(what, core, "the model has Duplicate, Adds, Muls and CreateVecIndex on int32_t");
-    if (c.op == "CreateVecIndex" && !integer)
-        fail(what, core, "the model has CreateVecIndex on int32_t only");
+    const bool create_index = c.op == "CreateVecIndex"; // int32_t or float
+    if (create_index && c.count < 0)
+        fail(what, core, "is used here in its count form only");
     const bool reduce_extreme = c.op == "ReduceMax" || c.op == "ReduceMin";
     const bool whole_reduce = c.op == "WholeReduceMax" || c.op == "WholeReduceMin";
     const bool maximum = c.op == "ReduceMax" || c.op == "WholeReduceMax";
@@ -709,6 +710,15 @@ void Machine::Impl::vector_instruction(int core, const VectorCall &c) {
                     result[size_t(i)] = x[byte / 4];
                 }
                 std::copy(result.begin(), result.end(), o);
+            };
+        } else if (create_index && !integer) {
+            // float (the AscendC docs' CreateVecIndex: int16_t, half, int32_t, float on Atlas A2)
+            const int64_t count = c.count, dst = c.dst.offset;
+            const float first = c.scalar;
+            compute = [out, count, dst, first] {
+                float *o = reinterpret_cast<float *>(out) + dst;
+                for (int64_t i = 0; i < count; ++i)
+                    o[i] = first + float(i);
             };
         } else if (integer) {
             // Duplicate, Adds, Muls, CreateVecIndex on int32_t (count form).

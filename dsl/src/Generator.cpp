@@ -1,5 +1,6 @@
 #include "tandem/Generator.h"
 
+#include <cmath>
 #include <set>
 
 namespace tandem {
@@ -187,9 +188,34 @@ GeneratorBase::Pipeline GeneratorBase::build(const Target &target) {
     return p;
 }
 
+namespace {
+
+/** The reference's infinities as runtime values. Halide 14 lets LLVM assume a float is never
+ * infinite (its fast math; StrictFloat did not stop it), so a constant -inf (a max's identity, a
+ * causal mask) was folded into garbage: rows of zeros in a textbook attention's reference at
+ * L = 10, S = 4, a running max's first step in FlashAttention's. A Param's value LLVM cannot
+ * see. */
+class OpaqueInfinities : public Halide::Internal::IRMutator {
+    using IRMutator::visit;
+    Expr visit(const Halide::Internal::FloatImm *op) override {
+        static const Halide::Param<float> pos("tandem_infinity", INFINITY),
+            neg("tandem_minus_infinity", -INFINITY);
+        if (op->type != Halide::Float(32) || !std::isinf(op->value))
+            return op;
+        return op->value > 0 ? Expr(pos) : Expr(neg);
+    }
+};
+
+} // namespace
+
 GeneratorBase::Pipeline GeneratorBase::build_reference() {
     Pipeline p = build_algorithm();
     reference_schedule();
+    OpaqueInfinities opaque;
+    for (auto &[name, function] :
+         Halide::Internal::find_transitive_calls(p.output.halide().function()))
+        function.mutate(&opaque);
+    p.output.halide().function().mutate(&opaque);
     // Halide computes a Func with an update definition that nothing schedules at the innermost
     // loop of its consumer: a row's sum once per element of the row (softmax 4096 x 64: 367 s of
     // JIT'd reference, quadratic in the row). Such a Func the reference schedule left alone is

@@ -286,7 +286,9 @@ const std::map<std::string, std::string> &ascendc_references() {
         {"AscendC::Gather",
          "docs: Gather (Atlas A2: float; uint32_t byte offsets, srcBaseAddr in bytes); "
          "impl/basic_api/dav_c220/kernel_operator_vec_gather_impl.h"},
-        {"AscendC::CreateVecIndex", "docs: CreateVecIndex (Atlas A2: int32_t)"},
+        {"AscendC::CreateVecIndex",
+         "docs: CreateVecIndex (atlasascendc_api_07_0090; Atlas A2: int16_t, half, int32_t, "
+         "float)"},
     };
     return refs;
 }

@@ -56,8 +56,8 @@
  *     calIndex false); WholeReduceMax, WholeReduceMin (ReduceOrder::ORDER_ONLY_VALUE); Compare
  * (CMPMODE, count) into a uint8_t mask and Select (SELMODE::VSEL_TENSOR_TENSOR_MODE, count); Cast
  * (RoundMode::CAST_RINT, count) from float to bfloat16_t or half; Gather (count form, uint32_t byte
- * offsets, srcBaseAddr) and, on int32_t, CreateVecIndex, Duplicate, Adds, Muls (count form; the
- * offsets a Gather reads) AscendC::SetFlag<HardEvent::SRC_DST>(id),
+ * offsets, srcBaseAddr), CreateVecIndex (count form) and, on int32_t, Duplicate, Adds, Muls
+ * (count form; the offsets a Gather reads) AscendC::SetFlag<HardEvent::SRC_DST>(id),
  * WaitFlag<HardEvent::SRC_DST>(id) AscendC::PipeBarrier<PIPE_X>() AscendC::ToFloat(bfloat16_t),
  * ToBfloat16(float)
  *
@@ -855,7 +855,7 @@ void Duplicate(const LocalTensor<T> &dst, const T &scalarValue, const int32_t &c
     detail::vector_instruction("Duplicate", dst, {}, scalarValue, count);
 }
 
-/** dst[i] = firstValue + i (count form; int32_t in the model). */
+/** dst[i] = firstValue + i (count form; int32_t or float in the model). */
 template <typename T> void CreateVecIndex(LocalTensor<T> dst, const T &firstValue, uint32_t count) {
     detail::vector_instruction("CreateVecIndex", dst, {}, float(firstValue), int32_t(count));
 }

@@ -385,10 +385,8 @@ private:
             void visit(const LT *c) override { position(c->a, c->b); }
             /** A condition on the element's position (a causal mask: key <= query). */
             void position(const Expr &a, const Expr &b) {
-                if (a.type().is_int() && b.type().is_int())
-                    note("a condition on the element's position (such as a causal mask, key <= "
-                         "query): AscendC's Select takes a mask that Compare makes from data, "
-                         "and Tandem builds no index tensor to compare");
+                // (a condition on the element's position, such as a causal mask, compares
+                // index tensors: Selection::position)
                 a.accept(this);
                 b.accept(this);
             }

@@ -549,12 +549,20 @@ Value Selection::select(const Halide::Internal::Select *s, const Value &into) {
         a = c->a, b = c->b, mode = 5;
     else
         return fail();
-    if (a.type() != Halide::Float(32))
+    const bool on_position = a.type() == Halide::Int(32) && b.type() == Halide::Int(32);
+    if (a.type() != Halide::Float(32) && !on_position)
         return fail();
     // Both values and the compared ones first: a select nested in any of them uses the mask
     // before this one's Compare writes it.
     Value t = tile_of(gen(s->true_value, Value())), f = tile_of(gen(s->false_value, Value()));
-    Value x = tile_of(gen(a, Value())), y = tile_of(gen(b, Value()));
+    Value x, y;
+    if (on_position) { // a - b against 0: the difference of two positions is one position
+        x = position(simplify(a - b));
+        y = tile_of(gen(Expr(0.0f), Value()));
+    } else {
+        x = tile_of(gen(a, Value()));
+        y = tile_of(gen(b, Value()));
+    }
     if (!ok)
         return {};
     // Compare takes whole 256-byte repeats: the compared values are copied into scratch that
@@ -591,6 +599,59 @@ Value Selection::select(const Halide::Internal::Select *s, const Value &into) {
     release(t, dst);
     release(f, dst);
     return dst;
+}
+
+Value Selection::position(const Expr &e) {
+    if (!ok)
+        return {};
+    // The nest's loops: a row-wise nest's rows then columns, a flat nest's one loop its columns.
+    const Loop *row = nullptr, *col = nullptr;
+    if (shape.rowwise && shape.loops.size() == 2)
+        row = &shape.loops[0], col = &shape.loops[1];
+    else if (!shape.rowwise && shape.loops.size() == 1)
+        col = &shape.loops[0];
+    else
+        return fail();
+    // e = alpha * column + beta * row + gamma, gamma the same for every element.
+    auto step = [&](const Loop *l) -> int64_t {
+        if (!l)
+            return 0;
+        const Expr x = Variable::make(Halide::Int(32), l->var);
+        const int64_t *d = as_const_int(simplify(substitute(l->var, x + 1, e) - e));
+        return d ? *d : INT64_MIN;
+    };
+    const int64_t alpha = step(col), beta = step(row);
+    if (alpha == INT64_MIN || beta == INT64_MIN)
+        return fail();
+    Expr gamma = e; // at the nest's (a chunk's) first element
+    if (row)
+        gamma = substitute(row->var, row->min + int(shape.first_row), gamma);
+    gamma = substitute(col->var, col->min, gamma);
+    gamma = simplify(gamma);
+    for (const Loop &l : shape.loops)
+        if (expr_uses_var(gamma, l.var))
+            return fail();
+    // The columns' part with gamma: alpha * i + gamma at column i of a row (one row, the same
+    // for every row: read with a repeat stride of 0).
+    Value columns;
+    columns.kind = Kind::Row;
+    columns.buffer = kScratch;
+    columns.offset = scratch.take(shape.cols);
+    emit_count("CreateVecIndex", columns, {}, Expr(0.0f), int(shape.cols));
+    if (alpha != 1)
+        emit_count("Muls", columns, {columns}, Expr(float(alpha)), int(shape.cols));
+    emit_count("Adds", columns, {columns}, Halide::cast<float>(gamma), int(shape.cols));
+    Value t = temp();
+    if (beta == 0) {
+        emit("Muls", t, {columns}, Expr(1.0f), count());
+        return t;
+    }
+    Value rows = per_row(); // beta * r at row r
+    emit_count("CreateVecIndex", rows, {}, Expr(0.0f), int(shape.rows));
+    if (beta != 1)
+        emit_count("Muls", rows, {rows}, Expr(float(beta)), int(shape.rows));
+    emit("Add", t, {columns, broadcast(rows)}, Expr(), count());
+    return t;
 }
 
 Value Selection::in_whole_repeats(const Value &v, int64_t whole) {

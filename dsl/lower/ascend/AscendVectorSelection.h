@@ -168,6 +168,12 @@ public:
     /** The value of `e`; a tile result goes into `into` (a Tile). */
     Value gen(const Expr &e, const Value &into);
 
+    /** An int32 expression of the element's position (its row and column, a causal mask's
+     * key - query), affine in the nest's loops, as a float tile: the columns' indices made once
+     * (CreateVecIndex), scaled and offset, plus the rows' (CreateVecIndex per row, broadcast).
+     * Exact while the positions stay below 2^24. */
+    Value position(const Expr &e);
+
     /** A reduction over the columns into one value per row: self[r] = self[r] op (f over the
      * row), op "Add" (ReduceSum per row, then Add), "Max" or "Min" (ReduceMax / ReduceMin per
      * row, each into its own sharedTmpBuffer, the row values gathered by a WholeReduceMax /
