@@ -146,6 +146,23 @@ private:
 };
 TANDEM_REGISTER_GENERATOR(ColumnReduce, column_reduce)
 
+/** 2 x 2 max pooling: out(x, y) = the max of in over rows 2y, 2y + 1 and columns 2x, 2x + 1 of a
+ * 2W x 2H input (reads at a stride of two elements). */
+class MaxPool : public GridKernel<MaxPool> {
+public:
+    Input<Buffer<float, 2>> in{"in"};
+    Output<Buffer<float, 2>> out{"out"};
+
+    void generate() override {
+        out(x, y) = Halide::max(Halide::max(in(2 * x, 2 * y), in(2 * x + 1, 2 * y)),
+                                Halide::max(in(2 * x, 2 * y + 1), in(2 * x + 1, 2 * y + 1)));
+        shape(in, 2 * W, 2 * H);
+        shape(out, W, H);
+    }
+    void schedule() override { schedule_tiles(out, in); }
+};
+TANDEM_REGISTER_GENERATOR(MaxPool, max_pool)
+
 /** Sums down the columns over a window that ends C rows above each output row: out(x, y) = the
  * sum of in(x, k) over the rows k <= y - C, 0 where there are none. The first tiles of rows read
  * no row of `in` at all: their staged region is empty (Halide gives its loop a negative extent),

@@ -125,6 +125,24 @@ void reference(const std::string &generator, const std::map<std::string, std::st
                 : act == "tanh" ? std::tanh(v)
                                 : 1 / (1 + std::exp(-v)));
         });
+    } else if (generator == "max_pool") {
+        out.for_each_element([&](int x, int y) {
+            out(x, y) = std::max(std::max(a(2 * x, 2 * y), a(2 * x + 1, 2 * y)),
+                                 std::max(a(2 * x, 2 * y + 1), a(2 * x + 1, 2 * y + 1)));
+        });
+    } else if (generator == "row_scan") {
+        rows([&](int r) {
+            float s = 0;
+            for (int c = 0; c < C; c++)
+                out(c, r) = s = c == 0 ? a(c, r) : s + a(c, r);
+        });
+    } else if (generator == "gemv") {
+        for (int r = 0; r < out.dim(0).extent(); r++) {
+            float s = 0;
+            for (int k = 0; k < C; k++)
+                s += a(k, r) * in[1](k);
+            out(r) = s;
+        }
     } else if (generator == "transpose") {
         out.for_each_element([&](int x, int y) { out(x, y) = a(y, x); });
     } else if (generator == "stencil") {

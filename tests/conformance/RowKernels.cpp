@@ -155,4 +155,56 @@ private:
 };
 TANDEM_REGISTER_GENERATOR(SubtractMean, subtract_mean)
 
+/** The running sum along each row (a prefix sum, as torch.cumsum(x, dim=-1)): a recurrence,
+ * each element the one before plus its input. */
+class RowScan : public RowKernel<RowScan> {
+public:
+    void generate() override {
+        RDom k(1, in.dim(0).extent() - 1);
+        scan(c, r) = in(c, r);
+        scan(k, r) = scan(k - 1, r) + in(k, r);
+        out(c, r) = scan(c, r);
+        shape();
+    }
+    void schedule() override { schedule_rows({&scan}); }
+
+private:
+    Func scan{"scan"};
+};
+TANDEM_REGISTER_GENERATOR(RowScan, row_scan)
+
+/** A matrix-vector product on the vector units (no tile_mma): out(r) = sum_k in(k, r) * w(k),
+ * each of R rows of C values against the vector w, RB rows per tile. */
+class Gemv : public Generator<Gemv> {
+public:
+    GeneratorParam<int> C{"C", 1000, 1, 1 << 20};
+    GeneratorParam<int> R{"R", 64, 1, 1 << 20};
+    GeneratorParam<int> RB{"RB", 8, 1, 256};
+    Input<Buffer<float, 2>> in{"in"};
+    Input<Buffer<float, 1>> w{"w"};
+    Output<Buffer<float, 1>> out{"out"};
+
+    void generate() override {
+        RDom k(0, in.dim(0).extent());
+        dot(r) = 0.0f;
+        dot(r) += in(k, r) * w(k);
+        out(r) = dot(r);
+        in.dim(0).set_bounds(0, C);
+        in.dim(1).set_bounds(0, R).set_stride(C);
+        w.dim(0).set_bounds(0, C);
+        out.dim(0).set_bounds(0, R);
+    }
+    void schedule() override {
+        out.split(r, ro, ri, RB, TailStrategy::GuardWithIf).map_to_cores(ro);
+        Func::staged(in).compute_at(out, ro).async_copy().multi_buffer(2);
+        dot.compute_at(out, ro);
+        out.async_copy();
+    }
+
+private:
+    Var r{"r"}, ro{"ro"}, ri{"ri"};
+    Func dot{"dot"};
+};
+TANDEM_REGISTER_GENERATOR(Gemv, gemv)
+
 } // namespace

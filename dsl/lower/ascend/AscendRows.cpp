@@ -114,11 +114,15 @@ private:
         auto at = [&](const Expr &e, int x) {
             return simplify(substitute(v.as<Variable>()->name, x, e));
         };
-        const Expr a = simplify(at(w, 1) - at(w, 0)), q = simplify(at(iv, 1) - at(iv, 0));
+        Expr a = simplify(at(w, 1) - at(w, 0)), q = simplify(at(iv, 1) - at(iv, 0));
         const int64_t *ac = as_const_int(a);
         if (!ac || *ac == 0 || !is_const_zero(simplify(at(w, 2) - at(w, 0) - a * 2)) ||
             !is_const_zero(simplify(at(iv, 2) - at(iv, 0) - q * 2)))
             return false;
+        if (*ac < 0) { // (a width falling with t: Halide divides a sum by a positive constant)
+            a = simplify(-a);
+            q = simplify(-q);
+        }
         *row = simplify(q / a);
         if (!can_prove(*row * a == q))
             return false;
@@ -134,7 +138,31 @@ private:
         Expr row, column;
         if (rows_of(e, &row, &column))
             return simplify(row * pitch + column);
-        return simplify(Index(width, pitch).mutate(e));
+        const Expr i = simplify(Index(width, pitch).mutate(e));
+        // A width known at run time left outside the products it replaced would read the rows
+        // at their old pitch there: wrong elements, never silently.
+        const Expr t = atom(width);
+        if (t.defined() && !is_const(width) && expr_uses_vars_of(i, t)) {
+            throw Error("not supported on ascend: a tile whose rows are a width known only at "
+                        "run time apart is read at an index Tandem cannot lay out on 32-byte "
+                        "rows (" +
+                        buffer.substr(0, buffer.find('$')) + ")");
+        }
+        return i;
+    }
+    /** Whether `e` uses a variable of `t`. */
+    static bool expr_uses_vars_of(const Expr &e, const Expr &t) {
+        bool used = false;
+        class Vars : public IRVisitor {
+        public:
+            std::set<std::string> names;
+            using IRVisitor::visit;
+            void visit(const Variable *v) override { names.insert(v->name); }
+        } vars;
+        t.accept(&vars);
+        for (const std::string &n : vars.names)
+            used |= expr_uses_var(e, n);
+        return used;
     }
 };
 

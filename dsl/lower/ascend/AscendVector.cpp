@@ -422,6 +422,26 @@ private:
                 return os.str();
             }
         } find(loops);
+        // A recurrence (a scan: each element reads one its own nest wrote before it) first: the
+        // lanes of one instruction are computed at once.
+        class Recurrence : public IRVisitor {
+        public:
+            explicit Recurrence(const Store *store) : store(store) {}
+            const Store *store;
+            bool found = false;
+
+        private:
+            using IRVisitor::visit;
+            void visit(const Load *l) override {
+                found |= l->name == store->name && !equal(l->index, store->index);
+                IRVisitor::visit(l);
+            }
+        } recurrence(store);
+        store->value.accept(&recurrence);
+        if (recurrence.found)
+            return "a recurrence along the nest (each element of '" + user_name(store->name) +
+                   "' reads one computed before it, as a running sum does): the lanes of AscendC's "
+                   "vector instructions are computed at once";
         store->value.accept(&find);
         return find.found.empty() ? "the element nest of " + user_name(store->name) + " (" +
                                         std::to_string(loops.size()) + " loops)"
