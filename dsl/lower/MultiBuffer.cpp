@@ -324,6 +324,27 @@ private:
     }
 };
 
+/** The buffers allocated inside the tile loop (a tile's own: its state, its intermediates). */
+class FindTileBuffers : public IRVisitor {
+public:
+    std::set<std::string> names;
+
+private:
+    using IRVisitor::visit;
+    int in_tile = 0;
+    void visit(const For *op) override {
+        const bool tile = is_core_loop(op->name);
+        in_tile += tile;
+        IRVisitor::visit(op);
+        in_tile -= tile;
+    }
+    void visit(const Allocate *op) override {
+        if (in_tile)
+            names.insert(op->name);
+        IRVisitor::visit(op);
+    }
+};
+
 /** The on-chip buffers stored to the output (or to a mix kernel's workspace). */
 class FindStoreSource : public IRVisitor {
 public:
@@ -455,6 +476,32 @@ Stmt multi_buffer(const Stmt &s, CompileContext &ctx) {
             ctx.versions_by_consumer.push_back(f);
             ctx.notes.push_back("ping_pong: " + f +
                                 " is copied by each consumer into its own version");
+        }
+        // What a consumer computes per tile on chip (an online softmax's running state, a
+        // block's maxima and sums) is its own too: the other consumer works on the next tile
+        // meanwhile. (Accumulators live in each consumer's registers.)
+        FindTileBuffers tile_buffers;
+        result.accept(&tile_buffers);
+        for (const std::string &f : tile_buffers.names) {
+            // (a Tuple's values are buffers `func.0`, `func.1` ...)
+            const size_t dot = f.rfind('.');
+            const bool value = dot != std::string::npos && dot + 1 < f.size() &&
+                               f.find_first_not_of("0123456789", dot + 1) == std::string::npos;
+            const std::string func = value ? f.substr(0, dot) : f;
+            if (ctx.slots.count(f) || ctx.of(func).tile_mma || ctx.of(f).tile_mma ||
+                ctx.of(f).async_copy || targets.names.count(f) || find.sources.count(f))
+                continue;
+            SlotSize size(f, ctx);
+            result.accept(&size);
+            if (size.allocations == 0)
+                continue;
+            Expr stage = Variable::make(Halide::Int(32), ir::stage_var(f));
+            result = RebaseBuffer(f, stage * Expr(int(size.elements)), stage).mutate(result);
+            result = Resize(f, size.elements * 2).mutate(result);
+            ctx.slots[f] = 2;
+            ctx.versions_by_consumer.push_back(f);
+            ctx.notes.push_back("ping_pong: " + f +
+                                " is computed by each consumer in its own version");
         }
     }
     for (const Stmt &d : drains) {
