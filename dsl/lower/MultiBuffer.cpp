@@ -459,37 +459,24 @@ Stmt multi_buffer(const Stmt &s, CompileContext &ctx) {
     }
     if (out.ping_pong && target.versions_by_consumer) {
         // Ping-pong consumers issue the copies of Funcs without async_copy themselves (copy, then
-        // wait): each consumer gets its own version of the buffer and of its full barrier.
+        // wait), and compute per tile on chip what the tile needs (an online softmax's running
+        // state, a block's maxima and sums) while the other consumer works on the next tile:
+        // each consumer gets its own version of such a buffer (and of a copy's full barrier).
+        // Accumulators live in each consumer's registers.
         FindCopyTargets targets;
         result.accept(&targets);
-        for (const std::string &f : targets.names) {
-            if (ctx.of(f).async_copy || ctx.slots.count(f))
-                continue;
-            SlotSize size(f, ctx);
-            result.accept(&size);
-            if (size.allocations == 0)
-                continue;
-            Expr stage = Variable::make(Halide::Int(32), ir::stage_var(f));
-            result = RebaseBuffer(f, stage * Expr(int(size.elements)), stage).mutate(result);
-            result = Resize(f, size.elements * 2).mutate(result);
-            ctx.slots[f] = 2;
-            ctx.versions_by_consumer.push_back(f);
-            ctx.notes.push_back("ping_pong: " + f +
-                                " is copied by each consumer into its own version");
-        }
-        // What a consumer computes per tile on chip (an online softmax's running state, a
-        // block's maxima and sums) is its own too: the other consumer works on the next tile
-        // meanwhile. (Accumulators live in each consumer's registers.)
         FindTileBuffers tile_buffers;
         result.accept(&tile_buffers);
-        for (const std::string &f : tile_buffers.names) {
+        std::set<std::string> own = targets.names;
+        own.insert(tile_buffers.names.begin(), tile_buffers.names.end());
+        for (const std::string &f : own) {
             // (a Tuple's values are buffers `func.0`, `func.1` ...)
             const size_t dot = f.rfind('.');
             const bool value = dot != std::string::npos && dot + 1 < f.size() &&
                                f.find_first_not_of("0123456789", dot + 1) == std::string::npos;
             const std::string func = value ? f.substr(0, dot) : f;
-            if (ctx.slots.count(f) || ctx.of(func).tile_mma || ctx.of(f).tile_mma ||
-                ctx.of(f).async_copy || targets.names.count(f) || find.sources.count(f))
+            if (ctx.of(f).async_copy || ctx.slots.count(f) || ctx.of(func).tile_mma ||
+                find.sources.count(f))
                 continue;
             SlotSize size(f, ctx);
             result.accept(&size);
@@ -501,7 +488,8 @@ Stmt multi_buffer(const Stmt &s, CompileContext &ctx) {
             ctx.slots[f] = 2;
             ctx.versions_by_consumer.push_back(f);
             ctx.notes.push_back("ping_pong: " + f +
-                                " is computed by each consumer in its own version");
+                                (targets.names.count(f) ? " is copied" : " is computed") +
+                                " by each consumer into its own version");
         }
     }
     for (const Stmt &d : drains) {
