@@ -4,6 +4,7 @@
 
 #include "../lower/DefaultStaging.h"
 #include "../lower/RequiredRegions.h"
+#include "../lower/RowStatistics.h"
 #include "../lower/Targets.h"
 #include "../lower/Validate.h"
 #include "tandem/Nest.h"
@@ -440,6 +441,8 @@ Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const 
     s = InlineLets().mutate(s);
     k.halide_stmt = s;
     lower::log_lowering("Halide's lowering", s);
+    s = lower::row_statistics(s, ctx);
+    lower::log_lowering("row_statistics", s);
     s = lower::run_passes(lower::lowering_of(target).passes, s, ctx, k);
     k.body = s;
     for (const std::string &note : ctx.notes)

@@ -13,6 +13,10 @@ void record(Halide::Func &f, const std::string &directive, const std::string &va
 
 } // namespace
 
+void record_row_statistics(Halide::Func &f, int columns) {
+    record(f, "row_statistics", std::to_string(columns));
+}
+
 Directives directives_of(const Halide::Internal::Function &f) {
     Directives d;
     for (const std::string &tag : f.get_trace_tags()) {
@@ -41,6 +45,8 @@ Directives directives_of(const Halide::Internal::Function &f) {
             d.cores_var = value;
         else if (key == "vectorize")
             d.vectorized = true;
+        else if (key == "row_statistics")
+            d.row_statistics = std::stoi(value);
     }
     return d;
 }

@@ -279,6 +279,16 @@ OnlineSoftmax Stage::online_softmax(const RVar &keys, int block, const Func &con
     Halide::Func out = consumer.halide();
     out.function().mutate(&to_state);
 
+    // The running max and sum read only themselves and the rows' Funcs: the same along the
+    // columns before the first row Var (lower/RowStatistics holds them once per row).
+    int columns = 0;
+    while (columns < int(all.size()) && std::none_of(rows.begin(), rows.end(), [&](const Var &r) {
+               return r.name() == all[columns].name();
+           }))
+        columns++;
+    if (columns > 0)
+        record_row_statistics(state, columns);
+
     std::vector<VarOrRVar> order(all.begin(), all.end());
     order.push_back(rc.x);
     state.update().reorder(order);

@@ -57,6 +57,8 @@ TEST(OnlineSoftmax, ComputesWhatTheTextbookComputes) {
             const int D = 5, S = 23, L = 23; // a last block that overlaps the one before
             Textbook plain(L, causal), fused(L, causal);
             OnlineSoftmax fa = fused.acc.update().online_softmax(fused.j.x, block, fused.out);
+            // The running max and sum are the same along acc's first Var, n (one per row s).
+            EXPECT_EQ(directives_of(fa.state.halide().function()).row_statistics, 1);
             Halide::Buffer<float> want = realize(plain, D, S, L), got = realize(fused, D, S, L);
             for (int s = 0; s < S; s++)
                 for (int n = 0; n < D; n++)

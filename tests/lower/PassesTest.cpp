@@ -6,6 +6,7 @@
 #include "lower/CoreMapping.h"
 #include "lower/MultiBuffer.h"
 #include "lower/RejoinTails.h"
+#include "lower/RowStatistics.h"
 #include "lower/SoftwarePipeline.h"
 #include "lower/TileCopy.h"
 #include "lower/TileMma.h"
@@ -470,6 +471,63 @@ TEST(RejoinTails, ABodyThatIsNotTheTailsStaysSplit) {
     EXPECT_EQ(b->rest.as<For>()->name, "ko.rebased");
     // With static shapes nothing is joined.
     EXPECT_TRUE(lower::rejoin_tails(partitioned(1.0f), {}).as<Block>());
+}
+
+// ---- RowStatistics ----
+/** An online softmax's state as Halide lowers it (4 columns n, 3 rows s): the output st.0 reads
+ * the running max st.1, then the max takes the row's block max m[s]; then o reads both. `late`:
+ * the output reads the max after it is stored. */
+Stmt running_state(bool late) {
+    const Expr at = var("s") * 4 + var("n");
+    const Stmt output = store("st.0", load(f32, "st.0", at) + load(f32, "st.1", at), at);
+    const Stmt max = store("st.1", Max::make(load(f32, "st.1", at), load(f32, "m", var("s"))), at);
+    const Stmt update =
+        loop("s", 3, loop("n", 4, late ? Block::make(max, output) : Block::make(output, max)));
+    const Stmt read =
+        loop("s", 3, loop("n", 4, store("o", load(f32, "st.0", at) / load(f32, "st.1", at), at)));
+    Stmt s = Block::make(update, read);
+    for (const std::string name : {"st.0", "st.1"})
+        s = Allocate::make(name, f32, Halide::MemoryType::Auto, {4, 3}, const_true(), s);
+    return s;
+}
+
+CompileContext with_running_state() {
+    CompileContext ctx = context();
+    Halide::Func st("st");
+    Halide::Var x, y;
+    st(x, y) = {0.0f, 0.0f};
+    ctx.functions.emplace("st", st.function());
+    ctx.directives["st"].row_statistics = 1;
+    return ctx;
+}
+
+TEST(RowStatistics, TheRunningMaxIsHeldOncePerRowAndStoredAfterItsColumns) {
+    CompileContext ctx = with_running_state();
+    const Stmt s = lower::row_statistics(running_state(false), ctx);
+    EXPECT_TRUE(ctx.notes.empty());
+    EXPECT_EQ(occurrences(s, "allocate st.1[float32 * 1 * 3]"), 1) << s;
+    EXPECT_EQ(occurrences(s, "allocate st.0[float32 * 4 * 3]"), 1) << s;
+    // The output's loops, then the max's own loop over the rows, once per row.
+    EXPECT_EQ(occurrences(s, "st.0[(s*4) + n] = st.0[(s*4) + n] + st.1[s]"), 1) << s;
+    EXPECT_EQ(occurrences(s, "st.1[s] = max(st.1[s], (float32)m[s])"), 1) << s;
+    EXPECT_EQ(occurrences(s, "o[(s*4) + n] = st.0[(s*4) + n]/st.1[s]"), 1) << s;
+    const Block *update = s.as<Allocate>()->body.as<Allocate>()->body.as<Block>();
+    ASSERT_TRUE(update) << s;
+    const Block *after = update->rest.as<Block>();
+    ASSERT_TRUE(after) << s;
+    const For *columns = update->first.as<For>(), *rows = after->first.as<For>();
+    ASSERT_TRUE(columns && rows) << s;
+    EXPECT_TRUE(columns->body.as<For>()) << "the output keeps its column loop: " << s;
+    EXPECT_TRUE(rows->body.as<Store>()) << "the max has none: " << s;
+}
+
+TEST(RowStatistics, AReadAfterTheStoreKeepsThemPerElement) {
+    CompileContext ctx = with_running_state();
+    const Stmt before = running_state(true);
+    const Stmt s = lower::row_statistics(before, ctx);
+    EXPECT_TRUE(s.same_as(before)) << s;
+    ASSERT_EQ(ctx.notes.size(), 1u);
+    EXPECT_NE(ctx.notes[0].find("stay per element"), std::string::npos) << ctx.notes[0];
 }
 
 TEST(SoftwarePipeline, CorrectForAnyTripCountAndVersionCount) {

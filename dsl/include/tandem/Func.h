@@ -44,10 +44,16 @@ struct Directives {
     bool tile_mma = false;    // the update stage must become one tile MMA
     std::string cores_var;    // loop var whose iterations are spread over the cores
     bool vectorized = false;  // a Halide vectorize was requested (the ZPU rejects it)
+    int row_statistics = 0;   // > 0: the Tuple's components after the first are the same along
+                              // the first n dimensions (online_softmax's running max and sum)
 };
 
 /** The directives recorded on a Halide Function (default ones if none). */
 Directives directives_of(const Halide::Internal::Function &f);
+
+/** Records that `f`'s Tuple components after the first are the same along its first `columns`
+ * dimensions (Directives::row_statistics; online_softmax's state). */
+void record_row_statistics(Halide::Func &f, int columns);
 
 class Func;
 struct OnlineSoftmax;
