@@ -79,6 +79,52 @@ bool meets(const std::set<std::string> &a, const std::set<std::string> &b) {
     return false;
 }
 
+/** The values a row's column statements compute that are the same along the columns: largest
+ * float subexpressions that call a function (exp), read no variable of a loop or let inside the
+ * statements and no buffer they write; each replaced by a load of a buffer of its own (`found`:
+ * its name and the value), at the row. */
+class RowValues : public IRMutator {
+public:
+    RowValues(const Stmt &columns, const std::string &prefix, int first, const Expr &row)
+        : written(accesses_of(columns).stores), prefix(prefix), first(first), row(row) {
+        each<For>(columns, [&](const For *f) { inner.insert(f->name); });
+        each<LetStmt>(columns, [&](const LetStmt *l) { inner.insert(l->name); });
+    }
+    std::vector<std::pair<std::string, Expr>> found;
+
+    using IRMutator::mutate;
+    Expr mutate(const Expr &e) override {
+        if (!per_row(e))
+            return IRMutator::mutate(e);
+        for (const auto &[name, value] : found) {
+            if (equal(value, e))
+                return load(name, e.type());
+        }
+        found.emplace_back(prefix + std::to_string(first + int(found.size())), e);
+        return load(found.back().first, e.type());
+    }
+
+private:
+    std::set<std::string> written, inner;
+    std::string prefix;
+    int first;
+    Expr row;
+
+    Expr load(const std::string &name, Halide::Type t) const {
+        return Load::make(t, name, row, Halide::Buffer<>(), Parameter(), const_true(),
+                          ModulusRemainder());
+    }
+    bool per_row(const Expr &e) const {
+        if (!e.type().is_float() || e.type().lanes() != 1 || e.as<Load>())
+            return false;
+        bool calls = false, other = false;
+        each<Call>(e, [&](const Call *c) { calls = calls || c->call_type == Call::PureExtern; });
+        each<Variable>(e, [&](const Variable *v) { other = other || inner.count(v->name); });
+        each<Load>(e, [&](const Load *l) { other = other || written.count(l->name); });
+        return calls && !other;
+    }
+};
+
 /** The row buffers' indices divided by their column counts, and their stores moved out of the
  * column loops. */
 class PerRow : public IRMutator {
@@ -89,6 +135,8 @@ private:
     using IRMutator::visit;
     std::map<std::string, RowBuffer> rows;
     LoopScope bounds;
+    std::vector<Expr> row_extents; // the row buffers' (the innermost allocated)
+    int factors = 0;               // row factors made so far (their names)
     // The column loops each store of a row buffer leaves, by the store's buffer and row.
     std::map<std::string, std::set<std::string>> columns_of;
 
@@ -111,6 +159,7 @@ private:
             throw Kept{op->name + " has fewer dimensions than its columns"};
         for (int d = 0; d < it->second.columns; d++)
             extents[d] = 1;
+        row_extents = extents;
         return Allocate::make(op->name, op->type, op->memory_type, extents, mutate(op->condition),
                               mutate(op->body), op->new_expr, op->free_function);
     }
@@ -183,8 +232,37 @@ private:
         // A row loop: the columns' statements, then the rows' stores, each in a loop of its own.
         if (!kept.defined())
             return loop(body);
-        one_row_per_iteration(body, op->name);
-        return Block::make(loop(kept), loop(moved));
+        const Expr row = one_row_per_iteration(body, op->name);
+        return factored(kept, moved, row, loop);
+    }
+
+    /** The columns' statements `kept` and the rows' stores `moved` of a row loop (`loop` makes
+     * one), with the values of the columns' statements that are the same along their columns
+     * and call a function (the output's rescale factors, exp(m - m') and exp(m_block - m')),
+     * computed once per row before them, into buffers of the rows' shape, at `row`. */
+    Stmt factored(const Stmt &kept, const Stmt &moved, const Expr &row,
+                  const std::function<Stmt(const Stmt &)> &loop) {
+        const Store *some = nullptr;
+        each<Store>(moved, [&](const Store *st) { some = some ? some : st; });
+        RowValues values(kept, some->name.substr(0, some->name.rfind('.')) + "_factor", factors,
+                         row);
+        const Stmt uses = values.mutate(kept);
+        if (values.found.empty())
+            return Block::make(loop(kept), loop(moved));
+        factors += int(values.found.size());
+        std::vector<Stmt> factors;
+        for (const auto &[name, value] : values.found)
+            factors.push_back(
+                Store::make(name, value, row, Parameter(), const_true(), ModulusRemainder()));
+        // The factors read the running values before they are stored; where the columns read
+        // them only through the factors, the rows' stores follow the factors in one loop.
+        Stmt s = meets(accesses_of(uses).loads, accesses_of(moved).stores)
+                     ? block({loop(block(factors)), loop(uses), loop(moved)})
+                     : block({loop(block({block(factors), moved})), loop(uses)});
+        for (const auto &[name, value] : values.found)
+            s = Allocate::make(name, value.type(), Halide::MemoryType::Auto, row_extents,
+                               const_true(), s);
+        return s;
     }
 
     /** Whether `s` has a store that leaves the loop `loop`. */
@@ -240,8 +318,9 @@ private:
             throw Kept{"the running values read a value of the columns"};
     }
 
-    /** The row buffers `body` touches, at one index that differs in every iteration of `loop`. */
-    void one_row_per_iteration(const Stmt &body, const std::string &loop) const {
+    /** The row buffers `body` touches, at one index that differs in every iteration of `loop`:
+     * that index. */
+    Expr one_row_per_iteration(const Stmt &body, const std::string &loop) const {
         std::vector<Expr> indices;
         each<Load>(body, [&](const Load *l) {
             if (rows.count(l->name))
@@ -257,6 +336,7 @@ private:
             if (!equal(i, indices[0]) || !is_const(step) || is_const_zero(step))
                 throw Kept{"the rows' loop " + loop + " does not take one row per iteration"};
         }
+        return indices.empty() ? Expr() : indices[0];
     }
 };
 

@@ -26,13 +26,21 @@
  * the row. A store leaves the loops whose variables its index loses so (the columns); it runs
  * after them, at their first iteration, in the order the stores had.
  *
+ * The values the columns' statements compute that are the same along their columns and call a
+ * function (FlashAttention's rescale factors exp(m - m') and exp(m_block - m'), two per output
+ * element) are computed once per row, into buffers of the rows' shape, in the rows' loop before
+ * the running values are stored (in one loop with those stores where the columns then read the
+ * running values only through the factors, else in a loop of their own).
+ *
  * Soundness: every value stored in a row is the same (the directive), so one store per row
  * writes what each had. Moving a row's stores after its column loops keeps every read: each
  * statement that stays reads the old value (it came before the stores in its iteration, which
  * is checked), the moved stores read one another as before, and they read nothing the statements
- * that stay write (checked). A store's index must be the row times P plus the moved loops'
- * column (checked with the simplifier and the loops' bounds). Where a check fails, or an extent
- * is not constant, the buffers stay per element (correct, larger), with a note.
+ * that stay write (checked). A factor reads no variable bound inside the column loops and no
+ * buffer they write, so its value is the one each column computed. A store's index must be the row
+ * times P plus the moved loops' column (checked with the simplifier and the loops' bounds). Where a
+ * check fails, or an extent is not constant, the buffers stay per element (correct, larger), with a
+ * note.
  */
 
 #include "tandem/Kernel.h"

@@ -521,6 +521,34 @@ TEST(RowStatistics, TheRunningMaxIsHeldOncePerRowAndStoredAfterItsColumns) {
     EXPECT_TRUE(rows->body.as<Store>()) << "the max has none: " << s;
 }
 
+TEST(RowStatistics, ARescaleFactorIsComputedOncePerRow) {
+    // The output rescaled by exp(st.1[s] - m[s]) (as FlashAttention's by exp(m - m')): the
+    // factor once per row, before the max is stored, in the rows' own loop.
+    const Expr at = var("s") * 4 + var("n");
+    const Expr factor = Halide::exp(load(f32, "st.1", at) - load(f32, "m", var("s")));
+    const Stmt output = store("st.0", load(f32, "st.0", at) * factor, at);
+    const Stmt max = store("st.1", Max::make(load(f32, "st.1", at), load(f32, "m", var("s"))), at);
+    Stmt s = loop("s", 3, loop("n", 4, Block::make(output, max)));
+    for (const std::string name : {"st.0", "st.1"})
+        s = Allocate::make(name, f32, Halide::MemoryType::Auto, {4, 3}, const_true(), s);
+    CompileContext ctx = with_running_state();
+    s = lower::row_statistics(s, ctx);
+    EXPECT_TRUE(ctx.notes.empty());
+    EXPECT_EQ(occurrences(s, "allocate st_factor0[float32 * 1 * 3]"), 1) << s;
+    EXPECT_EQ(occurrences(s, "exp_f32"), 1) << s;
+    EXPECT_EQ(occurrences(s, "st_factor0[s] = (float32)exp_f32(st.1[s] - (float32)m[s])"), 1) << s;
+    EXPECT_EQ(occurrences(s, "st.0[(s*4) + n] = st.0[(s*4) + n]*st_factor0[s]"), 1) << s;
+    // The factor and the max in one loop over the rows (the output no longer reads the max),
+    // then the output's.
+    const Stmt body = s.as<Allocate>()->body.as<Allocate>()->body.as<Allocate>()->body;
+    const Block *parts = body.as<Block>();
+    ASSERT_TRUE(parts) << s;
+    const For *rows = parts->first.as<For>(), *columns = parts->rest.as<For>();
+    ASSERT_TRUE(rows && columns) << s;
+    EXPECT_EQ(occurrences(rows->body, "st.1[s] = max"), 1) << s;
+    EXPECT_TRUE(columns->body.as<For>()) << s;
+}
+
 TEST(RowStatistics, AReadAfterTheStoreKeepsThemPerElement) {
     CompileContext ctx = with_running_state();
     const Stmt before = running_state(true);
