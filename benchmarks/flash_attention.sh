@@ -2,9 +2,10 @@
 # Issue 34: attention as the textbook writes it, unfused (a query tile's whole row of keys on
 # chip) and fused by the schedule's online softmax (keys in blocks of TJ: FlashAttention), on the
 # ZPU's and Hopper's machine models (Ascend does not run the fused form yet), with the
-# hand-written online softmax (flash_attention) beside them, and warp-specialised (ws_pingpong). Single head, bf16 in, f32 out,
-# query tiles of 64 rows; S = L = 256 (where the unfused form fits on chip) and 1024, 4096 (where
-# only the fused one does; the unfused rows record the refusal). Each row: cycles, the roofline
+# hand-written online softmax (flash_attention) beside them, and warp-specialised (ws_pingpong).
+# Single head, bf16 in, f32 out, query tiles of 64 rows; S = L = 256 (where the unfused form fits
+# on chip) and 1024, 4096 (where only the fused one does; the unfused rows record the refusal);
+# then head dim 128. Each row: cycles, the roofline
 # of the algorithm (apps/Workload.cpp) and its fraction. No GPU figures: FlashAttention-3 and
 # torch SDPA are compared on a GPU session (issue 37). Writes results/flash_attention.json and
 # the raw log results/flash_attention.log.
@@ -18,12 +19,21 @@ for target in zpu hopper; do
         for tj in 64 128; do
             run_case "online_tj${tj}_$n" $target attention TJ=$tj $shape
         done
-        # FlashAttention-3's roles: a producer and two consumers taking query tiles in turn.
-        run_case "online_tj128_pingpong_$n" $target attention TJ=128 schedule=ws_pingpong $shape
+        # FlashAttention-3's roles: a producer and two consumers taking query tiles in turn (each
+        # consumer keeps its own state: key blocks of 128 do not fit Hopper's shared memory).
+        run_case "online_tj64_pingpong_$n" $target attention TJ=64 schedule=ws_pingpong $shape
         run_case "by_hand_tj64_$n" $target flash_attention TJ=64 $shape
         run_case "online_causal_tj64_$n" $target attention TJ=64 causal=true $shape
     done
 done
+# Head dim 128 (FlashAttention-3's), four heads (256 query tiles: every core and SM busy), and
+# Hopper at 16k tokens, one head (issue 34's goal shape: >= 0.7 of the roofline).
+for target in zpu hopper; do
+    shape="S=4096 L=4096 D=128 H=4"
+    run_case "online_tj64_d128_h4_4096" $target attention TJ=64 $shape
+    run_case "online_causal_tj64_d128_h4_4096" $target attention TJ=64 causal=true $shape
+done
+run_case "online_tj64_d128_16384" hopper attention TJ=64 S=16384 L=16384 D=128
 write_rows "$out/flash_attention.json" \
     "roofline = max(bytes / memory bandwidth, vector work / vector rate, MACs / MAC rate), all cores; from the textbook algorithm (apps/Workload.cpp); by_hand rows: the hand-written generator's cycles against the textbook's roofline (its own algorithm counts the running state's work per element)"
 rm -f "$rows"
