@@ -50,25 +50,20 @@ std::set<std::string> variables(const Expr &e) {
     return names;
 }
 
-/** The buffers a statement loads from, and those it stores to. */
-struct Accesses : public IRVisitor {
-    std::set<std::string> loads, stores;
-    using IRVisitor::visit;
-    void visit(const Load *op) override {
-        loads.insert(op->name);
-        IRVisitor::visit(op);
-    }
-    void visit(const Store *op) override {
-        stores.insert(op->name);
-        IRVisitor::visit(op);
-    }
-};
-
-Accesses accesses_of(const Stmt &s) {
-    Accesses a;
+/** The buffers a statement loads from. */
+std::set<std::string> loaded(const Stmt &s) {
+    std::set<std::string> names;
     if (s.defined())
-        s.accept(&a);
-    return a;
+        each<Load>(s, [&](const Load *l) { names.insert(l->name); });
+    return names;
+}
+
+/** The buffers a statement stores to. */
+std::set<std::string> stored(const Stmt &s) {
+    std::set<std::string> names;
+    if (s.defined())
+        each<Store>(s, [&](const Store *st) { names.insert(st->name); });
+    return names;
 }
 
 bool meets(const std::set<std::string> &a, const std::set<std::string> &b) {
@@ -86,7 +81,7 @@ bool meets(const std::set<std::string> &a, const std::set<std::string> &b) {
 class RowValues : public IRMutator {
 public:
     RowValues(const Stmt &columns, const std::string &prefix, int first, const Expr &row)
-        : written(accesses_of(columns).stores), prefix(prefix), first(first), row(row) {
+        : written(stored(columns)), prefix(prefix), first(first), row(row) {
         each<For>(columns, [&](const For *f) { inner.insert(f->name); });
         each<LetStmt>(columns, [&](const LetStmt *l) { inner.insert(l->name); });
     }
@@ -256,7 +251,7 @@ private:
                 Store::make(name, value, row, Parameter(), const_true(), ModulusRemainder()));
         // The factors read the running values before they are stored; where the columns read
         // them only through the factors, the rows' stores follow the factors in one loop.
-        Stmt s = meets(accesses_of(uses).loads, accesses_of(moved).stores)
+        Stmt s = meets(loaded(uses), stored(moved))
                      ? block({loop(block(factors)), loop(uses), loop(moved)})
                      : block({loop(block({block(factors), moved})), loop(uses)});
         for (const auto &[name, value] : values.found)
@@ -291,8 +286,7 @@ private:
             split(b->first, loop, &k1, &m1);
             split(b->rest, loop, &k2, &m2);
             // What stays after a moved store must not read what it stored (it read the new value).
-            if (m1.defined() && k2.defined() &&
-                meets(accesses_of(k2).loads, accesses_of(m1).stores))
+            if (m1.defined() && k2.defined() && meets(loaded(k2), stored(m1)))
                 throw Kept{"a statement reads the running values after they are stored"};
             *kept = k1.defined() && k2.defined() ? Block::make(k1, k2) : k1.defined() ? k1 : k2;
             *moved = m1.defined() && m2.defined() ? Block::make(m1, m2) : m1.defined() ? m1 : m2;
@@ -314,7 +308,7 @@ private:
             throw Kept{"a store of the running values under a condition"};
         }
         // The moved stores must not read what stays (they would read its last iteration's).
-        if (kept->defined() && meets(accesses_of(*moved).loads, accesses_of(*kept).stores))
+        if (kept->defined() && meets(loaded(*moved), stored(*kept)))
             throw Kept{"the running values read a value of the columns"};
     }
 
