@@ -1312,9 +1312,27 @@ private:
         int64_t total =
             plan.shared_bytes + swizzle_atom_bytes + 8 * int64_t(kernel.barriers.size()) * 32 + 64;
         if (total > max_shared_bytes) {
-            throw Error("hopper: the kernel needs " + std::to_string(total) +
-                        " bytes of shared memory; a CTA has at most " +
-                        std::to_string(max_shared_bytes) + ": use fewer stages or smaller tiles");
+            // (The model's plan fitted: its sizes are the buffers' own, here each is aligned for
+            // TMA and the swizzle, and the mbarriers take their place too.)
+            const SramBuffer *largest = nullptr;
+            int64_t largest_bytes = 0;
+            for (const SramBuffer &b : kernel.buffers) {
+                auto it = plan.tiles.find(b.name);
+                const int64_t bytes = it == plan.tiles.end() ? 0 : it->second.slot_bytes * b.slots;
+                if (bytes > largest_bytes)
+                    largest = &b, largest_bytes = bytes;
+            }
+            const std::string who = largest ? "Func '" + user_text(largest->name) + "' (" +
+                                                  std::to_string(largest_bytes) + " bytes in " +
+                                                  std::to_string(largest->slots) +
+                                                  " version(s), the largest): "
+                                            : std::string();
+            throw Error(who +
+                        "shared memory overflow on hopper - laid out for the GPU (TMA "
+                        "boxes and swizzled tiles on their boundaries, " +
+                        std::to_string(kernel.barriers.size()) + " mbarriers) the kernel needs " +
+                        std::to_string(total) + " bytes, a CTA has " +
+                        std::to_string(max_shared_bytes) + "; use smaller tiles or fewer stages");
         }
     }
 };
