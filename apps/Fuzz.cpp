@@ -137,6 +137,21 @@ bool is_tandem_app(const std::string &name) {
                        [&](const App &a) { return a.name == name; });
 }
 
+/** Whether the generator's algorithm (generate(), no schedule) takes the case's parameters: not
+ * where it refuses them in a tandem::Error; anything else is the case's to report. */
+bool algorithm_accepts(const FuzzCase &c) {
+    try {
+        std::unique_ptr<GeneratorBase> g = GeneratorRegistry::create(c.app);
+        for (const auto &[name, value] : c.params.values())
+            g->set_param(name, value);
+        g->build_algorithm();
+    } catch (const Error &) {
+        return false;
+    } catch (...) {
+    }
+    return true;
+}
+
 /** A case of one of this program's own generators: a generator, a target, a schedule, and every
  * other parameter drawn from its declaration (ints log-uniform in [min, min(max, 300)], so a 1 is
  * as likely as a 200; bools either way; strings one of their choices; floats keep their
@@ -163,20 +178,30 @@ FuzzCase draw_generator_case(const FuzzOptions &options, uint64_t index, std::mt
     c.target = targets[pick(targets.size())];
     const std::vector<std::string> &schedules = schedules_for(find_app(c.app), c.target);
     c.schedule = schedules[pick(schedules.size())];
-    for (const GeneratorParamInfo &info : GeneratorRegistry::create(c.app)->params()) {
-        if (info.name == "schedule")
-            continue;
-        if (info.kind == "int") {
-            const int lo = int(info.min.value_or(1)),
-                      hi = std::max(lo, std::min(int(info.max.value_or(300)), 300));
-            const double u = std::uniform_real_distribution<double>(0, 1)(rng);
-            const int v = std::min(hi, lo + int(std::exp(u * std::log(double(hi - lo + 1)))) - 1);
-            c.params.set(info.name, std::to_string(v));
-        } else if (info.kind == "bool") {
-            c.params.set(info.name, pick(2) ? "true" : "false");
-        } else if (info.kind == "string" && !info.choices.empty()) {
-            c.params.set(info.name, info.choices[pick(info.choices.size())]);
+    // Parameters the generator's own algorithm refuses (its checks in generate(): a head count
+    // that is not a multiple of the key-value heads, a causal mask with fewer keys than queries)
+    // test only those checks: they are drawn again, up to ten times, so that most cases reach the
+    // compiler.
+    for (int attempt = 0; attempt < 10; attempt++) {
+        c.params = Params();
+        for (const GeneratorParamInfo &info : GeneratorRegistry::create(c.app)->params()) {
+            if (info.name == "schedule")
+                continue;
+            if (info.kind == "int") {
+                const int lo = int(info.min.value_or(1)),
+                          hi = std::max(lo, std::min(int(info.max.value_or(300)), 300));
+                const double u = std::uniform_real_distribution<double>(0, 1)(rng);
+                const int v =
+                    std::min(hi, lo + int(std::exp(u * std::log(double(hi - lo + 1)))) - 1);
+                c.params.set(info.name, std::to_string(v));
+            } else if (info.kind == "bool") {
+                c.params.set(info.name, pick(2) ? "true" : "false");
+            } else if (info.kind == "string" && !info.choices.empty()) {
+                c.params.set(info.name, info.choices[pick(info.choices.size())]);
+            }
         }
+        if (algorithm_accepts(c))
+            break;
     }
     return c;
 }
