@@ -137,21 +137,6 @@ bool is_tandem_app(const std::string &name) {
                        [&](const App &a) { return a.name == name; });
 }
 
-/** Whether the generator's algorithm (generate(), no schedule) takes the case's parameters: not
- * where it refuses them in a tandem::Error; anything else is the case's to report. */
-bool algorithm_accepts(const FuzzCase &c) {
-    try {
-        std::unique_ptr<GeneratorBase> g = GeneratorRegistry::create(c.app);
-        for (const auto &[name, value] : c.params.values())
-            g->set_param(name, value);
-        g->build_algorithm();
-    } catch (const Error &) {
-        return false;
-    } catch (...) {
-    }
-    return true;
-}
-
 /** A case of one of this program's own generators: a generator, a target, a schedule, and every
  * other parameter drawn from its declaration (ints log-uniform in [min, min(max, 300)], so a 1 is
  * as likely as a 200; bools either way; strings one of their choices; floats keep their
@@ -207,6 +192,19 @@ FuzzCase draw_generator_case(const FuzzOptions &options, uint64_t index, std::mt
 }
 
 } // namespace
+
+bool algorithm_accepts(const FuzzCase &c) {
+    try {
+        std::unique_ptr<GeneratorBase> g = GeneratorRegistry::create(c.app);
+        for (const auto &[name, value] : c.params.values())
+            g->set_param(name, value);
+        g->build_algorithm();
+    } catch (const Error &) {
+        return false;
+    } catch (...) {
+    }
+    return true;
+}
 
 FuzzCase draw_case(const FuzzOptions &options, uint64_t index) {
     // One generator per case: the case does not depend on which cases ran before it.

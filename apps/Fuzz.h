@@ -88,6 +88,11 @@ struct FuzzOptions {
     std::string program;
 };
 
+/** Whether a program's own generator takes the case's parameters in its algorithm (generate(),
+ * no schedule): false where it refuses them in a tandem::Error (its own checks; such parameters
+ * are drawn again), true otherwise (anything else is the case's to report). */
+bool algorithm_accepts(const FuzzCase &c);
+
 /** The case number `index` of the fuzz run with `options` (app, target and mode filtered). */
 FuzzCase draw_case(const FuzzOptions &options, uint64_t index);
 

@@ -1,7 +1,6 @@
 // The fuzzer's draws of a program's own generators: parameters the generator's algorithm refuses
 // (its own checks in generate()) are drawn again, so that the cases reach the compiler.
 #include "Fuzz.h"
-#include "tandem/Generator.h"
 
 #include <gtest/gtest.h>
 
@@ -9,19 +8,6 @@ using namespace tandem;
 using namespace tandem::apps;
 
 namespace {
-
-/** Whether the generator's algorithm takes the case's parameters. */
-bool accepted(const FuzzCase &c) {
-    try {
-        std::unique_ptr<GeneratorBase> g = GeneratorRegistry::create(c.app);
-        for (const auto &[name, value] : c.params.values())
-            g->set_param(name, value);
-        g->build_algorithm();
-        return true;
-    } catch (const Error &) {
-        return false;
-    }
-}
 
 TEST(FuzzDraws, ParametersTheAlgorithmRefusesAreDrawnAgain) {
     // Attention refuses a head count that is not a multiple of the key-value heads, and a causal
@@ -34,7 +20,7 @@ TEST(FuzzDraws, ParametersTheAlgorithmRefusesAreDrawnAgain) {
     for (int i = 0; i < cases; i++) {
         const FuzzCase c = draw_case(options, uint64_t(i));
         ASSERT_EQ(c.app, "attention");
-        taken += accepted(c);
+        taken += algorithm_accepts(c);
     }
     EXPECT_GE(taken, cases * 9 / 10) << taken << " of " << cases << " cases reach the compiler";
 }
