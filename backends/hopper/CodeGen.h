@@ -107,6 +107,10 @@ private:
     // same in every accumulator the epilogue reads (FragmentEpilogue::accumulators).
     std::string fragment;
     std::set<std::string> fragment_buffers;
+    // Inside an epilogue over fragments: the C names of the register's row and column in the
+    // tile. An MMA operand made on chip is written there, whatever its Stmt index says (Halide
+    // drops the loop of a tile one row or one column wide, and a one-column tile's rows step 1).
+    std::string fragment_row, fragment_col;
     /** Accumulator epilogues into a column-block ring (Tile::ring_blocks), emitted with the store
      * that follows them, one column block at a time; `column_block` is set while one is. */
     struct Epilogue {

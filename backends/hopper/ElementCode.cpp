@@ -34,11 +34,20 @@ std::string CodeGen::tile_index(const Tile &t, const Expr &index) {
 }
 
 std::string CodeGen::gpu_index(const Tile &t, const Expr &index) {
-    const TileIndex x = map_tile_index(t, index, nest_loops);
+    TileIndex x = map_tile_index(t, index, nest_loops);
     if (x.as_in_stmt)
         return expr(x.element);
-    const std::string outer = x.outer.empty() ? "" : c_name(x.outer),
-                      inner = x.inner.empty() ? "" : c_name(x.inner);
+    std::string outer = x.outer.empty() ? "" : c_name(x.outer),
+                inner = x.inner.empty() ? "" : c_name(x.inner);
+    if (t.on_chip && !fragment_row.empty()) {
+        if (!x.version_start) {
+            throw Error("hopper: the element code writes the MMA operand " + t.buffer->name +
+                        " inside a version, not from its start; a matmul's operand made on chip "
+                        "must be written whole, one tile per version");
+        }
+        outer = fragment_row, inner = fragment_col;
+        x.rows_of_tile = true;
+    }
     std::string r =
         is_const_zero(x.version) ? "" : expr(x.version) + " * " + std::to_string(t.slot_elements());
     auto add = [&](const std::string &term) { r += (r.empty() ? "" : " + ") + term; };
@@ -372,6 +381,7 @@ void CodeGen::epilogue(const ir::VectorOp &v, const Stmt &nest, const std::strin
         os << line() << "const int " << c << " = hopper::fragment_col(i, thread_in_warpgroup);\n";
         open("if (" + r + " < rows && " + c + " < cols) {");
         fragment = "[" + block + "][i]";
+        fragment_row = r, fragment_col = c;
         element(e.body);
         if (!e.operands.empty()) {
             close("} else {");
@@ -383,6 +393,7 @@ void CodeGen::epilogue(const ir::VectorOp &v, const Stmt &nest, const std::strin
                 store(zero.as<Store>());
             }
         }
+        fragment_row.clear(), fragment_col.clear();
         close();
         close();
     }
