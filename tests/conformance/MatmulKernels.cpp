@@ -359,6 +359,11 @@ public:
     GeneratorParam<bool> runtime{"runtime", false};
     GeneratorParam<std::string> pipelining{
         "schedule", "pipelined", {"pipelined", "ws_pingpong", "ws_cooperative"}};
+    // With TJ: where the online softmax's exponentials live. "block": computed once per key
+    // block into a tile of their own (one exp per element: the NPUs' choice); "inline":
+    // recomputed where the block's row sum and P read them (two exps per element, but on hopper
+    // both stay in the scores' wgmma fragments, with no tile in shared memory between them)
+    GeneratorParam<std::string> exps{"exps", "block", {"block", "inline"}};
 
     void generate() override {
         check_shape("attention");
@@ -407,8 +412,10 @@ public:
             // FlashAttention: the same algorithm, the keys in blocks and the softmax online.
             OnlineSoftmax fa = acc.update().online_softmax(j_x, TJ, out);
             fa.state.compute_at(out, tb);
-            for (Func f : fa.per_block())
-                f.compute_at(fa.state, fa.block);
+            for (Func f : fa.per_block()) {
+                if (f.name() != fa.exps.name() || exps.value() == "block")
+                    f.compute_at(fa.state, fa.block);
+            }
             scores.compute_at(fa.state, fa.block);
             Func::staged(v, fa.block_acc)
                 .compute_at(fa.state, fa.block)
