@@ -696,6 +696,16 @@ gpu() {
                 timeout 60 compute-sanitizer --tool "$tool" --print-limit 10 "$bin/harness" "$name" check 2>&1 | tail -6 || true
             done
         done
+        # The conformance libraries at their smallest shapes (a race among the threads of one
+        # CTA is only the GPU's: session 45's one-column operand tiles), while time is left.
+        for runner in "$kernels"/conformance/bin/*_ones_hopper_run "$kernels"/conformance/bin/*_primes_hopper_run; do
+            [ -x "$runner" ] || continue
+            local case_name
+            case_name=$(basename "$runner" _hopper_run); case_name=${case_name#conformance_}
+            if [ $((SECONDS - started)) -gt "${TANDEM_GPU_DEADLINE:-420}" ]; then echo "skipped: racecheck $case_name (deadline)"; continue; fi
+            echo "### racecheck conformance_$case_name"
+            timeout 60 compute-sanitizer --tool racecheck --print-limit 10 "$runner" --check "$kernels/conformance/saved/$case_name" 2>&1 | tail -3 || true
+        done
     } 2>&1 | tee "$log"
     grep '^{' "$log" | python3 -c 'import json,sys; print(json.dumps([json.loads(l) for l in sys.stdin], indent=1))' \
         > "$results/gpu_hopper.json"
