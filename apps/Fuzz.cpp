@@ -165,9 +165,9 @@ FuzzCase draw_generator_case(const FuzzOptions &options, uint64_t index, std::mt
     c.schedule = schedules[pick(schedules.size())];
     // Parameters the generator's own algorithm refuses (its checks in generate(): a head count
     // that is not a multiple of the key-value heads, a causal mask with fewer keys than queries)
-    // test only those checks: they are drawn again, up to ten times, so that most cases reach the
+    // test only those checks: they are drawn again, up to fifty times, so that most cases reach the
     // compiler.
-    for (int attempt = 0; attempt < 10; attempt++) {
+    for (int attempt = 0; attempt < 50; attempt++) {
         c.params = Params();
         for (const GeneratorParamInfo &info : GeneratorRegistry::create(c.app)->params()) {
             if (info.name == "schedule")

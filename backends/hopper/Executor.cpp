@@ -1,6 +1,7 @@
 #include "Executor.h"
 
 #include "Plan.h"
+#include "VectorCost.h"
 
 #include "common/Evaluator.h"
 #include "tandem/AsyncIR.h"
@@ -83,6 +84,9 @@ struct Cta {
     std::set<std::string> thread_tiles;  // copied by threads: TMA cannot (Plan.h)
     std::set<std::string> operand_tiles; // MMA operands by TMA: their loads end at the reads
     const Plan *plan = nullptr;          // its tail checks, evaluated as the GPU would
+    // Each vector op's shared-memory work (VectorCost.h) by its Stmt and its regions' extents,
+    // shared by the CTAs
+    std::map<std::pair<const void *, std::vector<int64_t>>, VectorCost> *vector_costs = nullptr;
 };
 
 class Role : public AgentProgram {
@@ -456,11 +460,20 @@ private:
             ops.wgmma_wait_group(pending);
         } else if (ir::as_vector_op(s, &v, &body)) {
             std::vector<sim::Access> accesses;
+            std::vector<int64_t> extents;
             for (const ir::Region &r : v.regions) {
                 accesses.push_back(
                     {id(r.buffer), sim::Box{value(r.lo), {{value(r.extent), 1}}}, r.write});
+                extents.push_back(accesses.back().box.dims[0].extent);
             }
-            ops.vector_op(v.label, value(v.flops), accesses, [&] { eval.elements(body); });
+            // Its shared-memory work as the emitter runs it, once per op and region extents.
+            auto [known, added] = cta.vector_costs->try_emplace({s.get(), extents});
+            if (added) {
+                known->second = vector_cost(*cta.plan, v, body, warpgroup_threads,
+                                            [&](const Expr &e) { return value(e); });
+            }
+            ops.vector_op(v.label, value(v.flops), known->second.wavefronts, known->second.rounds,
+                          accesses, [&] { eval.elements(body); });
         } else if (ir::is_fence_proxy_async(s)) {
             ops.fence_proxy_async();
         } else if (ir::as_setmaxnreg(s, &registers, &increase)) {
@@ -538,9 +551,11 @@ void execute(const Kernel &kernel, sim::hopper::Machine &machine,
     // The CTAs of a cluster run together; each its own agents and buffers.
     std::vector<Cta> ctas;
     ctas.reserve(size_t(grid));
+    std::map<std::pair<const void *, std::vector<int64_t>>, VectorCost> vector_costs;
     for (int index = 0; index < grid; index++) {
         ctas.push_back(Cta{
             kernel, shapes, grid, machine, index, {}, {}, {}, thread_tiles, operand_tiles, &plan});
+        ctas.back().vector_costs = &vector_costs;
         for (const auto &[name, id] : arguments)
             ctas.back().shared[name] = id;
     }

@@ -83,6 +83,7 @@ struct HopperParams {
     int wgmma_latency = 30;
     int vector_flops_per_cycle = 128; // per SM, shared by its warpgroups (128 FP32 lanes)
     int barrier_latency = 20;         // arrive -> visible to a waiter
+    int shared_latency = 30;          // a shared-memory load or a shuffle, issue to use
     int issue_cycles = 1;             // any other op
     // Thread copies (ld / st by a warpgroup's threads, where TMA cannot copy): each thread keeps
     // this many loads in flight, so a copy waits one memory latency (tma_latency) per batch of
@@ -106,6 +107,7 @@ struct HopperParams {
         f("wgmma_latency", wgmma_latency);
         f("vector_flops_per_cycle", vector_flops_per_cycle);
         f("barrier_latency", barrier_latency);
+        f("shared_latency", shared_latency);
         f("issue_cycles", issue_cycles);
         f("thread_copy_batch", thread_copy_batch);
     }
@@ -237,9 +239,17 @@ public:
     /** Named barrier `id` for `agents` agents; false blocks until all have arrived. */
     virtual bool named_barrier_sync(int id, int agents) = 0;
     virtual void setmaxnreg(int registers, bool increase) = 0;
-    virtual void vector_op(const std::string &label, int64_t flops,
-                           const std::vector<Access> &accesses,
+    /** Element code: `flops` on the SM's CUDA cores, `wavefronts` of its shared-memory pipe
+     * (both shared by the SM's warpgroups, each at its own rate, overlapping), then `rounds`
+     * dependent round trips of shared_latency this warpgroup alone waits. */
+    virtual void vector_op(const std::string &label, int64_t flops, int64_t wavefronts,
+                           int64_t rounds, const std::vector<Access> &accesses,
                            const std::function<void()> &compute) = 0;
+    /** Arithmetic only: no shared-memory wavefronts or rounds charged. */
+    void vector_op(const std::string &label, int64_t flops, const std::vector<Access> &accesses,
+                   const std::function<void()> &compute) {
+        vector_op(label, flops, 0, 0, accesses, compute);
+    }
 };
 
 /** One warpgroup's program. step() runs exactly one op (or a few cost-free control steps). */

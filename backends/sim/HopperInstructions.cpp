@@ -608,13 +608,15 @@ void Machine::Impl::CtaRun::setmaxnreg(int registers, bool increase) {
     me().now += params_.issue_cycles;
 }
 
-void Machine::Impl::CtaRun::vector_op(const std::string &label, int64_t flops,
-                                      const std::vector<Access> &accesses,
+void Machine::Impl::CtaRun::vector_op(const std::string &label, int64_t flops, int64_t wavefronts,
+                                      int64_t rounds, const std::vector<Access> &accesses,
                                       const std::function<void()> &compute) {
     const char *op = "vector";
     begin_op(op, &label);
-    if (flops < 0) {
-        fail(op, label, "negative flop count " + std::to_string(flops));
+    if (flops < 0 || wavefronts < 0 || rounds < 0) {
+        fail(op, label,
+             "negative work (" + std::to_string(flops) + " flops, " + std::to_string(wavefronts) +
+                 " wavefronts, " + std::to_string(rounds) + " rounds)");
     }
     for (const Access &x : accesses) {
         checked(op, label, x.write ? "written" : "read", x.buffer, x.box);
@@ -623,8 +625,11 @@ void Machine::Impl::CtaRun::vector_op(const std::string &label, int64_t flops,
     uint64_t name = op_name(OpKind::Vector, label);
     // The SM's CUDA cores are shared by its warpgroups: vector ops of one SM take turns.
     Cycles start = std::max(agent.now, impl_.vector_free[size_t(sm_)]);
-    Cycles work = params_.issue_cycles + detail::ceil_div(flops, params_.vector_flops_per_cycle);
-    Cycles duration = (start - agent.now) + work;
+    // The CUDA cores and the shared-memory pipe overlap; the rounds are this warpgroup's wait.
+    Cycles work =
+        params_.issue_cycles +
+        std::max<Cycles>(detail::ceil_div(flops, params_.vector_flops_per_cycle), wavefronts);
+    Cycles duration = (start - agent.now) + work + rounds * params_.shared_latency;
     impl_.vector_free[size_t(sm_)] = start + work;
     impl_.trace.add(uint32_t(name >> 32), "vector", sm_, agent.track, start, work);
     for (const Access &x : accesses) {

@@ -429,7 +429,8 @@ public:
     void fence_proxy_async() override;
     bool named_barrier_sync(int id, int agents) override;
     void setmaxnreg(int registers, bool increase) override;
-    void vector_op(const std::string &label, int64_t flops, const std::vector<Access> &accesses,
+    void vector_op(const std::string &label, int64_t flops, int64_t wavefronts, int64_t rounds,
+                   const std::vector<Access> &accesses,
                    const std::function<void()> &compute) override;
 
     // --- running -----------------------------------------------------------------------------

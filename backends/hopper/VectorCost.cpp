@@ -1,0 +1,188 @@
+#include "VectorCost.h"
+
+#include "ElementLoops.h"
+#include "tandem/Error.h"
+#include "tandem/Nest.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace tandem::hopper_backend {
+
+using namespace Halide::Internal;
+using lower::affine_step;
+
+namespace {
+
+/** A load or store of a shared tile (not an accumulator: those are registers). */
+struct SharedAccess {
+    std::string buffer;
+    Expr index;
+    int bytes = 4;
+};
+
+class SharedAccesses : public IRVisitor {
+public:
+    explicit SharedAccesses(const Plan &plan) : plan(plan) {}
+    std::vector<SharedAccess> found;
+
+private:
+    using IRVisitor::visit;
+    const Plan &plan;
+    void add(const std::string &name, const Expr &index, const Halide::Type &t) {
+        if (!plan.tiles.count(name) || plan.accumulators.count(name))
+            return;
+        found.push_back({name, index, std::max(1, t.bytes())});
+    }
+    void visit(const Load *op) override {
+        add(op->name, op->index, op->type);
+        IRVisitor::visit(op);
+    }
+    void visit(const Store *op) override {
+        add(op->name, op->index, op->value.type());
+        IRVisitor::visit(op);
+    }
+};
+
+/** The wavefronts of one warp-wide access whose lanes touch these elements (of `bytes` each):
+ * the most distinct 4-byte words any one of the 32 banks holds. */
+int64_t wavefronts(const std::vector<int64_t> &elements, int bytes) {
+    std::map<int64_t, std::set<int64_t>> banks;
+    for (int64_t e : elements) {
+        const int64_t word = e * bytes / 4;
+        banks[((word % 32) + 32) % 32].insert(word);
+    }
+    size_t most = 1;
+    for (const auto &[bank, words] : banks)
+        most = std::max(most, words.size());
+    return int64_t(most);
+}
+
+/** The step of `index` along `var` as a number (0 where it does not move with it, or is not
+ * affine: counted as a broadcast). */
+int64_t step_along(const Expr &index, const std::string &var,
+                   const std::function<int64_t(const Expr &)> &value) {
+    if (var.empty())
+        return 0;
+    Expr step = affine_step(index, var);
+    return step.defined() ? value(simplify(step)) : 0;
+}
+
+/** The elements of a nest: the product of its loops' extents, inner extents taken at the outer
+ * loops' first iteration. */
+int64_t elements_of(const std::vector<Loop> &loops,
+                    const std::function<int64_t(const Expr &)> &value) {
+    int64_t n = 1;
+    std::map<std::string, Expr> first;
+    for (const Loop &l : loops) {
+        n *= std::max<int64_t>(0, value(simplify(substitute(first, l.extent))));
+        first[l.name] = substitute(first, l.min);
+    }
+    return n;
+}
+
+/** The nest's own loop vars at their first iteration and its lets at their values: what its
+ * extents and steps may name besides the tile loops' vars. */
+class FirstIteration : public IRVisitor {
+public:
+    std::map<std::string, Expr> values;
+
+private:
+    using IRVisitor::visit;
+    void visit(const For *op) override {
+        values[op->name] = substitute(values, op->min);
+        IRVisitor::visit(op);
+    }
+    void visit(const LetStmt *op) override {
+        values[op->name] = substitute(values, op->value);
+        IRVisitor::visit(op);
+    }
+};
+
+} // namespace
+
+VectorCost vector_cost(const Plan &plan, const ir::VectorOp &v, const Stmt &nest, int threads,
+                       const std::function<int64_t(const Expr &)> &evaluate) {
+    FirstIteration first;
+    nest.accept(&first);
+    auto value = [&](const Expr &e) { return evaluate(simplify(substitute(first.values, e))); };
+    VectorCost cost;
+    const int warps = std::max(1, threads / 32);
+    // The emitter's choice (CodeGen::vector_op): over an accumulator's fragments where the nest
+    // reads an accumulator or writes an MMA operand made on chip.
+    std::string acc;
+    bool reads = true;
+    for (const ir::Region &r : v.regions) {
+        if (plan.accumulators.count(r.buffer)) {
+            if (r.write)
+                return cost; // a zeroing: registers only
+            acc = r.buffer;
+        }
+    }
+    for (const ir::Region &r : v.regions) {
+        if (acc.empty() && r.write && !plan.fragments_of(r.buffer).empty())
+            acc = plan.fragments_of(r.buffer), reads = false;
+    }
+    try {
+        if (!acc.empty()) {
+            const FragmentEpilogue e = map_epilogue(plan, v, nest, acc, nullptr, reads);
+            // Each instruction: a warp's 32 lanes at rows fragment_row (8 of them) and columns
+            // 2 (lane % 4) of the fragment.
+            const int64_t instructions =
+                (elements_of(e.loops, value) + 31) / 32 * int64_t(e.accumulators.size());
+            SharedAccesses found(plan);
+            e.body.accept(&found);
+            for (const SharedAccess &a : found.found) {
+                const Tile &t = plan.tiles.at(a.buffer);
+                int64_t per = (32 * a.bytes + 127) / 128;
+                if (!t.swizzled_store) {
+                    const int64_t row = t.dynamic_layout ? t.layout[0]
+                                                         : step_along(a.index, e.row, value),
+                                  col = t.dynamic_layout ? 1 : step_along(a.index, e.col, value);
+                    std::vector<int64_t> lanes;
+                    for (int lane = 0; lane < 32; lane++)
+                        lanes.push_back(lane / 4 * row + 2 * (lane % 4) * col);
+                    per = std::max(per, wavefronts(lanes, a.bytes));
+                }
+                cost.wavefronts += instructions * per;
+            }
+            if (e.row_reduction)
+                cost.rounds += 2 * 2; // per half of a thread's rows: a quad's 2 shuffles
+            return cost;
+        }
+        const TileNest n = map_tile_nest(plan, nest, threads);
+        // (An elementwise nest's code reads its invariant loads from registers.)
+        SharedAccesses found(plan);
+        (n.kind == TileNest::Kind::Elementwise ? n.code : n.body).accept(&found);
+        const int64_t elements = elements_of(n.loops, value);
+        const std::string inner = n.loops.empty() ? "" : n.loops.back().name;
+        for (const SharedAccess &a : found.found) {
+            if (n.kind == TileNest::Kind::Serial) {
+                cost.rounds += elements;
+                continue;
+            }
+            // Strided over the threads: lane i at the innermost loop's element i.
+            const int64_t step = step_along(a.index, inner, value);
+            if (step == 0)
+                continue; // a row's element, read or written once per row
+            std::vector<int64_t> lanes;
+            for (int lane = 0; lane < 32; lane++)
+                lanes.push_back(lane * step);
+            cost.wavefronts += (elements + 31) / 32 * wavefronts(lanes, a.bytes);
+        }
+        if (n.kind == TileNest::Kind::Reduction) {
+            const int64_t k = n.loops.empty() ? 1 : value(n.loops.back().extent);
+            const int64_t rows = k > 0 ? elements / k : 0;
+            // 5 shuffle rounds per row and a load before them; a warp per row takes its warp's
+            // rows in turn, else the warps meet through shared memory and a barrier per row.
+            cost.rounds += n.reduction.warp_per_row ? (rows + warps - 1) / warps * 6 : rows * 8;
+        }
+    } catch (const Error &) {
+        // A nest the emitter refuses: the refusal is its own (the emitter runs the same mapping).
+        return VectorCost();
+    }
+    return cost;
+}
+
+} // namespace tandem::hopper_backend
