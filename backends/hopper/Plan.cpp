@@ -93,6 +93,33 @@ int64_t round_up(int64_t n, int64_t m) {
     return (n + m - 1) / m * m;
 }
 
+/** The loads and stores of one buffer in an element nest, each with the loop vars around it. */
+class AccessesOf : public IRVisitor {
+public:
+    explicit AccessesOf(const std::string &b) : buffer(b) {}
+    std::vector<std::pair<Expr, std::vector<std::string>>> found;
+
+private:
+    using IRVisitor::visit;
+    const std::string buffer;
+    std::vector<std::string> loops;
+    void visit(const For *op) override {
+        loops.push_back(op->name);
+        IRVisitor::visit(op);
+        loops.pop_back();
+    }
+    void visit(const Load *op) override {
+        if (op->name == buffer)
+            found.push_back({op->index, loops});
+        IRVisitor::visit(op);
+    }
+    void visit(const Store *op) override {
+        if (op->name == buffer)
+            found.push_back({op->index, loops});
+        IRVisitor::visit(op);
+    }
+};
+
 /** tandem_core_id() and tandem_grid_size() as variables the planner bounds by the grid. */
 const std::string core_var = "tandem.internal.core_id";
 const std::string grid_var = "tandem.internal.grid_size";
@@ -189,6 +216,7 @@ public:
         for (auto &[name, tile] : plan.tiles) {
             swizzle_store(name, tile);
             column_block_ring(name, tile);
+            pad_rows(name, tile);
         }
         make_maps();
         for (auto &[name, tile] : plan.tiles) {
@@ -206,7 +234,14 @@ public:
             plan.expect_bytes[c.op.barrier] +=
                 tile.threads() ? tile.tx_bytes : plan.map(c.arg, c.buffer, true).box_bytes();
         }
-        shared_memory();
+        try {
+            shared_memory();
+        } catch (const Error &) {
+            // The padded rows are a speed-up, not a need: without them the tiles may fit.
+            if (!unpad_rows())
+                throw;
+            shared_memory();
+        }
         return std::move(plan);
     }
 
@@ -1212,6 +1247,76 @@ private:
         tile.swizzled_store = true;
     }
 
+    /** A tile no copy touches whose rows are whole 128-byte lines (f32 or bf16) and which an
+     * epilogue walks in a wgmma fragment's order, 8 rows per warp access: in the Stmt's layout
+     * those 8 rows fall in the same 4 banks (an 8-way conflict on every access: the online
+     * attention's output state and exps, gpu_hopper_notes.md "Session 45"). Its rows get 32 bytes
+     * more on the GPU (a pair of columns then lands in 32 distinct banks per half warp): the
+     * tile's element nests are rewritten to that layout (Tile::dynamic_layout). Only where every
+     * access is rows of one constant pitch and columns of step 1 from a version's start. */
+    void pad_rows(const std::string &name, Tile &tile) {
+        const int64_t bytes = tile.buffer->type.bytes();
+        if (tile.kind != TileKind::Plain || tile.tma() || tile.threads() || tile.on_chip ||
+            (bytes != 2 && bytes != 4))
+            return;
+        int64_t pitch = 0;
+        bool fragments = false;
+        for (const VectorInfo &v : vector_ops) {
+            bool touches = false, epilogue = false;
+            for (const ir::Region &r : v.op.regions) {
+                touches = touches || r.buffer == name;
+                epilogue = epilogue || plan.accumulators.count(r.buffer) ||
+                           (r.write && !plan.fragments_of(r.buffer).empty());
+            }
+            if (!touches)
+                continue;
+            fragments = fragments || epilogue;
+            AccessesOf of(name);
+            v.nest.accept(&of);
+            for (const auto &[index, loops] : of.found) {
+                Expr base = index;
+                bool column = false, row = false;
+                for (const std::string &l : loops) {
+                    Expr step = lower::affine_step(index, l);
+                    const int64_t *k = step.defined() ? as_const_int(simplify(step)) : nullptr;
+                    if (!k)
+                        return;
+                    if (*k == 1 && !column) {
+                        column = true;
+                    } else if (*k > 1 && !row && (pitch == 0 || pitch == *k)) {
+                        row = true, pitch = *k;
+                    } else if (*k != 0) {
+                        return;
+                    }
+                    base = substitute(l, 0, base);
+                }
+                Expr within;
+                version_of(tile, simplify(base), &within);
+                if (!is_const_zero(within))
+                    return;
+            }
+        }
+        const int64_t slot = tile.buffer->slot_elements;
+        if (!fragments || pitch == 0 || (pitch * bytes) % swizzle_bytes != 0 || slot % pitch != 0 ||
+            slot / pitch < 8)
+            return;
+        tile.layout = {pitch + 32 / bytes, slot / pitch};
+        tile.dynamic_layout = true;
+    }
+
+    /** Undoes pad_rows; false if it padded nothing. */
+    bool unpad_rows() {
+        bool any = false;
+        for (auto &[name, tile] : plan.tiles) {
+            if (tile.kind == TileKind::Plain && !tile.tma() && tile.dynamic_layout) {
+                tile.layout.clear();
+                tile.dynamic_layout = false;
+                any = true;
+            }
+        }
+        return any;
+    }
+
     /** A swizzled store source of more than two column blocks, written only by accumulator
      * epilogues, each stored by one copy (one per role or loop copy): a ring of two column
      * blocks (Tile::ring_blocks). */
@@ -1299,6 +1404,8 @@ private:
             }
             if (tile.ring_blocks)
                 slot = tile.ring_blocks * swizzle_bytes * tile.layout[1];
+            if (!tile.tma() && tile.dynamic_layout) // rows padded (pad_rows)
+                slot = tile.layout[0] * tile.layout[1] * b.type.bytes();
             tile.offset_bytes = round_up(end, align);
             tile.slot_bytes = slot;
             end = tile.offset_bytes + slot * b.slots;

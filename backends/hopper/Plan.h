@@ -83,7 +83,8 @@ struct Tile {
     std::vector<int64_t> data, reach, layout;
     std::vector<size_t> role;
     bool dynamic_layout = false; // the Stmt's pitches differ from the layout's (tail-sized rows,
-                                 // or a row padded to 16 bytes)
+                                 // a row padded to 16 bytes, or by 32 bytes against bank
+                                 // conflicts: a copy-free tile, Planner::pad_rows)
     int64_t offset_bytes = 0, slot_bytes = 0;
     /** Non-empty: why TMA cannot move this tile. Its copies are made by the threads of the issuing
      * warpgroup, which complete `tx_bytes` on the full barrier (mbarrier.complete_tx) where a TMA
