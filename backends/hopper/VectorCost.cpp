@@ -69,16 +69,13 @@ int64_t step_along(const Expr &index, const std::string &var,
     return step.defined() ? value(simplify(step)) : 0;
 }
 
-/** The elements of a nest: the product of its loops' extents, inner extents taken at the outer
- * loops' first iteration. */
+/** The elements of a nest: the product of its loops' extents (`value` takes the nest's own loop
+ * vars at their first iteration). */
 int64_t elements_of(const std::vector<Loop> &loops,
                     const std::function<int64_t(const Expr &)> &value) {
     int64_t n = 1;
-    std::map<std::string, Expr> first;
-    for (const Loop &l : loops) {
-        n *= std::max<int64_t>(0, value(simplify(substitute(first, l.extent))));
-        first[l.name] = substitute(first, l.min);
-    }
+    for (const Loop &l : loops)
+        n *= std::max<int64_t>(0, value(l.extent));
     return n;
 }
 
@@ -128,9 +125,8 @@ VectorCost vector_cost(const Plan &plan, const ir::VectorOp &v, const Stmt &nest
         if (!acc.empty()) {
             const FragmentEpilogue e = map_epilogue(plan, v, nest, acc, nullptr, reads);
             // Each instruction: a warp's 32 lanes at rows fragment_row (8 of them) and columns
-            // 2 (lane % 4) of the fragment.
-            const int64_t instructions =
-                (elements_of(e.loops, value) + 31) / 32 * int64_t(e.accumulators.size());
+            // 2 (lane % 4) of the fragment (the accumulators it reads are registers).
+            const int64_t instructions = (elements_of(e.loops, value) + 31) / 32;
             SharedAccesses found(plan);
             e.body.accept(&found);
             for (const SharedAccess &a : found.found) {
