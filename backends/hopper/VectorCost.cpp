@@ -20,6 +20,7 @@ struct SharedAccess {
     std::string buffer;
     Expr index;
     int bytes = 4;
+    const void *node = nullptr; // the Load or Store
 };
 
 class SharedAccesses : public IRVisitor {
@@ -30,17 +31,17 @@ public:
 private:
     using IRVisitor::visit;
     const Plan &plan;
-    void add(const std::string &name, const Expr &index, const Halide::Type &t) {
+    void add(const std::string &name, const Expr &index, const Halide::Type &t, const void *node) {
         if (!plan.tiles.count(name) || plan.accumulators.count(name))
             return;
-        found.push_back({name, index, std::max(1, t.bytes())});
+        found.push_back({name, index, std::max(1, t.bytes()), node});
     }
     void visit(const Load *op) override {
-        add(op->name, op->index, op->type);
+        add(op->name, op->index, op->type, op);
         IRVisitor::visit(op);
     }
     void visit(const Store *op) override {
-        add(op->name, op->index, op->value.type());
+        add(op->name, op->index, op->value.type(), op);
         IRVisitor::visit(op);
     }
 };
@@ -131,17 +132,21 @@ VectorCost vector_cost(const Plan &plan, const ir::VectorOp &v, const Stmt &nest
             e.body.accept(&found);
             for (const SharedAccess &a : found.found) {
                 const Tile &t = plan.tiles.at(a.buffer);
-                int64_t per = (32 * a.bytes + 127) / 128;
+                // The paired store: one instruction for two adjacent columns.
+                const int pair = a.node == e.pair ? 2 : 1;
+                int64_t per = (32 * pair * a.bytes + 127) / 128;
                 if (!t.swizzled_store) {
                     const int64_t row = t.dynamic_layout ? t.layout[0]
                                                          : step_along(a.index, e.row, value),
                                   col = t.dynamic_layout ? 1 : step_along(a.index, e.col, value);
                     std::vector<int64_t> lanes;
-                    for (int lane = 0; lane < 32; lane++)
-                        lanes.push_back(lane / 4 * row + 2 * (lane % 4) * col);
+                    for (int lane = 0; lane < 32; lane++) {
+                        for (int j = 0; j < pair; j++)
+                            lanes.push_back(lane / 4 * row + (2 * (lane % 4) + j) * col);
+                    }
                     per = std::max(per, wavefronts(lanes, a.bytes));
                 }
-                cost.wavefronts += instructions * per;
+                cost.wavefronts += (instructions + pair - 1) / pair * per;
             }
             if (e.row_reduction)
                 cost.rounds += 2 * 2; // per half of a thread's rows: a quad's 2 shuffles
