@@ -143,16 +143,18 @@ void CodeGen::element(const Stmt &s) {
 }
 
 void CodeGen::vector_op(const ir::VectorOp &v, const Stmt &nest) {
-    for (const ir::Region &r : v.regions) {
-        if (plan.accumulators.count(r.buffer))
-            return r.write ? zero_fragment(v, nest, r.buffer) : epilogue(v, nest, r.buffer);
-    }
-    // An MMA operand made on chip from shared tiles (softmax's P): over the fragments of the
-    // accumulator whose tile it has, which zero its padding.
-    for (const ir::Region &r : v.regions) {
-        const std::string acc = r.write ? plan.fragments_of(r.buffer) : "";
-        if (!acc.empty())
-            return epilogue(v, nest, acc, false);
+    // An MMA operand made on chip from shared tiles (softmax's P) is written over the fragments
+    // of the accumulator whose tile it has, which zero its padding.
+    const Plan::FragmentUse use = plan.fragment_use(v);
+    switch (use.kind) {
+    case Plan::FragmentUse::Kind::Zeroing:
+        return zero_fragment(v, nest, use.acc);
+    case Plan::FragmentUse::Kind::Epilogue:
+        return epilogue(v, nest, use.acc);
+    case Plan::FragmentUse::Kind::Operand:
+        return epilogue(v, nest, use.acc, false);
+    case Plan::FragmentUse::Kind::None:
+        break;
     }
     flush();
     const TileNest n = map_tile_nest(plan, nest, role_threads());

@@ -1262,15 +1262,14 @@ private:
         int64_t pitch = 0;
         bool fragments = false;
         for (const VectorInfo &v : vector_ops) {
-            bool touches = false, epilogue = false;
-            for (const ir::Region &r : v.op.regions) {
+            bool touches = false;
+            for (const ir::Region &r : v.op.regions)
                 touches = touches || r.buffer == name;
-                epilogue = epilogue || plan.accumulators.count(r.buffer) ||
-                           (r.write && !plan.fragments_of(r.buffer).empty());
-            }
             if (!touches)
                 continue;
-            fragments = fragments || epilogue;
+            const Plan::FragmentUse::Kind use = plan.fragment_use(v.op).kind;
+            fragments = fragments || use == Plan::FragmentUse::Kind::Epilogue ||
+                        use == Plan::FragmentUse::Kind::Operand;
             AccessesOf of(name);
             v.nest.accept(&of);
             for (const auto &[index, loops] : of.found) {

@@ -205,6 +205,28 @@ struct Plan {
         return "";
     }
 
+    /** How vector op `v`'s element code meets the wgmma fragments (the emitter's choice,
+     * CodeGen::vector_op; the model's VectorCost and pad_rows follow it): it zeroes an
+     * accumulator, reads one (an epilogue), or writes an MMA operand made on chip over the tile
+     * of one (Operand); None: it runs over shared tiles only. */
+    struct FragmentUse {
+        enum class Kind { None, Zeroing, Epilogue, Operand } kind = Kind::None;
+        std::string acc;
+    };
+    FragmentUse fragment_use(const ir::VectorOp &v) const {
+        for (const ir::Region &r : v.regions) {
+            if (accumulators.count(r.buffer))
+                return {r.write ? FragmentUse::Kind::Zeroing : FragmentUse::Kind::Epilogue,
+                        r.buffer};
+        }
+        for (const ir::Region &r : v.regions) {
+            const std::string acc = r.write ? fragments_of(r.buffer) : "";
+            if (!acc.empty())
+                return {FragmentUse::Kind::Operand, acc};
+        }
+        return {};
+    }
+
     const TensorMap &map(const std::string &arg, const std::string &buffer, bool load) const {
         for (const TensorMap &m : maps) {
             if (m.arg == arg && m.buffer == buffer && m.load == load)

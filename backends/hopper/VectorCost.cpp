@@ -107,24 +107,13 @@ VectorCost vector_cost(const Plan &plan, const ir::VectorOp &v, const Stmt &nest
     auto value = [&](const Expr &e) { return evaluate(simplify(substitute(first.values, e))); };
     VectorCost cost;
     const int warps = std::max(1, threads / 32);
-    // The emitter's choice (CodeGen::vector_op): over an accumulator's fragments where the nest
-    // reads an accumulator or writes an MMA operand made on chip.
-    std::string acc;
-    bool reads = true;
-    for (const ir::Region &r : v.regions) {
-        if (plan.accumulators.count(r.buffer)) {
-            if (r.write)
-                return cost; // a zeroing: registers only
-            acc = r.buffer;
-        }
-    }
-    for (const ir::Region &r : v.regions) {
-        if (acc.empty() && r.write && !plan.fragments_of(r.buffer).empty())
-            acc = plan.fragments_of(r.buffer), reads = false;
-    }
+    const Plan::FragmentUse use = plan.fragment_use(v);
+    if (use.kind == Plan::FragmentUse::Kind::Zeroing)
+        return cost; // registers only
     try {
-        if (!acc.empty()) {
-            const FragmentEpilogue e = map_epilogue(plan, v, nest, acc, nullptr, reads);
+        if (use.kind != Plan::FragmentUse::Kind::None) {
+            const FragmentEpilogue e = map_epilogue(plan, v, nest, use.acc, nullptr,
+                                                    use.kind == Plan::FragmentUse::Kind::Epilogue);
             // Each instruction: a warp's 32 lanes at rows fragment_row (8 of them) and columns
             // 2 (lane % 4) of the fragment (the accumulators it reads are registers).
             const int64_t instructions = (elements_of(e.loops, value) + 31) / 32;
