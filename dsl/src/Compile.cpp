@@ -186,6 +186,19 @@ const Directives &CompileContext::of(const std::string &func) const {
     return it == directives.end() ? none : it->second;
 }
 
+const Halide::Internal::Function *CompileContext::function_of(const std::string &buffer) const {
+    if (auto f = functions.find(buffer); f != functions.end())
+        return &f->second;
+    const size_t dot = buffer.rfind('.');
+    if (dot == std::string::npos || dot + 1 == buffer.size() ||
+        buffer.find_first_not_of("0123456789", dot + 1) != std::string::npos)
+        return nullptr;
+    auto f = functions.find(buffer.substr(0, dot));
+    if (f == functions.end() || f->second.outputs() < 2)
+        return nullptr;
+    return std::stoul(buffer.substr(dot + 1)) < size_t(f->second.outputs()) ? &f->second : nullptr;
+}
+
 int64_t KernelArg::elements() const {
     int64_t n = 1;
     for (int e : extents)

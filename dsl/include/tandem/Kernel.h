@@ -136,6 +136,9 @@ struct CompileContext {
 
     /** The directives of the Func named `func` (default ones for buffers that are not Funcs). */
     const Directives &of(const std::string &func) const;
+    /** The Func whose values `buffer` holds: its own, or a Tuple's whose value `buffer` is
+     * (Halide's `f.0`, `f.1`, ...); null for a tensor or a buffer of Tandem's. */
+    const Halide::Internal::Function *function_of(const std::string &buffer) const;
 };
 
 struct Kernel {

@@ -14,10 +14,12 @@ using namespace Halide::Internal;
 
 namespace {
 
-// Cross-core flag ids: a tile stored in workspace slot s (cube -> vector), and slot s read
-// (vector -> cube); an operand the vector cores made handed back in slot s (vector -> cube), and
-// that slot read (cube -> vector). Ids 8 .. 15 are left to catlass-style barriers and SyncAll.
-constexpr int kStored = 0, kRead = 2, kHanded = 4, kTaken = 6;
+// Cross-core flag ids, each + the parity of its slot: a group's tile stored in its workspace slot
+// (cube -> vector) and that slot read (vector -> cube), the first group's at 0 / 2, the next at
+// 8 / 10 and 12 / 14; an operand the vector cores made handed back (vector -> cube) and its slot
+// taken (cube -> vector) at 4 / 6. AscendC keeps 16 ids.
+constexpr int kHanded = 4, kTaken = 6;
+constexpr int kGroupFlags[][2] = {{0, 2}, {8, 10}, {12, 14}};
 
 /** The tile_mma Funcs an epilogue reads (a Load of an accumulator: MMAs name theirs in calls). */
 class EpilogueReads : public IRVisitor {
@@ -26,6 +28,7 @@ public:
     std::set<std::string> accumulators, cube;    // cube: the accumulators and the MMAs' operands
     std::map<std::string, std::string> operands; // the MMAs' operands, each to its accumulator
     std::set<std::string> vector_writes;         // what vector ops write
+    std::vector<std::set<std::string>> read_together; // the accumulators one vector op reads
 
 private:
     using IRVisitor::visit;
@@ -47,9 +50,15 @@ private:
         ir::VectorOp v;
         Stmt body;
         if (ir::as_vector_op(Stmt(op), &v, &body)) {
-            for (const ir::Region &r : v.regions)
+            std::set<std::string> read;
+            for (const ir::Region &r : v.regions) {
                 if (r.write)
                     vector_writes.insert(r.buffer);
+                else if (ctx.of(r.buffer).tile_mma)
+                    read.insert(r.buffer);
+            }
+            if (read.size() > 1)
+                read_together.push_back(read);
         }
         IRVisitor::visit(op);
     }
@@ -143,8 +152,10 @@ std::string ub(const std::string &buffer) {
     return buffer + ".ub";
 }
 
-/** What both sides share: the accumulators the epilogue reads (outermost allocation first), one
- * tile counter and one workspace whose slots hold every accumulator of a tile. */
+/** What both sides share: the groups of accumulators the vector code reads (those one statement
+ * reads together go together), each with its tile counter, its workspace (two slots per AIC, each
+ * holding every accumulator of the group's tile) and its flags; the operands handed back; and
+ * the allocation whose tiles the two AIVs of a cube core take in turn. */
 struct Handoff {
     struct Acc {
         std::string name;
@@ -153,13 +164,36 @@ struct Handoff {
         int64_t pitch = 0;    // > 0: its row pitch in the workspace and its .ub (the widest row
                               // on 32 bytes)
     };
-    std::vector<Acc> accs;
+    /** Accumulators handed to the vector cores in one statement per tile (outermost allocation
+     * first): attention's scores; then, later in the same key block, its P V sums. */
+    struct Group {
+        std::vector<Acc> accs;
+        std::string counter, workspace;
+        int stored = 0, read = 0; // flag ids, + the tile's parity
+        int64_t slot = 0;         // elements of a workspace slot: every accumulator of one tile
+        Expr tile() const { return Variable::make(Halide::Int(32), counter); }
+        Expr parity() const { return tile() % 2; }
+        /** The workspace slot of this tile: two per AIC. */
+        Expr offset(const Expr &aic) const { return (aic * 2 + parity()) * int(slot); }
+        /** Where a tile is stored, once the slot two tiles before was read. */
+        Stmt wait_read() const {
+            return IfThenElse::make(tile() >= 2, ir::make_cross_core_wait(read + parity()));
+        }
+        /** The last two slots' reads, so that every counter ends at zero. */
+        Stmt wait_last_reads() const {
+            return block(
+                {wait_read(),
+                 IfThenElse::make(tile() >= 1, ir::make_cross_core_wait(read + (tile() + 1) % 2))});
+        }
+    };
+    std::vector<Group> groups;
     /** An MMA operand the vector cores compute (a chain's second operand, made from the
      * accumulators of the tile that encloses it), handed back to the cube through a workspace of
      * its own type: two slots per AIC, rows `pitch` apart. */
     struct Operand {
         std::string name, workspace;
         Halide::Type type;
+        int group = 0;               // the group whose tiles' slots it takes (the enclosing one)
         int64_t width = 0, rows = 0; // the largest tile Halide allocated with rows and columns
         int64_t line = 0;            // the longest allocated with one extent (a row or column)
         int64_t pitch = 0; // the rows in .ub on 32-byte blocks, as the accumulators' there (0:
@@ -170,34 +204,37 @@ struct Handoff {
         }
     };
     std::vector<Operand> operands;
-    std::string counter, workspace;
     Halide::Type type = Halide::Float(32); // the accumulators' (int32 for int8 matmuls)
-    int64_t slot = 0; // elements of a workspace slot: every accumulator of one tile
     bool async = true;
-    Expr tile() const { return Variable::make(Halide::Int(32), counter); }
-    Expr parity() const { return tile() % 2; }
-    /** Where an operand is handed back: the parity of its tile, and whether the tile two before
-     * used the same slot. Inside the first accumulator's allocation the counter is the tile's;
-     * after it, it has advanced. */
-    Expr operand_parity(bool in_tile) const { return in_tile ? parity() : (tile() + 1) % 2; }
-    Expr slot_used_before(bool in_tile) const { return tile() >= (in_tile ? 2 : 3); }
+    /** The allocation whose tiles the AIVs take in turn: the first group's first accumulator, or
+     * a state the vector code carries from one of its tiles to the next (attention's running
+     * max, sum and output), which one AIV keeps in its UB. Its own counter, on the vector side. */
+    std::string turn, turn_counter;
+    Expr turns() const { return Variable::make(Halide::Int(32), turn_counter); }
+    /** Where an operand is handed back: the parity of its group's tile, and whether the tile two
+     * before used the same slot. Inside the group's first accumulator's allocation the counter
+     * is the tile's; after it, it has advanced. */
+    Expr operand_parity(const Operand &o, bool in_tile) const {
+        const Expr t = groups[o.group].tile();
+        return in_tile ? t % 2 : (t + 1) % 2;
+    }
+    Expr slot_used_before(const Operand &o, bool in_tile) const {
+        return groups[o.group].tile() >= (in_tile ? 2 : 3);
+    }
     const Operand *operand(const std::string &name) const {
         for (const Operand &o : operands)
             if (o.name == name)
                 return &o;
         return nullptr;
     }
-    /** The workspace slot of this tile: two per AIC. */
-    Expr offset(const Expr &aic) const { return (aic * 2 + parity()) * int(slot); }
-    /** Accumulator `name`'s place in the handoff, or -1. */
-    int index(const std::string &name) const {
-        for (size_t i = 0; i < accs.size(); i++)
-            if (accs[i].name == name)
-                return int(i);
-        return -1;
+    /** Accumulator `name`'s group and place in it, or {-1, -1}. */
+    std::pair<int, int> find(const std::string &name) const {
+        for (size_t g = 0; g < groups.size(); g++)
+            for (size_t i = 0; i < groups[g].accs.size(); i++)
+                if (groups[g].accs[i].name == name)
+                    return {int(g), int(i)};
+        return {-1, -1};
     }
-    bool first(int i) const { return i == 0; }
-    bool last(int i) const { return i == int(accs.size()) - 1; }
 };
 
 /** The rows of an operand tile (Halide's extents: its columns, then its rows; or one extent, a
@@ -218,12 +255,13 @@ std::vector<ir::CopyDim> handback_dims(const std::vector<Expr> &extents,
 std::vector<Expr> operand_sides(const Allocate *op, const CompileContext &ctx);
 bool steps_along(const Allocate *op, const CompileContext &ctx, size_t d);
 
-/** The cube side: the MMAs, then each accumulator stored to the workspace by the Fixpipe; the
- * vector cores are told once the tile's last one is there. */
+/** The cube side: the MMAs, then each group's accumulators stored to its workspace by the
+ * Fixpipe; the vector cores are told once the group's last one is there. */
 class CubeSide : public Side {
 public:
     CubeSide(const std::set<std::string> &cube, const Handoff &h, const CompileContext &ctx)
-        : Side(cube, true), h(h), ctx(ctx) {}
+        : Side(cube, true), h(h), ctx(ctx), handoffs(h.groups.size()), consumers(h.groups.size()),
+          in_tile(h.groups.size()), handed(h.groups.size()) {}
 
 private:
     const Handoff &h;
@@ -232,51 +270,56 @@ private:
 
     Stmt visit(const Evaluate *op) override {
         ir::MmaOp m;
-        if (ir::as_mma(op, &m) && h.index(m.acc) >= 0 && !mma.count(m.acc))
+        if (ir::as_mma(op, &m) && h.find(m.acc).first >= 0 && !mma.count(m.acc))
             mma[m.acc] = m;
         return Side::visit(op);
     }
     Stmt visit(const Allocate *op) override {
-        const int i = h.index(op->name);
-        if (i >= 0)
+        const auto [g, i] = h.find(op->name);
+        if (g >= 0)
             mma.erase(op->name); // a tile of its own (a partitioned tail: its own extents)
         if (h.operand(op->name))
             extents[op->name] = operand_sides(op, ctx);
-        const bool tile = i >= 0 && h.first(i);
-        in_tile += tile;
-        const bool handed_before = handed;
-        handed = handed && !tile; // a new tile: not handed off yet
+        const bool tile = g >= 0 && i == 0;
+        if (tile)
+            in_tile[g]++;
+        const bool handed_before = tile && handed[g];
+        if (tile)
+            handed[g] = false; // a new tile: not handed off yet
         Stmt body = mutate(op->body);
-        handed = handed_before;
-        in_tile -= tile;
-        if (i < 0)
+        if (tile) {
+            handed[g] = handed_before;
+            in_tile[g]--;
+        }
+        if (g < 0)
             return allocation(op, body);
         Stmt a =
             Allocate::make(op->name, op->type, op->memory_type, op->extents, op->condition, body);
-        return h.first(i) ? block({a, ir::make_advance(h.counter)}) : a;
+        return tile ? block({a, ir::make_advance(h.groups[g].counter)}) : a;
     }
     Stmt visit(const ProducerConsumer *op) override {
         if (const Handoff::Operand *o = h.operand(op->name); o && !op->is_producer)
             return take(*o, mutate(op->body));
-        if (h.index(op->name) < 0 || op->is_producer)
+        const int g = h.find(op->name).first;
+        if (g < 0 || op->is_producer)
             return Side::visit(op);
+        const Handoff::Group &group = h.groups[g];
         // Halide nests the accumulators' consumers; inside the innermost every one is computed.
-        if (++consumers < int(h.accs.size())) {
+        if (++consumers[g] < int(group.accs.size())) {
             Stmt s = Side::visit(op);
-            consumers--;
+            consumers[g]--;
             return s;
         }
-        consumers--;
+        consumers[g]--;
         // The tile goes to the vector cores once, at its first consumer (attention's row max
         // and exp both read the scores: one handoff, which the vector side reads once).
-        if (handed)
+        if (handed[g])
             return Side::visit(op);
-        handed = true;
-        handoffs++;
+        handed[g] = true;
+        handoffs[g]++;
         // The slot is free again once both AIVs have read what the tile two before left there.
-        std::vector<Stmt> store = {
-            IfThenElse::make(h.tile() >= 2, ir::make_cross_core_wait(kRead + h.parity()))};
-        for (const Handoff::Acc &acc : h.accs) {
+        std::vector<Stmt> store = {group.wait_read()};
+        for (const Handoff::Acc &acc : group.accs) {
             auto m = mma.find(acc.name);
             if (m == mma.end() || !is_const_zero(simplify(m->second.acc_offset))) {
                 throw Error("Func '" + acc.name.substr(0, acc.name.find('$')) +
@@ -287,9 +330,9 @@ private:
             }
             const ir::MmaOp &first = m->second;
             ir::CopyOp c;
-            c.dst = h.workspace;
+            c.dst = group.workspace;
             c.src = acc.name;
-            c.dst_offset = h.offset(ir::core_id()) + int(acc.offset);
+            c.dst_offset = group.offset(ir::core_id()) + int(acc.offset);
             c.src_offset = 0;
             c.dims = {{first.n, 1, 1},
                       {first.m, acc.pitch > 0 ? Expr(int(acc.pitch)) : first.acc_stride_m,
@@ -300,23 +343,23 @@ private:
             if (!h.async)
                 store.push_back(ir::make_wait({c.barrier, 0}));
         }
-        store.push_back(ir::make_cross_core_set("FIX", kStored + h.parity()));
+        store.push_back(ir::make_cross_core_set("FIX", group.stored + group.parity()));
         return ProducerConsumer::make(op->name, false, block(store));
     }
 
 public:
-    int handoffs = 0; // innermost consumers reached: where the tile goes to the vector cores
+    std::vector<int> handoffs; // per group, its innermost consumers reached: where its tiles go
 
 private:
-    int consumers = 0;   // the accumulators' consumers open around the current statement
-    int in_tile = 0;     // inside the first accumulator's allocation
-    bool handed = false; // this tile went to the vector cores
+    std::vector<int> consumers; // per group, its accumulators' consumers open here
+    std::vector<int> in_tile;   // per group, inside its first accumulator's allocation
+    std::vector<bool> handed;   // per group, its current tile went to the vector cores
     std::map<std::string, std::vector<Expr>> extents; // each operand's current tile
 
     /** An operand the vector cores made, from its workspace slot into L1 (Nd2Nz), once both AIVs
      * said it is there, for its consumer; the slot is free again once the copy is done. */
     Stmt take(const Handoff::Operand &o, const Stmt &consumer) const {
-        const Expr q = h.operand_parity(in_tile > 0);
+        const Expr q = h.operand_parity(o, in_tile[o.group] > 0);
         ir::CopyOp c;
         c.dst = o.name;
         c.src = o.workspace;
@@ -366,35 +409,98 @@ private:
     }
 };
 
-/** The vector side: per tile of its AIC, pass the stored-flag; on its turn load the tile's
- * accumulators and run the epilogue; answer either way. */
+/** What the AIV whose turn it is not does: every cross-core wait and set of the other's code (both
+ * AIVs pass each wait and answer each flag, mode 2), the counters' advances and the loops and
+ * conditions around them; no copy, vector op or store. */
+class Handshakes : public IRMutator {
+    using IRMutator::visit;
+    Stmt visit(const Evaluate *op) override {
+        std::string name;
+        Expr flag;
+        if (ir::as_cross_core_wait(op, &flag) || ir::as_cross_core_set(op, &name, &flag) ||
+            ir::as_advance(op, &name))
+            return op;
+        return Evaluate::make(0);
+    }
+    Stmt visit(const Store *) override { return Evaluate::make(0); }
+    Stmt visit(const Allocate *op) override { return mutate(op->body); }
+    Stmt visit(const ProducerConsumer *op) override { return mutate(op->body); }
+    Stmt visit(const LetStmt *op) override {
+        ir::VectorOp v;
+        Stmt body;
+        if (ir::as_vector_op(op, &v, &body))
+            return Evaluate::make(0);
+        Stmt b = mutate(op->body);
+        return is_no_op(b) ? b : LetStmt::make(op->name, op->value, b);
+    }
+    Stmt visit(const For *op) override {
+        Stmt b = mutate(op->body);
+        return is_no_op(b)
+                   ? b
+                   : For::make(op->name, op->min, op->extent, op->for_type, op->device_api, b);
+    }
+    Stmt visit(const IfThenElse *op) override {
+        Stmt t = mutate(op->then_case),
+             e = op->else_case.defined() ? mutate(op->else_case) : Stmt();
+        if (e.defined() && is_no_op(e))
+            e = Stmt();
+        if (is_no_op(t) && !e.defined())
+            return t;
+        return IfThenElse::make(op->condition, is_no_op(t) ? Evaluate::make(0) : t, e);
+    }
+    Stmt visit(const Block *op) override { return block({mutate(op->first), mutate(op->rest)}); }
+};
+
+/** The vector side: per group tile of its AIC, wait until it is stored, load its accumulators
+ * and say the slot was read; the AIV whose turn the enclosing tile is runs the epilogue, the
+ * other only passes the same waits and answers the same flags (Handshakes). */
 class VectorSide : public Side {
 public:
     VectorSide(const std::set<std::string> &cube, const Handoff &h, const CompileContext &ctx)
-        : Side(cube, false), h(h), ctx(ctx) {}
+        : Side(cube, false), h(h), ctx(ctx), loaded(h.groups.size()), in_tile(h.groups.size()) {}
 
 private:
     const Handoff &h;
     const CompileContext &ctx;
 
     Expr aic() const { return ir::core_id() / 2; }
-    Stmt read() const { return ir::make_cross_core_set("MTE2", kRead + h.parity()); }
 
     Stmt visit(const Allocate *op) override {
+        const bool turn = op->name == h.turn;
+        in_turn += turn;
+        Stmt s = allocate(op);
+        in_turn -= turn;
+        if (!turn)
+            return s;
+        return block(
+            {IfThenElse::make(h.turns() % 2 == ir::core_id() % 2, s, Handshakes().mutate(s)),
+             ir::make_advance(h.turn_counter)});
+    }
+    Stmt allocate(const Allocate *op) {
         if (const Handoff::Operand *o = h.operand(op->name))
             return operand(op, *o);
-        const int i = h.index(op->name);
-        const bool tile = i >= 0 && h.first(i);
-        if (tile) {
-            loaded = 0; // a tile (or a partitioned tail's tile) of its own
-            handed_in_tile.clear();
+        const auto [g, i] = h.find(op->name);
+        if (g < 0)
+            return allocation(op, mutate(op->body));
+        if (in_turn == 0) {
+            throw Error("Func '" + user_text(op->name) +
+                        "', directive tile_mma(): not supported on ascend: the vector code "
+                        "carries " +
+                        user_text(h.turn) +
+                        " from one tile of it to the next, but its tiles lie outside that "
+                        "state's allocation, so no one vector core keeps it (compute_at " +
+                        user_text(h.turn) + " outside the loop over the tiles of " +
+                        user_text(op->name) + ")");
         }
-        in_tile += tile;
+        const bool tile = i == 0;
+        if (tile) {
+            loaded[g] = 0; // a tile (or a partitioned tail's tile) of its own
+            in_tile[g]++;
+        }
         Stmt body = mutate(op->body);
-        in_tile -= tile;
-        if (i < 0)
-            return allocation(op, body);
-        const Handoff::Acc &acc = h.accs[i];
+        if (tile)
+            in_tile[g]--;
+        const Handoff::Acc &acc = h.groups[g].accs[i];
         // acc.ub's rows on 32-byte blocks, one pitch for every tile (AscendRows.h): the Fixpipe
         // wrote them so.
         Stmt epilogue = Rename(acc.name, ub(acc.name)).mutate(body);
@@ -409,17 +515,7 @@ private:
             epilogue = repitch(epilogue, ub(acc.name), op->extents[0], Expr(int(acc.pitch)));
         Stmt mine = Allocate::make(ub(acc.name), op->type, Halide::MemoryType::Auto,
                                    {Expr(int(acc.elements))}, const_true(), epilogue);
-        if (!tile)
-            return mine;
-        // The other AIV answers for the tile, and for each operand handed back inside it.
-        std::vector<Stmt> others = {read()};
-        for (size_t k = 0; k < handed_in_tile.size(); k++) {
-            auto [wait, set] = pass_on(true, h.parity());
-            others.insert(others.end(), {wait, set});
-        }
-        return block({ir::make_cross_core_wait(kStored + h.parity()),
-                      IfThenElse::make(h.parity() == ir::core_id() % 2, mine, block(others)),
-                      ir::make_advance(h.counter)});
+        return tile ? block({mine, ir::make_advance(h.groups[g].counter)}) : mine;
     }
     /** An operand the vector cores make: computed in `.ub` (rows on 32-byte blocks, as the
      * accumulators' there), then handed back where the cube consumes it. */
@@ -445,11 +541,10 @@ private:
         return Allocate::make(ub(o.name), op->type, Halide::MemoryType::Auto,
                               {Expr(int(o.ub_elements()))}, const_true(), body);
     }
-    /** The operand of the tile just handed, from UB into this AIC's slot (the AIV whose turn it
-     * was); both AIVs say so, once the slot's previous operand was taken. */
+    /** The operand of the tile just handed, from UB into this AIC's slot by the AIV whose turn it
+     * was; both AIVs say so, once the slot's previous operand was taken. */
     Stmt hand_back(const Handoff::Operand &o) {
-        const bool tile = in_tile > 0;
-        const Expr q = h.operand_parity(tile);
+        const Expr q = h.operand_parity(o, in_tile[o.group] > 0);
         ir::CopyOp c;
         c.dst = o.workspace;
         c.src = ub(o.name);
@@ -467,49 +562,50 @@ private:
         // accumulators' (MultiBuffer); the flag set behind the copy on MTE3 fires after it.
         Stmt copy =
             h.async ? ir::make_copy(c) : block({ir::make_copy(c), ir::make_wait({c.barrier, 0})});
-        if (tile)
-            handed_in_tile.push_back(o.name); // the other AIV answers in its branch (pass_on)
-        else
-            copy = IfThenElse::make(q == ir::core_id() % 2, copy);
-        return block({pass_on(tile, q).first, copy, pass_on(tile, q).second});
-    }
-    /** What both AIVs do for a handed-back operand: wait until its slot was taken the time
-     * before, then say this time's is there. */
-    std::pair<Stmt, Stmt> pass_on(bool tile, const Expr &q) const {
-        return {IfThenElse::make(h.slot_used_before(tile), ir::make_cross_core_wait(kTaken + q)),
-                ir::make_cross_core_set("MTE3", kHanded + q)};
+        if (in_turn == 0) // after the turn's tile: the AIV whose turn it was
+            copy = IfThenElse::make((h.turns() + 1) % 2 == ir::core_id() % 2, copy);
+        const bool in_group_tile = in_tile[o.group] > 0;
+        return block({IfThenElse::make(h.slot_used_before(o, in_group_tile),
+                                       ir::make_cross_core_wait(kTaken + q)),
+                      copy, ir::make_cross_core_set("MTE3", kHanded + q)});
     }
 
     Stmt visit(const ProducerConsumer *op) override {
         if (const Handoff::Operand *o = h.operand(op->name); o && !op->is_producer)
             return ProducerConsumer::make(op->name, false, hand_back(*o));
-        const int i = h.index(op->name);
-        if (i < 0 || !op->is_producer)
+        const auto [g, i] = h.find(op->name);
+        if (g < 0 || !op->is_producer)
             return Side::visit(op);
-        const Handoff::Acc &acc = h.accs[i];
+        const Handoff::Group &group = h.groups[g];
+        const Handoff::Acc &acc = group.accs[i];
         ir::CopyOp c;
         c.dst = ub(acc.name);
-        c.src = h.workspace;
+        c.src = group.workspace;
         c.dst_offset = 0;
-        c.src_offset = h.offset(aic()) + int(acc.offset);
+        c.src_offset = group.offset(aic()) + int(acc.offset);
         c.dims = {{int(acc.elements), 1, 1}};
         c.barrier = ir::full_barrier(ub(acc.name));
         c.slot = 0;
-        std::vector<Stmt> load = {ProducerConsumer::make(
-            ub(acc.name), true, block({ir::make_copy(c), ir::make_wait({c.barrier, 0})}))};
+        // What the producer's body leaves on the vector side first: an operand handed back for
+        // the MMA (attention's P, for the P V sums), a nested producer (Halide's compute_with
+        // fuses the K loops of two accumulators).
+        std::vector<Stmt> load = {mutate(op->body)};
+        if (loaded[g] == 0) // the group's tile is there
+            load.push_back(ir::make_cross_core_wait(group.stored + group.parity()));
+        load.push_back(ProducerConsumer::make(
+            ub(acc.name), true, block({ir::make_copy(c), ir::make_wait({c.barrier, 0})})));
         // The slot is read once every accumulator is: their producers may follow each other or
         // nest (Halide's compute_with fuses their K loops).
-        if (++loaded == int(h.accs.size()))
-            load.push_back(read());
-        load.push_back(mutate(op->body));
+        if (++loaded[g] == int(group.accs.size()))
+            load.push_back(ir::make_cross_core_set("MTE2", group.read + group.parity()));
         return block(load);
     }
 
-    int loaded = 0;  // accumulators of the current tile loaded from the workspace
-    int in_tile = 0; // inside the first accumulator's allocation
+    std::vector<int> loaded;  // per group, accumulators of its current tile loaded
+    std::vector<int> in_tile; // per group, inside its first accumulator's allocation
+    int in_turn = 0;          // inside the turn's allocation
     std::map<std::string, std::vector<Expr>> extents; // each operand's current tile
-    std::vector<std::string> handed_in_tile; // operands handed back inside the current tile
-    std::set<std::string> columns;           // operands whose current tile is one column
+    std::set<std::string> columns;                    // operands whose current tile is one column
 };
 
 /** tandem_core_id() -> tandem_core_id() / 2: on a vector core, the index of its AIC. */
@@ -671,43 +767,123 @@ private:
     }
 };
 
-/** Checks that the vector ops writing each operand handed back lie inside the allocation of
- * the handoff's first accumulator: there the AIV whose turn the tile is computes it. */
+/** The group whose tiles each operand handed back takes its slots from: the innermost group
+ * whose first accumulator's allocation encloses the vector ops writing it (there the AIV whose
+ * turn the tile is computes it); throws where none does. */
 class OperandWriters : public IRVisitor {
 public:
-    OperandWriters(const std::set<std::string> &operands, const std::string &first)
-        : operands(operands), first(first) {}
+    OperandWriters(const std::set<std::string> &operands, const std::vector<std::string> &firsts)
+        : operands(operands), firsts(firsts) {}
+    std::map<std::string, int> group;
 
 private:
     using IRVisitor::visit;
     const std::set<std::string> &operands;
-    const std::string &first;
-    int inside = 0;
+    const std::vector<std::string> &firsts; // each group's first accumulator
+    std::vector<int> open;                  // the groups whose tile encloses this statement
     void visit(const Allocate *op) override {
-        inside += op->name == first;
+        const auto g = std::find(firsts.begin(), firsts.end(), op->name);
+        if (g != firsts.end())
+            open.push_back(int(g - firsts.begin()));
         IRVisitor::visit(op);
-        inside -= op->name == first;
+        if (g != firsts.end())
+            open.pop_back();
     }
     void visit(const LetStmt *op) override {
         ir::VectorOp v;
         Stmt body;
-        if (inside == 0 && ir::as_vector_op(Stmt(op), &v, &body)) {
+        if (ir::as_vector_op(Stmt(op), &v, &body)) {
             for (const ir::Region &r : v.regions) {
-                if (r.write && operands.count(r.buffer)) {
+                if (!r.write || !operands.count(r.buffer))
+                    continue;
+                if (open.empty()) {
                     throw Error("Func '" + user_text(r.buffer) +
                                 "', directive tile_mma(): not supported on ascend: the vector "
                                 "cores compute this MMA operand outside the tile of " +
-                                user_text(first) +
+                                user_text(firsts[0]) +
                                 ", the matmul it is made from; Tandem hands an operand back to "
                                 "the cube cores from inside that tile (compute_at " +
-                                user_text(first) + " inside the loop where " + user_text(r.buffer) +
-                                " is computed)");
+                                user_text(firsts[0]) + " inside the loop where " +
+                                user_text(r.buffer) + " is computed)");
+                }
+                group[r.buffer] = open.back();
+            }
+        }
+        IRVisitor::visit(op);
+    }
+};
+
+/** What the vector code keeps beyond a group's tile (Handoff::turn): the outermost allocation of
+ * a buffer that a vector op writes inside a group's tile but that is allocated outside it
+ * (attention's running max, sum and output, carried from key block to key block and read after
+ * the last); empty where there is none. */
+class CarriedState : public IRVisitor {
+public:
+    CarriedState(const std::set<std::string> &tiles, const std::set<std::string> &cube)
+        : tiles(tiles), cube(cube) {}
+    std::string buffer;
+
+private:
+    using IRVisitor::visit;
+    const std::set<std::string> &tiles; // the groups' first accumulators
+    const std::set<std::string> &cube;
+    std::vector<std::string> allocations; // open here, outermost first
+    size_t innermost_tile = 0;            // 1 + the index of the innermost open tile, or 0
+    size_t depth = SIZE_MAX;              // the index of `buffer`'s allocation
+
+    void visit(const Allocate *op) override {
+        const size_t outer_tile = innermost_tile;
+        allocations.push_back(op->name);
+        if (tiles.count(op->name))
+            innermost_tile = allocations.size();
+        IRVisitor::visit(op);
+        allocations.pop_back();
+        innermost_tile = outer_tile;
+    }
+    void visit(const LetStmt *op) override {
+        ir::VectorOp v;
+        Stmt body;
+        if (innermost_tile > 0 && ir::as_vector_op(Stmt(op), &v, &body) &&
+            !is_cube_op(Stmt(op), cube)) {
+            for (const ir::Region &r : v.regions) {
+                const auto at = std::find(allocations.begin(), allocations.end(), r.buffer);
+                const size_t k = size_t(at - allocations.begin());
+                if (r.write && at != allocations.end() && k + 1 < innermost_tile && k < depth) {
+                    depth = k;
+                    buffer = r.buffer;
                 }
             }
         }
         IRVisitor::visit(op);
     }
 };
+
+/** The accumulators the same vector op reads go to the vector cores together: the groups, each
+ * in the order of `nesting` (outermost allocation first), the groups by their first. */
+std::vector<std::vector<std::string>> handoff_groups(const EpilogueReads &reads,
+                                                     const std::vector<std::string> &nesting) {
+    std::map<std::string, std::string> parent;
+    for (const std::string &acc : nesting)
+        parent[acc] = acc;
+    std::function<std::string(const std::string &)> root = [&](const std::string &a) {
+        return parent[a] == a ? a : parent[a] = root(parent[a]);
+    };
+    for (const std::set<std::string> &together : reads.read_together)
+        for (const std::string &acc : together)
+            if (parent.count(acc) && parent.count(*together.begin()))
+                parent[root(acc)] = root(*together.begin());
+    std::vector<std::vector<std::string>> groups;
+    std::map<std::string, size_t> index; // each root's group
+    for (const std::string &acc : nesting) {
+        const std::string r = root(acc);
+        if (!index.count(r)) {
+            index[r] = groups.size();
+            groups.emplace_back();
+        }
+        groups[index[r]].push_back(acc);
+    }
+    return groups;
+}
 
 } // namespace
 
@@ -732,10 +908,21 @@ Stmt split_mix_kernel(const Stmt &s, CompileContext &ctx) {
     Nesting nesting(reads.accumulators);
     s.accept(&nesting);
     Handoff h;
-    h.counter = nesting.order.at(0) + ".tile";
-    h.workspace = nesting.order.at(0) + ".workspace";
     h.async = ctx.of(ctx.output).async_copy;
-    OperandWriters writers(handed_back, nesting.order.at(0));
+    const std::vector<std::vector<std::string>> groups = handoff_groups(reads, nesting.order);
+    if (groups.size() > std::size(kGroupFlags)) {
+        throw Error("Func '" + user_text(groups.back()[0]) +
+                    "', directive tile_mma(): not supported on ascend: the vector code reads " +
+                    std::to_string(groups.size()) +
+                    " accumulators of one tile in different statements, and a mix kernel has "
+                    "cross-core flags for " +
+                    std::to_string(std::size(kGroupFlags)) +
+                    " (read them in fewer statements, or compute them in separate kernels)");
+    }
+    std::vector<std::string> firsts;
+    for (const std::vector<std::string> &g : groups)
+        firsts.push_back(g[0]);
+    OperandWriters writers(handed_back, firsts);
     s.accept(&writers);
     // Rows as wide as the narrowest type's 32-byte block: a cast keeps elements in place.
     int narrowest = std::min(4, ctx.functions.at(ctx.output).output_types()[0].bytes());
@@ -747,6 +934,7 @@ Stmt split_mix_kernel(const Stmt &s, CompileContext &ctx) {
         o.name = operand;
         o.workspace = operand + ".workspace";
         o.type = ctx.functions.at(operand).output_types()[0];
+        o.group = writers.group.count(operand) ? writers.group.at(operand) : 0;
         OperandTiles tiles(o, ctx);
         s.accept(&tiles);
         if (!tiles.sized || (o.width == 0 && o.line == 0)) {
@@ -759,80 +947,105 @@ Stmt split_mix_kernel(const Stmt &s, CompileContext &ctx) {
         }
         h.operands.push_back(o);
     }
-    for (const std::string &acc : nesting.order) {
-        AccumulatorSize size(acc, ctx);
-        s.accept(&size);
-        if (size.allocations == 0 || size.width <= 0 || size.rows <= 0) {
-            throw Error("Func '" + acc.substr(0, acc.find('$')) +
-                        "', directive tile_mma(): on ascend an epilogue reads "
-                        "the accumulator through a GM workspace sized by its tile, but " +
-                        acc +
-                        " has no allocation of constant size (compute_at the output's tile loop)");
+    for (size_t g = 0; g < groups.size(); g++) {
+        Handoff::Group group;
+        group.counter = groups[g][0] + ".tile";
+        group.workspace = groups[g][0] + ".workspace";
+        group.stored = kGroupFlags[g][0];
+        group.read = kGroupFlags[g][1];
+        for (const std::string &acc : groups[g]) {
+            AccumulatorSize size(acc, ctx);
+            s.accept(&size);
+            if (size.allocations == 0 || size.width <= 0 || size.rows <= 0) {
+                throw Error("Func '" + acc.substr(0, acc.find('$')) +
+                            "', directive tile_mma(): on ascend an epilogue reads "
+                            "the accumulator through a GM workspace sized by its tile, but " +
+                            acc +
+                            " has no allocation of constant size (compute_at the output's tile "
+                            "loop)");
+            }
+            // Rows on 32-byte blocks (f32: 8 elements), so that the vector side's instructions
+            // and copies see the tile as its other UB tiles (AscendRows.h); one-dimensional
+            // tiles keep theirs. Rows as wide as the output's staging rows (AscendRows.h) and the
+            // operands handed back, so that a cast to a narrower type keeps the elements where
+            // they are: 16 f32 elements for a bfloat16 output.
+            const Halide::Type type = ctx.functions.at(acc).output_types()[0];
+            if ((g > 0 || !group.accs.empty()) && type != h.type) {
+                throw Error("Func '" + acc.substr(0, acc.find('$')) +
+                            "', directive tile_mma(): not supported on ascend: an epilogue reads "
+                            "accumulators of different types (float32 and int32), which go to "
+                            "the vector cores through workspaces of one type");
+            }
+            h.type = type;
+            Handoff::Acc a;
+            a.name = acc;
+            a.offset = group.slot;
+            // (A one-column accumulator stays contiguous: per-row values to the vector
+            // instructions.)
+            a.pitch = size.two_dimensional && size.width > 1
+                          ? (size.width + per_block - 1) / per_block * per_block
+                          : 0;
+            a.elements = ((a.pitch > 0 ? a.pitch : size.width) * size.rows + 7) / 8 *
+                         8; // whole 32-byte blocks
+            group.slot += a.elements;
+            group.accs.push_back(a);
         }
-        // Rows on 32-byte blocks (f32: 8 elements), so that the vector side's instructions and
-        // copies see the tile as its other UB tiles (AscendRows.h); one-dimensional tiles keep
-        // theirs. Rows as wide as the output's staging rows (AscendRows.h) and the operands
-        // handed back, so that a cast to a narrower type keeps the elements where they are: 16
-        // f32 elements for a bfloat16 output.
-        const Halide::Type type = ctx.functions.at(acc).output_types()[0];
-        if (!h.accs.empty() && type != h.type) {
-            throw Error("Func '" + acc.substr(0, acc.find('$')) +
-                        "', directive tile_mma(): not supported on ascend: an epilogue reads "
-                        "accumulators of different types (float32 and int32), which go to the "
-                        "vector cores through one workspace of one type");
-        }
-        h.type = type;
-        Handoff::Acc a;
-        a.name = acc;
-        a.offset = h.slot;
-        // (A one-column accumulator stays contiguous: per-row values to the vector instructions.)
-        a.pitch = size.two_dimensional && size.width > 1
-                      ? (size.width + per_block - 1) / per_block * per_block
-                      : 0;
-        a.elements =
-            ((a.pitch > 0 ? a.pitch : size.width) * size.rows + 7) / 8 * 8; // whole 32-byte blocks
-        h.slot += a.elements;
-        h.accs.push_back(a);
+        h.groups.push_back(group);
     }
     // Operand rows padded as the accumulators' they are made from, or Halide's where those are.
-    const bool padded = std::all_of(h.accs.begin(), h.accs.end(),
-                                    [](const Handoff::Acc &a) { return a.pitch > 0; });
+    bool padded = true;
+    for (const Handoff::Group &g : h.groups)
+        for (const Handoff::Acc &a : g.accs)
+            padded = padded && a.pitch > 0;
     for (Handoff::Operand &o : h.operands)
         o.pitch = padded ? (o.width + per_block - 1) / per_block * per_block : 0;
     std::set<std::string> cube = reads.cube;
     cube.insert(reads.accumulators.begin(), reads.accumulators.end());
     for (const std::string &operand : handed_back)
         cube.erase(operand); // the vector cores write it, the cube reads a copy
+    // The AIVs take turns by the tiles of a state the vector code carries across group tiles,
+    // else by the first group's.
+    const std::set<std::string> tiles(firsts.begin(), firsts.end());
+    CarriedState carried(tiles, cube);
+    s.accept(&carried);
+    h.turn = carried.buffer.empty() ? firsts[0] : carried.buffer;
+    h.turn_counter = h.turn + ".turn";
     CubeSide cube_mutator(cube, h, ctx);
     Stmt cube_side = cube_mutator.mutate(s);
-    if (cube_mutator.handoffs == 0) {
+    for (size_t g = 0; g < h.groups.size(); g++) {
+        if (cube_mutator.handoffs[g] > 0)
+            continue;
         std::string names;
-        for (const Handoff::Acc &a : h.accs)
-            names += (names.empty() ? "" : " and ") + a.name.substr(0, a.name.find('$'));
+        for (const Handoff::Acc &a : h.groups[g].accs)
+            names += (names.empty() ? "" : " and ") + user_text(a.name);
         throw Error("Func '" + ctx.output +
                     "', directive tile_mma(): not supported on ascend: the vector code reads the "
                     "accumulators " +
                     names +
-                    " in different statements (as FlashAttention's blocks read the scores, then "
-                    "the second matmul's sums), but a mix kernel hands the accumulators to the "
-                    "vector cores together, in one statement per tile (compute_at each at the "
-                    "output's tile loop where the schedule meant that)");
+                    " in one statement, but they are consumed apart; a mix kernel hands the "
+                    "accumulators one statement reads to the vector cores together (compute_at "
+                    "each at the output's tile loop)");
     }
-    // The last two slots' reads, so that every counter ends at zero.
-    cube_side = block(
-        {cube_side, IfThenElse::make(h.tile() >= 2, ir::make_cross_core_wait(kRead + h.parity())),
-         IfThenElse::make(h.tile() >= 1, ir::make_cross_core_wait(kRead + (h.tile() + 1) % 2))});
     Stmt vector_side = VectorSide(cube, h, ctx).mutate(AicIndex().mutate(s));
+    for (const Handoff::Group &g : h.groups)
+        cube_side = block({cube_side, g.wait_last_reads()});
     if (!h.operands.empty()) { // the last two slots' takes
-        vector_side =
-            block({vector_side,
-                   IfThenElse::make(h.tile() >= 2, ir::make_cross_core_wait(kTaken + h.parity())),
-                   IfThenElse::make(h.tile() >= 1,
-                                    ir::make_cross_core_wait(kTaken + (h.tile() + 1) % 2))});
+        const Expr tile = h.groups[h.operands[0].group].tile();
+        vector_side = block(
+            {vector_side, IfThenElse::make(tile >= 2, ir::make_cross_core_wait(kTaken + tile % 2)),
+             IfThenElse::make(tile >= 1, ir::make_cross_core_wait(kTaken + (tile + 1) % 2))});
     }
     ctx.mix = true;
-    ctx.workspaces.push_back(
-        {h.workspace, h.type, {int(int64_t(ctx.grid) * 2 * h.slot)}, false, {}, {}});
+    for (const Handoff::Group &g : h.groups) {
+        ctx.workspaces.push_back(
+            {g.workspace, h.type, {int(int64_t(ctx.grid) * 2 * g.slot)}, false, {}, {}});
+        std::string names;
+        for (const Handoff::Acc &a : g.accs)
+            names += (names.empty() ? "" : " and ") + a.name;
+        ctx.notes.push_back("ascend mix kernel: " + names + (g.accs.size() > 1 ? " go" : " goes") +
+                            " from the cube cores to the vector cores through " + g.workspace +
+                            " (two tiles per AIC in GM)");
+    }
     for (const Handoff::Operand &o : h.operands) {
         ctx.workspaces.push_back(
             {o.workspace, o.type, {int(int64_t(ctx.grid) * 2 * o.slot())}, false, {}, {}});
@@ -840,15 +1053,16 @@ Stmt split_mix_kernel(const Stmt &s, CompileContext &ctx) {
                             ", made by the vector cores, goes back to the cube cores through " +
                             o.workspace + " (two tiles per AIC in GM)");
     }
-    std::string names;
-    for (const Handoff::Acc &a : h.accs)
-        names += (names.empty() ? "" : " and ") + a.name;
     ctx.notes.push_back(
-        "ascend mix kernel: " + names + (h.accs.size() > 1 ? " go" : " goes") +
-        " from the cube cores to the vector cores through " + h.workspace +
-        " (two tiles per AIC in GM); the two AIVs of an AIC take its tiles in turn");
-    return ir::make_mix(LetStmt::make(h.counter, 0, cube_side),
-                        LetStmt::make(h.counter, 0, vector_side));
+        "ascend mix kernel: the two AIVs of an AIC take its tiles of " + h.turn + " in turn" +
+        (carried.buffer.empty()
+             ? std::string()
+             : " (the vector code carries it from one tile of " + firsts[0] + " to the next)"));
+    for (const Handoff::Group &g : h.groups) {
+        cube_side = LetStmt::make(g.counter, 0, cube_side);
+        vector_side = LetStmt::make(g.counter, 0, vector_side);
+    }
+    return ir::make_mix(cube_side, LetStmt::make(h.turn_counter, 0, vector_side));
 }
 
 } // namespace tandem::lower

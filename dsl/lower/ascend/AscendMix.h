@@ -33,6 +33,13 @@
  *     DataCopy p.workspace[i][q] -> p (L1)           if q == sub: DataCopyPad p.ub -> slot q
  *     CrossCoreSetFlag<2, PIPE_MTE2>(6 + q)          CrossCoreSetFlag<2, PIPE_MTE3>(4 + q)
  *
+ * Accumulators the vector code reads in different statements go in groups, each with its own
+ * counter, workspace and flags (the stored / read pair 0 / 2, then 8 / 10, 12 / 14): attention
+ * hands each key block's scores, takes P back, then hands the block's P V sums. The AIVs take
+ * turns by the tiles of a state the vector code carries beyond a group's tile (attention's
+ * running max, sum and output: by output tile), else by the first group's tiles; the one whose
+ * turn it is not passes the same waits and answers the same flags, and does nothing else.
+ *
  * The body is ir::make_mix(cube side, vector side); the passes after this one see both, and
  * Ascend's finish() joins the pipes of each side by itself.
  */

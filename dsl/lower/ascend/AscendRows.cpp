@@ -249,7 +249,7 @@ private:
         while (const Cast *c = value.as<Cast>())
             value = c->value;
         const Load *read = value.as<Load>();
-        const bool tensor = read && !ctx.functions.count(read->name);
+        const bool tensor = read && !ctx.function_of(read->name);
         for (const std::string &v : names) {
             Expr step = affine_step(op->index, v);
             if (!step.defined())
@@ -311,7 +311,7 @@ private:
         Stmt body = mutate(op->body);
         const int per_block = 32 / std::max(1, op->type.bytes());
         const bool ub =
-            ctx.functions.count(op->name) && !cube.count(op->name) && op->name != ctx.output;
+            ctx.function_of(op->name) && !cube.count(op->name) && op->name != ctx.output;
         const int64_t width =
             op->extents.empty() ? -1 : constant_upper_bound(op->extents[0], loops);
         // A tile's rows and columns; a batch's or a head's unit sides beyond them stay as they are.

@@ -312,6 +312,8 @@ private:
             return IRMutator::visit(op);
         out_of_room = false;
         Stmt mapped = instructions(op, v, body);
+        if (!mapped.defined() && !out_of_room)
+            mapped = each_store(v, body);
         if (mapped.defined()) {
             tables.commit();
             return mapped;
@@ -525,6 +527,79 @@ private:
         sequence.push_back(
             For::make(row_var, 0, loops[0].extent, ForType::Serial, Halide::DeviceAPI::None, body));
         return ir::make_vector_op(v, Block::make(sequence));
+    }
+
+    /** A nest of several stores (RowStatistics' running max, sum and rescale factors), each
+     * store in a nest of its own, in order, each with its instructions; none where one does not
+     * map or the split would reorder an element's reads and writes: every store must write
+     * distinct elements in distinct iterations (each loop steps its index) and every read of a
+     * buffer the nest writes must be at that buffer's store index (the same element). */
+    Stmt each_store(const ir::VectorOp &v, const Stmt &body) {
+        std::vector<Loop> loops;
+        Stmt s = body;
+        while (const For *f = s.as<For>()) {
+            loops.push_back({f->name, f->min, f->extent});
+            s = f->body;
+        }
+        std::vector<const Store *> stores;
+        std::vector<Stmt> pending = {s};
+        while (!pending.empty()) {
+            Stmt x = pending.front();
+            pending.erase(pending.begin());
+            if (const Block *b = x.as<Block>()) {
+                pending.insert(pending.begin(), {b->first, b->rest});
+            } else if (const Store *st = x.as<Store>()) {
+                stores.push_back(st);
+            } else {
+                return Stmt();
+            }
+        }
+        if (stores.size() < 2)
+            return Stmt();
+        std::map<std::string, Expr> index; // each written buffer's store index
+        for (const Store *st : stores) {
+            if (index.count(st->name) && !equal(index[st->name], st->index))
+                return Stmt();
+            index[st->name] = st->index;
+            for (const Loop &l : loops) {
+                Expr x = Variable::make(Halide::Int(32), l.var);
+                if (is_const_zero(simplify(substitute(l.var, x + 1, st->index) - st->index)))
+                    return Stmt();
+            }
+        }
+        bool same_element = true;
+        for (const Store *st : stores) {
+            for (const Load *l : loads_in(st->value)) {
+                auto w = index.find(l->name);
+                same_element = same_element && (w == index.end() || equal(w->second, l->index));
+            }
+        }
+        if (!same_element)
+            return Stmt();
+        std::vector<Stmt> parts;
+        for (const Store *st : stores) {
+            Stmt nest = st;
+            for (size_t i = loops.size(); i-- > 0;)
+                nest = For::make(loops[i].var, loops[i].min, loops[i].extent, ForType::Serial,
+                                 Halide::DeviceAPI::None, nest);
+            ir::VectorOp part = v;
+            part.label = st->name;
+            part.regions.clear();
+            for (const ir::Region &r : v.regions) {
+                bool read = false;
+                for (const Load *l : loads_in(st->value))
+                    read = read || l->name == r.buffer;
+                if ((r.write && r.buffer == st->name) || (!r.write && read))
+                    part.regions.push_back(r);
+            }
+            part.flops = simplify(v.flops / int(stores.size()));
+            // (no tile is scratch for a part: the next part may read it)
+            Stmt mapped = instructions(nullptr, part, nest);
+            if (!mapped.defined())
+                return Stmt();
+            parts.push_back(mapped);
+        }
+        return block(parts);
     }
 
     /** The op with its AscendC instructions, or none. */

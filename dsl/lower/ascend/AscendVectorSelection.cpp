@@ -537,6 +537,16 @@ void Selection::combine(const std::string &op, const Value &dst, const Value &x,
 }
 
 Value Selection::select(const Halide::Internal::Select *s, const Value &into) {
+    using Halide::Internal::Select;
+    // Two conditions (a causal mask and a tail's): a select in a select, one Compare each.
+    if (const And *c = s->condition.as<And>())
+        return gen(
+            Select::make(c->a, Select::make(c->b, s->true_value, s->false_value), s->false_value),
+            into);
+    if (const Or *c = s->condition.as<Or>())
+        return gen(
+            Select::make(c->a, s->true_value, Select::make(c->b, s->true_value, s->false_value)),
+            into);
     Expr a, b;
     int mode = 0;
     if (const LT *c = s->condition.as<LT>())
@@ -552,6 +562,8 @@ Value Selection::select(const Halide::Internal::Select *s, const Value &into) {
     const bool on_position = a.type() == Halide::Int(32) && b.type() == Halide::Int(32);
     if (a.type() != Halide::Float(32) && !on_position)
         return fail();
+    if (!on_position && per_row_only({s->true_value, s->false_value, a, b}))
+        return select_rows(mode, s->true_value, s->false_value, a, b);
     // Both values and the compared ones first: a select nested in any of them uses the mask
     // before this one's Compare writes it.
     Value t = tile_of(gen(s->true_value, Value())), f = tile_of(gen(s->false_value, Value()));
@@ -598,6 +610,66 @@ Value Selection::select(const Halide::Internal::Select *s, const Value &into) {
     groups.push_back({{sel}});
     release(t, dst);
     release(f, dst);
+    return dst;
+}
+
+bool Selection::per_row_only(const std::vector<Expr> &values) const {
+    bool any = false;
+    for (const Expr &e : values) {
+        for (const Load *l : loads_in(e)) {
+            if (classify(l).kind != Kind::PerRow)
+                return false;
+            any = true;
+        }
+    }
+    return any;
+}
+
+Value Selection::select_rows(int mode, const Expr &true_value, const Expr &false_value,
+                             const Expr &a, const Expr &b) {
+    // Compare takes whole 256-byte repeats: the compared rows in scratch that has them.
+    const int64_t whole = (shape.rows + kLanes - 1) / kLanes * kLanes;
+    auto rows = [&](const Expr &e, int64_t room) {
+        Value v = gen(e, Value());
+        if (!ok || (v.kind == Kind::PerRow && room == shape.rows))
+            return v;
+        Value c;
+        c.kind = Kind::PerRow;
+        c.buffer = kScratch;
+        c.offset = scratch.take(room);
+        if (v.kind == Kind::Scalar)
+            emit_count("Duplicate", c, {}, v.scalar, int(shape.rows));
+        else
+            emit_count("Muls", c, {v}, Expr(1.0f), int(shape.rows)); // exactly (-0 and NaN kept)
+        return c;
+    };
+    // Both values and the compared ones first, as select()'s.
+    const Value t = rows(true_value, shape.rows), f = rows(false_value, shape.rows);
+    const Value x = rows(a, whole), y = rows(b, whole);
+    if (!ok)
+        return {};
+    ir::VectorInstruction cmp;
+    cmp.op = "Compare";
+    cmp.dst = kMask;
+    cmp.dst_offset = 0;
+    cmp.srcs = {{x.buffer, x.offset}, {y.buffer, y.offset}};
+    cmp.count = int(whole);
+    cmp.mode = mode;
+    groups.push_back({{cmp}});
+    scratch.mask_bytes = std::max(scratch.mask_bytes, whole / 8);
+    read(x);
+    read(y);
+    Value dst = per_row();
+    ir::VectorInstruction sel;
+    sel.op = "Select";
+    sel.dst = dst.buffer;
+    sel.dst_offset = dst.offset;
+    sel.srcs = {{kMask, 0}, {t.buffer, t.offset}, {f.buffer, f.offset}};
+    sel.count = int(shape.rows);
+    sel.mode = 2; // VSEL_TENSOR_TENSOR_MODE
+    read(t);
+    read(f);
+    groups.push_back({{sel}});
     return dst;
 }
 

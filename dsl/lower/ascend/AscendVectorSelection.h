@@ -252,6 +252,12 @@ private:
 
     /** select(a < b, t, f) and the other comparisons: Compare into the mask, then Select. */
     Value select(const Halide::Internal::Select *s, const Value &into);
+    /** Whether the values read are all one per row (and there is one): a select among them is
+     * one per row too (attention's running max, -inf while a row has seen no key). */
+    bool per_row_only(const std::vector<Expr> &values) const;
+    /** select() over one value per row: Compare and Select over the rows. */
+    Value select_rows(int mode, const Expr &true_value, const Expr &false_value, const Expr &a,
+                      const Expr &b);
 
     /** reduce() by ReduceMax / ReduceMin (op "Max" / "Min") of the tile v. */
     void reduce_extreme(const Value &self, const Value &v, const std::string &op);
