@@ -192,8 +192,8 @@ struct Handoff {
      * its own type: two slots per AIC, rows `pitch` apart. */
     struct Operand {
         std::string name, workspace;
+        std::string counter; // its tiles handed back: both sides count them (slot = parity)
         Halide::Type type;
-        int group = 0;               // the group whose tiles' slots it takes (the enclosing one)
         int64_t width = 0, rows = 0; // the largest tile Halide allocated with rows and columns
         int64_t line = 0;            // the longest allocated with one extent (a row or column)
         int64_t pitch = 0; // the rows in .ub on 32-byte blocks, as the accumulators' there (0:
@@ -202,6 +202,8 @@ struct Handoff {
         int64_t ub_elements() const { // (a column: `line` rows at the pitch)
             return std::max({std::max(pitch, width) * rows, (line + 15) / 16 * 16, pitch * line});
         }
+        Expr tile() const { return Variable::make(Halide::Int(32), counter); }
+        Expr parity() const { return tile() % 2; }
     };
     std::vector<Operand> operands;
     Halide::Type type = Halide::Float(32); // the accumulators' (int32 for int8 matmuls)
@@ -211,16 +213,6 @@ struct Handoff {
      * max, sum and output), which one AIV keeps in its UB. Its own counter, on the vector side. */
     std::string turn, turn_counter;
     Expr turns() const { return Variable::make(Halide::Int(32), turn_counter); }
-    /** Where an operand is handed back: the parity of its group's tile, and whether the tile two
-     * before used the same slot. Inside the group's first accumulator's allocation the counter
-     * is the tile's; after it, it has advanced. */
-    Expr operand_parity(const Operand &o, bool in_tile) const {
-        const Expr t = groups[o.group].tile();
-        return in_tile ? t % 2 : (t + 1) % 2;
-    }
-    Expr slot_used_before(const Operand &o, bool in_tile) const {
-        return groups[o.group].tile() >= (in_tile ? 2 : 3);
-    }
     const Operand *operand(const std::string &name) const {
         for (const Operand &o : operands)
             if (o.name == name)
@@ -261,7 +253,7 @@ class CubeSide : public Side {
 public:
     CubeSide(const std::set<std::string> &cube, const Handoff &h, const CompileContext &ctx)
         : Side(cube, true), h(h), ctx(ctx), handoffs(h.groups.size()), consumers(h.groups.size()),
-          in_tile(h.groups.size()), handed(h.groups.size()) {}
+          handed(h.groups.size()) {}
 
 private:
     const Handoff &h;
@@ -281,16 +273,12 @@ private:
         if (h.operand(op->name))
             extents[op->name] = operand_sides(op, ctx);
         const bool tile = g >= 0 && i == 0;
-        if (tile)
-            in_tile[g]++;
         const bool handed_before = tile && handed[g];
         if (tile)
             handed[g] = false; // a new tile: not handed off yet
         Stmt body = mutate(op->body);
-        if (tile) {
+        if (tile)
             handed[g] = handed_before;
-            in_tile[g]--;
-        }
         if (g < 0)
             return allocation(op, body);
         Stmt a =
@@ -352,14 +340,13 @@ public:
 
 private:
     std::vector<int> consumers; // per group, its accumulators' consumers open here
-    std::vector<int> in_tile;   // per group, inside its first accumulator's allocation
     std::vector<bool> handed;   // per group, its current tile went to the vector cores
     std::map<std::string, std::vector<Expr>> extents; // each operand's current tile
 
     /** An operand the vector cores made, from its workspace slot into L1 (Nd2Nz), once both AIVs
      * said it is there, for its consumer; the slot is free again once the copy is done. */
     Stmt take(const Handoff::Operand &o, const Stmt &consumer) const {
-        const Expr q = h.operand_parity(o, in_tile[o.group] > 0);
+        const Expr q = o.parity();
         ir::CopyOp c;
         c.dst = o.name;
         c.src = o.workspace;
@@ -374,7 +361,146 @@ private:
                       ProducerConsumer::make_produce(
                           o.name, block({ir::make_copy(c), ir::make_wait({c.barrier, 0})})),
                       ProducerConsumer::make_consume(
-                          o.name, block({ir::make_cross_core_set("MTE2", kTaken + q), consumer}))});
+                          o.name, block({ir::make_cross_core_set("MTE2", kTaken + q), consumer})),
+                      ir::make_advance(o.counter)});
+    }
+};
+
+/** Whether a statement in `s` (an Evaluate or a ProducerConsumer) satisfies `f`. */
+bool any_stmt(const Stmt &s, const std::function<bool(const Stmt &)> &f) {
+    class Any : public IRVisitor {
+    public:
+        explicit Any(const std::function<bool(const Stmt &)> &f) : f(f) {}
+        bool found = false;
+
+    private:
+        using IRVisitor::visit;
+        const std::function<bool(const Stmt &)> &f;
+        void visit(const Evaluate *op) override { found = found || f(op); }
+        void visit(const ProducerConsumer *op) override {
+            found = found || f(op);
+            IRVisitor::visit(op);
+        }
+    } any(f);
+    s.accept(&any);
+    return any.found;
+}
+
+/** The cube side's key loop skewed across a round trip (attention: block c's scores go to the
+ * vector cores, which hand P back for block c's P V): block c + 1's part up to its handoff runs
+ * before block c's part from the take on, so that the cube computes the next scores while the
+ * vector cores make this block's P, as FlashAttention on Ascend overlaps the two sides:
+ *
+ *   for c: A(c); B(c)     ->    A(first); for c: { if (c + 1 < end) A(c + 1); B(c) }
+ *
+ * A ends with a group's handoff, B holds an operand's take; the two share no buffer (the group's
+ * tile lies in A) and the group's counter advances in A. Loops that are not so stay as they are. */
+class OverlapRoundTrip : public IRMutator {
+public:
+    explicit OverlapRoundTrip(const Handoff &h) : h(h) {}
+    int skewed = 0;
+
+private:
+    using IRMutator::visit;
+    const Handoff &h;
+
+    /** A group's handoff (CubeSide's consume node, ending in its stored-flag on FIX): the group. */
+    int handoff(const Stmt &s) const {
+        const ProducerConsumer *pc = s.as<ProducerConsumer>();
+        if (!pc || pc->is_producer)
+            return -1;
+        const int g = h.find(pc->name).first;
+        const bool stored = any_stmt(pc->body, [](const Stmt &x) {
+            std::string pipe;
+            Expr flag;
+            return ir::as_cross_core_set(x, &pipe, &flag) && pipe == "FIX";
+        });
+        return g >= 0 && stored ? g : -1;
+    }
+    bool has_handoff(const Stmt &s) const {
+        return any_stmt(s, [&](const Stmt &x) { return handoff(x) >= 0; });
+    }
+    /** An operand's take (CubeSide::take: its copy from the workspace, a produce node). */
+    bool has_take(const Stmt &s) const {
+        return any_stmt(s, [&](const Stmt &x) {
+            const ProducerConsumer *pc = x.as<ProducerConsumer>();
+            return pc && pc->is_producer && h.operand(pc->name);
+        });
+    }
+    /** `s` as A then B, A ending with the first handoff (its group in `group`); undefined A where
+     * the split would cross a loop, a condition or a buffer both parts use. */
+    std::pair<Stmt, Stmt> split(const Stmt &s, int &group) const {
+        if (const int g = handoff(s); g >= 0) {
+            group = g;
+            return {s, Evaluate::make(0)};
+        }
+        if (const Block *b = s.as<Block>()) {
+            if (has_handoff(b->first)) {
+                auto [a, rest] = split(b->first, group);
+                return {a, a.defined() ? block({rest, b->rest}) : Stmt()};
+            }
+            auto [a, rest] = split(b->rest, group);
+            return {a.defined() ? block({b->first, a}) : Stmt(), rest};
+        }
+        if (const Allocate *op = s.as<Allocate>()) {
+            auto [a, rest] = split(op->body, group);
+            if (!a.defined() || ir::touches(rest, op->name))
+                return {};
+            return {
+                Allocate::make(op->name, op->type, op->memory_type, op->extents, op->condition, a),
+                rest};
+        }
+        if (const LetStmt *op = s.as<LetStmt>()) {
+            auto [a, rest] = split(op->body, group);
+            if (!a.defined())
+                return {};
+            return {LetStmt::make(op->name, op->value, a),
+                    is_no_op(rest) ? rest : LetStmt::make(op->name, op->value, rest)};
+        }
+        if (const ProducerConsumer *op = s.as<ProducerConsumer>()) {
+            auto [a, rest] = split(op->body, group);
+            if (!a.defined())
+                return {};
+            return {ProducerConsumer::make(op->name, op->is_producer, a),
+                    is_no_op(rest) ? rest
+                                   : ProducerConsumer::make(op->name, op->is_producer, rest)};
+        }
+        return {}; // a loop or a condition around the handoff, or none in `s`
+    }
+    /** `s` without the advances of `counter`. */
+    static Stmt drop_advances(const Stmt &s, const std::string &counter) {
+        class Drop : public IRMutator {
+        public:
+            explicit Drop(const std::string &counter) : counter(counter) {}
+
+        private:
+            using IRMutator::visit;
+            const std::string &counter;
+            Stmt visit(const Evaluate *op) override {
+                std::string c;
+                return ir::as_advance(op, &c) && c == counter ? Evaluate::make(0) : Stmt(op);
+            }
+        };
+        return Drop(counter).mutate(s);
+    }
+
+    Stmt visit(const For *op) override {
+        Stmt body = mutate(op->body);
+        int group = -1;
+        auto [a, b] = split(body, group);
+        if (!a.defined() || !has_take(b))
+            return For::make(op->name, op->min, op->extent, op->for_type, op->device_api, body);
+        // (the group's counter counts A's handoffs: it advances with them)
+        const std::string &counter = h.groups[group].counter;
+        a = block({a, ir::make_advance(counter)});
+        b = drop_advances(b, counter);
+        skewed++;
+        const Expr c = Variable::make(Halide::Int(32), op->name);
+        const Expr end = op->min + op->extent;
+        Stmt next = IfThenElse::make(c + 1 < end, substitute(op->name, c + 1, a));
+        return block({IfThenElse::make(op->extent > 0, substitute(op->name, op->min, a)),
+                      For::make(op->name, op->min, op->extent, op->for_type, op->device_api,
+                                block({next, b}))});
     }
 };
 
@@ -457,7 +583,7 @@ class Handshakes : public IRMutator {
 class VectorSide : public Side {
 public:
     VectorSide(const std::set<std::string> &cube, const Handoff &h, const CompileContext &ctx)
-        : Side(cube, false), h(h), ctx(ctx), loaded(h.groups.size()), in_tile(h.groups.size()) {}
+        : Side(cube, false), h(h), ctx(ctx), loaded(h.groups.size()) {}
 
 private:
     const Handoff &h;
@@ -493,13 +619,9 @@ private:
                         user_text(op->name) + ")");
         }
         const bool tile = i == 0;
-        if (tile) {
-            loaded[g] = 0; // a tile (or a partitioned tail's tile) of its own
-            in_tile[g]++;
-        }
-        Stmt body = mutate(op->body);
         if (tile)
-            in_tile[g]--;
+            loaded[g] = 0; // a tile (or a partitioned tail's tile) of its own
+        Stmt body = mutate(op->body);
         const Handoff::Acc &acc = h.groups[g].accs[i];
         // acc.ub's rows on 32-byte blocks, one pitch for every tile (AscendRows.h): the Fixpipe
         // wrote them so.
@@ -544,7 +666,7 @@ private:
     /** The operand of the tile just handed, from UB into this AIC's slot by the AIV whose turn it
      * was; both AIVs say so, once the slot's previous operand was taken. */
     Stmt hand_back(const Handoff::Operand &o) {
-        const Expr q = h.operand_parity(o, in_tile[o.group] > 0);
+        const Expr q = o.parity();
         ir::CopyOp c;
         c.dst = o.workspace;
         c.src = ub(o.name);
@@ -564,10 +686,8 @@ private:
             h.async ? ir::make_copy(c) : block({ir::make_copy(c), ir::make_wait({c.barrier, 0})});
         if (in_turn == 0) // after the turn's tile: the AIV whose turn it was
             copy = IfThenElse::make((h.turns() + 1) % 2 == ir::core_id() % 2, copy);
-        const bool in_group_tile = in_tile[o.group] > 0;
-        return block({IfThenElse::make(h.slot_used_before(o, in_group_tile),
-                                       ir::make_cross_core_wait(kTaken + q)),
-                      copy, ir::make_cross_core_set("MTE3", kHanded + q)});
+        return block({IfThenElse::make(o.tile() >= 2, ir::make_cross_core_wait(kTaken + q)), copy,
+                      ir::make_cross_core_set("MTE3", kHanded + q), ir::make_advance(o.counter)});
     }
 
     Stmt visit(const ProducerConsumer *op) override {
@@ -601,9 +721,8 @@ private:
         return block(load);
     }
 
-    std::vector<int> loaded;  // per group, accumulators of its current tile loaded
-    std::vector<int> in_tile; // per group, inside its first accumulator's allocation
-    int in_turn = 0;          // inside the turn's allocation
+    std::vector<int> loaded; // per group, accumulators of its current tile loaded
+    int in_turn = 0;         // inside the turn's allocation
     std::map<std::string, std::vector<Expr>> extents; // each operand's current tile
     std::set<std::string> columns;                    // operands whose current tile is one column
 };
@@ -767,36 +886,30 @@ private:
     }
 };
 
-/** The group whose tiles each operand handed back takes its slots from: the innermost group
- * whose first accumulator's allocation encloses the vector ops writing it (there the AIV whose
- * turn the tile is computes it); throws where none does. */
+/** Checks that the vector ops writing each operand handed back lie inside the tile of a group
+ * (its first accumulator's allocation): there the AIV whose turn the tile is computes it. */
 class OperandWriters : public IRVisitor {
 public:
     OperandWriters(const std::set<std::string> &operands, const std::vector<std::string> &firsts)
         : operands(operands), firsts(firsts) {}
-    std::map<std::string, int> group;
 
 private:
     using IRVisitor::visit;
     const std::set<std::string> &operands;
     const std::vector<std::string> &firsts; // each group's first accumulator
-    std::vector<int> open;                  // the groups whose tile encloses this statement
+    int inside = 0;                         // group tiles open here
     void visit(const Allocate *op) override {
-        const auto g = std::find(firsts.begin(), firsts.end(), op->name);
-        if (g != firsts.end())
-            open.push_back(int(g - firsts.begin()));
+        const bool tile = std::count(firsts.begin(), firsts.end(), op->name) > 0;
+        inside += tile;
         IRVisitor::visit(op);
-        if (g != firsts.end())
-            open.pop_back();
+        inside -= tile;
     }
     void visit(const LetStmt *op) override {
         ir::VectorOp v;
         Stmt body;
-        if (ir::as_vector_op(Stmt(op), &v, &body)) {
+        if (inside == 0 && ir::as_vector_op(Stmt(op), &v, &body)) {
             for (const ir::Region &r : v.regions) {
-                if (!r.write || !operands.count(r.buffer))
-                    continue;
-                if (open.empty()) {
+                if (r.write && operands.count(r.buffer)) {
                     throw Error("Func '" + user_text(r.buffer) +
                                 "', directive tile_mma(): not supported on ascend: the vector "
                                 "cores compute this MMA operand outside the tile of " +
@@ -806,7 +919,6 @@ private:
                                 user_text(firsts[0]) + " inside the loop where " +
                                 user_text(r.buffer) + " is computed)");
                 }
-                group[r.buffer] = open.back();
             }
         }
         IRVisitor::visit(op);
@@ -934,7 +1046,7 @@ Stmt split_mix_kernel(const Stmt &s, CompileContext &ctx) {
         o.name = operand;
         o.workspace = operand + ".workspace";
         o.type = ctx.functions.at(operand).output_types()[0];
-        o.group = writers.group.count(operand) ? writers.group.at(operand) : 0;
+        o.counter = operand + ".tile";
         OperandTiles tiles(o, ctx);
         s.accept(&tiles);
         if (!tiles.sized || (o.width == 0 && o.line == 0)) {
@@ -1026,11 +1138,19 @@ Stmt split_mix_kernel(const Stmt &s, CompileContext &ctx) {
                     "accumulators one statement reads to the vector cores together (compute_at "
                     "each at the output's tile loop)");
     }
+    OverlapRoundTrip overlap(h);
+    cube_side = overlap.mutate(cube_side);
+    if (overlap.skewed > 0) {
+        ctx.notes.push_back("ascend mix kernel: the cube computes block c + 1's " +
+                            h.groups[0].accs[0].name +
+                            " while the vector cores make block c's operand (" +
+                            std::to_string(overlap.skewed) + " loop(s) skewed across the handoff)");
+    }
     Stmt vector_side = VectorSide(cube, h, ctx).mutate(AicIndex().mutate(s));
     for (const Handoff::Group &g : h.groups)
         cube_side = block({cube_side, g.wait_last_reads()});
-    if (!h.operands.empty()) { // the last two slots' takes
-        const Expr tile = h.groups[h.operands[0].group].tile();
+    for (const Handoff::Operand &o : h.operands) { // the last two slots' takes
+        const Expr tile = o.tile();
         vector_side = block(
             {vector_side, IfThenElse::make(tile >= 2, ir::make_cross_core_wait(kTaken + tile % 2)),
              IfThenElse::make(tile >= 1, ir::make_cross_core_wait(kTaken + (tile + 1) % 2))});
@@ -1061,6 +1181,10 @@ Stmt split_mix_kernel(const Stmt &s, CompileContext &ctx) {
     for (const Handoff::Group &g : h.groups) {
         cube_side = LetStmt::make(g.counter, 0, cube_side);
         vector_side = LetStmt::make(g.counter, 0, vector_side);
+    }
+    for (const Handoff::Operand &o : h.operands) {
+        cube_side = LetStmt::make(o.counter, 0, cube_side);
+        vector_side = LetStmt::make(o.counter, 0, vector_side);
     }
     return ir::make_mix(cube_side, LetStmt::make(h.turn_counter, 0, vector_side));
 }
