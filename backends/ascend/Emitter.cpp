@@ -687,11 +687,18 @@ private:
         auto stride = [&](size_t i, bool repeat) {
             return std::to_string(repeat ? vi.strides[i].second : vi.strides[i].first);
         };
-        if (vi.op == "WholeReduceMax" || vi.op == "WholeReduceMin") {
-            // (dst, src, mask, repeatTime, dstRepStride, srcBlkStride, srcRepStride, order)
+        if (vi.op.rfind("WholeReduce", 0) == 0) {
+            // (dst, src, mask, repeatTime, dstRepStride, srcBlkStride, srcRepStride[, order])
             os << ", " << arg(vi.mask) << ", " << arg(vi.repeats) << ", " << stride(0, true) << ", "
                << stride(1, false) << ", " << stride(1, true)
-               << ", AscendC::ReduceOrder::ORDER_ONLY_VALUE);\n";
+               << (vi.op == "WholeReduceSum" ? ");\n"
+                                             : ", AscendC::ReduceOrder::ORDER_ONLY_VALUE);\n");
+            return;
+        }
+        if (vi.op.rfind("BlockReduce", 0) == 0) {
+            // (dst, src, repeatTime, mask, dstRepStride, srcBlkStride, srcRepStride)
+            os << ", " << arg(vi.repeats) << ", " << arg(vi.mask) << ", " << stride(0, true) << ", "
+               << stride(1, false) << ", " << stride(1, true) << ");\n";
             return;
         }
         if (vi.op == "Brcb") {

@@ -545,6 +545,12 @@ void Machine::Impl::vector_instruction(int core, const VectorCall &c) {
         {"ReduceMin", {2, 2}},
         {"WholeReduceMax", {1, 7}},
         {"WholeReduceMin", {1, 7}},
+        {"WholeReduceSum", {1, 7}},
+        // BlockReduceSum / Max / Min: the docs' ReduceDataBlock rate, 64 f32 elements per cycle
+        // (docs/ascendc_api_facts.md section 10; Max and Min at Sum's rate: a Tandem assumption).
+        {"BlockReduceSum", {1, 1}},
+        {"BlockReduceMax", {1, 1}},
+        {"BlockReduceMin", {1, 1}},
         // Gather: 8 elements per cycle (one 32-byte block; a Tandem assumption, the docs give no
         // rate). CreateVecIndex: a lane per lane, as Duplicate.
         {"Gather", {2, 8}},
@@ -567,12 +573,18 @@ void Machine::Impl::vector_instruction(int core, const VectorCall &c) {
     if (create_index && c.count < 0)
         fail(what, core, "is used here in its count form only");
     const bool reduce_extreme = c.op == "ReduceMax" || c.op == "ReduceMin";
-    const bool whole_reduce = c.op == "WholeReduceMax" || c.op == "WholeReduceMin";
-    const bool maximum = c.op == "ReduceMax" || c.op == "WholeReduceMax";
-    if (whole_reduce && c.count >= 0)
+    const bool whole_sum = c.op == "WholeReduceSum";
+    const bool whole_reduce = c.op == "WholeReduceMax" || c.op == "WholeReduceMin" || whole_sum;
+    const bool block_reduce = c.op.rfind("BlockReduce", 0) == 0;
+    const bool maximum =
+        c.op == "ReduceMax" || c.op == "WholeReduceMax" || c.op == "BlockReduceMax";
+    if ((whole_reduce || block_reduce) && c.count >= 0)
         fail(what, core, "is used here in its repeat form only");
-    if (whole_reduce && c.mode != 2)
+    if (whole_reduce && !whole_sum && c.mode != 2)
         fail(what, core, "only ReduceOrder::ORDER_ONLY_VALUE (2) is in the model");
+    if (block_reduce && c.mask % 8 != 0)
+        fail(what, core,
+             "mask " + std::to_string(c.mask) + " is not whole 32-byte blocks (the model's form)");
     if (reduce_extreme && c.mode != 0)
         fail(what, core, "only calIndex = false is in the model");
     if (c.count < 0) {
@@ -586,7 +598,7 @@ void Machine::Impl::vector_instruction(int core, const VectorCall &c) {
                  "mask " + std::to_string(c.mask) + " is outside 1..64 (f32 lanes of a repeat)");
         for (const VectorOperand *o : operands(c)) {
             // (WholeReduce*'s dstRepStride counts values, up to 65535)
-            const bool wide = brcb || (whole_reduce && o == &c.dst);
+            const bool wide = brcb || ((whole_reduce || block_reduce) && o == &c.dst);
             if (o->block_stride < 0 || o->repeat_stride < 0 ||
                 o->repeat_stride > (wide ? 65535 : 255) || o->block_stride > 65535)
                 fail(what, core, "a stride is outside its field's range");
@@ -639,6 +651,7 @@ void Machine::Impl::vector_instruction(int core, const VectorCall &c) {
         // ReduceSum's and WholeReduce*'s (value only) f32 destination: 4 bytes; ReduceMax's /
         // ReduceMin's: 8 (it has room for the index).
         const int64_t align = (reduce || whole_reduce) && write ? 4
+                              : block_reduce && write           ? 32
                               : reduce_extreme && write         ? 8
                                                                 : 32;
         if (byte % align != 0)
@@ -668,6 +681,9 @@ void Machine::Impl::vector_instruction(int core, const VectorCall &c) {
             touched.push_back(Box{o.offset, {{c.gather_window, 1}}}); // its lanes lie inside
         } else if (whole_reduce && write) {
             touched.push_back(Box{o.offset, {{1, 1}, {c.repeats, int64_t(o.repeat_stride)}}});
+        } else if (block_reduce && write) { // a value per block, dstRepStride in blocks
+            touched.push_back(
+                Box{o.offset, {{c.mask / 8, 1}, {c.repeats, int64_t(o.repeat_stride) * 8}}});
         } else {
             touched = boxes(c, o, 8);
         }
@@ -794,21 +810,33 @@ void Machine::Impl::vector_instruction(int core, const VectorCall &c) {
                 if (count > 0)
                     reinterpret_cast<float *>(out)[dst] = best;
             };
-        } else if (whole_reduce) {
-            // dst[r * dstRepStride] = the extreme of repeat r's masked lanes.
+        } else if (whole_reduce || block_reduce) {
+            // WholeReduce*: dst[r * dstRepStride] = the sum or extreme of repeat r's masked
+            // lanes; BlockReduce*: dst[(r * dstRepStride) * 8 + b] = that of block b's (lanes 8b
+            // .. 8b + 7). Sums add pairwise, a binary tree, as the hardware does.
             const std::vector<int64_t> s = lanes(c, c.srcs[0], 8);
-            const int64_t dst = c.dst.offset, stride = c.dst.repeat_stride, repeats = c.repeats;
-            const int mask = c.mask;
-            compute = [out, in, s, dst, stride, repeats, mask, maximum] {
+            const int64_t dst = c.dst.offset, repeats = c.repeats;
+            const int64_t stride = c.dst.repeat_stride * (block_reduce ? 8 : 1);
+            const int mask = c.mask, group = block_reduce ? 8 : c.mask;
+            const bool sum = whole_sum || c.op == "BlockReduceSum";
+            compute = [out, in, s, dst, stride, repeats, mask, group, sum, maximum] {
                 const float *x = reinterpret_cast<const float *>(in[0]);
                 float *o = reinterpret_cast<float *>(out);
+                std::vector<float> v(static_cast<size_t>(group));
                 for (int64_t r = 0; r < repeats; ++r) {
-                    float best = x[s[size_t(r * mask)]];
-                    for (int j = 1; j < mask; ++j) {
-                        const float v = x[s[size_t(r * mask + j)]];
-                        best = maximum ? std::max(best, v) : std::min(best, v);
+                    for (int g = 0; g < mask / group; ++g) {
+                        for (int j = 0; j < group; ++j)
+                            v[size_t(j)] = x[s[size_t(r * mask + g * group + j)]];
+                        for (int width = group; width > 1; width = (width + 1) / 2) {
+                            for (int j = 0; j < width / 2; ++j) {
+                                const float a = v[size_t(j)], b = v[size_t(j + (width + 1) / 2)];
+                                v[size_t(j)] = sum       ? a + b
+                                               : maximum ? std::max(a, b)
+                                                         : std::min(a, b);
+                            }
+                        }
+                        o[dst + r * stride + g] = v[0];
                     }
-                    o[dst + r * stride] = best;
                 }
             };
         } else if (compare) {

@@ -280,6 +280,15 @@ const std::map<std::string, std::string> &ascendc_references() {
          "include/basic_api/kernel_operator_vec_reduce_intf.h; docs: WholeReduceMax"},
         {"AscendC::WholeReduceMin",
          "include/basic_api/kernel_operator_vec_reduce_intf.h; docs: WholeReduceMin"},
+        {"AscendC::WholeReduceSum",
+         "include/basic_api/kernel_operator_vec_reduce_intf.h; docs: WholeReduceSum (ReduceRepeat "
+         "at HEAD)"},
+        {"AscendC::BlockReduceSum", "include/basic_api/kernel_operator_vec_reduce_intf.h; docs: "
+                                    "BlockReduceSum (ReduceDataBlock at HEAD)"},
+        {"AscendC::BlockReduceMax", "include/basic_api/kernel_operator_vec_reduce_intf.h; docs: "
+                                    "BlockReduceMax (ReduceDataBlock at HEAD)"},
+        {"AscendC::BlockReduceMin", "include/basic_api/kernel_operator_vec_reduce_intf.h; docs: "
+                                    "BlockReduceMin (ReduceDataBlock at HEAD)"},
         {"AscendC::ReduceOrder", "impl/basic_api/utils/kernel_utils_mode.h"},
         // Gather's byte offsets: int32_t tensors reinterpreted as uint32_t (LocalTensor::
         // ReinterpretCast), the src tensor sized by LocalTensor::SetSize.

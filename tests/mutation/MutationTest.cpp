@@ -119,6 +119,9 @@ std::vector<KernelCase> kernel_cases() {
         {"S", "70"}, {"L", "100"}, {"D", "16"}, {"TM", "16"}, {"TK", "16"}, {"TJ", "16"}};
     add("zpu:cores=2", "attention", {""}, "online_70x100x16", fused_attention);
     add("hopper:sms=2", "attention", {""}, "online_70x100x16", fused_attention);
+    // (ascend: each key block's scores out, P back and P V out, three cross-core protocols)
+    add("ascend:cube_cores=2,vector_cores=4", "attention", {""}, "online_70x100x16",
+        fused_attention);
     add("ascend:cube_cores=2,vector_cores=4", "matmul_chain", {"pipelined"}, "80x64x120x32",
         {{"M", "80"},
          {"N", "64"},

@@ -53,7 +53,8 @@
  *     Muls, Maxs, Mins (tensor, scalar), Exp, Ln, Sqrt, Abs, Relu in the count form and the repeat
  *     form (mask, repeatTime, BinaryRepeatParams / UnaryRepeatParams); Duplicate; Brcb
  *     (BrcbRepeatParams); ReduceSum (dst[0] = the sum); ReduceMax, ReduceMin (count form,
- *     calIndex false); WholeReduceMax, WholeReduceMin (ReduceOrder::ORDER_ONLY_VALUE); Compare
+ *     calIndex false); WholeReduceMax, WholeReduceMin (ReduceOrder::ORDER_ONLY_VALUE),
+ *     WholeReduceSum; BlockReduceSum, BlockReduceMax, BlockReduceMin (whole blocks); Compare
  * (CMPMODE, count) into a uint8_t mask and Select (SELMODE::VSEL_TENSOR_TENSOR_MODE, count); Cast
  * (RoundMode::CAST_RINT, count) from float to bfloat16_t or half; Gather (count form, uint32_t byte
  * offsets, srcBaseAddr), CreateVecIndex (count form) and, on int32_t, Duplicate, Adds, Muls
@@ -935,6 +936,36 @@ enum class ReduceOrder : uint8_t {
 TANDEM_ASCEND_WHOLE_REDUCE(WholeReduceMax)
 TANDEM_ASCEND_WHOLE_REDUCE(WholeReduceMin)
 #undef TANDEM_ASCEND_WHOLE_REDUCE
+
+/** Per repeat, the sum of its masked lanes at dst[r * dstRepStride]. */
+template <typename T, bool isSetMask = true>
+void WholeReduceSum(const LocalTensor<T> &dst, const LocalTensor<T> &src, const int32_t mask,
+                    const int32_t repeatTime, const int32_t dstRepStride,
+                    const int32_t srcBlkStride, const int32_t srcRepStride) {
+    detail::Lanes<T>{};
+    tandem::sim::ascend::VectorCall v;
+    v.dst = detail::operand(dst, 1, dstRepStride);
+    v.srcs.push_back(detail::operand(src, srcBlkStride, srcRepStride));
+    detail::repeated("WholeReduceSum", v, uint64_t(mask), uint8_t(repeatTime));
+}
+
+/** Per repeat, the sum (maximum, minimum) of each 32-byte block's masked lanes: eight values, the
+ * repeat's block dstRepStride blocks after the last's (the model's form: whole blocks masked). */
+#define TANDEM_ASCEND_BLOCK_REDUCE(NAME)                                                           \
+    template <typename T, bool isSetMask = true>                                                   \
+    void NAME(const LocalTensor<T> &dst, const LocalTensor<T> &src, const int32_t repeatTime,      \
+              const int32_t mask, const int32_t dstRepStride, const int32_t srcBlkStride,          \
+              const int32_t srcRepStride) {                                                        \
+        detail::Lanes<T>{};                                                                        \
+        tandem::sim::ascend::VectorCall v;                                                         \
+        v.dst = detail::operand(dst, 1, dstRepStride);                                             \
+        v.srcs.push_back(detail::operand(src, srcBlkStride, srcRepStride));                        \
+        detail::repeated(#NAME, v, uint64_t(mask), uint8_t(repeatTime));                           \
+    }
+TANDEM_ASCEND_BLOCK_REDUCE(BlockReduceSum)
+TANDEM_ASCEND_BLOCK_REDUCE(BlockReduceMax)
+TANDEM_ASCEND_BLOCK_REDUCE(BlockReduceMin)
+#undef TANDEM_ASCEND_BLOCK_REDUCE
 
 /** One bit per element of dst (element i: bit i % 8 of byte i / 8): src0 <cmpMode> src1. */
 template <typename T, typename U>

@@ -312,6 +312,8 @@ void Selection::reduce(const Value &self, const Expr &f, const std::string &op) 
     }
     if (op != "Add")
         return reduce_extreme(self, v, op);
+    if (const Value rows = row_reduction(v, op); !rows.buffer.empty())
+        return emit_count("Add", self, {self, rows}, Expr(), int(shape.rows));
     Value part = per_row();
     Group g;
     for (int64_t r = 0; r < shape.rows; r++) {
@@ -327,7 +329,89 @@ void Selection::reduce(const Value &self, const Expr &f, const std::string &op) 
     emit_count("Add", self, {self, part}, Expr(), int(shape.rows));
 }
 
+Value Selection::row_reduction(const Value &v, const std::string &op) {
+    const int64_t *width = as_const_int(shape.width);
+    if (!ok || !width || shape.count.defined() || v.kind != Kind::Tile || v.pitch != 0 ||
+        shape.cols % kPerBlock != 0)
+        return {};
+    const std::string suffix = op == "Add" ? "Sum" : op;
+    // One instruction per 255 repeats of `rows` repeats, `step` elements of each operand further
+    // per repeat (dst, then the sources).
+    auto repeated = [&](const std::string &name, const Value &dst, const std::vector<Value> &srcs,
+                        int64_t mask, int64_t rows, const std::vector<int64_t> &step,
+                        const std::vector<std::pair<int, int>> &strides) {
+        Group g;
+        for (int64_t r = 0; r < rows; r += 255) {
+            ir::VectorInstruction i;
+            i.op = name;
+            i.dst = dst.buffer;
+            i.dst_offset = simplify(dst.offset + int(r * step[0]));
+            for (size_t k = 0; k < srcs.size(); k++)
+                i.srcs.push_back({srcs[k].buffer, simplify(srcs[k].offset + int(r * step[k + 1]))});
+            i.mask = int(mask);
+            i.repeats = int(std::min<int64_t>(255, rows - r));
+            i.strides = strides;
+            g.instructions.push_back(i);
+        }
+        groups.push_back(g);
+    };
+    const int cols_blocks = int(shape.cols / kPerBlock);
+    Value values; // one per row (rounded up to a block: the last repeat's spare lanes)
+    values.kind = Kind::PerRow;
+    values.buffer = kScratch;
+    if (*width == shape.cols && shape.cols % kLanes == 0 && cols_blocks <= 255) {
+        // Whole rows of 64k lanes: fold the row's 64-lane chunks into the first (op by repeat,
+        // a repeat a row), then a BlockReduce to a value per block (eight per row) and one to a
+        // value per row (eight rows a repeat): ReduceDataBlock's rate, 64 f32 per cycle.
+        Value src = v;
+        int rep_blocks = cols_blocks;
+        if (shape.cols > kLanes) {
+            Value t;
+            t.kind = Kind::Tile;
+            t.buffer = kScratch;
+            t.offset = scratch.take(shape.rows * kLanes);
+            for (int64_t c = kLanes; c < shape.cols; c += kLanes) {
+                Value chunk = v;
+                chunk.offset = simplify(v.offset + int(c));
+                const Value &first = c == kLanes ? v : t;
+                const int first_blocks = c == kLanes ? cols_blocks : 8;
+                repeated(op, t, {first, chunk}, kLanes, shape.rows,
+                         {kLanes, c == kLanes ? shape.cols : kLanes, shape.cols},
+                         {{1, 8}, {1, first_blocks}, {1, cols_blocks}});
+            }
+            src = t;
+            rep_blocks = 8;
+        }
+        const int64_t row_groups = (shape.rows + kPerBlock - 1) / kPerBlock;
+        Value blocks;
+        blocks.kind = Kind::Tile;
+        blocks.buffer = kScratch;
+        blocks.offset = scratch.take(row_groups * kPerBlock * kPerBlock);
+        repeated("BlockReduce" + suffix, blocks, {src}, kLanes, shape.rows,
+                 {kPerBlock, int64_t(rep_blocks) * kPerBlock}, {{1, 1}, {1, rep_blocks}});
+        values.offset = scratch.take(row_groups * kPerBlock);
+        repeated("BlockReduce" + suffix, values, {blocks}, kLanes, row_groups, {kPerBlock, kLanes},
+                 {{1, 1}, {1, 8}});
+        read(v);
+        return values;
+    }
+    if (*width >= 1 && *width <= kLanes) {
+        // A row in one repeat: WholeReduce of its lanes, a repeat a row.
+        values.offset = scratch.take(shape.rows);
+        repeated("WholeReduce" + suffix, values, {v}, *width, shape.rows, {1, shape.cols},
+                 {{1, 1}, {1, cols_blocks}});
+        if (op != "Add") // (value only)
+            for (ir::VectorInstruction &i : groups.back().instructions)
+                i.mode = 2;
+        read(v);
+        return values;
+    }
+    return {};
+}
+
 void Selection::reduce_extreme(const Value &self, const Value &v, const std::string &op) {
+    if (const Value rows = row_reduction(v, op); !rows.buffer.empty())
+        return emit_count(op, self, {self, rows}, Expr(), int(shape.rows));
     // Row r's ReduceMax (or ReduceMin) writes its value at the start of its own sharedTmpBuffer
     // (the docs allow dst inside it; 32-byte aligned, so the 8 bytes dst needs), `per` floats
     // apart: the rows need no barrier among them.

@@ -259,6 +259,11 @@ private:
     Value select_rows(int mode, const Expr &true_value, const Expr &false_value, const Expr &a,
                       const Expr &b);
 
+    /** Each row's sum (op "Add") or maximum / minimum ("Max" / "Min") of the tile v, one per
+     * row, by repeat-form reductions rather than an instruction per row: rows of 64k lanes
+     * folded to 64 and BlockReduce'd twice, rows of at most 64 by one WholeReduce a repeat a
+     * row; an empty Value where the nest is neither (a width known at run time, a tail). */
+    Value row_reduction(const Value &v, const std::string &op);
     /** reduce() by ReduceMax / ReduceMin (op "Max" / "Min") of the tile v. */
     void reduce_extreme(const Value &self, const Value &v, const std::string &op);
 
