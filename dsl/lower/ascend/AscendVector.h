@@ -21,12 +21,15 @@
  *           Mul(out, in, w, 64, R, {1, 1, 1, X/8, X/8, 0}); Div(out, out, b, 64, R, {1, 1, 0, X/8,
  * X/8, 1})
  *
- *   a sum over the columns into one value per row (self[r] = self[r] + f[r, x]): f as a tile,
- *   ReduceSum per row into scratch, then Add into self; a maximum or minimum (self[r] =
- *   max(self[r], f[r, x])): ReduceMax per row, each into its own sharedTmpBuffer, a WholeReduceMax
- *   of one lane per row gathers them, then Max into self
- *     softmax's mx(r) = max(mx(r), in(k, r)) -> ReduceMax(t + 8r, in + r*X, t + 8r, X) per row;
- *           WholeReduceMax(v, t, 1, R, 1, 1, 1); Max(mx, mx, v, R)
+ *   a sum over the columns into one value per row (self[r] = self[r] + f[r, x]), or a maximum or
+ *   minimum (self[r] = max(self[r], f[r, x])): f as a tile, one value per row into scratch, then
+ *   Add (Max, Min) into self. Rows of 64k whole lanes: their 64-lane chunks folded into the first
+ *   (Add / Max by repeat, a repeat a row), a BlockReduce to eight values per row and one to a value
+ *   per row; rows of at most 64: one WholeReduce, a repeat a row; else (a width known at run time)
+ *   ReduceSum per row, or ReduceMax per row into its own sharedTmpBuffer gathered by a
+ *   WholeReduceMax of one lane per row
+ *     softmax's mx(r) = max(mx(r), in(k, r)), X = 64 -> BlockReduceMax(b, in, R, 64, 1, 1, 8);
+ *           BlockReduceMax(v, b, R / 8, 64, 1, 1, 8); Max(mx, mx, v, R)
  *
  *   a reduction down the columns into one row (self[x] = self[x] op f[r, x], op +, max, min): f
  *   as a tile, then a loop over the rows (a count known at run time in a tail), one Add / Max /
