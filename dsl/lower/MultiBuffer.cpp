@@ -363,6 +363,10 @@ private:
 
 } // namespace
 
+Stmt rebase_buffer(const Stmt &s, const std::string &buffer, const Expr &offset, const Expr &slot) {
+    return RebaseBuffer(buffer, offset, slot).mutate(s);
+}
+
 Stmt multi_buffer(const Stmt &s, CompileContext &ctx) {
     const TargetLowering &target = lowering_of(ctx.target);
     Stmt result = s;

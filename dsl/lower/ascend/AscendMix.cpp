@@ -1,6 +1,7 @@
 #include "AscendMix.h"
 
 #include "AscendRows.h"
+#include "lower/MultiBuffer.h"
 #include "tandem/AsyncIR.h"
 #include "tandem/Nest.h"
 
@@ -366,143 +367,291 @@ private:
     }
 };
 
-/** Whether a statement in `s` (an Evaluate or a ProducerConsumer) satisfies `f`. */
-bool any_stmt(const Stmt &s, const std::function<bool(const Stmt &)> &f) {
-    class Any : public IRVisitor {
+/** The leaves of a side in program order: its Evaluate statements (copies, MMAs, waits, flags,
+ * advances); a vector op or a store between them holds none. */
+class Leaves : public IRVisitor {
+public:
+    std::vector<Stmt> leaves;
+
+private:
+    using IRVisitor::visit;
+    void visit(const Evaluate *op) override { leaves.push_back(op); }
+};
+
+int count_leaves(const Stmt &s) {
+    Leaves l;
+    s.accept(&l);
+    return int(l.leaves.size());
+}
+
+/** The buffers a statement reads and writes: loads and stores, copies, MMAs, vector op regions. */
+class Accesses : public IRVisitor {
+public:
+    std::set<std::string> reads, writes;
+    std::set<std::string> copied; // a copy's source or destination
+
+private:
+    using IRVisitor::visit;
+    void visit(const Load *op) override {
+        reads.insert(op->name);
+        IRVisitor::visit(op);
+    }
+    void visit(const Store *op) override {
+        writes.insert(op->name);
+        IRVisitor::visit(op);
+    }
+    void visit(const Evaluate *op) override {
+        ir::CopyOp c;
+        ir::MmaOp m;
+        if (ir::as_copy(op, &c)) {
+            writes.insert(c.dst);
+            reads.insert(c.src);
+            copied.insert({c.dst, c.src});
+        } else if (ir::as_mma(op, &m)) {
+            writes.insert(m.acc);
+            reads.insert({m.acc, m.a, m.b});
+        }
+    }
+    void visit(const LetStmt *op) override {
+        ir::VectorOp v;
+        Stmt body;
+        if (ir::as_vector_op(Stmt(op), &v, &body))
+            for (const ir::Region &r : v.regions)
+                (r.write ? writes : reads).insert(r.buffer);
+        IRVisitor::visit(op);
+    }
+};
+
+/** Whether an Expr reads the core's index (tandem_core_id()). */
+bool uses_core_id(const Expr &e) {
+    class Finds : public IRVisitor {
     public:
-        explicit Any(const std::function<bool(const Stmt &)> &f) : f(f) {}
         bool found = false;
 
     private:
         using IRVisitor::visit;
-        const std::function<bool(const Stmt &)> &f;
-        void visit(const Evaluate *op) override { found = found || f(op); }
-        void visit(const ProducerConsumer *op) override {
-            found = found || f(op);
+        void visit(const Call *op) override {
+            found = found || ir::is_core_id(op);
             IRVisitor::visit(op);
         }
-    } any(f);
-    s.accept(&any);
-    return any.found;
+    } finds;
+    e.accept(&finds);
+    return finds.found;
 }
 
-/** The cube side's key loop skewed across a round trip (attention: block c's scores go to the
- * vector cores, which hand P back for block c's P V): block c + 1's part up to its handoff runs
- * before block c's part from the take on, so that the cube computes the next scores while the
- * vector cores make this block's P, as FlashAttention on Ascend overlaps the two sides:
+/** A key loop skewed across a round trip between the cube and the vector cores: the part of an
+ * iteration before a given leaf (A) runs one iteration ahead of the rest (B), so that the side
+ * does iteration c + 1's A while the other side answers iteration c:
  *
  *   for c: A(c); B(c)     ->    A(first); for c: { if (c + 1 < end) A(c + 1); B(c) }
  *
- * A ends with a group's handoff, B holds an operand's take; the two share no buffer (the group's
- * tile lies in A) and the group's counter advances in A. Loops that are not so stay as they are. */
-class OverlapRoundTrip : public IRMutator {
+ * The cube computes block c + 1's scores while the vector cores make block c's P (the split
+ * after the scores' handoff); the vector cores make block c + 1's P while the cube computes
+ * block c's P V (the split before the wait for the P V sums). A buffer allocated in the iteration
+ * that both parts use (the block's max and exponentials, written by A and read by B) gets two
+ * versions, by the parity of c, allocated around the loop. The skew is refused (the loop stays)
+ * where the split point lies in an inner loop or a condition, where B writes what A reads, or A
+ * writes what B uses outside the iteration's own buffers. A counter that only A uses advances
+ * in A. */
+class Skew : public IRMutator {
 public:
-    explicit OverlapRoundTrip(const Handoff &h) : h(h) {}
+    /** `split_at`: the ordinal of the leaf B starts with, among a loop body's leaves (-1: none). */
+    explicit Skew(const std::function<int(const std::vector<Stmt> &)> &split_at)
+        : split_at(split_at) {}
     int skewed = 0;
 
 private:
     using IRMutator::visit;
-    const Handoff &h;
+    const std::function<int(const std::vector<Stmt> &)> &split_at;
+    std::vector<const Allocate *> shared; // allocations both parts use
+    bool crossed = false;                 // the split point lies in a loop or a condition
 
-    /** A group's handoff (CubeSide's consume node, ending in its stored-flag on FIX): the group. */
-    int handoff(const Stmt &s) const {
-        const ProducerConsumer *pc = s.as<ProducerConsumer>();
-        if (!pc || pc->is_producer)
-            return -1;
-        const int g = h.find(pc->name).first;
-        const bool stored = any_stmt(pc->body, [](const Stmt &x) {
-            std::string pipe;
-            Expr flag;
-            return ir::as_cross_core_set(x, &pipe, &flag) && pipe == "FIX";
-        });
-        return g >= 0 && stored ? g : -1;
-    }
-    bool has_handoff(const Stmt &s) const {
-        return any_stmt(s, [&](const Stmt &x) { return handoff(x) >= 0; });
-    }
-    /** An operand's take (CubeSide::take: its copy from the workspace, a produce node). */
-    bool has_take(const Stmt &s) const {
-        return any_stmt(s, [&](const Stmt &x) {
-            const ProducerConsumer *pc = x.as<ProducerConsumer>();
-            return pc && pc->is_producer && h.operand(pc->name);
-        });
-    }
-    /** `s` as A then B, A ending with the first handoff (its group in `group`); undefined A where
-     * the split would cross a loop, a condition or a buffer both parts use. */
-    std::pair<Stmt, Stmt> split(const Stmt &s, int &group) const {
-        if (const int g = handoff(s); g >= 0) {
-            group = g;
+    /** `s` as A, its first `k` leaves (and what lies between them), then B. */
+    std::pair<Stmt, Stmt> split(const Stmt &s, int k) {
+        const int n = count_leaves(s);
+        if (k >= n && !s.as<Block>())
             return {s, Evaluate::make(0)};
-        }
         if (const Block *b = s.as<Block>()) {
-            if (has_handoff(b->first)) {
-                auto [a, rest] = split(b->first, group);
-                return {a, a.defined() ? block({rest, b->rest}) : Stmt()};
+            const int first = count_leaves(b->first);
+            if (k < first) {
+                auto [a, rest] = split(b->first, k);
+                return {a, block({rest, b->rest})};
             }
-            auto [a, rest] = split(b->rest, group);
-            return {a.defined() ? block({b->first, a}) : Stmt(), rest};
+            auto [a, rest] = split(b->rest, k - first);
+            return {block({b->first, a}), rest};
         }
+        if (k == 0 && (s.as<For>() || s.as<IfThenElse>() || s.as<Evaluate>()))
+            return {Evaluate::make(0), s};
         if (const Allocate *op = s.as<Allocate>()) {
-            auto [a, rest] = split(op->body, group);
-            if (!a.defined() || ir::touches(rest, op->name))
-                return {};
-            return {
-                Allocate::make(op->name, op->type, op->memory_type, op->extents, op->condition, a),
-                rest};
+            auto [a, rest] = split(op->body, k);
+            const bool in_a = ir::touches(a, op->name), in_b = ir::touches(rest, op->name);
+            auto wrap = [&](const Stmt &body) {
+                return Allocate::make(op->name, op->type, op->memory_type, op->extents,
+                                      op->condition, body);
+            };
+            if (in_a && in_b)
+                shared.push_back(op);
+            else if (in_b)
+                return {a, wrap(rest)};
+            else if (in_a)
+                return {wrap(a), rest};
+            return {a, rest};
         }
         if (const LetStmt *op = s.as<LetStmt>()) {
-            auto [a, rest] = split(op->body, group);
-            if (!a.defined())
-                return {};
-            return {LetStmt::make(op->name, op->value, a),
-                    is_no_op(rest) ? rest : LetStmt::make(op->name, op->value, rest)};
+            auto [a, rest] = split(op->body, k);
+            auto wrap = [&](const Stmt &body) {
+                return is_no_op(body) ? body : LetStmt::make(op->name, op->value, body);
+            };
+            return {wrap(a), wrap(rest)};
         }
         if (const ProducerConsumer *op = s.as<ProducerConsumer>()) {
-            auto [a, rest] = split(op->body, group);
-            if (!a.defined())
-                return {};
-            return {ProducerConsumer::make(op->name, op->is_producer, a),
-                    is_no_op(rest) ? rest
-                                   : ProducerConsumer::make(op->name, op->is_producer, rest)};
+            auto [a, rest] = split(op->body, k);
+            auto wrap = [&](const Stmt &body) {
+                return is_no_op(body) ? body
+                                      : ProducerConsumer::make(op->name, op->is_producer, body);
+            };
+            return {wrap(a), wrap(rest)};
         }
-        return {}; // a loop or a condition around the handoff, or none in `s`
+        crossed = true; // a loop or a condition around the split point
+        return {s, Evaluate::make(0)};
     }
-    /** `s` without the advances of `counter`. */
-    static Stmt drop_advances(const Stmt &s, const std::string &counter) {
-        class Drop : public IRMutator {
-        public:
-            explicit Drop(const std::string &counter) : counter(counter) {}
 
-        private:
-            using IRMutator::visit;
-            const std::string &counter;
-            Stmt visit(const Evaluate *op) override {
-                std::string c;
-                return ir::as_advance(op, &c) && c == counter ? Evaluate::make(0) : Stmt(op);
-            }
-        };
-        return Drop(counter).mutate(s);
+    /** The counters whose advances in B only A reads: they count A's work. */
+    static std::pair<Stmt, Stmt> move_advances(Stmt a, Stmt b) {
+        Leaves in_b;
+        b.accept(&in_b);
+        for (const Stmt &leaf : in_b.leaves) {
+            std::string counter;
+            if (!ir::as_advance(leaf, &counter) || !stmt_uses_var(a, counter))
+                continue;
+            class Drop : public IRMutator {
+            public:
+                explicit Drop(const std::string &c) : c(c) {}
+                bool used = false;
+
+            private:
+                using IRMutator::visit;
+                const std::string &c;
+                Stmt visit(const Evaluate *op) override {
+                    std::string x;
+                    return ir::as_advance(op, &x) && x == c ? Evaluate::make(0) : Stmt(op);
+                }
+            } drop(counter);
+            Stmt rest = drop.mutate(b);
+            if (stmt_uses_var(rest, counter))
+                continue; // B reads it too: it stays where it is
+            a = block({a, leaf});
+            b = rest;
+        }
+        return {a, b};
     }
 
     Stmt visit(const For *op) override {
+        const int inner = skewed;
         Stmt body = mutate(op->body);
-        int group = -1;
-        auto [a, b] = split(body, group);
-        if (!a.defined() || !has_take(b))
+        Leaves leaves;
+        body.accept(&leaves);
+        const int k = split_at(leaves.leaves);
+        const auto keep = [&] {
             return For::make(op->name, op->min, op->extent, op->for_type, op->device_api, body);
-        // (the group's counter counts A's handoffs: it advances with them)
-        const std::string &counter = h.groups[group].counter;
-        a = block({a, ir::make_advance(counter)});
-        b = drop_advances(b, counter);
-        skewed++;
+        };
+        // (a loop around a skewed one keeps its order; so does the loop over a core's tiles,
+        // whose extent is the core's: the round trips are those of the blocks of one tile)
+        if (k <= 0 || k >= int(leaves.leaves.size()) || skewed > inner || uses_core_id(op->min) ||
+            uses_core_id(op->extent))
+            return keep();
+        shared.clear();
+        crossed = false;
+        auto [a, b] = split(body, k);
+        if (crossed)
+            return keep();
+        std::tie(a, b) = move_advances(a, b);
+        // A(c + 1) runs before B(c): B must not write what A reads, nor A write what B uses,
+        // but in the buffers that get a version per iteration.
+        Accesses in_a, in_b;
+        a.accept(&in_a);
+        b.accept(&in_b);
+        std::set<std::string> versioned;
+        for (const Allocate *s : shared)
+            versioned.insert(s->name);
+        for (const std::string &w : in_b.writes)
+            if (in_a.reads.count(w) && !versioned.count(w))
+                return keep();
+        for (const std::string &w : in_a.writes)
+            if ((in_b.reads.count(w) || in_b.writes.count(w)) && !versioned.count(w))
+                return keep();
+        // Two versions of each shared buffer, by the parity of c.
         const Expr c = Variable::make(Halide::Int(32), op->name);
+        std::vector<std::pair<const Allocate *, int64_t>> versions;
+        for (const Allocate *s : shared) {
+            Expr elements = 1;
+            for (const Expr &e : s->extents)
+                elements = elements * e;
+            const int64_t *n = as_const_int(simplify(elements));
+            // (a copy's buffer would need its barriers versioned too)
+            if (!n || in_a.copied.count(s->name) || in_b.copied.count(s->name))
+                return keep();
+            const int64_t pitch = (*n + 15) / 16 * 16; // (32-byte blocks of any element type)
+            versions.push_back({s, pitch});
+            a = rebase_buffer(a, s->name, (c % 2) * int(pitch), 0);
+            b = rebase_buffer(b, s->name, (c % 2) * int(pitch), 0);
+        }
+        skewed++;
         const Expr end = op->min + op->extent;
         Stmt next = IfThenElse::make(c + 1 < end, substitute(op->name, c + 1, a));
-        return block({IfThenElse::make(op->extent > 0, substitute(op->name, op->min, a)),
-                      For::make(op->name, op->min, op->extent, op->for_type, op->device_api,
-                                block({next, b}))});
+        Stmt result = block({IfThenElse::make(op->extent > 0, substitute(op->name, op->min, a)),
+                             For::make(op->name, op->min, op->extent, op->for_type, op->device_api,
+                                       block({next, b}))});
+        for (const auto &[s, pitch] : versions)
+            result = Allocate::make(s->name, s->type, s->memory_type, {Expr(int(2 * pitch))},
+                                    s->condition, result);
+        return result;
     }
 };
+
+/** A cross-core flag's constant part (its id before the slot's parity), or -1. */
+int flag_base(const Expr &flag) {
+    if (const IntImm *i = flag.as<IntImm>())
+        return int(i->value);
+    const Add *add = flag.as<Add>();
+    const IntImm *i = add ? add->a.as<IntImm>() : nullptr;
+    return i ? int(i->value) : -1;
+}
+
+/** The cube side's skew (Skew): B starts after the first handoff of a group's tile (its
+ * stored-flag, set on FIX), where an operand is taken later in the iteration (a wait for it). */
+int after_handoff(const std::vector<Stmt> &leaves) {
+    int split = -1;
+    for (size_t i = 0; i < leaves.size(); i++) {
+        std::string pipe;
+        Expr flag;
+        if (split < 0 && ir::as_cross_core_set(leaves[i], &pipe, &flag) && pipe == "FIX")
+            split = int(i) + 1;
+        else if (split >= 0 && ir::as_cross_core_wait(leaves[i], &flag) &&
+                 flag_base(flag) == kHanded)
+            return split;
+    }
+    return -1;
+}
+
+/** The vector side's skew (Skew): B starts at the first wait for a group's tile after an operand
+ * was handed back (attention: the P V sums, after P). */
+int before_answer(const std::vector<Stmt> &leaves) {
+    bool handed = false;
+    for (size_t i = 0; i < leaves.size(); i++) {
+        std::string pipe;
+        Expr flag;
+        if (ir::as_cross_core_set(leaves[i], &pipe, &flag) && flag_base(flag) == kHanded) {
+            handed = true;
+        } else if (handed && ir::as_cross_core_wait(leaves[i], &flag)) {
+            const int base = flag_base(flag);
+            for (const auto &ids : kGroupFlags)
+                if (base == ids[0])
+                    return int(i);
+        }
+    }
+    return -1;
+}
 
 /** Renames a buffer everywhere: loads, stores, allocations, markers and intrinsics' arguments. */
 class Rename : public IRMutator {
@@ -1138,15 +1287,22 @@ Stmt split_mix_kernel(const Stmt &s, CompileContext &ctx) {
                     "accumulators one statement reads to the vector cores together (compute_at "
                     "each at the output's tile loop)");
     }
-    OverlapRoundTrip overlap(h);
-    cube_side = overlap.mutate(cube_side);
-    if (overlap.skewed > 0) {
-        ctx.notes.push_back("ascend mix kernel: the cube computes block c + 1's " +
-                            h.groups[0].accs[0].name +
-                            " while the vector cores make block c's operand (" +
-                            std::to_string(overlap.skewed) + " loop(s) skewed across the handoff)");
+    // Each side's key loop skewed across the round trip (Skew).
+    const std::function<int(const std::vector<Stmt> &)> cube_split = after_handoff,
+                                                        vector_split = before_answer;
+    Skew cube_skew(cube_split), vector_skew(vector_split);
+    cube_side = cube_skew.mutate(cube_side);
+    Stmt vector_side = vector_skew.mutate(VectorSide(cube, h, ctx).mutate(AicIndex().mutate(s)));
+    if (cube_skew.skewed > 0 || vector_skew.skewed > 0) {
+        ctx.notes.push_back(
+            "ascend mix kernel: key loops skewed across the round trip (the cube computes block "
+            "c + 1's " +
+            h.groups[0].accs[0].name +
+            " while the vector cores make block c's operand: " + std::to_string(cube_skew.skewed) +
+            " loop(s); the vector cores make block c + 1's operand while the cube answers block "
+            "c: " +
+            std::to_string(vector_skew.skewed) + " loop(s))");
     }
-    Stmt vector_side = VectorSide(cube, h, ctx).mutate(AicIndex().mutate(s));
     for (const Handoff::Group &g : h.groups)
         cube_side = block({cube_side, g.wait_last_reads()});
     for (const Handoff::Operand &o : h.operands) { // the last two slots' takes
