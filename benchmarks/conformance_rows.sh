@@ -17,10 +17,14 @@ run_case() {
     local name=$1 target=$2 g=$3 result
     shift 3
     echo "\$ conformance_gen -g $g --run target=$target $* --json" >> "$log"
-    if result=$("$gen" -g "$g" --run "target=$target" "$@" --json 2>&1); then
+    local status=0
+    result=$("$gen" -g "$g" --run "target=$target" "$@" --json 2>&1) || status=$?
+    if [ $status -eq 0 ]; then
         echo "$result" >> "$log"
         echo "$name|$target|$g $*|$(echo "$result" | tail -1)" >> "$rows"
     else
+        # (no message: killed, e.g. 137 when the machine's memory ran out)
+        [ -z "$result" ] && result="exit status $status, no message"
         echo "$result" >> "$log"
         echo "$name|$target|$g $*|{\"refused\": $(echo "$result" | tail -1 | python3 -c 'import json,sys; print(json.dumps(sys.stdin.read().strip()))')}" >> "$rows"
     fi
