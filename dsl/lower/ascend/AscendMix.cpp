@@ -687,8 +687,11 @@ private:
 /** What the AIV whose turn it is not does: every cross-core wait and set of the other's code (both
  * AIVs pass each wait and answer each flag, mode 2), the counters' advances and the loops and
  * conditions around them; no copy, vector op or store. */
-class Handshakes : public IRMutator {
-    using IRMutator::visit;
+class Handshakes : public Side {
+public:
+    explicit Handshakes(const std::set<std::string> &cube) : Side(cube, false) {}
+
+private:
     Stmt visit(const Evaluate *op) override {
         std::string name;
         Expr flag;
@@ -699,31 +702,13 @@ class Handshakes : public IRMutator {
     }
     Stmt visit(const Store *) override { return Evaluate::make(0); }
     Stmt visit(const Allocate *op) override { return mutate(op->body); }
-    Stmt visit(const ProducerConsumer *op) override { return mutate(op->body); }
     Stmt visit(const LetStmt *op) override {
         ir::VectorOp v;
         Stmt body;
         if (ir::as_vector_op(op, &v, &body))
             return Evaluate::make(0);
-        Stmt b = mutate(op->body);
-        return is_no_op(b) ? b : LetStmt::make(op->name, op->value, b);
+        return Side::visit(op);
     }
-    Stmt visit(const For *op) override {
-        Stmt b = mutate(op->body);
-        return is_no_op(b)
-                   ? b
-                   : For::make(op->name, op->min, op->extent, op->for_type, op->device_api, b);
-    }
-    Stmt visit(const IfThenElse *op) override {
-        Stmt t = mutate(op->then_case),
-             e = op->else_case.defined() ? mutate(op->else_case) : Stmt();
-        if (e.defined() && is_no_op(e))
-            e = Stmt();
-        if (is_no_op(t) && !e.defined())
-            return t;
-        return IfThenElse::make(op->condition, is_no_op(t) ? Evaluate::make(0) : t, e);
-    }
-    Stmt visit(const Block *op) override { return block({mutate(op->first), mutate(op->rest)}); }
 };
 
 /** The vector side: per group tile of its AIC, wait until it is stored, load its accumulators
@@ -748,7 +733,7 @@ private:
         if (!turn)
             return s;
         return block(
-            {IfThenElse::make(h.turns() % 2 == ir::core_id() % 2, s, Handshakes().mutate(s)),
+            {IfThenElse::make(h.turns() % 2 == ir::core_id() % 2, s, Handshakes(cube).mutate(s)),
              ir::make_advance(h.turn_counter)});
     }
     Stmt allocate(const Allocate *op) {

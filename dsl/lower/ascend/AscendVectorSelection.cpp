@@ -620,6 +620,33 @@ void Selection::combine(const std::string &op, const Value &dst, const Value &x,
     }
 }
 
+void Selection::compare(const Value &x, const Value &y, int64_t whole, int mode) {
+    ir::VectorInstruction cmp;
+    cmp.op = "Compare";
+    cmp.dst = kMask;
+    cmp.dst_offset = 0;
+    cmp.srcs = {{x.buffer, x.offset}, {y.buffer, y.offset}};
+    cmp.count = int(whole);
+    cmp.mode = mode;
+    groups.push_back({{cmp}});
+    scratch.mask_bytes = std::max(scratch.mask_bytes, whole / 8);
+    read(x);
+    read(y);
+}
+
+void Selection::select_by_mask(const Value &dst, const Value &t, const Value &f, const Expr &n) {
+    ir::VectorInstruction sel;
+    sel.op = "Select";
+    sel.dst = dst.buffer;
+    sel.dst_offset = dst.offset;
+    sel.srcs = {{kMask, 0}, {t.buffer, t.offset}, {f.buffer, f.offset}};
+    sel.count = n;
+    sel.mode = 2; // VSEL_TENSOR_TENSOR_MODE
+    read(t);
+    read(f);
+    groups.push_back({{sel}});
+}
+
 Value Selection::select(const Halide::Internal::Select *s, const Value &into) {
     using Halide::Internal::Select;
     // Two conditions (a causal mask and a tail's): a select in a select, one Compare each.
@@ -668,30 +695,11 @@ Value Selection::select(const Halide::Internal::Select *s, const Value &into) {
         x = in_whole_repeats(x, whole);
         y = in_whole_repeats(y, whole);
     }
-    ir::VectorInstruction cmp;
-    cmp.op = "Compare";
-    cmp.dst = kMask;
-    cmp.dst_offset = 0;
-    cmp.srcs = {{x.buffer, x.offset}, {y.buffer, y.offset}};
-    cmp.count = int(whole);
-    cmp.mode = mode;
-    groups.push_back({{cmp}});
-    scratch.mask_bytes = std::max(scratch.mask_bytes, whole / 8);
-    read(x);
-    read(y);
+    compare(x, y, whole, mode);
     release(x, Value());
     release(y, Value());
     Value dst = result_tile(into);
-    ir::VectorInstruction sel;
-    sel.op = "Select";
-    sel.dst = dst.buffer;
-    sel.dst_offset = dst.offset;
-    sel.srcs = {{kMask, 0}, {t.buffer, t.offset}, {f.buffer, f.offset}};
-    sel.count = count();
-    sel.mode = 2; // VSEL_TENSOR_TENSOR_MODE
-    read(t);
-    read(f);
-    groups.push_back({{sel}});
+    select_by_mask(dst, t, f, count());
     release(t, dst);
     release(f, dst);
     return dst;
@@ -732,28 +740,9 @@ Value Selection::select_rows(int mode, const Expr &true_value, const Expr &false
     const Value x = rows(a, whole), y = rows(b, whole);
     if (!ok)
         return {};
-    ir::VectorInstruction cmp;
-    cmp.op = "Compare";
-    cmp.dst = kMask;
-    cmp.dst_offset = 0;
-    cmp.srcs = {{x.buffer, x.offset}, {y.buffer, y.offset}};
-    cmp.count = int(whole);
-    cmp.mode = mode;
-    groups.push_back({{cmp}});
-    scratch.mask_bytes = std::max(scratch.mask_bytes, whole / 8);
-    read(x);
-    read(y);
+    compare(x, y, whole, mode);
     Value dst = per_row();
-    ir::VectorInstruction sel;
-    sel.op = "Select";
-    sel.dst = dst.buffer;
-    sel.dst_offset = dst.offset;
-    sel.srcs = {{kMask, 0}, {t.buffer, t.offset}, {f.buffer, f.offset}};
-    sel.count = int(shape.rows);
-    sel.mode = 2; // VSEL_TENSOR_TENSOR_MODE
-    read(t);
-    read(f);
-    groups.push_back({{sel}});
+    select_by_mask(dst, t, f, int(shape.rows));
     return dst;
 }
 

@@ -252,6 +252,10 @@ private:
 
     /** select(a < b, t, f) and the other comparisons: Compare into the mask, then Select. */
     Value select(const Halide::Internal::Select *s, const Value &into);
+    /** Compare x with y (CMPMODE `mode`) over `whole` elements into the mask. */
+    void compare(const Value &x, const Value &y, int64_t whole, int mode);
+    /** dst = the mask's t, else f, over `n` elements. */
+    void select_by_mask(const Value &dst, const Value &t, const Value &f, const Expr &n);
     /** Whether the values read are all one per row (and there is one): a select among them is
      * one per row too (attention's running max, -inf while a row has seen no key). */
     bool per_row_only(const std::vector<Expr> &values) const;
