@@ -1,5 +1,6 @@
 #include "AscendMix.h"
 
+#include "AscendRowSplit.h"
 #include "AscendRows.h"
 #include "lower/MultiBuffer.h"
 #include "tandem/AsyncIR.h"
@@ -716,12 +717,16 @@ private:
  * other only passes the same waits and answers the same flags (Handshakes). */
 class VectorSide : public Side {
 public:
-    VectorSide(const std::set<std::string> &cube, const Handoff &h, const CompileContext &ctx)
-        : Side(cube, false), h(h), ctx(ctx), loaded(h.groups.size()) {}
+    VectorSide(const std::set<std::string> &cube, const Handoff &h, const CompileContext &ctx,
+               bool split_rows)
+        : Side(cube, false), h(h), ctx(ctx), split_rows(split_rows), loaded(h.groups.size()) {}
+    int split = 0;       // turn tiles whose rows the AIVs share (AscendRowSplit.h)
+    std::string unsplit; // why a turn tile's rows could not be shared
 
 private:
     const Handoff &h;
     const CompileContext &ctx;
+    const bool split_rows;
 
     Expr aic() const { return ir::core_id() / 2; }
 
@@ -732,6 +737,15 @@ private:
         in_turn -= turn;
         if (!turn)
             return s;
+        if (split_rows) {
+            std::string why;
+            Stmt rows = split_rows_between_aivs(s, ir::core_id() % 2, &why);
+            if (rows.defined()) {
+                split++;
+                return rows;
+            }
+            unsplit = why;
+        }
         return block(
             {IfThenElse::make(h.turns() % 2 == ir::core_id() % 2, s, Handshakes(cube).mutate(s)),
              ir::make_advance(h.turn_counter)});
@@ -859,6 +873,30 @@ private:
     int in_turn = 0;         // inside the turn's allocation
     std::map<std::string, std::vector<Expr>> extents; // each operand's current tile
     std::set<std::string> columns;                    // operands whose current tile is one column
+};
+
+/** How many of the operands' handbacks (where the cube consumes them) lie outside the turn's
+ * allocation: the AIVs can share the turn's tiles by rows only where none does. */
+class HandedBackInside : public IRVisitor {
+public:
+    explicit HandedBackInside(const Handoff &h) : h(h) {}
+    int outside = 0;
+
+private:
+    using IRVisitor::visit;
+    const Handoff &h;
+    int in_turn = 0;
+    void visit(const Allocate *op) override {
+        const bool turn = op->name == h.turn;
+        in_turn += turn;
+        IRVisitor::visit(op);
+        in_turn -= turn;
+    }
+    void visit(const ProducerConsumer *op) override {
+        if (!op->is_producer && h.operand(op->name) && in_turn == 0)
+            outside++;
+        IRVisitor::visit(op);
+    }
 };
 
 /** tandem_core_id() -> tandem_core_id() / 2: on a vector core, the index of its AIC. */
@@ -1277,7 +1315,12 @@ Stmt split_mix_kernel(const Stmt &s, CompileContext &ctx) {
                                                         vector_split = before_answer;
     Skew cube_skew(cube_split), vector_skew(vector_split);
     cube_side = cube_skew.mutate(cube_side);
-    Stmt vector_side = vector_skew.mutate(VectorSide(cube, h, ctx).mutate(AicIndex().mutate(s)));
+    // Where the cube waits for the vector side at every block (an operand's round trip), the AIVs
+    // share each tile by rows rather than take tiles in turn (AscendRowSplit.h).
+    HandedBackInside inside(h);
+    s.accept(&inside);
+    VectorSide vector(cube, h, ctx, !h.operands.empty() && inside.outside == 0);
+    Stmt vector_side = vector_skew.mutate(vector.mutate(AicIndex().mutate(s)));
     if (cube_skew.skewed > 0 || vector_skew.skewed > 0) {
         ctx.notes.push_back(
             "ascend mix kernel: key loops skewed across the round trip (the cube computes block "
@@ -1314,11 +1357,18 @@ Stmt split_mix_kernel(const Stmt &s, CompileContext &ctx) {
                             ", made by the vector cores, goes back to the cube cores through " +
                             o.workspace + " (two tiles per AIC in GM)");
     }
-    ctx.notes.push_back(
-        "ascend mix kernel: the two AIVs of an AIC take its tiles of " + h.turn + " in turn" +
-        (carried.buffer.empty()
-             ? std::string()
-             : " (the vector code carries it from one tile of " + firsts[0] + " to the next)"));
+    const std::string carries =
+        carried.buffer.empty()
+            ? std::string()
+            : " (the vector code carries it from one tile of " + firsts[0] + " to the next)";
+    if (vector.split > 0)
+        ctx.notes.push_back(
+            "ascend mix kernel: the two AIVs of an AIC share each of its tiles of " + h.turn +
+            " by rows" + carries);
+    else
+        ctx.notes.push_back(
+            "ascend mix kernel: the two AIVs of an AIC take its tiles of " + h.turn + " in turn" +
+            carries + (vector.unsplit.empty() ? "" : " (not by rows: " + vector.unsplit + ")"));
     for (const Handoff::Group &g : h.groups) {
         cube_side = LetStmt::make(g.counter, 0, cube_side);
         vector_side = LetStmt::make(g.counter, 0, vector_side);
