@@ -14,4 +14,11 @@ extern "C" __global__ __aicore__ void handwritten_gemm(GM_ADDR a, GM_ADDR b, GM_
 extern "C" __global__ __aicore__ void handwritten_elementwise(GM_ADDR a, GM_ADDR b, GM_ADDR c,
                                                               GM_ADDR out, GM_ADDR tiling);
 
+/** out = softmax(q k^T / sqrt(D)) v, q (S x D), k and v (L x D) bf16, out f32; S a multiple of TM
+ * (64 or 128), L of TJ (64 or 128), D 64 or 128; tiling: int32 {S, L, D, TM, TJ} in GM; workspace:
+ * 2 * GetBlockNum() * (TM * TJ * 6 + TM * D * 4) bytes. A mix kernel (KERNEL_TYPE_MIX_AIC_1_2). */
+extern "C" __global__ __aicore__ void handwritten_attention(GM_ADDR q, GM_ADDR k, GM_ADDR v,
+                                                            GM_ADDR out, GM_ADDR tiling,
+                                                            GM_ADDR workspace);
+
 #endif
