@@ -4,14 +4,11 @@
 // beside Tandem's kernel of the same app.
 #include "Handwritten.h"
 
-#include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
-#include <vector>
 
 namespace {
 
@@ -40,13 +37,8 @@ int report(const char *kernel, const std::string &shape, const tandem::sim::Repo
     return r.deadlock || r.race_count ? 1 : 0;
 }
 
-float bf16(tandem::sim::ascend::Machine &machine, int buffer, int64_t i) {
-    return tandem::sim::bf16_to_float(static_cast<const uint16_t *>(machine.data(buffer))[i]);
-}
-
 /** The attention anchor at S x L x D, checked against softmax(q k^T / sqrt(D)) v in double on
- * every 7th query row (all of them at small shapes), the largest error against the largest
- * output. */
+ * every 7th query row (all of them at small shapes). */
 int attention(tandem::sim::ascend::Machine &machine, std::mt19937 &rng, int32_t S, int32_t L,
               int32_t D, int32_t TM, int32_t TJ) {
     if (S <= 0 || L <= 0 || (TM != 64 && TM != 128) || (TJ != 64 && TJ != 128) || S % TM ||
@@ -58,63 +50,24 @@ int attention(tandem::sim::ascend::Machine &machine, std::mt19937 &rng, int32_t 
     int q = machine.add_gm("q", DType::BF16, int64_t(S) * D),
         k = machine.add_gm("k", DType::BF16, int64_t(L) * D),
         v = machine.add_gm("v", DType::BF16, int64_t(L) * D);
-    int out = machine.add_gm("out", DType::F32, int64_t(S) * D),
-        tiling = machine.add_gm("tiling", DType::I32, 5);
+    int out = machine.add_gm("out", DType::F32, int64_t(S) * D);
     for (int b : {q, k, v})
         fill(machine, b, rng);
-    const int32_t shape[5] = {S, L, D, TM, TJ};
-    std::memcpy(machine.data(tiling), shape, sizeof(shape));
-    const int64_t aics = tandem::sim::ascend::AscendParams().cube_cores, s_slot = int64_t(TM) * TJ,
-                  o_slot = int64_t(TM) * D;
-    std::vector<tandem_ascend::GmArgument> args;
-    for (int b : {q, k, v, out, tiling})
-        args.push_back({{b, 0}});
-    args.emplace_back();
-    args.back().push_back({machine.add_gm("s.workspace", DType::F32, aics * 2 * s_slot), 0});
-    args.back().push_back(
-        {machine.add_gm("o.workspace", DType::F32, aics * 2 * o_slot), aics * 2 * s_slot * 4});
-    args.back().push_back({machine.add_gm("p.workspace", DType::BF16, aics * 2 * s_slot),
-                           aics * 2 * (s_slot + o_slot) * 4});
-    tandem_ascend::run_parts(machine, handwritten_attention, args, AscendC::KernelMode::MIX_MODE);
-    const tandem::sim::Report r = machine.finish();
-    double worst = 0, largest = 0;
-    const int32_t every = int64_t(S) * L * D > (1 << 24) ? 7 : 1;
-    std::vector<double> p(L), o(D);
-    for (int32_t i = 0; i < S; i += every) {
-        double top = -1e300, sum = 0;
-        for (int32_t j = 0; j < L; j++) {
-            double dot = 0;
-            for (int32_t d = 0; d < D; d++)
-                dot += double(bf16(machine, q, int64_t(i) * D + d)) *
-                       bf16(machine, k, int64_t(j) * D + d);
-            p[j] = dot / std::sqrt(double(D));
-            top = std::max(top, p[j]);
-        }
-        for (double &x : p)
-            sum += x = std::exp(x - top);
-        std::fill(o.begin(), o.end(), 0.0);
-        for (int32_t j = 0; j < L; j++)
-            for (int32_t d = 0; d < D; d++)
-                o[d] += p[j] / sum * bf16(machine, v, int64_t(j) * D + d);
-        for (int32_t d = 0; d < D; d++) {
-            const double got = static_cast<float *>(machine.data(out))[int64_t(i) * D + d];
-            worst = std::max(worst, std::abs(got - o[d]));
-            largest = std::max(largest, std::abs(o[d]));
-        }
-    }
-    // (P goes to the second matmul in bf16: errors of its rounding, relative to the outputs.)
-    worst /= largest;
-    if (worst > 1e-2) {
+    const tandem::sim::Report r =
+        run_handwritten_attention(machine, {q, k, v, out}, {S, L, D, TM, TJ});
+    const double error = handwritten_attention_error(machine, {q, k, v, out}, {S, L, D, TM, TJ},
+                                                     int64_t(S) * L * D > (1 << 24) ? 7 : 1);
+    if (error > 1e-2) {
         std::fprintf(stderr,
                      "ascend_anchor: attention is wrong: max error %g of the largest output\n",
-                     worst);
+                     error);
         return 1;
     }
     return report("handwritten_attention",
                   "\"S\": " + std::to_string(S) + ", \"L\": " + std::to_string(L) +
                       ", \"D\": " + std::to_string(D) + ", \"TM\": " + std::to_string(TM) +
                       ", \"TJ\": " + std::to_string(TJ) +
-                      ", \"max_err_of_largest\": " + std::to_string(worst),
+                      ", \"max_err_of_largest\": " + std::to_string(error),
                   r);
 }
 

@@ -23,6 +23,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <vector>
 
 namespace {
 
@@ -411,4 +413,61 @@ extern "C" __global__ __aicore__ void handwritten_attention(GM_ADDR q, GM_ADDR k
         for (int64_t n = std::max<int64_t>(n_s - 2, 0); n < n_s; n++)
             AscendC::CrossCoreWaitFlag(kPTaken + n % 2);
     }
+}
+
+tandem::sim::Report run_handwritten_attention(tandem::sim::ascend::Machine &machine,
+                                              const std::array<int, 4> &buffers,
+                                              const std::array<int32_t, 5> &shape) {
+    using tandem::sim::DType;
+    const int tiling = machine.add_gm("tiling", DType::I32, 5);
+    std::memcpy(machine.data(tiling), shape.data(), sizeof(int32_t) * 5);
+    const int64_t aics = machine.params().cube_cores, s_slot = int64_t(shape[3]) * shape[4],
+                  o_slot = int64_t(shape[3]) * shape[2];
+    std::vector<tandem_ascend::GmArgument> args;
+    for (int b : buffers)
+        args.push_back({{b, 0}});
+    args.push_back({{tiling, 0}});
+    args.emplace_back();
+    args.back().push_back({machine.add_gm("s.workspace", DType::F32, aics * 2 * s_slot), 0});
+    args.back().push_back(
+        {machine.add_gm("o.workspace", DType::F32, aics * 2 * o_slot), aics * 2 * s_slot * 4});
+    args.back().push_back({machine.add_gm("p.workspace", DType::BF16, aics * 2 * s_slot),
+                           aics * 2 * (s_slot + o_slot) * 4});
+    tandem_ascend::run_parts(machine, handwritten_attention, args, AscendC::KernelMode::MIX_MODE);
+    return machine.finish();
+}
+
+double handwritten_attention_error(tandem::sim::ascend::Machine &machine,
+                                   const std::array<int, 4> &buffers,
+                                   const std::array<int32_t, 5> &shape, int32_t every) {
+    const auto [q, k, v, out] = buffers;
+    const int32_t S = shape[0], L = shape[1], D = shape[2];
+    auto at = [&](int buffer, int64_t i) {
+        return double(
+            tandem::sim::bf16_to_float(static_cast<const uint16_t *>(machine.data(buffer))[i]));
+    };
+    const auto *got = static_cast<const float *>(machine.data(out));
+    double worst = 0, largest = 0;
+    std::vector<double> p(L), o(D);
+    for (int32_t i = 0; i < S; i += every) {
+        double top = -1e300, sum = 0;
+        for (int32_t j = 0; j < L; j++) {
+            double dot = 0;
+            for (int32_t d = 0; d < D; d++)
+                dot += at(q, int64_t(i) * D + d) * at(k, int64_t(j) * D + d);
+            p[j] = dot / std::sqrt(double(D));
+            top = std::max(top, p[j]);
+        }
+        for (double &x : p)
+            sum += x = std::exp(x - top);
+        std::fill(o.begin(), o.end(), 0.0);
+        for (int32_t j = 0; j < L; j++)
+            for (int32_t d = 0; d < D; d++)
+                o[d] += p[j] / sum * at(v, int64_t(j) * D + d);
+        for (int32_t d = 0; d < D; d++) {
+            worst = std::max(worst, std::abs(got[int64_t(i) * D + d] - o[d]));
+            largest = std::max(largest, std::abs(o[d]));
+        }
+    }
+    return worst / largest;
 }

@@ -180,6 +180,38 @@ TEST(AscendRuntime, HandwrittenElementwiseIsExact) {
     }
 }
 
+// The hand-written fused attention anchor (benchmarks/ascend/HandwrittenAttention.cpp): a mix
+// kernel, cube and vector cores joined by cross-core flags through GM workspaces. Two AICs for
+// three query tiles (one takes two: the counters and slots run on across tiles), three key
+// blocks, both AIVs of an AIC taking half the rows; right against the reference in double, race-
+// and deadlock-free, every flag balanced.
+TEST(AscendRuntime, HandwrittenAttentionIsCorrect) {
+    for (const auto &[D, TJ] : {std::pair{64, 128}, std::pair{128, 64}}) {
+        const int32_t S = 192, L = 3 * TJ, TM = 64;
+        AscendParams p;
+        p.cube_cores = 2;
+        p.vector_cores = 4;
+        Machine machine(p, true);
+        int q = machine.add_gm("q", DType::BF16, S * D),
+            k = machine.add_gm("k", DType::BF16, L * D);
+        int v = machine.add_gm("v", DType::BF16, L * D),
+            out = machine.add_gm("out", DType::F32, S * D);
+        std::mt19937 rng(5);
+        std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+        for (int buffer : {q, k, v}) {
+            auto *bits = static_cast<uint16_t *>(machine.data(buffer));
+            for (int64_t i = 0; i < machine.elements(buffer); i++)
+                bits[i] = tandem::sim::float_to_bf16(dist(rng));
+        }
+        tandem::sim::Report r =
+            run_handwritten_attention(machine, {q, k, v, out}, {S, L, D, TM, TJ});
+        EXPECT_FALSE(r.deadlock) << r.deadlock_message;
+        EXPECT_EQ(r.race_count, 0) << (r.races.empty() ? "" : r.races.front().str());
+        EXPECT_LT(handwritten_attention_error(machine, {q, k, v, out}, {S, L, D, TM, TJ}, 1), 1e-2)
+            << "D = " << D;
+    }
+}
+
 // Row-wise vector work as a real rmsnorm-style kernel writes it: per-row sums (ReduceSum), a
 // per-row value broadcast to blocks (Brcb), a division by it in the repeat form (a source block
 // stride of 0), and Compare + Select; one AIV, four rows of 80 floats.
