@@ -263,6 +263,9 @@ public:
             }
             return steps(l->body);
         }
+        Stmt cube, vector;
+        if (ir::as_mix(s, &cube, &vector)) // a mix kernel: two AIVs per AIC run the vector side
+            return steps(cube) + 2 * steps(vector);
         if (const Block *b = s.as<Block>())
             return steps(b->first) + steps(b->rest);
         if (const ProducerConsumer *pc = s.as<ProducerConsumer>())
