@@ -246,17 +246,36 @@ OnlineSoftmax Stage::online_softmax(const RVar &keys, int block, const Func &con
         value = masked->true_value;
     }
     auto seen = [&](const Expr &position) { return position >= c * tj && at(mask, position); };
+    // Where every block sees all its keys (no mask, the keys a whole number of blocks), each
+    // block's max is one of its values: x - max is at most 0 and the maxima are finite, so the
+    // guards below are not needed (they cost the vector code a pass over each block).
+    const bool every_key_seen = is_const_one(simplify(mask)) && keys_count % tj == 0;
+    // max(x c) = max(x) c for a constant c > 0 (attention's scale): the max of x, then one
+    // product per row instead of one per key.
+    Expr maximized = value, times = 1.0f;
+    if (const Mul *scaled = value.as<Mul>(); scaled && every_key_seen) {
+        const double *factor = as_const_float(scaled->b);
+        if (factor && *factor > 0) {
+            maximized = scaled->a;
+            times = scaled->b;
+        }
+    }
     const Expr first = start(c) + ji.x;
     bmax(with(rows, {c})) = ninf;
     bmax(with(rows, {c})) =
-        Halide::max(bmax(with(rows, {c})), Halide::select(seen(first), at(value, first), ninf));
+        Halide::max(bmax(with(rows, {c})), Halide::select(seen(first), at(maximized, first), ninf));
+    const auto block_max = [&](const Expr &blk) { return bmax(with(rows, {blk})) * times; };
     // The keys the block does not see are multiplied by 0, not selected out (Halide would not
     // compute the scores a select leaves out, and the block's matmul would not start at its
     // first key); below the block's max, exp(min(x - max, 0)) is exp(x - max).
     std::vector<Expr> per_key = with(rows, {c});
     per_key.insert(per_key.begin(), k);
-    exps(per_key) = Halide::exp(Halide::min(at(value, k) - finite(bmax(with(rows, {c}))), 0.0f)) *
-                    Halide::select(seen(k), 1.0f, 0.0f);
+    if (every_key_seen)
+        exps(per_key) = Halide::exp(at(value, k) - block_max(c));
+    else
+        exps(per_key) =
+            Halide::exp(Halide::min(at(value, k) - finite(bmax(with(rows, {c}))), 0.0f)) *
+            Halide::select(seen(k), 1.0f, 0.0f);
     operand(per_key) = rounding ? Halide::cast(rounding->type, exps(per_key)) : exps(per_key);
     std::vector<Expr> at_first = with(rows, {c});
     at_first.insert(at_first.begin(), first);
@@ -267,10 +286,12 @@ OnlineSoftmax Stage::online_softmax(const RVar &keys, int block, const Func &con
     bacc(with(all, {c})) += to_operand.mutate(at(a, first)) * at(b, first);
     const std::vector<Expr> element(all.begin(), all.end());
     state(element) = {0.0f, ninf, 0.0f};
-    Expr m = state(element)[1], block_m = bmax(with(rows, {rc.x}));
+    Expr m = state(element)[1], block_m = block_max(rc.x);
     Expr m_new = Halide::max(m, block_m);
-    Expr old_scale = Halide::exp(m - finite(m_new)),
-         block_scale = Halide::exp(block_m - finite(m_new));
+    // (Every key seen: m_new is a block's max, finite; m - m_new of the first block's lowest m is
+    // about -3.4e38, whose exp is 0.)
+    Expr limit = every_key_seen ? m_new : finite(m_new);
+    Expr old_scale = Halide::exp(m - limit), block_scale = Halide::exp(block_m - limit);
     state(element) = {state(element)[0] * old_scale + bacc(with(all, {rc.x})) * block_scale, m_new,
                       state(element)[2] * old_scale + bsum(with(rows, {rc.x})) * block_scale};
     // The consumer reads the output over the sum.
