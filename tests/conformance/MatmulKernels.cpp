@@ -364,6 +364,10 @@ public:
     // recomputed where the block's row sum and P read them (two exps per element, but on hopper
     // both stay in the scores' wgmma fragments, with no tile in shared memory between them)
     GeneratorParam<std::string> exps{"exps", "block", {"block", "inline"}};
+    // With TJ: where the query tile's copy lives. "block": staged with each key block's K chunks
+    // (loaded again per block); "tile": staged once per query tile (FlashAttention's Q, loaded
+    // once), the K chunks of the head dim read from it
+    GeneratorParam<std::string> q_at{"q_at", "block", {"block", "tile"}};
 
     void generate() override {
         check_shape("attention");
@@ -435,8 +439,11 @@ public:
             .split(d_x, ko, ki, TK, TailStrategy::GuardWithIf)
             .reorder(jj, s, ki, ko)
             .tile_mma();
-        for (Input<Buffer<bfloat16_t, 4>> *operand : {&q, &k})
-            Func::staged(*operand, scores).compute_at(scores, ko).async_copy().multi_buffer(2);
+        Func::staged(k, scores).compute_at(scores, ko).async_copy().multi_buffer(2);
+        if (TJ > 0 && q_at.value() == "tile")
+            Func::staged(q, scores).compute_at(out, tb).async_copy();
+        else
+            Func::staged(q, scores).compute_at(scores, ko).async_copy().multi_buffer(2);
         pipeline(out, pipelining);
     }
 
