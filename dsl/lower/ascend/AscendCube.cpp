@@ -105,6 +105,7 @@ public:
     Cube(CompileContext &ctx, const std::set<std::string> &cube_operands)
         : ctx(ctx), cube_operands(cube_operands) {}
     std::map<std::string, std::pair<Halide::Type, int64_t>> l0_buffers; // name -> (type, elements)
+    std::map<std::string, bool> in_l0b; // name -> an MMA's B operand (else A)
 
 private:
     using IRMutator::visit;
@@ -138,6 +139,7 @@ private:
         elements = (elements + align - 1) / align * align;
         auto &b = l0_buffers[c.dst];
         b = {type, std::max(b.second, elements)};
+        in_l0b[c.dst] = k_dim == 1; // B's dims are {n, k}, A's {k, m}
         Stmt copy = Block::make(ir::make_copy(c), ir::make_wait({c.barrier, 0}));
         return ProducerConsumer::make(c.dst, true, copy);
     }
@@ -205,16 +207,29 @@ Stmt stage_cube_operands(const Stmt &s, CompileContext &ctx) {
     Cube cube(ctx, buffers.operands);
     Stmt result = cube.mutate(
         ColumnCopies(buffers).mutate(PadFractal(buffers).mutate(overwrite_first_mma(s, ctx))));
+    // Two ping-pong slots per L0 operand where every operand fits twice in L0A and in L0B, else
+    // one (the next operand's LoadData then waits for the MMA that read the last; the operands
+    // an MMA reads are loaded together, one pair of flags per slot, so all take the same count).
+    int64_t bytes[2] = {0, 0};
+    for (const auto &[name, buffer] : cube.l0_buffers)
+        bytes[cube.in_l0b[name]] += buffer.second * buffer.first.bytes();
+    const int64_t capacity[2] = {ctx.target.machine.integer("l0a_bytes"),
+                                 ctx.target.machine.integer("l0b_bytes")};
+    const bool twice = 2 * bytes[0] <= capacity[0] && 2 * bytes[1] <= capacity[1];
     for (const auto &[name, buffer] : cube.l0_buffers) {
         result = Allocate::make(name, buffer.first, Halide::MemoryType::Auto,
                                 {Expr(int(buffer.second))}, const_true(), result);
         ctx.funcs.push_back(name);
         ctx.directives[name].async_copy = true;
-        ctx.directives[name].multi_buffer = 2; // ping-pong L0 slots
+        ctx.directives[name].multi_buffer = twice ? 2 : 1;
     }
     if (!cube.l0_buffers.empty()) {
-        ctx.notes.push_back("ascend cube: operands staged L1 -> L0A/L0B in two ping-pong slots; "
-                            "accumulators in L0C");
+        ctx.notes.push_back("ascend cube: operands staged L1 -> L0A/L0B in " +
+                            (twice ? std::string("two ping-pong slots")
+                                   : "one slot each (" + std::to_string(bytes[0]) +
+                                         " bytes of L0A and " + std::to_string(bytes[1]) +
+                                         " of L0B do not both fit twice)") +
+                            "; accumulators in L0C");
     }
     return result;
 }

@@ -38,7 +38,10 @@
  * hands each key block's scores, takes P back, then hands the block's P V sums. The AIVs take
  * turns by the tiles of a state the vector code carries beyond a group's tile (attention's
  * running max, sum and output: by output tile), else by the first group's tiles; the one whose
- * turn it is not passes the same waits and answers the same flags, and does nothing else.
+ * turn it is not passes the same waits and answers the same flags, and does nothing else. Where
+ * an operand goes back to the cube inside those tiles (the cube then waits for the vector side
+ * at every block), the two AIVs share each tile by rows instead, when its code is row by row
+ * (AscendRowSplit.h): both work on every block.
  *
  * The body is ir::make_mix(cube side, vector side); the passes after this one see both, and
  * Ascend's finish() joins the pipes of each side by itself.

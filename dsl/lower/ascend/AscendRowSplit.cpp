@@ -20,6 +20,7 @@ struct Rows {
     std::map<std::string, int64_t> pitch;
     std::map<std::string, int> bytes;
     std::set<std::string> allocated, written;
+    std::map<std::string, int64_t> elements; // of each allocation (-1: not constant)
     std::string why;
     void fail(const std::string &reason) {
         if (why.empty())
@@ -103,6 +104,12 @@ private:
 
     void visit(const Allocate *op) override {
         rows.allocated.insert(op->name);
+        int64_t elements = 1;
+        for (const Expr &e : op->extents) {
+            const int64_t *extent = as_const_int(e);
+            elements = extent && elements > 0 ? elements * *extent : -1;
+        }
+        rows.elements[op->name] = elements;
         IRVisitor::visit(op);
     }
     void visit(const Load *op) override {
@@ -168,6 +175,48 @@ private:
         const Expr split = int(first_part * pitch);
         return simplify(select(sub == 0, min(extent, split), max(extent - split, 0)));
     }
+    /** A buffer of the tile's own, of a constant size, which each AIV holds from its first row
+     * on: half the rows. (One whose size Halide left to the shape keeps every row.) */
+    bool local(const std::string &buffer) const {
+        const auto elements = rows.elements.find(buffer);
+        const auto pitch = rows.pitch.find(buffer);
+        return elements != rows.elements.end() && pitch != rows.pitch.end() &&
+               elements->second >= rows.count * pitch->second;
+    }
+    /** Where this AIV's rows of `buffer` start: its first row's element, or 0 in a local one. */
+    Expr shift(const std::string &buffer) const {
+        return local(buffer) ? Expr(0) : first * int(rows.pitch.at(buffer));
+    }
+
+    Stmt visit(const Allocate *op) override {
+        Stmt body = mutate(op->body);
+        if (!local(op->name))
+            return Allocate::make(op->name, op->type, op->memory_type, op->extents, op->condition,
+                                  body, op->new_expr, op->free_function);
+        // AIV 1's rows, as many as AIV 0's, start at element 0 (the rows past them, a padded
+        // tile's last, stay).
+        const int64_t mine = rows.elements.at(op->name) - first_part * rows.pitch.at(op->name);
+        return Allocate::make(op->name, op->type, op->memory_type, {Expr(int(mine))}, op->condition,
+                              body, op->new_expr, op->free_function);
+    }
+    Expr visit(const Load *op) override {
+        Expr e = IRMutator::visit(op);
+        if (!local(op->name))
+            return e;
+        const Load *l = e.as<Load>();
+        return Load::make(l->type, l->name,
+                          simplify(l->index - first * int(rows.pitch.at(op->name))), l->image,
+                          l->param, l->predicate, l->alignment);
+    }
+    Stmt visit(const Store *op) override {
+        Stmt s = IRMutator::visit(op);
+        if (!local(op->name))
+            return s;
+        const Store *st = s.as<Store>();
+        return Store::make(st->name, st->value,
+                           simplify(st->index - first * int(rows.pitch.at(op->name))), st->param,
+                           st->predicate, st->alignment);
+    }
 
     Stmt visit(const LetStmt *op) override {
         ir::VectorOp v;
@@ -176,12 +225,13 @@ private:
             return IRMutator::visit(op);
         const For *loop = body.as<For>();
         const Expr row = Variable::make(Halide::Int(32), loop->name);
-        Stmt nest = For::make(loop->name, 0, part(loop->extent, 1), loop->for_type,
-                              loop->device_api, substitute(loop->name, row + first, loop->body));
+        // (The rows' loads and stores of local buffers then shift back to the AIV's own.)
+        Stmt nest =
+            mutate(For::make(loop->name, 0, part(loop->extent, 1), loop->for_type, loop->device_api,
+                             substitute(loop->name, row + first, loop->body)));
         for (ir::Region &r : v.regions) {
-            const int64_t pitch = rows.pitch.at(r.buffer);
-            r.lo = simplify(r.lo + first * int(pitch));
-            r.extent = part(r.extent, pitch);
+            r.lo = simplify(r.lo + shift(r.buffer));
+            r.extent = part(r.extent, rows.pitch.at(r.buffer));
         }
         v.flops = simplify(v.flops / 2);
         return ir::make_vector_op(v, nest);
@@ -219,16 +269,19 @@ private:
         }
         if (row_dim >= 0 && within < pitch) {
             ir::CopyDim &d = c.dims[row_dim];
-            c.dst_offset = simplify(c.dst_offset + first * d.dst_stride);
-            c.src_offset = simplify(c.src_offset + first * d.src_stride);
+            if (!local(c.dst))
+                c.dst_offset = simplify(c.dst_offset + first * d.dst_stride);
+            if (!local(c.src))
+                c.src_offset = simplify(c.src_offset + first * d.src_stride);
             d.extent = part(d.extent, 1);
             return ir::make_copy(c);
         }
         // Rows one after another on both sides: one contiguous run of elements.
         if (c.dims.size() == 1 && is_const_one(c.dims[0].dst_stride) &&
             is_const_one(c.dims[0].src_stride)) {
-            c.dst_offset = simplify(c.dst_offset + first * int(pitch));
-            c.src_offset = simplify(c.src_offset + first * int(pitch));
+            const Expr rows_in = first * int(pitch);
+            c.dst_offset = simplify(c.dst_offset + (local(c.dst) ? Expr(0) : rows_in));
+            c.src_offset = simplify(c.src_offset + (local(c.src) ? Expr(0) : rows_in));
             c.dims[0].extent = part(c.dims[0].extent, pitch);
             return ir::make_copy(c);
         }
