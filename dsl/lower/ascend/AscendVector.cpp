@@ -684,8 +684,10 @@ private:
                 if (!to_bf16 && !update && whole && dst.kind == Kind::Tile && dst.pitch == 0 &&
                     select.gatherable(whole))
                     return (void)select.gather(whole, dst);
+                if (!to_bf16 && update)
+                    return select.assign_update(dst, select.gen(value, Value()));
                 if (!to_bf16)
-                    return select.assign(dst, select.gen(value, update ? Value() : dst));
+                    return select.assign(dst, select.gen(value, dst));
                 Value f = select.gen(value, Value());
                 if (select.ok && (f.kind != Kind::Tile || (!per_row && f.pitch != 0))) {
                     Value t = select.temp();

@@ -476,6 +476,22 @@ void Selection::assign(const Value &dst, const Value &value) {
     emit("Muls", dst, {broadcast(value)}, Expr(1.0f), count());
 }
 
+void Selection::assign_update(const Value &dst, const Value &value) {
+    bool last_made_it = ok && !groups.empty() && !groups.back().instructions.empty() &&
+                        value.kind == Kind::Tile && dst.kind == Kind::Tile &&
+                        value.pitch == dst.pitch && value.buffer != dst.buffer;
+    for (const ir::VectorInstruction &i :
+         last_made_it ? groups.back().instructions : std::vector<ir::VectorInstruction>())
+        last_made_it = last_made_it && i.dst == value.buffer;
+    if (!last_made_it)
+        return assign(dst, value);
+    // (Each element of an update reads the destination where it writes it: in place.)
+    for (ir::VectorInstruction &i : groups.back().instructions) {
+        i.dst = dst.buffer;
+        i.dst_offset = simplify(dst.offset + (i.dst_offset - value.offset));
+    }
+}
+
 Value Selection::temp() {
     for (auto &[name, tile] : tiles) {
         if (tile.reads == 0 && tile.one_region && !tile.holds && private_tiles.count(name)) {

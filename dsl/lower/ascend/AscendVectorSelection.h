@@ -190,6 +190,11 @@ public:
      * constant, else a copy on V (Muls by 1: exact, -0 and NaN kept). */
     void assign(const Value &dst, const Value &value);
 
+    /** dst = value, an update's (the destination is read until the last instruction): the last
+     * group's instructions, which made value, write dst instead where value is laid out as dst;
+     * else assign(). */
+    void assign_update(const Value &dst, const Value &value);
+
     /** A tile for an intermediate result: a private input tile the op has finished reading, else
      * scratch. */
     Value temp();
