@@ -120,6 +120,38 @@ private:
     }
 };
 
+/** The rows' stores with the row values computed before them (RowValues' factors) read from
+ * their buffers, where a store reads such a value before any store to what the value reads (the
+ * running sum's update reads the rescale factors of the running max it replaces). */
+class ReuseRowValues : public IRMutator {
+public:
+    ReuseRowValues(const std::vector<std::pair<std::string, Expr>> &found, const Expr &row)
+        : found(found), row(row) {}
+
+private:
+    using IRMutator::visit;
+    const std::vector<std::pair<std::string, Expr>> &found;
+    Expr row;
+    std::set<std::string> stored_so_far;
+
+    Stmt visit(const Store *op) override {
+        Expr value = op->value;
+        for (const auto &[name, computed] : found) {
+            bool reads_stored = false;
+            each<Load>(computed, [&](const Load *l) {
+                reads_stored = reads_stored || stored_so_far.count(l->name);
+            });
+            if (!reads_stored)
+                value = substitute(computed,
+                                   Load::make(computed.type(), name, row, Halide::Buffer<>(),
+                                              Parameter(), const_true(), ModulusRemainder()),
+                                   value);
+        }
+        stored_so_far.insert(op->name);
+        return Store::make(op->name, value, op->index, op->param, op->predicate, op->alignment);
+    }
+};
+
 /** The row buffers' indices divided by their column counts, and their stores moved out of the
  * column loops. */
 class PerRow : public IRMutator {
@@ -245,6 +277,7 @@ private:
         if (values.found.empty())
             return Block::make(loop(kept), loop(moved));
         factors += int(values.found.size());
+        const Stmt rows_stores = ReuseRowValues(values.found, row).mutate(moved);
         std::vector<Stmt> factors;
         for (const auto &[name, value] : values.found)
             factors.push_back(
@@ -252,8 +285,8 @@ private:
         // The factors read the running values before they are stored; where the columns read
         // them only through the factors, the rows' stores follow the factors in one loop.
         Stmt s = meets(loaded(uses), stored(moved))
-                     ? block({loop(block(factors)), loop(uses), loop(moved)})
-                     : block({loop(block({block(factors), moved})), loop(uses)});
+                     ? block({loop(block(factors)), loop(uses), loop(rows_stores)})
+                     : block({loop(block({block(factors), rows_stores})), loop(uses)});
         for (const auto &[name, value] : values.found)
             s = Allocate::make(name, value.type(), Halide::MemoryType::Auto, row_extents,
                                const_true(), s);
