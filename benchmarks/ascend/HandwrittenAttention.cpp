@@ -114,6 +114,28 @@ extern "C" __global__ __aicore__ void handwritten_attention(GM_ADDR q, GM_ADDR k
             AscendC::SetFlag<HardEvent::FIX_M>(e);
         int64_t n_s = 0, n_p = 0; // blocks whose S (P V) this AIC computed
 
+        // The MMA's TM x `columns` accumulator (L0C event `event`) by Fixpipe into this AIC's
+        // slot of `ws` for block `n`, once the vector cores read the slot's block before.
+        auto to_workspace = [&](const AscendC::GlobalTensor<float> &ws,
+                                const AscendC::LocalTensor<float> &acc, int32_t columns,
+                                int32_t event, int64_t n, int stored, int read) {
+            const int32_t slot = n % 2;
+            AscendC::SetFlag<HardEvent::M_FIX>(event);
+            AscendC::WaitFlag<HardEvent::M_FIX>(event);
+            if (n >= 2)
+                AscendC::CrossCoreWaitFlag(read + slot);
+            AscendC::FixpipeParamsV220 store;
+            store.nSize = columns;
+            store.mSize = TM;
+            store.srcStride = TM;
+            store.dstStride = columns;
+            store.quantPre = AscendC::NoQuant;
+            AscendC::Fixpipe<float, float, AscendC::CFG_ROW_MAJOR>(
+                ws[(int64_t(aic) * 2 + slot) * TM * columns], acc, store);
+            AscendC::SetFlag<HardEvent::FIX_M>(event);
+            AscendC::CrossCoreSetFlag<2, PIPE_FIX>(stored + slot);
+        };
+
         // S_j = Q K_j^T to the S workspace.
         auto scores = [&](int32_t j) {
             const int32_t l1 = n_s % 2, kv = n_s % kv_slots, c = n_s % c_slots;
@@ -138,21 +160,7 @@ extern "C" __global__ __aicore__ void handwritten_attention(GM_ADDR q, GM_ADDR k
             mmad.cmatrixInitVal = true;
             AscendC::Mmad(s_l0[c * s_slot], q_l0, k_l0[kv * kv_tile], mmad);
             AscendC::SetFlag<HardEvent::M_MTE1>(1 + kv);
-            AscendC::SetFlag<HardEvent::M_FIX>(c);
-            AscendC::WaitFlag<HardEvent::M_FIX>(c);
-            const int32_t slot = n_s % 2;
-            if (n_s >= 2)
-                AscendC::CrossCoreWaitFlag(kSRead + slot);
-            AscendC::FixpipeParamsV220 store;
-            store.nSize = TJ;
-            store.mSize = TM;
-            store.srcStride = TM;
-            store.dstStride = TJ;
-            store.quantPre = AscendC::NoQuant;
-            AscendC::Fixpipe<float, float, AscendC::CFG_ROW_MAJOR>(
-                s_ws[(int64_t(aic) * 2 + slot) * s_slot], s_l0[c * s_slot], store);
-            AscendC::SetFlag<HardEvent::FIX_M>(c);
-            AscendC::CrossCoreSetFlag<2, PIPE_FIX>(kSStored + slot);
+            to_workspace(s_ws, s_l0[c * s_slot], TJ, c, n_s, kSStored, kSRead);
             n_s++;
         };
         // O_j = P_j V_j to the O workspace, once the vector cores made P_j.
@@ -194,20 +202,7 @@ extern "C" __global__ __aicore__ void handwritten_attention(GM_ADDR q, GM_ADDR k
             AscendC::Mmad(o_l0[c * o_slot], p_l0[pl0 * p_tile], v_l0[kv * kv_tile], mmad);
             AscendC::SetFlag<HardEvent::M_MTE1>(5 + pl0);
             AscendC::SetFlag<HardEvent::M_MTE1>(3 + kv);
-            AscendC::SetFlag<HardEvent::M_FIX>(2 + c);
-            AscendC::WaitFlag<HardEvent::M_FIX>(2 + c);
-            if (n_p >= 2)
-                AscendC::CrossCoreWaitFlag(kORead + slot);
-            AscendC::FixpipeParamsV220 store;
-            store.nSize = D;
-            store.mSize = TM;
-            store.srcStride = TM;
-            store.dstStride = D;
-            store.quantPre = AscendC::NoQuant;
-            AscendC::Fixpipe<float, float, AscendC::CFG_ROW_MAJOR>(
-                o_ws[(int64_t(aic) * 2 + slot) * o_slot], o_l0[c * o_slot], store);
-            AscendC::SetFlag<HardEvent::FIX_M>(2 + c);
-            AscendC::CrossCoreSetFlag<2, PIPE_FIX>(kOStored + slot);
+            to_workspace(o_ws, o_l0[c * o_slot], D, 2 + c, n_p, kOStored, kORead);
             n_p++;
         };
 
