@@ -9,12 +9,17 @@
  * the vector side at every key block, as attention's P round trip makes it, one AIV idled).
  *
  * It applies where the tile's code works row by row, proved from its index expressions: every
- * vector op's nest has the rows as its outermost loop (the same constant R everywhere), and each of
+ * vector op's nest has the rows as its outermost loop (the same bound R everywhere), and each of
  * its loads and stores indexes row r of its buffer (r * pitch + what stays inside one row, the
  * pitch one per buffer); every copy moves whole rows of such a buffer (a dim whose on-chip stride
  * is the pitch, or contiguous rows); there are no loads or stores outside vector ops. Each AIV's
  * rows start on a 32-byte block in every buffer (R / 2 * pitch * bytes a multiple of 32), as
  * AscendC's vector instructions need. Anything else keeps the tile whole (the AIVs take turns).
+ *
+ * R is the row loops' constant bound (a tail's runtime count splits by it, as the instructions
+ * cover the bound anyway), so both halves are R / 2 rows. Each AIV holds only its half of the
+ * tile's constant-size buffers, its rows rebased to 0 (half the UB); copies to and from GM keep
+ * the rows' places.
  */
 
 #include "Halide.h"
