@@ -598,8 +598,11 @@ Value Selection::broadcast(const Value &v) {
     const int64_t repeats = (shape.rows + kPerBlock - 1) / kPerBlock;
     b.offset = scratch.take(repeats * kLanes);
     Value src = v;
-    if (v.buffer !=
-        kScratch) { // Brcb reads eight values per repeat: copy the rows to scratch first
+    // Brcb reads eight values per repeat from a 32-byte block: a buffer's rows that are not
+    // whole blocks from a block's start are copied to scratch first.
+    const bool whole_blocks =
+        shape.rows % kPerBlock == 0 && can_prove(v.offset % int(kPerBlock) == 0);
+    if (v.buffer != kScratch && !whole_blocks) {
         src = per_row();
         emit_count("Muls", src, {v}, Expr(1.0f), int(shape.rows)); // exactly (-0 and NaN kept)
     }
