@@ -50,12 +50,14 @@ private:
                 c.dst_offset = simplify(c.dst_offset + offset);
             if (c.src == buffer)
                 c.src_offset = simplify(c.src_offset + offset);
-            if (c.barrier == ir::full_barrier(buffer) || c.barrier == ir::empty_barrier(buffer))
+            if (slot.defined() &&
+                (c.barrier == ir::full_barrier(buffer) || c.barrier == ir::empty_barrier(buffer)))
                 c.slot = slot;
             return ir::make_copy(c);
         }
         if (ir::as_wait(op, &w)) {
-            if (w.barrier == ir::full_barrier(buffer) || w.barrier == ir::empty_barrier(buffer))
+            if (slot.defined() &&
+                (w.barrier == ir::full_barrier(buffer) || w.barrier == ir::empty_barrier(buffer)))
                 w.slot = slot;
             return ir::make_wait(w);
         }

@@ -29,7 +29,8 @@ namespace tandem::lower {
 Halide::Internal::Stmt multi_buffer(const Halide::Internal::Stmt &s, CompileContext &ctx);
 
 /** `s` with every access of `buffer` (loads, stores, copies, MMAs, vector op regions) offset by
- * `offset`, and its barriers pointed at version `slot`: one version of a multi-buffered buffer. */
+ * `offset`, and its barriers pointed at version `slot` (undefined: left as they are): one version
+ * of a multi-buffered buffer. */
 Halide::Internal::Stmt rebase_buffer(const Halide::Internal::Stmt &s, const std::string &buffer,
                                      const Halide::Expr &offset, const Halide::Expr &slot);
 

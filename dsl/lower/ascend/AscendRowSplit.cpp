@@ -1,5 +1,6 @@
 #include "AscendRowSplit.h"
 
+#include "lower/MultiBuffer.h"
 #include "tandem/AsyncIR.h"
 #include "tandem/Nest.h"
 
@@ -155,11 +156,21 @@ private:
 };
 
 /** The tile with each vector op's row loop, region and copy cut to this AIV's rows: the first
- * `first_part` rows to AIV 0, the rest to AIV 1. */
+ * `first_part` rows to AIV 0, the rest to AIV 1, at their places in every buffer; the tile's own
+ * buffers (local()) shrink to an AIV's rows, which split_rows_between_aivs then rebases to 0. */
 class SplitRows : public IRMutator {
 public:
     SplitRows(Rows &rows, const Expr &sub, int64_t first_part)
         : rows(rows), sub(sub), first_part(first_part), first(sub * int(first_part)) {}
+
+    /** A buffer of the tile's own, of a constant size, which each AIV holds from its first row
+     * on: half the rows. (One whose size Halide left to the shape keeps every row.) */
+    bool local(const std::string &buffer) const {
+        const auto elements = rows.elements.find(buffer);
+        const auto pitch = rows.pitch.find(buffer);
+        return elements != rows.elements.end() && pitch != rows.pitch.end() &&
+               elements->second >= rows.count * pitch->second;
+    }
 
 private:
     using IRMutator::visit;
@@ -175,19 +186,6 @@ private:
         const Expr split = int(first_part * pitch);
         return simplify(select(sub == 0, min(extent, split), max(extent - split, 0)));
     }
-    /** A buffer of the tile's own, of a constant size, which each AIV holds from its first row
-     * on: half the rows. (One whose size Halide left to the shape keeps every row.) */
-    bool local(const std::string &buffer) const {
-        const auto elements = rows.elements.find(buffer);
-        const auto pitch = rows.pitch.find(buffer);
-        return elements != rows.elements.end() && pitch != rows.pitch.end() &&
-               elements->second >= rows.count * pitch->second;
-    }
-    /** Where this AIV's rows of `buffer` start: its first row's element, or 0 in a local one. */
-    Expr shift(const std::string &buffer) const {
-        return local(buffer) ? Expr(0) : first * int(rows.pitch.at(buffer));
-    }
-
     Stmt visit(const Allocate *op) override {
         Stmt body = mutate(op->body);
         if (!local(op->name))
@@ -199,25 +197,6 @@ private:
         return Allocate::make(op->name, op->type, op->memory_type, {Expr(int(mine))}, op->condition,
                               body, op->new_expr, op->free_function);
     }
-    Expr visit(const Load *op) override {
-        Expr e = IRMutator::visit(op);
-        if (!local(op->name))
-            return e;
-        const Load *l = e.as<Load>();
-        return Load::make(l->type, l->name,
-                          simplify(l->index - first * int(rows.pitch.at(op->name))), l->image,
-                          l->param, l->predicate, l->alignment);
-    }
-    Stmt visit(const Store *op) override {
-        Stmt s = IRMutator::visit(op);
-        if (!local(op->name))
-            return s;
-        const Store *st = s.as<Store>();
-        return Store::make(st->name, st->value,
-                           simplify(st->index - first * int(rows.pitch.at(op->name))), st->param,
-                           st->predicate, st->alignment);
-    }
-
     Stmt visit(const LetStmt *op) override {
         ir::VectorOp v;
         Stmt body;
@@ -225,12 +204,10 @@ private:
             return IRMutator::visit(op);
         const For *loop = body.as<For>();
         const Expr row = Variable::make(Halide::Int(32), loop->name);
-        // (The rows' loads and stores of local buffers then shift back to the AIV's own.)
-        Stmt nest =
-            mutate(For::make(loop->name, 0, part(loop->extent, 1), loop->for_type, loop->device_api,
-                             substitute(loop->name, row + first, loop->body)));
+        Stmt nest = For::make(loop->name, 0, part(loop->extent, 1), loop->for_type,
+                              loop->device_api, substitute(loop->name, row + first, loop->body));
         for (ir::Region &r : v.regions) {
-            r.lo = simplify(r.lo + shift(r.buffer));
+            r.lo = simplify(r.lo + first * int(rows.pitch.at(r.buffer)));
             r.extent = part(r.extent, rows.pitch.at(r.buffer));
         }
         v.flops = simplify(v.flops / 2);
@@ -269,19 +246,16 @@ private:
         }
         if (row_dim >= 0 && within < pitch) {
             ir::CopyDim &d = c.dims[row_dim];
-            if (!local(c.dst))
-                c.dst_offset = simplify(c.dst_offset + first * d.dst_stride);
-            if (!local(c.src))
-                c.src_offset = simplify(c.src_offset + first * d.src_stride);
+            c.dst_offset = simplify(c.dst_offset + first * d.dst_stride);
+            c.src_offset = simplify(c.src_offset + first * d.src_stride);
             d.extent = part(d.extent, 1);
             return ir::make_copy(c);
         }
         // Rows one after another on both sides: one contiguous run of elements.
         if (c.dims.size() == 1 && is_const_one(c.dims[0].dst_stride) &&
             is_const_one(c.dims[0].src_stride)) {
-            const Expr rows_in = first * int(pitch);
-            c.dst_offset = simplify(c.dst_offset + (local(c.dst) ? Expr(0) : rows_in));
-            c.src_offset = simplify(c.src_offset + (local(c.src) ? Expr(0) : rows_in));
+            c.dst_offset = simplify(c.dst_offset + first * int(pitch));
+            c.src_offset = simplify(c.src_offset + first * int(pitch));
             c.dims[0].extent = part(c.dims[0].extent, pitch);
             return ir::make_copy(c);
         }
@@ -311,8 +285,16 @@ Stmt split_rows_between_aivs(const Stmt &tile, const Expr &sub, std::string *why
         rows.fail("the tile has " + std::to_string(rows.count) + " rows, which do not halve on " +
                   std::to_string(step) + "-row (32-byte) boundaries");
     Stmt split;
-    if (rows.why.empty())
-        split = SplitRows(rows, sub, rows.count / 2).mutate(tile);
+    if (rows.why.empty()) {
+        SplitRows rows_of_mine(rows, sub, rows.count / 2);
+        split = rows_of_mine.mutate(tile);
+        // Each AIV's rows of the tile's own buffers from element 0 (SplitRows halved them).
+        for (const std::string &buffer : rows.allocated)
+            if (rows_of_mine.local(buffer))
+                split = rebase_buffer(split, buffer,
+                                      simplify(-(sub * int(rows.count / 2 * rows.pitch[buffer]))),
+                                      Expr());
+    }
     *why = rows.why;
     return rows.why.empty() ? split : Stmt();
 }
