@@ -169,32 +169,68 @@ CubeCall load_data(const Kernel &k, const ir::CopyOp &c, bool a_operand) {
         }
         return call;
     }
+    // A call moves one row or one column of fractals (its repeats step by one stride), so the
+    // loop runs over the side with fewer blocks, and a read whose fractals lie in L0's order in
+    // L1 is one call (AscendC's LoadData2DParams: srcStride between source fractals, dstGap
+    // between destination ones). Fields are selects where the blocks are runtime extents.
+    const int fractal = 16 * c0; // elements
+    Expr one = 1;
+    auto pick = [](const Expr &c, const Expr &a, const Expr &b) {
+        return simplify(select(c, a, b));
+    };
     if (a_operand) {
-        // A (m x k) into Zz: a call per 16-row strip i of m, its k blocks in a row.
-        Expr kp = up(inner.extent, c0);
-        call.count = simplify((outer.extent + 15) / 16);
-        call.dst_offset = simplify(c.dst_offset + i * kp * 16);
-        call.repeat_times = simplify(kp / c0);
-        if (rows_outer) { // L1 rows are m: strip i is row block i, k runs over column blocks
-            call.start_index = simplify(corner + i);
-            call.src_stride = blocks;
-        } else { // L1 rows are k (A stored transposed): each fractal transposed
+        // A (m x k) into Zz: fractal (r, c) at r * kf + c.
+        const Expr kp = up(inner.extent, c0), mf = simplify((outer.extent + 15) / 16),
+                   kf = simplify(kp / c0);
+        if (rows_outer) {
+            // L1 rows are m: row block r of column block c at c * blocks + r. A call per 16-row
+            // strip (its k blocks blocks apart) or per column block (its m blocks in a row,
+            // kf - 1 fractals between them in L0).
+            const Expr by_strip = simplify(mf <= kf);
+            call.count = pick(by_strip, mf, kf);
+            call.repeat_times = pick(by_strip, kf, mf);
+            call.start_index = pick(by_strip, corner + i, corner + i * blocks);
+            call.src_stride = pick(by_strip, blocks, one);
+            call.dst_offset =
+                pick(by_strip, c.dst_offset + i * kp * 16, c.dst_offset + i * fractal);
+            call.dst_gap = pick(by_strip, 0, kf - 1);
+        } else {
+            // L1 rows are k (A stored transposed): strip r's k blocks in a row, each fractal
+            // transposed; strips follow each other when the read covers the tile's rows.
+            const Expr whole = c0 == 16 ? simplify(blocks == kf && mf * kf <= 255) : Expr(false);
+            call.count = pick(whole, one, mf);
+            call.repeat_times = pick(whole, mf * kf, kf);
             call.start_index = simplify(corner + i * blocks);
             call.src_stride = 1;
+            call.dst_offset = simplify(c.dst_offset + i * kp * 16);
+            call.dst_gap = 0;
             call.transpose = true;
         }
     } else {
-        // B (k x n) into Zn: a call per C0-deep block i of k, its n blocks in a row.
-        Expr np = up(inner.extent, 16);
-        call.count = simplify((outer.extent + (c0 - 1)) / c0);
-        call.dst_offset = simplify(c.dst_offset + i * np * c0);
-        call.repeat_times = simplify(np / 16);
-        if (!rows_outer) { // L1 rows are n (attention's K): its Nz is Zn already, block by block
+        // B (k x n) into Zn: fractal (r, c) at r * nf + c, r the C0-deep k block.
+        const Expr np = up(inner.extent, 16), nf = simplify(np / 16),
+                   kf = simplify((outer.extent + (c0 - 1)) / c0);
+        if (!rows_outer) {
+            // L1 rows are n (attention's K): its Nz is Zn already, block by block; one call
+            // when the read covers the tile's rows.
+            const Expr whole = simplify(blocks == nf && kf * nf <= 255);
+            call.count = pick(whole, one, kf);
+            call.repeat_times = pick(whole, kf * nf, nf);
             call.start_index = simplify(corner + i * blocks);
             call.src_stride = 1;
-        } else { // L1 rows are k: each fractal transposed
-            call.start_index = simplify(corner + i);
-            call.src_stride = blocks;
+            call.dst_offset = simplify(c.dst_offset + i * np * c0);
+            call.dst_gap = 0;
+        } else {
+            // L1 rows are k: each fractal transposed. A call per k block (its n blocks blocks
+            // apart) or, for 16-bit data, per n block (its k blocks in a row, nf - 1 fractals
+            // between them in L0).
+            const Expr by_k = c0 == 16 ? simplify(kf <= nf) : Expr(true);
+            call.count = pick(by_k, kf, nf);
+            call.repeat_times = pick(by_k, nf, kf);
+            call.start_index = pick(by_k, corner + i, corner + i * blocks);
+            call.src_stride = pick(by_k, blocks, one);
+            call.dst_offset = pick(by_k, c.dst_offset + i * np * c0, c.dst_offset + i * fractal);
+            call.dst_gap = pick(by_k, 0, nf - 1);
             call.transpose = true;
         }
     }

@@ -7,11 +7,12 @@
  * variables) and the emitter (as C++ expressions), so the two record the same instructions.
  *
  *   GM -> L1   DataCopy(L1, GM, Nd2NzParams)         row-major tile -> Nz (FractalLayout)
- *   L1 -> L0A  LoadData(L0A, L1, LoadData2DParams)   one call per 16-row strip of A (Zz)
- *   L1 -> L0B  LoadData(L0B, L1, LoadData2DParams)   one call per K block of B (Zn); a B stored
- *                                                    row-major transposes each fractal, a B
- *                                                    stored as its transpose (attention's K)
- *                                                    loads as it is
+ *   L1 -> L0A  LoadData(L0A, L1, LoadData2DParams)   A into Zz, B into Zn: a call per row or
+ *   L1 -> L0B  LoadData(L0B, L1, LoadData2DParams)   column of fractals, whichever side has
+ *                                                    fewer, or one call where the fractals lie
+ *                                                    in L1 in L0's order; a B stored row-major
+ *                                                    transposes each fractal, a B stored as
+ *                                                    its transpose (attention's K) loads as is
  *   (8-bit)    LoadDataWithTranspose(L0A/L0B, L1, LoadData2dTransposeParams)   an int8 operand
  *                                                    stored with K outermost (ifTranspose is
  *                                                    16-bit only): 32 x 32 blocks, a call per

@@ -736,14 +736,15 @@ private:
         case CubeCall::Kind::LoadData:
         case CubeCall::Kind::LoadDataTranspose8: {
             const std::string i = c_name(cube_index());
-            os << line() << "for (int64_t " << i << " = 0; " << i << " < " << arg(c.count) << "; "
-               << i << "++) {\n";
+            os << line() << "for (int64_t " << i << " = 0; " << i << " < " << expr.print(c.count)
+               << "; " << i << "++) {\n";
             indent++;
             if (c.kind == CubeCall::Kind::LoadData) {
                 os << line() << "AscendC::LoadData(" << at(c.dst, c.dst_offset) << ", "
                    << at(c.src, c.src_offset) << ", AscendC::LoadData2DParams("
                    << arg(c.start_index) << ", " << arg(c.repeat_times) << ", " << arg(c.src_stride)
-                   << ", 0, 0, " << (c.transpose ? "true" : "false") << ", 0));\n";
+                   << ", 0, " << arg(c.dst_gap) << ", " << (c.transpose ? "true" : "false")
+                   << ", 0));\n";
             } else {
                 os << line() << "AscendC::LoadData2dTransposeParams transpose;\n"
                    << line() << "transpose.startIndex = " << arg(c.start_index) << ";\n"
@@ -1013,7 +1014,7 @@ std::string emit_ascendc(const Kernel &kernel, const std::string &function, int 
           "runtime\n"
        << "// (backends/ascend/runtime/kernel_operator.h, the Ascend machine model). The cube path "
           "is\n"
-       << "// AscendC's own: Nd2Nz into L1, LoadData2D per 16-row strip (A, Zz) or K block (B, "
+       << "// AscendC's own: Nd2Nz into L1, LoadData2D per row or column of fractals (A Zz, B "
           "Zn),\n"
        << "// Mmad, Fixpipe Nz -> ND. DataCopyParams(blockCount, blockLen, srcStride, dstStride) "
           "count\n"

@@ -204,6 +204,7 @@ private:
                     p.start_index = v(call.start_index);
                     p.repeat_times = repeats;
                     p.src_stride = v(call.src_stride);
+                    p.dst_gap = v(call.dst_gap);
                     p.transpose = call.transpose;
                     core.load_data_2d(id(call.dst), v(call.dst_offset), id(call.src),
                                       v(call.src_offset), p, "LoadData " + label);

@@ -248,6 +248,20 @@ std::vector<Case> ascend_cases() {
             all.push_back(c);
         }
     }
+    // LoadData by the shorter side of the operand tiles (backends/ascend/Cube.cpp): A by column
+    // blocks in the full tiles and by strips in the 44-row tail; B by n blocks where TN is narrow.
+    for (const auto &params : std::vector<std::map<std::string, std::string>>{
+             {{"M", "300"}, {"N", "260"}, {"K", "200"}, {"TM", "256"}, {"TN", "128"}, {"TK", "64"}},
+             {{"M", "200"},
+              {"N", "70"},
+              {"K", "256"},
+              {"TM", "64"},
+              {"TN", "32"},
+              {"TK", "128"}}}) {
+        Case c{"gemm", "pipelined", params, "", "ascend"};
+        c.name = case_name(c);
+        all.push_back(c);
+    }
     return all;
 }
 
