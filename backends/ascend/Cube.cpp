@@ -96,6 +96,29 @@ CubeCall nd2nz(const Kernel &k, const ir::CopyOp &c) {
     return call;
 }
 
+/** The LoadData2D calls that fill an L0 operand of rows x cols fractals laid row after row (Zz,
+ * Zn) from L1, where fractal (r, c) lies at fractal index corner + r * row_step + c * col_step. A
+ * call moves one row or one column (its repeats step by srcStride in L1 and by dstGap in L0), so
+ * the calls run over the shorter side; where L1 holds the fractals in L0's order, the whole
+ * operand is one call (at most 255 repeats). Each form moves the same fractals to the same places;
+ * the fields are selects where the extents are runtime ones (a tail tile picks at run time). */
+void fractal_grid(CubeCall &call, const Expr &dst, const Expr &rows, const Expr &cols,
+                  const Expr &corner, const Expr &row_step, const Expr &col_step, int c0) {
+    const Expr i = Variable::make(Halide::Int(32), cube_index());
+    const int fractal = 16 * c0; // elements
+    const Expr whole = simplify(col_step == 1 && row_step == cols && rows * cols <= 255);
+    const Expr by_row = simplify(whole || rows <= cols);
+    auto pick = [&](const Expr &row, const Expr &column) {
+        return simplify(select(by_row, row, column));
+    };
+    call.count = simplify(select(whole, 1, pick(rows, cols)));
+    call.repeat_times = simplify(select(whole, rows * cols, pick(cols, rows)));
+    call.start_index = pick(corner + i * row_step, corner + i * col_step);
+    call.src_stride = pick(col_step, row_step);
+    call.dst_offset = pick(dst + i * cols * fractal, dst + i * fractal);
+    call.dst_gap = pick(0, cols - 1);
+}
+
 /** L1 Nz -> L0A Zz (A is m x k) or L0B Zn (B is k x n). The IR's L0 copy is dense: dims[0] the
  * inner side (A: k, B: n), dims[1] the outer (A: m, B: k), each with its stride in the row-major
  * L1 tile: the side with stride 1 is the tile's columns, the other its rows. */
@@ -169,68 +192,24 @@ CubeCall load_data(const Kernel &k, const ir::CopyOp &c, bool a_operand) {
         }
         return call;
     }
-    // A call moves one row or one column of fractals (its repeats step by one stride), so the
-    // loop runs over the side with fewer blocks, and a read whose fractals lie in L0's order in
-    // L1 is one call (AscendC's LoadData2DParams: srcStride between source fractals, dstGap
-    // between destination ones). Fields are selects where the blocks are runtime extents.
-    const int fractal = 16 * c0; // elements
-    Expr one = 1;
-    auto pick = [](const Expr &c, const Expr &a, const Expr &b) {
-        return simplify(select(c, a, b));
-    };
     if (a_operand) {
-        // A (m x k) into Zz: fractal (r, c) at r * kf + c.
-        const Expr kp = up(inner.extent, c0), mf = simplify((outer.extent + 15) / 16),
-                   kf = simplify(kp / c0);
-        if (rows_outer) {
-            // L1 rows are m: row block r of column block c at c * blocks + r. A call per 16-row
-            // strip (its k blocks blocks apart) or per column block (its m blocks in a row,
-            // kf - 1 fractals between them in L0).
-            const Expr by_strip = simplify(mf <= kf);
-            call.count = pick(by_strip, mf, kf);
-            call.repeat_times = pick(by_strip, kf, mf);
-            call.start_index = pick(by_strip, corner + i, corner + i * blocks);
-            call.src_stride = pick(by_strip, blocks, one);
-            call.dst_offset =
-                pick(by_strip, c.dst_offset + i * kp * 16, c.dst_offset + i * fractal);
-            call.dst_gap = pick(by_strip, 0, kf - 1);
-        } else {
-            // L1 rows are k (A stored transposed): strip r's k blocks in a row, each fractal
-            // transposed; strips follow each other when the read covers the tile's rows.
-            const Expr whole = c0 == 16 ? simplify(blocks == kf && mf * kf <= 255) : Expr(false);
-            call.count = pick(whole, one, mf);
-            call.repeat_times = pick(whole, mf * kf, kf);
-            call.start_index = simplify(corner + i * blocks);
-            call.src_stride = 1;
-            call.dst_offset = simplify(c.dst_offset + i * kp * 16);
-            call.dst_gap = 0;
+        // A (m x k) into Zz: rows are 16-row strips of m, columns C0-wide blocks of k.
+        const Expr mf = simplify((outer.extent + 15) / 16),
+                   kf = simplify(up(inner.extent, c0) / c0);
+        if (rows_outer) // L1 rows are m: strip r is row block r of every column block
+            fractal_grid(call, c.dst_offset, mf, kf, corner, 1, blocks, c0);
+        else { // L1 rows are k (A stored transposed): strip r is column block r, transposed
+            fractal_grid(call, c.dst_offset, mf, kf, corner, blocks, 1, c0);
             call.transpose = true;
         }
     } else {
-        // B (k x n) into Zn: fractal (r, c) at r * nf + c, r the C0-deep k block.
-        const Expr np = up(inner.extent, 16), nf = simplify(np / 16),
-                   kf = simplify((outer.extent + (c0 - 1)) / c0);
-        if (!rows_outer) {
-            // L1 rows are n (attention's K): its Nz is Zn already, block by block; one call
-            // when the read covers the tile's rows.
-            const Expr whole = simplify(blocks == nf && kf * nf <= 255);
-            call.count = pick(whole, one, kf);
-            call.repeat_times = pick(whole, kf * nf, nf);
-            call.start_index = simplify(corner + i * blocks);
-            call.src_stride = 1;
-            call.dst_offset = simplify(c.dst_offset + i * np * c0);
-            call.dst_gap = 0;
-        } else {
-            // L1 rows are k: each fractal transposed. A call per k block (its n blocks blocks
-            // apart) or, for 16-bit data, per n block (its k blocks in a row, nf - 1 fractals
-            // between them in L0).
-            const Expr by_k = c0 == 16 ? simplify(kf <= nf) : Expr(true);
-            call.count = pick(by_k, kf, nf);
-            call.repeat_times = pick(by_k, nf, kf);
-            call.start_index = pick(by_k, corner + i, corner + i * blocks);
-            call.src_stride = pick(by_k, blocks, one);
-            call.dst_offset = pick(by_k, c.dst_offset + i * np * c0, c.dst_offset + i * fractal);
-            call.dst_gap = pick(by_k, 0, nf - 1);
+        // B (k x n) into Zn: rows are C0-deep blocks of k, columns 16-wide blocks of n.
+        const Expr kf = simplify((outer.extent + (c0 - 1)) / c0),
+                   nf = simplify(up(inner.extent, 16) / 16);
+        if (!rows_outer) // L1 rows are n (attention's K): k block r is column block r
+            fractal_grid(call, c.dst_offset, kf, nf, corner, blocks, 1, c0);
+        else { // L1 rows are k: k block r is row block r of every column block, transposed
+            fractal_grid(call, c.dst_offset, kf, nf, corner, 1, blocks, c0);
             call.transpose = true;
         }
     }
