@@ -39,14 +39,18 @@ std::string CodeGen::gpu_index(const Tile &t, const Expr &index) {
         return expr(x.element);
     std::string outer = x.outer.empty() ? "" : c_name(x.outer),
                 inner = x.inner.empty() ? "" : c_name(x.inner);
-    if (t.on_chip && !fragment_row.empty()) {
+    if (t.on_chip && fragment_row.empty()) {
+        throw Error("hopper: element code reaches the MMA operand " + t.buffer->name +
+                    " made on chip outside the fragments of the matmul that makes it");
+    }
+    if (t.on_chip) {
         if (!x.version_start) {
             throw Error("hopper: the element code writes the MMA operand " + t.buffer->name +
                         " inside a version, not from its start; a matmul's operand made on chip "
                         "must be written whole, one tile per version");
         }
         outer = fragment_row, inner = fragment_col;
-        x.rows_of_tile = true;
+        x.rows_of_tile = true, x.outer_rows = 1, x.inner_columns = 1;
     }
     std::string r =
         is_const_zero(x.version) ? "" : expr(x.version) + " * " + std::to_string(t.slot_elements());
@@ -70,9 +74,10 @@ std::string CodeGen::gpu_index(const Tile &t, const Expr &index) {
     }
     std::string linear;
     if (!outer.empty())
-        linear = outer + " * " + std::to_string(t.layout[0]);
+        linear = outer + " * " + std::to_string(x.outer_rows * t.layout[0]);
     if (!inner.empty())
-        linear += (linear.empty() ? "" : " + ") + inner;
+        linear += (linear.empty() ? "" : " + ") + inner +
+                  (x.inner_columns == 1 ? "" : " * " + std::to_string(x.inner_columns));
     const int64_t offset = x.row_offset * t.layout[0] + x.column_offset;
     if (offset)
         linear += (linear.empty() ? "" : " + ") + std::to_string(offset);

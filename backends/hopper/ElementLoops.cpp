@@ -293,7 +293,8 @@ FragmentEpilogue map_epilogue(const Plan &plan, const ir::VectorOp &v, const Stm
         return e;
     if (t->second.dynamic_layout) {
         // map_tile_index: base + row * layout[0] + col
-        if (t->second.layout[0] % 2 != 0)
+        Expr step_col = affine_step(st->index, e.col);
+        if (t->second.layout[0] % 2 != 0 || !step_col.defined() || !proven(step_col == 1))
             return e;
     } else {
         Expr step_col = affine_step(st->index, e.col), step_row = affine_step(st->index, e.row);
@@ -362,6 +363,164 @@ TileNest map_tile_nest(const Plan &plan, const Stmt &nest, int threads) {
     return n;
 }
 
+namespace {
+
+/** `offset` as k rows of a tail-dependent pitch and b columns: the pitch, whose bound is the
+ * tile's largest pitch (Tile::stmt_pitch), so that k and b follow from the offset's bound. */
+Expr pitch_in(const Tile &t, const Expr &offset, int64_t columns) {
+    const int64_t largest = constant_upper_bound(offset);
+    for (int64_t k = 1; t.stmt_pitch > 0 && largest > 0 && k <= 16; k++) {
+        const int64_t b = largest - k * t.stmt_pitch;
+        if (b < 0 || b >= columns)
+            continue;
+        const Expr pitch = simplify((offset - int(b)) / Halide::Expr(int(k)));
+        const std::optional<int64_t> shortest = lower::constant_lower_bound(pitch);
+        if (proven(pitch * Halide::Expr(int(k)) + int(b) == offset) &&
+            constant_upper_bound(pitch) == t.stmt_pitch && shortest && *shortest > b)
+            return pitch;
+    }
+    return Expr();
+}
+
+/** The Stmt's row pitches a nest over a `dynamic_layout` tile may use: where a loop steps by
+ * whole rows of a tail-dependent pitch, or the index starts whole rows into a version, that pitch
+ * (Tile::stmt_pitch tells how many rows); else every constant pitch of the tile's copies
+ * (Tile::stmt_pitches). */
+std::vector<Expr> pitch_candidates(const Tile &t, const std::vector<Expr> &steps,
+                                   const Expr &within) {
+    for (const Expr &step : steps) {
+        if (is_const(step))
+            continue;
+        const Expr pitch = pitch_in(t, step, 1);
+        return pitch.defined() ? std::vector<Expr>{pitch} : std::vector<Expr>{};
+    }
+    if (!is_const(within)) {
+        const Expr pitch = pitch_in(t, within, t.layout[0]);
+        return pitch.defined() ? std::vector<Expr>{pitch} : std::vector<Expr>{};
+    }
+    std::vector<Expr> r;
+    for (int64_t p : t.stmt_pitches)
+        r.push_back(Halide::Expr(int(p)));
+    return r;
+}
+
+/** The nest's place on the GPU if the Stmt's rows are `pitch` apart: each loop steps by whole
+ * rows or by columns within one (at most one loop each), and the index's start lies a whole
+ * number of rows and a column inside its version. */
+std::optional<TileIndex> place_at_pitch(const Tile &t, const Expr &index,
+                                        const std::vector<Loop> &loops,
+                                        const std::vector<Expr> &steps, const Expr &pitch) {
+    TileIndex x;
+    Expr base = index;
+    for (size_t i = 0; i < loops.size(); i++) {
+        const Expr &step = steps[i];
+        if (is_const_zero(step))
+            continue;
+        const int64_t largest = constant_upper_bound(step), row = constant_upper_bound(pitch);
+        const int64_t rows = largest > 0 && row > 0 && largest % row == 0 ? largest / row : 0;
+        if (rows > 0 && proven(Halide::Expr(int(rows)) * pitch == step)) {
+            if (!x.outer.empty())
+                return std::nullopt;
+            x.outer = loops[i].name;
+            x.outer_rows = rows;
+        } else if (is_const(step) && proven(step > 0) &&
+                   (!is_const(pitch) || proven(step < pitch))) {
+            // (A constant step is columns where the pitch varies: the Stmt's index is
+            // row * pitch + column with the column inside the row.)
+            if (!x.inner.empty())
+                return std::nullopt;
+            x.inner = loops[i].name;
+            x.inner_columns = *as_const_int(step);
+        } else {
+            return std::nullopt;
+        }
+        base = substitute(loops[i].name, 0, base);
+    }
+    x.rows_of_tile = x.outer_rows == 1 && x.inner_columns == 1;
+    // The start within the version: `a` rows and `b` columns (a stencil's window in(x + 1,
+    // y + 2)), a * layout[0] + b on the GPU.
+    const std::optional<int64_t> shortest = lower::constant_lower_bound(pitch);
+    for (int a = 0; a <= 16; a++) {
+        Expr b;
+        const Expr version = version_of(t, a ? base - pitch * a : base, &b);
+        const int64_t *column = as_const_int(b);
+        if (column && *column >= 0 && shortest && *column < *shortest) {
+            x.version = version;
+            x.version_start = a == 0 && *column == 0;
+            x.row_offset = a;
+            x.column_offset = *column;
+            return x;
+        }
+    }
+    return std::nullopt;
+}
+
+/** Whether the nest stays inside the rows at `pitch`: not where its last column (or row) lies
+ * past the pitch's longest row (the GPU's rows) wherever it runs. */
+bool fits(const Tile &t, const TileIndex &x, const std::vector<Loop> &loops, const Expr &pitch) {
+    auto last = [&](const std::string &var) -> int64_t {
+        for (const Loop &l : loops) {
+            if (l.name == var)
+                return lower::constant_lower_bound(l.min + l.extent - 1).value_or(0);
+        }
+        return 0;
+    };
+    return x.column_offset + x.inner_columns * last(x.inner) < constant_upper_bound(pitch) &&
+           (t.layout.size() < 2 || x.row_offset + x.outer_rows * last(x.outer) < t.layout[1]);
+}
+
+bool same_place(const TileIndex &a, const TileIndex &b) {
+    return a.outer == b.outer && a.inner == b.inner && a.outer_rows == b.outer_rows &&
+           a.inner_columns == b.inner_columns && a.row_offset == b.row_offset &&
+           a.column_offset == b.column_offset && proven(a.version == b.version);
+}
+
+/** map_tile_index for a `dynamic_layout` tile: rows and columns of the Stmt's pitch placed on
+ * the GPU's rows of layout[0]. */
+TileIndex map_dynamic_index(const Tile &t, const Expr &index, const std::vector<Loop> &loops) {
+    const std::string &name = t.buffer->name;
+    if (t.layout.size() > 2) {
+        throw Error("hopper: element nest over " + name + ", a " + std::to_string(t.layout.size()) +
+                    "-D tile whose rows differ on the GPU; the emitter rewrites at most 2-D "
+                    "tiles to the full-tile layout");
+    }
+    std::vector<Expr> steps;
+    for (const Loop &l : loops) {
+        Expr step = affine_step(index, l.name);
+        if (!step.defined())
+            throw Error("hopper: the index of " + name + " is not affine in " + l.name);
+        steps.push_back(simplify(step));
+    }
+    Expr base = index, within;
+    for (const Loop &l : loops)
+        base = substitute(l.name, 0, base);
+    version_of(t, base, &within);
+    // Where the tile's pitches allow several placements, those that leave the rows go.
+    const std::vector<Expr> pitches = pitch_candidates(t, steps, within);
+    std::optional<TileIndex> found;
+    for (const Expr &pitch : pitches) {
+        std::optional<TileIndex> x = place_at_pitch(t, index, loops, steps, pitch);
+        if (!x || (pitches.size() > 1 && !fits(t, *x, loops, pitch)))
+            continue;
+        if (found && !same_place(*x, *found)) {
+            throw Error("hopper: element nest over " + name +
+                        " could be rows of more than one of its tail-sized tiles' pitches; the "
+                        "emitter cannot tell where its elements lie on the full tile");
+        }
+        found = x;
+    }
+    if (!found) {
+        std::ostringstream text;
+        text << index;
+        throw Error("hopper: element nest over " + name + " reads or writes it at " + text.str() +
+                    ", which is not whole rows and columns of its tail-sized tile; the emitter "
+                    "cannot place it on the full tile");
+    }
+    return *found;
+}
+
+} // namespace
+
 TileIndex map_tile_index(const Tile &t, const Expr &index, const std::vector<Loop> &loops) {
     TileIndex x;
     if (!t.dynamic_layout && !t.rebased() && !t.swizzled_store) {
@@ -369,18 +528,22 @@ TileIndex map_tile_index(const Tile &t, const Expr &index, const std::vector<Loo
         x.element = index;
         return x;
     }
-    const std::string &name = t.buffer->name;
-    if (t.dynamic_layout && t.layout.size() > 2) {
-        throw Error("hopper: element nest over " + name + ", a " + std::to_string(t.layout.size()) +
-                    "-D tile whose rows differ on the GPU; the emitter rewrites at most 2-D "
-                    "tiles to the full-tile layout");
+    if (t.on_chip) {
+        // Element code writes a matmul's operand made on chip at its wgmma fragments' rows and
+        // columns (CodeGen::gpu_index): only the version comes from the Stmt's index.
+        Expr base = index, within;
+        for (const Loop &l : loops)
+            base = substitute(l.name, 0, base);
+        x.version = version_of(t, base, &within);
+        x.version_start = is_const_zero(within);
+        return x;
     }
-    Expr base = index, row_step;
+    if (t.dynamic_layout)
+        return map_dynamic_index(t, index, loops);
+    Expr base = index;
     for (const Loop &l : loops) {
         Expr step = affine_step(index, l.name);
         if (!step.defined()) {
-            if (t.dynamic_layout)
-                throw Error("hopper: the index of " + name + " is not affine in " + l.name);
             base = substitute(l.name, 0, base);
             continue;
         }
@@ -389,10 +552,9 @@ TileIndex map_tile_index(const Tile &t, const Expr &index, const std::vector<Loo
         if (proven(step == 1) && x.inner.empty())
             x.inner = l.name;
         else if (x.outer.empty())
-            x.outer = l.name, row_step = step,
-            x.rows_of_tile = t.dynamic_layout || proven(step == int(t.layout[0]));
-        else if (t.dynamic_layout || t.swizzled_store)
-            throw Error("hopper: element nest over " + name +
+            x.outer = l.name, x.rows_of_tile = proven(step == int(t.layout[0]));
+        else if (t.swizzled_store)
+            throw Error("hopper: element nest over " + t.buffer->name +
                         " walks it along more dims than the tile has");
         base = substitute(l.name, 0, base);
     }
@@ -400,33 +562,9 @@ TileIndex map_tile_index(const Tile &t, const Expr &index, const std::vector<Loo
     Expr within;
     x.version = version_of(t, base, &within);
     x.version_start = is_const_zero(within);
-    if (!t.dynamic_layout) {
-        // Within a version the Stmt's layout is the GPU's.
-        x.element = simplify(index - base + within);
-        return x;
-    }
-    if (x.version_start)
-        return x;
-    // A window inside the version (a stencil's in(x + 1, y + 2)): `a` whole rows of the Stmt's
-    // (tail-dependent) pitch and `b` elements from the version's start, a * layout[0] + b on
-    // the GPU.
-    for (int a = 0; a <= 16 && (a == 0 || row_step.defined()); a++) {
-        Expr b;
-        const Expr version = version_of(t, simplify(base - (a ? row_step * a : Expr(0))), &b);
-        const int64_t *column = as_const_int(b);
-        if (column && *column >= 0 && *column < t.layout[0]) {
-            x.version = version;
-            x.row_offset = a;
-            x.column_offset = *column;
-            return x;
-        }
-    }
-    std::ostringstream offset;
-    offset << within;
-    throw Error("hopper: an element nest indexes " + name +
-                " inside a version at an offset that is not whole rows and columns of its "
-                "tail-sized tile (" +
-                offset.str() + "); the emitter cannot place it on the full tile");
+    // Within a version the Stmt's layout is the GPU's.
+    x.element = simplify(index - base + within);
+    return x;
 }
 
 } // namespace tandem::hopper_backend

@@ -19,13 +19,17 @@
  *    every warp); else one thread runs the nest.
  *  - Every tile element the nest touches is placed in the tile's GPU layout (map_tile_index):
  *    its version at the GPU's version stride, rows that differ from the GPU's (a tail's pitch, a
- *    row padded to 16 bytes) rewritten to the full tile, 128B-swizzled column blocks.
+ *    row padded to 16 bytes) rewritten to the full tile, 128B-swizzled column blocks. The Stmt's
+ *    pitch there is told by a loop stepping whole rows of it, by a start whole rows into the
+ *    version, or by the tile's copies (Tile::stmt_pitches); where none tells it, the planner
+ *    copies the tile by threads in the Stmt's layout instead (Plan.cpp place_elements).
  *
  * Limits (tandem::Error naming the vector op or the buffer): an element nest over an accumulator
  * is a zeroing or a per-element epilogue of one or two loops that start at 0, walk the
  * accumulator's rows and columns from its first element and read one element of it; a tile whose
- * rows differ on the GPU is at most 2-D and indexed affinely in the nest's loop vars, from a
- * version's start or from whole rows and columns inside it (a stencil's shifted window).
+ * rows differ on the GPU is at most 2-D and indexed affinely in the nest's loop vars, one loop
+ * stepping by whole rows and one by columns (max pooling's two of each), from a version's start
+ * or from whole rows and columns inside it (a stencil's shifted window).
  */
 
 #include "Plan.h"
@@ -130,7 +134,9 @@ struct TileIndex {
     /** Else the element is outer * layout[0] + inner: the nest's loop vars stepping by a row and
      * by 1 ("" where none does). */
     std::string outer, inner;
-    bool rows_of_tile = true;  // the outer var steps by the tile's row
+    /** `dynamic_layout`: the Stmt rows the outer var steps by, the columns the inner one does. */
+    int64_t outer_rows = 1, inner_columns = 1;
+    bool rows_of_tile = true;  // the outer var steps by the tile's row, the inner one by 1
     bool version_start = true; // the index minus its loop vars is the start of a version
     /** Else (a window inside the version of a `dynamic_layout` tile) its start: whole rows of
      * the Stmt's pitch and elements, placed at row_offset * layout[0] + column_offset. */

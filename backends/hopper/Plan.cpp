@@ -1,4 +1,5 @@
 #include "Plan.h"
+#include "ElementLoops.h"
 #include "TailProof.h"
 
 #include "tandem/Nest.h"
@@ -98,24 +99,32 @@ class AccessesOf : public IRVisitor {
 public:
     explicit AccessesOf(const std::string &b) : buffer(b) {}
     std::vector<std::pair<Expr, std::vector<std::string>>> found;
+    std::vector<std::vector<Loop>> found_loops; // per access, its loops with their bounds
 
 private:
     using IRVisitor::visit;
     const std::string buffer;
     std::vector<std::string> loops;
+    std::vector<Loop> bounded;
     void visit(const For *op) override {
         loops.push_back(op->name);
+        bounded.push_back({op->name, op->min, op->extent});
         IRVisitor::visit(op);
         loops.pop_back();
+        bounded.pop_back();
+    }
+    void access(const std::string &name, const Expr &index) {
+        if (name == buffer) {
+            found.push_back({index, loops});
+            found_loops.push_back(bounded);
+        }
     }
     void visit(const Load *op) override {
-        if (op->name == buffer)
-            found.push_back({op->index, loops});
+        access(op->name, op->index);
         IRVisitor::visit(op);
     }
     void visit(const Store *op) override {
-        if (op->name == buffer)
-            found.push_back({op->index, loops});
+        access(op->name, op->index);
         IRVisitor::visit(op);
     }
 };
@@ -211,8 +220,10 @@ public:
             check_layout(c);
         for (const CopyInfo &c : copies)
             check_edges(c);
-        for (const VectorInfo &v : vector_ops)
+        for (const VectorInfo &v : vector_ops) {
             check_vector_op(v);
+            place_elements(v);
+        }
         for (auto &[name, tile] : plan.tiles) {
             swizzle_store(name, tile);
             column_block_ring(name, tile);
@@ -1027,6 +1038,11 @@ private:
             if (stepped && !proven(pitch[d] == Halide::Expr(int(tile.layout[d]))))
                 tile.dynamic_layout = true;
         }
+        if (!pitch.empty() && !proven(c.op.dims[1].extent == 1)) { // (one row has no pitch)
+            const int64_t largest = constant_upper_bound(pitch[0]);
+            tile.stmt_pitch = std::max(tile.stmt_pitch, largest);
+            tile.stmt_pitches.insert(largest);
+        }
     }
 
     /** Where a copy's box reaches past its own extent, that part must lie past the tensor's edge
@@ -1064,6 +1080,32 @@ private:
             const Expr edge = ends_at_reads(c) ? read_edges(c)[d] : view[d].extent;
             plan.tail_checks[c.node].push_back(
                 {d, reach, view[d].extent, view[d].stride, d + 1 == view.size(), edge});
+        }
+    }
+
+    /** Element code reads and writes a tile whose Stmt rows differ from the GPU's (a tail's
+     * shorter pitch) where map_tile_index places each access on the full tile. Where it cannot
+     * tell the rows (a nest that could be rows of more than one of the tile's pitches, one row
+     * with nothing to tell its pitch), the tile is copied by threads and keeps the Stmt's layout
+     * instead. */
+    void place_elements(const VectorInfo &v) {
+        for (const ir::Region &r : v.op.regions) {
+            auto t = plan.tiles.find(r.buffer);
+            if (t == plan.tiles.end() || t->second.kind != TileKind::Plain ||
+                !t->second.dynamic_layout || t->second.on_chip)
+                continue;
+            AccessesOf of(r.buffer);
+            v.nest.accept(&of);
+            for (size_t i = 0; i < of.found.size(); i++) {
+                try {
+                    map_tile_index(t->second, of.found[i].first, of.found_loops[i]);
+                } catch (const Error &e) {
+                    to_threads(t->second, std::string("its element code's places on the "
+                                                      "full tile cannot be told (") +
+                                              e.what() + ")");
+                    break;
+                }
+            }
         }
     }
 
@@ -1301,6 +1343,8 @@ private:
             return;
         tile.layout = {pitch + 32 / bytes, slot / pitch};
         tile.dynamic_layout = true;
+        tile.stmt_pitch = pitch;
+        tile.stmt_pitches = {pitch};
     }
 
     /** Undoes pad_rows; false if it padded nothing. */
@@ -1310,6 +1354,8 @@ private:
             if (tile.kind == TileKind::Plain && !tile.tma() && tile.dynamic_layout) {
                 tile.layout.clear();
                 tile.dynamic_layout = false;
+                tile.stmt_pitch = 0;
+                tile.stmt_pitches.clear();
                 any = true;
             }
         }
@@ -1445,10 +1491,65 @@ private:
 
 } // namespace
 
+namespace {
+
+/** The terms of a sum (differences as negated terms). */
+void terms_of(const Expr &e, std::vector<Expr> *terms) {
+    if (const Add *a = e.as<Add>()) {
+        terms_of(a->a, terms), terms_of(a->b, terms);
+    } else if (const Sub *s = e.as<Sub>()) {
+        terms_of(s->a, terms);
+        std::vector<Expr> negated;
+        terms_of(s->b, &negated);
+        for (const Expr &t : negated)
+            terms->push_back(simplify(0 - t));
+    } else {
+        terms->push_back(e);
+    }
+}
+
+class HasDivMod : public IRVisitor {
+public:
+    bool found = false;
+
+private:
+    using IRVisitor::visit;
+    void visit(const Div *) override { found = true; }
+    void visit(const Mod *) override { found = true; }
+};
+
+} // namespace
+
 Expr version_of(const Tile &tile, const Expr &offset, Expr *within) {
-    const Expr slot = Halide::Expr(int(tile.buffer->slot_elements));
+    const int64_t slot_elements = tile.buffer->slot_elements;
+    const Expr slot = Halide::Expr(int(slot_elements));
     Expr version = tile.buffer->slots > 1 ? simplify(offset / slot) : Halide::Expr(0);
     *within = simplify(offset - version * slot);
+    HasDivMod left;
+    within->accept(&left);
+    if (!left.found)
+        return version;
+    // Where the simplifier cannot bound the part within the version (a tail's offset, bounded
+    // only by promise_clamped): the terms that are multiples of a slot make the version, if the
+    // rest provably lies within one slot.
+    std::vector<Expr> terms;
+    terms_of(offset, &terms);
+    Expr whole = 0, rest = 0;
+    for (const Expr &t : terms) {
+        const Mul *m = t.as<Mul>();
+        const int64_t *c = m ? as_const_int(m->b) : nullptr;
+        if (c && *c % slot_elements == 0)
+            whole = whole + m->a * int(*c / slot_elements);
+        else
+            rest = rest + t;
+    }
+    rest = simplify(rest);
+    const std::optional<int64_t> low = lower::constant_lower_bound(rest);
+    if (low && *low >= 0 && constant_upper_bound(rest) < slot_elements &&
+        constant_upper_bound(rest) >= 0) {
+        *within = rest;
+        return simplify(whole);
+    }
     return version;
 }
 

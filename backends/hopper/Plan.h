@@ -85,6 +85,11 @@ struct Tile {
     bool dynamic_layout = false; // the Stmt's pitches differ from the layout's (tail-sized rows,
                                  // a row padded to 16 bytes, or by 32 bytes against bank
                                  // conflicts: a copy-free tile, Planner::pad_rows)
+    /** `dynamic_layout`: the Stmt's row pitch at its largest (a full tile's) and the constant
+     * pitches of its copies (a tail's shorter rows where a path has its own copy; a row padded
+     * on the GPU): map_tile_index tells a step of rows from a step of columns by them. */
+    int64_t stmt_pitch = 0;
+    std::set<int64_t> stmt_pitches;
     int64_t offset_bytes = 0, slot_bytes = 0;
     /** Non-empty: why TMA cannot move this tile. Its copies are made by the threads of the issuing
      * warpgroup, which complete `tx_bytes` on the full barrier (mbarrier.complete_tx) where a TMA

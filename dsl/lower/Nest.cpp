@@ -89,14 +89,27 @@ Stmt LoopScopedMutator::visit(const For *op) {
     return s;
 }
 
-int64_t constant_upper_bound(const Expr &e, const LoopScope &scope) {
+namespace {
+
+const IntImm *constant_bound(const Expr &e, Direction direction, const LoopScope &scope) {
     LoopScope with_core;
     with_core.set_containing_scope(&scope);
     with_core.push(core_var, Interval(0, (1 << 16) - 1));
     with_core.push(grid_var, Interval(1, 1 << 16));
-    Expr b = find_constant_bound(simplify(CoreIdAsVar().mutate(e)), Direction::Upper, with_core);
-    const IntImm *i = b.defined() ? b.as<IntImm>() : nullptr;
+    Expr b = find_constant_bound(simplify(CoreIdAsVar().mutate(e)), direction, with_core);
+    return b.defined() ? b.as<IntImm>() : nullptr;
+}
+
+} // namespace
+
+int64_t constant_upper_bound(const Expr &e, const LoopScope &scope) {
+    const IntImm *i = constant_bound(e, Direction::Upper, scope);
     return i ? i->value : -1;
+}
+
+std::optional<int64_t> constant_lower_bound(const Expr &e, const LoopScope &scope) {
+    const IntImm *i = constant_bound(e, Direction::Lower, scope);
+    return i ? std::optional<int64_t>(i->value) : std::nullopt;
 }
 
 int64_t allocation_bound(const Allocate *op, const LoopScope &scope) {

@@ -10,7 +10,7 @@
 #include "tandem/Kernel.h"
 
 #include <functional>
-
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,6 +65,9 @@ protected:
 /** A constant upper bound of `e` given the enclosing loops (the core id is in [0, 2^16)), or -1
  * if none can be found. */
 int64_t constant_upper_bound(const Expr &e, const LoopScope &scope = LoopScope::empty_scope());
+/** A constant lower bound of `e` given the enclosing loops, if one can be found. */
+std::optional<int64_t> constant_lower_bound(const Expr &e,
+                                            const LoopScope &scope = LoopScope::empty_scope());
 
 /** A constant upper bound of the elements of an allocation: of their product or else the product
  * of its extents' bounds (an extent is never negative: a tile of a runtime shape is
