@@ -148,6 +148,8 @@ Expr column_pitch_read(const Expr &value, const Loop &rows) {
     return Expr();
 }
 
+Shape flat_shape(const std::vector<Loop> &loops);
+
 /** The nest's shape, or none (rows = 0) when its extents have no constant bounds. */
 Shape shape_of(const std::vector<Loop> &loops, const Store *store) {
     Shape s;
@@ -199,8 +201,14 @@ Shape shape_of(const std::vector<Loop> &loops, const Store *store) {
         if (rows >= 1 && p && *p >= kPerBlock && *p % kPerBlock == 0)
             return rowwise(loops[0].extent, *p, 1);
     }
-    // One loop of a count known at run time (a tail): the instructions take the count, the
-    // tiles hold its bound.
+    return flat_shape(loops);
+}
+
+/** The nest as one flat run of elements: one loop of a count known at run time (a tail), whose
+ * instructions take the count while the tiles hold its bound, or constant extents. */
+Shape flat_shape(const std::vector<Loop> &loops) {
+    Shape s;
+    s.loops = loops;
     if (loops.size() == 1 && !as_const_int(loops[0].extent)) {
         const int64_t bound = constant_upper_bound(loops[0].extent);
         if (bound < 1)
@@ -624,7 +632,7 @@ private:
             return Stmt();
         if (Stmt down = column_reduction(op, v, loops, store); down.defined())
             return down;
-        const Shape shape = shape_of(loops, store);
+        Shape shape = shape_of(loops, store);
         if (shape.rows == 0)
             return Stmt();
         std::set<std::string> private_tiles;
@@ -637,12 +645,20 @@ private:
         std::vector<Group> groups;
         scratch.floats = 0;
         scratch.mask_bytes = 0;
-        const Value dst =
-            Selection(shape, private_tiles, scratch, tables).classify(stored.as<Load>());
-        // self[r] = self[r] + f: a sum over the columns.
-        const bool reduction = dst.kind == Kind::PerRow && !to_bf16;
+        Value dst = Selection(shape, private_tiles, scratch, tables).classify(stored.as<Load>());
         std::string reduce_op;
         Expr reduced; // self[r] = self[r] op reduced
+        if (dst.kind == Kind::PerRow && !to_bf16 && !self_update(store, &reduce_op, &reduced) &&
+            shape.rowwise) {
+            // One value per padded row that is not a reduction (a transposed tile one column
+            // wide, out[x] = in[x * 8]): a flat run, its reads gathered.
+            shape = flat_shape(loops);
+            if (shape.rows == 0)
+                return Stmt();
+            dst = Selection(shape, private_tiles, scratch, tables).classify(stored.as<Load>());
+        }
+        // self[r] = self[r] + f: a sum over the columns.
+        const bool reduction = dst.kind == Kind::PerRow && !to_bf16;
         if (reduction) {
             if (!self_update(store, &reduce_op, &reduced))
                 return Stmt();

@@ -42,6 +42,8 @@
  *   loops with steps >= 0: Gather of its elements into a dense tile, by byte offsets from the
  *   block it starts in (srcBaseAddr: the rest); one offset table per distinct (row step, column
  *   step, rows, pitch, width), int32_t in `gather_offsets`, computed once at the kernel's start
+ *   (a transposed tile one column wide, its padded rows read into a dense row, out[x] =
+ *   in[8 x], is such a read too: a flat run, not one value per row)
  *     out(x, y) = in(y, x) -> Gather(out, in, gather_offsets.ReinterpretCast<uint32_t>(), 0, n)
  *     in(x + 1, y + 2)     -> Gather(t, in[2 * P], gather_offsets, 4, n); ...
  *
