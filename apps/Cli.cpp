@@ -366,6 +366,8 @@ ProgramFuzz start_program_fuzz(const std::string &program, const Args &a, int jo
         args.insert(args.end(), {"-g", a.app});
     if (a.target_given)
         args.push_back("target=" + a.target);
+    if (a.verbose)
+        args.push_back("--verbose");
     std::vector<char *> argv;
     for (std::string &s : args)
         argv.push_back(s.data());

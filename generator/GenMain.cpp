@@ -149,11 +149,12 @@ int run_main(const std::string &name, const std::string &target, const apps::Par
 }
 
 /** The fuzzer over this program's own generators (apps::fuzz with FuzzOptions::program): each
- * case in a child process, a failure printed as a line with the command that repeats it, then
+ * case in a child process, a failure (with --verbose, every case) printed as a line with the
+ * command that repeats it, then
  * the summary; exit 1 on a failure. */
-int fuzz_main(const apps::FuzzOptions &o, bool json) {
-    const apps::FuzzSummary s = apps::fuzz(o, [](const apps::FuzzResult &r) {
-        if (r.failure())
+int fuzz_main(const apps::FuzzOptions &o, bool json, bool verbose) {
+    const apps::FuzzSummary s = apps::fuzz(o, [verbose](const apps::FuzzResult &r) {
+        if (r.failure() || verbose)
             std::cout << r.line() << std::endl;
     });
     std::cout << (json ? s.json(o.seed) + "\n" : s.text(o.seed));
@@ -169,7 +170,7 @@ int generator_main(int argc, char **argv) {
                       "the generators and their parameters, then the flags (also -help)");
     std::string name, dir, function, emit = "stmt,code";
     std::vector<std::string> assignments;
-    bool tune = false, tune_worker = false, run = false, json = false;
+    bool tune = false, tune_worker = false, run = false, json = false, verbose = false;
     int fuzz_runs = -1;
     double timeout = 120;
     std::string trace, timeline, save;
@@ -188,6 +189,7 @@ int generator_main(int argc, char **argv) {
                  "cycles, roofline and hazards; exit 1 when it is wrong, races or deadlocks. "
                  "schedule=... picks a schedule; a runtime extent runs at its estimate");
     app.add_flag("--json", json, "--run: the report as one JSON object; --fuzz: the summary");
+    app.add_flag("--verbose", verbose, "--fuzz: a line per case, each refusal with its reason too");
     app.add_option("--trace", trace, "--run: a Chrome/Perfetto trace of the run");
     app.add_option("--timeline", timeline, "--run: an SVG picture of the overlap");
     app.add_option("--save", save,
@@ -266,7 +268,7 @@ int generator_main(int argc, char **argv) {
                     throw Error("--fuzz draws the parameters; it takes target=T only, not '" + a +
                                 "'");
             }
-            return fuzz_main(o, json);
+            return fuzz_main(o, json, verbose);
         }
         if (name.empty())
             throw Error("-g: name the generator (--help lists them)");

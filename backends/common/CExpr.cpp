@@ -169,8 +169,8 @@ std::string CExpr::call(const Call *c) {
     if (c->is_intrinsic(Call::abs))
         return math("fabs", print(c->args[0]), c->type);
     static const std::map<std::string, std::string> unary = {
-        {"sqrt_f32", "sqrt"},   {"exp_f32", "exp"},   {"log_f32", "log"},
-        {"floor_f32", "floor"}, {"ceil_f32", "ceil"}, {"tanh_f32", "tanh"}};
+        {"sqrt_f32", "sqrt"}, {"exp_f32", "exp"},   {"log_f32", "log"},    {"floor_f32", "floor"},
+        {"ceil_f32", "ceil"}, {"tanh_f32", "tanh"}, {"round_f32", "rint"}, {"trunc_f32", "trunc"}};
     auto it = unary.find(c->name);
     if (it != unary.end())
         return math(it->second, print(c->args[0]), c->type);

@@ -365,6 +365,9 @@ void Evaluator::call(const Call *c, double *out, int n) {
         {"floor_f32", [](double x) { return double(std::floor(float(x))); }},
         {"ceil_f32", [](double x) { return double(std::ceil(float(x))); }},
         {"tanh_f32", [](double x) { return double(std::tanh(float(x))); }},
+        // Halide's round: to the nearest, ties to even (the default rounding mode's rint).
+        {"round_f32", [](double x) { return double(std::nearbyint(float(x))); }},
+        {"trunc_f32", [](double x) { return double(std::trunc(float(x))); }},
     };
     auto it = unary.find(c->name);
     if (it != unary.end()) {

@@ -169,6 +169,20 @@ void reference(const std::string &generator, const std::map<std::string, std::st
                 s += a(x, k);
             out(x, y) = float(s);
         });
+    } else if (generator == "bias_relu") {
+        out.for_each_element([&](int x, int y) { out(x, y) = std::max(a(x, y) + in[1](x), 0.0f); });
+    } else if (generator == "rope") {
+        // in: x, then cos and sin of (i, y) for the pair of columns 2i, 2i + 1.
+        out.for_each_element([&](int x, int y) {
+            const int i = x / 2;
+            const float u = a(2 * i, y), v = a(2 * i + 1, y), c = in[1](i, y), s = in[2](i, y);
+            out(x, y) = x % 2 == 0 ? u * c - v * s : u * s + v * c;
+        });
+    } else if (generator == "quantize") {
+        const float scale = p.count("scale") ? std::stof(p.at("scale")) : 0.05f;
+        out.for_each_element([&](int x, int y) {
+            out(x, y) = std::clamp(std::nearbyint(a(x, y) / scale), -128.0f, 127.0f);
+        });
     } else if (generator == "undeclared") {
         out.for_each_element([&](int x, int y) { out(x, y) = a(x, y) * 2.0f + 1.0f; });
     } else if (generator == "linear") {
@@ -316,8 +330,8 @@ float from_f16(uint16_t bits) {
 }
 
 /** Calls `lib` at `extents` on random inputs (of each argument's type: f32, or bf16, f16 or int8
- * operands); compares its output (f32, bf16, f16 or int32) with the plain loop, which reads the
- * same values as floats. */
+ * operands); compares its output (f32, bf16, f16, int32 or int8) with the plain loop, which reads
+ * the same values as floats. */
 void check(const Library &lib, const std::vector<std::vector<int>> &extents, uint32_t seed) {
     std::mt19937 rng(seed);
     std::uniform_real_distribution<float> value(-2.0f, 2.0f);
@@ -369,20 +383,24 @@ void check(const Library &lib, const std::vector<std::vector<int>> &extents, uin
     // An int32 output (int8 sums) is exact.
     const halide_type_t out_type = lib.metadata()->arguments[extents.size() - 1].type;
     const bool half_out = out_type.bits == 16, int_out = out_type.code == halide_type_int;
+    const bool byte_out = int_out && out_type.bits == 8; // int8 (quantized) values
     Buffer out(extents.back()), want(extents.back());
     Halide::Runtime::Buffer<uint16_t> out_bits(extents.back());
     Halide::Runtime::Buffer<int32_t> out_ints(extents.back());
+    Halide::Runtime::Buffer<int8_t> out_bytes(extents.back());
     out.fill(NAN);
     out_bits.fill(0xffff); // NaN in bf16 and f16
     out_bits.raw_buffer()->type = out_type;
     out_ints.fill(-7);
-    args.push_back(half_out  ? out_bits.raw_buffer()
-                   : int_out ? out_ints.raw_buffer()
-                             : out.raw_buffer());
+    out_bytes.fill(-7);
+    args.push_back(half_out   ? out_bits.raw_buffer()
+                   : byte_out ? out_bytes.raw_buffer()
+                   : int_out  ? out_ints.raw_buffer()
+                              : out.raw_buffer());
     ASSERT_EQ(lib.argv(args.data()), 0) << lib.name;
     if (int_out) {
         for (size_t e = 0; e < out.number_of_elements(); e++)
-            out.data()[e] = float(out_ints.data()[e]);
+            out.data()[e] = float(byte_out ? out_bytes.data()[e] : out_ints.data()[e]);
     }
     if (half_out) {
         for (size_t e = 0; e < out.number_of_elements(); e++) {

@@ -447,6 +447,7 @@ constexpr int thread_copy_batch = TANDEM_HOPPER_THREAD_COPY_BATCH;
 constexpr int thread_store_batch = 4;
 
 template <int Bytes> struct bits_of;
+template <> struct bits_of<1> { using type = uint8_t; };
 template <> struct bits_of<2> { using type = uint16_t; };
 template <> struct bits_of<4> { using type = uint32_t; };
 

@@ -178,12 +178,12 @@ protected:
     template <class E, int D> using Buffer = ::tandem::Buffer<E, D>;
 };
 
-/** A parameter of type int, double, bool or std::string, with a default, and a range (numbers) or
- * a set of choices (strings). */
+/** A parameter of type int, float, double, bool or std::string, with a default, and a range
+ * (numbers) or a set of choices (strings). */
 template <class T> class GeneratorParam {
-    static_assert(std::is_same_v<T, int> || std::is_same_v<T, double> || std::is_same_v<T, bool> ||
-                      std::is_same_v<T, std::string>,
-                  "GeneratorParam takes int, double, bool or std::string");
+    static_assert(std::is_same_v<T, int> || std::is_same_v<T, float> || std::is_same_v<T, double> ||
+                      std::is_same_v<T, bool> || std::is_same_v<T, std::string>,
+                  "GeneratorParam takes int, float, double, bool or std::string");
 
 public:
     GeneratorParam(const std::string &name, T value) : value_(std::move(value)) {
@@ -328,10 +328,10 @@ void GeneratorParam<T>::attach(const std::string &name, std::optional<double> mi
                                std::vector<std::string> tunable) {
     detail::ParamSlot slot;
     slot.info.name = name;
-    slot.info.kind = std::is_same_v<T, int>      ? "int"
-                     : std::is_same_v<T, double> ? "float"
-                     : std::is_same_v<T, bool>   ? "bool"
-                                                 : "string";
+    slot.info.kind = std::is_same_v<T, int>                                  ? "int"
+                     : std::is_same_v<T, double> || std::is_same_v<T, float> ? "float"
+                     : std::is_same_v<T, bool>                               ? "bool"
+                                                                             : "string";
     slot.info.value = slot.info.default_value = detail::to_text(value_);
     slot.info.min = min;
     slot.info.max = max;

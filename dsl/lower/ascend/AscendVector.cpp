@@ -364,7 +364,12 @@ private:
             return "an element nest that is not one store in a loop nest";
         if (store->value.type() != Halide::Float(32) && store->value.type() != Halide::BFloat(16) &&
             store->value.type() != Halide::Float(16))
-            return "a " + type_name(store->value.type()) + " result (the vector path is float32)";
+            return std::string(store->value.type().is_int() && store->value.type().bits() == 8
+                                   ? "an "
+                                   : "a ") +
+                   type_name(store->value.type()) +
+                   " result (the vector path computes in float32 and casts to bfloat16 or "
+                   "float16 only)";
         class Find : public IRVisitor {
         public:
             const std::vector<Loop> &loops;
@@ -410,6 +415,13 @@ private:
                     Expr x = Variable::make(Halide::Int(32), loop.var);
                     steps.push_back(simplify(substitute(loop.var, x + 1, l->index) - l->index));
                     base = substitute(loop.var, loop.min, base);
+                }
+                for (const Expr &step : steps) {
+                    if (!is_const(step))
+                        return note("a read of " + name +
+                                    " whose index is not affine in the element loops (such as "
+                                    "in(2 * (x / 2), y)): no vector instruction or Gather "
+                                    "takes it");
                 }
                 const Expr *inner = steps.empty() ? nullptr : &steps.back();
                 if (inner && !is_const_zero(*inner) && !is_const_one(*inner)) {
