@@ -50,7 +50,8 @@ public:
 };
 TANDEM_REGISTER_GENERATOR(BiasRelu, bias_relu)
 
-/** Rotary position embedding: columns 2i and 2i + 1 rotated by the angle of (i, y). */
+/** Rotary position embedding: columns 2i and 2i + 1 rotated by the angle of (i, y), W pairs of
+ * columns (2 W values) in each of H rows. */
 class Rope : public Tiled<Rope> {
 public:
     Input<Buffer<float, 2>> in{"in"};
@@ -60,10 +61,10 @@ public:
         Expr i = x / 2, even = x % 2 == 0;
         Expr a = in(2 * i, y), b = in(2 * i + 1, y), c = cos_t(i, y), s = sin_t(i, y);
         out(x, y) = Halide::select(even, a * c - b * s, a * s + b * c);
-        dense(in, W, H);
-        dense(out, W, H);
+        dense(in, 2 * W, H);
+        dense(out, 2 * W, H);
         for (Input<Buffer<float, 2>> *p : {&cos_t, &sin_t})
-            dense(*p, W / 2, H);
+            dense(*p, W, H);
     }
     void schedule() override { tiles(out, {&in, &cos_t, &sin_t}); }
 };

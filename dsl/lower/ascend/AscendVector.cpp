@@ -364,9 +364,7 @@ private:
             return "an element nest that is not one store in a loop nest";
         if (store->value.type() != Halide::Float(32) && store->value.type() != Halide::BFloat(16) &&
             store->value.type() != Halide::Float(16))
-            return std::string(store->value.type().is_int() && store->value.type().bits() == 8
-                                   ? "an "
-                                   : "a ") +
+            return std::string(store->value.type().is_int() ? "an " : "a ") +
                    type_name(store->value.type()) +
                    " result (the vector path computes in float32 and casts to bfloat16 or "
                    "float16 only)";
@@ -385,7 +383,14 @@ private:
             void visit(const Call *c) override {
                 static const std::set<std::string> known = {"sqrt_f32", "exp_f32", "log_f32",
                                                             "tanh_f32"};
-                if (!c->is_intrinsic(Call::abs) && !known.count(c->name))
+                // (promise_clamped and likely annotate an index or a condition, and integer
+                // calls such as the core's id compute addresses: not operations on the values)
+                const bool annotation = c->is_intrinsic(Call::promise_clamped) ||
+                                        c->is_intrinsic(Call::unsafe_promise_clamped) ||
+                                        c->is_intrinsic(Call::likely) ||
+                                        c->is_intrinsic(Call::likely_if_innermost) ||
+                                        !c->type.is_float();
+                if (!annotation && !c->is_intrinsic(Call::abs) && !known.count(c->name))
                     note("the function " + c->name.substr(0, c->name.find("_f")));
                 IRVisitor::visit(c);
             }
