@@ -157,6 +157,18 @@ Stmt guard_tails(const Stmt &s, const std::string &output, const Expr &core, Spr
     if (const LetStmt *l = s.as<LetStmt>()) {
         return LetStmt::make(l->name, l->value, guard_tails(l->body, output, core, spread, tails));
     }
+    // A loop of the output around the mapped one (map_to_cores on a var inside another, rows
+    // outside the tiles): its tail stays inside it, once per iteration.
+    if (const For *f = s.as<For>(); f && !is_core_loop(f->name)) {
+        return For::make(f->name, f->min, f->extent, f->for_type, f->device_api,
+                         guard_tails(f->body, output, core, spread, tails));
+    }
+    if (const IfThenElse *i = s.as<IfThenElse>()) {
+        return IfThenElse::make(
+            i->condition, guard_tails(i->then_case, output, core, spread, tails),
+            i->else_case.defined() ? guard_tails(i->else_case, output, core, spread, tails)
+                                   : Stmt());
+    }
     return s;
 }
 

@@ -183,6 +183,32 @@ void reference(const std::string &generator, const std::map<std::string, std::st
         out.for_each_element([&](int x, int y) {
             out(x, y) = std::clamp(std::nearbyint(a(x, y) / scale), -128.0f, 127.0f);
         });
+    } else if (generator == "silu_mul") {
+        out.for_each_element([&](int x, int y) {
+            const float v = a(x, y);
+            out(x, y) = v / (1.0f + std::exp(-v)) * in[1](x, y);
+        });
+    } else if (generator == "outer") {
+        out.for_each_element([&](int x, int y) { out(x, y) = a(x) * in[1](y); });
+    } else if (generator == "column_softmax") {
+        for (int x = 0; x < out.dim(0).extent(); x++) {
+            float mx = -INFINITY, sum = 0;
+            for (int y = 0; y < out.dim(1).extent(); y++)
+                mx = std::max(mx, a(x, y));
+            for (int y = 0; y < out.dim(1).extent(); y++)
+                sum += std::exp(a(x, y) - mx);
+            for (int y = 0; y < out.dim(1).extent(); y++)
+                out(x, y) = std::exp(a(x, y) - mx) / sum;
+        }
+    } else if (generator == "logsumexp") {
+        for (int y = 0; y < out.dim(0).extent(); y++) {
+            float mx = -INFINITY, sum = 0;
+            for (int x = 0; x < C; x++)
+                mx = std::max(mx, a(x, y));
+            for (int x = 0; x < C; x++)
+                sum += std::exp(a(x, y) - mx);
+            out(y) = mx + std::log(sum);
+        }
     } else if (generator == "undeclared") {
         out.for_each_element([&](int x, int y) { out(x, y) = a(x, y) * 2.0f + 1.0f; });
     } else if (generator == "linear") {

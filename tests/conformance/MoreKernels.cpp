@@ -1,6 +1,8 @@
 // Conformance: more everyday user kernels, written as a user writes generators (public headers
 // only): a bias add with ReLU (a row vector broadcast down the rows), rotary position embedding
-// (pairs of columns rotated), quantization to int8 (round, clamp, cast; a float GeneratorParam).
+// (pairs of columns rotated), quantization to int8 (round, clamp, cast; a float GeneratorParam),
+// SwiGLU's elementwise half (two inputs), an outer product (vectors read from DRAM), a softmax
+// down the columns and a row's log-sum-exp (a value per row).
 #include "tandem/Generator.h"
 
 #include <algorithm>
@@ -85,5 +87,98 @@ public:
     void schedule() override { tiles(out, {&in}); }
 };
 TANDEM_REGISTER_GENERATOR(Quantize, quantize)
+
+/** silu(a) * b: two inputs, each staged per tile. */
+class SiluMul : public Tiled<SiluMul> {
+public:
+    Input<Buffer<float, 2>> a{"a"}, b{"b"};
+    Output<Buffer<float, 2>> out{"out"};
+    void generate() override {
+        out(x, y) = a(x, y) / (1.0f + Halide::exp(-a(x, y))) * b(x, y);
+        dense(a, W, H);
+        dense(b, W, H);
+        dense(out, W, H);
+    }
+    void schedule() override { tiles(out, {&a, &b}); }
+};
+TANDEM_REGISTER_GENERATOR(SiluMul, silu_mul)
+
+/** out(x, y) = a(x) * b(y): the vectors left in DRAM (the compiler stages them). */
+class Outer : public Tiled<Outer> {
+public:
+    Input<Buffer<float, 1>> a{"a"}, b{"b"};
+    Output<Buffer<float, 2>> out{"out"};
+    void generate() override {
+        out(x, y) = a(x) * b(y);
+        a.dim(0).set_bounds(0, W);
+        b.dim(0).set_bounds(0, H);
+        dense(out, W, H);
+    }
+    void schedule() override { tiles(out, {}); }
+};
+TANDEM_REGISTER_GENERATOR(Outer, outer)
+
+/** softmax(in) down each column: TX columns per tile, whole columns staged. With
+ * rows_outside=true the rows loop runs outside the tiles (each row a pass over the tiles, the
+ * column max and sum recomputed per row: legal, slow). */
+class ColumnSoftmax : public Tiled<ColumnSoftmax> {
+public:
+    GeneratorParam<bool> rows_outside{"rows_outside", false};
+    Input<Buffer<float, 2>> in{"in"};
+    Output<Buffer<float, 2>> out{"out"};
+    void generate() override {
+        RDom k(0, in.dim(1).extent());
+        mx(x) = Halide::Float(32).min();
+        mx(x) = Halide::max(mx(x), in(x, k));
+        sum(x) = 0.0f;
+        sum(x) += Halide::exp(in(x, k) - mx(x));
+        out(x, y) = Halide::exp(in(x, y) - mx(x)) / sum(x);
+        dense(in, W, H);
+        dense(out, W, H);
+    }
+    void schedule() override {
+        out.split(x, xo, xi, TX, TailStrategy::GuardWithIf);
+        if (!rows_outside)
+            out.reorder(xi, y, xo);
+        out.map_to_cores(xo);
+        Func::staged(in).compute_at(out, xo).async_copy().multi_buffer(2);
+        mx.compute_at(out, xo);
+        sum.compute_at(out, xo);
+        out.async_copy();
+    }
+
+private:
+    Func mx{"mx"}, sum{"sum"};
+};
+TANDEM_REGISTER_GENERATOR(ColumnSoftmax, column_softmax)
+
+/** log(sum(exp(row))): one value per row, RB rows per tile. */
+class LogSumExp : public Tiled<LogSumExp> {
+public:
+    GeneratorParam<int> RB{"RB", 4, 1, 256};
+    Input<Buffer<float, 2>> in{"in"};
+    Output<Buffer<float, 1>> out{"out"};
+    void generate() override {
+        RDom k(0, in.dim(0).extent());
+        mx(y) = Halide::Float(32).min();
+        mx(y) = Halide::max(mx(y), in(k, y));
+        sum(y) = 0.0f;
+        sum(y) += Halide::exp(in(k, y) - mx(y));
+        out(y) = mx(y) + Halide::log(sum(y));
+        dense(in, W, H);
+        out.dim(0).set_bounds(0, H);
+    }
+    void schedule() override {
+        out.split(y, yo, yi, RB, TailStrategy::GuardWithIf).map_to_cores(yo);
+        Func::staged(in).compute_at(out, yo).async_copy().multi_buffer(2);
+        mx.compute_at(out, yo);
+        sum.compute_at(out, yo);
+        out.async_copy();
+    }
+
+private:
+    Func mx{"mx"}, sum{"sum"};
+};
+TANDEM_REGISTER_GENERATOR(LogSumExp, logsumexp)
 
 } // namespace

@@ -485,11 +485,22 @@ private:
      * Min): f as a tile, then a loop over the rows (a count known at run time in a tail), each
      * row one instruction into self behind a barrier: the element loops' order. None when the
      * nest is not one. */
-    Stmt column_reduction(const LetStmt *op, const ir::VectorOp &v, const std::vector<Loop> &loops,
+    Stmt column_reduction(const LetStmt *op, const ir::VectorOp &v, std::vector<Loop> loops,
                           const Store *store) {
         // (One loop: a column one element wide, its rows a block each.)
         if (loops.empty() || loops.size() > 2 || store->value.type() != Halide::Float(32))
             return Stmt();
+        // The columns' loop outside the rows' (mx(x) = max(mx(x), in(x, k)) as Halide orders a
+        // reduction's update): each column's accumulation depends on no other column, so the
+        // loops interchange without changing any column's order (the same bits).
+        if (loops.size() == 2 && !expr_uses_var(store->index, loops[1].var) &&
+            expr_uses_var(store->index, loops[0].var)) {
+            for (const Load *l : loads_in(store->value)) {
+                if (l->name == store->name && !equal(l->index, store->index))
+                    return Stmt();
+            }
+            std::swap(loops[0], loops[1]);
+        }
         const bool column = loops.size() == 1;
         Expr r = Variable::make(Halide::Int(32), loops[0].var);
         Expr col = 1;

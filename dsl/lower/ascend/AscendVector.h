@@ -33,7 +33,9 @@
  *
  *   a reduction down the columns into one row (self[x] = self[x] op f[r, x], op +, max, min): f
  *   as a tile, then a loop over the rows (a count known at run time in a tail), one Add / Max /
- *   Min of row r into self each, behind a barrier: the element loops' order and bits.
+ *   Min of row r into self each, behind a barrier: the element loops' order and bits (with the
+ *   columns' loop outside the rows', as Halide orders an update not reordered, the loops
+ *   interchange: no column's order changes).
  *
  *   exp and log are Exp and Ln; tanh (AscendC's basic API has none) is 2 / (1 + exp(-2v)) - 1.
  *
