@@ -1508,16 +1508,6 @@ void terms_of(const Expr &e, std::vector<Expr> *terms) {
     }
 }
 
-class HasDivMod : public IRVisitor {
-public:
-    bool found = false;
-
-private:
-    using IRVisitor::visit;
-    void visit(const Div *) override { found = true; }
-    void visit(const Mod *) override { found = true; }
-};
-
 } // namespace
 
 Expr version_of(const Tile &tile, const Expr &offset, Expr *within) {
@@ -1525,9 +1515,7 @@ Expr version_of(const Tile &tile, const Expr &offset, Expr *within) {
     const Expr slot = Halide::Expr(int(slot_elements));
     Expr version = tile.buffer->slots > 1 ? simplify(offset / slot) : Halide::Expr(0);
     *within = simplify(offset - version * slot);
-    HasDivMod left;
-    within->accept(&left);
-    if (!left.found)
+    if (!lower::has_division(*within))
         return version;
     // Where the simplifier cannot bound the part within the version (a tail's offset, bounded
     // only by promise_clamped): the terms that are multiples of a slot make the version, if the

@@ -188,6 +188,20 @@ std::string core_loop_name(const std::string &tile_loop) {
     return tile_loop + ".on_core";
 }
 
+bool has_division(const Expr &e) {
+    class Divides : public IRVisitor {
+    public:
+        bool found = false;
+
+    private:
+        using IRVisitor::visit;
+        void visit(const Div *) override { found = true; }
+        void visit(const Mod *) override { found = true; }
+    } d;
+    e.accept(&d);
+    return d.found;
+}
+
 bool is_core_loop(const std::string &n) {
     return n.size() > 8 && n.compare(n.size() - 8, 8, ".on_core") == 0;
 }

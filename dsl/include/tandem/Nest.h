@@ -84,6 +84,9 @@ Expr core_id_as_variable(const Expr &e);
 std::string core_loop_name(const std::string &tile_loop);
 bool is_core_loop(const std::string &loop_name);
 
+/** Whether an Expr divides (a Div or a Mod in it). */
+bool has_division(const Expr &e);
+
 /** An Int(32) variable. */
 Expr int_var(const std::string &name);
 

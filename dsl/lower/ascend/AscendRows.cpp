@@ -166,21 +166,6 @@ private:
     }
 };
 
-/** Whether an Expr divides (a Div or a Mod in it). */
-bool has_division(const Expr &e) {
-    class Divides : public IRVisitor {
-    public:
-        bool found = false;
-
-    private:
-        using IRVisitor::visit;
-        void visit(const Div *) override { found = true; }
-        void visit(const Mod *) override { found = true; }
-    } d;
-    e.accept(&d);
-    return d.found;
-}
-
 /** `buffer` laid out as rows `width` elements wide, each now `pitch` apart: every index i of a
  * load or store becomes (i / width) * pitch + i % width, simplified with the loops' constant
  * bounds (so y * 7 + x with x in [0, 7) becomes y * 8 + x). Right for any index, whatever form
