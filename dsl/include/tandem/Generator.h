@@ -79,7 +79,13 @@ template <class T> struct Tunable {
 
 class GeneratorBase;
 template <class T> class GeneratorParam;
-template <class B> class Input;
+/** Input<Buffer<T, D>> (below). A scalar input, Halide's Input<float> scale, is not supported
+ * yet: the targets' kernels take buffers only. */
+template <class B> class Input {
+    static_assert(sizeof(B) == 0,
+                  "Tandem's Input takes a Buffer<T, D>: a scalar input (Input<float>) is not "
+                  "supported yet; use a GeneratorParam<float> or a one-element buffer");
+};
 template <class B> class Output;
 
 namespace detail {

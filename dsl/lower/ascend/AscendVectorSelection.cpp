@@ -69,8 +69,10 @@ Value Selection::classify(const Load *l) const {
     }
     // An operand that starts inside a 32-byte block (a shifted window: in(x + 1, y)) has no
     // vector instruction (a chunk's own start, the nest's first element's plus whole rows of a
-    // tile or a row of per-row values: AscendVector's chunking decides).
-    if (misaligned(simplify(first)))
+    // tile or a row of per-row values: AscendVector's chunking decides). A start that depends on
+    // a loop outside the nest must be provably on a block (a column of a tile read row by row,
+    // in(x, y) with y outside: session 49's fuzzing).
+    if (misaligned(simplify(first)) || !can_prove(simplify(first) % kPerBlock == 0))
         return v;
     v.buffer = l->name;
     v.offset = base;
