@@ -201,6 +201,7 @@ struct CoreRun {
     int id = 0;
     Cycles now = 0;
     std::vector<Cycles> channel_free;
+    std::vector<Cycles> pinned_busy; // by channel: transfers of routes pinned to it
     std::priority_queue<Cycles, std::vector<Cycles>, std::greater<Cycles>> in_flight_ends;
     Knowledge known{1, {}, nullptr};      // the control stream's; its own epoch is known.control
     int64_t issued = 0;                   // async ops issued so far
@@ -454,6 +455,8 @@ struct Machine::Impl {
         core.channel_free[channel] = end;
         core.in_flight_ends.push(end);
         core.dma_busy += duration;
+        if (unit != ZpuParams::kAnyUnit)
+            core.pinned_busy[channel] += duration;
         core.longest_dma = std::max(core.longest_dma, duration);
         core.last_transfer_end = std::max(core.last_transfer_end, end);
         add_event(OpKind::Dma, label_index, core.id, kFirstDmaTrack + channel, start, duration);
@@ -938,6 +941,7 @@ Core::Core(Machine *m, int id) : machine_(m), id_(id), state_(std::make_shared<S
     CoreRun &run = state_->run;
     run.id = id;
     run.channel_free.assign(size_t(params.dma_channels), 0);
+    run.pinned_busy.assign(size_t(params.dma_channels), 0);
 }
 
 Cycles Core::now() const {
@@ -1120,8 +1124,10 @@ Report Machine::finish() {
     for (const CoreRun *core : runs) {
         const CoreRun &run = *core;
         Cycles finish = std::max(run.now, run.last_transfer_end);
+        // (A route pinned to one unit loads that unit alone.)
         Cycles bound = std::max({run.tensor_busy, run.vector_busy,
                                  ceil_div(run.dma_busy, params_.dma_channels), run.longest_dma,
+                                 *std::max_element(run.pinned_busy.begin(), run.pinned_busy.end()),
                                  run.link_busy[0], run.link_busy[1]});
         report.core_cycles.push_back(finish);
         report.cycles = std::max(report.cycles, finish);

@@ -27,7 +27,7 @@ TargetBackend backend() {
         const double cores = z.cores;
         return std::max({macs / (cores * z.peak_macs_per_cycle()),
                          vector_ops / (cores * z.vector_flops_per_cycle),
-                         bytes / (cores * z.dma_bytes_per_cycle_per_core())});
+                         bytes / (cores * z.dram_bytes_per_cycle_per_core())});
     };
     b.sources = {
         {"code", ".zpu.cpp",

@@ -117,8 +117,23 @@ struct ZpuParams {
     int64_t vector_cycles(int64_t flops) const;
     /** Asymptotic rates of one core, for rooflines. */
     double peak_macs_per_cycle() const { return 16.0 * 32 * 32; }
-    double dma_bytes_per_cycle_per_core() const {
-        return double(dma_channels) * dma_bytes_per_cycle;
+    /** The DRAM rate: one unit's per ODMA unit a route to or from DRAM is pinned to (every unit
+     * where a route takes the first free one). */
+    double dram_bytes_per_cycle_per_core() const {
+        std::array<bool, 64> used{};
+        int units = 0;
+        for (int s = 0; s < 4; ++s) {
+            for (int d = 0; d < 4; ++d) {
+                const int u = route[s][d];
+                if ((Space(s) != Space::DRAM && Space(d) != Space::DRAM) || u == -1)
+                    continue;
+                if (u == kAnyUnit || u < 0 || u >= int(used.size()))
+                    return double(dma_channels) * dma_bytes_per_cycle;
+                units += used[u] ? 0 : 1;
+                used[u] = true;
+            }
+        }
+        return double(std::max(units, 1)) * dma_bytes_per_cycle;
     }
 };
 
