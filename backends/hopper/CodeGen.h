@@ -239,7 +239,8 @@ private:
 
     void vector_op(const ir::VectorOp &v, const Stmt &nest);
 
-    /** The whole nest as one range of elements strided over the warpgroup's threads. */
+    /** The whole nest (Elementwise), or its strided loops with the others in each thread
+     * (ThreadPerElement), as one range of elements strided over the warpgroup's threads. */
     void parallel(const ir::VectorOp &v, const TileNest &n);
 
     /** Declares the min and extent of the first `count` loops; returns their extents' product. */

@@ -58,7 +58,7 @@ std::string CodeGen::gpu_index(const Tile &t, const Expr &index) {
     // The row-major element within the version, placed in the swizzled column blocks: from
     // the nest's row and column where the index is row * W + column, else from the element.
     auto place = [&](const std::string &linear) {
-        if (!t.swizzled_store)
+        if (!t.swizzled)
             return linear;
         const std::string T = storage_type(t.buffer->type), rows = std::to_string(t.layout[1]);
         if (x.rows_of_tile && x.version_start)
@@ -83,7 +83,7 @@ std::string CodeGen::gpu_index(const Tile &t, const Expr &index) {
         linear += (linear.empty() ? "" : " + ") + std::to_string(offset);
     if (linear.empty())
         linear = "0";
-    if (t.swizzled_store || linear != "0")
+    if (t.swizzled || linear != "0")
         add(place(linear));
     return r.empty() ? "0" : r;
 }
@@ -167,6 +167,8 @@ void CodeGen::vector_op(const ir::VectorOp &v, const Stmt &nest) {
         parallel(v, n);
     } else if (n.kind == TileNest::Kind::Reduction) {
         reduction(v, n.loops, n.reduction);
+    } else if (n.kind == TileNest::Kind::ThreadPerElement) {
+        parallel(v, n);
     } else {
         os << line() << "// vector op " << v.label
            << ": one thread (not an elementwise nest or a single reduction)\n";
@@ -179,11 +181,20 @@ void CodeGen::vector_op(const ir::VectorOp &v, const Stmt &nest) {
 }
 
 void CodeGen::parallel(const ir::VectorOp &v, const TileNest &n) {
-    os << line() << "// vector op " << v.label << ": elementwise, strided over the role's "
-       << role_threads() << " threads\n";
+    const bool whole = n.kind == TileNest::Kind::Elementwise;
+    const std::vector<Loop> &loops = whole ? n.loops : n.strided;
+    os << line() << "// vector op " << v.label << ": ";
+    if (whole) {
+        os << "elementwise";
+    } else {
+        for (const Loop &l : loops)
+            os << (&l == &loops.front() ? "" : ", ") << l.name;
+    }
+    os << ", strided over the role's " << role_threads() << " threads"
+       << (whole ? "" : ", the other loops in order in each thread") << "\n";
     open("{");
-    const std::string total = declare_extents(n.loops, n.loops.size());
-    nest_loops = n.loops;
+    const std::string total = declare_extents(loops, loops.size());
+    nest_loops = loops;
     for (const auto &[name, load] : n.scalars) {
         os << line() << "const auto " << c_name(name) << " = " << expr(load)
            << "; // invariant in the nest\n";
@@ -191,8 +202,8 @@ void CodeGen::parallel(const ir::VectorOp &v, const TileNest &n) {
     nest_loops.clear();
     open("for (int element = " + role_thread() + "; element < " + total +
          "; element += " + std::to_string(role_threads()) + ") {");
-    unflatten(n.loops, n.loops.size(), "element");
-    nest_loops = n.loops;
+    unflatten(loops, loops.size(), "element");
+    nest_loops = loops;
     element(n.code);
     nest_loops.clear();
     close();

@@ -2,6 +2,7 @@
 
 #include "tandem/Nest.h"
 
+#include <algorithm>
 #include <set>
 #include <sstream>
 
@@ -46,15 +47,52 @@ template <class Node, class IR> std::vector<const Node *> collect(const IR &ir) 
     return c.nodes;
 }
 
-/** Every store of the body writes a distinct element per iteration (affine, nonzero step in
- * every loop var) and the nest reads the stored buffers only at the element it writes. */
+/** Whether `index` tells apart the values of the loops it moves along: each loop's step is affine
+ * and, ordered by size, each larger than the reach of the smaller ones (like the digits of a
+ * number), so that no two iterations that differ in those loops meet at one element. `moved[i]`
+ * is cleared for the loops whose step is 0. */
+bool tells_apart(const std::vector<Loop> &loops, const Expr &index, std::vector<bool> *moved) {
+    struct Term {
+        Expr step, extent;
+        int64_t largest;
+    };
+    std::vector<Term> terms;
+    for (size_t i = 0; i < loops.size(); i++) {
+        Expr step = affine_step(index, loops[i].name);
+        if (!step.defined())
+            return false;
+        step = simplify(step);
+        if (is_const_zero(step)) {
+            (*moved)[i] = false;
+            continue;
+        }
+        if (proven(step < 0))
+            step = simplify(-step);
+        else if (!proven(step > 0))
+            return false;
+        // (Unbounded steps last: larger than every constant one.)
+        const int64_t largest = constant_upper_bound(step);
+        terms.push_back({step, loops[i].extent, largest < 0 ? INT64_MAX : largest});
+    }
+    std::stable_sort(terms.begin(), terms.end(),
+                     [](const Term &a, const Term &b) { return a.largest < b.largest; });
+    Expr reach = 0;
+    for (const Term &t : terms) {
+        if (!proven(t.step > reach))
+            return false;
+        reach = simplify(reach + t.step * (t.extent - 1));
+    }
+    return true;
+}
+
+/** Every store of the body writes a distinct element per iteration (tells_apart, every loop
+ * moving it) and the nest reads the stored buffers only at the element it writes. */
 bool independent(const std::vector<Loop> &loops, const Stmt &body) {
     for (const Store *st : collect<Store>(body)) {
-        for (const Loop &l : loops) {
-            Expr step = affine_step(st->index, l.name);
-            if (!step.defined() || !proven(step != 0))
-                return false;
-        }
+        std::vector<bool> moved(loops.size(), true);
+        if (!tells_apart(loops, st->index, &moved) ||
+            std::find(moved.begin(), moved.end(), false) != moved.end())
+            return false;
         LoadsOf self(st->name);
         body.accept(&self);
         for (const Load *l : self.loads) {
@@ -83,6 +121,31 @@ bool contains_load(const Stmt &s, const Load *load) {
             return true;
     }
     return false;
+}
+
+/** The loops a thread per element may stride over the threads: those every store moves along,
+ * where each store's index tells the loops' values apart (tells_apart) and the nest reads a
+ * stored buffer only at the element it writes. The other loops then run in order in each
+ * thread. Empty where no loop qualifies. */
+std::vector<size_t> strided_loops(const std::vector<Loop> &loops, const Stmt &body) {
+    const std::vector<const Store *> stores = collect<Store>(body);
+    std::vector<bool> moved(loops.size(), !stores.empty());
+    for (const Store *st : stores) {
+        LoadsOf self(st->name);
+        body.accept(&self);
+        for (const Load *l : self.loads) {
+            if (!equal(l->index, st->index))
+                return {};
+        }
+        if (!tells_apart(loops, st->index, &moved))
+            return {};
+    }
+    std::vector<size_t> r;
+    for (size_t i = 0; i < loops.size(); i++) {
+        if (moved[i])
+            r.push_back(i);
+    }
+    return r;
 }
 
 /** store = store op rest (op: a sum, max or min), rest reading no other element of the store's
@@ -359,6 +422,20 @@ TileNest map_tile_nest(const Plan &plan, const Stmt &nest, int threads) {
             return n;
         }
     }
+    const std::vector<size_t> strided =
+        flat && rectangular(loops) ? strided_loops(loops, body) : std::vector<size_t>{};
+    if (!strided.empty()) {
+        n.kind = TileNest::Kind::ThreadPerElement;
+        n.code = body;
+        for (size_t i = loops.size(); i-- > 0;) {
+            if (std::find(strided.begin(), strided.end(), i) == strided.end())
+                n.code = For::make(loops[i].name, loops[i].min, loops[i].extent, ForType::Serial,
+                                   Halide::DeviceAPI::None, n.code);
+        }
+        for (size_t i : strided)
+            n.strided.push_back(loops[i]);
+        return n;
+    }
     n.kind = TileNest::Kind::Serial;
     return n;
 }
@@ -523,7 +600,7 @@ TileIndex map_dynamic_index(const Tile &t, const Expr &index, const std::vector<
 
 TileIndex map_tile_index(const Tile &t, const Expr &index, const std::vector<Loop> &loops) {
     TileIndex x;
-    if (!t.dynamic_layout && !t.rebased() && !t.swizzled_store) {
+    if (!t.dynamic_layout && !t.rebased() && !t.swizzled) {
         x.as_in_stmt = true;
         x.element = index;
         return x;
@@ -553,7 +630,7 @@ TileIndex map_tile_index(const Tile &t, const Expr &index, const std::vector<Loo
             x.inner = l.name;
         else if (x.outer.empty())
             x.outer = l.name, x.rows_of_tile = proven(step == int(t.layout[0]));
-        else if (t.swizzled_store)
+        else if (t.swizzled)
             throw Error("hopper: element nest over " + t.buffer->name +
                         " walks it along more dims than the tile has");
         base = substitute(l.name, 0, base);

@@ -16,7 +16,9 @@
  *    threads, where every store writes its own element and the loops are rectangular (loads the
  *    loops do not move are read once into registers); a reduction of the innermost loop, with
  *    per-thread partials and a shuffle reduction (a warp per row where there are rows enough for
- *    every warp); else one thread runs the nest.
+ *    every warp); a thread per element where the loops every store moves along are strided over
+ *    the threads and the others (a reduction down columns: acc[x] += in[k][x], k outside x) run in
+ *    order inside each thread; else one thread runs the nest.
  *  - Every tile element the nest touches is placed in the tile's GPU layout (map_tile_index):
  *    its version at the GPU's version stride, rows that differ from the GPU's (a tail's pitch, a
  *    row padded to 16 bytes) rewritten to the full tile, 128B-swizzled column blocks. The Stmt's
@@ -107,9 +109,12 @@ void check_zeroing(const ir::VectorOp &v, const Halide::Internal::Stmt &nest,
 
 /** How the element nest of a vector op over shared tiles runs on a role's threads. */
 struct TileNest {
-    enum class Kind { Elementwise, Reduction, Serial };
+    enum class Kind { Elementwise, Reduction, ThreadPerElement, Serial };
     Kind kind = Kind::Serial;
     std::vector<Loop> loops;
+    /** ThreadPerElement: the loops strided over the threads (outermost first); `code` runs the
+     * other loops, in their order, around the body in each thread. */
+    std::vector<Loop> strided;
     Halide::Internal::Stmt body;
     /** Elementwise: loads the loops do not move, of buffers the nest does not write (a row's
      * scalar), read once into registers (the compiler cannot prove shared memory unaliased): the
@@ -123,8 +128,8 @@ struct TileNest {
 TileNest map_tile_nest(const Plan &plan, const Halide::Internal::Stmt &nest, int threads);
 
 /** Where an element of a tile lies on the GPU: version * tile.slot_elements() + the element
- * within the version, in 128B-swizzled column blocks where the tile is a swizzled store source
- * (Tile::swizzled_store). */
+ * within the version, in 128B-swizzled column blocks where the tile is swizzled
+ * (Tile::swizzled). */
 struct TileIndex {
     bool as_in_stmt = false; // the Stmt's index is the GPU's (the tile keeps the Stmt's layout)
     Halide::Expr version;    // the version the element lies in (0: the first)

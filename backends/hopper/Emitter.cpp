@@ -802,7 +802,7 @@ Variant emit_variant(const Kernel &kernel, const std::string &fn, const Plan &pl
                << ", 128B swizzle";
         else if (tile.tma())
             os << ", TMA tile " << brace_list(tile.layout)
-               << (tile.swizzled_store ? ", 128B-swizzled column blocks" : "");
+               << (tile.swizzled ? ", 128B-swizzled column blocks" : "");
         if (tile.threads())
             os << ", copied by threads";
         if (tile.tma() && tile.layout != tile.data)

@@ -88,6 +88,7 @@ void for_each_op(const Stmt &s, const std::function<void(const Stmt &)> &f) {
 
 namespace {
 
+using lower::affine_step;
 using lower::constant_upper_bound;
 
 int64_t round_up(int64_t n, int64_t m) {
@@ -225,7 +226,7 @@ public:
             place_elements(v);
         }
         for (auto &[name, tile] : plan.tiles) {
-            swizzle_store(name, tile);
+            swizzle(name, tile);
             column_block_ring(name, tile);
             pad_rows(name, tile);
         }
@@ -689,7 +690,7 @@ private:
         t.data = {k, m};
         t.role = {0, 1};
         t.on_chip = true;
-        t.swizzled_store = true;
+        t.swizzled = true;
         t.dynamic_layout = true;
         return {k, m};
     }
@@ -1247,7 +1248,7 @@ private:
             m.last_name = m.name.substr(0, m.name.size() - std::string("_tensor_map").size()) +
                           "_last_tensor_map";
         }
-        if (tile.swizzled_store) {
+        if (tile.swizzled) {
             // Column blocks of 128 bytes, each a {128 bytes, rows} box with the 128B swizzle.
             const int64_t block = swizzle_bytes / m.type.bytes();
             m.swizzle = true;
@@ -1268,14 +1269,16 @@ private:
         }
     }
 
-    /** A 2-D tile only TMA stores read, one box wide, rows of whole 128-byte blocks and a
-     * multiple of 8 rows (the swizzle atom): swizzled (Tile::swizzled_store). */
-    void swizzle_store(const std::string &name, Tile &tile) {
-        if (tile.kind != TileKind::Plain || !tile.tma() || tile.threads() ||
-            !plan.store_sources.count(name))
+    /** A 2-D tile TMA moves one box wide, rows of whole 128-byte blocks and a multiple of 8 rows
+     * (the swizzle atom), held swizzled (Tile::swizzled) where that spares bank conflicts: a
+     * source only TMA stores read, or a tile only TMA loads write that element code reads down
+     * its columns (read_down_columns), each of its accesses then placed in the swizzled blocks. */
+    void swizzle(const std::string &name, Tile &tile) {
+        if (tile.kind != TileKind::Plain || !tile.tma() || tile.threads())
             return;
+        const bool store = plan.store_sources.count(name);
         for (const CopyInfo *c : copies_of(name)) {
-            if (c->load)
+            if (c->load == store)
                 return;
         }
         const int64_t bytes = tile.buffer->type.bytes();
@@ -1284,9 +1287,51 @@ private:
             (tile.layout[0] * bytes) % swizzle_bytes != 0 || tile.layout[1] % 8 != 0 ||
             tile.layout[1] > max_box || v == views.end() || v->second.merged ||
             v->second.rows > 1 || v->second.last || v->second.blocks > 1 ||
-            !v->second.chunk.empty())
+            !v->second.chunk.empty() || (!store && !read_down_columns(name, tile)))
             return;
-        tile.swizzled_store = true;
+        tile.swizzled = true;
+        if (store)
+            return;
+        for (const VectorInfo &vi : vector_ops) {
+            AccessesOf of(name);
+            vi.nest.accept(&of);
+            for (size_t i = 0; i < of.found.size(); i++) {
+                try {
+                    map_tile_index(tile, of.found[i].first, of.found_loops[i]);
+                } catch (const Error &) {
+                    tile.swizzled = false;
+                    return;
+                }
+            }
+        }
+    }
+
+    /** Whether element code over shared tiles (not an epilogue) reads the tile with a warp's
+     * lanes 128 bytes or more apart: down its columns, one bank row-major. */
+    bool read_down_columns(const std::string &name, const Tile &tile) {
+        for (const VectorInfo &v : vector_ops) {
+            bool reads = false, epilogue = false;
+            for (const ir::Region &r : v.op.regions) {
+                reads = reads || (!r.write && r.buffer == name);
+                epilogue = epilogue || plan.accumulators.count(r.buffer);
+            }
+            if (!reads || epilogue)
+                continue;
+            const TileNest n = map_tile_nest(plan, v.nest, 128);
+            const std::vector<Loop> &lanes =
+                n.kind == TileNest::Kind::ThreadPerElement ? n.strided : n.loops;
+            if (n.kind == TileNest::Kind::Serial || lanes.empty())
+                continue;
+            AccessesOf of(name);
+            n.body.accept(&of);
+            for (const auto &[index, loops] : of.found) {
+                const Expr step = affine_step(index, lanes.back().name);
+                const int64_t largest = step.defined() ? constant_upper_bound(step) : -1;
+                if (largest * tile.buffer->type.bytes() >= swizzle_bytes)
+                    return true;
+            }
+        }
+        return false;
     }
 
     /** A tile no copy touches whose rows are whole 128-byte lines (f32 or bf16) and which an
@@ -1366,7 +1411,7 @@ private:
      * epilogues, each stored by one copy (one per role or loop copy): a ring of two column
      * blocks (Tile::ring_blocks). */
     void column_block_ring(const std::string &name, Tile &tile) {
-        if (!tile.swizzled_store || tile.layout[0] * tile.buffer->type.bytes() <= 2 * swizzle_bytes)
+        if (!tile.swizzled || tile.layout[0] * tile.buffer->type.bytes() <= 2 * swizzle_bytes)
             return;
         int epilogues = 0, writers = 0, stores = 0;
         for (const VectorInfo &v : vector_ops) {
@@ -1439,7 +1484,7 @@ private:
                 continue;
             Tile &tile = it->second;
             const int64_t align =
-                tile.kind == TileKind::Plain && !tile.swizzled_store ? 128 : swizzle_atom_bytes;
+                tile.kind == TileKind::Plain && !tile.swizzled ? 128 : swizzle_atom_bytes;
             int64_t slot = b.slot_elements * b.type.bytes();
             if (tile.tma()) {
                 int64_t box = b.type.bytes();

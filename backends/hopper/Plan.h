@@ -96,10 +96,13 @@ struct Tile {
      * load would complete its boxes. A plain tile then keeps the Stmt's layout (empty `data`). */
     std::string thread_copy;
     int64_t tx_bytes = 0;
-    /** A TMA store's source held as 128B-swizzled column blocks of 128 bytes ({128 bytes, rows}
-     * boxes, SWIZZLE_128B), not row-major: the rows a warp's fragment stores touch at once fall
-     * in different banks (row-major rows of 256 or 512 bytes put 8 of them in the same banks). */
-    bool swizzled_store = false;
+    /** Held as 128B-swizzled column blocks of 128 bytes ({128 bytes, rows} TMA boxes,
+     * SWIZZLE_128B), not row-major, so that the rows a warp touches at once fall in different
+     * banks (row-major rows of 128, 256 or 512 bytes put them all in the same ones): a TMA
+     * store's source that a warp's fragment stores write 8 rows at a time, or a TMA-loaded tile
+     * element code reads down its columns (a transpose: 32 lanes a row apart, a 32-way conflict
+     * row-major, 4-way swizzled). */
+    bool swizzled = false;
     /** > 0: a swizzled store source that an accumulator epilogue writes, held as a ring of this
      * many column blocks (not the whole tile): the emitter writes and stores the tile one column
      * block at a time, so the operand ring gets the shared memory the rest of the tile would take
@@ -107,7 +110,7 @@ struct Tile {
     int ring_blocks = 0;
     /** An MMA A operand that element code writes instead of a copy (a matmul chain: the second
      * matmul's operand made from the first's accumulator): held in the wgmma layout a TMA load
-     * would give it (`swizzled_store`, `dynamic_layout`: the element code's stores placed in the
+     * would give it (`swizzled`, `dynamic_layout`: the element code's stores placed in the
      * 128B-swizzled column blocks), the epilogue writing zeros into its padding. */
     bool on_chip = false;
 

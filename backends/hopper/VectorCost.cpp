@@ -60,6 +60,17 @@ int64_t wavefronts(const std::vector<int64_t> &elements, int bytes) {
     return int64_t(most);
 }
 
+/** Where the row-major element `e` of a swizzled tile (Tile::swizzled) lies: as
+ * hopper::swizzled_128B, the 16-byte chunk of a row XORed with the row's index mod 8 in column
+ * blocks of 128 bytes. */
+int64_t swizzled_element(const Tile &t, int64_t e) {
+    const int64_t bytes = t.buffer->type.bytes(), row_elements = swizzle_bytes / bytes,
+                  chunk = 16 / bytes, row = e / t.layout[0], col = e % t.layout[0],
+                  in_row = col % row_elements;
+    return col / row_elements * row_elements * t.layout[1] + row * row_elements +
+           ((in_row / chunk) ^ (row % 8)) * chunk + in_row % chunk;
+}
+
 /** The step of `index` along `var` as a number (0 where it does not move with it, or is not
  * affine: counted as a broadcast). */
 int64_t step_along(const Expr &index, const std::string &var,
@@ -124,7 +135,7 @@ VectorCost vector_cost(const Plan &plan, const ir::VectorOp &v, const Stmt &nest
                 // The paired store: one instruction for two adjacent columns.
                 const int pair = a.node == e.pair ? 2 : 1;
                 int64_t per = (32 * pair * a.bytes + 127) / 128;
-                if (!t.swizzled_store) {
+                if (!t.swizzled) {
                     const int64_t row = t.dynamic_layout ? t.layout[0]
                                                          : step_along(a.index, e.row, value),
                                   col = t.dynamic_layout ? 1 : step_along(a.index, e.col, value);
@@ -146,19 +157,24 @@ VectorCost vector_cost(const Plan &plan, const ir::VectorOp &v, const Stmt &nest
         SharedAccesses found(plan);
         (n.kind == TileNest::Kind::Elementwise ? n.code : n.body).accept(&found);
         const int64_t elements = elements_of(n.loops, value);
-        const std::string inner = n.loops.empty() ? "" : n.loops.back().name;
+        const std::vector<Loop> &lanes_along =
+            n.kind == TileNest::Kind::ThreadPerElement ? n.strided : n.loops;
+        const std::string inner = lanes_along.empty() ? "" : lanes_along.back().name;
         for (const SharedAccess &a : found.found) {
             if (n.kind == TileNest::Kind::Serial) {
                 cost.rounds += elements;
                 continue;
             }
-            // Strided over the threads: lane i at the innermost loop's element i.
+            // Strided over the threads: lane i at the innermost (strided) loop's element i.
             const int64_t step = step_along(a.index, inner, value);
             if (step == 0)
                 continue; // a row's element, read or written once per row
+            const Tile &t = plan.tiles.at(a.buffer);
             std::vector<int64_t> lanes;
-            for (int lane = 0; lane < 32; lane++)
-                lanes.push_back(lane * step);
+            for (int lane = 0; lane < 32; lane++) {
+                const int64_t e = lane * step;
+                lanes.push_back(t.swizzled && e >= 0 ? swizzled_element(t, e) : e);
+            }
             cost.wavefronts += (elements + 31) / 32 * wavefronts(lanes, a.bytes);
         }
         if (n.kind == TileNest::Kind::Reduction) {

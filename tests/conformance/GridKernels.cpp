@@ -9,13 +9,14 @@ using namespace tandem;
 
 namespace {
 
-/** W x H floats in, tiles of TX x TY over the cores. */
+/** W x H floats in, tiles of TX x TY over the cores (0: the kernel's tiles for the target,
+ * tiles()). */
 template <class G> class GridKernel : public Generator<G> {
 public:
     GeneratorParam<int> W{"W", 300, 1, 1 << 20};
     GeneratorParam<int> H{"H", 70, 1, 1 << 20};
-    GeneratorParam<int> TX{"TX", 64, 1, 4096};
-    GeneratorParam<int> TY{"TY", 8, 1, 4096};
+    GeneratorParam<int> TX{"TX", 0, 0, 4096};
+    GeneratorParam<int> TY{"TY", 0, 0, 4096};
     GeneratorParam<bool> runtime{"runtime", false};
     // How the tiles meet the edges: guard (GuardWithIf) or Halide's default (no tail strategy
     // written), with tiles that may exceed a static extent.
@@ -23,6 +24,11 @@ public:
 
 protected:
     Var x{"x"}, y{"y"}, xo{"xo"}, yo{"yo"}, xi{"xi"}, yi{"yi"}, t{"t"};
+
+    /** The tiles a kernel takes where TX or TY is 0, as a user picks them for the target. */
+    virtual std::pair<int, int> tiles() const { return {64, 8}; }
+    int tx() const { return TX > 0 ? int(TX) : tiles().first; }
+    int ty() const { return TY > 0 ? int(TY) : tiles().second; }
 
     /** A dense W x H (or any, with runtime) buffer. */
     template <class B> void shape(B &b, int w, int h) {
@@ -35,7 +41,7 @@ protected:
     }
     /** out in TX x TY tiles over the cores, `in` staged per tile and double-buffered. */
     void schedule_tiles(Func &out, ImageParam &in) {
-        out.tile(x, y, xo, yo, xi, yi, TX, TY,
+        out.tile(x, y, xo, yo, xi, yi, tx(), ty(),
                  tail.value() == "guard" ? TailStrategy::GuardWithIf : TailStrategy::Auto)
             .fuse(xo, yo, t)
             .map_to_cores(t);
@@ -83,6 +89,11 @@ public:
         shape(out, W, H);
     }
     void schedule() override { schedule_tiles(out, in); }
+
+protected:
+    /** Square tiles of 64 (the staged tile is read down its columns: on hopper a 128B-swizzled
+     * TMA tile, on ascend a Gather). */
+    std::pair<int, int> tiles() const override { return {64, 64}; }
 };
 TANDEM_REGISTER_GENERATOR(Transpose, transpose)
 
@@ -132,12 +143,23 @@ public:
     /** TX columns per tile over the cores; down them TY rows at a time, double-buffered. */
     void schedule() override {
         RVar ko("ko"), ki("ki");
-        out.split(x, xo, xi, TX, TailStrategy::GuardWithIf).map_to_cores(xo);
+        out.split(x, xo, xi, tx(), TailStrategy::GuardWithIf).map_to_cores(xo);
         acc.compute_at(out, xo);
-        acc.update().split(k_y, ko, ki, TY, TailStrategy::GuardWithIf).reorder(x, ki, ko);
+        acc.update().split(k_y, ko, ki, ty(), TailStrategy::GuardWithIf).reorder(x, ki, ko);
         Func tile = Func::staged(in, acc);
         tile.compute_at(acc, ko).async_copy().multi_buffer(2);
         out.async_copy();
+    }
+
+protected:
+    /** hopper: 32 columns (a CTA for nearly every SM at 4096 columns, a thread per column) and
+     * chunks of 256 rows; ascend: rows of 128 columns (512 bytes per vector op) and chunks of 32;
+     * zpu: 256 x 32. */
+    std::pair<int, int> tiles() const override {
+        const std::string target = get_target().name();
+        return target == "hopper"   ? std::pair{32, 256}
+               : target == "ascend" ? std::pair{128, 32}
+                                    : std::pair{256, 32};
     }
 
 private:
@@ -183,7 +205,7 @@ public:
         shape(out, W, H);
     }
     void schedule() override {
-        out.tile(x, y, xo, yo, xi, yi, TX, TY,
+        out.tile(x, y, xo, yo, xi, yi, tx(), ty(),
                  tail.value() == "guard" ? TailStrategy::GuardWithIf : TailStrategy::Auto)
             .fuse(xo, yo, t)
             .map_to_cores(t);

@@ -37,6 +37,14 @@ foreach(f ${emitted})
     message(FATAL_ERROR "${f}: zero padding written at a constant row or column:\n${shared}")
   endif()
 endforeach()
+# A transpose reads its TMA tile down the columns: the tile is held 128B-swizzled (4-way bank
+# conflicts instead of 32-way), and the element code reads it, full tiles and tails, in that layout.
+file(STRINGS ${OUT}/conformance_transpose_swizzled.cu reads
+     REGEX "= in_[^;]*\\[[^;]*swizzled_128B<float, 64>\\(")
+list(LENGTH reads n)
+if(n LESS 2)
+  message(FATAL_ERROR "transpose_swizzled: the input tile is not read in the 128B-swizzled layout")
+endif()
 if(NOT nvcc OR nvcc STREQUAL "none")
   message("SKIPPED: nvcc not found (/usr/local/cuda/bin/nvcc or PATH): the emitted CUDA is not assembled")
   return()

@@ -2,7 +2,8 @@
 // by numbers: for a tile whose Stmt rows are a tail's shorter pitch and whose GPU rows are the full
 // tile's, every element the nest reads lands on the same (row, column) on the GPU. Max pooling
 // (loops stepping by two columns and two rows), a stencil's window, and steps the emitter must
-// refuse rather than misplace.
+// refuse rather than misplace. And how a nest over shared tiles is spread over the threads
+// (map_tile_nest): a thread per element only where no two threads can touch one element.
 #include "hopper/ElementLoops.h"
 
 #include <gtest/gtest.h>
@@ -125,6 +126,85 @@ TEST_F(ElementLoops, RefusesStepsThatAreNotRowsOrColumns) {
     EXPECT_THROW(map_tile_index(tile, x + y * (pitch + 1), {{"y", 0, 8}, {"x", 0, 8}}), Error);
     // A constant step past the row, not a whole number of full rows.
     EXPECT_THROW(map_tile_index(tile, x + y * 130, {{"y", 0, 8}, {"x", 0, 8}}), Error);
+}
+
+/** The nest of loops (outermost first) around one store of `value` into `buffer` at `index`. */
+Halide::Internal::Stmt nest(const std::vector<Loop> &loops, const std::string &buffer,
+                            const Expr &index, const Expr &value) {
+    using namespace Halide::Internal;
+    Stmt s = Store::make(buffer, value, index, Parameter(), const_true(), ModulusRemainder());
+    for (size_t i = loops.size(); i-- > 0;)
+        s = For::make(loops[i].name, loops[i].min, loops[i].extent, ForType::Serial,
+                      Halide::DeviceAPI::None, s);
+    return s;
+}
+
+Expr load(const std::string &buffer, const Expr &index) {
+    return Halide::Internal::Load::make(
+        Halide::Float(32), buffer, index, Halide::Buffer<>(), Halide::Internal::Parameter(),
+        Halide::Internal::const_true(), Halide::Internal::ModulusRemainder());
+}
+
+TEST(TileNest, ColumnSumIsAThreadPerColumn) {
+    // acc[x] += in[k][x] with k outside x (ColumnReduce's schedule): before session 50 one
+    // thread ran it all. Each thread now owns columns and runs k in order: the same sums, in the
+    // same order, as the Stmt.
+    const Plan plan;
+    Expr k = Variable::make(Halide::Int(32), "k"), x = Variable::make(Halide::Int(32), "x");
+    const TileNest n = map_tile_nest(
+        plan, nest({{"k", 0, 8}, {"x", 0, 64}}, "acc", x, load("acc", x) + load("in", k * 64 + x)),
+        128);
+    ASSERT_EQ(n.kind, TileNest::Kind::ThreadPerElement);
+    ASSERT_EQ(n.strided.size(), 1u);
+    EXPECT_EQ(n.strided[0].name, "x");
+    const auto *inner = n.code.as<Halide::Internal::For>();
+    ASSERT_NE(inner, nullptr);
+    EXPECT_EQ(inner->name, "k");
+}
+
+TEST(TileNest, ThreadsTakeEveryLoopEachStoreMovesAlong) {
+    // A 2-D output reduced over k outside it: rows and columns both strided, k in each thread.
+    const Plan plan;
+    Expr k = Variable::make(Halide::Int(32), "k"), x = Variable::make(Halide::Int(32), "x"),
+         y = Variable::make(Halide::Int(32), "y");
+    const Expr at = y * 16 + x;
+    const TileNest n = map_tile_nest(plan,
+                                     nest({{"k", 0, 5}, {"y", 0, 4}, {"x", 0, 16}}, "acc", at,
+                                          load("acc", at) * load("in", k * 64 + at)),
+                                     128);
+    ASSERT_EQ(n.kind, TileNest::Kind::ThreadPerElement);
+    ASSERT_EQ(n.strided.size(), 2u);
+    EXPECT_EQ(n.strided[0].name, "y");
+    EXPECT_EQ(n.strided[1].name, "x");
+}
+
+TEST(TileNest, OneThreadWhereThreadsCouldTouchOneElement) {
+    const Plan plan;
+    Expr k = Variable::make(Halide::Int(32), "k"), x = Variable::make(Halide::Int(32), "x"),
+         y = Variable::make(Halide::Int(32), "y");
+    // A scatter: x + k meets x' + k' for other columns (steps 1 and 1).
+    const Expr scatter = x + k;
+    EXPECT_EQ(map_tile_nest(plan,
+                            nest({{"k", 0, 8}, {"x", 0, 64}}, "acc", scatter,
+                                 load("acc", scatter) + load("in", k * 64 + x)),
+                            128)
+                  .kind,
+              TileNest::Kind::Serial);
+    // Rows that overlap: y * 8 + x with 16 columns (the pitch is shorter than a row).
+    const Expr overlap = y * 8 + x;
+    EXPECT_EQ(map_tile_nest(plan,
+                            nest({{"k", 0, 3}, {"y", 0, 4}, {"x", 0, 16}}, "acc", overlap,
+                                 load("acc", overlap) + load("in", k)),
+                            128)
+                  .kind,
+              TileNest::Kind::Serial);
+    // A running sum along the row reads the element another iteration wrote.
+    EXPECT_EQ(map_tile_nest(plan,
+                            nest({{"y", 0, 4}, {"x", 0, 15}}, "scan", y * 16 + x + 1,
+                                 load("scan", y * 16 + x) + load("in", y * 16 + x)),
+                            128)
+                  .kind,
+              TileNest::Kind::Serial);
 }
 
 } // namespace
