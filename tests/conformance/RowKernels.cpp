@@ -18,6 +18,9 @@ public:
     GeneratorParam<int> C{"C", 1000, 1, 1 << 20};
     GeneratorParam<int> R{"R", 64, 1, 1 << 20};
     GeneratorParam<int> RB{"RB", 4, 1, 256};
+    // hopper: CTAs per SM that loop over the row tiles (.persistent), so that the next tile's
+    // copy overlaps this one's work; 0: a CTA per tile.
+    GeneratorParam<int> ctas_per_sm{"ctas_per_sm", 2, 0, 8};
     GeneratorParam<bool> runtime{"runtime", false};
     Input<Buffer<float, 2>> in{"in"};
     Output<Buffer<float, 2>> out{"out"};
@@ -49,6 +52,8 @@ protected:
         const int fit = int(this->get_target().vector_memory_bytes() / (8 * row_bytes));
         const int rows = std::max(1, std::min(int(RB), fit));
         out.split(r, ro, ri, rows, TailStrategy::GuardWithIf).map_to_cores(ro);
+        if (this->get_target().name() == "hopper" && ctas_per_sm > 0)
+            out.persistent(ctas_per_sm);
         Func tile = Func::staged(in);
         tile.compute_at(out, ro).async_copy().multi_buffer(2);
         for (Func *f : per_row)
