@@ -89,6 +89,10 @@ std::string CodeGen::gpu_index(const Tile &t, const Expr &index) {
 }
 
 void CodeGen::store(const Store *st) {
+    if (st->name == held_name) { // TileNest::held
+        os << line() << c_name(held_name) << " = " << expr(st->value) << ";\n";
+        return;
+    }
     auto t = plan.tiles.find(st->name);
     if (t == plan.tiles.end()) {
         throw Error("hopper: an element nest writes " + st->name + ", which is not a shared tile");
@@ -204,7 +208,19 @@ void CodeGen::parallel(const ir::VectorOp &v, const TileNest &n) {
          "; element += " + std::to_string(role_threads()) + ") {");
     unflatten(loops, loops.size(), "element");
     nest_loops = loops;
+    if (n.held) {
+        const Halide::Type &t = n.held->value.type();
+        os << line() << expr.type_name(t) << " " << c_name(held_name) << " = "
+           << expr(Load::make(t, n.held->name, n.held->index, Halide::Buffer<>(), Parameter(),
+                              const_true(), ModulusRemainder()))
+           << "; // held in a register across the other loops\n";
+    }
     element(n.code);
+    if (n.held) {
+        Stmt back = Store::make(n.held->name, Variable::make(n.held->value.type(), held_name),
+                                n.held->index, n.held->param, n.held->predicate, n.held->alignment);
+        store(back.as<Store>());
+    }
     nest_loops.clear();
     close();
     close();

@@ -391,6 +391,8 @@ Expr Reduction::combine(const Expr &x, const Expr &y) const {
     return op == Op::Add ? Add::make(x, y) : op == Op::Max ? Max::make(x, y) : Min::make(x, y);
 }
 
+const std::string held_name = internal_prefix + "held";
+
 TileNest map_tile_nest(const Plan &plan, const Stmt &nest, int threads) {
     TileNest n;
     n.body = peel_loops(nest, &n.loops);
@@ -427,6 +429,20 @@ TileNest map_tile_nest(const Plan &plan, const Stmt &nest, int threads) {
     if (!strided.empty()) {
         n.kind = TileNest::Kind::ThreadPerElement;
         n.code = body;
+        // One 32-bit store, read only at its element: the other loops accumulate in a register.
+        const Store *st = body.as<Store>();
+        if (st && strided.size() < loops.size() && st->value.type().bits() == 32 &&
+            !st->value.type().is_bfloat()) {
+            n.held = st;
+            const Expr r = Variable::make(st->value.type(), held_name);
+            Expr value = st->value;
+            for (const Load *l : collect<Load>(body)) {
+                if (l->name == st->name)
+                    value = substitute(Expr(l), r, value);
+            }
+            n.code =
+                Store::make(held_name, value, 0, Parameter(), const_true(), ModulusRemainder());
+        }
         for (size_t i = loops.size(); i-- > 0;) {
             if (std::find(strided.begin(), strided.end(), i) == strided.end())
                 n.code = For::make(loops[i].name, loops[i].min, loops[i].extent, ForType::Serial,

@@ -115,6 +115,9 @@ struct TileNest {
     /** ThreadPerElement: the loops strided over the threads (outermost first); `code` runs the
      * other loops, in their order, around the body in each thread. */
     std::vector<Loop> strided;
+    /** ThreadPerElement with a single 32-bit store: its element is held in a register across the
+     * other loops (read before them, written after): `code` stores to `held_name` instead. */
+    const Halide::Internal::Store *held = nullptr;
     Halide::Internal::Stmt body;
     /** Elementwise: loads the loops do not move, of buffers the nest does not write (a row's
      * scalar), read once into registers (the compiler cannot prove shared memory unaliased): the
@@ -123,6 +126,9 @@ struct TileNest {
     Halide::Internal::Stmt code;
     Reduction reduction; // Kind::Reduction
 };
+
+/** The register a ThreadPerElement nest holds its store's element in (TileNest::held). */
+extern const std::string held_name;
 
 /** The mapping of `nest` onto a role of `threads` threads. */
 TileNest map_tile_nest(const Plan &plan, const Halide::Internal::Stmt &nest, int threads);

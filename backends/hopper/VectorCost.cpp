@@ -157,6 +157,8 @@ VectorCost vector_cost(const Plan &plan, const ir::VectorOp &v, const Stmt &nest
         SharedAccesses found(plan);
         (n.kind == TileNest::Kind::Elementwise ? n.code : n.body).accept(&found);
         const int64_t elements = elements_of(n.loops, value);
+        // (A held store's element: read and written once per strided element.)
+        const int64_t held = n.held ? elements_of(n.strided, value) : 0;
         const std::vector<Loop> &lanes_along =
             n.kind == TileNest::Kind::ThreadPerElement ? n.strided : n.loops;
         const std::string inner = lanes_along.empty() ? "" : lanes_along.back().name;
@@ -175,7 +177,8 @@ VectorCost vector_cost(const Plan &plan, const ir::VectorOp &v, const Stmt &nest
                 const int64_t e = lane * step;
                 lanes.push_back(t.swizzled && e >= 0 ? swizzled_element(t, e) : e);
             }
-            cost.wavefronts += (elements + 31) / 32 * wavefronts(lanes, a.bytes);
+            const int64_t times = n.held && a.buffer == n.held->name ? held : elements;
+            cost.wavefronts += (times + 31) / 32 * wavefronts(lanes, a.bytes);
         }
         if (n.kind == TileNest::Kind::Reduction) {
             const int64_t k = n.loops.empty() ? 1 : value(n.loops.back().extent);

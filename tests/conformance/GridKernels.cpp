@@ -152,12 +152,12 @@ public:
     }
 
 protected:
-    /** hopper: 32 columns (a CTA for nearly every SM at 4096 columns, a thread per column) and
-     * chunks of 256 rows; ascend: rows of 128 columns (512 bytes per vector op) and chunks of 32;
-     * zpu: 256 x 32. */
+    /** hopper: 16 columns (two CTAs per SM at 4096 columns, a thread per column) and chunks of
+     * 256 rows; ascend: rows of 128 columns (512 bytes per vector op) and chunks of 32; zpu:
+     * 256 x 32. */
     std::pair<int, int> tiles() const override {
         const std::string target = get_target().name();
-        return target == "hopper"   ? std::pair{32, 256}
+        return target == "hopper"   ? std::pair{16, 256}
                : target == "ascend" ? std::pair{128, 32}
                                     : std::pair{256, 32};
     }
