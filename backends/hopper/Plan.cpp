@@ -249,9 +249,15 @@ public:
         try {
             shared_memory();
         } catch (const Error &) {
-            // The padded rows are a speed-up, not a need: without them the tiles may fit.
-            if (!unpad_rows())
+            // The padded rows and the swizzled loads (1024-byte aligned) are speed-ups, not
+            // needs: without them the tiles may fit.
+            const bool unpadded = unpad_rows(), unswizzled = unswizzle_loads();
+            if (!unpadded && !unswizzled)
                 throw;
+            if (unswizzled) {
+                plan.maps.clear();
+                make_maps();
+            }
             shared_memory();
         }
         return std::move(plan);
@@ -1393,6 +1399,18 @@ private:
     }
 
     /** Undoes pad_rows; false if it padded nothing. */
+    /** Loaded tiles held swizzled only to spare bank conflicts (`swizzle`) go back to rows. */
+    bool unswizzle_loads() {
+        bool any = false;
+        for (auto &[name, tile] : plan.tiles) {
+            if (tile.swizzled && tile.kind == TileKind::Plain && !plan.store_sources.count(name)) {
+                tile.swizzled = false;
+                any = true;
+            }
+        }
+        return any;
+    }
+
     bool unpad_rows() {
         bool any = false;
         for (auto &[name, tile] : plan.tiles) {

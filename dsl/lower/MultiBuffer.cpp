@@ -175,7 +175,7 @@ public:
     ResultSlots(const std::string &source, int slots, int64_t slot_elements, bool async, bool once,
                 bool wait_at_start)
         : source(source), slots(slots), slot_elements(slot_elements), async(async), once(once),
-          stored_since_wait(wait_at_start) {}
+          counted_waits(wait_at_start), stored_since_wait(wait_at_start) {}
     int loops = 0;
 
     Stmt at_top_level(const Stmt &s) {
@@ -190,6 +190,7 @@ private:
     int64_t slot_elements;
     bool async;
     bool once;
+    bool counted_waits; // each wait consumes a store's flag (Ascend)
 
     /** A tile loop that runs at most once per unit: straight-line code, one version. */
     bool runs_once(const For *op) const {
@@ -232,6 +233,17 @@ private:
             return For::make(f->name, f->min, f->extent, f->for_type, f->device_api,
                              wait_outside_loops(f->body));
         }
+        if (const For *f = s.as<For>();
+            f && once_loop_inside(f->body) && (stored_since_wait || !counted_waits)) {
+            // A loop around straight-line tiles (rows outside a tile loop that runs once per
+            // unit): each iteration follows the one before, whose store may still read the
+            // version, so its first write waits as after a store (a wait that finds no store
+            // pending is free on the ZPU and Hopper; Ascend's counted flags wait only where a
+            // store came before the loop).
+            stored_since_wait = stored_since_wait || stores_source(f->body);
+            Stmt body = wait_outside_loops(f->body);
+            return For::make(f->name, f->min, f->extent, f->for_type, f->device_api, body);
+        }
         if (s.as<For>() && allocates_inside(s)) { // tile loops wait inside
             if (ir::touches(s, source))
                 stored_since_wait = true;
@@ -246,6 +258,40 @@ private:
             return s;
         stored_since_wait = false;
         return Block::make(ir::make_wait({ir::empty_barrier(source), 0}), s);
+    }
+
+    /** True if `s` holds a tile loop that runs once per unit (runs_once). */
+    bool once_loop_inside(const Stmt &s) const {
+        class Find : public IRVisitor {
+        public:
+            explicit Find(const ResultSlots &r) : slots(r) {}
+            const ResultSlots &slots;
+            bool found = false;
+            using IRVisitor::visit;
+            void visit(const For *op) override {
+                found = found || slots.runs_once(op);
+                IRVisitor::visit(op);
+            }
+        } f(*this);
+        s.accept(&f);
+        return f.found;
+    }
+
+    /** True if `s` stores out of the source. */
+    bool stores_source(const Stmt &s) const {
+        class Find : public IRVisitor {
+        public:
+            explicit Find(const std::string &b) : buffer(b) {}
+            const std::string &buffer;
+            bool found = false;
+            using IRVisitor::visit;
+            void visit(const Evaluate *op) override {
+                ir::CopyOp c;
+                found = found || (ir::as_copy(op, &c) && c.src == buffer);
+            }
+        } f(source);
+        s.accept(&f);
+        return f.found;
     }
 
     /** True if a loop inside `s` allocates the source in its body (a tile loop). */

@@ -7,6 +7,8 @@ namespace tandem {
 std::string in_user_words(const std::string &message) {
     // Most specific first: the names Halide and Tandem's passes give the Funcs they make.
     static const std::vector<std::pair<std::regex, std::string>> rules = {
+        // An accumulator's copy an Ascend mix kernel hands to the vector cores: acc$8.ub.
+        {std::regex(R"(([A-Za-z_][A-Za-z0-9_$]*?)\.ub\b)"), "the vector cores' copy of $1"},
         // A copy made by Func::staged(A, F) or A.in(F): A_im$5_in_F$6$0.
         {std::regex(R"(([A-Za-z_][A-Za-z0-9_]*?)_im\$\d+_in_([A-Za-z_][A-Za-z0-9_]*?)(\$\d+)+)"),
          "the staged copy of $1 for $2"},

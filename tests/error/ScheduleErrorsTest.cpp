@@ -18,12 +18,15 @@ struct Gemm {
     RVar ko{"ko"}, ki{"ki"};
     Func acc{"acc"}, C{"C"}, A_tile, B_tile;
 
-    explicit Gemm(int M = 128, int N = 128, int K = 128, Halide::Type b = Halide::BFloat(16))
+    /** `relu`: C = max(acc, 0), vector work after the matmul (else a cast alone). */
+    explicit Gemm(int M = 128, int N = 128, int K = 128, Halide::Type b = Halide::BFloat(16),
+                  bool relu = false)
         : B{b, 2, "B"} {
         r = RDom(0, K, "r");
         acc(j, i) = 0.0f;
         acc(j, i) += Halide::cast<float>(A(r, i)) * Halide::cast<float>(B(j, r));
-        C(j, i) = Halide::cast(Halide::BFloat(16), acc(j, i));
+        C(j, i) = Halide::cast(Halide::BFloat(16),
+                               relu ? Halide::max(acc(j, i), 0.0f) : Halide::Expr(acc(j, i)));
         A.dim(0).set_bounds(0, K);
         A.dim(1).set_bounds(0, M).set_stride(K);
         B.dim(0).set_bounds(0, N);
@@ -119,6 +122,16 @@ TEST(ScheduleErrors, TargetsWithoutBackend) {
     expect_error([&] { g.compile_for("tpu"); }, {"unknown target", "tpu"});
     expect_error([&] { g.compile_for("zpu:dma_channels=0"); }, {"dma_channels", "at least 1"});
     expect_error([&] { g.compile_for("zpu:warp_size=32"); }, {"unknown parameter", "warp_size"});
+}
+
+TEST(ScheduleErrors, AscendHandedAccumulatorOverflowsUb) {
+    // The cube hands each 128 x 128 f32 tile of acc (64 KB) to the vector cores for the ReLU:
+    // their copy of it is named, and the directive that sized it (not compute_at, which the user
+    // never wrote on it).
+    Gemm g(256, 256, 256, Halide::BFloat(16), /*relu=*/true);
+    g.schedule(128, 64, 2);
+    expect_error([&] { g.compile_for("ascend:ub_bytes=65536"); },
+                 {"the vector cores' copy of acc", "tile_mma", "UB overflow"});
 }
 
 TEST(ScheduleErrors, HopperSharedMemoryOverflow) {

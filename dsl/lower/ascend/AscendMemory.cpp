@@ -63,9 +63,13 @@ Stmt plan_ascend_memory(const Stmt &s, const Allocations &found, CompileContext 
             if (b.ascend_mem == m && (!largest || b.bytes() > largest->bytes()))
                 largest = &b;
         }
+        // (The vector cores' copy of an accumulator is as large as the accumulator's tile.)
+        const bool handed = largest->name.size() > 3 &&
+                            largest->name.compare(largest->name.size() - 3, 3, ".ub") == 0;
         throw Error("Func '" + largest->name + "', directive " +
-                    directive_that_sized(largest->name, largest->slots) + ": " +
-                    sim::ascend::mem_name(m) + " overflow - an AI core's " +
+                    (handed ? std::string("tile_mma (the accumulator's tile)")
+                            : directive_that_sized(largest->name, largest->slots)) +
+                    ": " + sim::ascend::mem_name(m) + " overflow - an AI core's " +
                     sim::ascend::mem_name(m) + " holds " + std::to_string(p.capacity(m)) +
                     " bytes but the kernel needs " + std::to_string(bytes) + " (" + largest->name +
                     " takes " + std::to_string(largest->bytes()) +
