@@ -42,6 +42,7 @@ struct Built {
 struct Workload {
     double macs = 0;         // tensor-core multiply-accumulates
     double int8_macs = 0;    // of them, over int8 operands (an int32 accumulator)
+    double fp8_macs = 0;     // of them, over FP8 operands (tandem::from_e4m3, from_e5m2)
     double vector_flops = 0; // element operations on the vector core, each 1 (all classes)
     double bytes = 0;        // compulsory DRAM traffic: inputs read once, output written once
     // Of vector_flops: exp, log, tanh; float divisions and square roots.

@@ -3,6 +3,7 @@
 #include "common/Backend.h"
 #include "common/Evaluator.h"
 #include "tandem/AsyncIR.h"
+#include "tandem/Fp8.h"
 
 #include <chrono>
 #include <cmath>
@@ -64,25 +65,11 @@ void put(void *data, sim::DType t, int64_t i, float v) {
     case sim::DType::I8:
         static_cast<int8_t *>(data)[i] = int8_t(std::lround(v * 100) % 128);
         break;
+    case sim::DType::E4M3:
+    case sim::DType::E5M2:
+        static_cast<uint8_t *>(data)[i] = sim::float_to_fp8(t, v);
+        break;
     }
-}
-
-double get(const void *data, sim::DType t, int64_t i) {
-    switch (t) {
-    case sim::DType::BF16:
-        return sim::bf16_to_float(static_cast<const uint16_t *>(data)[i]);
-    case sim::DType::F16:
-        return sim::f16_to_float(static_cast<const uint16_t *>(data)[i]);
-    case sim::DType::F32:
-        return static_cast<const float *>(data)[i];
-    case sim::DType::I32:
-        return static_cast<const int32_t *>(data)[i];
-    case sim::DType::U8:
-        return static_cast<const uint8_t *>(data)[i];
-    case sim::DType::I8:
-        return static_cast<const int8_t *>(data)[i];
-    }
-    return 0;
 }
 
 /** A figure with 6 significant digits, null when it is not finite. */
@@ -115,16 +102,38 @@ void save_problem(const std::string &dir, const Kernel &kernel,
 
 } // namespace
 
+double element_value(const void *data, sim::DType t, int64_t i) {
+    switch (t) {
+    case sim::DType::BF16:
+        return sim::bf16_to_float(static_cast<const uint16_t *>(data)[i]);
+    case sim::DType::F16:
+        return sim::f16_to_float(static_cast<const uint16_t *>(data)[i]);
+    case sim::DType::F32:
+        return static_cast<const float *>(data)[i];
+    case sim::DType::I32:
+        return static_cast<const int32_t *>(data)[i];
+    case sim::DType::U8:
+        return static_cast<const uint8_t *>(data)[i];
+    case sim::DType::I8:
+        return static_cast<const int8_t *>(data)[i];
+    case sim::DType::E4M3:
+    case sim::DType::E5M2:
+        return sim::fp8_value(static_cast<const uint8_t *>(data)[i], t == sim::DType::E4M3);
+    }
+    return 0;
+}
+
 double roofline_cycles(const Workload &w, const Target &target) {
-    return backend_of(target).roofline(w.macs - w.int8_macs, w.int8_macs, vector_work(w, target),
-                                       w.bytes, target);
+    return backend_of(target).roofline(w.macs - w.int8_macs - w.fp8_macs, w.int8_macs, w.fp8_macs,
+                                       vector_work(w, target), w.bytes, target);
 }
 
 std::string roofline_bound(const Workload &w, const Target &target) {
     const auto &roofline = backend_of(target).roofline;
-    const double matrix = roofline(w.macs - w.int8_macs, w.int8_macs, 0, 0, target),
-                 vector = roofline(0, 0, vector_work(w, target), 0, target),
-                 memory = roofline(0, 0, 0, w.bytes, target);
+    const double matrix = roofline(w.macs - w.int8_macs - w.fp8_macs, w.int8_macs, w.fp8_macs, 0, 0,
+                                   target),
+                 vector = roofline(0, 0, 0, vector_work(w, target), 0, target),
+                 memory = roofline(0, 0, 0, 0, w.bytes, target);
     return matrix >= vector && matrix >= memory ? "matrix" : vector >= memory ? "vector" : "memory";
 }
 
@@ -170,7 +179,7 @@ add_arguments(const Kernel &kernel, const std::vector<std::vector<int>> &extents
         for (int64_t i = 0; i < elements; i++)
             put(data, t, i, uniform(rng));
         if (inputs) {
-            Halide::Buffer<> buf(a.type, extents[arg]);
+            Halide::Buffer<> buf(fp8::storage(a.type), extents[arg]);
             std::memcpy(buf.data(), data, elements * sim::bytes_of(t));
             inputs->push_back(buf);
         }
@@ -382,7 +391,7 @@ RunResult run_kernel(const App &app, const Kernel &kernel, const Params &params,
         double max_ref = 0, max_err = 0;
         bool finite = true; // every output finite, or the infinity (or NaN) the reference has
         for (int64_t i = 0; i < int64_t(expected.number_of_elements()); i++) {
-            double want = get(expected.data(), t, i), have = get(got, t, i);
+            double want = element_value(expected.data(), t, i), have = element_value(got, t, i);
             if (!std::isfinite(have) || !std::isfinite(want)) { // e.g. a sum past f16's range
                 finite = finite && (have == want || (std::isnan(have) && std::isnan(want)));
                 continue;
@@ -401,7 +410,7 @@ RunResult run_kernel(const App &app, const Kernel &kernel, const Params &params,
                 continue;
             const sim::DType it = dtype_of(type);
             for (int64_t i = 0; i < int64_t(in.number_of_elements()); i++) {
-                const double v = std::fabs(get(in.data(), it, i));
+                const double v = std::fabs(element_value(in.data(), it, i));
                 if (std::isfinite(v))
                     scale = std::max(scale, v);
             }

@@ -71,6 +71,9 @@ struct RunResult {
     bool failed() const { return (checked && !correct) || report.race_count || report.deadlock; }
 };
 
+/** Element i of raw storage of sim type t, as a number (an FP8 element: its value). */
+double element_value(const void *data, sim::DType t, int64_t i);
+
 /** Adds the kernel's arguments to `machine` as DRAM buffers: inputs filled with seeded random
  * values in [-1, 1] (copied into `inputs` for the reference when given), the output poisoned
  * with NaN so that an element the kernel never writes cannot pass. Returns buffer ids by name. */

@@ -2,6 +2,7 @@
 // work in a target's units (vector_work).
 #include "App.h"
 
+#include "tandem/Fp8.h"
 #include "tandem/VectorWeights.h"
 
 #include <algorithm>
@@ -134,8 +135,6 @@ std::vector<Definition> definitions_of(const Function &f) {
     return all;
 }
 
-/** Whether an update is a multiply-accumulate, f(args) = f(args) + a * b over a reduction domain
- * (casts around a and b allowed): the tensor core's work, whatever the schedule. */
 /** Whether acc + x * y multiplies int8 values (each a cast of an 8-bit signed value). */
 bool int8_product(const Halide::Expr &update) {
     const Mul *mul = update.as<Add>()->b.as<Mul>();
@@ -147,6 +146,19 @@ bool int8_product(const Halide::Expr &update) {
     return true;
 }
 
+/** Whether acc + x * y multiplies FP8 values (each read through a decode table of tandem/Fp8.h). */
+bool fp8_product(const Halide::Expr &update) {
+    const Mul *mul = update.as<Add>()->b.as<Mul>();
+    for (const Halide::Expr &e : {mul->a, mul->b}) {
+        const Call *c = e.as<Call>();
+        if (!c || fp8::format_of_table(c->name).bits() == 0)
+            return false;
+    }
+    return true;
+}
+
+/** Whether an update is a multiply-accumulate, f(args) = f(args) + a * b over a reduction domain
+ * (casts around a and b allowed): the tensor core's work, whatever the schedule. */
 bool multiply_accumulate(const Function &f, const Definition &def) {
     if (def.is_init() || def.values().size() != 1 || def.schedule().rvars().empty())
         return false;
@@ -288,6 +300,8 @@ Workload algorithm_workload(const GeneratorBase::Pipeline &algorithm) {
             w.macs += points;
             if (f.output_types()[0] == Halide::Int(32) && int8_product(def.values()[0]))
                 w.int8_macs += points;
+            if (fp8_product(def.values()[0]))
+                w.fp8_macs += points;
             return;
         }
         CountOps count(domain, w);

@@ -128,9 +128,10 @@ int tune_main(const std::string &name, const std::string &target, const apps::Pa
 
 int run_main(const std::string &name, const std::string &target, const apps::Params &given,
              bool json, const std::string &trace, const std::string &timeline,
-             const std::string &save, uint64_t seed) {
+             const std::string &save, uint64_t seed, bool numerics) {
     apps::RunOptions o;
     o.save = save;
+    o.numerics = numerics;
     o.target = target;
     o.trace = trace;
     o.timeline = timeline;
@@ -171,6 +172,7 @@ int generator_main(int argc, char **argv) {
     std::string name, dir, function, emit = "stmt,code";
     std::vector<std::string> assignments;
     bool tune = false, tune_worker = false, run = false, json = false, verbose = false;
+    bool no_numerics = false;
     int fuzz_runs = -1;
     double timeout = 120;
     std::string trace, timeline, save;
@@ -189,6 +191,9 @@ int generator_main(int argc, char **argv) {
                  "cycles, roofline and hazards; exit 1 when it is wrong, races or deadlocks. "
                  "schedule=... picks a schedule; a runtime extent runs at its estimate");
     app.add_flag("--json", json, "--run: the report as one JSON object; --fuzz: the summary");
+    app.add_flag("--no-numerics", no_numerics,
+                 "--run: timing and hazards only (no data, no reference): shapes too large to "
+                 "check on the CPU");
     app.add_flag("--verbose", verbose, "--fuzz: a line per case, each refusal with its reason too");
     app.add_option("--trace", trace, "--run: a Chrome/Perfetto trace of the run");
     app.add_option("--timeline", timeline, "--run: an SVG picture of the overlap");
@@ -293,7 +298,8 @@ int generator_main(int argc, char **argv) {
         if (tune)
             return tune_main(name, target_text, given, db, budget, jobs, seconds, seed, lease);
         if (run)
-            return run_main(name, target_text, given, json, trace, timeline, save, seed);
+            return run_main(name, target_text, given, json, trace, timeline, save, seed,
+                            !no_numerics);
         if (!tuning_db.empty())
             apply_best(*g, tuning_db, target_text, given);
         Target target = Target::parse(target_text);

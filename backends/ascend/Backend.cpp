@@ -21,8 +21,9 @@ TargetBackend backend() {
             [](const Kernel &k, Machine &m, const std::map<std::string, int> &ids,
                const Shapes &shapes) { execute(k, m, ids, shapes); });
     };
-    b.roofline = [](double macs, double int8_macs, double vector_ops, double bytes,
+    b.roofline = [](double macs, double int8_macs, double fp8_macs, double vector_ops, double bytes,
                     const Target &t) {
+        macs += fp8_macs; // (the 910B's cube has no FP8: tile_mma refuses it)
         const sim::ascend::AscendParams a = sim::ascend::AscendParams::from(t.lookup());
         // MACs on the cube cores, vector operations (f32: 4 bytes of lane work each) on the vector
         // cores, and every compulsory byte once through the HBM that all cores share.

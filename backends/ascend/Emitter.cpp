@@ -33,6 +33,8 @@ const char *element_type(sim::DType t) {
     case sim::DType::I32:
         return "int32_t";
     case sim::DType::U8:
+    case sim::DType::E4M3: // FP8 bits (the 910B's cube takes no FP8: tile_mma refuses it)
+    case sim::DType::E5M2:
         return "uint8_t";
     case sim::DType::I8:
         return "int8_t";

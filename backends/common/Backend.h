@@ -54,10 +54,10 @@ struct TargetBackend {
     /** The machine model, built from the target's description. */
     std::function<std::unique_ptr<Model>(const Target &, bool numerics, bool trace)> model;
     /** The problem's own bound on this machine: MACs (at the 16-bit operands' rate), int8 MACs
-     * (at the int8 rate where the machine has one), vector operations and compulsory bytes, each
-     * at the machine's peak over all its units. */
-    std::function<double(double macs, double int8_macs, double vector_ops, double bytes,
-                         const Target &)>
+     * and FP8 MACs (at their rates where the machine has them), vector operations and compulsory
+     * bytes, each at the machine's peak over all its units. */
+    std::function<double(double macs, double int8_macs, double fp8_macs, double vector_ops,
+                         double bytes, const Target &)>
         roofline;
     /** What the target emits; the fuzzer checks the first. */
     std::vector<Source> sources;

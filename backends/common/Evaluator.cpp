@@ -1,6 +1,7 @@
 #include "common/Evaluator.h"
 
 #include "tandem/AsyncIR.h"
+#include "tandem/Fp8.h"
 #include "tandem/Target.h"
 
 #include <cmath>
@@ -25,11 +26,15 @@ sim::DType dtype_of(const Halide::Type &t) {
         return sim::DType::U8; // Ascend's compare masks
     if (t.is_int() && t.bits() == 8)
         return sim::DType::I8; // int8 matmul operands
+    if (t == fp8::e4m3())
+        return sim::DType::E4M3; // FP8 matmul operands (tandem/Fp8.h)
+    if (t == fp8::e5m2())
+        return sim::DType::E5M2;
     std::ostringstream os;
     os << t;
     throw Error("type " + os.str() +
-                " is not supported on the machine models (bf16, float16, float32, int32, int8 and "
-                "uint8 are)");
+                " is not supported on the machine models (bf16, float16, float32, int32, int8, "
+                "uint8 and FP8 matmul operands are)");
 }
 
 namespace {
@@ -196,6 +201,9 @@ double Evaluator::load(const BufferRef &b, int64_t i) {
         return static_cast<uint8_t *>(b.data)[i];
     case DType::I8:
         return static_cast<int8_t *>(b.data)[i];
+    case DType::E4M3:
+    case DType::E5M2:
+        return sim::fp8_value(static_cast<uint8_t *>(b.data)[i], b.type == DType::E4M3);
     }
     return 0;
 }
@@ -220,6 +228,10 @@ void Evaluator::store(const BufferRef &b, int64_t i, double v) {
         break;
     case DType::I8:
         static_cast<int8_t *>(b.data)[i] = int8_t(v);
+        break;
+    case DType::E4M3:
+    case DType::E5M2:
+        static_cast<uint8_t *>(b.data)[i] = sim::float_to_fp8(b.type, float(v));
         break;
     }
 }

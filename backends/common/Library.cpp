@@ -1,5 +1,7 @@
 #include "Library.h"
 
+#include "tandem/Fp8.h"
+
 #include <sstream>
 
 namespace tandem::library {
@@ -21,7 +23,9 @@ std::string arg_list(const Kernel &kernel) {
     return list;
 }
 
-std::string type_code(const Halide::Type &t) {
+/** The type code a caller's buffer has (FP8 bits: uint8). */
+std::string type_code(const Halide::Type &type) {
+    const Halide::Type t = fp8::storage(type);
     if (t.is_bfloat())
         return "halide_type_bfloat";
     if (t.is_float())
@@ -137,6 +141,10 @@ const char *dtype_enum(sim::DType t) {
         return "tandem::sim::DType::U8";
     case sim::DType::I8:
         return "tandem::sim::DType::I8";
+    case sim::DType::E4M3:
+        return "tandem::sim::DType::E4M3";
+    case sim::DType::E5M2:
+        return "tandem::sim::DType::E5M2";
     }
     return "?";
 }
@@ -154,7 +162,12 @@ std::string header(const Kernel &kernel, const std::string &fn, const std::strin
           "{\n#endif\n\n"
        << "/** Runs the kernel on " << model << ". Shapes (dense, min 0):\n";
     for (const KernelArg &a : kernel.args) {
-        os << " *   " << declared(a) << ": " << (a.output ? "output " : "input ") << a.type << " [";
+        os << " *   " << declared(a) << ": " << (a.output ? "output " : "input ");
+        if (fp8::is_fp8(a.type))
+            os << "uint8 (" << fp8::name(a.type) << " bits)";
+        else
+            os << a.type;
+        os << " [";
         for (size_t d = 0; d < a.extents.size(); d++)
             os << (d ? " x " : "") << (runtime_dim(a, d) ? "any" : std::to_string(a.extents[d]));
         os << "]\n";

@@ -22,12 +22,13 @@ TargetBackend backend() {
             [](const Kernel &k, Machine &m, const std::map<std::string, int> &ids,
                const Shapes &shapes) { execute(k, m, ids, shapes); });
     };
-    b.roofline = [](double macs, double int8_macs, double vector_ops, double bytes,
+    b.roofline = [](double macs, double int8_macs, double fp8_macs, double vector_ops, double bytes,
                     const Target &t) {
         const sim::hopper::HopperParams h = sim::hopper::HopperParams::from(t.lookup());
         const double sms = h.sms;
         return std::max({macs / (sms * h.wgmma_macs_per_cycle) +
-                             int8_macs / (sms * h.wgmma_int8_macs_per_cycle),
+                             int8_macs / (sms * h.wgmma_int8_macs_per_cycle) +
+                             fp8_macs / (sms * h.wgmma_fp8_macs_per_cycle),
                          vector_ops / (sms * h.vector_flops_per_cycle),
                          bytes / std::min(h.hbm_bytes_per_cycle, sms * h.tma_bytes_per_cycle)});
     };

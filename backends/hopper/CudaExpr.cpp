@@ -1,5 +1,7 @@
 #include "CudaExpr.h"
 
+#include "tandem/Fp8.h"
+
 #include "Plan.h"
 #include "tandem/AsyncIR.h"
 
@@ -167,6 +169,8 @@ std::string CudaExpr::unsupported(const Halide::Expr &e) {
 }
 
 std::string storage_type(const Halide::Type &t) {
+    if (fp8::is_fp8(t))
+        return "uint8_t"; // FP8 bits, which only TMA and wgmma touch
     if (t.is_bfloat())
         return "__nv_bfloat16";
     if (t.is_float() && t.bits() == 16)

@@ -1,5 +1,7 @@
 #include "Emitter.h"
 
+#include "tandem/Fp8.h"
+
 #include "CodeGen.h"
 #include "Host.h"
 #include "Plan.h"
@@ -665,9 +667,9 @@ void CodeGen::mma(const ir::MmaOp &m) {
         }
     }
     const int64_t a_blocks_bytes = swizzle_bytes * acc.m, b_block_bytes = swizzle_bytes * acc.k;
-    // Each wgmma takes 32 bytes of K: 16 bf16 or f16 (k16 steps), 32 int8 (k32 steps); four
-    // steps fill a 128-byte swizzle row. (The N- and M-major layouts are 16-bit only.)
-    const bool int8 = a.buffer->type.bits() == 8;
+    // Each wgmma takes 32 bytes of K: 16 bf16 or f16 (k16 steps), 32 int8 or FP8 (k32 steps);
+    // four steps fill a 128-byte swizzle row. (The N- and M-major layouts are 16-bit only.)
+    const bool eight_bit = a.buffer->type.bits() == 8;
     const int64_t step_k = 32 / a.buffer->type.bytes();
     const std::string k = "k" + std::to_string(step_k);
     os << line() << "// MMA " << m.acc << " += " << m.a << " * " << m.b << ": the full " << acc.m
@@ -710,7 +712,13 @@ void CodeGen::mma(const ir::MmaOp &m) {
            << a_block_bytes << " + k16 * " << 16 * swizzle_bytes << ", " << a_block_bytes
            << ", 1024);\n";
     }
-    if (int8) { // both K-major (the plan's check)
+    if (eight_bit && fp8::is_fp8(a.buffer->type)) { // both K-major (the plan's check)
+        auto format = [](const Tile &t) {
+            return t.buffer->type == fp8::e4m3() ? "hopper::E4m3" : "hopper::E5m2";
+        };
+        os << line() << "hopper::wgmma_fp8<" << acc.n << ", " << format(a) << ", " << format(b)
+           << ">(" << c_name(m.acc) << "[" << block << "], a_descriptor, b_descriptor);\n";
+    } else if (eight_bit) {
         os << line() << "hopper::wgmma_s8<" << acc.n << ">(" << c_name(m.acc) << "[" << block
            << "], a_descriptor, b_descriptor);\n";
     } else {

@@ -2,6 +2,7 @@
 #include "ElementLoops.h"
 #include "TailProof.h"
 
+#include "tandem/Fp8.h"
 #include "tandem/Nest.h"
 
 #include <algorithm>
@@ -44,9 +45,7 @@ std::string c_name(const std::string &name) {
 }
 
 std::string type_text(const Halide::Type &t) {
-    std::ostringstream s;
-    s << t;
-    return s.str();
+    return element_type_name(t);
 }
 
 std::string brace_list(const std::vector<int64_t> &v) {
@@ -372,15 +371,16 @@ private:
         if (!a || !b)
             throw Error("hopper: the MMA into " + m.acc + " needs its operands " + m.a + " and " +
                         m.b + " in shared memory");
-        const Halide::Type &a_type = a->buffer->type;
+        const Halide::Type &a_type = a->buffer->type, &b_type = b->buffer->type;
         const bool half_operands = a_type.is_float() && a_type.bits() == 16;
         const bool int8 = a_type == Halide::Int(8);
+        const bool fp8 = fp8::is_fp8(a_type) && fp8::is_fp8(b_type); // any two formats
         const Halide::Type want = int8 ? Halide::Int(32) : Halide::Float(32);
-        if ((!half_operands && !int8) || b->buffer->type != a_type ||
+        if ((!half_operands && !int8 && !fp8) || (b_type != a_type && !fp8) ||
             acc->second.buffer->type != want) {
             throw Error("hopper: the MMA " + m.acc + " += " + m.a + " * " + m.b +
-                        " must be bf16 x bf16 -> f32, f16 x f16 -> f32 or int8 x int8 -> int32 "
-                        "(the wgmmas this emitter issues)");
+                        " must be bf16 x bf16 -> f32, f16 x f16 -> f32, FP8 x FP8 -> f32 or int8 x "
+                        "int8 -> int32 (the wgmmas this emitter issues)");
         }
         // A is K-major (a(k, m) with k innermost) or M-major (m innermost: A transposed, x(m, k));
         // an A of one row or one k-column is either (decided by the rest).
@@ -746,7 +746,8 @@ private:
               std::pair{&b, "B as N x K, as torch.nn.Linear's weight: b(k, n)"}}) {
             if (tile->buffer->type.bits() == 8 && !tile->k_major) {
                 const std::string &name = tile->buffer->name;
-                throw Error("not supported on hopper: wgmma takes the int8 operand " +
+                throw Error("not supported on hopper: wgmma takes the " +
+                            type_text(tile->buffer->type) + " operand " +
                             name.substr(0, name.find('$')) + " with its K elements innermost (" +
                             side +
                             "); this tile is stored with K outermost, which wgmma "

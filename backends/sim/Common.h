@@ -33,6 +33,9 @@ uint16_t float_to_f16(float f);
 /** A 16-bit type's bits (BF16 or F16) as f32, and an f32 rounded to them. */
 float half_to_float(DType t, uint16_t bits);
 uint16_t float_to_half(DType t, float f);
+/** f32 rounded to the nearest FP8 value of `t` (E4M3 or E5M2; ties to even), saturating at the
+ * largest finite value (CUDA's satfinite conversion); fp8_value reads it back. */
+uint8_t float_to_fp8(DType t, float f);
 
 /** An affine box of elements: offset + sum_d i_d * dims[d].stride, 0 <= i_d < dims[d].extent. */
 struct Dim {

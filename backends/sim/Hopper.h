@@ -80,6 +80,7 @@ struct HopperParams {
     double wgmma_macs_per_cycle = 2048;      // bf16 dense, per SM
     double wgmma_f16_macs_per_cycle = 2048;  // f16 dense, per SM (the bf16 rate on an H100)
     double wgmma_int8_macs_per_cycle = 4096; // int8 -> int32 dense, per SM (twice bf16's)
+    double wgmma_fp8_macs_per_cycle = 4096;  // e4m3 / e5m2 -> f32 dense, per SM (twice bf16's)
     int wgmma_latency = 30;
     int vector_flops_per_cycle = 128; // per SM, shared by its warpgroups (128 FP32 lanes)
     int barrier_latency = 20;         // arrive -> visible to a waiter
@@ -104,6 +105,7 @@ struct HopperParams {
         f("wgmma_macs_per_cycle", wgmma_macs_per_cycle);
         f("wgmma_f16_macs_per_cycle", wgmma_f16_macs_per_cycle);
         f("wgmma_int8_macs_per_cycle", wgmma_int8_macs_per_cycle);
+        f("wgmma_fp8_macs_per_cycle", wgmma_fp8_macs_per_cycle);
         f("wgmma_latency", wgmma_latency);
         f("vector_flops_per_cycle", vector_flops_per_cycle);
         f("barrier_latency", barrier_latency);
@@ -117,7 +119,7 @@ struct HopperParams {
      * model itself shares HBM and L2 in time, SharedBandwidth). */
     int64_t tma_cycles(int64_t miss, int64_t hit, int active) const;
     /** A wgmma of m x n x k MACs on `operands` (f16 at wgmma_f16_macs_per_cycle, int8 at
-     * wgmma_int8_macs_per_cycle, else the bf16 rate). */
+     * wgmma_int8_macs_per_cycle, e4m3 or e5m2 at wgmma_fp8_macs_per_cycle, else the bf16 rate). */
     int64_t wgmma_cycles(int64_t m, int64_t n, int64_t k, DType operands = DType::BF16) const;
 };
 

@@ -464,7 +464,7 @@ void Machine::Impl::CtaRun::wgmma(int acc, const Box &acc_box, int a, const Box 
     }
     std::string types =
         detail::mma_type_error(acc_buffer.name, acc_buffer.type, a_buffer.name, a_buffer.type,
-                               b_buffer.name, b_buffer.type, "wgmma", true);
+                               b_buffer.name, b_buffer.type, "wgmma", true, true);
     if (!types.empty()) {
         fail(op, label, types);
     }

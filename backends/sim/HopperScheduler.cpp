@@ -113,7 +113,9 @@ TimedL2::Split TimedL2::read(int buffer, const Box &box, int element_bytes, doub
 int64_t HopperParams::wgmma_cycles(int64_t m, int64_t n, int64_t k, DType operands) const {
     const double rate = operands == DType::F16  ? wgmma_f16_macs_per_cycle
                         : operands == DType::I8 ? wgmma_int8_macs_per_cycle
-                                                : wgmma_macs_per_cycle;
+                        : operands == DType::E4M3 || operands == DType::E5M2
+                            ? wgmma_fp8_macs_per_cycle
+                            : wgmma_macs_per_cycle;
     return wgmma_latency + int64_t(std::ceil(double(m) * double(n) * double(k) / rate));
 }
 
@@ -427,6 +429,7 @@ Machine::Machine(const HopperParams &params, bool numerics, bool trace)
     require(params.wgmma_macs_per_cycle > 0, "wgmma_macs_per_cycle must be positive");
     require(params.wgmma_f16_macs_per_cycle > 0, "wgmma_f16_macs_per_cycle must be positive");
     require(params.wgmma_int8_macs_per_cycle > 0, "wgmma_int8_macs_per_cycle must be positive");
+    require(params.wgmma_fp8_macs_per_cycle > 0, "wgmma_fp8_macs_per_cycle must be positive");
     require(params.vector_flops_per_cycle >= 1, "vector_flops_per_cycle must be at least 1");
     impl_ = std::make_unique<Impl>(params, numerics, trace);
 }

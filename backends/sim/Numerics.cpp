@@ -24,6 +24,8 @@ int bytes_of(DType t) {
         return 4;
     case DType::U8:
     case DType::I8:
+    case DType::E4M3:
+    case DType::E5M2:
         return 1;
     }
     return 4;
@@ -43,6 +45,10 @@ const char *dtype_name(DType t) {
         return "u8";
     case DType::I8:
         return "i8";
+    case DType::E4M3:
+        return "e4m3";
+    case DType::E5M2:
+        return "e5m2";
     }
     return "?";
 }
@@ -111,6 +117,28 @@ float half_to_float(DType t, uint16_t bits) {
 
 uint16_t float_to_half(DType t, float f) {
     return t == DType::F16 ? float_to_f16(f) : float_to_bf16(f);
+}
+
+uint8_t float_to_fp8(DType t, float f) {
+    const bool e4m3 = t == DType::E4M3;
+    // The finite non-negative values rise with their codes: 0 up to 0x7e (e4m3, 448) or 0x7b
+    // (e5m2, 57344).
+    const int largest = e4m3 ? 0x7e : 0x7b;
+    const uint8_t sign = std::signbit(f) ? 0x80 : 0;
+    const float magnitude = std::fabs(f);
+    if (std::isnan(f))
+        return uint8_t(sign | 0x7f);
+    if (magnitude >= fp8_value(uint8_t(largest), e4m3))
+        return uint8_t(sign | largest);
+    int lo = 0, hi = largest; // fp8_value(lo) <= magnitude < fp8_value(hi)
+    while (hi - lo > 1) {
+        const int mid = (lo + hi) / 2;
+        (fp8_value(uint8_t(mid), e4m3) <= magnitude ? lo : hi) = mid;
+    }
+    const float below = magnitude - fp8_value(uint8_t(lo), e4m3);
+    const float above = fp8_value(uint8_t(hi), e4m3) - magnitude;
+    const int code = below < above || (below == above && lo % 2 == 0) ? lo : hi;
+    return uint8_t(sign | code);
 }
 
 int64_t Box::elements() const {
@@ -337,6 +365,8 @@ void multiply_add_rows(float *c, int64_t c_row, const float *a, const float *b, 
 }
 
 float load_float(const std::byte *base, DType type, int64_t index) {
+    if (type == DType::E4M3 || type == DType::E5M2)
+        return fp8_value(uint8_t(base[index]), type == DType::E4M3);
     if (type == DType::BF16 || type == DType::F16) {
         uint16_t bits;
         std::memcpy(&bits, base + index * 2, 2);
@@ -501,19 +531,22 @@ std::string mma_rank_error(const char *role, const Box &box, const char *dims) {
 
 std::string mma_type_error(const std::string &acc, DType acc_type, const std::string &a,
                            DType a_type, const std::string &b, DType b_type, const char *unit,
-                           bool takes_int8) {
-    const char *types = takes_int8 ? "bf16, f16, f32 or i8" : "bf16, f16 or f32";
+                           bool takes_int8, bool takes_fp8) {
+    const std::string types = std::string("bf16, f16, f32") + (takes_int8 ? ", i8" : "") +
+                              (takes_fp8 ? ", e4m3, e5m2" : "");
+    auto fp8 = [](DType t) { return t == DType::E4M3 || t == DType::E5M2; };
     for (const auto &[name, type] :
          {std::pair<const std::string &, DType>{a, a_type}, {b, b_type}}) {
         if (type != DType::BF16 && type != DType::F16 && type != DType::F32 &&
-            (type != DType::I8 || !takes_int8)) {
+            (type != DType::I8 || !takes_int8) && (!fp8(type) || !takes_fp8)) {
             return "operand '" + name + "' is " + dtype_name(type) + "; " + unit + " takes " +
                    types;
         }
     }
-    if (a_type != b_type) {
+    if (a_type != b_type && !(fp8(a_type) && fp8(b_type))) {
         return "operands '" + a + "' (" + dtype_name(a_type) + ") and '" + b + "' (" +
-               dtype_name(b_type) + ") differ in type; " + unit + " multiplies one type";
+               dtype_name(b_type) + ") differ in type; " + unit +
+               " multiplies one type (or two FP8 formats)";
     }
     const DType want = a_type == DType::I8 ? DType::I32 : DType::F32;
     if (acc_type != want) {

@@ -34,7 +34,7 @@ void copy_box(std::byte *dst, const Box &dst_box, const std::byte *src, const Bo
 
 /** acc(n, m) += sum_k a(k, m) * b(n, k), or acc(n, m) = ... when `accumulate` is false. Boxes:
  * acc dims {N, M} (f32; i32 over i8 operands, exact), a dims {K, M}, b dims {N, K} (bf16, f16,
- * f32 or i8); shapes and types already checked.
+ * f32, e4m3 or e5m2, each product exact in f32, or i8); shapes and types already checked.
  * Keeps its scratch rows between calls. */
 class MatrixMultiplier {
 public:
@@ -55,12 +55,12 @@ std::string box_outside_error(const char *role, const Box &box, const std::strin
  * them, e.g. "{K, M}". */
 std::string mma_rank_error(const char *role, const Box &box, const char *dims);
 
-/** Empty when both operands are bf16, f16 or f32 (or i8, where the unit `takes_int8`), of one
- * type, and the accumulator f32 (i32 over i8 operands), else the reason; `unit` names the
- * instruction ("mma", "wgmma"). */
+/** Empty when both operands are bf16, f16 or f32 (or i8, where the unit `takes_int8`; e4m3 or
+ * e5m2, where it `takes_fp8`), of one type (or two FP8 formats), and the accumulator f32 (i32
+ * over i8 operands), else the reason; `unit` names the instruction ("mma", "wgmma"). */
 std::string mma_type_error(const std::string &acc, DType acc_type, const std::string &a,
                            DType a_type, const std::string &b, DType b_type, const char *unit,
-                           bool takes_int8);
+                           bool takes_int8, bool takes_fp8 = false);
 
 /** Empty when acc {N, M}, a {K, M} and b {N, K} agree, else "shapes disagree: ...". */
 std::string mma_shape_error(const Box &acc_box, const Box &a_box, const Box &b_box);

@@ -20,9 +20,9 @@ TargetBackend backend() {
             [](const Kernel &k, sim::Machine &m, const std::map<std::string, int> &ids,
                const Shapes &shapes) { execute(k, m, ids, shapes); });
     };
-    b.roofline = [](double macs, double int8_macs, double vector_ops, double bytes,
+    b.roofline = [](double macs, double int8_macs, double fp8_macs, double vector_ops, double bytes,
                     const Target &t) {
-        macs += int8_macs; // (the ZPU's tensor core has no int8: tile_mma refuses it)
+        macs += int8_macs + fp8_macs; // (the ZPU's tensor core has neither: tile_mma refuses them)
         const sim::ZpuParams z = sim::ZpuParams::from(t.lookup());
         const double cores = z.cores;
         return std::max({macs / (cores * z.peak_macs_per_cycle()),

@@ -29,6 +29,8 @@ const char *storage_type(sim::DType t) {
     case sim::DType::I32:
         return "int32_t";
     case sim::DType::U8:
+    case sim::DType::E4M3: // FP8 bits (the zpu's tensor core takes no FP8: tile_mma refuses it)
+    case sim::DType::E5M2:
         return "uint8_t";
     case sim::DType::I8:
         return "int8_t";

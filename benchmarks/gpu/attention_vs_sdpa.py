@@ -8,7 +8,7 @@ call synchronising); torch runs bf16 q, k, v of the shape the runner describes, 
 4 * B * H * S * L * D, halved where causal, for both. Prints one JSON row per library on stdout;
 the ratio is SDPA's best backend time over ours (above 1: ours is faster).
 
-    attention_vs_sdpa.py DIR   (DIR holds conformance_bench_*_hopper_run)
+    attention_vs_sdpa.py DIR   (DIR holds conformance_bench_*attention*_hopper_run)
 """
 import glob
 import json
@@ -57,7 +57,7 @@ def time_torch(fn, n=20):
 
 def main(directory):
     gpu = torch.cuda.get_device_name()
-    for runner in sorted(glob.glob(os.path.join(directory, "conformance_bench_*_run"))):
+    for runner in sorted(glob.glob(os.path.join(directory, "conformance_bench_*attention*_run"))):
         name = os.path.basename(runner)[len("conformance_"):-len("_hopper_run")]
         causal = "_causal" in name
         e = extents(runner)

@@ -666,6 +666,8 @@ gpu() {
         if [ -d "$kernels/conformance/bench" ]; then
             echo "## attention libraries against torch scaled_dot_product_attention (attention_vs_sdpa.py)"
             python3 "$here/attention_vs_sdpa.py" "$kernels/conformance/bench" | tee -a "$rows"
+            echo "## linear libraries (FP8, bf16) against torch._scaled_mm and torch.matmul (matmul_vs_torch.py)"
+            python3 "$here/matmul_vs_torch.py" "$kernels/conformance/bench" | tee -a "$rows"
         fi
         echo "## benchmark set"
         awk '$1 !~ /^smoke/ {print $2}' "$kernels/sets.txt" | while read -r name; do

@@ -81,6 +81,8 @@ struct TargetLowering {
     bool accumulator_slots = false;
     /** The tensor core multiplies int8 operands into int32 accumulators (tile_mma over int8). */
     bool mma_int8 = false;
+    /** The tensor core multiplies FP8 operands (e4m3, e5m2: tandem/Fp8.h) into f32. */
+    bool mma_fp8 = false;
     /** Directives the target takes beyond the common ones. */
     bool clusters = false;    // cluster(n)
     bool cooperative = false; // cooperative()

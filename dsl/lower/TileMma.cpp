@@ -2,6 +2,7 @@
 #include "Targets.h"
 
 #include "tandem/AsyncIR.h"
+#include "tandem/Fp8.h"
 #include "tandem/Nest.h"
 
 #include <algorithm>
@@ -14,24 +15,47 @@ using namespace Halide::Internal;
 
 namespace {
 
-/** An operand load, widened to the accumulator's type (f32, or i32 from int8) or not. */
-const Load *operand(const Expr &e) {
+/** An operand: a load of a staged tile and the type the MMA reads its elements as. */
+struct Operand {
+    const Load *load = nullptr;
+    Halide::Type type;
+};
+
+/** An operand load, widened to the accumulator's type (f32, or i32 from int8) or not, or bits
+ * of a uint8 tile read as FP8 (tandem::from_e4m3 / from_e5m2: a decode table indexed by them). */
+Operand operand(const Expr &e) {
     if (const Cast *c = e.as<Cast>()) {
         if (c->type != Halide::Float(32) && c->type != Halide::Int(32))
-            return nullptr;
-        return c->value.as<Load>();
+            return {};
+        const Load *l = c->value.as<Load>();
+        return {l, l ? l->type : Halide::Type()};
     }
-    return e.as<Load>();
+    const Load *l = e.as<Load>();
+    if (!l)
+        return {};
+    const Halide::Type format = fp8::format_of_table(l->name);
+    if (format.bits() == 0)
+        return {l, l->type};
+    const Cast *index = l->index.as<Cast>();
+    const Load *bits = index ? index->value.as<Load>() : nullptr;
+    if (!bits || bits->type != Halide::UInt(8))
+        return {};
+    return {bits, format};
+}
+
+std::string type_name(const Halide::Type &t) {
+    return element_type_name(t);
 }
 
 bool is_int8(const Halide::Type &t) {
     return t == Halide::Int(8);
 }
 
-std::string int8_targets() {
+/** The targets whose tensor core takes int8 (fp8 false) or FP8 operands. */
+std::string targets_taking(bool fp8) {
     std::string names;
     for (const std::string &name : target_names()) {
-        if (find_target(name)->mma_int8)
+        if (fp8 ? find_target(name)->mma_fp8 : find_target(name)->mma_int8)
             names += (names.empty() ? "" : ", ") + name;
     }
     return names;
@@ -41,7 +65,8 @@ class RecognizeMma : public IRMutator {
 public:
     explicit RecognizeMma(CompileContext &ctx) : ctx(ctx) {}
     std::set<std::string> recognized;
-    std::map<std::string, std::string> a_operand; // of each accumulator, from MMAs with m or n
+    std::map<std::string, std::string> a_operand;  // of each accumulator, from MMAs with m or n
+    std::map<std::string, Halide::Type> fp8_tiles; // staged tiles the MMAs read as FP8
 
 private:
     using IRMutator::visit;
@@ -108,38 +133,57 @@ private:
         if (!self || self->name != acc)
             return original; // e.g. the initialisation
         const Mul *mul = add->b.as<Mul>();
-        const Load *x = mul ? operand(mul->a) : nullptr;
-        const Load *y = mul ? operand(mul->b) : nullptr;
+        const Operand ox = mul ? operand(mul->a) : Operand{},
+                      oy = mul ? operand(mul->b) : Operand{};
+        const Load *x = ox.load, *y = oy.load;
         if (!x || !y)
             fail(acc, "the update is not acc += A * B with operands loaded from tiles");
-        for (const Load *l : {x, y}) {
+        for (const Operand &o : {ox, oy}) {
+            const Load *l = o.load;
+            const Halide::Type &t = o.type;
             if (std::find(ctx.inputs.begin(), ctx.inputs.end(), l->name) != ctx.inputs.end()) {
                 fail(acc, "operand " + l->name + " is read from DRAM; stage it on chip with " +
                               l->name + ".in(" + acc + ").compute_at(...)");
             }
-            bool f32 = l->type.is_float() && !l->type.is_bfloat() && l->type.bits() == 32;
-            bool f16 = l->type.is_float() && !l->type.is_bfloat() && l->type.bits() == 16;
-            if (is_int8(l->type) && !lowering_of(ctx.target).mma_int8) {
-                fail(acc, "not supported on " + ctx.target.name() + ": operand " + l->name +
-                              " is int8, and the " + ctx.target.name() +
-                              " tensor core multiplies bf16, f16 or f32 (int8 into int32 runs on " +
-                              int8_targets() +
-                              "): cast the operands to bf16 where they are staged");
+            bool f32 = t.is_float() && !t.is_bfloat() && t.bits() == 32;
+            bool f16 = t.is_float() && !t.is_bfloat() && t.bits() == 16;
+            for (const bool fp8 : {false, true}) {
+                if ((fp8 ? fp8::is_fp8(t) : is_int8(t)) &&
+                    !(fp8 ? lowering_of(ctx.target).mma_fp8 : lowering_of(ctx.target).mma_int8)) {
+                    fail(acc, "not supported on " + ctx.target.name() + ": operand " + l->name +
+                                  " is " + type_name(t) + ", and the " + ctx.target.name() +
+                                  " tensor core multiplies " +
+                                  (lowering_of(ctx.target).mma_int8 ? "bf16, f16, f32 or int8"
+                                                                    : "bf16, f16 or f32") +
+                                  " (" + (fp8 ? "FP8" : "int8") + " runs on " +
+                                  targets_taking(fp8) +
+                                  (fp8 ? "): pass the operands as bf16 (converted before the "
+                                         "call)"
+                                       : "): cast the operands to bf16 where they are staged"));
+                }
             }
-            if (!l->type.is_bfloat() && !f16 && !f32 && !is_int8(l->type)) {
-                fail(acc, "operand " + l->name + " is " + type_name(l->type) +
-                              "; the tensor core takes bf16, f16, f32 or int8");
+            if (!t.is_bfloat() && !f16 && !f32 && !is_int8(t) && !fp8::is_fp8(t)) {
+                fail(acc, "operand " + l->name + " is " + type_name(t) +
+                              "; the tensor core takes bf16, f16, f32, FP8 (tandem::from_e4m3, "
+                              "from_e5m2) or int8");
+            }
+            if (fp8::is_fp8(t)) {
+                auto [format, added] = fp8_tiles.emplace(l->name, t);
+                if (!added && format->second != t) {
+                    fail(acc, "tile " + l->name + " is read as " + type_name(format->second) +
+                                  " and as " + type_name(t) + "; one tile holds one FP8 format");
+                }
             }
         }
-        if (x->type != y->type) {
-            fail(acc, "operands " + x->name + " (" + type_name(x->type) + ") and " + y->name +
-                          " (" + type_name(y->type) +
-                          ") differ in type; the tensor core multiplies two operands of one type: "
-                          "cast one of them where it is staged");
+        if (ox.type != oy.type && !(fp8::is_fp8(ox.type) && fp8::is_fp8(oy.type))) {
+            fail(acc, "operands " + x->name + " (" + type_name(ox.type) + ") and " + y->name +
+                          " (" + type_name(oy.type) +
+                          ") differ in type; the tensor core multiplies two operands of one type "
+                          "(or two FP8 formats): cast one of them where it is staged");
         }
-        const Halide::Type want = is_int8(x->type) ? Halide::Int(32) : Halide::Float(32);
+        const Halide::Type want = is_int8(ox.type) ? Halide::Int(32) : Halide::Float(32);
         if (st->value.type() != want) {
-            fail(acc, "the accumulator must be " + type_name(want) + " over " + type_name(x->type) +
+            fail(acc, "the accumulator must be " + type_name(want) + " over " + type_name(ox.type) +
                           " operands, it is " + type_name(st->value.type()));
         }
         if (nest.loops.size() > 3 || !can_prove(self->index == st->index)) {
@@ -222,11 +266,111 @@ private:
         recognized.insert(acc);
         return ir::make_mma(mma);
     }
+};
 
-    static std::string type_name(const Halide::Type &t) {
-        std::ostringstream os;
-        os << t;
-        return os.str();
+/** Gives the tiles the MMAs read as FP8, and the inputs copied into them, their FP8 type: copies
+ * and the tensor core take the bits as they are, and the machine models then read the values.
+ * Anything else that reads FP8 bits, or a tile's bits made on chip, is refused. */
+class ReadAsFp8 : public IRMutator {
+public:
+    ReadAsFp8(const std::map<std::string, Halide::Type> &tiles, CompileContext &ctx)
+        : tiles(tiles), ctx(ctx) {}
+    std::map<std::string, Halide::Type> inputs; // read as FP8, by name
+
+    Stmt run(const Stmt &s) {
+        Stmt result = mutate(s);
+        for (const auto &[tile, format] : tiles) {
+            if (!copied.count(tile)) {
+                fail("the tile_mma() operand " + user_text(tile) + " is read as " +
+                     type_name(format) +
+                     " but is not copied from an input: FP8 operands are staged from input "
+                     "tensors of their bits");
+            }
+        }
+        for (KernelArg &a : ctx.args) {
+            auto f = inputs.find(a.name);
+            if (f != inputs.end())
+                a.type = f->second;
+        }
+        return result;
+    }
+
+private:
+    using IRMutator::visit;
+    const std::map<std::string, Halide::Type> &tiles;
+    CompileContext &ctx;
+    std::set<std::string> copied;
+    std::string store; // the buffer the statement being visited stores into
+
+    [[noreturn]] void fail(const std::string &why) const {
+        throw Error("not supported on " + ctx.target.name() + ": " + why);
+    }
+
+    Expr visit(const Load *op) override {
+        const Halide::Type table = fp8::format_of_table(op->name);
+        if (table.bits() != 0) {
+            fail("Func '" + user_text(store) + "' reads " + type_name(table) +
+                 " values (tandem::from_" + type_name(table) +
+                 ") outside a tile_mma() operand; FP8 values feed the tensor core "
+                 "only");
+        }
+        if (tiles.count(op->name)) {
+            fail("Func '" + user_text(store) + "' reads the tile " + user_text(op->name) +
+                 ", whose bits tile_mma() reads as " + type_name(tiles.at(op->name)) +
+                 "; FP8 values feed the tensor core only");
+        }
+        return IRMutator::visit(op);
+    }
+
+    Stmt visit(const Store *op) override {
+        if (tiles.count(op->name)) {
+            fail("the tile_mma() operand " + user_text(op->name) + " is read as " +
+                 type_name(tiles.at(op->name)) +
+                 " but computed on chip; FP8 operands are copied from input tensors of their "
+                 "bits");
+        }
+        store = op->name;
+        return IRMutator::visit(op);
+    }
+
+    Stmt visit(const Evaluate *op) override {
+        ir::CopyOp copy;
+        if (!ir::as_copy(op, &copy))
+            return IRMutator::visit(op);
+        auto tile = tiles.find(copy.dst);
+        const bool input =
+            std::find(ctx.inputs.begin(), ctx.inputs.end(), copy.src) != ctx.inputs.end();
+        if (tile == tiles.end()) {
+            if (input && inputs.count(copy.src)) {
+                fail("input " + user_text(copy.src) + " is read as " + type_name(inputs[copy.src]) +
+                     " by tile_mma() and copied to " + user_text(copy.dst) +
+                     " as well; FP8 values feed the tensor core only");
+            }
+            return op;
+        }
+        if (!input) {
+            fail("the tile_mma() operand " + user_text(copy.dst) + " is read as " +
+                 type_name(tile->second) + " but copied from " + user_text(copy.src) +
+                 ", not from an input: FP8 operands are staged from input tensors of their bits");
+        }
+        auto [format, added] = inputs.emplace(copy.src, tile->second);
+        if (!added && format->second != tile->second) {
+            fail("input " + user_text(copy.src) + " is read as " + type_name(format->second) +
+                 " and as " + type_name(tile->second) + "; one tensor holds one FP8 format");
+        }
+        copied.insert(copy.dst);
+        return op;
+    }
+
+    Stmt visit(const Allocate *op) override {
+        auto tile = tiles.find(op->name);
+        Stmt body = mutate(op->body);
+        if (tile == tiles.end())
+            return body.same_as(op->body) ? Stmt(op)
+                                          : Allocate::make(op->name, op->type, op->memory_type,
+                                                           op->extents, op->condition, body);
+        return Allocate::make(op->name, tile->second, op->memory_type, op->extents, op->condition,
+                              body);
     }
 };
 
@@ -245,7 +389,7 @@ Stmt recognize_tile_mma(const Stmt &s, CompileContext &ctx) {
                 "staged on chip");
         }
     }
-    return result;
+    return ReadAsFp8(r.fp8_tiles, ctx).run(result);
 }
 
 } // namespace tandem::lower

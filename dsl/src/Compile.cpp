@@ -1,6 +1,7 @@
 #include "tandem/Kernel.h"
 
 #include "tandem/AsyncIR.h"
+#include "tandem/Fp8.h"
 
 #include "../lower/DefaultStaging.h"
 #include "../lower/RequiredRegions.h"
@@ -278,7 +279,8 @@ std::string Kernel::stmt_text() const {
     std::ostringstream os;
     os << "// kernel " << name << " for " << target.name() << "\n";
     for (const KernelArg &a : args) {
-        os << "// " << (a.output ? "output " : "input  ") << a.name << ": " << a.type << " [";
+        os << "// " << (a.output ? "output " : "input  ") << a.name << ": "
+           << element_type_name(a.type) << " [";
         for (size_t d = 0; d < a.extents.size(); d++)
             os << (d ? " x " : "") << a.extents[d];
         os << "] in DRAM\n";
@@ -287,8 +289,9 @@ std::string Kernel::stmt_text() const {
         os << "// workspace " << w.name << ": " << w.type << " [" << w.elements() << "] in DRAM\n";
     }
     for (const SramBuffer &b : buffers) {
-        os << "// " << lower::lowering_of(target).memory_name(b) << " " << b.name << ": " << b.type
-           << " " << b.slots << " x " << b.slot_elements << " at byte " << b.offset_bytes << "\n";
+        os << "// " << lower::lowering_of(target).memory_name(b) << " " << b.name << ": "
+           << element_type_name(b.type) << " " << b.slots << " x " << b.slot_elements << " at byte "
+           << b.offset_bytes << "\n";
     }
     for (const std::string &n : notes)
         os << "// " << n << "\n";
@@ -458,6 +461,8 @@ Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const 
     lower::log_lowering("row_statistics", s);
     s = lower::run_passes(lower::lowering_of(target).passes, s, ctx, k);
     k.body = s;
+    for (size_t i = 0; i < k.args.size(); i++)
+        k.args[i].type = ctx.args[i].type; // tile_mma reads inputs of uint8 bits as FP8
     for (const std::string &note : ctx.notes)
         k.notes.push_back(in_user_words(note));
     for (const std::string &warning : ctx.warnings)

@@ -1,8 +1,11 @@
 // Conformance: matrix multiplies as users write them (outside apps/, the public headers only): a
 // linear layer with PyTorch's N x K weight (the "NT" GEMM) and a GEMM whose epilogue adds a bias or
 // a residual, read from DRAM without staging (the compiler stages them). bf16 or f16 operands
-// (in) with f32 accumulation, or int8 operands with int32 accumulation; an f32 output, one
-// rounded to bf16 or f16, or the int32 sums (out_type); one schedule for every target.
+// (in) with f32 accumulation, FP8 operands (e4m3, e5m2: uint8 tensors of their bits, read by
+// tandem::from_e4m3 / from_e5m2) with f32 accumulation and rowwise scales, as torch._scaled_mm
+// takes them, or int8 operands with int32 accumulation; an f32 output, one rounded to bf16 or
+// f16, or the int32 sums (out_type); one schedule for every target (schedule=: pipelined, or
+// warp-specialized where the target has it).
 #include "tandem/Generator.h"
 
 #include <cmath>
@@ -24,7 +27,8 @@ void pipeline(Func &out, const std::string &schedule) {
         out.cooperative();
 }
 
-/** out(n, m) = sum_k x(k, m) * w(k, n) (+ bias(n)) (+ residual(n, m)); w is N x K with layout nt
+/** out(n, m) = sum_k x(k, m) * w(k, n) (+ bias(n)) (+ residual(n, m)) (epilogue scales: times
+ * scale_x(m) * scale_w(n), the dequantization of FP8 or int8 operands); w is N x K with layout nt
  * (row n holds its K weights, as torch.nn.Linear's), K x N with layout nn; layouts tn and tt take
  * x transposed (K x M: row k holds the M values of column k, x(m, k)). */
 class Linear : public Generator<Linear> {
@@ -34,21 +38,31 @@ public:
     GeneratorParam<int> K{"K", 256, 1, 1 << 20};
     GeneratorParam<int> TM{"TM", 128, 1, 4096};
     GeneratorParam<int> TN{"TN", 128, 1, 4096};
-    GeneratorParam<int> TK{"TK", 64, 1, 4096};
+    GeneratorParam<int> TK{"TK", 0, 0, 4096}; // 0: 128 bytes of K (64 16-bit or 128 8-bit values)
     GeneratorParam<std::string> layout{"layout", "nt", {"nt", "nn", "tn", "tt"}};
-    GeneratorParam<std::string> epilogue{"epilogue", "bias", {"none", "bias", "residual"}};
-    GeneratorParam<std::string> in{"in", "bf16", {"bf16", "f16", "i8"}}; // the operands' type
+    GeneratorParam<std::string> epilogue{
+        "epilogue", "bias", {"none", "bias", "residual", "scales"}};
+    // the operands' type; e4m3 and e5m2 are FP8 (x e4m3 and w e5m2 with "e4m3_e5m2")
+    GeneratorParam<std::string> in{
+        "in", "bf16", {"bf16", "f16", "i8", "e4m3", "e5m2", "e4m3_e5m2"}};
     GeneratorParam<std::string> out_type{"out_type", "f32", {"f32", "bf16", "f16", "i32"}};
+    // pipeline(): pipelined (a ring of `stages`), ws_pingpong or ws_cooperative (Hopper).
+    GeneratorParam<std::string> pipelining{
+        "schedule", "pipelined", {"pipelined", "ws_pingpong", "ws_cooperative"}};
+    GeneratorParam<int> stages{"stages", 2, 1, 16};
     Input<Buffer<void, 2>> x{"x"}, w{"w"};
     Input<Buffer<float, 1>> bias{"bias"};
     Input<Buffer<float, 2>> residual{"residual"};
+    Input<Buffer<float, 1>> scale_x{"scale_x"}, scale_w{"scale_w"};
     Output<Buffer<void, 2>> out{"out"};
 
     void generate() override {
         const bool nt = layout.value()[1] == 't', x_t = layout.value()[0] == 't';
         const bool int8 = in.value() == "i8";
+        const bool fp8 = in.value()[0] == 'e'; // bits in uint8, read as FP8
         for (Input<Buffer<void, 2>> *operand : {&x, &w})
             operand->set_type(int8                  ? Halide::Int(8)
+                              : fp8                 ? Halide::UInt(8)
                               : in.value() == "f16" ? Halide::Float(16)
                                                     : Halide::BFloat(16));
         // int8 operands multiply exactly into an int32 accumulator; the epilogue dequantizes
@@ -56,13 +70,21 @@ public:
         const Halide::Type acc_type = int8 ? Halide::Int(32) : Halide::Float(32);
         RDom k(0, K);
         acc(n, m) = Halide::cast(acc_type, 0);
-        acc(n, m) += Halide::cast(acc_type, x_t ? x(m, k) : x(k, m)) *
-                     Halide::cast(acc_type, nt ? w(k, n) : w(n, k));
+        const Expr xv = x_t ? x(m, k) : x(k, m), wv = nt ? w(k, n) : w(n, k);
+        if (fp8) {
+            const bool x_e4 = in.value() != "e5m2", w_e4 = in.value() == "e4m3";
+            acc(n, m) +=
+                (x_e4 ? from_e4m3(xv) : from_e5m2(xv)) * (w_e4 ? from_e4m3(wv) : from_e5m2(wv));
+        } else {
+            acc(n, m) += Halide::cast(acc_type, xv) * Halide::cast(acc_type, wv);
+        }
         Expr v = acc(n, m);
         if (epilogue.value() == "bias")
             v = Halide::cast<float>(v) + bias(n);
         if (epilogue.value() == "residual")
             v = Halide::cast<float>(v) + residual(n, m);
+        if (epilogue.value() == "scales")
+            v = Halide::cast<float>(v) * scale_x(m) * scale_w(n);
         out(n, m) = out_type.value() == "i32"    ? Halide::cast<int32_t>(v)
                     : out_type.value() == "f32"  ? Halide::cast<float>(v)
                     : out_type.value() == "bf16" ? Halide::cast(Halide::BFloat(16), v)
@@ -71,6 +93,8 @@ public:
         dense_shape(w, nt ? std::vector<int>{K, N} : std::vector<int>{N, K});
         dense_shape(bias, {N});
         dense_shape(residual, {N, M});
+        dense_shape(scale_x, {M});
+        dense_shape(scale_w, {N});
         out.dim(0).set_bounds(0, N);
         out.dim(1).set_bounds(0, M).set_stride(N);
         k_x = k.x;
@@ -84,14 +108,20 @@ public:
             .map_to_cores(t)
             .async_copy();
         acc.compute_at(out, t);
+        const bool eight_bit = in.value() != "bf16" && in.value() != "f16";
         acc.update()
-            .split(k_x, ko, ki, TK, TailStrategy::GuardWithIf)
+            .split(k_x, ko, ki,
+                   TK > 0      ? int(TK)
+                   : eight_bit ? 128
+                               : 64,
+                   TailStrategy::GuardWithIf)
             .reorder(n, m, ki, ko)
             .tile_mma();
         for (Input<Buffer<void, 2>> *operand : {&x, &w}) {
             Func tile = Func::staged(*operand, acc);
-            tile.compute_at(acc, ko).async_copy().multi_buffer(2);
+            tile.compute_at(acc, ko).async_copy().multi_buffer(stages);
         }
+        pipeline(out, pipelining);
     }
 
 private:

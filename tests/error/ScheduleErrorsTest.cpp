@@ -1,5 +1,6 @@
 // Errors: each bad schedule fails at compile time with a message naming the Func, the directive
 // and the reason (Halide's test/error in spirit).
+#include "tandem/Fp8.h"
 #include "tandem/Kernel.h"
 
 #include <gtest/gtest.h>
@@ -228,6 +229,51 @@ TEST(ScheduleErrors, MmaOperandsOfOneType) {
         expect_error([&] { g.compile_for(target); },
                      {"acc", "differ in type", "(bfloat16)", "(float16)"});
     }
+}
+
+/** An FP8 GEMM (tandem/Fp8.h): A and B hold e4m3 bits, both K-major (B as N x K), 128 x 128 x
+ * 128; `decode_in_epilogue` adds A's first column, read as e4m3, to every output. */
+Kernel compile_fp8_gemm(const std::string &target, bool decode_in_epilogue = false) {
+    ImageParam A(Halide::UInt(8), 2, "A"), B(Halide::UInt(8), 2, "B");
+    Var j("j"), i("i"), jo("jo"), io("io"), ji("ji"), ii("ii"), t("t");
+    RDom r(0, 128, "r");
+    RVar ko("ko"), ki("ki");
+    Func acc("acc"), C("C");
+    acc(j, i) = 0.0f;
+    acc(j, i) += from_e4m3(A(r, i)) * from_e4m3(B(r, j));
+    C(j, i) = decode_in_epilogue ? acc(j, i) + from_e4m3(A(0, i)) : Halide::Expr(acc(j, i));
+    for (ImageParam *p : {&A, &B}) {
+        p->dim(0).set_bounds(0, 128);
+        p->dim(1).set_bounds(0, 128).set_stride(128);
+    }
+    C.output_buffer().dim(0).set_bounds(0, 128);
+    C.output_buffer().dim(1).set_bounds(0, 128).set_stride(128);
+    C.tile(j, i, jo, io, ji, ii, 64, 64, TailStrategy::GuardWithIf).fuse(jo, io, t).map_to_cores(t);
+    acc.compute_at(C, t);
+    acc.update()
+        .split(r.x, ko, ki, 128, TailStrategy::GuardWithIf)
+        .reorder(j, i, ki, ko)
+        .tile_mma();
+    Func::staged(A, acc).compute_at(acc, ko).async_copy().multi_buffer(2);
+    Func::staged(B, acc).compute_at(acc, ko).async_copy().multi_buffer(2);
+    C.async_copy();
+    return compile(C, {A, B}, Target::parse(target), "fp8_gemm");
+}
+
+TEST(ScheduleErrors, Fp8IsHoppersAndFeedsItsTensorCoreOnly) {
+    // On hopper the staged tiles and the inputs become e4m3 (uint8 outside Tandem's IR).
+    const Kernel k = compile_fp8_gemm("hopper");
+    EXPECT_EQ(k.args[0].type, fp8::e4m3());
+    EXPECT_EQ(fp8::storage(k.args[0].type), Halide::UInt(8));
+    EXPECT_NE(k.stmt_text().find("input  A: e4m3"), std::string::npos);
+    for (const char *target : {"zpu", "ascend"}) {
+        expect_error(
+            [&] { compile_fp8_gemm(target); },
+            {"acc", std::string("not supported on ") + target, "is e4m3", "FP8 runs on hopper"});
+    }
+    // FP8 values anywhere but in the tensor core's operands: no target reads them.
+    expect_error([&] { compile_fp8_gemm("hopper", true); },
+                 {"not supported on hopper", "FP8 values feed the tensor core only"});
 }
 
 TEST(ScheduleErrors, VectorizeIsNotForTheZpu) {

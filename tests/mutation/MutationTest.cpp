@@ -134,24 +134,6 @@ std::vector<KernelCase> kernel_cases() {
     return all;
 }
 
-double element(const void *data, sim::DType t, int64_t i) {
-    switch (t) {
-    case sim::DType::BF16:
-        return sim::bf16_to_float(static_cast<const uint16_t *>(data)[i]);
-    case sim::DType::F16:
-        return sim::f16_to_float(static_cast<const uint16_t *>(data)[i]);
-    case sim::DType::F32:
-        return static_cast<const float *>(data)[i];
-    case sim::DType::I32:
-        return static_cast<const int32_t *>(data)[i];
-    case sim::DType::U8:
-        return static_cast<const uint8_t *>(data)[i];
-    case sim::DType::I8:
-        return static_cast<const int8_t *>(data)[i];
-    }
-    return 0;
-}
-
 /** A compiled kernel, its inputs' reference output and the app's tolerance. */
 struct Subject {
     const apps::App *app = nullptr;
@@ -284,7 +266,8 @@ std::string detect_once(const Subject &subject, const Kernel &kernel) {
     const void *got = data_of(ids.at(out.name));
     double max_ref = 0, max_err = 0;
     for (int64_t i = 0; i < out.elements(); i++) {
-        double want = element(subject.expected.data(), t, i), have = element(got, t, i);
+        double want = apps::element_value(subject.expected.data(), t, i),
+               have = apps::element_value(got, t, i);
         if (!std::isfinite(have))
             return "wrong result: element " + std::to_string(i) + " is not written";
         max_ref = std::max(max_ref, std::fabs(want));

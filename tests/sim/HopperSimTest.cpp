@@ -996,6 +996,10 @@ TEST(HopperTiming, CostFormulas) {
     EXPECT_EQ(p.wgmma_cycles(128, 256, 64), 30 + 1024);
     EXPECT_EQ(p.wgmma_cycles(64, 8, 16), 30 + 4); // 8192 MACs
     EXPECT_EQ(p.wgmma_cycles(64, 8, 17), 30 + 5);
+    // 8-bit operands at twice the rate (the H100 datasheet's dense FP8 and INT8 figures).
+    EXPECT_EQ(p.wgmma_cycles(128, 256, 128, DType::E4M3), 30 + 1024);
+    EXPECT_EQ(p.wgmma_cycles(128, 256, 128, DType::E5M2), 30 + 1024);
+    EXPECT_EQ(p.wgmma_cycles(128, 256, 128, DType::I8), 30 + 1024);
 }
 
 TEST(HopperTiming, SharedBandwidthKeepsTheTotalInTime) {

@@ -101,6 +101,38 @@ TEST(ZpuNumerics, HalfRoundsToNearestEvenAndOverflowsToInfinity) {
     }
 }
 
+TEST(ZpuNumerics, Fp8FormatsAndRoundToNearestEven) {
+    // OCP FP8 (CUDA's __nv_fp8_e4m3 / __nv_fp8_e5m2): e4m3 has no infinities (NaN at S.1111.111,
+    // largest 448), e5m2 is IEEE-like (largest 57344, infinities); both have subnormals.
+    EXPECT_EQ(fp8_value(0x38, true), 1.0f); // 0.0111.000: 2^(7 - 7)
+    EXPECT_EQ(fp8_value(0x7e, true), 448.0f);
+    EXPECT_TRUE(std::isnan(fp8_value(0x7f, true)));
+    EXPECT_TRUE(std::isnan(fp8_value(0xff, true)));
+    EXPECT_EQ(fp8_value(0x78, true), 256.0f);  // S.1111.000 is a number in e4m3
+    EXPECT_EQ(fp8_value(0x01, true), 0x1p-9f); // the smallest subnormal
+    EXPECT_EQ(fp8_value(0xb9, true), -1.125f);
+    EXPECT_EQ(fp8_value(0x3c, false), 1.0f); // 0.01111.00: 2^(15 - 15)
+    EXPECT_EQ(fp8_value(0x7b, false), 57344.0f);
+    EXPECT_TRUE(std::isinf(fp8_value(0x7c, false)));
+    EXPECT_TRUE(std::isnan(fp8_value(0x7d, false)));
+    EXPECT_EQ(fp8_value(0x01, false), 0x1p-16f);
+    for (DType t : {DType::E4M3, DType::E5M2}) { // every finite value survives a round trip
+        for (int bits = 0; bits < 256; bits++) {
+            const float v = fp8_value(uint8_t(bits), t == DType::E4M3);
+            if (std::isfinite(v) && !(v == 0 && bits == 0x80)) {
+                ASSERT_EQ(float_to_fp8(t, v), bits) << dtype_name(t) << " " << bits;
+            }
+        }
+    }
+    EXPECT_EQ(float_to_fp8(DType::E4M3, 1.0625f), 0x38);  // a tie between 1 and 1.125: to even
+    EXPECT_EQ(float_to_fp8(DType::E4M3, 1.1875f), 0x3a);  // a tie between 1.125 and 1.25: to even
+    EXPECT_EQ(float_to_fp8(DType::E4M3, 1000.0f), 0x7e);  // saturates at 448 (satfinite)
+    EXPECT_EQ(float_to_fp8(DType::E5M2, -1e9f), 0xfb);    // at -57344
+    EXPECT_EQ(float_to_fp8(DType::E4M3, 0x1p-11f), 0x00); // below half the smallest subnormal
+    EXPECT_EQ(float_to_fp8(DType::E4M3, -0.0f), 0x80);
+    EXPECT_EQ(bytes_of(DType::E4M3), 1);
+}
+
 TEST(ZpuCost, FormulasFromNpuFacts) {
     ZpuParams p;
     EXPECT_EQ(p.dma_cycles(4096), 100 + 4);

@@ -32,6 +32,7 @@
  * makes a fresh one per use.
  */
 
+#include "tandem/Fp8.h"
 #include "tandem/Func.h"
 #include "tandem/Kernel.h"
 

@@ -76,6 +76,7 @@ TargetLowering hopper_target() {
     t.clusters = true;
     t.cooperative = true;
     t.mma_int8 = true;
+    t.mma_fp8 = true;
     return t;
 }
 
