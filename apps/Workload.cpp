@@ -135,6 +135,12 @@ std::vector<Definition> definitions_of(const Function &f) {
     return all;
 }
 
+/** A definition's value with the lets Halide's common-subexpression elimination made (an index
+ * two operands share: x(u * S + k, m) * w(u * S + k, n)) substituted back. */
+Halide::Expr value_without_lets(const Definition &def) {
+    return substitute_in_all_lets(def.values()[0]);
+}
+
 /** Whether acc + x * y multiplies int8 values (each a cast of an 8-bit signed value). */
 bool int8_product(const Halide::Expr &update) {
     const Mul *mul = update.as<Add>()->b.as<Mul>();
@@ -158,13 +164,17 @@ bool fp8_product(const Halide::Expr &update) {
 }
 
 /** Whether an update is a multiply-accumulate, f(args) = f(args) + a * b over a reduction domain
- * (casts around a and b allowed): the tensor core's work, whatever the schedule. */
+ * (casts around a and b allowed, a and b not the same value): the tensor core's work, whatever
+ * the schedule. */
 bool multiply_accumulate(const Function &f, const Definition &def) {
     if (def.is_init() || def.values().size() != 1 || def.schedule().rvars().empty())
         return false;
-    const Add *add = def.values()[0].as<Add>();
+    const Halide::Expr value = value_without_lets(def);
+    const Add *add = value.as<Add>();
     const Call *self = add ? add->a.as<Call>() : nullptr;
-    if (!self || self->name != f.name() || !add->b.as<Mul>() ||
+    const Mul *mul = add ? add->b.as<Mul>() : nullptr;
+    // (a square, rmsnorm's sum of x * x, is the vector cores' work: no tensor core squares)
+    if (!self || self->name != f.name() || !mul || equal(mul->a, mul->b) ||
         self->args.size() != def.args().size())
         return false;
     for (size_t d = 0; d < self->args.size(); d++) {
@@ -298,9 +308,10 @@ Workload algorithm_workload(const GeneratorBase::Pipeline &algorithm) {
             for (const auto &[var, extent] : domain)
                 points *= double(extent);
             w.macs += points;
-            if (f.output_types()[0] == Halide::Int(32) && int8_product(def.values()[0]))
+            const Halide::Expr value = value_without_lets(def);
+            if (f.output_types()[0] == Halide::Int(32) && int8_product(value))
                 w.int8_macs += points;
-            if (fp8_product(def.values()[0]))
+            if (fp8_product(value))
                 w.fp8_macs += points;
             return;
         }

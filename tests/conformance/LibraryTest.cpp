@@ -238,6 +238,15 @@ void reference(const std::string &generator, const std::map<std::string, std::st
                 s += double(a(k, m, b)) * (nt ? in[1](k, n, b) : in[1](n, k, b));
             out(n, m, b) = float(s);
         });
+    } else if (generator == "split_k_partials") {
+        // in: x (K x M), w (K x N); out: each slice of K's partial sums (layout nt).
+        const int K = a.dim(0).extent(), slice = K / out.dim(2).extent();
+        out.for_each_element([&](int n, int m, int u) {
+            double s = 0;
+            for (int k = u * slice; k < (u + 1) * slice; k++)
+                s += double(a(k, m)) * in[1](k, n);
+            out(n, m, u) = float(s);
+        });
     } else if (generator == "swiglu") {
         // in: x (K x M), w1 and w3 (K x N each): silu(x w1) * (x w3).
         const int K = a.dim(0).extent();

@@ -196,6 +196,71 @@ private:
 };
 TANDEM_REGISTER_GENERATOR(BatchedMatmul, batched_matmul)
 
+/** Split-K written by hand, as a user can today in two kernels: the first computes the partial
+ * sums of out(n, m) = sum_k x(k, m) * w(k, n) (layout nt) over U slices of K, part(n, m, u) =
+ * sum over the K / U values of k in slice u (U must divide K), each (tile, slice) on a core of
+ * its own, as batched_matmul spreads its batches; the second sums the slices (column_sum over U
+ * rows of N * M values). benchmarks/split_k_bound.sh times the pair against linear. */
+class SplitKPartials : public Generator<SplitKPartials> {
+public:
+    GeneratorParam<int> M{"M", 16, 1, 1 << 20};
+    GeneratorParam<int> N{"N", 256, 1, 1 << 20};
+    GeneratorParam<int> K{"K", 256, 1, 1 << 20};
+    GeneratorParam<int> U{"U", 4, 1, 1 << 10}; // the slices of K
+    GeneratorParam<int> TM{"TM", 64, 1, 4096};
+    GeneratorParam<int> TN{"TN", 128, 1, 4096};
+    GeneratorParam<int> TK{"TK", 64, 1, 4096};
+    // pipeline(): pipelined (a ring of `stages`), ws_pingpong or ws_cooperative (Hopper).
+    GeneratorParam<std::string> pipelining{
+        "schedule", "pipelined", {"pipelined", "ws_pingpong", "ws_cooperative"}};
+    GeneratorParam<int> stages{"stages", 2, 1, 16};
+    Input<Buffer<bfloat16_t, 2>> x{"x"}, w{"w"};
+    Output<Buffer<float, 3>> part{"part"};
+
+    void generate() override {
+        if (K % U != 0) {
+            throw Error("split_k_partials: U = " + std::to_string(int(U)) +
+                        " slices must divide K = " + std::to_string(int(K)));
+        }
+        const int slice = K / U;
+        RDom k(0, slice);
+        acc(n, m, u) = 0.0f;
+        acc(n, m, u) += Halide::cast<float>(x(u * slice + k, m)) *
+                        Halide::cast<float>(w(u * slice + k, n));
+        part(n, m, u) = acc(n, m, u);
+        dense_shape(x, {K, M});
+        dense_shape(w, {K, N});
+        dense_shape(part.output_buffer(), {N, M, U});
+        k_x = k.x;
+    }
+
+    void schedule() override {
+        Var no("no"), mo("mo"), ni("ni"), mi("mi"), t("t"), tu("tu");
+        RVar ko("ko"), ki("ki");
+        part.tile(n, m, no, mo, ni, mi, TN, TM, TailStrategy::GuardWithIf)
+            .fuse(no, mo, t)
+            .fuse(t, u, tu)
+            .map_to_cores(tu)
+            .async_copy();
+        acc.compute_at(part, tu);
+        acc.update()
+            .split(k_x, ko, ki, TK, TailStrategy::GuardWithIf)
+            .reorder(n, m, ki, ko)
+            .tile_mma();
+        for (Input<Buffer<bfloat16_t, 2>> *operand : {&x, &w}) {
+            Func tile = Func::staged(*operand, acc);
+            tile.compute_at(acc, ko).async_copy().multi_buffer(stages);
+        }
+        pipeline(part, pipelining);
+    }
+
+private:
+    Var n{"n"}, m{"m"}, u{"u"};
+    Func acc{"acc"};
+    Halide::RVar k_x;
+};
+TANDEM_REGISTER_GENERATOR(SplitKPartials, split_k_partials)
+
 /** SwiGLU, the gated feed-forward layer of LLaMA-style models: out(n, m) =
  * silu(sum_k x(k, m) * w1(k, n)) * sum_k x(k, m) * w3(k, n), with w1 and w3 N x K (PyTorch's
  * linear weights); two matmuls over the same x whose accumulators meet in one epilogue. */

@@ -97,6 +97,35 @@ TEST(Workload, AMultiplyAccumulateIsMacsNotVectorWork) {
     EXPECT_EQ(w.bytes, 4 * (40 * 16 + 40 * 24 + 24 + out));
 }
 
+/** Partial sums over 4 slices of K = 40: part(n, m, u) = sum over the slice of x(10 u + k, m) *
+ * w(10 u + k, n). Halide's CSE makes the shared index a let of the definition. */
+class SlicedLinear : public Generator<SlicedLinear> {
+public:
+    Input<Buffer<float, 2>> x{"x"}, w{"w"};
+    Output<Buffer<float, 3>> part{"part"};
+
+    void generate() override {
+        RDom k(0, 10);
+        acc(n, m, u) = 0.0f;
+        acc(n, m, u) += x(u * 10 + k, m) * w(u * 10 + k, n);
+        part(n, m, u) = acc(n, m, u);
+        dense_shape(x, {40, 16});
+        dense_shape(w, {40, 24});
+        dense_shape(part.output_buffer(), {24, 16, 4});
+    }
+
+private:
+    Var n{"n"}, m{"m"}, u{"u"};
+    Func acc{"acc"};
+};
+TANDEM_REGISTER_GENERATOR(SlicedLinear, workload_sliced_linear)
+
+TEST(Workload, AMultiplyAccumulateSharingAnIndexIsMacs) {
+    const apps::Workload w = apps::generator_workload("workload_sliced_linear")(apps::Params());
+    EXPECT_EQ(w.macs, 24 * 16 * 40);
+    EXPECT_EQ(w.vector_flops, 0);
+}
+
 TEST(Workload, RmsnormCountsARowsValueOncePerRow) {
     apps::Params p;
     p.set("D", "64");
