@@ -225,8 +225,8 @@ public:
         const int slice = K / U;
         RDom k(0, slice);
         acc(n, m, u) = 0.0f;
-        acc(n, m, u) += Halide::cast<float>(x(u * slice + k, m)) *
-                        Halide::cast<float>(w(u * slice + k, n));
+        acc(n, m, u) +=
+            Halide::cast<float>(x(u * slice + k, m)) * Halide::cast<float>(w(u * slice + k, n));
         part(n, m, u) = acc(n, m, u);
         dense_shape(x, {K, M});
         dense_shape(w, {K, N});
