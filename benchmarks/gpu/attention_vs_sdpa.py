@@ -39,6 +39,18 @@ def time_ours(runner):
             "max_ms": float(m[4] or m[1])}, None
 
 
+def time_into(row, runner, flops):
+    """Times the runner into row["ours"] (with its TFLOP/s) and returns the timing; or prints the
+    row with the runner's failure and returns None."""
+    ours, failure = time_ours(runner)
+    if ours is None:
+        row.update(correct=None, failure=failure)
+        print(json.dumps(row), flush=True)
+        return None
+    row["ours"] = dict(ours, tflops=round(flops / ours["ms"] / 1e9, 1))
+    return ours
+
+
 def time_torch(fn, n=20):
     for _ in range(5):
         fn()
@@ -67,12 +79,9 @@ def main(directory):
         row = {"name": name, "app": "attention_vs_sdpa", "gpu": gpu, "B": b, "H": h, "KV": kv,
                "S": s, "L": l, "D": d, "causal": causal, "flops": flops,
                "ours_output": "f32", "sdpa_output": "bf16"}
-        ours, failure = time_ours(runner)
+        ours = time_into(row, runner, flops)
         if ours is None:
-            row.update(correct=None, failure=failure)
-            print(json.dumps(row), flush=True)
             continue
-        row["ours"] = dict(ours, tflops=round(flops / ours["ms"] / 1e9, 1))
         q = torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16)
         k = torch.randn(b, kv, l, d, device="cuda", dtype=torch.bfloat16)
         v = torch.randn(b, kv, l, d, device="cuda", dtype=torch.bfloat16)

@@ -16,7 +16,7 @@ import sys
 
 import torch
 
-from attention_vs_sdpa import extents, time_ours, time_torch
+from attention_vs_sdpa import extents, time_into, time_torch
 
 
 def main(directory):
@@ -30,12 +30,9 @@ def main(directory):
         flops = 2.0 * m * n * k
         row = {"name": name, "app": "matmul_vs_torch", "gpu": gpu, "M": m, "N": n, "K": k,
                "operands": "e4m3" if fp8 else "bf16", "flops": flops}
-        ours, failure = time_ours(runner)
+        ours = time_into(row, runner, flops)
         if ours is None:
-            row.update(correct=None, failure=failure)
-            print(json.dumps(row), flush=True)
             continue
-        row["ours"] = dict(ours, tflops=round(flops / ours["ms"] / 1e9, 1))
         x = torch.randn(m, k, device="cuda")
         w = torch.randn(n, k, device="cuda")
         try:
