@@ -309,7 +309,7 @@ void emit(const Args &a) {
     if (a.what == "stmt")
         return output(dir / (base + ".stmt"), k.stmt_text());
     if (a.what == "halide")
-        return output(dir / (base + ".halide.stmt"), ir::to_string(k.halide_stmt));
+        return output(dir / (base + ".halide.stmt"), k.halide_text());
     // The target's sources; ptx is its CUDA through nvcc.
     const TargetBackend &backend = backend_of(k.target);
     const std::string want = a.what == "ptx" ? "cuda" : a.what;

@@ -319,7 +319,7 @@ int generator_main(int argc, char **argv) {
                 continue;
             }
             if (kind == "halide") {
-                write_file(base.string() + ".halide.stmt", ir::to_string(kernel.halide_stmt));
+                write_file(base.string() + ".halide.stmt", kernel.halide_text());
                 continue;
             }
             bool found = false;

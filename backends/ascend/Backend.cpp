@@ -14,7 +14,10 @@ TargetBackend backend() {
     b.name = "ascend";
     b.model = [](const Target &t, bool numerics, bool trace) -> std::unique_ptr<Model> {
         return std::make_unique<ModelOf<Machine>>(
-            std::make_unique<Machine>(sim::ascend::AscendParams::from(t.lookup()), numerics, trace),
+            [=] {
+                return std::make_unique<Machine>(sim::ascend::AscendParams::from(t.lookup()),
+                                                 numerics, trace);
+            },
             [](Machine &m, const std::string &n, sim::DType d, int64_t e) {
                 return m.add_gm(n, d, e);
             },

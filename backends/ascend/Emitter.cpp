@@ -989,6 +989,15 @@ std::string emit_ascendc(const Kernel &kernel, const std::string &function, int 
     internal_assert(kernel.target.name() == "ascend")
         << "emit_ascendc: kernel " << kernel.name << " is not for ascend\n";
     std::string fn = function.empty() ? c_name(kernel.name) : function;
+    if (kernel.is_pipeline()) { // a kernel function per kernel, launched in turn (the library)
+        const std::vector<std::string> fns = library::kernel_functions(kernel, fn);
+        std::string code;
+        for (size_t i = 0; i < fns.size(); i++) // (--drop-flag: the last kernel's pairs)
+            code +=
+                emit_ascendc(kernel.stages[i], fns[i], i + 1 == fns.size() ? drop_flag_pair : -1) +
+                "\n";
+        return code;
+    }
     Pairs pairs = pair_flags(kernel.body);
     if (drop_flag_pair >= int(pairs.pairs.size())) {
         throw Error("--drop-flag " + std::to_string(drop_flag_pair) + ": kernel " + kernel.name +
@@ -1138,60 +1147,74 @@ std::string emit_library(const Kernel &kernel, const std::string &function) {
     params.fields(
         [&](const char *name, auto &v) { helpers << "    p." << name << " = " << v << ";\n"; });
     helpers << "    return p;\n}\n";
-    // Sizes from the buffers: the static extents (checked), or any of a runtime shape.
-    run << "        tandem::sim::ascend::Machine m(machine(), /*numerics=*/true);\n"
-        << "        std::vector<int> ids;\n";
-    for (size_t i = 0; i < kernel.args.size(); i++) {
-        const KernelArg &a = kernel.args[i];
-        run << "        ids.push_back(m.add_gm(\"" << a.name << "\", "
-            << library::dtype_enum(dtype_of(a.type)) << ", elements(buffers[" << i << "])));\n";
-        if (!a.output)
-            run << "        std::memcpy(m.data(ids.back()), buffers[" << i
-                << "]->host, elements(buffers[" << i << "]) * " << a.type.bytes() << ");\n";
-    }
-    const size_t out = kernel.args.size() - 1;
-    run << "        std::vector<tandem_ascend::GmArgument> gm;\n"
-        << "        for (int id : ids)\n"
-        << "            gm.push_back({{id, 0}});\n";
-    if (!kernel.workspaces.empty()) { // the launch's workspace, after the arguments
-        // The model types GM: each workspace a buffer of its own type, at its offset.
-        run << "        gm.emplace_back();\n";
-        int64_t offset = 0;
-        for (const KernelArg &w : kernel.workspaces) {
-            run << "        gm.back().push_back({m.add_gm(\"" << w.name << "\", "
-                << library::dtype_enum(dtype_of(w.type)) << ", " << w.elements() << "), " << offset
-                << "});\n";
-            offset += (w.elements() * w.type.bytes() + 511) / 512 * 512;
+    // Sizes from the buffers: the static extents (checked), or any of a runtime shape. Each kernel
+    // of a pipeline runs on a machine of its own (a kernel boundary orders everything).
+    run << library::intermediates(kernel) << "        uint64_t cycles = 0;\n";
+    const std::vector<const Kernel *> kernels = library::kernels_of(kernel);
+    const std::vector<std::string> fns = library::kernel_functions(kernel, fn);
+    for (size_t k = 0; k < kernels.size(); k++) {
+        const Kernel &launch = *kernels[k];
+        const std::vector<library::ArgAccess> access = library::arg_access(kernel, launch);
+        run << "        {\n"
+            << "        tandem::sim::ascend::Machine m(machine(), /*numerics=*/true);\n"
+            << "        std::vector<int> ids;\n";
+        for (size_t i = 0; i < launch.args.size(); i++) {
+            const KernelArg &a = launch.args[i];
+            run << "        ids.push_back(m.add_gm(\"" << a.name << "\", "
+                << library::dtype_enum(dtype_of(a.type)) << ", " << access[i].elements << "));\n";
+            if (!a.output)
+                run << "        std::memcpy(m.data(ids.back()), " << access[i].data << ", "
+                    << access[i].elements << " * " << a.type.bytes() << ");\n";
         }
-    }
-    if (kernel.has_runtime_shapes()) { // the tiling data, last: each runtime extent of each buffer
-        run << "        std::vector<int32_t> tiling;\n";
-        for (size_t i = 0; i < kernel.args.size(); i++) {
-            for (size_t d = 0; d < kernel.args[i].runtime.size(); d++)
-                if (kernel.args[i].runtime[d])
-                    run << "        tiling.push_back(int32_t(buffers[" << i << "]->dim[" << d
-                        << "].extent));\n";
+        const size_t out = launch.args.size() - 1;
+        run << "        std::vector<tandem_ascend::GmArgument> gm;\n"
+            << "        for (int id : ids)\n"
+            << "            gm.push_back({{id, 0}});\n";
+        if (!launch.workspaces.empty()) { // the launch's workspace, after the arguments
+            // The model types GM: each workspace a buffer of its own type, at its offset.
+            run << "        gm.emplace_back();\n";
+            int64_t offset = 0;
+            for (const KernelArg &w : launch.workspaces) {
+                run << "        gm.back().push_back({m.add_gm(\"" << w.name << "\", "
+                    << library::dtype_enum(dtype_of(w.type)) << ", " << w.elements() << "), "
+                    << offset << "});\n";
+                offset += (w.elements() * w.type.bytes() + 511) / 512 * 512;
+            }
         }
-        run << "        ids.push_back(m.add_gm(\"tiling\", tandem::sim::DType::I32, "
-               "int64_t(tiling.size())));\n"
-            << "        std::memcpy(m.data(ids.back()), tiling.data(), tiling.size() * "
-               "sizeof(int32_t));\n"
-            << "        gm.push_back({{ids.back(), 0}});\n";
+        if (launch.has_runtime_shapes()) { // the tiling data, last: each runtime extent, in order
+            run << "        std::vector<int32_t> tiling;\n";
+            for (size_t i = 0; i < launch.args.size(); i++) {
+                for (size_t d = 0; d < launch.args[i].runtime.size(); d++)
+                    if (launch.args[i].runtime[d])
+                        run << "        tiling.push_back(int32_t(" << access[i].extents << "[" << d
+                            << "]));\n";
+            }
+            run << "        ids.push_back(m.add_gm(\"tiling\", tandem::sim::DType::I32, "
+                   "int64_t(tiling.size())));\n"
+                << "        std::memcpy(m.data(ids.back()), tiling.data(), tiling.size() * "
+                   "sizeof(int32_t));\n"
+                << "        gm.push_back({{ids.back(), 0}});\n";
+        }
+        run << "        tandem_ascend::run_parts(m, " << fns[k]
+            << "_kernel, gm, AscendC::KernelMode::"
+            << (launch.mix                 ? "MIX_MODE"
+                : launch.vector_units_only ? "AIV_MODE"
+                                           : "AIC_MODE")
+            << ");\n"
+            << "        tandem::sim::Report r = m.finish();\n"
+            << "        if (r.deadlock || r.race_count)\n"
+            << "            return fail(halide_error_code_generic_error, r.deadlock ? "
+               "r.deadlock_message : r.races.front().str());\n"
+            << "        std::memcpy(" << access[out].data << ", m.data(ids[" << out << "]), "
+            << access[out].elements << " * " << launch.args[out].type.bytes() << ");\n"
+            << "        cycles += uint64_t(r.cycles);\n"
+            << "        }\n";
     }
-    run << "        tandem_ascend::run_parts(m, " << fn << "_kernel, gm, AscendC::KernelMode::"
-        << (kernel.mix                 ? "MIX_MODE"
-            : kernel.vector_units_only ? "AIV_MODE"
-                                       : "AIC_MODE")
-        << ");\n"
-        << "        tandem::sim::Report r = m.finish();\n"
-        << "        if (r.deadlock || r.race_count)\n"
-        << "            return fail(halide_error_code_generic_error, r.deadlock ? "
-           "r.deadlock_message : r.races.front().str());\n"
-        << "        std::memcpy(buffers[" << out << "]->host, m.data(ids[" << out
-        << "]), elements(buffers[" << out << "]) * " << kernel.args[out].type.bytes() << ");\n"
-        << "        last_cycles = uint64_t(r.cycles);\n";
-    return library::source(kernel, fn, emit_ascendc(kernel, fn + "_kernel"), helpers.str(),
-                           run.str());
+    run << "        last_cycles = cycles;\n";
+    std::string code;
+    for (size_t k = 0; k < kernels.size(); k++)
+        code += emit_ascendc(*kernels[k], fns[k] + "_kernel");
+    return library::source(kernel, fn, code, helpers.str(), run.str());
 }
 
 } // namespace tandem::ascend_backend

@@ -10,9 +10,12 @@
  * capabilities) is dsl/lower/Targets.h.
  */
 
-#include "sim/Common.h" // DType, Report
+#include "common/Evaluator.h" // dtype_of
+#include "sim/Common.h"       // DType, Report
 #include "tandem/Kernel.h"
 
+#include <algorithm>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
@@ -74,29 +77,91 @@ struct RegisterBackend {
     explicit RegisterBackend(TargetBackend backend) { register_backend(std::move(backend)); }
 };
 
-/** A Model over a machine model class with add/data/finish/write_trace (the three models). */
+/** The report of kernels run one after another (a pipeline of kernels, Kernel::stages): times
+ * and busy cycles add up, races and deadlocks are every kernel's. */
+inline void append_report(sim::Report &into, const sim::Report &next) {
+    into.cycles += next.cycles;
+    into.bound_cycles += next.bound_cycles;
+    for (const sim::EngineBusy &b : next.busy) {
+        auto same = std::find_if(into.busy.begin(), into.busy.end(),
+                                 [&](const sim::EngineBusy &e) { return e.engine == b.engine; });
+        if (same == into.busy.end())
+            into.busy.push_back(b);
+        else
+            same->busy += b.busy;
+    }
+    into.core_cycles.resize(std::max(into.core_cycles.size(), next.core_cycles.size()), 0);
+    for (size_t c = 0; c < next.core_cycles.size(); c++)
+        into.core_cycles[c] += next.core_cycles[c];
+    into.races.insert(into.races.end(), next.races.begin(), next.races.end());
+    into.race_count += next.race_count;
+    if (next.deadlock && !into.deadlock) {
+        into.deadlock = true;
+        into.deadlock_message = next.deadlock_message;
+    }
+}
+
+/** A Model over a machine model class with add/data/finish/write_trace (the three models). A
+ * pipeline of kernels runs each kernel but the last on a machine of its own (the kernel boundary
+ * orders everything: no access of one kernel races with another's; each starts with a cold L2),
+ * copying the tensors it reads in and the intermediate it writes out; the last runs on this
+ * one, which the caller's tensors live in. The trace is the last kernel's. */
 template <class Machine> class ModelOf : public Model {
 public:
+    using Make = std::function<std::unique_ptr<Machine>()>;
     using Add = std::function<int(Machine &, const std::string &, sim::DType, int64_t)>;
     using Execute = std::function<void(const Kernel &, Machine &,
                                        const std::map<std::string, int> &, const Shapes &)>;
-    ModelOf(std::unique_ptr<Machine> m, Add add, Execute execute)
-        : machine(std::move(m)), add(std::move(add)), run(std::move(execute)) {}
+    ModelOf(Make make, Add add, Execute execute)
+        : make(std::move(make)), machine(this->make()), add(std::move(add)),
+          run(std::move(execute)) {}
     int add_global(const std::string &name, sim::DType type, int64_t elements) override {
         return add(*machine, name, type, elements);
     }
     void *data(int id) override { return machine->data(id); }
     void execute(const Kernel &kernel, const std::map<std::string, int> &arguments,
                  const Shapes &shapes) override {
-        run(kernel, *machine, arguments, shapes);
+        if (!kernel.is_pipeline()) {
+            run(kernel, *machine, arguments, shapes);
+            return;
+        }
+        std::map<std::string, int> ids = arguments;
+        for (const KernelArg &w : kernel.intermediates)
+            ids[w.name] = add(*machine, w.name, dtype_of(w.type), w.elements());
+        for (size_t i = 0; i + 1 < kernel.stages.size(); i++) {
+            const Kernel &stage = kernel.stages[i];
+            std::unique_ptr<Machine> own = make();
+            std::map<std::string, int> own_ids;
+            for (const KernelArg &a : stage.args) {
+                const int id = ids.at(a.name),
+                          copy = add(*own, a.name, dtype_of(a.type), a.elements());
+                own_ids[a.name] = copy;
+                if (!a.output && machine->data(id))
+                    std::memcpy(own->data(copy), machine->data(id),
+                                size_t(a.elements() * sim::bytes_of(dtype_of(a.type))));
+            }
+            run(stage, *own, own_ids, shapes);
+            append_report(stages, own->finish());
+            const KernelArg &out = stage.args.back();
+            if (machine->data(ids.at(out.name)))
+                std::memcpy(machine->data(ids.at(out.name)), own->data(own_ids.at(out.name)),
+                            size_t(out.elements() * sim::bytes_of(dtype_of(out.type))));
+        }
+        run(kernel.stages.back(), *machine, ids, shapes);
     }
-    sim::Report finish() override { return machine->finish(); }
+    sim::Report finish() override {
+        sim::Report report = stages;
+        append_report(report, machine->finish());
+        return report;
+    }
     void write_trace(const std::string &path) const override { machine->write_trace(path); }
 
 private:
+    Make make;
     std::unique_ptr<Machine> machine;
     Add add;
     Execute run;
+    sim::Report stages; // the kernels of a pipeline before the last
 };
 
 /** Error for an emitter option a target's source does not take. */

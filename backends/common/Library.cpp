@@ -2,6 +2,7 @@
 
 #include "tandem/Fp8.h"
 
+#include <algorithm>
 #include <sstream>
 
 namespace tandem::library {
@@ -147,6 +148,60 @@ const char *dtype_enum(sim::DType t) {
         return "tandem::sim::DType::E5M2";
     }
     return "?";
+}
+
+std::vector<const Kernel *> kernels_of(const Kernel &kernel) {
+    std::vector<const Kernel *> kernels;
+    for (const Kernel &k : kernel.stages)
+        kernels.push_back(&k);
+    if (kernels.empty())
+        kernels.push_back(&kernel);
+    return kernels;
+}
+
+std::vector<std::string> kernel_functions(const Kernel &kernel, const std::string &function) {
+    std::vector<std::string> names;
+    for (const Kernel *k : kernels_of(kernel)) {
+        const bool own = k == kernels_of(kernel).back();
+        names.push_back(own ? function : function + c_ident(k->name.substr(kernel.name.size())));
+    }
+    return names;
+}
+
+namespace {
+std::string intermediate_name(const KernelArg &a) {
+    return "intermediate_" + c_ident(a.name);
+}
+} // namespace
+
+std::vector<ArgAccess> arg_access(const Kernel &kernel, const Kernel &stage, bool device) {
+    std::vector<ArgAccess> access;
+    for (const KernelArg &a : stage.args) {
+        auto caller = std::find_if(kernel.args.begin(), kernel.args.end(),
+                                   [&](const KernelArg &c) { return c.name == a.name; });
+        if (caller != kernel.args.end()) {
+            const std::string b = "buffers[" + std::to_string(caller - kernel.args.begin()) + "]";
+            access.push_back({device ? "reinterpret_cast<void *>(" + b + "->device)" : b + "->host",
+                              "elements(" + b + ")", "extents(" + b + ")"});
+            continue;
+        }
+        std::string extents = "std::vector<int64_t>{";
+        for (size_t d = 0; d < a.extents.size(); d++)
+            extents += (d ? ", " : "") + std::to_string(a.extents[d]);
+        access.push_back({intermediate_name(a) + (device ? "" : ".data()"),
+                          "int64_t(" + std::to_string(a.elements()) + ")", extents + "}"});
+    }
+    return access;
+}
+
+std::string intermediates(const Kernel &kernel) {
+    std::string code;
+    for (const KernelArg &w : kernel.intermediates) {
+        code += "        std::vector<unsigned char> " + intermediate_name(w) + "(" +
+                std::to_string(w.elements() * w.type.bytes()) + "); // " + w.name +
+                ", written by kernel " + kernel.name + "_" + c_ident(w.name) + "\n";
+    }
+    return code;
 }
 
 std::string declared(const KernelArg &a) {

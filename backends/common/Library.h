@@ -27,6 +27,7 @@
 #include "tandem/Kernel.h"
 
 #include <string>
+#include <vector>
 
 namespace tandem::library {
 
@@ -38,6 +39,26 @@ std::string declared(const KernelArg &a);
 
 /** The header; `model` names what runs the kernel ("the ZPU machine model"). */
 std::string header(const Kernel &kernel, const std::string &function, const std::string &model);
+
+/** The kernels a call runs, in order: a pipeline's stages (Kernel::stages), or the kernel. */
+std::vector<const Kernel *> kernels_of(const Kernel &kernel);
+
+/** The C function of each of kernels_of(kernel): `function` for the last, `function`_<Func> for
+ * the kernels of a pipeline before it (Kernel::stages, named after the Func they write). */
+std::vector<std::string> kernel_functions(const Kernel &kernel, const std::string &function);
+
+/** An argument of one of kernels_of(kernel) as the library's code reaches it: C++ for its
+ * halide_buffer_t-free view (the caller's buffers[i], or an intermediate of a pipeline that
+ * the call allocates: intermediates(kernel)). */
+struct ArgAccess {
+    std::string data;     // a pointer to its elements (host, or device with Memory::Device)
+    std::string elements; // an int64_t
+    std::string extents;  // a std::vector<int64_t>
+};
+std::vector<ArgAccess> arg_access(const Kernel &kernel, const Kernel &stage, bool device = false);
+
+/** C++ statements that allocate a pipeline's intermediates (host vectors; none otherwise). */
+std::string intermediates(const Kernel &kernel);
 
 enum class Memory { Host, Device };
 

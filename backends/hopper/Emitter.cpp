@@ -5,6 +5,7 @@
 #include "CodeGen.h"
 #include "Host.h"
 #include "Plan.h"
+#include "common/Library.h"
 #include "tandem/AsyncIR.h"
 
 #include <optional>
@@ -913,6 +914,14 @@ std::string emit_cuda(const Kernel &kernel, const std::string &function) {
     if (kernel.target.name() != "hopper")
         throw Error("emit_cuda: kernel " + kernel.name + " is not compiled for hopper");
     const std::string fn = function.empty() ? c_name(kernel.name) : function;
+    if (kernel.is_pipeline()) { // each kernel's launcher, then the pipeline's
+        std::vector<std::string> fns = library::kernel_functions(kernel, fn);
+        fns.back() = fn + "_" + c_name(user_text(kernel.args.back().name));
+        std::string code;
+        for (size_t i = 0; i < fns.size(); i++)
+            code += emit_cuda(kernel.stages[i], fns[i]) + "\n";
+        return code + pipeline_launcher(kernel, fn, fns);
+    }
     const Plan plan = plan_kernel(kernel);
     if (plan.launch_checks.empty()) {
         const Variant v = emit_variant(kernel, fn, plan);

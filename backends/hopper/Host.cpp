@@ -329,6 +329,90 @@ std::string dispatcher(const Kernel &kernel, const std::string &fn, const Plan &
     return os.str();
 }
 
+std::string pipeline_launcher(const Kernel &pipeline, const std::string &fn,
+                              const std::vector<std::string> &fns) {
+    const std::string state = "Pipeline_" + fn;
+    const size_t intermediates = pipeline.intermediates.size(), kernels = pipeline.stages.size();
+    std::ostringstream os;
+    os << "/** " << fn << ": a pipeline of " << kernels << " kernels, launched in turn:";
+    for (const std::string &f : fns)
+        os << " " << f;
+    os << ".\n * args: device pointers in the pipeline's argument order:";
+    for (const KernelArg &a : pipeline.args)
+        os << " " << a.name;
+    os << ". The intermediates (";
+    for (size_t w = 0; w < intermediates; w++)
+        os << (w ? ", " : "") << pipeline.intermediates[w].name;
+    os << ") are allocated by prepare_" << fn << ". */\n"
+       << "struct " << state << " {\n"
+       << "    void *intermediate[" << intermediates << "];\n"
+       << "    void *prepared[" << kernels << "];\n"
+       << "};\n\n";
+    for (const std::string &f : fns) {
+        os << "extern \"C\" cudaError_t prepare_" << f << "(void *const *args, void **prepared);\n"
+           << "extern \"C\" cudaError_t launch_prepared_" << f
+           << "(const void *prepared, cudaStream_t stream);\n"
+           << "extern \"C\" void release_" << f << "(void *prepared);\n";
+    }
+    os << "\nextern \"C\" void release_" << fn << "(void *prepared) {\n"
+       << "    " << state << " *p = static_cast<" << state << " *>(prepared);\n"
+       << "    if (p == nullptr) return;\n";
+    for (size_t k = 0; k < kernels; k++)
+        os << "    release_" << fns[k] << "(p->prepared[" << k << "]);\n";
+    os << "    for (void *w : p->intermediate) cudaFree(w);\n"
+       << "    delete p;\n"
+       << "}\n\n"
+       << "extern \"C\" cudaError_t prepare_" << fn << "(void *const *args, void **prepared) {\n"
+       << "    if (prepared == nullptr) return cudaErrorInvalidValue;\n"
+       << "    *prepared = nullptr;\n"
+       << "    if (args == nullptr) return cudaErrorInvalidValue;\n"
+       << "    " << state << " *p = new (std::nothrow) " << state << "{};\n"
+       << "    if (p == nullptr) return cudaErrorMemoryAllocation;\n"
+       << "    cudaError_t status = cudaSuccess;\n";
+    for (size_t w = 0; w < intermediates; w++) {
+        const KernelArg &a = pipeline.intermediates[w];
+        os << "    if (status == cudaSuccess) status = cudaMalloc(&p->intermediate[" << w << "], "
+           << a.elements() * a.type.bytes() << "); // " << a.name << "\n";
+    }
+    for (size_t k = 0; k < kernels; k++) {
+        os << "    if (status == cudaSuccess) {\n        void *kernel_args[] = {";
+        const Kernel &stage = pipeline.stages[k];
+        for (size_t i = 0; i < stage.args.size(); i++) {
+            const std::string &name = stage.args[i].name;
+            std::string at;
+            for (size_t j = 0; j < pipeline.args.size(); j++)
+                if (pipeline.args[j].name == name)
+                    at = "args[" + std::to_string(j) + "]";
+            for (size_t w = 0; w < intermediates; w++)
+                if (pipeline.intermediates[w].name == name)
+                    at = "p->intermediate[" + std::to_string(w) + "]";
+            internal_assert(!at.empty()) << "pipeline argument " << name << " not found\n";
+            os << (i ? ", " : "") << at;
+        }
+        os << "};\n        status = prepare_" << fns[k] << "(kernel_args, &p->prepared[" << k
+           << "]);\n    }\n";
+    }
+    os << "    if (status != cudaSuccess) {\n"
+       << "        release_" << fn << "(p);\n"
+       << "        return status;\n"
+       << "    }\n"
+       << "    *prepared = p;\n"
+       << "    return cudaSuccess;\n"
+       << "}\n\n"
+       << "extern \"C\" cudaError_t launch_prepared_" << fn
+       << "(const void *prepared, cudaStream_t stream) {\n"
+       << "    if (prepared == nullptr) return cudaErrorInvalidValue;\n"
+       << "    const " << state << " *p = static_cast<const " << state << " *>(prepared);\n"
+       << "    cudaError_t status = cudaSuccess;\n";
+    for (size_t k = 0; k < kernels; k++)
+        os << "    if (status == cudaSuccess) status = launch_prepared_" << fns[k]
+           << "(p->prepared[" << k << "], stream);\n";
+    os << "    return status;\n"
+       << "}\n\n"
+       << launch_in_one(fn, false);
+    return os.str();
+}
+
 std::string emit_library(const Kernel &kernel, const std::string &function) {
     const std::string fn = function.empty() ? c_name(kernel.name) : function;
     std::ostringstream includes, run;

@@ -49,6 +49,12 @@ struct StrideVariant {
 std::string dispatcher(const Kernel &kernel, const std::string &fn, const Plan &plan,
                        const std::vector<StrideVariant> &variants);
 
+/** The launcher `fn` of a pipeline of kernels (Kernel::stages), whose kernels' launchers are
+ * `fns`: prepare allocates the intermediates (cudaMalloc) and prepares each kernel, launch
+ * launches them in turn on the stream (a kernel boundary orders them), release frees both. */
+std::string pipeline_launcher(const Kernel &pipeline, const std::string &fn,
+                              const std::vector<std::string> &fns);
+
 } // namespace tandem::hopper_backend
 
 #endif

@@ -13,7 +13,10 @@ TargetBackend backend() {
     b.name = "zpu";
     b.model = [](const Target &t, bool numerics, bool trace) -> std::unique_ptr<Model> {
         return std::make_unique<ModelOf<sim::Machine>>(
-            std::make_unique<sim::Machine>(sim::ZpuParams::from(t.lookup()), numerics, trace),
+            [=] {
+                return std::make_unique<sim::Machine>(sim::ZpuParams::from(t.lookup()), numerics,
+                                                      trace);
+            },
             [](sim::Machine &m, const std::string &n, sim::DType d, int64_t e) {
                 return m.add_dram(n, d, e);
             },

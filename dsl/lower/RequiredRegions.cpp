@@ -153,4 +153,20 @@ void set_read_extents(const CompileContext &ctx, std::vector<KernelArg> *args) {
     }
 }
 
+Halide::Internal::Box required_box(const CompileContext &ctx, const std::string &func) {
+    const std::map<std::string, Box> boxes = required_boxes(ctx);
+    const std::map<std::string, Expr> statics = static_extents(ctx);
+    auto b = boxes.find(func);
+    if (b == boxes.end())
+        return {};
+    Box box = b->second;
+    for (Interval &i : box.bounds) {
+        if (i.has_lower_bound())
+            i.min = simplify(substitute(statics, i.min));
+        if (i.has_upper_bound())
+            i.max = simplify(substitute(statics, i.max));
+    }
+    return box;
+}
+
 } // namespace tandem::lower

@@ -26,6 +26,11 @@ std::vector<CallCheck> required_regions(const CompileContext &ctx);
  * dim starts at 0, its extent in the runtime extents (B.extent.1 reads A.extent.0 rows). */
 void set_read_extents(const CompileContext &ctx, std::vector<KernelArg> *args);
 
+/** The region of `func` (a Func of the pipeline) the output needs, from the pure algorithm: per
+ * dim an interval in the runtime extents (constants for static shapes); empty when the output
+ * does not read it. */
+Halide::Internal::Box required_box(const CompileContext &ctx, const std::string &func);
+
 } // namespace tandem::lower
 
 #endif

@@ -45,8 +45,8 @@ private:
     }
 };
 
-/** Every Function of the pipeline, with the wrappers in() made (Halide keeps those in the
- * wrapped Function's schedule, not in the call graph, until lowering). */
+} // namespace
+
 std::map<std::string, Function> pipeline_functions(const Function &output) {
     std::map<std::string, Function> all;
     std::vector<Function> todo = {output};
@@ -65,8 +65,6 @@ std::map<std::string, Function> pipeline_functions(const Function &output) {
     }
     return all;
 }
-
-} // namespace
 
 void validate_schedule(const Func &output, CompileContext &ctx) {
     auto env = pipeline_functions(output.halide().function());

@@ -17,6 +17,11 @@
 namespace tandem::lower {
 
 void validate_schedule(const Func &output, CompileContext &ctx);
+
+/** Every Function of the pipeline, with the wrappers in() made (Halide keeps those in the
+ * wrapped Function's schedule, not in the call graph, until lowering). */
+std::map<std::string, Halide::Internal::Function>
+pipeline_functions(const Halide::Internal::Function &output);
 void validate_kernel(const Kernel &kernel);
 
 } // namespace tandem::lower

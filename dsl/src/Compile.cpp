@@ -275,7 +275,25 @@ const KernelArg *Kernel::arg(const std::string &name) const {
     return nullptr;
 }
 
+std::string Kernel::halide_text() const {
+    if (!is_pipeline())
+        return ir::to_string(halide_stmt);
+    std::string text;
+    for (const Kernel &k : stages)
+        text += "// kernel " + k.name + "\n" + k.halide_text() + "\n";
+    return text;
+}
+
 std::string Kernel::stmt_text() const {
+    if (is_pipeline()) {
+        std::string text = "// pipeline " + name + " for " + target.name() + ": " +
+                           std::to_string(stages.size()) + " kernels, run in turn\n";
+        for (const std::string &n : notes)
+            text += "// " + n + "\n";
+        for (const Kernel &k : stages)
+            text += k.stmt_text() + "\n";
+        return text;
+    }
     std::ostringstream os;
     os << "// kernel " << name << " for " << target.name() << "\n";
     for (const KernelArg &a : args) {
@@ -383,8 +401,10 @@ int fitting_stages(const MmaTiles &tiles, const Target &target) {
     return t.fitting_stages ? t.fitting_stages(tiles, target) : 3;
 }
 
-Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const Target &target,
-               const std::string &name) {
+namespace {
+
+Kernel compile_kernel(const Func &output, const std::vector<ImageParam> &inputs,
+                      const Target &target, const std::string &name) {
     CompileContext ctx;
     ctx.target = target;
     ctx.output = output.name();
@@ -479,6 +499,195 @@ Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const 
     k.barriers = ctx.barriers;
     lower::validate_kernel(k);
     return k;
+}
+
+/** A Func's name as part of a kernel's (a C identifier). */
+std::string identifier(const std::string &name) {
+    std::string s = user_text(name);
+    for (char &c : s)
+        if (!isalnum(static_cast<unsigned char>(c)))
+            c = '_';
+    return s;
+}
+
+/** A copy of the pipeline of `output` with Halide's wrappers (in()) in its call graph, in which
+ * each Func of `written` is read from the tensor its kernel wrote (the ImageParam of its name)
+ * instead of computed. */
+std::map<std::string, Function> pipeline_copy(const Function &output,
+                                              const std::vector<ImageParam> &inputs,
+                                              const std::map<std::string, ImageParam> &written) {
+    std::map<std::string, Function> copies =
+        wrap_func_calls(deep_copy({output}, lower::pipeline_functions(output)).second);
+    // The inputs and their staged copies (wrappers) stay the caller's: the passes stage inputs
+    // through their Functions' wrappers, which a copy would not see.
+    auto keep = [&](const Function &original) {
+        auto copy = copies.find(original.name());
+        if (copy == copies.end())
+            return;
+        const Function copied = copy->second;
+        for (auto &[n, g] : copies)
+            g.substitute_calls(copied, original);
+        copies.at(original.name()) = original;
+    };
+    for (const ImageParam &p : inputs) {
+        const Function image = Halide::Func(p).function();
+        keep(image);
+        for (const auto &[consumer, wrapper] : image.schedule().wrappers())
+            keep(Function(wrapper));
+    }
+    for (const auto &[name, tensor] : written) {
+        auto original = copies.find(name);
+        if (original == copies.end())
+            continue;
+        Function read = Halide::Func(tensor).function(); // as a caller's ImageParam
+        for (auto &[n, g] : copies) {
+            if (n != name)
+                g.substitute_calls(original->second, read);
+        }
+        // Its staged copies (in()) become copies of the tensor, as an input's are.
+        read.schedule().wrappers() = original->second.schedule().wrappers();
+    }
+    return copies;
+}
+
+/** The Funcs of `output`'s pipeline that are kernels of their own (computed at the root, with a
+ * map_to_cores of their own), producers first. */
+std::vector<std::string> kernel_funcs(const Function &output,
+                                      const std::vector<ImageParam> &inputs) {
+    const std::map<std::string, Function> env = pipeline_copy(output, inputs, {});
+    std::vector<std::string> order;
+    std::set<std::string> seen;
+    std::function<void(const Function &)> visit = [&](const Function &f) {
+        if (!seen.insert(f.name()).second)
+            return;
+        for (const auto &[name, callee] : find_direct_calls(f)) {
+            if (name != f.name())
+                visit(env.at(name));
+        }
+        Halide::LoopLevel level = f.schedule().compute_level();
+        if (f.name() != output.name() && !directives_of(f).cores_var.empty() &&
+            level.lock().is_root())
+            order.push_back(f.name());
+    };
+    visit(env.at(output.name()));
+    return order;
+}
+
+/** The input tensors (ImageParams) the pipeline of `f` reads. */
+std::set<std::string> images_read(const Function &f) {
+    struct Images : IRVisitor {
+        std::set<std::string> names;
+        using IRVisitor::visit;
+        void visit(const Call *c) override {
+            if (c->call_type == Call::Image && c->param.defined())
+                names.insert(c->param.name());
+            IRVisitor::visit(c);
+        }
+    } images;
+    for (auto &[name, g] : find_transitive_calls(f))
+        g.accept(&images);
+    return images.names;
+}
+
+/** A pipeline of kernels (Kernel::stages): each of `funcs` (producers first), then the output. */
+Kernel compile_pipeline(const Func &output, const std::vector<ImageParam> &inputs,
+                        const Target &target, const std::string &name,
+                        const std::vector<std::string> &funcs) {
+    CompileContext ctx;
+    ctx.target = target;
+    ctx.output = output.name();
+    Kernel pipeline;
+    pipeline.name = name;
+    pipeline.target = target;
+    for (const ImageParam &p : inputs)
+        pipeline.args.push_back(shape_of(p.parameter(), p.name(), p.type(), false));
+    pipeline.args.push_back(shape_of(output.output_buffer().parameter(), ctx.output,
+                                     output.halide().output_types()[0], true));
+    const std::string kernels = "Func '" + user_text(funcs.front()) +
+                                "' is a kernel of its own (compute_root with its own "
+                                "map_to_cores)";
+    if (pipeline.has_runtime_shapes()) {
+        throw Error(kernels + ": a pipeline of kernels takes static shapes for now; set_bounds "
+                              "on every dimension of the inputs and of the output");
+    }
+    ctx.args = pipeline.args;
+    ctx.functions = pipeline_copy(output.halide().function(), inputs, {});
+    pipeline.call_checks = lower::required_regions(ctx);
+
+    std::map<std::string, ImageParam> written; // the intermediates, by Func
+    auto arguments = [&](const Function &f) {
+        std::vector<ImageParam> args;
+        const std::set<std::string> read = images_read(f);
+        for (const ImageParam &p : inputs) {
+            if (read.count(p.name()))
+                args.push_back(p);
+        }
+        for (const auto &[n, tensor] : written) {
+            if (read.count(tensor.name()))
+                args.push_back(tensor);
+        }
+        return args;
+    };
+    for (const std::string &func : funcs) {
+        Function f = pipeline_copy(output.halide().function(), inputs, written).at(func);
+        f.schedule().wrappers().clear(); // its consumers' copies of it are the later kernels'
+        const Halide::Internal::Box box = lower::required_box(ctx, f.name());
+        if (f.outputs() != 1) {
+            throw Error("Func '" + f.name() +
+                        "' is a kernel of its own (compute_root with its own map_to_cores) and "
+                        "has " +
+                        std::to_string(f.outputs()) +
+                        " values; such a Func has one value (a Tuple stays inside a kernel)");
+        }
+        if (box.size() != size_t(f.dimensions())) {
+            throw Error("Func '" + f.name() +
+                        "' is a kernel of its own (compute_root with its own map_to_cores) but "
+                        "the output does not read it");
+        }
+        Halide::Func copy(f);
+        ImageParam tensor(f.output_types()[0], f.dimensions(), f.name());
+        int stride = 1;
+        for (int d = 0; d < f.dimensions(); d++) {
+            const Interval &i = box[d];
+            const IntImm *min = i.has_lower_bound() ? i.min.as<IntImm>() : nullptr;
+            const IntImm *max = i.has_upper_bound() ? i.max.as<IntImm>() : nullptr;
+            if (!min || !max || min->value != 0) {
+                throw Error("Func '" + f.name() +
+                            "' is a kernel of its own (compute_root with its own map_to_cores): "
+                            "the region of it the output reads must start at 0 in every "
+                            "dimension, and its dimension " +
+                            std::to_string(d) + " (" + f.args()[d] + ") is read over [" +
+                            user_text(i.min) + ", " + user_text(i.max) + "]");
+            }
+            const int extent = int(max->value + 1);
+            tensor.dim(d).set_bounds(0, extent).set_stride(stride);
+            copy.output_buffer().dim(d).set_bounds(0, extent).set_stride(stride);
+            stride *= extent;
+        }
+        Kernel stage = compile_kernel(Func(copy), arguments(copy.function()), target,
+                                      name + "_" + identifier(f.name()));
+        pipeline.intermediates.push_back(stage.args.back());
+        pipeline.stages.push_back(std::move(stage));
+        written.emplace(f.name(), tensor);
+    }
+    Halide::Func last(pipeline_copy(output.halide().function(), inputs, written).at(ctx.output));
+    pipeline.stages.push_back(compile_kernel(Func(last), arguments(last.function()), target, name));
+    for (const Kernel &k : pipeline.stages) {
+        for (const std::string &w : k.warnings)
+            pipeline.warnings.push_back(w);
+        pipeline.notes.push_back("kernel " + k.name + ": " + std::to_string(k.grid) + " units");
+    }
+    return pipeline;
+}
+
+} // namespace
+
+Kernel compile(const Func &output, const std::vector<ImageParam> &inputs, const Target &target,
+               const std::string &name) {
+    const std::vector<std::string> funcs = kernel_funcs(output.halide().function(), inputs);
+    if (funcs.empty())
+        return compile_kernel(output, inputs, target, name);
+    return compile_pipeline(output, inputs, target, name, funcs);
 }
 
 } // namespace tandem

@@ -67,6 +67,15 @@ Stage &Stage::tile_mma() {
     return *this;
 }
 
+Func Stage::rfactor(const RVar &r, const Var &v) {
+    try {
+        return Func(stage_.rfactor(r, v));
+    } catch (const Halide::CompileError &e) {
+        throw Error("Func '" + f_.name() + "', rfactor(" + r.name() + ", " + v.name() +
+                    "): Halide refused it: " + e.what());
+    }
+}
+
 Func::Func() : f_() {}
 Func::Func(const std::string &name) : f_(name) {}
 Func::Func(const Halide::Func &f) : f_(f) {}

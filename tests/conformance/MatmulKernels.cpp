@@ -50,6 +50,10 @@ public:
     GeneratorParam<std::string> pipelining{
         "schedule", "pipelined", {"pipelined", "ws_pingpong", "ws_cooperative"}};
     GeneratorParam<int> stages{"stages", 2, 1, 16};
+    // Split-K (U > 1): K in U slices (the last one shorter where U does not divide K), rfactor
+    // over them into partial sums part(n, m, u), a kernel of its own whose tiles are (n, m, u);
+    // a second kernel sums the slices and applies the epilogue.
+    GeneratorParam<int> U{"U", 1, 1, 1 << 10};
     Input<Buffer<void, 2>> x{"x"}, w{"w"};
     Input<Buffer<float, 1>> bias{"bias"};
     Input<Buffer<float, 2>> residual{"residual"};
@@ -102,15 +106,41 @@ public:
 
     void schedule() override {
         Var no("no"), mo("mo"), ni("ni"), mi("mi"), t("t");
-        RVar ko("ko"), ki("ki");
         out.tile(n, m, no, mo, ni, mi, TN, TM, TailStrategy::GuardWithIf)
             .fuse(no, mo, t)
             .map_to_cores(t)
             .async_copy();
         acc.compute_at(out, t);
+        if (U == 1) {
+            tile_mma(acc, k_x);
+            pipeline(out, pipelining);
+            return;
+        }
+        // Split-K: the partial sums of each slice of K, then acc sums them (over `slice`).
+        RVar slice("slice"), k_slice("k_slice");
+        Var u("u"), tu("tu");
+        acc.update().split(k_x, slice, k_slice, (int(K) + U - 1) / U, TailStrategy::GuardWithIf);
+        Func partial = acc.update().rfactor(slice, u);
+        acc.update().reorder(n, m, slice);
+        Func part = partial.in();
+        part.in(acc).compute_at(acc, slice).async_copy().multi_buffer(2);
+        part.compute_root()
+            .tile(n, m, no, mo, ni, mi, TN, TM, TailStrategy::GuardWithIf)
+            .fuse(no, mo, t)
+            .fuse(t, u, tu)
+            .map_to_cores(tu)
+            .async_copy();
+        partial.compute_at(part, tu);
+        tile_mma(partial, k_slice);
+        pipeline(part, pipelining);
+    }
+
+    /** The tile MMA of `f`'s update over `k` (the staged operands in a ring of `stages`). */
+    void tile_mma(Func &f, const Halide::RVar &k) {
+        RVar ko("ko"), ki("ki");
         const bool eight_bit = in.value() != "bf16" && in.value() != "f16";
-        acc.update()
-            .split(k_x, ko, ki,
+        f.update()
+            .split(k, ko, ki,
                    TK > 0      ? int(TK)
                    : eight_bit ? 128
                                : 64,
@@ -118,10 +148,9 @@ public:
             .reorder(n, m, ki, ko)
             .tile_mma();
         for (Input<Buffer<void, 2>> *operand : {&x, &w}) {
-            Func tile = Func::staged(*operand, acc);
-            tile.compute_at(acc, ko).async_copy().multi_buffer(stages);
+            Func staged = Func::staged(*operand, f);
+            staged.compute_at(f, ko).async_copy().multi_buffer(stages);
         }
-        pipeline(out, pipelining);
     }
 
 private:

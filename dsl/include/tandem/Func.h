@@ -71,6 +71,11 @@ public:
     }
     /** The update is a matrix multiply-accumulate on tiles: it must lower to one tile MMA op. */
     Stage &tile_mma();
+    /** Halide's rfactor: the partial reductions over `r` become a Func of `v` (its other
+     * dimensions this Func's) that this update then reduces. Split-K: split the K loop into
+     * slices, rfactor over the slices, and compute the partial Func at the root with a
+     * map_to_cores of its own: it becomes a kernel of its own (Kernel::stages). */
+    Func rfactor(const RVar &r, const Var &v);
     /** FlashAttention's online softmax (Milakov and Gimelshein's), a rewrite of this update as
      * Halide's rfactor is one of a reduction. The update must be acc += P(j) * V(j) over the keys
      * j (the RVar `keys`), P a softmax over j written as the textbook writes it: P = cast(E /

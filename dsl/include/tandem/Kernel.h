@@ -178,10 +178,24 @@ struct Kernel {
      * and the CLI print them on standard error as "warning: ...". */
     std::vector<std::string> warnings;
 
+    /** A pipeline of kernels (overview.md "Pipelines of kernels"): a Func computed at the root with
+     * a map_to_cores of its own is a kernel of its own, writing its values to a tensor in DRAM
+     * (an intermediate, named as the Func) that the kernels after it read. Then this Kernel is
+     * the pipeline: `args` are the caller's, `stages` every kernel in the order they run (each
+     * with its own arguments: the caller's tensors it reads and the intermediates, by name; the
+     * last one writes the output), and the rest (body, buffers, grid) is empty. The caller
+     * allocates the intermediates (`intermediates`); a kernel boundary orders everything. */
+    std::vector<Kernel> stages;
+    std::vector<KernelArg> intermediates;
+    bool is_pipeline() const { return !stages.empty(); }
+
     const SramBuffer *buffer(const std::string &name) const;
     const KernelArg *arg(const std::string &name) const;
-    /** The async Stmt with the buffer table and the notes, for `emit --what stmt`. */
+    /** The async Stmt with the buffer table and the notes, for `emit --what stmt` (a pipeline:
+     * each kernel's in turn). */
     std::string stmt_text() const;
+    /** halide_stmt as text, for `emit --what halide` (a pipeline: each kernel's in turn). */
+    std::string halide_text() const;
 
     /** Whether an argument has a runtime extent. */
     bool has_runtime_shapes() const;
