@@ -673,6 +673,10 @@ Kernel compile_pipeline(const Func &output, const std::vector<ImageParam> &input
     Halide::Func last(pipeline_copy(output.halide().function(), inputs, written).at(ctx.output));
     pipeline.stages.push_back(compile_kernel(Func(last), arguments(last.function()), target, name));
     for (const Kernel &k : pipeline.stages) {
+        for (KernelArg &a : pipeline.args) {
+            if (const KernelArg *read = k.arg(a.name))
+                a.type = read->type; // tile_mma reads inputs of uint8 bits as FP8
+        }
         for (const std::string &w : k.warnings)
             pipeline.warnings.push_back(w);
         pipeline.notes.push_back("kernel " + k.name + ": " + std::to_string(k.grid) + " units");

@@ -72,6 +72,10 @@ public:
         // int8 operands multiply exactly into an int32 accumulator; the epilogue dequantizes
         // (to f32) where it adds a float bias or residual.
         const Halide::Type acc_type = int8 ? Halide::Int(32) : Halide::Float(32);
+        if (out_type.value() == "i32" && !int8) {
+            throw Error("linear: out_type=i32 holds the exact int32 sums of int8 operands (in=i8); "
+                        "a float sum converted to int32 is undefined past its range");
+        }
         RDom k(0, K);
         acc(n, m) = Halide::cast(acc_type, 0);
         const Expr xv = x_t ? x(m, k) : x(k, m), wv = nt ? w(k, n) : w(n, k);
@@ -117,10 +121,8 @@ public:
             return;
         }
         // Split-K: the partial sums of each slice of K, then acc sums them (over `slice`).
-        RVar slice("slice"), k_slice("k_slice");
-        Var u("u"), tu("tu");
-        acc.update().split(k_x, slice, k_slice, (int(K) + U - 1) / U, TailStrategy::GuardWithIf);
-        Func partial = acc.update().rfactor(slice, u);
+        Var tu("tu");
+        Func partial = split_k();
         acc.update().reorder(n, m, slice);
         Func part = partial.in();
         part.in(acc).compute_at(acc, slice).async_copy().multi_buffer(2);
@@ -133,6 +135,20 @@ public:
         partial.compute_at(part, tu);
         tile_mma(partial, k_slice);
         pipeline(part, pipelining);
+    }
+
+    /** The reference sums in split-K's order (U > 1): each slice, then the slices (a sum of
+     * floats in another order rounds otherwise, which the comparison tolerates, but not where an
+     * output rounds to infinity or past int32's range on one side only). */
+    void reference_schedule() override {
+        if (U > 1)
+            split_k();
+    }
+
+    /** acc's sum over K in U slices, rfactor'd into the Func of their partial sums. */
+    Func split_k() {
+        acc.update().split(k_x, slice, k_slice, (int(K) + U - 1) / U, TailStrategy::GuardWithIf);
+        return acc.update().rfactor(slice, u);
     }
 
     /** The tile MMA of `f`'s update over `k` (the staged operands in a ring of `stages`). */
@@ -154,7 +170,8 @@ public:
     }
 
 private:
-    Var n{"n"}, m{"m"};
+    Var n{"n"}, m{"m"}, u{"u"};
+    RVar slice{"slice"}, k_slice{"k_slice"};
     Func acc{"acc"};
     Halide::RVar k_x;
 };
