@@ -4,7 +4,8 @@
 # `write_rows DEST DEFINITION` writes the record (date, machine, command, commit, model versions,
 # the raw log's name, DEFINITION and the rows: cycles, roofline, bound, engines' busy cycles, or
 # the refusal) and prints the rows. Needs $root and $out (setup.sh); `begin_rows NAME` first.
-gen="$root/build/tests/conformance/conformance_gen"
+# TANDEM_GENERATORS: a copy of conformance_gen to run (so that the tree can be rebuilt meanwhile).
+gen="${TANDEM_GENERATORS:-$root/build/tests/conformance/conformance_gen}"
 
 # The raw log results/NAME.log, emptied, as $log, and the rows' scratch file as $rows.
 begin_rows() {

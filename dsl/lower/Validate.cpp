@@ -100,7 +100,8 @@ void validate_schedule(const Func &output, CompileContext &ctx) {
                 throw Error(where(name, "map_to_cores(" + d.cores_var + ")") +
                             "only the output Func's tile loop "
                             "can be spread over the cores; set it on " +
-                            ctx.output);
+                            ctx.output + ", or compute_root() " + name +
+                            " to make it a kernel of its own");
             }
         }
         if (d.cluster > 1 && !is_output) {

@@ -36,9 +36,10 @@ public:
     GeneratorParam<int> M{"M", 256, 1, 1 << 20};
     GeneratorParam<int> N{"N", 256, 1, 1 << 20};
     GeneratorParam<int> K{"K", 256, 1, 1 << 20};
-    GeneratorParam<int> TM{"TM", 128, 1, 4096};
-    GeneratorParam<int> TN{"TN", 128, 1, 4096};
-    GeneratorParam<int> TK{"TK", 0, 0, 4096}; // 0: 128 bytes of K (64 16-bit or 128 8-bit values)
+    GeneratorParam<int> TM{"TM", 128, 1, 4096, Tunable<int>{16, 64, 128}};
+    GeneratorParam<int> TN{"TN", 128, 1, 4096, Tunable<int>{64, 128, 256}};
+    // 0: 128 bytes of K (64 16-bit or 128 8-bit values)
+    GeneratorParam<int> TK{"TK", 0, 0, 4096, Tunable<int>{0, 128, 256}};
     GeneratorParam<std::string> layout{"layout", "nt", {"nt", "nn", "tn", "tt"}};
     GeneratorParam<std::string> epilogue{
         "epilogue", "bias", {"none", "bias", "residual", "scales"}};
@@ -47,13 +48,15 @@ public:
         "in", "bf16", {"bf16", "f16", "i8", "e4m3", "e5m2", "e4m3_e5m2"}};
     GeneratorParam<std::string> out_type{"out_type", "f32", {"f32", "bf16", "f16", "i32"}};
     // pipeline(): pipelined (a ring of `stages`), ws_pingpong or ws_cooperative (Hopper).
-    GeneratorParam<std::string> pipelining{
-        "schedule", "pipelined", {"pipelined", "ws_pingpong", "ws_cooperative"}};
-    GeneratorParam<int> stages{"stages", 2, 1, 16};
+    GeneratorParam<std::string> pipelining{"schedule",
+                                           "pipelined",
+                                           {"pipelined", "ws_pingpong", "ws_cooperative"},
+                                           Tunable<std::string>{}};
+    GeneratorParam<int> stages{"stages", 2, 1, 16, Tunable<int>{2, 3, 4}};
     // Split-K (U > 1): K in U slices (the last one shorter where U does not divide K), rfactor
     // over them into partial sums part(n, m, u), a kernel of its own whose tiles are (n, m, u);
     // a second kernel sums the slices and applies the epilogue.
-    GeneratorParam<int> U{"U", 1, 1, 1 << 10};
+    GeneratorParam<int> U{"U", 1, 1, 1 << 10, Tunable<int>{1, 2, 4, 8, 16}};
     Input<Buffer<void, 2>> x{"x"}, w{"w"};
     Input<Buffer<float, 1>> bias{"bias"};
     Input<Buffer<float, 2>> residual{"residual"};

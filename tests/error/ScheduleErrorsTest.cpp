@@ -402,6 +402,59 @@ TEST(ScheduleErrors, VectorCodeReadingDram) {
                  {out.name(), "reads a in DRAM", "on ascend", "stage a"});
 }
 
+/** Two passes, each a kernel of its own: twice(x, y) = 2 a(x, y) at the root with its own
+ * map_to_cores, then out(x, y) = twice(x + dx, y) + 1. */
+struct TwoKernels {
+    ImageParam a{Halide::Float(32), 2, "a"};
+    Var x{"x"}, y{"y"}, xo{"xo"}, xi{"xi"};
+    Func twice{"twice"}, out{"out"};
+    explicit TwoKernels(int dx = 0, bool runtime = false) {
+        twice(x, y) = a(x, y) * 2.0f;
+        out(x, y) = twice(x + dx, y) + 1.0f;
+        a.dim(0).set_min(0);
+        a.dim(1).set_min(0).set_stride(a.dim(0).extent());
+        out.output_buffer().dim(0).set_min(0);
+        out.output_buffer().dim(1).set_min(0).set_stride(out.output_buffer().dim(0).extent());
+        if (!runtime) {
+            a.dim(0).set_extent(64 + dx);
+            a.dim(1).set_extent(8);
+            out.output_buffer().dim(0).set_extent(64);
+            out.output_buffer().dim(1).set_extent(8);
+        }
+        for (Func *f : {&twice, &out})
+            f->split(y, xo, xi, 2, TailStrategy::GuardWithIf).map_to_cores(xo);
+        twice.compute_root();
+    }
+};
+
+TEST(ScheduleErrors, ARootFuncWithItsOwnCoresIsAKernelOfItsOwn) {
+    TwoKernels p;
+    const Kernel k = compile(p.out, {p.a}, Target::parse("zpu"), "two");
+    ASSERT_EQ(k.stages.size(), 2u);
+    EXPECT_EQ(k.stages[0].name, "two_twice");
+    EXPECT_EQ(k.stages[0].args.back().name, "twice");
+    EXPECT_TRUE(k.stages[0].args.back().output);
+    ASSERT_EQ(k.intermediates.size(), 1u);
+    EXPECT_EQ(k.intermediates[0].extents, (std::vector<int>{64, 8}));
+    ASSERT_EQ(k.args.size(), 2u); // the caller's: a and out, not the intermediate
+    EXPECT_EQ(k.args[0].name, "a");
+    EXPECT_NE(k.stmt_text().find("kernel two_twice"), std::string::npos);
+    EXPECT_NE(k.stages[1].arg("twice"), nullptr); // the second kernel reads it from DRAM
+    EXPECT_FALSE(k.stages[1].arg("twice")->output);
+}
+
+TEST(ScheduleErrors, AKernelOfItsOwnIsReadFromZero) {
+    TwoKernels p(3);
+    expect_error([&] { compile(p.out, {p.a}, Target::parse("zpu"), "two"); },
+                 {"twice", "kernel of its own", "must start at 0", "[3, 66]"});
+}
+
+TEST(ScheduleErrors, APipelineOfKernelsTakesStaticShapes) {
+    TwoKernels p(0, true);
+    expect_error([&] { compile(p.out, {p.a}, Target::parse("hopper"), "two"); },
+                 {"twice", "kernel of its own", "static shapes"});
+}
+
 TEST(ScheduleErrors, ShapesMustStartAtZero) {
     ImageParam a(Halide::Float(32), 1, "a");
     Var x("x");
