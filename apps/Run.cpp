@@ -317,7 +317,8 @@ int64_t kernel_steps(const Kernel &kernel, const Shapes &shapes) {
     if (kernel.is_pipeline()) {
         int64_t steps = 0;
         for (const Kernel &k : kernel.stages)
-            steps = std::min<int64_t>(steps + kernel_steps(k, shapes), int64_t(1e18));
+            steps = std::min<int64_t>(steps + kernel_steps(k, kernel.with_intermediates(shapes)),
+                                      int64_t(1e18));
         return steps;
     }
     // Each core (CTA, AI core) runs the body: its tile loop starts at the core's own tile.

@@ -125,29 +125,32 @@ public:
             run(kernel, *machine, arguments, shapes);
             return;
         }
+        const Shapes all = kernel.with_intermediates(shapes);
+        auto bytes = [&](const KernelArg &a) {
+            return size_t(a.elements(all) * sim::bytes_of(dtype_of(a.type)));
+        };
         std::map<std::string, int> ids = arguments;
         for (const KernelArg &w : kernel.intermediates)
-            ids[w.name] = add(*machine, w.name, dtype_of(w.type), w.elements());
+            ids[w.name] = add(*machine, w.name, dtype_of(w.type), w.elements(all));
         for (size_t i = 0; i + 1 < kernel.stages.size(); i++) {
             const Kernel &stage = kernel.stages[i];
             std::unique_ptr<Machine> own = make();
             std::map<std::string, int> own_ids;
             for (const KernelArg &a : stage.args) {
                 const int id = ids.at(a.name),
-                          copy = add(*own, a.name, dtype_of(a.type), a.elements());
+                          copy = add(*own, a.name, dtype_of(a.type), a.elements(all));
                 own_ids[a.name] = copy;
                 if (!a.output && machine->data(id))
-                    std::memcpy(own->data(copy), machine->data(id),
-                                size_t(a.elements() * sim::bytes_of(dtype_of(a.type))));
+                    std::memcpy(own->data(copy), machine->data(id), bytes(a));
             }
-            run(stage, *own, own_ids, shapes);
+            run(stage, *own, own_ids, all);
             append_report(stages, own->finish());
             const KernelArg &out = stage.args.back();
             if (machine->data(ids.at(out.name)))
                 std::memcpy(machine->data(ids.at(out.name)), own->data(own_ids.at(out.name)),
-                            size_t(out.elements() * sim::bytes_of(dtype_of(out.type))));
+                            bytes(out));
         }
-        run(kernel.stages.back(), *machine, ids, shapes);
+        run(kernel.stages.back(), *machine, ids, all);
     }
     sim::Report finish() override {
         sim::Report report = stages;

@@ -185,21 +185,40 @@ std::vector<ArgAccess> arg_access(const Kernel &kernel, const Kernel &stage, boo
                               "elements(" + b + ")", "extents(" + b + ")"});
             continue;
         }
-        std::string extents = "std::vector<int64_t>{";
-        for (size_t d = 0; d < a.extents.size(); d++)
-            extents += (d ? ", " : "") + std::to_string(a.extents[d]);
         access.push_back({intermediate_name(a) + (device ? "" : ".data()"),
-                          "int64_t(" + std::to_string(a.elements()) + ")", extents + "}"});
+                          intermediate_name(a) + "_elements", intermediate_name(a) + "_extents"});
     }
     return access;
 }
 
 std::string intermediates(const Kernel &kernel) {
+    // The caller's runtime extents, then each intermediate's extents in their terms.
     std::string code;
+    for (size_t i = 0; i < kernel.args.size(); i++) {
+        const KernelArg &a = kernel.args[i];
+        for (size_t d = 0; d < a.extents.size(); d++) {
+            if (runtime_dim(a, d))
+                code += "        [[maybe_unused]] const int64_t " + c_ident(a.extent_name(int(d))) +
+                        " = buffers[" + std::to_string(i) + "]->dim[" + std::to_string(d) +
+                        "].extent;\n";
+        }
+    }
     for (const KernelArg &w : kernel.intermediates) {
-        code += "        std::vector<unsigned char> " + intermediate_name(w) + "(" +
-                std::to_string(w.elements() * w.type.bytes()) + "); // " + w.name +
-                ", written by kernel " + kernel.name + "_" + c_ident(w.name) + "\n";
+        std::string extents, elements = "int64_t(1)";
+        for (size_t d = 0; d < w.extents.size(); d++) {
+            auto runtime = kernel.intermediate_extents.find(w.extent_name(int(d)));
+            const std::string e = runtime == kernel.intermediate_extents.end()
+                                      ? "int64_t(" + std::to_string(w.extents[d]) + ")"
+                                      : condition(runtime->second);
+            extents += (d ? ", " : "") + e;
+            elements += " * " + e;
+        }
+        const std::string n = intermediate_name(w);
+        code += "        const std::vector<int64_t> " + n + "_extents = {" + extents + "};\n" +
+                "        const int64_t " + n + "_elements = " + elements + ";\n" +
+                "        std::vector<unsigned char> " + n + "(size_t(" + n + "_elements) * " +
+                std::to_string(w.type.bytes()) + "); // " + w.name + ", written by kernel " +
+                kernel.name + "_" + c_ident(w.name) + "\n";
     }
     return code;
 }

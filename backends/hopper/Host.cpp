@@ -348,8 +348,13 @@ std::string pipeline_launcher(const Kernel &pipeline, const std::string &fn,
        << "    void *intermediate[" << intermediates << "];\n"
        << "    void *prepared[" << kernels << "];\n"
        << "};\n\n";
-    for (const std::string &f : fns) {
-        os << "extern \"C\" cudaError_t prepare_" << f << "(void *const *args, void **prepared);\n"
+    const bool runtime = pipeline.has_runtime_shapes();
+    const std::string extents_param = runtime ? "const int *extents, " : "";
+    for (size_t k = 0; k < kernels; k++) {
+        const std::string &f = fns[k];
+        os << "extern \"C\" cudaError_t prepare_" << f << "(void *const *args, "
+           << (pipeline.stages[k].has_runtime_shapes() ? "const int *extents, " : "")
+           << "void **prepared);\n"
            << "extern \"C\" cudaError_t launch_prepared_" << f
            << "(const void *prepared, cudaStream_t stream);\n"
            << "extern \"C\" void release_" << f << "(void *prepared);\n";
@@ -362,17 +367,31 @@ std::string pipeline_launcher(const Kernel &pipeline, const std::string &fn,
     os << "    for (void *w : p->intermediate) cudaFree(w);\n"
        << "    delete p;\n"
        << "}\n\n"
-       << "extern \"C\" cudaError_t prepare_" << fn << "(void *const *args, void **prepared) {\n"
+       << "extern \"C\" cudaError_t prepare_" << fn << "(void *const *args, " << extents_param
+       << "void **prepared) {\n"
        << "    if (prepared == nullptr) return cudaErrorInvalidValue;\n"
        << "    *prepared = nullptr;\n"
-       << "    if (args == nullptr) return cudaErrorInvalidValue;\n"
-       << "    " << state << " *p = new (std::nothrow) " << state << "{};\n"
+       << "    if (args == nullptr" << (runtime ? " || extents == nullptr" : "")
+       << ") return cudaErrorInvalidValue;\n";
+    // The caller's runtime extents, then the intermediates' in their terms.
+    const std::vector<std::string> names = pipeline.runtime_extent_names();
+    for (size_t i = 0; i < names.size(); i++)
+        os << "    const int " << c_name(names[i]) << " = extents[" << i << "];\n";
+    CudaExpr launch_expr;
+    for (const auto &[name, e] : pipeline.intermediate_extents)
+        os << "    const int " << c_name(name) << " = " << launch_expr(e) << ";\n";
+    os << "    " << state << " *p = new (std::nothrow) " << state << "{};\n"
        << "    if (p == nullptr) return cudaErrorMemoryAllocation;\n"
        << "    cudaError_t status = cudaSuccess;\n";
     for (size_t w = 0; w < intermediates; w++) {
         const KernelArg &a = pipeline.intermediates[w];
+        std::string bytes = std::to_string(a.type.bytes());
+        for (size_t d = 0; d < a.extents.size(); d++)
+            bytes += " * size_t(" +
+                     (a.runtime[d] ? c_name(a.extent_name(int(d))) : std::to_string(a.extents[d])) +
+                     ")";
         os << "    if (status == cudaSuccess) status = cudaMalloc(&p->intermediate[" << w << "], "
-           << a.elements() * a.type.bytes() << "); // " << a.name << "\n";
+           << bytes << "); // " << a.name << "\n";
     }
     for (size_t k = 0; k < kernels; k++) {
         os << "    if (status == cudaSuccess) {\n        void *kernel_args[] = {";
@@ -389,8 +408,18 @@ std::string pipeline_launcher(const Kernel &pipeline, const std::string &fn,
             internal_assert(!at.empty()) << "pipeline argument " << name << " not found\n";
             os << (i ? ", " : "") << at;
         }
-        os << "};\n        status = prepare_" << fns[k] << "(kernel_args, &p->prepared[" << k
-           << "]);\n    }\n";
+        os << "};\n";
+        std::string extents;
+        if (stage.has_runtime_shapes()) {
+            os << "        const int kernel_extents[] = {";
+            const std::vector<std::string> own = stage.runtime_extent_names();
+            for (size_t e = 0; e < own.size(); e++)
+                os << (e ? ", " : "") << c_name(own[e]);
+            os << "};\n";
+            extents = "kernel_extents, ";
+        }
+        os << "        status = prepare_" << fns[k] << "(kernel_args, " << extents
+           << "&p->prepared[" << k << "]);\n    }\n";
     }
     os << "    if (status != cudaSuccess) {\n"
        << "        release_" << fn << "(p);\n"
@@ -409,7 +438,7 @@ std::string pipeline_launcher(const Kernel &pipeline, const std::string &fn,
            << "(p->prepared[" << k << "], stream);\n";
     os << "    return status;\n"
        << "}\n\n"
-       << launch_in_one(fn, false);
+       << launch_in_one(fn, runtime);
     return os.str();
 }
 

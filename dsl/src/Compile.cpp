@@ -207,6 +207,26 @@ int64_t KernelArg::elements() const {
     return n;
 }
 
+int64_t KernelArg::elements(const Shapes &shapes) const {
+    int64_t n = 1;
+    for (size_t d = 0; d < extents.size(); d++)
+        n *= d < runtime.size() && runtime[d] ? shapes.at(extent_name(int(d))) : extents[d];
+    return n;
+}
+
+Shapes Kernel::with_intermediates(const Shapes &shapes) const {
+    std::map<std::string, Expr> values;
+    for (const auto &[n, v] : shapes)
+        values[n] = Expr(int(v));
+    Shapes all = shapes;
+    for (const auto &[n, e] : intermediate_extents) {
+        const Expr v = simplify(substitute(values, e));
+        internal_assert(is_const(v)) << "extent " << n << " of an intermediate: " << v << "\n";
+        all[n] = *as_const_int(v);
+    }
+    return all;
+}
+
 bool KernelArg::has_runtime_shape() const {
     return std::count(runtime.begin(), runtime.end(), true) > 0;
 }
@@ -554,6 +574,15 @@ std::map<std::string, Function> pipeline_copy(const Function &output,
  * map_to_cores of their own), producers first. */
 std::vector<std::string> kernel_funcs(const Function &output,
                                       const std::vector<ImageParam> &inputs) {
+    auto own_kernel = [&](const Function &f) {
+        Halide::LoopLevel level = f.schedule().compute_level();
+        return f.name() != output.name() && !directives_of(f).cores_var.empty() &&
+               level.lock().is_root();
+    };
+    const std::map<std::string, Function> originals = lower::pipeline_functions(output);
+    if (std::none_of(originals.begin(), originals.end(),
+                     [&](const auto &f) { return own_kernel(f.second); }))
+        return {}; // one kernel: no copy of the pipeline needed
     const std::map<std::string, Function> env = pipeline_copy(output, inputs, {});
     std::vector<std::string> order;
     std::set<std::string> seen;
@@ -564,9 +593,7 @@ std::vector<std::string> kernel_funcs(const Function &output,
             if (name != f.name())
                 visit(env.at(name));
         }
-        Halide::LoopLevel level = f.schedule().compute_level();
-        if (f.name() != output.name() && !directives_of(f).cores_var.empty() &&
-            level.lock().is_root())
+        if (own_kernel(f))
             order.push_back(f.name());
     };
     visit(env.at(output.name()));
@@ -606,9 +633,17 @@ Kernel compile_pipeline(const Func &output, const std::vector<ImageParam> &input
     const std::string kernels = "Func '" + user_text(funcs.front()) +
                                 "' is a kernel of its own (compute_root with its own "
                                 "map_to_cores)";
-    if (pipeline.has_runtime_shapes()) {
-        throw Error(kernels + ": a pipeline of kernels takes static shapes for now; set_bounds "
-                              "on every dimension of the inputs and of the output");
+    if (pipeline.has_runtime_shapes() && !takes_runtime_shapes(target)) {
+        throw Error(kernels +
+                    ": runtime shapes (an input or output without set_bounds) are not "
+                    "supported on " +
+                    target.name() + "; set_bounds on every dimension");
+    }
+    std::map<std::string, Expr> estimates; // of the runtime extents (an intermediate's estimate)
+    for (const KernelArg &a : pipeline.args) {
+        for (size_t d = 0; d < a.runtime.size(); d++)
+            if (a.runtime[d])
+                estimates[a.extent_name(int(d))] = Expr(a.extents[d]);
     }
     ctx.args = pipeline.args;
     ctx.functions = pipeline_copy(output.halide().function(), inputs, {});
@@ -646,12 +681,10 @@ Kernel compile_pipeline(const Func &output, const std::vector<ImageParam> &input
         }
         Halide::Func copy(f);
         ImageParam tensor(f.output_types()[0], f.dimensions(), f.name());
-        int stride = 1;
+        Halide::OutputImageParam written_by = copy.output_buffer();
         for (int d = 0; d < f.dimensions(); d++) {
             const Interval &i = box[d];
-            const IntImm *min = i.has_lower_bound() ? i.min.as<IntImm>() : nullptr;
-            const IntImm *max = i.has_upper_bound() ? i.max.as<IntImm>() : nullptr;
-            if (!min || !max || min->value != 0) {
+            if (!i.is_bounded() || !is_const_zero(simplify(i.min))) {
                 throw Error("Func '" + f.name() +
                             "' is a kernel of its own (compute_root with its own map_to_cores): "
                             "the region of it the output reads must start at 0 in every "
@@ -659,10 +692,22 @@ Kernel compile_pipeline(const Func &output, const std::vector<ImageParam> &input
                             std::to_string(d) + " (" + f.args()[d] + ") is read over [" +
                             user_text(i.min) + ", " + user_text(i.max) + "]");
             }
-            const int extent = int(max->value + 1);
-            tensor.dim(d).set_bounds(0, extent).set_stride(stride);
-            copy.output_buffer().dim(d).set_bounds(0, extent).set_stride(stride);
-            stride *= extent;
+            const Expr extent = simplify(i.max + 1);
+            for (Halide::OutputImageParam p : {Halide::OutputImageParam(tensor), written_by}) {
+                p.dim(d).set_min(0);
+                if (d > 0)
+                    p.dim(d).set_stride(p.dim(d - 1).extent() * p.dim(d - 1).stride());
+                else
+                    p.dim(d).set_stride(1);
+                if (is_const(extent)) {
+                    p.dim(d).set_extent(extent);
+                } else {
+                    const Expr estimate = simplify(substitute(estimates, extent));
+                    p.dim(d).set_estimate(0, is_const(estimate) ? estimate : Expr(0));
+                }
+            }
+            if (!is_const(extent))
+                pipeline.intermediate_extents[f.name() + ".extent." + std::to_string(d)] = extent;
         }
         Kernel stage = compile_kernel(Func(copy), arguments(copy.function()), target,
                                       name + "_" + identifier(f.name()));

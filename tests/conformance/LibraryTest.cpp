@@ -213,7 +213,7 @@ void reference(const std::string &generator, const std::map<std::string, std::st
         out.for_each_element([&](int x, int y) { out(x, y) = a(x, y) * 2.0f + 1.0f; });
     } else if (generator == "linear") {
         // in: x (K x M, or M x K for tn and tt), w (K x N for nt and tt, N x K for nn and tn),
-        // then bias or residual.
+        // then bias, residual, or the scales scale_x and scale_w.
         const std::string layout = p.count("layout") ? p.at("layout") : "nt";
         const bool nt = layout[1] == 't', x_t = layout[0] == 't';
         const std::string epilogue = p.count("epilogue") ? p.at("epilogue") : "bias";
@@ -226,6 +226,8 @@ void reference(const std::string &generator, const std::map<std::string, std::st
                 s += in[2](n);
             if (epilogue == "residual")
                 s += in[2](n, m);
+            if (epilogue == "scales") // (rowwise: scale_x(m), then scale_w(n))
+                s = float(s) * in[2](m) * in[3](n);
             out(n, m) = float(s);
         });
     } else if (generator == "batched_matmul") {
@@ -336,6 +338,16 @@ std::vector<std::vector<int>> extents_at(const Library &lib, int n0, int n1) {
                 if (arg.kind == halide_argument_kind_output_buffer || i == 0)
                     e[1] = n0;
                 e[3] = n1;
+            } else if (g == "linear") { // n1 tokens: x's (its dim 0 transposed), the output's,
+                                        // the residual's and scale_x's rows; w and bias static
+                const std::string name = arg.name, params = lib.params;
+                const bool x_t = params.find("layout=t") != std::string::npos;
+                if (name == "x")
+                    e[x_t ? 0 : 1] = n1;
+                else if (name == "scale_x")
+                    e[0] = n1;
+                else if (name != "w" && name != "bias" && name != "scale_w")
+                    e[1] = n1;
             } else if (arg.dimensions == 3)
                 e[2] = n1; // a batched matmul's batch count (its matrices are static)
             else if (arg.dimensions == 2)

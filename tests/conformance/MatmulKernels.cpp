@@ -39,7 +39,7 @@ public:
     GeneratorParam<int> TM{"TM", 128, 1, 4096, Tunable<int>{16, 64, 128}};
     GeneratorParam<int> TN{"TN", 128, 1, 4096, Tunable<int>{64, 128, 256}};
     // 0: 128 bytes of K (64 16-bit or 128 8-bit values)
-    GeneratorParam<int> TK{"TK", 0, 0, 4096, Tunable<int>{0, 128, 256}};
+    GeneratorParam<int> TK{"TK", 0, 0, 4096, Tunable<int>{0, 128, 256, 512}};
     GeneratorParam<std::string> layout{"layout", "nt", {"nt", "nn", "tn", "tt"}};
     GeneratorParam<std::string> epilogue{
         "epilogue", "bias", {"none", "bias", "residual", "scales"}};
@@ -57,6 +57,8 @@ public:
     // over them into partial sums part(n, m, u), a kernel of its own whose tiles are (n, m, u);
     // a second kernel sums the slices and applies the epilogue.
     GeneratorParam<int> U{"U", 1, 1, 1 << 10, Tunable<int>{1, 2, 4, 8, 16}};
+    // runtime: M (the tokens of a step) is the buffers' at each call (M an estimate); N, K static.
+    GeneratorParam<bool> runtime{"runtime", false};
     Input<Buffer<void, 2>> x{"x"}, w{"w"};
     Input<Buffer<float, 1>> bias{"bias"};
     Input<Buffer<float, 2>> residual{"residual"};
@@ -100,14 +102,13 @@ public:
                     : out_type.value() == "f32"  ? Halide::cast<float>(v)
                     : out_type.value() == "bf16" ? Halide::cast(Halide::BFloat(16), v)
                                                  : Halide::cast(Halide::Float(16), v);
-        dense_shape(x, x_t ? std::vector<int>{M, K} : std::vector<int>{K, M});
+        dense_shape(x, x_t ? std::vector<int>{M, K} : std::vector<int>{K, M}, runtime, {!x_t, x_t});
         dense_shape(w, nt ? std::vector<int>{K, N} : std::vector<int>{N, K});
         dense_shape(bias, {N});
-        dense_shape(residual, {N, M});
-        dense_shape(scale_x, {M});
+        dense_shape(residual, {N, M}, runtime, {true, false});
+        dense_shape(scale_x, {M}, runtime, {false});
         dense_shape(scale_w, {N});
-        out.dim(0).set_bounds(0, N);
-        out.dim(1).set_bounds(0, M).set_stride(N);
+        dense_shape(out.output_buffer(), {N, M}, runtime, {true, false});
         k_x = k.x;
     }
 

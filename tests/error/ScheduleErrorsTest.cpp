@@ -415,10 +415,10 @@ struct TwoKernels {
         a.dim(1).set_min(0).set_stride(a.dim(0).extent());
         out.output_buffer().dim(0).set_min(0);
         out.output_buffer().dim(1).set_min(0).set_stride(out.output_buffer().dim(0).extent());
-        if (!runtime) {
-            a.dim(0).set_extent(64 + dx);
+        a.dim(0).set_extent(64 + dx);
+        out.output_buffer().dim(0).set_extent(64);
+        if (!runtime) { // else the rows are known at the call
             a.dim(1).set_extent(8);
-            out.output_buffer().dim(0).set_extent(64);
             out.output_buffer().dim(1).set_extent(8);
         }
         for (Func *f : {&twice, &out})
@@ -449,10 +449,16 @@ TEST(ScheduleErrors, AKernelOfItsOwnIsReadFromZero) {
                  {"twice", "kernel of its own", "must start at 0", "[3, 66]"});
 }
 
-TEST(ScheduleErrors, APipelineOfKernelsTakesStaticShapes) {
+TEST(ScheduleErrors, APipelineOfKernelsTakesRuntimeShapes) {
+    // The intermediate's rows are the output's, known at the call.
     TwoKernels p(0, true);
-    expect_error([&] { compile(p.out, {p.a}, Target::parse("hopper"), "two"); },
-                 {"twice", "kernel of its own", "static shapes"});
+    const Kernel k = compile(p.out, {p.a}, Target::parse("hopper"), "two");
+    ASSERT_EQ(k.stages.size(), 2u);
+    ASSERT_EQ(k.intermediate_extents.size(), 1u);
+    const Shapes at =
+        k.with_intermediates({{k.args[0].extent_name(1), 9}, {k.args.back().extent_name(1), 7}});
+    EXPECT_EQ(at.at(k.intermediates[0].extent_name(1)), 7);
+    EXPECT_EQ(k.intermediates[0].elements(at), 64 * 7);
 }
 
 TEST(ScheduleErrors, ShapesMustStartAtZero) {

@@ -56,6 +56,8 @@ struct KernelArg {
     std::vector<Halide::Expr> read_extents;
     /** The elements at `extents` (the static shape, or the estimates). */
     int64_t elements() const;
+    /** The elements at one call's runtime extents. */
+    int64_t elements(const Shapes &shapes) const;
     bool has_runtime_shape() const;
     std::string extent_name(int d) const; // "A.extent.1"
 
@@ -187,7 +189,13 @@ struct Kernel {
      * allocates the intermediates (`intermediates`); a kernel boundary orders everything. */
     std::vector<Kernel> stages;
     std::vector<KernelArg> intermediates;
+    /** The runtime extents of the intermediates (KernelArg::extent_name) in terms of the caller's
+     * (the region of each the output reads, from the pure algorithm's bounds). */
+    std::map<std::string, Halide::Expr> intermediate_extents;
     bool is_pipeline() const { return !stages.empty(); }
+    /** `shapes` (the caller's runtime extents) with the intermediates' added: what each kernel
+     * of a pipeline runs at. */
+    Shapes with_intermediates(const Shapes &shapes) const;
 
     const SramBuffer *buffer(const std::string &name) const;
     const KernelArg *arg(const std::string &name) const;
