@@ -364,7 +364,7 @@ std::string pipeline_launcher(const Kernel &pipeline, const std::string &fn,
        << "    if (p == nullptr) return;\n";
     for (size_t k = 0; k < kernels; k++)
         os << "    release_" << fns[k] << "(p->prepared[" << k << "]);\n";
-    os << "    for (void *w : p->intermediate) cudaFree(w);\n"
+    os << "    for (void *w : p->intermediate) if (w) cudaFreeAsync(w, 0);\n"
        << "    delete p;\n"
        << "}\n\n"
        << "extern \"C\" cudaError_t prepare_" << fn << "(void *const *args, " << extents_param
@@ -390,8 +390,9 @@ std::string pipeline_launcher(const Kernel &pipeline, const std::string &fn,
             bytes += " * size_t(" +
                      (a.runtime[d] ? c_name(a.extent_name(int(d))) : std::to_string(a.extents[d])) +
                      ")";
-        os << "    if (status == cudaSuccess) status = cudaMalloc(&p->intermediate[" << w << "], "
-           << bytes << "); // " << a.name << "\n";
+        os << "    if (status == cudaSuccess) status = cudaMallocAsync(&p->intermediate[" << w
+           << "], " << bytes << ", 0); // " << a.name
+           << " (stream-ordered: a call's, not cudaMalloc's)\n";
     }
     for (size_t k = 0; k < kernels; k++) {
         os << "    if (status == cudaSuccess) {\n        void *kernel_args[] = {";

@@ -50,7 +50,9 @@ std::string dispatcher(const Kernel &kernel, const std::string &fn, const Plan &
                        const std::vector<StrideVariant> &variants);
 
 /** The launcher `fn` of a pipeline of kernels (Kernel::stages), whose kernels' launchers are
- * `fns`: prepare allocates the intermediates (cudaMalloc) and prepares each kernel, launch
+ * `fns`: prepare allocates the intermediates (cudaMallocAsync on the legacy stream, from its
+ * pool: a cudaMalloc and cudaFree per call would cost more than a decode-shape GEMM and
+ * synchronize the device) and prepares each kernel, launch
  * launches them in turn on the stream (a kernel boundary orders them), release frees both. */
 std::string pipeline_launcher(const Kernel &pipeline, const std::string &fn,
                               const std::vector<std::string> &fns);

@@ -3,7 +3,8 @@
 (tests/conformance/CMakeLists.txt, conformance_gpu_bench: conformance_bench_linear_*) beside
 torch at the same shape, in the same run. FP8 (in=e4m3, rowwise scales, bf16 out) against
 torch._scaled_mm (cuBLASLt's FP8 GEMM) with the same rowwise scales; bf16 against torch.matmul
-(cuBLAS). Each runner times its library on random inputs at its extents (5 warm-up calls, then
+(cuBLAS), also at decode shapes (bench_linear_skinny_*: M = 1..64, N = K = 4096, split-K's
+pipeline of two kernels where U > 1, timed as one call). Each runner times its library on random inputs at its extents (5 warm-up calls, then
 the median of 20 with CUDA events, each call synchronising); torch is timed the same way. Prints
 one JSON row per library on stdout; the ratio is torch's time over ours (above 1: ours is faster).
 
