@@ -160,10 +160,12 @@ std::vector<const Kernel *> kernels_of(const Kernel &kernel) {
 }
 
 std::vector<std::string> kernel_functions(const Kernel &kernel, const std::string &function) {
+    const std::vector<const Kernel *> kernels = kernels_of(kernel);
     std::vector<std::string> names;
-    for (const Kernel *k : kernels_of(kernel)) {
-        const bool own = k == kernels_of(kernel).back();
-        names.push_back(own ? function : function + c_ident(k->name.substr(kernel.name.size())));
+    for (const Kernel *k : kernels) {
+        names.push_back(k == kernels.back()
+                            ? function
+                            : function + c_ident(k->name.substr(kernel.name.size())));
     }
     return names;
 }

@@ -47,9 +47,9 @@ std::vector<const Kernel *> kernels_of(const Kernel &kernel);
  * the kernels of a pipeline before it (Kernel::stages, named after the Func they write). */
 std::vector<std::string> kernel_functions(const Kernel &kernel, const std::string &function);
 
-/** An argument of one of kernels_of(kernel) as the library's code reaches it: C++ for its
- * halide_buffer_t-free view (the caller's buffers[i], or an intermediate of a pipeline that
- * the call allocates: intermediates(kernel)). */
+/** An argument of one of kernels_of(kernel) as the library's code reaches it, as C++: the
+ * caller's buffers[i], or an intermediate of a pipeline that the call allocates
+ * (intermediates(kernel)). */
 struct ArgAccess {
     std::string data;     // a pointer to its elements (host, or device with Memory::Device)
     std::string elements; // an int64_t
