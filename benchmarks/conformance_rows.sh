@@ -66,3 +66,15 @@ for r in rows:
               f'({r["roofline_bound"]}), fraction {r["roofline_fraction"]:.3f}')
 PY
 }
+
+# The tiles a user picks per target for linear at decode shapes (M rows; the best of a few tried
+# by hand at M = 16: zpu 256 wide and 512 deep, 0.41 of the roofline against 0.10 at 128 x 64;
+# ascend 128 x 128; hopper 64 x 128 x 64): split_k_bound.sh and split_k.sh.
+decode_tiles() {
+    local tm=$([ "$2" -lt 64 ] && echo "$2" || echo 64)
+    case $1 in
+        zpu) echo "TM=$tm TN=256 TK=512" ;;
+        ascend) echo "TM=$tm TN=128 TK=128" ;;
+        hopper) echo "TM=64 TN=128 TK=64" ;;
+    esac
+}

@@ -14,12 +14,7 @@ N=4096
 K=4096
 for target in zpu ascend hopper; do
     for M in 1 16 64; do
-        tm=$([ $M -lt 64 ] && echo $M || echo 64)
-        case $target in
-            zpu) tiles="TM=$tm TN=256 TK=512" ;;
-            ascend) tiles="TM=$tm TN=128 TK=128" ;;
-            hopper) tiles="TM=64 TN=128 TK=64" ;;
-        esac
+        tiles=$(decode_tiles $target $M)
         for U in 1 2 4 8 16; do
             run_case "linear_m${M}_u$U" $target linear in=bf16 epilogue=none layout=nt M=$M N=$N K=$K $tiles U=$U --no-numerics
         done

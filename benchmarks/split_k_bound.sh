@@ -15,15 +15,9 @@ N=4096
 K=4096
 for target in zpu ascend hopper; do
     for M in 1 16 64; do
-        # Tiles a user picks per target (the best of a few tried by hand for linear at M = 16:
-        # zpu 256 wide and 512 deep, 0.41 of the roofline against 0.10 at 128 x 64; ascend 128 x
-        # 128; hopper 64 x 128 x 64); the sums 512 columns per CTA on hopper (16: 0.02).
-        tm=$([ $M -lt 64 ] && echo $M || echo 64)
-        case $target in
-            zpu) tiles="TM=$tm TN=256 TK=512" reduce="" ;;
-            ascend) tiles="TM=$tm TN=128 TK=128" reduce="" ;;
-            hopper) tiles="TM=64 TN=128 TK=64" reduce="TX=512" ;;
-        esac
+        # (the sums 512 columns per CTA on hopper; 16: 0.02)
+        tiles=$(decode_tiles $target $M)
+        reduce=$([ $target = hopper ] && echo "TX=512" || echo "")
         run_case "linear_m$M" $target linear in=bf16 epilogue=none layout=nt M=$M N=$N K=$K $tiles --no-numerics
         for U in 2 4 8 16; do
             run_case "partials_m${M}_u$U" $target split_k_partials M=$M N=$N K=$K U=$U $tiles --no-numerics

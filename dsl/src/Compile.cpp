@@ -179,6 +179,16 @@ KernelArg shape_of(const Halide::Internal::Parameter &p, const std::string &name
     return a;
 }
 
+/** The caller's arguments: the inputs, then the output. */
+std::vector<KernelArg> caller_args(const Func &output, const std::vector<ImageParam> &inputs) {
+    std::vector<KernelArg> args;
+    for (const ImageParam &p : inputs)
+        args.push_back(shape_of(p.parameter(), p.name(), p.type(), false));
+    args.push_back(shape_of(output.output_buffer().parameter(), output.name(),
+                            output.halide().output_types()[0], true));
+    return args;
+}
+
 } // namespace
 
 const Directives &CompileContext::of(const std::string &func) const {
@@ -439,10 +449,7 @@ Kernel compile_kernel(const Func &output, const std::vector<ImageParam> &inputs,
     Kernel k;
     k.name = name;
     k.target = target;
-    for (const ImageParam &p : inputs)
-        k.args.push_back(shape_of(p.parameter(), p.name(), p.type(), false));
-    k.args.push_back(shape_of(output.output_buffer().parameter(), ctx.output,
-                              output.halide().output_types()[0], true));
+    k.args = caller_args(output, inputs);
     ctx.args = k.args;
     if (k.has_runtime_shapes() && !takes_runtime_shapes(target)) {
         throw Error("Func '" + ctx.output +
@@ -626,10 +633,7 @@ Kernel compile_pipeline(const Func &output, const std::vector<ImageParam> &input
     Kernel pipeline;
     pipeline.name = name;
     pipeline.target = target;
-    for (const ImageParam &p : inputs)
-        pipeline.args.push_back(shape_of(p.parameter(), p.name(), p.type(), false));
-    pipeline.args.push_back(shape_of(output.output_buffer().parameter(), ctx.output,
-                                     output.halide().output_types()[0], true));
+    pipeline.args = caller_args(output, inputs);
     const std::string kernels = "Func '" + user_text(funcs.front()) +
                                 "' is a kernel of its own (compute_root with its own "
                                 "map_to_cores)";
