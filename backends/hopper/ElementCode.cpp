@@ -93,6 +93,12 @@ void CodeGen::store(const Store *st) {
         os << line() << c_name(held_name) << " = " << expr(st->value) << ";\n";
         return;
     }
+    if (plan.accumulators.count(st->name)) { // in place (map_epilogue checked the element)
+        internal_assert(fragment_buffers.count(st->name))
+            << "hopper emitter: accumulator store outside its epilogue\n";
+        os << line() << c_name(st->name) << fragment << " = " << expr(st->value) << ";\n";
+        return;
+    }
     auto t = plan.tiles.find(st->name);
     if (t == plan.tiles.end()) {
         throw Error("hopper: an element nest writes " + st->name + ", which is not a shared tile");
@@ -154,7 +160,7 @@ void CodeGen::element(const Stmt &s) {
 void CodeGen::vector_op(const ir::VectorOp &v, const Stmt &nest) {
     // An MMA operand made on chip from shared tiles (softmax's P) is written over the fragments
     // of the accumulator whose tile it has, which zero its padding.
-    const Plan::FragmentUse use = plan.fragment_use(v);
+    const Plan::FragmentUse use = plan.fragment_use(v, nest);
     switch (use.kind) {
     case Plan::FragmentUse::Kind::Zeroing:
         return zero_fragment(v, nest, use.acc);

@@ -295,8 +295,10 @@ FragmentEpilogue map_epilogue(const Plan &plan, const ir::VectorOp &v, const Stm
         e.accumulators.push_back(name);
     }
     for (const Store *st : collect<Store>(body)) {
-        if (plan.accumulators.count(st->name))
-            fail("it writes the accumulator " + st->name);
+        // (In place: the element it reads, rescaled.)
+        if (plan.accumulators.count(st->name) &&
+            (!reads_acc || st->name != acc || !equal(st->index, index)))
+            fail("it writes the accumulator " + st->name + " other than at the element it reads");
     }
     int row = -1, col = -1;
     for (int i = 0; i < int(loops.size()); i++) {

@@ -1361,7 +1361,7 @@ private:
                 touches = touches || r.buffer == name;
             if (!touches)
                 continue;
-            const Plan::FragmentUse::Kind use = plan.fragment_use(v.op).kind;
+            const Plan::FragmentUse::Kind use = plan.fragment_use(v.op, v.nest).kind;
             fragments = fragments || use == Plan::FragmentUse::Kind::Epilogue ||
                         use == Plan::FragmentUse::Kind::Operand;
             AccessesOf of(name);
@@ -1632,6 +1632,21 @@ StridePolicy stride_policy(const std::vector<std::string> &classes, unsigned fai
             return StridePolicy::threads({classes[c]});
     }
     return StridePolicy::threads();
+}
+
+bool Plan::zeroes(const Stmt &nest, const std::string &buffer) {
+    bool zero = true;
+    struct Stores : IRVisitor {
+        const std::string &buffer;
+        bool &zero;
+        Stores(const std::string &b, bool &z) : buffer(b), zero(z) {}
+        using IRVisitor::visit;
+        void visit(const Store *op) override {
+            zero = zero && (op->name != buffer || is_const_zero(op->value));
+        }
+    } stores(buffer, zero);
+    nest.accept(&stores);
+    return zero;
 }
 
 Plan plan_kernel(const Kernel &kernel, const StridePolicy &strides, bool prove_tails) {

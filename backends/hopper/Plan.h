@@ -221,11 +221,14 @@ struct Plan {
         enum class Kind { None, Zeroing, Epilogue, Operand } kind = Kind::None;
         std::string acc;
     };
-    FragmentUse fragment_use(const ir::VectorOp &v) const {
+    FragmentUse fragment_use(const ir::VectorOp &v, const Halide::Internal::Stmt &nest) const {
         for (const ir::Region &r : v.regions) {
-            if (accumulators.count(r.buffer))
-                return {r.write ? FragmentUse::Kind::Zeroing : FragmentUse::Kind::Epilogue,
-                        r.buffer};
+            if (!accumulators.count(r.buffer))
+                continue;
+            // (Writing it with a value other than zero, it rescales it in place: an epilogue.)
+            return {r.write && zeroes(nest, r.buffer) ? FragmentUse::Kind::Zeroing
+                                                      : FragmentUse::Kind::Epilogue,
+                    r.buffer};
         }
         for (const ir::Region &r : v.regions) {
             const std::string acc = r.write ? fragments_of(r.buffer) : "";
@@ -234,6 +237,8 @@ struct Plan {
         }
         return {};
     }
+    /** Whether every store of `nest` into `buffer` stores zero. */
+    static bool zeroes(const Halide::Internal::Stmt &nest, const std::string &buffer);
 
     const TensorMap &map(const std::string &arg, const std::string &buffer, bool load) const {
         for (const TensorMap &m : maps) {

@@ -118,7 +118,7 @@ VectorCost vector_cost(const Plan &plan, const ir::VectorOp &v, const Stmt &nest
     auto value = [&](const Expr &e) { return evaluate(simplify(substitute(first.values, e))); };
     VectorCost cost;
     const int warps = std::max(1, threads / 32);
-    const Plan::FragmentUse use = plan.fragment_use(v);
+    const Plan::FragmentUse use = plan.fragment_use(v, nest);
     if (use.kind == Plan::FragmentUse::Kind::Zeroing)
         return cost; // registers only
     try {

@@ -3,6 +3,7 @@
 #include "HopperMemory.h"
 #include "MmaInFlight.h"
 #include "WarpSpecialize.h"
+#include "lower/AccumulateInPlace.h"
 #include "lower/Cluster.h"
 #include "lower/MultiBuffer.h"
 #include "lower/SoftwarePipeline.h"
@@ -44,6 +45,8 @@ TargetLowering hopper_target() {
     TargetLowering t;
     t.name = "hopper";
     t.passes = {
+        // FlashAttention's output in the P V matmul's registers, rescaled in place.
+        pass("accumulate_in_place", accumulate_in_place),
         rejoin_tails_step(),
         map_to_cores_step(),
         pass("recognize_tile_copies", recognize_tile_copies),

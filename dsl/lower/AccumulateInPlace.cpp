@@ -1,0 +1,421 @@
+#include "AccumulateInPlace.h"
+
+#include "tandem/Nest.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
+
+namespace tandem::lower {
+
+using namespace Halide::Internal;
+
+namespace {
+
+/** Why the Stmt stays as it was. */
+struct Kept {
+    std::string why;
+};
+
+const Load *load_named(const Expr &e, const std::string &name) {
+    const Load *l = e.as<Load>();
+    return l && l->name == name ? l : nullptr;
+}
+
+/** The buffers an expression loads from. */
+std::set<std::string> loaded(const Expr &e) {
+    std::set<std::string> names;
+    struct Loads : IRVisitor {
+        std::set<std::string> &names;
+        explicit Loads(std::set<std::string> &n) : names(n) {}
+        using IRVisitor::visit;
+        void visit(const Load *op) override {
+            names.insert(op->name);
+            IRVisitor::visit(op);
+        }
+    } loads(names);
+    e.accept(&loads);
+    return names;
+}
+
+bool meets(const std::set<std::string> &a, const std::set<std::string> &b) {
+    return std::any_of(a.begin(), a.end(), [&](const std::string &x) { return b.count(x) > 0; });
+}
+
+Expr uncast(const Expr &e) {
+    const Cast *c = e.as<Cast>();
+    return c ? c->value : e;
+}
+
+/** Where the statements are: each Store's and producer's place in program order and the loops
+ * around it, each Store's perfect nest (its outermost For), the Allocates by name. */
+class Survey : public IRVisitor {
+public:
+    struct Place {
+        int order = 0;
+        std::vector<const For *> loops; // around the statement (its own nest's outside it)
+    };
+    std::map<const Store *, Place> stores;
+    std::map<const Store *, const For *> nest_of; // the outermost For of its perfect nest
+    std::map<const For *, Place> fors;
+    std::map<std::string, std::vector<const ProducerConsumer *>> producers;
+    std::map<const ProducerConsumer *, Place> produced_at;
+    std::map<std::string, const Allocate *> allocations;
+    std::map<std::string, std::vector<const Load *>> loads;
+    std::map<const Load *, std::vector<const For *>> load_loops;
+
+private:
+    using IRVisitor::visit;
+    int order = 0;
+    std::vector<const For *> stack;
+
+    void visit(const For *op) override {
+        fors[op] = {order++, stack};
+        Nest nest;
+        if (as_perfect_nest(op, &nest))
+            nest_of.emplace(nest.store, op);
+        stack.push_back(op);
+        IRVisitor::visit(op);
+        stack.pop_back();
+    }
+    void visit(const Store *op) override {
+        stores[op] = {order++, stack};
+        IRVisitor::visit(op);
+    }
+    void visit(const Load *op) override {
+        loads[op->name].push_back(op);
+        load_loops[op] = stack;
+        IRVisitor::visit(op);
+    }
+    void visit(const ProducerConsumer *op) override {
+        if (op->is_producer) {
+            producers[op->name].push_back(op);
+            produced_at[op] = {order++, stack};
+        }
+        IRVisitor::visit(op);
+    }
+    void visit(const Allocate *op) override {
+        allocations.emplace(op->name, op);
+        IRVisitor::visit(op);
+    }
+};
+
+std::vector<const Store *> stores_to(const Survey &s, const std::string &name) {
+    std::vector<const Store *> found;
+    for (const auto &[st, place] : s.stores) {
+        if (st->name == name)
+            found.push_back(st);
+    }
+    std::sort(found.begin(), found.end(), [&](const Store *a, const Store *b) {
+        return s.stores.at(a).order < s.stores.at(b).order;
+    });
+    return found;
+}
+
+/** The loops of a perfect nest. */
+std::vector<Loop> loops_of(const For *root) {
+    Nest nest;
+    if (!as_perfect_nest(root, &nest))
+        throw Kept{"a loop nest is not perfect"};
+    return nest.loops;
+}
+
+/** The loop var among `loops` along which `index` steps by `step`. */
+std::string var_stepping(const Expr &index, const std::vector<Loop> &loops, const Expr &step) {
+    for (const Loop &l : loops) {
+        const Expr s = affine_step(index, l.name);
+        if (s.defined() && can_prove(s == step))
+            return l.name;
+    }
+    return "";
+}
+
+/** The rewrite, once the survey found and checked its parts. */
+struct Plan {
+    std::string o, b, a, f0, f1;
+    const Store *update = nullptr, *mma = nullptr, *operand = nullptr;
+    const For *update_nest = nullptr, *rows = nullptr, *blocks = nullptr;
+    const ProducerConsumer *produce_a = nullptr;
+    std::vector<const Store *> factors, zeroings;
+    std::vector<const Allocate *> factor_buffers;
+    Expr f0_load, f1_load;
+    std::string operand_row; // P's row var in its producer
+    Expr f1_row;             // f1's index there
+};
+
+Plan plan_of(const Stmt &s, const CompileContext &ctx, const std::string &o) {
+    Survey survey;
+    s.accept(&survey);
+    Plan p;
+    p.o = o;
+    // O[i] = F0[r] * O[i] + F1[r] * B[i], B an MMA's accumulator.
+    for (const Store *st : stores_to(survey, o)) {
+        const Add *add = st->value.as<Add>();
+        if (!add)
+            continue;
+        for (const auto &[x, y] : {std::pair{add->a, add->b}, std::pair{add->b, add->a}}) {
+            const Mul *mx = x.as<Mul>(), *my = y.as<Mul>();
+            if (!mx || !my)
+                continue;
+            auto other = [&](const Mul *m, const std::function<bool(const Load *)> &is) {
+                if (const Load *l = m->a.as<Load>(); l && is(l))
+                    return m->b;
+                if (const Load *l = m->b.as<Load>(); l && is(l))
+                    return m->a;
+                return Expr();
+            };
+            const Expr f0 = other(
+                mx, [&](const Load *l) { return l->name == o && equal(l->index, st->index); });
+            std::string b;
+            const Expr f1 = other(my, [&](const Load *l) {
+                b = l->name;
+                return l->name != o && equal(l->index, st->index) && ctx.of(l->name).tile_mma;
+            });
+            const Load *l0 = f0.defined() ? f0.as<Load>() : nullptr,
+                       *l1 = f1.defined() ? f1.as<Load>() : nullptr;
+            if (l0 && l1 && l0->name != l1->name && equal(l0->index, l1->index)) {
+                p.update = st, p.b = b, p.f0 = l0->name, p.f1 = l1->name;
+                p.f0_load = f0, p.f1_load = f1;
+            }
+        }
+    }
+    if (!p.update)
+        throw Kept{"its update is not O f0 + B f1 with B a matmul's"};
+    if (!survey.nest_of.count(p.update))
+        throw Kept{"the update of " + o + " is not a perfect loop nest"};
+    p.update_nest = survey.nest_of.at(p.update);
+    const std::vector<const For *> &around = survey.fors.at(p.update_nest).loops;
+    if (around.empty())
+        throw Kept{"the update of " + o + " is not in a loop over key blocks"};
+    p.blocks = around.back();
+
+    // The factors: one store each, in one loop over the rows beside the update.
+    for (const std::string &f : {p.f0, p.f1}) {
+        const std::vector<const Store *> st = stores_to(survey, f);
+        if (st.size() != 1 || survey.stores.at(st[0]).loops.empty())
+            throw Kept{"the rescale factor " + f + " is not stored once in a loop over the rows"};
+        p.factors.push_back(st[0]);
+        if (!survey.allocations.count(f))
+            throw Kept{"the rescale factor " + f + " has no allocation"};
+        p.factor_buffers.push_back(survey.allocations.at(f));
+    }
+    p.rows = survey.stores.at(p.factors[0]).loops.back();
+    if (survey.stores.at(p.factors[1]).loops.back() != p.rows ||
+        survey.fors.at(p.rows).loops != around)
+        throw Kept{"the rescale factors are not computed in one loop beside the update"};
+
+    // The MMA B[Ib] = B[Ib] + A * V, the only other store to B its zeroing in the block.
+    for (const Store *st : stores_to(survey, p.b)) {
+        const Add *add = st->value.as<Add>();
+        const Load *self = add ? load_named(add->a, p.b) : nullptr;
+        if (self && equal(self->index, st->index) && add->b.as<Mul>()) {
+            if (p.mma)
+                throw Kept{"two matmuls accumulate into " + p.b};
+            p.mma = st;
+        } else if (is_const_zero(st->value)) {
+            p.zeroings.push_back(st);
+        } else {
+            throw Kept{p.b + " is written other than by its matmul and its zeroing"};
+        }
+    }
+    if (!p.mma || !survey.nest_of.count(p.mma) ||
+        survey.fors.at(survey.nest_of.at(p.mma)).loops != around)
+        throw Kept{"the matmul into " + p.b + " is not a loop nest beside the update"};
+    for (const Store *z : p.zeroings) {
+        if (survey.stores.at(z).loops.size() <= around.size() ||
+            !std::equal(around.begin(), around.end(), survey.stores.at(z).loops.begin()))
+            throw Kept{p.b + " is zeroed outside the key block"};
+    }
+    // In the block, O and B are read only by the update and the matmul.
+    auto reads_in_block = [&](const std::string &buffer) {
+        return std::count_if(survey.loads[buffer].begin(), survey.loads[buffer].end(),
+                             [&](const Load *l) {
+                                 const std::vector<const For *> &at = survey.load_loops.at(l);
+                                 return std::find(at.begin(), at.end(), p.blocks) != at.end();
+                             });
+    };
+    if (reads_in_block(o) != 1 || reads_in_block(p.b) != 2)
+        throw Kept{o + " or " + p.b + " is read besides the update and the matmul"};
+
+    // The operand made in the block: the factor of the product no store of which reads an input.
+    const Mul *product = p.mma->value.as<Add>()->b.as<Mul>();
+    const std::set<std::string> inputs(ctx.inputs.begin(), ctx.inputs.end());
+    std::vector<const Load *> candidates;
+    for (const Expr &e : {product->a, product->b}) {
+        const Load *l = uncast(e).as<Load>();
+        if (!l)
+            throw Kept{"the matmul's factors are not loads of tiles"};
+        const std::vector<const Store *> writes = stores_to(survey, l->name);
+        if (writes.size() == 1 && !meets(loaded(writes[0]->value), inputs))
+            candidates.push_back(l);
+    }
+    if (candidates.size() != 1)
+        throw Kept{"no single factor of the matmul is made in the key block"};
+    const Load *a_load = candidates[0];
+    p.a = a_load->name;
+    p.operand = stores_to(survey, p.a)[0];
+    if (survey.producers[p.a].size() != 1)
+        throw Kept{"the operand " + p.a + " is produced more than once"};
+    p.produce_a = survey.producers[p.a][0];
+    if (survey.produced_at.at(p.produce_a).loops != around)
+        throw Kept{"the operand " + p.a + " is not produced in the key block"};
+
+    // Nothing from P's production to the factors' old place writes what they read.
+    std::set<std::string> read;
+    for (const Store *f : p.factors) {
+        const std::set<std::string> more = loaded(f->value);
+        read.insert(more.begin(), more.end());
+    }
+    const int from = survey.produced_at.at(p.produce_a).order,
+              to = survey.stores.at(p.factors[0]).order;
+    if (to < from)
+        throw Kept{"the rescale factors come before the operand"};
+    for (const auto &[st, place] : survey.stores) {
+        if (place.order > from && place.order < to && read.count(st->name))
+            throw Kept{"the rescale factors read " + st->name + ", written after the operand"};
+    }
+
+    // f1's row for P's element: the update's row var r, the matmul's row (the var stepping B's
+    // index as r steps O's), P's row in its producer (stepping its index as the matmul's row
+    // steps A's).
+    const Load *f1 = p.f1_load.as<Load>();
+    const Variable *r = f1->index.as<Variable>();
+    const std::vector<Loop> update_loops = loops_of(p.update_nest),
+                            mma_loops = loops_of(survey.nest_of.at(p.mma));
+    if (!r || std::none_of(update_loops.begin(), update_loops.end(),
+                           [&](const Loop &l) { return l.name == r->name; }))
+        throw Kept{"the factors' row is not a loop of the update"};
+    std::map<std::string, Expr> renamed;
+    for (const Loop &l : update_loops) {
+        const std::string v =
+            var_stepping(p.mma->index, mma_loops, affine_step(p.update->index, l.name));
+        if (v.empty())
+            throw Kept{"the matmul's accumulator does not walk the update's " + l.name};
+        renamed[l.name] = Variable::make(Halide::Int(32), v);
+    }
+    if (!equal(simplify(substitute(renamed, p.update->index)), simplify(p.mma->index)))
+        throw Kept{"the matmul writes " + p.b + " at other elements than the update reads"};
+    const std::string m = renamed.at(r->name).as<Variable>()->name;
+    const Expr stride = simplify(affine_step(a_load->index, m));
+    if (!stride.defined() || !is_const(stride) || !is_const_zero(simplify(at_loop_mins(
+                                                     a_load->index, mma_loops))))
+        throw Kept{"the matmul does not read " + p.a + " a row at a time from its start"};
+    std::vector<Loop> operand_loops;
+    if (survey.nest_of.count(p.operand))
+        operand_loops = loops_of(survey.nest_of.at(p.operand));
+    p.operand_row = var_stepping(p.operand->index, operand_loops, stride);
+    if (p.operand_row.empty() ||
+        !is_const_zero(simplify(at_loop_mins(p.operand->index, operand_loops))))
+        throw Kept{"the operand " + p.a + " is not written a row at a time from its start"};
+    for (const Loop &l : operand_loops) {
+        if (l.name == p.operand_row)
+            continue;
+        const Expr step = affine_step(p.operand->index, l.name);
+        if (!step.defined() || !is_const_one(simplify(step)) ||
+            constant_upper_bound(simplify(l.min + l.extent)) > *as_const_int(stride))
+            throw Kept{"the operand " + p.a + "'s columns are not within its rows"};
+    }
+    p.f1_row = Variable::make(Halide::Int(32), p.operand_row);
+    return p;
+}
+
+class Rewrite : public IRMutator {
+public:
+    explicit Rewrite(const Plan &p) : p(p) {}
+
+private:
+    using IRMutator::visit;
+    const Plan &p;
+
+    static Stmt nothing() { return Evaluate::make(0); }
+
+    Stmt visit(const Allocate *op) override {
+        if (op->name == p.b || op->name == p.f0 || op->name == p.f1)
+            return mutate(op->body);
+        return IRMutator::visit(op);
+    }
+    Stmt visit(const Free *op) override {
+        return op->name == p.b || op->name == p.f0 || op->name == p.f1 ? nothing() : op;
+    }
+    Stmt visit(const Store *op) override {
+        if (std::find(p.factors.begin(), p.factors.end(), op) != p.factors.end() ||
+            std::find(p.zeroings.begin(), p.zeroings.end(), op) != p.zeroings.end())
+            return nothing();
+        if (op == p.mma) {
+            const Expr self = Load::make(op->value.type(), p.o, op->index, Halide::Buffer<>(),
+                                         Parameter(), const_true(), ModulusRemainder());
+            return Store::make(p.o, self + op->value.as<Add>()->b, op->index, Parameter(),
+                               op->predicate, ModulusRemainder());
+        }
+        if (op == p.operand) {
+            const Expr f1 = Load::make(p.f1_load.type(), p.f1, p.f1_row, Halide::Buffer<>(),
+                                       Parameter(), const_true(), ModulusRemainder());
+            const Cast *rounded = op->value.as<Cast>();
+            const Expr value = rounded ? Cast::make(rounded->type, rounded->value * f1)
+                                       : op->value * f1;
+            return Store::make(op->name, value, op->index, op->param, op->predicate,
+                               op->alignment);
+        }
+        return op;
+    }
+    Stmt visit(const For *op) override {
+        if (op == p.update_nest)
+            return nothing();
+        Stmt s = IRMutator::visit(op);
+        if (op != p.blocks)
+            return s;
+        const For *f = s.as<For>();
+        Stmt body = f->body;
+        for (const Allocate *a : p.factor_buffers)
+            body = Allocate::make(a->name, a->type, a->memory_type, a->extents, a->condition, body);
+        return For::make(f->name, f->min, f->extent, f->for_type, f->device_api, body);
+    }
+    Stmt visit(const ProducerConsumer *op) override {
+        if (op != p.produce_a)
+            return IRMutator::visit(op);
+        // The factors, O rescaled by f0, then P (times f1).
+        std::vector<Stmt> factors;
+        for (const Store *f : p.factors)
+            factors.push_back(f);
+        const Stmt factor_loop = For::make(p.rows->name, p.rows->min, p.rows->extent,
+                                           p.rows->for_type, p.rows->device_api, block(factors));
+        struct Rescale : IRMutator {
+            const Plan &p;
+            explicit Rescale(const Plan &p) : p(p) {}
+            using IRMutator::visit;
+            Stmt visit(const Store *op) override {
+                const Expr self = Load::make(op->value.type(), p.o, op->index, Halide::Buffer<>(),
+                                             Parameter(), const_true(), ModulusRemainder());
+                return Store::make(op->name, p.f0_load * self, op->index, op->param,
+                                   op->predicate, op->alignment);
+            }
+        } rescale(p);
+        return block({factor_loop, rescale.mutate(Stmt(p.update_nest)), IRMutator::visit(op)});
+    }
+};
+
+} // namespace
+
+Stmt accumulate_in_place(const Stmt &s, CompileContext &ctx) {
+    Stmt result = s;
+    for (const auto &[name, d] : std::map<std::string, Directives>(ctx.directives)) {
+        auto f = ctx.functions.find(name);
+        if (d.row_statistics <= 0 || f == ctx.functions.end() || f->second.outputs() < 3)
+            continue;
+        const std::string o = name + ".0";
+        try {
+            const Plan p = plan_of(result, ctx, o);
+            result = remove_no_ops(Rewrite(p).mutate(result));
+            // The matmul now accumulates into O.
+            ctx.directives[o] = ctx.of(p.b);
+            ctx.directives[p.b].tile_mma = false;
+        } catch (const Kept &k) {
+            ctx.notes.push_back("the online softmax's output " + name +
+                                " is not accumulated in place by its P V matmul (" + k.why + ")");
+        }
+    }
+    return result;
+}
+
+} // namespace tandem::lower

@@ -1,0 +1,41 @@
+#ifndef TANDEM_LOWER_ACCUMULATE_IN_PLACE_H
+#define TANDEM_LOWER_ACCUMULATE_IN_PLACE_H
+
+/** \file
+ * The online softmax's output accumulated in place, as FlashAttention-2 and -3 keep it. The
+ * rewrite (Stage::online_softmax) adds each key block's P V sums, a matmul of their own, to the
+ * running output, both rescaled to the new running max (after lower/RowStatistics: factors
+ * f0 = exp(m - m') and f1 = exp(m_block - m') per row):
+ *
+ *     for (c, blocks) {                                 for (c, blocks) {
+ *       ...                                               ...
+ *       P[row, j] = bf16(E)                               f0[row] = ..., f1[row] = ...
+ *       B = 0                                      ->     O[row, n] = f0[row] * O[row, n]
+ *       B[row, n] += P[row, j] * V[j, n]  (MMA)           P[row, j] = bf16(E * f1[row])
+ *       f0[row] = ..., f1[row] = ..., l, m updates        O[row, n] += P[row, j] * V[j, n]  (MMA)
+ *       O[row, n] = f0[row] * O[row, n]                   l, m updates
+ *                 + f1[row] * B[row, n]               }
+ *     }
+ *
+ * The output O becomes the second matmul's accumulator (on Hopper: registers, rescaled in place
+ * by each thread's fragment, no block accumulator and no O tile in shared memory), and f1 moves
+ * into P: E f1 is FlashAttention's P, exp(x - m'). The sums are the same up to rounding (P is
+ * rounded to bf16 after the product instead of before).
+ *
+ * Soundness: the factors read only the running max and the block's max (the rows' Funcs), which
+ * nothing between their new place (before P) and their old one writes (checked); O is read and
+ * written in the block only by its update and the MMA (checked), in that order afterwards; f1's
+ * row for P's element is the MMA's row of that element (checked: the MMA's index of B is O's
+ * index of the update with the rows and columns renamed, P's row index at step of its rows).
+ * Where a check fails the Stmt stays as it was, with a note.
+ */
+
+#include "tandem/Kernel.h"
+
+namespace tandem::lower {
+
+Halide::Internal::Stmt accumulate_in_place(const Halide::Internal::Stmt &s, CompileContext &ctx);
+
+} // namespace tandem::lower
+
+#endif
