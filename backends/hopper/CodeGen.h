@@ -268,6 +268,12 @@ private:
     /** An epilogue that reduces each row of the accumulator over its columns
      * (FragmentEpilogue::row_reduction). */
     void row_reduction(const ir::VectorOp &v, const FragmentEpilogue &e, const std::string &acc);
+    /** FragmentEpilogue::row_loads: each thread's two rows' values loaded before its registers
+     * (arrays of two, by the register's half), and `body` reading them. */
+    Stmt row_values(const FragmentEpilogue &e, const Stmt &body);
+    /** In the register loop: the values of register i's row. */
+    void declare_row_values(const FragmentEpilogue &e, const std::string &half);
+    template <class IR> IR replace_row_loads(const FragmentEpilogue &e, IR ir);
     /** Ends an epilogue over a's fragments: its blocks and scope closed, a barrier pending. */
     void close_epilogue(const Accumulator &a);
 

@@ -356,6 +356,47 @@ std::string CodeGen::registers(const Accumulator &a, int64_t block_columns) cons
            std::to_string(a.n / 2);
 }
 
+namespace {
+
+std::string row_value_name(size_t k) {
+    return internal_prefix + "row_value" + std::to_string(k);
+}
+
+} // namespace
+
+Stmt CodeGen::row_values(const FragmentEpilogue &e, const Stmt &body) {
+    if (e.row_loads.empty())
+        return body;
+    // Each thread's registers hold two rows of a 64-row block: its row values, once per row.
+    const std::string r = c_name(e.row);
+    std::string arrays;
+    for (size_t k = 0; k < e.row_loads.size(); k++)
+        arrays += (k ? ", " : "") + c_name(row_value_name(k)) + "s[2]";
+    os << line() << "float " << arrays << "; // the rows' values, loaded once per row\n";
+    os << line() << "#pragma unroll\n";
+    open("for (int half = 0; half < 2; half++) {");
+    os << line() << "const int " << r
+       << " = 64 * m64 + hopper::fragment_row(2 * half, thread_in_warpgroup);\n";
+    for (size_t k = 0; k < e.row_loads.size(); k++)
+        os << line() << c_name(row_value_name(k)) << "s[half] = " << r << " < rows ? "
+           << expr(Expr(e.row_loads[k])) << " : 0.0f;\n";
+    close();
+    return replace_row_loads(e, body);
+}
+
+template <class IR> IR CodeGen::replace_row_loads(const FragmentEpilogue &e, IR ir) {
+    for (size_t k = 0; k < e.row_loads.size(); k++)
+        ir = substitute(Expr(e.row_loads[k]), Variable::make(Halide::Float(32), row_value_name(k)),
+                        ir);
+    return ir;
+}
+
+void CodeGen::declare_row_values(const FragmentEpilogue &e, const std::string &half) {
+    for (size_t k = 0; k < e.row_loads.size(); k++)
+        os << line() << "const float " << c_name(row_value_name(k)) << " = "
+           << c_name(row_value_name(k)) << "s[" << half << "];\n";
+}
+
 void CodeGen::epilogue(const ir::VectorOp &v, const Stmt &nest, const std::string &acc,
                        bool reads) {
     flush();
@@ -379,14 +420,15 @@ void CodeGen::epilogue(const ir::VectorOp &v, const Stmt &nest, const std::strin
     open("{");
     os << line() << "const int rows = " << expr(e.rows) << ", cols = " << expr(e.cols) << ";\n";
     const std::string block = open_blocks(a);
-    os << line() << "#pragma unroll\n";
     nest_loops = e.loops;
     fragment_buffers = {e.accumulators.begin(), e.accumulators.end()};
+    const Stmt body = row_values(e, e.body);
+    os << line() << "#pragma unroll\n";
     if (const Store *pair = e.pair) {
         // Registers i and i + 1 hold adjacent columns: one 4- or 8-byte store per pair.
         const Tile &tile = plan.tiles.at(pair->name);
         const std::string two = tile.buffer->type.is_bfloat() ? "__nv_bfloat162" : "float2";
-        Expr value = pair->value;
+        Expr value = body.as<Store>()->value;
         if (const Cast *cast = value.as<Cast>(); cast && cast->type.is_bfloat())
             value = cast->value;
         Expr next = substitute(e.col, Variable::make(Halide::Int(32), e.col) + 1, value);
@@ -402,6 +444,7 @@ void CodeGen::epilogue(const ir::VectorOp &v, const Stmt &nest, const std::strin
            << " = 64 * m64 + hopper::fragment_row(i, thread_in_warpgroup);\n";
         os << line() << "const int " << c
            << " = hopper::fragment_col(i, thread_in_warpgroup); // even\n";
+        declare_row_values(e, "(i / 2) % 2");
         open("if (" + r + " < rows && " + c + " + 1 < cols) {");
         os << line() << "*reinterpret_cast<" << two << " *>(&" << target
            << ") = " << (tile.buffer->type.is_bfloat() ? "__floats2bfloat162_rn(" : "make_float2(")
@@ -422,7 +465,8 @@ void CodeGen::epilogue(const ir::VectorOp &v, const Stmt &nest, const std::strin
         open("if (" + r + " < rows && " + c + " < cols) {");
         fragment = "[" + block + "][i]";
         fragment_row = r, fragment_col = c;
-        element(e.body);
+        declare_row_values(e, "(i / 2) % 2");
+        element(body);
         if (!e.operands.empty()) {
             close("} else {");
             scopes.emplace_back();
@@ -462,6 +506,10 @@ void CodeGen::row_reduction(const ir::VectorOp &v, const FragmentEpilogue &e,
     open("for (int half = 0; half < 2; half++) { // the rows of registers i % 4 < 2, then >= 2");
     os << line() << "const int " << r
        << " = 64 * m64 + hopper::fragment_row(2 * half, thread_in_warpgroup);\n";
+    for (size_t k = 0; k < e.row_loads.size(); k++)
+        os << line() << "const float " << c_name(row_value_name(k)) << " = " << r << " < rows ? "
+           << expr(Expr(e.row_loads[k])) << " : 0.0f; // once per row\n";
+    const Expr rest = replace_row_loads(e, red.rest);
     os << line() << type << " partial = " << expr(red.identity) << ";\n";
     os << line() << "#pragma unroll\n";
     open("for (int i = 2 * half; i < " + std::to_string(a.n / 2) +
@@ -472,7 +520,7 @@ void CodeGen::row_reduction(const ir::VectorOp &v, const FragmentEpilogue &e,
        << " = hopper::fragment_col(i + pair, thread_in_warpgroup);\n";
     fragment = "[" + block + "][i + pair]";
     open("if (" + r + " < rows && " + c + " < cols) {");
-    os << line() << "partial = " << expr(red.combine(partial, red.rest)) << ";\n";
+    os << line() << "partial = " << expr(red.combine(partial, rest)) << ";\n";
     close();
     close();
     close();

@@ -341,6 +341,19 @@ FragmentEpilogue map_epilogue(const Plan &plan, const ir::VectorOp &v, const Stm
 
     if (reads_acc)
         e.row_reduction = match_row_reduction(plan, e);
+    std::set<std::string> written;
+    for (const Store *st : collect<Store>(body))
+        written.insert(st->name);
+    for (const Load *l : collect<Load>(body)) {
+        auto t = plan.tiles.find(l->name);
+        if (t == plan.tiles.end() || written.count(l->name) || t->second.on_chip ||
+            l->type != Halide::Float(32) || expr_uses_var(l->index, e.col) ||
+            std::any_of(e.row_loads.begin(), e.row_loads.end(), [&](const Load *other) {
+                return other->name == l->name && equal(other->index, l->index);
+            }))
+            continue;
+        e.row_loads.push_back(l);
+    }
 
     // The paired store: the body's single store, into a plain bf16 or f32 tile, where columns col
     // and col + 1 are adjacent elements and col lands on an even one.

@@ -90,6 +90,11 @@ struct FragmentEpilogue {
      * the row (softmax's row max and sum of the scores): each thread folds its registers of a
      * row, the row's four threads shuffle, and one of them updates the element. */
     std::optional<Reduction> row_reduction;
+    /** The body's f32 loads of shared tiles at the element's row alone (not its column) that
+     * the body does not write (attention's row max and rescale factors): the emitter loads each
+     * once per thread and row, before the registers (CodeGen::row_values), and the model
+     * charges them so (VectorCost). Distinct by buffer and index. */
+    std::vector<const Halide::Internal::Load *> row_loads;
 };
 
 /** The epilogue of vector op `v` (its element nest `nest`) that reads the accumulator `acc`, and

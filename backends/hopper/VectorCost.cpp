@@ -128,9 +128,19 @@ VectorCost vector_cost(const Plan &plan, const ir::VectorOp &v, const Stmt &nest
             // Each instruction: a warp's 32 lanes at rows fragment_row (8 of them) and columns
             // 2 (lane % 4) of the fragment (the accumulators it reads are registers).
             const int64_t instructions = (elements_of(e.loops, value) + 31) / 32;
+            // A row's value (FragmentEpilogue::row_loads, a row reduction's element): each
+            // quad's threads share the row, a warp's instruction covers 8 rows (one wavefront).
+            const int64_t per_row = (std::max<int64_t>(0, value(e.rows)) + 7) / 8;
             SharedAccesses found(plan);
             e.body.accept(&found);
             for (const SharedAccess &a : found.found) {
+                const bool row_load = std::any_of(
+                    e.row_loads.begin(), e.row_loads.end(),
+                    [&](const Load *l) { return l->name == a.buffer && equal(l->index, a.index); });
+                if (row_load || (e.row_reduction && a.buffer == e.row_reduction->store->name)) {
+                    cost.wavefronts += per_row;
+                    continue;
+                }
                 const Tile &t = plan.tiles.at(a.buffer);
                 // The paired store: one instruction for two adjacent columns.
                 const int pair = a.node == e.pair ? 2 : 1;
