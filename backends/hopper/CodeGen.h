@@ -274,6 +274,9 @@ private:
     /** In the register loop: the values of register i's row. */
     void declare_row_values(const FragmentEpilogue &e, const std::string &half);
     template <class IR> IR replace_row_loads(const FragmentEpilogue &e, IR ir);
+    /** Inside an epilogue's `if` over the nest's extents: an else that writes zeros into the MMA
+     * operands it makes (FragmentEpilogue::operands), their padding. */
+    void zero_operands_outside(const FragmentEpilogue &e);
     /** Ends an epilogue over a's fragments: its blocks and scope closed, a barrier pending. */
     void close_epilogue(const Accumulator &a);
 

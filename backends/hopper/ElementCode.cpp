@@ -89,8 +89,9 @@ std::string CodeGen::gpu_index(const Tile &t, const Expr &index) {
 }
 
 void CodeGen::store(const Store *st) {
-    if (st->name == held_name) { // TileNest::held
-        os << line() << c_name(held_name) << " = " << expr(st->value) << ";\n";
+    if (st->name == held_name || st->name == internal_prefix + "partial") {
+        // TileNest::held; a row reduction's partial (CodeGen::row_reduction)
+        os << line() << c_name(st->name) << " = " << expr(st->value) << ";\n";
         return;
     }
     if (plan.accumulators.count(st->name)) { // in place (map_epilogue checked the element)
@@ -467,16 +468,7 @@ void CodeGen::epilogue(const ir::VectorOp &v, const Stmt &nest, const std::strin
         fragment_row = r, fragment_col = c;
         declare_row_values(e, "(i / 2) % 2");
         element(body);
-        if (!e.operands.empty()) {
-            close("} else {");
-            scopes.emplace_back();
-            indent++;
-            for (const Store *st : e.operands) {
-                const Stmt zero = Store::make(st->name, make_zero(st->value.type()), st->index,
-                                              st->param, st->predicate, st->alignment);
-                store(zero.as<Store>());
-            }
-        }
+        zero_operands_outside(e);
         fragment_row.clear(), fragment_col.clear();
         close();
         close();
@@ -509,7 +501,24 @@ void CodeGen::row_reduction(const ir::VectorOp &v, const FragmentEpilogue &e,
     for (size_t k = 0; k < e.row_loads.size(); k++)
         os << line() << "const float " << c_name(row_value_name(k)) << " = " << r << " < rows ? "
            << expr(Expr(e.row_loads[k])) << " : 0.0f; // once per row\n";
-    const Expr rest = replace_row_loads(e, red.rest);
+    // The element code: the fold into `partial` where the reduction's store was, beside the
+    // body's elementwise stores (P beside its row sum).
+    class Fold : public IRMutator {
+    public:
+        Fold(const Reduction &red, const Expr &partial) : red(red), partial(partial) {}
+
+    private:
+        using IRMutator::visit;
+        const Reduction &red;
+        const Expr &partial;
+        Stmt visit(const Store *op) override {
+            if (op != red.store)
+                return op;
+            return Store::make(internal_prefix + "partial", red.combine(partial, red.rest),
+                               Expr(0), Parameter(), const_true(), ModulusRemainder());
+        }
+    };
+    const Stmt body = replace_row_loads(e, Fold(red, partial).mutate(e.body));
     os << line() << type << " partial = " << expr(red.identity) << ";\n";
     os << line() << "#pragma unroll\n";
     open("for (int i = 2 * half; i < " + std::to_string(a.n / 2) +
@@ -519,12 +528,15 @@ void CodeGen::row_reduction(const ir::VectorOp &v, const FragmentEpilogue &e,
     os << line() << "const int " << c
        << " = hopper::fragment_col(i + pair, thread_in_warpgroup);\n";
     fragment = "[" + block + "][i + pair]";
+    fragment_row = r, fragment_col = c;
     open("if (" + r + " < rows && " + c + " < cols) {");
-    os << line() << "partial = " << expr(red.combine(partial, rest)) << ";\n";
+    element(body);
+    zero_operands_outside(e);
     close();
     close();
     close();
     fragment.clear();
+    fragment_row.clear(), fragment_col.clear();
     const std::string op = "[](" + type + " x, " + type + " y) { return " +
                            expr(red.combine(Variable::make(t, internal_prefix + "x"),
                                             Variable::make(t, internal_prefix + "y"))) +
@@ -535,6 +547,19 @@ void CodeGen::row_reduction(const ir::VectorOp &v, const FragmentEpilogue &e,
     close();
     close();
     close_epilogue(a);
+}
+
+void CodeGen::zero_operands_outside(const FragmentEpilogue &e) {
+    if (e.operands.empty())
+        return;
+    close("} else {");
+    scopes.emplace_back();
+    indent++;
+    for (const Store *st : e.operands) {
+        const Stmt zero = Store::make(st->name, make_zero(st->value.type()), st->index, st->param,
+                                      st->predicate, st->alignment);
+        store(zero.as<Store>());
+    }
 }
 
 void CodeGen::close_epilogue(const Accumulator &a) {

@@ -203,29 +203,40 @@ std::optional<Reduction> match_reduction(const Plan &plan, const std::vector<Loo
 }
 
 /** A row's reduction over the fragment's columns: tile[row] = tile[row] op f(row, col), with
- * no other load of tile in f. */
+ * no other load of tile in f; the body's one store not walking the columns (its others are
+ * elementwise: P beside its row sum, sharing the exponentials through lets). */
 std::optional<Reduction> match_row_reduction(const Plan &plan, const FragmentEpilogue &e) {
-    const Store *st = e.body.as<Store>();
-    if (!st || !plan.tiles.count(st->name) || e.loops.size() != 2)
+    if (e.loops.size() != 2)
         return std::nullopt;
-    Expr along_col = affine_step(st->index, e.col), along_row = affine_step(st->index, e.row);
-    if (!along_col.defined() || !is_const_zero(along_col))
+    const Store *st = nullptr;
+    for (const Store *s : collect<Store>(e.body)) {
+        Expr along_col = affine_step(s->index, e.col);
+        if (!plan.tiles.count(s->name) || !along_col.defined() || !is_const_zero(along_col))
+            continue;
+        auto fail = [&](const std::string &why) -> std::optional<Reduction> {
+            throw Error("hopper: the epilogue into " + s->name +
+                        " writes one element for many of the accumulator's columns, but " + why +
+                        "; the emitter reduces an accumulator's rows (sum, max or min over their "
+                        "columns)");
+        };
+        if (st)
+            return fail("so does its store into " + st->name);
+        st = s;
+        Expr along_row = affine_step(st->index, e.row);
+        if (!along_row.defined() || is_const_zero(along_row))
+            return fail("reduces the whole tile to one element");
+    }
+    if (!st)
         return std::nullopt;
-    auto fail = [&](const std::string &why) -> std::optional<Reduction> {
-        throw Error("hopper: the epilogue into " + st->name +
-                    " writes one element for many of "
-                    "the accumulator's columns, but " +
-                    why +
-                    "; the emitter reduces an accumulator's rows (sum, max or min over their "
-                    "columns)");
-    };
-    if (!along_row.defined() || is_const_zero(along_row))
-        return fail("reduces the whole tile to one element");
     std::optional<Reduction> r = fold_of(st);
     if (!r)
-        return fail("it is not a sum, max or min of the element and the accumulator's, reading "
-                    "no other element of " +
-                    st->name);
+        throw Error("hopper: the epilogue into " + st->name +
+                    " writes one element for many of the accumulator's columns, but it is not a "
+                    "sum, max or min of the element and the accumulator's, reading no other "
+                    "element of " +
+                    st->name +
+                    "; the emitter reduces an accumulator's rows (sum, max or min over their "
+                    "columns)");
     return r;
 }
 

@@ -64,6 +64,7 @@ public:
     std::map<std::string, const Allocate *> allocations;
     std::map<std::string, std::vector<const Load *>> loads;
     std::map<const Load *, std::vector<const For *>> load_loops;
+    std::map<const Load *, int> load_order;
 
 private:
     using IRVisitor::visit;
@@ -86,6 +87,7 @@ private:
     void visit(const Load *op) override {
         loads[op->name].push_back(op);
         load_loops[op] = stack;
+        load_order[op] = order++;
         IRVisitor::visit(op);
     }
     void visit(const ProducerConsumer *op) override {
@@ -138,11 +140,116 @@ struct Plan {
     const For *update_nest = nullptr, *rows = nullptr, *blocks = nullptr;
     const ProducerConsumer *produce_a = nullptr;
     std::vector<const Store *> factors, zeroings;
-    std::vector<const Allocate *> factor_buffers;
+    std::vector<const Allocate *> factor_buffers; // (and the row sum's, if it moves)
+    std::set<const For *> zeroing_nests;
     Expr f0_load, f1_load;
     std::string operand_row; // P's row var in its producer
     Expr f1_row;             // f1's index there
+    const For *operand_nest = nullptr;
+    // The block's row sum computed in P's loop (optional): X[row] = X[row] + T over P's loops
+    // (renamed), T and P's value sharing `shared` (the exponential), X zeroed by `sum_init`.
+    const Store *sum = nullptr;
+    const For *sum_nest = nullptr, *sum_init = nullptr;
+    std::map<std::string, Expr> sum_renamed;
+    Expr shared;
 };
+
+/** The transcendental calls of an expression (exp, log, ...). */
+std::vector<Expr> calls_of(const Expr &e) {
+    std::vector<Expr> found;
+    struct Calls : IRVisitor {
+        std::vector<Expr> &found;
+        explicit Calls(std::vector<Expr> &f) : found(f) {}
+        using IRVisitor::visit;
+        void visit(const Call *op) override {
+            if (op->call_type == Call::PureExtern)
+                found.push_back(op);
+            IRVisitor::visit(op);
+        }
+    } calls(found);
+    e.accept(&calls);
+    return found;
+}
+
+/** The block's row sum that shares P's exponentials, moved into P's loop (Plan::sum). */
+void find_row_sum(const Survey &survey, const std::vector<const For *> &around, Plan *p) {
+    if (!p->operand_nest)
+        return;
+    const std::vector<Loop> operand_loops = loops_of(p->operand_nest);
+    const int from = survey.produced_at.at(p->produce_a).order;
+    for (const auto &[st, place] : survey.stores) {
+        const Add *add = st->value.as<Add>();
+        if (!add || place.order < from || st->name == p->o || st->name == p->b ||
+            st->name == p->a || !survey.nest_of.count(st))
+            continue;
+        const Load *self = load_named(add->a, st->name);
+        Expr term = add->b;
+        if (!self || !equal(self->index, st->index)) {
+            self = load_named(add->b, st->name);
+            term = add->a;
+        }
+        const For *root = survey.nest_of.at(st);
+        if (!self || !equal(self->index, st->index) || survey.fors.at(root).loops != around)
+            continue;
+        const std::vector<Loop> loops = loops_of(root);
+        if (loops.size() != operand_loops.size())
+            continue;
+        std::map<std::string, Expr> renamed;
+        bool same = true;
+        for (size_t i = 0; i < loops.size(); i++) {
+            same = same && can_prove(loops[i].min == operand_loops[i].min) &&
+                   can_prove(loops[i].extent == operand_loops[i].extent);
+            renamed[loops[i].name] = Variable::make(Halide::Int(32), operand_loops[i].name);
+        }
+        const Expr row = simplify(substitute(renamed, st->index));
+        const Variable *v = row.as<Variable>();
+        if (!same || !v || v->name != p->operand_row || loaded(term).count(st->name))
+            continue;
+        const Expr t = substitute(renamed, term);
+        Expr shared;
+        for (const Expr &c : calls_of(t)) {
+            for (const Expr &d : calls_of(p->operand->value)) {
+                if (!shared.defined() && equal(c, d))
+                    shared = c;
+            }
+        }
+        if (!shared.defined())
+            continue;
+        // Zeroed once in the block (a nest beside it), and from P's production to here nothing
+        // else touches the sum or writes what it reads.
+        const Store *init = nullptr;
+        for (const auto &[other, at] : survey.stores) {
+            if (other == st || other->name != st->name)
+                continue;
+            if (init || !is_const_zero(other->value) || !survey.nest_of.count(other) ||
+                survey.fors.at(survey.nest_of.at(other)).loops != around)
+                return;
+            init = other;
+        }
+        if (!init || survey.stores.at(init).order > place.order)
+            return;
+        const std::set<std::string> read = loaded(st->value);
+        for (const auto &[other, at] : survey.stores) {
+            if (at.order > from && at.order < place.order && other != init &&
+                (other->name == st->name || read.count(other->name)))
+                return;
+        }
+        for (const auto &[l, order] : survey.load_order) {
+            if (l->name == st->name && order > from && order < place.order &&
+                l != self)
+                return;
+        }
+        if (!survey.allocations.count(st->name))
+            return;
+        p->factor_buffers.push_back(survey.allocations.at(st->name));
+        p->sum = st;
+        p->sum_nest = root;
+        p->sum_init = survey.nest_of.at(init);
+        p->sum_renamed = renamed;
+        p->shared = shared;
+        return;
+    }
+}
 
 Plan plan_of(const Stmt &s, const CompileContext &ctx, const std::string &o) {
     Survey survey;
@@ -215,6 +322,8 @@ Plan plan_of(const Stmt &s, const CompileContext &ctx, const std::string &o) {
             p.mma = st;
         } else if (is_const_zero(st->value)) {
             p.zeroings.push_back(st);
+            if (survey.nest_of.count(st))
+                p.zeroing_nests.insert(survey.nest_of.at(st));
         } else {
             throw Kept{p.b + " is written other than by its matmul and its zeroing"};
         }
@@ -317,6 +426,8 @@ Plan plan_of(const Stmt &s, const CompileContext &ctx, const std::string &o) {
             throw Kept{"the operand " + p.a + "'s columns are not within its rows"};
     }
     p.f1_row = Variable::make(Halide::Int(32), p.operand_row);
+    p.operand_nest = survey.nest_of.count(p.operand) ? survey.nest_of.at(p.operand) : nullptr;
+    find_row_sum(survey, around, &p);
     return p;
 }
 
@@ -330,14 +441,31 @@ private:
 
     static Stmt nothing() { return Evaluate::make(0); }
 
+    /** P's nest (rewritten) with the row sum's update beside P's store, the call they share
+     * computed once. */
+    Stmt with_row_sum(const Stmt &nest) const {
+        if (const For *f = nest.as<For>())
+            return For::make(f->name, f->min, f->extent, f->for_type, f->device_api,
+                             with_row_sum(f->body));
+        const Store *st = nest.as<Store>();
+        const std::string name = p.a + ".shared";
+        const Expr shared = Variable::make(p.shared.type(), name);
+        const Stmt sum = substitute(p.sum_renamed, Stmt(p.sum));
+        return LetStmt::make(name, p.shared,
+                             block({Store::make(st->name, substitute(p.shared, shared, st->value),
+                                                st->index, st->param, st->predicate,
+                                                st->alignment),
+                                    substitute(p.shared, shared, sum)}));
+    }
+
+    bool moved(const std::string &buffer) const {
+        return buffer == p.b || std::any_of(p.factor_buffers.begin(), p.factor_buffers.end(),
+                                            [&](const Allocate *a) { return a->name == buffer; });
+    }
     Stmt visit(const Allocate *op) override {
-        if (op->name == p.b || op->name == p.f0 || op->name == p.f1)
-            return mutate(op->body);
-        return IRMutator::visit(op);
+        return moved(op->name) ? mutate(op->body) : IRMutator::visit(op);
     }
-    Stmt visit(const Free *op) override {
-        return op->name == p.b || op->name == p.f0 || op->name == p.f1 ? nothing() : op;
-    }
+    Stmt visit(const Free *op) override { return moved(op->name) ? nothing() : op; }
     Stmt visit(const Store *op) override {
         if (std::find(p.factors.begin(), p.factors.end(), op) != p.factors.end() ||
             std::find(p.zeroings.begin(), p.zeroings.end(), op) != p.zeroings.end())
@@ -360,9 +488,12 @@ private:
         return op;
     }
     Stmt visit(const For *op) override {
-        if (op == p.update_nest)
+        if (op == p.update_nest || p.zeroing_nests.count(op) ||
+            (p.sum && (op == p.sum_nest || op == p.sum_init)))
             return nothing();
         Stmt s = IRMutator::visit(op);
+        if (p.sum && op == p.operand_nest)
+            return block({p.sum_init, with_row_sum(s)});
         if (op != p.blocks)
             return s;
         const For *f = s.as<For>();

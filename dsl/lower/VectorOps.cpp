@@ -127,9 +127,25 @@ private:
         scope.pop(op->name);
     }
     void visit(const LetStmt *op) override {
+        // A value the element code shares (a let): computed once per element, its loads read.
+        charge(op->value, 0, false);
+        op->value.accept(this);
         scope.push(op->name, bounds_of_expr_in_scope(op->value, scope));
         op->body.accept(this);
         scope.pop(op->name);
+    }
+    /** The work of computing `value` (and `store`, the store's own cost) for every element;
+     * a store costs at least 1. */
+    void charge(const Expr &value, double store, bool stored) {
+        CountWork c(weights);
+        value.accept(&c);
+        Expr n = 1;
+        for (const Expr &t : trips)
+            n = n * t;
+        const double per_element = c.per_element + store;
+        if (stored || per_element > 0)
+            flops = flops + int(std::ceil(std::max(per_element, 1.0))) * n;
+        constants.insert(c.constants.begin(), c.constants.end());
     }
     void record(const std::string &name, const Expr &index, bool write) {
         if (name == ctx.output ||
@@ -157,14 +173,7 @@ private:
     std::string current;
     void visit(const Store *op) override {
         current = op->name;
-        CountWork c(weights);
-        op->value.accept(&c);
-        Expr n = 1;
-        for (const Expr &t : trips)
-            n = n * t;
-        const double per_element = std::max(c.per_element + weights.store, 1.0);
-        flops = flops + int(std::ceil(per_element)) * n;
-        constants.insert(c.constants.begin(), c.constants.end());
+        charge(op->value, weights.store, true);
         record(op->name, op->index, true);
         IRVisitor::visit(op);
     }
