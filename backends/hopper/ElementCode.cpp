@@ -514,8 +514,8 @@ void CodeGen::row_reduction(const ir::VectorOp &v, const FragmentEpilogue &e,
         Stmt visit(const Store *op) override {
             if (op != red.store)
                 return op;
-            return Store::make(internal_prefix + "partial", red.combine(partial, red.rest),
-                               Expr(0), Parameter(), const_true(), ModulusRemainder());
+            return Store::make(internal_prefix + "partial", red.combine(partial, red.rest), Expr(0),
+                               Parameter(), const_true(), ModulusRemainder());
         }
     };
     const Stmt body = replace_row_loads(e, Fold(red, partial).mutate(e.body));

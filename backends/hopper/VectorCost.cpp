@@ -134,9 +134,10 @@ VectorCost vector_cost(const Plan &plan, const ir::VectorOp &v, const Stmt &nest
             SharedAccesses found(plan);
             e.body.accept(&found);
             for (const SharedAccess &a : found.found) {
-                const bool row_load = std::any_of(
-                    e.row_loads.begin(), e.row_loads.end(),
-                    [&](const Load *l) { return l->name == a.buffer && equal(l->index, a.index); });
+                const bool row_load =
+                    std::any_of(e.row_loads.begin(), e.row_loads.end(), [&](const Load *l) {
+                        return l->name == a.buffer && equal(l->index, a.index);
+                    });
                 if (row_load || (e.row_reduction && a.buffer == e.row_reduction->store->name)) {
                     cost.wavefronts += per_row;
                     continue;

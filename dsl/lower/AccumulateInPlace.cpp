@@ -235,8 +235,7 @@ void find_row_sum(const Survey &survey, const std::vector<const For *> &around, 
                 return;
         }
         for (const auto &[l, order] : survey.load_order) {
-            if (l->name == st->name && order > from && order < place.order &&
-                l != self)
+            if (l->name == st->name && order > from && order < place.order && l != self)
                 return;
         }
         if (!survey.allocations.count(st->name))
@@ -407,8 +406,8 @@ Plan plan_of(const Stmt &s, const CompileContext &ctx, const std::string &o) {
         throw Kept{"the matmul writes " + p.b + " at other elements than the update reads"};
     const std::string m = renamed.at(r->name).as<Variable>()->name;
     const Expr stride = simplify(affine_step(a_load->index, m));
-    if (!stride.defined() || !is_const(stride) || !is_const_zero(simplify(at_loop_mins(
-                                                     a_load->index, mma_loops))))
+    if (!stride.defined() || !is_const(stride) ||
+        !is_const_zero(simplify(at_loop_mins(a_load->index, mma_loops))))
         throw Kept{"the matmul does not read " + p.a + " a row at a time from its start"};
     std::vector<Loop> operand_loops;
     if (survey.nest_of.count(p.operand))
@@ -453,8 +452,7 @@ private:
         const Stmt sum = substitute(p.sum_renamed, Stmt(p.sum));
         return LetStmt::make(name, p.shared,
                              block({Store::make(st->name, substitute(p.shared, shared, st->value),
-                                                st->index, st->param, st->predicate,
-                                                st->alignment),
+                                                st->index, st->param, st->predicate, st->alignment),
                                     substitute(p.shared, shared, sum)}));
     }
 
@@ -480,10 +478,9 @@ private:
             const Expr f1 = Load::make(p.f1_load.type(), p.f1, p.f1_row, Halide::Buffer<>(),
                                        Parameter(), const_true(), ModulusRemainder());
             const Cast *rounded = op->value.as<Cast>();
-            const Expr value = rounded ? Cast::make(rounded->type, rounded->value * f1)
-                                       : op->value * f1;
-            return Store::make(op->name, value, op->index, op->param, op->predicate,
-                               op->alignment);
+            const Expr value =
+                rounded ? Cast::make(rounded->type, rounded->value * f1) : op->value * f1;
+            return Store::make(op->name, value, op->index, op->param, op->predicate, op->alignment);
         }
         return op;
     }
@@ -518,8 +515,8 @@ private:
             Stmt visit(const Store *op) override {
                 const Expr self = Load::make(op->value.type(), p.o, op->index, Halide::Buffer<>(),
                                              Parameter(), const_true(), ModulusRemainder());
-                return Store::make(op->name, p.f0_load * self, op->index, op->param,
-                                   op->predicate, op->alignment);
+                return Store::make(op->name, p.f0_load * self, op->index, op->param, op->predicate,
+                                   op->alignment);
             }
         } rescale(p);
         return block({factor_loop, rescale.mutate(Stmt(p.update_nest)), IRMutator::visit(op)});

@@ -528,7 +528,8 @@ Stmt multi_buffer(const Stmt &s, CompileContext &ctx) {
                                f.find_first_not_of("0123456789", dot + 1) == std::string::npos;
             const std::string func = value ? f.substr(0, dot) : f;
             if (ctx.of(f).async_copy || ctx.slots.count(f) || ctx.of(func).tile_mma ||
-                ctx.of(f).tile_mma || // (a Tuple's value an MMA accumulates into: accumulate_in_place)
+                ctx.of(f)
+                    .tile_mma || // (a Tuple's value an MMA accumulates into: accumulate_in_place)
                 find.sources.count(f))
                 continue;
             SlotSize size(f, ctx);

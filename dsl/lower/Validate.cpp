@@ -125,9 +125,9 @@ void validate_schedule(const Func &output, CompileContext &ctx) {
                         name);
         }
         if (d.cooperative && !lowering_of(ctx.target).cooperative) {
-            throw Error(where(name, "cooperative()") +
-                        "consumer warpgroups that share a tile are Hopper's; " + ctx.target.name() +
-                        " has none (use warp_specialize() alone)");
+            throw Error(where(name, "cooperative()") + "not supported on " + ctx.target.name() +
+                        ": consumer warpgroups that share a tile are Hopper's, and " +
+                        ctx.target.name() + " has none (use warp_specialize() alone)");
         }
         if (d.cooperative && d.ping_pong) {
             throw Error(where(name, "cooperative()") +

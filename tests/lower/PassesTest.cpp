@@ -2,7 +2,9 @@
 // test/correctness in spirit, on IR instead of pixels).
 #include "tandem/AsyncIR.h"
 #include "tandem/Kernel.h"
+#include "tandem/Nest.h"
 
+#include "lower/AccumulateInPlace.h"
 #include "lower/CoreMapping.h"
 #include "lower/MultiBuffer.h"
 #include "lower/RejoinTails.h"
@@ -18,6 +20,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <sstream>
 
 using namespace tandem;
 using namespace Halide::Internal;
@@ -556,6 +559,95 @@ TEST(RowStatistics, AReadAfterTheStoreKeepsThemPerElement) {
     EXPECT_TRUE(s.same_as(before)) << s;
     ASSERT_EQ(ctx.notes.size(), 1u);
     EXPECT_NE(ctx.notes[0].find("stay per element"), std::string::npos) << ctx.notes[0];
+}
+
+/** One key block of online attention as lower/RowStatistics leaves it (rows s < 3, keys j < 4,
+ * head dim n < 8): P from the scores S, the block's P V matmul into B, the row sum of the same
+ * exponentials, the rescale factors once per row, then the output O = st.0 rescaled. `extra`
+ * reads B once more (which keeps the rewrite off). */
+Stmt online_block(bool extra) {
+    const Expr s = var("s"), j = var("j"), n = var("n");
+    const Expr e = Halide::exp(load(f32, "S", s * 4 + j));
+    const Stmt p = ProducerConsumer::make_produce(
+        "P", loop("s", 3, loop("j", 4, store("P", Cast::make(bf16, e), s * 4 + j))));
+    const Stmt v =
+        loop("j", 4, loop("n", 8, store("V_tile", load(bf16, "V", j * 8 + n), j * 8 + n)));
+    const Expr product = Cast::make(f32, load(bf16, "P", s * 4 + j)) *
+                         Cast::make(f32, load(bf16, "V_tile", j * 8 + n));
+    const Stmt b = ProducerConsumer::make_produce(
+        "B",
+        Block::make(
+            loop("s", 3, loop("n", 8, store("B", 0.0f, s * 8 + n))),
+            loop("j", 4,
+                 loop("s", 3,
+                      loop("n", 8, store("B", load(f32, "B", s * 8 + n) + product, s * 8 + n))))));
+    const Stmt sum =
+        Block::make(loop("s", 3, store("bsum", 0.0f, s)),
+                    loop("s", 3, loop("j", 4, store("bsum", e + load(f32, "bsum", s), s))));
+    const Expr f0 = load(f32, "f0", s), f1 = load(f32, "f1", s);
+    const Stmt rows = loop(
+        "s", 3,
+        lower::block({store("f0", Halide::exp(load(f32, "st.1", s) - load(f32, "bmax", s)), s),
+                      store("f1", Halide::exp(load(f32, "bmax", s) - load(f32, "st.1", s)), s),
+                      store("st.2", f0 * load(f32, "st.2", s) + f1 * load(f32, "bsum", s), s),
+                      store("st.1", Max::make(load(f32, "st.1", s), load(f32, "bmax", s)), s)}));
+    const Expr at = s * 8 + n;
+    const Stmt output =
+        loop("s", 3,
+             loop("n", 8, store("st.0", f0 * load(f32, "st.0", at) + f1 * load(f32, "B", at), at)));
+    std::vector<Stmt> body = {p, v, b, sum, rows, output};
+    if (extra)
+        body.push_back(loop("s", 3, store("o", load(f32, "B", s * 8), s)));
+    Stmt st = lower::block(body);
+    for (const std::string name : {"P", "V_tile", "B", "bsum", "f0", "f1"})
+        st = Allocate::make(name, name == "P" || name == "V_tile" ? bf16 : f32,
+                            Halide::MemoryType::Auto, {32}, const_true(), st);
+    return loop("c", 5, st);
+}
+
+CompileContext with_online_state() {
+    CompileContext ctx = context();
+    ctx.inputs = {"V"};
+    Halide::Func st("st");
+    Halide::Var x, y;
+    st(x, y) = {0.0f, 0.0f, 0.0f};
+    ctx.functions.emplace("st", st.function());
+    ctx.directives["st"].row_statistics = 1;
+    ctx.directives["B"].tile_mma = true;
+    return ctx;
+}
+
+TEST(AccumulateInPlace, TheBlockMatmulAccumulatesIntoTheRescaledOutput) {
+    CompileContext ctx = with_online_state();
+    const Stmt s = lower::accumulate_in_place(online_block(false), ctx);
+    EXPECT_TRUE(ctx.notes.empty()) << ctx.notes[0];
+    // No block accumulator: the matmul adds into O, which f0 rescaled first; f1 went into P.
+    EXPECT_EQ(occurrences(s, "B["), 0) << s;
+    EXPECT_EQ(occurrences(s, "st.0[(s*8) + n] = f0[s]*(float32)st.0[(s*8) + n]"), 1) << s;
+    EXPECT_EQ(occurrences(s, "st.0[(s*8) + n] = (float32)st.0[(s*8) + n] + (float32("), 1) << s;
+    EXPECT_EQ(occurrences(s, "P[(s*4) + j] = bfloat16((P.shared*f1[s]))"), 1) << s;
+    // One exponential per score: P and the row sum in one loop, sharing it.
+    EXPECT_EQ(occurrences(s, "exp_f32((float32)S["), 1) << s;
+    EXPECT_EQ(occurrences(s, "bsum[s] = P.shared + "), 1) << s;
+    // The factors before P, the running sum after the row sum.
+    std::ostringstream printed;
+    printed << s;
+    const std::string text = printed.str();
+    EXPECT_LT(text.find("f1[s] ="), text.find("P[(s*4) + j] ="));
+    EXPECT_LT(text.find("P[(s*4) + j] ="), text.find("st.2[s] ="));
+    EXPECT_TRUE(ctx.of("st.0").tile_mma);
+    EXPECT_FALSE(ctx.of("B").tile_mma);
+}
+
+TEST(AccumulateInPlace, AnotherReadOfTheBlockSumsKeepsTheStmt) {
+    CompileContext ctx = with_online_state();
+    const Stmt before = online_block(true);
+    const Stmt s = lower::accumulate_in_place(before, ctx);
+    EXPECT_TRUE(s.same_as(before)) << s;
+    ASSERT_EQ(ctx.notes.size(), 1u);
+    EXPECT_NE(ctx.notes[0].find("is read besides the update and the matmul"), std::string::npos)
+        << ctx.notes[0];
+    EXPECT_TRUE(ctx.of("B").tile_mma);
 }
 
 TEST(SoftwarePipeline, CorrectForAnyTripCountAndVersionCount) {
