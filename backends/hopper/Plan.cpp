@@ -1276,7 +1276,8 @@ private:
         }
     }
 
-    /** A 2-D tile TMA moves one box wide, rows of whole 128-byte blocks and a multiple of 8 rows
+    /** A 2-D tile (any dims past the second of one element) TMA moves one box wide, rows of whole
+     * 128-byte blocks and a multiple of 8 rows
      * (the swizzle atom), held swizzled (Tile::swizzled) where that spares bank conflicts: a
      * source only TMA stores read, or a tile only TMA loads write that element code reads down
      * its columns (read_down_columns), each of its accesses then placed in the swizzled blocks. */
@@ -1290,10 +1291,13 @@ private:
         }
         const int64_t bytes = tile.buffer->type.bytes();
         auto v = views.find(name);
-        if (tile.layout.size() != 2 || (bytes != 2 && bytes != 4) ||
-            (tile.layout[0] * bytes) % swizzle_bytes != 0 || tile.layout[1] % 8 != 0 ||
-            tile.layout[1] > max_box || v == views.end() || v->second.merged ||
-            v->second.rows > 1 || v->second.last || v->second.blocks > 1 ||
+        // (Dims past the second of one element each: a batch's or a head's, as 2-D.)
+        const bool two_d =
+            tile.layout.size() >= 2 && std::all_of(tile.layout.begin() + 2, tile.layout.end(),
+                                                   [](int64_t e) { return e == 1; });
+        if (!two_d || (bytes != 2 && bytes != 4) || (tile.layout[0] * bytes) % swizzle_bytes != 0 ||
+            tile.layout[1] % 8 != 0 || tile.layout[1] > max_box || v == views.end() ||
+            v->second.merged || v->second.rows > 1 || v->second.last || v->second.blocks > 1 ||
             !v->second.chunk.empty() || (!store && !read_down_columns(name, tile)))
             return;
         tile.swizzled = true;

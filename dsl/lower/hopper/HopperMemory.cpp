@@ -37,11 +37,17 @@ private:
     const std::set<std::string> &accumulators;
     std::map<std::string, int64_t> pitches; // staging tile -> its row pitch in elements
     std::set<std::string> from_accumulator;
+    /** Two dims, and any past them of one element (a batch's or a head's). */
+    static bool two_d(const ir::CopyOp &c) {
+        return c.dims.size() >= 2 &&
+               std::all_of(c.dims.begin() + 2, c.dims.end(),
+                           [](const ir::CopyDim &d) { return is_const_one(simplify(d.extent)); });
+    }
     void visit(const Evaluate *op) override {
         ir::CopyOp c;
         // The row pitch of the stage: the full tile's, the widest of its copies of more than one
         // row (a tail tile's copy may have its own); none if one is not a constant.
-        if (ir::as_copy(op, &c) && c.dst == output && c.dims.size() == 2 &&
+        if (ir::as_copy(op, &c) && c.dst == output && two_d(c) &&
             !is_const_one(simplify(c.dims[1].extent))) {
             const IntImm *pitch = simplify(c.dims[1].src_stride).as<IntImm>();
             auto known = pitches.find(c.src);
