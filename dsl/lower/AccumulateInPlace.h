@@ -22,12 +22,17 @@
  * into P: E f1 is FlashAttention's P, exp(x - m'). The sums are the same up to rounding (P is
  * rounded to bf16 after the product instead of before).
  *
+ * The block's row sum of the same exponentials (sum[row] += E, zeroed in the block) moves into
+ * P's loop, the exponential computed once for both (a let): one exp per score instead of two.
+ *
  * Soundness: the factors read only the running max and the block's max (the rows' Funcs), which
  * nothing between their new place (before P) and their old one writes (checked); O is read and
  * written in the block only by its update and the MMA (checked), in that order afterwards; f1's
  * row for P's element is the MMA's row of that element (checked: the MMA's index of B is O's
  * index of the update with the rows and columns renamed, P's row index at step of its rows).
- * Where a check fails the Stmt stays as it was, with a note.
+ * The row sum moves only over loops of P's extents, at P's row, past statements that neither
+ * touch it nor write what it reads, its zeroing with it. Where a check fails the Stmt stays as
+ * it was, with a note (the row sum alone: it stays where it was).
  */
 
 #include "tandem/Kernel.h"
