@@ -9,6 +9,8 @@
  *    32 banks of 4 bytes, so a warp's access takes as many wavefronts as the most distinct words
  *    it touches in one bank (a wgmma fragment's order puts 8 rows in one instruction: into an
  *    unswizzled f32 tile of 64 columns, an 8-way conflict);
+ *  - a row's values (FragmentEpilogue::row_loads) and a row reduction's element once per row:
+ *    the emitter loads and stores them once per thread and row;
  *  - the rounds it waits one after another: a shuffle reduction's 5 rounds per row (a warp per
  *    row takes its warp's rows in turn), a quad's 2, one thread's every access.
  * The GPU showed both (benchmarks/results/gpu_hopper_notes.md "Session 45": the online attention's

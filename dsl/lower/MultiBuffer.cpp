@@ -527,10 +527,9 @@ Stmt multi_buffer(const Stmt &s, CompileContext &ctx) {
             const bool value = dot != std::string::npos && dot + 1 < f.size() &&
                                f.find_first_not_of("0123456789", dot + 1) == std::string::npos;
             const std::string func = value ? f.substr(0, dot) : f;
+            // (A Tuple's value an MMA accumulates into, AccumulateInPlace's output: registers.)
             if (ctx.of(f).async_copy || ctx.slots.count(f) || ctx.of(func).tile_mma ||
-                ctx.of(f)
-                    .tile_mma || // (a Tuple's value an MMA accumulates into: accumulate_in_place)
-                find.sources.count(f))
+                ctx.of(f).tile_mma || find.sources.count(f))
                 continue;
             SlotSize size(f, ctx);
             result.accept(&size);
