@@ -23,26 +23,6 @@ const Load *load_named(const Expr &e, const std::string &name) {
     return l && l->name == name ? l : nullptr;
 }
 
-/** The buffers an expression loads from. */
-std::set<std::string> loaded(const Expr &e) {
-    std::set<std::string> names;
-    struct Loads : IRVisitor {
-        std::set<std::string> &names;
-        explicit Loads(std::set<std::string> &n) : names(n) {}
-        using IRVisitor::visit;
-        void visit(const Load *op) override {
-            names.insert(op->name);
-            IRVisitor::visit(op);
-        }
-    } loads(names);
-    e.accept(&loads);
-    return names;
-}
-
-bool meets(const std::set<std::string> &a, const std::set<std::string> &b) {
-    return std::any_of(a.begin(), a.end(), [&](const std::string &x) { return b.count(x) > 0; });
-}
-
 Expr uncast(const Expr &e) {
     const Cast *c = e.as<Cast>();
     return c ? c->value : e;

@@ -1,5 +1,7 @@
 #include "tandem/Nest.h"
 
+#include <algorithm>
+
 #include "tandem/AsyncIR.h"
 
 namespace tandem::lower {
@@ -204,6 +206,40 @@ bool has_division(const Expr &e) {
 
 bool is_core_loop(const std::string &n) {
     return n.size() > 8 && n.compare(n.size() - 8, 8, ".on_core") == 0;
+}
+
+namespace {
+
+class Loads : public IRVisitor {
+public:
+    std::set<std::string> names;
+
+private:
+    using IRVisitor::visit;
+    void visit(const Load *op) override {
+        names.insert(op->name);
+        IRVisitor::visit(op);
+    }
+};
+
+} // namespace
+
+std::set<std::string> loaded(const Stmt &s) {
+    Loads l;
+    if (s.defined())
+        s.accept(&l);
+    return l.names;
+}
+
+std::set<std::string> loaded(const Expr &e) {
+    Loads l;
+    if (e.defined())
+        e.accept(&l);
+    return l.names;
+}
+
+bool meets(const std::set<std::string> &a, const std::set<std::string> &b) {
+    return std::any_of(a.begin(), a.end(), [&](const std::string &x) { return b.count(x) > 0; });
 }
 
 Stmt remove_no_ops(const Stmt &s) {

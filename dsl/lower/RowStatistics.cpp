@@ -50,28 +50,12 @@ std::set<std::string> variables(const Expr &e) {
     return names;
 }
 
-/** The buffers a statement loads from. */
-std::set<std::string> loaded(const Stmt &s) {
-    std::set<std::string> names;
-    if (s.defined())
-        each<Load>(s, [&](const Load *l) { names.insert(l->name); });
-    return names;
-}
-
 /** The buffers a statement stores to. */
 std::set<std::string> stored(const Stmt &s) {
     std::set<std::string> names;
     if (s.defined())
         each<Store>(s, [&](const Store *st) { names.insert(st->name); });
     return names;
-}
-
-bool meets(const std::set<std::string> &a, const std::set<std::string> &b) {
-    for (const std::string &x : a) {
-        if (b.count(x))
-            return true;
-    }
-    return false;
 }
 
 /** The values a row's column statements compute that are the same along the columns: largest

@@ -552,13 +552,18 @@ TEST(RowStatistics, ARescaleFactorIsComputedOncePerRow) {
     EXPECT_TRUE(columns->body.as<For>()) << s;
 }
 
-TEST(RowStatistics, AReadAfterTheStoreKeepsThemPerElement) {
-    CompileContext ctx = with_running_state();
-    const Stmt before = running_state(true);
-    const Stmt s = lower::row_statistics(before, ctx);
+/** Expects `pass` to leave `before` as it is, with one note holding `why`. */
+void expect_kept(Stmt (*pass)(const Stmt &, CompileContext &), const Stmt &before,
+                 CompileContext &ctx, const std::string &why) {
+    const Stmt s = pass(before, ctx);
     EXPECT_TRUE(s.same_as(before)) << s;
     ASSERT_EQ(ctx.notes.size(), 1u);
-    EXPECT_NE(ctx.notes[0].find("stay per element"), std::string::npos) << ctx.notes[0];
+    EXPECT_NE(ctx.notes[0].find(why), std::string::npos) << ctx.notes[0];
+}
+
+TEST(RowStatistics, AReadAfterTheStoreKeepsThemPerElement) {
+    CompileContext ctx = with_running_state();
+    expect_kept(lower::row_statistics, running_state(true), ctx, "stay per element");
 }
 
 /** One key block of online attention as lower/RowStatistics leaves it (rows s < 3, keys j < 4,
@@ -641,12 +646,8 @@ TEST(AccumulateInPlace, TheBlockMatmulAccumulatesIntoTheRescaledOutput) {
 
 TEST(AccumulateInPlace, AnotherReadOfTheBlockSumsKeepsTheStmt) {
     CompileContext ctx = with_online_state();
-    const Stmt before = online_block(true);
-    const Stmt s = lower::accumulate_in_place(before, ctx);
-    EXPECT_TRUE(s.same_as(before)) << s;
-    ASSERT_EQ(ctx.notes.size(), 1u);
-    EXPECT_NE(ctx.notes[0].find("is read besides the update and the matmul"), std::string::npos)
-        << ctx.notes[0];
+    expect_kept(lower::accumulate_in_place, online_block(true), ctx,
+                "is read besides the update and the matmul");
     EXPECT_TRUE(ctx.of("B").tile_mma);
 }
 

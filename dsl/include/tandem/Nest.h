@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,12 @@ Expr int_var(const std::string &name);
 /** The statements of a block in order (nested blocks flattened, no-ops dropped), and back. */
 std::vector<Stmt> flatten(const Stmt &s);
 Stmt block(const std::vector<Stmt> &parts);
+
+/** The buffers a statement or an expression loads from. */
+std::set<std::string> loaded(const Stmt &s);
+std::set<std::string> loaded(const Expr &e);
+/** Whether two sets of names share one. */
+bool meets(const std::set<std::string> &a, const std::set<std::string> &b);
 
 /** Drops no-op statements (Evaluate of a constant) from blocks. */
 Stmt remove_no_ops(const Stmt &s);
