@@ -438,6 +438,9 @@ void CodeGen::epilogue(const ir::VectorOp &v, const Stmt &nest, const std::strin
         fragment = "[" + block + "][i + 1]";
         std::string second = expr(next);
         fragment = "[" + block + "][i]";
+        // (An operand made on chip is placed by the fragment's row and column.)
+        if (tile.on_chip)
+            fragment_row = r, fragment_col = c;
         std::string index = tile_index(tile, pair->index),
                     target = c_name(pair->name) + "[" + index + "]";
         open("for (int i = " + registers(a, e.block_columns) + "; i += 2) {");
@@ -456,6 +459,23 @@ void CodeGen::epilogue(const ir::VectorOp &v, const Stmt &nest, const std::strin
         os << line() << target << " = "
            << (tile.buffer->type.is_bfloat() ? "__float2bfloat16_rn(" + first + ")" : first)
            << ";\n";
+        // An operand made on chip: zeros outside the nest (the padding the next wgmma reads).
+        const std::string zero =
+            tile.buffer->type.is_bfloat() ? "__float2bfloat16_rn(0.0f)" : "0.0f";
+        if (!e.operands.empty()) {
+            // (the single store is the operand's: placed by the fragment's row and column)
+            fragment_col = "(" + c + " + 1)";
+            const std::string next_target =
+                c_name(pair->name) + "[" + tile_index(tile, pair->index) + "]";
+            fragment_col = c;
+            os << line() << next_target << " = " << zero << ";\n";
+            close("} else {");
+            scopes.emplace_back();
+            indent++;
+            os << line() << target << " = " << zero << ";\n";
+            os << line() << next_target << " = " << zero << ";\n";
+        }
+        fragment_row.clear(), fragment_col.clear();
         close();
         close();
     } else {

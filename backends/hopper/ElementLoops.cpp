@@ -366,8 +366,10 @@ FragmentEpilogue map_epilogue(const Plan &plan, const ir::VectorOp &v, const Stm
         e.row_loads.push_back(l);
     }
 
-    // The paired store: the body's single store, into a plain bf16 or f32 tile, where columns col
-    // and col + 1 are adjacent elements and col lands on an even one.
+    // The paired store: the body's single store, into a plain bf16 or f32 tile or an MMA operand
+    // made on chip (P: 128B-swizzling moves 16-byte chunks, so an even element's pair stays
+    // beside it), where columns col and col + 1 are adjacent elements and col lands on an even
+    // one.
     const Store *st = body.as<Store>();
     auto t = st ? plan.tiles.find(st->name) : plan.tiles.end();
     for (const Store *other : collect<Store>(body)) {
@@ -375,7 +377,7 @@ FragmentEpilogue map_epilogue(const Plan &plan, const ir::VectorOp &v, const Stm
         if (o != plan.tiles.end() && o->second.on_chip)
             e.operands.push_back(other);
     }
-    if (t == plan.tiles.end() || t->second.kind != TileKind::Plain)
+    if (t == plan.tiles.end() || (t->second.kind != TileKind::Plain && !t->second.on_chip))
         return e;
     const Halide::Type &type = t->second.buffer->type;
     if (!(type.is_bfloat() && type.bits() == 16) && !(type.is_float() && type.bits() == 32))

@@ -370,6 +370,10 @@ void CodeGen::intrinsic(const Stmt &s) {
         os << line()
            << "hopper::fence_proxy_async_shared(); // this thread's smem writes, before the "
               "async proxy (a TMA store, a wgmma operand) reads them\n";
+        // Then a barrier before the async proxy reads what other threads wrote: a barrier
+        // passed before the fence does not order their fenced writes.
+        pending_sync = true;
+        synced = false;
     } else if (ir::as_advance(s, &counter)) {
         os << line() << c_name(counter) << " += 1;\n";
     } else if (ir::as_setmaxnreg(s, &registers, &increase)) {

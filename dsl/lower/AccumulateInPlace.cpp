@@ -132,6 +132,11 @@ struct Plan {
     const For *sum_nest = nullptr, *sum_init = nullptr;
     std::map<std::string, Expr> sum_renamed;
     Expr shared;
+    // With a producer warpgroup (lower/hopper/OverlapSoftmax): the exponentials stored into the
+    // scores' accumulator in place (with the row sum), P then rounded from them in a loop of its
+    // own, so that only P's loop must wait for the previous block's P V matmul.
+    std::string scores;
+    Expr scores_index;
 };
 
 /** The transcendental calls of an expression (exp, log, ...). */
@@ -228,6 +233,75 @@ void find_row_sum(const Survey &survey, const std::vector<const For *> &around, 
         p->shared = shared;
         return;
     }
+}
+
+/** Whether `index` names a different element at each iteration of `loops` (affine, constant
+ * steps, each loop's span within the next larger step). */
+bool visits_once(const Expr &index, const std::vector<Loop> &loops) {
+    std::vector<std::pair<int64_t, int64_t>> steps; // (step, extent)
+    for (const Loop &l : loops) {
+        const Expr step = affine_step(index, l.name);
+        const Expr extent = simplify(l.extent);
+        if (!step.defined() || !is_const(simplify(step)) || !is_const(extent))
+            return false;
+        const int64_t st = *as_const_int(simplify(step)), ex = *as_const_int(extent);
+        if (ex <= 1)
+            continue;
+        if (st <= 0)
+            return false;
+        steps.emplace_back(st, ex);
+    }
+    std::sort(steps.begin(), steps.end());
+    for (size_t i = 0; i + 1 < steps.size(); i++) {
+        if (steps[i].first * steps[i].second > steps[i + 1].first)
+            return false;
+    }
+    return true;
+}
+
+/** The scores' accumulator the exponentials read, if they may be stored into it in place
+ * (Plan::scores): one matmul's accumulator read at one element per iteration of P's loops, each
+ * element once, written in the block only before P and read after P only in P's loop. */
+void find_scores(const Survey &survey, const CompileContext &ctx, Plan *p) {
+    // The exponential's loads (in P's loop vars).
+    struct Loads : IRVisitor {
+        std::vector<const Load *> found;
+        using IRVisitor::visit;
+        void visit(const Load *op) override {
+            found.push_back(op);
+            IRVisitor::visit(op);
+        }
+    } loads;
+    p->shared.accept(&loads);
+    const Load *scores = nullptr;
+    for (const Load *l : loads.found) {
+        if (!ctx.of(l->name).tile_mma)
+            continue;
+        if (scores && (scores->name != l->name || !equal(scores->index, l->index)))
+            return;
+        scores = l;
+    }
+    // (A load P and the row sum share is surveyed at one of the two places.)
+    auto in_p_or_sum = [&](const Load *l) {
+        const std::vector<const For *> &at = survey.load_loops.at(l);
+        return std::find(at.begin(), at.end(), p->operand_nest) != at.end() ||
+               std::find(at.begin(), at.end(), p->sum_nest) != at.end();
+    };
+    if (!scores || !visits_once(scores->index, loops_of(p->operand_nest)))
+        return;
+    const int from = survey.produced_at.at(p->produce_a).order;
+    for (const Store *st : stores_to(survey, scores->name)) {
+        const std::vector<const For *> &at = survey.stores.at(st).loops;
+        if (survey.stores.at(st).order > from ||
+            std::find(at.begin(), at.end(), p->blocks) == at.end())
+            return;
+    }
+    for (const Load *l : survey.loads.at(scores->name)) {
+        if (survey.load_order.at(l) > from && !in_p_or_sum(l))
+            return;
+    }
+    p->scores = scores->name;
+    p->scores_index = scores->index;
 }
 
 Plan plan_of(const Stmt &s, const CompileContext &ctx, const std::string &o) {
@@ -407,6 +481,8 @@ Plan plan_of(const Stmt &s, const CompileContext &ctx, const std::string &o) {
     p.f1_row = Variable::make(Halide::Int(32), p.operand_row);
     p.operand_nest = survey.nest_of.count(p.operand) ? survey.nest_of.at(p.operand) : nullptr;
     find_row_sum(survey, around, &p);
+    if (p.sum && ctx.of(ctx.output).warp_specialize)
+        find_scores(survey, ctx, &p);
     return p;
 }
 
@@ -421,19 +497,40 @@ private:
     static Stmt nothing() { return Evaluate::make(0); }
 
     /** P's nest (rewritten) with the row sum's update beside P's store, the call they share
-     * computed once. */
+     * computed once; or (Plan::scores) that call stored into the scores in place beside the row
+     * sum, then P from the scores in a nest of its own. */
     Stmt with_row_sum(const Stmt &nest) const {
-        if (const For *f = nest.as<For>())
-            return For::make(f->name, f->min, f->extent, f->for_type, f->device_api,
-                             with_row_sum(f->body));
-        const Store *st = nest.as<Store>();
+        const Store *st = innermost(nest);
         const std::string name = p.a + ".shared";
         const Expr shared = Variable::make(p.shared.type(), name);
-        const Stmt sum = substitute(p.sum_renamed, Stmt(p.sum));
-        return LetStmt::make(name, p.shared,
-                             block({Store::make(st->name, substitute(p.shared, shared, st->value),
-                                                st->index, st->param, st->predicate, st->alignment),
-                                    substitute(p.shared, shared, sum)}));
+        const Stmt sum = substitute(p.shared, shared, substitute(p.sum_renamed, Stmt(p.sum)));
+        if (p.scores.empty()) {
+            return around(
+                nest, LetStmt::make(
+                          name, p.shared,
+                          block({with_value(st, substitute(p.shared, shared, st->value)), sum})));
+        }
+        const Expr scores =
+            Load::make(p.shared.type(), p.scores, p.scores_index, Halide::Buffer<>(), Parameter(),
+                       const_true(), ModulusRemainder());
+        const Stmt in_place = Store::make(p.scores, shared, p.scores_index, Parameter(),
+                                          const_true(), ModulusRemainder());
+        return block({around(nest, LetStmt::make(name, p.shared, block({in_place, sum}))),
+                      around(nest, with_value(st, substitute(p.shared, scores, st->value)))});
+    }
+    static const Store *innermost(const Stmt &nest) {
+        const For *f = nest.as<For>();
+        return f ? innermost(f->body) : nest.as<Store>();
+    }
+    /** The loops of `nest` around `body`. */
+    static Stmt around(const Stmt &nest, const Stmt &body) {
+        const For *f = nest.as<For>();
+        return f ? For::make(f->name, f->min, f->extent, f->for_type, f->device_api,
+                             around(f->body, body))
+                 : body;
+    }
+    static Stmt with_value(const Store *st, const Expr &value) {
+        return Store::make(st->name, value, st->index, st->param, st->predicate, st->alignment);
     }
 
     bool moved(const std::string &buffer) const {

@@ -13,6 +13,7 @@
 #include "lower/TileCopy.h"
 #include "lower/TileMma.h"
 #include "lower/VectorOps.h"
+#include "lower/hopper/IntraWarpgroupOverlap.h"
 #include "lower/hopper/WarpSpecialize.h"
 #include "lower/zpu/EngineSync.h"
 #include "lower/zpu/ZpuMemory.h"
@@ -649,6 +650,92 @@ TEST(AccumulateInPlace, AnotherReadOfTheBlockSumsKeepsTheStmt) {
     expect_kept(lower::accumulate_in_place, online_block(true), ctx,
                 "is read besides the update and the matmul");
     EXPECT_TRUE(ctx.of("B").tile_mma);
+}
+
+TEST(AccumulateInPlace, WithAProducerWarpgroupTheExponentialsStayInTheScores) {
+    CompileContext ctx = with_online_state();
+    ctx.output = "st";
+    ctx.directives["st"].warp_specialize = true;
+    ctx.directives["S"].tile_mma = true;
+    const Stmt s = lower::accumulate_in_place(online_block(false), ctx);
+    EXPECT_TRUE(ctx.notes.empty()) << ctx.notes[0];
+    // The exponential stored into S in place beside the row sum, P rounded from S afterwards
+    // in a loop of its own (only that loop must wait for the previous block's P V).
+    EXPECT_EQ(occurrences(s, "exp_f32((float32)S["), 1) << s;
+    EXPECT_EQ(occurrences(s, "S[(s*4) + j] = P.shared"), 1) << s;
+    EXPECT_EQ(occurrences(s, "P[(s*4) + j] = bfloat16(((float32)S[(s*4) + j]*f1[s]))"), 1) << s;
+    std::ostringstream printed;
+    printed << s;
+    const std::string text = printed.str();
+    EXPECT_LT(text.find("bsum[s] = P.shared"), text.find("P[(s*4) + j] ="));
+}
+
+/** A consumer's loop over key blocks after lower/hopper/MmaInFlight: the scores S = Q K (its
+ * ring of K), their max (touches neither O, P nor V), P from them, O += P V (its ring of V),
+ * then the running max. `post_reads_o` makes the last statement read O. */
+Stmt consumer_blocks(bool post_reads_o) {
+    const Expr i = var("i"), c = var("c");
+    const Expr k_slot = var("k.ring") % 2, v_slot = var("v.slot");
+    ir::MmaOp qk{"S", "Q", "K", 0, 1, 8, 0, 1, 8, k_slot * 64, 1, 8, 8, 8, 8};
+    ir::MmaOp pv{"O", "P", "V", 0, 1, 8, 0, 1, 8, v_slot * 64, 1, 8, 8, 8, 8};
+    const Stmt x =
+        lower::block({ir::make_wait({"V.full", v_slot, var("v.ring") / 2 % 2}),
+                      ir::make_fence_proxy_async(), ir::make_mma(pv), ir::make_mma_wait("O", 0),
+                      ir::make_arrive({"V.empty", v_slot}), ir::make_advance("v.ring"),
+                      post_reads_o ? store("m", load(f32, "O", 0), 0) : store("m", c, 0)});
+    return loop(
+        "c", 4,
+        lower::block({loop("i", 64, store("S", 0.0f, i)),
+                      ir::make_wait({"K.full", k_slot, var("k.ring") / 2 % 2}), ir::make_mma(qk),
+                      ir::make_mma_wait("S", 0), ir::make_arrive({"K.empty", k_slot}),
+                      ir::make_advance("k.ring"), store("bmax", load(f32, "S", 0), 0),
+                      loop("i", 64, store("P", Cast::make(bf16, load(f32, "S", i)), i)),
+                      LetStmt::make("v.slot", var("v.ring") % 2, x)}));
+}
+
+TEST(IntraWarpgroupOverlap, TheSecondMmaRunsUnderTheNextIterationsVectorWork) {
+    CompileContext ctx = context();
+    const Stmt s = lower::overlap_within_warpgroup(consumer_blocks(false), ctx);
+    ASSERT_EQ(ctx.notes.size(), 1u);
+    EXPECT_NE(ctx.notes[0].find("one iteration late"), std::string::npos) << ctx.notes[0];
+    // Iteration 0 without P V, iterations 1..3, then the last P V.
+    const std::vector<Stmt> parts = lower::flatten(s);
+    const auto loop_at = std::find_if(parts.begin(), parts.end(), [](const Stmt &p) {
+        return p.as<For>() && p.as<For>()->name == "c";
+    });
+    ASSERT_NE(loop_at, parts.end()) << s;
+    const For *steady = loop_at->as<For>();
+    const Stmt before = lower::block(std::vector<Stmt>(parts.begin(), loop_at)),
+               after = lower::block(std::vector<Stmt>(loop_at + 1, parts.end()));
+    EXPECT_EQ(occurrences(before, "tandem_mma(\"O\""), 0) << s;
+    EXPECT_EQ(occurrences(before, "m[0] = 0"), 1) << s;
+    EXPECT_TRUE(is_const(steady->min, 1) && is_const(steady->extent, 3)) << s;
+    EXPECT_EQ(occurrences(after, "tandem_mma(\"O\""), 1) << s;
+    // In the loop: S's MMA, then P V's, a wait for S's alone, the max, the wait for P V and V's
+    // release, then P (which P V read) and the running max.
+    std::ostringstream printed;
+    printed << Stmt(steady);
+    const std::string text = printed.str();
+    const std::vector<std::string> order = {"tandem_mma(\"S\"",
+                                            "tandem_mma(\"O\"",
+                                            "tandem_mma_wait(\"S\", 1)",
+                                            "bmax[0] =",
+                                            "tandem_mma_wait(\"O\", 0)",
+                                            "tandem_arrive(\"V.empty\"",
+                                            "P[i] =",
+                                            "m[0] ="};
+    for (size_t k = 0; k + 1 < order.size(); k++) {
+        ASSERT_NE(text.find(order[k]), std::string::npos) << order[k] << "\n" << text;
+        EXPECT_LT(text.find(order[k]), text.find(order[k + 1])) << order[k] << "\n" << text;
+    }
+    // P V of iteration c - 1 uses that iteration's V version.
+    EXPECT_EQ(occurrences(Stmt(steady), "let v.slot = v.ring % 2"), 2) << text;
+}
+
+TEST(IntraWarpgroupOverlap, AStatementAfterTheSecondMmaReadingItsAccumulatorKeepsTheLoop) {
+    CompileContext ctx = context();
+    expect_kept(lower::overlap_within_warpgroup, consumer_blocks(true), ctx,
+                "after the second touches O");
 }
 
 TEST(SoftwarePipeline, CorrectForAnyTripCountAndVersionCount) {

@@ -1,6 +1,7 @@
 #include "HopperTarget.h"
 
 #include "HopperMemory.h"
+#include "IntraWarpgroupOverlap.h"
 #include "MmaInFlight.h"
 #include "WarpSpecialize.h"
 #include "lower/AccumulateInPlace.h"
@@ -63,6 +64,7 @@ TargetLowering hopper_target() {
                                 Kernel &k) { return specialize_warps(s, ctx, k.buffers); }},
         {"keep_mmas_in_flight",
          [](const Stmt &s, CompileContext &, Kernel &) { return keep_mmas_in_flight(s); }},
+        pass("overlap_within_warpgroup", overlap_within_warpgroup),
         pass("multicast_in_clusters", multicast_in_clusters),
         drop_guards_step(),
     };
