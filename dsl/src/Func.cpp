@@ -17,6 +17,10 @@ void record_row_statistics(Halide::Func &f, int columns) {
     record(f, "row_statistics", std::to_string(columns));
 }
 
+void record_masked_block_max(Halide::Func &f, const std::string &block_loop) {
+    record(f, "masked_block_max", block_loop);
+}
+
 Directives directives_of(const Halide::Internal::Function &f) {
     Directives d;
     for (const std::string &tag : f.get_trace_tags()) {
@@ -47,6 +51,8 @@ Directives directives_of(const Halide::Internal::Function &f) {
             d.vectorized = true;
         else if (key == "row_statistics")
             d.row_statistics = std::stoi(value);
+        else if (key == "masked_block_max")
+            d.masked_block_max = value;
     }
     return d;
 }

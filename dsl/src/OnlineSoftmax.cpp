@@ -309,6 +309,9 @@ OnlineSoftmax Stage::online_softmax(const RVar &keys, int block, const Func &con
         columns++;
     if (columns > 0)
         record_row_statistics(state, columns);
+    // A block whose every key the mask hides leaves the state as it was (lower/SkipMaskedBlocks).
+    if (!is_const_one(simplify(mask)))
+        record_masked_block_max(bmax, state.name() + ".s1." + rc.x.name());
 
     std::vector<VarOrRVar> order(all.begin(), all.end());
     order.push_back(rc.x);

@@ -9,6 +9,7 @@
 #include "lower/MultiBuffer.h"
 #include "lower/RejoinTails.h"
 #include "lower/RowStatistics.h"
+#include "lower/SkipMaskedBlocks.h"
 #include "lower/SoftwarePipeline.h"
 #include "lower/TileCopy.h"
 #include "lower/TileMma.h"
@@ -736,6 +737,47 @@ TEST(IntraWarpgroupOverlap, AStatementAfterTheSecondMmaReadingItsAccumulatorKeep
     CompileContext ctx = context();
     expect_kept(lower::overlap_within_warpgroup, consumer_blocks(true), ctx,
                 "after the second touches O");
+}
+
+/** The online softmax's key blocks c of tile t (4 rows s, blocks of 4 keys j): the block max
+ * over a causal mask (key c * 4 + j after row t * 4 + s: -inf), `masked` false: over keys that
+ * no mask hides. */
+Stmt causal_blocks(bool masked) {
+    const Expr s = var("s"), j = var("j"), c = var("c"), t = var("t");
+    const Expr x = load(f32, "S", s * 4 + j);
+    const Expr value = masked ? Select::make(t * 4 + s < c * 4 + j, f32.min(), x) : x;
+    return loop(
+        "c", 8,
+        lower::block(
+            {loop("s", 4, store("bmax", f32.min(), s)),
+             loop("s", 4, loop("j", 4, store("bmax", Max::make(load(f32, "bmax", s), value), s))),
+             loop("s", 4, store("st", load(f32, "bmax", s), s))}));
+}
+
+TEST(SkipMaskedBlocks, TheBlockLoopEndsAtTheTilesLastDiagonal) {
+    CompileContext ctx = context();
+    ctx.directives["bmax"].masked_block_max = "c";
+    const Stmt s = lower::skip_masked_blocks(causal_blocks(true), ctx);
+    const For *blocks = s.as<For>();
+    ASSERT_TRUE(blocks) << s;
+    // Block c sees a key of row t * 4 + 3 while c * 4 <= t * 4 + 3: blocks 0..t.
+    for (int t = 0; t < 10; t++) {
+        const Expr extent = simplify(substitute("t", t, blocks->extent));
+        EXPECT_TRUE(is_const(extent, std::min(t + 1, 8))) << t << ": " << extent;
+    }
+    ASSERT_EQ(ctx.notes.size(), 1u);
+    EXPECT_NE(ctx.notes[0].find("ends where the mask hides"), std::string::npos) << ctx.notes[0];
+}
+
+TEST(SkipMaskedBlocks, WithoutAMaskEveryBlockRuns) {
+    CompileContext ctx = context();
+    ctx.directives["bmax"].masked_block_max = "c";
+    const Stmt before = causal_blocks(false);
+    const Stmt s = lower::skip_masked_blocks(before, ctx);
+    ASSERT_TRUE(s.as<For>()) << s;
+    EXPECT_TRUE(is_const(s.as<For>()->extent, 8)) << s;
+    ASSERT_EQ(ctx.notes.size(), 1u);
+    EXPECT_NE(ctx.notes[0].find("no bound found"), std::string::npos) << ctx.notes[0];
 }
 
 TEST(SoftwarePipeline, CorrectForAnyTripCountAndVersionCount) {

@@ -46,6 +46,9 @@ struct Directives {
     bool vectorized = false;  // a Halide vectorize was requested (the ZPU rejects it)
     int row_statistics = 0;   // > 0: the Tuple's components after the first are the same along
                               // the first n dimensions (online_softmax's running max and sum)
+    /** online_softmax's block max: a key block whose every key the mask hides (this Func -inf
+     * at every row) leaves the state as it was; the block loop's name (lower/SkipMaskedBlocks). */
+    std::string masked_block_max;
 };
 
 /** The directives recorded on a Halide Function (default ones if none). */
@@ -54,6 +57,8 @@ Directives directives_of(const Halide::Internal::Function &f);
 /** Records that `f`'s Tuple components after the first are the same along its first `columns`
  * dimensions (Directives::row_statistics; online_softmax's state). */
 void record_row_statistics(Halide::Func &f, int columns);
+/** Records Directives::masked_block_max on online_softmax's block max. */
+void record_masked_block_max(Halide::Func &f, const std::string &block_loop);
 
 class Func;
 struct OnlineSoftmax;
