@@ -556,10 +556,11 @@ private:
         const auto keep = [&] {
             return For::make(op->name, op->min, op->extent, op->for_type, op->device_api, body);
         };
-        // (a loop around a skewed one keeps its order; so does the loop over a core's tiles,
-        // whose extent is the core's: the round trips are those of the blocks of one tile)
-        if (k <= 0 || k >= int(leaves.leaves.size()) || skewed > inner || uses_core_id(op->min) ||
-            uses_core_id(op->extent))
+        // (a loop around a skewed one keeps its order; so does the loop over a core's tiles:
+        // the round trips are those of the blocks of one tile. A key loop whose extent is its
+        // tile's, a causal one's, is skewed: both sides run the same count.)
+        if (k <= 0 || k >= int(leaves.leaves.size()) || skewed > inner || is_core_loop(op->name) ||
+            uses_core_id(op->min))
             return keep();
         shared.clear();
         crossed = false;
