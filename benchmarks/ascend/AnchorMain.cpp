@@ -76,8 +76,10 @@ int attention(tandem::sim::ascend::Machine &machine, std::mt19937 &rng, int32_t 
 int main(int argc, char **argv) {
     const std::string which = argc > 1 ? argv[1] : "";
     tandem::sim::ascend::AscendParams params; // the built-in 910B description's values
-    tandem::sim::ascend::Machine machine(params,
-                                         /*numerics=*/true); // the kernels read their tiling
+    // ASCEND_ANCHOR_TRACE=path: a Chrome/Perfetto trace of the run, as conformance_gen --trace.
+    const char *trace = std::getenv("ASCEND_ANCHOR_TRACE");
+    tandem::sim::ascend::Machine machine(params, /*numerics=*/true, // the kernels read their tiling
+                                         /*trace=*/trace != nullptr);
     std::mt19937 rng(1);
     if (which == "gemm" && argc == 5) {
         const int32_t M = std::atoi(argv[2]), N = std::atoi(argv[3]), K = std::atoi(argv[4]);
@@ -121,9 +123,13 @@ int main(int argc, char **argv) {
                       "\"n\": " + std::to_string(n) + ", \"tile\": " + std::to_string(tile),
                       machine.finish());
     }
-    if (which == "attention" && argc == 7)
-        return attention(machine, rng, std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4]),
-                         std::atoi(argv[5]), std::atoi(argv[6]));
+    if (which == "attention" && argc == 7) {
+        const int rc = attention(machine, rng, std::atoi(argv[2]), std::atoi(argv[3]),
+                                 std::atoi(argv[4]), std::atoi(argv[5]), std::atoi(argv[6]));
+        if (trace)
+            machine.write_trace(trace);
+        return rc;
+    }
     std::fprintf(stderr,
                  "usage: ascend_anchor gemm M N K | elementwise n tile | attention S L D TM TJ\n");
     return 2;

@@ -339,9 +339,25 @@ Plan plan_of(const Stmt &s, const CompileContext &ctx, const std::string &o) {
                 p.f0_load = f0, p.f1_load = f1;
             }
         }
+        // O[i] = F0[r] * O[i] + B[i]: the block's exponentials taken against the running max
+        // (lower/RunningMax), f1 = 1.
+        for (const auto &[x, y] : {std::pair{add->a, add->b}, std::pair{add->b, add->a}}) {
+            const Mul *mx = x.as<Mul>();
+            const Load *by = y.as<Load>();
+            if (!mx || !by || by->name == o || !equal(by->index, st->index) ||
+                !ctx.of(by->name).tile_mma)
+                continue;
+            for (const auto &[self, factor] : {std::pair{mx->a, mx->b}, std::pair{mx->b, mx->a}}) {
+                const Load *ls = self.as<Load>(), *lf = factor.as<Load>();
+                if (ls && lf && ls->name == o && equal(ls->index, st->index) && lf->name != o) {
+                    p.update = st, p.b = by->name, p.f0 = lf->name, p.f1 = "";
+                    p.f0_load = factor, p.f1_load = Expr();
+                }
+            }
+        }
     }
     if (!p.update)
-        throw Kept{"its update is not O f0 + B f1 with B a matmul's"};
+        throw Kept{"its update is not O f0 + B f1 or O f0 + B with B a matmul's"};
     if (!survey.nest_of.count(p.update))
         throw Kept{"the update of " + o + " is not a perfect loop nest"};
     p.update_nest = survey.nest_of.at(p.update);
@@ -351,7 +367,10 @@ Plan plan_of(const Stmt &s, const CompileContext &ctx, const std::string &o) {
     p.blocks = around.back();
 
     // The factors: one store each, in one loop over the rows beside the update.
-    for (const std::string &f : {p.f0, p.f1}) {
+    std::vector<std::string> factor_names = {p.f0};
+    if (!p.f1.empty())
+        factor_names.push_back(p.f1);
+    for (const std::string &f : factor_names) {
         const std::vector<const Store *> st = stores_to(survey, f);
         if (st.size() != 1 || survey.stores.at(st[0]).loops.empty())
             throw Kept{"the rescale factor " + f + " is not stored once in a loop over the rows"};
@@ -361,7 +380,7 @@ Plan plan_of(const Stmt &s, const CompileContext &ctx, const std::string &o) {
         p.factor_buffers.push_back(survey.allocations.at(f));
     }
     p.rows = survey.stores.at(p.factors[0]).loops.back();
-    if (survey.stores.at(p.factors[1]).loops.back() != p.rows ||
+    if (survey.stores.at(p.factors.back()).loops.back() != p.rows ||
         survey.fors.at(p.rows).loops != around)
         throw Kept{"the rescale factors are not computed in one loop beside the update"};
 
@@ -431,18 +450,22 @@ Plan plan_of(const Stmt &s, const CompileContext &ctx, const std::string &o) {
     }
     const int from = survey.produced_at.at(p.produce_a).order,
               to = survey.stores.at(p.factors[0]).order;
-    if (to < from)
+    if (p.f1.empty() && survey.stores.at(p.factors.back()).order < from) {
+        // Made before the operand already (lower/RunningMax): they stay.
+        p.factors.clear();
+        p.factor_buffers.clear();
+    } else if (to < from) {
         throw Kept{"the rescale factors come before the operand"};
+    }
     for (const auto &[st, place] : survey.stores) {
-        if (place.order > from && place.order < to && read.count(st->name))
+        if (!p.factors.empty() && place.order > from && place.order < to && read.count(st->name))
             throw Kept{"the rescale factors read " + st->name + ", written after the operand"};
     }
 
     // f1's row for P's element: the update's row var r, the matmul's row (the var stepping B's
     // index as r steps O's), P's row in its producer (stepping its index as the matmul's row
     // steps A's).
-    const Load *f1 = p.f1_load.as<Load>();
-    const Variable *r = f1->index.as<Variable>();
+    const Variable *r = p.f0_load.as<Load>()->index.as<Variable>();
     const std::vector<Loop> update_loops = loops_of(p.update_nest),
                             mma_loops = loops_of(survey.nest_of.at(p.mma));
     if (!r || std::none_of(update_loops.begin(), update_loops.end(),
@@ -551,7 +574,7 @@ private:
             return Store::make(p.o, self + op->value.as<Add>()->b, op->index, Parameter(),
                                op->predicate, ModulusRemainder());
         }
-        if (op == p.operand) {
+        if (op == p.operand && !p.f1.empty()) {
             const Expr f1 = Load::make(p.f1_load.type(), p.f1, p.f1_row, Halide::Buffer<>(),
                                        Parameter(), const_true(), ModulusRemainder());
             const Cast *rounded = op->value.as<Cast>();
@@ -583,8 +606,10 @@ private:
         std::vector<Stmt> factors;
         for (const Store *f : p.factors)
             factors.push_back(f);
-        const Stmt factor_loop = For::make(p.rows->name, p.rows->min, p.rows->extent,
-                                           p.rows->for_type, p.rows->device_api, block(factors));
+        const Stmt factor_loop =
+            factors.empty() ? nothing()
+                            : For::make(p.rows->name, p.rows->min, p.rows->extent, p.rows->for_type,
+                                        p.rows->device_api, block(factors));
         struct Rescale : IRMutator {
             const Plan &p;
             explicit Rescale(const Plan &p) : p(p) {}

@@ -22,6 +22,9 @@
  * into P: E f1 is FlashAttention's P, exp(x - m'). The sums are the same up to rounding (P is
  * rounded to bf16 after the product instead of before).
  *
+ * After lower/RunningMax the update is O[row, n] = f0[row] * O[row, n] + B[row, n] (f1 = 1) and
+ * f0 is made before P already: then only the rescale of O moves before P, and P stays as it is.
+ *
  * The block's row sum of the same exponentials (sum[row] += E, zeroed in the block) moves into
  * P's loop, the exponential computed once for both (a let): one exp per score instead of two.
  *

@@ -6,6 +6,7 @@
 #include "../lower/DefaultStaging.h"
 #include "../lower/RequiredRegions.h"
 #include "../lower/RowStatistics.h"
+#include "../lower/RunningMax.h"
 #include "../lower/SkipMaskedBlocks.h"
 #include "../lower/Targets.h"
 #include "../lower/Validate.h"
@@ -509,6 +510,8 @@ Kernel compile_kernel(const Func &output, const std::vector<ImageParam> &inputs,
     lower::log_lowering("row_statistics", s);
     s = lower::skip_masked_blocks(s, ctx);
     lower::log_lowering("skip_masked_blocks", s);
+    s = lower::carry_running_max(s, ctx);
+    lower::log_lowering("carry_running_max", s);
     s = lower::run_passes(lower::lowering_of(target).passes, s, ctx, k);
     k.body = s;
     for (size_t i = 0; i < k.args.size(); i++)

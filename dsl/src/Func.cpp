@@ -21,6 +21,11 @@ void record_masked_block_max(Halide::Func &f, const std::string &block_loop) {
     record(f, "masked_block_max", block_loop);
 }
 
+void record_running_max(Halide::Func &f, const std::string &buffer, const std::string &block_loop) {
+    record(f, "running_max", buffer);
+    record(f, "running_max_loop", block_loop);
+}
+
 Directives directives_of(const Halide::Internal::Function &f) {
     Directives d;
     for (const std::string &tag : f.get_trace_tags()) {
@@ -53,6 +58,10 @@ Directives directives_of(const Halide::Internal::Function &f) {
             d.row_statistics = std::stoi(value);
         else if (key == "masked_block_max")
             d.masked_block_max = value;
+        else if (key == "running_max")
+            d.running_max = value;
+        else if (key == "running_max_loop")
+            d.running_max_loop = value;
     }
     return d;
 }

@@ -285,13 +285,20 @@ OnlineSoftmax Stage::online_softmax(const RVar &keys, int block, const Func &con
     bacc(with(all, {c})) = Halide::cast(acc.output_types()[0], 0);
     bacc(with(all, {c})) += to_operand.mutate(at(a, first)) * at(b, first);
     const std::vector<Expr> element(all.begin(), all.end());
+    // The running max is kept in the block max's units (before `times`): the block max can then
+    // start from it (lower/RunningMax), which makes block_scale 1.
     state(element) = {0.0f, ninf, 0.0f};
-    Expr m = state(element)[1], block_m = block_max(rc.x);
+    Expr m = state(element)[1], block_m = bmax(with(rows, {rc.x}));
     Expr m_new = Halide::max(m, block_m);
-    // (Every key seen: m_new is a block's max, finite; m - m_new of the first block's lowest m is
-    // about -3.4e38, whose exp is 0.)
+    // (Every key seen: m_new is a block's max, finite; m - m_new of the first block is -inf,
+    // whose exp is 0.)
+    // A block a mask hides whole for a row has block_m = -inf, and exponentials and sums of 0
+    // there: its factor only needs to be finite (at most 1), and it is 1 where block_m = m_new.
     Expr limit = every_key_seen ? m_new : finite(m_new);
-    Expr old_scale = Halide::exp(m - limit), block_scale = Halide::exp(block_m - limit);
+    Expr old_scale = Halide::exp((m - limit) * times),
+         block_scale = every_key_seen
+                           ? Halide::exp((block_m - limit) * times)
+                           : Halide::exp(Halide::min(finite(block_m) - limit, 0.0f) * times);
     state(element) = {state(element)[0] * old_scale + bacc(with(all, {rc.x})) * block_scale, m_new,
                       state(element)[2] * old_scale + bsum(with(rows, {rc.x})) * block_scale};
     // The consumer reads the output over the sum.
@@ -310,8 +317,10 @@ OnlineSoftmax Stage::online_softmax(const RVar &keys, int block, const Func &con
     if (columns > 0)
         record_row_statistics(state, columns);
     // A block whose every key the mask hides leaves the state as it was (lower/SkipMaskedBlocks).
+    const std::string block_loop = state.name() + ".s1." + rc.x.name();
     if (!is_const_one(simplify(mask)))
-        record_masked_block_max(bmax, state.name() + ".s1." + rc.x.name());
+        record_masked_block_max(bmax, block_loop);
+    record_running_max(bmax, state.name() + ".1", block_loop);
 
     std::vector<VarOrRVar> order(all.begin(), all.end());
     order.push_back(rc.x);

@@ -9,6 +9,7 @@
 #include "lower/MultiBuffer.h"
 #include "lower/RejoinTails.h"
 #include "lower/RowStatistics.h"
+#include "lower/RunningMax.h"
 #include "lower/SkipMaskedBlocks.h"
 #include "lower/SoftwarePipeline.h"
 #include "lower/TileCopy.h"
@@ -571,8 +572,11 @@ TEST(RowStatistics, AReadAfterTheStoreKeepsThemPerElement) {
 /** One key block of online attention as lower/RowStatistics leaves it (rows s < 3, keys j < 4,
  * head dim n < 8): P from the scores S, the block's P V matmul into B, the row sum of the same
  * exponentials, the rescale factors once per row, then the output O = st.0 rescaled. `extra`
- * reads B once more (which keeps the rewrite off). */
-Stmt online_block(bool extra) {
+ * reads B once more (which keeps the rewrite off). With `block_max`, the block's max bmax is made
+ * first (from -inf), the factors are exp(min(m - bmax, 0)) and exp(min(bmax - m, 0)) as Halide
+ * simplifies them, the running max st.1 is allocated around the loop, and `extra` reads the
+ * running max after its update instead. */
+Stmt online_block(bool extra, bool block_max = false) {
     const Expr s = var("s"), j = var("j"), n = var("n");
     const Expr e = Halide::exp(load(f32, "S", s * 4 + j));
     const Stmt p = ProducerConsumer::make_produce(
@@ -592,24 +596,40 @@ Stmt online_block(bool extra) {
         Block::make(loop("s", 3, store("bsum", 0.0f, s)),
                     loop("s", 3, loop("j", 4, store("bsum", e + load(f32, "bsum", s), s))));
     const Expr f0 = load(f32, "f0", s), f1 = load(f32, "f1", s);
-    const Stmt rows = loop(
-        "s", 3,
-        lower::block({store("f0", Halide::exp(load(f32, "st.1", s) - load(f32, "bmax", s)), s),
-                      store("f1", Halide::exp(load(f32, "bmax", s) - load(f32, "st.1", s)), s),
-                      store("st.2", f0 * load(f32, "st.2", s) + f1 * load(f32, "bsum", s), s),
-                      store("st.1", Max::make(load(f32, "st.1", s), load(f32, "bmax", s)), s)}));
+    const Expr m_minus_b = load(f32, "st.1", s) - load(f32, "bmax", s),
+               b_minus_m = load(f32, "bmax", s) - load(f32, "st.1", s);
+    const Stmt rows =
+        loop("s", 3,
+             lower::block(
+                 {store("f0", Halide::exp(block_max ? Min::make(m_minus_b, 0.0f) : m_minus_b), s),
+                  store("f1", Halide::exp(block_max ? Min::make(b_minus_m, 0.0f) : b_minus_m), s),
+                  store("st.2", f0 * load(f32, "st.2", s) + f1 * load(f32, "bsum", s), s),
+                  store("st.1", Max::make(load(f32, "st.1", s), load(f32, "bmax", s)), s)}));
     const Expr at = s * 8 + n;
     const Stmt output =
         loop("s", 3,
              loop("n", 8, store("st.0", f0 * load(f32, "st.0", at) + f1 * load(f32, "B", at), at)));
     std::vector<Stmt> body = {p, v, b, sum, rows, output};
     if (extra)
-        body.push_back(loop("s", 3, store("o", load(f32, "B", s * 8), s)));
+        body.push_back(loop("s", 3, store("o", load(f32, block_max ? "st.1" : "B", s * 8), s)));
     Stmt st = lower::block(body);
     for (const std::string name : {"P", "V_tile", "B", "bsum", "f0", "f1"})
         st = Allocate::make(name, name == "P" || name == "V_tile" ? bf16 : f32,
                             Halide::MemoryType::Auto, {32}, const_true(), st);
-    return loop("c", 5, st);
+    if (!block_max)
+        return loop("c", 5, st);
+    const Stmt made = ProducerConsumer::make_produce(
+        "bmax",
+        Block::make(
+            loop("s", 3, store("bmax", f32.min(), s)),
+            loop("s", 3,
+                 loop("j", 4,
+                      store("bmax", Max::make(load(f32, "bmax", s), load(f32, "S", s * 4 + j)),
+                            s)))));
+    st = Allocate::make("bmax", f32, Halide::MemoryType::Auto, {3}, const_true(),
+                        Block::make(made, st));
+    return Allocate::make("st.1", f32, Halide::MemoryType::Auto, {3}, const_true(),
+                          loop("c", 5, st));
 }
 
 CompileContext with_online_state() {
@@ -669,6 +689,44 @@ TEST(AccumulateInPlace, WithAProducerWarpgroupTheExponentialsStayInTheScores) {
     printed << s;
     const std::string text = printed.str();
     EXPECT_LT(text.find("bsum[s] = P.shared"), text.find("P[(s*4) + j] ="));
+}
+
+CompileContext with_running_max() {
+    CompileContext ctx = with_online_state();
+    ctx.directives["bmax"].running_max = "st.1";
+    ctx.directives["bmax"].running_max_loop = "c";
+    return ctx;
+}
+
+TEST(RunningMax, TheBlockMaxStartsFromTheRunningMaxAndTheBlocksFactorGoes) {
+    CompileContext ctx = with_running_max();
+    const Stmt s = lower::carry_running_max(online_block(false, true), ctx);
+    ASSERT_EQ(ctx.notes.size(), 1u);
+    EXPECT_NE(ctx.notes[0].find("against the running max"), std::string::npos) << ctx.notes[0];
+    EXPECT_EQ(occurrences(s, "bmax[s] = st.1[s]"), 1) << s;
+    // b >= m: exp(min(b - m, 0)) = 1, the factor f1 replaced by it; min(m - b, 0) = m - b.
+    EXPECT_EQ(occurrences(s, "f1"), 0) << s;
+    EXPECT_EQ(occurrences(s, "min("), 0) << s;
+    EXPECT_EQ(occurrences(s, "st.2[s] = bsum[s] + (f0[s]*(float32)st.2[s])"), 1) << s;
+    // The running max and f0 right after the block max, before P.
+    std::ostringstream printed;
+    printed << s;
+    const std::string text = printed.str();
+    EXPECT_LT(text.find("bmax[s] = max("), text.find("f0[s] = "));
+    EXPECT_LT(text.find("f0[s] = "), text.find("st.1[s] = bmax[s]"));
+    EXPECT_LT(text.find("st.1[s] = bmax[s]"), text.find("P[(s*4) + j] ="));
+    // The output then takes the block's P V as it is, accumulated in place.
+    CompileContext next = with_running_max();
+    const Stmt in_place = lower::accumulate_in_place(s, next);
+    EXPECT_TRUE(next.notes.empty()) << next.notes[0];
+    EXPECT_EQ(occurrences(in_place, "B["), 0) << in_place;
+    EXPECT_EQ(occurrences(in_place, "st.0[(s*8) + n] = f0[s]*(float32)st.0[(s*8) + n]"), 1)
+        << in_place;
+}
+
+TEST(RunningMax, AReadOfTheRunningMaxAfterItsUpdateKeepsTheStmt) {
+    CompileContext ctx = with_running_max();
+    expect_kept(lower::carry_running_max, online_block(true, true), ctx, "read after it is stored");
 }
 
 /** A consumer's loop over key blocks after lower/hopper/MmaInFlight: the scores S = Q K (its

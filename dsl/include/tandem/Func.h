@@ -49,6 +49,13 @@ struct Directives {
     /** online_softmax's block max: a key block whose every key the mask hides (this Func -inf
      * at every row) leaves the state as it was; the block loop's name (lower/SkipMaskedBlocks). */
     std::string masked_block_max;
+    /** online_softmax's block max: the state's buffer of the running max and the block loop
+     * (lower/RunningMax: the block max starts from the running max). */
+    std::string running_max;
+    std::string running_max_loop;
+    /** An L0A operand loaded once before the MMAs that read it (lower/ascend/AscendCube): each
+     * of them loads its B operand after it, whose ready flag orders this load too. */
+    bool loaded_once = false;
 };
 
 /** The directives recorded on a Halide Function (default ones if none). */
@@ -59,6 +66,8 @@ Directives directives_of(const Halide::Internal::Function &f);
 void record_row_statistics(Halide::Func &f, int columns);
 /** Records Directives::masked_block_max on online_softmax's block max. */
 void record_masked_block_max(Halide::Func &f, const std::string &block_loop);
+/** Records Directives::running_max and running_max_loop on online_softmax's block max. */
+void record_running_max(Halide::Func &f, const std::string &buffer, const std::string &block_loop);
 
 class Func;
 struct OnlineSoftmax;
@@ -90,8 +99,9 @@ public:
      * the block before took masked): per block the block's max of X, E relative to it, their
      * sum and the block's own matmul of cast(E) and V; per element of acc a state (the partial
      * output, the running max, the running sum) rescaled when the max grows; `consumer`'s calls
-     * of acc read the output divided by the sum. The same math; P is rounded before the
-     * division (relative to the block's max). Anything else is a tandem::Error saying what
+     * of acc read the output divided by the sum (lower/RunningMax then starts each block's max
+     * from the running max: E relative to the running max, as in FlashAttention-2). The same
+     * math; P is rounded before the division. Anything else is a tandem::Error saying what
      * differs. Returns the Funcs to schedule: the block matmul keeps its tile_mma(). */
     OnlineSoftmax online_softmax(const RVar &keys, int block, const Func &consumer);
 

@@ -199,6 +199,142 @@ private:
     }
 };
 
+/** The variables an expression or statement reads, and those a statement binds. */
+struct Names : IRVisitor {
+    std::set<std::string> read, bound;
+    using IRVisitor::visit;
+    void visit(const Variable *op) override { read.insert(op->name); }
+    void visit(const For *op) override {
+        bound.insert(op->name);
+        IRVisitor::visit(op);
+    }
+    void visit(const LetStmt *op) override {
+        bound.insert(op->name);
+        IRVisitor::visit(op);
+    }
+    void visit(const Let *op) override {
+        bound.insert(op->name);
+        IRVisitor::visit(op);
+    }
+};
+
+/** An L0 operand's LoadData repeated from an L1 tile that does not change meanwhile (attention's
+ * query tile, staged once per query tile, loaded into L0A for each key block): in the region that
+ * consumes the L1 tile, every LoadData of the operand that copies the same part of it and reads
+ * nothing the region binds goes, and one LoadData before the region fills L0 for all of it (as a
+ * hand-written kernel keeps Q in L0A). The region's consume markers of the operand go with them;
+ * one around the region stands for them. */
+class HoistInvariantLoads : public IRMutator {
+public:
+    explicit HoistInvariantLoads(const std::set<std::string> &l0s) : l0s(l0s) {}
+    std::set<std::string> hoisted_anywhere;
+
+private:
+    using IRMutator::visit;
+    const std::set<std::string> &l0s;
+
+    /** The produces of `name` in `s`; whether one of them repeats (is in a loop of s). */
+    static std::vector<const ProducerConsumer *> produces(const Stmt &s, const std::string &name,
+                                                          bool *repeats) {
+        struct Find : IRVisitor {
+            const std::string &name;
+            std::vector<const ProducerConsumer *> found;
+            int loops = 0;
+            bool in_loop = false;
+            explicit Find(const std::string &n) : name(n) {}
+            using IRVisitor::visit;
+            void visit(const For *op) override {
+                loops++;
+                IRVisitor::visit(op);
+                loops--;
+            }
+            void visit(const ProducerConsumer *op) override {
+                if (op->is_producer && op->name == name) {
+                    found.push_back(op);
+                    in_loop = in_loop || loops > 0;
+                }
+                IRVisitor::visit(op);
+            }
+        } find(name);
+        s.accept(&find);
+        *repeats = find.in_loop || find.found.size() > 1;
+        return find.found;
+    }
+
+    /** Whether `s` makes, writes or allocates `buffer`. */
+    static bool makes(const Stmt &s, const std::string &buffer) {
+        struct Find : IRVisitor {
+            const std::string &buffer;
+            bool found = false;
+            explicit Find(const std::string &b) : buffer(b) {}
+            using IRVisitor::visit;
+            void visit(const ProducerConsumer *op) override {
+                found = found || (op->is_producer && op->name == buffer);
+                IRVisitor::visit(op);
+            }
+            void visit(const Allocate *op) override {
+                found = found || op->name == buffer;
+                IRVisitor::visit(op);
+            }
+            void visit(const Store *op) override {
+                found = found || op->name == buffer;
+                IRVisitor::visit(op);
+            }
+            void visit(const Evaluate *op) override {
+                ir::CopyOp c;
+                found = found || (ir::as_copy(op, &c) && c.dst == buffer);
+                IRVisitor::visit(op);
+            }
+        } find(buffer);
+        s.accept(&find);
+        return find.found;
+    }
+
+    Stmt visit(const ProducerConsumer *op) override {
+        Stmt body = mutate(op->body);
+        if (op->is_producer || makes(body, op->name))
+            return ProducerConsumer::make(op->name, op->is_producer, body);
+        Names in_region;
+        body.accept(&in_region);
+        std::vector<Stmt> before;
+        std::vector<std::string> hoisted;
+        for (const std::string &name : l0s) {
+            bool same = false;
+            const std::vector<const ProducerConsumer *> found = produces(body, name, &same);
+            for (const ProducerConsumer *p : found) {
+                const Stmt first = flatten(p->body).front();
+                ir::CopyOp copy;
+                Names reads;
+                p->accept(&reads);
+                same = same && first.as<Evaluate>() && ir::as_copy(first.as<Evaluate>(), &copy) &&
+                       copy.src == op->name && equal(p->body, found[0]->body) &&
+                       std::none_of(reads.read.begin(), reads.read.end(),
+                                    [&](const auto &v) { return in_region.bound.count(v) > 0; });
+            }
+            if (!same)
+                continue;
+            before.push_back(Stmt(found[0]));
+            hoisted.push_back(name);
+            hoisted_anywhere.insert(name);
+            struct Take : IRMutator {
+                const std::string &name;
+                explicit Take(const std::string &n) : name(n) {}
+                using IRMutator::visit;
+                Stmt visit(const ProducerConsumer *pc) override {
+                    if (pc->name != name)
+                        return IRMutator::visit(pc);
+                    return pc->is_producer ? Evaluate::make(0) : mutate(pc->body);
+                }
+            } take(name);
+            body = remove_no_ops(take.mutate(body));
+        }
+        for (const std::string &name : hoisted)
+            body = ProducerConsumer::make(name, false, body);
+        before.push_back(body);
+        return ProducerConsumer::make(op->name, false, block(before));
+    }
+};
+
 } // namespace
 
 Stmt stage_cube_operands(const Stmt &s, CompileContext &ctx) {
@@ -207,6 +343,15 @@ Stmt stage_cube_operands(const Stmt &s, CompileContext &ctx) {
     Cube cube(ctx, buffers.operands);
     Stmt result = cube.mutate(
         ColumnCopies(buffers).mutate(PadFractal(buffers).mutate(overwrite_first_mma(s, ctx))));
+    // Only A operands: each MMA then still loads its B operand after the hoisted load, and that
+    // load's ready flag orders both (AscendFlags gives the hoisted one none of its own).
+    std::set<std::string> l0as;
+    for (const auto &[name, buffer] : cube.l0_buffers) {
+        if (!cube.in_l0b[name])
+            l0as.insert(name);
+    }
+    HoistInvariantLoads hoist(l0as);
+    result = hoist.mutate(result);
     // Two ping-pong slots per L0 operand where every operand fits twice in L0A and in L0B, else
     // one (the next operand's LoadData then waits for the MMA that read the last; the operands
     // an MMA reads are loaded together, one pair of flags per slot, so all take the same count).
@@ -222,6 +367,11 @@ Stmt stage_cube_operands(const Stmt &s, CompileContext &ctx) {
         ctx.funcs.push_back(name);
         ctx.directives[name].async_copy = true;
         ctx.directives[name].multi_buffer = twice ? 2 : 1;
+    }
+    for (const std::string &name : hoist.hoisted_anywhere) {
+        // One version: the next region's load waits for this region's last MMA.
+        ctx.directives[name].multi_buffer = 1;
+        ctx.directives[name].loaded_once = true;
     }
     if (!cube.l0_buffers.empty()) {
         ctx.notes.push_back("ascend cube: operands staged L1 -> L0A/L0B in " +

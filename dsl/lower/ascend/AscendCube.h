@@ -18,6 +18,12 @@
  * tile (MultiBuffer's result slots), so the Fixpipe store of one tile overlaps the next tile's
  * Mmads. AscendFlags then joins MTE2 -> MTE1 -> M -> FIX with flags.
  *
+ * An A operand loaded again and again from an L1 tile that does not change meanwhile
+ * (attention's query tile in its key loop) is loaded once: in the region that consumes the L1
+ * tile, its LoadDatas that copy the same part and read nothing the region binds become one before
+ * the region, in one version (Directives::loaded_once: AscendFlags gives it no ready flag of its
+ * own, since each Mmad reading it waits for the flag of its B operand's later LoadData).
+ *
  * Limits: operands bf16 (or f32), accumulator f32, stored by Fixpipe straight from L0C.
  */
 

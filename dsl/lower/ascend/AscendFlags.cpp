@@ -450,8 +450,14 @@ private:
                         copy = substitute(ir::stage_var(func), slot, copy);
                     out.push_back(copy);
                 }
-                out.push_back(ir::make_set_flag({r.producer, r.consumer, r.ready_base + slot}));
-                out.push_back(ir::make_wait_flag({r.producer, r.consumer, r.ready_base + slot}));
+                // An operand loaded once (AscendCube) is ordered by the ready flag of the B
+                // operand its readers load after it.
+                if (std::any_of(funcs.begin(), funcs.end(),
+                                [&](const std::string &f) { return !ctx.of(f).loaded_once; })) {
+                    out.push_back(ir::make_set_flag({r.producer, r.consumer, r.ready_base + slot}));
+                    out.push_back(
+                        ir::make_wait_flag({r.producer, r.consumer, r.ready_base + slot}));
+                }
                 if (last == k)
                     release(r);
                 else

@@ -18,10 +18,12 @@
  *     WaitFlag<V_MTE2>(0..n-1)                                  // drain
  *
  * A copy made once per kernel (outside every loop, once in the text) has no reverse flag: nothing
- * ever waits for its version to be free. The store of the output's staging tile gets the same pair
- * of flags between V and MTE3 (its
- * reverse flag replaces the wait on the tile's empty barrier). Event ids are allocated per pipe
- * pair; no flag is set twice without a wait between, and no PIPE_ALL is emitted.
+ * ever waits for its version to be free. An L0A operand loaded once for a region of Mmads
+ * (AscendCube, Directives::loaded_once) has no forward flag: each Mmad that reads it waits for
+ * the forward flag of its B operand, which MTE1 loads after it. The store of the output's staging
+ * tile gets the same pair of flags between V and MTE3 (its reverse flag replaces the wait on the
+ * tile's empty barrier). Event ids are allocated per pipe pair; no flag is set twice without a wait
+ * between, and no PIPE_ALL is emitted.
  *
  * Limits (user errors): at most 8 live events per pipe pair; the cube path (L1, L0A/L0B, Mmad,
  * Fixpipe) is not lowered yet.
