@@ -238,6 +238,31 @@ std::set<std::string> loaded(const Expr &e) {
     return l.names;
 }
 
+std::set<std::string> stored(const Stmt &s) {
+    struct Stores : IRVisitor {
+        std::set<std::string> names;
+        using IRVisitor::visit;
+        void visit(const Store *op) override {
+            names.insert(op->name);
+            IRVisitor::visit(op);
+        }
+    } st;
+    if (s.defined())
+        s.accept(&st);
+    return st.names;
+}
+
+std::set<std::string> variables(const Expr &e) {
+    struct Variables : IRVisitor {
+        std::set<std::string> names;
+        using IRVisitor::visit;
+        void visit(const Variable *op) override { names.insert(op->name); }
+    } v;
+    if (e.defined())
+        e.accept(&v);
+    return v.names;
+}
+
 bool meets(const std::set<std::string> &a, const std::set<std::string> &b) {
     return std::any_of(a.begin(), a.end(), [&](const std::string &x) { return b.count(x) > 0; });
 }

@@ -43,21 +43,6 @@ template <class T, class Node> void each(const Node &node, std::function<void(co
     node.accept(&visitor);
 }
 
-/** The variables an expression reads. */
-std::set<std::string> variables(const Expr &e) {
-    std::set<std::string> names;
-    each<Variable>(e, [&](const Variable *v) { names.insert(v->name); });
-    return names;
-}
-
-/** The buffers a statement stores to. */
-std::set<std::string> stored(const Stmt &s) {
-    std::set<std::string> names;
-    if (s.defined())
-        each<Store>(s, [&](const Store *st) { names.insert(st->name); });
-    return names;
-}
-
 /** The values a row's column statements compute that are the same along the columns: largest
  * float subexpressions that call a function (exp), read no variable of a loop or let inside the
  * statements and no buffer they write; each replaced by a load of a buffer of its own (`found`:

@@ -43,19 +43,6 @@ bool same_shape(const Allocate *a, const Allocate *b) {
     return true;
 }
 
-/** The variables an expression reads. */
-std::set<std::string> variables(const Expr &e) {
-    std::set<std::string> names;
-    struct Find : IRVisitor {
-        std::set<std::string> *names;
-        using IRVisitor::visit;
-        void visit(const Variable *v) override { names->insert(v->name); }
-    } find;
-    find.names = &names;
-    e.accept(&find);
-    return names;
-}
-
 /** Expressions simplified with the fact b[i] >= m[i] (the block max and the running max at the
  * same index), and exp of a constant folded. */
 class AtLeast : public IRMutator {
@@ -319,22 +306,6 @@ private:
     }
 };
 
-/** The stores to `buffer` in `s`. */
-std::set<std::string> stored_buffers(const Stmt &s) {
-    std::set<std::string> names;
-    struct Find : IRVisitor {
-        std::set<std::string> *names;
-        using IRVisitor::visit;
-        void visit(const Store *op) override {
-            names->insert(op->name);
-            IRVisitor::visit(op);
-        }
-    } find;
-    find.names = &names;
-    s.accept(&find);
-    return names;
-}
-
 /** The block max `b`'s allocation in a block loop, rewritten (the steps of RunningMax.h). */
 Stmt carried(const Allocate *alloc, const std::string &m, const Allocate *m_alloc) {
     if (!same_shape(alloc, m_alloc))
@@ -378,7 +349,7 @@ Stmt carried(const Allocate *alloc, const std::string &m, const Allocate *m_allo
         throw Refused{"the running max is not stored in the block"};
     if (loaded(rest).count(m))
         throw Refused{"the running max is read after it is stored"};
-    std::set<std::string> written = stored_buffers(rest), moved = take.targets;
+    std::set<std::string> written = stored(rest), moved = take.targets;
     moved.insert(m);
     moved.insert(alloc->name);
     if (meets(written, moved))

@@ -98,6 +98,10 @@ Stmt block(const std::vector<Stmt> &parts);
 /** The buffers a statement or an expression loads from. */
 std::set<std::string> loaded(const Stmt &s);
 std::set<std::string> loaded(const Expr &e);
+/** The buffers a statement stores to. */
+std::set<std::string> stored(const Stmt &s);
+/** The variables an expression reads. */
+std::set<std::string> variables(const Expr &e);
 /** Whether two sets of names share one. */
 bool meets(const std::set<std::string> &a, const std::set<std::string> &b);
 
