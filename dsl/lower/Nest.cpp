@@ -1,6 +1,7 @@
 #include "tandem/Nest.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "tandem/AsyncIR.h"
 
@@ -236,6 +237,11 @@ std::set<std::string> loaded(const Expr &e) {
     if (e.defined())
         e.accept(&l);
     return l.names;
+}
+
+bool is_minus_infinity(const Expr &e) {
+    const double *f = as_const_float(e);
+    return f && std::isinf(*f) && *f < 0;
 }
 
 std::set<std::string> stored(const Stmt &s) {

@@ -17,11 +17,6 @@ struct Refused {
     std::string why;
 };
 
-bool is_minus_infinity(const Expr &e) {
-    const double *f = as_const_float(e);
-    return f && std::isinf(*f) && *f < 0;
-}
-
 /** The extents of an allocation other than 1, simplified. */
 std::vector<Expr> shape(const Allocate *a) {
     std::vector<Expr> s;

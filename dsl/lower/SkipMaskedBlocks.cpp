@@ -12,11 +12,6 @@ using namespace Halide::Internal;
 
 namespace {
 
-bool is_minus_infinity(const Expr &e) {
-    const double *f = as_const_float(e);
-    return f && std::isinf(*f) && *f < 0;
-}
-
 /** The first block from which `max_store` (bmax = max(bmax, select(...))) sees only masked keys
  * at every iteration of the loops between it and `block` (inclusive of its own nest), or an
  * undefined Expr. */

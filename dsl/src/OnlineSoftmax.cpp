@@ -4,6 +4,7 @@
 // the same math (P rounded before the division).
 #include "tandem/Error.h"
 #include "tandem/Func.h"
+#include "tandem/Nest.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,6 +13,7 @@
 namespace tandem {
 
 using namespace Halide::Internal;
+using lower::is_minus_infinity;
 
 namespace {
 
@@ -57,11 +59,6 @@ bool same(const Expr &a, const Expr &b) {
 /** A Func's or RVar's name as the user wrote it (Halide's unique names end in $n). */
 std::string user(const std::string &name) {
     return name.substr(0, name.find('$'));
-}
-
-bool is_minus_infinity(const Expr &e) {
-    const FloatImm *f = e.as<FloatImm>();
-    return f && std::isinf(f->value) && f->value < 0;
 }
 
 /** The one update of the reduction `c` calls, as `self op term` over an RDom of one RVar, the

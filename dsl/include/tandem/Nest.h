@@ -98,6 +98,8 @@ Stmt block(const std::vector<Stmt> &parts);
 /** The buffers a statement or an expression loads from. */
 std::set<std::string> loaded(const Stmt &s);
 std::set<std::string> loaded(const Expr &e);
+/** Whether `e` is the constant -inf. */
+bool is_minus_infinity(const Expr &e);
 /** The buffers a statement stores to. */
 std::set<std::string> stored(const Stmt &s);
 /** The variables an expression reads. */
