@@ -22,14 +22,15 @@ public:
     // that the tiles running at once share B's column panels in L2. The group is the largest
     // divisor of the number of tile rows not above `group`: groups without holes.
     GeneratorParam<int> group{"group", 1, 1, 1 << 16};
-    // Hopper thread-block clusters of two CTAs on neighbouring tiles (warp-specialised schedules
-    // on a target that takes cluster(n); others ignore them, and the tuner leaves them out):
-    // cluster_m = 2 pairs tile rows (they share B's tile, multicast), cluster_n = 2 tile columns
-    // (they share A's). Pairs follow the tile order: cluster_m walks tile rows innermost (groups of
-    // an even number of rows), cluster_n tile columns (row-major); an odd count of tiles along the
-    // pair leaves the last pair's second CTA without a tile of its own.
-    GeneratorParam<int> cluster_m{"cluster_m", 1, 1, 2};
-    GeneratorParam<int> cluster_n{"cluster_n", 1, 1, 2};
+    // Clusters of 2 or 4 units on neighbouring tiles (Hopper's thread-block clusters, the ZPU's
+    // mesh columns; warp-specialised schedules on a target that takes cluster(n); others ignore
+    // them, and the tuner leaves them out): cluster_m = c groups c tile rows (they share B's tile:
+    // multicast, broadcast), cluster_n = c tile columns (they share A's). Clusters follow the tile
+    // order: cluster_m walks tile rows innermost (groups of a multiple of c rows), cluster_n tile
+    // columns (row-major); a count of tiles along the cluster that c does not divide leaves the
+    // last cluster's last units without a tile of their own.
+    GeneratorParam<int> cluster_m{"cluster_m", 1, 1, 4};
+    GeneratorParam<int> cluster_n{"cluster_n", 1, 1, 4};
     GeneratorParam<std::string> in{"in", "bf16", {"bf16", "f16"}}; // the operands' type
     GeneratorParam<std::string> out{"out", "bf16", {"bf16", "f16", "f32"}};
     GeneratorParam<std::string> epilogue{"epilogue", "none", {"none", "bias_relu"}};
@@ -79,29 +80,29 @@ public:
             t_in_group("t_in_group");
         RVar ko("ko"), ki("ki");
         C.tile(j, i, jo, io, ji, ii, tn, tm, TailStrategy::GuardWithIf);
-        // Clusters are Hopper's, for the warp-specialised schedules (their rings' empty barriers
-        // make one CTA writing another's shared memory safe); elsewhere the parameters do nothing.
+        // Clusters for the warp-specialised schedules (Hopper: their rings' empty barriers make one
+        // CTA writing another's shared memory safe); elsewhere the parameters do nothing.
         const bool clusters = target.takes("cluster") && schedule.rfind("ws", 0) == 0;
         const int cluster_m = clusters ? int(this->cluster_m) : 1,
                   cluster_n = clusters ? int(this->cluster_n) : 1;
         if (cluster_m > 1 && cluster_n > 1) {
             throw Error("gemm: cluster_m = " + std::to_string(cluster_m) +
                         " and cluster_n = " + std::to_string(cluster_n) +
-                        ": clusters pair tiles along one dim (2x1 or 1x2)");
+                        ": a cluster groups tiles along one dim (c x 1 or 1 x c)");
         }
         const int row_tiles = runtime ? 1 << 30 : (int(M) + tm - 1) / tm;
         // Groups of `group` tile rows (with runtime shapes the last one guarded: its missing rows
-        // are empty tiles). cluster_m pairs neighbouring tile rows: groups of an even number of
-        // rows, walked rows innermost (the last group short, its missing rows guarded, where the
-        // rows are odd); cluster_n pairs neighbouring tile columns: row-major (pairs of columns,
-        // the last one short, where the columns are odd).
+        // are empty tiles). cluster_m = c groups neighbouring tile rows: groups of a multiple of c
+        // rows, walked rows innermost (the last group short, its missing rows guarded, where c
+        // does not divide the rows); cluster_n = c groups neighbouring tile columns: row-major (c
+        // columns at a time, the last group short where c does not divide the columns).
         int rows_per_group =
             cluster_n > 1 ? 1 : std::min<int>(std::max<int>(group, cluster_m), row_tiles);
         bool guarded = runtime;
         if (cluster_m > 1) {
-            rows_per_group = (rows_per_group + 1) / 2 * 2;
-            while (!runtime && rows_per_group > 2 && row_tiles % rows_per_group != 0)
-                rows_per_group -= 2;
+            rows_per_group = (rows_per_group + cluster_m - 1) / cluster_m * cluster_m;
+            while (!runtime && rows_per_group > cluster_m && row_tiles % rows_per_group != 0)
+                rows_per_group -= cluster_m;
             guarded = guarded || row_tiles % rows_per_group != 0;
         }
         while (!guarded && rows_per_group > 1 && row_tiles % rows_per_group != 0)
@@ -109,10 +110,10 @@ public:
         const int col_tiles = runtime ? 1 << 30 : (int(N) + tn - 1) / tn;
         if (cluster_m > 1 && !guarded && rows_per_group == row_tiles) {
             C.fuse(io, jo, t); // one group of every row: column by column
-        } else if (cluster_n > 1 && (runtime || col_tiles % 2 != 0)) {
-            // Row-major in pairs of tile columns, the last pair short (guarded) in odd rows.
+        } else if (cluster_n > 1 && (runtime || col_tiles % cluster_n != 0)) {
+            // Row-major in groups of cluster_n tile columns, the last group short (guarded).
             Var jop("jop"), jor("jor"), jt("jt");
-            C.split(jo, jop, jor, 2, TailStrategy::GuardWithIf)
+            C.split(jo, jop, jor, cluster_n, TailStrategy::GuardWithIf)
                 .reorder(ji, ii, jor, jop, io)
                 .fuse(jor, jop, jt)
                 .fuse(jt, io, t);
@@ -202,8 +203,8 @@ const App &gemm_app() {
          {"TK", {"16", "32", "64", "128", "256", "512"}},
          {"stages", {"0", "1", "2", "3", "4", "5"}},
          {"group", {"1", "1", "2", "3", "8"}},
-         {"cluster_m", {"1", "1", "2"}},
-         {"cluster_n", {"1", "1", "2"}},
+         {"cluster_m", {"1", "1", "2", "4"}},
+         {"cluster_n", {"1", "1", "2", "4"}},
          {"in", {"bf16", "f16"}},
          {"out", {"bf16", "f16", "f32"}},
          {"epilogue", {"none", "bias_relu"}}},

@@ -1,5 +1,7 @@
 #include "CExpr.h"
 
+#include "tandem/AsyncIR.h"
+
 #include <cmath>
 #include <iomanip>
 #include <map>
@@ -162,6 +164,9 @@ std::string CExpr::cast(const Cast *c) {
 }
 
 std::string CExpr::call(const Call *c) {
+    Expr owns, tile, first;
+    if (ir::as_cluster_tile(c, &owns, &tile, &first)) // a tile-less unit runs rank 0's tile
+        return "((" + print(owns) + ") ? (" + print(tile) + ") : (" + print(first) + "))";
     if (c->is_intrinsic(Call::likely) || c->is_intrinsic(Call::likely_if_innermost) ||
         c->is_intrinsic(Call::promise_clamped) || c->is_intrinsic(Call::unsafe_promise_clamped)) {
         return print(c->args[0]);

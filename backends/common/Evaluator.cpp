@@ -359,6 +359,11 @@ void Evaluator::call(const Call *c, double *out, int n) {
         std::fill(out, out + n, value);
         return;
     }
+    Expr owns, tile, first;
+    if (ir::as_cluster_tile(c, &owns, &tile, &first)) { // a tile-less unit runs rank 0's tile
+        std::fill(out, out + n, scalar(scalar(owns) != 0 ? tile : first));
+        return;
+    }
     if (c->is_intrinsic(Call::likely) || c->is_intrinsic(Call::likely_if_innermost) ||
         c->is_intrinsic(Call::promise_clamped) || c->is_intrinsic(Call::unsafe_promise_clamped)) {
         return eval(c->args[0], out, n);

@@ -83,10 +83,6 @@ private:
         CodeGen &g;
         std::string load(const Load *l) override { return g.load(l); }
         std::string call(const Call *c) override {
-            Expr owns, tile, first;
-            if (ir::as_cluster_tile(c, &owns, &tile,
-                                    &first)) // a tile-less CTA runs its cluster's first tile
-                return "((" + print(owns) + ") ? (" + print(tile) + ") : (" + print(first) + "))";
             if (ir::is_core_id(c))
                 return "int(blockIdx.x)";
             if (ir::is_grid_size(c))

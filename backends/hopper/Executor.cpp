@@ -95,15 +95,12 @@ public:
         : cta(cta), code(code), agent(agent),
           eval([this](const std::string &n) -> const BufferRef & { return buffer(n); },
                [this](const Call *c, double *v) {
-                   Expr owns, tile, first;
                    if (ir::is_core_id(c))
                        *v = this->cta.index;
                    else if (ir::is_grid_size(c))
                        *v = this->cta.grid;
                    else if (ir::is_warpgroup(c))
                        *v = this->agent;
-                   else if (ir::as_cluster_tile(c, &owns, &tile, &first))
-                       *v = eval.scalar(eval.scalar(owns) != 0 ? tile : first);
                    else
                        return false;
                    return true;

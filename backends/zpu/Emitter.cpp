@@ -93,9 +93,14 @@ class ZpuExpr : public CExpr {
                    ")";
         return v;
     }
+
+public:
+    bool mesh_position = false; // a mesh cluster's kernel: core ids are mesh positions
+
+private:
     std::string call(const Call *c) override {
         if (ir::is_core_id(c))
-            return "zpu::core_id(ctx)";
+            return mesh_position ? "zpu::mesh_position(ctx)" : "zpu::core_id(ctx)";
         return CExpr::call(c);
     }
     std::string unknown_call(const Call *c) override {
@@ -103,9 +108,31 @@ class ZpuExpr : public CExpr {
     }
 };
 
+/** The completion barriers of a mesh cluster's shared copies (each also has a leaf token). */
+class ColumnCopies : public IRVisitor {
+public:
+    std::set<std::string> barriers;
+
+private:
+    using IRVisitor::visit;
+    void visit(const Evaluate *op) override {
+        ir::CopyOp c;
+        if (ir::as_copy(op, &c) && c.multicast > 1)
+            barriers.insert(c.barrier);
+    }
+};
+
+std::string leaf_array(const std::string &barrier) {
+    return c_name(barrier) + "_leaf";
+}
+
 class CodeGen {
 public:
-    explicit CodeGen(const Kernel &k) : kernel(k) {}
+    explicit CodeGen(const Kernel &k) : kernel(k) {
+        expr.mesh_position = k.cluster > 1;
+        k.body.accept(&column_copies);
+    }
+    ColumnCopies column_copies;
     std::ostringstream os;
     int indent = 1;
     ZpuExpr expr;
@@ -186,11 +213,18 @@ private:
         ir::WaitOp w;
         ir::MmaOp m;
         std::string engine;
+        std::string label;
         if (ir::as_copy(s, &c)) {
             std::string slot = expr(c.slot);
-            os << line() << barrier_array(c.barrier) << "[" << slot << "] = zpu::dma_start(ctx, "
-               << c_name(c.dst) << ", " << expr(c.dst_offset) << ", " << c_name(c.src) << ", "
-               << expr(c.src_offset) << ", {";
+            os << line() << barrier_array(c.barrier) << "[" << slot << "] = ";
+            if (c.multicast > 1) {
+                os << "zpu::column_copy(ctx, " << c.multicast << ", &" << leaf_array(c.barrier)
+                   << "[" << slot << "], " << c_name(c.dst) << ", \"" << c.dst << "\", ";
+            } else {
+                os << "zpu::dma_start(ctx, " << c_name(c.dst) << ", ";
+            }
+            os << expr(c.dst_offset) << ", " << c_name(c.src) << ", " << expr(c.src_offset)
+               << ", {";
             for (size_t d = 0; d < c.dims.size(); d++) {
                 os << (d ? ", " : "") << "{" << expr(c.dims[d].extent) << ", "
                    << expr(c.dims[d].dst_stride) << ", " << expr(c.dims[d].src_stride) << "}";
@@ -201,6 +235,14 @@ private:
             std::string slot = expr(w.slot);
             os << line() << "zpu::dma_wait(ctx, " << barrier_array(w.barrier) << "[" << slot
                << "], \"wait " << w.barrier << " version \" + std::to_string(" << slot << "));\n";
+            if (column_copies.barriers.count(w.barrier)) {
+                os << line() << "zpu::dma_wait(ctx, " << leaf_array(w.barrier) << "[" << slot
+                   << "], \"wait " << w.barrier << " version \" + std::to_string(" << slot
+                   << ") + \" (column leaf)\");\n";
+            }
+        } else if (ir::as_mesh_barrier(s, &label)) {
+            os << line() << "zpu::mesh_barrier(ctx, " << kernel.cluster << ", \"" << label
+               << "\");\n";
         } else if (ir::as_mma(s, &m)) {
             os << line() << "zpu::mma(ctx, " << c_name(m.acc) << ", " << expr(m.acc_offset) << ", "
                << expr(m.acc_stride_n) << ", " << expr(m.acc_stride_m) << ", " << c_name(m.a)
@@ -302,6 +344,12 @@ std::string emit_cpp(const Kernel &kernel, const std::string &function) {
            << "    std::fill(" << barrier_array(ir::empty_barrier(b.name)) << ", "
            << barrier_array(ir::empty_barrier(b.name)) << " + " << b.slots
            << ", zpu::no_token());\n";
+        if (g.column_copies.barriers.count(ir::full_barrier(b.name))) {
+            const std::string leaf = leaf_array(ir::full_barrier(b.name));
+            os << "    zpu::Token " << leaf << "[" << b.slots << "];\n"
+               << "    std::fill(" << leaf << ", " << leaf << " + " << b.slots
+               << ", zpu::no_token()); // the column leaves of the shared copies\n";
+        }
     }
     os << "\n";
     g.stmt(kernel.body);
@@ -330,6 +378,11 @@ std::string emit_library(const Kernel &kernel, const std::string &function) {
         for (int b = 0; b < 4; b++)
             helpers << "    p.route[" << a << "][" << b
                     << "] = " << params.route[size_t(a)][size_t(b)] << ";\n";
+    for (int link = 0; link < 2; link++)
+        for (int a = 0; a < 4; a++)
+            for (int b = 0; b < 4; b++)
+                helpers << "    p.link_route[" << link << "][" << a << "][" << b
+                        << "] = " << params.link_route[size_t(link)][size_t(a)][size_t(b)] << ";\n";
     helpers << "    return p;\n}\n";
     // Sizes from the buffers: the static extents (checked), or any of a runtime shape. Each kernel
     // of a pipeline runs on a machine of its own (a kernel boundary orders everything).

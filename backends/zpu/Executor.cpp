@@ -22,7 +22,8 @@ public:
                     [this](const Call *c, double *v) {
                         if (!ir::is_core_id(c))
                             return false;
-                        *v = this->ctx.core.id();
+                        *v = this->kernel.cluster > 1 ? zpu::mesh_position(this->ctx)
+                                                      : this->ctx.core.id();
                         return true;
                     }) {
         for (const auto &[name, value] : shapes)
@@ -78,6 +79,7 @@ private:
     std::unordered_map<std::string, double> &vars = evaluator.vars;
     std::unordered_map<std::string, BufferRef> buffers;
     std::map<std::pair<std::string, int64_t>, sim::Token> tokens;
+    std::map<std::pair<std::string, int64_t>, sim::Token> leaves; // of a mesh cluster's copies
 
     double scalar(const Expr &e) { return evaluator.scalar(e); }
 
@@ -92,7 +94,7 @@ private:
         ir::CopyOp c;
         ir::WaitOp w;
         ir::MmaOp m;
-        std::string engine;
+        std::string engine, barrier;
         if (ir::as_copy(s, &c)) {
             sim::Box dst{int64_t(scalar(c.dst_offset)), {}}, src{int64_t(scalar(c.src_offset)), {}};
             for (const ir::CopyDim &d : c.dims) {
@@ -102,15 +104,27 @@ private:
             }
             int64_t slot = int64_t(scalar(c.slot));
             std::string label = c.src + " -> " + c.dst + " (version " + std::to_string(slot) + ")";
-            tokens[{c.barrier, slot}] =
-                ctx.core.dma_start(buffer(c.dst).id, dst, buffer(c.src).id, src, label);
+            if (c.multicast > 1) {
+                tokens[{c.barrier, slot}] =
+                    zpu::column_copy(ctx, c.multicast, &leaves[{c.barrier, slot}], buffer(c.dst).id,
+                                     c.dst.c_str(), dst, buffer(c.src).id, src, label);
+            } else {
+                tokens[{c.barrier, slot}] =
+                    ctx.core.dma_start(buffer(c.dst).id, dst, buffer(c.src).id, src, label);
+            }
         } else if (ir::as_wait(s, &w)) {
             int64_t slot = int64_t(scalar(w.slot));
             auto it = tokens.find({w.barrier, slot});
             sim::Token t = it != tokens.end()            ? it->second
                            : is_empty_barrier(w.barrier) ? zpu::no_token()
                                                          : zpu::never_signalled();
-            ctx.core.dma_wait(t, "wait " + w.barrier + " version " + std::to_string(slot));
+            const std::string label = "wait " + w.barrier + " version " + std::to_string(slot);
+            ctx.core.dma_wait(t, label);
+            auto leaf = leaves.find({w.barrier, slot});
+            if (leaf != leaves.end())
+                ctx.core.dma_wait(leaf->second, label + " (column leaf)");
+        } else if (ir::as_mesh_barrier(s, &barrier)) {
+            zpu::mesh_barrier(ctx, kernel.cluster, barrier);
         } else if (ir::as_mma(s, &m)) {
             auto v = [&](const Expr &e) { return int64_t(scalar(e)); };
             zpu::mma(ctx, buffer(m.acc).id, v(m.acc_offset), v(m.acc_stride_n), v(m.acc_stride_m),

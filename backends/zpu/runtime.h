@@ -148,8 +148,8 @@ inline Token broadcast(Context &ctx, tandem::sim::Link link, const std::vector<i
                        std::initializer_list<CopyDim> dims, const std::string &label) {
     tandem::sim::Box d{dst_offset, {}}, s{src_offset, {}};
     for (const CopyDim &c : dims) {
-        d.dims.push_back({c.extent, c.dst_stride});
-        s.dims.push_back({c.extent, c.src_stride});
+        d.dims.push_back({box_extent(c.extent), c.dst_stride});
+        s.dims.push_back({box_extent(c.extent), c.src_stride});
     }
     return ctx.core.broadcast(link, receivers, dst, d, src, s, label);
 }
@@ -157,6 +157,60 @@ inline Token broadcast(Context &ctx, tandem::sim::Link link, const std::vector<i
 /** Blocks until every core of `cores` (in increasing order, this one among them) arrives. */
 inline void barrier(Context &ctx, const std::vector<int> &cores, const std::string &label) {
     ctx.core.barrier(cores, label);
+}
+
+// ---- mesh clusters: runs of `cluster` rows of one mesh column (Kernel::cluster) ----
+
+/** The core's mesh position, column by column: column * rows + row. A clustered kernel reads it
+ * as its core id, so that a cluster's cores have consecutive ids (rank = position % cluster). */
+inline int mesh_position(Context &ctx) {
+    const tandem::sim::ZpuParams &p = ctx.machine.params();
+    const int rows = p.cores / p.mesh_columns, id = ctx.core.id();
+    return p.mesh_column(id) * rows + p.mesh_row(id);
+}
+
+/** The cores of this core's cluster, rank 0 first (increasing ids). */
+inline std::vector<int> cluster_cores(Context &ctx, int cluster) {
+    const tandem::sim::ZpuParams &p = ctx.machine.params();
+    const int id = ctx.core.id(), first_row = p.mesh_row(id) - p.mesh_row(id) % cluster;
+    std::vector<int> cores;
+    for (int r = 0; r < cluster; r++)
+        cores.push_back((first_row + r) * p.mesh_columns + p.mesh_column(id));
+    return cores;
+}
+
+/** Every core of this core's cluster meets here (a mesh barrier). */
+inline void mesh_barrier(Context &ctx, int cluster, const std::string &label) {
+    ctx.core.barrier(cluster_cores(ctx, cluster), label);
+}
+
+/** A copy the cores of a cluster share: rank 0 loads the box into its own buffer `dst` (the
+ * returned token) and broadcasts the same box from `src` down its column into the buffer named
+ * `dst_name` of the others (*leaf: that leaf's token); the others issue nothing (both tokens
+ * null: their waits are free, and a mesh barrier after rank 0's wait tells them it landed). */
+inline Token column_copy(Context &ctx, int cluster, Token *leaf, int dst, const char *dst_name,
+                         const tandem::sim::Box &dst_box, int src, const tandem::sim::Box &src_box,
+                         const std::string &label) {
+    const std::vector<int> cores = cluster_cores(ctx, cluster);
+    *leaf = Token{0};
+    if (ctx.core.id() != cores.front())
+        return Token{0};
+    Token own = ctx.core.dma_start(dst, dst_box, src, src_box, label);
+    *leaf = ctx.core.broadcast(tandem::sim::Link::Column,
+                               std::vector<int>(cores.begin() + 1, cores.end()), dst_name, dst_box,
+                               src, src_box, label + " (column leaf)");
+    return own;
+}
+
+inline Token column_copy(Context &ctx, int cluster, Token *leaf, int dst, const char *dst_name,
+                         int64_t dst_offset, int src, int64_t src_offset,
+                         std::initializer_list<CopyDim> dims, const std::string &label) {
+    tandem::sim::Box d{dst_offset, {}}, s{src_offset, {}};
+    for (const CopyDim &c : dims) {
+        d.dims.push_back({box_extent(c.extent), c.dst_stride});
+        s.dims.push_back({box_extent(c.extent), c.src_stride});
+    }
+    return column_copy(ctx, cluster, leaf, dst, dst_name, d, src, s, label);
 }
 
 /** The null token: waiting on it is free (a version nothing was stored from yet). */

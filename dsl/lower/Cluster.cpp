@@ -12,6 +12,16 @@ namespace tandem::lower {
 
 using namespace Halide::Internal;
 
+std::vector<Expr> copy_arguments(const ir::CopyOp &c) {
+    std::vector<Expr> args = {c.dst_offset, c.src_offset, c.slot};
+    for (const ir::CopyDim &d : c.dims) {
+        args.push_back(d.extent);
+        args.push_back(d.dst_stride);
+        args.push_back(d.src_stride);
+    }
+    return args;
+}
+
 namespace {
 
 /** An argument of a copy as rank `rank` of a cluster of `ctas` computes it: its tile
@@ -83,16 +93,6 @@ std::map<std::string, Expr> at_least_one(const CompileContext &ctx) {
 
 Expr as_rank(const Expr &e, int ctas, int rank, const std::map<std::string, Expr> &extents) {
     return simplify(TakeOutRank(ctas, extents).mutate(simplify(AsRank(ctas, rank).mutate(e))));
-}
-
-std::vector<Expr> copy_args(const ir::CopyOp &c) {
-    std::vector<Expr> args = {c.dst_offset, c.src_offset, c.slot};
-    for (const ir::CopyDim &d : c.dims) {
-        args.push_back(d.extent);
-        args.push_back(d.dst_stride);
-        args.push_back(d.src_stride);
-    }
-    return args;
 }
 
 /** Every expression the same for each rank of the cluster. */
@@ -168,6 +168,24 @@ private:
     }
 };
 
+/** A condition on the unit's tile as rank 0's tile gives it, where that is the same on every
+ * rank: a unit that owns its tile passes it there (owns => c(tile)), and c holds for rank 0's
+ * tile wherever it holds for another rank's (CoreMapping's guard of a short tile group). */
+Expr first_rank_condition(const Expr &c, int ctas, const std::map<std::string, Expr> &extents) {
+    ClusterTiles own, first;
+    first.use = ClusterTiles::First;
+    Expr at_own = own.mutate(c), at_first = first.mutate(c);
+    if (own.owns.size() != 1)
+        return c;
+    for (int rank = 0; rank < ctas; rank++) {
+        if (!implies(as_rank(own.owns[0], ctas, rank, extents),
+                     as_rank(at_own, ctas, rank, extents)) ||
+            !implies(as_rank(at_own, ctas, rank, extents), as_rank(at_first, ctas, rank, extents)))
+            return c;
+    }
+    return at_first;
+}
+
 /** Marks the shared copies, guards the output copies of tile-less CTAs. */
 class Multicast : public IRMutator {
 public:
@@ -223,24 +241,7 @@ private:
         return IfThenElse::make(condition, then_case, else_case);
     }
 
-    /** A condition on the CTA's tile as rank 0's tile gives it, where that is the same on every
-     * rank: a CTA that owns its tile passes it there (owns => c(tile)), and c holds for rank 0's
-     * tile wherever it holds for another rank's (CoreMapping's guard of a short tile group). */
-    Expr on_first_rank(const Expr &c) {
-        ClusterTiles own, first;
-        first.use = ClusterTiles::First;
-        Expr at_own = own.mutate(c), at_first = first.mutate(c);
-        if (own.owns.size() != 1)
-            return c;
-        for (int rank = 0; rank < ctx.cluster; rank++) {
-            if (!implies(as_rank(own.owns[0], ctx.cluster, rank, extents),
-                         as_rank(at_own, ctx.cluster, rank, extents)) ||
-                !implies(as_rank(at_own, ctx.cluster, rank, extents),
-                         as_rank(at_first, ctx.cluster, rank, extents)))
-                return c;
-        }
-        return at_first;
-    }
+    Expr on_first_rank(const Expr &c) { return first_rank_condition(c, ctx.cluster, extents); }
 
     Stmt visit(const LetStmt *op) override {
         if (loop.empty())
@@ -265,7 +266,7 @@ private:
         // A version of a ring (its empty barrier keeps a peer from refilling what a CTA still
         // reads), the copy, and whether it runs at all, the same on every rank.
         if (!ctx.cluster_owns_tile.count(loop) || !in_ring(c.barrier) ||
-            !same_for_cluster(copy_args(c), ctx.cluster, extents) ||
+            !same_for_cluster(copy_arguments(c), ctx.cluster, extents) ||
             !same_for_cluster(control, ctx.cluster, extents))
             return op;
         c.multicast = ctx.cluster;
@@ -317,6 +318,24 @@ Stmt append_to_producer(const Stmt &s, const Stmt &tail) {
 }
 
 } // namespace
+
+bool same_for_cluster(const std::vector<Expr> &exprs, const CompileContext &ctx) {
+    return same_for_cluster(exprs, ctx.cluster, at_least_one(ctx));
+}
+
+Expr on_first_rank(const Expr &c, const CompileContext &ctx) {
+    return first_rank_condition(c, ctx.cluster, at_least_one(ctx));
+}
+
+Expr owns_tiles(const std::vector<Expr> &exprs) {
+    ClusterTiles tiles;
+    for (const Expr &e : exprs)
+        tiles.mutate(e);
+    Expr owns;
+    for (const Expr &o : tiles.owns)
+        owns = owns.defined() ? owns && o : o;
+    return owns;
+}
 
 bool holds_for_first_rank(const Expr &cond, const std::string &var, const Expr &min, int ctas,
                           const CompileContext &ctx) {

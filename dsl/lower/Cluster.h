@@ -31,11 +31,31 @@
  * launch shape, still correct.
  */
 
+#include "tandem/AsyncIR.h"
 #include "tandem/Kernel.h"
 
 namespace tandem::lower {
 
 Halide::Internal::Stmt multicast_in_clusters(const Halide::Internal::Stmt &s, CompileContext &ctx);
+
+// The cluster proof, shared with the ZPU's mesh clusters (zpu/MeshBroadcast.h). A rank is
+// proven alike by writing the core id as cluster * w + rank and the tile a cluster runs as
+// cluster * q + rank (AsRank) for every rank.
+
+/** The arguments of a copy that a shared copy must agree on: offsets, version, box. */
+std::vector<Halide::Expr> copy_arguments(const ir::CopyOp &c);
+
+/** Whether each of `exprs` is the same for every rank of a cluster of ctx.cluster units. */
+bool same_for_cluster(const std::vector<Halide::Expr> &exprs, const CompileContext &ctx);
+
+/** `c`, a condition on the unit's tile, as rank 0's tile gives it where that gives the same
+ * runs on every rank (a unit that owns its tile passes c there, and c holds for rank 0's tile
+ * wherever it holds for another rank's); `c` itself otherwise. */
+Halide::Expr on_first_rank(const Halide::Expr &c, const CompileContext &ctx);
+
+/** Whether the unit owns every tile `exprs` name (their tandem_cluster_tile calls' `owns`,
+ * joined); undefined when they name none. */
+Halide::Expr owns_tiles(const std::vector<Halide::Expr> &exprs);
 
 /** Whether `cond`, a condition on the tile `var` (iterations from `min`), holds for rank 0 of a
  * cluster of `ctas` wherever it holds for another rank of the same cluster. */

@@ -264,6 +264,11 @@ Stmt map_to_cores(const Stmt &s, CompileContext &ctx) {
             ctx.tiles = simplify(probe.tiles);
         }
     }
+    if (d.cluster > 1 && !lowering_of(ctx.target).grid_of_tiles) {
+        // A fixed number of cores, a multiple of the cluster (Validate): core c's cluster is
+        // c / cluster.
+        ctx.cluster = d.cluster;
+    }
     ctx.grid = units;
     const Expr stride = ctx.ctas_per_sm ? ir::grid_size() : Expr(units);
     SpreadLoops spread(ctx.output + ".s0", d.cores_var, stride, ctx, ctx.cluster);
@@ -306,10 +311,12 @@ Stmt map_to_cores(const Stmt &s, CompileContext &ctx) {
     result = guard_tails(result, ctx.output, simplify(stride - 1), spread, tails);
     ctx.cluster_owns_tile = spread.owns_tile;
     if (ctx.cluster > 1) {
+        const std::string &units = lowering_of(ctx.target).unit_noun;
         ctx.notes.push_back("cluster: " + std::to_string(ctx.cluster) +
-                            " consecutive iterations of " + d.cores_var +
-                            " per thread-block cluster (a CTA without a tile of its own runs rank "
-                            "0's and stores nothing)");
+                            " consecutive iterations of " + d.cores_var + " per cluster of " +
+                            std::to_string(ctx.cluster) + " " + units +
+                            " (one without a tile of its own runs rank 0's and stores "
+                            "nothing)");
     }
     return result;
 }

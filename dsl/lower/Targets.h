@@ -84,7 +84,12 @@ struct TargetLowering {
     /** The tensor core multiplies FP8 operands (e4m3, e5m2: tandem/Fp8.h) into f32. */
     bool mma_fp8 = false;
     /** Directives the target takes beyond the common ones. */
-    bool clusters = false;    // cluster(n)
+    bool clusters = false; // cluster(n)
+    /** cluster(n) groups n cores of a column of a core mesh (machine parameters `cores` in rows
+     * of `mesh_columns`; n divides the mesh's rows) rather than CTAs of a thread-block cluster:
+     * copies the same for the cluster are broadcast down the column and ordered by mesh barriers
+     * (MeshBroadcast.h), so no producer / consumer rings are needed (ZPU). */
+    bool mesh_clusters = false;
     bool cooperative = false; // cooperative()
 };
 

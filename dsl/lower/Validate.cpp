@@ -112,11 +112,23 @@ void validate_schedule(const Func &output, CompileContext &ctx) {
         }
         if (d.cluster > 1 && !lowering_of(ctx.target).clusters) {
             throw Error(where(name, "cluster(" + std::to_string(d.cluster) + ")") +
-                        "thread-block clusters are "
-                        "Hopper's; " +
-                        ctx.target.name() + " has none");
+                        "clusters are Hopper's thread-block clusters and the ZPU's mesh "
+                        "columns; " +
+                        ctx.target.name() + " has neither");
         }
-        if (d.cluster > 1 && !d.warp_specialize) {
+        if (d.cluster > 1 && lowering_of(ctx.target).mesh_clusters) {
+            const int64_t cores = ctx.target.machine.integer("cores"),
+                          columns = ctx.target.machine.integer("mesh_columns");
+            const int64_t rows = columns > 0 && cores % columns == 0 ? cores / columns : 0;
+            if (rows % d.cluster != 0) {
+                throw Error(where(name, "cluster(" + std::to_string(d.cluster) + ")") +
+                            "a cluster is " + std::to_string(d.cluster) + " cores of a column of " +
+                            ctx.target.name() + "'s mesh, which has " + std::to_string(rows) +
+                            " rows (" + std::to_string(cores) + " cores in rows of " +
+                            std::to_string(columns) + "); use a cluster size that divides " +
+                            std::to_string(rows));
+            }
+        } else if (d.cluster > 1 && !d.warp_specialize) {
             throw Error(where(name, "cluster(" + std::to_string(d.cluster) + ")") +
                         "the CTAs of a cluster write "
                         "each other's shared memory, which only the producer / consumer rings' "

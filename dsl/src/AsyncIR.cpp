@@ -27,6 +27,7 @@ const char *const advance_name = "tandem_advance";
 const char *const pipe_barrier_name = "tandem_pipe_barrier";
 const char *const vector_instruction_name = "tandem_vector";
 const char *const sync_name = "tandem_sync";
+const char *const mesh_barrier_name = "tandem_mesh_barrier";
 const char *const mma_wait_name = "tandem_mma_wait";
 const char *const setmaxnreg_name = "tandem_setmaxnreg";
 const char *const warpgroup_name = "tandem_warpgroup";
@@ -440,6 +441,18 @@ bool as_sync(const Stmt &s, std::string *engine) {
     if (!c)
         return false;
     *engine = str(c->args[0]);
+    return true;
+}
+
+Stmt make_mesh_barrier(const std::string &label) {
+    return make_call(mesh_barrier_name, {label});
+}
+
+bool as_mesh_barrier(const Stmt &s, std::string *label) {
+    const Call *c = as_call(s, mesh_barrier_name);
+    if (!c)
+        return false;
+    *label = str(c->args[0]);
     return true;
 }
 

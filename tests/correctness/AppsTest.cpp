@@ -91,6 +91,38 @@ std::vector<Case> cases() {
     add("rmsnorm", stream_schedules, {{"D", "1000"}, {"R", "77"}, {"RB", "8"}});
     add("rmsnorm", stream_schedules, {{"D", "4096"}, {"R", "20"}, {"RB", "8"}, {"stages", "3"}});
     add("rmsnorm", stream_schedules, {{"D", "7"}, {"R", "5"}, {"RB", "16"}});
+    // Mesh clusters (columns of 2 and 4 cores, B or A broadcast down the column): tile counts the
+    // cluster divides, a short last group (cores without a tile of their own), one tile, a K tail,
+    // fewer tiles than cores, runtime shapes.
+    for (const char *along : {"cluster_m", "cluster_n"}) {
+        for (const char *n : {"2", "4"}) {
+            add("gemm", {"ws_pingpong", "ws"},
+                {{"M", "256"},
+                 {"N", "256"},
+                 {"K", "192"},
+                 {"TM", "32"},
+                 {"TN", "32"},
+                 {"TK", "64"},
+                 {along, n}});
+            add("gemm", {"ws_pingpong"},
+                {{"M", "200"},
+                 {"N", "136"},
+                 {"K", "72"},
+                 {"TM", "32"},
+                 {"TN", "32"},
+                 {"TK", "32"},
+                 {along, n}});
+            add("gemm", {"ws_pingpong"}, {{"M", "100"}, {"N", "100"}, {"K", "100"}, {along, n}});
+            add("gemm", {"ws"},
+                {{"shapes", "runtime"},
+                 {"M", "300"},
+                 {"N", "200"},
+                 {"K", "72"},
+                 {"TM", "64"},
+                 {"TN", "64"},
+                 {along, n}});
+        }
+    }
     return all;
 }
 
@@ -372,22 +404,25 @@ namespace {
 
 /** The copies of a kernel multicast to a cluster, and its output copies only some CTAs make. */
 struct ClusterCopies : Halide::Internal::IRVisitor {
-    int multicast = 0;
+    int multicast = 0, cluster = 2;
     using IRVisitor::visit;
     void visit(const Halide::Internal::Call *op) override {
         ir::CopyOp c;
-        if (ir::as_copy(Halide::Internal::Evaluate::make(op), &c) && c.multicast == 2)
+        if (ir::as_copy(Halide::Internal::Evaluate::make(op), &c) && c.multicast == cluster)
             multicast++;
         IRVisitor::visit(op);
     }
 };
 
-int multicast_copies(const std::map<std::string, std::string> &params) {
+int multicast_copies(const std::map<std::string, std::string> &params,
+                     const std::string &target = "hopper", int cluster = 2) {
     const App &app = find_app("gemm");
-    Kernel k = compile_app(app, with_defaults(app, Params(params), "hopper"), "ws_cooperative",
-                           Target::parse("hopper"));
-    EXPECT_EQ(k.cluster, 2);
+    Kernel k =
+        compile_app(app, with_defaults(app, Params(params), target),
+                    target == "hopper" ? "ws_cooperative" : "ws_pingpong", Target::parse(target));
+    EXPECT_EQ(k.cluster, cluster);
     ClusterCopies v;
+    v.cluster = cluster;
     k.body.accept(&v);
     return v.multicast;
 }
@@ -396,8 +431,8 @@ int multicast_copies(const std::map<std::string, std::string> &params) {
 
 // What a 2x1 (1x2) cluster shares: B's (A's) tile, one copy per loop Halide's partitioning left;
 // with an odd number of tile rows or columns too (a short last group or pair: its missing tiles'
-// CTAs have no tile of their own), and with runtime shapes. (A tile order whose pairs share
-// nothing: ScheduleErrors.ClustersAreHoppersAndNeedWarpSpecializeOnTheOutput.)
+// CTAs have no tile of their own), and with runtime shapes. (Where clusters are refused:
+// ScheduleErrors.ClustersAreHopperAndZpuMeshColumnsAndNeedWarpSpecializeOnHopper.)
 TEST(Clusters, TheSharedOperandIsMulticast) {
     EXPECT_EQ(multicast_copies(
                   {{"M", "1024"}, {"N", "1024"}, {"K", "256"}, {"TN", "256"}, {"cluster_m", "2"}}),
@@ -413,4 +448,41 @@ TEST(Clusters, TheSharedOperandIsMulticast) {
                   {{"M", "384"}, {"N", "768"}, {"K", "128"}, {"TN", "256"}, {"cluster_n", "2"}}),
               1);
     EXPECT_EQ(multicast_copies({{"shapes", "runtime"}, {"TN", "256"}, {"cluster_n", "2"}}), 1);
+}
+
+// ZPU mesh columns: what the column's cores share is broadcast (the run-ahead copy, the
+// pipeline's prologue copy, a K tail's): B's panel down a column of tile rows (cluster_m), A's
+// along tile columns (cluster_n; A's DRAM -> RSRAM copy, its RSRAM -> ASRAM hops stay each core's
+// own); with a short last group and with runtime shapes.
+TEST(Clusters, TheColumnsSharedOperandIsBroadcast) {
+    for (const char *along : {"cluster_m", "cluster_n"}) {
+        for (int n : {2, 4}) {
+            const std::string size = std::to_string(n);
+            EXPECT_EQ(multicast_copies({{"M", "512"},
+                                        {"N", "512"},
+                                        {"K", "512"},
+                                        {"TM", "128"},
+                                        {"TN", "128"},
+                                        {"TK", "256"},
+                                        {along, size}},
+                                       "zpu", n),
+                      2)
+                << along << " = " << n;
+            EXPECT_EQ(multicast_copies({{"M", "384"},
+                                        {"N", "384"},
+                                        {"K", "300"},
+                                        {"TM", "128"},
+                                        {"TN", "128"},
+                                        {"TK", "128"},
+                                        {along, size}},
+                                       "zpu", n),
+                      3)
+                << along << " = " << n << ", 3 tiles along it, a K tail (its own copy)";
+            EXPECT_EQ(
+                multicast_copies(
+                    {{"shapes", "runtime"}, {"TM", "128"}, {"TN", "128"}, {along, size}}, "zpu", n),
+                2)
+                << along << " = " << n << ", runtime shapes";
+        }
+    }
 }

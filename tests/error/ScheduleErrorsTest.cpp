@@ -179,11 +179,22 @@ TEST(ScheduleErrors, CooperativeIsHoppersAndNeedsWarpSpecializeWithoutPingPong) 
                  {inner.A_tile.name(), "cooperative()", "output Func"});
 }
 
-TEST(ScheduleErrors, ClustersAreHoppersAndNeedWarpSpecializeOnTheOutput) {
-    Gemm zpu;
-    zpu.schedule();
-    zpu.C.warp_specialize().cluster(2);
-    expect_error([&] { zpu.compile_for("zpu"); }, {zpu.C.name(), "cluster(2)", "zpu has none"});
+TEST(ScheduleErrors, ClustersAreHopperAndZpuMeshColumnsAndNeedWarpSpecializeOnHopper) {
+    Gemm ascend;
+    ascend.schedule();
+    ascend.C.warp_specialize().cluster(2);
+    expect_error([&] { ascend.compile_for("ascend"); },
+                 {ascend.C.name(), "cluster(2)", "ascend has neither"});
+    Gemm three;
+    three.schedule();
+    three.C.cluster(3);
+    expect_error([&] { three.compile_for("zpu"); },
+                 {three.C.name(), "cluster(3)", "column of zpu's mesh", "4 rows", "divides 4"});
+    Gemm flat;
+    flat.schedule();
+    flat.C.cluster(2);
+    expect_error([&] { flat.compile_for("zpu:cores=4"); },
+                 {flat.C.name(), "cluster(2)", "1 rows", "divides 1"});
     Gemm alone;
     alone.schedule();
     alone.C.cluster(2);

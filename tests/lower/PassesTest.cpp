@@ -18,6 +18,7 @@
 #include "lower/hopper/IntraWarpgroupOverlap.h"
 #include "lower/hopper/WarpSpecialize.h"
 #include "lower/zpu/EngineSync.h"
+#include "lower/zpu/MeshBroadcast.h"
 #include "lower/zpu/ZpuMemory.h"
 
 #include <gtest/gtest.h>
@@ -931,6 +932,84 @@ TEST(EngineSync, OneAccumulatorVersionMakesTheMmasWaitForTheEpilogue) {
     size_t sync = text.rfind("tandem_sync(\"vector\")", mma);
     EXPECT_NE(sync, std::string::npos) << text;
     EXPECT_EQ(occurrences(after, "tandem_sync(\"vector\")"), 2) << text;
+}
+
+// ---- MeshBroadcast ----
+/** A copy of `extent` elements of `src` into version `slot` of `dst`, completing on dst's full
+ * barrier (or into the output C from C_stage, on its empty barrier). */
+Stmt copy(const std::string &dst, const std::string &src, const Expr &src_offset,
+          const Expr &slot) {
+    ir::CopyOp c;
+    c.dst = dst, c.src = src;
+    c.dst_offset = dst == "C" ? src_offset : slot * 64;
+    c.src_offset = dst == "C" ? slot * 64 : src_offset;
+    c.dims = {{64, 1, 1}};
+    c.barrier = dst == "C" ? ir::empty_barrier(src) : ir::full_barrier(dst);
+    c.slot = slot;
+    return ir::make_copy(c);
+}
+
+/** The tile loop of clusters of 2 cores over 40 tiles, tile-major over 4 tile rows (tile t: row
+ * t % 4, column t / 4): each k step copies A's panel of the tile row and B's of the tile column,
+ * then the tile is stored; the core past the tile count runs its rank 0's tile. */
+Stmt clustered_tile_loop(CompileContext &ctx) {
+    ctx.cluster = 2;
+    ctx.args = {{"A", bf16, {64, 256}}, {"B", bf16, {64, 640}}, {"C", bf16, {64, 40}, true}};
+    const std::string on_core = core_loop_name("C.s0.t");
+    Expr core = ir::core_id(), first = core - core % 2, k = var(on_core);
+    Expr tile = ir::cluster_tile(core + k * 16 < 40, core + k * 16, first + k * 16);
+    Expr step = var("ko"), slot = step % 2;
+    Stmt steps = loop("ko", 4,
+                      Block::make({copy("A_tile", "A", (tile % 4) * 256 + step * 64, slot),
+                                   copy("B_tile", "B", (tile / 4) * 256 + step * 64, slot),
+                                   ir::make_wait({ir::full_barrier("A_tile"), slot}),
+                                   ir::make_wait({ir::full_barrier("B_tile"), slot})}));
+    return loop(on_core, (40 - first + 15) / 16,
+                Block::make(steps, copy("C", "C_stage", tile * 64, 0)));
+}
+
+std::vector<SramBuffer> clustered_buffers() {
+    std::vector<SramBuffer> b(3);
+    b[0].name = "A_tile", b[0].slots = 2, b[0].slot_elements = 64, b[0].space = sim::Space::RSRAM;
+    b[1].name = "B_tile", b[1].slots = 2, b[1].slot_elements = 64, b[1].space = sim::Space::WSRAM;
+    b[2].name = "C_stage", b[2].slot_elements = 64;
+    return b;
+}
+
+TEST(MeshBroadcast, TheColumnsSharedPanelIsBroadcastBetweenTwoBarriers) {
+    CompileContext ctx = context();
+    Stmt before = clustered_tile_loop(ctx);
+    Stmt after = lower::broadcast_in_mesh_columns(before, ctx, clustered_buffers());
+    std::string text = ir::to_string(after);
+    // B's panel (tile / 4) is the same for ranks 2w and 2w + 1; A's (tile % 4) is not.
+    EXPECT_NE(text.find("\"B_tile.full\", ko % 2, 2)"), std::string::npos) << text;
+    EXPECT_EQ(text.find("\"A_tile.full\", ko % 2, 2)"), std::string::npos) << text;
+    // A mesh barrier before B's copy (the version is free on both cores), one after its wait.
+    size_t free = text.find("tandem_mesh_barrier(\"B_tile.full free\")");
+    size_t copy_b = text.find("tandem_copy(\"B_tile\"");
+    size_t wait_b = text.find("tandem_wait(\"B_tile.full\"");
+    size_t landed = text.find("tandem_mesh_barrier(\"B_tile.full landed\")");
+    EXPECT_LT(free, copy_b) << text;
+    EXPECT_LT(wait_b, landed) << text;
+    EXPECT_NE(landed, std::string::npos) << text;
+    EXPECT_EQ(occurrences(after, "tandem_mesh_barrier"), 2) << text;
+    // Only a core that owns its tile stores it.
+    EXPECT_NE(text.find("if ((tandem_core_id() + (C.s0.t.on_core*16)) < 40)"), std::string::npos)
+        << text;
+}
+
+TEST(MeshBroadcast, AMemoryNoColumnLeafReachesKeepsEachCoresOwnCopy) {
+    CompileContext ctx = context();
+    Stmt before = clustered_tile_loop(ctx);
+    // VLink goes from DRAM to WSRAM and RSRAM only (machines/zpu.json vlink_route).
+    std::vector<SramBuffer> buffers = clustered_buffers();
+    buffers[1].space = sim::Space::ASRAM;
+    Stmt after = lower::broadcast_in_mesh_columns(before, ctx, buffers);
+    EXPECT_EQ(occurrences(after, "tandem_mesh_barrier"), 0) << after;
+    bool noted = false;
+    for (const std::string &n : ctx.notes)
+        noted = noted || n.find("nothing is broadcast") != std::string::npos;
+    EXPECT_TRUE(noted);
 }
 
 TEST(WarpSpecialize, RolesShareARingOfBarriers) {

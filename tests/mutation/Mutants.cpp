@@ -119,6 +119,10 @@ public:
             op_name = "tandem_advance";
             barrier = counter;
             candidate(K::Delete, "delete " + text(s), Evaluate::make(0));
+        } else if (ir::as_mesh_barrier(s, &counter)) {
+            op_name = "tandem_mesh_barrier";
+            barrier = counter; // the label
+            candidate(K::Delete, "delete " + text(s), Evaluate::make(0));
         } else if (ir::as_sync(s, &counter)) {
             op_name = "tandem_sync";
             barrier = counter; // the engine

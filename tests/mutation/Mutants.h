@@ -10,6 +10,7 @@
  *            tandem_mma_wait (a Hopper wgmma.wait_group) and tandem_cross_core_wait / _set (an
  *            Ascend mix kernel's flags between its cube and vector cores)
  *   pending  each tandem_mma_wait(acc, n) -> n + 1: one more MMA group left in flight
+ *            and each ZPU mesh barrier tandem_mesh_barrier
  *   local    each cluster arrival tandem_arrive(b, s, n) -> an arrival on its own CTA's only
  *   parity   each explicit wait parity p -> 1 - p (Hopper rings)
  *   slot     each version index of a buffer with several: slot -> (slot + 1) % slots, in the

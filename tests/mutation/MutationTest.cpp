@@ -107,6 +107,14 @@ std::vector<KernelCase> kernel_cases() {
          {"TK", "64"},
          {"stages", "2"},
          {"cluster_m", "2"}});
+    // ZPU mesh clusters: B broadcast down mesh columns of 4 (then 2, with a short last group of
+    // tile rows: cores without a tile of their own); each mesh barrier and the sender's wait
+    // dropped must show.
+    std::map<std::string, std::string> column = zpu_gemm, column_ragged = zpu_gemm_ragged;
+    column["cluster_m"] = "4";
+    column_ragged["cluster_m"] = "2";
+    add("zpu", "gemm", {"ws_pingpong", "ws"}, "256x256x128_cluster_m4", column);
+    add("zpu", "gemm", {"ws_pingpong"}, "40x1544x112_cluster_m2", column_ragged);
     add("hopper:sms=4", "elementwise", stream_schedules, "256x192", stream);
     add("hopper:sms=4", "elementwise", stream_schedules, "3066x42", stream_ragged);
     // Ascend's cross-core flags: the conformance suite's chain (tests/conformance), whose

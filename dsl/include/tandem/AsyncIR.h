@@ -27,6 +27,13 @@
  * ZPU adds:
  *   tandem_sync(engine)                block until every op issued to "tensor" or "vector" is done
  *                                      (MMAs and vector ops are asynchronous on their engines)
+ *   tandem_copy(..., barrier, slot, n)  ZPU mesh clusters (MeshBroadcast.h): the same box for the
+ *                                      n cores of a cluster (a mesh column); rank 0 loads it and
+ *                                      broadcasts it down the column (VLink) into the others'
+ *                                      buffer of the same name; their wait on (barrier, slot) is
+ *                                      free, a mesh barrier after it tells them it landed
+ *   tandem_mesh_barrier(label)         every core of the cluster arrives; each leaves knowing what
+ *                                      all of them did before it
  *
  * Hopper adds:
  *   tandem_warpgroup()                 the warpgroup running the code (roles branch on it)
@@ -93,7 +100,7 @@ struct CopyOp {
     std::vector<CopyDim> dims; // innermost first
     std::string barrier;
     Expr slot;
-    int multicast = 0; // > 1: Hopper, the CTAs of the cluster it is multicast to
+    int multicast = 0; // > 1: the CTAs (Hopper) or cores (ZPU) of the cluster it reaches
 };
 
 struct WaitOp {
@@ -210,6 +217,9 @@ bool as_setmaxnreg(const Stmt &s, int *registers, bool *increase);
 Stmt make_sync(const std::string &engine);
 /** The engine of a tandem_sync, or false. */
 bool as_sync(const Stmt &s, std::string *engine);
+Stmt make_mesh_barrier(const std::string &label);
+/** The label of a tandem_mesh_barrier, or false. */
+bool as_mesh_barrier(const Stmt &s, std::string *label);
 bool is_warpgroup(const Expr &e);
 Stmt make_mma_wait(const std::string &acc, int pending);
 /** The accumulator and pending group count of a tandem_mma_wait, or false. */

@@ -113,7 +113,7 @@ struct CompileContext {
     int grid = 1;        // units the tile loop runs on (ZPU cores, Hopper CTAs)
     Halide::Expr tiles;  // Hopper, persistent: the tile count (Kernel::tiles)
     int ctas_per_sm = 0; // Hopper, persistent: the grid is sized at launch (Kernel)
-    int cluster = 1;     // Hopper: CTAs per thread-block cluster (Kernel::cluster)
+    int cluster = 1;     // CTAs per thread-block cluster, cores per mesh cluster (Kernel::cluster)
     /** Hopper clusters: per mapped tile loop (its name), whether the CTA has a tile of its own in
      * the iteration (the tile-less CTAs of the last cluster store nothing). */
     std::map<std::string, Halide::Expr> cluster_owns_tile;
@@ -157,7 +157,10 @@ struct Kernel {
     Halide::Expr tiles;
     int ctas_per_sm = 0;
     /** Hopper: CTAs per thread-block cluster (1: none), consecutive in the grid (rank = CTA index
-     * % cluster); `grid` is a multiple of it, and so is a persistent launch. */
+     * % cluster); `grid` is a multiple of it, and so is a persistent launch. ZPU: cores per mesh
+     * cluster, a run of `cluster` rows of one mesh column; tandem_core_id() is then the core's
+     * mesh position, column * rows + row (zpu::mesh_position), so that a cluster's ranks are
+     * consecutive ids as on Hopper. */
     int cluster = 1;
     bool vector_units_only = false; // no tile MMA: on Ascend an AIV-only kernel (else AIC-only)
     /** Ascend: a mix kernel (KERNEL_TYPE_MIX_AIC_1_2): `grid` AICs, each with its two AIVs; the

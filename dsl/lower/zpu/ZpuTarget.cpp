@@ -2,6 +2,7 @@
 #include "tandem/params/Zpu.h"
 
 #include "EngineSync.h"
+#include "MeshBroadcast.h"
 #include "ZpuMemory.h"
 #include "lower/FirstMma.h"
 #include "lower/MultiBuffer.h"
@@ -51,12 +52,19 @@ TargetLowering zpu_target() {
         // The asynchronous tensor and vector cores synced where they conflict.
         {"sync_engines", [](const Stmt &s, CompileContext &ctx,
                             Kernel &k) { return sync_engines(s, ctx, k.buffers); }},
+        // cluster(n): what the cores of a mesh column share is broadcast down it.
+        {"broadcast_in_mesh_columns",
+         [](const Stmt &s, CompileContext &ctx, Kernel &k) {
+             return broadcast_in_mesh_columns(s, ctx, k.buffers);
+         }},
         drop_guards_step(),
     };
     t.memory_name = [](const SramBuffer &b) { return std::string(sim::space_name(b.space)); };
     t.fitting_stages = zpu_fitting_stages;
     t.runtime_shapes = true;
     t.accumulator_slots = true;
+    t.clusters = true;
+    t.mesh_clusters = true;
     return t;
 }
 
