@@ -954,8 +954,10 @@ Stmt copy(const std::string &dst, const std::string &src, const Expr &src_offset
  * then the tile is stored; the core past the tile count runs its rank 0's tile. */
 Stmt clustered_tile_loop(CompileContext &ctx) {
     ctx.cluster = 2;
-    ctx.args = {{"A", bf16, {64, 256}}, {"B", bf16, {64, 640}}, {"C", bf16, {64, 40}, true}};
-    const std::string on_core = core_loop_name("C.s0.t");
+    ctx.args.resize(3);
+    ctx.args[0].name = "A", ctx.args[1].name = "B", ctx.args[2].name = "C";
+    ctx.args[2].output = true;
+    const std::string on_core = lower::core_loop_name("C.s0.t");
     Expr core = ir::core_id(), first = core - core % 2, k = var(on_core);
     Expr tile = ir::cluster_tile(core + k * 16 < 40, core + k * 16, first + k * 16);
     Expr step = var("ko"), slot = step % 2;

@@ -20,11 +20,15 @@
  *    broadcasts the same box from DRAM into the others' buffer of the same name; the others
  *    issue nothing, and their wait on the version is free.
  *  - orders it with two mesh barriers of the cluster: "free" before the copy (every rank has
- *    done with what the version held: the engine syncs before the copy run on every rank), and
- *    "landed" after each wait on the version (rank 0 waited on its load and on the leaf, so the
- *    others read the version after the leaf's writes).
- *  - stores only the tiles a core owns: an output copy naming a tandem_cluster_tile (the
- *    deferred store of the previous tile too) runs where that tile is the core's own.
+ *    done with what the version held: the engine syncs before the copy run on every rank; none
+ *    before the pipeline's prologue copies ahead of every loop, whose versions nothing used yet),
+ *    and "landed" after each wait on the version (rank 0 waited on its load and on the leaf, so
+ *    the others read the version after the leaf's writes).
+ *  - issues each broadcast after the MMAs that follow it and read other versions of its buffer
+ *    (proven apart for each residue of the version modulo the versions). On a core alone the
+ *    pipeline puts the copy right before the iteration's first MMA, after the engine sync that
+ *    frees the version; a barrier there would hold the MMA back by a barrier's time, while after
+ *    the MMAs it runs under them.
  *
  * Where nothing is shared the cluster is only a tile order (a note says so), still correct.
  */
