@@ -218,8 +218,10 @@ private:
             std::string slot = expr(c.slot);
             os << line() << barrier_array(c.barrier) << "[" << slot << "] = ";
             if (c.multicast > 1) {
-                os << "zpu::column_copy(ctx, " << c.multicast << ", &" << leaf_array(c.barrier)
-                   << "[" << slot << "], " << c_name(c.dst) << ", \"" << c.dst << "\", ";
+                os << "zpu::column_copy(ctx, " << c.multicast << ", "
+                   << (c.sender.defined() ? expr(c.sender) : std::string("0")) << ", &"
+                   << leaf_array(c.barrier) << "[" << slot << "], " << c_name(c.dst) << ", \""
+                   << c.dst << "\", ";
             } else {
                 os << "zpu::dma_start(ctx, " << c_name(c.dst) << ", ";
             }

@@ -105,9 +105,10 @@ private:
             int64_t slot = int64_t(scalar(c.slot));
             std::string label = c.src + " -> " + c.dst + " (version " + std::to_string(slot) + ")";
             if (c.multicast > 1) {
-                tokens[{c.barrier, slot}] =
-                    zpu::column_copy(ctx, c.multicast, &leaves[{c.barrier, slot}], buffer(c.dst).id,
-                                     c.dst.c_str(), dst, buffer(c.src).id, src, label);
+                tokens[{c.barrier, slot}] = zpu::column_copy(
+                    ctx, c.multicast, c.sender.defined() ? int(scalar(c.sender)) : 0,
+                    &leaves[{c.barrier, slot}], buffer(c.dst).id, c.dst.c_str(), dst,
+                    buffer(c.src).id, src, label);
             } else {
                 tokens[{c.barrier, slot}] =
                     ctx.core.dma_start(buffer(c.dst).id, dst, buffer(c.src).id, src, label);

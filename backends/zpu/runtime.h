@@ -184,33 +184,43 @@ inline void mesh_barrier(Context &ctx, int cluster, const std::string &label) {
     ctx.core.barrier(cluster_cores(ctx, cluster), label);
 }
 
-/** A copy the cores of a cluster share: rank 0 loads the box into its own buffer `dst` (the
- * returned token) and broadcasts the same box from `src` down its column into the buffer named
- * `dst_name` of the others (*leaf: that leaf's token); the others issue nothing (both tokens
- * null: their waits are free, and a mesh barrier after rank 0's wait tells them it landed). */
-inline Token column_copy(Context &ctx, int cluster, Token *leaf, int dst, const char *dst_name,
-                         const tandem::sim::Box &dst_box, int src, const tandem::sim::Box &src_box,
-                         const std::string &label) {
+/** A copy the cores of a cluster share: rank `sender` loads the box into its own buffer `dst`
+ * (the returned token) and broadcasts the same box from `src` down its column into the buffer
+ * named `dst_name` of the others (*leaf: that leaf's token); the others issue nothing (both
+ * tokens null: their waits are free, and a mesh barrier after the sender's wait tells them it
+ * landed). */
+inline Token column_copy(Context &ctx, int cluster, int sender, Token *leaf, int dst,
+                         const char *dst_name, const tandem::sim::Box &dst_box, int src,
+                         const tandem::sim::Box &src_box, const std::string &label) {
     const std::vector<int> cores = cluster_cores(ctx, cluster);
     *leaf = Token{0};
-    if (ctx.core.id() != cores.front())
+    if (sender < 0 || sender >= cluster) {
+        throw tandem::sim::SimError("zpu: column copy '" + label + "': sender rank " +
+                                    std::to_string(sender) + " is not a rank of a cluster of " +
+                                    std::to_string(cluster));
+    }
+    if (ctx.core.id() != cores[size_t(sender)])
         return Token{0};
+    std::vector<int> receivers;
+    for (int c : cores) {
+        if (c != ctx.core.id())
+            receivers.push_back(c);
+    }
     Token own = ctx.core.dma_start(dst, dst_box, src, src_box, label);
-    *leaf = ctx.core.broadcast(tandem::sim::Link::Column,
-                               std::vector<int>(cores.begin() + 1, cores.end()), dst_name, dst_box,
-                               src, src_box, label + " (column leaf)");
+    *leaf = ctx.core.broadcast(tandem::sim::Link::Column, receivers, dst_name, dst_box, src,
+                               src_box, label + " (column leaf)");
     return own;
 }
 
-inline Token column_copy(Context &ctx, int cluster, Token *leaf, int dst, const char *dst_name,
-                         int64_t dst_offset, int src, int64_t src_offset,
+inline Token column_copy(Context &ctx, int cluster, int sender, Token *leaf, int dst,
+                         const char *dst_name, int64_t dst_offset, int src, int64_t src_offset,
                          std::initializer_list<CopyDim> dims, const std::string &label) {
     tandem::sim::Box d{dst_offset, {}}, s{src_offset, {}};
     for (const CopyDim &c : dims) {
         d.dims.push_back({box_extent(c.extent), c.dst_stride});
         s.dims.push_back({box_extent(c.extent), c.src_stride});
     }
-    return column_copy(ctx, cluster, leaf, dst, dst_name, d, src, s, label);
+    return column_copy(ctx, cluster, sender, leaf, dst, dst_name, d, src, s, label);
 }
 
 /** The null token: waiting on it is free (a version nothing was stored from yet). */

@@ -110,6 +110,8 @@ Stmt make_copy(const CopyOp &op) {
     args.push_back(op.slot);
     if (op.multicast > 1)
         args.push_back(op.multicast);
+    if (op.multicast > 1 && op.sender.defined())
+        args.push_back(op.sender);
     return make_call(copy_name, args);
 }
 
@@ -129,6 +131,7 @@ bool as_copy(const Stmt &s, CopyOp *op) {
     op->barrier = str(c->args[5 + 3 * dims]);
     op->slot = c->args[6 + 3 * dims];
     op->multicast = c->args.size() > size_t(7 + 3 * dims) ? int_arg(c->args[7 + 3 * dims]) : 0;
+    op->sender = c->args.size() > size_t(8 + 3 * dims) ? c->args[8 + 3 * dims] : Expr();
     return true;
 }
 

@@ -143,6 +143,12 @@ std::vector<Case> found_by_the_fuzzer() {
         // Chunks of rows not whole 32-byte blocks, where no operand has a value per row.
         {"pointwise ascend double_buffered H=15 W=1023 expr=15"},
         {"pointwise ascend double_buffered H=63 W=256 expr=13"},
+        // ZPU mesh clusters: the straight-line tail tile the first cluster runs on all its cores
+        // was stored by each of them (now by rank 0).
+        {"gemm zpu ws_pingpong K=128 M=65 N=32 TK=64 TM=32 TN=32 cluster_m=4 epilogue=bias_relu "
+         "group=1 out=f32 stages=3"},
+        {"gemm zpu ws_pingpong K=128 M=2 N=186 TK=64 TM=64 TN=16 cluster_m=2 epilogue=bias_relu "
+         "group=1 in=f16 out=f16 stages=0"},
     };
 }
 

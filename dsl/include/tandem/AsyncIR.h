@@ -27,11 +27,12 @@
  * ZPU adds:
  *   tandem_sync(engine)                block until every op issued to "tensor" or "vector" is done
  *                                      (MMAs and vector ops are asynchronous on their engines)
- *   tandem_copy(..., barrier, slot, n)  ZPU mesh clusters (MeshBroadcast.h): the same box for the
- *                                      n cores of a cluster (a mesh column); rank 0 loads it and
- *                                      broadcasts it down the column (VLink) into the others'
- *                                      buffer of the same name; their wait on (barrier, slot) is
- *                                      free, a mesh barrier after it tells them it landed
+ *   tandem_copy(..., barrier, slot, n, sender)
+ *                                      ZPU mesh clusters (MeshBroadcast.h): the same box for the
+ *                                      n cores of a cluster (a mesh column); rank `sender` loads
+ *                                      it and broadcasts it down the column (VLink) into the
+ *                                      others' buffer of the same name; their wait on (barrier,
+ *                                      slot) is free, a mesh barrier after it tells them it landed
  *   tandem_mesh_barrier(label)         every core of the cluster arrives; each leaves knowing what
  *                                      all of them did before it
  *
@@ -100,7 +101,8 @@ struct CopyOp {
     std::vector<CopyDim> dims; // innermost first
     std::string barrier;
     Expr slot;
-    int multicast = 0; // > 1: the CTAs (Hopper) or cores (ZPU) of the cluster it reaches
+    int multicast = 0;    // > 1: the CTAs (Hopper) or cores (ZPU) of the cluster it reaches
+    Expr sender = Expr(); // ZPU, multicast: the rank that loads and broadcasts it (undefined: 0)
 };
 
 struct WaitOp {

@@ -50,6 +50,18 @@ private:
         }
     }
 
+    /** The rank that loads and broadcasts `c`: the copy into version g % versions (g the copy's
+     * place in the pipeline's order) is rank g % n's, so that the ranks' ODMA units take the
+     * shared loads in turn; rank 0 where the version is not of that form. */
+    Expr sender_of(const ir::CopyOp &c) const {
+        if (const Mod *m = c.slot.as<Mod>()) {
+            Expr sender = simplify(m->a % ctx.cluster);
+            if (same_for_cluster({sender}, ctx))
+                return sender;
+        }
+        return 0;
+    }
+
     /** The first copies of a buffer, in the software pipeline's prologue before any loop: each
      * into a version no core has used yet, so nothing needs to be free first. */
     bool first_use(const ir::CopyOp &c) const {
@@ -110,7 +122,11 @@ private:
         ir::WaitOp w;
         if (ir::as_copy(op, &c)) {
             if (c.dst == ctx.output) {
+                // The tile the copy names is the core's own; a store the same for every rank (a
+                // straight-line tail the first cluster runs on all its cores) is rank 0's.
                 Expr owns = owns_tiles(copy_arguments(c));
+                if (!owns.defined() && same_for_cluster(copy_arguments(c), ctx))
+                    owns = ir::core_id() % ctx.cluster == 0;
                 return shared && owns.defined() ? IfThenElse::make(owns, op) : Stmt(op);
             }
             if (!shared) {
@@ -126,6 +142,7 @@ private:
             if (!shared->count(c.barrier))
                 return op;
             c.multicast = ctx.cluster;
+            c.sender = sender_of(c);
             if (first)
                 return ir::make_copy(c);
             return Block::make(ir::make_mesh_barrier(c.barrier + " free"), ir::make_copy(c));
