@@ -2,9 +2,10 @@
 # Issue 36: ZPU gemm with mesh clusters (cluster(n): n cores of a mesh column, the operand they
 # share loaded once and broadcast down the column) against the same gemm without, on
 # machines/zpu.json (model v5). Per shape: no cluster, cluster_m = 2 and 4 (B shared), cluster_n
-# = 2 and 4 (A shared). Then what the assumptions decide: the column of 4 at half and double the
-# VLink rate (vlink_bytes_per_cycle 1024, 4096: a public figure, kept as the fork's cost model
-# has it) and at barrier_cycles 0 and 50 (the Tandem assumption is 100). 512^3 with the tiling
+# = 2 and 4 (A shared). Then what the assumptions decide: a column of 4 (512^3 and 2048^3 along
+# M, M = 16 along N) at half and double the VLink rate (vlink_bytes_per_cycle 1024, 4096: a
+# public figure, kept as the fork's cost model has it) and at barrier_cycles 0, 50 and 200 (the
+# Tandem assumption is 100). 512^3 with the tiling
 # the tuner found best (tune_bounds.sh), the others at gemm's defaults. Writes
 # results/zpu_mesh.json and the raw log results/zpu_mesh.log. TANDEM_CLI: the CLI to run.
 source "$(dirname "$0")/setup.sh"
@@ -30,14 +31,15 @@ for shape in "${shapes[@]}"; do
         run "$c" zpu "${params[@]}" --param "$c"
     done
 done
-for shape in "${shapes[0]}" "${shapes[2]}"; do
-    read -r m n k more <<< "$shape"
+for pair in "0 cluster_m=4" "2 cluster_m=4" "3 cluster_n=4"; do
+    read -r index cluster <<< "$pair"
+    read -r m n k more <<< "${shapes[$index]}"
     params=(--schedule ws_pingpong --param M=$m --param N=$n --param K=$k)
     for kv in $more; do params+=(--param "$kv"); done
     for machine in zpu:vlink_bytes_per_cycle=1024 zpu:vlink_bytes_per_cycle=4096 \
-        zpu:barrier_cycles=0 zpu:barrier_cycles=50; do
+        zpu:barrier_cycles=0 zpu:barrier_cycles=50 zpu:barrier_cycles=200; do
         run "none" "$machine" "${params[@]}"
-        run "cluster_m=4" "$machine" "${params[@]}" --param cluster_m=4
+        run "$cluster" "$machine" "${params[@]}" --param "$cluster"
     done
 done
 python3 - "$out/zpu_mesh.json" "$rows" <<'PY'
