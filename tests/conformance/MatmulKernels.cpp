@@ -59,6 +59,10 @@ public:
     GeneratorParam<int> U{"U", 1, 1, 1 << 10, Tunable<int>{1, 2, 4, 8, 16}};
     // runtime: M (the tokens of a step) is the buffers' at each call (M an estimate); N, K static.
     GeneratorParam<bool> runtime{"runtime", false};
+    // cluster: neighbouring tiles of a row (which read the same rows of x) in clusters of that
+    // many units, where the target takes cluster(n) (Hopper with warp-specialised schedules: x's
+    // tile multicast; the ZPU's mesh columns: broadcast); one kernel of U = 1.
+    GeneratorParam<int> cluster{"cluster", 1, 1, 8};
     Input<Buffer<void, 2>> x{"x"}, w{"w"};
     Input<Buffer<float, 1>> bias{"bias"};
     Input<Buffer<float, 2>> residual{"residual"};
@@ -122,6 +126,8 @@ public:
         if (U == 1) {
             tile_mma(acc, k_x);
             pipeline(out, pipelining);
+            if (cluster > 1 && get_target().takes("cluster"))
+                out.cluster(cluster);
             return;
         }
         // Split-K: the partial sums of each slice of K, then acc sums them (over `slice`).
