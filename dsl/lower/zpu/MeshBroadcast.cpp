@@ -297,10 +297,10 @@ Stmt broadcast_in_mesh_columns(const Stmt &s, CompileContext &ctx,
         if (ring.alike) {
             shared.insert(barrier);
             ctx.notes.push_back("mesh cluster: the copies completing on " + barrier +
-                                " are loaded by rank 0 and broadcast down its mesh column to the " +
-                                cores +
-                                " (VLink), with a mesh barrier before each (the version "
-                                "is free on every core) and after each wait (it landed)");
+                                " are loaded by one of the " + cores +
+                                " in turn and broadcast down the mesh column to the others "
+                                "(VLink), with a mesh barrier before each (the version is free "
+                                "on every core) and after each wait (it landed)");
         }
     }
     if (shared.empty()) {
