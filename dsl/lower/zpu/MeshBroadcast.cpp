@@ -163,11 +163,15 @@ private:
     }
 };
 
-/** The element range [lo, hi) a box of `dims` from `offset` spans (strides as `stride`). */
+/** The element range [lo, hi) a box of `dims` (extent, stride) from `offset` spans; undefined
+ * where a stride may be negative. */
 std::pair<Expr, Expr> span(const Expr &offset, const std::vector<std::pair<Expr, Expr>> &dims) {
     Expr hi = offset + 1;
-    for (const auto &[extent, stride] : dims)
-        hi = hi + (extent - 1) * stride;
+    for (const auto &[extent, stride] : dims) {
+        if (!can_prove(stride >= 0))
+            return {Expr(), Expr()}; // not a range from `offset` up: nothing is proven apart
+        hi = hi + (Halide::max(extent, 1) - 1) * stride;
+    }
     return {offset, hi};
 }
 
@@ -230,12 +234,16 @@ private:
         for (const ir::CopyDim &d : c.dims)
             dims.push_back({d.extent, d.dst_stride});
         const auto [lo, hi] = span(c.dst_offset, dims);
+        if (!lo.defined())
+            return false;
         std::vector<std::pair<Expr, Expr>> read;
         if (m.a == c.dst)
             read.push_back(span(m.a_offset, {{m.k, m.a_stride_k}, {m.m, m.a_stride_m}}));
         if (m.b == c.dst)
             read.push_back(span(m.b_offset, {{m.n, m.b_stride_n}, {m.k, m.b_stride_k}}));
         for (const auto &[rlo, rhi] : read) {
+            if (!rlo.defined())
+                return false;
             for (int r = 0; r < std::max(1, buffer->slots); r++) {
                 Expr apart = hi <= rlo || rhi <= lo;
                 if (!vars.empty()) {
