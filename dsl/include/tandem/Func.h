@@ -40,7 +40,7 @@ struct Directives {
     bool ping_pong = false;
     bool cooperative = false; // Hopper: two consumer warpgroups share each tile, by rows
     int persistent = 0;       // Hopper: > 0 CTAs per SM in a persistent grid over the tiles
-    int cluster = 0;          // Hopper: > 1 consecutive tiles per thread-block cluster (multicast)
+    int cluster = 0;          // > 1 consecutive tiles per cluster (Hopper CTAs, a ZPU mesh column)
     bool tile_mma = false;    // the update stage must become one tile MMA
     std::string cores_var;    // loop var whose iterations are spread over the cores
     bool vectorized = false;  // a Halide vectorize was requested (the ZPU rejects it)
@@ -180,7 +180,10 @@ public:
      * multicast (TMA .multicast::cluster) into each CTA's shared memory; the consumers then release
      * a version on the mbarriers of every CTA of the cluster. Output Func, with warp_specialize().
      * A CTA with no tile of its own (past the tile count, or a guarded tile of a short last group)
-     * runs its cluster's rank 0 tile through the pipeline and stores nothing. */
+     * runs its cluster's rank 0 tile through the pipeline and stores nothing.
+     * ZPU: `ctas` cores of one mesh column (it must divide the mesh's rows); what they share is
+     * loaded by one of them in turn and broadcast down the column over VLink, between mesh
+     * barriers (lower/zpu/MeshBroadcast.h); no warp_specialize() needed. */
     Func &cluster(int ctas);
     /** Spread the iterations of loop `var` (the tile loop) over the cores: block-to-core mapping.
      */
