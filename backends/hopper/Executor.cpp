@@ -545,7 +545,7 @@ void execute(const Kernel &kernel, sim::hopper::Machine &machine,
             c, std::min<int64_t>((grid + c - 1) / c * c, sms * kernel.ctas_per_sm / c * c)));
     }
     machine.set_grid(grid);
-    // The CTAs of a cluster run together; each its own agents and buffers.
+    // The CTAs that run at once share one time line; each has its own agents and buffers.
     std::vector<Cta> ctas;
     ctas.reserve(size_t(grid));
     std::map<std::pair<const void *, std::vector<int64_t>>, VectorCost> vector_costs;
@@ -556,43 +556,40 @@ void execute(const Kernel &kernel, sim::hopper::Machine &machine,
         for (const auto &[name, id] : arguments)
             ctas.back().shared[name] = id;
     }
-    for (int first = 0; first < grid; first += kernel.cluster) {
-        machine.run_cluster(
-            first, kernel.cluster, [&](sim::hopper::Machine::CtaBuilder &b, int index) {
-                Cta &cta = ctas[size_t(index)];
-                std::vector<int> agents;
-                for (int a = 0; a < kernel.warpgroups; a++) {
-                    agents.push_back(b.add_agent(kernel.warpgroups == 1 ? "warpgroup"
-                                                 : a == 0               ? "producer"
-                                                          : "consumer " + std::to_string(a - 1)));
-                }
-                cta.registers.assign(kernel.warpgroups, {});
-                for (const SramBuffer &buf : kernel.buffers) {
-                    sim::DType t = dtype_of(buf.type);
-                    if (!buf.in_registers) {
-                        cta.shared[buf.name] =
-                            b.add_smem(buf.name, t, buf.elements(),
-                                       buf.chip_slot_bytes ? buf.slots * buf.chip_slot_bytes : -1);
-                        continue;
-                    }
-                    // Accumulators: one copy per warpgroup that computes (not the producer).
-                    for (int a = kernel.warpgroups == 1 ? 0 : 1; a < kernel.warpgroups; a++) {
-                        cta.registers[a][buf.name] =
-                            b.add_registers(agents[a], buf.name, t, buf.elements());
-                    }
-                }
-                for (const BarrierDecl &bar : kernel.barriers) {
-                    for (int s = 0; s < bar.slots; s++) {
-                        cta.barriers[{bar.name, s}] =
-                            b.add_barrier(bar.name + "[" + std::to_string(s) + "]");
-                    }
-                }
-                std::vector<std::unique_ptr<AgentProgram>> programs;
-                for (int a = 0; a < kernel.warpgroups; a++)
-                    programs.push_back(std::make_unique<Role>(cta, code, a));
-                return programs;
-            });
-    }
+    machine.run_grid(grid, kernel.cluster, [&](sim::hopper::Machine::CtaBuilder &b, int index) {
+        Cta &cta = ctas[size_t(index)];
+        std::vector<int> agents;
+        for (int a = 0; a < kernel.warpgroups; a++) {
+            agents.push_back(b.add_agent(kernel.warpgroups == 1 ? "warpgroup"
+                                         : a == 0               ? "producer"
+                                                  : "consumer " + std::to_string(a - 1)));
+        }
+        cta.registers.assign(kernel.warpgroups, {});
+        for (const SramBuffer &buf : kernel.buffers) {
+            sim::DType t = dtype_of(buf.type);
+            if (!buf.in_registers) {
+                cta.shared[buf.name] =
+                    b.add_smem(buf.name, t, buf.elements(),
+                               buf.chip_slot_bytes ? buf.slots * buf.chip_slot_bytes : -1);
+                continue;
+            }
+            // Accumulators: one copy per warpgroup that computes (not the producer).
+            for (int a = kernel.warpgroups == 1 ? 0 : 1; a < kernel.warpgroups; a++) {
+                cta.registers[a][buf.name] =
+                    b.add_registers(agents[a], buf.name, t, buf.elements());
+            }
+        }
+        for (const BarrierDecl &bar : kernel.barriers) {
+            for (int s = 0; s < bar.slots; s++) {
+                cta.barriers[{bar.name, s}] =
+                    b.add_barrier(bar.name + "[" + std::to_string(s) + "]");
+            }
+        }
+        std::vector<std::unique_ptr<AgentProgram>> programs;
+        for (int a = 0; a < kernel.warpgroups; a++)
+            programs.push_back(std::make_unique<Role>(cta, code, a));
+        return programs;
+    });
 }
 
 } // namespace tandem::hopper_backend

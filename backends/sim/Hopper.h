@@ -12,6 +12,8 @@
  * blocked and no event is pending, that is a deadlock, reported with what each agent waits for.
  *
  * CTAs run independently; CTA i runs on SM i % sms after the CTAs before it on that SM (waves).
+ * run_grid runs a kernel's CTAs that overlap in time in one event loop, so their loads share HBM
+ * and L2 in the order of time; run_cta and run_cluster run one CTA (cluster) after another.
  * Global memory is shared: accesses of different CTAs are checked against each other at finish().
  *
  * A cluster (run_cluster) is CTAs that run at once, on SMs of their own, in one event loop: each
@@ -81,6 +83,10 @@ struct HopperParams {
     double wgmma_f16_macs_per_cycle = 2048;  // f16 dense, per SM (the bf16 rate on an H100)
     double wgmma_int8_macs_per_cycle = 4096; // int8 -> int32 dense, per SM (twice bf16's)
     double wgmma_fp8_macs_per_cycle = 4096;  // e4m3 / e5m2 -> f32 dense, per SM (twice bf16's)
+    // The clock the SMs hold while their tensor cores are busy, as a fraction of the clock cycles
+    // are counted in (a power limit): the wgmma rates above are at the full clock (the roofline's
+    // peak), a wgmma takes 1 / tensor_clock as long.
+    double tensor_clock = 1.0;
     int wgmma_latency = 30;
     int vector_flops_per_cycle = 128; // per SM, shared by its warpgroups (128 FP32 lanes)
     int barrier_latency = 20;         // arrive -> visible to a waiter
@@ -106,6 +112,7 @@ struct HopperParams {
         f("wgmma_f16_macs_per_cycle", wgmma_f16_macs_per_cycle);
         f("wgmma_int8_macs_per_cycle", wgmma_int8_macs_per_cycle);
         f("wgmma_fp8_macs_per_cycle", wgmma_fp8_macs_per_cycle);
+        f("tensor_clock", tensor_clock);
         f("wgmma_latency", wgmma_latency);
         f("vector_flops_per_cycle", vector_flops_per_cycle);
         f("barrier_latency", barrier_latency);
@@ -119,7 +126,8 @@ struct HopperParams {
      * model itself shares HBM and L2 in time, SharedBandwidth). */
     int64_t tma_cycles(int64_t miss, int64_t hit, int active) const;
     /** A wgmma of m x n x k MACs on `operands` (f16 at wgmma_f16_macs_per_cycle, int8 at
-     * wgmma_int8_macs_per_cycle, e4m3 or e5m2 at wgmma_fp8_macs_per_cycle, else the bf16 rate). */
+     * wgmma_int8_macs_per_cycle, e4m3 or e5m2 at wgmma_fp8_macs_per_cycle, else the bf16 rate;
+     * each times tensor_clock). */
     int64_t wgmma_cycles(int64_t m, int64_t n, int64_t k, DType operands = DType::BF16) const;
 };
 
@@ -307,6 +315,11 @@ public:
     /** Runs CTAs first_cta .. first_cta + ctas - 1 as one cluster (rank = index - first_cta),
      * together: `make_cta` is called for each. SimError when the machine has fewer SMs. */
     void run_cluster(int first_cta, int ctas, const CtaFactory &make_cta);
+    /** Runs a kernel's grid, CTAs 0 .. ctas - 1 in clusters of `cluster` CTAs, as the GPU does:
+     * CTA i on SM i % sms once the CTAs before it there have finished, a cluster once all its
+     * SMs are free, and the CTAs that run at once in one time line (their loads take HBM and L2
+     * bandwidth in the order of time, not of CTA index). */
+    void run_grid(int ctas, int cluster, const CtaFactory &make_cta);
     /** The kernel's grid: min(ctas, sms) SMs share HBM and L2 (default: every SM). */
     void set_grid(int ctas);
 

@@ -291,6 +291,7 @@ struct TmaBoxes {
 struct Machine::Impl {
     class CtaRun;
     struct Cluster;
+    struct ClusterRun;
 
     Impl(const HopperParams &p, bool numerics_on, bool trace_on)
         : params(p), numerics(numerics_on), trace(trace_on), active_sms(p.sms),
@@ -332,7 +333,9 @@ struct Machine::Impl {
     int track(int sm, const std::string &agent_name);
     void cross_cta_races();
 
-    void run_cluster(int first_cta, int ctas, const CtaFactory &make_cta);
+    /** CTAs first_cta .. first_cta + ctas - 1 in clusters of `cluster`, in one event loop: CTA i
+     * on SM i % sms, a cluster starting once its SMs are free, the running ones at once. */
+    void run_grid(int first_cta, int ctas, int cluster, const CtaFactory &make_cta);
     /** A global buffer, or smem or registers of the running CTA; SimError otherwise. */
     Buffer &buffer(int id);
 };
@@ -453,6 +456,7 @@ public:
     void finish_run();
 
     Cycles end() const { return end_; }
+    int sm() const { return sm_; }
 
     /** The global buffers' accesses, for the cross-CTA check at finish(). */
     std::vector<std::pair<int, BufferHistory>> take_global_histories();

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -116,7 +117,8 @@ int64_t HopperParams::wgmma_cycles(int64_t m, int64_t n, int64_t k, DType operan
                         : operands == DType::E4M3 || operands == DType::E5M2
                             ? wgmma_fp8_macs_per_cycle
                             : wgmma_macs_per_cycle;
-    return wgmma_latency + int64_t(std::ceil(double(m) * double(n) * double(k) / rate));
+    return wgmma_latency +
+           int64_t(std::ceil(double(m) * double(n) * double(k) / (rate * tensor_clock)));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -315,65 +317,39 @@ void Machine::Impl::CtaRun::step(int index) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// A cluster's event loop
+// The grid's event loop
 // ---------------------------------------------------------------------------------------------
 
-void Machine::Impl::run_cluster(int first, int ctas, const CtaFactory &make_cta) {
-    if (ctas < 1 || ctas > params.sms) {
-        throw SimError(
-            "run_cluster " + std::to_string(first) + ": a cluster of " + std::to_string(ctas) +
-            " CTAs runs on as many SMs at once; the machine has " + std::to_string(params.sms));
-    }
-    if (first < 0 || first > kMaxCtas - ctas) {
-        throw SimError("run_cta: CTA index " + std::to_string(first) + " must be in [0, " +
-                       std::to_string(kMaxCtas - ctas + 1) + ")");
-    }
-    if (running) {
-        throw SimError("run_cta " + std::to_string(first) + ": called while CTA " +
-                       std::to_string(running->cta()) + " runs; CTAs run one after another");
-    }
-    if (size_t(first + ctas) > cta_ran.size()) {
-        cta_ran.resize(size_t(first + ctas), false);
-    }
-    for (int cta = first; cta < first + ctas; ++cta) {
-        if (cta_ran[size_t(cta)]) {
-            throw SimError("run_cta: CTA " + std::to_string(cta) + " already ran");
-        }
-    }
-    if (!make_cta) {
-        throw SimError("run_cta " + std::to_string(first) + ": the CTA factory is empty");
-    }
-    // The cluster starts when all its SMs are free.
-    Cycles start = 0;
-    for (int cta = first; cta < first + ctas; ++cta) {
-        cta_ran[size_t(cta)] = true;
-        start = std::max(start, sm_free[size_t(cta % params.sms)]);
-    }
+/** A cluster in the grid's loop: its CTAs (by rank) and what they share. */
+struct Machine::Impl::ClusterRun {
     Cluster cluster;
-    std::vector<std::unique_ptr<CtaRun>> runs;
-    for (int rank = 0; rank < ctas; ++rank) {
-        runs.push_back(std::make_unique<CtaRun>(*this, cluster, rank, first + rank,
-                                                (first + rank) % params.sms, start));
-        cluster.ctas.push_back(runs.back().get());
+    std::vector<std::unique_ptr<CtaRun>> ctas;
+
+    /** The earliest TMA completion or ready agent of its CTAs (false: none left). */
+    bool next(Cycles *time) const {
+        bool any = false;
+        *time = std::numeric_limits<Cycles>::max();
+        for (const auto &run : ctas) {
+            Cycles t;
+            if (run->next_agent(&t) >= 0 && t < *time) {
+                *time = t;
+                any = true;
+            }
+            if (run->next_event(&t) && t < *time) {
+                *time = t;
+                any = true;
+            }
+        }
+        return any;
     }
-    struct Running {
-        CtaRun *&slot;
-        ~Running() { slot = nullptr; }
-    } guard{running};
-    int clocks = 0;
-    for (auto &run : runs) {
-        running = run.get();
-        run->start(make_cta(*run, run->cta()));
-        run->set_clock_base(clocks);
-        clocks += run->clock_count();
-    }
-    cluster.clocks.reset(clocks);
-    // One event loop: the earliest TMA completion, else the ready agent with the earliest time.
-    for (;;) {
+
+    /** Runs that step: the earliest TMA completion, else the ready agent with the earliest time
+     * (on a tie events first, then the lower rank and agent). */
+    void step(CtaRun *&running) {
         CtaRun *agent_cta = nullptr, *event_cta = nullptr;
         int agent = -1;
         Cycles best = std::numeric_limits<Cycles>::max(), event = best;
-        for (auto &run : runs) {
+        for (auto &run : ctas) {
             Cycles t;
             int a = run->next_agent(&t);
             if (a >= 0 && t < best) {
@@ -389,19 +365,127 @@ void Machine::Impl::run_cluster(int first, int ctas, const CtaFactory &make_cta)
         if (event_cta && event <= best) {
             running = event_cta;
             event_cta->run_event();
-            continue;
+        } else {
+            running = agent_cta;
+            agent_cta->run_agent(agent);
         }
-        if (!agent_cta) {
-            break;
-        }
-        running = agent_cta;
-        agent_cta->run_agent(agent);
     }
-    for (auto &run : runs) {
-        running = run.get();
-        run->finish_run();
-        sm_free[size_t(run->cta() % params.sms)] = run->end();
-        finished.push_back(CtaGlobals{run->cta(), run->take_global_histories()});
+};
+
+void Machine::Impl::run_grid(int first, int ctas, int cluster, const CtaFactory &make_cta) {
+    const std::string what = "run_cluster " + std::to_string(first);
+    if (cluster < 1 || cluster > params.sms) {
+        throw SimError(what + ": a cluster of " + std::to_string(cluster) +
+                       " CTAs runs on as many SMs at once; the machine has " +
+                       std::to_string(params.sms));
+    }
+    if (ctas < cluster || ctas % cluster != 0) {
+        throw SimError(what + ": " + std::to_string(ctas) + " CTAs are not whole clusters of " +
+                       std::to_string(cluster));
+    }
+    if (first < 0 || first > kMaxCtas - ctas) {
+        throw SimError("run_cta: CTA index " + std::to_string(first) + " must be in [0, " +
+                       std::to_string(kMaxCtas - ctas + 1) + ")");
+    }
+    if (running) {
+        throw SimError(what + ": called while CTA " + std::to_string(running->cta()) +
+                       " runs; CTAs run one after another");
+    }
+    if (size_t(first + ctas) > cta_ran.size()) {
+        cta_ran.resize(size_t(first + ctas), false);
+    }
+    for (int cta = first; cta < first + ctas; ++cta) {
+        if (cta_ran[size_t(cta)]) {
+            throw SimError("run_cta: CTA " + std::to_string(cta) + " already ran");
+        }
+    }
+    if (!make_cta) {
+        throw SimError(what + ": the CTA factory is empty");
+    }
+    for (int cta = first; cta < first + ctas; ++cta) {
+        cta_ran[size_t(cta)] = true;
+    }
+    struct Running {
+        CtaRun *&slot;
+        ~Running() { slot = nullptr; }
+    } guard{running};
+    // CTA i runs on SM i % sms. The clusters start in order, each once all its SMs are free (the
+    // CTAs before it there have finished, at their end); the running ones share one time line.
+    std::vector<std::unique_ptr<ClusterRun>> live;
+    std::vector<int> occupant(size_t(params.sms), -1); // the live cluster on each SM
+    std::set<std::pair<Cycles, int>> queue;            // live clusters by their next time
+    std::vector<Cycles> key;
+    int next = first;
+    auto sms_of = [&](int head) {
+        std::vector<int> sms;
+        for (int cta = head; cta < head + cluster; ++cta) {
+            sms.push_back(cta % params.sms);
+        }
+        return sms;
+    };
+    // Puts a live cluster back in the queue at its next time; false when it has nothing left.
+    auto requeue = [&](int slot) {
+        queue.erase({key[size_t(slot)], slot});
+        if (!live[size_t(slot)]->next(&key[size_t(slot)])) {
+            return false;
+        }
+        queue.insert({key[size_t(slot)], slot});
+        return true;
+    };
+    auto retire = [&](int slot) {
+        for (auto &cta : live[size_t(slot)]->ctas) {
+            running = cta.get();
+            cta->finish_run();
+            sm_free[size_t(cta->sm())] = cta->end();
+            occupant[size_t(cta->sm())] = -1;
+            finished.push_back(CtaGlobals{cta->cta(), cta->take_global_histories()});
+        }
+        running = nullptr;
+        live[size_t(slot)].reset();
+    };
+    auto launch = [&] {
+        for (; next < first + ctas; next += cluster) {
+            std::vector<int> sms = sms_of(next);
+            Cycles start = 0;
+            for (int sm : sms) {
+                if (occupant[size_t(sm)] >= 0) {
+                    return;
+                }
+                start = std::max(start, sm_free[size_t(sm)]);
+            }
+            auto run = std::make_unique<ClusterRun>();
+            for (int rank = 0; rank < cluster; ++rank) {
+                run->ctas.push_back(std::make_unique<CtaRun>(*this, run->cluster, rank, next + rank,
+                                                             sms[size_t(rank)], start));
+                run->cluster.ctas.push_back(run->ctas.back().get());
+            }
+            int clocks = 0;
+            for (auto &cta : run->ctas) {
+                running = cta.get();
+                cta->start(make_cta(*cta, cta->cta()));
+                cta->set_clock_base(clocks);
+                clocks += cta->clock_count();
+            }
+            running = nullptr;
+            run->cluster.clocks.reset(clocks);
+            const int slot = int(live.size());
+            live.push_back(std::move(run));
+            key.push_back(0);
+            for (int sm : sms) {
+                occupant[size_t(sm)] = slot;
+            }
+            requeue(slot); // every agent starts ready (start() requires one)
+        }
+    };
+    launch();
+    while (!queue.empty()) {
+        const int slot = queue.begin()->second;
+        live[size_t(slot)]->step(running);
+        running = nullptr;
+        if (!requeue(slot)) {
+            retire(slot);
+            launch();
+        }
     }
 }
 
@@ -430,6 +514,7 @@ Machine::Machine(const HopperParams &params, bool numerics, bool trace)
     require(params.wgmma_f16_macs_per_cycle > 0, "wgmma_f16_macs_per_cycle must be positive");
     require(params.wgmma_int8_macs_per_cycle > 0, "wgmma_int8_macs_per_cycle must be positive");
     require(params.wgmma_fp8_macs_per_cycle > 0, "wgmma_fp8_macs_per_cycle must be positive");
+    require(params.tensor_clock > 0 && params.tensor_clock <= 1, "tensor_clock must be in (0, 1]");
     require(params.vector_flops_per_cycle >= 1, "vector_flops_per_cycle must be at least 1");
     impl_ = std::make_unique<Impl>(params, numerics, trace);
 }
@@ -496,11 +581,15 @@ void Machine::set_grid(int ctas) {
 }
 
 void Machine::run_cta(int cta, const CtaFactory &make_cta) {
-    impl_->run_cluster(cta, 1, make_cta);
+    impl_->run_grid(cta, 1, 1, make_cta);
 }
 
 void Machine::run_cluster(int first_cta, int ctas, const CtaFactory &make_cta) {
-    impl_->run_cluster(first_cta, ctas, make_cta);
+    impl_->run_grid(first_cta, ctas, ctas, make_cta);
+}
+
+void Machine::run_grid(int ctas, int cluster, const CtaFactory &make_cta) {
+    impl_->run_grid(0, ctas, cluster, make_cta);
 }
 
 Report Machine::finish() {

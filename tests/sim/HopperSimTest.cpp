@@ -1071,6 +1071,67 @@ TEST(HopperTiming, CtasShareHbmInTime) {
     EXPECT_EQ(r.race_count, 0) << all_races(r);
 }
 
+/** The CTAs of a grid that run at once take HBM in the order of time (run_grid): when they want
+ * more than it has, each slows down alike and they finish together, where CTAs simulated one
+ * after another (run_cta) let the first take its port's rate and leave the last the rest. A CTA
+ * beyond the SMs waits for the one before it on its SM. */
+TEST(HopperTiming, GridShareHbmFairly) {
+    HopperParams p;
+    p.sms = 8;
+    p.hbm_bytes_per_cycle = 128; // 8 SMs at their 64 B/cycle ports would want 512
+    const int rows = 1024;
+    auto make = [&](int g, int ctas) {
+        return [=](Machine::CtaBuilder &b, int cta) {
+            b.add_agent("producer");
+            int smem = b.add_smem("tile", DType::BF16, 256 * 64);
+            int bar = b.add_barrier("full");
+            auto script = std::make_unique<Script>();
+            script->init(bar, 1);
+            for (int i = 0; i < rows / 64; ++i) {
+                script->expect_tx(bar, 256 * 64 * 2).call("load", [=](AgentOps &o) {
+                    o.tma_load(smem, 0, row_major(g, ctas * rows, 256), {0, cta * rows + i * 64},
+                               {256, 64}, bar, "load");
+                });
+                script->wait(bar, i % 2, "full");
+            }
+            return programs(std::move(script));
+        };
+    };
+    auto spread = [](const Report &r) {
+        auto [lo, hi] = std::minmax_element(r.core_cycles.begin(), r.core_cycles.end());
+        return double(*lo) / double(*hi);
+    };
+    const double bytes = 8.0 * rows * 256 * 2;
+    Machine together(p, false), apart(p, false);
+    for (Machine *m : {&together, &apart}) {
+        m->set_grid(8);
+    }
+    together.run_grid(8, 1, make(together.add_global("G", DType::BF16, 8 * rows * 256), 8));
+    int g = apart.add_global("G", DType::BF16, 8 * rows * 256);
+    for (int c = 0; c < 8; ++c) {
+        apart.run_cta(c, make(g, 8));
+    }
+    Report a = together.finish(), b = apart.finish();
+    EXPECT_GE(spread(a), 0.9) << "CTAs running at once finish together";
+    EXPECT_LT(spread(b), 0.6) << "one after another, the first takes its port's rate";
+    EXPECT_GE(double(a.cycles), bytes / 128);
+    EXPECT_LE(double(a.cycles), bytes / 128 * 1.2 + 4 * (p.tma_latency + 50));
+    EXPECT_EQ(a.race_count, 0) << all_races(a);
+
+    // Two waves: CTA 8 + s starts on SM s when CTA s has finished there.
+    Machine waves(p, false);
+    waves.set_grid(16);
+    waves.run_grid(16, 1, make(waves.add_global("G", DType::BF16, 16 * rows * 256), 16));
+    Report w = waves.finish();
+    EXPECT_GE(double(w.cycles), 2 * bytes / 128);
+    EXPECT_GE(spread(w), 0.9);
+    EXPECT_EQ(w.race_count, 0) << all_races(w);
+    // Clusters must be whole.
+    Machine odd(p, false);
+    EXPECT_THROW(odd.run_grid(3, 2, make(odd.add_global("G", DType::BF16, 3 * rows * 256), 3)),
+                 SimError);
+}
+
 /** One agent: init, expect_tx, the given loads of `box` (each into its own smem range) on one
  * barrier, then wait for it. */
 Report load_then_wait(HopperParams p, int loads, std::vector<int64_t> box, Cycles *done) {
