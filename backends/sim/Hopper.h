@@ -70,7 +70,8 @@ struct HopperParams {
     int64_t smem_bytes = 232448; // per CTA (227 KB)
     int registers_per_sm = 65536;
     // Timing, in SM cycles (H100 SXM, ~1.83 GHz; HOPPER-FACTS.md)
-    int tma_latency = 600; // issue to first byte
+    int tma_latency = 600;  // issue to first byte
+    int hbm_latency = 1000; // the same for a load of which some sector misses L2
     // Memory (machines/hopper.json): one HBM and one L2 shared by the SMs in time
     // (SharedBandwidth); an SM moves at most tma_bytes_per_cycle itself. A read of a line some
     // earlier read brought in comes from L2 (least recently used lines leave when it is full).
@@ -86,12 +87,13 @@ struct HopperParams {
     // The clock the SMs hold while their tensor cores are busy, as a fraction of the clock cycles
     // are counted in (a power limit): the wgmma rates above are at the full clock (the roofline's
     // peak), a wgmma takes 1 / tensor_clock as long.
-    double tensor_clock = 1.0;
-    int wgmma_latency = 30;
+    double tensor_clock = 0.872;
+    int wgmma_latency = 540;
     int vector_flops_per_cycle = 128; // per SM, shared by its warpgroups (128 FP32 lanes)
     int barrier_latency = 20;         // arrive -> visible to a waiter
     int shared_latency = 30;          // a shared-memory load or a shuffle, issue to use
     int issue_cycles = 1;             // any other op
+    int launch_cycles = 9700;         // from the launch to the first CTA's start
     // Thread copies (ld / st by a warpgroup's threads, where TMA cannot copy): each thread keeps
     // this many loads in flight, so a copy waits one memory latency (tma_latency) per batch of
     // 128 x thread_copy_batch elements, and moves its bytes at the SM's share of bandwidth.
@@ -103,6 +105,7 @@ struct HopperParams {
         f("smem_bytes", smem_bytes);
         f("registers_per_sm", registers_per_sm);
         f("tma_latency", tma_latency);
+        f("hbm_latency", hbm_latency);
         f("tma_bytes_per_cycle", tma_bytes_per_cycle);
         f("hbm_bytes_per_cycle", hbm_bytes_per_cycle);
         f("l2_bytes_per_cycle", l2_bytes_per_cycle);
@@ -118,6 +121,7 @@ struct HopperParams {
         f("barrier_latency", barrier_latency);
         f("shared_latency", shared_latency);
         f("issue_cycles", issue_cycles);
+        f("launch_cycles", launch_cycles);
         f("thread_copy_batch", thread_copy_batch);
     }
     static HopperParams from(const ParamLookup &get);
@@ -132,10 +136,10 @@ struct HopperParams {
 };
 
 /** Bandwidth all SMs share (HBM, L2) as capacity per time bucket: a transfer takes what is left
- * in each bucket from its start, at most `port` bytes per cycle, until its bytes have moved. CTAs
- * simulated one after another share it in time (the first simulated takes a bucket's capacity
- * first, the total is kept), so a line one CTA misses costs HBM time once, not 1/sms of HBM for
- * the CTA that happened to be simulated first. */
+ * in each bucket from its start, at most `port` bytes per cycle, until its bytes have moved. The
+ * CTAs of a grid (run_grid) ask in the order of time, so those running at once share it alike;
+ * CTAs simulated one after another (run_cta) share it too, the first simulated taking a bucket's
+ * capacity first. */
 class SharedBandwidth {
 public:
     static constexpr double kBucketCycles = 128;

@@ -258,7 +258,9 @@ void Machine::Impl::CtaRun::land(OpKind kind, int smem, int global, const TmaBox
         issue = std::max(issue, impl_.tma_free[size_t(cta->sm_)]);
     }
     const Cycles start = std::max(issue, impl_.tma_free[size_t(sm_)]);
-    Cycles end = reserve_tma(issue, traffic, name);
+    // A load waits on HBM when any of its sectors misses L2.
+    Cycles end = reserve_tma(issue, traffic, name,
+                             traffic.miss > 0 ? params_.hbm_latency : params_.tma_latency);
     if (threads)
         end += thread_latencies(boxes.elements);
 
@@ -374,7 +376,7 @@ void Machine::Impl::CtaRun::drain(OpKind kind, int global, const TmaBoxes &boxes
     detail::L2Lines::Split traffic;
     if (boxes.any_inside)
         traffic.miss = boxes.global_inside.elements() * bytes_of(source.type);
-    Cycles end = reserve_tma(agent.now, traffic, name);
+    Cycles end = reserve_tma(agent.now, traffic, name, params_.tma_latency);
 
     int store = store_of(current_);
     clocks_.join(store, clocks_.clock(wg(current_)));

@@ -295,9 +295,9 @@ struct Machine::Impl {
 
     Impl(const HopperParams &p, bool numerics_on, bool trace_on)
         : params(p), numerics(numerics_on), trace(trace_on), active_sms(p.sms),
-          sm_free(size_t(p.sms), 0), vector_free(size_t(p.sms), 0), tma_free(size_t(p.sms), 0),
-          tensor_free(size_t(p.sms), 0), tma_busy(size_t(p.sms), 0), tensor_busy(size_t(p.sms), 0),
-          sm_tracks(size_t(p.sms)) {}
+          sm_free(size_t(p.sms), p.launch_cycles), vector_free(size_t(p.sms), 0),
+          tma_free(size_t(p.sms), 0), tensor_free(size_t(p.sms), 0), tma_busy(size_t(p.sms), 0),
+          tensor_busy(size_t(p.sms), 0), sm_tracks(size_t(p.sms)) {}
 
     HopperParams params;
     bool numerics;
@@ -533,8 +533,8 @@ private:
                        const std::vector<int64_t> &box);
 
     /** Reserves the SM's TMA unit for a transfer of `miss` bytes from HBM and `hit` from L2;
-     * returns when it completes. */
-    Cycles reserve_tma(Cycles issue, detail::L2Lines::Split bytes, uint64_t name);
+     * returns when it completes, `latency` after its last byte has moved. */
+    Cycles reserve_tma(Cycles issue, detail::L2Lines::Split bytes, uint64_t name, Cycles latency);
     void complete_load(Cycles time, size_t index);
 
     // --- scheduling --------------------------------------------------------------------------

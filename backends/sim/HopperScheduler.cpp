@@ -233,8 +233,8 @@ std::vector<std::pair<int, BufferHistory>> Machine::Impl::CtaRun::take_global_hi
 
 // --- TMA ----------------------------------------------------------------------------------------
 
-Cycles Machine::Impl::CtaRun::reserve_tma(Cycles issue, detail::L2Lines::Split bytes,
-                                          uint64_t name) {
+Cycles Machine::Impl::CtaRun::reserve_tma(Cycles issue, detail::L2Lines::Split bytes, uint64_t name,
+                                          Cycles latency) {
     Cycles start = std::max(issue, impl_.tma_free[size_t(sm_)]);
     // At the SM's port, and within what HBM (misses) and L2 (every byte) have left at that
     // time after the transfers of the SMs' CTAs simulated before.
@@ -243,7 +243,7 @@ Cycles Machine::Impl::CtaRun::reserve_tma(Cycles issue, detail::L2Lines::Split b
     const double done = std::max({from + all / port, impl_.l2_bandwidth.move(from, all, port),
                                   impl_.hbm.move(from, double(bytes.miss), port)});
     Cycles transfer = Cycles(std::ceil(done - from));
-    Cycles total = transfer + params_.tma_latency;
+    Cycles total = transfer + latency;
     impl_.tma_free[size_t(sm_)] = start + transfer;
     impl_.tma_busy[size_t(sm_)] += transfer;
     OpName op = OpName::unpack(name);
@@ -423,15 +423,6 @@ void Machine::Impl::run_grid(int first, int ctas, int cluster, const CtaFactory 
         }
         return sms;
     };
-    // Puts a live cluster back in the queue at its next time; false when it has nothing left.
-    auto requeue = [&](int slot) {
-        queue.erase({key[size_t(slot)], slot});
-        if (!live[size_t(slot)]->next(&key[size_t(slot)])) {
-            return false;
-        }
-        queue.insert({key[size_t(slot)], slot});
-        return true;
-    };
     auto retire = [&](int slot) {
         for (auto &cta : live[size_t(slot)]->ctas) {
             running = cta.get();
@@ -474,15 +465,21 @@ void Machine::Impl::run_grid(int first, int ctas, int cluster, const CtaFactory 
             for (int sm : sms) {
                 occupant[size_t(sm)] = slot;
             }
-            requeue(slot); // every agent starts ready (start() requires one)
+            live[size_t(slot)]->next(&key[size_t(slot)]); // every agent starts ready
+            queue.insert({key[size_t(slot)], slot});
         }
     };
     launch();
     while (!queue.empty()) {
-        const int slot = queue.begin()->second;
+        // The earliest cluster steps, then goes back at its next time (the node is reused).
+        auto node = queue.extract(queue.begin());
+        const int slot = node.value().second;
         live[size_t(slot)]->step(running);
         running = nullptr;
-        if (!requeue(slot)) {
+        if (live[size_t(slot)]->next(&key[size_t(slot)])) {
+            node.value().first = key[size_t(slot)];
+            queue.insert(std::move(node));
+        } else {
             retire(slot);
             launch();
         }
@@ -503,7 +500,8 @@ Machine::Machine(const HopperParams &params, bool numerics, bool trace)
     require(params.sms >= 1 && params.sms <= 4096, "sms must be in [1, 4096]");
     require(params.smem_bytes >= 0, "smem_bytes must not be negative");
     require(params.registers_per_sm >= 0, "registers_per_sm must not be negative");
-    require(params.tma_latency >= 0 && params.wgmma_latency >= 0 && params.barrier_latency >= 0 &&
+    require(params.tma_latency >= 0 && params.hbm_latency >= 0 && params.wgmma_latency >= 0 &&
+                params.barrier_latency >= 0 && params.launch_cycles >= 0 &&
                 params.issue_cycles >= 0,
             "latencies and issue_cycles must not be negative");
     require(params.tma_bytes_per_cycle > 0 && params.hbm_bytes_per_cycle > 0 &&

@@ -107,6 +107,18 @@ private:
     size_t pc_ = 0;
 };
 
+/** The model's parameters without the delays fitted on the GPU (the launch, the power-limited
+ * tensor clock, the wgmma and HBM latencies of machines/hopper.json v9), so that the tests below
+ * can count cycles by hand. */
+HopperParams counted() {
+    HopperParams p;
+    p.launch_cycles = 0;
+    p.tensor_clock = 1;
+    p.wgmma_latency = 30;
+    p.hbm_latency = p.tma_latency;
+    return p;
+}
+
 using Programs = std::vector<std::unique_ptr<AgentProgram>>;
 
 template <class... Scripts> Programs programs(std::unique_ptr<Scripts>... scripts) {
@@ -164,7 +176,7 @@ std::vector<uint16_t> random_bf16(int64_t count, uint32_t seed) {
     return out;
 }
 
-GemmResult run_gemm(const GemmConfig &g, HopperParams params = {}, bool trace = false,
+GemmResult run_gemm(const GemmConfig &g, HopperParams params = counted(), bool trace = false,
                     const std::string &trace_path = "") {
     Machine machine(params, g.numerics, trace);
     const int64_t M = g.M, N = g.N, K = g.K(), BM = g.BM, BN = g.BN, BK = g.BK;
@@ -523,7 +535,7 @@ struct Handover {
 /** consumer0 writes smem, hands it to consumer1 through named barrier 1 (or not), consumer1 reads
  * it; a third agent takes no part. */
 Handover handover(bool with_barrier, int count) {
-    Machine machine(HopperParams{}, true);
+    Machine machine(counted(), true);
     Handover out;
     machine.run_cta(0, [&](Machine::CtaBuilder &b, int) {
         b.add_agent("producer");
@@ -591,7 +603,7 @@ TEST(HopperNamedBarrier, WrongAgentCountDeadlocks) {
 /** Runs one CTA whose only agent "worker" runs `body` in one step; returns the SimError text. */
 std::string error_of(const std::function<void(AgentOps &, int smem, int barrier, int global)> &body,
                      int64_t smem_elements = 1024) {
-    Machine machine(HopperParams{}, true);
+    Machine machine(counted(), true);
     int global = machine.add_global("G", DType::BF16, 1 << 16);
     try {
         machine.run_cta(0, [&](Machine::CtaBuilder &b, int) {
@@ -689,7 +701,7 @@ TEST(HopperErrors, WgmmaOperandsAndTmaBoxes) {
 }
 
 TEST(HopperErrors, WgmmaIntoAnotherAgentsRegisters) {
-    Machine machine(HopperParams{}, false);
+    Machine machine(counted(), false);
     try {
         machine.run_cta(0, [&](Machine::CtaBuilder &b, int) {
             b.add_agent("consumer0");
@@ -711,7 +723,7 @@ TEST(HopperErrors, WgmmaIntoAnotherAgentsRegisters) {
 }
 
 TEST(HopperErrors, RegisterFileAndProgramContract) {
-    Machine machine(HopperParams{}, false);
+    Machine machine(counted(), false);
     EXPECT_THROW(machine.run_cta(0,
                                  [&](Machine::CtaBuilder &b, int) {
                                      int a = b.add_agent("consumer");
@@ -755,7 +767,7 @@ TEST(HopperErrors, RegisterFileAndProgramContract) {
 
 TEST(HopperRaces, BarrierUsedBeforeItsInitIsOrdered) {
     // The producer initialises, the consumer arrives without a CTA-wide sync in between.
-    Machine machine(HopperParams{}, false);
+    Machine machine(counted(), false);
     machine.run_cta(0, [&](Machine::CtaBuilder &b, int) {
         b.add_agent("producer");
         b.add_agent("consumer");
@@ -776,7 +788,7 @@ TEST(HopperRaces, BarrierUsedBeforeItsInitIsOrdered) {
 
 TEST(HopperRaces, ReadingTheAccumulatorBeforeWgmmaWaitGroup) {
     for (bool wait : {false, true}) {
-        Machine machine(HopperParams{}, false);
+        Machine machine(counted(), false);
         machine.run_cta(0, [&](Machine::CtaBuilder &b, int) {
             int agent = b.add_agent("consumer");
             int a = b.add_smem("a", DType::BF16, 64);
@@ -813,7 +825,7 @@ TEST(HopperRaces, ReadingTheAccumulatorBeforeWgmmaWaitGroup) {
 // ---------------------------------------------------------------------------------------------
 
 Report two_ctas_store(int64_t second_row) {
-    Machine machine(HopperParams{}, false);
+    Machine machine(counted(), false);
     int c = machine.add_global("C", DType::F32, 64 * 64);
     TensorView view = row_major(c, 64, 64);
     for (int cta = 0; cta < 2; ++cta) {
@@ -863,7 +875,7 @@ TEST(HopperRaces, CrossCtaGlobalStores) {
  * waits for before it exits (unless `wait_done` is false). `multicast` false: rank 0 loads only
  * into itself (rank 1 never gets its bytes). */
 Report cluster_of_two(bool multicast, bool wait_done, std::vector<float> *sums) {
-    HopperParams p;
+    HopperParams p = counted();
     p.sms = 4;
     Machine m(p);
     int in = m.add_global("in", DType::F32, 64);
@@ -937,7 +949,7 @@ TEST(HopperCluster, ARemoteArrivalAfterThePeerExitedRaces) {
 }
 
 TEST(HopperCluster, NeedsAsManySms) {
-    HopperParams p;
+    HopperParams p = counted();
     p.sms = 1;
     Machine m(p);
     try {
@@ -985,7 +997,7 @@ TEST(HopperTiming, AMissFillsTheWholeLineFromHbm) {
 }
 
 TEST(HopperTiming, CostFormulas) {
-    HopperParams p;
+    HopperParams p = counted();
     // One SM alone: its port (64 B/cycle) limits; 132 SMs: each gets 1/132 of HBM (1600 B/cycle)
     // or of L2 (6100 B/cycle).
     EXPECT_EQ(p.tma_cycles(4096, 0, 1), 600 + 64);
@@ -1000,6 +1012,9 @@ TEST(HopperTiming, CostFormulas) {
     EXPECT_EQ(p.wgmma_cycles(128, 256, 128, DType::E4M3), 30 + 1024);
     EXPECT_EQ(p.wgmma_cycles(128, 256, 128, DType::E5M2), 30 + 1024);
     EXPECT_EQ(p.wgmma_cycles(128, 256, 128, DType::I8), 30 + 1024);
+    // At a power-limited clock the tensor cores take longer per (full-clock) cycle.
+    p.tensor_clock = 0.5;
+    EXPECT_EQ(p.wgmma_cycles(128, 256, 64), 30 + 2048);
 }
 
 TEST(HopperTiming, SharedBandwidthKeepsTheTotalInTime) {
@@ -1040,7 +1055,7 @@ TEST(HopperTiming, L2HitsByTimeNotBySimulationOrder) {
 /** CTAs on different SMs reading distinct data at once share HBM: the kernel takes about the
  * total bytes at HBM's rate, whichever CTA is simulated first. */
 TEST(HopperTiming, CtasShareHbmInTime) {
-    HopperParams p;
+    HopperParams p = counted();
     p.hbm_bytes_per_cycle = 256; // 8 SMs at their 64 B/cycle ports would want 512
     const int ctas = 8, rows = 256;
     Machine machine(p, false);
@@ -1076,7 +1091,7 @@ TEST(HopperTiming, CtasShareHbmInTime) {
  * after another (run_cta) let the first take its port's rate and leave the last the rest. A CTA
  * beyond the SMs waits for the one before it on its SM. */
 TEST(HopperTiming, GridShareHbmFairly) {
-    HopperParams p;
+    HopperParams p = counted();
     p.sms = 8;
     p.hbm_bytes_per_cycle = 128; // 8 SMs at their 64 B/cycle ports would want 512
     const int rows = 1024;
@@ -1170,7 +1185,7 @@ Report load_then_wait(HopperParams p, int loads, std::vector<int64_t> box, Cycle
 }
 
 TEST(HopperTiming, OneLoadThenWaitIsExact) {
-    HopperParams p;
+    HopperParams p = counted();
     Cycles done = 0;
     Report r = load_then_wait(p, 1, {64, 32}, &done); // 4096 bytes, 3712 of them zero-filled
     // Only the 384 bytes inside the tensor are read (from HBM: nothing read them before): 12 bytes
@@ -1188,8 +1203,25 @@ TEST(HopperTiming, OneLoadThenWaitIsExact) {
     EXPECT_FALSE(r.deadlock);
 }
 
+/** A load that misses L2 waits hbm_latency instead of tma_latency; the CTAs start after the
+ * launch. */
+TEST(HopperTiming, MissesWaitForHbmAfterTheLaunch) {
+    HopperParams p = counted();
+    p.hbm_latency = 2000;
+    p.launch_cycles = 500;
+    Cycles done = 0;
+    Report r = load_then_wait(p, 1, {64, 32}, &done);
+    Cycles transfer = 32 * 32 / 64;
+    EXPECT_EQ(done, 500 + 2 + transfer + 2000 + 20 + 1);
+    EXPECT_EQ(r.cycles, 500 + 2 + transfer + 2000 + 20 + 1);
+    // Three loads of the same lines: the first misses, the others hit and finish earlier.
+    Report three = load_then_wait(p, 3, {64, 32}, &done);
+    EXPECT_EQ(done, 500 + 2 + transfer + 2000 + 20 + 1);
+    EXPECT_EQ(three.race_count, 0) << all_races(three);
+}
+
 TEST(HopperTiming, TmaLoadsShareTheUnitAndOverlapTheirLatency) {
-    HopperParams p;
+    HopperParams p = counted();
     p.hbm_bytes_per_cycle = 16; // slower than the port, so that a miss costs more than a hit
     Cycles done = 0;
     Report r = load_then_wait(p, 3, {64, 32}, &done);
@@ -1202,7 +1234,7 @@ TEST(HopperTiming, TmaLoadsShareTheUnitAndOverlapTheirLatency) {
 }
 
 TEST(HopperTiming, WgmmaSerialisesOnTheTensorCoreAndWaitGroupAdvances) {
-    HopperParams p;
+    HopperParams p = counted();
     Machine machine(p, false);
     std::vector<Cycles> done(2);
     machine.run_cta(0, [&](Machine::CtaBuilder &b, int) {
@@ -1239,7 +1271,7 @@ TEST(HopperTiming, WgmmaSerialisesOnTheTensorCoreAndWaitGroupAdvances) {
 TEST(HopperTiming, VectorOpsOfAnSmShareItsLanes) {
     // 128 FP32 lanes per SM (H100 whitepaper), whichever warpgroup issues: two warpgroups' vector
     // ops of 12800 operations each take turns.
-    HopperParams p;
+    HopperParams p = counted();
     Machine machine(p, false);
     std::vector<Cycles> done(2);
     machine.run_cta(0, [&](Machine::CtaBuilder &b, int) {
@@ -1266,7 +1298,7 @@ TEST(HopperTiming, VectorOpsOfAnSmShareItsLanes) {
 
 TEST(HopperTiming, CtasRunInWavesPerSm) {
     // Memory faster than an SM's port: every CTA's transfers cost the same, L2 hit or not.
-    HopperParams one_sm;
+    HopperParams one_sm = counted();
     one_sm.hbm_bytes_per_cycle = one_sm.l2_bytes_per_cycle = 1e6;
     one_sm.sms = 1;
     GemmConfig g;
@@ -1292,7 +1324,7 @@ TEST(HopperTiming, CtasRunInWavesPerSm) {
 TEST(HopperTrace, OneProcessPerSmWithAgentTracks) {
     GemmConfig g;
     std::string path = ::testing::TempDir() + "hopper_sim_test.trace.json";
-    HopperParams p;
+    HopperParams p = counted();
     p.sms = 2;
     GemmResult r = run_gemm(g, p, true, path);
     EXPECT_TRUE(r.correct);
@@ -1315,7 +1347,7 @@ TEST(HopperTrace, OneProcessPerSmWithAgentTracks) {
     EXPECT_EQ(lowest, 0);
     std::remove(path.c_str());
 
-    Machine untraced(HopperParams{}, false, false);
+    Machine untraced(counted(), false, false);
     EXPECT_THROW(untraced.write_trace(path), SimError);
 }
 
