@@ -84,9 +84,9 @@ struct HopperParams {
     double wgmma_f16_macs_per_cycle = 2048;  // f16 dense, per SM (the bf16 rate on an H100)
     double wgmma_int8_macs_per_cycle = 4096; // int8 -> int32 dense, per SM (twice bf16's)
     double wgmma_fp8_macs_per_cycle = 4096;  // e4m3 / e5m2 -> f32 dense, per SM (twice bf16's)
-    // The clock the SMs hold while their tensor cores are busy, as a fraction of the clock cycles
-    // are counted in (a power limit): the wgmma rates above are at the full clock (the roofline's
-    // peak), a wgmma takes 1 / tensor_clock as long.
+    // The clock the SMs hold while their tensor cores are busy (fitted on timed GEMMs), as a
+    // fraction of the clock cycles are counted in: the wgmma rates above are at the full clock
+    // (the roofline's peak), a wgmma takes 1 / tensor_clock as long.
     double tensor_clock = 0.872;
     int wgmma_latency = 540;
     int vector_flops_per_cycle = 128; // per SM, shared by its warpgroups (128 FP32 lanes)
