@@ -19,6 +19,8 @@ per remote arrival that the emitter no longer writes).
 Usage: benchmarks/hopper_model_vs_gpu.py [GPU_RESULTS_JSON...]   (default: every gpu_hopper_*.json)
 TANDEM_MODEL_VS_GPU_PARAMS: machine parameters to try on every row (hopper:key=value,... overrides);
 TANDEM_MODEL_VS_GPU_JOBS: kernels modelled at once (default: the cores).
+TANDEM_MODEL_VS_GPU_CACHE: an earlier record (JSON) of the same model version: its kernels are not
+modelled again (e.g. to split fit and held out anew).
 TANDEM_MODEL_VS_GPU_OUT: the results' base name (default hopper_model_vs_gpu; a subset of the
 runs, e.g. one session's, goes to a name of its own).
 """
@@ -36,9 +38,10 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 CLI = pathlib.Path(os.environ.get("TANDEM_CLI", ROOT / "build" / "apps" / "tandem-cli"))
 RESULTS = ROOT / "benchmarks" / "results"
 CLOCK_GHZ = 1.83  # machines/hopper.json: "Timing in SM cycles at about 1.83 GHz"
-# machines/hopper.json v4-v6 cite these runs (directly or through hopper_model_vs_gpu v11 + v13).
+# machines/hopper.json v4-v6 cite these runs (directly or through hopper_model_vs_gpu v11 + v13),
+# v9 the two of session 36 (tensor_clock, wgmma_latency, launch_cycles; hbm_latency).
 FIT_RUNS = {"gpu_hopper_v2_wait1", "gpu_hopper_v7_swizzled", "gpu_hopper_v7_shapes", "gpu_hopper_v11",
-            "gpu_hopper_v13"}
+            "gpu_hopper_v13", "gpu_hopper_session36_bench_h200", "gpu_hopper_session36_timing_h200"}
 # Cluster kernels timed with the consumers' remote arrivals at cluster scope (before e8fa045).
 BEFORE_CLUSTER_FIX = {"gpu_hopper_v15_h200", "gpu_hopper_session34_h200"}
 # Runs whose harness copied the output to the host between timed launches (02772e0 to session 36's
@@ -82,6 +85,15 @@ def model(app, schedule, params, machine):
         args += ["--param", f"{k}={v}"]
     out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
     return json.loads(out[out.index("{"):])
+
+
+class Done:
+    """A model result taken from the cache, read like a future's."""
+    def __init__(self, value):
+        self.value = value
+
+    def result(self):
+        return self.value
 
 
 def kendall_tau(a, b):
@@ -135,10 +147,19 @@ def main():
     # Each kernel once, as many at a time as there are cores (TANDEM_MODEL_VS_GPU_JOBS).
     kernels = {(app, schedule, json.dumps(params, sort_keys=True), machine)
                for _, _, app, schedule, params, machine, _ in timed}
+    cached = {}
+    if os.environ.get("TANDEM_MODEL_VS_GPU_CACHE"):
+        version = json.load(open(ROOT / "machines" / "hopper.json"))["version"]
+        for r in json.load(open(os.environ["TANDEM_MODEL_VS_GPU_CACHE"]))["rows"]:
+            if r["model"] == f"hopper v{version}":
+                key = (r["app"], r["schedule"], json.dumps(r["params"], sort_keys=True), r["machine"])
+                cached[key] = {"cycles": r["model_cycles"], "model": r["model"]}
+    kernels -= cached.keys()
     jobs = int(os.environ.get("TANDEM_MODEL_VS_GPU_JOBS", os.cpu_count() or 1))
     print(f"{len(timed)} rows, {len(kernels)} kernels to model, {jobs} at a time", flush=True)
     with ThreadPoolExecutor(jobs) as pool:
         runs = {k: pool.submit(model, k[0], k[1], json.loads(k[2]), k[3]) for k in sorted(kernels)}
+    runs.update({k: Done(v) for k, v in cached.items()})
     for run, name, app, schedule, params, machine, r in timed:
         m = runs[(app, schedule, json.dumps(params, sort_keys=True), machine)].result()
         model_ms = m["cycles"] / (CLOCK_GHZ * 1e6)
@@ -189,6 +210,7 @@ def main():
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "machine": platform.node(),
             "command": "benchmarks/hopper_model_vs_gpu.py " + " ".join(sys.argv[1:]),
+            "environment": {k: v for k, v in os.environ.items() if k.startswith("TANDEM_MODEL_VS_GPU_")},
             "gpu_results": [f.name for f in files], "clock_ghz": CLOCK_GHZ, "summary": summary,
             "rank_groups": ranks, "rows": rows, "left_out": left_out}
     out = os.environ.get("TANDEM_MODEL_VS_GPU_OUT", "hopper_model_vs_gpu")
