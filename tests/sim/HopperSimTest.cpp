@@ -1052,6 +1052,26 @@ TEST(HopperTiming, L2HitsByTimeNotBySimulationOrder) {
     EXPECT_EQ(l2.read(1, line, 1, 5500).miss, 128);  // another buffer's line
 }
 
+/** A CTA (of `ctas`) that loads its `rows` rows of 256 bf16 of global `g`, 64 rows at a time, and
+ * waits for each. */
+Machine::CtaFactory row_loader(int g, int ctas, int rows) {
+    return [=](Machine::CtaBuilder &b, int cta) {
+        b.add_agent("producer");
+        int smem = b.add_smem("tile", DType::BF16, 256 * 64);
+        int bar = b.add_barrier("full");
+        auto script = std::make_unique<Script>();
+        script->init(bar, 1);
+        for (int i = 0; i < rows / 64; ++i) {
+            script->expect_tx(bar, 256 * 64 * 2).call("load", [=](AgentOps &o) {
+                o.tma_load(smem, 0, row_major(g, ctas * rows, 256), {0, cta * rows + i * 64},
+                           {256, 64}, bar, "load");
+            });
+            script->wait(bar, i % 2, "full");
+        }
+        return programs(std::move(script));
+    };
+}
+
 /** CTAs on different SMs reading distinct data at once share HBM: the kernel takes about the
  * total bytes at HBM's rate, whichever CTA is simulated first. */
 TEST(HopperTiming, CtasShareHbmInTime) {
@@ -1062,21 +1082,7 @@ TEST(HopperTiming, CtasShareHbmInTime) {
     int g = machine.add_global("G", DType::BF16, int64_t(ctas) * rows * 256);
     machine.set_grid(ctas);
     for (int c = 0; c < ctas; ++c) {
-        machine.run_cta(c, [&](Machine::CtaBuilder &b, int cta) {
-            b.add_agent("producer");
-            int smem = b.add_smem("tile", DType::BF16, 256 * 64);
-            int bar = b.add_barrier("full");
-            auto script = std::make_unique<Script>();
-            script->init(bar, 1);
-            for (int i = 0; i < rows / 64; ++i) {
-                script->expect_tx(bar, 256 * 64 * 2).call("load", [=](AgentOps &o) {
-                    o.tma_load(smem, 0, row_major(g, ctas * rows, 256), {0, cta * rows + i * 64},
-                               {256, 64}, bar, "load");
-                });
-                script->wait(bar, i % 2, "full");
-            }
-            return programs(std::move(script));
-        });
+        machine.run_cta(c, row_loader(g, ctas, rows));
     }
     Report r = machine.finish();
     const double bytes = double(ctas) * rows * 256 * 2;
@@ -1095,23 +1101,7 @@ TEST(HopperTiming, GridShareHbmFairly) {
     p.sms = 8;
     p.hbm_bytes_per_cycle = 128; // 8 SMs at their 64 B/cycle ports would want 512
     const int rows = 1024;
-    auto make = [&](int g, int ctas) {
-        return [=](Machine::CtaBuilder &b, int cta) {
-            b.add_agent("producer");
-            int smem = b.add_smem("tile", DType::BF16, 256 * 64);
-            int bar = b.add_barrier("full");
-            auto script = std::make_unique<Script>();
-            script->init(bar, 1);
-            for (int i = 0; i < rows / 64; ++i) {
-                script->expect_tx(bar, 256 * 64 * 2).call("load", [=](AgentOps &o) {
-                    o.tma_load(smem, 0, row_major(g, ctas * rows, 256), {0, cta * rows + i * 64},
-                               {256, 64}, bar, "load");
-                });
-                script->wait(bar, i % 2, "full");
-            }
-            return programs(std::move(script));
-        };
-    };
+    auto make = [&](int g, int ctas) { return row_loader(g, ctas, rows); };
     auto spread = [](const Report &r) {
         auto [lo, hi] = std::minmax_element(r.core_cycles.begin(), r.core_cycles.end());
         return double(*lo) / double(*hi);
