@@ -5,18 +5,26 @@
 # the raw log's name, DEFINITION and the rows: cycles, roofline, bound, engines' busy cycles, or
 # the refusal) and prints the rows. Needs $root and $out (setup.sh); `begin_rows NAME` first.
 # TANDEM_GENERATORS: a copy of conformance_gen to run (so that the tree can be rebuilt meanwhile).
+# TANDEM_ROWS_TARGET: run only this target's rows and put them in place of that target's rows of
+# the record (the others stay as they were, each row naming its model; the raw log is appended
+# to), e.g. after that target's model changed.
 gen="${TANDEM_GENERATORS:-$root/build/tests/conformance/conformance_gen}"
 
 # The raw log results/NAME.log, emptied, as $log, and the rows' scratch file as $rows.
 begin_rows() {
     log="$out/$1.log"
     rows=$(mktemp)
-    : > "$log"
+    if [ -n "${TANDEM_ROWS_TARGET:-}" ]; then
+        echo "# $(date -u +%FT%TZ): the $TANDEM_ROWS_TARGET rows again (TANDEM_ROWS_TARGET)" >> "$log"
+    else
+        : > "$log"
+    fi
 }
 
 run_case() {
     local name=$1 target=$2 g=$3 result
     shift 3
+    [ -n "${TANDEM_ROWS_TARGET:-}" ] && [ "$target" != "$TANDEM_ROWS_TARGET" ] && return
     echo "\$ conformance_gen -g $g --run target=$target $* --json" >> "$log"
     local status=0
     result=$("$gen" -g "$g" --run "target=$target" "$@" --json 2>&1) || status=$?
@@ -49,6 +57,12 @@ for line in open(rows_file):
                                       "roofline_fraction", "roofline_bound", "bound_cycles", "busy",
                                       "races", "deadlock")})
     rows.append(row)
+only = os.environ.get("TANDEM_ROWS_TARGET")
+if only:  # this target's rows in place of the record's, the others kept
+    fresh = {(r["kernel"], r["target"]): r for r in rows}
+    before = json.load(open(dest))["rows"]
+    rows = [fresh.pop((r["kernel"], r["target"]), r) if r["target"] == only else r for r in before] + \
+        list(fresh.values())
 record = {
     "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     "machine": f"{platform.node()}: {os.cpu_count()} cores", "command": command,
@@ -57,6 +71,8 @@ record = {
     "models": {t: f"{t} v{v}" for t, v in versions.items()},
     "log": log, "definition": definition, "rows": rows,
 }
+if only:
+    record["rows_run"] = f"{only} only (TANDEM_ROWS_TARGET); the other targets' rows are the record's before"
 json.dump(record, open(dest, "w"), indent=1)
 for r in rows:
     if "refused" in r:
