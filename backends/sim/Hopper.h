@@ -94,6 +94,12 @@ struct HopperParams {
     int shared_latency = 30;          // a shared-memory load or a shuffle, issue to use
     int issue_cycles = 1;             // any other op
     int launch_cycles = 9700;         // from the launch to the first CTA's start
+    // A TMA request (a box row's piece of up to 128 bytes) that starts inside a 32-byte sector
+    // holds the SM's port this much longer than its sectors' bytes.
+    int tma_split_row_cycles = 6;
+    // 1: the kernel runs right after a launch of itself (as the GPU rows are timed, back to back
+    // without flushing L2), so a kernel whose global buffers fit in L2 finds them there.
+    int l2_warm = 1;
     // Thread copies (ld / st by a warpgroup's threads, where TMA cannot copy): each thread keeps
     // this many loads in flight, so a copy waits one memory latency (tma_latency) per batch of
     // 128 x thread_copy_batch elements, and moves its bytes at the SM's share of bandwidth.
@@ -122,6 +128,8 @@ struct HopperParams {
         f("shared_latency", shared_latency);
         f("issue_cycles", issue_cycles);
         f("launch_cycles", launch_cycles);
+        f("tma_split_row_cycles", tma_split_row_cycles);
+        f("l2_warm", l2_warm);
         f("thread_copy_batch", thread_copy_batch);
     }
     static HopperParams from(const ParamLookup &get);
@@ -164,7 +172,8 @@ private:
  * some read touched it before, at a time from which fewer than the L2's bytes came in from HBM
  * (`hbm`: every miss and write) until this read, measured from the nearest known use (the last
  * use when this read is later than every use so far, the first when it is earlier, none when it
- * lies between them). The first read of a line in simulation order misses. */
+ * lies between them). The first read of a line in simulation order misses, unless L2 is `warm`
+ * (a launch of the same kernel before this one left every line there). */
 class TimedL2 {
 public:
     TimedL2(int64_t line_bytes, int64_t capacity_bytes, const SharedBandwidth &hbm)
@@ -173,6 +182,7 @@ public:
         int64_t miss = 0, hit = 0; // bytes from HBM, bytes from L2
     };
     Split read(int buffer, const Box &box, int element_bytes, double time);
+    void set_warm(bool warm) { warm_ = warm; }
 
 private:
     struct Uses {
@@ -181,6 +191,7 @@ private:
     int64_t line_;
     double capacity_;
     const SharedBandwidth &hbm_;
+    bool warm_ = false;
     std::unordered_map<uint64_t, Uses> lines_;
 };
 

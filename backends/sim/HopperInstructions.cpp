@@ -260,7 +260,8 @@ void Machine::Impl::CtaRun::land(OpKind kind, int smem, int global, const TmaBox
     const Cycles start = std::max(issue, impl_.tma_free[size_t(sm_)]);
     // A load waits on HBM when any of its sectors misses L2.
     Cycles end = reserve_tma(issue, traffic, name,
-                             traffic.miss > 0 ? params_.hbm_latency : params_.tma_latency);
+                             traffic.miss > 0 ? params_.hbm_latency : params_.tma_latency,
+                             split_cycles(kind, boxes, bytes_of(local(smem).type)));
     if (threads)
         end += thread_latencies(boxes.elements);
 
@@ -298,6 +299,21 @@ void Machine::Impl::CtaRun::land(OpKind kind, int smem, int global, const TmaBox
                      name, end);
     }
     agent.now = threads ? end : agent.now + params_.issue_cycles;
+}
+
+double Machine::Impl::CtaRun::split_cycles(OpKind kind, const TmaBoxes &boxes,
+                                           int element_bytes) const {
+    if (kind == OpKind::ThreadLoad || kind == OpKind::ThreadStore || !boxes.any_inside)
+        return 0;
+    // The TMA unit asks L2 for a box row in requests of up to a line (128 bytes, the inner
+    // extent of a 128-byte-swizzled box), each from where the one before ended.
+    const int64_t request = 128, sector = 32;
+    int64_t split = 0;
+    detail::for_each_run(boxes.global_inside, element_bytes, [&](int64_t first, int64_t bytes) {
+        if (first % sector != 0)
+            split += (bytes + request - 1) / request;
+    });
+    return double(split * params_.tma_split_row_cycles);
 }
 
 void Machine::Impl::CtaRun::receive(Load load, uint64_t name, Cycles at) {
@@ -376,7 +392,8 @@ void Machine::Impl::CtaRun::drain(OpKind kind, int global, const TmaBoxes &boxes
     detail::L2Lines::Split traffic;
     if (boxes.any_inside)
         traffic.miss = boxes.global_inside.elements() * bytes_of(source.type);
-    Cycles end = reserve_tma(agent.now, traffic, name, params_.tma_latency);
+    Cycles end = reserve_tma(agent.now, traffic, name, params_.tma_latency,
+                             split_cycles(kind, boxes, bytes_of(source.type)));
 
     int store = store_of(current_);
     clocks_.join(store, clocks_.clock(wg(current_)));

@@ -532,9 +532,15 @@ private:
                        const TensorView &view, const std::vector<int64_t> &coords,
                        const std::vector<int64_t> &box);
 
-    /** Reserves the SM's TMA unit for a transfer of `miss` bytes from HBM and `hit` from L2;
-     * returns when it completes, `latency` after its last byte has moved. */
-    Cycles reserve_tma(Cycles issue, detail::L2Lines::Split bytes, uint64_t name, Cycles latency);
+    /** Reserves the SM's TMA unit for a transfer of `miss` bytes from HBM and `hit` from L2 that
+     * holds its port `split` cycles longer than its bytes (split_cycles); returns when it
+     * completes, `latency` after its last byte has moved. */
+    Cycles reserve_tma(Cycles issue, detail::L2Lines::Split bytes, uint64_t name, Cycles latency,
+                       double split = 0);
+    /** The cycles a TMA's requests (a box row's pieces of up to 128 bytes) that start inside a
+     * 32-byte sector hold the SM's port beyond their bytes (tma_split_row_cycles each); none for
+     * thread copies (their cost is thread_copy_batch's). */
+    double split_cycles(OpKind kind, const TmaBoxes &boxes, int element_bytes) const;
     void complete_load(Cycles time, size_t index);
 
     // --- scheduling --------------------------------------------------------------------------

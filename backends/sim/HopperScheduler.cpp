@@ -96,7 +96,7 @@ TimedL2::Split TimedL2::read(int buffer, const Box &box, int element_bytes, doub
         previous = key;
         auto it = lines_.find(key);
         if (it == lines_.end()) {
-            split.miss += line_;
+            (warm_ ? split.hit : split.miss) += line_;
             lines_.emplace(key, Uses{time, time});
             return;
         }
@@ -234,13 +234,15 @@ std::vector<std::pair<int, BufferHistory>> Machine::Impl::CtaRun::take_global_hi
 // --- TMA ----------------------------------------------------------------------------------------
 
 Cycles Machine::Impl::CtaRun::reserve_tma(Cycles issue, detail::L2Lines::Split bytes, uint64_t name,
-                                          Cycles latency) {
+                                          Cycles latency, double split) {
     Cycles start = std::max(issue, impl_.tma_free[size_t(sm_)]);
-    // At the SM's port, and within what HBM (misses) and L2 (every byte) have left at that
-    // time after the transfers of the SMs' CTAs simulated before.
+    // At the SM's port (split requests holding it longer, split_cycles), and within what
+    // HBM (misses) and L2 (every byte) have left at that time after the transfers of the SMs'
+    // CTAs simulated before.
     const double port = params_.tma_bytes_per_cycle, from = double(start);
     const double all = double(bytes.miss + bytes.hit);
-    const double done = std::max({from + all / port, impl_.l2_bandwidth.move(from, all, port),
+    const double at_port = all / port + split;
+    const double done = std::max({from + at_port, impl_.l2_bandwidth.move(from, all, port),
                                   impl_.hbm.move(from, double(bytes.miss), port)});
     Cycles transfer = Cycles(std::ceil(done - from));
     Cycles total = transfer + latency;
@@ -402,6 +404,10 @@ void Machine::Impl::run_grid(int first, int ctas, int cluster, const CtaFactory 
     if (!make_cta) {
         throw SimError(what + ": the CTA factory is empty");
     }
+    int64_t footprint = 0; // what a launch of this kernel before it left in L2
+    for (const Buffer &global : globals)
+        footprint += global.elements * bytes_of(global.type);
+    l2_lines.set_warm(params.l2_warm != 0 && footprint <= params.l2_bytes);
     for (int cta = first; cta < first + ctas; ++cta) {
         cta_ran[size_t(cta)] = true;
     }

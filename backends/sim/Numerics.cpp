@@ -227,18 +227,11 @@ void L2Lines::arrived(double when) {
     missed_.clear();
 }
 
-void for_each_line(int buffer, const Box &box, int element_bytes, int64_t line,
-                   const std::function<void(uint64_t key, int64_t bytes)> &f) {
+void for_each_run(const Box &box, int element_bytes,
+                  const std::function<void(int64_t first, int64_t bytes)> &f) {
     const std::vector<Dim> &dims = box.dims;
     if (box.elements() == 0)
         return;
-    auto run = [&](int64_t first, int64_t bytes) { // a contiguous run of bytes
-        for (int64_t at = first; at < first + bytes;) {
-            int64_t index = at / line, next = std::min((index + 1) * line, first + bytes);
-            f((uint64_t(buffer) << 40) | uint64_t(index), next - at);
-            at = next;
-        }
-    };
     bool contiguous = !dims.empty() && dims[0].stride == 1;
     size_t outer = contiguous ? 1 : 0;
     int64_t row = contiguous ? dims[0].extent * element_bytes : element_bytes;
@@ -247,13 +240,24 @@ void for_each_line(int buffer, const Box &box, int element_bytes, int64_t line,
         int64_t offset = box.offset;
         for (size_t d = outer; d < dims.size(); ++d)
             offset += index[d] * dims[d].stride;
-        run(offset * element_bytes, row);
+        f(offset * element_bytes, row);
         size_t d = outer;
         while (d < dims.size() && ++index[d] == dims[d].extent)
             index[d++] = 0;
         if (d == dims.size())
             break;
     }
+}
+
+void for_each_line(int buffer, const Box &box, int element_bytes, int64_t line,
+                   const std::function<void(uint64_t key, int64_t bytes)> &f) {
+    for_each_run(box, element_bytes, [&](int64_t first, int64_t bytes) {
+        for (int64_t at = first; at < first + bytes;) {
+            int64_t index = at / line, next = std::min((index + 1) * line, first + bytes);
+            f((uint64_t(buffer) << 40) | uint64_t(index), next - at);
+            at = next;
+        }
+    });
 }
 
 L2Lines::Split L2Lines::read(int buffer, const Box &box, int element_bytes) {

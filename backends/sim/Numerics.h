@@ -65,6 +65,12 @@ std::string mma_type_error(const std::string &acc, DType acc_type, const std::st
 /** Empty when acc {N, M}, a {K, M} and b {N, K} agree, else "shapes disagree: ...". */
 std::string mma_shape_error(const Box &acc_box, const Box &a_box, const Box &b_box);
 
+/** Calls f(first, bytes) for each contiguous run of bytes of `box` (its rows, or its elements
+ * when the innermost dim is strided), in the box's order; `first` counts from the buffer's start.
+ */
+void for_each_run(const Box &box, int element_bytes,
+                  const std::function<void(int64_t first, int64_t bytes)> &f);
+
 /** Calls f(key, bytes) for each `line`-byte line a read of `box` (of global buffer `buffer`)
  * touches, in address order within each contiguous run; key = (buffer << 40) | line index. */
 void for_each_line(int buffer, const Box &box, int element_bytes, int64_t line,

@@ -116,6 +116,8 @@ HopperParams counted() {
     p.tensor_clock = 1;
     p.wgmma_latency = 30;
     p.hbm_latency = p.tma_latency;
+    p.tma_split_row_cycles = 0;
+    p.l2_warm = 0;
     return p;
 }
 
@@ -1139,7 +1141,8 @@ TEST(HopperTiming, GridShareHbmFairly) {
 
 /** One agent: init, expect_tx, the given loads of `box` (each into its own smem range) on one
  * barrier, then wait for it. */
-Report load_then_wait(HopperParams p, int loads, std::vector<int64_t> box, Cycles *done) {
+Report load_then_wait(HopperParams p, int loads, std::vector<int64_t> box, Cycles *done,
+                      int64_t column = 250) {
     Machine machine(p, true);
     int g = machine.add_global("G", DType::BF16, 256 * 256);
     for (int i = 0; i < 256 * 256; ++i) {
@@ -1155,18 +1158,21 @@ Report load_then_wait(HopperParams p, int loads, std::vector<int64_t> box, Cycle
         script->init(bar, 1).expect_tx(bar, elements * 2 * loads);
         for (int i = 0; i < loads; ++i) {
             script->call("load", [=](AgentOps &o) {
-                o.tma_load(smem, i * elements, row_major(g, 256, 256), {250, 0}, box, bar, "load");
+                o.tma_load(smem, i * elements, row_major(g, 256, 256), {column, 0}, box, bar,
+                           "load");
             });
         }
         script->wait(bar, 0, "full").call("check", [&, smem](AgentOps &o) {
             *done = o.now();
+            checked = true;
+            if (column != 250)
+                return;
             const uint16_t *t = static_cast<const uint16_t *>(machine.data(smem));
             // Columns 250..255 come from G, 256.. are outside the view: zero.
             EXPECT_EQ(bf16_to_float(t[0]), float(250 % 251));
             EXPECT_EQ(bf16_to_float(t[5]), float(255 % 251));
             EXPECT_EQ(t[6], 0);
             EXPECT_EQ(bf16_to_float(t[box[0]]), float((256 + 250) % 251));
-            checked = true;
         });
         return programs(std::move(script));
     });
@@ -1208,6 +1214,43 @@ TEST(HopperTiming, MissesWaitForHbmAfterTheLaunch) {
     Report three = load_then_wait(p, 3, {64, 32}, &done);
     EXPECT_EQ(done, 500 + 2 + transfer + 2000 + 20 + 1);
     EXPECT_EQ(three.race_count, 0) << all_races(three);
+}
+
+/** A TMA request (a box row's piece of up to 128 bytes) that starts inside a 32-byte sector holds
+ * the SM's port tma_split_row_cycles longer; requests on sector boundaries do not. */
+TEST(HopperTiming, RequestsOffTheSectorsHoldThePort) {
+    HopperParams p = counted();
+    p.tma_split_row_cycles = 5;
+    Cycles done = 0;
+    // Column 250: each of the 32 rows starts at byte 500 of its 512-byte row, 20 into a sector.
+    Report off = load_then_wait(p, 1, {64, 32}, &done);
+    EXPECT_EQ(done, 2 + p.tma_latency + 32 * 32 / 64 + 32 * 5 + 20 + 1);
+    EXPECT_EQ(busy(off, "tma"), 32 * 32 / 64 + 32 * 5);
+    // Column 16: rows start on a sector (byte 32) and read 64 bytes: two sectors each.
+    Report on = load_then_wait(p, 1, {32, 32}, &done, 16);
+    EXPECT_EQ(done, 2 + p.tma_latency + 32 * 64 / 64 + 20 + 1);
+    EXPECT_EQ(busy(on, "tma"), 32 * 64 / 64);
+    // Column 8: rows of 160 bytes start 16 bytes into a sector, two requests each.
+    Report two = load_then_wait(p, 1, {80, 32}, &done, 8);
+    EXPECT_EQ(busy(two, "tma"), 32 * 6 * 32 / 64 + 32 * 2 * 5);
+}
+
+/** With l2_warm, a kernel whose global buffers fit in L2 finds them there (the launch before it
+ * left them), so its first loads hit; one whose buffers do not fit starts with L2 empty. */
+TEST(HopperTiming, AWarmL2HoldsAKernelThatFits) {
+    HopperParams p = counted();
+    p.hbm_latency = 2000;
+    p.l2_warm = 1;
+    Cycles done = 0;
+    load_then_wait(p, 1, {64, 32}, &done); // G: 128 KB
+    EXPECT_EQ(done, 2 + p.tma_latency + 32 * 32 / 64 + 20 + 1);
+    p.l2_bytes = 64 * 1024;
+    load_then_wait(p, 1, {64, 32}, &done);
+    EXPECT_EQ(done, 2 + p.hbm_latency + 32 * 32 / 64 + 20 + 1);
+    p.l2_bytes = 1 << 20;
+    p.l2_warm = 0;
+    load_then_wait(p, 1, {64, 32}, &done);
+    EXPECT_EQ(done, 2 + p.hbm_latency + 32 * 32 / 64 + 20 + 1);
 }
 
 TEST(HopperTiming, TmaLoadsShareTheUnitAndOverlapTheirLatency) {
