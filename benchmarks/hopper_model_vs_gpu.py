@@ -104,6 +104,20 @@ def kendall_tau(a, b):
     return s / len(pairs)
 
 
+def kind(row):
+    """The kind of kernel a row times, for the summary by kind: a GEMM is skinny (M <= 64),
+    misaligned (rows of A, or of B and C, off the 32-byte sectors: 2K or 2N bytes not a multiple of
+    32), large (M N K >= 4096^3) or small; other apps are their own kind."""
+    if row["app"] != "gemm":
+        return row["app"]
+    m, n, k = (int(row["params"][x]) for x in ("M", "N", "K"))
+    if m <= 64:
+        return "gemm skinny"
+    if (2 * k) % 32 or (2 * n) % 32:
+        return "gemm misaligned"
+    return "gemm large" if m * n * k >= 4096 ** 3 else "gemm small"
+
+
 def main():
     files = [pathlib.Path(a) for a in sys.argv[1:]] or sorted(
         f for f in RESULTS.glob("gpu_hopper_*.json") if f.name != "gpu_hopper_libraries.json")
@@ -207,6 +221,14 @@ def main():
                               "mean_kendall_tau": round(sum(ts) / len(ts), 3) if ts else None}
         log.append(f"{split}: {summary.get(split)}")
         print(log[-1])
+    by_kind = {}
+    for name in sorted({kind(r) for r in rows}):
+        rs = sorted(r["model_over_gpu"] for r in rows if kind(r) == name)
+        by_kind[name] = {"rows": len(rs), "rows_within_0.8_1.25": round(sum(0.8 <= x <= 1.25 for x in rs) / len(rs), 3),
+                         "median_model_over_gpu": rs[len(rs) // 2]}
+        log.append(f"kind {name:16s} {by_kind[name]}")
+        print(log[-1])
+    summary["by kind (fit and held out)"] = by_kind
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "machine": platform.node(),
             "command": "benchmarks/hopper_model_vs_gpu.py " + " ".join(sys.argv[1:]),
