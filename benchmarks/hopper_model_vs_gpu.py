@@ -13,8 +13,10 @@ parameters were fitted on (FIT_RUNS, cited by machines/hopper.json) are marked "
 are held out. Rows the model cannot stand for are left out with the reason: names run.sh no longer
 emits, runtime-shape kernels (the model runs them at their estimates), the session 34 variants
 that are not the emitter's (`_nomc`), runs timed with a host copy between launches
-(TIMED_WITH_COPY), and cluster kernels timed before e8fa045 (a MEMBAR.ALL.GPU
-per remote arrival that the emitter no longer writes).
+(TIMED_WITH_COPY), cluster kernels timed before e8fa045 (a MEMBAR.ALL.GPU
+per remote arrival that the emitter no longer writes), and rows whose kernel today's emitter no
+longer writes: a row of a run since session 58 carries its kernel's hash (run.sh's kernel_hash),
+compared with today's emit of that name. Older rows carry none and cannot be told apart.
 
 Usage: benchmarks/hopper_model_vs_gpu.py [GPU_RESULTS_JSON...]   (default: every gpu_hopper_*.json)
 TANDEM_MODEL_VS_GPU_PARAMS: machine parameters to try on every row (hopper:key=value,... overrides);
@@ -22,15 +24,17 @@ TANDEM_MODEL_VS_GPU_JOBS: kernels modelled at once (default: the cores).
 TANDEM_MODEL_VS_GPU_CACHE: an earlier record (JSON) of the same model version: its kernels are not
 modelled again (e.g. to split fit and held out anew).
 TANDEM_MODEL_VS_GPU_OUT: the results' base name (default hopper_model_vs_gpu; a subset of the
-runs, e.g. one session's, goes to a name of its own).
+runs, e.g. one session's, goes to a name of its own), in benchmarks/results/ unless a path.
 """
 import datetime
+import hashlib
 import json
 import os
 import pathlib
 import platform
 import subprocess
 import sys
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from itertools import combinations
 
@@ -78,6 +82,26 @@ def emitted_configs():
     return configs
 
 
+def kernel_hash(cuda):
+    """run.sh's kernel_hash: the first 16 hex digits of the SHA-256 of a kernel's CUDA followed by
+    the runtime's files (in byte order of their paths)."""
+    digest = hashlib.sha256(cuda)
+    for f in sorted(str(p) for p in (ROOT / "backends" / "hopper" / "runtime").rglob("*") if p.is_file()):
+        digest.update(pathlib.Path(f).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def emitted_hash(name, app, schedule, params):
+    """The hash of the kernel `name` as today's emitter writes it (run.sh emit's command)."""
+    with tempfile.TemporaryDirectory() as out:
+        args = [str(CLI), "emit", app, "--target", "hopper", "--schedule", schedule, "--what", "cuda",
+                "--name", name, "-o", out]
+        for k, v in params.items():
+            args += ["--param", f"{k}={v}"]
+        subprocess.run(args, capture_output=True, check=True)
+        return kernel_hash((pathlib.Path(out) / f"{name}.cu").read_bytes())
+
+
 def model(app, schedule, params, machine):
     """The model's run of one kernel (tandem-cli run --no-numerics --json)."""
     args = [str(CLI), "run", app, "--target", machine, "--schedule", schedule, "--json", "--no-numerics"]
@@ -123,6 +147,7 @@ def main():
         f for f in RESULTS.glob("gpu_hopper_*.json") if f.name != "gpu_hopper_libraries.json")
     configs = emitted_configs()
     rows, left_out, log, timed = [], [], [], []
+    today = {}  # name -> the hash of today's emit of it
     for f in files:
         run = f.stem
         data = json.load(open(f))
@@ -151,6 +176,13 @@ def main():
                 elif run in BEFORE_CLUSTER_FIX | {"gpu_hopper_session34_clusters_h200"} and \
                         ("cluster_m" in params or "cluster_n" in params) and not name.endswith("_cta"):
                     why = "a cluster kernel timed before e8fa045"
+            if not why and r.get("kernel_hash"):
+                # A row that says which kernel it timed (runs since session 58) counts only while
+                # today's emitter writes that kernel.
+                if name not in today:
+                    today[name] = emitted_hash(name, app, schedule, params)
+                if today[name] != r["kernel_hash"]:
+                    why = "the kernel changed since the run (today's emit hashes differently)"
             if why:
                 left_out.append({"run": run, "name": name, "why": why})
                 continue
@@ -181,7 +213,8 @@ def main():
                      "app": app, "schedule": schedule, "params": params, "device": r.get("device"),
                      "model": m.get("model"), "machine": machine, "model_cycles": m["cycles"],
                      "model_ms_at_1.83GHz": round(model_ms, 4), "gpu_ms": r["tandem_ms"],
-                     "model_over_gpu": round(model_ms / r["tandem_ms"], 3)})
+                     "model_over_gpu": round(model_ms / r["tandem_ms"], 3),
+                     **({"kernel_hash": r["kernel_hash"]} if r.get("kernel_hash") else {})})
         log.append(f"{run:40s} {name:42s} model {model_ms:8.4f} ms  gpu {r['tandem_ms']:8.4f} ms  "
                    f"model/gpu {rows[-1]['model_over_gpu']}")
         print(log[-1], flush=True)
@@ -229,15 +262,16 @@ def main():
         log.append(f"kind {name:16s} {by_kind[name]}")
         print(log[-1])
     summary["by kind (fit and held out)"] = by_kind
+    summary["rows with a kernel hash (today's kernel)"] = sum("kernel_hash" in r for r in rows)
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "machine": platform.node(),
             "command": "benchmarks/hopper_model_vs_gpu.py " + " ".join(sys.argv[1:]),
             "environment": {k: v for k, v in os.environ.items() if k.startswith("TANDEM_MODEL_VS_GPU_")},
             "gpu_results": [f.name for f in files], "clock_ghz": CLOCK_GHZ, "summary": summary,
             "rank_groups": ranks, "rows": rows, "left_out": left_out}
-    out = os.environ.get("TANDEM_MODEL_VS_GPU_OUT", "hopper_model_vs_gpu")
-    (RESULTS / (out + ".json")).write_text(json.dumps(meta, indent=1) + "\n")
-    (RESULTS / (out + ".log")).write_text(
+    out = RESULTS / os.environ.get("TANDEM_MODEL_VS_GPU_OUT", "hopper_model_vs_gpu")
+    out.with_name(out.name + ".json").write_text(json.dumps(meta, indent=1) + "\n")
+    out.with_name(out.name + ".log").write_text(
         f"# {meta['date']} {meta['machine']} {meta['command']}\n" + "\n".join(log) + "\n")
 
 

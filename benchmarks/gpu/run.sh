@@ -19,7 +19,8 @@
 #                                 the debug build, each kernel its own process under `timeout`;
 #                                 compute-sanitizer memcheck and racecheck on the smallest; the
 #                                 SASS and resource report; then the benchmark set against cuBLAS
-#                                 and the device-to-device copy. Rows go to
+#                                 and the device-to-device copy. Rows (a timed one with its
+#                                 kernel's hash from emit's hashes.txt, `kernel_hash`) go to
 #                                 benchmarks/results/gpu_hopper.json, the log beside it, and $OUT.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -494,11 +495,20 @@ configs+=(
 # TANDEM_GPU_SETS (default "smoke bench"): the sets emitted, built and run.
 sets="${TANDEM_GPU_SETS:-smoke bench}"
 
+# What a kernel is, for telling later whether today's emitter still writes it: the first 16 hex
+# digits of the SHA-256 of its CUDA followed by the runtime's files (in byte order of their
+# paths). benchmarks/hopper_model_vs_gpu.py computes the same.
+kernel_hash() {
+    { cat "$1"; find "$root/backends/hopper/runtime" -type f | LC_ALL=C sort | xargs cat; } |
+        sha256sum | cut -c1-16
+}
+
 emit() {
     rm -rf "$kernels"
     mkdir -p "$kernels"
     : > "$kernels/registry.inc"
     : > "$kernels/sets.txt"
+    : > "$kernels/hashes.txt"
     git -C "$root" describe --always --dirty > "$kernels/commit"
     local failed=0
     for config in "${configs[@]}"; do
@@ -549,6 +559,7 @@ emit() {
             echo "TANDEM_KERNEL($name, \"$app\", \"$schedule\", $a, $b, $c, \"$out_type\", \"$in_type\")" >> "$kernels/registry.inc"
         fi
         echo "$set $name" >> "$kernels/sets.txt"
+        echo "$name $(kernel_hash "$kernels/$name.cu")" >> "$kernels/hashes.txt"
     done
     echo "emitted $(wc -l < "$kernels/sets.txt") kernels into $kernels ($failed not emitted)"
     [ "$failed" -eq 0 ]
@@ -615,6 +626,10 @@ run_one() {
     local rc=$?
     set -e
     if [ $rc -eq 0 ] && [ -n "$row" ]; then
+        # The kernel's hash (emit's hashes.txt) goes with its row.
+        local hash
+        hash=$(awk -v n="$name" '$1 == n {print $2}' "$kernels/hashes.txt" 2>/dev/null || true)
+        [ -n "$hash" ] && row="${row%\}}, \"kernel_hash\": \"$hash\"}"
         echo "$row"
     else
         local why="error"
