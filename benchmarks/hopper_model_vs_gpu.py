@@ -27,7 +27,6 @@ TANDEM_MODEL_VS_GPU_OUT: the results' base name (default hopper_model_vs_gpu; a 
 runs, e.g. one session's, goes to a name of its own), in benchmarks/results/ unless a path.
 """
 import datetime
-import hashlib
 import json
 import os
 import pathlib
@@ -82,15 +81,6 @@ def emitted_configs():
     return configs
 
 
-def kernel_hash(cuda):
-    """run.sh's kernel_hash: the first 16 hex digits of the SHA-256 of a kernel's CUDA followed by
-    the runtime's files (in byte order of their paths)."""
-    digest = hashlib.sha256(cuda)
-    for f in sorted(str(p) for p in (ROOT / "backends" / "hopper" / "runtime").rglob("*") if p.is_file()):
-        digest.update(pathlib.Path(f).read_bytes())
-    return digest.hexdigest()[:16]
-
-
 def emitted_hash(name, app, schedule, params):
     """The hash of the kernel `name` as today's emitter writes it (run.sh emit's command)."""
     with tempfile.TemporaryDirectory() as out:
@@ -99,7 +89,11 @@ def emitted_hash(name, app, schedule, params):
         for k, v in params.items():
             args += ["--param", f"{k}={v}"]
         subprocess.run(args, capture_output=True, check=True)
-        return kernel_hash((pathlib.Path(out) / f"{name}.cu").read_bytes())
+        # run.sh's own kernel_hash, so that the two cannot disagree.
+        script = ('source <(sed -n "/^kernel_hash() {/,/^}/p" benchmarks/gpu/run.sh); root=.; '
+                  'kernel_hash "$1"')
+        return subprocess.run(["bash", "-c", script, "hash", str(pathlib.Path(out) / f"{name}.cu")],
+                              cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
 
 
 def model(app, schedule, params, machine):

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # benchmarks/hopper_model_vs_gpu.py keeps a GPU row whose kernel hash (benchmarks/gpu/run.sh's
 # kernel_hash, written at emit) is that of today's emit of its kernel, and leaves out one whose
-# hash differs: run.sh and the script hash alike. Usage: check_model_vs_gpu_hash.sh TANDEM_CLI
+# hash differs. Usage: check_model_vs_gpu_hash.sh TANDEM_CLI
 set -euo pipefail
 cli=$1
 root="$(cd "$(dirname "$0")/.." && pwd)"

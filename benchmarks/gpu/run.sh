@@ -497,7 +497,7 @@ sets="${TANDEM_GPU_SETS:-smoke bench}"
 
 # What a kernel is, for telling later whether today's emitter still writes it: the first 16 hex
 # digits of the SHA-256 of its CUDA followed by the runtime's files (in byte order of their
-# paths). benchmarks/hopper_model_vs_gpu.py computes the same.
+# paths). benchmarks/hopper_model_vs_gpu.py calls this function on today's emit.
 kernel_hash() {
     { cat "$1"; find "$root/backends/hopper/runtime" -type f | LC_ALL=C sort | xargs cat; } |
         sha256sum | cut -c1-16
