@@ -47,8 +47,7 @@ public:
     /** The role runs on the cooperative consumer warpgroups (Kernel::consumer_warpgroups > 1):
      * its barriers, element loops and elected thread span them all. */
     bool cooperative_role = false;
-    bool lone_producer = false;   // a producer role walked by its elected thread alone
-    int64_t setmaxnreg_total = 0; // registers the roles' setmaxnreg ask for, over all their threads
+    bool lone_producer = false; // a producer role walked by its elected thread alone
     /** The runtime divisors the body divides by (their C++ expression and name), prepared once
      * at the kernel's start (hopper::Divisor). */
     std::vector<std::pair<std::string, std::string>> divisors;

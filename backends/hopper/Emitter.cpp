@@ -379,8 +379,6 @@ void CodeGen::intrinsic(const Stmt &s) {
     } else if (ir::as_setmaxnreg(s, &registers, &increase)) {
         os << line() << "hopper::setmaxnreg_" << (increase ? "inc" : "dec") << "<" << registers
            << ">();\n";
-        setmaxnreg_total += int64_t(registers) * warpgroup_threads *
-                            (cooperative_role ? kernel.consumer_warpgroups : 1);
         if (lone_producer && !increase)
             leave_unless_elected();
     } else {
@@ -755,9 +753,7 @@ struct Variant {
 Variant emit_variant(const Kernel &kernel, const std::string &fn, const Plan &plan) {
     // Cooperative consumers: each consumer role runs on kernel.consumer_warpgroups warpgroups.
     const int sharing = kernel.warpgroups > 1 ? kernel.consumer_warpgroups : 1;
-    const int threads = kernel.warpgroups == 1
-                            ? warpgroup_threads * kernel.consumer_warpgroups
-                            : warpgroup_threads * (1 + (kernel.warpgroups - 1) * sharing);
+    const int threads = cta_threads(kernel);
     const int64_t dynamic_bytes = plan.shared_bytes + swizzle_atom_bytes;
 
     CodeGen body(kernel, plan);
@@ -769,7 +765,7 @@ Variant emit_variant(const Kernel &kernel, const std::string &fn, const Plan &pl
 
     // setmaxnreg.inc blocks until the CTA's pool holds the registers asked for, and the pool is
     // what the launch allocated (threads x ptxas's count): a count below this floor would hang.
-    const int64_t register_floor = (body.setmaxnreg_total + threads * 8 - 1) / (threads * 8) * 8;
+    const int64_t register_floor = hopper_backend::register_floor(kernel);
     Variant variant;
     variant.register_floor = register_floor;
     std::ostringstream notes;
@@ -782,8 +778,8 @@ Variant emit_variant(const Kernel &kernel, const std::string &fn, const Plan &pl
         notes << "//   " << n << "\n";
     if (register_floor)
         notes << "// setmaxnreg floor: " << register_floor
-              << " registers per thread (the roles ask for " << body.setmaxnreg_total << " of the "
-              << threads << " threads' allocation; fewer and setmaxnreg.inc blocks)\n";
+              << " registers per thread (the roles ask for that much of the " << threads
+              << " threads' allocation; fewer and setmaxnreg.inc blocks)\n";
     variant.notes = notes.str();
     std::ostringstream os;
 

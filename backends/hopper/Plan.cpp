@@ -1657,4 +1657,31 @@ Plan plan_kernel(const Kernel &kernel, const StridePolicy &strides, bool prove_t
     return Planner(kernel, strides, prove_tails).run();
 }
 
+int cta_threads(const Kernel &kernel) {
+    const int sharing = kernel.warpgroups > 1 ? kernel.consumer_warpgroups : 1;
+    return kernel.warpgroups == 1 ? warpgroup_threads * kernel.consumer_warpgroups
+                                  : warpgroup_threads * (1 + (kernel.warpgroups - 1) * sharing);
+}
+
+int64_t register_floor(const Kernel &kernel) {
+    // The producer decreases on its one warpgroup, a consumer role increases on all of its.
+    int64_t total = 0;
+    for_each_op(kernel.body, [&](const Stmt &op) {
+        int registers = 0;
+        bool increase = false;
+        if (ir::as_setmaxnreg(op, &registers, &increase))
+            total += int64_t(registers) * warpgroup_threads *
+                     (increase ? kernel.consumer_warpgroups : 1);
+    });
+    const int64_t threads = cta_threads(kernel);
+    return (total + threads * 8 - 1) / (threads * 8) * 8;
+}
+
+int64_t launch_shared_bytes(const Kernel &kernel, const Plan &plan) {
+    int64_t bytes = plan.shared_bytes + swizzle_atom_bytes;
+    for (const BarrierDecl &b : kernel.barriers)
+        bytes += 8 * int64_t(b.slots);
+    return bytes + 16 * (cta_threads(kernel) / warpgroup_threads);
+}
+
 } // namespace tandem::hopper_backend

@@ -284,6 +284,20 @@ unsigned failing_pitches(const Plan &plan, const std::vector<std::string> &class
  * every runtime pitch by threads. */
 StridePolicy stride_policy(const std::vector<std::string> &classes, unsigned failing);
 
+/** The threads of a CTA of `kernel`: a warpgroup per role, a cooperative consumer role on
+ * kernel.consumer_warpgroups of them. */
+int cta_threads(const Kernel &kernel);
+
+/** The fewest registers per thread the launch must allocate for its roles' setmaxnreg.inc not
+ * to block (the producer's decrease and each consumer role's increase, over their threads);
+ * 0 where no role sets its registers. */
+int64_t register_floor(const Kernel &kernel);
+
+/** The shared memory a CTA of `kernel` takes at launch: the dynamic carve-out (the tiles, and
+ * 1024 B to align their base) and the static mbarriers and reduction scratch (16 B a warpgroup,
+ * counted whether or not the emitter declares it). */
+int64_t launch_shared_bytes(const Kernel &kernel, const Plan &plan);
+
 /** The plan of `kernel`; throws tandem::Error where the GPU cannot run it. `prove_tails` false
  * keeps every tail check, those TailProof would remove too (the executor's test of the proof). */
 Plan plan_kernel(const Kernel &kernel, const StridePolicy &strides = StridePolicy::tma(),

@@ -69,6 +69,14 @@ struct HopperParams {
     int sms = 132;
     int64_t smem_bytes = 232448; // per CTA (227 KB)
     int registers_per_sm = 65536;
+    // What an SM holds of a grid at once (resident_ctas): its shared memory (each CTA's and 1 KB
+    // the driver reserves per CTA), threads and CTAs; and the registers a thread takes beside
+    // its accumulators where no setmaxnreg says how many.
+    int64_t smem_per_sm = 233472; // 228 KB
+    int64_t smem_reserved_per_cta = 1024;
+    int threads_per_sm = 2048;
+    int ctas_per_sm_max = 32;
+    int thread_registers = 32;
     // Timing, in SM cycles (H100 SXM, ~1.83 GHz; HOPPER-FACTS.md)
     int tma_latency = 600;  // issue to first byte
     int hbm_latency = 1000; // the same for a load of which some sector misses L2
@@ -110,6 +118,11 @@ struct HopperParams {
         f("sms", sms);
         f("smem_bytes", smem_bytes);
         f("registers_per_sm", registers_per_sm);
+        f("smem_per_sm", smem_per_sm);
+        f("smem_reserved_per_cta", smem_reserved_per_cta);
+        f("threads_per_sm", threads_per_sm);
+        f("ctas_per_sm_max", ctas_per_sm_max);
+        f("thread_registers", thread_registers);
         f("tma_latency", tma_latency);
         f("hbm_latency", hbm_latency);
         f("tma_bytes_per_cycle", tma_bytes_per_cycle);
@@ -137,6 +150,9 @@ struct HopperParams {
      * SMs move bytes at once, each at its share of each source, capped by the SM's port (the
      * model itself shares HBM and L2 in time, SharedBandwidth). */
     int64_t tma_cycles(int64_t miss, int64_t hit, int active) const;
+    /** How many CTAs of `threads` threads, each taking `smem` bytes of shared memory and
+     * `registers` per thread (a multiple of 8 is allocated), an SM holds at once; at least 1. */
+    int resident_ctas(int64_t smem, int threads, int64_t registers) const;
     /** A wgmma of m x n x k MACs on `operands` (f16 at wgmma_f16_macs_per_cycle, int8 at
      * wgmma_int8_macs_per_cycle, e4m3 or e5m2 at wgmma_fp8_macs_per_cycle, else the bf16 rate;
      * each times tensor_clock). */
@@ -331,12 +347,16 @@ public:
      * together: `make_cta` is called for each. SimError when the machine has fewer SMs. */
     void run_cluster(int first_cta, int ctas, const CtaFactory &make_cta);
     /** Runs a kernel's grid, CTAs 0 .. ctas - 1 in clusters of `cluster` CTAs, as the GPU does:
-     * CTA i on SM i % sms once the CTAs before it there have finished, a cluster once all its
-     * SMs are free, and the CTAs that run at once in one time line (their loads take HBM and L2
-     * bandwidth in the order of time, not of CTA index). */
+     * CTA i on SM i % sms, as many at once there as set_grid's `resident` (once one before it
+     * there has finished where all are taken), a cluster once every SM of it has room, and the
+     * CTAs that run at once in one time line (their loads take HBM and L2 bandwidth in the order
+     * of time, not of CTA index; CTAs sharing an SM share its TMA unit, tensor core and vector
+     * lanes). */
     void run_grid(int ctas, int cluster, const CtaFactory &make_cta);
-    /** The kernel's grid: min(ctas, sms) SMs share HBM and L2 (default: every SM). */
-    void set_grid(int ctas);
+    /** The kernel's grid: min(ctas, sms) SMs share HBM and L2 (default: every SM), and each SM
+     * holds `resident` of its CTAs at once (what their shared memory, registers and threads
+     * allow, the caller's count: HopperParams::resident_ctas). */
+    void set_grid(int ctas, int resident = 1);
 
     /** Cross-CTA race check of global memory, then the totals: cycles = max over SMs of when
      * its last CTA finished (core_cycles: one entry per SM); busy "tma" and "tensor" (unit

@@ -302,7 +302,8 @@ struct Machine::Impl {
     HopperParams params;
     bool numerics;
     detail::TraceLog trace;
-    int active_sms; // SMs sharing HBM and L2: min(grid, sms)
+    int active_sms;        // SMs sharing HBM and L2: min(grid, sms)
+    int resident_ctas = 1; // CTAs of the grid an SM holds at once (set_grid)
     SharedBandwidth hbm{params.hbm_bytes_per_cycle}, l2_bandwidth{params.l2_bytes_per_cycle};
     TimedL2 l2_lines{32, params.l2_bytes, hbm}; // 32-byte sectors: what a miss fills
     std::vector<Buffer> globals;
@@ -360,9 +361,9 @@ struct Machine::Impl::Cluster {
 
 class Machine::Impl::CtaRun final : public AgentOps, public Machine::CtaBuilder {
 public:
-    CtaRun(Impl &impl, Cluster &cluster, int rank, int cta, int sm, Cycles start)
+    CtaRun(Impl &impl, Cluster &cluster, int rank, int cta, int sm, int slot, Cycles start)
         : impl_(impl), params_(impl.params), cluster_(cluster), rank_(rank), cta_(cta), sm_(sm),
-          start_(start), end_(start), clocks_(cluster.clocks), time_(cluster.time) {}
+          slot_(slot), start_(start), end_(start), clocks_(cluster.clocks), time_(cluster.time) {}
 
     // --- builder -----------------------------------------------------------------------------
 
@@ -457,6 +458,7 @@ public:
 
     Cycles end() const { return end_; }
     int sm() const { return sm_; }
+    int slot() const { return slot_; } // of the CTAs resident on its SM
 
     /** The global buffers' accesses, for the cross-CTA check at finish(). */
     std::vector<std::pair<int, BufferHistory>> take_global_histories();
@@ -562,7 +564,7 @@ private:
     const HopperParams &params_;
     Cluster &cluster_;
     int rank_; // in the cluster
-    int cta_, sm_;
+    int cta_, sm_, slot_;
     Cycles start_, end_;
     int base_ = 0; // this CTA's first index in the cluster's clocks
     bool building_ = true;

@@ -23,6 +23,16 @@ HopperParams HopperParams::from(const ParamLookup &get) {
     return params_from<HopperParams>(get);
 }
 
+int HopperParams::resident_ctas(int64_t smem, int threads, int64_t registers) const {
+    int64_t most = ctas_per_sm_max;
+    most = std::min<int64_t>(most, threads_per_sm / std::max(threads, 1));
+    most =
+        std::min<int64_t>(most, smem_per_sm / std::max<int64_t>(smem + smem_reserved_per_cta, 1));
+    const int64_t allocated = (std::max<int64_t>(registers, 1) + 7) / 8 * 8;
+    most = std::min<int64_t>(most, registers_per_sm / (allocated * std::max(threads, 1)));
+    return int(std::max<int64_t>(most, 1));
+}
+
 int64_t HopperParams::tma_cycles(int64_t miss, int64_t hit, int active) const {
     const double share = 1.0 / std::max(active, 1);
     const double from_hbm = std::min(tma_bytes_per_cycle, hbm_bytes_per_cycle * share),
@@ -160,7 +170,10 @@ void Machine::Impl::CtaRun::start(std::vector<std::unique_ptr<AgentProgram>> pro
         }
         agents_[a].program = std::move(programs[a]);
         agents_[a].now = start_;
-        agents_[a].track = impl_.track(sm_, agents_[a].name);
+        // A CTA sharing its SM with others has tracks of its own (slot 0 the agents' names).
+        agents_[a].track =
+            impl_.track(sm_, slot_ ? agents_[a].name + " (slot " + std::to_string(slot_) + ")"
+                                   : agents_[a].name);
         names.push_back(agents_[a].label);
     }
     impl_.cta_agents[cta_] = names;
@@ -415,45 +428,63 @@ void Machine::Impl::run_grid(int first, int ctas, int cluster, const CtaFactory 
         CtaRun *&slot;
         ~Running() { slot = nullptr; }
     } guard{running};
-    // CTA i runs on SM i % sms. The clusters start in order, each once all its SMs are free (the
-    // CTAs before it there have finished, at their end); the running ones share one time line.
+    // CTA i runs on SM i % sms, at most `resident` CTAs of the grid on an SM at once. The
+    // clusters start in order, each once every SM of it has a slot free (a CTA before it there
+    // has finished, at its end); the running ones share one time line.
+    const int resident = std::max(1, resident_ctas);
     std::vector<std::unique_ptr<ClusterRun>> live;
-    std::vector<int> occupant(size_t(params.sms), -1); // the live cluster on each SM
-    std::set<std::pair<Cycles, int>> queue;            // live clusters by their next time
+    std::vector<std::vector<int>> occupant(size_t(params.sms),
+                                           std::vector<int>(size_t(resident), -1));
+    std::vector<std::vector<Cycles>> slot_free(size_t(params.sms));
+    for (int sm = 0; sm < params.sms; ++sm) {
+        slot_free[size_t(sm)].assign(size_t(resident), sm_free[size_t(sm)]);
+    }
+    std::set<std::pair<Cycles, int>> queue; // live clusters by their next time
     std::vector<Cycles> key;
     int next = first;
-    auto sms_of = [&](int head) {
-        std::vector<int> sms;
-        for (int cta = head; cta < head + cluster; ++cta) {
-            sms.push_back(cta % params.sms);
-        }
-        return sms;
-    };
-    auto retire = [&](int slot) {
-        for (auto &cta : live[size_t(slot)]->ctas) {
+    auto retire = [&](int index) {
+        for (auto &cta : live[size_t(index)]->ctas) {
             running = cta.get();
             cta->finish_run();
-            sm_free[size_t(cta->sm())] = cta->end();
-            occupant[size_t(cta->sm())] = -1;
+            const size_t sm = size_t(cta->sm()), slot = size_t(cta->slot());
+            sm_free[sm] = std::max(sm_free[sm], cta->end());
+            slot_free[sm][slot] = cta->end();
+            occupant[sm][slot] = -1;
             finished.push_back(CtaGlobals{cta->cta(), cta->take_global_histories()});
         }
         running = nullptr;
-        live[size_t(slot)].reset();
+        live[size_t(index)].reset();
+    };
+    // The slot of `sm` free earliest (-1: every slot holds a CTA).
+    auto free_slot = [&](int sm) {
+        int best = -1;
+        for (int slot = 0; slot < resident; ++slot) {
+            if (occupant[size_t(sm)][size_t(slot)] < 0 &&
+                (best < 0 ||
+                 slot_free[size_t(sm)][size_t(slot)] < slot_free[size_t(sm)][size_t(best)])) {
+                best = slot;
+            }
+        }
+        return best;
     };
     auto launch = [&] {
         for (; next < first + ctas; next += cluster) {
-            std::vector<int> sms = sms_of(next);
+            std::vector<int> sms, slots;
             Cycles start = 0;
-            for (int sm : sms) {
-                if (occupant[size_t(sm)] >= 0) {
+            for (int cta = next; cta < next + cluster; ++cta) {
+                const int sm = cta % params.sms, slot = free_slot(sm);
+                if (slot < 0) {
                     return;
                 }
-                start = std::max(start, sm_free[size_t(sm)]);
+                sms.push_back(sm);
+                slots.push_back(slot);
+                start = std::max(start, slot_free[size_t(sm)][size_t(slot)]);
             }
             auto run = std::make_unique<ClusterRun>();
             for (int rank = 0; rank < cluster; ++rank) {
                 run->ctas.push_back(std::make_unique<CtaRun>(*this, run->cluster, rank, next + rank,
-                                                             sms[size_t(rank)], start));
+                                                             sms[size_t(rank)], slots[size_t(rank)],
+                                                             start));
                 run->cluster.ctas.push_back(run->ctas.back().get());
             }
             int clocks = 0;
@@ -465,28 +496,28 @@ void Machine::Impl::run_grid(int first, int ctas, int cluster, const CtaFactory 
             }
             running = nullptr;
             run->cluster.clocks.reset(clocks);
-            const int slot = int(live.size());
+            const int index = int(live.size());
             live.push_back(std::move(run));
             key.push_back(0);
-            for (int sm : sms) {
-                occupant[size_t(sm)] = slot;
+            for (int rank = 0; rank < cluster; ++rank) {
+                occupant[size_t(sms[size_t(rank)])][size_t(slots[size_t(rank)])] = index;
             }
-            live[size_t(slot)]->next(&key[size_t(slot)]); // every agent starts ready
-            queue.insert({key[size_t(slot)], slot});
+            live[size_t(index)]->next(&key[size_t(index)]); // every agent starts ready
+            queue.insert({key[size_t(index)], index});
         }
     };
     launch();
     while (!queue.empty()) {
         // The earliest cluster steps, then goes back at its next time (the node is reused).
         auto node = queue.extract(queue.begin());
-        const int slot = node.value().second;
-        live[size_t(slot)]->step(running);
+        const int index = node.value().second;
+        live[size_t(index)]->step(running);
         running = nullptr;
-        if (live[size_t(slot)]->next(&key[size_t(slot)])) {
-            node.value().first = key[size_t(slot)];
+        if (live[size_t(index)]->next(&key[size_t(index)])) {
+            node.value().first = key[size_t(index)];
             queue.insert(std::move(node));
         } else {
-            retire(slot);
+            retire(index);
             launch();
         }
     }
@@ -580,8 +611,13 @@ const std::string &Machine::name(int buffer) const {
     return impl_->buffer(buffer).name;
 }
 
-void Machine::set_grid(int ctas) {
+void Machine::set_grid(int ctas, int resident) {
+    if (resident < 1) {
+        throw SimError("set_grid: " + std::to_string(resident) +
+                       " CTAs resident per SM; at least one runs");
+    }
     impl_->active_sms = std::max(1, std::min(ctas, params_.sms));
+    impl_->resident_ctas = resident;
 }
 
 void Machine::run_cta(int cta, const CtaFactory &make_cta) {

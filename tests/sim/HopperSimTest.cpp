@@ -1139,6 +1139,56 @@ TEST(HopperTiming, GridShareHbmFairly) {
                  SimError);
 }
 
+/** An SM holds as many CTAs of a grid at once as set_grid says (what their shared memory,
+ * registers and threads allow): CTAs that wait on memory overlap their waits there, and share the
+ * SM's TMA unit. */
+TEST(HopperTiming, AnSmHoldsSeveralCtasAtOnce) {
+    HopperParams p = counted();
+    p.sms = 2;
+    p.tma_latency = p.hbm_latency = 20000; // each CTA waits on its loads in turn
+    const int ctas = 8, rows = 128;        // two loads of 32 KB per CTA
+    auto run = [&](int resident) {
+        Machine m(p, false);
+        int g = m.add_global("G", DType::BF16, int64_t(ctas) * rows * 256);
+        m.set_grid(ctas, resident);
+        m.run_grid(ctas, 1, row_loader(g, ctas, rows));
+        return m.finish();
+    };
+    const double transfer = 256.0 * 64 * 2 / p.tma_bytes_per_cycle; // a load at the port: 512
+    const double lone = 2 * (p.tma_latency + transfer);
+    Report one = run(1), four = run(4);
+    EXPECT_GE(double(one.cycles), 4 * lone) << "one at a time: four CTAs in turn on each SM";
+    EXPECT_GE(double(four.cycles), lone);
+    EXPECT_LE(double(four.cycles), lone + 2 * 4 * transfer) << "four at once: their waits overlap";
+    EXPECT_EQ(four.race_count, 0) << all_races(four);
+    // Bandwidth-bound, they take turns at the SM's port: no faster than its bytes at its rate.
+    p.tma_latency = p.hbm_latency = 0;
+    Report port = run(4);
+    EXPECT_GE(double(port.cycles), 4 * 2 * transfer);
+    // More CTAs than the SMs hold wait for a slot: eight CTAs on two SMs of three slots.
+    p.tma_latency = p.hbm_latency = 20000;
+    Report three = run(3);
+    EXPECT_GE(double(three.cycles), 2 * lone);
+    EXPECT_LE(double(three.cycles), 2 * (lone + 2 * 3 * transfer));
+    Machine m(p, false);
+    EXPECT_THROW(m.set_grid(8, 0), SimError);
+}
+
+/** What an SM holds at once (CUDA's limits per compute capability 9.0 in machines/hopper.json):
+ * the fewest of its CTA slots, threads, shared memory (each CTA's and 1 KB reserved) and
+ * registers (allocated in multiples of 8 per thread). */
+TEST(HopperTiming, ResidentCtasAreTheTightestLimit) {
+    HopperParams p;
+    EXPECT_EQ(p.resident_ctas(0, 32, 16), 32);     // the CTA slots
+    EXPECT_EQ(p.resident_ctas(0, 128, 24), 16);    // the threads
+    EXPECT_EQ(p.resident_ctas(50352, 256, 26), 4); // shared memory: 233472 / 51376
+    EXPECT_EQ(p.resident_ctas(57344, 128, 32), 4); // 4 x (57344 + 1024) = 233472
+    EXPECT_EQ(p.resident_ctas(57345, 128, 32), 3);
+    EXPECT_EQ(p.resident_ctas(0, 128, 154), 3);       // registers: 160 allocated, 65536 / 20480
+    EXPECT_EQ(p.resident_ctas(0, 384, 168), 1);       // a warp-specialized GEMM's floor
+    EXPECT_EQ(p.resident_ctas(232448, 1024, 255), 1); // at least one: it launched
+}
+
 /** One agent: init, expect_tx, the given loads of `box` (each into its own smem range) on one
  * barrier, then wait for it. */
 Report load_then_wait(HopperParams p, int loads, std::vector<int64_t> box, Cycles *done,
