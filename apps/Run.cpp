@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -203,6 +204,13 @@ Halide::Target reference_target() {
     // or more on a softmax or a layernorm of 1000 x 64 (so does DisableLLVMLoopOpt), so the
     // reference leaves out the instructions that contract instead: FMA, and AVX2 and AVX-512,
     // for which Halide asks LLVM for a CPU that has FMA (haswell, skylake-avx512).
+    // LLVM 14 fully unrolls a reference's short loops of constant extent (a generator's RDoms)
+    // and its DAG combiner then takes minutes over the unrolled blocks (fuzz: flash_attention
+    // D=130 TJ=2 TK=1 B=4 H=4, 382 s of reference; 0.47 s without unrolling, and softmax, gemm
+    // and rmsnorm no slower). Halide reads HL_LLVM_ARGS once, when it first starts LLVM (the
+    // first reference: Tandem's own lowering never reaches LLVM); a caller's own setting stays.
+    static const bool no_unrolling = setenv("HL_LLVM_ARGS", "-unroll-threshold=0", 0) == 0;
+    (void)no_unrolling;
     Halide::Target host = Halide::get_jit_target_from_environment().without_feature(
         Halide::Target::AVX512_SapphireRapids);
     for (Halide::Target::Feature f :
