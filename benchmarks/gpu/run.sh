@@ -22,6 +22,8 @@
 #                                 and the device-to-device copy. Rows (a timed one with its
 #                                 kernel's hash from emit's hashes.txt, `kernel_hash`) go to
 #                                 benchmarks/results/gpu_hopper.json, the log beside it, and $OUT.
+#                                 TANDEM_GPU_NCU="name ...": those kernels also under Nsight
+#                                 Compute (occupancy and its limits, L2 hit rate, DRAM bytes)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -688,6 +690,35 @@ gpu() {
         awk '$1 !~ /^smoke/ {print $2}' "$kernels/sets.txt" | while read -r name; do
             run_one "$bin/harness" "$name" bench 120 | tee -a "$rows"
         done
+        if [ -n "${TANDEM_GPU_NCU:-}" ]; then
+            # What the model assumes of a kernel, measured: the CTAs an SM held (achieved
+            # occupancy and its launch limits, against HopperParams::resident_ctas), the L2 hit
+            # rate and the DRAM bytes (a second read of a row from L2 or HBM). One timed launch
+            # each, the clocks left alone.
+            echo "## Nsight Compute on TANDEM_GPU_NCU: occupancy, L2 hit rate, DRAM bytes"
+            local metrics="gpu__time_duration.sum,sm__warps_active.avg.pct_of_peak_sustained_active"
+            metrics+=",launch__occupancy_limit_shared_mem,launch__occupancy_limit_registers"
+            metrics+=",launch__occupancy_limit_warps,launch__occupancy_limit_blocks,launch__registers_per_thread"
+            metrics+=",lts__t_sector_hit_rate.pct,dram__bytes_read.sum,dram__bytes_write.sum"
+            local ncu
+            ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1 || true)
+            for name in $TANDEM_GPU_NCU; do
+                if [ $((SECONDS - started)) -gt "${TANDEM_GPU_DEADLINE:-420}" ]; then echo "skipped: ncu $name (deadline)"; continue; fi
+                echo "### ncu $name"
+                timeout 60 "$ncu" --clock-control none -k "regex:$name" --launch-skip 3 --launch-count 1 \
+                    --metrics "$metrics" --csv --page details "$bin/harness" "$name" bench 2>&1 |
+                    python3 -c '
+import csv, sys
+rows = [r for r in csv.reader(sys.stdin) if len(r) > 3]
+header = next((r for r in rows if "Metric Name" in r), None)
+if header is None:
+    sys.exit("no metrics (ncu said: " + " ".join(" ".join(r) for r in rows[-2:]) + ")")
+name, unit, value = (header.index(k) for k in ("Metric Name", "Metric Unit", "Metric Value"))
+for r in rows:
+    if r is not header and len(r) > value:
+        print("ncu", r[name], r[value], r[unit])' || true
+            done
+        fi
         echo "## SASS: HGMMA count, local loads/stores (LDL/STL) per kernel function"
         cuobjdump -sass "$bin/harness" | awk '
             /Function :/ {name=$3; seen[name]=1} /HGMMA/ {h[name]++} /LDL|STL/ {l[name]++}
