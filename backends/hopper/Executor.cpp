@@ -484,6 +484,19 @@ private:
 
 } // namespace
 
+int resident_ctas(const Kernel &kernel, const Plan &plan, const sim::hopper::HopperParams &params) {
+    int64_t accumulator_bytes = 0;
+    for (const SramBuffer &buf : kernel.buffers) {
+        if (buf.in_registers)
+            accumulator_bytes += buf.elements() * buf.type.bytes();
+    }
+    const int64_t registers =
+        std::max(register_floor(kernel),
+                 accumulator_bytes / 4 / (warpgroup_threads * kernel.consumer_warpgroups) +
+                     params.thread_registers);
+    return params.resident_ctas(launch_shared_bytes(kernel, plan), cta_threads(kernel), registers);
+}
+
 void execute(const Kernel &kernel, sim::hopper::Machine &machine,
              const std::map<std::string, int> &arguments, const Shapes &shapes) {
     std::vector<Instr> code;
@@ -544,21 +557,7 @@ void execute(const Kernel &kernel, sim::hopper::Machine &machine,
         grid = int(std::max<int64_t>(
             c, std::min<int64_t>((grid + c - 1) / c * c, sms * kernel.ctas_per_sm / c * c)));
     }
-    // As many CTAs share an SM as its shared memory, registers and threads allow: the launch's
-    // carve-out, the setmaxnreg floor (warp-specialized kernels claim the register file) or the
-    // accumulators, and the threads (their emitted launch).
-    int64_t accumulator_bytes = 0;
-    for (const SramBuffer &buf : kernel.buffers) {
-        if (buf.in_registers)
-            accumulator_bytes += buf.elements() * buf.type.bytes();
-    }
-    const int threads = cta_threads(kernel);
-    const int64_t registers =
-        std::max(register_floor(kernel),
-                 accumulator_bytes / 4 / (warpgroup_threads * kernel.consumer_warpgroups) +
-                     machine.params().thread_registers);
-    machine.set_grid(grid, machine.params().resident_ctas(launch_shared_bytes(kernel, plan),
-                                                          threads, registers));
+    machine.set_grid(grid, resident_ctas(kernel, plan, machine.params()));
     // The CTAs that run at once share one time line; each has its own agents and buffers.
     std::vector<Cta> ctas;
     ctas.reserve(size_t(grid));

@@ -24,6 +24,14 @@
 
 namespace tandem::hopper_backend {
 
+struct Plan;
+
+/** The CTAs of `kernel` an SM holds at once on the model (HopperParams::resident_ctas): the
+ * launch's shared memory, the threads, and the registers: the setmaxnreg floor where the roles
+ * set theirs (a warp-specialized kernel claims the register file), else the accumulators plus
+ * params.thread_registers per thread. */
+int resident_ctas(const Kernel &kernel, const Plan &plan, const sim::hopper::HopperParams &params);
+
 /** `arguments` maps each kernel argument name to its global buffer id in `machine`. */
 void execute(const Kernel &kernel, sim::hopper::Machine &machine,
              const std::map<std::string, int> &arguments, const Shapes &shapes = {});

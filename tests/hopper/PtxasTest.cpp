@@ -6,6 +6,8 @@
 #include "App.h"
 #include "Run.h"
 #include "hopper/Emitter.h"
+#include "hopper/Executor.h"
+#include "hopper/Plan.h"
 #include "hopper/TailProof.h"
 
 #include <gtest/gtest.h>
@@ -169,6 +171,26 @@ TEST_P(Ptxas, AssemblesWithoutSpills) {
     if (std::regex_search(assemble.output, m, std::regex("Used (\\d+) registers"))) {
         RecordProperty("registers", m[1].str());
         std::cout << "[ ptxas    ] " << c.name << ": " << m[1] << " registers, 0 spills\n";
+    }
+    if (!kernel.has_runtime_shapes()) {
+        // The CTAs the model puts on an SM at once (resident_ctas) fit what ptxas gave the
+        // kernel: its registers (allocated in eights per thread), and the static shared memory
+        // it reports within what launch_shared_bytes counts beside the carve-out.
+        const hopper_backend::Plan plan = hopper_backend::plan_kernel(kernel);
+        const sim::hopper::HopperParams params;
+        const int resident = hopper_backend::resident_ctas(kernel, plan, params);
+        const int64_t threads = hopper_backend::cta_threads(kernel);
+        const int64_t counted_static = hopper_backend::launch_shared_bytes(kernel, plan) -
+                                       plan.shared_bytes - hopper_backend::swizzle_atom_bytes;
+        const std::regex used("Used (\\d+) registers, used \\d+ barriers(, (\\d+) bytes smem)?");
+        ASSERT_TRUE(std::regex_search(assemble.output, m, used)) << assemble.output;
+        const int64_t registers = (std::stoll(m[1].str()) + 7) / 8 * 8;
+        EXPECT_LE(resident * threads * registers, params.registers_per_sm)
+            << c.name << ": the model holds " << resident << " CTAs per SM, ptxas gives " << m[1]
+            << " registers to each of " << threads << " threads";
+        if (m[3].matched) {
+            EXPECT_LE(std::stoll(m[3].str()), counted_static) << c.name;
+        }
     }
     expect_floor_met(assemble.output, {c.name, c.name + "_tma", c.name + "_threads"},
                      register_floor(source));
