@@ -206,9 +206,10 @@ Halide::Target reference_target() {
     // for which Halide asks LLVM for a CPU that has FMA (haswell, skylake-avx512).
     // LLVM 14 fully unrolls a reference's short loops of constant extent (a generator's RDoms)
     // and its DAG combiner then takes minutes over the unrolled blocks (fuzz: flash_attention
-    // D=130 TJ=2 TK=1 B=4 H=4, 382 s of reference; 0.47 s without unrolling, and softmax, gemm
-    // and rmsnorm no slower). Halide reads HL_LLVM_ARGS once, when it first starts LLVM (the
-    // first reference: Tandem's own lowering never reaches LLVM); a caller's own setting stays.
+    // D=130 TJ=2 TK=1 B=24 H=4 past the 120 s limit; at B=1 4.4 s, 0.77 s without unrolling:
+    // benchmarks/results/session59_registers_and_reference.log). Halide reads HL_LLVM_ARGS once,
+    // when it first starts LLVM (the first reference: Tandem's own lowering never reaches LLVM); a
+    // caller's own setting stays.
     static const bool no_unrolling = setenv("HL_LLVM_ARGS", "-unroll-threshold=0", 0) == 0;
     (void)no_unrolling;
     Halide::Target host = Halide::get_jit_target_from_environment().without_feature(
