@@ -40,11 +40,12 @@ struct Built {
 /** What the problem itself costs, whatever the schedule (for the roofline). The vector work is
  * counted by class so that each target weighs it with its own vector costs (vector_work()). */
 struct Workload {
-    double macs = 0;         // tensor-core multiply-accumulates
-    double int8_macs = 0;    // of them, over int8 operands (an int32 accumulator)
-    double fp8_macs = 0;     // of them, over FP8 operands (tandem::from_e4m3, from_e5m2)
-    double vector_flops = 0; // element operations on the vector core, each 1 (all classes)
-    double bytes = 0;        // compulsory DRAM traffic: inputs read once, output written once
+    double macs = 0;          // tensor-core multiply-accumulates
+    double int8_macs = 0;     // of them, over int8 operands (an int32 accumulator)
+    double fp8_macs = 0;      // of them, over FP8 operands (tandem::from_e4m3, from_e5m2)
+    double vector_flops = 0;  // element operations on the vector core, each 1 (all classes)
+    double bytes = 0;         // compulsory DRAM traffic: inputs read once, output written once
+    double written_bytes = 0; // of bytes, the output's
     // Of vector_flops: exp, log, tanh; float divisions and square roots.
     double vector_transcendentals = 0, vector_div_sqrt = 0;
     // Elements every vector unit must load and store at least once (the largest input's elements

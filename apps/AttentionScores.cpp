@@ -119,7 +119,8 @@ const App &attention_scores_app() {
             double Lq = p.get_int("Lq"), Lk = p.get_int("Lk"), D = p.get_int("D");
             Workload w;
             w.macs = Lq * Lk * D;
-            w.bytes = 2 * (Lq * D + Lk * D) + 4 * Lq * Lk;
+            w.written_bytes = 4 * Lq * Lk;
+            w.bytes = 2 * (Lq * D + Lk * D) + w.written_bytes;
             return w;
         },
         [](const Params &) { return 1e-3; },

@@ -193,7 +193,8 @@ const App &gemm_app() {
             Workload w;
             w.macs = M * N * K;
             w.vector_flops = (bias ? 3 : 1) * M * N;
-            w.bytes = 2 * (M * K + K * N) + out_bytes * M * N + (bias ? 4 * N : 0);
+            w.written_bytes = out_bytes * M * N;
+            w.bytes = 2 * (M * K + K * N) + w.written_bytes + (bias ? 4 * N : 0);
             return w;
         },
         [](const Params &p) { return p.get("out") == "f32" ? 1e-3 : 1e-2; },

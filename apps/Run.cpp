@@ -125,18 +125,38 @@ double element_value(const void *data, sim::DType t, int64_t i) {
     return 0;
 }
 
+namespace {
+
+RooflineWork roofline_work(const Workload &w, const Target &target) {
+    RooflineWork r;
+    r.macs = w.macs - w.int8_macs - w.fp8_macs;
+    r.int8_macs = w.int8_macs;
+    r.fp8_macs = w.fp8_macs;
+    r.vector_ops = vector_work(w, target);
+    r.bytes = w.bytes;
+    r.written_bytes = w.written_bytes;
+    return r;
+}
+
+} // namespace
+
 double roofline_cycles(const Workload &w, const Target &target) {
-    return backend_of(target).roofline(w.macs - w.int8_macs - w.fp8_macs, w.int8_macs, w.fp8_macs,
-                                       vector_work(w, target), w.bytes, target);
+    return backend_of(target).roofline(roofline_work(w, target), target);
 }
 
 std::string roofline_bound(const Workload &w, const Target &target) {
     const auto &roofline = backend_of(target).roofline;
-    const double matrix = roofline(w.macs - w.int8_macs - w.fp8_macs, w.int8_macs, w.fp8_macs, 0, 0,
-                                   target),
-                 vector = roofline(0, 0, 0, vector_work(w, target), 0, target),
-                 memory = roofline(0, 0, 0, 0, w.bytes, target);
-    return matrix >= vector && matrix >= memory ? "matrix" : vector >= memory ? "vector" : "memory";
+    const RooflineWork all = roofline_work(w, target);
+    RooflineWork matrix, vector, memory;
+    matrix.macs = all.macs;
+    matrix.int8_macs = all.int8_macs;
+    matrix.fp8_macs = all.fp8_macs;
+    vector.vector_ops = all.vector_ops;
+    memory.bytes = all.bytes;
+    memory.written_bytes = all.written_bytes;
+    const double m = roofline(matrix, target), v = roofline(vector, target),
+                 b = roofline(memory, target);
+    return m >= v && m >= b ? "matrix" : v >= b ? "vector" : "memory";
 }
 
 std::vector<std::vector<int>> static_extents(const Kernel &kernel) {

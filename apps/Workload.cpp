@@ -200,7 +200,8 @@ Workload algorithm_workload(const GeneratorBase::Pipeline &algorithm) {
         input_elements[in.name()] = n;
     }
     const double out_elements = elements(out_extents, out.dimensions());
-    w.bytes += out_elements * out.output_types()[0].bytes();
+    w.written_bytes = out_elements * out.output_types()[0].bytes();
+    w.bytes += w.written_bytes;
     if (out_extents.empty())
         return w; // a runtime extent without an estimate: no problem size to count
 

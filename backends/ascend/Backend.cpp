@@ -24,16 +24,16 @@ TargetBackend backend() {
             [](const Kernel &k, Machine &m, const std::map<std::string, int> &ids,
                const Shapes &shapes) { execute(k, m, ids, shapes); });
     };
-    b.roofline = [](double macs, double int8_macs, double fp8_macs, double vector_ops, double bytes,
-                    const Target &t) {
-        macs += fp8_macs; // (the 910B's cube has no FP8: tile_mma refuses it)
+    b.roofline = [](const RooflineWork &w, const Target &t) {
+        const double macs =
+            w.macs + w.fp8_macs; // (the 910B's cube has no FP8: tile_mma refuses it)
         const sim::ascend::AscendParams a = sim::ascend::AscendParams::from(t.lookup());
         // MACs on the cube cores, vector operations (f32: 4 bytes of lane work each) on the vector
         // cores, and every compulsory byte once through the HBM that all cores share.
         return std::max({macs / (a.cube_cores * 16.0 * 16 * a.cube_bf16_k_per_cycle) +
-                             int8_macs / (a.cube_cores * 16.0 * 16 * a.cube_int8_k_per_cycle),
-                         vector_ops * 4 / (double(a.vector_cores) * a.vector_bytes_per_cycle),
-                         bytes / a.hbm_bytes_per_cycle});
+                             w.int8_macs / (a.cube_cores * 16.0 * 16 * a.cube_int8_k_per_cycle),
+                         w.vector_ops * 4 / (double(a.vector_cores) * a.vector_bytes_per_cycle),
+                         w.bytes / a.hbm_bytes_per_cycle});
     };
     b.sources = {
         {"code", ".ascend.cpp",

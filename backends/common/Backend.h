@@ -52,16 +52,25 @@ struct Source {
     std::function<std::string(const Kernel &, const std::string &name, const EmitOptions &)> emit;
 };
 
+/** What a problem costs whatever its schedule, in the units a roofline takes (apps::Workload). */
+struct RooflineWork {
+    double macs = 0;          // tensor-core MACs over 16-bit operands
+    double int8_macs = 0;     // over int8 operands
+    double fp8_macs = 0;      // over FP8 operands
+    double vector_ops = 0;    // in the target's vector throughput unit
+    double bytes = 0;         // compulsory: every input read once, the output written once
+    double written_bytes = 0; // of them, the output's
+};
+
 struct TargetBackend {
     std::string name;
     /** The machine model, built from the target's description. */
     std::function<std::unique_ptr<Model>(const Target &, bool numerics, bool trace)> model;
-    /** The problem's own bound on this machine: MACs (at the 16-bit operands' rate), int8 MACs
-     * and FP8 MACs (at their rates where the machine has them), vector operations and compulsory
-     * bytes, each at the machine's peak over all its units. */
-    std::function<double(double macs, double int8_macs, double fp8_macs, double vector_ops,
-                         double bytes, const Target &)>
-        roofline;
+    /** The problem's own bound on this machine: the MACs of each operand type at their rate
+     * (where the machine has it), the vector operations and the compulsory bytes, each at the
+     * machine's peak over all its units, plus what every launch pays where the description
+     * charges it: no run of the problem on the machine model is shorter. */
+    std::function<double(const RooflineWork &, const Target &)> roofline;
     /** What the target emits; the fuzzer checks the first. */
     std::vector<Source> sources;
 };

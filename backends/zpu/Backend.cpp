@@ -23,14 +23,14 @@ TargetBackend backend() {
             [](const Kernel &k, sim::Machine &m, const std::map<std::string, int> &ids,
                const Shapes &shapes) { execute(k, m, ids, shapes); });
     };
-    b.roofline = [](double macs, double int8_macs, double fp8_macs, double vector_ops, double bytes,
-                    const Target &t) {
-        macs += int8_macs + fp8_macs; // (the ZPU's tensor core has neither: tile_mma refuses them)
+    b.roofline = [](const RooflineWork &w, const Target &t) {
+        // (the ZPU's tensor core has no int8 or FP8: tile_mma refuses them)
+        const double macs = w.macs + w.int8_macs + w.fp8_macs;
         const sim::ZpuParams z = sim::ZpuParams::from(t.lookup());
         const double cores = z.cores;
         return std::max({macs / (cores * z.peak_macs_per_cycle()),
-                         vector_ops / (cores * z.vector_flops_per_cycle),
-                         bytes / (cores * z.dram_bytes_per_cycle_per_core())});
+                         w.vector_ops / (cores * z.vector_flops_per_cycle),
+                         w.bytes / (cores * z.dram_bytes_per_cycle_per_core())});
     };
     b.sources = {
         {"code", ".zpu.cpp",

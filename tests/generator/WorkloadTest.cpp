@@ -47,6 +47,7 @@ TEST(Workload, SoftmaxCountsEachDefinitionOverItsDomain) {
     EXPECT_EQ(w.vector_loads, 0);
     EXPECT_EQ(w.vector_stores, n);
     EXPECT_EQ(w.bytes, 8 * n);
+    EXPECT_EQ(w.written_bytes, 4 * n); // of them, the output's
     EXPECT_EQ(w.macs, 0);
     // The ZPU charges exp 3, each first load and store 5: 3 arith + 3 + 1 + 5 + 5 per element.
     EXPECT_EQ(apps::vector_work(w, Target::parse("zpu")), 17 * n);
@@ -165,6 +166,7 @@ TEST(Workload, GemmCountsMacsItsEpilogueAndItsBytes) {
     EXPECT_EQ(w.int8_macs, 0);
     EXPECT_EQ(w.vector_flops, 16 * 64); // the cast of the accumulator
     EXPECT_EQ(w.bytes, 2 * (16 * 32 + 32 * 64) + 2 * 16 * 64);
+    EXPECT_EQ(w.written_bytes, 2 * 16 * 64);
 }
 
 TEST(Workload, AttentionScoresCountsMacsAndBytesOnly) {
@@ -177,6 +179,7 @@ TEST(Workload, AttentionScoresCountsMacsAndBytesOnly) {
     EXPECT_EQ(w.int8_macs, 0);
     EXPECT_EQ(w.vector_flops, 0);
     EXPECT_EQ(w.bytes, 2 * (8 * 4 + 16 * 4) + 4 * 8 * 16);
+    EXPECT_EQ(w.written_bytes, 4 * 8 * 16);
 }
 
 } // namespace
