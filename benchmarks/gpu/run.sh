@@ -494,6 +494,24 @@ configs+=(
     "v28|gemm_any_pingpong_odd_2048x2048x2047_v28|gemm|ws_pingpong|2048 2048 2047|hopper|shapes=runtime"
     "v28|gemm_any_ws_odd_1000x1096x519_v28|gemm|ws|1000 1096 519|hopper|shapes=runtime"
 )
+# For issue 35 (session 60, model only): how many bytes an SM must keep in flight to reach the
+# HBM bound. The same elementwise copy (3 inputs, 1 output, 1 GB at 8192 x 8192) with 4 KB to
+# 16 KB tiles, 2 to 4 stages and 1 to 4 persistent CTAs per SM, or a CTA per tile: its loads in
+# flight per SM go from 12 KB (4 KB tiles, one CTA, two stages) to over 100 KB. Model v11
+# (hbm_latency 1000) puts every one at 0.96-1.0 of the HBM bound; the lone persistent CTAs of
+# rmsnorm (p1) ran at 0.38-0.58 of the model's time, which a loaded latency of 2-4 us would
+# explain. The GPU's times for these say which latency, and whether it grows with the load.
+configs+=(
+    "v29|elementwise_inflight_4k_p1|elementwise|double_buffered|8192 8192|hopper|TX=256 TY=4 ctas_per_sm=1"
+    "v29|elementwise_inflight_4k_p1_s4|elementwise|double_buffered|8192 8192|hopper|TX=256 TY=4 ctas_per_sm=1 stages=4"
+    "v29|elementwise_inflight_4k_p2|elementwise|double_buffered|8192 8192|hopper|TX=256 TY=4 ctas_per_sm=2"
+    "v29|elementwise_inflight_4k_p4|elementwise|double_buffered|8192 8192|hopper|TX=256 TY=4 ctas_per_sm=4"
+    "v29|elementwise_inflight_4k_cta|elementwise|double_buffered|8192 8192|hopper|TX=256 TY=4"
+    "v29|elementwise_inflight_16k_p1|elementwise|double_buffered|8192 8192|hopper|TX=256 TY=16 ctas_per_sm=1"
+    "v29|elementwise_inflight_16k_p1_s3|elementwise|double_buffered|8192 8192|hopper|TX=256 TY=16 ctas_per_sm=1 stages=3"
+    "v29|elementwise_inflight_16k_p2|elementwise|double_buffered|8192 8192|hopper|TX=256 TY=16 ctas_per_sm=2"
+    "v29|elementwise_inflight_16k_cta|elementwise|double_buffered|8192 8192|hopper|TX=256 TY=16"
+)
 # TANDEM_GPU_SETS (default "smoke bench"): the sets emitted, built and run.
 sets="${TANDEM_GPU_SETS:-smoke bench}"
 
