@@ -25,8 +25,8 @@ TargetBackend backend() {
                const Shapes &shapes) { execute(k, m, ids, shapes); });
     };
     b.roofline = [](const RooflineWork &w, const Target &t) {
-        const double macs =
-            w.macs + w.fp8_macs; // (the 910B's cube has no FP8: tile_mma refuses it)
+        // (the 910B's cube has no FP8: tile_mma refuses it)
+        const double macs = w.macs + w.fp8_macs;
         const sim::ascend::AscendParams a = sim::ascend::AscendParams::from(t.lookup());
         // MACs on the cube cores, vector operations (f32: 4 bytes of lane work each) on the vector
         // cores, and every compulsory byte once through the HBM that all cores share.
