@@ -776,6 +776,11 @@ Variant emit_variant(const Kernel &kernel, const std::string &fn, const Plan &pl
              "backends/hopper/runtime\n";
     for (const std::string &n : kernel.notes)
         notes << "//   " << n << "\n";
+    // The lowering counts the tiles' data; the plan lays them out as TMA boxes and wgmma tiles.
+    notes << "// shared memory as laid out here: " << plan.shared_bytes
+          << " bytes of tiles (boxes and swizzled tiles whole), "
+          << launch_shared_bytes(kernel, plan)
+          << " per CTA with the base's alignment, the mbarriers and the reduction scratch\n";
     if (register_floor)
         notes << "// setmaxnreg floor: " << register_floor
               << " registers per thread (the roles ask for that much of the " << threads

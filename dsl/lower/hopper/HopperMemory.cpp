@@ -151,8 +151,9 @@ Stmt plan_hopper_memory(const Stmt &s, const Allocations &found, CompileContext 
                     largest->name + " takes " + std::to_string(largest->bytes()) +
                     "); use smaller tiles or fewer stages");
     }
-    ctx.notes.push_back("memory: shared " + std::to_string(smem) + " of " +
-                        std::to_string(ctx.target.machine.integer("smem_bytes")) + " bytes");
+    ctx.notes.push_back("memory: the tiles' data takes " + std::to_string(smem) + " of the " +
+                        std::to_string(ctx.target.machine.integer("smem_bytes")) +
+                        " bytes of shared memory");
     return s;
 }
 
