@@ -327,7 +327,7 @@ TEST(GemmAcceptance, PipelinedAt2048IsCorrectAndEfficient) {
 // The roofline is a bound: no run on the model is shorter, whatever the description charges. On
 // Hopper the model pays the launch (launch_cycles) and finds a problem that fits in L2 there
 // (l2_warm); until session 60 the roofline had neither, and with the launch off the user kernels
-// ran 1.5-2.5x "faster than their roofline" (results/session60_user_kernels_launch_l2.log).
+// ran up to 2.5x "faster than their roofline" (results/session60_user_kernels_launch_l2.log).
 TEST(Roofline, NoRunOnTheHopperModelIsShorter) {
     struct Problem {
         const char *app;
